@@ -1,0 +1,68 @@
+"""The rank side of distmon: ``import distmon.hooks; distmon.hooks.attach(model)``.
+
+``attach`` starts a background agent in this process that streams the rank's state to
+the monitor (see :mod:`distmon.hooks.agent`). It works before or after
+``init_process_group``, with DDP, FSDP, a plain module or no model, in a torchrun rank or
+a plain script, and never raises: a monitor problem must not stop training.
+
+Environment: ``DISTMON_ENDPOINT`` (where the monitor listens), ``DISTMON_INTERVAL``
+(seconds between reports, default 1), ``DISTMON_JOB_ID`` (overrides the job id derived
+from the launcher), ``DISTMON_DISABLE=1`` (attach does nothing).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import threading
+from typing import Any
+
+from distmon import endpoint as _endpoint
+
+DEFAULT_INTERVAL = 1.0
+
+_lock = threading.Lock()
+_agent: Any = None
+_models: list[Any] = []
+
+
+def attach(
+    model: Any = None, *, endpoint: str | None = None, interval: float | None = None
+) -> Any:
+    """Start reporting this rank (once per process) and count ``model``'s forward calls.
+
+    Returns the agent, or None when disabled or when it could not start.
+    """
+    global _agent
+    if os.environ.get("DISTMON_DISABLE") == "1":
+        return None
+    try:
+        from distmon.hooks.agent import Agent
+        from distmon.hooks.progress import count_forwards
+
+        with _lock:
+            if _agent is None:
+                period = interval or float(os.environ.get("DISTMON_INTERVAL", DEFAULT_INTERVAL))
+                _agent = Agent(_endpoint.resolve(endpoint), period)
+                _agent.start()
+            if model is not None and all(m is not model for m in _models):
+                count_forwards(model, _agent.progress)
+                _models.append(model)
+            return _agent
+    except Exception as e:
+        print(f"distmon: not monitoring this rank: {e}", file=sys.stderr)
+        return None
+
+
+def detach() -> None:
+    """Stop reporting: sends a final report, removes every hook. Safe to call twice."""
+    global _agent
+    from distmon.hooks.progress import uncount_forwards
+
+    with _lock:
+        agent, _agent = _agent, None
+        for model in _models:
+            uncount_forwards(model)
+        _models.clear()
+    if agent is not None:
+        agent.stop()

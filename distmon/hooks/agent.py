@@ -1,0 +1,212 @@
+"""The per-rank agent: a background thread that samples the rank and sends reports.
+
+The training thread only bumps counters (:mod:`distmon.hooks.progress`). This thread
+reads them, the Flight Recorder, memory and DataLoader workers once per interval, or at
+once when woken (an exception, the exit), and pushes one :class:`Report` over ZeroMQ.
+
+ZeroMQ is set up so that it can never hurt training: sends never block, nothing is
+queued for a monitor that is not there (``IMMEDIATE``), the queue toward a slow one is
+short (``SNDHWM``), and closing never waits longer than ``EXIT_LINGER_MS``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+import torch
+import torch.distributed as dist
+import zmq
+
+from distmon.hooks.collectives import GroupReader
+from distmon.hooks.lastwords import LastWords
+from distmon.hooks.loaders import LoaderWatch
+from distmon.hooks.progress import Progress
+from distmon.hooks.resources import GpuReader, host_memory
+from distmon.hooks.stacks import main_thread_stack
+from distmon.wire import ExceptionInfo, ExitInfo, Report, encode
+
+SEND_HWM = 8
+EXIT_LINGER_MS = 500
+LAST_WORDS_WAIT = 1.0
+STALL_FLOOR = 2.0
+"""A rank is stalled after this long without progress, or three step times if longer."""
+
+
+class Agent:
+    def __init__(self, endpoint: str, interval: float) -> None:
+        self.endpoint = endpoint
+        self.interval = interval
+        self.progress = Progress()
+        self._groups = GroupReader()
+        self._gpu = GpuReader()
+        self._loaders = LoaderWatch(self.progress)
+        self._last_words = LastWords(self._report_exception, self._report_exit)
+        self._optimizer_hook: Any = None
+        self._thread = threading.Thread(target=self._run, name="distmon-agent", daemon=True)
+        self._wake = threading.Event()
+        self._sent = threading.Condition()
+        self._stopping = False
+        self._reports = 0
+        self._dropped = 0
+        self._exception: ExceptionInfo | None = None
+        self._exit: ExitInfo | None = None
+        self._last_marker: tuple[int, ...] = ()
+        self._last_progress = time.time()
+        self._last_wait = (0.0, time.monotonic())
+        self._job = _job_id()
+        self._host = socket.gethostname()
+
+    def start(self) -> None:
+        from torch.optim.optimizer import register_optimizer_step_post_hook
+
+        self._optimizer_hook = register_optimizer_step_post_hook(self.progress.on_optimizer_step)
+        self._loaders.install()
+        self._last_words.install()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Send a final report and close; idempotent, bounded in time."""
+        if self._optimizer_hook is not None:
+            self._optimizer_hook.remove()
+            self._optimizer_hook = None
+        self._loaders.uninstall()
+        self._last_words.uninstall()
+        self._stopping = True
+        self._wake.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout=LAST_WORDS_WAIT + EXIT_LINGER_MS / 1000)
+
+    @property
+    def dropped(self) -> int:
+        """Reports not sent because no monitor was connected or it was too slow."""
+        return self._dropped
+
+    def _report_exception(self, info: ExceptionInfo) -> None:
+        self._exception = info
+        self._send_now()
+
+    def _report_exit(self) -> None:
+        self._exit = ExitInfo(how="exception" if self._exception else "clean", t=time.time())
+        self.stop()
+
+    def _send_now(self) -> None:
+        """Wake the agent and wait (bounded) until it has sent a fresh report."""
+        with self._sent:
+            target = self._reports + 1
+            self._wake.set()
+            self._sent.wait_for(lambda: self._reports >= target, timeout=LAST_WORDS_WAIT)
+
+    def _run(self) -> None:
+        context = zmq.Context(io_threads=1)
+        sock = context.socket(zmq.PUSH)
+        sock.setsockopt(zmq.LINGER, 0)
+        sock.setsockopt(zmq.IMMEDIATE, 1)
+        sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+        try:
+            sock.connect(self.endpoint)
+            while True:
+                stopping = self._stopping
+                self._send(sock)
+                if stopping:
+                    break
+                self._wake.wait(self.interval)
+                self._wake.clear()
+        except Exception:
+            pass  # the monitor must never take the rank down with it
+        finally:
+            sock.close(linger=EXIT_LINGER_MS)
+            context.term()
+
+    def _send(self, sock: zmq.Socket) -> None:
+        try:
+            data = encode(self.sample())
+        except Exception:
+            data = None
+        if data is not None:
+            try:
+                sock.send(data, zmq.NOBLOCK)
+            except zmq.Again:
+                self._dropped += 1
+        with self._sent:
+            self._reports += 1
+            self._sent.notify_all()
+
+    def sample(self) -> Report:
+        now = time.time()
+        progress = self.progress
+        groups = _quietly(self._groups.read, [])
+        marker = (progress.steps, progress.forwards, *(g.completed for g in groups))
+        if marker != self._last_marker:
+            self._last_marker = marker
+            self._last_progress = now
+        step_time = progress.step_stats()
+        stall_after = max(STALL_FLOOR, 3 * step_time.p50 if step_time else 0.0)
+        stalled = now - self._last_progress >= stall_after and self._exit is None
+        rank, world, backend = _topology()
+        return Report(
+            job=self._job,
+            rank=rank,
+            world=world,
+            host=self._host,
+            pid=os.getpid(),
+            t=now,
+            n=self._reports,
+            interval=self.interval,
+            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            torch=torch.__version__,
+            backend=backend,
+            steps=progress.steps,
+            forwards=progress.forwards,
+            last_step_t=progress.last_step_time(),
+            step_time=step_time,
+            data_wait=self._data_wait_share(),
+            groups=groups,
+            stalled_since=self._last_progress if stalled else None,
+            stack=_quietly(main_thread_stack, None) if stalled else None,
+            memory=_quietly(host_memory, None),
+            gpu=_quietly(self._gpu.read, None),
+            loaders=_quietly(self._loaders.read, []),
+            exception=self._exception,
+            exit=self._exit,
+        )
+
+    def _data_wait_share(self) -> float | None:
+        waited, since = self._last_wait
+        now = time.monotonic()
+        total = self.progress.data_wait
+        self._last_wait = (total, now)
+        if total == 0.0 or now <= since:
+            return None
+        return min(1.0, (total - waited) / (now - since))
+
+
+def _quietly(read: Any, default: Any) -> Any:
+    """Run one sampler; a failing one leaves its field empty rather than the report."""
+    with contextlib.suppress(Exception):
+        return read()
+    return default
+
+
+def _topology() -> tuple[int, int, str | None]:
+    if dist.is_available() and dist.is_initialized():
+        return dist.get_rank(), dist.get_world_size(), str(dist.get_backend())
+    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), None
+
+
+def _job_id() -> str:
+    """The same for every rank of a job, with no configuration, under the usual launchers."""
+    env = os.environ
+    if env.get("DISTMON_JOB_ID"):
+        return env["DISTMON_JOB_ID"]
+    if env.get("SLURM_JOB_ID"):
+        return f"slurm-{env['SLURM_JOB_ID']}"
+    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":
+        return env["TORCHELASTIC_RUN_ID"]
+    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
+        return f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
+    return f"{socket.gethostname()}:{os.getpid()}"

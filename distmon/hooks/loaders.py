@@ -1,0 +1,122 @@
+"""DataLoader worker processes and the time the training loop waits for data.
+
+Every multi-process DataLoader iterator created after :func:`LoaderWatch.install` is
+registered (weakly), so no argument is needed. Workers are inspected with
+``waitid(WNOWAIT)``: a dead worker is seen without reaping it, which would rob
+PyTorch's own SIGCHLD check of the exit status it reports.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import threading
+import time
+import weakref
+from typing import Any
+
+import psutil
+from torch.utils.data import dataloader
+
+from distmon.hooks.progress import Progress
+from distmon.wire import Loader, Worker
+
+
+class LoaderWatch:
+    def __init__(self, progress: Progress) -> None:
+        self._progress = progress
+        self._iterators: weakref.WeakSet[Any] = weakref.WeakSet()
+        self._lock = threading.Lock()
+        self._processes: dict[int, psutil.Process] = {}
+        self._deaths: dict[int, Worker] = {}
+        self._originals: dict[str, Any] = {}
+
+    def install(self) -> None:
+        mp_iter, base_iter = dataloader._MultiProcessingDataLoaderIter, dataloader._BaseDataLoaderIter
+        if self._originals:
+            return
+        self._originals = {"init": mp_iter.__init__, "next": base_iter.__next__}
+        original_init, original_next = self._originals["init"], self._originals["next"]
+        progress, iterators, lock = self._progress, self._iterators, self._lock
+
+        def __init__(it: Any, *args: Any, **kwargs: Any) -> None:
+            original_init(it, *args, **kwargs)
+            with lock:
+                iterators.add(it)
+
+        def __next__(it: Any) -> Any:
+            start = time.perf_counter()
+            try:
+                return original_next(it)
+            finally:
+                progress.data_wait += time.perf_counter() - start
+
+        mp_iter.__init__ = __init__
+        base_iter.__next__ = __next__
+
+    def uninstall(self) -> None:
+        if self._originals:
+            dataloader._MultiProcessingDataLoaderIter.__init__ = self._originals["init"]
+            dataloader._BaseDataLoaderIter.__next__ = self._originals["next"]
+            self._originals = {}
+
+    def read(self) -> list[Loader]:
+        with self._lock:
+            iterators = list(self._iterators)
+        loaders = []
+        live_pids = set()
+        for it in iterators:
+            if getattr(it, "_shutdown", True):
+                continue  # finished: its workers exited on purpose (between epochs)
+            workers = [self._worker(w.pid) for w in list(getattr(it, "_workers", [])) if w.pid]
+            live_pids.update(w.pid for w in workers)
+            loaders.append(Loader(id=id(it), expected=it._num_workers, workers=workers))
+        for pid in set(self._processes) - live_pids:
+            del self._processes[pid]
+        for pid in set(self._deaths) - live_pids:
+            del self._deaths[pid]
+        return loaders
+
+    def _worker(self, pid: int) -> Worker:
+        if pid in self._deaths:
+            return self._deaths[pid]
+        status = _peek_exit(pid)
+        if status is not None:
+            self._deaths[pid] = status
+            return status
+        rss = None
+        with contextlib.suppress(psutil.Error):
+            process = self._processes.get(pid) or self._processes.setdefault(pid, psutil.Process(pid))
+            rss = process.memory_info().rss
+        return Worker(pid=pid, alive=True, rss=rss)
+
+
+def _peek_exit(pid: int) -> Worker | None:
+    """The exit status of a dead child, without reaping it; None while it runs."""
+    try:
+        result = os.waitid(os.P_PID, pid, os.WEXITED | os.WNOHANG | os.WNOWAIT)
+    except ChildProcessError:
+        return None if _running(pid) else Worker(pid=pid, alive=False)
+    if result is None or result.si_pid == 0:
+        return None
+    if result.si_code in (os.CLD_KILLED, os.CLD_DUMPED):
+        return Worker(pid=pid, alive=False, signal=_signal_name(result.si_status))
+    return Worker(pid=pid, alive=False, exitcode=result.si_status)
+
+
+def _running(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

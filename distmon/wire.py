@@ -1,0 +1,284 @@
+"""The wire format between a training rank and the monitor: the one place the schema lives.
+
+Each rank sends one kind of message, a :class:`Report`: its whole current state, every
+interval and at once when something changes (a stall, an exception, a dead DataLoader
+worker, the exit). Because every report is complete, a monitor started late or restarted
+knows every rank after one interval, and a lost message costs nothing.
+
+Encoding is msgpack: a map per dataclass, keyed by field name. A field that is ``None``
+is left out. Decoding checks the version and the type of every field, so a malformed or
+foreign message raises :class:`WireError` and never reaches the detector.
+
+Schema version 1 (``v``). Times are unix seconds from the rank's own clock; durations are
+seconds; sizes are bytes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from functools import cache
+from typing import Any, Union
+
+import msgpack
+
+VERSION = 1
+MAX_MESSAGE_BYTES = 256 * 1024
+"""Larger messages are dropped unread: a rank's report is a few hundred bytes."""
+
+
+class WireError(ValueError):
+    """A message that is not a valid distmon report; ``reason`` says which way, for counting."""
+
+    def __init__(self, reason: str, detail: str = "") -> None:
+        super().__init__(f"{reason}: {detail}" if detail else reason)
+        self.reason = reason
+
+
+@dataclass
+class Frame:
+    """One Python stack frame."""
+
+    file: str
+    line: int
+    func: str
+    code: str | None = None
+
+
+@dataclass
+class GroupStatus:
+    """One process group as this rank sees it, from PyTorch's Flight Recorder.
+
+    ``enqueued``/``completed`` are the collective sequence numbers of the group (the
+    SeqNum the NCCL watchdog prints); ``enqueued > completed`` means a collective is in
+    flight. ``ranks`` is run-length encoded as ``[start, count, stride]`` triples so a
+    group of thousands of ranks costs a few bytes.
+    """
+
+    id: str
+    backend: str
+    size: int
+    ranks: list[list[int]]
+    timeout: float | None
+    enqueued: int
+    completed: int
+    started: int | None = None
+    desc: str | None = None
+    op: str | None = None
+    """The op of the collective in flight (``all_reduce``), once the rank has looked it up."""
+    since: float | None = None
+    """When the collective in flight was enqueued."""
+
+
+@dataclass
+class StepStats:
+    """Step times over the rank's recent steps (seconds)."""
+
+    n: int
+    mean: float
+    p50: float
+    max: float
+    last: float
+
+
+@dataclass
+class GpuStatus:
+    """The rank's GPU: torch's caching allocator and NVML, each present where available."""
+
+    index: int
+    allocated: int | None = None
+    reserved: int | None = None
+    peak: int | None = None
+    used: int | None = None
+    total: int | None = None
+    util: float | None = None
+    temp: float | None = None
+    power: float | None = None
+    throttle: list[str] | None = None
+    xid: int | None = None
+    ecc: int | None = None
+
+
+@dataclass
+class Memory:
+    """Host memory of the rank's process, and the node's limits that matter for it."""
+
+    rss: int
+    host_total: int | None = None
+    host_available: int | None = None
+    shm_total: int | None = None
+    shm_free: int | None = None
+
+
+@dataclass
+class Worker:
+    """A DataLoader worker process. ``signal`` is a name such as ``SIGKILL``."""
+
+    pid: int
+    alive: bool
+    exitcode: int | None = None
+    signal: str | None = None
+    rss: int | None = None
+
+
+@dataclass
+class Loader:
+    """One live multi-process DataLoader iterator in the rank."""
+
+    id: int
+    expected: int
+    workers: list[Worker]
+
+
+@dataclass
+class ExceptionInfo:
+    """An uncaught exception: the rank's last words."""
+
+    type: str
+    message: str
+    where: Frame | None
+    traceback: list[Frame]
+    t: float
+
+
+@dataclass
+class ExitInfo:
+    """How the process ended: ``how`` is ``clean`` or ``exception``."""
+
+    how: str
+    t: float
+
+
+@dataclass
+class Report:
+    """A rank's complete state. The only message on the wire."""
+
+    job: str
+    rank: int
+    world: int
+    host: str
+    pid: int
+    t: float
+    n: int
+    """Reports sent so far by this process: a gap means lost messages, a reset a restart."""
+    interval: float
+    local_rank: int = 0
+    torch: str | None = None
+    backend: str | None = None
+    steps: int = 0
+    forwards: int = 0
+    last_step_t: float | None = None
+    step_time: StepStats | None = None
+    data_wait: float | None = None
+    """Share of the last interval the training loop spent waiting for DataLoader batches."""
+    groups: list[GroupStatus] = field(default_factory=list)
+    stalled_since: float | None = None
+    """Set while the rank has made no progress (steps or collectives) for a while."""
+    stack: list[Frame] | None = None
+    """The main thread's stack, innermost last, while stalled."""
+    memory: Memory | None = None
+    gpu: GpuStatus | None = None
+    loaders: list[Loader] = field(default_factory=list)
+    exception: ExceptionInfo | None = None
+    exit: ExitInfo | None = None
+    v: int = VERSION
+
+
+def encode(report: Report) -> bytes:
+    return msgpack.packb(_to_wire(report), use_bin_type=True)
+
+
+def decode(data: bytes) -> Report:
+    """Parse and validate one message; raise :class:`WireError` on anything else."""
+    if len(data) > MAX_MESSAGE_BYTES:
+        raise WireError("oversized", f"{len(data)} bytes")
+    try:
+        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
+    except Exception as e:  # msgpack raises several unrelated types for bad bytes
+        raise WireError("malformed", str(e)) from None
+    if not isinstance(obj, dict):
+        raise WireError("malformed", "not a map")
+    if obj.get("v") != VERSION:
+        raise WireError("version", f"schema version {obj.get('v')!r}, expected {VERSION}")
+    return _from_wire(Report, obj, "report")
+
+
+def rank_runs(ranks: list[int]) -> list[list[int]]:
+    """Encode a sorted rank list as ``[start, count, stride]`` runs."""
+    runs: list[list[int]] = []
+    i = 0
+    while i < len(ranks):
+        start = ranks[i]
+        stride = ranks[i + 1] - start if i + 1 < len(ranks) else 1
+        count = 1
+        while i + count < len(ranks) and ranks[i + count] - ranks[i + count - 1] == stride:
+            count += 1
+        if count == 1:
+            stride = 1
+        runs.append([start, count, stride])
+        i += count
+    return runs
+
+
+def expand_runs(runs: list[list[int]]) -> list[int]:
+    return [start + k * stride for start, count, stride in runs for k in range(count)]
+
+
+def _to_wire(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj):
+        return {
+            f.name: _to_wire(value)
+            for f in dataclasses.fields(obj)
+            if (value := getattr(obj, f.name)) is not None
+        }
+    if isinstance(obj, list):
+        return [_to_wire(item) for item in obj]
+    return obj
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+@cache
+def _required(cls: type) -> frozenset[str]:
+    return frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+    )
+
+
+def _from_wire(tp: Any, value: Any, path: str) -> Any:
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        if value is None:
+            return None
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        return _from_wire(inner, value, path)
+    if origin is list:
+        if not isinstance(value, list):
+            raise WireError("malformed", f"{path} is not a list")
+        (inner,) = typing.get_args(tp)
+        return [_from_wire(inner, item, f"{path}[]") for item in value]
+    if dataclasses.is_dataclass(tp):
+        if not isinstance(value, dict):
+            raise WireError("malformed", f"{path} is not a map")
+        missing = _required(tp) - value.keys()
+        if missing:
+            raise WireError("malformed", f"{path} lacks {', '.join(sorted(missing))}")
+        hints = _hints(tp)
+        known = {k: _from_wire(hints[k], v, f"{path}.{k}") for k, v in value.items() if k in hints}
+        return tp(**known)
+    if tp is float:
+        if isinstance(value, (int, float)) and not isinstance(value, bool):
+            return float(value)
+    elif tp is int:
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+    elif isinstance(value, tp):
+        return value
+    raise WireError("malformed", f"{path} is {type(value).__name__}, expected {tp.__name__}")
