@@ -1,0 +1,54 @@
+"""The ``distmon`` command. Each subcommand lives in :mod:`distmon.commands` and is
+imported only when it runs, so ``distmon report`` never pays for Textual or torch."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from typing import NoReturn
+
+COMMANDS = {
+    "watch": "live terminal UI: bind the endpoint and show every rank and alert",
+    "record": "headless: bind the endpoint, detect, write a recording, print alerts",
+    "replay": "play a recording through the terminal UI",
+    "report": "post-mortem of a recording: the job, its ranks, the alerts and first cause",
+    "run": "run an unmodified training command with every rank monitored",
+    "doctor": "check this machine, or a job about to start, for launch problems",
+}
+
+
+class Parser(argparse.ArgumentParser):
+    """Reports a usage mistake as one line and exit code 2, never a traceback."""
+
+    def error(self, message: str) -> NoReturn:
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
+
+
+def build_parser() -> tuple[Parser, dict[str, Parser]]:
+    parser = Parser(prog="distmon", description="Monitor distributed PyTorch jobs.")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
+    parsers = {name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()}
+    return parser, parsers
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    parser, parsers = build_parser()
+    name = next((a for a in argv if not a.startswith("-")), None)
+    module = None
+    if name in COMMANDS:
+        module = importlib.import_module(f"distmon.commands.{name}")
+        module.add_arguments(parsers[name])
+    args = parser.parse_args(argv)
+    if module is None:
+        parser.print_help()
+        return 2
+    try:
+        return int(module.run(args) or 0)
+    except KeyboardInterrupt:
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,110 @@
+"""Alerts: what the detector tells a person, and their lifecycle (raised, updated, resolved)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+WARNING = "warning"
+CRITICAL = "critical"
+MAX_HISTORY = 1000
+"""Alerts kept for display and the report; the oldest resolved ones go first."""
+
+
+@dataclass
+class Finding:
+    """A condition a rule sees true right now. ``key`` identifies it across ticks."""
+
+    key: str
+    kind: str
+    severity: str
+    ranks: list[int]
+    summary: str
+    detail: str
+
+
+@dataclass
+class Alert:
+    """An alert as users and tools see it: the JSON shape of ``distmon report --json``."""
+
+    kind: str
+    severity: str
+    ranks: list[int]
+    t: float
+    """Unix time when first raised."""
+    summary: str
+    detail: str
+    key: str = field(default="", compare=False)
+    resolved: float | None = field(default=None, compare=False)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "kind": self.kind,
+            "severity": self.severity,
+            "ranks": list(self.ranks),
+            "t": self.t,
+            "summary": self.summary,
+            "detail": self.detail,
+        }
+
+    @classmethod
+    def from_json(cls, obj: dict[str, Any], key: str = "") -> Alert:
+        return cls(
+            kind=str(obj["kind"]),
+            severity=str(obj["severity"]),
+            ranks=[int(r) for r in obj["ranks"]],
+            t=float(obj["t"]),
+            summary=str(obj["summary"]),
+            detail=str(obj["detail"]),
+            key=key,
+        )
+
+
+@dataclass
+class Change:
+    """One step in an alert's life, as recorded: ``raised``, ``updated`` or ``resolved``."""
+
+    event: str
+    alert: Alert
+
+
+class AlertBook:
+    """Turns each tick's findings into raised, updated and resolved alerts."""
+
+    def __init__(self) -> None:
+        self.active: dict[str, Alert] = {}
+        self.history: list[Alert] = []
+        """Every alert ever raised, oldest first (resolved ones keep their ``resolved``)."""
+
+    def update(self, findings: list[Finding], now: float) -> list[Change]:
+        changes: list[Change] = []
+        seen = set()
+        for f in findings:
+            seen.add(f.key)
+            alert = self.active.get(f.key)
+            if alert is None:
+                alert = Alert(f.kind, f.severity, f.ranks, now, f.summary, f.detail, key=f.key)
+                self.active[f.key] = alert
+                self.history.append(alert)
+                if len(self.history) > MAX_HISTORY:
+                    self._forget_oldest()
+                changes.append(Change("raised", alert))
+            elif (alert.severity, alert.ranks, alert.summary, alert.detail) != (
+                f.severity, f.ranks, f.summary, f.detail,
+            ):
+                alert.severity, alert.ranks = f.severity, f.ranks
+                alert.summary, alert.detail = f.summary, f.detail
+                changes.append(Change("updated", alert))
+        for key in list(self.active):
+            if key not in seen:
+                alert = self.active.pop(key)
+                alert.resolved = now
+                changes.append(Change("resolved", alert))
+        return changes
+
+    def _forget_oldest(self) -> None:
+        for i, alert in enumerate(self.history):
+            if alert.resolved is not None:
+                del self.history[i]
+                return
+        del self.history[0]

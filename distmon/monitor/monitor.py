@@ -1,0 +1,45 @@
+"""The monitor pipeline shared by ``watch``, ``record`` and ``replay``: messages in,
+state updated, detector run, alerts out, everything recorded.
+
+It owns no thread and no clock: callers pass ``now``, so live runs, replays and tests
+drive the same code.
+"""
+
+from __future__ import annotations
+
+from distmon.monitor.alerts import AlertBook, Change
+from distmon.monitor.detector import Detector
+from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.state import JobState
+from distmon.wire import Report
+
+
+class Monitor:
+    def __init__(
+        self,
+        detector: Detector | None = None,
+        recorder: RecordingWriter | None = None,
+        job: str | None = None,
+    ) -> None:
+        self.state = JobState(job=job, pinned=job is not None)
+        self.detector = detector or Detector()
+        self.alerts = AlertBook()
+        self.recorder = recorder
+
+    def ingest(self, raw: bytes, now: float) -> Report | None:
+        report = self.state.ingest(raw, now)
+        if report is not None and self.recorder is not None:
+            self.recorder.message(now, raw)
+        return report
+
+    def tick(self, now: float) -> list[Change]:
+        """Run the detector; returns the alerts raised, updated or resolved."""
+        changes = self.alerts.update(self.detector.evaluate(self.state, now), now)
+        if self.recorder is not None:
+            for change in changes:
+                self.recorder.alert(now, change)
+        return changes
+
+    def close(self) -> None:
+        if self.recorder is not None:
+            self.recorder.close()

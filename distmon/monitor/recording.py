@@ -1,0 +1,144 @@
+"""The recording file: every rank message as received, and every alert change.
+
+Format, version 1: a stream of msgpack values. The first is a header map
+``{"format": "distmon-recording", "version": 1, "created": <unix time>}``; each one after
+it is an array whose first element says what it is:
+
+- ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
+  the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
+- ``["a", t, event, alert]``: an alert ``raised``, ``updated`` or ``resolved`` at ``t``;
+  ``alert`` is the map printed by ``distmon report --json``.
+
+Reading it takes a few lines::
+
+    import msgpack
+    with open("run.distmon", "rb") as f:
+        header, *records = msgpack.Unpacker(f, raw=False)
+
+A file cut off mid-record (a crash, a full disk) reads up to its last whole record.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import IO, Any
+
+import msgpack
+
+from distmon.monitor.alerts import Alert, Change
+
+FORMAT = "distmon-recording"
+VERSION = 1
+SYNC_EVERY = 1.0
+"""Seconds between flushes to disk: a crash loses at most this much."""
+
+
+class RecordingError(Exception):
+    """The file is missing, empty or not a distmon recording; the message says which."""
+
+
+@dataclass
+class Message:
+    t: float
+    payload: bytes
+
+
+@dataclass
+class AlertEvent:
+    t: float
+    event: str
+    alert: Alert
+
+
+Record = Message | AlertEvent
+
+
+class RecordingWriter:
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 -- closed in close()
+        self._packer = msgpack.Packer(use_bin_type=True)
+        self._last_sync = time.monotonic()
+        self.records = 0
+        self._file.write(
+            self._packer.pack({"format": FORMAT, "version": VERSION, "created": time.time()})
+        )
+        self.sync()
+
+    def message(self, t: float, payload: bytes) -> None:
+        self._write(["m", t, payload])
+
+    def alert(self, t: float, change: Change) -> None:
+        self._write(["a", t, change.event, change.alert.to_json()])
+
+    def _write(self, record: list[Any]) -> None:
+        self._file.write(self._packer.pack(record))
+        self.records += 1
+        if time.monotonic() - self._last_sync >= SYNC_EVERY:
+            self.sync()
+
+    def sync(self) -> None:
+        """Flush and fsync. Call at least every ``SYNC_EVERY`` seconds even when idle."""
+        self._file.flush()
+        os.fsync(self._file.fileno())
+        self._last_sync = time.monotonic()
+
+    def close(self) -> None:
+        if not self._file.closed:
+            self.sync()
+            self._file.close()
+
+
+def read_recording(path: str) -> tuple[dict[str, Any], Iterator[Record]]:
+    """The header and a lazy iterator of records; raises :class:`RecordingError`."""
+    try:
+        f = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+    except OSError as e:
+        raise RecordingError(f"cannot open {path}: {e.strerror}") from None
+    unpacker = msgpack.Unpacker(f, raw=False, max_buffer_size=64 * 1024 * 1024)
+    try:
+        header = next(unpacker)
+    except StopIteration:
+        f.close()
+        raise RecordingError(f"{path} is empty") from None
+    except Exception:
+        f.close()
+        raise RecordingError(f"{path} is not a distmon recording") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        f.close()
+        raise RecordingError(f"{path} is not a distmon recording")
+    if header.get("version") != VERSION:
+        f.close()
+        raise RecordingError(
+            f"{path} is a version {header.get('version')} recording; "
+            f"this distmon reads version {VERSION}"
+        )
+    return header, _records(f, unpacker)
+
+
+def _records(f: IO[bytes], unpacker: msgpack.Unpacker) -> Iterator[Record]:
+    with f:
+        try:
+            for item in unpacker:
+                record = _parse(item)
+                if record is not None:
+                    yield record
+        except (msgpack.UnpackException, ValueError):
+            return  # a torn or corrupt tail ends the recording
+
+
+def _parse(item: Any) -> Record | None:
+    """One record, or None for a record this version does not know (skipped)."""
+    if not isinstance(item, list) or not item:
+        return None
+    try:
+        if item[0] == "m" and isinstance(item[2], bytes):
+            return Message(float(item[1]), item[2])
+        if item[0] == "a":
+            return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3]))
+    except (IndexError, KeyError, TypeError, ValueError):
+        return None
+    return None

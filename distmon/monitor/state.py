@@ -1,0 +1,148 @@
+"""What the monitor knows about a job: each rank's latest report and a short history.
+
+Memory is bounded by design: one report per rank plus a fixed ring of numbers, so a
+4096-rank job costs the same after an hour as after a minute.
+"""
+
+from __future__ import annotations
+
+import math
+from array import array
+from collections import Counter
+from dataclasses import dataclass, field
+
+from distmon.wire import Report, WireError, decode
+
+HISTORY = 120
+"""Samples kept per rank and metric: two minutes at the default interval."""
+
+METRICS = ("t", "steps", "step_time", "rss", "gpu", "inflight", "data_wait")
+"""Per-rank time series. ``inflight`` is 1.0 when the rank sat in a collective when it
+sampled itself; averaged over the ring it is the share of time spent waiting on peers."""
+
+
+class History:
+    """Fixed-size rings of floats, one per metric, NaN where a value was absent."""
+
+    __slots__ = ("_rings", "_next", "count")
+
+    def __init__(self, size: int = HISTORY) -> None:
+        self._rings = {m: array("d", [math.nan]) * size for m in METRICS}
+        self._next = 0
+        self.count = 0
+
+    def append(self, **values: float | None) -> None:
+        i = self._next
+        for metric, ring in self._rings.items():
+            value = values.get(metric)
+            ring[i] = math.nan if value is None else value
+        self._next = (i + 1) % len(self._rings["t"])
+        self.count += 1
+
+    def series(self, metric: str, last: int | None = None) -> list[float]:
+        """Oldest first; at most ``last`` samples."""
+        ring = self._rings[metric]
+        size = len(ring)
+        n = min(self.count, size, last or size)
+        start = (self._next - n) % size
+        return [ring[(start + k) % size] for k in range(n)]
+
+
+@dataclass
+class RankState:
+    report: Report
+    received: float
+    """Monitor clock when the latest report arrived."""
+    first_seen: float
+    history: History = field(default_factory=History)
+
+    @property
+    def rank(self) -> int:
+        return self.report.rank
+
+    @property
+    def finished(self) -> bool:
+        return self.report.exit is not None
+
+    def silent_for(self, now: float) -> float:
+        return now - self.received
+
+
+def _gpu_bytes(report: Report) -> float | None:
+    gpu = report.gpu
+    if gpu is None:
+        return None
+    value = gpu.allocated if gpu.allocated is not None else gpu.used
+    return None if value is None else float(value)
+
+
+@dataclass
+class JobState:
+    """The ranks of the one job this monitor follows.
+
+    The first job to report is followed; a report from another job is counted and
+    dropped, unless the followed job has ended, in which case the new one replaces it
+    (the same monitor across a relaunch).
+    """
+
+    job: str | None = None
+    pinned: bool = False
+    ranks: dict[int, RankState] = field(default_factory=dict)
+    dropped: Counter[str] = field(default_factory=Counter)
+    received: int = 0
+    last_message: float | None = None
+
+    def ingest(self, raw: bytes, now: float) -> Report | None:
+        """Decode and apply one message; a bad one is counted by reason, never raised."""
+        try:
+            report = decode(raw)
+        except WireError as e:
+            self.dropped[e.reason] += 1
+            return None
+        if not self.apply(report, now):
+            return None
+        return report
+
+    def apply(self, report: Report, now: float) -> bool:
+        if report.job != self.job:
+            if self.job is not None and (self.pinned or not self.ended(now)):
+                self.dropped["other_job"] += 1
+                return False
+            if self.job is not None:
+                self.ranks.clear()
+            self.job = report.job
+        self.received += 1
+        self.last_message = now
+        state = self.ranks.get(report.rank)
+        if state is None or state.report.pid != report.pid:
+            state = RankState(report=report, received=now, first_seen=now)
+            self.ranks[report.rank] = state
+        state.report = report
+        state.received = now
+        state.history.append(
+            t=report.t,
+            steps=float(report.steps),
+            step_time=report.step_time.p50 if report.step_time else None,
+            rss=float(report.memory.rss) if report.memory else None,
+            gpu=_gpu_bytes(report),
+            inflight=float(any(g.enqueued > g.completed for g in report.groups)),
+            data_wait=report.data_wait,
+        )
+        return True
+
+    @property
+    def world(self) -> int:
+        sizes = [s.report.world for s in self.ranks.values()]
+        return max(sizes) if sizes else 0
+
+    @property
+    def hosts(self) -> list[str]:
+        return sorted({s.report.host for s in self.ranks.values()})
+
+    def ended(self, now: float, quiet: float = 60.0) -> bool:
+        """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
+        if not self.ranks:
+            return True
+        if all(s.finished for s in self.ranks.values()):
+            return True
+        return self.last_message is not None and now - self.last_message > quiet
