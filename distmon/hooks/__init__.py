@@ -26,9 +26,7 @@ _agent: Any = None
 _models: list[Any] = []
 
 
-def attach(
-    model: Any = None, *, endpoint: str | None = None, interval: float | None = None
-) -> Any:
+def attach(model: Any = None, *, endpoint: str | None = None, interval: float | None = None) -> Any:
     """Start reporting this rank (once per process) and count ``model``'s forward calls.
 
     Returns the agent, or None when disabled or when it could not start.

@@ -33,7 +33,10 @@ class LoaderWatch:
         self._originals: dict[str, Any] = {}
 
     def install(self) -> None:
-        mp_iter, base_iter = dataloader._MultiProcessingDataLoaderIter, dataloader._BaseDataLoaderIter
+        mp_iter, base_iter = (
+            dataloader._MultiProcessingDataLoaderIter,
+            dataloader._BaseDataLoaderIter,
+        )
         if self._originals:
             return
         self._originals = {"init": mp_iter.__init__, "next": base_iter.__next__}
@@ -87,7 +90,9 @@ class LoaderWatch:
             return status
         rss = None
         with contextlib.suppress(psutil.Error):
-            process = self._processes.get(pid) or self._processes.setdefault(pid, psutil.Process(pid))
+            process = self._processes.get(pid) or self._processes.setdefault(
+                pid, psutil.Process(pid)
+            )
             rss = process.memory_info().rss
         return Worker(pid=pid, alive=True, rss=rss)
 

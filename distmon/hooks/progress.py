@@ -6,6 +6,7 @@ Each hook does a counter increment and a clock read; everything derived from the
 
 from __future__ import annotations
 
+import itertools
 import statistics
 import time
 from collections import deque
@@ -37,7 +38,7 @@ class Progress:
         ends = list(self.step_ends)
         if len(ends) < 2:
             return None
-        gaps = [b - a for a, b in zip(ends, ends[1:])]
+        gaps = [b - a for a, b in itertools.pairwise(ends)]
         return StepStats(
             n=len(gaps),
             mean=statistics.fmean(gaps),

@@ -90,7 +90,10 @@ class AlertBook:
                     self._forget_oldest()
                 changes.append(Change("raised", alert))
             elif (alert.severity, alert.ranks, alert.summary, alert.detail) != (
-                f.severity, f.ranks, f.summary, f.detail,
+                f.severity,
+                f.ranks,
+                f.summary,
+                f.detail,
             ):
                 alert.severity, alert.ranks = f.severity, f.ranks
                 alert.summary, alert.detail = f.summary, f.detail

@@ -24,7 +24,7 @@ sampled itself; averaged over the ring it is the share of time spent waiting on 
 class History:
     """Fixed-size rings of floats, one per metric, NaN where a value was absent."""
 
-    __slots__ = ("_rings", "_next", "count")
+    __slots__ = ("_next", "_rings", "count")
 
     def __init__(self, size: int = HISTORY) -> None:
         self._rings = {m: array("d", [math.nan]) * size for m in METRICS}
