@@ -4,6 +4,10 @@ Every multi-process DataLoader iterator created after :func:`LoaderWatch.install
 registered (weakly), so no argument is needed. Workers are inspected with
 ``waitid(WNOWAIT)``: a dead worker is seen without reaping it, which would rob
 PyTorch's own SIGCHLD check of the exit status it reports.
+
+When a worker is killed, PyTorch raises in the training thread and shuts the iterator
+down, reaping its workers, often before the next sample. So the shutdown is intercepted
+too: an iterator that ends with a dead worker is kept in the report (the last few only).
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import signal
 import threading
 import time
 import weakref
+from collections import deque
 from typing import Any
 
 import psutil
@@ -21,6 +26,8 @@ from torch.utils.data import dataloader
 
 from distmon.hooks.progress import Progress
 from distmon.wire import Loader, Worker
+
+CRASHED_KEPT = 4
 
 
 class LoaderWatch:
@@ -31,6 +38,7 @@ class LoaderWatch:
         self._processes: dict[int, psutil.Process] = {}
         self._deaths: dict[int, Worker] = {}
         self._originals: dict[str, Any] = {}
+        self._crashed: deque[Loader] = deque(maxlen=CRASHED_KEPT)
 
     def install(self) -> None:
         mp_iter, base_iter = (
@@ -39,9 +47,15 @@ class LoaderWatch:
         )
         if self._originals:
             return
-        self._originals = {"init": mp_iter.__init__, "next": base_iter.__next__}
+        self._originals = {
+            "init": mp_iter.__init__,
+            "next": base_iter.__next__,
+            "shutdown": mp_iter._shutdown_workers,
+        }
         original_init, original_next = self._originals["init"], self._originals["next"]
+        original_shutdown = self._originals["shutdown"]
         progress, iterators, lock = self._progress, self._iterators, self._lock
+        keep_if_crashed = self._keep_if_crashed
 
         def __init__(it: Any, *args: Any, **kwargs: Any) -> None:
             original_init(it, *args, **kwargs)
@@ -55,31 +69,51 @@ class LoaderWatch:
             finally:
                 progress.data_wait += time.perf_counter() - start
 
+        def _shutdown_workers(it: Any) -> None:
+            if not getattr(it, "_shutdown", True):
+                keep_if_crashed(it)
+            original_shutdown(it)
+
         mp_iter.__init__ = __init__
         base_iter.__next__ = __next__
+        mp_iter._shutdown_workers = _shutdown_workers
 
     def uninstall(self) -> None:
         if self._originals:
             dataloader._MultiProcessingDataLoaderIter.__init__ = self._originals["init"]
             dataloader._BaseDataLoaderIter.__next__ = self._originals["next"]
+            dataloader._MultiProcessingDataLoaderIter._shutdown_workers = self._originals[
+                "shutdown"
+            ]
             self._originals = {}
 
     def read(self) -> list[Loader]:
         with self._lock:
             iterators = list(self._iterators)
-        loaders = []
+        loaders = list(self._crashed)
         live_pids = set()
         for it in iterators:
             if getattr(it, "_shutdown", True):
                 continue  # finished: its workers exited on purpose (between epochs)
-            workers = [self._worker(w.pid) for w in list(getattr(it, "_workers", [])) if w.pid]
-            live_pids.update(w.pid for w in workers)
-            loaders.append(Loader(id=id(it), expected=it._num_workers, workers=workers))
+            loader = self._describe(it)
+            live_pids.update(w.pid for w in loader.workers)
+            loaders.append(loader)
         for pid in set(self._processes) - live_pids:
             del self._processes[pid]
         for pid in set(self._deaths) - live_pids:
             del self._deaths[pid]
         return loaders
+
+    def _describe(self, it: Any) -> Loader:
+        workers = [self._worker(w.pid) for w in list(getattr(it, "_workers", [])) if w.pid]
+        return Loader(id=id(it), expected=it._num_workers, workers=workers)
+
+    def _keep_if_crashed(self, it: Any) -> None:
+        """On the training thread, once per iterator shutdown: a few ``waitid`` calls."""
+        with contextlib.suppress(Exception):
+            loader = self._describe(it)
+            if any(not w.alive and (w.signal or w.exitcode) for w in loader.workers):
+                self._crashed.append(loader)
 
     def _worker(self, pid: int) -> Worker:
         if pid in self._deaths:

@@ -38,6 +38,7 @@ class Monitor:
         if self.recorder is not None:
             for change in changes:
                 self.recorder.alert(now, change)
+            self.recorder.sync_if_due()
         return changes
 
     def close(self) -> None:

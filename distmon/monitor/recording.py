@@ -77,11 +77,14 @@ class RecordingWriter:
     def _write(self, record: list[Any]) -> None:
         self._file.write(self._packer.pack(record))
         self.records += 1
+        self.sync_if_due()
+
+    def sync_if_due(self) -> None:
+        """Call at least once a second, so that an idle recorder's data reaches the disk too."""
         if time.monotonic() - self._last_sync >= SYNC_EVERY:
             self.sync()
 
     def sync(self) -> None:
-        """Flush and fsync. Call at least every ``SYNC_EVERY`` seconds even when idle."""
         self._file.flush()
         os.fsync(self._file.fileno())
         self._last_sync = time.monotonic()
