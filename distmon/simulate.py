@@ -1,0 +1,386 @@
+"""A simulated job: the report stream of thousands of ranks, healthy or failing, without torch.
+
+It stands in for what cannot run here (8192 ranks, GPUs) in the detector's unit tests, the
+TUI's snapshots and the benchmarks. The model is deliberately simple: every rank runs the
+same step, issuing ``collectives_per_step`` collectives on one world process group; a
+straggler slows every rank's step, since the others wait for it in each collective; a
+fault changes what the named rank, and then its peers, would report.
+
+Everything is a pure function of time, so a stream is the same on every run.
+"""
+
+from __future__ import annotations
+
+import heapq
+import math
+import zlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from distmon.wire import (
+    ExceptionInfo,
+    ExitInfo,
+    Frame,
+    GpuStatus,
+    GroupStatus,
+    Loader,
+    Memory,
+    Report,
+    StepStats,
+    Worker,
+    encode,
+    rank_runs,
+)
+
+GiB = 1024**3
+CONNECTION_CLOSED = (
+    "[../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+    "[10.0.0.1]:29500. This is typically caused by a remote worker crashing."
+)
+_TRAIN = "train.py"
+
+
+def _frame(func: str, line: int, code: str, file: str = _TRAIN) -> Frame:
+    return Frame(file=file, line=line, func=func, code=code)
+
+
+LOOP_STACK = [
+    _frame("<module>", 120, "main()"),
+    _frame("main", 88, "train_one_epoch(model, loader)"),
+]
+STACKS = {
+    "sleep": [
+        *LOOP_STACK,
+        _frame("train_one_epoch", 61, "save_checkpoint(model, step)"),
+        _frame("save_checkpoint", 34, "time.sleep(600)"),
+    ],
+    "all_reduce": [
+        *LOOP_STACK,
+        _frame("train_one_epoch", 57, "loss.backward()"),
+        _frame("backward", 623, "torch.autograd.backward(", "torch/_tensor.py"),
+    ],
+    "barrier": [
+        *LOOP_STACK,
+        _frame("train_one_epoch", 64, "dist.barrier()"),
+        _frame("barrier", 5356, "work.wait()", "torch/distributed/distributed_c10d.py"),
+    ],
+}
+
+
+@dataclass
+class _Fault:
+    kind: str
+    rank: int
+    at: float
+    type: str = ""
+    message: str = ""
+    factor: float = 1.0
+    rate: float = 0.0
+
+
+class SimJob:
+    """A job of ``world`` simulated ranks; add faults, then read :meth:`stream`."""
+
+    def __init__(
+        self,
+        world: int = 8,
+        ranks_per_host: int = 8,
+        step_time: float = 0.2,
+        start: float = 1_700_000_000.0,
+        interval: float = 1.0,
+        collectives_per_step: int = 2,
+        gpu: bool = True,
+        timeout: float = 600.0,
+        job: str = "sim-job",
+    ) -> None:
+        self.world = world
+        self.ranks_per_host = ranks_per_host
+        self.step_time = step_time
+        self.start = start
+        self.interval = interval
+        self.per_step = collectives_per_step
+        self.gpu = gpu
+        self.timeout = timeout
+        self.job = job
+        self.faults: list[_Fault] = []
+        self._runs = rank_runs(list(range(world)))
+
+    # --- faults -------------------------------------------------------------------------
+
+    def hang(self, rank: int, at: float) -> SimJob:
+        """``rank`` stops before its next collective at ``start + at`` (a stuck rank)."""
+        self.faults.append(_Fault("hang", rank, self.start + at))
+        return self
+
+    def gil(self, rank: int, at: float) -> SimJob:
+        """``rank`` holds the GIL in native code: alive, but silent, and the others wait."""
+        self.faults.append(_Fault("gil", rank, self.start + at))
+        return self
+
+    def extra_collective(self, rank: int, at: float) -> SimJob:
+        """``rank`` issues a barrier the others do not (a rank-conditional collective)."""
+        self.faults.append(_Fault("extra", rank, self.start + at))
+        return self
+
+    def uneven(self, rank: int, at: float) -> SimJob:
+        """``rank`` runs out of data one step early and waits at the end-of-epoch barrier."""
+        self.faults.append(_Fault("uneven", rank, self.start + at))
+        return self
+
+    def exception(
+        self, rank: int, at: float, type: str = "ValueError", message: str = ""
+    ) -> SimJob:
+        message = message or "shape mismatch: expected [16, 32], got [16, 31]"
+        self.faults.append(_Fault("exception", rank, self.start + at, type=type, message=message))
+        return self
+
+    def kill(self, rank: int, at: float) -> SimJob:
+        """``rank`` is killed by SIGKILL: no last words; its peers then lose their connection."""
+        self.faults.append(_Fault("kill", rank, self.start + at))
+        return self
+
+    def worker_kill(self, rank: int, at: float) -> SimJob:
+        self.faults.append(_Fault("worker_kill", rank, self.start + at))
+        return self
+
+    def straggler(self, rank: int, factor: float = 3.0) -> SimJob:
+        self.faults.append(_Fault("straggler", rank, self.start, factor=factor))
+        return self
+
+    def leak(self, rank: int, bytes_per_second: float, at: float = 0.0) -> SimJob:
+        self.faults.append(_Fault("leak", rank, self.start + at, rate=bytes_per_second))
+        return self
+
+    # --- the stream ---------------------------------------------------------------------
+
+    def stream(self, until: float, since: float = 0.0) -> Iterator[tuple[float, bytes]]:
+        """(time, encoded report) in time order, from ``start + since`` to ``start + until``."""
+        for t, rank in self._schedule(self.start + since, self.start + until):
+            report = self.report(rank, t)
+            if report is not None:
+                yield t, encode(report)
+
+    def probe(self, host: str, pid: int) -> str | None:
+        """What a monitor on the ranks' host would see: gone for a killed rank."""
+        rank = pid - 10_000
+        fault = self._stopping_fault(rank)
+        if fault is None:
+            return "alive"
+        return "alive" if fault.kind == "gil" else "gone"
+
+    def _schedule(self, t0: float, t1: float) -> Iterator[tuple[float, int]]:
+        """Each rank's periodic reports, plus one at the moment each rank dies."""
+        events: list[tuple[float, int, bool]] = []
+        for rank in range(self.world):
+            phase = self.interval * rank / self.world
+            k = max(0, math.ceil((t0 - self.start - phase) / self.interval))
+            events.append((self.start + phase + k * self.interval, rank, True))
+            stop = self._stopping_fault(rank)
+            if stop is not None and not (stop.rank == rank and stop.kind in ("gil", "kill")):
+                death = self._death_time(rank, stop)
+                if t0 <= death < t1:
+                    events.append((death, rank, False))
+        heapq.heapify(events)
+        while events:
+            t, rank, periodic = heapq.heappop(events)
+            if t >= t1:
+                return
+            yield t, rank
+            if periodic:
+                heapq.heappush(events, (t + self.interval, rank, True))
+
+    @staticmethod
+    def _death_time(rank: int, stop: _Fault) -> float:
+        """A rank dies with its own fault, or shortly after a peer's, of a lost connection."""
+        return stop.at if stop.rank == rank else stop.at + 0.02 + 0.001 * rank
+
+    def _stopping_fault(self, rank: int) -> _Fault | None:
+        """The first fault that ends this rank's reports (its own death, or a peer's)."""
+        deaths = sorted(
+            (f for f in self.faults if f.kind in ("exception", "kill", "worker_kill")),
+            key=lambda f: f.at,
+        )
+        own = [f for f in self.faults if f.rank == rank and f.kind == "gil"]
+        candidates = [*own, *deaths[:1]]
+        return min(candidates, key=lambda f: f.at) if candidates else None
+
+    def _period(self) -> float:
+        factors = [f.factor for f in self.faults if f.kind == "straggler"]
+        return self.step_time * max(factors, default=1.0)
+
+    def _freeze(self) -> _Fault | None:
+        """The first fault that stops the whole job's progress."""
+        stops = [f for f in self.faults if f.kind in ("hang", "gil", "extra", "uneven")]
+        return min(stops, key=lambda f: f.at) if stops else None
+
+    def report(self, rank: int, t: float) -> Report | None:
+        """What ``rank`` sends at time ``t``, or None once it has stopped reporting."""
+        period = self._period()
+        stop = self._stopping_fault(rank)
+        last_words: ExceptionInfo | None = None
+        exit_info: ExitInfo | None = None
+        if stop is not None and t >= stop.at:
+            if stop.kind in ("gil", "kill") and stop.rank == rank:
+                return None
+            death = self._death_time(rank, stop)
+            if t > death:
+                return None  # said its last words already
+            if t == death:
+                last_words, exit_info = self._last_words(rank, stop)
+        freeze = self._freeze()
+        frozen_at = freeze.at if freeze is not None and t >= freeze.at else None
+        elapsed = (min(t, frozen_at) if frozen_at else t) - self.start
+        steps = int(elapsed / period)
+        base = steps * self.per_step
+        enqueued = completed = base
+        op = since = None
+        stalled_since = None
+        stack = None
+        if frozen_at is not None and freeze is not None:
+            culprit = rank == freeze.rank
+            stalled_since = frozen_at
+            if freeze.kind in ("hang", "gil"):
+                if not culprit:
+                    enqueued, op, since, stack = (
+                        base + 1,
+                        "all_reduce",
+                        frozen_at,
+                        STACKS["all_reduce"],
+                    )
+                else:
+                    stack = STACKS["sleep"]
+            else:  # extra or uneven: everyone issues seq base+1, the culprit a different op
+                enqueued, since = base + 1, frozen_at
+                op = "barrier" if culprit else "all_reduce"
+                stack = STACKS[op]
+                if freeze.kind == "uneven" and culprit:
+                    steps -= 1
+            if t - frozen_at < 2.0:
+                stalled_since = stack = None
+                op = op if t - frozen_at >= self.interval else None
+        elif self._in_collective(rank, t):
+            enqueued = base + 1
+        straggling = any(f.kind == "straggler" and f.rank == rank for f in self.faults)
+        step_time = StepStats(n=64, mean=period, p50=period, max=period * 1.1, last=period)
+        group = GroupStatus(
+            id="0",
+            backend="nccl" if self.gpu else "gloo",
+            size=self.world,
+            ranks=self._runs,
+            timeout=self.timeout,
+            enqueued=enqueued,
+            completed=completed,
+            desc="default_pg",
+            op=op,
+            since=since,
+        )
+        return Report(
+            job=self.job,
+            rank=rank,
+            world=self.world,
+            host=f"node{rank // self.ranks_per_host:03d}",
+            pid=10_000 + rank,
+            t=t,
+            n=int((t - self.start) / self.interval),
+            interval=self.interval,
+            local_rank=rank % self.ranks_per_host,
+            torch="2.13.0",
+            backend=group.backend,
+            steps=steps,
+            forwards=steps,
+            last_step_t=self.start + steps * period,
+            step_time=step_time if steps >= 2 else None,
+            data_wait=0.3 if straggling else 0.02,
+            groups=[group],
+            stalled_since=stalled_since,
+            stack=stack,
+            memory=Memory(
+                rss=int(3 * GiB + self._leaked(rank, t)),
+                host_total=512 * GiB,
+                host_available=400 * GiB,
+                shm_total=64 * GiB,
+                shm_free=60 * GiB,
+            ),
+            gpu=self._gpu(rank, t),
+            loaders=[self._loader(rank, t)],
+            exception=last_words,
+            exit=exit_info,
+        )
+
+    def _in_collective(self, rank: int, t: float) -> bool:
+        """Sampled at a random moment, a rank waits in a collective for the share of its step
+        that it is ahead of the slowest rank."""
+        factor = max([f.factor for f in self.faults if f.kind == "straggler"], default=1.0)
+        own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank), 1.0)
+        share = 0.05 + 0.9 * (1 - own / factor)
+        return _unit(rank, round(t * 1000)) < share
+
+    def _leaked(self, rank: int, t: float) -> float:
+        return sum(
+            f.rate * max(0.0, t - f.at) for f in self.faults if f.kind == "leak" and f.rank == rank
+        )
+
+    def _gpu(self, rank: int, t: float) -> GpuStatus | None:
+        if not self.gpu:
+            return None
+        used = int(50 * GiB + self._leaked(rank, t))
+        return GpuStatus(
+            index=rank % self.ranks_per_host,
+            allocated=used - 2 * GiB,
+            reserved=used,
+            peak=used,
+            used=used + GiB,
+            total=80 * GiB,
+            util=93.0,
+            temp=64.0,
+            power=610.0,
+            throttle=[],
+            xid=None,
+            ecc=0,
+        )
+
+    def _loader(self, rank: int, t: float) -> Loader:
+        pids = [20_000 + rank * 10 + i for i in range(2)]
+        killed = any(f.kind == "worker_kill" and f.rank == rank and t >= f.at for f in self.faults)
+        workers = [Worker(pid=p, alive=True, rss=900 * 1024**2) for p in pids]
+        if killed:
+            workers[0] = Worker(pid=pids[0], alive=False, signal="SIGKILL")
+        return Loader(id=1, expected=2, workers=workers)
+
+    def _last_words(self, rank: int, stop: _Fault) -> tuple[ExceptionInfo, ExitInfo]:
+        if stop.rank == rank and stop.kind == "exception":
+            exc = ExceptionInfo(
+                type=stop.type,
+                message=stop.message,
+                where=_frame("forward", 42, "x = self.proj(x)"),
+                traceback=[*LOOP_STACK, _frame("forward", 42, "x = self.proj(x)")],
+                t=stop.at,
+            )
+        elif stop.rank == rank and stop.kind == "worker_kill":
+            pid = 20_000 + rank * 10
+            exc = ExceptionInfo(
+                type="RuntimeError",
+                message=f"DataLoader worker (pid {pid}) is killed by signal: Killed. ",
+                where=_frame(
+                    "handler",
+                    73,
+                    "_error_if_any_worker_fails()",
+                    "torch/utils/data/_utils/signal_handling.py",
+                ),
+                traceback=[*LOOP_STACK],
+                t=stop.at,
+            )
+        else:
+            exc = ExceptionInfo(
+                type="RuntimeError",
+                message=CONNECTION_CLOSED,
+                where=STACKS["all_reduce"][-1],
+                traceback=STACKS["all_reduce"],
+                t=self._death_time(rank, stop),
+            )
+        return exc, ExitInfo(how="exception", t=exc.t)
+
+
+def _unit(*key: int) -> float:
+    """A deterministic pseudo-random number in [0, 1) for ``key``."""
+    return zlib.crc32(repr(key).encode()) / 2**32
