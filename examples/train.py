@@ -104,7 +104,7 @@ def main() -> None:
             optimizer.step()
             time.sleep(args.step_time * (4 if faulty and args.fault == "straggler" else 1))
             if faulty and args.fault == "leak" and step >= args.fault_step:
-                kept.append(torch.ones(4 * 1024 * 1024))  # 16 MB a step
+                kept.append(torch.ones(1024 * 1024))  # 4 MB a step
         dist.barrier()
         if rank == 0:
             print(f"epoch {epoch} done, loss {loss.item():.4f}", flush=True)
