@@ -1,18 +1,32 @@
-"""The detector: a pure function of the job's state and the time, returning findings."""
+"""The detector: a pure function of the job's state and the time, returning findings.
+
+Each rule in :mod:`distmon.monitor.rules` looks at the whole job and names culprits, not
+victims: the rank the others wait for, the rank that failed first. Thresholds follow the
+job's own pace (its median step time) above fixed floors, so a 20 ms step and a 2 s step
+are judged alike and a healthy job raises nothing.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import statistics
 
 from distmon.monitor.alerts import Finding
+from distmon.monitor.rules import RULES, Rule
+from distmon.monitor.rules.base import Context, Probe, Thresholds
 from distmon.monitor.state import JobState
-
-Probe = Callable[[str, int], "str | None"]
 
 
 class Detector:
-    def __init__(self, probe: Probe | None = None) -> None:
+    def __init__(self, probe: Probe | None = None, limits: Thresholds | None = None) -> None:
         self.probe = probe
+        self.limits = limits or Thresholds()
+        self.rules: list[Rule] = list(RULES)
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
-        return []
+        context = Context(now=now, pace=job_pace(state), probe=self.probe, limits=self.limits)
+        return [finding for rule in self.rules for finding in rule(state, context)]
+
+
+def job_pace(state: JobState) -> float | None:
+    times = [s.report.step_time.p50 for s in state.ranks.values() if s.report.step_time]
+    return statistics.median(times) if times else None

@@ -63,9 +63,7 @@ class RecordingWriter:
         self._packer = msgpack.Packer(use_bin_type=True)
         self._last_sync = time.monotonic()
         self.records = 0
-        self._file.write(
-            self._packer.pack({"format": FORMAT, "version": VERSION, "created": time.time()})
-        )
+        self._file.write(self._packer.pack({"format": FORMAT, "version": VERSION, "created": time.time()}))
         self.sync()
 
     def message(self, t: float, payload: bytes) -> None:
@@ -116,8 +114,7 @@ def read_recording(path: str) -> tuple[dict[str, Any], Iterator[Record]]:
     if header.get("version") != VERSION:
         f.close()
         raise RecordingError(
-            f"{path} is a version {header.get('version')} recording; "
-            f"this distmon reads version {VERSION}"
+            f"{path} is a version {header.get('version')} recording; this distmon reads version {VERSION}"
         )
     return header, _records(f, unpacker)
 

@@ -16,6 +16,9 @@ from distmon.wire import Report, WireError, decode
 HISTORY = 120
 """Samples kept per rank and metric: two minutes at the default interval."""
 
+SHARE_SMOOTHING = 0.15
+"""Weight of the newest report in the running shares: about the last dozen reports count."""
+
 METRICS = ("t", "steps", "step_time", "rss", "gpu", "inflight", "data_wait")
 """Per-rank time series. ``inflight`` is 1.0 when the rank sat in a collective when it
 sampled itself; averaged over the ring it is the share of time spent waiting on peers."""
@@ -39,6 +42,13 @@ class History:
         self._next = (i + 1) % len(self._rings["t"])
         self.count += 1
 
+    def latest(self, metric: str, ago: int = 0) -> float:
+        """The value ``ago`` samples before the newest; NaN if there is none."""
+        size = len(self._rings["t"])
+        if ago >= min(self.count, size):
+            return math.nan
+        return self._rings[metric][(self._next - 1 - ago) % size]
+
     def series(self, metric: str, last: int | None = None) -> list[float]:
         """Oldest first; at most ``last`` samples."""
         ring = self._rings[metric]
@@ -55,6 +65,10 @@ class RankState:
     """Monitor clock when the latest report arrived."""
     first_seen: float
     history: History = field(default_factory=History)
+    inflight_share: float = 0.0
+    """Running share of reports sampled inside a collective: low for the rank others wait for."""
+    data_wait_share: float = 0.0
+    samples: int = 0
 
     @property
     def rank(self) -> int:
@@ -119,13 +133,19 @@ class JobState:
             self.ranks[report.rank] = state
         state.report = report
         state.received = now
+        inflight = float(any(g.enqueued > g.completed for g in report.groups))
+        data_wait = report.data_wait or 0.0
+        a = SHARE_SMOOTHING if state.samples else 1.0
+        state.inflight_share += a * (inflight - state.inflight_share)
+        state.data_wait_share += a * (data_wait - state.data_wait_share)
+        state.samples += 1
         state.history.append(
             t=report.t,
             steps=float(report.steps),
             step_time=report.step_time.p50 if report.step_time else None,
             rss=float(report.memory.rss) if report.memory else None,
             gpu=_gpu_bytes(report),
-            inflight=float(any(g.enqueued > g.completed for g in report.groups)),
+            inflight=inflight,
             data_wait=report.data_wait,
         )
         return True

@@ -1,0 +1,202 @@
+"""Deaths: ``rank_exception`` (a rank raised) and ``rank_lost`` (a rank went silent).
+
+When one rank dies, its peers die of it: gloo raises "Connection closed by peer" in them
+within milliseconds, NCCL's watchdog times out, and torchrun then kills whoever is left.
+Those are consequences. These rules name the first failure and list the rest as victims.
+"""
+
+from __future__ import annotations
+
+import re
+
+from distmon.monitor.alerts import CRITICAL, Finding
+from distmon.monitor.probe import ALIVE, GONE
+from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.text import duration, rank_word, stack_lines, where
+from distmon.monitor.state import JobState, RankState
+
+SECONDARY = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
+    r"|Watchdog caught collective operation timeout|communicator was aborted"
+    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
+    re.IGNORECASE,
+)
+WORKER_DIED = re.compile(r"DataLoader worker \(pid", re.IGNORECASE)
+SIMULTANEOUS = 1.0
+"""Primary exceptions this close to the first are failures of their own, not consequences."""
+TEARDOWN_SLACK = 0.5
+"""Jitter allowed when deciding whether a silent rank was still alive at the first failure."""
+
+
+def is_secondary(state: RankState) -> bool:
+    exc = state.report.exception
+    return exc is not None and bool(SECONDARY.search(exc.message))
+
+
+def is_worker_death(state: RankState) -> bool:
+    exc = state.report.exception
+    return exc is not None and bool(WORKER_DIED.search(exc.message))
+
+
+def first_failure(job: JobState) -> float | None:
+    """When the first rank raised something that is not a consequence of another's death."""
+    times = [s.report.exception.t for s in job.ranks.values() if s.report.exception is not None and not is_secondary(s)]
+    return min(times, default=None)
+
+
+def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
+    """Ranks silent too long without last words, minus those torn down after a failure.
+
+    Once peers report a lost connection, a rank silent since before that is the peer they
+    lost: it is named after one missed report instead of the usual several.
+    """
+    failed_at = first_failure(job)
+    peers_lost_at = min(
+        (s.report.exception.t for s in job.ranks.values() if is_secondary(s)),  # type: ignore[union-attr]
+        default=None,
+    )
+    lost = []
+    for s in job.ranks.values():
+        if s.finished or s.report.exception is not None:
+            continue
+        interval = s.report.interval
+        silent = s.silent_for(ctx.now)
+        if failed_at is not None and s.received + interval + TEARDOWN_SLACK >= failed_at:
+            continue  # alive when another rank failed: killed in the teardown
+        confirmed = peers_lost_at is not None and s.received < peers_lost_at
+        if silent >= max(ctx.limits.lost_floor, 4 * interval) or (confirmed and silent >= interval + TEARDOWN_SLACK):
+            lost.append(s)
+    return lost
+
+
+def _silent_suspects(job: JobState) -> bool:
+    """Some rank has neither exited nor said last words: it may yet turn out to be lost."""
+    return any(not s.finished and s.report.exception is None for s in job.ranks.values())
+
+
+def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
+    raised = [s for s in job.ranks.values() if s.report.exception is not None]
+    primary = [s for s in raised if not is_secondary(s) and not is_worker_death(s)]
+    secondary = [s for s in raised if is_secondary(s)]
+    if primary:
+        first = min(s.report.exception.t for s in primary)  # type: ignore[union-attr]
+        culprits = sorted(
+            (s for s in primary if s.report.exception.t - first <= SIMULTANEOUS),  # type: ignore[union-attr]
+            key=lambda s: s.rank,
+        )
+        return [_exception_finding(culprits, secondary)]
+    if secondary and not _silent_suspects(job) and not any(is_worker_death(s) for s in raised):
+        return [_orphan_finding(secondary)]
+    return []
+
+
+def _exception_finding(culprits: list[RankState], victims: list[RankState]) -> Finding:
+    lead = culprits[0].report
+    exc = lead.exception
+    assert exc is not None
+    ranks = [s.rank for s in culprits]
+    summary = f"{rank_word(ranks)} raised {exc.type}: {_first_line(exc.message)}"
+    lines = [
+        f"{rank_word(ranks)} ({lead.host}, pid {lead.pid}) raised {exc.type} "
+        f"at step {lead.steps}, at {where(exc.where)}:",
+        f"    {exc.type}: {_first_line(exc.message, 400)}",
+        "Traceback (innermost last):",
+        *stack_lines(exc.traceback, depth=8),
+    ]
+    if victims:
+        lines.append(
+            f"Then {rank_word(s.rank for s in victims)} failed because of it "
+            f"({victims[0].report.exception.type}: connection to a peer lost): "  # type: ignore[union-attr]
+            "consequences, not causes."
+        )
+    lines.append(
+        f"What to do: fix the error above on {rank_word(ranks)}; its full traceback is in that "
+        "rank's stderr (torchrun prefixes it with [rank"
+        f"{ranks[0]}]). The other ranks' timeouts and ChildFailedError follow from it."
+    )
+    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, "\n".join(lines))
+
+
+def _orphan_finding(victims: list[RankState]) -> Finding:
+    ranks = [s.rank for s in victims]
+    exc = victims[0].report.exception
+    assert exc is not None
+    summary = f"{rank_word(ranks)} lost the connection to a peer that did not report its failure"
+    detail = "\n".join(
+        [
+            f"{rank_word(ranks)} raised {exc.type}: {_first_line(exc.message, 300)}",
+            "No monitored rank reported a failure of its own: the peer that died first was "
+            "not monitored, or died before its first report.",
+            "What to do: check every rank's stderr and the nodes' kernel logs (dmesg: OOM "
+            "killer, segfaults) for the process that exited first.",
+        ]
+    )
+    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, detail)
+
+
+def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
+    lost = lost_ranks(job, ctx)
+    if not lost:
+        return []
+    lost.sort(key=lambda s: s.received)
+    ranks = [s.rank for s in lost]
+    states = {s.rank: _process_state(s, ctx) for s in lost}
+    gone = [r for r, st in states.items() if st == GONE]
+    alive = [r for r, st in states.items() if st == ALIVE]
+    victims = [s.rank for s in job.ranks.values() if is_secondary(s)]
+    if alive and not gone:
+        cause, why = (
+            "alive but silent",
+            ("its Python threads cannot run: a native call holds the GIL, or the process is stopped"),
+        )
+    elif gone and not alive:
+        cause, why = (
+            "process gone",
+            ("it died without last words: killed by a signal (the OOM killer's SIGKILL, a segfault)"),
+        )
+    else:
+        cause, why = (
+            "no last words",
+            (
+                "it went silent without an exception or exit; the monitor cannot see its process "
+                "from here (another host)"
+            ),
+        )
+    silent = ctx.now - lost[0].received
+    summary = f"{rank_word(ranks)} stopped reporting {duration(silent)} ago: {cause}"
+    lines = [f"{rank_word(ranks)}: {why}."]
+    for s in lost[:8]:
+        r = s.report
+        lines.append(
+            f"  rank {r.rank} on {r.host} (pid {r.pid}): last report {duration(ctx.now - s.received)} "
+            f"ago at step {r.steps}, process {states[r.rank] or 'state unknown'}"
+        )
+        if r.stack:
+            lines.extend(stack_lines(r.stack, depth=3, indent="    "))
+    if victims:
+        lines.append(f"Then {rank_word(victims)} lost their connection to it and failed: consequences.")
+    if alive and not gone:
+        lines.append(
+            f"What to do: see where it is stuck with `py-spy dump --native --pid {lost[0].report.pid}` on "
+            f"{lost[0].report.host}; look for a C extension or ctypes call that holds the GIL."
+        )
+    else:
+        lines.append(
+            "What to do: check the node's kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`) "
+            "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
+        )
+    return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))]
+
+
+def _process_state(s: RankState, ctx: Context) -> str | None:
+    if ctx.probe is None:
+        return None
+    try:
+        return ctx.probe(s.report.host, s.report.pid)
+    except Exception:
+        return None
+
+
+def _first_line(message: str, limit: int = 160) -> str:
+    line = message.strip().splitlines()[0] if message.strip() else ""
+    return line if len(line) <= limit else line[: limit - 1] + "…"

@@ -1,0 +1,95 @@
+"""``worker_crash``: a DataLoader worker died, and why it most likely did."""
+
+from __future__ import annotations
+
+import re
+
+from distmon.monitor.alerts import CRITICAL, Finding
+from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.text import size
+from distmon.monitor.state import JobState, RankState
+from distmon.wire import Worker
+
+PYTORCH_MESSAGE = re.compile(
+    r"DataLoader worker \(pid\(?s?\)? ?(?P<pids>[\d, ]+)\)? "
+    r"(?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)",
+    re.IGNORECASE,
+)
+SIGNAL_WORDS = {
+    "Killed": "SIGKILL",
+    "Bus error": "SIGBUS",
+    "Segmentation fault": "SIGSEGV",
+    "Aborted": "SIGABRT",
+    "Terminated": "SIGTERM",
+}
+
+
+def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
+    findings = []
+    for s in job.ranks.values():
+        dead = _dead_workers(s)
+        if dead:
+            findings.append(_finding(s, dead))
+    return findings
+
+
+def _dead_workers(s: RankState) -> list[Worker]:
+    """Workers that died abnormally, from the rank's loader report or PyTorch's own error."""
+    dead = {w.pid: w for loader in s.report.loaders for w in loader.workers if not w.alive and (w.signal or w.exitcode)}
+    exc = s.report.exception
+    match = PYTORCH_MESSAGE.search(exc.message) if exc else None
+    if match:
+        signal = match.group("signal")
+        for pid in re.findall(r"\d+", match.group("pids")):
+            dead.setdefault(
+                int(pid),
+                Worker(
+                    pid=int(pid),
+                    alive=False,
+                    signal=SIGNAL_WORDS.get(signal.strip(), signal.strip()) if signal else None,
+                    exitcode=None if signal else 1,
+                ),
+            )
+    return sorted(dead.values(), key=lambda w: w.pid)
+
+
+def _finding(s: RankState, dead: list[Worker]) -> Finding:
+    r = s.report
+    first = dead[0]
+    how = f"killed by {first.signal}" if first.signal else f"exited with code {first.exitcode}"
+    pids = ", ".join(str(w.pid) for w in dead)
+    summary = f"rank {r.rank}: DataLoader worker (pid {pids}) {how}"
+    lines = [f"rank {r.rank} on {r.host} (pid {r.pid}): DataLoader worker pid {pids} {how}."]
+    for loader in r.loaders:
+        alive = sum(w.alive for w in loader.workers)
+        lines.append(f"  loader: {alive}/{loader.expected} workers alive")
+    lines.append(f"Likely cause: {_likely_cause(first, s)}")
+    if r.exception is not None:
+        lines.append(f"The rank then raised {r.exception.type}: {r.exception.message.strip()[:200]}")
+    return Finding(f"worker_crash:{r.rank}", "worker_crash", CRITICAL, [r.rank], summary, "\n".join(lines))
+
+
+def _likely_cause(worker: Worker, s: RankState) -> str:
+    memory = s.report.memory
+    if worker.signal == "SIGKILL":
+        host = ""
+        if memory and memory.host_available is not None and memory.host_total:
+            host = f" (host memory available: {size(memory.host_available)} of {size(memory.host_total)})"
+        return (
+            "the kernel's OOM killer, most often" + host + ". Check `dmesg -T | grep -i oom`; "
+            "lower num_workers, prefetch_factor or batch size, or stop workers from copying "
+            "large Python objects (copy-on-read of lists and dicts of the dataset)."
+        )
+    if worker.signal == "SIGBUS":
+        shm = ""
+        if memory and memory.shm_free is not None and memory.shm_total:
+            shm = f" (/dev/shm free: {size(memory.shm_free)} of {size(memory.shm_total)})"
+        return (
+            "shared memory exhausted" + shm + ": batches pass through /dev/shm. Enlarge it "
+            "(docker --shm-size, a larger tmpfs) or lower num_workers and prefetch_factor."
+        )
+    if worker.signal == "SIGSEGV":
+        return "a crash in native code called from __getitem__ (an image or audio decoder, a C extension)."
+    if worker.signal:
+        return f"something sent it {worker.signal}: check what else runs on the node."
+    return "an exception in the worker (its traceback is in the rank's stderr) or os._exit in the dataset code."
