@@ -28,9 +28,7 @@ class Parser(argparse.ArgumentParser):
 def build_parser() -> tuple[Parser, dict[str, Parser]]:
     parser = Parser(prog="distmon", description="Monitor distributed PyTorch jobs.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND", parser_class=Parser)
-    parsers = {
-        name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()
-    }
+    parsers = {name: sub.add_parser(name, help=text, description=text) for name, text in COMMANDS.items()}
     return parser, parsers
 
 

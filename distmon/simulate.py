@@ -127,9 +127,7 @@ class SimJob:
         self.faults.append(_Fault("uneven", rank, self.start + at))
         return self
 
-    def exception(
-        self, rank: int, at: float, type: str = "ValueError", message: str = ""
-    ) -> SimJob:
+    def exception(self, rank: int, at: float, type: str = "ValueError", message: str = "") -> SimJob:
         message = message or "shape mismatch: expected [16, 32], got [16, 31]"
         self.faults.append(_Fault("exception", rank, self.start + at, type=type, message=message))
         return self
@@ -316,9 +314,7 @@ class SimJob:
         return _unit(rank, round(t * 1000)) < share
 
     def _leaked(self, rank: int, t: float) -> float:
-        return sum(
-            f.rate * max(0.0, t - f.at) for f in self.faults if f.kind == "leak" and f.rank == rank
-        )
+        return sum(f.rate * max(0.0, t - f.at) for f in self.faults if f.kind == "leak" and f.rank == rank)
 
     def _gpu(self, rank: int, t: float) -> GpuStatus | None:
         if not self.gpu:

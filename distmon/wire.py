@@ -228,11 +228,7 @@ def expand_runs(runs: list[list[int]]) -> list[int]:
 
 def _to_wire(obj: Any) -> Any:
     if dataclasses.is_dataclass(obj):
-        return {
-            f.name: _to_wire(value)
-            for f in dataclasses.fields(obj)
-            if (value := getattr(obj, f.name)) is not None
-        }
+        return {f.name: _to_wire(value) for f in dataclasses.fields(obj) if (value := getattr(obj, f.name)) is not None}
     if isinstance(obj, list):
         return [_to_wire(item) for item in obj]
     return obj

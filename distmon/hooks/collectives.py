@@ -95,9 +95,7 @@ class GroupReader:
                 group.since = created or group.since
 
 
-def _find_entry(
-    entries: list[dict[str, Any]], name: str, seq: int
-) -> tuple[str | None, float | None]:
+def _find_entry(entries: list[dict[str, Any]], name: str, seq: int) -> tuple[str | None, float | None]:
     for entry in reversed(entries):
         pg_name = (entry.get("process_group") or ("",))[0]
         if pg_name == name and entry.get("collective_seq_id") == seq:

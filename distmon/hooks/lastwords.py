@@ -19,12 +19,9 @@ MAX_TRACEBACK = 40
 MAX_MESSAGE = 4000
 
 
-def exception_info(
-    exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-) -> ExceptionInfo:
+def exception_info(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> ExceptionInfo:
     frames = [
-        Frame(file=f.filename, line=f.lineno or 0, func=f.name, code=f.line or None)
-        for f in traceback.extract_tb(tb)
+        Frame(file=f.filename, line=f.lineno or 0, func=f.name, code=f.line or None) for f in traceback.extract_tb(tb)
     ][-MAX_TRACEBACK:]
     message = str(exc)
     if len(message) > MAX_MESSAGE:
@@ -60,9 +57,7 @@ class LastWords:
             sys.excepthook = self._previous_hook
         atexit.unregister(self._on_exit)
 
-    def _excepthook(
-        self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None
-    ) -> None:
+    def _excepthook(self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         try:
             if not issubclass(exc_type, KeyboardInterrupt):
                 self._on_exception(exception_info(exc_type, exc, tb))

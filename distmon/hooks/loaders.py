@@ -82,9 +82,7 @@ class LoaderWatch:
         if self._originals:
             dataloader._MultiProcessingDataLoaderIter.__init__ = self._originals["init"]
             dataloader._BaseDataLoaderIter.__next__ = self._originals["next"]
-            dataloader._MultiProcessingDataLoaderIter._shutdown_workers = self._originals[
-                "shutdown"
-            ]
+            dataloader._MultiProcessingDataLoaderIter._shutdown_workers = self._originals["shutdown"]
             self._originals = {}
 
     def read(self) -> list[Loader]:
@@ -124,9 +122,7 @@ class LoaderWatch:
             return status
         rss = None
         with contextlib.suppress(psutil.Error):
-            process = self._processes.get(pid) or self._processes.setdefault(
-                pid, psutil.Process(pid)
-            )
+            process = self._processes.get(pid) or self._processes.setdefault(pid, psutil.Process(pid))
             rss = process.memory_info().rss
         return Worker(pid=pid, alive=True, rss=rss)
 

@@ -107,9 +107,7 @@ class GpuReader:
             return
         with contextlib.suppress(Exception):
             events = pynvml.nvmlEventSetCreate()
-            pynvml.nvmlDeviceRegisterEvents(
-                self._handle, pynvml.nvmlEventTypeXidCriticalError, events
-            )
+            pynvml.nvmlDeviceRegisterEvents(self._handle, pynvml.nvmlEventTypeXidCriticalError, events)
             self._events = events
 
 
