@@ -6,8 +6,9 @@ it is an array whose first element says what it is:
 
 - ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
   the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
-- ``["a", t, event, alert]``: an alert ``raised``, ``updated`` or ``resolved`` at ``t``;
-  ``alert`` is the map printed by ``distmon report --json``.
+- ``["a", t, event, alert, key]``: an alert ``raised``, ``updated`` or ``resolved`` at
+  ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
+  alert across its events.
 
 Reading it takes a few lines::
 
@@ -70,7 +71,7 @@ class RecordingWriter:
         self._write(["m", t, payload])
 
     def alert(self, t: float, change: Change) -> None:
-        self._write(["a", t, change.event, change.alert.to_json()])
+        self._write(["a", t, change.event, change.alert.to_json(), change.alert.key])
 
     def _write(self, record: list[Any]) -> None:
         self._file.write(self._packer.pack(record))
@@ -138,7 +139,7 @@ def _parse(item: Any) -> Record | None:
         if item[0] == "m" and isinstance(item[2], bytes):
             return Message(float(item[1]), item[2])
         if item[0] == "a":
-            return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3]))
+            return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3], key=str(item[4])))
     except (IndexError, KeyError, TypeError, ValueError):
         return None
     return None

@@ -1,0 +1,91 @@
+"""``distmon record``: the headless monitor for batch jobs.
+
+Binds the endpoint, runs the detector every second, writes every rank message and alert
+change to the recording, and prints one line per alert on stderr for the job's log.
+Stops on SIGINT or SIGTERM and closes the recording cleanly.
+"""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import time
+from types import FrameType
+
+from distmon import endpoint
+from distmon.monitor.alerts import Change
+from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.probe import ProcessProbe
+from distmon.monitor.receiver import EndpointError, Receiver
+from distmon.monitor.recording import RecordingWriter
+
+TICK = 1.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--out", required=True, metavar="FILE", help="recording to write")
+    parser.add_argument("--endpoint", help=f"where ranks connect (default: ${endpoint.ENV} or a local ipc socket)")
+    parser.add_argument("--job", help="follow only this job id (default: the first job that reports)")
+
+
+def run(args: argparse.Namespace) -> int:
+    address = endpoint.resolve(args.endpoint)
+    try:
+        recorder = RecordingWriter(args.out)
+    except OSError as e:
+        print(f"distmon record: cannot write {args.out}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        receiver = Receiver(address)
+    except EndpointError as e:
+        recorder.close()
+        print(f"distmon record: {e}", file=sys.stderr)
+        return 2
+    monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder, job=args.job)
+    stop = _stop_on_signals()
+    print(f"distmon record: listening on {address}, recording to {args.out}", file=sys.stderr, flush=True)
+    try:
+        next_tick = time.time() + TICK
+        while not stop:
+            for raw in receiver.receive(timeout=0.2):
+                monitor.ingest(raw, time.time())
+            now = time.time()
+            if now >= next_tick:
+                for change in monitor.tick(now):
+                    if change.event != "updated":
+                        print(alert_line(change), file=sys.stderr, flush=True)
+                next_tick = now + TICK
+    finally:
+        receiver.close()
+        monitor.close()
+    state = monitor.state
+    dropped = ", ".join(f"{n} {why}" for why, n in sorted(state.dropped.items())) or "none"
+    print(
+        f"distmon record: {state.received} messages from {len(state.ranks)} ranks, "
+        f"{len(monitor.alerts.history)} alerts, dropped: {dropped}; wrote {args.out}",
+        file=sys.stderr,
+    )
+    return 0
+
+
+def alert_line(change: Change) -> str:
+    """One line per alert change, for a batch job's log."""
+    a = change.alert
+    stamp = time.strftime("%H:%M:%S", time.localtime(a.resolved if change.event == "resolved" else a.t))
+    if change.event == "resolved":
+        return f"distmon {stamp} resolved {a.kind}: {a.summary}"
+    return f"distmon {stamp} {a.severity.upper()} {a.kind}: {a.summary}"
+
+
+def _stop_on_signals() -> list[int]:
+    """A list that becomes truthy when SIGINT or SIGTERM arrives."""
+    received: list[int] = []
+
+    def handler(signum: int, _frame: FrameType | None) -> None:
+        received.append(signum)
+
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, handler)
+    return received

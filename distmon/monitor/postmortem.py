@@ -1,0 +1,54 @@
+"""A recording read back: the job as it last stood, and every alert in its final form."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.recording import AlertEvent, Message, read_recording
+from distmon.monitor.state import JobState
+
+
+@dataclass
+class Postmortem:
+    header: dict
+    state: JobState = field(default_factory=JobState)
+    alerts: list[Alert] = field(default_factory=list)
+    """In the order raised, each as last updated, with ``resolved`` set if it ended."""
+    first: float | None = None
+    last: float | None = None
+
+    @property
+    def first_cause(self) -> Alert | None:
+        """The earliest critical alert, else the earliest alert."""
+        critical = [a for a in self.alerts if a.severity == CRITICAL]
+        return min(critical or self.alerts, key=lambda a: a.t, default=None)
+
+
+def load(path: str) -> Postmortem:
+    """Read a recording; raises :class:`distmon.monitor.recording.RecordingError`."""
+    header, records = read_recording(path)
+    pm = Postmortem(header=header)
+    by_key: dict[str, Alert] = {}
+    for record in records:
+        pm.first = record.t if pm.first is None else pm.first
+        pm.last = record.t
+        if isinstance(record, Message):
+            pm.state.ingest(record.payload, record.t)
+        elif isinstance(record, AlertEvent):
+            _apply(record, by_key, pm.alerts)
+    return pm
+
+
+def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert]) -> None:
+    incoming = event.alert
+    current = by_key.get(incoming.key)
+    if event.event == "raised" or current is None:
+        by_key[incoming.key] = incoming
+        alerts.append(incoming)
+        return
+    current.severity, current.ranks = incoming.severity, incoming.ranks
+    current.summary, current.detail = incoming.summary, incoming.detail
+    if event.event == "resolved":
+        current.resolved = event.t
+        del by_key[incoming.key]
