@@ -17,6 +17,8 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+from distmon.monitor.alerts import Change
+from distmon.monitor.monitor import Monitor
 from distmon.wire import (
     ExceptionInfo,
     ExitInfo,
@@ -380,3 +382,22 @@ class SimJob:
 def _unit(*key: int) -> float:
     """A deterministic pseudo-random number in [0, 1) for ``key``."""
     return zlib.crc32(repr(key).encode()) / 2**32
+
+
+def drive(sim: SimJob, monitor: Monitor, until: float, tick: float = 1.0) -> list[tuple[float, Change]]:
+    """Feed ``sim``'s stream into ``monitor``, ticking it every ``tick`` seconds of sim time.
+
+    Returns every alert change with the time it happened, as a live monitor would see them.
+    """
+    changes: list[tuple[float, Change]] = []
+    next_tick = sim.start + tick
+    end = sim.start + until
+    for t, raw in sim.stream(until=until):
+        while next_tick <= t:
+            changes.extend((next_tick, c) for c in monitor.tick(next_tick))
+            next_tick += tick
+        monitor.ingest(raw, t)
+    while next_tick <= end:
+        changes.extend((next_tick, c) for c in monitor.tick(next_tick))
+        next_tick += tick
+    return changes

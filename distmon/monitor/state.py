@@ -66,7 +66,8 @@ class RankState:
     first_seen: float
     history: History = field(default_factory=History)
     inflight_share: float = 0.0
-    """Running share of reports sampled inside a collective: low for the rank others wait for."""
+    """Running share of reports sampled inside a collective, while the job progresses: low
+    for the rank the others wait for."""
     data_wait_share: float = 0.0
     samples: int = 0
 
@@ -135,10 +136,11 @@ class JobState:
         state.received = now
         inflight = float(any(g.enqueued > g.completed for g in report.groups))
         data_wait = report.data_wait or 0.0
-        a = SHARE_SMOOTHING if state.samples else 1.0
-        state.inflight_share += a * (inflight - state.inflight_share)
-        state.data_wait_share += a * (data_wait - state.data_wait_share)
-        state.samples += 1
+        if report.stalled_since is None:  # a stall is the hang rule's business, not pace
+            a = SHARE_SMOOTHING if state.samples else 1.0
+            state.inflight_share += a * (inflight - state.inflight_share)
+            state.data_wait_share += a * (data_wait - state.data_wait_share)
+            state.samples += 1
         state.history.append(
             t=report.t,
             steps=float(report.steps),

@@ -1,0 +1,138 @@
+"""The detector's rules on simulated streams: each fault is named, with its culprit, in time;
+a healthy job raises nothing."""
+
+from __future__ import annotations
+
+import pytest
+
+from distmon.monitor.alerts import Change
+from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
+from distmon.simulate import SimJob, drive
+from distmon.wire import GpuStatus, encode
+
+
+def raised(sim: SimJob, until: float, probe: bool = True) -> list[tuple[float, Change]]:
+    monitor = Monitor(Detector(probe=sim.probe if probe else None))
+    return [(t - sim.start, c) for t, c in drive(sim, monitor, until) if c.event == "raised"]
+
+
+def first(changes: list[tuple[float, Change]], kind: str) -> tuple[float, Change]:
+    matching = [(t, c) for t, c in changes if c.alert.kind == kind]
+    assert matching, f"no {kind} alert among {[c.alert.kind for _, c in changes]}"
+    return matching[0]
+
+
+@pytest.mark.parametrize("world", [2, 8, 64])
+def test_healthy_job_raises_nothing(world: int) -> None:
+    assert raised(SimJob(world=world), until=90) == []
+
+
+def test_a_slow_job_is_judged_by_its_own_pace() -> None:
+    """Four-second steps: collectives legitimately take seconds; still nothing to report."""
+    assert raised(SimJob(world=8, step_time=4.0), until=120) == []
+
+
+FAULTS = [
+    # (name, fault, kind, culprits, seconds after the fault by which the alert must be up)
+    ("stuck rank", lambda s: s.hang(3, at=20), "hang", [3], 8),
+    ("rank-conditional barrier", lambda s: s.extra_collective(0, at=20), "divergence", [0], 5),
+    ("uneven batches", lambda s: s.uneven(5, at=20), "divergence", [5], 5),
+    ("exception", lambda s: s.exception(2, at=20), "rank_exception", [2], 2),
+    ("SIGKILL", lambda s: s.kill(6, at=20), "rank_lost", [6], 4),
+    ("worker killed", lambda s: s.worker_kill(1, at=20), "worker_crash", [1], 2),
+    ("GIL held", lambda s: s.gil(4, at=20), "rank_lost", [4], 8),
+    ("straggler", lambda s: s.straggler(4, 3.0), "straggler", [4], 30),
+    ("leak", lambda s: s.leak(7, 50e6, at=20), "memory_pressure", [7], 30),
+]
+
+
+@pytest.mark.parametrize(("name", "inject", "kind", "culprits", "within"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_fault_is_named_with_its_culprit(name, inject, kind, culprits, within) -> None:
+    sim = SimJob(world=8)
+    inject(sim)
+    changes = raised(sim, until=60)
+    t, change = first(changes, kind)
+    assert change.alert.ranks == culprits
+    at = 0 if kind == "straggler" else 20
+    assert t - at <= within
+    for other in changes:
+        assert set(other[1].alert.ranks) <= set(culprits) or other[1].alert.kind != kind
+
+
+def test_victims_of_an_exception_are_not_culprits() -> None:
+    changes = raised(SimJob(world=8).exception(2, at=20), until=40)
+    kinds = {c.alert.kind: c.alert for _, c in changes}
+    assert kinds["rank_exception"].ranks == [2]
+    assert "ranks 0-1, 3-7 failed because of it" in kinds["rank_exception"].detail
+    assert "rank_lost" not in kinds, "ranks torn down after the failure are not lost"
+
+
+def test_killed_rank_is_named_not_the_ranks_that_lost_it() -> None:
+    changes = raised(SimJob(world=8).kill(6, at=20), until=40)
+    assert [c.alert.ranks for _, c in changes] == [[6]]
+    assert "process gone" in changes[0][1].alert.summary
+
+
+def test_gil_holder_is_alive_but_silent_and_the_hang_names_it() -> None:
+    changes = raised(SimJob(world=8).gil(4, at=20), until=40)
+    lost = first(changes, "rank_lost")[1].alert
+    assert "alive but silent" in lost.summary
+    assert first(changes, "hang")[1].alert.ranks == [4]
+
+
+def test_without_a_probe_lost_rank_says_it_cannot_tell() -> None:
+    changes = raised(SimJob(world=8).kill(6, at=20), until=40, probe=False)
+    assert "no last words" in first(changes, "rank_lost")[1].alert.summary
+
+
+def test_hang_evidence_shows_the_culprits_stack_and_the_timeout() -> None:
+    changes = raised(SimJob(world=8, timeout=600).hang(3, at=20), until=40)
+    alert = first(changes, "hang")[1].alert
+    assert "collective #" in alert.summary and "all_reduce" in alert.summary
+    assert "save_checkpoint" in alert.detail and "time.sleep(600)" in alert.detail
+    assert "collective timeout fires in" in alert.detail
+    assert "What to do" in alert.detail
+
+
+def test_divergence_names_the_op_and_the_step_gap() -> None:
+    changes = raised(SimJob(world=8).uneven(5, at=20), until=40)
+    alert = first(changes, "divergence")[1].alert
+    assert "barrier" in alert.summary and "all_reduce" in alert.summary
+    assert "uneven batch counts" in alert.detail
+
+
+def test_worker_crash_gives_pid_signal_and_likely_cause() -> None:
+    alert = first(raised(SimJob(world=4).worker_kill(1, at=10), until=20), "worker_crash")[1].alert
+    assert "20010" in alert.summary and "SIGKILL" in alert.summary
+    assert "OOM killer" in alert.detail
+
+
+def test_hang_resolves_when_the_rank_comes_back() -> None:
+    sim = SimJob(world=4).hang(1, at=10)
+    monitor = Monitor(Detector())
+    drive(sim, monitor, until=30)
+    assert [a.kind for a in monitor.alerts.active.values()] == ["hang"]
+    healthy = SimJob(world=4)
+    for t, raw in healthy.stream(until=35, since=31):
+        monitor.ingest(raw, t)
+    changes = monitor.tick(healthy.start + 35)
+    assert [(c.event, c.alert.kind) for c in changes] == [("resolved", "hang")]
+
+
+def test_gpu_near_its_limit_and_gpu_faults() -> None:
+    sim = SimJob(world=2)
+    monitor = Monitor(Detector())
+    drive(sim, monitor, until=5)
+    report = sim.report(1, sim.start + 5.5)
+    assert report is not None
+    report.gpu = GpuStatus(index=1, used=79 * 1024**3, total=80 * 1024**3, xid=79, throttle=["hw_slowdown"])
+    monitor.ingest(encode(report), sim.start + 5.5)
+    kinds = {c.alert.kind: c.alert for c in monitor.tick(sim.start + 6)}
+    assert kinds["memory_pressure"].ranks == [1]
+    assert kinds["gpu_fault"].severity == "critical" and "Xid 79" in kinds["gpu_fault"].summary
+
+
+def test_at_scale_the_culprit_is_still_named() -> None:
+    changes = raised(SimJob(world=1024, ranks_per_host=8).hang(777, at=10), until=25)
+    assert first(changes, "hang")[1].alert.ranks == [777]
