@@ -1,0 +1,40 @@
+"""``distmon watch``: bind the endpoint and show every rank and alert, live."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from distmon.endpoint import ENV, resolve
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--endpoint", help=f"where ranks connect (default: ${ENV}, else a per-user ipc socket)")
+    parser.add_argument("--record", metavar="FILE", help="also record everything to FILE")
+
+
+def run(args: argparse.Namespace) -> int:
+    from distmon.monitor.detector import Detector
+    from distmon.monitor.feeds import LiveFeed
+    from distmon.monitor.monitor import Monitor
+    from distmon.monitor.probe import ProcessProbe
+    from distmon.monitor.receiver import EndpointError
+    from distmon.monitor.recording import RecordingWriter
+
+    try:
+        recorder = RecordingWriter(args.record) if args.record else None
+    except OSError as e:
+        print(f"distmon watch: cannot write {args.record}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        feed = LiveFeed(resolve(args.endpoint))
+    except EndpointError as e:
+        if recorder is not None:
+            recorder.close()
+        print(f"distmon watch: {e}", file=sys.stderr)
+        return 2
+
+    from distmon.tui.app import build_app
+
+    build_app(feed, Monitor(Detector(probe=ProcessProbe()), recorder=recorder)).run()
+    return 0

@@ -1,0 +1,226 @@
+"""Where the monitor's messages come from: a live endpoint or a recording.
+
+Both feeds hand out ``(monitor time, raw message)`` pairs and tell the time on their own
+clock, and :class:`Pump` drives a :class:`~distmon.monitor.monitor.Monitor` from either, so
+a replay goes through exactly the code that a live run does.
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Protocol
+
+from distmon.monitor.alerts import Change
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.receiver import Receiver
+from distmon.monitor.recording import AlertEvent, Message, Record, read_recording
+
+Clock = Callable[[], float]
+Item = tuple[float, bytes]
+
+
+class Feed(Protocol):
+    def take(self, limit: int) -> list[Item]:
+        """Messages due by now, oldest first, at most ``limit``; never blocks."""
+        ...
+
+    def now(self) -> float:
+        """The feed's clock: what ``now`` means for the monitor."""
+        ...
+
+    def close(self) -> None: ...
+
+
+class LiveFeed:
+    """A bound endpoint read by a daemon thread, so the UI never waits on the network.
+
+    Messages are stamped with the clock when they arrive and queued up to ``capacity``;
+    when the reader falls that far behind, the oldest are dropped and counted (each
+    report is a rank's complete state, so a newer one makes an older one redundant).
+    """
+
+    def __init__(self, endpoint: str, clock: Clock = time.time, capacity: int = 200_000) -> None:
+        self.endpoint = endpoint
+        self.dropped = 0
+        self.received = 0
+        self._clock = clock
+        self._receiver = Receiver(endpoint)
+        self._queue: deque[Item] = deque(maxlen=capacity)
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="distmon-feed", daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        try:
+            while not self._stopping.is_set():
+                messages = self._receiver.receive(0.1)
+                if not messages:
+                    continue
+                t = self._clock()
+                with self._lock:
+                    overflow = len(self._queue) + len(messages) - (self._queue.maxlen or 0)
+                    self.dropped += max(0, overflow)
+                    self.received += len(messages)
+                    self._queue.extend((t, m) for m in messages)
+        finally:
+            self._receiver.close()
+
+    def take(self, limit: int) -> list[Item]:
+        with self._lock:
+            n = min(limit, len(self._queue))
+            return [self._queue.popleft() for _ in range(n)]
+
+    def now(self) -> float:
+        return self._clock()
+
+    def close(self) -> None:
+        self._stopping.set()
+        self._thread.join(timeout=2.0)
+
+
+class ReplayFeed:
+    """A recording released by a virtual clock that can run at any speed, pause, step and
+    jump to the next recorded alert. ``speed`` is a factor of real time; ``math.inf``
+    plays as fast as the reader takes messages. Raises ``RecordingError`` for a file that
+    is not a recording; a file cut off mid-write plays up to its last whole record."""
+
+    def __init__(self, path: str, speed: float = 1.0, clock: Clock = time.monotonic) -> None:
+        self.path = path
+        header, self._records = read_recording(path)
+        self._clock = clock
+        self._next: Record | None = next(self._records, None)
+        self.start = self._next.t if self._next is not None else float(header.get("created", 0))
+        self._position = self.start
+        self._anchor = clock()
+        self._target: float | None = None
+        self.speed = speed
+        self.paused = False
+        self.jumping = False
+
+    @property
+    def finished(self) -> bool:
+        return self._next is None
+
+    def now(self) -> float:
+        if self.paused or self.finished or self.jumping or math.isinf(self.speed):
+            return self._position
+        running = self._position + (self._clock() - self._anchor) * self.speed
+        return min(running, self._next.t) if self._next is not None else running
+
+    def take(self, limit: int) -> list[Item]:
+        if self.paused and self._target is None:
+            return []
+        fast = self.jumping or math.isinf(self.speed)
+        until = self._target if self._target is not None else (math.inf if fast else self.now())
+        out: list[Item] = []
+        while self._next is not None and self._next.t <= until and len(out) < limit:
+            record = self._next
+            self._next = next(self._records, None)
+            if isinstance(record, Message):
+                out.append((record.t, record.payload))
+            elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":
+                self._set_position(record.t)
+                self.jumping = False
+                self.paused = True
+                return out
+            if fast or self._next is None:
+                self._position = record.t
+        if self._target is not None and (self._next is None or self._next.t > self._target):
+            self._set_position(self._position if self.finished else self._target)
+            self._target = None
+        return out
+
+    def _set_position(self, t: float) -> None:
+        self._position = t
+        self._anchor = self._clock()
+
+    def pause(self) -> None:
+        self._set_position(self.now())
+        self.paused = True
+
+    def resume(self) -> None:
+        self._set_position(self.now())
+        self.paused = self.jumping = False
+        self._target = None
+
+    def toggle_pause(self) -> None:
+        if self.paused:
+            self.resume()
+        else:
+            self.pause()
+
+    def set_speed(self, speed: float) -> None:
+        self._set_position(self.now())
+        self.speed = speed
+
+    def step(self, seconds: float = 1.0) -> None:
+        """Pause, then release the next ``seconds`` of the recording."""
+        self.pause()
+        if not self.finished:
+            self._target = self._position + seconds
+
+    def jump_to_next_alert(self) -> None:
+        """Play as fast as possible up to the next alert raised in the recording, then pause
+        there (:meth:`alert_raised` stops it earlier at an alert raised in this replay)."""
+        self._set_position(self.now())
+        self._target = None
+        self.paused = False
+        self.jumping = True
+
+    def alert_raised(self, t: float) -> None:
+        if self.jumping:
+            self.jumping = False
+            self.paused = True
+            self._set_position(t)
+
+    def close(self) -> None:
+        close = getattr(self._records, "close", None)
+        if close is not None:
+            close()
+
+
+class Pump:
+    """Drives a monitor from a feed: each message ingested at its feed time, the detector
+    run once a second of feed time, both on the feed's clock."""
+
+    TICK = 1.0
+    MAX_CATCH_UP = 10
+    """Ticks run back to back after a gap; beyond that the clock skips ahead."""
+
+    def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
+        self.feed = feed
+        self.monitor = monitor
+        self.on_tick = on_tick
+        self._next_tick: float | None = None
+        self.taken = 0
+        """Messages taken by the last :meth:`run`."""
+
+    def run(self, limit: int = 1000) -> list[Change]:
+        """Take up to ``limit`` messages; returns the alert changes of the ticks run."""
+        changes: list[Change] = []
+        items = self.feed.take(limit)
+        self.taken = len(items)
+        for t, raw in items:
+            changes += self._tick_until(t)
+            self.monitor.ingest(raw, t)
+        changes += self._tick_until(self.feed.now())
+        return changes
+
+    def _tick_until(self, t: float) -> list[Change]:
+        if self._next_tick is None:
+            self._next_tick = t + self.TICK
+            return []
+        if t - self._next_tick > self.MAX_CATCH_UP * self.TICK:
+            self._next_tick = t
+        changes: list[Change] = []
+        while t >= self._next_tick:
+            changes += self.monitor.tick(self._next_tick)
+            if self.on_tick is not None:
+                self.on_tick(self._next_tick)
+            self._next_tick += self.TICK
+        return changes

@@ -1,0 +1,49 @@
+"""An alert's evidence: what the detector saw, in full. Opened by choosing an alert."""
+
+from __future__ import annotations
+
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import VerticalScroll
+from textual.screen import ModalScreen
+from textual.widgets import Footer, Static
+
+from distmon.monitor.alerts import Alert
+from distmon.tui import text
+from distmon.tui.alerts_panel import SEVERITY_STYLE
+
+
+def evidence(alert: Alert) -> Text:
+    out = Text()
+    out.append(f"{alert.severity.upper()} {alert.kind}\n", style=SEVERITY_STYLE.get(alert.severity))
+    out.append(f"{alert.summary}\n\n", style="bold")
+    when = f"raised {text.clock(alert.t)}"
+    if alert.resolved is not None:
+        when += f", resolved {text.clock(alert.resolved)}"
+    out.append(f"{when} · ranks {', '.join(map(str, alert.ranks)) or '-'}\n\n", style="dim")
+    out.append(alert.detail)
+    return out
+
+
+class AlertDetail(ModalScreen):
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("escape,backspace", "app.pop_screen", "Back"),
+        Binding("enter", "open_rank", "First rank's details"),
+    ]
+
+    def __init__(self, alert: Alert) -> None:
+        super().__init__()
+        self.alert = alert
+
+    def compose(self) -> ComposeResult:
+        with VerticalScroll(id="alert-box"):
+            yield Static(evidence(self.alert))
+        yield Footer()
+
+    def action_open_rank(self) -> None:
+        if self.alert.ranks:
+            self.app.pop_screen()
+            self.app.open_rank(self.alert.ranks[0])

@@ -1,0 +1,212 @@
+"""The terminal UI shared by ``distmon watch`` and ``distmon replay``.
+
+Threading rule: the app never waits on the network. A feed (live or replay) queues
+messages; a fast timer drains them into the monitor within a small time budget, and a
+slower timer redraws every widget from the monitor's latest state. Both run on the feed's
+clock, so a replay goes through exactly the code that a live run does.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import time
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import App, ComposeResult
+from textual.binding import Binding
+from textual.widgets import Footer, Static
+
+from distmon.monitor.feeds import Feed, LiveFeed, Pump, ReplayFeed
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.overview import OverviewTracker
+from distmon.tui import text
+from distmon.tui.alert_detail import AlertDetail
+from distmon.tui.alerts_panel import AlertsPanel
+from distmon.tui.filter_bar import FilterBar
+from distmon.tui.help_screen import HelpScreen
+from distmon.tui.job_header import JobHeader
+from distmon.tui.rank_detail import RankDetail
+from distmon.tui.rank_table import RankTable
+
+DRAIN_EVERY = 0.05
+DRAIN_BUDGET = 0.03
+"""Seconds of work per drain, so that keys stay responsive while a fast replay catches up."""
+REDRAW_EVERY = 0.25
+SPEEDS = (1.0, 10.0, 100.0, math.inf)
+REPLAY_ACTIONS = {"toggle_pause", "step", "next_alert", "faster", "slower"}
+
+
+def speed_name(speed: float) -> str:
+    return "max" if math.isinf(speed) else f"{speed:g}x"
+
+
+class DistmonApp(App):
+    CSS_PATH = "app.tcss"
+    TITLE = "distmon"
+    ENABLE_COMMAND_PALETTE = False
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("q", "quit", "Quit"),
+        Binding("question_mark", "help", "Help", key_display="?"),
+        Binding("slash", "filter", "Filter", key_display="/"),
+        Binding("a", "focus_alerts", "Alerts", show=False),
+        Binding("space", "toggle_pause", "Pause"),
+        Binding("full_stop", "step", "Step", key_display="."),
+        Binding("n", "next_alert", "Next alert"),
+        Binding("plus,equals_sign", "faster", "Faster", key_display="+", show=False),
+        Binding("minus", "slower", "Slower", key_display="-", show=False),
+    ]
+
+    def __init__(self, feed: Feed, monitor: Monitor) -> None:
+        super().__init__()
+        self.feed = feed
+        self.monitor = monitor
+        self.tracker = OverviewTracker()
+        self.pump = Pump(feed, monitor, on_tick=lambda now: self.tracker.observe(monitor, now))
+        self.overview = self.tracker.overview(monitor, feed.now())
+
+    def compose(self) -> ComposeResult:
+        yield JobHeader(id="header")
+        yield Static(id="table-summary")
+        yield RankTable(id="ranks")
+        yield FilterBar(id="filter")
+        yield AlertsPanel(id="alerts")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        self.query_one(FilterBar).display = False
+        self.focus_table()
+        self.redraw()
+        self.set_interval(DRAIN_EVERY, self.drain)
+        self.set_interval(REDRAW_EVERY, self.redraw)
+
+    def on_unmount(self) -> None:
+        self.feed.close()
+        self.monitor.close()
+
+    # --- the two timers -----------------------------------------------------------------
+
+    def drain(self) -> None:
+        """Feed the monitor what has arrived, for at most ``DRAIN_BUDGET`` seconds."""
+        deadline = time.perf_counter() + DRAIN_BUDGET
+        while True:
+            for change in self.pump.run(500):
+                if change.event == "raised" and isinstance(self.feed, ReplayFeed):
+                    self.feed.alert_raised(change.alert.t)
+            if self.pump.taken == 0 or time.perf_counter() > deadline:
+                return
+
+    def redraw(self) -> None:
+        now = self.feed.now()
+        self.overview = self.tracker.overview(self.monitor, now)
+        self.query_one(JobHeader).show(self.overview)
+        table = self.query_one(RankTable)
+        table.empty_message = self.source()
+        table.show(self.monitor.state.ranks, now, self.overview.culprits)
+        self._show_summary()
+        self.query_one(AlertsPanel).show(self.monitor.alerts)
+        if isinstance(self.screen, RankDetail):
+            rank = self.screen.rank
+            state = self.monitor.state.ranks.get(rank)
+            self.screen.show(state, now, rank in self.overview.culprits)
+
+    def source(self) -> str:
+        """Where the messages come from, and how that is going."""
+        feed = self.feed
+        if isinstance(feed, LiveFeed):
+            if not self.monitor.state.ranks:
+                return (
+                    f"Listening on {feed.endpoint}: nothing connected yet. Start the job "
+                    f"with DISTMON_ENDPOINT={feed.endpoint} and --distmon, or under distmon run."
+                )
+            dropped = f" · {feed.dropped} dropped (UI behind)" if feed.dropped else ""
+            return f"live · {feed.endpoint}{dropped}"
+        if isinstance(feed, ReplayFeed):
+            if feed.finished:
+                mode = "end of recording"
+            elif feed.jumping:
+                mode = "to next alert"
+            else:
+                mode = "paused" if feed.paused else f"playing {speed_name(feed.speed)}"
+            at = text.duration(feed.now() - feed.start)
+            return f"replay {os.path.basename(feed.path)} · {mode} · at {at}"
+        return ""
+
+    # --- navigation ---------------------------------------------------------------------
+
+    def focus_table(self) -> None:
+        self.query_one(RankTable).focus()
+
+    def open_rank(self, rank: int) -> None:
+        self.push_screen(RankDetail(rank))
+        self.call_after_refresh(self.redraw)
+
+    def on_rank_table_rank_chosen(self, event: RankTable.RankChosen) -> None:
+        self.open_rank(event.rank)
+
+    def on_alerts_panel_alert_chosen(self, event: AlertsPanel.AlertChosen) -> None:
+        self.push_screen(AlertDetail(event.alert))
+
+    def on_filter_bar_changed(self, event: FilterBar.Changed) -> None:
+        self.query_one(RankTable).set_query(event.query)
+        self._show_summary()
+
+    def _show_summary(self) -> None:
+        summary = Text(no_wrap=True, overflow="ellipsis")
+        summary.append(self.source(), style="bold")
+        summary.append(" · " + self.query_one(RankTable).summary())
+        self.query_one("#table-summary", Static).update(summary)
+
+    def action_help(self) -> None:
+        if not isinstance(self.screen, HelpScreen):
+            self.push_screen(HelpScreen())
+
+    def action_filter(self) -> None:
+        bar = self.query_one(FilterBar)
+        bar.display = True
+        bar.focus()
+
+    def action_focus_alerts(self) -> None:
+        self.query_one(AlertsPanel).focus()
+
+    # --- replay controls ----------------------------------------------------------------
+
+    def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
+        if action in REPLAY_ACTIONS:
+            return isinstance(self.feed, ReplayFeed)
+        return True
+
+    def _replay(self) -> ReplayFeed:
+        assert isinstance(self.feed, ReplayFeed)
+        return self.feed
+
+    def action_toggle_pause(self) -> None:
+        self._replay().toggle_pause()
+        self.redraw()
+
+    def action_step(self) -> None:
+        self._replay().step()
+        self.drain()
+        self.redraw()
+
+    def action_next_alert(self) -> None:
+        self._replay().jump_to_next_alert()
+
+    def action_faster(self) -> None:
+        self._change_speed(+1)
+
+    def action_slower(self) -> None:
+        self._change_speed(-1)
+
+    def _change_speed(self, direction: int) -> None:
+        feed = self._replay()
+        index = next((i for i, s in enumerate(SPEEDS) if s >= feed.speed), len(SPEEDS) - 1)
+        index = max(0, min(len(SPEEDS) - 1, index + direction))
+        feed.set_speed(SPEEDS[index])
+        self.redraw()
+
+
+def build_app(feed: Feed, monitor: Monitor | None = None) -> DistmonApp:
+    """The app for a feed: what ``distmon watch``, ``distmon replay`` and the tests run."""
+    return DistmonApp(feed, monitor or Monitor())

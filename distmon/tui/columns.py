@@ -1,0 +1,120 @@
+"""What the rank table shows: each rank's status word and its cells, column by column.
+
+Plain functions of a :class:`RankState` and the feed's clock, computed only for the rows
+on screen.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from distmon.monitor.overview import collective_age
+from distmon.monitor.state import RankState
+from distmon.tui import text
+
+OK = "ok"
+STALLED = "stalled"
+SILENT = "silent"
+FAILED = "failed"
+WORKER = "worker"
+EXITED = "exited"
+
+SEVERITY = {FAILED: 5, SILENT: 4, STALLED: 3, WORKER: 2, OK: 1, EXITED: 0}
+"""Worst first when sorting by status."""
+SILENT_FLOOR = 5.0
+"""A rank not heard from for this long, or three intervals, has gone silent."""
+
+
+def status(rank: RankState, now: float) -> str:
+    report = rank.report
+    if report.exception is not None or (report.exit and report.exit.how == "exception"):
+        return FAILED
+    if report.exit is not None:
+        return EXITED
+    if rank.silent_for(now) > max(SILENT_FLOOR, 3 * report.interval):
+        return SILENT
+    if report.stalled_since is not None:
+        return STALLED
+    if any(not w.alive for loader in report.loaders for w in loader.workers):
+        return WORKER
+    return OK
+
+
+def collectives(rank: RankState, now: float) -> str:
+    """Per process group: the last completed seq, and the op in flight with its age."""
+    parts = []
+    for g in rank.report.groups:
+        part = str(g.completed)
+        if g.enqueued > g.completed:
+            op = g.op or "…"
+            age = f" {text.duration(collective_age(rank, g.since, now))}" if g.since else ""
+            part += f" {op}{age}"
+        parts.append(part)
+    return " | ".join(parts) or "-"
+
+
+def gpu_memory(rank: RankState, width: int) -> str:
+    gpu = rank.report.gpu
+    if gpu is None or gpu.total is None:
+        return "-"
+    used = gpu.used if gpu.used is not None else gpu.reserved
+    if used is None:
+        return "-"
+    label = f" {used / 1024**3:.0f}/{gpu.total / 1024**3:.0f}G"
+    return text.bar(used / gpu.total, max(1, width - len(label))) + label
+
+
+def workers(rank: RankState) -> str:
+    loaders = rank.report.loaders
+    if not loaders:
+        return "-"
+    alive = sum(w.alive for loader in loaders for w in loader.workers)
+    return f"{alive}/{sum(loader.expected for loader in loaders)}"
+
+
+@dataclass(frozen=True)
+class Column:
+    title: str
+    width: int
+    cell: Callable[[RankState, float, int], str]
+    right: bool = False
+    drop: int = 0
+    """Columns with a higher ``drop`` are hidden first when the table is narrow; 0 never."""
+
+
+def _step_time(r: RankState, now: float, width: int) -> str:
+    stats = r.report.step_time
+    return text.duration(stats.p50) if stats else "-"
+
+
+def _gpu_util(r: RankState, now: float, width: int) -> str:
+    gpu = r.report.gpu
+    return "-" if gpu is None or gpu.util is None else f"{gpu.util:.0f}%"
+
+
+def _rss(r: RankState, now: float, width: int) -> str:
+    return text.size(r.report.memory.rss) if r.report.memory else "-"
+
+
+COLUMNS = (
+    Column("status", 7, lambda r, now, w: status(r, now)),
+    Column("rank", 5, lambda r, now, w: str(r.rank), right=True),
+    Column("host", 9, lambda r, now, w: r.report.host, drop=1),
+    Column("step", 7, lambda r, now, w: str(r.report.steps), right=True),
+    Column("step t", 6, _step_time, right=True, drop=5),
+    Column("seq · in flight", 22, lambda r, now, w: collectives(r, now)),
+    Column("GPU memory", 13, lambda r, now, w: gpu_memory(r, w), drop=6),
+    Column("util", 4, _gpu_util, right=True, drop=9),
+    Column("RSS", 5, _rss, right=True, drop=7),
+    Column("wrk", 4, lambda r, now, w: workers(r), right=True, drop=4),
+    Column("wait", 4, lambda r, now, w: text.percent(r.report.data_wait), right=True, drop=8),
+)
+
+
+def fitting(width: int, without: frozenset[str] = frozenset()) -> list[Column]:
+    """The columns that fit in ``width`` cells, hiding the least useful first."""
+    columns = [c for c in COLUMNS if c.title not in without]
+    while sum(c.width + 1 for c in columns) + 1 > width and any(c.drop for c in columns):
+        columns.remove(max(columns, key=lambda c: c.drop))
+    return columns

@@ -1,0 +1,56 @@
+"""The two lines at the top: the job, its pace, its state, and the collective timeout's
+countdown while a collective is stuck."""
+
+from __future__ import annotations
+
+from rich.text import Text
+from textual.widgets import Static
+
+from distmon.monitor import overview as ov
+from distmon.tui import text
+
+STATE_STYLE = {
+    ov.WAITING: "reverse",
+    ov.HEALTHY: "bold white on dark_green",
+    ov.STALLED: "bold black on yellow",
+    ov.HUNG: "bold white on red",
+    ov.FAILED: "bold white on red",
+    ov.FINISHED: "bold white on blue",
+}
+
+
+def headline(o: ov.Overview) -> Text:
+    line = Text(no_wrap=True, overflow="ellipsis")
+    line.append(f" {o.state.upper()} ", style=STATE_STYLE[o.state])
+    if o.state == ov.WAITING:
+        line.append("  No rank has reported yet.")
+        return line
+    rate = "-" if o.steps_per_second is None else f"{o.steps_per_second:.1f}"
+    line.append(f"  {o.job}  ", style="bold")
+    line.append(f"world {o.world} · {o.ranks} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
+    line.append(f" · step {o.steps} · {rate} steps/s")
+    line.append(f" · last progress {text.duration(o.since_progress)} ago")
+    return line
+
+
+def countdown(c: ov.Collective) -> Text:
+    line = Text(no_wrap=True, overflow="ellipsis")
+    if c.remaining is not None:
+        line.append(" timeout in ", style="bold white on red")
+        line.append(f"{text.duration(c.remaining)} ", style="bold white on red")
+    op = c.op or "a collective"
+    line.append(
+        f" {op} seq {c.seq} on {c.group} in flight for {text.duration(c.age)} (rank {c.rank})",
+        style="bold yellow",
+    )
+    return line
+
+
+class JobHeader(Static):
+    """One line; a second one, the countdown, while a collective is stuck."""
+
+    def show(self, o: ov.Overview) -> None:
+        lines = [headline(o)]
+        if o.oldest is not None:
+            lines.append(countdown(o.oldest))
+        self.update(Text("\n").join(lines))

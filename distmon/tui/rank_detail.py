@@ -1,0 +1,152 @@
+"""One rank in full: where it is stuck, its collectives, its trends, its workers, its last
+exception. Opened with enter on a rank's line; escape goes back."""
+
+from __future__ import annotations
+
+import math
+from typing import ClassVar
+
+from rich.text import Text
+from textual.app import ComposeResult
+from textual.binding import Binding
+from textual.containers import Horizontal, Vertical, VerticalScroll
+from textual.screen import Screen
+from textual.widgets import Footer, Label, Sparkline, Static
+
+from distmon.monitor.overview import collective_age
+from distmon.monitor.state import RankState
+from distmon.tui import columns, text
+from distmon.wire import Frame
+
+TRENDS = (
+    ("step_time", "step time", text.duration),
+    ("gpu", "GPU memory", text.size),
+    ("rss", "host RSS", text.size),
+)
+
+
+def frames(stack: list[Frame]) -> Text:
+    out = Text()
+    for f in stack:
+        out.append(f"\n  {f.file}:{f.line} ", style="dim")
+        out.append(f"in {f.func}", style="bold")
+        if f.code:
+            out.append(f"\n      {f.code}")
+    return out
+
+
+def title_line(rank: RankState, now: float, culprit: bool) -> Text:
+    r = rank.report
+    line = Text(no_wrap=True, overflow="ellipsis")
+    word = columns.status(rank, now)
+    line.append(f" rank {r.rank} ", style="bold reverse")
+    line.append(f" {word}", style="bold")
+    if culprit:
+        line.append("  culprit", style="bold red")
+    line.append(f"  {r.host} · local rank {r.local_rank} · pid {r.pid}")
+    line.append(f" · step {r.steps} · heard {text.duration(rank.silent_for(now))} ago")
+    return line
+
+
+def stack_section(rank: RankState, now: float) -> Text:
+    r = rank.report
+    if r.stack is None:
+        return Text("Not stalled: the stack is sent while the rank makes no progress.", "dim")
+    out = Text()
+    if r.stalled_since is not None:
+        out.append(f"No progress for {text.duration(r.t - r.stalled_since)}; ", style="yellow")
+    out.append("innermost frame last:")
+    return out + frames(r.stack)
+
+
+def collectives_section(rank: RankState, now: float) -> Text:
+    out = Text()
+    for g in rank.report.groups:
+        name = g.desc or g.id or "group"
+        out.append(f"{name}", style="bold")
+        out.append(f" ({g.backend}, {g.size} ranks)  completed seq {g.completed}")
+        if g.enqueued > g.completed:
+            age = collective_age(rank, g.since, now) if g.since else None
+            out.append(f"  in flight: seq {g.enqueued} {g.op or '?'}", style="yellow")
+            out.append(f" for {text.duration(age)}", style="yellow")
+            if g.timeout and age is not None:
+                out.append(f", timeout in {text.duration(g.timeout - age)}", style="yellow")
+        out.append("\n")
+    out.rstrip()
+    return out or Text("No process group reported.", "dim")
+
+
+def workers_section(rank: RankState) -> Text:
+    out = Text()
+    for loader in rank.report.loaders:
+        alive = sum(w.alive for w in loader.workers)
+        out.append(f"DataLoader {loader.id}: {alive}/{loader.expected} alive\n", style="bold")
+        for w in loader.workers:
+            if w.alive:
+                out.append(f"  pid {w.pid}  alive  {text.size(w.rss)}\n")
+            else:
+                how = w.signal or f"exit code {w.exitcode}"
+                out.append(f"  pid {w.pid}  dead ({how})\n", style="bold red")
+    out.rstrip()
+    return out or Text("No multi-process DataLoader.", "dim")
+
+
+def exception_section(rank: RankState) -> Text:
+    e = rank.report.exception
+    if e is None:
+        return Text("None.", "dim")
+    out = Text()
+    out.append(f"{e.type}: ", style="bold red")
+    out.append(f"{e.message}\n")
+    if e.where is not None:
+        out.append(f"raised at {e.where.file}:{e.where.line} in {e.where.func}", style="dim")
+    return out + frames(e.traceback)
+
+
+class RankDetail(Screen):
+    BINDINGS: ClassVar[list[Binding]] = [
+        Binding("escape,backspace", "app.pop_screen", "Back"),
+        Binding("question_mark", "app.help", "Help", key_display="?"),
+        Binding("q", "app.quit", "Quit"),
+    ]
+
+    def __init__(self, rank: int) -> None:
+        super().__init__()
+        self.rank = rank
+
+    def compose(self) -> ComposeResult:
+        yield Static(id="detail-heading")
+        with VerticalScroll(id="detail-body"):
+            with Horizontal(id="trends"):
+                for metric, title, _ in TRENDS:
+                    with Vertical(classes="trend"):
+                        yield Label(title, id=f"trend-{metric}-label")
+                        yield Sparkline([], id=f"trend-{metric}")
+            for section in ("stack", "collectives", "workers", "exception"):
+                yield Static(id=f"detail-{section}", classes="section")
+        yield Footer()
+
+    def on_mount(self) -> None:
+        for section, title in (
+            ("stack", "Stack"),
+            ("collectives", "Collectives"),
+            ("workers", "DataLoader workers"),
+            ("exception", "Last exception"),
+        ):
+            self.query_one(f"#detail-{section}", Static).border_title = title
+
+    def show(self, rank: RankState | None, now: float, culprit: bool) -> None:
+        heading = self.query_one("#detail-heading", Static)
+        if rank is None:
+            heading.update(Text(f" rank {self.rank} has not reported ", style="reverse"))
+            return
+        heading.update(title_line(rank, now, culprit))
+        for metric, title, fmt in TRENDS:
+            values = [v for v in rank.history.series(metric) if not math.isnan(v)]
+            self.query_one(f"#trend-{metric}", Sparkline).data = values
+            latest = fmt(values[-1]) if values else "-"
+            self.query_one(f"#trend-{metric}-label", Label).update(f"{title}  {latest}")
+        self.query_one("#detail-stack", Static).update(stack_section(rank, now))
+        self.query_one("#detail-collectives", Static).update(collectives_section(rank, now))
+        self.query_one("#detail-workers", Static).update(workers_section(rank))
+        self.query_one("#detail-exception", Static).update(exception_section(rank))
