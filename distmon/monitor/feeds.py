@@ -109,8 +109,7 @@ class ReplayFeed:
     def now(self) -> float:
         if self.paused or self.finished or self.jumping or math.isinf(self.speed):
             return self._position
-        running = self._position + (self._clock() - self._anchor) * self.speed
-        return min(running, self._next.t) if self._next is not None else running
+        return self._position + (self._clock() - self._anchor) * self.speed
 
     def take(self, limit: int) -> list[Item]:
         if self.paused and self._target is None:
@@ -206,17 +205,20 @@ class Pump:
         items = self.feed.take(limit)
         self.taken = len(items)
         for t, raw in items:
+            if self._next_tick is None:
+                self._next_tick = t + self.TICK
             changes += self._tick_until(t)
             self.monitor.ingest(raw, t)
         changes += self._tick_until(self.feed.now())
         return changes
 
     def _tick_until(self, t: float) -> list[Change]:
+        """Ticks fall on whole seconds after the first message, live or replayed, so that a
+        replay runs the detector at the very moments the recording's monitor did."""
         if self._next_tick is None:
-            self._next_tick = t + self.TICK
             return []
         if t - self._next_tick > self.MAX_CATCH_UP * self.TICK:
-            self._next_tick = t
+            self._next_tick += math.floor((t - self._next_tick) / self.TICK) * self.TICK
         changes: list[Change] = []
         while t >= self._next_tick:
             changes += self.monitor.tick(self._next_tick)

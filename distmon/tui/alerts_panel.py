@@ -57,8 +57,7 @@ class AlertsPanel(OptionList):
         self.clear_options()
         if alerts:
             self.add_options(Option(describe(a)) for a in alerts)
-            if chosen in alerts:
-                self.highlighted = alerts.index(chosen)
+            self.highlighted = alerts.index(chosen) if chosen in alerts else 0
         else:
             self.add_option(Option(Text("No alerts.", style="dim"), disabled=True))
         active = len(book.active)

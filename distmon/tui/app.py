@@ -148,7 +148,7 @@ class DistmonApp(App):
     def on_alerts_panel_alert_chosen(self, event: AlertsPanel.AlertChosen) -> None:
         self.push_screen(AlertDetail(event.alert))
 
-    def on_filter_bar_changed(self, event: FilterBar.Changed) -> None:
+    def on_filter_bar_query_changed(self, event: FilterBar.QueryChanged) -> None:
         self.query_one(RankTable).set_query(event.query)
         self._show_summary()
 

@@ -7,7 +7,7 @@ on screen.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from distmon.monitor.overview import collective_age
 from distmon.monitor.state import RankState
@@ -81,6 +81,8 @@ class Column:
     right: bool = False
     drop: int = 0
     """Columns with a higher ``drop`` are hidden first when the table is narrow; 0 never."""
+    flex: bool = False
+    """Takes the width left over."""
 
 
 def _step_time(r: RankState, now: float, width: int) -> str:
@@ -103,7 +105,7 @@ COLUMNS = (
     Column("host", 9, lambda r, now, w: r.report.host, drop=1),
     Column("step", 7, lambda r, now, w: str(r.report.steps), right=True),
     Column("step t", 6, _step_time, right=True, drop=5),
-    Column("seq · in flight", 22, lambda r, now, w: collectives(r, now)),
+    Column("seq · in flight", 18, lambda r, now, w: collectives(r, now), flex=True),
     Column("GPU memory", 13, lambda r, now, w: gpu_memory(r, w), drop=6),
     Column("util", 4, _gpu_util, right=True, drop=9),
     Column("RSS", 5, _rss, right=True, drop=7),
@@ -113,8 +115,10 @@ COLUMNS = (
 
 
 def fitting(width: int, without: frozenset[str] = frozenset()) -> list[Column]:
-    """The columns that fit in ``width`` cells, hiding the least useful first."""
+    """The columns that fit in ``width`` cells, hiding the least useful first; the flexible
+    one gets what is left."""
     columns = [c for c in COLUMNS if c.title not in without]
     while sum(c.width + 1 for c in columns) + 1 > width and any(c.drop for c in columns):
         columns.remove(max(columns, key=lambda c: c.drop))
-    return columns
+    spare = width - 1 - sum(c.width + 1 for c in columns)
+    return [replace(c, width=c.width + spare) if c.flex and spare > 0 else c for c in columns]

@@ -12,7 +12,7 @@ from textual.widgets import Input
 class FilterBar(Input):
     BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "clear_filter", "Clear filter")]
 
-    class Changed(Message):
+    class QueryChanged(Message):
         def __init__(self, query: str) -> None:
             super().__init__()
             self.query = query
@@ -23,7 +23,7 @@ class FilterBar(Input):
 
     def on_input_changed(self, event: Input.Changed) -> None:
         event.stop()
-        self.post_message(self.Changed(event.value))
+        self.post_message(self.QueryChanged(event.value))
 
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()

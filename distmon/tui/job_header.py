@@ -27,9 +27,9 @@ def headline(o: ov.Overview) -> Text:
         return line
     rate = "-" if o.steps_per_second is None else f"{o.steps_per_second:.1f}"
     line.append(f"  {o.job}  ", style="bold")
-    line.append(f"world {o.world} · {o.ranks} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
-    line.append(f" · step {o.steps} · {rate} steps/s")
-    line.append(f" · last progress {text.duration(o.since_progress)} ago")
+    line.append(f"step {o.steps} · {rate} steps/s")
+    line.append(f" · progress {text.duration(o.since_progress)} ago")
+    line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
     return line
 
 
@@ -50,7 +50,9 @@ class JobHeader(Static):
     """One line; a second one, the countdown, while a collective is stuck."""
 
     def show(self, o: ov.Overview) -> None:
-        lines = [headline(o)]
+        lines = Text(no_wrap=True, overflow="ellipsis")
+        lines.append_text(headline(o))
         if o.oldest is not None:
-            lines.append(countdown(o.oldest))
-        self.update(Text("\n").join(lines))
+            lines.append("\n")
+            lines.append_text(countdown(o.oldest))
+        self.update(lines)

@@ -176,7 +176,8 @@ class RankTable(ScrollView, can_focus=True):
             and (not self.problems_only or r.rank in self.culprits or columns.status(r, now) != columns.OK)
         ]
         key = SORTS[self.sort]
-        shown.sort(key=lambda r: (key(r, now), r.rank), reverse=self.reverse)
+        culprits = self.culprits
+        shown.sort(key=lambda r: (key(r, now), r.rank not in culprits, r.rank), reverse=self.reverse)
         self._members = {}
         for r in sorted(self.ranks.values(), key=lambda r: r.rank):
             self._members.setdefault(r.report.host, []).append(r.rank)

@@ -1,0 +1,165 @@
+"""Feeds: a recording released by its virtual clock, a live endpoint read by a thread, and
+the pump that drives a monitor from either."""
+
+from __future__ import annotations
+
+import itertools
+import math
+import socket
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+
+from distmon.monitor.alerts import Alert, Change
+from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.receiver import EndpointError
+from distmon.monitor.recording import RecordingError, RecordingWriter
+from distmon.simulate import SimJob
+
+START = 1_700_000_000.0
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.t = 0.0
+
+    def __call__(self) -> float:
+        return self.t
+
+
+def write(path: Path, seconds: int = 30, alert_at: float | None = None) -> Path:
+    """Four ranks reporting once a second; optionally one alert raised at ``alert_at``."""
+    writer = RecordingWriter(str(path))
+    alert = Alert("hang", "critical", [2], START + (alert_at or 0), "stuck", "evidence")
+    for t, raw in SimJob(world=4, ranks_per_host=4, start=START).stream(until=seconds):
+        if alert_at is not None and t >= START + alert_at:
+            writer.alert(START + alert_at, Change("raised", alert))
+            alert_at = None
+        writer.message(t, raw)
+    writer.close()
+    return path
+
+
+def test_replay_releases_messages_by_its_clock_and_speed(tmp_path: Path) -> None:
+    clock = FakeClock()
+    feed = ReplayFeed(str(write(tmp_path / "r.distmon")), speed=1.0, clock=clock)
+    assert feed.now() == feed.start
+    clock.t = 2.0
+    released = feed.take(1000)
+    assert released and all(t <= START + 2.0 for t, _ in released)
+    feed.set_speed(10.0)
+    clock.t = 3.0  # one more real second at 10x: ten seconds of recording
+    assert feed.now() == pytest.approx(START + 12.0)
+    assert max(t for t, _ in feed.take(1000)) <= START + 12.0
+
+
+def test_pause_freezes_the_clock_and_step_releases_one_second(tmp_path: Path) -> None:
+    clock = FakeClock()
+    feed = ReplayFeed(str(write(tmp_path / "r.distmon")), speed=1.0, clock=clock)
+    clock.t = 5.0
+    feed.take(1000)
+    feed.pause()
+    clock.t = 50.0
+    assert feed.now() == pytest.approx(START + 5.0) and feed.take(1000) == []
+    feed.step()
+    stepped = feed.take(1000)
+    assert len(stepped) == 4 and all(START + 5.0 < t <= START + 6.0 for t, _ in stepped)
+    assert feed.now() == pytest.approx(START + 6.0) and feed.paused
+
+
+def test_jump_stops_at_the_next_recorded_alert(tmp_path: Path) -> None:
+    feed = ReplayFeed(str(write(tmp_path / "r.distmon", alert_at=12.5)), clock=FakeClock())
+    feed.pause()
+    feed.jump_to_next_alert()
+    released = feed.take(10_000)
+    assert max(t for t, _ in released) < START + 12.5
+    assert feed.paused and not feed.jumping and feed.now() == START + 12.5
+
+
+def test_a_recording_cut_off_mid_write_replays_to_where_it_ends(tmp_path: Path) -> None:
+    whole = write(tmp_path / "whole.distmon").read_bytes()
+    cut = tmp_path / "cut.distmon"
+    cut.write_bytes(whole[: len(whole) // 2 + 7])
+    feed = ReplayFeed(str(cut), speed=math.inf)
+    released = feed.take(100_000)
+    assert 0 < len(released) < 30 * 4 and feed.finished
+    assert feed.now() == released[-1][0]
+
+
+@pytest.mark.parametrize(
+    ("content", "error"),
+    [(None, "cannot open"), (b"", "is empty"), (b"hello, world\n", "not a distmon recording")],
+)
+def test_bad_files_raise_one_clear_error(tmp_path: Path, content: bytes | None, error: str) -> None:
+    path = tmp_path / "file"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(RecordingError, match=error):
+        ReplayFeed(str(path))
+
+
+def test_pump_ingests_on_feed_time_and_ticks_once_a_second(tmp_path: Path) -> None:
+    feed = ReplayFeed(str(write(tmp_path / "r.distmon", seconds=10)), speed=math.inf)
+    ticks: list[float] = []
+    monitor = Monitor()
+    pump = Pump(feed, monitor, on_tick=ticks.append)
+    while pump.run(7) or pump.taken:
+        pass
+    assert len(monitor.state.ranks) == 4 and monitor.state.received == 40
+    assert all(b - a == pytest.approx(1.0) for a, b in itertools.pairwise(ticks))
+    assert 8 <= len(ticks) <= 10 and ticks[-1] <= feed.now()
+
+
+def test_live_feed_reads_a_real_stream_without_blocking(endpoint: str) -> None:
+    feed = LiveFeed(endpoint)
+    context = zmq.Context()
+    push = context.socket(zmq.PUSH)
+    try:
+        assert feed.take(10) == []
+        push.connect(endpoint)
+        for _, raw in SimJob(world=4).stream(until=3):
+            push.send(raw)
+        got: list[tuple[float, bytes]] = []
+        deadline = time.monotonic() + 5
+        while len(got) < 12 and time.monotonic() < deadline:
+            got += feed.take(5)
+            time.sleep(0.01)
+        assert len(got) == 12 and feed.dropped == 0
+    finally:
+        push.close(linger=0)
+        context.term()
+        feed.close()
+
+
+def test_live_feed_drops_the_oldest_and_counts_when_far_behind(endpoint: str) -> None:
+    feed = LiveFeed(endpoint, capacity=10)
+    context = zmq.Context()
+    push = context.socket(zmq.PUSH)
+    try:
+        push.connect(endpoint)
+        for i in range(25):
+            push.send(b"%d" % i)
+        deadline = time.monotonic() + 5
+        while feed.received < 25 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        kept = [raw for _, raw in feed.take(100)]
+        assert feed.dropped == 15 and kept == [b"%d" % i for i in range(15, 25)]
+    finally:
+        push.close(linger=0)
+        context.term()
+        feed.close()
+
+
+def test_an_endpoint_in_use_cannot_be_bound_twice() -> None:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    first = LiveFeed(endpoint)
+    try:
+        with pytest.raises(EndpointError, match="cannot listen"):
+            LiveFeed(endpoint)
+    finally:
+        first.close()

@@ -1,0 +1,84 @@
+"""Recordings of simulated jobs for the terminal UI's tests, and a helper that plays one to
+its end inside a running app, so that what is on screen depends on the recording only."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+from textual.pilot import Pilot
+
+from distmon.monitor.detector import Detector
+from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.recording import RecordingWriter
+from distmon.simulate import SimJob, drive
+from distmon.tui.app import DistmonApp
+
+SCENARIOS: dict[str, tuple[Callable[[], SimJob], float]] = {
+    "healthy": (lambda: SimJob(world=16, ranks_per_host=8), 40.0),
+    "hang": (lambda: SimJob(world=16, ranks_per_host=8).hang(5, at=20), 50.0),
+    "worker_crash": (lambda: SimJob(world=16, ranks_per_host=8).worker_kill(3, at=20), 30.0),
+    "large": (lambda: SimJob(world=512, ranks_per_host=8).hang(300, at=10), 25.0),
+}
+
+
+def record(name: str, path: Path) -> Path:
+    """Run the scenario through a monitor with the real detector, recording it as a live
+    ``distmon watch --record`` would."""
+    make, until = SCENARIOS[name]
+    sim = make()
+    monitor = Monitor(Detector(probe=sim.probe), recorder=RecordingWriter(str(path)))
+    drive(sim, monitor, until)
+    monitor.close()
+    return path
+
+
+@pytest.fixture(autouse=True)
+def utc() -> Iterator[None]:
+    """Alert times print in the local zone: pin it, so that snapshots match anywhere."""
+    old = os.environ.get("TZ")
+    os.environ["TZ"] = "UTC"
+    time.tzset()
+    yield
+    if old is None:
+        del os.environ["TZ"]
+    else:
+        os.environ["TZ"] = old
+    time.tzset()
+
+
+@pytest.fixture(scope="session")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]:
+    """The recording of a scenario in :data:`SCENARIOS`, made once per session."""
+    directory = tmp_path_factory.mktemp("recordings")
+    made: dict[str, Path] = {}
+
+    def get(name: str) -> Path:
+        if name not in made:
+            made[name] = record(name, directory / f"{name}.distmon")
+        return made[name]
+
+    return get
+
+
+async def play_to_end(pilot: Pilot) -> None:
+    """Let the app drain its (as-fast-as-possible) replay, then redraw once more."""
+    app = pilot.app
+    assert isinstance(app, DistmonApp) and isinstance(app.feed, ReplayFeed)
+    for _ in range(400):
+        if app.feed.finished and app.pump.taken == 0:
+            break
+        await pilot.pause(0.02)
+    app.drain()
+    app.redraw()
+    await pilot.pause()
+
+
+@pytest.fixture
+def anyio_backend() -> str:
+    """Textual runs on asyncio; the async tests run through anyio's pytest plugin."""
+    return "asyncio"
