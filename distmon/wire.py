@@ -145,7 +145,8 @@ class ExceptionInfo:
 
 @dataclass
 class ExitInfo:
-    """How the process ended: ``how`` is ``clean`` or ``exception``."""
+    """How the process ended: ``how`` is ``clean``, ``exception``, or ``terminated`` (SIGTERM,
+    as torchrun sends every surviving rank after one fails)."""
 
     how: str
     t: float

@@ -96,7 +96,8 @@ def main() -> None:
         for step, (x, y) in enumerate(loader):
             if step >= steps:
                 break
-            if faulty and step == args.fault_step:
+            if faulty and step == args.fault_step and args.fault != "none":
+                print(f"[train] rank {rank}: injecting {args.fault} at step {step}, t={time.time():.3f}", flush=True)
                 inject(args, worker_pids())
             loss = torch.nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad()
@@ -118,9 +119,7 @@ def inject(args: argparse.Namespace, worker_pids: list[int]) -> None:
     elif fault == "extra-collective":
         dist.barrier()
     elif fault == "exception":
-        raise ValueError(
-            f"shape mismatch in batch {args.fault_step}: expected [16, 32], got [16, 31]"
-        )
+        raise ValueError(f"shape mismatch in batch {args.fault_step}: expected [16, 32], got [16, 31]")
     elif fault == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
     elif fault == "worker-kill" and worker_pids:

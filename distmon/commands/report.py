@@ -80,7 +80,7 @@ def _ending(s: RankState, end: float) -> str:
         first_line = (r.exception.message.strip().splitlines() or [""])[0]
         return f"raised {r.exception.type}: {first_line[:80]}"
     if r.exit is not None:
-        return "exited cleanly"
+        return "terminated by SIGTERM (the launcher's teardown)" if r.exit.how == "terminated" else "exited cleanly"
     silent = end - s.received
     return f"silent for {duration(silent)} at the end" if silent > 3 * r.interval else "running"
 

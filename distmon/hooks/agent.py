@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import select
 import socket
 import threading
 import time
@@ -28,6 +29,7 @@ from distmon.hooks.loaders import LoaderWatch
 from distmon.hooks.progress import Progress
 from distmon.hooks.resources import GpuReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
+from distmon.hooks.termination import TerminationWatch
 from distmon.wire import ExceptionInfo, ExitInfo, Report, encode
 
 SEND_HWM = 8
@@ -47,8 +49,10 @@ class Agent:
         self._loaders = LoaderWatch(self.progress)
         self._last_words = LastWords(self._report_exception, self._report_exit)
         self._optimizer_hook: Any = None
+        self._termination = TerminationWatch()
         self._thread = threading.Thread(target=self._run, name="distmon-agent", daemon=True)
-        self._wake = threading.Event()
+        self._wake_read, self._wake_write = os.pipe()
+        os.set_blocking(self._wake_write, False)
         self._sent = threading.Condition()
         self._stopping = False
         self._reports = 0
@@ -59,6 +63,7 @@ class Agent:
         self._last_progress = time.time()
         self._last_wait = (0.0, time.monotonic())
         self._job = _job_id()
+        self._pid = os.getpid()
         self._host = socket.gethostname()
 
     def start(self) -> None:
@@ -67,6 +72,7 @@ class Agent:
         self._optimizer_hook = register_optimizer_step_post_hook(self.progress.on_optimizer_step)
         self._loaders.install()
         self._last_words.install()
+        self._termination.install()
         self._thread.start()
 
     def stop(self) -> None:
@@ -76,10 +82,16 @@ class Agent:
             self._optimizer_hook = None
         self._loaders.uninstall()
         self._last_words.uninstall()
+        self._termination.uninstall()
         self._stopping = True
-        self._wake.set()
+        self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=LAST_WORDS_WAIT + EXIT_LINGER_MS / 1000)
+        if not self._thread.is_alive() and self._wake_write >= 0:
+            os.close(self._wake_read)
+            os.close(self._wake_write)
+            self._wake_read = self._wake_write = -1
+            self._termination.close()
 
     @property
     def dropped(self) -> int:
@@ -87,18 +99,23 @@ class Agent:
         return self._dropped
 
     def _report_exception(self, info: ExceptionInfo) -> None:
+        if os.getpid() != self._pid:
+            return  # a forked child (a DataLoader worker): the agent is its parent's
         self._exception = info
         self._send_now()
 
     def _report_exit(self) -> None:
-        self._exit = ExitInfo(how="exception" if self._exception else "clean", t=time.time())
+        if os.getpid() != self._pid:
+            return
+        if self._exit is None:
+            self._exit = ExitInfo(how="exception" if self._exception else "clean", t=time.time())
         self.stop()
 
     def _send_now(self) -> None:
         """Wake the agent and wait (bounded) until it has sent a fresh report."""
         with self._sent:
             target = self._reports + 1
-            self._wake.set()
+            self._wake()
             self._sent.wait_for(lambda: self._reports >= target, timeout=LAST_WORDS_WAIT)
 
     def _run(self) -> None:
@@ -114,13 +131,30 @@ class Agent:
                 self._send(sock)
                 if stopping:
                     break
-                self._wake.wait(self.interval)
-                self._wake.clear()
+                self._sleep()
+                if self._termination.terminated():
+                    self._exit = ExitInfo(how="terminated", t=time.time())
+                    self._stopping = True
         except Exception:
             pass  # the monitor must never take the rank down with it
         finally:
             sock.close(linger=EXIT_LINGER_MS)
             context.term()
+        if self._exit is not None and self._exit.how == "terminated":
+            self._termination.die()
+
+    def _wake(self) -> None:
+        if self._wake_write >= 0:
+            with contextlib.suppress(OSError):
+                os.write(self._wake_write, b"!")
+
+    def _sleep(self) -> None:
+        """Until the interval passes, someone wakes the agent, or a signal arrives."""
+        fds = [self._wake_read] + ([self._termination.fd] if self._termination.fd is not None else [])
+        ready, _, _ = select.select(fds, [], [], self.interval)
+        if self._wake_read in ready:
+            with contextlib.suppress(BlockingIOError):
+                os.read(self._wake_read, 4096)
 
     def _send(self, sock: zmq.Socket) -> None:
         try:
@@ -153,7 +187,7 @@ class Agent:
             rank=rank,
             world=world,
             host=self._host,
-            pid=os.getpid(),
+            pid=self._pid,
             t=now,
             n=self._reports,
             interval=self.interval,

@@ -33,6 +33,11 @@ def is_secondary(state: RankState) -> bool:
     return exc is not None and bool(SECONDARY.search(exc.message))
 
 
+def is_torn_down(state: RankState) -> bool:
+    """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
+    return state.report.exit is not None and state.report.exit.how == "terminated"
+
+
 def is_worker_death(state: RankState) -> bool:
     exc = state.report.exception
     return exc is not None and bool(WORKER_DIED.search(exc.message))
@@ -47,12 +52,14 @@ def first_failure(job: JobState) -> float | None:
 def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     """Ranks silent too long without last words, minus those torn down after a failure.
 
-    Once peers report a lost connection, a rank silent since before that is the peer they
-    lost: it is named after one missed report instead of the usual several.
+    Once peers report a lost connection, or are torn down by the launcher, a rank silent
+    since before that is the one that died: it is named after one missed report instead of
+    the usual several.
     """
     failed_at = first_failure(job)
     peers_lost_at = min(
-        (s.report.exception.t for s in job.ranks.values() if is_secondary(s)),  # type: ignore[union-attr]
+        [s.report.exception.t for s in job.ranks.values() if is_secondary(s)]  # type: ignore[union-attr]
+        + [s.report.exit.t for s in job.ranks.values() if is_torn_down(s)],  # type: ignore[union-attr]
         default=None,
     )
     lost = []
@@ -143,7 +150,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     states = {s.rank: _process_state(s, ctx) for s in lost}
     gone = [r for r, st in states.items() if st == GONE]
     alive = [r for r, st in states.items() if st == ALIVE]
-    victims = [s.rank for s in job.ranks.values() if is_secondary(s)]
+    victims = [s.rank for s in job.ranks.values() if is_secondary(s) or is_torn_down(s)]
     if alive and not gone:
         cause, why = (
             "alive but silent",
@@ -174,7 +181,9 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
         if r.stack:
             lines.extend(stack_lines(r.stack, depth=3, indent="    "))
     if victims:
-        lines.append(f"Then {rank_word(victims)} lost their connection to it and failed: consequences.")
+        lines.append(
+            f"Then {rank_word(victims)} lost their connection to it or were stopped by the launcher: consequences."
+        )
     if alive and not gone:
         lines.append(
             f"What to do: see where it is stuck with `py-spy dump --native --pid {lost[0].report.pid}` on "

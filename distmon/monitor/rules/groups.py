@@ -163,7 +163,11 @@ def _laggard_lines(m: Member, ctx: Context) -> list[str]:
     r = s.report
     head = f"  rank {r.rank} ({r.host}, pid {r.pid}): last collective #{m.seq}, step {r.steps}, "
     if s.finished:
-        how = "raised " + r.exception.type if r.exception else "exited cleanly"
+        how = (
+            "raised " + r.exception.type
+            if r.exception
+            else {"terminated": "was terminated"}.get(r.exit.how if r.exit else "", "exited cleanly")
+        )
         return [head + f"{how}: it left while the others still expect it (uneven batch counts?)"]
     if not _live(m, ctx):
         return [

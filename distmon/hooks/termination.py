@@ -1,0 +1,98 @@
+"""Last words on SIGTERM, which torchrun sends to every surviving rank after one fails.
+
+Without them, the ranks torn down by torchrun go silent at the same moment as the rank
+that really died, and nobody can tell which was first. Python runs signal handlers only
+on the main thread between bytecodes, and a rank torn down is usually blocked in a
+collective; so the handler is only a trigger: CPython's C-level handler writes the signal
+number to a wakeup pipe at once, the agent thread reads it, sends its report, restores
+the default disposition and re-raises SIGTERM, so the process dies of it as before.
+
+Installed only from the main thread, only when SIGTERM has no handler and no wakeup fd is
+set (asyncio's, say); undone in forked children (DataLoader workers), which must not
+write into their parent's pipe.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import signal
+import threading
+from types import FrameType
+
+_SIG_DFL = 0
+
+
+class TerminationWatch:
+    def __init__(self) -> None:
+        self.fd: int | None = None
+        self._write_fd: int | None = None
+        self._owner = os.getpid()
+
+    def install(self) -> bool:
+        if threading.current_thread() is not threading.main_thread():
+            return False
+        if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+            return False
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        previous = signal.set_wakeup_fd(write_fd, warn_on_full_buffer=False)
+        if previous != -1:
+            signal.set_wakeup_fd(previous)
+            os.close(read_fd)
+            os.close(write_fd)
+            return False
+        signal.signal(signal.SIGTERM, self._python_handler)
+        self.fd, self._write_fd = read_fd, write_fd
+        os.register_at_fork(after_in_child=self._forget_in_child)
+        return True
+
+    def uninstall(self) -> None:
+        if self.fd is None or threading.current_thread() is not threading.main_thread():
+            return
+        if signal.getsignal(signal.SIGTERM) == self._python_handler:
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        with contextlib.suppress(ValueError):
+            if signal.set_wakeup_fd(-1) != self._write_fd:
+                raise ValueError  # someone else's now: leave it
+
+    def close(self) -> None:
+        """Close the pipe, once the agent thread no longer reads it."""
+        for fd in (self.fd, self._write_fd):
+            if fd is not None:
+                with contextlib.suppress(OSError):
+                    os.close(fd)
+        self.fd = self._write_fd = None
+
+    def terminated(self) -> bool:
+        """Drain the wakeup pipe; True if SIGTERM arrived. Called by the agent thread."""
+        if self.fd is None:
+            return False
+        try:
+            data = os.read(self.fd, 4096)
+        except OSError:
+            return False
+        return signal.SIGTERM in data
+
+    @staticmethod
+    def die() -> None:
+        """Die of SIGTERM as if no handler had been installed, from any thread."""
+        with contextlib.suppress(Exception):
+            ctypes.CDLL(None).signal(signal.SIGTERM, _SIG_DFL)
+            os.kill(os.getpid(), signal.SIGTERM)
+        os._exit(128 + signal.SIGTERM)
+
+    def _python_handler(self, _signum: int, _frame: FrameType | None) -> None:
+        """The main thread got here before the agent finished: give it a moment, then die."""
+        threading.Event().wait(1.0)
+        self.die()
+
+    def _forget_in_child(self) -> None:
+        if os.getpid() == self._owner:
+            return
+        with contextlib.suppress(Exception):
+            signal.set_wakeup_fd(-1)
+            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        self.fd = self._write_fd = None
