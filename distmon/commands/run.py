@@ -1,0 +1,170 @@
+"""``distmon run``: run an unmodified training command with every rank monitored.
+
+    distmon run --record run.distmon -- torchrun --nproc-per-node=4 train.py
+    distmon run --watch -- torchrun --nproc-per-node=4 train.py
+
+The ranks get the hook through a ``sitecustomize`` put on their path (see
+:mod:`distmon.launch`) and report to a private endpoint, where a recorder (``--record``) or
+the terminal UI (``--watch``) listens. Signals reach the job, the recording is closed after
+the job's last words are in, and the job's exit status is distmon's.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import errno
+import os
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator
+
+from distmon import endpoint
+from distmon.launch import job_environment
+from distmon.launch.supervisor import Job
+
+LISTEN_WAIT = 15.0
+"""Seconds the monitor gets to start listening before the job starts without waiting for it."""
+LAST_WORDS = 1.5
+"""Seconds the recorder keeps listening after the job ends: ranks report their exit as they
+die, and the detector needs a tick to turn a last report into an alert."""
+CLOSE_WAIT = 10.0
+"""Seconds the recorder gets to close its file once asked."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    mode = parser.add_mutually_exclusive_group()
+    mode.add_argument("--watch", action="store_true", help="show the live terminal UI; the job's output goes to --log")
+    mode.add_argument("--record", metavar="FILE", help="record the job to FILE and print alerts on stderr")
+    parser.add_argument(
+        "--endpoint",
+        help="where the ranks report (default: a private socket with --watch or --record, else $DISTMON_ENDPOINT)",
+    )
+    parser.add_argument("--log", metavar="FILE", help="with --watch, the file for the job's output")
+    parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command, after --")
+
+
+def run(args: argparse.Namespace) -> int:
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not command:
+        return _usage("give the command to run after --, e.g. distmon run --record run.distmon -- torchrun train.py")
+    if args.log and not args.watch:
+        return _usage("--log goes with --watch (without it the job's output stays on this terminal)")
+    with tempfile.TemporaryDirectory(prefix="distmon-run-") as private:
+        monitored = args.watch or args.record
+        job_endpoint = args.endpoint or (f"ipc://{private}/ranks.sock" if monitored else endpoint.resolve())
+        env = job_environment(job_endpoint, os.environ)
+        if args.watch:
+            return _run_watched(command, env, job_endpoint, args.log or _default_log())
+        if args.record:
+            return _run_recorded(command, env, job_endpoint, args.record)
+        print(f"distmon: ranks report to {job_endpoint}", file=sys.stderr)
+        return _run_job(Job(command, env))
+
+
+def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, out: str) -> int:
+    recorder_command = [sys.executable, "-m", "distmon", "record", "--out", out]
+    # A session of its own: Ctrl-C on the terminal is for the job; the recorder is stopped
+    # after the job has ended, so that it records how the job ended.
+    with _monitor(recorder_command, job_endpoint, new_session=True) as recorder:
+        if recorder.poll() is not None:
+            return recorder.returncode or 1
+        status = _run_job(Job(command, env))
+        if recorder.poll() is None:
+            time.sleep(LAST_WORDS)
+        else:
+            print(f"distmon: the recorder stopped early (status {recorder.returncode})", file=sys.stderr)
+        return status
+
+
+def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log_path: str) -> int:
+    try:
+        log = open(log_path, "wb")  # noqa: SIM115 -- closed below, after the job
+    except OSError as e:
+        return _usage(f"cannot write the log {log_path}: {e.strerror}")
+    print(f"distmon: the job's output goes to {log_path}", file=sys.stderr)
+    with log, _monitor([sys.executable, "-m", "distmon", "watch"], job_endpoint, new_session=False) as ui:
+        if ui.poll() is not None:
+            return ui.returncode or 1
+        job = Job(command, env, stdin=subprocess.DEVNULL, stdout=log, terminal=False)
+        threading.Thread(target=_say_if_ui_closes, args=(ui, job, log_path), daemon=True).start()
+        status = _run_job(job)
+        if ui.poll() is None:
+            ui.wait()
+        print(f"distmon: the job exited with status {status}; its output is in {log_path}", file=sys.stderr)
+        return status
+
+
+def _run_job(job: Job) -> int:
+    try:
+        return job.run()
+    except OSError as e:
+        print(f"distmon run: cannot run {job.argv[0]}: {e.strerror}", file=sys.stderr)
+        return 127 if e.errno == errno.ENOENT else 126
+
+
+@contextlib.contextmanager
+def _monitor(command: list[str], job_endpoint: str, *, new_session: bool) -> Iterator[subprocess.Popen[bytes]]:
+    """A monitor process listening on the job's endpoint; stopped (cleanly) on the way out."""
+    process = subprocess.Popen(command, env={**os.environ, endpoint.ENV: job_endpoint}, start_new_session=new_session)
+    try:
+        _wait_listening(process, job_endpoint)
+        yield process
+    finally:
+        _stop(process)
+
+
+def _wait_listening(process: subprocess.Popen[bytes], job_endpoint: str) -> None:
+    deadline = time.monotonic() + LISTEN_WAIT
+    while process.poll() is None and not _listening(job_endpoint):
+        if time.monotonic() > deadline:
+            print(f"distmon: the monitor is not listening on {job_endpoint} yet; starting the job", file=sys.stderr)
+            return
+        time.sleep(0.05)
+
+
+def _listening(job_endpoint: str) -> bool:
+    if job_endpoint.startswith("ipc://"):
+        return os.path.exists(job_endpoint[len("ipc://") :])
+    if job_endpoint.startswith("tcp://"):
+        host, _, port = endpoint.bind_address(job_endpoint)[len("tcp://") :].rpartition(":")
+        with contextlib.suppress(OSError, ValueError):
+            socket.create_connection(("127.0.0.1" if host == "*" else host.strip("[]"), int(port)), 0.2).close()
+            return True
+        return False
+    return True
+
+
+def _stop(process: subprocess.Popen[bytes]) -> None:
+    if process.poll() is not None:
+        return
+    process.send_signal(signal.SIGINT)
+    try:
+        process.wait(CLOSE_WAIT)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
+        print("distmon: the monitor did not stop when asked and was killed", file=sys.stderr)
+
+
+def _say_if_ui_closes(ui: subprocess.Popen[bytes], job: Job, log_path: str) -> None:
+    ui.wait()
+    if job.running:
+        print(
+            f"distmon: the monitor closed; the job goes on (output in {log_path}); Ctrl-C stops it",
+            file=sys.stderr,
+        )
+
+
+def _default_log() -> str:
+    return time.strftime("distmon-run-%Y%m%d-%H%M%S.log")
+
+
+def _usage(message: str) -> int:
+    print(f"distmon run: {message}", file=sys.stderr)
+    return 2

@@ -1,0 +1,7 @@
+"""``distmon doctor``: what will go wrong with a job before it starts.
+
+Each check is a small function from facts about the machine (or the launch command) to a
+:class:`~distmon.doctor.results.Check`: pass, warn or fail, with a concrete fix. The
+machine checks run anywhere, torch or not; :mod:`distmon.doctor.collectives` runs inside
+each rank under torchrun (``torchrun ... -m distmon.doctor --collectives``).
+"""

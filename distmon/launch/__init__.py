@@ -1,0 +1,30 @@
+"""The launcher side of ``distmon run``: getting the hook into every rank of an unmodified job.
+
+The job gets :data:`PYTHONPATH_DIR` first on its ``PYTHONPATH``; the ``sitecustomize``
+there runs at start-up in every Python process of the job and hands over to
+:mod:`distmon.launch.autoattach`, which attaches :func:`distmon.hooks.attach` in the
+processes that are ranks.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+
+from distmon import endpoint
+from distmon.launch.autoattach import MARKER
+
+PYTHONPATH_DIR = Path(__file__).resolve().parent / "pythonpath"
+
+
+def job_environment(job_endpoint: str, env: Mapping[str, str]) -> dict[str, str]:
+    """``env`` for the job: distmon's ``sitecustomize`` first on the path, ranks told where to report.
+
+    A marker inherited from an enclosing monitored rank is dropped, so a job started from
+    inside one is monitored in its own right.
+    """
+    job = {key: value for key, value in env.items() if key != MARKER}
+    job["PYTHONPATH"] = os.pathsep.join(p for p in (str(PYTHONPATH_DIR), env.get("PYTHONPATH")) if p)
+    job[endpoint.ENV] = job_endpoint
+    return job
