@@ -15,6 +15,8 @@ PYTORCH_MESSAGE = re.compile(
     r"(?:is killed by signal: (?P<signal>[\w ]+)|exited unexpectedly)",
     re.IGNORECASE,
 )
+DELIBERATE = {"SIGTERM", "SIGINT", "SIGHUP"}
+"""How workers are stopped on purpose (PyTorch's shutdown, the launcher's teardown): no crash."""
 SIGNAL_WORDS = {
     "Killed": "SIGKILL",
     "Bus error": "SIGBUS",
@@ -50,7 +52,7 @@ def _dead_workers(s: RankState) -> list[Worker]:
                     exitcode=None if signal else 1,
                 ),
             )
-    return sorted(dead.values(), key=lambda w: w.pid)
+    return sorted((w for w in dead.values() if w.signal not in DELIBERATE), key=lambda w: w.pid)
 
 
 def _finding(s: RankState, dead: list[Worker]) -> Finding:
