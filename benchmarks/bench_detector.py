@@ -1,0 +1,123 @@
+"""The monitor side at scale, on simulated ranks: the detector's cost per tick, the
+recorder's sustained intake, and the recording's size per rank-hour.
+
+    .venv/bin/python benchmarks/bench_detector.py [--ranks 8 512 8192]
+
+Prints markdown tables. Simulated streams stand in for jobs this machine cannot run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+import zmq
+
+from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.recording import RecordingWriter
+from distmon.simulate import SimJob
+
+
+def tick_cost(world: int, repeats: int) -> tuple[float, float, int]:
+    """Median and worst ms per detector tick, on a job with 30 s of history and a hang."""
+    sim = SimJob(world=world, ranks_per_host=8).hang(world // 3, at=20)
+    monitor = Monitor(Detector())
+    for t, raw in sim.stream(until=30, since=0):
+        monitor.ingest(raw, t)
+    times = []
+    alerts = 0
+    for k in range(repeats):
+        start = time.perf_counter()
+        alerts = len(monitor.tick(sim.start + 30 + k)) or alerts
+        times.append((time.perf_counter() - start) * 1000)
+    return statistics.median(times), max(times), len(monitor.alerts.active)
+
+
+def intake_in_process(world: int, seconds: float, path: str) -> tuple[float, int]:
+    """Messages/s through decode, state and recording, and the bytes written per message."""
+    messages = [raw for _, raw in SimJob(world=world).stream(until=5)]
+    monitor = Monitor(Detector(), recorder=RecordingWriter(path))
+    n = 0
+    start = time.perf_counter()
+    while time.perf_counter() - start < seconds:
+        for raw in messages:
+            monitor.ingest(raw, time.time())
+        n += len(messages)
+    rate = n / (time.perf_counter() - start)
+    monitor.close()
+    return rate, os.path.getsize(path) // n
+
+
+SENDER = """
+import sys, time, zmq
+from distmon.simulate import SimJob
+msgs = [raw for _, raw in SimJob(world=512).stream(until=5)]
+ctx = zmq.Context(); s = ctx.socket(zmq.PUSH); s.connect(sys.argv[1])
+time.sleep(0.5)
+end = time.time() + float(sys.argv[2]); n = 0
+while time.time() < end:
+    for m in msgs:
+        s.send(m); n += 1
+print(n); s.close(linger=5000); ctx.term()
+"""
+
+
+def intake_over_zeromq(seconds: float, workdir: str) -> tuple[int, int, float]:
+    """A real `distmon record` fed as fast as one sender process can push: sent, recorded, msgs/s."""
+    endpoint = f"ipc://{workdir}/bench.sock"
+    out = os.path.join(workdir, "zmq.distmon")
+    recorder = subprocess.Popen(
+        [sys.executable, "-m", "distmon", "record", "--out", out, "--endpoint", endpoint],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    time.sleep(1.0)
+    sent = int(
+        subprocess.run(
+            [sys.executable, "-c", SENDER, endpoint, str(seconds)], capture_output=True, text=True, check=True
+        ).stdout
+    )
+    time.sleep(2.0)
+    recorder.send_signal(2)
+    _, err = recorder.communicate(timeout=30)
+    recorded = int(err.strip().splitlines()[-1].split("distmon record: ")[1].split(" messages")[0])
+    return sent, recorded, recorded / seconds
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--ranks", type=int, nargs="+", default=[8, 512, 8192])
+    parser.add_argument("--repeats", type=int, default=10)
+    parser.add_argument("--seconds", type=float, default=5.0)
+    args = parser.parse_args()
+
+    print("## Detector cost per tick (one tick a second; a hang in progress)\n")
+    print("| ranks | median ms | worst ms | active alerts |")
+    print("|---:|---:|---:|---:|")
+    for world in args.ranks:
+        median, worst, alerts = tick_cost(world, args.repeats)
+        print(f"| {world} | {median:.2f} | {worst:.2f} | {alerts} |", flush=True)
+
+    with tempfile.TemporaryDirectory() as workdir:
+        rate, per_message = intake_in_process(512, args.seconds, os.path.join(workdir, "in.distmon"))
+        sent, recorded, zmq_rate = intake_over_zeromq(args.seconds, workdir)
+    hour = per_message * 3600
+    print("\n## Recorder intake and size\n")
+    print("| measure | value |")
+    print("|---|---:|")
+    print(f"| decode + state + record, in process | {rate:,.0f} msg/s |")
+    print(f"| `distmon record` over ZeroMQ (one sender) | {zmq_rate:,.0f} msg/s ({recorded:,} of {sent:,} sent) |")
+    print(f"| recording size per message | {per_message} B |")
+    print(f"| recording size per rank-hour at 1 Hz | {hour / 1e6:.2f} MB |")
+    print(f"| ... for 8192 ranks | {hour * 8192 / 1e9:.1f} GB/hour |")
+    print(f"\npyzmq {zmq.__version__}, {os.cpu_count()} cores")
+
+
+if __name__ == "__main__":
+    main()
