@@ -18,6 +18,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from functools import cache
 from typing import Any, Union
@@ -35,6 +36,7 @@ class WireError(ValueError):
     def __init__(self, reason: str, detail: str = "") -> None:
         super().__init__(f"{reason}: {detail}" if detail else reason)
         self.reason = reason
+        self.detail = detail
 
 
 @dataclass
@@ -203,7 +205,7 @@ def decode(data: bytes) -> Report:
         raise WireError("malformed", "not a map")
     if obj.get("v") != VERSION:
         raise WireError("version", f"schema version {obj.get('v')!r}, expected {VERSION}")
-    return _from_wire(Report, obj, "report")
+    return _converter(Report)(obj)
 
 
 def rank_runs(ranks: list[int]) -> list[list[int]]:
@@ -235,47 +237,74 @@ def _to_wire(obj: Any) -> Any:
     return obj
 
 
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+Convert = Callable[[Any], Any]
 
 
 @cache
-def _required(cls: type) -> frozenset[str]:
-    return frozenset(
+def _converter(tp: Any) -> Convert:
+    """A checker-and-builder for one type, made once: decoding runs per message, at scale."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType):
+        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
+        convert_inner = _converter(inner)
+        return lambda value: None if value is None else convert_inner(value)
+    if origin is list:
+        convert_item = _converter(typing.get_args(tp)[0])
+
+        def convert_list(value: Any) -> list[Any]:
+            if type(value) is not list:
+                raise WireError("malformed", f"{_name(value)} where a list belongs")
+            return [convert_item(item) for item in value]
+
+        return convert_list
+    if dataclasses.is_dataclass(tp):
+        return _dataclass_converter(tp)
+    if tp is float:
+
+        def convert_float(value: Any) -> float:
+            if type(value) is float:
+                return value
+            if type(value) is int:
+                return float(value)
+            raise WireError("malformed", f"{_name(value)} where a number belongs")
+
+        return convert_float
+
+    def convert_exact(value: Any) -> Any:
+        if type(value) is not tp:
+            raise WireError("malformed", f"{_name(value)} where {tp.__name__} belongs")
+        return value
+
+    return convert_exact
+
+
+def _dataclass_converter(cls: Any) -> Convert:
+    hints = typing.get_type_hints(cls)
+    fields = {f.name: _converter(hints[f.name]) for f in dataclasses.fields(cls)}
+    required = frozenset(
         f.name
         for f in dataclasses.fields(cls)
         if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
     )
 
+    def convert(value: Any) -> Any:
+        if type(value) is not dict:
+            raise WireError("malformed", f"{_name(value)} where a {cls.__name__} map belongs")
+        if not required <= value.keys():
+            missing = ", ".join(sorted(required - value.keys()))
+            raise WireError("malformed", f"{cls.__name__} lacks {missing}")
+        known = {}
+        for key, item in value.items():
+            field_converter = fields.get(key)
+            if field_converter is not None:  # unknown keys: a newer minor revision, ignored
+                try:
+                    known[key] = field_converter(item)
+                except WireError as e:
+                    raise WireError(e.reason, f"{cls.__name__}.{key}: {e.detail}") from None
+        return cls(**known)
 
-def _from_wire(tp: Any, value: Any, path: str) -> Any:
-    origin = typing.get_origin(tp)
-    if origin in (Union, types.UnionType):
-        if value is None:
-            return None
-        (inner,) = [a for a in typing.get_args(tp) if a is not type(None)]
-        return _from_wire(inner, value, path)
-    if origin is list:
-        if not isinstance(value, list):
-            raise WireError("malformed", f"{path} is not a list")
-        (inner,) = typing.get_args(tp)
-        return [_from_wire(inner, item, f"{path}[]") for item in value]
-    if dataclasses.is_dataclass(tp):
-        if not isinstance(value, dict):
-            raise WireError("malformed", f"{path} is not a map")
-        missing = _required(tp) - value.keys()
-        if missing:
-            raise WireError("malformed", f"{path} lacks {', '.join(sorted(missing))}")
-        hints = _hints(tp)
-        known = {k: _from_wire(hints[k], v, f"{path}.{k}") for k, v in value.items() if k in hints}
-        return tp(**known)
-    if tp is float:
-        if isinstance(value, (int, float)) and not isinstance(value, bool):
-            return float(value)
-    elif tp is int:
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-    elif isinstance(value, tp):
-        return value
-    raise WireError("malformed", f"{path} is {type(value).__name__}, expected {tp.__name__}")
+    return convert
+
+
+def _name(value: Any) -> str:
+    return type(value).__name__
