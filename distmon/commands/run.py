@@ -1,7 +1,7 @@
 """``distmon run``: run an unmodified training command with every rank monitored.
 
     distmon run --record run.distmon -- torchrun --nproc-per-node=4 train.py
-    distmon run --watch -- torchrun --nproc-per-node=4 train.py
+    distmon run --watch [--record run.distmon] -- torchrun --nproc-per-node=4 train.py
 
 The ranks get the hook through a ``sitecustomize`` put on their path (see
 :mod:`distmon.launch`) and report to a private endpoint, where a recorder (``--record``) or
@@ -38,9 +38,10 @@ CLOSE_WAIT = 10.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    mode = parser.add_mutually_exclusive_group()
-    mode.add_argument("--watch", action="store_true", help="show the live terminal UI; the job's output goes to --log")
-    mode.add_argument("--record", metavar="FILE", help="record the job to FILE and print alerts on stderr")
+    parser.add_argument(
+        "--watch", action="store_true", help="show the live terminal UI; the job's output goes to --log"
+    )
+    parser.add_argument("--record", metavar="FILE", help="record the job to FILE (alone: print alerts on stderr)")
     parser.add_argument(
         "--endpoint",
         help="where the ranks report (default: a private socket with --watch or --record, else $DISTMON_ENDPOINT)",
@@ -60,10 +61,9 @@ def run(args: argparse.Namespace) -> int:
         job_endpoint = args.endpoint or (f"ipc://{private}/ranks.sock" if monitored else endpoint.resolve())
         env = job_environment(job_endpoint, os.environ)
         if args.watch:
-            return _run_watched(command, env, job_endpoint, args.log or _default_log())
+            return _run_watched(command, env, job_endpoint, args.log or _default_log(), args.record)
         if args.record:
             return _run_recorded(command, env, job_endpoint, args.record)
-        print(f"distmon: ranks report to {job_endpoint}", file=sys.stderr)
         return _run_job(Job(command, env))
 
 
@@ -82,13 +82,14 @@ def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, ou
         return status
 
 
-def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log_path: str) -> int:
+def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log_path: str, out: str | None) -> int:
     try:
         log = open(log_path, "wb")  # noqa: SIM115 -- closed below, after the job
     except OSError as e:
         return _usage(f"cannot write the log {log_path}: {e.strerror}")
     print(f"distmon: the job's output goes to {log_path}", file=sys.stderr)
-    with log, _monitor([sys.executable, "-m", "distmon", "watch"], job_endpoint, new_session=False) as ui:
+    watch_command = [sys.executable, "-m", "distmon", "watch", *(["--record", out] if out else [])]
+    with log, _monitor(watch_command, job_endpoint, new_session=False) as ui:
         if ui.poll() is not None:
             return ui.returncode or 1
         job = Job(command, env, stdin=subprocess.DEVNULL, stdout=log, terminal=False)

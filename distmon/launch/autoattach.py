@@ -122,19 +122,20 @@ class FirstSign:
             from torch.distributed import distributed_c10d
 
             self._modules = [dist, distributed_c10d]
-            self._init = distributed_c10d.init_process_group
-            wrapped = functools.wraps(self._init)(self._on_init)
+            self._init = original = distributed_c10d.init_process_group
+
+            @functools.wraps(original)
+            def init_process_group(*args: Any, **kwargs: Any) -> Any:
+                result = original(*args, **kwargs)
+                self._fire()
+                return result
+
             for module in self._modules:
-                module.init_process_group = wrapped
+                module.init_process_group = init_process_group
         # A pre-hook: the agent registers its step counter as a post-hook, which it could
         # not do while torch iterates over the post-hooks. It stays registered (removing it
         # from inside the iteration is not allowed either) and does nothing once fired.
         register_optimizer_step_pre_hook(self._on_step)
-
-    def _on_init(self, *args: Any, **kwargs: Any) -> Any:
-        result = self._init(*args, **kwargs)
-        self._fire()
-        return result
 
     def _on_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
         if not self._fired:
