@@ -20,11 +20,19 @@ class Detector:
     def __init__(self, probe: Probe | None = None, limits: Thresholds | None = None) -> None:
         self.probe = probe
         self.limits = limits or Thresholds()
-        self.rules: list[Rule] = list(RULES)
+        self.rules: list[tuple[Rule, float]] = list(RULES)
+        self._held: dict[Rule, tuple[float, list[Finding]]] = {}
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
         context = Context(now=now, pace=job_pace(state), probe=self.probe, limits=self.limits)
-        return [finding for rule in self.rules for finding in rule(state, context)]
+        findings: list[Finding] = []
+        for rule, period in self.rules:
+            due, held = self._held.get(rule, (now, []))
+            if now >= due:
+                held = rule(state, context)
+                self._held[rule] = (now + period, held)
+            findings.extend(held)
+        return findings
 
 
 def job_pace(state: JobState) -> float | None:

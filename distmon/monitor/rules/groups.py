@@ -50,29 +50,38 @@ class GroupView:
         return f"group {self.id} ({desc}{self.sample.size} ranks)"
 
 
-def group_views(job: JobState, now: float) -> list[GroupView]:
-    groups: dict[str, list[Member]] = {}
-    samples: dict[str, GroupStatus] = {}
+def suspect_groups(job: JobState, ctx: Context) -> set[str]:
+    """Groups where some rank waits too long, or waits in an op it has named: the only ones
+    worth a full look. A cheap pass, since in a healthy job it is all there is."""
+    suspects = set()
+    hang_after = ctx.hang_after
+    for s in job.ranks.values():
+        lag = ctx.now - s.received + s.report.t
+        for g in s.report.groups:
+            if g.enqueued > g.completed and g.since is not None and (g.op or lag - g.since >= hang_after):
+                suspects.add(g.id)
+    return suspects
+
+
+def group_view(job: JobState, gid: str, now: float) -> GroupView:
+    members = []
     for s in job.ranks.values():
         for g in s.report.groups:
-            age = None
-            if g.enqueued > g.completed and g.since is not None:
-                age = (s.report.t - g.since) + (now - s.received)
-            groups.setdefault(g.id, []).append(Member(s.rank, s, g, age))
-            samples.setdefault(g.id, g)
-    views = []
-    for gid, members in groups.items():
-        sample = samples[gid]
-        seen = {m.rank for m in members}
-        missing = [r for r in expand_runs(sample.ranks) if r not in seen and r not in job.ranks]
-        views.append(GroupView(gid, sample, members, missing))
-    return views
+            if g.id == gid:
+                age = None
+                if g.enqueued > g.completed and g.since is not None:
+                    age = (s.report.t - g.since) + (now - s.received)
+                members.append(Member(s.rank, s, g, age))
+    sample = members[0].group
+    seen = {m.rank for m in members}
+    missing = [r for r in expand_runs(sample.ranks) if r not in seen and r not in job.ranks]
+    return GroupView(gid, sample, members, missing)
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
-    for view in group_views(job, ctx.now):
-        findings.extend(_judge(view, ctx))
+    for gid in sorted(suspect_groups(job, ctx)):
+        findings.extend(_judge(group_view(job, gid, ctx.now), ctx))
     return findings
 
 

@@ -37,6 +37,8 @@ def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
 
 def _dead_workers(s: RankState) -> list[Worker]:
     """Workers that died abnormally, from the rank's loader report or PyTorch's own error."""
+    if s.report.exception is None and all(w.alive for loader in s.report.loaders for w in loader.workers):
+        return []
     dead = {w.pid: w for loader in s.report.loaders for w in loader.workers if not w.alive and (w.signal or w.exitcode)}
     exc = s.report.exception
     match = PYTORCH_MESSAGE.search(exc.message) if exc else None
