@@ -62,6 +62,7 @@ class Agent:
         self._last_marker: tuple[int, ...] = ()
         self._last_progress = time.time()
         self._last_wait = (0.0, time.monotonic())
+        self._wait_share: float | None = None
         self._job = _job_id()
         self._pid = os.getpid()
         self._host = socket.gethostname()
@@ -210,13 +211,20 @@ class Agent:
         )
 
     def _data_wait_share(self) -> float | None:
+        """Share of wall time spent in DataLoader ``__next__`` since the last full interval.
+
+        A report sent early (an exception, the exit) keeps the last share: a few
+        milliseconds are no measure.
+        """
         waited, since = self._last_wait
         now = time.monotonic()
         total = self.progress.data_wait
-        self._last_wait = (total, now)
-        if total == 0.0 or now <= since:
+        if total == 0.0:
             return None
-        return min(1.0, (total - waited) / (now - since))
+        if now - since >= self.interval / 2:
+            self._last_wait = (total, now)
+            self._wait_share = min(1.0, (total - waited) / (now - since))
+        return self._wait_share
 
 
 def _quietly(read: Any, default: Any) -> Any:
