@@ -43,7 +43,7 @@ class AlertsPanel(OptionList):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.alerts: list[Alert] = []
-        self._signature: tuple = ()
+        self._signature: tuple | None = None
         self.border_title = "Alerts"
 
     def show(self, book: AlertBook) -> None:

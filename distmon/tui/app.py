@@ -102,7 +102,7 @@ class DistmonApp(App):
         self.overview = self.tracker.overview(self.monitor, now)
         self.query_one(JobHeader).show(self.overview)
         table = self.query_one(RankTable)
-        table.empty_message = self.source()
+        table.empty_message = self.waiting_help()
         table.show(self.monitor.state.ranks, now, self.overview.culprits)
         self._show_summary()
         self.query_one(AlertsPanel).show(self.monitor.alerts)
@@ -111,15 +111,20 @@ class DistmonApp(App):
             state = self.monitor.state.ranks.get(rank)
             self.screen.show(state, now, rank in self.overview.culprits)
 
+    def waiting_help(self) -> str:
+        """What to do while nothing has connected."""
+        if isinstance(self.feed, LiveFeed):
+            endpoint = self.feed.endpoint
+            return (
+                f"Nothing connected yet. Listening on {endpoint}: start the job with "
+                f"DISTMON_ENDPOINT={endpoint} and --distmon, or under distmon run."
+            )
+        return "No rank has reported yet in this recording."
+
     def source(self) -> str:
         """Where the messages come from, and how that is going."""
         feed = self.feed
         if isinstance(feed, LiveFeed):
-            if not self.monitor.state.ranks:
-                return (
-                    f"Listening on {feed.endpoint}: nothing connected yet. Start the job "
-                    f"with DISTMON_ENDPOINT={feed.endpoint} and --distmon, or under distmon run."
-                )
             dropped = f" · {feed.dropped} dropped (UI behind)" if feed.dropped else ""
             return f"live · {feed.endpoint}{dropped}"
         if isinstance(feed, ReplayFeed):

@@ -9,6 +9,8 @@ from textual.widgets import Static
 from distmon.monitor import overview as ov
 from distmon.tui import text
 
+JOB_WIDTH = 24
+"""Job ids can be long (a torchrun run id is a UUID); the state and pace come first."""
 STATE_STYLE = {
     ov.WAITING: "reverse",
     ov.HEALTHY: "bold white on dark_green",
@@ -26,7 +28,7 @@ def headline(o: ov.Overview) -> Text:
         line.append("  No rank has reported yet.")
         return line
     rate = "-" if o.steps_per_second is None else f"{o.steps_per_second:.1f}"
-    line.append(f"  {o.job}  ", style="bold")
+    line.append(f"  {text.fit(o.job or '', JOB_WIDTH).rstrip()}  ", style="bold")
     line.append(f"step {o.steps} · {rate} steps/s")
     line.append(f" · progress {text.duration(o.since_progress)} ago")
     line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")

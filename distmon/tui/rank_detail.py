@@ -25,10 +25,18 @@ TRENDS = (
 )
 
 
+def short_path(path: str) -> str:
+    """``torch/_tensor.py`` rather than the whole site-packages path; the last two parts of
+    any other path."""
+    if "site-packages/" in path:
+        return path.rsplit("site-packages/", 1)[1]
+    return "/".join(path.split("/")[-2:])
+
+
 def frames(stack: list[Frame]) -> Text:
     out = Text()
     for f in stack:
-        out.append(f"\n  {f.file}:{f.line} ", style="dim")
+        out.append(f"\n  {short_path(f.file)}:{f.line} ", style="dim")
         out.append(f"in {f.func}", style="bold")
         if f.code:
             out.append(f"\n      {f.code}")
@@ -99,7 +107,8 @@ def exception_section(rank: RankState) -> Text:
     out.append(f"{e.type}: ", style="bold red")
     out.append(f"{e.message}\n")
     if e.where is not None:
-        out.append(f"raised at {e.where.file}:{e.where.line} in {e.where.func}", style="dim")
+        where = f"{short_path(e.where.file)}:{e.where.line} in {e.where.func}"
+        out.append(f"raised at {where}", style="dim")
     return out + frames(e.traceback)
 
 

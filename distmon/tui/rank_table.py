@@ -131,6 +131,9 @@ class RankTable(ScrollView, can_focus=True):
         self._known: int = -1
         self._sorted_at = -math.inf
         self._members: dict[str, list[int]] = {}
+        self._hidden: frozenset[str] = frozenset()
+        self._moved = False
+        """Whether the user has moved the cursor: from then on it follows its row."""
 
     # --- state from the app -------------------------------------------------------------
 
@@ -198,7 +201,9 @@ class RankTable(ScrollView, can_focus=True):
         self._order_stale = False
         self._sorted_at = now
         self.virtual_size = Size(self.size.width, len(rows) + 1)
-        if current is not None and current in rows:
+        gpu = any(r.report.gpu is not None for r in self.ranks.values())
+        self._hidden = frozenset({"host"} if self.is_grouped else ()) | frozenset(() if gpu else ("GPU memory", "util"))
+        if self._moved and current is not None and current in rows:
             self.cursor = rows.index(current)
         self.cursor = min(self.cursor, max(0, len(rows) - 1))
 
@@ -217,6 +222,7 @@ class RankTable(ScrollView, can_focus=True):
         if not self.rows:
             return
         self.cursor = max(0, min(len(self.rows) - 1, index))
+        self._moved = True
         visible = max(1, self.size.height - 1)
         top = round(self.scroll_offset.y)
         if self.cursor < top:
@@ -279,7 +285,7 @@ class RankTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         base = self.rich_style
-        cols = columns.fitting(width, frozenset({"host"}) if self.is_grouped else frozenset())
+        cols = columns.fitting(width, self._hidden)
         if y == 0:
             style = base + self.get_component_rich_style("rank-table--header")
             cells = [text.fit(c.title, c.width, c.right) for c in cols]
