@@ -31,6 +31,7 @@ SLOW_MARGIN = 0.010
 """A rank is slow at an op when it takes SLOW_FACTOR times the ranks' median and SLOW_MARGIN
 seconds more: on loopback a collective takes well under a millisecond, and noise is not news."""
 POLL = 0.1
+VERDICT = "verdict"
 
 
 @dataclass
@@ -63,10 +64,13 @@ def main(args: argparse.Namespace) -> int:
     results_store = dist.PrefixStore(prefix + "result", store)
     results_store.set(str(rank), json.dumps(asdict(result)))
     if rank != 0:
-        return 1 if result.error else 0
+        # torchrun stops every rank once one exits with an error: stay until rank 0 has spoken.
+        spoken = _wait_key(results_store, VERDICT, deadline=time.monotonic() + 2 * args.timeout)
+        return 1 if result.error and not spoken else 0
     results = collect(results_store, world, deadline=time.monotonic() + args.timeout)
     checks, rows = assess(results, world, args.timeout)
-    print(to_json(checks, ranks=rows) if args.json else table(checks) + "\n\n" + rank_table(rows))
+    print(to_json(checks, ranks=rows) if args.json else table(checks) + "\n\n" + rank_table(rows), flush=True)
+    results_store.set(VERDICT, str(exit_code(checks)))
     return exit_code(checks)
 
 
@@ -131,6 +135,14 @@ def _time_op(op: str, tensor: Any, rank: int, world: int, rounds: int) -> float:
         if op != "barrier" and not (tensor[0].item() == expected and tensor[-1].item() == expected):
             raise ValueError(f"wrong result: {tensor[0].item():g}, expected {expected:g}")
     return statistics.median(times)
+
+
+def _wait_key(store: Any, key: str, deadline: float) -> bool:
+    while not store.check([key]):
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(POLL)
+    return True
 
 
 def collect(results_store: Any, world: int, deadline: float) -> dict[int, RankResult]:

@@ -1,0 +1,299 @@
+"""``distmon doctor`` on this machine (no GPU), on wrong rendezvous settings and launch
+commands, and its collectives smoke test on real gloo ranks under torchrun."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from distmon.doctor.collectives import RankResult, assess
+from distmon.doctor.host import MiB, shm_check
+from distmon.doctor.results import Status
+from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
+
+TORCHRUN = str(Path(sys.executable).parent / "torchrun")
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def doctor(*args: str, **env: str) -> tuple[int, dict[str, dict]]:
+    """Exit code and the checks by name, from ``distmon doctor --json``."""
+    environment = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK")}
+    environment.update({"MASTER_PORT": str(free_port()), **env})
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon", "doctor", "--json", *args],
+        env=environment,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    document = json.loads(done.stdout)
+    assert document["ok"] == (done.returncode == 0)
+    return done.returncode, {c["name"]: c for c in document["checks"]}
+
+
+def test_this_machine_has_no_gpu_and_the_rest_is_checked() -> None:
+    code, checks = doctor()
+    assert code == 0
+    assert checks["torch"]["status"] == "pass" and "torch 2." in checks["torch"]["detail"]
+    assert checks["cuda"]["status"] == "warn"
+    assert (
+        checks["cuda"]["detail"].startswith("no GPU: CUDA and NCCL unavailable")
+        and "use gloo" in checks["cuda"]["detail"]
+    )
+    assert {"master_addr", "master_port", "shm", "open_files", "processes", "cpus"} <= set(checks)
+    assert all(c["fix"] for c in checks.values() if c["status"] != "pass")
+
+
+def test_the_table_has_a_line_per_check_and_a_verdict() -> None:
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon", "doctor"],
+        env={**os.environ, "MASTER_PORT": str(free_port())},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    lines = done.stdout.splitlines()
+    assert any(line.startswith("WARN  cuda ") for line in lines)
+    assert any(line.strip().startswith("fix: ") for line in lines)
+    assert lines[-1].startswith("ready, with warnings: ")
+
+
+def test_a_wrong_master_addr_fails() -> None:
+    code, checks = doctor(MASTER_ADDR="no-such-host.invalid")
+    assert code == 1
+    assert checks["master_addr"]["status"] == "fail"
+    assert "no-such-host.invalid does not resolve" in checks["master_addr"]["detail"]
+
+
+def test_a_closed_port_on_the_master_is_reported_from_another_node() -> None:
+    port = free_port()
+    code, checks = doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="1")
+    assert code == 0
+    assert checks["master_port"]["status"] == "warn"
+    assert f"nothing listens on port {port}" in checks["master_port"]["detail"]
+    with socket.create_server(("127.0.0.1", port)):
+        _, checks = doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="1")
+    assert checks["master_port"]["status"] == "pass"
+
+
+def test_a_busy_port_on_the_master_fails_and_names_who_holds_it() -> None:
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port = server.getsockname()[1]
+        code, checks = doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    assert code == 1
+    assert checks["master_port"]["status"] == "fail"
+    assert f"port {port} on this node is already in use by pid {os.getpid()}" in checks["master_port"]["detail"]
+
+
+def test_loopback_for_a_multi_node_job_fails(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    launch = [TORCHRUN, "--nnodes=2", "--node-rank=0", "--master-addr=localhost", "train.py"]
+    code, checks = _doctor_in(tmp_path, *launch)
+    assert code == 1
+    assert "is loopback" in checks["master_addr"]["detail"] and "2 nodes" in checks["master_addr"]["detail"]
+
+
+def _doctor_in(cwd: Path, *launch: str) -> tuple[int, dict[str, dict]]:
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon", "doctor", "--json", "--", *launch],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    return done.returncode, {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+
+
+def test_torchrun_python_train_py_is_the_launch_mistake(tmp_path: Path) -> None:
+    (tmp_path / "train.py").write_text("")
+    code, checks = _doctor_in(
+        tmp_path, "torchrun", "--standalone", "--nproc_per_node=4", "python", "train.py", "--lr", "1"
+    )
+    assert code == 1
+    launch = checks["launch"]
+    assert launch["status"] == "fail" and "named 'python'" in launch["detail"]
+    assert launch["fix"] == "drop 'python': torchrun --standalone --nproc_per_node=4 train.py --lr 1"
+    assert checks["rendezvous"]["status"] == "pass"
+    _, checks = _doctor_in(tmp_path, "torchrun", "--standalone", "--nproc_per_node", "4", "train.py")
+    assert checks["launch"]["status"] == "pass"
+    _, checks = _doctor_in(tmp_path, "torchrun", "--standalone", "missing.py")
+    assert checks["launch"]["status"] == "fail" and "missing.py does not exist" in checks["launch"]["detail"]
+
+
+def test_without_torch_the_doctor_says_so_and_checks_the_rest() -> None:
+    """As on a machine that only runs the monitor: ``import torch`` fails in this process."""
+    code = "import sys; sys.modules['torch'] = None; from distmon.cli import main; sys.exit(main(['doctor', '--json']))"
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        env={**os.environ, "MASTER_PORT": str(free_port())},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    checks = {c["name"]: c for c in json.loads(done.stdout)["checks"]}
+    assert done.returncode == 0, done.stderr
+    assert checks["torch"]["status"] == "warn" and "torch is not installed" in checks["torch"]["detail"]
+    assert checks["shm"]["status"] == "pass" and checks["master_port"]["status"] == "pass"
+
+
+def test_importing_the_doctor_command_does_not_import_torch() -> None:
+    code = "import sys, distmon.commands.doctor; print('torch' in sys.modules)"
+    assert subprocess.run([sys.executable, "-c", code], capture_output=True, text=True).stdout == "False\n"
+
+
+def test_collectives_outside_torchrun_is_a_usage_error() -> None:
+    env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE")}
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon.doctor", "--collectives"], env=env, capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2 and len(done.stderr.splitlines()) == 1
+
+
+# Checks from given facts: what this machine cannot show.
+
+
+def test_tiny_shm_for_the_workers_fails_and_says_how_to_grow_it() -> None:
+    check = shm_check(64 * MiB, 60 * MiB, ranks=4, workers=4)
+    assert check.status is Status.FAIL and "--shm-size" in check.fix
+    assert shm_check(64 * MiB, 64 * MiB, ranks=1, workers=None).status is Status.WARN
+    assert shm_check(32 * 1024 * MiB, 32 * 1024 * MiB, ranks=8, workers=8).status is Status.PASS
+
+
+def test_more_ranks_than_gpus_fails() -> None:
+    facts = TorchFacts(version="2.13.0", cuda="12.8", gpus=["NVIDIA H100"] * 2, nccl="2.27.3", gloo=True)
+    check = gpus_check("4", 4, facts)
+    assert check is not None and check.status is Status.FAIL and "--nproc-per-node=2" in check.fix
+    assert gpus_check("2", 2, facts).status is Status.PASS
+    assert gpus_check("gpu", None, TorchFacts(version="2.13.0")).status is Status.FAIL
+
+
+def test_cuda_visible_devices_mistakes() -> None:
+    facts = TorchFacts(version="2.13.0", cuda="12.8", gpus=["NVIDIA H100"] * 2)
+    assert visible_devices_check("0,0", facts).status is Status.FAIL
+    assert visible_devices_check("0,1,2,3", facts).status is Status.FAIL
+    assert visible_devices_check("", facts).status is Status.WARN
+    assert visible_devices_check("0,1", facts).status is Status.PASS
+
+
+def test_torch_missing_fails_only_when_a_job_is_to_be_launched() -> None:
+    assert torch_check(TorchFacts(), job_given=False).status is Status.WARN
+    assert torch_check(TorchFacts(), job_given=True).status is Status.FAIL
+
+
+def _result(rank: int, host: str = "node-a", torch: str = "2.13.0", **times: float) -> RankResult:
+    versions = {"torch": torch, "cuda": "12.8", "nccl": "2.27.3", "python": "3.11.7", "distmon": "0.1.0"}
+    return RankResult(rank, host, rank % 4, versions, init=0.1, times=times)
+
+
+def test_assess_names_the_missing_rank_the_slow_rank_and_the_odd_versions() -> None:
+    ok = {"barrier": 0.001, "all_reduce": 0.004, "broadcast": 0.002}
+    results = {r: _result(r, **ok) for r in (0, 1, 3)}
+    checks, rows = assess(results, 4, timeout=30)
+    by_name = {c.name: c for c in checks}
+    assert by_name["ranks"].status is Status.FAIL and by_name["ranks"].detail.startswith("rank 2 gave no result")
+    assert rows[2]["result"] == "no result"
+
+    results = {r: _result(r, **ok) for r in range(8)}
+    results[5] = _result(5, **{**ok, "all_reduce": 0.250})
+    results[6] = _result(6, host="node-b", torch="2.12.0", **ok)
+    results[7] = _result(7, host="node-b", torch="2.12.0", **ok)
+    by_name = {c.name: c for c in assess(results, 8, timeout=30)[0]}
+    assert by_name["all_reduce"].status is Status.WARN and "slow on rank 5" in by_name["all_reduce"].detail
+    assert by_name["barrier"].status is Status.PASS
+    assert by_name["versions"].status is Status.FAIL and "ranks 6-7: torch 2.12.0" in by_name["versions"].detail
+
+
+def test_assess_reports_init_failures() -> None:
+    results = {r: _result(r) for r in (0, 1, 3)}
+    for r in results.values():
+        r.init, r.failed_at, r.error = None, "init", "DistStoreError: timed out"
+    check = {c.name: c for c in assess(results, 4, timeout=10)[0]}["init"]
+    assert check.status is Status.FAIL
+    assert check.detail == "init_process_group failed on ranks 0-1, 3: DistStoreError: timed out"
+    assert check.fix.startswith("rank 2 never joined")
+
+
+def smoke_test(*args: str, nproc: int = 4) -> subprocess.Popen[str]:
+    command = [TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "-m", "distmon.doctor", "--collectives", "--json"]
+    return subprocess.Popen(
+        [*command, *args],
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,
+    )
+
+
+@pytest.mark.torchrun
+def test_collectives_on_four_gloo_ranks() -> None:
+    job = smoke_test("--rounds", "3")
+    try:
+        out, err = job.communicate(timeout=180)
+    finally:
+        _kill(job)
+    assert job.returncode == 0, err[-3000:]
+    document = json.loads(out)
+    checks = {c["name"]: c["status"] for c in document["checks"]}
+    assert checks == dict.fromkeys(("ranks", "init", "barrier", "all_reduce", "broadcast", "versions"), "pass")
+    assert [row["rank"] for row in document["ranks"]] == [0, 1, 2, 3]
+    assert all(row["result"] == "ok" and row["all_reduce"] > 0 for row in document["ranks"])
+
+
+@pytest.mark.torchrun
+def test_collectives_name_a_stopped_rank() -> None:
+    """Rank 2 is stopped (SIGSTOP) before it joins: the others time out, rank 0 says who."""
+    job = smoke_test("--timeout", "10")
+    try:
+        rank2 = _wait_for_rank(job.pid, "2", timeout=60)
+        rank2.suspend()
+        out = _read_rank0_then_kill(job, rank2)
+    finally:
+        _kill(job)
+    document = json.loads(out)
+    checks = {c["name"]: c for c in document["checks"]}
+    assert not document["ok"]
+    assert checks["ranks"]["status"] == "fail" and checks["ranks"]["detail"].startswith("rank 2 gave no result")
+    assert checks["init"]["status"] == "fail" and "ranks 0-1, 3" in checks["init"]["detail"]
+    assert [row["result"] for row in document["ranks"]] == ["init failed", "init failed", "no result", "init failed"]
+
+
+def _wait_for_rank(launcher: int, local_rank: str, timeout: float) -> psutil.Process:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        for child in psutil.Process(launcher).children(recursive=True):
+            try:
+                if child.environ().get("LOCAL_RANK") == local_rank:
+                    return child
+            except psutil.Error:
+                continue
+        time.sleep(0.02)
+    raise AssertionError(f"no rank with LOCAL_RANK={local_rank} appeared")
+
+
+def _read_rank0_then_kill(job: subprocess.Popen[str], stopped: psutil.Process) -> str:
+    """torchrun waits for the stopped rank forever: once rank 0 has answered, kill that rank."""
+    rank0 = _wait_for_rank(job.pid, "0", timeout=10)
+    rank0.wait(120)
+    stopped.kill()
+    return job.communicate(timeout=60)[0]
+
+
+def _kill(job: subprocess.Popen[str]) -> None:
+    if job.poll() is None:
+        os.killpg(job.pid, signal.SIGKILL)
+        job.wait()
