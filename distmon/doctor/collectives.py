@@ -183,11 +183,10 @@ def _init_check(results: dict[int, RankResult], missing: list[int]) -> Check:
     failures = sorted(r for r, res in results.items() if res.failed_at == "init")
     if failures:
         error = results[failures[0]].error
-        fix = (
-            f"{_ranks(missing)} never joined and the others waited for them: start there"
-            if missing
-            else "check MASTER_ADDR/MASTER_PORT and the network between nodes (distmon doctor on each node)"
-        )
+        fix = "check MASTER_ADDR/MASTER_PORT and the network between nodes (distmon doctor on each node)"
+        if missing:
+            them = "it" if len(missing) == 1 else "them"
+            fix = f"{_ranks(missing)} never joined and the others waited for {them}: start there"
         return failed("init", f"init_process_group failed on {_ranks(failures)}: {error}", fix)
     joined = [res.init for res in results.values() if res.init is not None]
     return passed("init", f"{len(joined)} ranks joined the process group in {max(joined, default=0):.2f}s at most")

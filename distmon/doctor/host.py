@@ -69,7 +69,7 @@ def processes_check(soft: int, in_use: int, ranks: int, workers: int, cpus: int)
     need = ranks * (1 + workers) * (cpus + THREADS_PER_PROCESS)
     if soft == resource.RLIM_INFINITY:
         return passed("processes", "no limit on processes and threads")
-    detail = f"process/thread limit {soft}, {in_use} in use, the job may start about {need}"
+    detail = f"process/thread limit {soft}, {in_use} in use; the job may start about {need} threads"
     if soft - in_use < need:
         return warned(
             "processes",
