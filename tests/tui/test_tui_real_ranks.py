@@ -20,9 +20,11 @@ pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
 async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str, torchrun) -> None:
     app = build_app(LiveFeed(endpoint), Monitor(Detector(probe=ProcessProbe())))
     async with app.run_test(size=(120, 36)) as pilot:
-        job = torchrun(
-            4, "--fault", "hang", "--fault-rank", "2", "--fault-step", "5", endpoint=endpoint
-        )
+        # The stuck rank wakes after 30 s, so that no rank outlives the test for long even
+        # if the launcher is killed before it could stop them.
+        fault = ["--fault", "hang", "--fault-rank", "2", "--fault-step", "5", "--hang-seconds", "30"]
+        fault += ["--steps", "30"]
+        job = torchrun(4, *fault, endpoint=endpoint)
         with job:
             for _ in range(1200):  # at most two minutes
                 if app.overview.culprits == {2}:
