@@ -24,7 +24,7 @@ class Receiver:
             self._socket.bind(bind_address(endpoint))
         except zmq.ZMQError as e:
             self.close()
-            raise EndpointError(f"cannot listen on {endpoint}: {e.strerror}") from None
+            raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno)}") from None
 
     def receive(self, timeout: float, limit: int = 10_000) -> list[bytes]:
         """Every message that arrives within ``timeout`` seconds, up to ``limit``."""
