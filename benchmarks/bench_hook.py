@@ -1,0 +1,323 @@
+"""What the rank-side hook costs a training process; prints a markdown table.
+
+    .venv/bin/python benchmarks/bench_hook.py            # everything, about three minutes
+    .venv/bin/python benchmarks/bench_hook.py step cpu   # some of it
+
+- ``step``: added time per step of a small CPU model (a ~100 us step on an idle core),
+  with and without ``attach()``, in alternating blocks in one process, beside the same
+  measurement with no hook (its noise floor); then the two hooks on the training thread
+  alone (counting a forward, counting an optimizer step), which a busy machine cannot blur.
+- ``cpu``: CPU time of the ``distmon-agent`` thread, read from its own thread clock, while
+  a rank trains (world-1 gloo group, DDP, a DataLoader with two workers), as a share of
+  one core.
+- ``bytes``: bytes on the wire per rank per second from a 4-rank torchrun job of
+  ``examples/train.py`` at the default interval, healthy and while one rank pauses (the
+  reports then carry stacks and the op in flight).
+- ``memory``: resident memory of the same kind of rank at the end of training, with and
+  without the hook, in fresh processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parent.parent
+TRAIN = REPO / "examples" / "train.py"
+MB = 1024 * 1024
+
+
+def step_cost() -> list[tuple[str, str, str]]:
+    """The hook's share of a small training step, with the same measurement done with no
+    hook at all beside it (its noise floor), then its two hot-path hooks alone."""
+    import torch
+
+    torch.set_num_threads(1)
+    model = torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    x, y = torch.randn(16, 32), torch.randn(16, 1)
+
+    def train_step() -> None:
+        loss = torch.nn.functional.mse_loss(model(x), y)
+        optimizer.zero_grad()
+        loss.backward()
+        optimizer.step()
+
+    identity = torch.nn.Identity()
+    empty = torch.optim.SGD([torch.nn.Parameter(torch.zeros(1))], lr=0.01)
+    with monitoring() as monitor:
+        hooked = Alternation(monitor.endpoint, attach=True)
+        unhooked = Alternation(monitor.endpoint, attach=False)
+        step, step_added = hooked.measure(train_step, model, blocks=101, calls=200)
+        _, noise = unhooked.measure(train_step, model, blocks=101, calls=200)
+        _, forward_added = hooked.measure(lambda: identity(x), identity, 15, 50_000)
+        _, optimizer_added = hooked.measure(empty.step, None, 15, 20_000)
+    return [
+        ("added time per step", f"{step_added:+.2f} us on a {step:.0f} us step", "<= 2 us"),
+        ("the same without the hook (noise floor)", f"{noise:+.2f} us", ""),
+        ("hot path: counting a forward", f"{forward_added:+.2f} us", ""),
+        ("hot path: counting an optimizer step", f"{optimizer_added:+.2f} us", ""),
+    ]
+
+
+class Alternation:
+    """Pairs of blocks of calls, one attached and one not, in alternating order and each
+    after the same short pause; the result is the median difference of the pairs.
+
+    Time is this thread's CPU time, so other processes on a shared machine do not blur
+    microseconds; the agent thread's own CPU is what ``cpu`` measures.
+    """
+
+    PAUSE = 0.05
+    """Lets the agent send the report it sends as it starts before timing begins."""
+
+    def __init__(self, endpoint: str, attach: bool) -> None:
+        self.endpoint = endpoint
+        self.attach = attach
+
+    def measure(self, run: Callable[[], object], model: object, blocks: int, calls: int) -> tuple[float, float]:
+        """Microseconds per call without the hook, and the median added by it."""
+        import distmon.hooks
+
+        def per_call() -> float:
+            time.sleep(self.PAUSE)
+            start = time.thread_time()
+            for _ in range(calls):
+                run()
+            return (time.thread_time() - start) / calls * 1e6
+
+        def hooked() -> float:
+            if self.attach:
+                distmon.hooks.attach(model, endpoint=self.endpoint)
+            try:
+                return per_call()
+            finally:
+                distmon.hooks.detach()
+
+        per_call()
+        plain, added = [], []
+        for block in range(blocks):
+            if block % 2:
+                plain.append(per_call())
+                added.append(hooked() - plain[-1])
+            else:
+                with_hook = hooked()
+                plain.append(per_call())
+                added.append(with_hook - plain[-1])
+        return statistics.median(plain), statistics.median(added)
+
+
+def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str, str, str]]:
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import distmon.hooks
+
+    torch.set_num_threads(1)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    )
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+    data = TensorDataset(torch.randn(4096, 32), torch.randn(4096, 1))
+    loader = DataLoader(data, batch_size=16, num_workers=2, persistent_workers=True)
+    with monitoring() as monitor:
+        distmon.hooks.attach(model, endpoint=monitor.endpoint, interval=interval)
+        (thread,) = [t for t in threading.enumerate() if t.name == "distmon-agent"]
+        clock = time.pthread_getcpuclockid(thread.ident)
+        cpu_start, wall_start = time.clock_gettime(clock), time.monotonic()
+        reports_start = monitor.reports
+        while time.monotonic() - wall_start < seconds:
+            for x, y in loader:
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+                if time.monotonic() - wall_start >= seconds:
+                    break
+        cpu = time.clock_gettime(clock) - cpu_start
+        wall = time.monotonic() - wall_start
+        reports = monitor.reports - reports_start
+        distmon.hooks.detach()
+    dist.destroy_process_group()
+    return [
+        (
+            f"sampler CPU at {1 / interval:g} Hz",
+            f"{cpu / wall:.2%} of a core ({cpu / max(reports, 1) * 1e3:.2f} ms per report,"
+            f" {reports} reports in {wall:.0f} s)",
+            "<= 0.5%" if interval == 1.0 else "",
+        )
+    ]
+
+
+def wire_bytes(ranks: int = 4) -> list[tuple[str, str, str]]:
+    from distmon.monitor.receiver import Receiver
+    from distmon.wire import decode
+
+    with tempfile.TemporaryDirectory() as directory:
+        endpoint = f"ipc://{directory}/bench.sock"
+        receiver = Receiver(endpoint)
+        env = {**os.environ, "DISTMON_ENDPOINT": endpoint, "OMP_NUM_THREADS": "1"}
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+        command += [f"--nproc_per_node={ranks}", str(TRAIN), "--distmon", "--steps", "150"]
+        command += ["--fault", "hang", "--fault-step", "60", "--hang-seconds", "8"]
+        job = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL)
+        sizes: dict[bool, list[int]] = {False: [], True: []}
+        interval = 1.0
+        while job.poll() is None:
+            for data in receiver.receive(timeout=0.2):
+                report = decode(data)
+                interval = report.interval
+                if not report.exit and report.groups:
+                    sizes[report.stalled_since is not None].append(len(data))
+        receiver.close()
+    rows = []
+    for stalled, label in ((False, "healthy"), (True, "paused, with stack")):
+        if sizes[stalled]:
+            mean = statistics.fmean(sizes[stalled])
+            rows.append(
+                (
+                    f"wire bytes per rank per second, {label}",
+                    f"{mean / interval:.0f} B/s ({mean:.0f} B a report, {ranks} ranks)",
+                    "",
+                )
+            )
+    return rows
+
+
+def memory(runs: int = 3) -> list[tuple[str, str, str]]:
+    def rss(disable: str) -> int:
+        env = {**os.environ, "DISTMON_DISABLE": disable, "OMP_NUM_THREADS": "1"}
+        done = subprocess.run(
+            [sys.executable, __file__, "--rank-rss"],
+            env=env,
+            capture_output=True,
+            text=True,
+            timeout=300,
+            check=True,
+        )
+        return int(done.stdout.split()[-1])
+
+    without, with_hook = [], []
+    for _ in range(runs):
+        without.append(rss("1"))
+        with_hook.append(rss("0"))
+    base, hooked = statistics.median(without), statistics.median(with_hook)
+    return [
+        (
+            "memory added to a rank",
+            f"{(hooked - base) / MB:+.1f} MB (RSS {base / MB:.0f} MB without, {hooked / MB:.0f} MB with)",
+            "<= 30 MB",
+        )
+    ]
+
+
+def rank_rss() -> None:
+    """A world-1 DDP rank with a DataLoader: trains a few seconds, then prints its RSS."""
+    import torch
+    import torch.distributed as dist
+    from torch.utils.data import DataLoader, TensorDataset
+
+    import distmon.hooks
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    model = torch.nn.parallel.DistributedDataParallel(
+        torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
+    )
+    with tempfile.TemporaryDirectory() as directory:
+        distmon.hooks.attach(model, endpoint=f"ipc://{directory}/nobody.sock", interval=0.2)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
+        data = TensorDataset(torch.randn(4096, 32), torch.randn(4096, 1))
+        started = time.monotonic()
+        while time.monotonic() - started < 3:
+            for x, y in DataLoader(data, batch_size=16, num_workers=2):
+                loss = torch.nn.functional.mse_loss(model(x), y)
+                optimizer.zero_grad()
+                loss.backward()
+                optimizer.step()
+        with open("/proc/self/statm") as statm:
+            print(int(statm.read().split()[1]) * os.sysconf("SC_PAGE_SIZE"))
+        distmon.hooks.detach()
+    dist.destroy_process_group()
+
+
+class Monitor:
+    """A monitor on a private endpoint that reads and counts reports, on its own thread."""
+
+    def __init__(self, directory: str) -> None:
+        from distmon.monitor.receiver import Receiver
+
+        self._receiver = Receiver(f"ipc://{directory}/bench.sock")
+        self.endpoint = self._receiver.endpoint
+        self.reports = 0
+        self._done = threading.Event()
+        self._thread = threading.Thread(target=self._drain, daemon=True)
+        self._thread.start()
+
+    def _drain(self) -> None:
+        while not self._done.is_set():
+            self.reports += len(self._receiver.receive(timeout=0.1))
+
+    def close(self) -> None:
+        self._done.set()
+        self._thread.join()
+        self._receiver.close()
+
+
+@contextmanager
+def monitoring() -> Iterator[Monitor]:
+    with tempfile.TemporaryDirectory() as directory:
+        monitor = Monitor(directory)
+        try:
+            yield monitor
+        finally:
+            monitor.close()
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+BENCHMARKS: dict[str, Callable[[], list[tuple[str, str, str]]]] = {
+    "step": step_cost,
+    "cpu": sampler_cpu,
+    "bytes": wire_bytes,
+    "memory": memory,
+}
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("which", nargs="*", help=f"any of {', '.join(BENCHMARKS)} (all)")
+    parser.add_argument("--rank-rss", action="store_true", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    unknown = set(args.which) - BENCHMARKS.keys()
+    if unknown:
+        parser.error(f"no benchmark {', '.join(sorted(unknown))}")
+    if args.rank_rss:
+        rank_rss()
+        return
+    rows = [row for name in args.which or BENCHMARKS for row in BENCHMARKS[name]()]
+    print("| measure | value | goal |")
+    print("|---|---|---|")
+    for row in rows:
+        print("| " + " | ".join(row) + " |")
+
+
+if __name__ == "__main__":
+    main()
