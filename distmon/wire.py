@@ -147,8 +147,8 @@ class ExceptionInfo:
 
 @dataclass
 class ExitInfo:
-    """How the process ended: ``how`` is ``clean``, ``exception``, or ``terminated`` (SIGTERM,
-    as torchrun sends every surviving rank after one fails)."""
+    """How the process ended: ``how`` is ``clean``, ``exception``, ``interrupted`` (Ctrl-C),
+    or ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails)."""
 
     how: str
     t: float

@@ -51,12 +51,12 @@ def run(args: argparse.Namespace) -> int:
         while not stop:
             for raw in receiver.receive(timeout=0.2):
                 monitor.ingest(raw, time.time())
-            now = time.time()
-            if now >= next_tick:
-                for change in monitor.tick(now):
-                    if change.event != "updated":
-                        print(alert_line(change), file=sys.stderr, flush=True)
-                next_tick = now + TICK
+            if time.time() >= next_tick:
+                _tick(monitor)
+                next_tick = time.time() + TICK
+        for raw in receiver.receive(timeout=0.0):  # what arrived with the signal: last words
+            monitor.ingest(raw, time.time())
+        _tick(monitor)
     finally:
         receiver.close()
         monitor.close()
@@ -68,6 +68,12 @@ def run(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def _tick(monitor: Monitor) -> None:
+    for change in monitor.tick(time.time()):
+        if change.event != "updated":
+            print(alert_line(change), file=sys.stderr, flush=True)
 
 
 def alert_line(change: Change) -> str:

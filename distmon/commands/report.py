@@ -16,6 +16,11 @@ from distmon.monitor.recording import RecordingError
 from distmon.monitor.rules.text import duration, ranks_text
 from distmon.monitor.state import RankState
 
+ENDINGS = {
+    "terminated": "terminated by SIGTERM (the launcher's teardown)",
+    "interrupted": "interrupted (Ctrl-C)",
+}
+
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a recording made by distmon record or distmon watch --record")
@@ -80,7 +85,7 @@ def _ending(s: RankState, end: float) -> str:
         first_line = (r.exception.message.strip().splitlines() or [""])[0]
         return f"raised {r.exception.type}: {first_line[:80]}"
     if r.exit is not None:
-        return "terminated by SIGTERM (the launcher's teardown)" if r.exit.how == "terminated" else "exited cleanly"
+        return ENDINGS.get(r.exit.how, "exited cleanly")
     silent = end - s.received
     return f"silent for {duration(silent)} at the end" if silent > 3 * r.interval else "running"
 

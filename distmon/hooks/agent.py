@@ -47,7 +47,7 @@ class Agent:
         self._groups = GroupReader()
         self._gpu = GpuReader()
         self._loaders = LoaderWatch(self.progress)
-        self._last_words = LastWords(self._report_exception, self._report_exit)
+        self._last_words = LastWords(self._report_exception, self._report_exit, self._report_interrupt)
         self._optimizer_hook: Any = None
         self._termination = TerminationWatch()
         self._thread = threading.Thread(target=self._run, name="distmon-agent", daemon=True)
@@ -64,6 +64,7 @@ class Agent:
         self._last_wait = (0.0, time.monotonic())
         self._wait_share: float | None = None
         self._job = _job_id()
+        self._topology = _Topology()
         self._pid = os.getpid()
         self._host = socket.gethostname()
 
@@ -104,6 +105,10 @@ class Agent:
             return  # a forked child (a DataLoader worker): the agent is its parent's
         self._exception = info
         self._send_now()
+
+    def _report_interrupt(self) -> None:
+        if os.getpid() == self._pid:
+            self._exit = ExitInfo(how="interrupted", t=time.time())
 
     def _report_exit(self) -> None:
         if os.getpid() != self._pid:
@@ -182,7 +187,7 @@ class Agent:
         step_time = progress.step_stats()
         stall_after = max(STALL_FLOOR, 3 * step_time.p50 if step_time else 0.0)
         stalled = now - self._last_progress >= stall_after and self._exit is None
-        rank, world, backend = _topology()
+        rank, world, backend = self._topology()
         return Report(
             job=self._job,
             rank=rank,
@@ -234,10 +239,19 @@ def _quietly(read: Any, default: Any) -> Any:
     return default
 
 
-def _topology() -> tuple[int, int, str | None]:
-    if dist.is_available() and dist.is_initialized():
-        return dist.get_rank(), dist.get_world_size(), str(dist.get_backend())
-    return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), None
+class _Topology:
+    """Rank, world size and backend: from the process group while there is one, and as last
+    seen once it is destroyed (an mp.spawn rank has no RANK variable to fall back on)."""
+
+    def __init__(self) -> None:
+        self.seen: tuple[int, int, str | None] | None = None
+
+    def __call__(self) -> tuple[int, int, str | None]:
+        if dist.is_available() and dist.is_initialized():
+            self.seen = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
+        if self.seen is not None:
+            return self.seen
+        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), None
 
 
 def _job_id() -> str:

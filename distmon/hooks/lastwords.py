@@ -36,15 +36,17 @@ def exception_info(exc_type: type[BaseException], exc: BaseException, tb: Traceb
 
 
 class LastWords:
-    """Chains onto ``sys.excepthook`` and ``atexit``; both callbacks must not raise."""
+    """Chains onto ``sys.excepthook`` and ``atexit``; the callbacks must not raise."""
 
     def __init__(
         self,
         on_exception: Callable[[ExceptionInfo], None],
         on_exit: Callable[[], None],
+        on_interrupt: Callable[[], None],
     ) -> None:
         self._on_exception = on_exception
         self._on_exit = on_exit
+        self._on_interrupt = on_interrupt
         self._previous_hook = sys.excepthook
 
     def install(self) -> None:
@@ -59,7 +61,9 @@ class LastWords:
 
     def _excepthook(self, exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> None:
         try:
-            if not issubclass(exc_type, KeyboardInterrupt):
+            if issubclass(exc_type, KeyboardInterrupt):
+                self._on_interrupt()  # a person's Ctrl-C: an exit, not a failure
+            else:
                 self._on_exception(exception_info(exc_type, exc, tb))
         finally:
             self._previous_hook(exc_type, exc, tb)
