@@ -119,6 +119,8 @@ class Agent:
 
     def _send_now(self) -> None:
         """Wake the agent and wait (bounded) until it has sent a fresh report."""
+        if not self._thread.is_alive():
+            return
         with self._sent:
             target = self._reports + 1
             self._wake()
