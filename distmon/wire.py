@@ -203,7 +203,7 @@ def decode(data: bytes) -> Report:
         raise WireError("malformed", str(e)) from None
     if not isinstance(obj, dict):
         raise WireError("malformed", "not a map")
-    if obj.get("v") != VERSION:
+    if type(obj.get("v")) is not int or obj["v"] != VERSION:
         raise WireError("version", f"schema version {obj.get('v')!r}, expected {VERSION}")
     return _converter(Report)(obj)
 

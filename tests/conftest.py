@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import itertools
 import os
 import signal
@@ -10,6 +11,7 @@ import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 from listener import Listener
 
@@ -41,16 +43,22 @@ class Torchrun:
 
     def __exit__(self, *_: object) -> None:
         if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self._kill()
+
+    def _kill(self) -> None:
+        """torchrun starts each rank in a session of its own: kill them by descent, then it."""
+        for child in psutil.Process(self.process.pid).children(recursive=True):
+            with contextlib.suppress(psutil.Error):
+                child.kill()
+        os.killpg(self.process.pid, signal.SIGKILL)
+        self.process.wait()
 
     def wait(self, timeout: float) -> int:
         """The job's exit code; fails the test with the job's output if it runs too long."""
         try:
             code = self.process.wait(timeout)
         except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+            self._kill()
             self._read_output()
             pytest.fail(f"torchrun still running after {timeout} s:\n{self.output[-4000:]}")
         self._read_output()

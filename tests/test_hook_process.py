@@ -242,7 +242,8 @@ def test_late_monitor_gets_fresh_reports_within_an_interval(tmp_path, endpoint):
         process.kill()
         process.wait()
     assert seen, "a monitor that starts late hears from the rank within an interval or so"
-    assert reports[0].n >= 4, "reports from before the monitor existed"
+    # The first report may wait out the agent's connect grace, so four intervals hold three.
+    assert reports[0].n >= 3, "reports from before the monitor existed"
     assert all(r.t > bound_at - INTERVAL for r in reports), "nothing stale was queued"
     assert [r.n for r in reports] == list(range(reports[0].n, reports[0].n + len(reports)))
 
@@ -347,7 +348,7 @@ def test_last_words_do_not_wait_for_an_agent_that_has_ended(capfd):
     assert seconds < 0.5, f"the excepthook held the rank {seconds:.2f} s"
 
 
-def test_attach_with_a_bad_endpoint_never_raises(capfd):
+def test_attach_with_a_bad_endpoint_never_raises_and_says_so(capfd):
     import torch
 
     model = torch.nn.Linear(4, 1)
@@ -358,4 +359,6 @@ def test_attach_with_a_bad_endpoint_never_raises(capfd):
         distmon.hooks.detach()
     assert agent is not None
     assert agent.progress.forwards == 1
-    assert capfd.readouterr().err == ""
+    err = capfd.readouterr().err
+    assert err.startswith("distmon: not monitoring this rank: cannot connect to no-such-transport://x")
+    assert len(err.splitlines()) == 1

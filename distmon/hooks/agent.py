@@ -15,6 +15,7 @@ import contextlib
 import os
 import select
 import socket
+import sys
 import threading
 import time
 from typing import Any
@@ -32,6 +33,9 @@ from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
 from distmon.wire import ExceptionInfo, ExitInfo, Report, encode
 
+CONNECT_GRACE = 0.5
+"""How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
+once is still heard; after that, a report for an absent monitor is dropped at once."""
 SEND_HWM = 8
 EXIT_LINGER_MS = 500
 LAST_WORDS_WAIT = 1.0
@@ -75,6 +79,7 @@ class Agent:
         self._loaders.install()
         self._last_words.install()
         self._termination.install()
+        self._started = time.monotonic()
         self._thread.start()
 
     def stop(self) -> None:
@@ -134,6 +139,12 @@ class Agent:
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
         try:
             sock.connect(self.endpoint)
+        except zmq.ZMQError as e:
+            print(f"distmon: not monitoring this rank: cannot connect to {self.endpoint}: {e}", file=sys.stderr)
+            sock.close(linger=0)
+            context.term()
+            return
+        try:
             while True:
                 stopping = self._stopping
                 self._send(sock)
@@ -170,6 +181,9 @@ class Agent:
         except Exception:
             data = None
         if data is not None:
+            grace = CONNECT_GRACE - (time.monotonic() - self._started)
+            if grace > 0:
+                sock.poll(int(grace * 1000), zmq.POLLOUT)
             try:
                 sock.send(data, zmq.NOBLOCK)
             except zmq.Again:
