@@ -9,7 +9,7 @@ whose DataLoader wait dwarfs its peers' is slow for want of data.
 
 from __future__ import annotations
 
-import statistics
+import bisect
 
 from distmon.monitor.alerts import WARNING, Finding
 from distmon.monitor.rules.base import Context
@@ -41,10 +41,15 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
 
 
 def _median_without(ordered: list[float], value: float) -> float:
-    """The peers' median: the sorted list minus one occurrence of this rank's own value."""
-    rest = list(ordered)
-    rest.remove(value)
-    return statistics.median(rest)
+    """The peers' median: that of the sorted list minus one occurrence of this rank's own
+    value, read off by index so that thousands of ranks cost thousands of steps, not millions."""
+    skip = bisect.bisect_left(ordered, value)
+    n = len(ordered) - 1
+
+    def rest(k: int) -> float:
+        return ordered[k] if k < skip else ordered[k + 1]
+
+    return rest(n // 2) if n % 2 else (rest(n // 2 - 1) + rest(n // 2)) / 2
 
 
 def _finding(s: RankState, peer_wait: float, peer_data: float, slow_data: bool) -> Finding:
