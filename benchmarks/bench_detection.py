@@ -70,6 +70,8 @@ def run_once(fault: str, workdir: Path) -> tuple[float | None, bool]:
     injected = INJECTED.search(output)
     if not alerts:
         return None, False
+    if alerts[0]["ranks"] != [2]:
+        print(f"  {fault}: named {alerts[0]['ranks']}: {alerts[0]['summary']}", file=sys.stderr)
     start = float(injected.group(1)) if injected and fault != "straggler" else _job_start(out)
     return alerts[0]["t"] - start, alerts[0]["ranks"] == [2]
 

@@ -95,9 +95,11 @@ def main() -> None:
     for epoch in range(args.epochs):
         for step, (x, y) in enumerate(loader):
             if step >= steps:
+                if faulty and args.fault == "uneven":
+                    announce(rank, "uneven", step)  # out of data one batch early
                 break
-            if faulty and step == args.fault_step and args.fault != "none":
-                print(f"[train] rank {rank}: injecting {args.fault} at step {step}, t={time.time():.3f}", flush=True)
+            if faulty and step == args.fault_step and args.fault not in ("none", "uneven"):
+                announce(rank, args.fault, step)
                 inject(args, worker_pids())
             loss = torch.nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad()
@@ -110,6 +112,11 @@ def main() -> None:
         if rank == 0:
             print(f"epoch {epoch} done, loss {loss.item():.4f}", flush=True)
     dist.destroy_process_group()
+
+
+def announce(rank: int, fault: str, step: int) -> None:
+    """The line tests and benchmarks measure detection latency from."""
+    print(f"[train] rank {rank}: injecting {fault} at step {step}, t={time.time():.3f}", flush=True)
 
 
 def inject(args: argparse.Namespace, worker_pids: list[int]) -> None:
