@@ -2,18 +2,19 @@
 PYTHON ?= python3
 VENV := .venv
 BIN := $(VENV)/bin
-# The CPU build of torch, pinned: an unpinned torch pulls gigabytes of CUDA wheels.
-TORCH := torch==2.13.0
+# The CPU build of torch, pinned (constraints.txt holds the pin for every install): an
+# unpinned torch, or a package asking for a newer one, pulls gigabytes of CUDA wheels.
+PIP := $(BIN)/pip install --quiet --constraint constraints.txt
 
-.PHONY: setup demo test lint check clean
+.PHONY: setup demo test lint clean
 
 setup: $(VENV)/.installed
 
-$(VENV)/.installed: pyproject.toml
+$(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(BIN)/pip install --quiet --upgrade pip
-	$(BIN)/pip install --quiet $(TORCH)
-	$(BIN)/pip install --quiet -e ".[dev]"
+	$(PIP) --upgrade pip
+	$(PIP) torch
+	$(PIP) -e ".[dev,integrations]"
 	touch $@
 
 demo: setup
