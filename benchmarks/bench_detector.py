@@ -20,7 +20,7 @@ import zmq
 
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.recording import Message, RecordingWriter, read_recording
 from distmon.simulate import SimJob
 
 
@@ -72,7 +72,8 @@ print(n); s.close(linger=5000); ctx.term()
 
 
 def intake_over_zeromq(seconds: float, workdir: str) -> tuple[int, int, float]:
-    """A real `distmon record` fed as fast as one sender process can push: sent, recorded, msgs/s."""
+    """A real `distmon record` fed as fast as one sender process can push: sent, recorded, and
+    its intake in msg/s, from the receive times in its own recording."""
     endpoint = f"ipc://{workdir}/bench.sock"
     out = os.path.join(workdir, "zmq.distmon")
     recorder = subprocess.Popen(
@@ -88,9 +89,10 @@ def intake_over_zeromq(seconds: float, workdir: str) -> tuple[int, int, float]:
     )
     time.sleep(2.0)
     recorder.send_signal(2)
-    _, err = recorder.communicate(timeout=30)
-    recorded = int(err.strip().splitlines()[-1].split("distmon record: ")[1].split(" messages")[0])
-    return sent, recorded, recorded / seconds
+    recorder.communicate(timeout=30)
+    _, records = read_recording(out)
+    times = [r.t for r in records if isinstance(r, Message)]
+    return sent, len(times), len(times) / (times[-1] - times[0])
 
 
 def main() -> None:
