@@ -12,6 +12,7 @@ milliseconds of attach can go unheard (about 1 run in 15 on a busy machine).
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
 import sys
@@ -362,3 +363,44 @@ def test_attach_with_a_bad_endpoint_never_raises_and_says_so(capfd):
     err = capfd.readouterr().err
     assert err.startswith("distmon: not monitoring this rank: cannot connect to no-such-transport://x")
     assert len(err.splitlines()) == 1
+
+
+SIGTERM_TARGET = """
+import signal
+import time
+import sys
+import distmon.hooks
+
+distmon.hooks.attach()
+if sys.argv[1:] == ["own-handler"]:
+    signal.signal(signal.SIGTERM, lambda *_: print("own handler", flush=True))
+print("attached", flush=True)
+time.sleep(5)
+print("survived", flush=True)
+"""
+
+
+def test_sigterm_sends_last_words_then_kills_as_before(tmp_path, listener):
+    process = start_script(tmp_path, SIGTERM_TARGET, script_env(listener.endpoint))
+    assert process.stdout is not None and process.stdout.readline() == "attached\n"
+    time.sleep(2 * INTERVAL)
+    process.send_signal(signal.SIGTERM)
+    assert process.wait(timeout=5) == -signal.SIGTERM, "the process dies of SIGTERM, as without the hook"
+    assert listener.wait_for(lambda reports: reports and reports[-1].exit is not None, timeout=2)
+    assert listener.snapshot()[-1].exit.how == "terminated"
+
+
+def test_a_sigterm_handler_installed_later_keeps_its_say(tmp_path, endpoint):
+    script = tmp_path / "script.py"
+    script.write_text(textwrap.dedent(SIGTERM_TARGET))
+    process = subprocess.Popen(
+        [sys.executable, str(script), "own-handler"], env=script_env(endpoint), stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "attached\n"
+        process.send_signal(signal.SIGTERM)
+        assert process.stdout.readline() == "own handler\n"
+        assert process.wait(timeout=10) == 0
+        assert process.stdout.read() == "survived\n"
+    finally:
+        process.kill()

@@ -54,9 +54,7 @@ class TerminationWatch:
             return
         if signal.getsignal(signal.SIGTERM) == self._python_handler:
             signal.signal(signal.SIGTERM, signal.SIG_DFL)
-        with contextlib.suppress(ValueError):
-            if signal.set_wakeup_fd(-1) != self._write_fd:
-                raise ValueError  # someone else's now: leave it
+        self._release_wakeup_fd()
 
     def close(self) -> None:
         """Close the pipe, once the agent thread no longer reads it."""
@@ -67,14 +65,25 @@ class TerminationWatch:
         self.fd = self._write_fd = None
 
     def terminated(self) -> bool:
-        """Drain the wakeup pipe; True if SIGTERM arrived. Called by the agent thread."""
+        """Drain the wakeup pipe; True if SIGTERM arrived and is still ours to handle (a
+        handler the script installed since, a framework's graceful shutdown, wins)."""
         if self.fd is None:
             return False
         try:
             data = os.read(self.fd, 4096)
         except OSError:
             return False
-        return signal.SIGTERM in data
+        return signal.SIGTERM in data and self._ours()
+
+    def _release_wakeup_fd(self) -> None:
+        """Unset the wakeup fd if it is still ours; someone else's is put back."""
+        with contextlib.suppress(ValueError):
+            previous = signal.set_wakeup_fd(-1)
+            if previous != self._write_fd:
+                signal.set_wakeup_fd(previous)
+
+    def _ours(self) -> bool:
+        return signal.getsignal(signal.SIGTERM) == self._python_handler
 
     @staticmethod
     def die() -> None:
@@ -90,9 +99,10 @@ class TerminationWatch:
         self.die()
 
     def _forget_in_child(self) -> None:
-        if os.getpid() == self._owner:
+        if os.getpid() == self._owner or self.fd is None:
             return
+        self._release_wakeup_fd()
         with contextlib.suppress(Exception):
-            signal.set_wakeup_fd(-1)
-            signal.signal(signal.SIGTERM, signal.SIG_DFL)
+            if self._ours():
+                signal.signal(signal.SIGTERM, signal.SIG_DFL)
         self.fd = self._write_fd = None
