@@ -2,9 +2,10 @@
 
 It stands in for what cannot run here (8192 ranks, GPUs) in the detector's unit tests, the
 TUI's snapshots and the benchmarks. The model is deliberately simple: every rank runs the
-same step, issuing ``collectives_per_step`` collectives on one world process group; a
-straggler slows every rank's step, since the others wait for it in each collective; a
-fault changes what the named rank, and then its peers, would report.
+same step, issuing ``collectives_per_step`` collectives on one world process group, or,
+with a :class:`Layout`, one collective in each of its tensor, pipeline and data parallel
+groups, in that order; a straggler slows every rank's step, since the others wait for it in
+each collective; a fault changes what the named rank, and then its peers, would report.
 
 Everything is a pure function of time, so a stream is the same on every run.
 """
@@ -69,6 +70,31 @@ STACKS = {
 }
 
 
+@dataclass(frozen=True)
+class Layout:
+    """Tensor x pipeline x data parallel, as Megatron and DeviceMesh lay ranks out: the
+    tensor-parallel peers are adjacent, ``dp = world / (tp * pp)``. Groups are named in
+    creation order (the world group ``0``, then every tp, pp and dp group), as torch does."""
+
+    tp: int
+    pp: int = 1
+
+    ORDER = ("tp", "pp", "dp")
+    """The collectives of one step, one per group."""
+
+    def groups(self, rank: int, world: int) -> list[tuple[str, str, list[int]]]:
+        """(name, desc, [start, count, stride]) of each group of ``rank``, in step order."""
+        tp, pp = self.tp, self.pp
+        dp = world // (tp * pp)
+        t, p, d = rank % tp, (rank // tp) % pp, rank // (tp * pp)
+        n_tp, n_pp = world // tp, world // pp
+        return [
+            (str(1 + d * pp + p), "mesh_tp", [rank - t, tp, 1]),
+            (str(1 + n_tp + d * tp + t), "mesh_pp", [d * tp * pp + t, pp, tp]),
+            (str(1 + n_tp + n_pp + p * tp + t), "mesh_dp", [p * tp + t, dp, tp * pp]),
+        ]
+
+
 @dataclass
 class _Fault:
     kind: str
@@ -94,6 +120,7 @@ class SimJob:
         gpu: bool = True,
         timeout: float = 600.0,
         job: str = "sim-job",
+        layout: Layout | None = None,
     ) -> None:
         self.world = world
         self.ranks_per_host = ranks_per_host
@@ -104,8 +131,10 @@ class SimJob:
         self.gpu = gpu
         self.timeout = timeout
         self.job = job
+        self.layout = layout
         self.faults: list[_Fault] = []
         self._runs = rank_runs(list(range(world)))
+        self._blocked: dict[int, list[int]] = {}
 
     # --- faults -------------------------------------------------------------------------
 
@@ -258,7 +287,8 @@ class SimJob:
             if t - frozen_at < 2.0:
                 stalled_since = stack = None
                 op = op if t - frozen_at >= self.interval else None
-        elif self._in_collective(rank, t):
+        sampled_in = frozen_at is None and self._in_collective(rank, t)
+        if sampled_in:
             enqueued = base + 1
         straggling = any(f.kind == "straggler" and f.rank == rank for f in self.faults)
         step_time = StepStats(n=64, mean=period, p50=period, max=period * 1.1, last=period)
@@ -274,6 +304,14 @@ class SimJob:
             op=op,
             since=since,
         )
+        groups = [group]
+        if self.layout is not None:
+            group.enqueued = group.completed = 0
+            group.op = group.since = None
+            stopped = (
+                freeze if frozen_at is not None and freeze is not None and freeze.kind in ("hang", "gil") else None
+            )
+            groups.extend(self._parallel_groups(rank, steps, t, stopped, sampled_in))
         return Report(
             job=self.job,
             rank=rank,
@@ -291,7 +329,7 @@ class SimJob:
             last_step_t=self.start + steps * period,
             step_time=step_time if steps >= 2 else None,
             data_wait=0.3 if straggling else 0.02,
-            groups=[group],
+            groups=groups,
             stalled_since=stalled_since,
             stack=stack,
             memory=Memory(
@@ -306,6 +344,60 @@ class SimJob:
             exception=last_words,
             exit=exit_info,
         )
+
+    def _parallel_groups(self, rank: int, steps: int, t: float, stop: _Fault | None, busy: bool) -> list[GroupStatus]:
+        """The rank's tp, pp and dp groups: ``steps`` collectives each, and once a rank has
+        stopped, the collective each rank then waits in (see :meth:`_issued_after_stop`)."""
+        assert self.layout is not None
+        waits_at = self._issued_after_stop(stop.rank)[rank] - 1 if stop is not None else -1
+        show_op = stop is not None and t - stop.at >= self.interval
+        groups = []
+        for i, (name, desc, run) in enumerate(self.layout.groups(rank, self.world)):
+            completed = steps + len(range(i, max(waits_at, 0), len(Layout.ORDER)))
+            waiting = waits_at >= 0 and waits_at % len(Layout.ORDER) == i
+            groups.append(
+                GroupStatus(
+                    id=name,
+                    backend="nccl" if self.gpu else "gloo",
+                    size=run[1],
+                    ranks=[run],
+                    timeout=self.timeout,
+                    enqueued=completed + (1 if waiting or (busy and i == 0) else 0),
+                    completed=completed,
+                    desc=desc,
+                    op=("broadcast" if Layout.ORDER[i] == "pp" else "all_reduce") if waiting and show_op else None,
+                    since=stop.at if waiting and stop is not None else None,
+                )
+            )
+        return groups
+
+    def _issued_after_stop(self, culprit: int) -> list[int]:
+        """How many collectives of the step each rank issues once ``culprit`` stops before
+        its first: a collective completes when every member of its group has issued it, and a
+        rank issues the next one when its last one completed. Found by repeating until
+        nothing moves, once per culprit."""
+        if culprit in self._blocked:
+            return self._blocked[culprit]
+        assert self.layout is not None
+        n = len(Layout.ORDER)
+        limit = 2 * n
+        keys = [[name for name, _, _ in self.layout.groups(r, self.world)] for r in range(self.world)]
+        issued = [1] * self.world
+        issued[culprit] = 0
+        moved = True
+        while moved:
+            moved = False
+            fewest: list[dict[str, int]] = [{} for _ in range(n)]
+            for r in range(self.world):
+                for i, key in enumerate(keys[r]):
+                    fewest[i][key] = min(fewest[i].get(key, limit), issued[r])
+            for r in range(self.world):
+                last = issued[r] - 1
+                if r != culprit and issued[r] < limit and fewest[last % n][keys[r][last % n]] > last:
+                    issued[r] += 1
+                    moved = True
+        self._blocked[culprit] = issued
+        return issued
 
     def _in_collective(self, rank: int, t: float) -> bool:
         """Sampled at a random moment, a rank waits in a collective for the share of its step

@@ -53,10 +53,13 @@ class Frame:
 class GroupStatus:
     """One process group as this rank sees it, from PyTorch's Flight Recorder.
 
-    ``enqueued``/``completed`` are the collective sequence numbers of the group (the
-    SeqNum the NCCL watchdog prints); ``enqueued > completed`` means a collective is in
-    flight. ``ranks`` is run-length encoded as ``[start, count, stride]`` triples so a
-    group of thousands of ranks costs a few bytes.
+    ``id`` is the group's name (torch's ``group_name``, the same on every member), with
+    ``:backend`` appended for a group that has more than one backend. ``enqueued`` and
+    ``completed`` are the collective sequence numbers of the group (the SeqNum the NCCL
+    watchdog prints); ``enqueued > completed`` means collectives are in flight, and the
+    oldest of them, ``completed + 1``, is the one ``op`` and ``since`` describe (NCCL
+    routinely runs a few ahead). ``ranks`` is run-length encoded as ``[start, count,
+    stride]`` triples so a group of thousands of ranks costs a few bytes.
     """
 
     id: str
@@ -68,10 +71,11 @@ class GroupStatus:
     completed: int
     started: int | None = None
     desc: str | None = None
+    """``group_desc`` (``default_pg``, ``mesh_tp``, a user's name); absent when it has none."""
     op: str | None = None
-    """The op of the collective in flight (``all_reduce``), once the rank has looked it up."""
+    """The op of the oldest collective in flight (``all_reduce``), once the rank has looked it up."""
     since: float | None = None
-    """When the collective in flight was enqueued."""
+    """When the oldest collective in flight was enqueued (or first seen incomplete)."""
 
 
 @dataclass

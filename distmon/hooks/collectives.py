@@ -1,15 +1,29 @@
-"""Collective sequence numbers of every process group, from PyTorch's Flight Recorder.
+"""Collective sequence numbers of every process group, from PyTorch's Flight Recorders.
 
-The Flight Recorder's status dump (a few microseconds) gives, per group, the last
-enqueued and completed sequence number; DDP's and FSDP's collectives, issued from C++,
-are counted there too. When one collective stays in flight across two samples, a full
-dump (milliseconds, so once per stuck collective) names its op and enqueue time.
+Each backend records into a Flight Recorder of its own: gloo (and any CPU backend) into the
+CPU recorder, NCCL into NCCL's. A status dump (a few microseconds) gives, per group, the
+last enqueued, started and completed sequence number; DDP's and FSDP's collectives, issued
+from C++, are counted there too.
+
+A status dump keys its groups by a process-local id (the order in which *this* process
+created the groups of that backend), not by the group's name; only the entries of a full
+dump carry both (``pg_id`` and ``process_group = (name, desc)``). So the reader learns the
+id-to-name map from a full dump (milliseconds) whenever a status dump shows an id it cannot
+name, and keeps it: ids are never reused within a process. A full dump also names the op
+and enqueue time of a collective that stays incomplete across two samples, once per stuck
+collective.
+
+The recorders are found by feature, never by torch version: a ``backend`` argument to
+``_dump_fr_trace`` (newer torch: one call per backend in use), else ``_dump_fr_trace`` for
+the CPU recorder and ``_dump_nccl_trace`` for NCCL's where the build has NCCL.
 """
 
 from __future__ import annotations
 
 import pickle
 import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 import torch
@@ -18,97 +32,224 @@ import torch.distributed as dist
 from distmon.wire import GroupStatus, rank_runs
 
 try:
-    from torch._C._distributed_c10d import _dump_fr_trace
-except ImportError:  # torch built without distributed, or before the Flight Recorder
-    _dump_fr_trace = None
+    from torch._C import _distributed_c10d as _c10d
+except ImportError:  # torch built without distributed
+    _c10d = None
+
+Dump = Callable[[bool], bytes]
+"""``dump(include_collectives) -> pickle``: one Flight Recorder, never with stack traces
+(symbolizing them took over a second and can need the GIL)."""
+
+NO_DESCRIPTION = "undefined"
+"""What torch calls a group created without ``group_desc``."""
+
+
+@dataclass
+class Recorder:
+    """One Flight Recorder, and what this process has learnt of its group ids."""
+
+    backend: str
+    dump: Dump
+    names: dict[str, str] = field(default_factory=dict)
+    """pg_id (as the status dump spells it) -> group name."""
+    unnamed: dict[str, int] = field(default_factory=dict)
+    """pg_id -> the enqueued count at which a full dump last failed to name it."""
+
+    def status_by_name(self) -> dict[str, dict[str, Any]]:
+        """The status dump's ``pg_status``, keyed by group name. An id it cannot name yet is
+        looked up in a full dump, again only once that group has issued more collectives."""
+        status: dict[str, dict[str, Any]] = _load(self.dump(False)).get("pg_status", {})
+        todo = [
+            pg_id
+            for pg_id, entry in status.items()
+            if pg_id not in self.names and self.unnamed.get(pg_id) != _enqueued(entry)
+        ]
+        if todo:
+            for entry in self.entries():
+                self.names.setdefault(str(entry.get("pg_id")), _group_name(entry))
+            for pg_id in todo:
+                if pg_id not in self.names:
+                    self.unnamed[pg_id] = _enqueued(status[pg_id])
+        return {self.names[pg_id]: entry for pg_id, entry in status.items() if pg_id in self.names}
+
+    def entries(self) -> list[dict[str, Any]]:
+        """The collectives of a full dump (milliseconds: only when something is unknown)."""
+        return _load(self.dump(True)).get("entries", [])
+
+
+def find_recorders(backends: set[str]) -> dict[str, Recorder]:
+    """The Flight Recorders holding the collectives of ``backends`` (e.g. {"gloo", "nccl"}),
+    keyed by backend. A backend with no recorder in this build is left out."""
+    if _c10d is None or not hasattr(_c10d, "_dump_fr_trace"):
+        return {}
+    fr_trace = _c10d._dump_fr_trace
+    if "backend" in _signature(fr_trace):
+        return {b: Recorder(b, _per_backend(fr_trace, b)) for b in sorted(backends)}
+    recorders: dict[str, Recorder] = {}
+    cpu = Recorder("gloo", lambda collectives: fr_trace(includeCollectives=collectives, includeStackTraces=False))
+    nccl_trace = getattr(_c10d, "_dump_nccl_trace", None)
+    for backend in backends:
+        if backend != "nccl":
+            recorders[backend] = cpu
+        elif nccl_trace is not None:
+            recorders[backend] = Recorder(
+                "nccl", lambda collectives: nccl_trace(includeCollectives=collectives, includeStackTraces=False)
+            )
+    return recorders
+
+
+def _per_backend(fr_trace: Callable[..., bytes], backend: str) -> Dump:
+    return lambda collectives: fr_trace(includeCollectives=collectives, includeStackTraces=False, backend=backend)
+
+
+def _signature(function: Callable[..., Any]) -> str:
+    """A pybind11 function's signature: the first line of its docstring."""
+    return (function.__doc__ or "").strip().split("\n", 1)[0]
+
+
+@dataclass
+class Membership:
+    """A group this rank belongs to, as the reader reports it."""
+
+    pg: Any
+    meta: dict[str, Any]
+    backend: str
+    name: str
 
 
 class GroupReader:
     """Turns Flight Recorder dumps into :class:`GroupStatus` records, one per group."""
 
     def __init__(self) -> None:
-        self._meta: dict[str, dict[str, Any]] = {}
-        self._inflight: dict[str, tuple[int, float]] = {}
+        self._members: dict[str, list[Membership]] = {}
+        self._recorders: dict[str, Recorder] = {}
+        self._oldest: dict[str, tuple[int, float]] = {}
+        """Group id -> (completed count, when first seen with the next one incomplete)."""
         self._looked_up: dict[str, tuple[int, str | None, float | None]] = {}
 
     def read(self) -> list[GroupStatus]:
-        if _dump_fr_trace is None or not (dist.is_available() and dist.is_initialized()):
+        if _c10d is None or not (dist.is_available() and dist.is_initialized()):
             return []
-        status = _load(_dump_fr_trace(includeCollectives=False, includeStackTraces=False))
-        seqs = status.get("pg_status", {})
+        memberships = self._memberships()
+        statuses = {id(r): r.status_by_name() for r in self._distinct_recorders()}
         now = time.time()
         groups = []
-        stuck = []
-        for pg, name in list(dist.distributed_c10d._world.pg_names.items()):
-            meta = self._meta.get(name) or self._describe(pg, name)
-            entry = seqs.get(name, {})
-            enqueued = int(entry.get("last_enqueued_collective", 0))
-            completed = int(entry.get("last_completed_collective", 0))
-            started = int(entry.get("last_started_collective", -1))
+        stuck: list[tuple[GroupStatus, Membership]] = []
+        for m in memberships:
+            recorder = self._recorders.get(m.backend)
+            entry = statuses[id(recorder)].get(m.name, {}) if recorder else {}
             group = GroupStatus(
-                enqueued=enqueued,
-                completed=completed,
-                started=started if started >= 0 else None,
-                **meta,
+                enqueued=_enqueued(entry),
+                completed=max(0, int(entry.get("last_completed_collective", 0))),  # -1: none yet
+                started=_started(entry),
+                **m.meta,
             )
-            if enqueued > completed:
-                seen_seq, seen_at = self._inflight.get(name, (enqueued, now))
-                if seen_seq != enqueued:
-                    seen_at = now
-                self._inflight[name] = (enqueued, seen_at)
-                group.since = seen_at
-                if seen_at < now:
-                    stuck.append(group)
-            else:
-                self._inflight.pop(name, None)
+            if group.enqueued > group.completed and self._ages(group, now):
+                stuck.append((group, m))
             groups.append(group)
         if stuck:
             self._look_up_ops(stuck)
         return groups
 
-    def _describe(self, pg: Any, name: str) -> dict[str, Any]:
+    def _memberships(self) -> list[Membership]:
+        """Every group this process belongs to, described once; new groups are picked up."""
         world = dist.distributed_c10d._world
-        ranks = sorted(world.pg_group_ranks.get(pg, {}))
+        out = []
+        for pg, name in list(world.pg_names.items()):
+            known = self._members.get(name)
+            if known is None or known[0].pg is not pg:
+                known = self._members[name] = _describe(pg, name, world)
+                self._recorders.update(find_recorders({m.backend for m in known} - self._recorders.keys()))
+            out.extend(known)
+        return out
+
+    def _distinct_recorders(self) -> list[Recorder]:
+        return list({id(r): r for r in self._recorders.values()}.values())
+
+    def _ages(self, group: GroupStatus, now: float) -> bool:
+        """Set ``since`` for the oldest incomplete collective; True once it has outlived a
+        sample. Judged by ``completed``: NCCL enqueues ahead, so a healthy rank often has
+        collectives in flight, but its oldest incomplete one keeps changing."""
+        seen_completed, seen_at = self._oldest.get(group.id, (group.completed, now))
+        if seen_completed != group.completed:
+            seen_at = now
+        self._oldest[group.id] = (group.completed, seen_at)
+        group.since = seen_at
+        return seen_at < now
+
+    def _look_up_ops(self, stuck: list[tuple[GroupStatus, Membership]]) -> None:
+        """Fill in op and enqueue time of the oldest incomplete collective of each stuck
+        group, one full dump per recorder and stuck collective."""
+        todo = [(g, m) for g, m in stuck if self._looked_up.get(g.id, (None,))[0] != g.completed + 1]
+        by_recorder: dict[int, list[tuple[GroupStatus, Membership]]] = {}
+        for g, m in todo:
+            by_recorder.setdefault(id(self._recorders[m.backend]), []).append((g, m))
+        for pairs in by_recorder.values():
+            entries = self._recorders[pairs[0][1].backend].entries()
+            for g, m in pairs:
+                op, created = _find_entry(entries, m.name, g.completed + 1)
+                self._looked_up[g.id] = (g.completed + 1, op, created)
+        for g, _ in stuck:
+            seq, op, created = self._looked_up[g.id]
+            if seq == g.completed + 1:
+                g.op = op
+                g.since = created or g.since
+
+
+def _started(entry: dict[str, Any]) -> int | None:
+    """``last_started_collective``: -1 unless the backend times collectives (NCCL with
+    ``TORCH_NCCL_ENABLE_TIMING``), so absent then."""
+    started = int(entry.get("last_started_collective", -1))
+    return started if started >= 0 else None
+
+
+def _describe(pg: Any, name: str, world: Any) -> list[Membership]:
+    """One membership per backend of the group: a group with both ``cpu:gloo`` and
+    ``cuda:nccl`` has two sequences, reported as ``name:gloo`` and ``name:nccl``."""
+    ranks = sorted(world.pg_group_ranks.get(pg, {}))
+    backends = _backends(str(dist.get_backend(pg)))
+    desc = getattr(pg, "group_desc", None)
+    out = []
+    for backend in backends:
         meta = {
-            "id": name,
-            "backend": str(dist.get_backend(pg)),
+            "id": name if len(backends) == 1 else f"{name}:{backend}",
+            "backend": backend,
             "size": pg.size(),
             "ranks": rank_runs(ranks),
-            "timeout": _timeout(pg),
-            "desc": getattr(pg, "group_desc", None) or None,
+            "timeout": _timeout(pg, backend),
+            "desc": desc if desc and desc != NO_DESCRIPTION else None,
         }
-        self._meta[name] = meta
-        return meta
+        out.append(Membership(pg, meta, backend, name))
+    return out
 
-    def _look_up_ops(self, stuck: list[GroupStatus]) -> None:
-        """Fill in op and enqueue time of collectives stuck in flight, one full dump each."""
-        todo = [g for g in stuck if self._looked_up.get(g.id, (None,))[0] != g.enqueued]
-        if todo:
-            dump = _load(_dump_fr_trace(includeCollectives=True, includeStackTraces=False))
-            for group in todo:
-                op, created = _find_entry(dump.get("entries", []), group.id, group.enqueued)
-                self._looked_up[group.id] = (group.enqueued, op, created)
-        for group in stuck:
-            seq, op, created = self._looked_up[group.id]
-            if seq == group.enqueued:
-                group.op = op
-                group.since = created or group.since
+
+def _backends(config: str) -> list[str]:
+    """``"gloo"`` -> ["gloo"]; ``"cpu:gloo,cuda:nccl"`` -> ["gloo", "nccl"]."""
+    names = [part.split(":")[-1].strip() for part in config.split(",")]
+    return sorted({n for n in names if n})
+
+
+def _enqueued(entry: dict[str, Any]) -> int:
+    return int(entry.get("last_enqueued_collective", 0))
+
+
+def _group_name(entry: dict[str, Any]) -> str:
+    return str((entry.get("process_group") or ("",))[0])
 
 
 def _find_entry(entries: list[dict[str, Any]], name: str, seq: int) -> tuple[str | None, float | None]:
     for entry in reversed(entries):
-        pg_name = (entry.get("process_group") or ("",))[0]
-        if pg_name == name and entry.get("collective_seq_id") == seq:
+        if _group_name(entry) == name and entry.get("collective_seq_id") == seq and not entry.get("is_p2p"):
             op = str(entry.get("profiling_name", "")).split(":")[-1] or None
             created = entry.get("time_created_ns")
             return op, created / 1e9 if created else None
     return None, None
 
 
-def _timeout(pg: Any) -> float | None:
+def _timeout(pg: Any, backend: str) -> float | None:
     try:
-        backend = pg._get_backend(torch.device("cuda" if torch.cuda.is_initialized() else "cpu"))
-        return backend.options._timeout.total_seconds()
+        device = torch.device("cuda" if backend == "nccl" else "cpu")
+        return pg._get_backend(device).options._timeout.total_seconds()
     except Exception:
         return None
 

@@ -1,15 +1,19 @@
-"""Stops in a process group: ``hang`` (ranks wait for ranks that have not issued the
-collective) and ``divergence`` (ranks issued different collectives, or different numbers).
+"""Stops across process groups: ``hang`` (ranks wait for a rank that does not come) and
+``divergence`` (ranks issued different collectives, or different numbers of them).
 
-Both read the collective sequence numbers every rank reports for every group: the ranks
-waiting in collective N for long, and the members whose last collective is below N, are
-the victims and the culprits of a hang.
+A job of several groups (tensor, pipeline and data parallel; FSDP/HSDP; DeviceMesh) stops
+as a whole within seconds of one rank stopping: its tensor-parallel peers wait for it, each
+data-parallel group then waits for one of those peers, and so on. Judging each group alone
+names victims. So the hang rule builds the wait-for relation over all groups: a rank
+waiting in collective N of group G waits for the members of G that have not issued N. The
+ranks at its end, waiting for nobody (stalled elsewhere, exited, silent, never heard), are
+the root; everyone else is evidence. A relation that ends in a ring instead is a deadlock.
 """
 
 from __future__ import annotations
 
-from collections import Counter
-from dataclasses import dataclass
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
@@ -18,7 +22,9 @@ from distmon.monitor.state import JobState, RankState
 from distmon.wire import GroupStatus, expand_runs
 
 MAX_SHOWN = 4
-"""Culprits whose stacks the evidence shows."""
+"""Root ranks whose stacks the evidence shows."""
+MAX_GROUPS_SHOWN = 6
+"""Waiting groups listed in the evidence; the rest are counted."""
 
 
 @dataclass
@@ -27,11 +33,12 @@ class Member:
     state: RankState
     group: GroupStatus
     age: float | None
-    """How long its collective has been in flight, None when none is."""
+    """How long its oldest incomplete collective has waited, None when none is in flight."""
 
     @property
     def seq(self) -> int:
-        return self.group.enqueued
+        """The collective it waits in (its oldest incomplete one), else its last issued one."""
+        return self.group.completed + 1 if self.age is not None else self.group.enqueued
 
 
 @dataclass
@@ -40,14 +47,19 @@ class GroupView:
 
     id: str
     sample: GroupStatus
-    members: list[Member]
-    missing: list[int]
+    members: list[Member] = field(default_factory=list)
+    missing: list[int] = field(default_factory=list)
     """Members that never reported."""
 
     @property
     def name(self) -> str:
-        desc = f"{self.sample.desc}, " if self.sample.desc else ""
-        return f"group {self.id} ({desc}{self.sample.size} ranks)"
+        return group_name(self.id, self.sample)
+
+
+def group_name(gid: str, g: GroupStatus) -> str:
+    """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
+    desc = f"{g.desc}, " if g.desc else ""
+    return f"group {gid} ({desc}ranks {ranks_text(expand_runs(g.ranks))})"
 
 
 def suspect_groups(job: JobState, ctx: Context) -> set[str]:
@@ -63,53 +75,293 @@ def suspect_groups(job: JobState, ctx: Context) -> set[str]:
     return suspects
 
 
-def group_view(job: JobState, gid: str, now: float) -> GroupView:
-    members = []
+def group_views(job: JobState, now: float) -> dict[str, GroupView]:
+    """Every group of the job, with each reporting member's status: one pass over all."""
+    views: dict[str, GroupView] = {}
     for s in job.ranks.values():
+        lag = now - s.received + s.report.t
         for g in s.report.groups:
-            if g.id == gid:
-                age = None
-                if g.enqueued > g.completed and g.since is not None:
-                    age = (s.report.t - g.since) + (now - s.received)
-                members.append(Member(s.rank, s, g, age))
-    sample = members[0].group
-    seen = {m.rank for m in members}
-    missing = [r for r in expand_runs(sample.ranks) if r not in seen and r not in job.ranks]
-    return GroupView(gid, sample, members, missing)
+            view = views.get(g.id)
+            if view is None:
+                view = views[g.id] = GroupView(g.id, g)
+            age = lag - g.since if g.enqueued > g.completed and g.since is not None else None
+            view.members.append(Member(s.rank, s, g, age))
+    for view in views.values():
+        if len(view.members) < view.sample.size:
+            seen = {m.rank for m in view.members}
+            view.missing = [r for r in expand_runs(view.sample.ranks) if r not in seen and r not in job.ranks]
+    return views
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
-    findings = []
-    for gid in sorted(suspect_groups(job, ctx)):
-        findings.extend(_judge(group_view(job, gid, ctx.now), ctx))
-    return findings
-
-
-def _judge(view: GroupView, ctx: Context) -> list[Finding]:
-    waiting = [m for m in view.members if m.age is not None and _live(m, ctx)]
-    mismatch = _op_mismatch(waiting)
-    if mismatch:
-        return [_divergence(view, *mismatch, reason="op")]
-    stuck = [m for m in waiting if m.age is not None and m.age >= ctx.hang_after]
-    if not stuck:
+    if not suspect_groups(job, ctx):
         return []
-    top = max(m.seq for m in stuck)
-    laggards = [m for m in view.members if m.seq < top and (m.age is None or not _live(m, ctx))]
-    if laggards or view.missing:
-        return [_hang(view, stuck, laggards, top, ctx)]
-    live = [m for m in view.members if _live(m, ctx)]
-    if all(m.age is not None for m in live) and len({m.seq for m in live}) > 1:
-        by_seq = Counter(m.seq for m in live)
-        usual = by_seq.most_common(1)[0][0]
-        odd = [m for m in live if m.seq != usual]
-        return [_divergence(view, odd, [m for m in live if m.seq == usual], reason="count")]
-    return [_hang(view, stuck, [], top, ctx)]
+    views = group_views(job, ctx.now)
+    findings = []
+    diverged = set()
+    for gid in sorted(views):
+        found = _divergence_in(views[gid], ctx)
+        if found:
+            diverged.add(gid)
+            findings.append(found)
+    findings.extend(WaitFor(job, views, diverged, ctx).findings())
+    return findings
 
 
 def _live(m: Member, ctx: Context) -> bool:
     """Still reporting: not exited and not silent for longer than a few intervals."""
     s = m.state
     return not s.finished and s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * s.report.interval)
+
+
+Node = int | tuple[str, int]
+"""A rank, or collective N of group G as ``(G, N)``: what the ranks waiting in it wait for."""
+
+
+class WaitFor:
+    """The wait-for relation of one moment, and the incidents at its ends.
+
+    Each live rank waits in at most one collective, its oldest incomplete one. That node
+    waits for the members that have not issued it. Following the relation from the ranks
+    that have waited too long ends in one of: a rank that waits for nobody (the root of a
+    hang), a collective every member issued that still does not complete (the transport),
+    a group whose ranks diverged (its own alert), or a ring of ranks (a deadlock).
+    """
+
+    def __init__(self, job: JobState, views: dict[str, GroupView], diverged: set[str], ctx: Context) -> None:
+        self.job = job
+        self.views = views
+        self.ctx = ctx
+        self.diverged = diverged
+        """Groups with a divergence alert of their own: the ends of the relation they hold."""
+        self.waits: dict[int, Member] = {}
+        for view in views.values():
+            for m in view.members:
+                if m.age is not None and _live(m, ctx):
+                    held = self.waits.get(m.rank)
+                    if held is None or m.age > (held.age or 0.0):
+                        self.waits[m.rank] = m
+        self.edges: dict[Node, list[Node]] = {}
+        for rank, m in self.waits.items():
+            node = (m.group.id, m.seq)
+            self.edges[rank] = [node]
+            if node not in self.edges:
+                self.edges[node] = [] if m.group.id in diverged else self._laggards(views[m.group.id], m.seq)
+
+    def _laggards(self, view: GroupView, seq: int) -> list[Node]:
+        return [m.rank for m in view.members if m.group.enqueued < seq] + list(view.missing)
+
+    def findings(self) -> list[Finding]:
+        hang_after = self.ctx.hang_after
+        stuck = [r for r, m in self.waits.items() if (m.age or 0.0) >= hang_after]
+        if not stuck:
+            return []
+        reach = self._reachable(stuck)
+        roots = sorted(n for n in reach if isinstance(n, int) and n not in self.waits)
+        findings = []
+        if roots:
+            findings.append(self._hang(roots, reach))
+        for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
+            gid, seq = node
+            if gid not in self.diverged:
+                findings.append(self._stuck_collective(gid, seq))
+        ring = self._ring(reach)
+        if ring:
+            findings.append(self._deadlock(ring))
+        return findings
+
+    def _reachable(self, start: list[int]) -> set[Node]:
+        seen: set[Node] = set(start)
+        todo: list[Node] = list(start)
+        while todo:
+            for nxt in self.edges.get(todo.pop(), ()):
+                if nxt not in seen:
+                    seen.add(nxt)
+                    todo.append(nxt)
+        return seen
+
+    def _ring(self, reach: set[Node]) -> list[int]:
+        """Ranks on a cycle of the relation: those that can reach no end at all."""
+        ends = {n for n in reach if not self.edges.get(n)}
+        waiters: dict[Node, list[Node]] = defaultdict(list)
+        for node in reach:
+            for nxt in self.edges.get(node, ()):
+                waiters[nxt].append(node)
+        ending: set[Node] = set(ends)
+        todo = list(ends)
+        while todo:
+            for prev in waiters[todo.pop()]:
+                if prev not in ending:
+                    ending.add(prev)
+                    todo.append(prev)
+        trapped = reach - ending
+        on_cycle = [n for n in trapped if isinstance(n, int) and n in self._reachable_from_successors(n, trapped)]
+        return sorted(on_cycle)
+
+    def _reachable_from_successors(self, node: Node, within: set[Node]) -> set[Node]:
+        seen: set[Node] = set()
+        todo = [n for n in self.edges.get(node, ()) if n in within]
+        while todo:
+            n = todo.pop()
+            if n not in seen:
+                seen.add(n)
+                todo.extend(x for x in self.edges.get(n, ()) if x in within)
+        return seen
+
+    # --- what a person reads -------------------------------------------------------------
+
+    def _waiting(self, roots: list[int], reach: set[Node]) -> list[tuple[float, str, int, list[Member]]]:
+        """(oldest wait, group, collective, waiting members) per collective waited in: those
+        waiting for the roots themselves first, then those waiting for them, and so on."""
+        by_node: dict[tuple[str, int], list[Member]] = defaultdict(list)
+        for rank, m in self.waits.items():
+            if rank in reach:
+                by_node[(m.group.id, m.seq)].append(m)
+        hops = self._hops(roots, reach)
+        rows = [(max(m.age or 0.0 for m in ms), gid, seq, ms) for (gid, seq), ms in by_node.items()]
+        return sorted(rows, key=lambda row: (hops.get((row[1], row[2]), len(reach)), -len(row[3]), -row[0], row[1]))
+
+    def _hops(self, roots: list[int], reach: set[Node]) -> dict[Node, int]:
+        """How many waits separate each node from the roots (a breadth-first walk back)."""
+        waiters: dict[Node, list[Node]] = defaultdict(list)
+        for node in reach:
+            for nxt in self.edges.get(node, ()):
+                waiters[nxt].append(node)
+        hops: dict[Node, int] = dict.fromkeys(roots, 0)
+        frontier: list[Node] = list(roots)
+        while frontier:
+            later = []
+            for node in frontier:
+                for prev in waiters[node]:
+                    if prev not in hops:
+                        hops[prev] = hops[node] + 1
+                        later.append(prev)
+            frontier = later
+        return hops
+
+    def _collective(self, gid: str, seq: int, members: list[Member]) -> str:
+        op = next((m.group.op for m in members if m.group.op), None)
+        return f"collective #{seq}{f' ({op})' if op else ''} of {self.views[gid].name}"
+
+    def _hang(self, roots: list[int], reach: set[Node]) -> Finding:
+        rows = self._waiting(roots, reach)
+        waiting = [m.rank for row in rows for m in row[3]]
+        oldest = max(row[0] for row in rows)
+        _, gid, seq, members = rows[0]
+        left = min((ms[0].group.timeout - age for age, _, _, ms in rows if ms[0].group.timeout), default=None)
+        countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
+        more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
+        summary = (
+            f"hang: {rank_word(roots)} holds up the job: {len(waiting)} "
+            f"{'rank waits' if len(waiting) == 1 else 'ranks wait'} for it, in "
+            f"{self._collective(gid, seq, members)}{more}, for up to {duration(oldest)}"
+        )
+        detail = [
+            f"{rank_word(roots)} waits for nobody, and every waiting rank waits for it, directly or "
+            f"through a peer: the oldest wait is {duration(oldest)}{countdown}.",
+        ]
+        for rank in roots[:MAX_SHOWN]:
+            detail.extend(self._root_lines(rank))
+        if len(roots) > MAX_SHOWN:
+            detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
+        detail.append("Waiting:")
+        for age, gid, seq, members in rows[:MAX_GROUPS_SHOWN]:
+            awaited = [n for n in self.edges[(gid, seq)] if isinstance(n, int)]
+            for_whom = f" for {rank_word(awaited)}" if awaited else ""
+            detail.append(
+                f"  {rank_word(m.rank for m in members)} in {self._collective(gid, seq, members)}"
+                f"{for_whom}, {duration(age)}"
+            )
+        if len(rows) > MAX_GROUPS_SHOWN:
+            rest = rows[MAX_GROUPS_SHOWN:]
+            detail.append(f"  ... and {sum(len(r[3]) for r in rest)} more ranks in {len(rest)} more collectives")
+        detail.append(
+            f"What to do: find why {rank_word(roots)} stopped short of its next collective; the stack "
+            "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
+            "checkpoint, evaluation, logging), I/O or a lock on one rank, or a rank with fewer "
+            "batches. `py-spy dump --pid PID` on its host shows every thread."
+        )
+        return Finding("hang", "hang", CRITICAL, roots, summary, "\n".join(detail))
+
+    def _root_lines(self, rank: int) -> list[str]:
+        s = self.job.ranks.get(rank)
+        if s is None:
+            return [f"  rank {rank}: never reported (not monitored, or not started)"]
+        r = s.report
+        last = ", ".join(f"#{g.enqueued} in {g.desc or 'group ' + g.id}" for g in r.groups if g.enqueued) or "none"
+        head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, last collectives {last}; "
+        if s.finished:
+            how = (
+                "raised " + r.exception.type
+                if r.exception
+                else {"terminated": "was terminated"}.get(r.exit.how if r.exit else "", "exited cleanly")
+            )
+            return [head + f"{how}: it left while the others still expect it (uneven batch counts?)"]
+        if s.silent_for(self.ctx.now) >= max(self.ctx.limits.lost_floor, 4 * r.interval):
+            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *stack_lines(r.stack, 3, "    ")]
+        stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
+        return [head + stalled + "at:", *stack_lines(r.stack, 4, "    ")]
+
+    def _stuck_collective(self, gid: str, seq: int) -> Finding:
+        view = self.views[gid]
+        members = [m for m in view.members if m.age is not None and m.seq == seq]
+        age = max((m.age or 0.0 for m in members), default=0.0)
+        op = next((m.group.op for m in members if m.group.op), None)
+        what = f"collective #{seq}" + (f" ({op})" if op else "")
+        timeout = view.sample.timeout
+        left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
+        summary = f"hang: all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
+        detail = [
+            f"Every rank of {view.name} issued {what} and has waited {duration(age)}{left}.",
+            "No rank is behind: the collective itself does not complete.",
+            "What to do: suspect the transport or a device: NCCL's network (NCCL_DEBUG=INFO, "
+            "NCCL_SOCKET_IFNAME), a GPU fault (dmesg, nvidia-smi -q), or an overloaded host.",
+        ]
+        return Finding(f"hang:{gid}", "hang", CRITICAL, [], summary, "\n".join(detail))
+
+    def _deadlock(self, ring: list[int]) -> Finding:
+        lines = []
+        for rank in ring[: MAX_SHOWN * 2]:
+            m = self.waits[rank]
+            awaited = [n for n in self.edges[(m.group.id, m.seq)] if isinstance(n, int)]
+            op = f" ({m.group.op})" if m.group.op else ""
+            lines.append(
+                f"  rank {rank} waits in collective #{m.seq}{op} of {self.views[m.group.id].name} "
+                f"for {rank_word(awaited)}, {duration(m.age or 0.0)}"
+            )
+            top = m.state.report.stack[-1] if m.state.report.stack else None
+            if top is not None:
+                lines.append(f"    at {where(top)}")
+        groups = sorted({self.waits[r].group.id for r in ring})
+        summary = (
+            f"hang: deadlock: {rank_word(ring)} wait for each other across groups "
+            f"{', '.join(groups)}: they issue those groups' collectives in different orders"
+        )
+        detail = [
+            f"{rank_word(ring)} each wait in a collective that another of them has not issued, "
+            "because it waits in a collective of another group first: a cycle nobody can leave.",
+            *lines,
+            "What to do: every rank must issue the collectives of overlapping groups in the same "
+            "order. Look for a code path that calls them in a rank-dependent order (pipeline "
+            "stages, a branch on rank, an unordered dict of groups).",
+        ]
+        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail))
+
+
+def _divergence_in(view: GroupView, ctx: Context) -> Finding | None:
+    waiting = [m for m in view.members if m.age is not None and _live(m, ctx)]
+    mismatch = _op_mismatch(waiting)
+    if mismatch:
+        return _divergence(view, *mismatch, reason="op")
+    if not any((m.age or 0.0) >= ctx.hang_after for m in waiting):
+        return None
+    live = [m for m in view.members if _live(m, ctx)]
+    if view.missing or not live or not all(m.age is not None for m in live) or len({m.seq for m in live}) < 2:
+        return None
+    by_seq = Counter(m.seq for m in live)
+    usual = by_seq.most_common(1)[0][0]
+    odd = [m for m in live if m.seq != usual]
+    return _divergence(view, odd, [m for m in live if m.seq == usual], reason="count")
 
 
 def _op_mismatch(waiting: list[Member]) -> tuple[list[Member], list[Member]] | None:
@@ -124,67 +376,6 @@ def _op_mismatch(waiting: list[Member]) -> tuple[list[Member], list[Member]] | N
             usual = ops.most_common(1)[0][0]
             return [m for m in members if m.group.op != usual], [m for m in members if m.group.op == usual]
     return None
-
-
-def _hang(view: GroupView, stuck: list[Member], laggards: list[Member], top: int, ctx: Context) -> Finding:
-    age = max(m.age or 0.0 for m in stuck)
-    op = next((m.group.op for m in stuck if m.seq == top and m.group.op), None)
-    what = f"collective #{top}" + (f" ({op})" if op else "")
-    waiting = [m.rank for m in stuck]
-    culprits = sorted([m.rank for m in laggards] + view.missing)
-    timeout = view.sample.timeout
-    left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
-    if culprits:
-        summary = f"hang: {rank_word(waiting)} wait {duration(age)} in {what} for {rank_word(culprits)}"
-        lines = [
-            f"{rank_word(culprits)} of {view.name} did not issue {what}; "
-            f"{rank_word(waiting)} have waited in it for {duration(age)}{left}."
-        ]
-    else:
-        summary = f"hang: all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
-        lines = [
-            f"Every rank of {view.name} issued {what} and has waited {duration(age)}{left}.",
-            "No rank is behind: the collective itself does not complete.",
-        ]
-    for m in sorted(laggards, key=lambda m: m.rank)[:MAX_SHOWN]:
-        lines.extend(_laggard_lines(m, ctx))
-    if view.missing:
-        lines.append(f"  {rank_word(view.missing)}: never reported (not monitored, or not started)")
-    if len(laggards) > MAX_SHOWN:
-        lines.append(f"  ... and {len(laggards) - MAX_SHOWN} more: {ranks_text(m.rank for m in laggards)}")
-    if culprits:
-        lines.append(
-            f"What to do: find why {rank_word(culprits)} stopped short of the collective; the stack "
-            "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
-            "checkpoint, evaluation, logging), I/O or a lock on one rank, or a rank with fewer "
-            "batches. `py-spy dump --pid PID` on its host shows every thread."
-        )
-    else:
-        lines.append(
-            "What to do: suspect the transport or a device: NCCL's network (NCCL_DEBUG=INFO, "
-            "NCCL_SOCKET_IFNAME), a GPU fault (dmesg, nvidia-smi -q), or an overloaded host."
-        )
-    return Finding(f"hang:{view.id}", "hang", CRITICAL, culprits, summary, "\n".join(lines))
-
-
-def _laggard_lines(m: Member, ctx: Context) -> list[str]:
-    s = m.state
-    r = s.report
-    head = f"  rank {r.rank} ({r.host}, pid {r.pid}): last collective #{m.seq}, step {r.steps}, "
-    if s.finished:
-        how = (
-            "raised " + r.exception.type
-            if r.exception
-            else {"terminated": "was terminated"}.get(r.exit.how if r.exit else "", "exited cleanly")
-        )
-        return [head + f"{how}: it left while the others still expect it (uneven batch counts?)"]
-    if not _live(m, ctx):
-        return [
-            head + f"silent for {duration(s.silent_for(ctx.now))}",
-            *stack_lines(r.stack, 3, "    "),
-        ]
-    stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
-    return [head + stalled + "at:", *stack_lines(r.stack, 4, "    ")]
 
 
 def _divergence(view: GroupView, odd: list[Member], usual: list[Member], reason: str) -> Finding:
