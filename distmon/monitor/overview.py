@@ -131,7 +131,7 @@ def _oldest_collective(ranks: list[RankState], now: float) -> Collective | None:
             age = collective_age(r, g.since, now)
             if oldest is None or age > oldest.age:
                 remaining = None if g.timeout is None else g.timeout - age
-                oldest = Collective(r.rank, g.desc or g.id, g.op, g.enqueued, age, remaining)
+                oldest = Collective(r.rank, g.desc or g.id, g.op, g.completed + 1, age, remaining)
     return oldest
 
 

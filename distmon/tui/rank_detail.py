@@ -14,6 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon.monitor.overview import collective_age
+from distmon.monitor.rules.groups import group_name
 from distmon.monitor.state import RankState
 from distmon.tui import columns, text
 from distmon.wire import Frame
@@ -70,12 +71,12 @@ def stack_section(rank: RankState, now: float) -> Text:
 def collectives_section(rank: RankState, now: float) -> Text:
     out = Text()
     for g in rank.report.groups:
-        name = g.desc or g.id or "group"
-        out.append(f"{name}", style="bold")
-        out.append(f" ({g.backend}, {g.size} ranks)  completed seq {g.completed}")
+        out.append(group_name(g.id, g), style="bold")
+        out.append(f" {g.backend}  completed seq {g.completed}")
         if g.enqueued > g.completed:
             age = collective_age(rank, g.since, now) if g.since else None
-            out.append(f"  in flight: seq {g.enqueued} {g.op or '?'}", style="yellow")
+            ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
+            out.append(f"  in flight: seq {g.completed + 1} {g.op or '?'}{ahead}", style="yellow")
             out.append(f" for {text.duration(age)}", style="yellow")
             if g.timeout and age is not None:
                 out.append(f", timeout in {text.duration(g.timeout - age)}", style="yellow")
