@@ -25,13 +25,13 @@ class Torchrun:
     Use as a context manager so a failing test never leaves ranks behind.
     """
 
-    def __init__(self, nproc: int, args: list[str], env: dict[str, str], log: Path) -> None:
+    def __init__(self, nproc: int, args: list[str], env: dict[str, str], log: Path, script: Path = TRAIN) -> None:
         self._log = log
         self.output = ""
         launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
         with log.open("w") as out:
             self.process = subprocess.Popen(
-                [*launcher, f"--nproc_per_node={nproc}", str(TRAIN), *args],
+                [*launcher, f"--nproc_per_node={nproc}", str(script), *args],
                 env=env,
                 stdout=out,
                 stderr=subprocess.STDOUT,
@@ -89,13 +89,13 @@ def listener(endpoint: str) -> Iterator[Listener]:
 
 @pytest.fixture(scope="session")
 def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun]:
-    """Starts ``examples/train.py`` under torchrun, reporting to ``endpoint``.
+    """Starts ``examples/train.py`` (or ``script``) under torchrun, reporting to ``endpoint``.
 
     ``interval`` is the hook's report interval; the collective timeout is kept short so a
     broken job fails the test instead of hanging it.
     """
 
-    def start(nproc: int, *args: str, endpoint: str, interval: float = 0.5) -> Torchrun:
+    def start(nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN) -> Torchrun:
         env = {
             **os.environ,
             "DISTMON_ENDPOINT": endpoint,
@@ -104,6 +104,8 @@ def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun
             "PYTHONUNBUFFERED": "1",
         }
         log = tmp_path_factory.mktemp("torchrun") / "output.log"
-        return Torchrun(nproc, ["--distmon", "--timeout", "60", *args], env, log)
+        if script == TRAIN:
+            args = ("--distmon", "--timeout", "60", *args)
+        return Torchrun(nproc, list(args), env, log, script)
 
     return start

@@ -126,6 +126,8 @@ class GroupReader:
         self._oldest: dict[str, tuple[int, float]] = {}
         """Group id -> (completed count, when first seen with the next one incomplete)."""
         self._looked_up: dict[str, tuple[int, str | None, float | None]] = {}
+        self._retired: dict[str, int] = {}
+        """Group id -> the last collective a full dump showed retired where the status lagged."""
 
     def read(self) -> list[GroupStatus]:
         if _c10d is None or not (dist.is_available() and dist.is_initialized()):
@@ -140,7 +142,7 @@ class GroupReader:
             entry = statuses[id(recorder)].get(m.name, {}) if recorder else {}
             group = GroupStatus(
                 enqueued=_enqueued(entry),
-                completed=max(0, int(entry.get("last_completed_collective", 0))),  # -1: none yet
+                completed=max(0, int(entry.get("last_completed_collective", 0)), self._retired.get(m.meta["id"], 0)),
                 started=_started(entry),
                 **m.meta,
             )
@@ -179,7 +181,11 @@ class GroupReader:
 
     def _look_up_ops(self, stuck: list[tuple[GroupStatus, Membership]]) -> None:
         """Fill in op and enqueue time of the oldest incomplete collective of each stuck
-        group, one full dump per recorder and stuck collective."""
+        group, one full dump per recorder and stuck collective.
+
+        The dump's entries also correct the status dump where it lags: gloo's
+        ``last_completed_collective`` was seen stuck below collectives its entries mark
+        retired (4 gloo ranks, several groups, torch 2.13), which would look like a hang."""
         todo = [(g, m) for g, m in stuck if self._looked_up.get(g.id, (None,))[0] != g.completed + 1]
         by_recorder: dict[int, list[tuple[GroupStatus, Membership]]] = {}
         for g, m in todo:
@@ -187,13 +193,29 @@ class GroupReader:
         for pairs in by_recorder.values():
             entries = self._recorders[pairs[0][1].backend].entries()
             for g, m in pairs:
-                op, created = _find_entry(entries, m.name, g.completed + 1)
-                self._looked_up[g.id] = (g.completed + 1, op, created)
+                mine = _collectives_of(entries, m.name)
+                retired = g.completed
+                while retired < g.enqueued and mine.get(retired + 1, {}).get("retired"):
+                    retired += 1
+                if retired > g.completed:
+                    self._retired[g.id] = retired
+                entry = mine.get(retired + 1, {})
+                created = entry.get("time_created_ns")
+                op = str(entry.get("profiling_name", "")).split(":")[-1] or None
+                self._looked_up[g.id] = (retired + 1, op, created / 1e9 if created else None)
         for g, _ in stuck:
+            g.completed = max(g.completed, self._retired.get(g.id, 0))
             seq, op, created = self._looked_up[g.id]
-            if seq == g.completed + 1:
+            if g.completed >= g.enqueued:
+                g.since = None
+            elif seq == g.completed + 1:
                 g.op = op
                 g.since = created or g.since
+
+
+def _collectives_of(entries: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
+    """The group's collectives (not its point-to-point ops) in a full dump, by sequence number."""
+    return {int(e.get("collective_seq_id", 0)): e for e in entries if _group_name(e) == name and not e.get("is_p2p")}
 
 
 def _started(entry: dict[str, Any]) -> int | None:
@@ -235,15 +257,6 @@ def _enqueued(entry: dict[str, Any]) -> int:
 
 def _group_name(entry: dict[str, Any]) -> str:
     return str((entry.get("process_group") or ("",))[0])
-
-
-def _find_entry(entries: list[dict[str, Any]], name: str, seq: int) -> tuple[str | None, float | None]:
-    for entry in reversed(entries):
-        if _group_name(entry) == name and entry.get("collective_seq_id") == seq and not entry.get("is_p2p"):
-            op = str(entry.get("profiling_name", "")).split(":")[-1] or None
-            created = entry.get("time_created_ns")
-            return op, created / 1e9 if created else None
-    return None, None
 
 
 def _timeout(pg: Any, backend: str) -> float | None:

@@ -1,0 +1,89 @@
+"""Several process groups in real gloo jobs under torchrun.
+
+Two launches back every assertion: a 4-rank job with overlapping groups whose counts every
+rank must report exactly, and an 8-rank tensor x data parallel job (examples/parallel.py)
+whose rank 5 stalls before a tensor-parallel all-reduce and, later, whose ranks 0 and 1
+deadlock across two groups, recorded by a real `distmon record`.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from jobs.many_groups import BARRIERS, GROUPS
+from listener import Listener
+from test_faults import Recorder
+
+from distmon.wire import Report, expand_runs
+
+pytestmark = pytest.mark.torchrun
+
+REPO = Path(__file__).resolve().parent.parent
+MANY_GROUPS = Path(__file__).parent / "jobs" / "many_groups.py"
+PARALLEL = REPO / "examples" / "parallel.py"
+INJECTED = re.compile(r"\[parallel\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
+
+
+def test_every_group_reports_its_own_counts_on_every_rank(torchrun: Callable, endpoint: str) -> None:
+    with Listener(endpoint) as listener, torchrun(4, endpoint=endpoint, script=MANY_GROUPS) as job:
+        code = job.wait(timeout=120)
+    assert code == 0, job.output[-3000:]
+    final: dict[int, Report] = {}
+    for report in listener.snapshot():
+        if report.groups:
+            final[report.rank] = report
+    assert sorted(final) == [0, 1, 2, 3]
+    for rank, report in final.items():
+        seen = {(g.desc or "", tuple(expand_runs(g.ranks))): g for g in report.groups}
+        expected = {("default_pg", (0, 1, 2, 3)): BARRIERS}
+        for desc, (memberships, count) in GROUPS.items():
+            for ranks in memberships:
+                if rank in ranks:
+                    expected[(desc, tuple(ranks))] = count
+        assert {key: (g.enqueued, g.completed) for key, g in seen.items()} == {
+            key: (count, count) for key, count in expected.items()
+        }, f"rank {rank}"
+        assert len({g.id for g in report.groups}) == len(report.groups)
+        assert all(g.backend == "gloo" and g.size == len(expand_runs(g.ranks)) for g in report.groups)
+    names = {(g.desc, tuple(expand_runs(g.ranks))): g.id for r in final.values() for g in r.groups}
+    assert len(set(names.values())) == len(names), "one name per group, the same on every member"
+
+
+@pytest.fixture(scope="module")
+def parallel_job(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_factory) -> tuple[list[dict], str]:
+    """8 ranks, TP 2 x DP 4: rank 5 stalls 15 s at step 20, then ranks 0 and 1 deadlock."""
+    endpoint = new_endpoint()
+    recorder = Recorder(endpoint, tmp_path_factory.mktemp("parallel") / "run.distmon")
+    args = ["--tp", "2", "--steps", "200", "--distmon", "--timeout", "300"]
+    args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "15"]
+    args += ["--deadlock-rank", "0", "--deadlock-step", "60"]
+    try:
+        with torchrun(8, *args, endpoint=endpoint, script=PARALLEL) as job:
+            assert recorder.wait_for_alert("hang", timeout=120), job.output[-3000:]
+            assert recorder.wait_for_alert("deadlock", timeout=120), recorder.log.read_text()[-3000:]
+        alerts = recorder.stop()
+    finally:
+        if recorder.process.poll() is None:
+            recorder.process.kill()
+    return alerts["alerts"], job.output
+
+
+def test_a_stalled_rank_is_named_alone_with_its_waiting_peers(parallel_job) -> None:
+    alerts, _ = parallel_job
+    stall = [a for a in alerts if a["kind"] == "hang" and "holds up the job" in a["summary"]]
+    assert [a["ranks"] for a in stall] == [[5]], [a["summary"] for a in alerts]
+    detail = stall[0]["detail"]
+    assert "rank 4 in collective" in detail and "(tp, ranks 4-5)" in detail, detail
+    assert "(dp, ranks" in detail, "the data-parallel groups waiting for rank 4 are evidence"
+    assert "parallel.py" in detail and "time.sleep" in detail, "rank 5's own stack"
+    assert not [a for a in alerts if a["severity"] == "critical" and a["kind"] != "hang"], alerts
+
+
+def test_a_cross_group_deadlock_is_named_as_one(parallel_job) -> None:
+    alerts, _ = parallel_job
+    (cycle,) = [a for a in alerts if "deadlock" in a["summary"]]
+    assert cycle["kind"] == "hang" and cycle["ranks"] == [0, 1]
+    assert "barrier" in cycle["detail"] and "all_reduce" in cycle["detail"]
