@@ -121,6 +121,7 @@ class SimJob:
         timeout: float = 600.0,
         job: str = "sim-job",
         layout: Layout | None = None,
+        ahead: int = 0,
     ) -> None:
         self.world = world
         self.ranks_per_host = ranks_per_host
@@ -132,6 +133,9 @@ class SimJob:
         self.timeout = timeout
         self.job = job
         self.layout = layout
+        self.ahead = ahead
+        """Collectives a rank enqueues beyond the oldest incomplete one, as NCCL does: a
+        healthy rank always has some in flight, the oldest of them a fraction of a step old."""
         self.faults: list[_Fault] = []
         self._runs = rank_runs(list(range(world)))
         self._blocked: dict[int, list[int]] = {}
@@ -271,7 +275,7 @@ class SimJob:
             if freeze.kind in ("hang", "gil"):
                 if not culprit:
                     enqueued, op, since, stack = (
-                        base + 1,
+                        base + 1 + self.ahead,
                         "all_reduce",
                         frozen_at,
                         STACKS["all_reduce"],
@@ -290,6 +294,8 @@ class SimJob:
         sampled_in = frozen_at is None and self._in_collective(rank, t)
         if sampled_in:
             enqueued = base + 1
+        if frozen_at is None and self.ahead:
+            enqueued, since = base + self.ahead, self.start + steps * period
         straggling = any(f.kind == "straggler" and f.rank == rank for f in self.faults)
         step_time = StepStats(n=64, mean=period, p50=period, max=period * 1.1, last=period)
         group = GroupStatus(

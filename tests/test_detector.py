@@ -8,8 +8,9 @@ import pytest
 from distmon.monitor.alerts import Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.simulate import SimJob, drive
-from distmon.wire import GpuStatus, encode
+from distmon.monitor.state import JobState
+from distmon.simulate import Layout, SimJob, drive
+from distmon.wire import GpuStatus, GroupStatus, Report, encode, rank_runs
 
 
 def raised(sim: SimJob, until: float, probe: bool = True) -> list[tuple[float, Change]]:
@@ -136,3 +137,70 @@ def test_gpu_near_its_limit_and_gpu_faults() -> None:
 def test_at_scale_the_culprit_is_still_named() -> None:
     changes = raised(SimJob(world=1024, ranks_per_host=8).hang(777, at=10), until=25)
     assert first(changes, "hang")[1].alert.ranks == [777]
+
+
+def test_an_nccl_stream_that_runs_ahead_is_healthy_and_its_hang_is_named() -> None:
+    """NCCL enqueues ahead: a healthy rank always has collectives in flight."""
+    assert raised(SimJob(world=16, ahead=3), until=60) == []
+    changes = raised(SimJob(world=16, ahead=3).hang(7, at=20), until=40)
+    t, change = first(changes, "hang")
+    assert change.alert.ranks == [7] and t - 20 <= 8
+
+
+@pytest.mark.parametrize(
+    ("world", "layout", "culprit"),
+    [(8, Layout(tp=2), 5), (64, Layout(tp=4, pp=2), 13), (1024, Layout(tp=8, pp=4), 333)],
+    ids=["tp2xdp4", "tp4xpp2xdp8", "tp8xpp4xdp32"],
+)
+def test_a_stall_across_groups_names_the_one_root(world: int, layout: Layout, culprit: int) -> None:
+    """Its TP peers wait for it, every other group waits for one of those: one alert, one rank."""
+    sim = SimJob(world=world, layout=layout).hang(culprit, at=20)
+    changes = raised(sim, until=32)
+    assert [(c.alert.kind, c.alert.ranks) for _, c in changes] == [("hang", [culprit])]
+    t, change = changes[0]
+    assert t - 20 <= 10
+    detail = change.alert.detail
+    waiting = detail[detail.index("Waiting:") :]
+    assert f"for rank {culprit}, " in waiting.splitlines()[1], "those waiting for it directly come first"
+    assert "mesh_tp" in waiting and "mesh_dp" in waiting
+    assert f"{world - 1} ranks wait for it" in change.alert.summary
+
+
+def _waiting_report(rank: int, groups: list[GroupStatus], t: float, world: int = 4) -> Report:
+    return Report(job="j", rank=rank, world=world, host="h", pid=100 + rank, t=t, n=int(t), interval=1.0, groups=groups)
+
+
+def _group(gid: str, ranks: list[int], enqueued: int, completed: int, op: str | None, since: float | None):
+    return GroupStatus(
+        id=gid, backend="gloo", size=len(ranks), ranks=rank_runs(ranks), timeout=1800.0,
+        enqueued=enqueued, completed=completed, desc=gid, op=op, since=since,
+    )  # fmt: skip
+
+
+def test_a_cycle_across_two_groups_is_a_deadlock() -> None:
+    """Rank 0 entered the world barrier before its TP all-reduce, rank 1 the other way round;
+    ranks 2 and 3 wait in the barrier for rank 1."""
+    state = JobState()
+    t = 1000.0
+    tp = [0, 1]
+    reports = {
+        0: [_group("world", [0, 1, 2, 3], 5, 4, "barrier", t), _group("tp", tp, 9, 9, None, None)],
+        1: [_group("world", [0, 1, 2, 3], 4, 4, None, None), _group("tp", tp, 10, 9, "all_reduce", t)],
+        2: [_group("world", [0, 1, 2, 3], 5, 4, "barrier", t)],
+        3: [_group("world", [0, 1, 2, 3], 5, 4, "barrier", t)],
+    }
+    for rank, groups in reports.items():
+        state.apply(_waiting_report(rank, groups, t + 30), t + 30)
+    findings = Detector().evaluate(state, t + 30.5)
+    assert [(f.key, f.ranks) for f in findings] == [("hang:cycle", [0, 1])]
+    assert "deadlock" in findings[0].summary and "barrier" in findings[0].detail and "all_reduce" in findings[0].detail
+
+
+def test_a_collective_every_member_issued_is_the_transport() -> None:
+    state = JobState()
+    t = 1000.0
+    for rank in range(4):
+        state.apply(_waiting_report(rank, [_group("world", [0, 1, 2, 3], 7, 6, "all_reduce", t)], t + 30), t + 30)
+    (finding,) = Detector().evaluate(state, t + 30.5)
+    assert finding.key == "hang:world" and finding.ranks == []
+    assert "none behind" in finding.summary and "transport" in finding.detail
