@@ -21,12 +21,15 @@ import zmq
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import Message, RecordingWriter, read_recording
-from distmon.simulate import SimJob
+from distmon.simulate import Layout, SimJob, drive
+
+LAYOUT = Layout(tp=8, pp=4)
+"""The many-group job: tensor 8 x pipeline 4 x data parallel (world / 32)."""
 
 
-def tick_cost(world: int, repeats: int, hang: bool) -> tuple[float, float, int]:
+def tick_cost(world: int, repeats: int, hang: bool, layout: Layout | None = None) -> tuple[float, float, int]:
     """Median and worst ms per detector tick, on a job with 30 s of history."""
-    sim = SimJob(world=world, ranks_per_host=8)
+    sim = SimJob(world=world, ranks_per_host=8, layout=layout)
     if hang:
         sim.hang(world // 3, at=20)
     monitor = Monitor(Detector())
@@ -40,6 +43,14 @@ def tick_cost(world: int, repeats: int, hang: bool) -> tuple[float, float, int]:
         monitor.tick(sim.start + 31 + k)
         times.append((time.perf_counter() - start) * 1000)
     return statistics.median(times), max(times), len(monitor.alerts.active)
+
+
+def detection(world: int, layout: Layout) -> tuple[float | None, list[list[int]]]:
+    """Seconds from one rank's stall to the first alert, and the ranks each alert named."""
+    sim = SimJob(world=world, ranks_per_host=8, layout=layout).hang(world // 3, at=20)
+    changes = drive(sim, Monitor(Detector()), until=32)
+    raised = [(t - sim.start - 20, c.alert.ranks) for t, c in changes if c.event == "raised"]
+    return (raised[0][0] if raised else None), [ranks for _, ranks in raised]
 
 
 def intake_in_process(world: int, seconds: float, path: str) -> tuple[float, int]:
@@ -59,7 +70,7 @@ def intake_in_process(world: int, seconds: float, path: str) -> tuple[float, int
 
 SENDER = """
 import sys, time, zmq
-from distmon.simulate import SimJob
+from distmon.simulate import Layout, SimJob, drive
 msgs = [raw for _, raw in SimJob(world=512).stream(until=5)]
 ctx = zmq.Context(); s = ctx.socket(zmq.PUSH); s.connect(sys.argv[1])
 time.sleep(0.5)
@@ -103,13 +114,23 @@ def main() -> None:
     args = parser.parse_args()
 
     print("## Detector cost per tick (one tick a second)\n")
-    print("| ranks | job | median ms | worst ms | active alerts |")
-    print("|---:|---|---:|---:|---:|")
+    print("| ranks | groups | job | median ms | worst ms | active alerts |")
+    print("|---:|---|---|---:|---:|---:|")
     for world in args.ranks:
-        for hang in (False, True):
-            median, worst, alerts = tick_cost(world, args.repeats, hang)
-            job = "a hang in progress" if hang else "healthy"
-            print(f"| {world} | {job} | {median:.2f} | {worst:.2f} | {alerts} |", flush=True)
+        for layout in (None, LAYOUT):
+            for hang in (False, True):
+                median, worst, alerts = tick_cost(world, args.repeats, hang, layout)
+                job = "a hang in progress" if hang else "healthy"
+                groups = "world only" if layout is None else f"tp {layout.tp} x pp {layout.pp} x dp {world // 32}"
+                print(f"| {world} | {groups} | {job} | {median:.2f} | {worst:.2f} | {alerts} |", flush=True)
+
+    print("\n## One rank stalls in a tp 8 x pp 4 x dp job\n")
+    print("| ranks | seconds to the alert | ranks named, per alert |")
+    print("|---:|---:|---|")
+    for world in args.ranks:
+        if world % 32 == 0:
+            after, named = detection(world, LAYOUT)
+            print(f"| {world} | {after} | {named} (stalled: {world // 3}) |", flush=True)
 
     with tempfile.TemporaryDirectory() as workdir:
         rate, per_message = intake_in_process(512, args.seconds, os.path.join(workdir, "in.distmon"))
