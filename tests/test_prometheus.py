@@ -3,6 +3,8 @@ HTTP the way Prometheus does, and parsed with prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import json
+import re
 import signal
 import socket
 import subprocess
@@ -129,13 +131,15 @@ def test_a_resolved_alert_reads_zero_and_its_ranks_go() -> None:
     assert families["distmon_alert_rank"].samples == []
 
 
-def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, endpoint: str) -> None:
+@pytest.mark.parametrize("command", [["record", "--out", "x.distmon"], ["watch"]])
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, endpoint: str, command: list[str]) -> None:
     with socket.socket() as taken:
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
         done = subprocess.run(
-            [*DISTMON, "record", "--out", str(tmp_path / "x"), "--endpoint", endpoint, "--metrics-port", str(port)],
+            [*DISTMON, *command, "--endpoint", endpoint, "--metrics-port", str(port)],
+            cwd=tmp_path,
             capture_output=True,
             text=True,
             timeout=60,
@@ -184,3 +188,15 @@ def test_run_metrics_without_a_monitor_is_a_usage_error() -> None:
     done = subprocess.run([*DISTMON, "run", "--metrics-port", "9400", "--", "true"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "--metrics-port goes with --watch or --record" in done.stderr
+
+
+def test_the_grafana_dashboard_queries_only_series_distmon_serves() -> None:
+    dashboard = json.loads((Path(__file__).parent.parent / "dashboards" / "distmon.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries.append(dashboard["templating"]["list"][1]["query"]["query"])
+    used = {name for q in queries for name in re.findall(r"distmon_[a-z_]+", q)}
+    sim = SimJob(world=8, gpu=True).hang(3, at=5)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, until=15)
+    served = {s.name for f in MonitorCollector(monitor, clock=lambda: sim.start + 15).collect() for s in f.samples}
+    assert used and used <= served, used - served
