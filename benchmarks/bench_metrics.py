@@ -11,6 +11,7 @@ collector's families, on a hung job with GPU ranks (every series present).
 from __future__ import annotations
 
 import argparse
+import gzip
 import statistics
 import time
 
@@ -22,8 +23,9 @@ from distmon.monitor.monitor import Monitor
 from distmon.simulate import SimJob, drive
 
 
-def measure(world: int, repeats: int) -> tuple[int, int, int, int, float]:
-    """Series per rank, per job, in all; bytes per scrape; median ms per scrape."""
+def measure(world: int, repeats: int) -> tuple[int, int, int, int, int, float]:
+    """Series per rank, per job, in all; bytes per scrape, plain and gzipped (as Prometheus
+    asks for it); median ms per scrape."""
     sim = SimJob(world=world, ranks_per_host=8, gpu=True).hang(world // 3, at=10)
     monitor = Monitor(Detector(probe=sim.probe))
     drive(sim, monitor, until=20)
@@ -32,12 +34,13 @@ def measure(world: int, repeats: int) -> tuple[int, int, int, int, float]:
     families = list(registry.collect())
     rank_series = sum(len(f.samples) for f in families if f.name.startswith("distmon_rank_"))
     job_series = sum(len(f.samples) for f in families) - rank_series
-    times, size = [], 0
+    times, text = [], b""
     for _ in range(repeats):
         start = time.perf_counter()
-        size = len(generate_latest(registry))
+        text = generate_latest(registry)
         times.append((time.perf_counter() - start) * 1000)
-    return rank_series // world, job_series, rank_series + job_series, size, statistics.median(times)
+    total = rank_series + job_series
+    return rank_series // world, job_series, total, len(text), len(gzip.compress(text)), statistics.median(times)
 
 
 def main() -> None:
@@ -45,11 +48,11 @@ def main() -> None:
     parser.add_argument("--ranks", type=int, nargs="+", default=[8, 1024, 8192])
     parser.add_argument("--repeats", type=int, default=5)
     args = parser.parse_args()
-    print("| ranks | series per rank | per job | series in all | bytes per scrape | ms per scrape |")
-    print("|---:|---:|---:|---:|---:|---:|")
+    print("| ranks | series per rank | per job | series in all | bytes per scrape | gzipped | ms per scrape |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
     for world in args.ranks:
-        per_rank, per_job, total, size, ms = measure(world, args.repeats)
-        print(f"| {world} | {per_rank} | {per_job} | {total} | {size:,} | {ms:.0f} |", flush=True)
+        per_rank, per_job, total, size, zipped, ms = measure(world, args.repeats)
+        print(f"| {world} | {per_rank} | {per_job} | {total:,} | {size:,} | {zipped:,} | {ms:.0f} |", flush=True)
 
 
 if __name__ == "__main__":
