@@ -83,3 +83,15 @@ def test_an_unwritable_page_is_one_line_and_exit_2(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "cannot write" in done.stderr and len(done.stderr.strip().splitlines()) == 1
+
+
+def test_without_plotly_html_is_one_line_and_exit_2(tmp_path: Path) -> None:
+    without_plotly = "import sys; sys.modules['plotly'] = None; from distmon.cli import main; sys.exit(main())"
+    done = subprocess.run(
+        [sys.executable, "-c", without_plotly, "report", str(DATA / "hang-rank2.distmon"), "--html", "x.html"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+    )
+    assert done.returncode == 2
+    assert done.stderr.strip() == "distmon report: --html needs plotly: pip install 'distmon[html]'"

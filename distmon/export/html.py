@@ -11,8 +11,10 @@ slowest and fastest of *all* ranks, so a sample never hides an outlier's pace.
 from __future__ import annotations
 
 import html
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
 
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.postmortem import Postmortem
@@ -28,6 +30,10 @@ MAX_POINTS = 1500
 """Points per line; longer series are thinned evenly."""
 CULPRIT = "#d62728"
 GiB = 1024**3
+
+
+Figure = Any
+"""A ``plotly.graph_objects.Figure``; plotly is imported only when a page is made."""
 
 
 class MissingPlotly(Exception):
@@ -134,13 +140,13 @@ def render_page(pm: Postmortem, path: str, text_report: str) -> str:
         plotly=get_plotlyjs(),
         summary=_summary(pm, start),
         cause=_cause(pm, start),
-        sample=html.escape(_sample_note(pm, ranks, named)),
+        sample=html.escape(_sample_note(pm, ranks, named, len(series.group_names))),
         plots=plots,
         text=html.escape(text_report),
     )
 
 
-def _thin(*columns: list) -> list[list]:
+def _thin(*columns: list[Any]) -> list[list[Any]]:
     n = len(columns[0])
     if n <= MAX_POINTS:
         return list(columns)
@@ -148,11 +154,11 @@ def _thin(*columns: list) -> list[list]:
     return [[c[i] for i in keep] for c in columns]
 
 
-def _line(rank: int, named: set[int]) -> dict:
+def _line(rank: int, named: set[int]) -> dict[str, Any]:
     return {"width": 3, "color": CULPRIT} if rank in named else {"width": 1}
 
 
-def _layout(fig, y_title: str, height: int = 380) -> None:
+def _layout(fig: Figure, y_title: str, height: int = 380) -> None:
     fig.update_layout(
         height=height,
         margin={"l": 60, "r": 20, "t": 30, "b": 40},
@@ -162,12 +168,12 @@ def _layout(fig, y_title: str, height: int = 380) -> None:
     )
 
 
-def _steps(go, series: Series, named: set[int]):
+def _steps(go: ModuleType, series: Series, named: set[int]) -> Figure:
     fig = go.Figure()
     if series.step_range:
         seconds = sorted(series.step_range)
-        low = [series.step_range[s][0] for s in seconds]
-        high = [series.step_range[s][1] for s in seconds]
+        ranges = [series.step_range[t] for t in seconds]
+        seconds, low, high = _thin(seconds, [lo for lo, _ in ranges], [hi for _, hi in ranges])
         band = {"mode": "lines", "line": {"width": 0}, "hoverinfo": "skip", "legendgroup": "all"}
         fig.add_trace(go.Scatter(x=seconds, y=low, showlegend=False, **band))
         fig.add_trace(
@@ -180,7 +186,7 @@ def _steps(go, series: Series, named: set[int]):
     return fig
 
 
-def _groups(go, series: Series, named: set[int]):
+def _groups(go: ModuleType, series: Series, named: set[int]) -> Iterator[tuple[str, Figure]]:
     members: dict[str, int] = {}
     for s in series.ranks.values():
         for gid in s.groups:
@@ -211,7 +217,7 @@ def _groups(go, series: Series, named: set[int]):
         yield series.group_names.get(gid, gid), fig
 
 
-def _memory(go, series: Series, named: set[int]):
+def _memory(go: ModuleType, series: Series, named: set[int]) -> Figure:
     from plotly.subplots import make_subplots
 
     has_gpu = any(v is not None for s in series.ranks.values() for v in s.gpu)
@@ -232,7 +238,7 @@ def _memory(go, series: Series, named: set[int]):
     return fig
 
 
-def _alerts(go, pm: Postmortem, start: float):
+def _alerts(go: ModuleType, pm: Postmortem, start: float) -> Figure | None:
     if not pm.alerts:
         return None
     end = (pm.last or start) - start
@@ -290,16 +296,19 @@ def _cause(pm: Postmortem, start: float) -> str:
     )
 
 
-def _sample_note(pm: Postmortem, ranks: list[int], named: set[int]) -> str:
+def _sample_note(pm: Postmortem, ranks: list[int], named: set[int], groups: int) -> str:
     total = len(pm.state.ranks)
     if len(ranks) >= total:
-        return f"All {total} ranks are drawn; ranks named by an alert in red."
-    shown_named = len(named & set(ranks))
-    return (
-        f"Drawn: {len(ranks)} of {total} ranks ({shown_named} named by alerts, in red, and an even sample of "
-        f"the others: {ranks_text(ranks)}). The grey band is the range of steps over all {total} ranks; "
-        f"every rank is in the recording (distmon replay)."
-    )
+        note = f"All {total} ranks are drawn; ranks named by an alert in red."
+    else:
+        note = (
+            f"Drawn: {len(ranks)} of {total} ranks ({len(named & set(ranks))} named by alerts, in red, and an even "
+            f"sample of the others: {ranks_text(ranks)}). The grey band is the range of steps over all {total} "
+            f"ranks; every rank is in the recording (distmon replay)."
+        )
+    if groups > MAX_GROUPS:
+        note += f" Sequence numbers: the {MAX_GROUPS} of {groups} process groups with the most drawn ranks."
+    return note
 
 
 PAGE = """<!doctype html>
