@@ -37,14 +37,12 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon report: {e}", file=sys.stderr)
         return 2
     text = render(pm)
-    if args.html:
-        return _write_html(pm, args.file, text, args.html)
     if args.json:
         json.dump([a.to_json() for a in pm.alerts], sys.stdout, indent=2)
         print()
     else:
         print(text)
-    return 0
+    return _write_html(pm, args.file, text, args.html) if args.html else 0
 
 
 def _write_html(pm: Postmortem, path: str, text: str, out: str) -> int:
