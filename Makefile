@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
 	$(PIP) --upgrade pip
 	$(PIP) torch
-	$(PIP) -e ".[dev,integrations]"
+	$(PIP) -e ".[dev,integrations,html]"
 	touch $@
 
 demo: setup

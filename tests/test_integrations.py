@@ -1,5 +1,5 @@
-"""The ready-made integrations in ``hooks/``, each against the real framework on CPU, and the
-SLURM launch script's syntax."""
+"""The callbacks in :mod:`distmon.integrations`, each imported from the package and run
+against the real framework on CPU, and the launch examples in ``hooks/``."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ LIGHTNING_SCRIPT = """
     import time
     import torch
     import lightning.pytorch as pl
-    from lightning_callback import DistmonCallback
+    from distmon.integrations.lightning import DistmonCallback
 
     class Tiny(pl.LightningModule):
         def __init__(self):
@@ -52,7 +52,7 @@ TRANSFORMERS_SCRIPT = """
     import time
     import torch
     from transformers import Trainer, TrainingArguments
-    from transformers_callback import DistmonCallback
+    from distmon.integrations.transformers import DistmonCallback
 
     class Tiny(torch.nn.Module):
         def __init__(self):
@@ -77,7 +77,6 @@ def run_script(tmp_path: Path, source: str, launcher: list[str], endpoint: str) 
     script.write_text(textwrap.dedent(source))
     env = {
         **os.environ,
-        "PYTHONPATH": os.pathsep.join(filter(None, [str(HOOKS), os.environ.get("PYTHONPATH")])),
         "DISTMON_ENDPOINT": endpoint,
         "DISTMON_INTERVAL": "0.5",
         "OMP_NUM_THREADS": "1",
@@ -124,3 +123,18 @@ def test_transformers_callback_reports_both_torchrun_ranks(tmp_path: Path, liste
 def test_the_slurm_script_parses() -> None:
     done = subprocess.run(["bash", "-n", str(HOOKS / "slurm" / "train.sbatch")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_kubernetes_example_is_a_pytorchjob_beside_its_monitor() -> None:
+    yaml = pytest.importorskip("yaml")
+    documents = list(yaml.safe_load_all((HOOKS / "kubernetes" / "pytorchjob.yaml").read_text()))
+    kinds = [d["kind"] for d in documents]
+    assert kinds == ["Service", "Pod", "PyTorchJob"]
+    replicas = documents[2]["spec"]["pytorchReplicaSpecs"]
+    for spec in replicas.values():
+        [container] = spec["template"]["spec"]["containers"]
+        assert container["command"][:2] == ["distmon", "run"]
+        env = {e["name"]: e.get("value") for e in container["env"]}
+        assert env["DISTMON_ENDPOINT"] == "tcp://distmon:5599"
+    monitor = documents[1]["spec"]["containers"][0]
+    assert "--metrics-port" in monitor["command"]

@@ -33,15 +33,15 @@ def test_watch_side_never_imports_torch():
         f"""
         import importlib, pkgutil
         import distmon.cli, distmon.endpoint, distmon.simulate, distmon.wire
-        import distmon.monitor, distmon.tui
-        for package in (distmon.monitor, distmon.tui):
+        import distmon.export, distmon.monitor, distmon.tui
+        for package in (distmon.export, distmon.monitor, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
                 importlib.import_module(module.name)
         for command in {WATCH_SIDE_COMMANDS!r}:
             importlib.import_module("distmon.commands." + command)
         """
     )
-    assert {"distmon.monitor.detector", "distmon.tui.app", "distmon.commands.watch"} <= modules
+    assert {"distmon.monitor.detector", "distmon.tui.app", "distmon.commands.watch", "distmon.export.html"} <= modules
     assert "torch" not in top_level(modules)
 
 

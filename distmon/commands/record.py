@@ -14,6 +14,7 @@ import time
 from types import FrameType
 
 from distmon import endpoint
+from distmon.commands import metrics_port
 from distmon.monitor.alerts import Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
@@ -28,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE", help="recording to write")
     parser.add_argument("--endpoint", help=f"where ranks connect (default: ${endpoint.ENV} or a local ipc socket)")
     parser.add_argument("--job", help="follow only this job id (default: the first job that reports)")
+    metrics_port.add_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -44,8 +46,16 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
     monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder, job=args.job)
+    try:
+        metrics = metrics_port.serve(args, monitor)
+    except metrics_port.MetricsPortError as e:
+        receiver.close()
+        monitor.close()
+        print(f"distmon record: {e}", file=sys.stderr)
+        return 2
     stop = _stop_on_signals()
-    print(f"distmon record: listening on {address}, recording to {args.out}", file=sys.stderr, flush=True)
+    serving = f", metrics on port {args.metrics_port}" if metrics else ""
+    print(f"distmon record: listening on {address}, recording to {args.out}{serving}", file=sys.stderr, flush=True)
     try:
         next_tick = time.time() + TICK
         while not stop:
@@ -58,6 +68,8 @@ def run(args: argparse.Namespace) -> int:
             monitor.ingest(raw, time.time())
         _tick(monitor)
     finally:
+        if metrics is not None:
+            metrics.shutdown()
         receiver.close()
         monitor.close()
     state = monitor.state

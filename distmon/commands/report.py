@@ -1,7 +1,9 @@
 """``distmon report FILE``: the post-mortem of a recorded run, first cause on top.
 
 ``--json`` prints the alerts as a JSON list of objects with exactly the fields
-``kind, severity, ranks, t, summary, detail``, in the order they were raised.
+``kind, severity, ranks, t, summary, detail``, in the order they were raised. ``--html OUT``
+writes the same post-mortem with plots as one self-contained page (see
+:mod:`distmon.export.html`).
 """
 
 from __future__ import annotations
@@ -25,6 +27,7 @@ ENDINGS = {
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a recording made by distmon record or distmon watch --record")
     parser.add_argument("--json", action="store_true", help="print the alerts as JSON for other tools")
+    parser.add_argument("--html", metavar="OUT", help="also write the post-mortem with plots to OUT, one offline page")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -33,11 +36,30 @@ def run(args: argparse.Namespace) -> int:
     except RecordingError as e:
         print(f"distmon report: {e}", file=sys.stderr)
         return 2
+    text = render(pm)
     if args.json:
         json.dump([a.to_json() for a in pm.alerts], sys.stdout, indent=2)
         print()
     else:
-        print(render(pm))
+        print(text)
+    return _write_html(pm, args.file, text, args.html) if args.html else 0
+
+
+def _write_html(pm: Postmortem, path: str, text: str, out: str) -> int:
+    from distmon.export.html import MissingPlotly, render_page
+
+    try:
+        page = render_page(pm, path, text)
+    except MissingPlotly as e:
+        print(f"distmon report: {e}", file=sys.stderr)
+        return 2
+    try:
+        with open(out, "w", encoding="utf-8") as f:
+            f.write(page)
+    except OSError as e:
+        print(f"distmon report: cannot write {out}: {e.strerror}", file=sys.stderr)
+        return 2
+    print(f"distmon report: wrote {out} ({len(page) / 1e6:.1f} MB, opens offline)", file=sys.stderr)
     return 0
 
 

@@ -5,12 +5,14 @@ from __future__ import annotations
 import argparse
 import sys
 
+from distmon.commands import metrics_port
 from distmon.endpoint import ENV, resolve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", help=f"where ranks connect (default: ${ENV}, else a per-user ipc socket)")
     parser.add_argument("--record", metavar="FILE", help="also record everything to FILE")
+    metrics_port.add_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -34,7 +36,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon watch: {e}", file=sys.stderr)
         return 2
 
+    monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder)
+    try:
+        metrics = metrics_port.serve(args, monitor)
+    except metrics_port.MetricsPortError as e:
+        feed.close()
+        monitor.close()
+        print(f"distmon watch: {e}", file=sys.stderr)
+        return 2
+
     from distmon.tui.app import build_app
 
-    build_app(feed, Monitor(Detector(probe=ProcessProbe()), recorder=recorder)).run()
+    build_app(feed, monitor).run()
+    if metrics is not None:
+        metrics.shutdown()
     return 0

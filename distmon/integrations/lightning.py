@@ -1,12 +1,11 @@
 """distmon for PyTorch Lightning: one callback, every rank monitored.
 
-    from lightning_callback import DistmonCallback
+    from distmon.integrations.lightning import DistmonCallback
     trainer = Trainer(strategy="ddp", devices=4, callbacks=[DistmonCallback()])
 
-Copy this file next to your training script (or put ``hooks/`` on ``PYTHONPATH``). It attaches
-distmon's hook in each rank once Lightning has set up the process group, and counts the
-LightningModule's forward calls; optimizer steps are counted whatever Lightning's loop does
-(accumulation, manual optimization). Ranks report to ``$DISTMON_ENDPOINT``; watch them with
+It attaches distmon's hook in each rank once Lightning has set up the process group, and
+counts the LightningModule's forward calls; optimizer steps are counted whatever Lightning's
+loop does (accumulation, manual optimization). Ranks report to ``$DISTMON_ENDPOINT``; watch them with
 ``distmon watch`` or record them with ``distmon record``. Without code changes,
 ``distmon run -- python train.py`` does the same.
 """

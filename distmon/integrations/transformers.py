@@ -1,10 +1,9 @@
 """distmon for the Hugging Face ``transformers`` Trainer: one callback, every rank monitored.
 
-    from transformers_callback import DistmonCallback
+    from distmon.integrations.transformers import DistmonCallback
     trainer = Trainer(model=model, args=args, train_dataset=data, callbacks=[DistmonCallback()])
 
-Copy this file next to your training script (or put ``hooks/`` on ``PYTHONPATH``). When
-training begins it attaches distmon's hook in each rank (launch with torchrun or accelerate
+When training begins it attaches distmon's hook in each rank (launch with torchrun or accelerate
 as usual) and counts the model's forward calls; optimizer steps are counted by the hook.
 Ranks report to ``$DISTMON_ENDPOINT``. Without code changes,
 ``distmon run -- torchrun ... train.py`` does the same.

@@ -1,0 +1,202 @@
+"""``--metrics-port``: a real ``distmon record`` fed a simulated job over ZeroMQ, scraped over
+HTTP the way Prometheus does, and parsed with prometheus_client's own parser."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+import urllib.request
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import zmq
+from prometheus_client.parser import text_string_to_metric_families
+
+from distmon.export.prometheus import RANK_SERIES, MonitorCollector
+from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
+from distmon.simulate import SimJob, drive
+
+DISTMON = [sys.executable, "-m", "distmon"]
+RANK_LABELS = {"job", "rank", "host", "local_rank"}
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def scrape(port: int, timeout: float = 10.0) -> dict[str, list]:
+    """Samples by name, retried until the server answers."""
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+            break
+        except OSError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.1)
+    samples: dict[str, list] = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            samples.setdefault(sample.name, []).append(sample)
+    return samples
+
+
+@pytest.fixture
+def recorder(tmp_path: Path, endpoint: str) -> Iterator[tuple[int, zmq.Socket]]:
+    """``distmon record --metrics-port`` and a PUSH socket into its endpoint."""
+    port = free_port()
+    process = subprocess.Popen(
+        [
+            *DISTMON,
+            "record",
+            "--out",
+            str(tmp_path / "run.distmon"),
+            "--endpoint",
+            endpoint,
+            "--metrics-port",
+            str(port),
+        ],
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    context = zmq.Context()
+    push = context.socket(zmq.PUSH)
+    push.connect(endpoint)
+    try:
+        yield port, push
+    finally:
+        push.close(linger=0)
+        context.term()
+        process.send_signal(signal.SIGTERM)
+        _, err = process.communicate(timeout=30)
+        assert process.returncode == 0, err
+
+
+def test_record_serves_every_rank_and_the_hang_alert_over_http(recorder: tuple[int, zmq.Socket]) -> None:
+    port, push = recorder
+    assert scrape(port)["distmon_job_ranks_reporting"][0].value == 0  # up before any rank reports
+    sim = SimJob(world=4, ranks_per_host=2, start=time.time() - 20).hang(2, at=5)
+    for _, raw in sim.stream(until=20):
+        push.send(raw)
+    deadline = time.monotonic() + 15
+    while not (samples := scrape(port)).get("distmon_alert_rank") and time.monotonic() < deadline:
+        time.sleep(0.3)
+
+    steps = samples["distmon_rank_steps_total"]
+    assert {s.labels["rank"] for s in steps} == {"0", "1", "2", "3"}
+    assert all(set(s.labels) == RANK_LABELS and s.labels["job"] == "sim-job" for s in steps)
+    assert {s.labels["host"] for s in steps} == {"node000", "node001"}
+    assert {(s.labels["rank"], s.labels["local_rank"]) for s in steps} == {
+        ("0", "0"),
+        ("1", "1"),
+        ("2", "0"),
+        ("3", "1"),
+    }
+    for series in RANK_SERIES:
+        name = series.name + ("_total" if series.counter else "")
+        assert len(samples[name]) == 4, name
+    waiting = {s.labels["rank"]: s.value for s in samples["distmon_rank_collective_age_seconds"]}
+    assert waiting["2"] == 0 and min(waiting["0"], waiting["1"], waiting["3"]) > 10
+    assert all(0 < s.value <= 1 for s in samples["distmon_rank_gpu_utilization_ratio"])
+    [hang] = [s for s in samples["distmon_alert_active"] if s.labels["kind"] == "hang"]
+    assert hang.labels == {"job": "sim-job", "kind": "hang", "severity": "critical"} and hang.value == 1
+    assert [(s.labels["kind"], s.labels["rank"]) for s in samples["distmon_alert_rank"]] == [("hang", "2")]
+
+
+def test_a_resolved_alert_reads_zero_and_its_ranks_go() -> None:
+    sim = SimJob(world=4, gpu=False).exception(1, at=5)
+    monitor = Monitor(Detector(probe=sim.probe))
+    now = [0.0]
+    collector = MonitorCollector(monitor, clock=lambda: now[0])
+    drive(sim, monitor, until=10)
+    now[0] = sim.start + 10
+    families = {f.name: f for f in collector.collect()}
+    assert not families["distmon_rank_gpu_memory_used_bytes"].samples, "no GPU, no GPU series"
+    assert [(s.labels["kind"], s.value) for s in families["distmon_alert_active"].samples] == [("rank_exception", 1)]
+    assert [s.labels["rank"] for s in families["distmon_alert_rank"].samples] == ["1"]
+    monitor.alerts.update([], sim.start + 11)
+    families = {f.name: f for f in collector.collect()}
+    assert [s.value for s in families["distmon_alert_active"].samples] == [0]
+    assert families["distmon_alert_rank"].samples == []
+
+
+@pytest.mark.parametrize("command", [["record", "--out", "x.distmon"], ["watch"]])
+def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, endpoint: str, command: list[str]) -> None:
+    with socket.socket() as taken:
+        taken.bind(("0.0.0.0", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        done = subprocess.run(
+            [*DISTMON, *command, "--endpoint", endpoint, "--metrics-port", str(port)],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+    assert done.returncode == 2
+    assert f"cannot serve metrics on port {port}" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1, done.stderr
+
+
+def test_run_hands_the_port_to_its_recorder(tmp_path: Path) -> None:
+    """The job itself scrapes the recorder that ``distmon run`` started for it."""
+    port = free_port()
+    job = textwrap.dedent(
+        f"""
+        import time, urllib.request
+        for _ in range(100):
+            try:
+                print(urllib.request.urlopen("http://127.0.0.1:{port}/metrics").read().decode())
+                break
+            except OSError:
+                time.sleep(0.1)
+        """
+    )
+    done = subprocess.run(
+        [
+            *DISTMON,
+            "run",
+            "--record",
+            str(tmp_path / "run.distmon"),
+            "--metrics-port",
+            str(port),
+            "--",
+            sys.executable,
+            "-c",
+            job,
+        ],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 0, done.stderr
+    assert "distmon_job_ranks_reporting" in done.stdout
+
+
+def test_run_metrics_without_a_monitor_is_a_usage_error() -> None:
+    done = subprocess.run([*DISTMON, "run", "--metrics-port", "9400", "--", "true"], capture_output=True, text=True)
+    assert done.returncode == 2
+    assert "--metrics-port goes with --watch or --record" in done.stderr
+
+
+def test_the_grafana_dashboard_queries_only_series_distmon_serves() -> None:
+    dashboard = json.loads((Path(__file__).parent.parent / "dashboards" / "distmon.json").read_text())
+    queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
+    queries.append(dashboard["templating"]["list"][1]["query"]["query"])
+    used = {name for q in queries for name in re.findall(r"distmon_[a-z_]+", q)}
+    sim = SimJob(world=8, gpu=True).hang(3, at=5)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, until=15)
+    served = {s.name for f in MonitorCollector(monitor, clock=lambda: sim.start + 15).collect() for s in f.samples}
+    assert used and used <= served, used - served
