@@ -18,6 +18,7 @@ import time
 
 import zmq
 
+from distmon.cli import relax_gc
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import Message, RecordingWriter, read_recording
@@ -112,6 +113,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--seconds", type=float, default=5.0)
     args = parser.parse_args()
+    relax_gc()  # as every distmon command does
 
     print("## Detector cost per tick (one tick a second)\n")
     print("| ranks | groups | job | median ms | worst ms | active alerts |")

@@ -27,33 +27,41 @@ MAX_GROUPS_SHOWN = 6
 """Waiting groups listed in the evidence; the rest are counted."""
 
 
-@dataclass
-class Member:
+@dataclass(slots=True)
+class Wait:
+    """A live rank waiting in its oldest incomplete collective."""
+
     rank: int
     state: RankState
     group: GroupStatus
-    age: float | None
-    """How long its oldest incomplete collective has waited, None when none is in flight."""
+    age: float
+    """How long that collective has been incomplete."""
 
     @property
     def seq(self) -> int:
-        """The collective it waits in (its oldest incomplete one), else its last issued one."""
-        return self.group.completed + 1 if self.age is not None else self.group.enqueued
+        return self.group.completed + 1
 
 
 @dataclass
-class GroupView:
-    """One process group across all ranks, at one moment."""
+class Group:
+    """What the relation needs of one group that ranks wait in, gathered without a record
+    per member: at 8192 ranks in four groups each, a tick must not allocate 32,768 objects."""
 
-    id: str
     sample: GroupStatus
-    members: list[Member] = field(default_factory=list)
+    behind: list[tuple[int, int]] = field(default_factory=list)
+    """(rank, enqueued) of members that have not issued the latest collective waited in."""
+    reporting: int = 0
+    live: int = 0
     missing: list[int] = field(default_factory=list)
     """Members that never reported."""
+    waits: list[Wait] = field(default_factory=list)
 
     @property
     def name(self) -> str:
-        return group_name(self.id, self.sample)
+        return group_name(self.sample.id, self.sample)
+
+    def laggards(self, seq: int) -> list[int]:
+        return [rank for rank, enqueued in self.behind if enqueued < seq] + self.missing
 
 
 def group_name(gid: str, g: GroupStatus) -> str:
@@ -62,56 +70,66 @@ def group_name(gid: str, g: GroupStatus) -> str:
     return f"group {gid} ({desc}ranks {ranks_text(expand_runs(g.ranks))})"
 
 
-def suspect_groups(job: JobState, ctx: Context) -> set[str]:
-    """Groups where some rank waits too long, or waits in an op it has named: the only ones
-    worth a full look. A cheap pass, since in a healthy job it is all there is."""
-    suspects = set()
-    hang_after = ctx.hang_after
+def _live(s: RankState, ctx: Context) -> bool:
+    """Still reporting: not exited and not silent for longer than a few intervals."""
+    return not s.finished and s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * s.report.interval)
+
+
+def waits(job: JobState, ctx: Context) -> dict[int, Wait]:
+    """Each live rank's oldest incomplete collective. In a healthy job only the few ranks
+    caught inside a collective have one, so this pass is all a healthy tick costs."""
+    found = {}
     for s in job.ranks.values():
         lag = ctx.now - s.received + s.report.t
+        oldest, since = None, 0.0
         for g in s.report.groups:
-            if g.enqueued > g.completed and g.since is not None and (g.op or lag - g.since >= hang_after):
-                suspects.add(g.id)
-    return suspects
-
-
-def group_views(job: JobState, now: float) -> dict[str, GroupView]:
-    """Every group of the job, with each reporting member's status: one pass over all."""
-    views: dict[str, GroupView] = {}
-    for s in job.ranks.values():
-        lag = now - s.received + s.report.t
-        for g in s.report.groups:
-            view = views.get(g.id)
-            if view is None:
-                view = views[g.id] = GroupView(g.id, g)
-            age = lag - g.since if g.enqueued > g.completed and g.since is not None else None
-            view.members.append(Member(s.rank, s, g, age))
-    for view in views.values():
-        if len(view.members) < view.sample.size:
-            seen = {m.rank for m in view.members}
-            view.missing = [r for r in expand_runs(view.sample.ranks) if r not in seen and r not in job.ranks]
-    return views
+            if g.enqueued > g.completed and g.since is not None and (oldest is None or g.since < since):
+                oldest, since = g, g.since
+        if oldest is not None and _live(s, ctx):
+            found[s.rank] = Wait(s.rank, s, oldest, lag - since)
+    return found
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
-    if not suspect_groups(job, ctx):
+    waiting = waits(job, ctx)
+    hang_after = ctx.hang_after
+    if not any(w.age >= hang_after or w.group.op for w in waiting.values()):
         return []
-    views = group_views(job, ctx.now)
+    groups = _groups(job, waiting, ctx)
     findings = []
     diverged = set()
-    for gid in sorted(views):
-        found = _divergence_in(views[gid], ctx)
+    for gid in sorted(groups):
+        found = _divergence_in(groups[gid], ctx)
         if found:
             diverged.add(gid)
             findings.append(found)
-    findings.extend(WaitFor(job, views, diverged, ctx).findings())
+    findings.extend(WaitFor(job, waiting, groups, diverged, ctx).findings())
     return findings
 
 
-def _live(m: Member, ctx: Context) -> bool:
-    """Still reporting: not exited and not silent for longer than a few intervals."""
-    s = m.state
-    return not s.finished and s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * s.report.interval)
+def _groups(job: JobState, waiting: dict[int, Wait], ctx: Context) -> dict[str, Group]:
+    """The groups ranks wait in, with the members behind the latest collective waited in."""
+    groups: dict[str, Group] = {}
+    latest: dict[str, int] = {}
+    for w in waiting.values():
+        gid = w.group.id
+        if gid not in groups:
+            groups[gid] = Group(w.group)
+        groups[gid].waits.append(w)
+        latest[gid] = max(latest.get(gid, 0), w.seq)
+    for s in job.ranks.values():
+        live = _live(s, ctx)
+        for g in s.report.groups:
+            group = groups.get(g.id)
+            if group is not None:
+                group.reporting += 1
+                group.live += live
+                if g.enqueued < latest[g.id]:
+                    group.behind.append((s.rank, g.enqueued))
+    for group in groups.values():
+        if group.reporting < group.sample.size:
+            group.missing = [r for r in expand_runs(group.sample.ranks) if r not in job.ranks]
+    return groups
 
 
 Node = int | tuple[str, int]
@@ -128,32 +146,25 @@ class WaitFor:
     a group whose ranks diverged (its own alert), or a ring of ranks (a deadlock).
     """
 
-    def __init__(self, job: JobState, views: dict[str, GroupView], diverged: set[str], ctx: Context) -> None:
+    def __init__(
+        self, job: JobState, waiting: dict[int, Wait], groups: dict[str, Group], diverged: set[str], ctx: Context
+    ) -> None:
         self.job = job
-        self.views = views
+        self.waits = waiting
+        self.groups = groups
         self.ctx = ctx
         self.diverged = diverged
         """Groups with a divergence alert of their own: the ends of the relation they hold."""
-        self.waits: dict[int, Member] = {}
-        for view in views.values():
-            for m in view.members:
-                if m.age is not None and _live(m, ctx):
-                    held = self.waits.get(m.rank)
-                    if held is None or m.age > (held.age or 0.0):
-                        self.waits[m.rank] = m
         self.edges: dict[Node, list[Node]] = {}
-        for rank, m in self.waits.items():
-            node = (m.group.id, m.seq)
+        for rank, w in waiting.items():
+            node = (w.group.id, w.seq)
             self.edges[rank] = [node]
             if node not in self.edges:
-                self.edges[node] = [] if m.group.id in diverged else self._laggards(views[m.group.id], m.seq)
-
-    def _laggards(self, view: GroupView, seq: int) -> list[Node]:
-        return [m.rank for m in view.members if m.group.enqueued < seq] + list(view.missing)
+                self.edges[node] = [] if w.group.id in diverged else list(groups[w.group.id].laggards(w.seq))
 
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
-        stuck = [r for r, m in self.waits.items() if (m.age or 0.0) >= hang_after]
+        stuck = [r for r, m in self.waits.items() if m.age >= hang_after]
         if not stuck:
             return []
         reach = self._reachable(stuck)
@@ -210,15 +221,15 @@ class WaitFor:
 
     # --- what a person reads -------------------------------------------------------------
 
-    def _waiting(self, roots: list[int], reach: set[Node]) -> list[tuple[float, str, int, list[Member]]]:
+    def _waiting(self, roots: list[int], reach: set[Node]) -> list[tuple[float, str, int, list[Wait]]]:
         """(oldest wait, group, collective, waiting members) per collective waited in: those
         waiting for the roots themselves first, then those waiting for them, and so on."""
-        by_node: dict[tuple[str, int], list[Member]] = defaultdict(list)
+        by_node: dict[tuple[str, int], list[Wait]] = defaultdict(list)
         for rank, m in self.waits.items():
             if rank in reach:
                 by_node[(m.group.id, m.seq)].append(m)
         hops = self._hops(roots, reach)
-        rows = [(max(m.age or 0.0 for m in ms), gid, seq, ms) for (gid, seq), ms in by_node.items()]
+        rows = [(max(m.age for m in ms), gid, seq, ms) for (gid, seq), ms in by_node.items()]
         return sorted(rows, key=lambda row: (hops.get((row[1], row[2]), len(reach)), -len(row[3]), -row[0], row[1]))
 
     def _hops(self, roots: list[int], reach: set[Node]) -> dict[Node, int]:
@@ -239,9 +250,9 @@ class WaitFor:
             frontier = later
         return hops
 
-    def _collective(self, gid: str, seq: int, members: list[Member]) -> str:
+    def _collective(self, gid: str, seq: int, members: list[Wait]) -> str:
         op = next((m.group.op for m in members if m.group.op), None)
-        return f"collective #{seq}{f' ({op})' if op else ''} of {self.views[gid].name}"
+        return f"collective #{seq}{f' ({op})' if op else ''} of {self.groups[gid].name}"
 
     def _hang(self, roots: list[int], reach: set[Node]) -> Finding:
         rows = self._waiting(roots, reach)
@@ -303,9 +314,9 @@ class WaitFor:
         return [head + stalled + "at:", *stack_lines(r.stack, 4, "    ")]
 
     def _stuck_collective(self, gid: str, seq: int) -> Finding:
-        view = self.views[gid]
-        members = [m for m in view.members if m.age is not None and m.seq == seq]
-        age = max((m.age or 0.0 for m in members), default=0.0)
+        view = self.groups[gid]
+        members = [w for w in view.waits if w.seq == seq]
+        age = max((m.age for m in members), default=0.0)
         op = next((m.group.op for m in members if m.group.op), None)
         what = f"collective #{seq}" + (f" ({op})" if op else "")
         timeout = view.sample.timeout
@@ -326,8 +337,8 @@ class WaitFor:
             awaited = [n for n in self.edges[(m.group.id, m.seq)] if isinstance(n, int)]
             op = f" ({m.group.op})" if m.group.op else ""
             lines.append(
-                f"  rank {rank} waits in collective #{m.seq}{op} of {self.views[m.group.id].name} "
-                f"for {rank_word(awaited)}, {duration(m.age or 0.0)}"
+                f"  rank {rank} waits in collective #{m.seq}{op} of {self.groups[m.group.id].name} "
+                f"for {rank_word(awaited)}, {duration(m.age)}"
             )
             top = m.state.report.stack[-1] if m.state.report.stack else None
             if top is not None:
@@ -348,25 +359,23 @@ class WaitFor:
         return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail))
 
 
-def _divergence_in(view: GroupView, ctx: Context) -> Finding | None:
-    waiting = [m for m in view.members if m.age is not None and _live(m, ctx)]
-    mismatch = _op_mismatch(waiting)
+def _divergence_in(group: Group, ctx: Context) -> Finding | None:
+    mismatch = _op_mismatch(group.waits)
     if mismatch:
-        return _divergence(view, *mismatch, reason="op")
-    if not any((m.age or 0.0) >= ctx.hang_after for m in waiting):
+        return _divergence(group, *mismatch, reason="op")
+    if group.missing or group.live > len(group.waits) or not any(w.age >= ctx.hang_after for w in group.waits):
         return None
-    live = [m for m in view.members if _live(m, ctx)]
-    if view.missing or not live or not all(m.age is not None for m in live) or len({m.seq for m in live}) < 2:
+    by_seq = Counter(w.seq for w in group.waits)
+    if len(by_seq) < 2:
         return None
-    by_seq = Counter(m.seq for m in live)
     usual = by_seq.most_common(1)[0][0]
-    odd = [m for m in live if m.seq != usual]
-    return _divergence(view, odd, [m for m in live if m.seq == usual], reason="count")
+    odd = [w for w in group.waits if w.seq != usual]
+    return _divergence(group, odd, [w for w in group.waits if w.seq == usual], reason="count")
 
 
-def _op_mismatch(waiting: list[Member]) -> tuple[list[Member], list[Member]] | None:
+def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
     """Ranks in flight at the same seq with different ops: (odd ones, the usual ones)."""
-    by_seq: dict[int, list[Member]] = {}
+    by_seq: dict[int, list[Wait]] = {}
     for m in waiting:
         if m.group.op:
             by_seq.setdefault(m.seq, []).append(m)
@@ -378,7 +387,7 @@ def _op_mismatch(waiting: list[Member]) -> tuple[list[Member], list[Member]] | N
     return None
 
 
-def _divergence(view: GroupView, odd: list[Member], usual: list[Member], reason: str) -> Finding:
+def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) -> Finding:
     odd_ranks = sorted(m.rank for m in odd)
     usual_ranks = sorted(m.rank for m in usual)
     odd_m, usual_m = odd[0], usual[0]
@@ -410,4 +419,4 @@ def _divergence(view: GroupView, odd: list[Member], usual: list[Member], reason:
         "collective out of any `if rank == ...` branch, and give every rank the same number "
         "of batches (DistributedSampler(drop_last=True), equal shards for an IterableDataset)."
     )
-    return Finding(f"divergence:{view.id}", "divergence", CRITICAL, odd_ranks, summary, "\n".join(lines))
+    return Finding(f"divergence:{view.sample.id}", "divergence", CRITICAL, odd_ranks, summary, "\n".join(lines))
