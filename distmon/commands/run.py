@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from distmon import endpoint
+from distmon import endpoint, keys
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
 
@@ -47,6 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the ranks report (default: a private socket with --watch or --record, else $DISTMON_ENDPOINT)",
     )
     parser.add_argument("--log", metavar="FILE", help="with --watch, the file for the job's output")
+    keys.add_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command, after --")
 
 
@@ -56,19 +57,29 @@ def run(args: argparse.Namespace) -> int:
         return _usage("give the command to run after --, e.g. distmon run --record run.distmon -- torchrun train.py")
     if args.log and not args.watch:
         return _usage("--log goes with --watch (without it the job's output stays on this terminal)")
+    key_file = keys.resolve(args.key_file)
+    if key_file is not None:
+        try:
+            keys.load(key_file)
+        except keys.KeyFileError as e:
+            return _usage(str(e))
+        key_file = os.path.abspath(key_file)
     with tempfile.TemporaryDirectory(prefix="distmon-run-") as private:
         monitored = args.watch or args.record
         job_endpoint = args.endpoint or (f"ipc://{private}/ranks.sock" if monitored else endpoint.resolve())
         env = job_environment(job_endpoint, os.environ)
+        keyed = ["--key-file", key_file] if key_file else []
+        if key_file:
+            env[keys.ENV] = key_file
         if args.watch:
-            return _run_watched(command, env, job_endpoint, args.log or _default_log(), args.record)
+            return _run_watched(command, env, job_endpoint, args.log or _default_log(), args.record, keyed)
         if args.record:
-            return _run_recorded(command, env, job_endpoint, args.record)
+            return _run_recorded(command, env, job_endpoint, args.record, keyed)
         return _run_job(Job(command, env))
 
 
-def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, out: str) -> int:
-    recorder_command = [sys.executable, "-m", "distmon", "record", "--out", out]
+def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, out: str, keyed: list[str]) -> int:
+    recorder_command = [sys.executable, "-m", "distmon", "record", "--out", out, *keyed]
     # A session of its own: Ctrl-C on the terminal is for the job; the recorder is stopped
     # after the job has ended, so that it records how the job ended.
     with _monitor(recorder_command, job_endpoint, new_session=True) as recorder:
@@ -82,13 +93,15 @@ def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, ou
         return status
 
 
-def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log_path: str, out: str | None) -> int:
+def _run_watched(
+    command: list[str], env: dict[str, str], job_endpoint: str, log_path: str, out: str | None, keyed: list[str]
+) -> int:
     try:
         log = open(log_path, "wb")  # noqa: SIM115 -- closed below, after the job
     except OSError as e:
         return _usage(f"cannot write the log {log_path}: {e.strerror}")
     print(f"distmon: the job's output goes to {log_path}", file=sys.stderr)
-    watch_command = [sys.executable, "-m", "distmon", "watch", *(["--record", out] if out else [])]
+    watch_command = [sys.executable, "-m", "distmon", "watch", *(["--record", out] if out else []), *keyed]
     with log, _monitor(watch_command, job_endpoint, new_session=False) as ui:
         if ui.poll() is not None:
             return ui.returncode or 1
