@@ -3,6 +3,7 @@ ZeroMQ senders with and without the job's key, a real keyed torchrun job, real k
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -27,7 +28,11 @@ from conftest import Torchrun
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.monitor.receiver import EndpointError, Receiver
+from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.receiver import EndpointError, Handshakes, Receiver
+from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, encode
 
 DISTMON = [sys.executable, "-m", "distmon"]
@@ -78,10 +83,10 @@ def recording(out: Path, address: str, *args: str) -> Iterator[Recorder]:
 
 
 @contextmanager
-def sender(address: str, key: keys.JobKey | None = None) -> Iterator[zmq.Socket]:
+def sender(address: str, key: keys.JobKey | None = None, linger: int = 2000) -> Iterator[zmq.Socket]:
     context = zmq.Context()
     push = context.socket(zmq.PUSH)
-    push.setsockopt(zmq.LINGER, 2000)
+    push.setsockopt(zmq.LINGER, linger)
     push.setsockopt(zmq.SNDHWM, 0)
     if key is not None:
         keys.as_client(push, key)
@@ -232,8 +237,8 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
     out = tmp_path / "flood.distmon"
     rng = random.Random(12)
     with recording(out, address) as recorder, sender(address) as push:
-        for rank in range(4):
-            push.send(report(rank))
+        for rank in range(4):  # ranks that report every 30 s: alive throughout, however slow the machine
+            push.send(report(rank, interval=30.0))
         time.sleep(0.5)
         baseline = psutil.Process(recorder.process.pid).memory_info().rss
         peak, stop_watching = rss_watch(recorder.process.pid)
@@ -252,7 +257,7 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
         for _ in range(200):
             push.send(b"\x00" * (MAX_MESSAGE_BYTES + 1))
         for rank in range(4):
-            push.send(report(rank, steps=1))
+            push.send(report(rank, interval=30.0, steps=1))
         time.sleep(2.0)
         stop_watching()
         log = recorder.stop()
@@ -283,13 +288,15 @@ def test_a_keyed_job_is_heard_and_senders_without_its_key_are_refused_and_counte
     monkeypatch.setenv("DISTMON_KEY_FILE", str(key_file))
     with (
         recording(out, address, "--key-file", str(key_file)) as recorder,
-        sender(address) as plain,
-        sender(address, keys.load(str(other_key))) as wrong,
+        sender(address, linger=0) as plain,
+        sender(address, keys.load(str(other_key)), linger=0) as wrong,
         torchrun(2, "--steps", "40", endpoint=address) as job,
     ):
-        for rank in range(2):
-            plain.send(report(rank, world=2))
-            wrong.send(report(rank, world=2))
+        for rank in range(2):  # never delivered: a send may find no connection to queue to
+            with contextlib.suppress(zmq.Again):
+                plain.send(report(rank, world=2), zmq.NOBLOCK)
+            with contextlib.suppress(zmq.Again):
+                wrong.send(report(rank, world=2), zmq.NOBLOCK)
         assert job.wait(120) == 0, job.output[-3000:]
         log = recorder.stop()
     assert "with the job's key" in log
@@ -318,3 +325,40 @@ def test_the_recording_stores_no_refused_message_but_their_counts(tmp_path: Path
         if record[0] == "d":
             dropped.update(record[2])
     assert dropped == {"rank_out_of_range": 1, "malformed": 1}
+
+
+def test_watch_shows_refused_senders_while_no_rank_is_heard(key_file: Path) -> None:
+    """The live feed of `distmon watch`, keyed: a sender without the key is counted, and the
+    header says so before any rank has reported."""
+    address = tcp_endpoint()
+    feed = LiveFeed(address, key=keys.load(str(key_file)))
+    monitor = Monitor()
+    pump = Pump(feed, monitor)
+    try:
+        with sender(address, linger=0) as plain:
+            with contextlib.suppress(zmq.Again):
+                plain.send(report(0), zmq.NOBLOCK)
+            deadline = time.monotonic() + 10
+            while not monitor.state.dropped and time.monotonic() < deadline:
+                pump.run()
+                time.sleep(0.05)
+    finally:
+        feed.close()
+    assert monitor.state.dropped["no_key"] >= 1 and not monitor.state.ranks
+    line = headline(OverviewTracker().overview(monitor, time.time())).plain
+    assert "No rank has reported yet." in line and "no_key" in line
+
+
+def test_a_refusal_the_monitor_only_sees_as_a_closed_connection_is_counted_once() -> None:
+    handshakes = Handshakes(keyed=True)
+    for fd in (7, 8, 9):
+        handshakes.observe(zmq.EVENT_ACCEPTED, fd)
+    handshakes.observe(zmq.EVENT_HANDSHAKE_SUCCEEDED, 0)  # 7: a rank with the key
+    handshakes.observe(zmq.EVENT_HANDSHAKE_FAILED_AUTH, 400)  # 8: another job's key
+    for fd in (7, 8, 9):  # 9: a sender without a key that hung up first
+        handshakes.observe(zmq.EVENT_DISCONNECTED, fd)
+    assert handshakes.refused == {"wrong_key": 1, "no_key": 1}
+    unkeyed = Handshakes(keyed=False)
+    unkeyed.observe(zmq.EVENT_ACCEPTED, 7)
+    unkeyed.observe(zmq.EVENT_DISCONNECTED, 7)  # a port probe: nothing was refused
+    assert not unkeyed.refused

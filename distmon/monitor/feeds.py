@@ -75,10 +75,10 @@ class LiveFeed:
         try:
             while not self._stopping.is_set():
                 messages = self._receiver.receive(0.1)
-                if not messages:
+                refused = self._receiver.take_refused()
+                if not messages and not refused:
                     continue
                 t = self._clock()
-                refused = self._receiver.take_refused()
                 with self._lock:
                     self._refused.update(refused)
                     self.received += len(messages)
