@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import random
 import shutil
@@ -28,10 +29,11 @@ from conftest import Torchrun
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.receiver import EndpointError, Handshakes, Receiver
+from distmon.monitor.recording import RecordingWriter
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, encode
 
@@ -139,6 +141,15 @@ def test_keygen_writes_a_0600_file_and_never_replaces_one(tmp_path: Path) -> Non
 def test_a_key_file_others_can_read_is_refused(key_file: Path, mode: int) -> None:
     key_file.chmod(mode)
     result = distmon("record", "--out", str(key_file.with_suffix(".distmon")), "--key-file", str(key_file))
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and f"chmod 600 {key_file}" in result.stderr
+
+
+@pytest.mark.parametrize("command", ["watch", "run"])
+def test_every_monitor_command_refuses_such_a_key_file(key_file: Path, command: str) -> None:
+    key_file.chmod(0o644)
+    args = ["--record", str(key_file.with_suffix(".distmon")), "--", sys.executable, "-c", "pass"]
+    result = distmon(command, "--key-file", str(key_file), *(args if command == "run" else []))
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and f"chmod 600 {key_file}" in result.stderr
 
@@ -362,3 +373,17 @@ def test_a_refusal_the_monitor_only_sees_as_a_closed_connection_is_counted_once(
     unkeyed.observe(zmq.EVENT_ACCEPTED, 7)
     unkeyed.observe(zmq.EVENT_DISCONNECTED, 7)  # a port probe: nothing was refused
     assert not unkeyed.refused
+
+
+def test_a_replay_shows_what_the_recorded_monitor_refused(tmp_path: Path) -> None:
+    path = tmp_path / "r.distmon"
+    writer = RecordingWriter(str(path))
+    writer.message(T0, report(0, world=1))
+    writer.dropped(T0 + 1, Counter(no_key=3, rank_out_of_range=2))
+    writer.dropped(T0 + 2, Counter(no_key=1))
+    writer.close()
+    monitor = Monitor()
+    pump = Pump(ReplayFeed(str(path), speed=math.inf), monitor)
+    pump.run()
+    assert monitor.state.dropped == {"no_key": 4, "rank_out_of_range": 2}
+    assert list(monitor.state.ranks) == [0]
