@@ -102,3 +102,12 @@ def test_a_new_job_after_the_last_one_ended_starts_afresh() -> None:
         state.ingest(encode(report(rank, exit=ExitInfo(how="clean", t=T0 + 1))), T0 + 1)
     assert state.ingest(encode(dataclasses.replace(report(7, world=8), job="next")), T0 + 2)
     assert state.job == "next" and state.world == 8 and list(state.ranks) == [7]
+
+
+def test_the_same_job_id_relaunched_at_another_size_after_it_ended_starts_afresh() -> None:
+    state = job_of_four()
+    assert state.ingest(encode(report(0, world=2, pid=1)), T0 + 1) is None, "while it runs: refused"
+    for rank in range(4):
+        state.ingest(encode(report(rank, exit=ExitInfo(how="clean", t=T0 + 1))), T0 + 1)
+    assert state.ingest(encode(report(0, world=2, pid=1)), T0 + 2)
+    assert state.world == 2 and list(state.ranks) == [0]

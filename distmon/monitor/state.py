@@ -102,7 +102,7 @@ class JobState:
     The first job to report is followed; a report from another job is counted and
     dropped, unless the followed job has ended, in which case the new one replaces it
     (the same monitor across a relaunch). Its first admitted report fixes the job's world
-    size; ``dropped`` counts refusals by reason.
+    size until it ends; ``dropped`` counts refusals by reason.
     """
 
     job: str | None = None
@@ -132,6 +132,8 @@ class JobState:
         if new_job and self.job is not None and (self.pinned or not self.ended(now)):
             self.dropped["other_job"] += 1
             return False
+        if report.world != self.job_world and self.job_world is not None and self.ended(now):
+            new_job = True  # the same job id relaunched at another size, after the last run ended
         state = None if new_job else self.ranks.get(report.rank)
         reason = refusal(
             report,
