@@ -41,16 +41,15 @@ class Monitor:
         if self.recorder is not None:
             for change in changes:
                 self.recorder.alert(now, change)
-            self._record_dropped(now)
+            self._record_dropped(self.recorder, now)
             self.recorder.sync_if_due()
         return changes
 
-    def _record_dropped(self, now: float) -> None:
+    def _record_dropped(self, recorder: RecordingWriter, now: float) -> None:
         """What was refused since the last tick: refused messages are not recorded."""
-        assert self.recorder is not None
         new = self.state.dropped - self._dropped_recorded
         if new:
-            self.recorder.dropped(now, new)
+            recorder.dropped(now, new)
             self._dropped_recorded = self.state.dropped.copy()
 
     def close(self) -> None:
