@@ -387,3 +387,53 @@ def test_a_replay_shows_what_the_recorded_monitor_refused(tmp_path: Path) -> Non
     pump.run()
     assert monitor.state.dropped == {"no_key": 4, "rank_out_of_range": 2}
     assert list(monitor.state.ranks) == [0]
+
+
+KEYED_RANK = """
+import time
+import torch
+import distmon.hooks
+
+model = torch.nn.Linear(8, 1)
+agent = distmon.hooks.attach(model)
+optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+started = time.perf_counter()
+for _ in range(20):
+    loss = model(torch.randn(4, 8)).sum()
+    optimizer.zero_grad()
+    loss.backward()
+    optimizer.step()
+    time.sleep(0.05)
+print(f"done {agent.dropped} {time.perf_counter() - started:.2f}", flush=True)
+"""
+
+
+def test_a_keyed_rank_facing_a_monitor_of_another_job_trains_on_and_exits_promptly(
+    tmp_path: Path, key_file: Path
+) -> None:
+    """The hook's guarantees hold with CURVE on: the handshake never succeeds, so every
+    report is dropped at once, nothing blocks, and the process ends as fast as without."""
+    other = tmp_path / "other.key"
+    keys.generate(str(other))
+    address = tcp_endpoint()
+    receiver = Receiver(address, keys.load(str(other)))
+    script = tmp_path / "rank.py"
+    script.write_text(KEYED_RANK)
+    env = {**os.environ, "DISTMON_ENDPOINT": address, "DISTMON_KEY_FILE": str(key_file), "DISTMON_INTERVAL": "0.1"}
+    process = subprocess.Popen([sys.executable, str(script)], env=env, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        done, dropped, seconds = process.stdout.readline().split()
+        ended = time.monotonic()
+        assert process.wait(30) == 0
+        assert time.monotonic() - ended < 1.5, "the process outlived its script"
+        assert done == "done" and int(dropped) > 0 and float(seconds) < 5
+        refused: Counter[str] = Counter()
+        deadline = time.monotonic() + 5
+        while not refused and time.monotonic() < deadline:
+            receiver.receive(0.1)
+            refused.update(receiver.take_refused())
+        assert refused["wrong_key"] > 0
+    finally:
+        process.kill()
+        receiver.close()
