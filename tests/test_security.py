@@ -20,12 +20,12 @@ from collections import Counter
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import msgpack
 import psutil
 import pytest
 import zmq
-from conftest import Torchrun
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -288,7 +288,7 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
 
 @pytest.mark.torchrun
 def test_a_keyed_job_is_heard_and_senders_without_its_key_are_refused_and_counted(
-    tmp_path: Path, key_file: Path, torchrun: Callable[..., Torchrun], monkeypatch: pytest.MonkeyPatch
+    tmp_path: Path, key_file: Path, torchrun: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """One real 2-rank gloo job reporting over TCP with DISTMON_KEY_FILE, while a sender
     without a key and one with another job's key try to inject reports."""
