@@ -16,6 +16,7 @@ COMMANDS = {
     "report": "post-mortem of a recording: the job, its ranks, the alerts and first cause",
     "run": "run an unmodified training command with every rank monitored",
     "doctor": "check this machine, or a job about to start, for launch problems",
+    "keygen": "write a job key file: the monitor hears only ranks holding it (TCP made safe)",
 }
 
 

@@ -4,15 +4,59 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import stat
 import tempfile
 
 ENV = "DISTMON_ENDPOINT"
 
 
+class PrivateDirError(Exception):
+    """The default socket's directory is not this user's alone; the message says why."""
+
+
+def private_dir() -> str:
+    """The default socket's directory: this user's, mode 0700, so no one else can connect."""
+    return os.path.join(tempfile.gettempdir(), f"distmon-{os.getuid()}")
+
+
 def default_endpoint() -> str:
     """An ipc socket private to this user on this host, so a single-node job and a monitor
     started on the same host find each other without configuration."""
-    return f"ipc://{tempfile.gettempdir()}/distmon-{os.getuid()}.sock"
+    return f"ipc://{private_dir()}/monitor.sock"
+
+
+def make_private_dir() -> None:
+    """Create :func:`private_dir` 0700, or check that an existing one is ours and closed."""
+    path = private_dir()
+    try:
+        os.mkdir(path, 0o700)
+    except FileExistsError:
+        pass
+    except OSError as e:
+        raise PrivateDirError(f"cannot create {path}: {e.strerror}") from None
+    info = os.lstat(path)
+    if not stat.S_ISDIR(info.st_mode) or info.st_uid != os.getuid():
+        raise PrivateDirError(f"{path} is not a directory of yours: remove it, or choose --endpoint")
+    if info.st_mode & 0o077:
+        os.chmod(path, 0o700)
+
+
+def exposure_warning(endpoint: str) -> str | None:
+    """One line for a monitor that listens beyond this host without a key, else None."""
+    bound = bind_address(endpoint)
+    if not bound.startswith("tcp://"):
+        return None
+    host = bound[len("tcp://") :].rpartition(":")[0].strip("[]")
+    try:
+        if ipaddress.ip_address(host).is_loopback:
+            return None
+    except ValueError:
+        pass  # "*" or an interface name: every host on that network
+    return (
+        f"distmon: warning: listening on {endpoint} without a key: anyone who can reach it can send "
+        "fake rank reports (false alerts, hidden failures) and read the job's reports on the way; "
+        "use --key-file (see distmon keygen)"
+    )
 
 
 def resolve(explicit: str | None = None) -> str:

@@ -13,7 +13,7 @@ import sys
 import time
 from types import FrameType
 
-from distmon import endpoint
+from distmon import endpoint, keys
 from distmon.commands import metrics_port
 from distmon.monitor.alerts import Change
 from distmon.monitor.detector import Detector
@@ -30,21 +30,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", help=f"where ranks connect (default: ${endpoint.ENV} or a local ipc socket)")
     parser.add_argument("--job", help="follow only this job id (default: the first job that reports)")
     metrics_port.add_argument(parser)
+    keys.add_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     address = endpoint.resolve(args.endpoint)
+    try:
+        key = keys.load_for(args.key_file)
+    except keys.KeyFileError as e:
+        print(f"distmon record: {e}", file=sys.stderr)
+        return 2
     try:
         recorder = RecordingWriter(args.out)
     except OSError as e:
         print(f"distmon record: cannot write {args.out}: {e.strerror}", file=sys.stderr)
         return 2
     try:
-        receiver = Receiver(address)
+        receiver = Receiver(address, key)
     except EndpointError as e:
         recorder.close()
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
+    warning = None if key else endpoint.exposure_warning(address)
+    if warning:
+        print(warning, file=sys.stderr)
     monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder, job=args.job)
     try:
         metrics = metrics_port.serve(args, monitor)
@@ -54,18 +63,25 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
     stop = _stop_on_signals()
+    secured = " with the job's key" if key else ""
     serving = f", metrics on port {args.metrics_port}" if metrics else ""
-    print(f"distmon record: listening on {address}, recording to {args.out}{serving}", file=sys.stderr, flush=True)
+    print(
+        f"distmon record: listening on {address}{secured}, recording to {args.out}{serving}",
+        file=sys.stderr,
+        flush=True,
+    )
     try:
         next_tick = time.time() + TICK
         while not stop:
             for raw in receiver.receive(timeout=0.2):
                 monitor.ingest(raw, time.time())
+            monitor.state.dropped.update(receiver.take_refused())
             if time.time() >= next_tick:
                 _tick(monitor)
                 next_tick = time.time() + TICK
         for raw in receiver.receive(timeout=0.0):  # what arrived with the signal: last words
             monitor.ingest(raw, time.time())
+        monitor.state.dropped.update(receiver.take_refused())
         _tick(monitor)
     finally:
         if metrics is not None:

@@ -24,7 +24,7 @@ import threading
 import time
 from collections.abc import Iterator
 
-from distmon import endpoint
+from distmon import endpoint, keys
 from distmon.commands import metrics_port
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
@@ -49,6 +49,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--log", metavar="FILE", help="with --watch, the file for the job's output")
     metrics_port.add_argument(parser)
+    keys.add_argument(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command, after --")
 
 
@@ -60,17 +61,27 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--log goes with --watch (without it the job's output stays on this terminal)")
     if args.metrics_port is not None and not (args.watch or args.record):
         return _usage("--metrics-port goes with --watch or --record (the monitor serves the metrics)")
+    key_file = keys.resolve(args.key_file)
+    if key_file is not None:
+        try:
+            keys.load(key_file)
+        except keys.KeyFileError as e:
+            return _usage(str(e))
+        key_file = os.path.abspath(key_file)
     with tempfile.TemporaryDirectory(prefix="distmon-run-") as private:
         monitored = args.watch or args.record
         job_endpoint = args.endpoint or (f"ipc://{private}/ranks.sock" if monitored else endpoint.resolve())
         env = job_environment(job_endpoint, os.environ)
+        keyed = ["--key-file", key_file] if key_file else []
+        if key_file:
+            env[keys.ENV] = key_file
         if args.watch:
-            watch = ["watch", *(["--record", args.record] if args.record else []), *metrics_port.forward(args)]
+            recorded = ["--record", args.record] if args.record else []
+            watch = ["watch", *recorded, *metrics_port.forward(args), *keyed]
             return _run_watched(command, env, job_endpoint, args.log or _default_log(), watch)
         if args.record:
-            return _run_recorded(
-                command, env, job_endpoint, ["record", "--out", args.record, *metrics_port.forward(args)]
-            )
+            record = ["record", "--out", args.record, *metrics_port.forward(args), *keyed]
+            return _run_recorded(command, env, job_endpoint, record)
         return _run_job(Job(command, env))
 
 

@@ -5,14 +5,16 @@ from __future__ import annotations
 import argparse
 import sys
 
+from distmon import keys
 from distmon.commands import metrics_port
-from distmon.endpoint import ENV, resolve
+from distmon.endpoint import ENV, exposure_warning, resolve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--endpoint", help=f"where ranks connect (default: ${ENV}, else a per-user ipc socket)")
     parser.add_argument("--record", metavar="FILE", help="also record everything to FILE")
     metrics_port.add_argument(parser)
+    keys.add_argument(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -24,17 +26,26 @@ def run(args: argparse.Namespace) -> int:
     from distmon.monitor.recording import RecordingWriter
 
     try:
+        key = keys.load_for(args.key_file)
+    except keys.KeyFileError as e:
+        print(f"distmon watch: {e}", file=sys.stderr)
+        return 2
+    try:
         recorder = RecordingWriter(args.record) if args.record else None
     except OSError as e:
         print(f"distmon watch: cannot write {args.record}: {e.strerror}", file=sys.stderr)
         return 2
+    address = resolve(args.endpoint)
     try:
-        feed = LiveFeed(resolve(args.endpoint))
+        feed = LiveFeed(address, key=key)
     except EndpointError as e:
         if recorder is not None:
             recorder.close()
         print(f"distmon watch: {e}", file=sys.stderr)
         return 2
+    warning = None if key else exposure_warning(address)
+    if warning:
+        print(warning, file=sys.stderr)
 
     monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder)
     try:

@@ -7,7 +7,8 @@ a plain script, and never raises: a monitor problem must not stop training.
 
 Environment: ``DISTMON_ENDPOINT`` (where the monitor listens), ``DISTMON_INTERVAL``
 (seconds between reports, default 1), ``DISTMON_JOB_ID`` (overrides the job id derived
-from the launcher), ``DISTMON_DISABLE=1`` (attach does nothing).
+from the launcher), ``DISTMON_KEY_FILE`` (the job's key: reports are authenticated and
+encrypted, see :mod:`distmon.keys`), ``DISTMON_DISABLE=1`` (attach does nothing).
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import threading
 from typing import Any
 
 from distmon import endpoint as _endpoint
+from distmon import keys as _keys
 
 DEFAULT_INTERVAL = 1.0
 
@@ -41,7 +43,7 @@ def attach(model: Any = None, *, endpoint: str | None = None, interval: float | 
         with _lock:
             if _agent is None:
                 period = interval or float(os.environ.get("DISTMON_INTERVAL", DEFAULT_INTERVAL))
-                _agent = Agent(_endpoint.resolve(endpoint), period)
+                _agent = Agent(_endpoint.resolve(endpoint), period, _keys.load_for(None))
                 _agent.start()
             if model is not None and all(m is not model for m in _models):
                 count_forwards(model, _agent.progress)

@@ -6,7 +6,9 @@ once when woken (an exception, the exit), and pushes one :class:`Report` over Ze
 
 ZeroMQ is set up so that it can never hurt training: sends never block, nothing is
 queued for a monitor that is not there (``IMMEDIATE``), the queue toward a slow one is
-short (``SNDHWM``), and closing never waits longer than ``EXIT_LINGER_MS``.
+short (``SNDHWM``), and closing never waits longer than ``EXIT_LINGER_MS``. With a job key,
+the socket is a CURVE client: the handshake runs in ZeroMQ's own thread, and until it
+succeeds the socket counts as not connected, so reports are dropped, not queued.
 """
 
 from __future__ import annotations
@@ -24,6 +26,7 @@ import torch
 import torch.distributed as dist
 import zmq
 
+from distmon import keys
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
@@ -44,9 +47,10 @@ STALL_FLOOR = 2.0
 
 
 class Agent:
-    def __init__(self, endpoint: str, interval: float) -> None:
+    def __init__(self, endpoint: str, interval: float, key: keys.JobKey | None = None) -> None:
         self.endpoint = endpoint
         self.interval = interval
+        self._key = key
         self.progress = Progress()
         self._groups = GroupReader()
         self._gpu = GpuReader()
@@ -137,6 +141,8 @@ class Agent:
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
+        if self._key is not None:
+            keys.as_client(sock, self._key)
         try:
             sock.connect(self.endpoint)
         except zmq.ZMQError as e:

@@ -10,14 +10,15 @@ from __future__ import annotations
 import math
 import threading
 import time
-from collections import deque
+from collections import Counter, deque
 from collections.abc import Callable
 from typing import Protocol
 
+from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import Receiver
-from distmon.monitor.recording import AlertEvent, Message, Record, read_recording
+from distmon.monitor.recording import AlertEvent, Dropped, Message, Record, check_recording, read_recording
 
 Clock = Callable[[], float]
 Item = tuple[float, bytes]
@@ -32,24 +33,39 @@ class Feed(Protocol):
         """The feed's clock: what ``now`` means for the monitor."""
         ...
 
+    def take_dropped(self) -> Counter[str]:
+        """What was refused before the monitor saw it, by reason, since the last call."""
+        ...
+
     def close(self) -> None: ...
 
 
 class LiveFeed:
     """A bound endpoint read by a daemon thread, so the UI never waits on the network.
 
-    Messages are stamped with the clock when they arrive and queued up to ``capacity``;
-    when the reader falls that far behind, the oldest are dropped and counted (each
-    report is a rank's complete state, so a newer one makes an older one redundant).
+    Messages are stamped with the clock when they arrive and queued up to ``capacity``
+    messages and ``max_bytes``; when the reader falls that far behind, the oldest are
+    dropped and counted (each report is a rank's complete state, so a newer one makes an
+    older one redundant).
     """
 
-    def __init__(self, endpoint: str, clock: Clock = time.time, capacity: int = 200_000) -> None:
+    def __init__(
+        self,
+        endpoint: str,
+        clock: Clock = time.time,
+        capacity: int = 200_000,
+        key: JobKey | None = None,
+        max_bytes: int = 256 * 1024 * 1024,
+    ) -> None:
         self.endpoint = endpoint
         self.dropped = 0
         self.received = 0
         self._clock = clock
-        self._receiver = Receiver(endpoint)
+        self._receiver = Receiver(endpoint, key)
         self._queue: deque[Item] = deque(maxlen=capacity)
+        self._queued_bytes = 0
+        self._max_bytes = max_bytes
+        self._refused: Counter[str] = Counter()
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="distmon-feed", daemon=True)
@@ -59,21 +75,38 @@ class LiveFeed:
         try:
             while not self._stopping.is_set():
                 messages = self._receiver.receive(0.1)
-                if not messages:
+                refused = self._receiver.take_refused()
+                if not messages and not refused:
                     continue
                 t = self._clock()
                 with self._lock:
-                    overflow = len(self._queue) + len(messages) - (self._queue.maxlen or 0)
-                    self.dropped += max(0, overflow)
+                    self._refused.update(refused)
                     self.received += len(messages)
-                    self._queue.extend((t, m) for m in messages)
+                    for message in messages:
+                        self._enqueue((t, message))
         finally:
             self._receiver.close()
+
+    def _enqueue(self, item: Item) -> None:
+        while self._queue and (
+            len(self._queue) == self._queue.maxlen or self._queued_bytes + len(item[1]) > self._max_bytes
+        ):
+            self._queued_bytes -= len(self._queue.popleft()[1])
+            self.dropped += 1
+        self._queue.append(item)
+        self._queued_bytes += len(item[1])
 
     def take(self, limit: int) -> list[Item]:
         with self._lock:
             n = min(limit, len(self._queue))
-            return [self._queue.popleft() for _ in range(n)]
+            items = [self._queue.popleft() for _ in range(n)]
+            self._queued_bytes -= sum(len(raw) for _, raw in items)
+            return items
+
+    def take_dropped(self) -> Counter[str]:
+        with self._lock:
+            refused, self._refused = self._refused, Counter()
+            return refused
 
     def now(self) -> float:
         return self._clock()
@@ -87,11 +120,14 @@ class ReplayFeed:
     """A recording released by a virtual clock that can run at any speed, pause, step and
     jump to the next recorded alert. ``speed`` is a factor of real time; ``math.inf``
     plays as fast as the reader takes messages. Raises ``RecordingError`` for a file that
-    is not a recording; a file cut off mid-write plays up to its last whole record."""
+    is not a recording or is damaged (the whole file is checked first); a file cut off
+    mid-write plays up to its last whole record."""
 
     def __init__(self, path: str, speed: float = 1.0, clock: Clock = time.monotonic) -> None:
         self.path = path
+        check_recording(path)
         header, self._records = read_recording(path)
+        self._dropped: Counter[str] = Counter()
         self._clock = clock
         self._next: Record | None = next(self._records, None)
         self.start = self._next.t if self._next is not None else float(header.get("created", 0))
@@ -122,6 +158,8 @@ class ReplayFeed:
             self._next = next(self._records, None)
             if isinstance(record, Message):
                 out.append((record.t, record.payload))
+            elif isinstance(record, Dropped):
+                self._dropped.update(record.counts)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":
                 self._set_position(record.t)
                 self.jumping = False
@@ -133,6 +171,10 @@ class ReplayFeed:
             self._set_position(self._position if self.finished else self._target)
             self._target = None
         return out
+
+    def take_dropped(self) -> Counter[str]:
+        dropped, self._dropped = self._dropped, Counter()
+        return dropped
 
     def _set_position(self, t: float) -> None:
         self._position = t
@@ -204,6 +246,7 @@ class Pump:
         changes: list[Change] = []
         items = self.feed.take(limit)
         self.taken = len(items)
+        self.monitor.state.dropped.update(self.feed.take_dropped())
         for t, raw in items:
             if self._next_tick is None:
                 self._next_tick = t + self.TICK

@@ -7,6 +7,8 @@ drive the same code.
 
 from __future__ import annotations
 
+from collections import Counter
+
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.recording import RecordingWriter
@@ -25,6 +27,7 @@ class Monitor:
         self.detector = detector or Detector()
         self.alerts = AlertBook()
         self.recorder = recorder
+        self._dropped_recorded: Counter[str] = Counter()
 
     def ingest(self, raw: bytes, now: float) -> Report | None:
         report = self.state.ingest(raw, now)
@@ -38,8 +41,16 @@ class Monitor:
         if self.recorder is not None:
             for change in changes:
                 self.recorder.alert(now, change)
+            self._record_dropped(self.recorder, now)
             self.recorder.sync_if_due()
         return changes
+
+    def _record_dropped(self, recorder: RecordingWriter, now: float) -> None:
+        """What was refused since the last tick: refused messages are not recorded."""
+        new = self.state.dropped - self._dropped_recorded
+        if new:
+            recorder.dropped(now, new)
+            self._dropped_recorded = self.state.dropped.copy()
 
     def close(self) -> None:
         if self.recorder is not None:

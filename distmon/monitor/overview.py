@@ -56,6 +56,8 @@ class Overview:
     oldest: Collective | None
     """Set while a collective has been in flight for longer than a stall."""
     culprits: frozenset[int]
+    dropped: str = ""
+    """What the monitor refused, by reason (``3 no_key, 1 rank_out_of_range``); empty if nothing."""
 
 
 def collective_age(rank: RankState, since: float, now: float) -> float:
@@ -105,6 +107,7 @@ class OverviewTracker:
             since_progress=since,
             oldest=oldest if oldest is not None and oldest.age >= stall_after else None,
             culprits=culprits,
+            dropped=", ".join(f"{n} {why}" for why, n in sorted(monitor.state.dropped.items())),
         )
 
     def _rate(self) -> float | None:

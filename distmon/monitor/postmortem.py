@@ -5,8 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.recording import AlertEvent, Message, read_recording
+from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
 from distmon.monitor.state import JobState
+
+MAX_ALERT_BYTES = 256 * 1024 * 1024
+"""Alert text kept for the report, at most: a week of flapping alerts is a few MB."""
 
 
 @dataclass
@@ -30,12 +33,19 @@ def load(path: str) -> Postmortem:
     header, records = read_recording(path)
     pm = Postmortem(header=header)
     by_key: dict[str, Alert] = {}
+    alert_bytes = 0
     for record in records:
         pm.first = record.t if pm.first is None else pm.first
         pm.last = record.t
         if isinstance(record, Message):
             pm.state.ingest(record.payload, record.t)
+        elif isinstance(record, Dropped):
+            pm.state.dropped.update(record.counts)
         elif isinstance(record, AlertEvent):
+            alert = record.alert
+            alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)
+            if alert_bytes > MAX_ALERT_BYTES:
+                raise RecordingError(f"{path} holds over {MAX_ALERT_BYTES >> 20} MiB of alerts: not a recording")
             _apply(record, by_key, pm.alerts)
     return pm
 

@@ -1,27 +1,122 @@
-"""The monitor's end of the wire: one bound ZeroMQ PULL socket that every rank connects to."""
+"""The monitor's end of the wire: one bound ZeroMQ PULL socket that every rank connects to.
+
+With a job key (:mod:`distmon.keys`) the socket is a CURVE server and a ZAP handler lets in
+only clients presenting the job's client key. Connections refused in the handshake are
+counted by reason, from the socket's own events (:class:`Handshakes`): ``no_key`` (a
+sender without CURVE), ``wrong_key`` (another job's key), ``unexpected_key`` (a keyed
+sender, a monitor without one), ``bad_handshake`` (any other failure). These count
+connection attempts: a refused sender that retries is counted again.
+"""
 
 from __future__ import annotations
 
-import zmq
+from collections import Counter
 
-from distmon.endpoint import bind_address
+import zmq
+from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils.monitor import recv_monitor_message
+
+from distmon import endpoint as endpoints
+from distmon import keys
 from distmon.wire import MAX_MESSAGE_BYTES
+
+NO_KEY = "no_key"
+UNEXPECTED_KEY = "unexpected_key"
+WRONG_KEY = "wrong_key"
+BAD_HANDSHAKE = "bad_handshake"
+QUEUE_PER_SENDER = 100
+"""Messages ZeroMQ holds per connection while the monitor is busy: a hundred seconds of a
+rank's reports, and at most 100 x 512 KB (messages over twice ``MAX_MESSAGE_BYTES`` cut the
+connection; those over ``MAX_MESSAGE_BYTES`` are counted as ``oversized``). A full queue
+stops reading that connection, and the rank drops reports rather than wait."""
+EVENT_QUEUE = 1000
+"""Handshake events waiting to be counted; beyond that libzmq drops them, uncounted."""
 
 
 class EndpointError(Exception):
     """The endpoint cannot be bound (in use, bad address); the message says why."""
 
 
+class Handshakes:
+    """Counts connections refused in the handshake, from the socket's monitor events.
+
+    A refusal is not always announced on the monitor's side: when a sender without a key
+    notices the mismatch first, the monitor sees only a connection accepted and closed. So
+    each accepted connection is followed until a handshake outcome arrives (outcomes taken
+    oldest connection first: the total is exact, the reasons of concurrent failures may
+    swap); a keyed monitor counts one closed without any as ``no_key``.
+    """
+
+    EVENTS = (
+        zmq.EVENT_ACCEPTED
+        | zmq.EVENT_DISCONNECTED
+        | zmq.EVENT_HANDSHAKE_SUCCEEDED
+        | zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL
+        | zmq.EVENT_HANDSHAKE_FAILED_AUTH
+    )
+
+    def __init__(self, keyed: bool) -> None:
+        self.keyed = keyed
+        self.refused: Counter[str] = Counter()
+        self._pending: dict[int, None] = {}
+        """Accepted connections (by fd) with no handshake outcome yet, oldest first."""
+
+    def observe(self, event: int, value: int) -> None:
+        if event == zmq.EVENT_ACCEPTED:
+            self._pending[value] = None
+        elif event == zmq.EVENT_DISCONNECTED:
+            if value in self._pending:
+                del self._pending[value]
+                if self.keyed:
+                    self.refused[NO_KEY] += 1
+        else:
+            if self._pending:
+                del self._pending[next(iter(self._pending))]
+            if event == zmq.EVENT_HANDSHAKE_FAILED_AUTH or value == zmq.PROTOCOL_ERROR_ZMTP_CRYPTOGRAPHIC:
+                self.refused[WRONG_KEY] += 1
+            elif value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
+                self.refused[NO_KEY if self.keyed else UNEXPECTED_KEY] += 1
+            elif event != zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self.refused[BAD_HANDSHAKE] += 1
+
+
+class _JobClients:
+    """The ZAP handler's test: the client presents the job's client key."""
+
+    def __init__(self, key: keys.JobKey) -> None:
+        self._public = key.client.public
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key == self._public
+
+
 class Receiver:
-    def __init__(self, endpoint: str) -> None:
+    def __init__(self, endpoint: str, key: keys.JobKey | None = None) -> None:
         self.endpoint = endpoint
+        self._handshakes = Handshakes(keyed=key is not None)
         self._context = zmq.Context(io_threads=1)
+        self._authenticator: ThreadAuthenticator | None = None
         self._socket = self._context.socket(zmq.PULL)
         self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.RCVHWM, 100_000)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES * 4)
+        self._socket.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES * 2)
+        self._events = self._socket.get_monitor_socket(Handshakes.EVENTS)
+        self._events.setsockopt(zmq.RCVHWM, EVENT_QUEUE)
+        self._poller = zmq.Poller()
+        self._poller.register(self._socket, zmq.POLLIN)
+        self._poller.register(self._events, zmq.POLLIN)
         try:
-            self._socket.bind(bind_address(endpoint))
+            if key is not None:
+                self._authenticator = ThreadAuthenticator(self._context)
+                self._authenticator.start()
+                self._authenticator.configure_curve_callback("*", credentials_provider=_JobClients(key))
+                keys.as_server(self._socket, key)
+            if endpoint == endpoints.default_endpoint():
+                endpoints.make_private_dir()
+            self._socket.bind(endpoints.bind_address(endpoint))
+        except endpoints.PrivateDirError as e:
+            self.close()
+            raise EndpointError(f"cannot listen on {endpoint}: {e}") from None
         except zmq.ZMQError as e:
             self.close()
             raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno)}") from None
@@ -29,8 +124,9 @@ class Receiver:
     def receive(self, timeout: float, limit: int = 10_000) -> list[bytes]:
         """Every message that arrives within ``timeout`` seconds, up to ``limit``."""
         messages: list[bytes] = []
-        if not self._socket.poll(int(timeout * 1000)):
+        if not self._poller.poll(int(timeout * 1000)):
             return messages
+        self._count_refusals()
         while len(messages) < limit:
             try:
                 messages.append(self._socket.recv(zmq.NOBLOCK))
@@ -38,6 +134,20 @@ class Receiver:
                 break
         return messages
 
+    def take_refused(self) -> Counter[str]:
+        """Connections refused in the handshake since the last call, by reason."""
+        self._count_refusals()
+        refused, self._handshakes.refused = self._handshakes.refused, Counter()
+        return refused
+
+    def _count_refusals(self) -> None:
+        while self._events.poll(0):
+            event = recv_monitor_message(self._events)
+            self._handshakes.observe(event["event"], event["value"])
+
     def close(self) -> None:
+        self._events.close(linger=0)
         self._socket.close(linger=0)
+        if self._authenticator is not None:
+            self._authenticator.stop()
         self._context.term()

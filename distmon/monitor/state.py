@@ -1,7 +1,8 @@
 """What the monitor knows about a job: each rank's latest report and a short history.
 
 Memory is bounded by design: one report per rank plus a fixed ring of numbers, so a
-4096-rank job costs the same after an hour as after a minute.
+4096-rank job costs the same after an hour as after a minute; and only reports that fit
+the job are admitted (:mod:`distmon.monitor.admission`), so no sender can add ranks.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from array import array
 from collections import Counter
 from dataclasses import dataclass, field
 
+from distmon.monitor.admission import MAX_RETAINED_BYTES, OVER_BUDGET, refusal
 from distmon.wire import Report, WireError, decode
 
 HISTORY = 120
@@ -70,6 +72,8 @@ class RankState:
     for the rank the others wait for."""
     data_wait_share: float = 0.0
     samples: int = 0
+    size: int = 0
+    """Bytes of the latest report as received."""
 
     @property
     def rank(self) -> int:
@@ -97,7 +101,8 @@ class JobState:
 
     The first job to report is followed; a report from another job is counted and
     dropped, unless the followed job has ended, in which case the new one replaces it
-    (the same monitor across a relaunch).
+    (the same monitor across a relaunch). Its first admitted report fixes the job's world
+    size until it ends; ``dropped`` counts refusals by reason.
     """
 
     job: str | None = None
@@ -106,6 +111,9 @@ class JobState:
     dropped: Counter[str] = field(default_factory=Counter)
     received: int = 0
     last_message: float | None = None
+    job_world: int | None = None
+    retained: int = 0
+    """Bytes of the ranks' latest reports, as received."""
 
     def ingest(self, raw: bytes, now: float) -> Report | None:
         """Decode and apply one message; a bad one is counted by reason, never raised."""
@@ -114,26 +122,45 @@ class JobState:
         except WireError as e:
             self.dropped[e.reason] += 1
             return None
-        if not self.apply(report, now):
+        if not self.apply(report, now, size=len(raw)):
             return None
         return report
 
-    def apply(self, report: Report, now: float) -> bool:
-        if report.job != self.job:
-            if self.job is not None and (self.pinned or not self.ended(now)):
-                self.dropped["other_job"] += 1
-                return False
-            if self.job is not None:
-                self.ranks.clear()
+    def apply(self, report: Report, now: float, size: int = 0) -> bool:
+        """Admit ``report`` (``size`` bytes as received) into the state, or count why not."""
+        new_job = report.job != self.job
+        if new_job and self.job is not None and (self.pinned or not self.ended(now)):
+            self.dropped["other_job"] += 1
+            return False
+        if report.world != self.job_world and self.job_world is not None and self.ended(now):
+            new_job = True  # the same job id relaunched at another size, after the last run ended
+        state = None if new_job else self.ranks.get(report.rank)
+        reason = refusal(
+            report,
+            None if new_job else self.job_world,
+            None if state is None else state.report,
+            0.0 if state is None else now - state.received,
+        )
+        retained = (0 if new_job else self.retained) - (0 if state is None else state.size) + size
+        if reason is None and retained > MAX_RETAINED_BYTES:
+            reason = OVER_BUDGET
+        if reason is not None:
+            self.dropped[reason] += 1
+            return False
+        if new_job:
+            self.ranks.clear()
             self.job = report.job
+        if new_job or self.job_world is None:
+            self.job_world = report.world
+        self.retained = retained
         self.received += 1
         self.last_message = now
-        state = self.ranks.get(report.rank)
-        if state is None or state.report.pid != report.pid:
+        if state is None or state.report.pid != report.pid or state.report.host != report.host:
             state = RankState(report=report, received=now, first_seen=now)
             self.ranks[report.rank] = state
         state.report = report
         state.received = now
+        state.size = size
         inflight = float(any(g.enqueued > g.completed for g in report.groups))
         data_wait = report.data_wait or 0.0
         if report.stalled_since is None:  # a stall is the hang rule's business, not pace
@@ -154,8 +181,7 @@ class JobState:
 
     @property
     def world(self) -> int:
-        sizes = [s.report.world for s in self.ranks.values()]
-        return max(sizes) if sizes else 0
+        return self.job_world or 0
 
     @property
     def hosts(self) -> list[str]:

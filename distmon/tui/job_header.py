@@ -26,12 +26,16 @@ def headline(o: ov.Overview) -> Text:
     line.append(f" {o.state.upper()} ", style=STATE_STYLE[o.state])
     if o.state == ov.WAITING:
         line.append("  No rank has reported yet.")
+        if o.dropped:
+            line.append(f" Refused: {o.dropped}.", style="yellow")
         return line
     rate = "-" if o.steps_per_second is None else f"{o.steps_per_second:.1f}"
     line.append(f"  {text.fit(o.job or '', JOB_WIDTH).rstrip()}  ", style="bold")
     line.append(f"step {o.steps} · {rate} steps/s")
     line.append(f" · progress {text.duration(o.since_progress)} ago")
     line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
+    if o.dropped:
+        line.append(f" · dropped: {o.dropped}", style="yellow")
     return line
 
 
