@@ -17,7 +17,7 @@ from distmon import endpoint
 from distmon.monitor.alerts import Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.probe import ProcessProbe
+from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingWriter
 
@@ -43,7 +43,7 @@ def run(args: argparse.Namespace) -> int:
         recorder.close()
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
-    monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder, job=args.job)
+    monitor = Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder, job=args.job)
     stop = _stop_on_signals()
     print(f"distmon record: listening on {address}, recording to {args.out}", file=sys.stderr, flush=True)
     try:

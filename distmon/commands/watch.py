@@ -17,7 +17,7 @@ def run(args: argparse.Namespace) -> int:
     from distmon.monitor.detector import Detector
     from distmon.monitor.feeds import LiveFeed
     from distmon.monitor.monitor import Monitor
-    from distmon.monitor.probe import ProcessProbe
+    from distmon.monitor.probe import OutsideStacks, ProcessProbe
     from distmon.monitor.receiver import EndpointError
     from distmon.monitor.recording import RecordingWriter
 
@@ -36,5 +36,5 @@ def run(args: argparse.Namespace) -> int:
 
     from distmon.tui.app import build_app
 
-    build_app(feed, Monitor(Detector(probe=ProcessProbe()), recorder=recorder)).run()
+    build_app(feed, Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder)).run()
     return 0

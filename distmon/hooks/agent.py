@@ -226,7 +226,7 @@ class Agent:
             stack=_quietly(main_thread_stack, None) if stalled else None,
             memory=_quietly(host_memory, None),
             gpu=_quietly(self._gpu.read, None),
-            loaders=_quietly(self._loaders.read, []),
+            loaders=_quietly(lambda: self._loaders.read(self._last_progress if stalled else None), []),
             exception=self._exception,
             exit=self._exit,
         )
