@@ -125,7 +125,8 @@ class StackTaker:
     """Takes stacks with py-spy on a thread of its own, started on the first request.
 
     ``request(pid, stall)`` returns the result once there is one, ``None`` while it is being
-    taken; a new ``stall`` (its start time, say) for the same pid asks for a fresh one.
+    taken; a new ``stall`` (its start time, say) for the same pid asks for a fresh one. With
+    ``take`` False it only returns what was taken before (for a process since gone).
     """
 
     def __init__(self, timeout: float = TIMEOUT) -> None:
@@ -136,11 +137,11 @@ class StackTaker:
         self._thread: threading.Thread | None = None
         self._owner = os.getpid()
 
-    def request(self, pid: int, stall: float) -> OutsideStack | None:
+    def request(self, pid: int, stall: float, take: bool = True) -> OutsideStack | None:
         key = (pid, stall)
         with self._lock:
-            if key in self._results:
-                return self._results[key]
+            if key in self._results or not take:
+                return self._results.get(key)
             self._results[key] = None
             while len(self._results) > KEPT:
                 self._results.popitem(last=False)

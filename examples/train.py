@@ -62,7 +62,7 @@ class Noise(Dataset):
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
         if self.block is not None and i >= self.block[0]:
             worker = torch.utils.data.get_worker_info()
-            announce(int(os.environ.get("RANK", "-1")), f"loader-block(worker {worker.id})", i)
+            announce(int(os.environ.get("RANK", "-1")), f"loader-block(worker-{worker.id})", i)
             time.sleep(self.block[1])  # a read from a dead NFS mount
         g = torch.Generator().manual_seed(i)
         return torch.randn(self.dim, generator=g), torch.randn(1, generator=g)

@@ -153,11 +153,11 @@ def test_a_silent_rank_gets_its_stack_from_outside() -> None:
     taken = OutsideStack(frames=GIL, owns_gil=True)
     job = job_of(report(0, None), now=T0)
     job.apply(report(1, None, t=T0 + 9), T0 + 9)
-    (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since: taken))
-    assert "holding the GIL: holding the GIL in a native call (clock_nanosleep" in finding.detail
+    (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since, take: taken))
+    assert "from outside with py-spy: holding the GIL in a native call (clock_nanosleep" in finding.detail
     assert f"your code: {USER}:60 in main" in finding.detail
     refused = OutsideStack(error="permission denied tracing pid 100: Yama ptrace_scope is 1")
-    (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since: refused))
+    (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since, take: refused))
     assert "its stack could not be taken from outside: permission denied tracing pid 100" in finding.detail
 
 

@@ -38,10 +38,10 @@ class OutsideStacks:
         self.host = host or socket.gethostname()
         self._taker = StackTaker()
 
-    def __call__(self, host: str, pid: int, since: float) -> OutsideStack | None:
+    def __call__(self, host: str, pid: int, since: float, take: bool = True) -> OutsideStack | None:
         if host != self.host:
             return OutsideStack(
                 error=f"the rank runs on {host}, the monitor on {self.host}: run "
                 f"`py-spy dump --native --pid {pid}` on {host}, or the monitor there"
             )
-        return self._taker.request(pid, since)
+        return self._taker.request(pid, since, take)

@@ -11,8 +11,9 @@ from distmon.pyspy import OutsideStack
 
 Probe = Callable[[str, int], "str | None"]
 """(host, pid) -> "alive", "gone", or None when the monitor cannot tell (another host)."""
-StackSource = Callable[[str, int, float], "OutsideStack | None"]
-"""(host, pid, since when it is stuck) -> its stack from outside, or None while being taken."""
+StackSource = Callable[..., "OutsideStack | None"]
+"""(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
+taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
 
 
 @dataclass(frozen=True)

@@ -180,8 +180,11 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
             f"  rank {r.rank} on {r.host} (pid {r.pid}): last report {duration(ctx.now - s.received)} "
             f"ago at step {r.steps}, process {states[r.rank] or 'state unknown'}"
         )
-        if states[r.rank] == ALIVE and ctx.stacks is not None:
-            lines.extend(_outside_lines(s, ctx.stacks))
+        outside = []
+        if ctx.stacks is not None and states[r.rank] in (ALIVE, GONE):
+            outside = _outside_lines(s, ctx.stacks, take=states[r.rank] == ALIVE)
+        if outside:
+            lines.extend(outside)
         elif r.stack:
             lines.extend(stack_lines(r.stack, depth=3, indent="    "))
     if victims:
@@ -203,19 +206,20 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))]
 
 
-def _outside_lines(s: RankState, stacks: StackSource) -> list[str]:
-    """Its stack from outside (py-spy), once per silence: the rank cannot send its own."""
+def _outside_lines(s: RankState, stacks: StackSource, take: bool) -> list[str]:
+    """Its stack from outside (py-spy), once per silence: the rank cannot send its own. A
+    process gone since keeps the stack taken while it was alive."""
     r = s.report
     try:
-        taken = stacks(r.host, r.pid, s.received)
+        taken = stacks(r.host, r.pid, s.received, take=take)
     except Exception as e:
         taken = OutsideStack(error=str(e))
     if taken is None:
-        return ["    its stack: being taken from outside with py-spy"]
+        return ["    its stack: being taken from outside with py-spy"] if take else []
     if not taken.frames:
         return [f"    its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}"]
     place = classify(taken.frames, taken.owns_gil)
-    gil = ", holding the GIL" if taken.owns_gil else ""
+    gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
     return [
         f"    its main thread, from outside with py-spy{gil}: {place.words}",
         *frame_lines(taken.frames, depth=4, indent="      "),

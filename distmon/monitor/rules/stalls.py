@@ -65,7 +65,7 @@ def _odd_ones_out(
     ctx: Context,
 ) -> Finding:
     culprits = [s.rank for s in odd] + missing
-    waiting = [s.rank for s in victims]
+    waiting = sorted(s.rank for s in victims)
     summary = f"stall: {rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
     lines = [
         f"No rank has progressed for {duration(age)} and no collective is in flight: there are no "
@@ -102,7 +102,7 @@ def _odd_ones_out(
 
 def _everyone(ranks: list[RankState], place: Place, age: float, ctx: Context) -> Finding:
     """Every rank stopped in the same place: no odd one out, the place itself is the news."""
-    names = [s.rank for s in ranks]
+    names = sorted(s.rank for s in ranks)
     summary = f"stall: all {len(names)} ranks {place.words} for {duration(age)}, none progresses"
     lines = [
         f"No rank has progressed for {duration(age)} and no collective is in flight; every rank "
