@@ -38,6 +38,9 @@ KEPT = 64
 """Results remembered; older ones are forgotten (one per stall is all that is asked for)."""
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 PR_SET_PTRACER = 0x59616D61
+TRACER_ENV = "DISTMON_TRACER_PID"
+"""Set by ``distmon run`` to its monitor's pid: each rank lets that monitor (and the py-spy it
+starts) trace it, which Yama ``ptrace_scope`` 1 forbids a sibling by default."""
 
 
 @dataclass(frozen=True)
@@ -102,9 +105,7 @@ def _explain(stderr: str, pid: int) -> str:
     message = next((line.strip() for line in stderr.splitlines() if line.strip()), "py-spy failed")
     if "ermission" not in stderr and "not permitted" not in stderr:
         return f"py-spy failed: {message[:200]}"
-    scope = None
-    with contextlib.suppress(OSError, ValueError):
-        scope = int(YAMA.read_text())
+    scope = yama_scope()
     why = {
         1: "Yama ptrace_scope is 1: only an ancestor of the process, or root, may trace it",
         2: "Yama ptrace_scope is 2: only a process with CAP_SYS_PTRACE may trace it",
@@ -113,9 +114,17 @@ def _explain(stderr: str, pid: int) -> str:
     return f"permission denied tracing pid {pid}: {why}; run the monitor as root, or `docker run --cap-add SYS_PTRACE`"
 
 
+def yama_scope() -> int | None:
+    """Yama's ``ptrace_scope``, None where Yama is absent (any process of the same user may trace)."""
+    with contextlib.suppress(OSError, ValueError):
+        return int(YAMA.read_text())
+    return None
+
+
 def allow_tracer(pid: int) -> bool:
-    """Let ``pid`` trace this process under Yama ``ptrace_scope`` 1 (``PR_SET_PTRACER``)."""
-    with contextlib.suppress(OSError, AttributeError):
+    """Let ``pid`` and its descendants trace this process under Yama ``ptrace_scope`` 1
+    (``PR_SET_PTRACER``); False where there is no Yama or it refuses."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
         libc = ctypes.CDLL(None, use_errno=True)
         return libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(pid), 0, 0, 0) == 0
     return False

@@ -210,3 +210,11 @@ def test_py_spy_takes_the_stack_of_a_process_holding_the_gil() -> None:
     assert any(f.func == "hold_the_gil" for f in taken.frames or [])
     assert classify(taken.frames, taken.owns_gil).kind == "gil"
     assert dump(process.pid).error is not None  # gone: said, not raised
+
+
+def test_every_rank_busy_in_the_same_place_is_only_a_warning() -> None:
+    saving = [*SLEEPING[:1], Frame(f"{TORCH}/serialization.py", 900, "save")]
+    job = job_of(*(report(r, saving, stalled_since=T0) for r in range(4)), now=T0 + 31)
+    (finding,) = stall(job, context(T0 + 31))
+    assert finding.severity == "warning" and finding.ranks == [0, 1, 2, 3]
+    assert finding.summary == "stall: all 4 ranks in checkpoint or file I/O for 31s, none progresses"

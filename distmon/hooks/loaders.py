@@ -17,6 +17,7 @@ which worker owes it; once the rank has stalled, that worker's stack is taken wi
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -29,10 +30,11 @@ import psutil
 from torch.utils.data import dataloader
 
 from distmon.hooks.progress import Progress
-from distmon.pyspy import StackTaker
+from distmon.pyspy import StackTaker, allow_tracer, yama_scope
 from distmon.wire import Loader, Worker
 
 CRASHED_KEPT = 4
+_tracing_children = False
 
 
 class LoaderWatch:
@@ -53,6 +55,7 @@ class LoaderWatch:
         )
         if self._originals:
             return
+        _let_this_process_trace_its_children()
         self._originals = {
             "init": mp_iter.__init__,
             "next": base_iter.__next__,
@@ -153,6 +156,16 @@ class LoaderWatch:
             process = self._processes.get(pid) or self._processes.setdefault(pid, psutil.Process(pid))
             rss = process.memory_info().rss
         return Worker(pid=pid, alive=True, rss=rss, id=index)
+
+
+def _let_this_process_trace_its_children() -> None:
+    """Under Yama ``ptrace_scope`` 1 only an ancestor may trace, and py-spy, started by the
+    rank, is no ancestor of the rank's DataLoader workers: so each forked child names the rank
+    (and with it the rank's descendants) as its tracer. Once per process; nothing without Yama."""
+    global _tracing_children
+    if not _tracing_children and yama_scope() == 1:
+        _tracing_children = True
+        os.register_at_fork(after_in_child=functools.partial(allow_tracer, os.getpid()))
 
 
 def _peek_exit(pid: int) -> Worker | None:

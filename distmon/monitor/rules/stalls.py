@@ -44,7 +44,7 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     victims = by_place[victims_at]
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
     if not odd and not missing:
-        return [_everyone(victims, places[victims[0].rank], age, ctx)]
+        return [_everyone(victims, places[victims[0].rank], age)]
     return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age, ctx)]
 
 
@@ -100,7 +100,7 @@ def _odd_ones_out(
     return Finding("stall", "stall", CRITICAL, culprits, summary, "\n".join(lines))
 
 
-def _everyone(ranks: list[RankState], place: Place, age: float, ctx: Context) -> Finding:
+def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
     """Every rank stopped in the same place: no odd one out, the place itself is the news."""
     names = sorted(s.rank for s in ranks)
     summary = f"stall: all {len(names)} ranks {place.words} for {duration(age)}, none progresses"
@@ -125,5 +125,7 @@ def _everyone(ranks: list[RankState], place: Place, age: float, ctx: Context) ->
             "What to do: the place above is where the job stopped; if it waits on something outside "
             "the job (storage, the network, a service), check that first."
         )
-    severity = WARNING if ctx.pace is None and place.kind not in WAITING else CRITICAL
+    # Every rank waiting on something that does not come is a stop; every rank busy in the
+    # same place (a long checkpoint, a slow start) may only be slow.
+    severity = CRITICAL if place.kind in WAITING else WARNING
     return Finding("stall", "stall", severity, names, summary, "\n".join(lines))
