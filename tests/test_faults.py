@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from distmon.monitor.postmortem import load
+
 pytestmark = pytest.mark.torchrun
 
 COLLECTIVE_TIMEOUT = 120.0
@@ -115,6 +117,10 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
     assert not wrong, f"alerts naming victims: {wrong}"
     if fault == "gil":  # its own frame, taken from outside: none of its threads can run
         assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
+    if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
+        ended = load(str(recorder.out))
+        assert ended.ending().startswith("stopped while hung: ranks 0-3 terminated by SIGTERM"), ended.ending()
+        assert all(a.resolved is None for a in ended.alerts), ended.alerts
 
 
 def test_straggler_is_named(torchrun, endpoint, recorder) -> None:
