@@ -18,6 +18,7 @@ from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.rules.base import Context, Thresholds
 from distmon.monitor.rules.failures import rank_lost
 from distmon.monitor.rules.stalls import stall
+from distmon.monitor.rules.text import stack_lines
 from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState
 from distmon.pyspy import OutsideStack, dump
@@ -99,6 +100,18 @@ def test_a_native_call_holding_the_gil_is_named_with_the_users_frame_first() -> 
     assert lines[0].strip() == f"your code: {USER}:60 in main"
     assert lines[1].strip() == "native.decode(buf)"
     assert "clock_nanosleep (libc.so.6)" in lines[-1]
+
+
+def test_every_alert_shows_a_stalled_stack_in_words_user_frame_first() -> None:
+    lines = stack_lines(NEXT_BATCH, depth=2)
+    assert [line.strip() for line in lines] == [
+        "waiting for a DataLoader batch:",
+        f"your code: {USER}:55 in main",
+        "for step, (x, y) in enumerate(loader):",
+        "inside (innermost last, 2 more above):",
+        "multiprocessing/connection.py:440 in _poll",
+        "selectors.py:415 in select",
+    ]
 
 
 def test_a_rank_late_to_init_is_named_after_the_startup_wait() -> None:
@@ -218,3 +231,15 @@ def test_every_rank_busy_in_the_same_place_is_only_a_warning() -> None:
     (finding,) = stall(job, context(T0 + 31))
     assert finding.severity == "warning" and finding.ranks == [0, 1, 2, 3]
     assert finding.summary == "stall: all 4 ranks in checkpoint or file I/O for 31s, none progresses"
+
+
+def test_the_rank_screen_shows_the_worker_that_owes_the_batch_and_its_frame() -> None:
+    from distmon.tui.rank_detail import workers_section
+
+    worker = Worker(pid=501, alive=True, id=1, stack=IN_GETITEM)
+    loader = Loader(id=1, expected=2, workers=[Worker(pid=500, alive=True, id=0), worker], waiting=7, worker=1)
+    loader.since = T0 - 12
+    job = job_of(report(0, NEXT_BATCH, stalled_since=T0 - 12, loaders=[loader]))
+    shown = workers_section(job.ranks[0]).plain
+    assert "the training loop waits for 12s for batch #7, owed by worker 1 (pid 501)" in shown
+    assert "data.py:31 in __getitem__" in shown

@@ -53,7 +53,9 @@ def render(pm: Postmortem) -> str:
         "",
     ]
     cause = pm.first_cause
-    if cause is None and state.ranks and not pm.progressed:
+    if cause is None and not state.ranks:
+        lines.append("No rank reported: nothing was monitored (check the ranks' DISTMON_ENDPOINT).")
+    elif cause is None and not pm.progressed:
         lines.append("No alerts, but no rank made any progress (no step, no collective): not a healthy run.")
     elif cause is None:
         lines.append("No alerts: the job looked healthy for the whole recording.")

@@ -12,7 +12,7 @@ import re
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context, StackSource
-from distmon.monitor.rules.text import duration, rank_word, stack_lines, where
+from distmon.monitor.rules.text import duration, rank_word, stack_lines, traceback_lines, where
 from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState, RankState
 from distmon.pyspy import OutsideStack
@@ -110,7 +110,7 @@ def _exception_finding(culprits: list[RankState], victims: list[RankState]) -> F
         f"at step {lead.steps}, at {where(exc.where)}:",
         f"    {exc.type}: {_first_line(exc.message, 400)}",
         "Traceback (innermost last):",
-        *stack_lines(exc.traceback, depth=8),
+        *traceback_lines(exc.traceback, depth=8),
     ]
     if victims:
         lines.append(

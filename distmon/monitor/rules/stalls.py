@@ -14,8 +14,8 @@ from collections import defaultdict
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.text import duration, rank_word
-from distmon.monitor.rules.whereabouts import WAITING, Place, classify, frame_lines, rank_lines
+from distmon.monitor.rules.text import duration, rank_lines, rank_word
+from distmon.monitor.rules.whereabouts import WAITING, Place, classify, frame_lines
 from distmon.monitor.state import JobState, RankState
 
 MAX_SHOWN = 4

@@ -1,4 +1,5 @@
-"""Where a stalled rank is, in words: its stack classified, the user's own frame first.
+"""Where a stalled rank is, in words: its stack classified, the user's own frame first
+(:func:`distmon.monitor.rules.text.rank_lines` puts it into an alert's evidence).
 
 The person reading an alert did not write PyTorch: "waiting for a DataLoader batch, in your
 code at train.py:95, worker 1 (pid 4242) owes it and is in dataset.py:31 reading a file"
@@ -11,8 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from distmon.monitor.rules.text import duration
-from distmon.wire import Frame, Loader, Report
+from distmon.wire import Frame
 
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/distmon/hooks/")
 """Path parts of frames that are not the user's: installed packages, the standard library."""
@@ -148,37 +148,6 @@ def frame_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    "
         more = f", {len(inner) - len(shown)} more above" if len(inner) > len(shown) else ""
         lines.append(f"{indent}{'inside' if user else 'in'} (innermost last{more}):")
         lines.extend(f"{indent}  {_place(f)}" for f in shown)
-    return lines
-
-
-def rank_lines(report: Report, indent: str = "    ") -> list[str]:
-    """Where a stalled rank is: the place in words, its stack, and for a DataLoader wait, the
-    worker that owes the batch and that worker's own stack."""
-    place = classify(report.stack)
-    lines = [f"{indent}{place.words}:", *frame_lines(report.stack, indent=indent + "  ")]
-    if place.kind == "dataloader":
-        for number, loader in enumerate(report.loaders, 1):
-            if loader.waiting is not None:
-                lines.extend(_loader_lines(report, loader, number, indent))
-    return lines
-
-
-def _loader_lines(report: Report, loader: Loader, number: int, indent: str) -> list[str]:
-    waited = f" for {duration(report.t - loader.since)}" if loader.since else ""
-    worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
-    head = f"{indent}DataLoader iterator {number} ({loader.expected} workers) waits{waited} for batch #{loader.waiting}"
-    if worker is None:
-        return [head + ", which no live worker owes (the workers are being restarted, or it is in order)"]
-    state = "alive" if worker.alive else f"dead ({worker.signal or f'exit code {worker.exitcode}'})"
-    lines = [head + f" from worker {worker.id} (pid {worker.pid}, {state})"]
-    if worker.stack:
-        place = classify(worker.stack)
-        lines.append(f"{indent}worker {worker.id} is {place.words}:")
-        lines.extend(frame_lines(worker.stack, depth=3, indent=indent + "  "))
-    elif worker.stack_error:
-        lines.append(f"{indent}worker {worker.id}'s stack could not be taken: {worker.stack_error}")
-    elif worker.alive:
-        lines.append(f"{indent}worker {worker.id}'s stack: being taken (py-spy)")
     return lines
 
 
