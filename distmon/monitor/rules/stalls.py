@@ -45,7 +45,7 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
     if not odd and not missing:
         return [_everyone(victims, places[victims[0].rank], age)]
-    return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age, ctx)]
+    return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age)]
 
 
 def _stalled(s: RankState, ctx: Context) -> bool:
@@ -62,7 +62,6 @@ def _odd_ones_out(
     odd: list[RankState],
     missing: list[int],
     age: float,
-    ctx: Context,
 ) -> Finding:
     culprits = [s.rank for s in odd] + missing
     waiting = sorted(s.rank for s in victims)
