@@ -127,15 +127,28 @@ class Worker:
     exitcode: int | None = None
     signal: str | None = None
     rss: int | None = None
+    id: int | None = None
+    """The worker's id in its DataLoader (``torch.utils.data.get_worker_info().id``)."""
+    stack: list[Frame] | None = None
+    """Taken from outside with py-spy, innermost last, while a stalled rank waits on this worker."""
+    stack_error: str | None = None
+    """Why ``stack`` could not be taken."""
 
 
 @dataclass
 class Loader:
-    """One live multi-process DataLoader iterator in the rank."""
+    """One live multi-process DataLoader iterator in the rank.
+
+    While the training loop waits in ``next()``, ``waiting`` is the index of the batch it
+    waits for, ``worker`` the id of the worker that owes it, and ``since`` when the wait began.
+    """
 
     id: int
     expected: int
     workers: list[Worker]
+    waiting: int | None = None
+    worker: int | None = None
+    since: float | None = None
 
 
 @dataclass

@@ -14,6 +14,9 @@ Faults (``--fault``), injected on ``--fault-rank`` at ``--fault-step``:
 - ``sigkill``: the rank kills itself with SIGKILL (the OOM killer, a node going away)
 - ``worker-kill``: one of the rank's DataLoader workers is killed with SIGKILL
 - ``gil``: the rank blocks in native code holding the GIL
+- ``late-init``: the rank sleeps before ``init_process_group`` (a node late to start)
+- ``loader-block``: the rank's DataLoader worker blocks in ``__getitem__`` (a dead NFS
+  mount); ``--fault-rank -1`` blocks every rank's
 - ``straggler``: the rank is slower on every step from the start
 - ``leak``: the rank keeps every batch in a list, so its memory grows step over step
 """
@@ -42,17 +45,25 @@ FAULTS = (
     "gil",
     "straggler",
     "leak",
+    "late-init",
+    "loader-block",
 )
 
 
 class Noise(Dataset):
-    def __init__(self, size: int, dim: int) -> None:
+    def __init__(self, size: int, dim: int, block: tuple[int, float] | None = None) -> None:
         self.size, self.dim = size, dim
+        self.block = block
+        """(first sample index, seconds): from that sample on, reading one blocks that long."""
 
     def __len__(self) -> int:
         return self.size
 
     def __getitem__(self, i: int) -> tuple[torch.Tensor, torch.Tensor]:
+        if self.block is not None and i >= self.block[0]:
+            worker = torch.utils.data.get_worker_info()
+            announce(int(os.environ.get("RANK", "-1")), f"loader-block(worker-{worker.id})", i)
+            time.sleep(self.block[1])  # a read from a dead NFS mount
         g = torch.Generator().manual_seed(i)
         return torch.randn(self.dim, generator=g), torch.randn(1, generator=g)
 
@@ -75,6 +86,9 @@ def parse_args() -> argparse.Namespace:
 
 def main() -> None:
     args = parse_args()
+    if args.fault == "late-init" and int(os.environ.get("RANK", "0")) == args.fault_rank:
+        announce(args.fault_rank, args.fault, 0)
+        time.sleep(args.hang_seconds)  # loading a checkpoint, or a node slow to come up
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -88,7 +102,7 @@ def main() -> None:
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     faulty = rank == args.fault_rank
     steps = args.steps - (1 if faulty and args.fault == "uneven" else 0)
-    dataset = Noise(args.steps * args.batch_size * world, 32)
+    dataset = Noise(args.steps * args.batch_size * world, 32, block=blocked_sample(args, rank, world))
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False)
     loader = DataLoader(dataset, args.batch_size, sampler=sampler, num_workers=args.workers)
     kept: list[torch.Tensor] = []
@@ -98,7 +112,7 @@ def main() -> None:
                 if faulty and args.fault == "uneven":
                     announce(rank, "uneven", step)  # out of data one batch early
                 break
-            if faulty and step == args.fault_step and args.fault not in ("none", "uneven"):
+            if faulty and step == args.fault_step and args.fault not in ("none", "uneven", "late-init", "loader-block"):
                 announce(rank, args.fault, step)
                 inject(args, worker_pids())
             loss = torch.nn.functional.mse_loss(model(x), y)
@@ -112,6 +126,13 @@ def main() -> None:
         if rank == 0:
             print(f"epoch {epoch} done, loss {loss.item():.4f}", flush=True)
     dist.destroy_process_group()
+
+
+def blocked_sample(args: argparse.Namespace, rank: int, world: int) -> tuple[int, float] | None:
+    """For ``loader-block``: the first sample index (of this rank's shard) whose read blocks."""
+    if args.fault != "loader-block" or args.fault_rank not in (rank, -1):
+        return None
+    return args.fault_step * args.batch_size * world, args.hang_seconds
 
 
 def announce(rank: int, fault: str, step: int) -> None:

@@ -18,6 +18,8 @@ from pathlib import Path
 
 import pytest
 
+from distmon.monitor.postmortem import load
+
 pytestmark = pytest.mark.torchrun
 
 COLLECTIVE_TIMEOUT = 120.0
@@ -67,12 +69,21 @@ def recorder(endpoint: str, tmp_path: Path) -> Iterator[Recorder]:
 
 
 def run_fault(
-    torchrun: Callable, endpoint: str, recorder: Recorder, fault: str, kind: str, *extra: str, wait: float = 60
+    torchrun: Callable,
+    endpoint: str,
+    recorder: Recorder,
+    fault: str,
+    kind: str,
+    *extra: str,
+    wait: float = 60,
+    settle: float = 0.0,
 ) -> tuple[list[dict], float | None]:
-    """Run the job until the alert shows (or ``wait`` runs out); the alerts and the injection time."""
+    """Run the job until the alert shows (or ``wait`` runs out) and ``settle`` seconds more
+    (for evidence that follows the alert); the alerts and the injection time."""
     args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
     with torchrun(4, *args, endpoint=endpoint, interval=1.0) as job:
         recorder.wait_for_alert(kind, wait)
+        time.sleep(settle)
         job.process.send_signal(signal.SIGTERM)
         job.wait(30)
     injected = INJECTED.search(job.output)
@@ -93,7 +104,8 @@ FAULTS = [
 
 @pytest.mark.parametrize(("fault", "kind", "bound", "extra"), FAULTS, ids=[f[0] for f in FAULTS])
 def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bound, extra) -> None:
-    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra)
+    settle = 3.0 if fault == "gil" else 0.0  # its stack is taken from outside, after the alert
+    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra, settle=settle)
     matching = [a for a in alerts if a["kind"] == kind]
     assert matching, f"no {kind} alert: {[(a['kind'], a['ranks'], a['summary']) for a in alerts]}"
     alert = matching[0]
@@ -103,6 +115,12 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
     assert alert["t"] - injected_at <= bound < COLLECTIVE_TIMEOUT
     wrong = [a for a in alerts if a["severity"] == "critical" and a["ranks"] and 2 not in a["ranks"]]
     assert not wrong, f"alerts naming victims: {wrong}"
+    if fault == "gil":  # its own frame, taken from outside: none of its threads can run
+        assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
+    if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
+        ended = load(str(recorder.out))
+        assert ended.ending().startswith("stopped while hung: ranks 0-3 terminated by SIGTERM"), ended.ending()
+        assert all(a.resolved is None for a in ended.alerts), ended.alerts
 
 
 def test_straggler_is_named(torchrun, endpoint, recorder) -> None:

@@ -71,10 +71,15 @@ def render(pm: Postmortem) -> str:
         f"Job {state.job or '(no rank reported)'}: {state.world} ranks on {len(state.hosts)} hosts, "
         f"recorded {_clock(start)} for {duration(span)}",
         f"{state.received} messages" + _dropped(pm),
+        f"Ended: {pm.ending()}",
         "",
     ]
     cause = pm.first_cause
-    if cause is None:
+    if cause is None and not state.ranks:
+        lines.append("No rank reported: nothing was monitored (check the ranks' DISTMON_ENDPOINT).")
+    elif cause is None and not pm.progressed:
+        lines.append("No alerts, but no rank made any progress (no step, no collective): not a healthy run.")
+    elif cause is None:
         lines.append("No alerts: the job looked healthy for the whole recording.")
     else:
         lines += [
@@ -85,6 +90,8 @@ def render(pm: Postmortem) -> str:
         ]
         for a in pm.alerts:
             until = f", resolved at +{duration(a.resolved - start)}" if a.resolved else ""
+            if a.resolved is None and state.ranks and all(r.finished for r in state.ranks.values()):
+                until = ", ended with the job"
             lines.append(f"  +{duration(a.t - start):>6}  {a.severity:<8} {a.kind:<15} {a.summary}{until}")
         for a in pm.alerts:
             if a is not cause:

@@ -28,6 +28,7 @@ from distmon import endpoint, keys
 from distmon.commands import metrics_port
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
+from distmon.pyspy import TRACER_ENV
 
 LISTEN_WAIT = 15.0
 """Seconds the monitor gets to start listening before the job starts without waiting for it."""
@@ -92,7 +93,7 @@ def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, re
     with _monitor(recorder_command, job_endpoint, new_session=True) as recorder:
         if recorder.poll() is not None:
             return recorder.returncode or 1
-        status = _run_job(Job(command, env))
+        status = _run_job(Job(command, {**env, TRACER_ENV: str(recorder.pid)}))
         if recorder.poll() is None:
             time.sleep(LAST_WORDS)
         else:
@@ -110,7 +111,7 @@ def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log
     with log, _monitor(watch_command, job_endpoint, new_session=False) as ui:
         if ui.poll() is not None:
             return ui.returncode or 1
-        job = Job(command, env, stdin=subprocess.DEVNULL, stdout=log, terminal=False)
+        job = Job(command, {**env, TRACER_ENV: str(ui.pid)}, stdin=subprocess.DEVNULL, stdout=log, terminal=False)
         threading.Thread(target=_say_if_ui_closes, args=(ui, job, log_path), daemon=True).start()
         status = _run_job(job)
         if ui.poll() is None:

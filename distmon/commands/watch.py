@@ -21,7 +21,7 @@ def run(args: argparse.Namespace) -> int:
     from distmon.monitor.detector import Detector
     from distmon.monitor.feeds import LiveFeed
     from distmon.monitor.monitor import Monitor
-    from distmon.monitor.probe import ProcessProbe
+    from distmon.monitor.probe import OutsideStacks, ProcessProbe
     from distmon.monitor.receiver import EndpointError
     from distmon.monitor.recording import RecordingWriter
 
@@ -47,7 +47,7 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr)
 
-    monitor = Monitor(Detector(probe=ProcessProbe()), recorder=recorder)
+    monitor = Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError as e:

@@ -34,6 +34,7 @@ from distmon.hooks.progress import Progress
 from distmon.hooks.resources import GpuReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
+from distmon.pyspy import TRACER_ENV, allow_tracer
 from distmon.wire import ExceptionInfo, ExitInfo, Report, encode
 
 CONNECT_GRACE = 0.5
@@ -83,6 +84,8 @@ class Agent:
         self._loaders.install()
         self._last_words.install()
         self._termination.install()
+        if os.environ.get(TRACER_ENV, "").isdigit():  # the monitor may take this rank's stack
+            allow_tracer(int(os.environ[TRACER_ENV]))
         self._started = time.monotonic()
         self._thread.start()
 
@@ -232,7 +235,7 @@ class Agent:
             stack=_quietly(main_thread_stack, None) if stalled else None,
             memory=_quietly(host_memory, None),
             gpu=_quietly(self._gpu.read, None),
-            loaders=_quietly(self._loaders.read, []),
+            loaders=_quietly(lambda: self._loaders.read(self._last_progress if stalled else None), []),
             exception=self._exception,
             exit=self._exit,
         )

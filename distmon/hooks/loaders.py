@@ -8,11 +8,16 @@ PyTorch's own SIGCHLD check of the exit status it reports.
 When a worker is killed, PyTorch raises in the training thread and shuts the iterator
 down, reaping its workers, often before the next sample. So the shutdown is intercepted
 too: an iterator that ends with a dead worker is kept in the report (the last few only).
+
+While the training loop waits in ``next()``, the iterator says which batch it waits for and
+which worker owes it; once the rank has stalled, that worker's stack is taken with py-spy
+(the rank is its parent, so may trace it), once per stall, on a thread of its own.
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import signal
 import threading
@@ -25,9 +30,11 @@ import psutil
 from torch.utils.data import dataloader
 
 from distmon.hooks.progress import Progress
+from distmon.pyspy import StackTaker, allow_tracer, yama_scope
 from distmon.wire import Loader, Worker
 
 CRASHED_KEPT = 4
+_tracing_children = False
 
 
 class LoaderWatch:
@@ -39,6 +46,7 @@ class LoaderWatch:
         self._deaths: dict[int, Worker] = {}
         self._originals: dict[str, Any] = {}
         self._crashed: deque[Loader] = deque(maxlen=CRASHED_KEPT)
+        self._stacks = StackTaker()
 
     def install(self) -> None:
         mp_iter, base_iter = (
@@ -47,6 +55,7 @@ class LoaderWatch:
         )
         if self._originals:
             return
+        _let_this_process_trace_its_children()
         self._originals = {
             "init": mp_iter.__init__,
             "next": base_iter.__next__,
@@ -63,10 +72,11 @@ class LoaderWatch:
                 iterators.add(it)
 
         def __next__(it: Any) -> Any:
-            start = time.perf_counter()
+            start = it._distmon_waiting = time.perf_counter()
             try:
                 return original_next(it)
             finally:
+                it._distmon_waiting = None
                 progress.data_wait += time.perf_counter() - start
 
         def _shutdown_workers(it: Any) -> None:
@@ -85,7 +95,8 @@ class LoaderWatch:
             dataloader._MultiProcessingDataLoaderIter._shutdown_workers = self._originals["shutdown"]
             self._originals = {}
 
-    def read(self) -> list[Loader]:
+    def read(self, stalled_since: float | None = None) -> list[Loader]:
+        """Every live iterator; with ``stalled_since``, the stack of the worker each one waits on."""
         with self._lock:
             iterators = list(self._iterators)
         loaders = list(self._crashed)
@@ -94,6 +105,8 @@ class LoaderWatch:
             if getattr(it, "_shutdown", True):
                 continue  # finished: its workers exited on purpose (between epochs)
             loader = self._describe(it)
+            if stalled_since is not None:
+                self._add_stack(loader, stalled_since)
             live_pids.update(w.pid for w in loader.workers)
             loaders.append(loader)
         for pid in set(self._processes) - live_pids:
@@ -103,8 +116,25 @@ class LoaderWatch:
         return loaders
 
     def _describe(self, it: Any) -> Loader:
-        workers = [self._worker(w.pid) for w in list(getattr(it, "_workers", [])) if w.pid]
-        return Loader(id=id(it), expected=it._num_workers, workers=workers)
+        workers = [self._worker(w.pid, i) for i, w in enumerate(list(getattr(it, "_workers", []))) if w.pid]
+        loader = Loader(id=id(it), expected=it._num_workers, workers=workers)
+        start = getattr(it, "_distmon_waiting", None)
+        if start is not None:
+            loader.waiting = it._rcvd_idx
+            loader.since = time.time() - (time.perf_counter() - start)
+            owed = it._task_info.get(loader.waiting)
+            if owed is not None and len(owed) == 1:  # (worker id,) until the batch arrives
+                loader.worker = owed[0]
+        return loader
+
+    def _add_stack(self, loader: Loader, stalled_since: float) -> None:
+        """The owing worker's stack, once per stall; None in the reports while py-spy runs."""
+        worker = next((w for w in loader.workers if w.id == loader.worker and w.alive), None)
+        if worker is None:
+            return
+        taken = self._stacks.request(worker.pid, stalled_since)
+        if taken is not None:
+            worker.stack, worker.stack_error = taken.frames, taken.error
 
     def _keep_if_crashed(self, it: Any) -> None:
         """On the training thread, once per iterator shutdown: a few ``waitid`` calls."""
@@ -113,18 +143,29 @@ class LoaderWatch:
             if any(not w.alive and (w.signal or w.exitcode) for w in loader.workers):
                 self._crashed.append(loader)
 
-    def _worker(self, pid: int) -> Worker:
+    def _worker(self, pid: int, index: int) -> Worker:
         if pid in self._deaths:
             return self._deaths[pid]
         status = _peek_exit(pid)
         if status is not None:
+            status.id = index
             self._deaths[pid] = status
             return status
         rss = None
         with contextlib.suppress(psutil.Error):
             process = self._processes.get(pid) or self._processes.setdefault(pid, psutil.Process(pid))
             rss = process.memory_info().rss
-        return Worker(pid=pid, alive=True, rss=rss)
+        return Worker(pid=pid, alive=True, rss=rss, id=index)
+
+
+def _let_this_process_trace_its_children() -> None:
+    """Under Yama ``ptrace_scope`` 1 only an ancestor may trace, and py-spy, started by the
+    rank, is no ancestor of the rank's DataLoader workers: so each forked child names the rank
+    (and with it the rank's descendants) as its tracer. Once per process; nothing without Yama."""
+    global _tracing_children
+    if not _tracing_children and yama_scope() == 1:
+        _tracing_children = True
+        os.register_at_fork(after_in_child=functools.partial(allow_tracer, os.getpid()))
 
 
 def _peek_exit(pid: int) -> Worker | None:

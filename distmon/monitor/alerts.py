@@ -76,7 +76,9 @@ class AlertBook:
         self.history: list[Alert] = []
         """Every alert ever raised, oldest first (resolved ones keep their ``resolved``)."""
 
-    def update(self, findings: list[Finding], now: float) -> list[Change]:
+    def update(self, findings: list[Finding], now: float, resolve: bool = True) -> list[Change]:
+        """Apply one tick's findings. With ``resolve`` False, alerts whose findings are gone stay
+        standing: the job is being stopped, and what stood then ends with it."""
         changes: list[Change] = []
         seen = set()
         for f in findings:
@@ -98,7 +100,7 @@ class AlertBook:
                 alert.severity, alert.ranks = f.severity, f.ranks
                 alert.summary, alert.detail = f.summary, f.detail
                 changes.append(Change("updated", alert))
-        for key in list(self.active):
+        for key in list(self.active) if resolve else []:
             if key not in seen:
                 alert = self.active.pop(key)
                 alert.resolved = now

@@ -12,19 +12,22 @@ import statistics
 
 from distmon.monitor.alerts import Finding
 from distmon.monitor.rules import RULES, Rule
-from distmon.monitor.rules.base import Context, Probe, Thresholds
+from distmon.monitor.rules.base import Context, Probe, StackSource, Thresholds
 from distmon.monitor.state import JobState
 
 
 class Detector:
-    def __init__(self, probe: Probe | None = None, limits: Thresholds | None = None) -> None:
+    def __init__(
+        self, probe: Probe | None = None, limits: Thresholds | None = None, stacks: StackSource | None = None
+    ) -> None:
         self.probe = probe
+        self.stacks = stacks
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
-        context = Context(now=now, pace=job_pace(state), probe=self.probe, limits=self.limits)
+        context = Context(now=now, pace=job_pace(state), probe=self.probe, limits=self.limits, stacks=self.stacks)
         findings: list[Finding] = []
         for rule, period in self.rules:
             due, held = self._held.get(rule, (now, []))

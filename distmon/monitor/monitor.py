@@ -15,6 +15,15 @@ from distmon.monitor.recording import RecordingWriter
 from distmon.monitor.state import JobState
 from distmon.wire import Report
 
+STOPPING = frozenset({"terminated", "interrupted"})
+"""Exits by a signal: the launcher's SIGTERM, Ctrl-C."""
+
+
+def being_stopped(state: JobState) -> bool:
+    """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
+    torn down after a failure), so its ranks leaving does not resolve what stood."""
+    return any(s.report.exit is not None and s.report.exit.how in STOPPING for s in state.ranks.values())
+
 
 class Monitor:
     def __init__(
@@ -37,7 +46,8 @@ class Monitor:
 
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""
-        changes = self.alerts.update(self.detector.evaluate(self.state, now), now)
+        findings = self.detector.evaluate(self.state, now)
+        changes = self.alerts.update(findings, now, resolve=not being_stopped(self.state))
         if self.recorder is not None:
             for change in changes:
                 self.recorder.alert(now, change)

@@ -11,7 +11,7 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.monitor import STOPPING, Monitor
 from distmon.monitor.state import RankState
 
 WAITING = "waiting"
@@ -20,9 +20,11 @@ STALLED = "stalled"
 HUNG = "hung"
 FAILED = "failed"
 FINISHED = "finished"
+STOPPED = "stopped"
+"""Every rank ended by a signal or the launcher while a hang or stall stood: killed while hung."""
 
 FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
-HANG_KINDS = frozenset({"hang", "divergence"})
+HANG_KINDS = frozenset({"hang", "divergence", "stall"})
 STALL_FLOOR = 5.0
 """No progress for this long (or five step times, if longer) is a stall."""
 HUNG_AFTER = 60.0
@@ -150,7 +152,8 @@ def _state(
     if kinds & FAILURE_KINDS or any(r.report.exception is not None for r in ranks):
         return FAILED
     if all(r.finished for r in ranks):
-        return FINISHED
+        stopped = any(r.report.exit is not None and r.report.exit.how in STOPPING for r in ranks)
+        return STOPPED if stopped and kinds & HANG_KINDS else FINISHED
     if kinds & HANG_KINDS:
         return HUNG
     if since is not None and since >= stall_after:

@@ -5,7 +5,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.monitor import STOPPING
 from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
+from distmon.monitor.rules.text import rank_word
 from distmon.monitor.state import JobState
 
 MAX_ALERT_BYTES = 256 * 1024 * 1024
@@ -26,6 +28,41 @@ class Postmortem:
         """The earliest critical alert, else the earliest alert."""
         critical = [a for a in self.alerts if a.severity == CRITICAL]
         return min(critical or self.alerts, key=lambda a: a.t, default=None)
+
+    @property
+    def progressed(self) -> bool:
+        """Some rank made a step, a forward pass or a collective during the recording."""
+        return any(
+            r.report.steps or r.report.forwards or any(g.completed for g in r.report.groups)
+            for r in self.state.ranks.values()
+        )
+
+    def ending(self) -> str:
+        """How the job ended, in one line: finished, failed, stopped while hung, or not yet."""
+        ranks = sorted(self.state.ranks.values(), key=lambda s: s.rank)
+        if not ranks:
+            return "unknown: no rank reported"
+        standing = [a for a in self.alerts if a.resolved is None and a.severity == CRITICAL]
+        raised = [s.rank for s in ranks if s.report.exception is not None]
+        stopped = [s for s in ranks if s.report.exit is not None and s.report.exit.how in STOPPING]
+        running = [s.rank for s in ranks if not s.finished and not s.report.exception]
+        how = " and ".join(sorted({_STOPPED_BY[s.report.exit.how] for s in stopped}))  # type: ignore[union-attr]
+        if raised:
+            return f"failed: {rank_word(raised)} raised an exception"
+        if stopped and standing:
+            kinds = ", ".join(sorted({a.kind for a in standing}))
+            return (
+                f"stopped while hung: {rank_word(s.rank for s in stopped)} {how} while the {kinds} alert "
+                "stood; it ended with the job, unresolved"
+            )
+        if stopped:
+            return f"stopped: {rank_word(s.rank for s in stopped)} {how}"
+        if running:
+            return f"not ended: {rank_word(running)} had not exited when the recording stopped"
+        return "finished: every rank exited cleanly"
+
+
+_STOPPED_BY = {"terminated": "terminated by SIGTERM", "interrupted": "interrupted (SIGINT)"}
 
 
 def load(path: str) -> Postmortem:

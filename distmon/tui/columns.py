@@ -19,8 +19,10 @@ SILENT = "silent"
 FAILED = "failed"
 WORKER = "worker"
 EXITED = "exited"
+STOPPED = "stopped"
+"""Ended by a signal: the launcher's SIGTERM or Ctrl-C, not its own clean exit."""
 
-SEVERITY = {FAILED: 5, SILENT: 4, STALLED: 3, WORKER: 2, OK: 1, EXITED: 0}
+SEVERITY = {FAILED: 6, SILENT: 5, STALLED: 4, WORKER: 3, STOPPED: 2, OK: 1, EXITED: 0}
 """Worst first when sorting by status."""
 SILENT_FLOOR = 5.0
 """A rank not heard from for this long, or three intervals, has gone silent."""
@@ -31,7 +33,7 @@ def status(rank: RankState, now: float) -> str:
     if report.exception is not None or (report.exit and report.exit.how == "exception"):
         return FAILED
     if report.exit is not None:
-        return EXITED
+        return STOPPED if report.exit.how in ("terminated", "interrupted") else EXITED
     if rank.silent_for(now) > max(SILENT_FLOOR, 3 * report.interval):
         return SILENT
     if report.stalled_since is not None:

@@ -18,6 +18,7 @@ STATE_STYLE = {
     ov.HUNG: "bold white on red",
     ov.FAILED: "bold white on red",
     ov.FINISHED: "bold white on blue",
+    ov.STOPPED: "bold white on dark_red",
 }
 
 

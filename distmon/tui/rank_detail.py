@@ -17,7 +17,7 @@ from distmon.monitor.overview import collective_age
 from distmon.monitor.rules.groups import group_name
 from distmon.monitor.state import RankState
 from distmon.tui import columns, text
-from distmon.wire import Frame
+from distmon.wire import Frame, Loader
 
 TRENDS = (
     ("step_time", "step time", text.duration),
@@ -96,8 +96,26 @@ def workers_section(rank: RankState) -> Text:
             else:
                 how = w.signal or f"exit code {w.exitcode}"
                 out.append(f"  pid {w.pid}  dead ({how})\n", style="bold red")
+        if loader.waiting is not None:
+            out.append_text(owed_batch(rank, loader))
     out.rstrip()
     return out or Text("No multi-process DataLoader.", "dim")
+
+
+def owed_batch(rank: RankState, loader: Loader) -> Text:
+    """The batch the training loop waits for, the worker that owes it, and where that worker is."""
+    waited = f" for {text.duration(rank.report.t - loader.since)}" if loader.since else ""
+    out = Text(f"  the training loop waits{waited} for batch #{loader.waiting}", style="yellow")
+    worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
+    if worker is None:
+        return out + Text("\n")
+    out.append(f", owed by worker {worker.id} (pid {worker.pid})", style="yellow")
+    if worker.stack:
+        out.append(f"\n  worker {worker.id}, innermost frame last:")
+        out.append_text(frames(worker.stack))
+    elif worker.stack_error:
+        out.append(f"\n  its stack could not be taken: {worker.stack_error}", style="dim")
+    return out + Text("\n")
 
 
 def exception_section(rank: RankState) -> Text:

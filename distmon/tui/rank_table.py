@@ -38,6 +38,7 @@ BADGE = {
     columns.FAILED: Style(color="bright_white", bgcolor="red", bold=True),
     columns.WORKER: Style(color="red", bold=True),
     columns.EXITED: Style(dim=True),
+    columns.STOPPED: Style(color="red"),
 }
 
 

@@ -158,3 +158,13 @@ async def test_live_waits_with_a_clear_line_then_shows_a_real_stream(endpoint: s
             for s in sockets:
                 s.close(linger=0)
             context.term()
+
+
+async def test_a_job_killed_while_hung_shows_stopped_and_its_hang_unresolved() -> None:
+    """A real 4-rank job recorded hanging, then stopped by torchrun's SIGTERM."""
+    app = replay(Path(__file__).resolve().parent.parent / "data" / "hang-rank2.distmon")
+    async with app.run_test(size=(120, 36)) as pilot:
+        await play_to_end(pilot)
+        assert app.overview.state == overview.STOPPED
+        hangs = [a for a in app.monitor.alerts.history if a.kind == "hang"]
+        assert hangs and all(a.resolved is None for a in hangs)

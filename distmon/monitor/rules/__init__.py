@@ -12,6 +12,7 @@ from distmon.monitor.rules.failures import rank_exception, rank_lost
 from distmon.monitor.rules.groups import hang_and_divergence
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.pace import straggler
+from distmon.monitor.rules.stalls import stall
 from distmon.monitor.rules.workers import worker_crash
 
 SLOW_PERIOD = 5.0
@@ -21,6 +22,7 @@ RULES: list[tuple[Rule, float]] = [
     (rank_lost, 0.0),
     (worker_crash, 0.0),
     (hang_and_divergence, 0.0),
+    (stall, 0.0),
     (straggler, SLOW_PERIOD),
     (memory_pressure, SLOW_PERIOD),
     (gpu_fault, SLOW_PERIOD),

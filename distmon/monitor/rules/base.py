@@ -7,9 +7,13 @@ from dataclasses import dataclass
 
 from distmon.monitor.alerts import Finding
 from distmon.monitor.state import JobState
+from distmon.pyspy import OutsideStack
 
 Probe = Callable[[str, int], "str | None"]
 """(host, pid) -> "alive", "gone", or None when the monitor cannot tell (another host)."""
+StackSource = Callable[..., "OutsideStack | None"]
+"""(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
+taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
 
 
 @dataclass(frozen=True)
@@ -21,6 +25,8 @@ class Thresholds:
     hang_steps: float = 5.0
     startup_hang: float = 30.0
     """Before the job's first step, collectives wait for slow starters this long."""
+    stall_floor: float = 10.0
+    """With no collective in flight, a job stalled this long (and ``hang_steps`` step times) is stuck."""
     straggler_wait_ratio: float = 0.25
     straggler_min_peer_wait: float = 0.35
     straggler_data_wait: float = 0.25
@@ -41,6 +47,7 @@ class Context:
     """The job's median step time, or None before any rank has stepped."""
     probe: Probe | None
     limits: Thresholds
+    stacks: StackSource | None = None
 
     @property
     def hang_after(self) -> float:

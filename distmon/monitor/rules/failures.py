@@ -11,9 +11,11 @@ import re
 
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.probe import ALIVE, GONE
-from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.text import duration, rank_word, stack_lines, where
+from distmon.monitor.rules.base import Context, StackSource
+from distmon.monitor.rules.text import duration, rank_word, stack_lines, traceback_lines, where
+from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState, RankState
+from distmon.pyspy import OutsideStack
 
 SECONDARY = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
@@ -108,7 +110,7 @@ def _exception_finding(culprits: list[RankState], victims: list[RankState]) -> F
         f"at step {lead.steps}, at {where(exc.where)}:",
         f"    {exc.type}: {_first_line(exc.message, 400)}",
         "Traceback (innermost last):",
-        *stack_lines(exc.traceback, depth=8),
+        *traceback_lines(exc.traceback, depth=8),
     ]
     if victims:
         lines.append(
@@ -178,7 +180,12 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
             f"  rank {r.rank} on {r.host} (pid {r.pid}): last report {duration(ctx.now - s.received)} "
             f"ago at step {r.steps}, process {states[r.rank] or 'state unknown'}"
         )
-        if r.stack:
+        outside = []
+        if ctx.stacks is not None and states[r.rank] in (ALIVE, GONE):
+            outside = _outside_lines(s, ctx.stacks, take=states[r.rank] == ALIVE)
+        if outside:
+            lines.extend(outside)
+        elif r.stack:
             lines.extend(stack_lines(r.stack, depth=3, indent="    "))
     if victims:
         lines.append(
@@ -186,8 +193,10 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
         )
     if alive and not gone:
         lines.append(
-            f"What to do: see where it is stuck with `py-spy dump --native --pid {lost[0].report.pid}` on "
-            f"{lost[0].report.host}; look for a C extension or ctypes call that holds the GIL."
+            "What to do: the innermost native call above holds the GIL (`py-spy dump --native --pid "
+            f"{lost[0].report.pid}` on {lost[0].report.host} shows it again): a C extension or ctypes call "
+            "that does not release it (ctypes.PyDLL, a missing Py_BEGIN_ALLOW_THREADS); release the GIL "
+            "there or move the call to a subprocess."
         )
     else:
         lines.append(
@@ -195,6 +204,26 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
             "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
         )
     return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))]
+
+
+def _outside_lines(s: RankState, stacks: StackSource, take: bool) -> list[str]:
+    """Its stack from outside (py-spy), once per silence: the rank cannot send its own. A
+    process gone since keeps the stack taken while it was alive."""
+    r = s.report
+    try:
+        taken = stacks(r.host, r.pid, s.received, take=take)
+    except Exception as e:
+        taken = OutsideStack(error=str(e))
+    if taken is None:
+        return ["    its stack: being taken from outside with py-spy"] if take else []
+    if not taken.frames:
+        return [f"    its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}"]
+    place = classify(taken.frames, taken.owns_gil)
+    gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
+    return [
+        f"    its main thread, from outside with py-spy{gil}: {place.words}",
+        *frame_lines(taken.frames, depth=4, indent="      "),
+    ]
 
 
 def _process_state(s: RankState, ctx: Context) -> str | None:

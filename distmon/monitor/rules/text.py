@@ -4,7 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from distmon.wire import Frame
+from distmon.monitor.rules.whereabouts import classify, frame_lines
+from distmon.wire import Frame, Loader, Report
 
 MAX_LISTED = 16
 
@@ -56,12 +57,47 @@ def where(frame: Frame | None) -> str:
 
 
 def stack_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
-    """The innermost ``depth`` frames, innermost last, with their source lines."""
+    """Where a stalled rank is, in words, then the user's innermost frame first and the
+    ``depth`` innermost library frames it called (see :mod:`whereabouts`)."""
     if not frames:
         return [f"{indent}(no stack: the rank had not stalled when it last reported)"]
+    return [f"{indent}{classify(frames).words}:", *frame_lines(frames, depth, indent + "  ")]
+
+
+def traceback_lines(frames: list[Frame], depth: int = 8, indent: str = "    ") -> list[str]:
+    """The innermost ``depth`` frames of a traceback, innermost last, with their source lines."""
     lines = []
     for f in frames[-depth:]:
         lines.append(f"{indent}{f.file}:{f.line} in {f.func}")
         if f.code:
             lines.append(f"{indent}    {f.code}")
+    return lines
+
+
+def rank_lines(report: Report, depth: int = 4, indent: str = "    ") -> list[str]:
+    """A stalled rank's whereabouts; for a DataLoader wait, also the worker that owes the
+    batch and that worker's own stack."""
+    lines = stack_lines(report.stack, depth, indent)
+    if report.stack and classify(report.stack).kind == "dataloader":
+        for number, loader in enumerate(report.loaders, 1):
+            if loader.waiting is not None:
+                lines.extend(_loader_lines(report, loader, number, indent))
+    return lines
+
+
+def _loader_lines(report: Report, loader: Loader, number: int, indent: str) -> list[str]:
+    waited = f" for {duration(report.t - loader.since)}" if loader.since else ""
+    worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
+    head = f"{indent}DataLoader iterator {number} ({loader.expected} workers) waits{waited} for batch #{loader.waiting}"
+    if worker is None:
+        return [head + ", which no live worker owes (the workers are being restarted, or it is in order)"]
+    state = "alive" if worker.alive else f"dead ({worker.signal or f'exit code {worker.exitcode}'})"
+    lines = [head + f" from worker {worker.id} (pid {worker.pid}, {state})"]
+    if worker.stack:
+        lines.append(f"{indent}worker {worker.id} is {classify(worker.stack).words}:")
+        lines.extend(frame_lines(worker.stack, depth=3, indent=indent + "  "))
+    elif worker.stack_error:
+        lines.append(f"{indent}worker {worker.id}'s stack could not be taken: {worker.stack_error}")
+    elif worker.alive:
+        lines.append(f"{indent}worker {worker.id}'s stack: being taken (py-spy)")
     return lines

@@ -1,0 +1,130 @@
+"""``stall``: the job stopped progressing and there is no sequence number to compare.
+
+Before the first collective (a rank late to ``init_process_group``, a node that never
+comes), or when every rank waits outside any collective (every DataLoader on a dead NFS
+mount), the collective rules have nothing to go on. So the ranks are compared by where they
+are: grouped by the place in the user's code their stacks show, the large group waiting in
+the same place are the victims, the odd ones out and the ranks that never reported are the
+culprits. Silent while any collective is in flight: that story is the collective rules'.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+
+from distmon.monitor.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.text import duration, rank_lines, rank_word
+from distmon.monitor.rules.whereabouts import WAITING, Place, classify, frame_lines
+from distmon.monitor.state import JobState, RankState
+
+MAX_SHOWN = 4
+"""Culprits whose whereabouts the evidence shows."""
+
+
+def stall(job: JobState, ctx: Context) -> list[Finding]:
+    ranks = list(job.ranks.values())
+    if not ranks or not all(_stalled(s, ctx) for s in ranks):
+        return []  # someone progresses, or died or left: not a stall of the job
+    if any(g.enqueued > g.completed for s in ranks for g in s.report.groups):
+        return []  # a collective in flight: the hang and divergence rules tell that story
+    age = min(s.report.t - s.report.stalled_since + ctx.now - s.received for s in ranks)  # type: ignore[operator]
+    if ctx.pace is None:
+        after = ctx.limits.startup_hang
+    else:
+        after = max(ctx.limits.stall_floor, ctx.limits.hang_steps * ctx.pace)
+    if age < after:
+        return []
+    places = {s.rank: classify(s.report.stack) for s in ranks}
+    by_place: dict[tuple[str, str, int], list[RankState]] = defaultdict(list)
+    for s in ranks:
+        by_place[places[s.rank].signature].append(s)
+    missing = sorted(set(range(job.world)) - set(job.ranks))
+    victims_at = max(by_place, key=lambda k: (k[0] in WAITING, len(by_place[k])))
+    victims = by_place[victims_at]
+    odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
+    if not odd and not missing:
+        return [_everyone(victims, places[victims[0].rank], age)]
+    return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age)]
+
+
+def _stalled(s: RankState, ctx: Context) -> bool:
+    """Reporting, alive, and without progress by its own account."""
+    r = s.report
+    quiet = s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * r.interval)
+    return quiet and not s.finished and r.exception is None and r.stalled_since is not None
+
+
+def _odd_ones_out(
+    job: JobState,
+    victims: list[RankState],
+    place: Place,
+    odd: list[RankState],
+    missing: list[int],
+    age: float,
+) -> Finding:
+    culprits = [s.rank for s in odd] + missing
+    waiting = sorted(s.rank for s in victims)
+    summary = f"stall: {rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
+    lines = [
+        f"No rank has progressed for {duration(age)} and no collective is in flight: there are no "
+        "sequence numbers to compare, so the ranks are compared by where they are.",
+        f"{rank_word(waiting)} ({len(waiting)} of {job.world}) wait {place.words}:",
+        *frame_lines(victims[0].report.stack, depth=2),
+    ]
+    for s in odd[:MAX_SHOWN]:
+        r = s.report
+        lines.append(f"  rank {r.rank} ({r.host}, pid {r.pid}), at step {r.steps}, is elsewhere:")
+        lines.extend(rank_lines(r, indent="    "))
+    if len(odd) > MAX_SHOWN:
+        lines.append(f"  ... and {rank_word(s.rank for s in odd[MAX_SHOWN:])} elsewhere too")
+    if missing:
+        lines.append(
+            f"  {rank_word(missing)} of {job.world}: never reported (not started, stuck before importing "
+            "torch, or not monitored)"
+        )
+    if place.kind == "init":
+        advice = (
+            f"What to do: every rank must reach init_process_group; {rank_word(culprits)} did not. "
+            "Look at where it is above (loading data or a checkpoint before init, a slow node); a rank "
+            "that never reported did not start: check its node and the launcher's log. The others "
+            "give up when the init timeout runs out."
+        )
+    else:
+        advice = (
+            f"What to do: find why {rank_word(culprits)} do not get to where the others wait; the "
+            "stacks above show where they are. `py-spy dump --pid PID` on its host shows every thread."
+        )
+    lines.append(advice)
+    return Finding("stall", "stall", CRITICAL, culprits, summary, "\n".join(lines))
+
+
+def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
+    """Every rank stopped in the same place: no odd one out, the place itself is the news."""
+    names = sorted(s.rank for s in ranks)
+    summary = f"stall: all {len(names)} ranks {place.words} for {duration(age)}, none progresses"
+    lines = [
+        f"No rank has progressed for {duration(age)} and no collective is in flight; every rank "
+        f"stands in the same place, {place.words}:",
+    ]
+    for s in sorted(ranks, key=lambda s: s.rank)[:MAX_SHOWN]:
+        r = s.report
+        lines.append(f"  rank {r.rank} ({r.host}, pid {r.pid}), at step {r.steps}:")
+        lines.extend(rank_lines(r, indent="    "))
+    if len(ranks) > MAX_SHOWN:
+        lines.append(f"  ... and {len(ranks) - MAX_SHOWN} more ranks in the same place")
+    if place.kind == "dataloader":
+        lines.append(
+            "What to do: the DataLoader workers do not deliver. Their stacks above show where they "
+            "are: storage that stopped answering (a dead NFS or FUSE mount), a lock or a network "
+            "call in __getitem__. Check the mount (`ls` it, `dmesg`), and give such reads a timeout."
+        )
+    else:
+        lines.append(
+            "What to do: the place above is where the job stopped; if it waits on something outside "
+            "the job (storage, the network, a service), check that first."
+        )
+    # Every rank waiting on something that does not come is a stop; every rank busy in the
+    # same place (a long checkpoint, a slow start) may only be slow.
+    severity = CRITICAL if place.kind in WAITING else WARNING
+    return Finding("stall", "stall", severity, names, summary, "\n".join(lines))

@@ -1,0 +1,167 @@
+"""Where a stalled rank is, in words: its stack classified, the user's own frame first
+(:func:`distmon.monitor.rules.text.rank_lines` puts it into an alert's evidence).
+
+The person reading an alert did not write PyTorch: "waiting for a DataLoader batch, in your
+code at train.py:95, worker 1 (pid 4242) owes it and is in dataset.py:31 reading a file"
+tells them what to do; four frames of ``selectors.py`` do not.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from distmon.wire import Frame
+
+LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/distmon/hooks/")
+"""Path parts of frames that are not the user's: installed packages, the standard library."""
+INIT_FUNCS = frozenset(
+    {"init_process_group", "rendezvous", "_store_based_barrier", "_create_c10d_store", "init_device_mesh"}
+)
+NEXT_FUNCS = frozenset({"__next__", "_next_data", "_get_data", "_try_get_data"})
+IO_PATHS = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors", "h5py", "/shutil.py")
+IO_NATIVE = re.compile(r"^(__libc_|__GI___libc_)?(p?read|p?write|open|open64|fsync|fdatasync|stat|statx|getdents)")
+IO_CODE = re.compile(r"\b(open|read|readinto|write|load|save|listdir|scandir|stat|fsync|copyfile)\(")
+LOCK_PATHS = ("/threading.py", "/queue.py", "multiprocessing/synchronize.py", "multiprocessing/queues.py", "/futures/")
+WAITING = frozenset({"init", "collective", "dataloader"})
+"""Places where a rank waits on others: the large group found there are victims."""
+
+
+@dataclass(frozen=True)
+class Place:
+    kind: str
+    """``gil``, ``dataloader``, ``init``, ``collective``, ``cuda``, ``io``, ``sleep``, ``lock`` or ``user``."""
+    words: str
+    user: Frame | None
+    """The user's innermost frame."""
+
+    @property
+    def signature(self) -> tuple[str, str, int]:
+        """Ranks with equal signatures stand in the same place in the user's code."""
+        return (self.kind, self.user.file if self.user else "", self.user.line if self.user else 0)
+
+
+def is_library(frame: Frame) -> bool:
+    return not frame.file.endswith(".py") or any(part in frame.file for part in LIBRARY)
+
+
+def user_frame(frames: list[Frame]) -> Frame | None:
+    return next((f for f in reversed(frames) if not is_library(f)), None)
+
+
+def classify(frames: list[Frame] | None, owns_gil: bool = False) -> Place:
+    """The first matching place, from the most specific to the user's own code."""
+    if not frames:
+        return Place("unknown", "at an unknown place (no stack)", None)
+    user = user_frame(frames)
+    for kind, test in CHECKS:
+        words = test(frames, owns_gil)
+        if words:
+            return Place(kind, words, user)
+    return Place("user", "in its own code", user)
+
+
+def _gil(frames: list[Frame], owns_gil: bool) -> str | None:
+    inner = frames[-1]
+    if owns_gil and not inner.file.endswith(".py"):
+        return f"holding the GIL in a native call ({inner.func} in {_short(inner.file)})"
+    return None
+
+
+def _dataloader(frames: list[Frame], _gil: bool) -> str | None:
+    if any(f.func in NEXT_FUNCS and f.file.endswith("torch/utils/data/dataloader.py") for f in frames):
+        return "waiting for a DataLoader batch"
+    return None
+
+
+def _init(frames: list[Frame], _gil: bool) -> str | None:
+    if any(f.func in INIT_FUNCS and "torch/distributed/" in f.file for f in frames):
+        return "in init_process_group (rendezvous: waiting for every rank to join)"
+    return None
+
+
+def _collective(frames: list[Frame], _gil: bool) -> str | None:
+    op = next((f.func for f in reversed(frames) if f.file.endswith("torch/distributed/distributed_c10d.py")), None)
+    if op:
+        return f"in a collective ({op})"
+    if any(f.func == "backward" and "torch/autograd/" in f.file for f in frames):
+        return "in backward (with DDP: the gradient all-reduce)"
+    return None
+
+
+def _cuda(frames: list[Frame], _gil: bool) -> str | None:
+    if any(f.func == "synchronize" and "torch/cuda/" in f.file for f in frames):
+        return "in a CUDA synchronize (waiting for the GPU)"
+    return None
+
+
+def _io(frames: list[Frame], _gil: bool) -> str | None:
+    inner = frames[-1]
+    if any(part in f.file for f in frames for part in IO_PATHS) or IO_NATIVE.match(inner.func):
+        return "in checkpoint or file I/O"
+    user = user_frame(frames)
+    if user is not None and user is inner and user.code and IO_CODE.search(user.code):
+        return "in file I/O"
+    return None
+
+
+def _sleep(frames: list[Frame], _gil: bool) -> str | None:
+    inner = frames[-1]
+    if (inner.code and "sleep(" in inner.code) or "nanosleep" in inner.func:
+        return "sleeping"
+    return None
+
+
+def _lock(frames: list[Frame], _gil: bool) -> str | None:
+    if any(part in f.file for f in frames[-3:] for part in LOCK_PATHS):
+        return "waiting on a lock, a queue or a thread"
+    return None
+
+
+CHECKS: list[tuple[str, Callable[[list[Frame], bool], str | None]]] = [
+    ("gil", _gil),
+    ("dataloader", _dataloader),
+    ("init", _init),
+    ("collective", _collective),
+    ("cuda", _cuda),
+    ("io", _io),
+    ("sleep", _sleep),
+    ("lock", _lock),
+]
+
+
+def frame_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
+    """The user's innermost frame first, then the library frames it called, innermost last."""
+    if not frames:
+        return [f"{indent}(no stack)"]
+    user = user_frame(frames)
+    lines = []
+    inner = frames
+    if user is not None:
+        lines.append(f"{indent}your code: {user.file}:{user.line} in {user.func}")
+        if user.code:
+            lines.append(f"{indent}    {user.code}")
+        inner = frames[len(frames) - frames[::-1].index(user) :]
+    shown = inner[-depth:]
+    if shown:
+        more = f", {len(inner) - len(shown)} more above" if len(inner) > len(shown) else ""
+        lines.append(f"{indent}{'inside' if user else 'in'} (innermost last{more}):")
+        lines.extend(f"{indent}  {_place(f)}" for f in shown)
+    return lines
+
+
+def _place(f: Frame) -> str:
+    """A library frame in one line; a native one has no line number."""
+    return f"{_short(f.file)}:{f.line} in {f.func}" if f.line else f"{f.func} ({_short(f.file)})"
+
+
+def _short(path: str) -> str:
+    """A library path from its package on: ``torch/utils/data/dataloader.py``."""
+    for marker in ("/site-packages/", "/dist-packages/"):
+        if marker in path:
+            return path.split(marker, 1)[1]
+    match = re.search(r"/lib/python3\.\d+/(.*)", path)
+    if match:
+        return match.group(1)
+    return path.rsplit("/", 1)[-1] if not path.endswith(".py") else path

@@ -1,0 +1,170 @@
+"""Stacks from outside a process, with py-spy: for a process that cannot say where it is.
+
+A rank whose own threads are starved (a native call holding the GIL) cannot sample itself,
+and a DataLoader worker is another process. ``py-spy dump`` reads either from outside,
+Python and native frames, without stopping it for more than a moment.
+
+Who may trace whom: root, or a process with CAP_SYS_PTRACE, may trace anything; under Yama
+``ptrace_scope`` 1 (Ubuntu's default) a process may trace only its descendants (a rank its
+DataLoader workers), or a process that named it with ``PR_SET_PTRACER``
+(:func:`allow_tracer`); 2 and 3 allow only CAP_SYS_PTRACE, or nothing.
+
+:class:`StackTaker` runs py-spy on a thread of its own, once per (pid, stall), each run
+bounded in time, so neither the training thread nor a monitor's intake ever waits for it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import json
+import linecache
+import os
+import queue
+import shutil
+import subprocess
+import sys
+import threading
+from collections import OrderedDict
+from dataclasses import dataclass
+from pathlib import Path
+
+from distmon.wire import Frame
+
+TIMEOUT = 5.0
+"""Seconds a py-spy run may take before it is killed."""
+MAX_FRAMES = 40
+KEPT = 64
+"""Results remembered; older ones are forgotten (one per stall is all that is asked for)."""
+YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
+PR_SET_PTRACER = 0x59616D61
+TRACER_ENV = "DISTMON_TRACER_PID"
+"""Set by ``distmon run`` to its monitor's pid: each rank lets that monitor (and the py-spy it
+starts) trace it, which Yama ``ptrace_scope`` 1 forbids a sibling by default."""
+
+
+@dataclass(frozen=True)
+class OutsideStack:
+    """The main thread's stack, innermost last, or why it could not be taken."""
+
+    frames: list[Frame] | None = None
+    error: str | None = None
+    owns_gil: bool = False
+
+
+def executable() -> str | None:
+    """py-spy from PATH, or from this interpreter's own scripts (a venv not activated)."""
+    beside = Path(sys.executable).parent / "py-spy"
+    return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
+
+
+def dump(pid: int, timeout: float = TIMEOUT) -> OutsideStack:
+    """The main thread of ``pid``, Python and native frames; falls back to Python frames
+    alone where native unwinding fails. Never raises."""
+    exe = executable()
+    if exe is None:
+        return OutsideStack(error="py-spy is not installed (pip install 'distmon[stacks]')")
+    result = _run([exe, "dump", "--pid", str(pid), "--json", "--full-filenames", "--native"], timeout)
+    if result.error and "did not answer" not in result.error and "permission" not in result.error:
+        result = _run([exe, "dump", "--pid", str(pid), "--json", "--full-filenames"], timeout)
+    return result if result.frames is not None or result.error else OutsideStack(error="py-spy found no thread")
+
+
+def _run(command: list[str], timeout: float) -> OutsideStack:
+    pid = int(command[command.index("--pid") + 1])
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return OutsideStack(error=f"py-spy did not answer within {timeout:.0f}s")
+    except OSError as e:
+        return OutsideStack(error=f"cannot run py-spy: {e.strerror}")
+    if done.returncode != 0:
+        return OutsideStack(error=_explain(done.stderr, pid))
+    try:
+        threads = json.loads(done.stdout)
+    except ValueError:
+        return OutsideStack(error="py-spy's output was not JSON")
+    main = next((t for t in threads if t.get("os_thread_id") == pid), threads[0] if threads else None)
+    if main is None:
+        return OutsideStack()
+    frames = [_frame(f) for f in main.get("frames", [])[:MAX_FRAMES]]
+    frames.reverse()
+    return OutsideStack(frames=frames, owns_gil=bool(main.get("owns_gil")))
+
+
+def _frame(f: dict) -> Frame:
+    file, line = str(f.get("filename", "?")), int(f.get("line") or 0)
+    code = None
+    if file.endswith(".py") and line:
+        code = linecache.getline(file, line).strip() or None
+    return Frame(file=file, line=line, func=str(f.get("name", "?")), code=code)
+
+
+def _explain(stderr: str, pid: int) -> str:
+    """py-spy's error in one line, with what to do when it is a permission problem."""
+    message = next((line.strip() for line in stderr.splitlines() if line.strip()), "py-spy failed")
+    if "ermission" not in stderr and "not permitted" not in stderr:
+        return f"py-spy failed: {message[:200]}"
+    scope = yama_scope()
+    why = {
+        1: "Yama ptrace_scope is 1: only an ancestor of the process, or root, may trace it",
+        2: "Yama ptrace_scope is 2: only a process with CAP_SYS_PTRACE may trace it",
+        3: "Yama ptrace_scope is 3: no process may be traced",
+    }.get(scope or 0, "this user may not trace it (a container needs CAP_SYS_PTRACE)")
+    return f"permission denied tracing pid {pid}: {why}; run the monitor as root, or `docker run --cap-add SYS_PTRACE`"
+
+
+def yama_scope() -> int | None:
+    """Yama's ``ptrace_scope``, None where Yama is absent (any process of the same user may trace)."""
+    with contextlib.suppress(OSError, ValueError):
+        return int(YAMA.read_text())
+    return None
+
+
+def allow_tracer(pid: int) -> bool:
+    """Let ``pid`` and its descendants trace this process under Yama ``ptrace_scope`` 1
+    (``PR_SET_PTRACER``); False where there is no Yama or it refuses."""
+    with contextlib.suppress(OSError, AttributeError, ValueError):
+        libc = ctypes.CDLL(None, use_errno=True)
+        return libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(pid), 0, 0, 0) == 0
+    return False
+
+
+class StackTaker:
+    """Takes stacks with py-spy on a thread of its own, started on the first request.
+
+    ``request(pid, stall)`` returns the result once there is one, ``None`` while it is being
+    taken; a new ``stall`` (its start time, say) for the same pid asks for a fresh one. With
+    ``take`` False it only returns what was taken before (for a process since gone).
+    """
+
+    def __init__(self, timeout: float = TIMEOUT) -> None:
+        self._timeout = timeout
+        self._results: OrderedDict[tuple[int, float], OutsideStack | None] = OrderedDict()
+        self._lock = threading.Lock()
+        self._todo: queue.SimpleQueue[tuple[int, float]] = queue.SimpleQueue()
+        self._thread: threading.Thread | None = None
+        self._owner = os.getpid()
+
+    def request(self, pid: int, stall: float, take: bool = True) -> OutsideStack | None:
+        key = (pid, stall)
+        with self._lock:
+            if key in self._results or not take:
+                return self._results.get(key)
+            self._results[key] = None
+            while len(self._results) > KEPT:
+                self._results.popitem(last=False)
+            if self._thread is None or self._owner != os.getpid():
+                self._owner = os.getpid()
+                self._thread = threading.Thread(target=self._work, name="distmon-py-spy", daemon=True)
+                self._thread.start()
+        self._todo.put(key)
+        return None
+
+    def _work(self) -> None:
+        while True:
+            key = self._todo.get()
+            result = dump(key[0], self._timeout)
+            with self._lock:
+                if key in self._results:
+                    self._results[key] = result
