@@ -187,7 +187,7 @@ def test_alerts_standing_when_the_job_is_stopped_end_with_it() -> None:
     assert [a.kind for a in monitor.alerts.active.values()] == ["stall"]
     for r in range(4):
         exit = ExitInfo(how="terminated", t=T0 + 40)
-        monitor.state.apply(report(r, None, t=T0 + 40, exit=exit), T0 + 40)
+        monitor.state.apply(report(r, None, t=T0 + 40, exit=exit, world=5), T0 + 40)
     assert not [c for c in monitor.tick(T0 + 41) if c.event == "resolved"]
     tracker = OverviewTracker()
     tracker.observe(monitor, T0 + 41)

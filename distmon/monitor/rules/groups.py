@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.text import duration, rank_word, ranks_text, stack_lines, where
+from distmon.monitor.rules.text import duration, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.monitor.state import JobState, RankState
 from distmon.wire import GroupStatus, expand_runs
 
@@ -309,9 +309,9 @@ class WaitFor:
             )
             return [head + f"{how}: it left while the others still expect it (uneven batch counts?)"]
         if s.silent_for(self.ctx.now) >= max(self.ctx.limits.lost_floor, 4 * r.interval):
-            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *stack_lines(r.stack, 3, "    ")]
+            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *rank_lines(r, 3, "    ")]
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
-        return [head + stalled + "at:", *stack_lines(r.stack, 4, "    ")]
+        return [head + stalled + "at:", *rank_lines(r, 4, "    ")]
 
     def _stuck_collective(self, gid: str, seq: int) -> Finding:
         view = self.groups[gid]
