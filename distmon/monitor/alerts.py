@@ -77,8 +77,9 @@ class AlertBook:
         """Every alert ever raised, oldest first (resolved ones keep their ``resolved``)."""
 
     def update(self, findings: list[Finding], now: float, resolve: bool = True) -> list[Change]:
-        """Apply one tick's findings. With ``resolve`` False, alerts whose findings are gone stay
-        standing: the job is being stopped, and what stood then ends with it."""
+        """Apply one tick's findings. With ``resolve`` False the job is being stopped: what stood
+        then ends with it as it stood, neither resolved nor rewritten by the teardown (ranks
+        leaving one by one would otherwise turn a hang's evidence into "rank 2 exited")."""
         changes: list[Change] = []
         seen = set()
         for f in findings:
@@ -91,7 +92,7 @@ class AlertBook:
                 if len(self.history) > MAX_HISTORY:
                     self._forget_oldest()
                 changes.append(Change("raised", alert))
-            elif (alert.severity, alert.ranks, alert.summary, alert.detail) != (
+            elif resolve and (alert.severity, alert.ranks, alert.summary, alert.detail) != (
                 f.severity,
                 f.ranks,
                 f.summary,

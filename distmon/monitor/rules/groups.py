@@ -302,12 +302,12 @@ class WaitFor:
         last = ", ".join(f"#{g.enqueued} in {g.desc or 'group ' + g.id}" for g in r.groups if g.enqueued) or "none"
         head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, last collectives {last}; "
         if s.finished:
-            how = (
-                "raised " + r.exception.type
-                if r.exception
-                else {"terminated": "was terminated"}.get(r.exit.how if r.exit else "", "exited cleanly")
-            )
-            return [head + f"{how}: it left while the others still expect it (uneven batch counts?)"]
+            how = r.exit.how if r.exit else ""
+            if r.exception:
+                return [head + f"raised {r.exception.type}: it left while the others still expect it"]
+            if how in ("terminated", "interrupted"):
+                return [head + f"was {how} while the others still expect it"]
+            return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
         if s.silent_for(self.ctx.now) >= max(self.ctx.limits.lost_floor, 4 * r.interval):
             return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *rank_lines(r, 3, "    ")]
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
