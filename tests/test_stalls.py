@@ -22,7 +22,7 @@ from distmon.monitor.rules.text import stack_lines
 from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState
 from distmon.pyspy import OutsideStack, dump
-from distmon.wire import ExitInfo, Frame, GroupStatus, Loader, Report, StepStats, Worker
+from distmon.wire import ExceptionInfo, ExitInfo, Frame, GroupStatus, Loader, Report, StepStats, Worker
 
 TORCH = "/venv/lib/python3.11/site-packages/torch"
 USER = "/home/me/train.py"
@@ -199,6 +199,12 @@ def test_alerts_standing_when_the_job_is_stopped_end_with_it() -> None:
     )
     assert not pm.progressed
 
+    # A worker killed in the same teardown makes its rank raise: still a stop, not a failure.
+    dying = ExceptionInfo("RuntimeError", "DataLoader worker (pid(s) 28306) exited unexpectedly", None, [], T0 + 40)
+    monitor.state.ranks[0].report.exception = dying
+    assert tracker.overview(monitor, T0 + 41).state == STOPPED
+    assert pm.ending().startswith("stopped while hung")
+
 
 GIL_HOLDER = """
 import ctypes, sys
@@ -243,3 +249,13 @@ def test_the_rank_screen_shows_the_worker_that_owes_the_batch_and_its_frame() ->
     shown = workers_section(job.ranks[0]).plain
     assert "the training loop waits for 12s for batch #7, owed by worker 1 (pid 501)" in shown
     assert "data.py:31 in __getitem__" in shown
+
+
+def test_workers_killed_in_the_teardown_are_no_crash() -> None:
+    from distmon.monitor.rules.workers import worker_crash
+
+    died = ExceptionInfo("RuntimeError", "DataLoader worker (pid(s) 28306) exited unexpectedly", None, [], T0)
+    torn_down = report(0, None, exception=died, exit=ExitInfo(how="terminated", t=T0))
+    assert worker_crash(job_of(torn_down), context(T0)) == []
+    crashed = report(0, None, exception=died, exit=ExitInfo(how="exception", t=T0))
+    assert [f.kind for f in worker_crash(job_of(crashed), context(T0))] == ["worker_crash"]

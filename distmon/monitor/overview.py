@@ -12,6 +12,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from distmon.monitor.monitor import STOPPING, Monitor
+from distmon.monitor.rules.failures import failed_on_its_own
 from distmon.monitor.state import RankState
 
 WAITING = "waiting"
@@ -149,7 +150,7 @@ def _state(
 ) -> str:
     if not ranks:
         return WAITING
-    if kinds & FAILURE_KINDS or any(r.report.exception is not None for r in ranks):
+    if kinds & FAILURE_KINDS or any(failed_on_its_own(r) for r in ranks):
         return FAILED
     if all(r.finished for r in ranks):
         stopped = any(r.report.exit is not None and r.report.exit.how in STOPPING for r in ranks)

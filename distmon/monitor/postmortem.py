@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.monitor import STOPPING
 from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
+from distmon.monitor.rules.failures import failed_on_its_own
 from distmon.monitor.rules.text import rank_word
 from distmon.monitor.state import JobState
 
@@ -43,7 +44,7 @@ class Postmortem:
         if not ranks:
             return "unknown: no rank reported"
         standing = [a for a in self.alerts if a.resolved is None and a.severity == CRITICAL]
-        raised = [s.rank for s in ranks if s.report.exception is not None]
+        raised = [s.rank for s in ranks if failed_on_its_own(s)]
         stopped = [s for s in ranks if s.report.exit is not None and s.report.exit.how in STOPPING]
         running = [s.rank for s in ranks if not s.finished and not s.report.exception]
         how = " and ".join(sorted({_STOPPED_BY[s.report.exit.how] for s in stopped}))  # type: ignore[union-attr]

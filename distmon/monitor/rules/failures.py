@@ -45,6 +45,15 @@ def is_worker_death(state: RankState) -> bool:
     return exc is not None and bool(WORKER_DIED.search(exc.message))
 
 
+def failed_on_its_own(state: RankState) -> bool:
+    """Raised, and not only because the job was being stopped around it: a rank stopped by a
+    signal whose DataLoader workers died in the same teardown, or whose peers went, did not fail."""
+    if state.report.exception is None:
+        return False
+    stopped = state.report.exit is not None and state.report.exit.how in ("terminated", "interrupted")
+    return not (stopped and (is_secondary(state) or is_worker_death(state)))
+
+
 def first_failure(job: JobState) -> float | None:
     """When the first rank raised something that is not a consequence of another's death."""
     times = [s.report.exception.t for s in job.ranks.values() if s.report.exception is not None and not is_secondary(s)]

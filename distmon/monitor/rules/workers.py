@@ -6,6 +6,7 @@ import re
 
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.failures import failed_on_its_own
 from distmon.monitor.rules.text import size
 from distmon.monitor.state import JobState, RankState
 from distmon.wire import Worker
@@ -29,6 +30,8 @@ SIGNAL_WORDS = {
 def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
     for s in job.ranks.values():
+        if s.report.exception is not None and not failed_on_its_own(s):
+            continue  # stopped by a signal: its workers died in the same teardown (torchrun kills the group)
         dead = _dead_workers(s)
         if dead:
             findings.append(_finding(s, dead))
