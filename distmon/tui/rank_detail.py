@@ -141,6 +141,9 @@ class RankDetail(Screen):
     def __init__(self, rank: int) -> None:
         super().__init__()
         self.rank = rank
+        self._ready = False
+        """The app redraws on a timer, which can come between pushing this screen and its
+        widgets being mounted: until then there is nothing to show into."""
 
     def compose(self) -> ComposeResult:
         yield Static(id="detail-heading")
@@ -162,8 +165,11 @@ class RankDetail(Screen):
             ("exception", "Last exception"),
         ):
             self.query_one(f"#detail-{section}", Static).border_title = title
+        self._ready = True
 
     def show(self, rank: RankState | None, now: float, culprit: bool) -> None:
+        if not self._ready:
+            return
         heading = self.query_one("#detail-heading", Static)
         if rank is None:
             heading.update(Text(f" rank {self.rank} has not reported ", style="reverse"))
