@@ -16,9 +16,7 @@ from types import FrameType
 from distmon import endpoint, keys
 from distmon.commands import metrics_port
 from distmon.monitor.alerts import Change
-from distmon.monitor.detector import Detector
-from distmon.monitor.monitor import Monitor
-from distmon.monitor.probe import OutsideStacks, ProcessProbe
+from distmon.monitor.monitor import Monitor, live_monitor
 from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingWriter
 
@@ -54,7 +52,7 @@ def run(args: argparse.Namespace) -> int:
     warning = None if key else endpoint.exposure_warning(address)
     if warning:
         print(warning, file=sys.stderr)
-    monitor = Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder, job=args.job)
+    monitor = live_monitor(recorder, args.job)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError as e:

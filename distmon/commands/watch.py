@@ -18,10 +18,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from distmon.monitor.detector import Detector
     from distmon.monitor.feeds import LiveFeed
-    from distmon.monitor.monitor import Monitor
-    from distmon.monitor.probe import OutsideStacks, ProcessProbe
+    from distmon.monitor.monitor import live_monitor
     from distmon.monitor.receiver import EndpointError
     from distmon.monitor.recording import RecordingWriter
 
@@ -47,7 +45,7 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr)
 
-    monitor = Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder)
+    monitor = live_monitor(recorder)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError as e:

@@ -11,6 +11,7 @@ from collections import Counter
 
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
+from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
 from distmon.monitor.state import JobState
 from distmon.wire import Report
@@ -65,3 +66,10 @@ class Monitor:
     def close(self) -> None:
         if self.recorder is not None:
             self.recorder.close()
+
+
+def live_monitor(recorder: RecordingWriter | None, job: str | None = None) -> Monitor:
+    """A monitor of ranks running now, as ``watch`` and ``record`` run it: it may look at the
+    ranks' processes on this host (alive or gone) and take their stacks from outside.
+    Replays and tests judge the reports alone."""
+    return Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder, job=job)
