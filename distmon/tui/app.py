@@ -65,17 +65,24 @@ class DistmonApp(App):
         self.tracker = OverviewTracker()
         self.pump = Pump(feed, monitor, on_tick=lambda now: self.tracker.observe(monitor, now))
         self.overview = self.tracker.overview(monitor, feed.now())
+        # The widgets are held, not queried: the redraw timer can fire while they are
+        # being removed at exit.
+        self.header = JobHeader(id="header")
+        self.summary = Static(id="table-summary")
+        self.table = RankTable(id="ranks")
+        self.filter_bar = FilterBar(id="filter")
+        self.alerts_panel = AlertsPanel(id="alerts")
 
     def compose(self) -> ComposeResult:
-        yield JobHeader(id="header")
-        yield Static(id="table-summary")
-        yield RankTable(id="ranks")
-        yield FilterBar(id="filter")
-        yield AlertsPanel(id="alerts")
+        yield self.header
+        yield self.summary
+        yield self.table
+        yield self.filter_bar
+        yield self.alerts_panel
         yield Footer()
 
     def on_mount(self) -> None:
-        self.query_one(FilterBar).display = False
+        self.filter_bar.display = False
         self.focus_table()
         self.redraw()
         self.set_interval(DRAIN_EVERY, self.drain)
@@ -100,12 +107,11 @@ class DistmonApp(App):
     def redraw(self) -> None:
         now = self.feed.now()
         self.overview = self.tracker.overview(self.monitor, now)
-        self.query_one(JobHeader).show(self.overview)
-        table = self.query_one(RankTable)
-        table.empty_message = self.waiting_help()
-        table.show(self.monitor.state.ranks, now, self.overview.culprits)
+        self.header.show(self.overview)
+        self.table.empty_message = self.waiting_help()
+        self.table.show(self.monitor.state.ranks, now, self.overview.culprits)
         self._show_summary()
-        self.query_one(AlertsPanel).show(self.monitor.alerts)
+        self.alerts_panel.show(self.monitor.alerts)
         if isinstance(self.screen, RankDetail):
             rank = self.screen.rank
             state = self.monitor.state.ranks.get(rank)
@@ -141,7 +147,7 @@ class DistmonApp(App):
     # --- navigation ---------------------------------------------------------------------
 
     def focus_table(self) -> None:
-        self.query_one(RankTable).focus()
+        self.table.focus()
 
     def open_rank(self, rank: int) -> None:
         self.push_screen(RankDetail(rank))
@@ -154,26 +160,25 @@ class DistmonApp(App):
         self.push_screen(AlertDetail(event.alert))
 
     def on_filter_bar_query_changed(self, event: FilterBar.QueryChanged) -> None:
-        self.query_one(RankTable).set_query(event.query)
+        self.table.set_query(event.query)
         self._show_summary()
 
     def _show_summary(self) -> None:
         summary = Text(no_wrap=True, overflow="ellipsis")
         summary.append(self.source(), style="bold")
-        summary.append(" · " + self.query_one(RankTable).summary())
-        self.query_one("#table-summary", Static).update(summary)
+        summary.append(" · " + self.table.summary())
+        self.summary.update(summary)
 
     def action_help(self) -> None:
         if not isinstance(self.screen, HelpScreen):
             self.push_screen(HelpScreen())
 
     def action_filter(self) -> None:
-        bar = self.query_one(FilterBar)
-        bar.display = True
-        bar.focus()
+        self.filter_bar.display = True
+        self.filter_bar.focus()
 
     def action_focus_alerts(self) -> None:
-        self.query_one(AlertsPanel).focus()
+        self.alerts_panel.focus()
 
     # --- replay controls ----------------------------------------------------------------
 

@@ -138,49 +138,49 @@ class RankDetail(Screen):
         Binding("q", "app.quit", "Quit"),
     ]
 
+    SECTIONS = (
+        ("stack", "Stack"),
+        ("collectives", "Collectives"),
+        ("workers", "DataLoader workers"),
+        ("exception", "Last exception"),
+    )
+
     def __init__(self, rank: int) -> None:
         super().__init__()
         self.rank = rank
-        self._ready = False
-        """The app redraws on a timer, which can come between pushing this screen and its
-        widgets being mounted: until then there is nothing to show into."""
+        # The widgets are held, not queried: the app redraws on a timer, which can come
+        # before they are mounted or while they are being removed at exit.
+        self.heading = Static(id="detail-heading")
+        self.trends = {
+            metric: (Label(title, id=f"trend-{metric}-label"), Sparkline([], id=f"trend-{metric}"))
+            for metric, title, _ in TRENDS
+        }
+        self.sections = {name: Static(id=f"detail-{name}", classes="section") for name, _ in self.SECTIONS}
+        for name, title in self.SECTIONS:
+            self.sections[name].border_title = title
 
     def compose(self) -> ComposeResult:
-        yield Static(id="detail-heading")
+        yield self.heading
         with VerticalScroll(id="detail-body"):
             with Horizontal(id="trends"):
-                for metric, title, _ in TRENDS:
+                for label, sparkline in self.trends.values():
                     with Vertical(classes="trend"):
-                        yield Label(title, id=f"trend-{metric}-label")
-                        yield Sparkline([], id=f"trend-{metric}")
-            for section in ("stack", "collectives", "workers", "exception"):
-                yield Static(id=f"detail-{section}", classes="section")
+                        yield label
+                        yield sparkline
+            yield from self.sections.values()
         yield Footer()
 
-    def on_mount(self) -> None:
-        for section, title in (
-            ("stack", "Stack"),
-            ("collectives", "Collectives"),
-            ("workers", "DataLoader workers"),
-            ("exception", "Last exception"),
-        ):
-            self.query_one(f"#detail-{section}", Static).border_title = title
-        self._ready = True
-
     def show(self, rank: RankState | None, now: float, culprit: bool) -> None:
-        if not self._ready:
-            return
-        heading = self.query_one("#detail-heading", Static)
         if rank is None:
-            heading.update(Text(f" rank {self.rank} has not reported ", style="reverse"))
+            self.heading.update(Text(f" rank {self.rank} has not reported ", style="reverse"))
             return
-        heading.update(title_line(rank, now, culprit))
+        self.heading.update(title_line(rank, now, culprit))
         for metric, title, fmt in TRENDS:
             values = [v for v in rank.history.series(metric) if not math.isnan(v)]
-            self.query_one(f"#trend-{metric}", Sparkline).data = values
-            latest = fmt(values[-1]) if values else "-"
-            self.query_one(f"#trend-{metric}-label", Label).update(f"{title}  {latest}")
-        self.query_one("#detail-stack", Static).update(stack_section(rank, now))
-        self.query_one("#detail-collectives", Static).update(collectives_section(rank, now))
-        self.query_one("#detail-workers", Static).update(workers_section(rank))
-        self.query_one("#detail-exception", Static).update(exception_section(rank))
+            label, sparkline = self.trends[metric]
+            sparkline.data = values
+            label.update(f"{title}  {fmt(values[-1]) if values else '-'}")
+        self.sections["stack"].update(stack_section(rank, now))
+        self.sections["collectives"].update(collectives_section(rank, now))
+        self.sections["workers"].update(workers_section(rank))
+        self.sections["exception"].update(exception_section(rank))
