@@ -162,10 +162,18 @@ class ExceptionInfo:
     t: float
 
 
+TERMINATED = "terminated"
+INTERRUPTED = "interrupted"
+ENDED = "ended"
+STOPPED = frozenset({TERMINATED, INTERRUPTED, ENDED})
+"""The ways a rank is stopped from outside rather than ending on its own."""
+
+
 @dataclass
 class ExitInfo:
     """How the process ended: ``how`` is ``clean``, ``exception``, ``interrupted`` (Ctrl-C),
-    or ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails)."""
+    ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails), or
+    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``)."""
 
     how: str
     t: float

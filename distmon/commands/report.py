@@ -17,10 +17,12 @@ from distmon.monitor.postmortem import Postmortem, load
 from distmon.monitor.recording import RecordingError
 from distmon.monitor.rules.text import duration, ranks_text
 from distmon.monitor.state import RankState
+from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 ENDINGS = {
-    "terminated": "terminated by SIGTERM (the launcher's teardown)",
-    "interrupted": "interrupted (Ctrl-C)",
+    TERMINATED: "terminated by SIGTERM (the launcher's teardown)",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+    ENDED: "ended by distmon (--abort-on-hang)",
 }
 
 

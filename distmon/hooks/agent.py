@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import select
 import socket
 import sys
 import threading
@@ -27,6 +26,7 @@ import torch.distributed as dist
 import zmq
 
 from distmon import keys
+from distmon.channel import DUMP, END, MAX_DUMP_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
@@ -35,7 +35,7 @@ from distmon.hooks.resources import GpuReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
 from distmon.pyspy import TRACER_ENV, allow_tracer
-from distmon.wire import ExceptionInfo, ExitInfo, Report, encode
+from distmon.wire import ENDED, INTERRUPTED, TERMINATED, ExceptionInfo, ExitInfo, Report, WireError, encode
 
 CONNECT_GRACE = 0.5
 """How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
@@ -120,7 +120,7 @@ class Agent:
 
     def _report_interrupt(self) -> None:
         if os.getpid() == self._pid:
-            self._exit = ExitInfo(how="interrupted", t=time.time())
+            self._exit = ExitInfo(how=INTERRUPTED, t=time.time())
 
     def _report_exit(self) -> None:
         if os.getpid() != self._pid:
@@ -140,7 +140,7 @@ class Agent:
 
     def _run(self) -> None:
         context = zmq.Context(io_threads=1)
-        sock = context.socket(zmq.PUSH)
+        sock = context.socket(RANK_SOCKET)
         sock.setsockopt(zmq.LINGER, 0)
         sock.setsockopt(zmq.IMMEDIATE, 1)
         sock.setsockopt(zmq.SNDHWM, SEND_HWM)
@@ -159,16 +159,16 @@ class Agent:
                 self._send(sock)
                 if stopping:
                     break
-                self._sleep()
+                self._sleep(sock)
                 if self._termination.terminated():
-                    self._exit = ExitInfo(how="terminated", t=time.time())
+                    self._exit = ExitInfo(how=TERMINATED, t=time.time())
                     self._stopping = True
         except Exception:
             pass  # the monitor must never take the rank down with it
         finally:
             sock.close(linger=EXIT_LINGER_MS)
             context.term()
-        if self._exit is not None and self._exit.how == "terminated":
+        if self._exit is not None and self._exit.how in (TERMINATED, ENDED):
             self._termination.die()
 
     def _wake(self) -> None:
@@ -176,13 +176,43 @@ class Agent:
             with contextlib.suppress(OSError):
                 os.write(self._wake_write, b"!")
 
-    def _sleep(self) -> None:
-        """Until the interval passes, someone wakes the agent, or a signal arrives."""
-        fds = [self._wake_read] + ([self._termination.fd] if self._termination.fd is not None else [])
-        ready, _, _ = select.select(fds, [], [], self.interval)
+    def _sleep(self, sock: zmq.Socket) -> None:
+        """Until the interval passes, someone wakes the agent, a signal or a command arrives."""
+        poller = zmq.Poller()
+        poller.register(sock, zmq.POLLIN)
+        for fd in (self._wake_read, self._termination.fd):
+            if fd is not None:
+                poller.register(fd, zmq.POLLIN)
+        ready = dict(poller.poll(self.interval * 1000))
         if self._wake_read in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_read, 4096)
+        if sock in ready:
+            self._obey(sock)
+
+    def _obey(self, sock: zmq.Socket) -> None:
+        """Carry out the monitor's commands for this rank (see :mod:`distmon.channel`)."""
+        while True:
+            try:
+                data = sock.recv(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                command = decode_command(data)
+            except WireError:
+                continue
+            rank, _, _ = self._topology()
+            if not command.concerns(self._job, rank):
+                continue
+            if command.action == DUMP:
+                dump = _quietly(lambda: self._groups.trace_dump(MAX_DUMP_BYTES), None)
+                if dump is not None:
+                    with contextlib.suppress(zmq.Again):
+                        sock.send_multipart(dump_frames(Dump(self._job, rank, command.request, dump)), zmq.NOBLOCK)
+            elif command.action == END and self._exit is None:
+                print(f"distmon: ending rank {rank}: {command.reason}", file=sys.stderr, flush=True)
+                self._exit = ExitInfo(how=ENDED, t=time.time())
+                self._stopping = True
 
     def _send(self, sock: zmq.Socket) -> None:
         try:

@@ -29,7 +29,7 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distmon.wire import GroupStatus, rank_runs
+from distmon.wire import GroupStatus, expand_runs, rank_runs
 
 try:
     from torch._C import _distributed_c10d as _c10d
@@ -152,6 +152,36 @@ class GroupReader:
         if stuck:
             self._look_up_ops(stuck)
         return groups
+
+    def trace_dump(self, max_bytes: int) -> bytes | None:
+        """A full dump in torch's own format (the pickle torch writes on a timeout, which
+        ``torchfrtrace`` reads), every recorder in use merged, the oldest entries left out
+        until it fits ``max_bytes``. None before this process has a group.
+
+        Only NCCL registers its groups in ``pg_config``; the CPU recorder's is empty (torch
+        2.13), and the analyzer cannot place an entry whose group is not there. So the groups
+        this process knows are filled in, in NCCL's shape."""
+        dumps = [_load(r.dump(True)) for r in self._distinct_recorders()]
+        if not dumps:
+            return None
+        merged = dumps[0]
+        for more in dumps[1:]:
+            merged["entries"] = merged.get("entries", []) + more.get("entries", [])
+            for part in ("pg_config", "pg_status"):
+                merged.setdefault(part, {}).update(more.get(part, {}))
+        config = {name: c for name, c in merged.get("pg_config", {}).items() if name}
+        for name, (m, *_) in self._members.items():
+            desc = getattr(m.pg, "group_desc", None) or NO_DESCRIPTION
+            config.setdefault(name, {"name": name, "desc": desc, "ranks": str(expand_runs(m.meta["ranks"]))})
+        merged["pg_config"] = config
+        while True:
+            data = pickle.dumps(merged)
+            entries = merged.get("entries", [])
+            if len(data) <= max_bytes:
+                return data
+            if not entries:
+                return None
+            merged["entries"] = entries[len(entries) // 2 + 1 :]
 
     def _memberships(self) -> list[Membership]:
         """Every group this process belongs to, described once; new groups are picked up."""

@@ -75,6 +75,18 @@ class AlertBook:
         self.active: dict[str, Alert] = {}
         self.history: list[Alert] = []
         """Every alert ever raised, oldest first (resolved ones keep their ``resolved``)."""
+        self._notes: dict[str, str] = {}
+        """What happened because of an active alert (distmon ended the job), kept at the end
+        of its detail while the rule rewrites the rest."""
+
+    def annotate(self, key: str, note: str) -> Change | None:
+        """Add ``note`` to the active alert ``key``; returns the change, None if it is gone."""
+        alert = self.active.get(key)
+        if alert is None:
+            return None
+        self._notes[key] = self._notes.get(key, "") + "\n" + note
+        alert.detail += "\n" + note
+        return Change("updated", alert)
 
     def update(self, findings: list[Finding], now: float, resolve: bool = True) -> list[Change]:
         """Apply one tick's findings. With ``resolve`` False the job is being stopped: what stood
@@ -92,17 +104,20 @@ class AlertBook:
                 if len(self.history) > MAX_HISTORY:
                     self._forget_oldest()
                 changes.append(Change("raised", alert))
-            elif resolve and (alert.severity, alert.ranks, alert.summary, alert.detail) != (
+                continue
+            detail = f.detail + self._notes.get(f.key, "")
+            if resolve and (alert.severity, alert.ranks, alert.summary, alert.detail) != (
                 f.severity,
                 f.ranks,
                 f.summary,
-                f.detail,
+                detail,
             ):
                 alert.severity, alert.ranks = f.severity, f.ranks
-                alert.summary, alert.detail = f.summary, f.detail
+                alert.summary, alert.detail = f.summary, detail
                 changes.append(Change("updated", alert))
         for key in list(self.active) if resolve else []:
             if key not in seen:
+                self._notes.pop(key, None)
                 alert = self.active.pop(key)
                 alert.resolved = now
                 changes.append(Change("resolved", alert))

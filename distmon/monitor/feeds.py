@@ -14,10 +14,11 @@ from collections import Counter, deque
 from collections.abc import Callable
 from typing import Protocol
 
+from distmon.channel import Command, Dump
 from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.receiver import Receiver
+from distmon.monitor.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording import AlertEvent, Dropped, Message, Record, check_recording, read_recording
 
 Clock = Callable[[], float]
@@ -46,7 +47,8 @@ class LiveFeed:
     Messages are stamped with the clock when they arrive and queued up to ``capacity``
     messages and ``max_bytes``; when the reader falls that far behind, the oldest are
     dropped and counted (each report is a rank's complete state, so a newer one makes an
-    older one redundant).
+    older one redundant). Commands to the ranks and their Flight Recorder dumps pass through
+    the same thread, which alone touches the socket.
     """
 
     def __init__(
@@ -66,6 +68,8 @@ class LiveFeed:
         self._queued_bytes = 0
         self._max_bytes = max_bytes
         self._refused: Counter[str] = Counter()
+        self._commands: deque[Command] = deque(maxlen=16)
+        self._dumps: deque[Dump] = deque(maxlen=DUMP_QUEUE)
         self._lock = threading.Lock()
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="distmon-feed", daemon=True)
@@ -74,8 +78,17 @@ class LiveFeed:
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
+                with self._lock:
+                    commands = list(self._commands)
+                    self._commands.clear()
+                for command in commands:
+                    self._receiver.send(command)
                 messages = self._receiver.receive(0.1)
                 refused = self._receiver.take_refused()
+                dumps = self._receiver.take_dumps()
+                if dumps:
+                    with self._lock:
+                        self._dumps.extend(dumps)
                 if not messages and not refused:
                     continue
                 t = self._clock()
@@ -107,6 +120,18 @@ class LiveFeed:
         with self._lock:
             refused, self._refused = self._refused, Counter()
             return refused
+
+    def send(self, command: Command) -> int:
+        """Queue ``command`` for every rank heard from; sent within a tenth of a second."""
+        with self._lock:
+            self._commands.append(command)
+        return 1
+
+    def take_dumps(self) -> list[Dump]:
+        with self._lock:
+            dumps = list(self._dumps)
+            self._dumps.clear()
+            return dumps
 
     def now(self) -> float:
         return self._clock()

@@ -8,22 +8,26 @@ drive the same code.
 from __future__ import annotations
 
 from collections import Counter
+from typing import Protocol
 
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
 from distmon.monitor.state import JobState
-from distmon.wire import Report
-
-STOPPING = frozenset({"terminated", "interrupted"})
-"""Exits by a signal: the launcher's SIGTERM, Ctrl-C."""
+from distmon.wire import STOPPED, Report
 
 
 def being_stopped(state: JobState) -> bool:
     """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
     torn down after a failure), so its ranks leaving does not resolve what stood."""
-    return any(s.report.exit is not None and s.report.exit.how in STOPPING for s in state.ranks.values())
+    return any(s.report.exit is not None and s.report.exit.how in STOPPED for s in state.ranks.values())
+
+
+class Responder(Protocol):
+    """Acts on each tick's alert changes (see :mod:`distmon.actions.responder`)."""
+
+    def after_tick(self, monitor: Monitor, changes: list[Change], now: float) -> list[Change]: ...
 
 
 class Monitor:
@@ -32,11 +36,13 @@ class Monitor:
         detector: Detector | None = None,
         recorder: RecordingWriter | None = None,
         job: str | None = None,
+        responder: Responder | None = None,
     ) -> None:
         self.state = JobState(job=job, pinned=job is not None)
         self.detector = detector or Detector()
         self.alerts = AlertBook()
         self.recorder = recorder
+        self.responder = responder
         self._dropped_recorded: Counter[str] = Counter()
 
     def ingest(self, raw: bytes, now: float) -> Report | None:
@@ -49,6 +55,8 @@ class Monitor:
         """Run the detector; returns the alerts raised, updated or resolved."""
         findings = self.detector.evaluate(self.state, now)
         changes = self.alerts.update(findings, now, resolve=not being_stopped(self.state))
+        if self.responder is not None:
+            changes += self.responder.after_tick(self, changes, now)
         if self.recorder is not None:
             for change in changes:
                 self.recorder.alert(now, change)
@@ -68,8 +76,11 @@ class Monitor:
             self.recorder.close()
 
 
-def live_monitor(recorder: RecordingWriter | None, job: str | None = None) -> Monitor:
+def live_monitor(
+    recorder: RecordingWriter | None, job: str | None = None, responder: Responder | None = None
+) -> Monitor:
     """A monitor of ranks running now, as ``watch`` and ``record`` run it: it may look at the
-    ranks' processes on this host (alive or gone) and take their stacks from outside.
-    Replays and tests judge the reports alone."""
-    return Monitor(Detector(probe=ProcessProbe(), stacks=OutsideStacks()), recorder=recorder, job=job)
+    ranks' processes on this host (alive or gone), take their stacks from outside, and act
+    through ``responder``. Replays and tests judge the reports alone."""
+    detector = Detector(probe=ProcessProbe(), stacks=OutsideStacks())
+    return Monitor(detector, recorder=recorder, job=job, responder=responder)

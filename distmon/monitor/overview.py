@@ -11,7 +11,8 @@ from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from distmon.monitor.monitor import STOPPING, Monitor
+from distmon import wire
+from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.failures import failed_on_its_own
 from distmon.monitor.state import RankState
 
@@ -153,7 +154,7 @@ def _state(
     if kinds & FAILURE_KINDS or any(failed_on_its_own(r) for r in ranks):
         return FAILED
     if all(r.finished for r in ranks):
-        stopped = any(r.report.exit is not None and r.report.exit.how in STOPPING for r in ranks)
+        stopped = any(r.report.exit is not None and r.report.exit.how in wire.STOPPED for r in ranks)
         return STOPPED if stopped and kinds & HANG_KINDS else FINISHED
     if kinds & HANG_KINDS:
         return HUNG

@@ -5,11 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.monitor import STOPPING
 from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
 from distmon.monitor.rules.failures import failed_on_its_own
 from distmon.monitor.rules.text import rank_word
 from distmon.monitor.state import JobState
+from distmon.wire import ENDED, INTERRUPTED, STOPPED, TERMINATED
 
 MAX_ALERT_BYTES = 256 * 1024 * 1024
 """Alert text kept for the report, at most: a week of flapping alerts is a few MB."""
@@ -45,7 +45,7 @@ class Postmortem:
             return "unknown: no rank reported"
         standing = [a for a in self.alerts if a.resolved is None and a.severity == CRITICAL]
         raised = [s.rank for s in ranks if failed_on_its_own(s)]
-        stopped = [s for s in ranks if s.report.exit is not None and s.report.exit.how in STOPPING]
+        stopped = [s for s in ranks if s.report.exit is not None and s.report.exit.how in STOPPED]
         running = [s.rank for s in ranks if not s.finished and not s.report.exception]
         how = " and ".join(sorted({_STOPPED_BY[s.report.exit.how] for s in stopped}))  # type: ignore[union-attr]
         if raised:
@@ -63,7 +63,7 @@ class Postmortem:
         return "finished: every rank exited cleanly"
 
 
-_STOPPED_BY = {"terminated": "terminated by SIGTERM", "interrupted": "interrupted (SIGINT)"}
+_STOPPED_BY = {TERMINATED: "terminated by SIGTERM", INTERRUPTED: "interrupted (SIGINT)", ENDED: "ended by distmon"}
 
 
 def load(path: str) -> Postmortem:

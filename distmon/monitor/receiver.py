@@ -1,4 +1,6 @@
-"""The monitor's end of the wire: one bound ZeroMQ PULL socket that every rank connects to.
+"""The monitor's end of the wire: one bound ZeroMQ ROUTER socket that every rank connects to
+(see :mod:`distmon.channel`): reports and Flight Recorder dumps come in, commands go out to
+every rank heard from.
 
 With a job key (:mod:`distmon.keys`) the socket is a CURVE server and a ZAP handler lets in
 only clients presenting the job's client key. Connections refused in the handshake are
@@ -10,7 +12,7 @@ connection attempts: a refused sender that retries is counted again.
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict, deque
 
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
@@ -18,7 +20,9 @@ from zmq.utils.monitor import recv_monitor_message
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.wire import MAX_MESSAGE_BYTES
+from distmon.channel import MONITOR_SOCKET, Command, Dump, decode_dump, encode_command
+from distmon.monitor.admission import MAX_WORLD
+from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 NO_KEY = "no_key"
 UNEXPECTED_KEY = "unexpected_key"
@@ -31,6 +35,11 @@ connection; those over ``MAX_MESSAGE_BYTES`` are counted as ``oversized``). A fu
 stops reading that connection, and the rank drops reports rather than wait."""
 EVENT_QUEUE = 1000
 """Handshake events waiting to be counted; beyond that libzmq drops them, uncounted."""
+MAX_PEERS = 2 * MAX_WORLD
+"""Connections remembered for commands; the least recently heard are forgotten first."""
+DUMP_QUEUE = 64
+"""Flight Recorder dumps waiting to be written (up to 64 x ``MAX_DUMP_BYTES``); more are
+dropped and counted as ``dump_overflow``."""
 
 
 class EndpointError(Exception):
@@ -96,12 +105,15 @@ class Receiver:
         self._handshakes = Handshakes(keyed=key is not None)
         self._context = zmq.Context(io_threads=1)
         self._authenticator: ThreadAuthenticator | None = None
-        self._socket = self._context.socket(zmq.PULL)
+        self._socket = self._context.socket(MONITOR_SOCKET)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
         self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES * 2)
         self._events = self._socket.get_monitor_socket(Handshakes.EVENTS)
         self._events.setsockopt(zmq.RCVHWM, EVENT_QUEUE)
+        self._peers: OrderedDict[bytes, None] = OrderedDict()
+        self._dumps: deque[Dump] = deque()
+        self._malformed: Counter[str] = Counter()
         self._poller = zmq.Poller()
         self._poller.register(self._socket, zmq.POLLIN)
         self._poller.register(self._events, zmq.POLLIN)
@@ -122,22 +134,66 @@ class Receiver:
             raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno)}") from None
 
     def receive(self, timeout: float, limit: int = 10_000) -> list[bytes]:
-        """Every message that arrives within ``timeout`` seconds, up to ``limit``."""
+        """Every report that arrives within ``timeout`` seconds, up to ``limit`` messages;
+        the dumps among them wait in :meth:`take_dumps`."""
         messages: list[bytes] = []
         if not self._poller.poll(int(timeout * 1000)):
             return messages
         self._count_refusals()
-        while len(messages) < limit:
+        for _ in range(limit):
             try:
-                messages.append(self._socket.recv(zmq.NOBLOCK))
+                peer, *frames = self._socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            self._heard(peer)
+            if len(frames) == 1:
+                messages.append(frames[0])
+            else:
+                self._take_dump(frames)
         return messages
 
+    def _heard(self, peer: bytes) -> None:
+        self._peers[peer] = None
+        self._peers.move_to_end(peer)
+        if len(self._peers) > MAX_PEERS:
+            self._peers.popitem(last=False)
+
+    def _take_dump(self, frames: list[bytes]) -> None:
+        try:
+            dump = decode_dump(frames)
+        except WireError as e:
+            self._malformed[e.reason] += 1
+            return
+        if len(self._dumps) >= DUMP_QUEUE:
+            self._malformed["dump_overflow"] += 1
+        else:
+            self._dumps.append(dump)
+
+    def take_dumps(self) -> list[Dump]:
+        """The Flight Recorder dumps received since the last call."""
+        dumps = list(self._dumps)
+        self._dumps.clear()
+        return dumps
+
+    def send(self, command: Command) -> int:
+        """Send ``command`` to every connection heard from; returns how many it went to.
+        Never blocks: a connection gone or full misses it."""
+        data = encode_command(command)
+        sent = 0
+        for peer in list(self._peers):
+            try:
+                self._socket.send_multipart([peer, data], zmq.NOBLOCK)
+                sent += 1
+            except zmq.ZMQError:
+                self._peers.pop(peer, None)
+        return sent
+
     def take_refused(self) -> Counter[str]:
-        """Connections refused in the handshake since the last call, by reason."""
+        """Connections refused in the handshake, and frames that were neither a report nor a
+        dump, since the last call, by reason."""
         self._count_refusals()
-        refused, self._handshakes.refused = self._handshakes.refused, Counter()
+        refused, self._handshakes.refused = self._handshakes.refused + self._malformed, Counter()
+        self._malformed = Counter()
         return refused
 
     def _count_refusals(self) -> None:

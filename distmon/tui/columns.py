@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+from distmon import wire
 from distmon.monitor.overview import collective_age
 from distmon.monitor.state import RankState
 from distmon.tui import text
@@ -33,7 +34,7 @@ def status(rank: RankState, now: float) -> str:
     if report.exception is not None or (report.exit and report.exit.how == "exception"):
         return FAILED
     if report.exit is not None:
-        return STOPPED if report.exit.how in ("terminated", "interrupted") else EXITED
+        return STOPPED if report.exit.how in wire.STOPPED else EXITED
     if rank.silent_for(now) > max(SILENT_FLOOR, 3 * report.interval):
         return SILENT
     if report.stalled_since is not None:

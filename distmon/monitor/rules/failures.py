@@ -16,6 +16,7 @@ from distmon.monitor.rules.text import duration, rank_word, stack_lines, traceba
 from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState, RankState
 from distmon.pyspy import OutsideStack
+from distmon.wire import STOPPED, TERMINATED
 
 SECONDARY = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
@@ -37,7 +38,7 @@ def is_secondary(state: RankState) -> bool:
 
 def is_torn_down(state: RankState) -> bool:
     """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
-    return state.report.exit is not None and state.report.exit.how == "terminated"
+    return state.report.exit is not None and state.report.exit.how == TERMINATED
 
 
 def is_worker_death(state: RankState) -> bool:
@@ -50,7 +51,7 @@ def failed_on_its_own(state: RankState) -> bool:
     signal whose DataLoader workers died in the same teardown, or whose peers went, did not fail."""
     if state.report.exception is None:
         return False
-    stopped = state.report.exit is not None and state.report.exit.how in ("terminated", "interrupted")
+    stopped = state.report.exit is not None and state.report.exit.how in STOPPED
     return not (stopped and (is_secondary(state) or is_worker_death(state)))
 
 

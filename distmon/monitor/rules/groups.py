@@ -19,7 +19,7 @@ from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.text import duration, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.monitor.state import JobState, RankState
-from distmon.wire import GroupStatus, expand_runs
+from distmon.wire import STOPPED, GroupStatus, expand_runs
 
 MAX_SHOWN = 4
 """Root ranks whose stacks the evidence shows."""
@@ -305,7 +305,7 @@ class WaitFor:
             how = r.exit.how if r.exit else ""
             if r.exception:
                 return [head + f"raised {r.exception.type}: it left while the others still expect it"]
-            if how in ("terminated", "interrupted"):
+            if how in STOPPED:
                 return [head + f"was {how} while the others still expect it"]
             return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
         if s.silent_for(self.ctx.now) >= max(self.ctx.limits.lost_floor, 4 * r.interval):

@@ -1,0 +1,183 @@
+"""Evidence bundles: what a critical alert was based on, kept on disk before anything kills
+the ranks.
+
+One folder per critical alert, named by time and kind (``20261122-031502-hang``)::
+
+    alert.json              the alert, as ``distmon report --json`` prints it
+    alert.txt               the alert in words, and what the bundle holds or lacks and why
+    ranks.json              every rank's last report
+    stacks.txt              the named ranks' stacks: Python as the rank reported it, Python and
+                            native from outside (py-spy) where that could be taken
+    nccl_trace_rank_<rank>  each rank's Flight Recorder dump, in torch's own format
+
+The dumps carry the file names torch gives its own (``TORCH_FR_DUMP_TEMP_FILE``), and
+nothing else in the folder ends in a number, so ``torchfrtrace BUNDLE`` reads it as it is.
+
+The store is bounded: the newest ``keep`` bundles are kept and older ones deleted while the
+folders add up to more than ``max_bytes``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import dataclasses
+import json
+import os
+import re
+import shutil
+import time
+from pathlib import Path
+
+from distmon.channel import Dump
+from distmon.monitor.alerts import Alert
+from distmon.monitor.rules.text import ranks_text, stack_lines
+from distmon.monitor.rules.whereabouts import frame_lines
+from distmon.monitor.state import JobState
+from distmon.pyspy import OutsideStack
+
+DUMP_PREFIX = "nccl_trace_rank_"
+KEEP = 20
+MAX_BYTES = 2 * 1024**3
+BUNDLE_NAME = re.compile(r"^\d{8}-\d{6}-[a-z_]+(-\d+)?$")
+
+
+class Bundle:
+    """One alert's folder while the ranks' dumps come in."""
+
+    def __init__(self, path: Path, alert: Alert, request: int, expected: list[int], deadline: float) -> None:
+        self.path = path
+        self.alert = alert
+        self.request = request
+        self.expected = set(expected)
+        self.received: set[int] = set()
+        self.deadline = deadline
+
+    @property
+    def complete(self) -> bool:
+        return self.received >= self.expected
+
+    def add(self, dump: Dump) -> None:
+        """Write one rank's dump; a rank not asked, or heard twice, is ignored."""
+        if dump.request != self.request or dump.rank not in self.expected or dump.rank in self.received:
+            return
+        (self.path / f"{DUMP_PREFIX}{dump.rank}").write_bytes(dump.data)
+        self.received.add(dump.rank)
+
+    def finish(self, state: JobState, stacks: dict[int, OutsideStack | None], note: str = "") -> None:
+        """Write the alert, every rank's last report and the named ranks' stacks."""
+        alert = self.alert
+        _write_json(self.path / "alert.json", alert.to_json())
+        _write_json(
+            self.path / "ranks.json",
+            {
+                "job": state.job,
+                "world": state.job_world,
+                "ranks": {str(r): dataclasses.asdict(s.report) for r, s in sorted(state.ranks.items())},
+            },
+        )
+        (self.path / "stacks.txt").write_text("\n".join(_stack_text(state, alert.ranks, stacks)) + "\n")
+        missing = sorted(self.expected - self.received)
+        lines = [
+            f"{alert.severity.upper()} {alert.kind}, raised {_clock(alert.t)}: {alert.summary}",
+            "",
+            alert.detail,
+            "",
+            f"Flight Recorder dumps: {len(self.received)} of {len(self.expected)} ranks asked "
+            f"(read them with `torchfrtrace {self.path}`).",
+        ]
+        if missing:
+            lines.append(
+                f"No dump from ranks {ranks_text(missing)}: gone, or their agent thread could not run "
+                "(a native call holding the GIL; see stacks.txt)."
+            )
+        if note:
+            lines += ["", note]
+        (self.path / "alert.txt").write_text("\n".join(lines) + "\n")
+
+
+class EvidenceStore:
+    def __init__(self, root: str, keep: int = KEEP, max_bytes: int = MAX_BYTES) -> None:
+        self.root = Path(root)
+        self.keep = keep
+        self.max_bytes = max_bytes
+
+    def check(self) -> str | None:
+        """Why bundles cannot be written under ``root``, in one line; None if they can."""
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+        except OSError as e:
+            return f"cannot create the evidence folder {self.root}: {e.strerror}"
+        if not os.access(self.root, os.W_OK | os.X_OK):
+            return f"cannot write in the evidence folder {self.root}"
+        return None
+
+    def open(self, alert: Alert, request: int, expected: list[int], deadline: float) -> Bundle | None:
+        """A new bundle folder, the oldest pruned to make room; None if it cannot be made."""
+        base = time.strftime("%Y%m%d-%H%M%S", time.localtime(alert.t)) + f"-{alert.kind}"
+        try:
+            self.root.mkdir(parents=True, exist_ok=True)
+            self._prune(room_for=1)
+            for n in range(1, 1000):
+                path = self.root / (base if n == 1 else f"{base}-{n}")
+                with contextlib.suppress(FileExistsError):
+                    path.mkdir()
+                    return Bundle(path, alert, request, expected, deadline)
+        except OSError:
+            return None
+        return None
+
+    def bundles(self) -> list[Path]:
+        """The bundles under ``root``, oldest first (other files there are left alone)."""
+        try:
+            found = [p for p in self.root.iterdir() if p.is_dir() and BUNDLE_NAME.match(p.name)]
+        except OSError:
+            return []
+        return sorted(found, key=lambda p: (p.stat().st_mtime, p.name))
+
+    def _prune(self, room_for: int = 0) -> None:
+        bundles = self.bundles()
+        sizes = [_size(p) for p in bundles]
+        while bundles and (len(bundles) + room_for > self.keep or sum(sizes) > self.max_bytes):
+            shutil.rmtree(bundles.pop(0), ignore_errors=True)
+            sizes.pop(0)
+
+    def prune(self) -> None:
+        """Hold the size cap once a bundle is written."""
+        with contextlib.suppress(OSError):
+            self._prune()
+
+
+def _stack_text(state: JobState, ranks: list[int], stacks: dict[int, OutsideStack | None]) -> list[str]:
+    lines: list[str] = []
+    for rank in ranks:
+        s = state.ranks.get(rank)
+        if s is None:
+            lines += [f"rank {rank}: never reported", ""]
+            continue
+        r = s.report
+        lines.append(f"rank {rank} ({r.host}, pid {r.pid}), last report {_clock(r.t)}:")
+        lines.append("  Python, as the rank reported it:")
+        lines += stack_lines(r.stack, depth=40, indent="    ")
+        outside = stacks.get(rank)
+        if outside is None:
+            lines.append("  From outside (py-spy): not taken (no answer before the bundle was written)")
+        elif outside.frames is None:
+            lines.append(f"  From outside (py-spy): not taken: {outside.error}")
+        else:
+            gil = ", holding the GIL" if outside.owns_gil else ""
+            lines.append(f"  Python and native, from outside (py-spy){gil}:")
+            lines += frame_lines(outside.frames, 40, "    ")
+        lines.append("")
+    return lines
+
+
+def _write_json(path: Path, obj: object) -> None:
+    path.write_text(json.dumps(obj, indent=1, default=str) + "\n")
+
+
+def _size(path: Path) -> int:
+    return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
