@@ -73,7 +73,7 @@ SENDER = """
 import sys, time, zmq
 from distmon.simulate import Layout, SimJob, drive
 msgs = [raw for _, raw in SimJob(world=512).stream(until=5)]
-ctx = zmq.Context(); s = ctx.socket(zmq.PUSH); s.connect(sys.argv[1])
+ctx = zmq.Context(); s = ctx.socket(zmq.DEALER); s.connect(sys.argv[1])
 time.sleep(0.5)
 end = time.time() + float(sys.argv[2]); n = 0
 while time.time() < end:

@@ -78,7 +78,7 @@ def run(directory: Path, keyed: bool) -> list[str]:
     while "listening on" not in log.read_text():
         time.sleep(0.05)
     context = zmq.Context()
-    real, attacker = context.socket(zmq.PUSH), context.socket(zmq.PUSH)
+    real, attacker = context.socket(zmq.DEALER), context.socket(zmq.DEALER)
     if key is not None:
         keys.as_client(real, key)
     for sock in (real, attacker):

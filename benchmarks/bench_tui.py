@@ -86,7 +86,7 @@ def bench_redraw() -> None:
 def send(endpoint: str, world: int, seconds: float) -> None:
     """Stand-in for ``world`` ranks: each report sent at its moment, once a second each."""
     context = zmq.Context()
-    push = context.socket(zmq.PUSH)
+    push = context.socket(zmq.DEALER)
     push.connect(endpoint)
     start = time.time()
     sim = SimJob(world=world, ranks_per_host=8, start=start)

@@ -12,6 +12,7 @@ from collections.abc import Callable
 
 import zmq
 
+from distmon.channel import MONITOR_SOCKET
 from distmon.wire import Report, WireError, decode
 
 
@@ -26,7 +27,7 @@ class Listener:
         self._lock = threading.Lock()
         self._arrived = threading.Condition(self._lock)
         self._context = zmq.Context(io_threads=1)
-        self._socket = self._context.socket(zmq.PULL)
+        self._socket = self._context.socket(MONITOR_SOCKET)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.bind(endpoint)
         self._closing = threading.Event()
@@ -43,7 +44,7 @@ class Listener:
         while not self._closing.is_set():
             if not self._socket.poll(50):
                 continue
-            data = self._socket.recv()
+            _peer, data, *_ = self._socket.recv_multipart()
             with self._arrived:
                 self.bytes += len(data)
                 try:

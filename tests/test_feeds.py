@@ -116,7 +116,7 @@ def test_pump_ingests_on_feed_time_and_ticks_once_a_second(tmp_path: Path) -> No
 def test_live_feed_reads_a_real_stream_without_blocking(endpoint: str) -> None:
     feed = LiveFeed(endpoint)
     context = zmq.Context()
-    push = context.socket(zmq.PUSH)
+    push = context.socket(zmq.DEALER)
     try:
         assert feed.take(10) == []
         push.connect(endpoint)
@@ -137,7 +137,7 @@ def test_live_feed_reads_a_real_stream_without_blocking(endpoint: str) -> None:
 def test_live_feed_drops_the_oldest_and_counts_when_far_behind(endpoint: str) -> None:
     feed = LiveFeed(endpoint, capacity=10)
     context = zmq.Context()
-    push = context.socket(zmq.PUSH)
+    push = context.socket(zmq.DEALER)
     try:
         push.connect(endpoint)
         for i in range(25):

@@ -27,6 +27,7 @@ import zmq
 from listener import Listener
 
 import distmon.hooks
+from distmon.channel import MONITOR_SOCKET
 
 INTERVAL = 0.2
 LAUNCHER_VARIABLES = (
@@ -268,7 +269,7 @@ def seconds_to_exit(directory: Path, source: str, env: dict[str, str]) -> float:
 def stuck_monitor(endpoint: str) -> Iterator[str]:
     """A monitor that binds the endpoint but never reads."""
     context = zmq.Context()
-    sock = context.socket(zmq.PULL)
+    sock = context.socket(MONITOR_SOCKET)
     sock.setsockopt(zmq.RCVHWM, 1)
     sock.bind(endpoint)
     yield endpoint

@@ -32,9 +32,9 @@ def test_watch_side_never_imports_torch():
     modules = imported_after(
         f"""
         import importlib, pkgutil
-        import distmon.cli, distmon.endpoint, distmon.simulate, distmon.wire
-        import distmon.export, distmon.monitor, distmon.tui
-        for package in (distmon.export, distmon.monitor, distmon.tui):
+        import distmon.channel, distmon.cli, distmon.endpoint, distmon.simulate, distmon.wire
+        import distmon.actions, distmon.export, distmon.monitor, distmon.tui
+        for package in (distmon.actions, distmon.export, distmon.monitor, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
                 importlib.import_module(module.name)
         for command in {WATCH_SIDE_COMMANDS!r}:

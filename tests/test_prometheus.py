@@ -71,7 +71,7 @@ def recorder(tmp_path: Path, endpoint: str) -> Iterator[tuple[int, zmq.Socket]]:
         text=True,
     )
     context = zmq.Context()
-    push = context.socket(zmq.PUSH)
+    push = context.socket(zmq.DEALER)
     push.connect(endpoint)
     try:
         yield port, push

@@ -53,7 +53,7 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
     )
     sim = SimJob(world=4).hang(2, at=3)
     context = zmq.Context()
-    push = context.socket(zmq.PUSH)
+    push = context.socket(zmq.DEALER)
     push.connect(endpoint)
     try:
         time.sleep(1.0)

@@ -87,7 +87,7 @@ def recording(out: Path, address: str, *args: str) -> Iterator[Recorder]:
 @contextmanager
 def sender(address: str, key: keys.JobKey | None = None, linger: int = 2000) -> Iterator[zmq.Socket]:
     context = zmq.Context()
-    push = context.socket(zmq.PUSH)
+    push = context.socket(zmq.DEALER)
     push.setsockopt(zmq.LINGER, linger)
     push.setsockopt(zmq.SNDHWM, 0)
     if key is not None:

@@ -1,7 +1,8 @@
 """Evidence bundles: what a critical alert was based on, kept on disk before anything kills
 the ranks.
 
-One folder per critical alert, named by time and kind (``20261122-031502-hang``)::
+One folder per critical alert, named by the time it was taken and the alert's kind
+(``20261122-031502-hang``); when distmon ends the job it takes a fresh one::
 
     alert.json              the alert, as ``distmon report --json`` prints it
     alert.txt               the alert in words, and what the bundle holds or lacks and why
@@ -111,9 +112,9 @@ class EvidenceStore:
             return f"cannot write in the evidence folder {self.root}"
         return None
 
-    def open(self, alert: Alert, request: int, expected: list[int], deadline: float) -> Bundle | None:
+    def open(self, alert: Alert, request: int, expected: list[int], now: float, deadline: float) -> Bundle | None:
         """A new bundle folder, the oldest pruned to make room; None if it cannot be made."""
-        base = time.strftime("%Y%m%d-%H%M%S", time.localtime(alert.t)) + f"-{alert.kind}"
+        base = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{alert.kind}"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self._prune(room_for=1)

@@ -115,7 +115,7 @@ class Responder:
         alive = [r for r, s in sorted(state.ranks.items()) if not s.finished]
         named = [r for r in alert.ranks if r in state.ranks and not state.ranks[r].finished]
         asked = (named + [r for r in alive if r not in named])[:MAX_DUMPS]
-        bundle = self.evidence.open(alert, request, asked, now + EVIDENCE_WAIT)
+        bundle = self.evidence.open(alert, request, asked, now, now + EVIDENCE_WAIT)
         if bundle is None:
             return None
         whole = len(asked) == len(alive)
@@ -178,7 +178,7 @@ class Responder:
         stood = duration(now - alert.t)
         evidence = f"; evidence in {bundle.path}" if bundle is not None and bundle.path in self.written else ""
         reason = f"the {alert.kind} alert stood {stood} (--abort-on-hang {duration(self.abort_after)})"
-        self.channel.send(Command(END, monitor.state.job, f"{reason}: {alert.summary}"))
+        self.channel.send(Command(END, monitor.state.job, reason))
         self.ended = Ended(alert, now, bundle.path if evidence and bundle is not None else None)
         _say(f"distmon: ending the job: {reason}: {alert.summary}{evidence}")
         when = time.strftime("%H:%M:%S", time.localtime(now))

@@ -14,7 +14,7 @@ import time
 from types import FrameType
 
 from distmon import endpoint, keys
-from distmon.commands import metrics_port
+from distmon.commands import acting, metrics_port
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor, live_monitor
 from distmon.monitor.receiver import EndpointError, Receiver
@@ -29,6 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--job", help="follow only this job id (default: the first job that reports)")
     metrics_port.add_argument(parser)
     keys.add_argument(parser)
+    acting.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -37,6 +38,10 @@ def run(args: argparse.Namespace) -> int:
         key = keys.load_for(args.key_file)
     except keys.KeyFileError as e:
         print(f"distmon record: {e}", file=sys.stderr)
+        return 2
+    problem = acting.check(args)
+    if problem:
+        print(f"distmon record: {problem}", file=sys.stderr)
         return 2
     try:
         recorder = RecordingWriter(args.out)
@@ -52,7 +57,8 @@ def run(args: argparse.Namespace) -> int:
     warning = None if key else endpoint.exposure_warning(address)
     if warning:
         print(warning, file=sys.stderr)
-    monitor = live_monitor(recorder, args.job)
+    responder = acting.responder(args, receiver)
+    monitor = live_monitor(recorder, args.job, responder)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError as e:
@@ -86,14 +92,15 @@ def run(args: argparse.Namespace) -> int:
             metrics.shutdown()
         receiver.close()
         monitor.close()
+        acted = acting.close(responder)
     state = monitor.state
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(state.dropped.items())) or "none"
     print(
         f"distmon record: {state.received} messages from {len(state.ranks)} ranks, "
-        f"{len(monitor.alerts.history)} alerts, dropped: {dropped}; wrote {args.out}",
+        f"{len(monitor.alerts.history)} alerts, dropped: {dropped}{'; ' + acted if acted else ''}; wrote {args.out}",
         file=sys.stderr,
     )
-    return 0
+    return acting.ENDED_JOB if responder.ended is not None else 0
 
 
 def _tick(monitor: Monitor) -> None:

@@ -6,7 +6,10 @@
 The ranks get the hook through a ``sitecustomize`` put on their path (see
 :mod:`distmon.launch`) and report to a private endpoint, where a recorder (``--record``) or
 the terminal UI (``--watch``) listens. Signals reach the job, the recording is closed after
-the job's last words are in, and the job's exit status is distmon's.
+the job's last words are in, and the job's exit status is distmon's; when distmon ended a
+hung job (``--abort-on-hang``) it is never 0. With ``--record FILE``, critical alerts'
+evidence is kept beside it (``FILE`` without its extension, plus ``.evidence``) unless
+``--evidence`` says where.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import time
 from collections.abc import Iterator
 
 from distmon import endpoint, keys
-from distmon.commands import metrics_port
+from distmon.commands import acting, metrics_port
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
 from distmon.pyspy import TRACER_ENV
@@ -51,6 +54,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--log", metavar="FILE", help="with --watch, the file for the job's output")
     metrics_port.add_argument(parser)
     keys.add_argument(parser)
+    acting.add_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command, after --")
 
 
@@ -62,6 +66,15 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--log goes with --watch (without it the job's output stays on this terminal)")
     if args.metrics_port is not None and not (args.watch or args.record):
         return _usage("--metrics-port goes with --watch or --record (the monitor serves the metrics)")
+    if acting.wanted(args) and not (args.watch or args.record):
+        return _usage(
+            "--evidence, --notify, --on-alert and --abort-on-hang go with --watch or --record (the monitor acts)"
+        )
+    if args.record and args.evidence is None:
+        args.evidence = default_evidence(args.record)
+    problem = acting.check(args)
+    if problem:
+        return _usage(problem)
     key_file = keys.resolve(args.key_file)
     if key_file is not None:
         try:
@@ -78,12 +91,17 @@ def run(args: argparse.Namespace) -> int:
             env[keys.ENV] = key_file
         if args.watch:
             recorded = ["--record", args.record] if args.record else []
-            watch = ["watch", *recorded, *metrics_port.forward(args), *keyed]
+            watch = ["watch", *recorded, *metrics_port.forward(args), *keyed, *acting.forward(args)]
             return _run_watched(command, env, job_endpoint, args.log or _default_log(), watch)
         if args.record:
-            record = ["record", "--out", args.record, *metrics_port.forward(args), *keyed]
+            record = ["record", "--out", args.record, *metrics_port.forward(args), *keyed, *acting.forward(args)]
             return _run_recorded(command, env, job_endpoint, record)
         return _run_job(Job(command, env))
+
+
+def default_evidence(recording: str) -> str:
+    """``runs/job.distmon`` keeps its evidence in ``runs/job.evidence``."""
+    return os.path.splitext(recording)[0] + ".evidence"
 
 
 def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, record: list[str]) -> int:
@@ -96,9 +114,9 @@ def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, re
         status = _run_job(Job(command, {**env, TRACER_ENV: str(recorder.pid)}))
         if recorder.poll() is None:
             time.sleep(LAST_WORDS)
-        else:
+        elif recorder.returncode != acting.ENDED_JOB:
             print(f"distmon: the recorder stopped early (status {recorder.returncode})", file=sys.stderr)
-        return status
+    return _final_status(status, recorder.returncode)
 
 
 def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log_path: str, watch: list[str]) -> int:
@@ -117,7 +135,19 @@ def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log
         if ui.poll() is None:
             ui.wait()
         print(f"distmon: the job exited with status {status}; its output is in {log_path}", file=sys.stderr)
-        return status
+    return _final_status(status, ui.returncode)
+
+
+def _final_status(job_status: int, monitor_status: int | None) -> int:
+    """The job's own status; never 0 when distmon ended it, even if the launcher then
+    restarted it and it finished: a scheduler must know that the run was cut short."""
+    if monitor_status != acting.ENDED_JOB:
+        return job_status
+    print(
+        f"distmon run: distmon ended the job (--abort-on-hang); the job's status was {job_status}",
+        file=sys.stderr,
+    )
+    return job_status or acting.ENDED_JOB
 
 
 def _run_job(job: Job) -> int:

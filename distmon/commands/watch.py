@@ -6,7 +6,7 @@ import argparse
 import sys
 
 from distmon import keys
-from distmon.commands import metrics_port
+from distmon.commands import acting, metrics_port
 from distmon.endpoint import ENV, exposure_warning, resolve
 
 
@@ -15,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--record", metavar="FILE", help="also record everything to FILE")
     metrics_port.add_argument(parser)
     keys.add_argument(parser)
+    acting.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -27,6 +28,10 @@ def run(args: argparse.Namespace) -> int:
         key = keys.load_for(args.key_file)
     except keys.KeyFileError as e:
         print(f"distmon watch: {e}", file=sys.stderr)
+        return 2
+    problem = acting.check(args)
+    if problem:
+        print(f"distmon watch: {problem}", file=sys.stderr)
         return 2
     try:
         recorder = RecordingWriter(args.record) if args.record else None
@@ -45,7 +50,8 @@ def run(args: argparse.Namespace) -> int:
     if warning:
         print(warning, file=sys.stderr)
 
-    monitor = live_monitor(recorder)
+    responder = acting.responder(args, feed)
+    monitor = live_monitor(recorder, responder=responder)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError as e:
@@ -59,4 +65,7 @@ def run(args: argparse.Namespace) -> int:
     build_app(feed, monitor).run()
     if metrics is not None:
         metrics.shutdown()
-    return 0
+    acted = acting.close(responder)
+    if acted:
+        print(f"distmon watch: {acted}", file=sys.stderr)
+    return acting.ENDED_JOB if responder.ended is not None else 0

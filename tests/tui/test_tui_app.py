@@ -140,7 +140,7 @@ async def test_live_waits_with_a_clear_line_then_shows_a_real_stream(endpoint: s
         assert app.overview.state == overview.WAITING
         assert f"DISTMON_ENDPOINT={endpoint}" in app.query_one(RankTable).empty_message
         context = zmq.Context()
-        sockets = [context.socket(zmq.PUSH) for _ in range(4)]
+        sockets = [context.socket(zmq.DEALER) for _ in range(4)]
         try:
             for s in sockets:
                 s.connect(endpoint)

@@ -1,0 +1,106 @@
+"""``--evidence``, ``--notify``, ``--on-alert`` and ``--abort-on-hang``, shared by ``watch``,
+``record`` and ``run``: what the monitor does about its alerts (see :mod:`distmon.actions`)."""
+
+from __future__ import annotations
+
+import argparse
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distmon.actions.responder import Channel, Responder
+
+ENDED_JOB = 3
+"""Exit status of a monitor that ended its job (``--abort-on-hang``)."""
+CLOSE_WAIT = 5.0
+"""Seconds the notifications still queued at exit get to go out."""
+
+
+class ActingError(Exception):
+    """An option that cannot be acted on; the message says why, in one line."""
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--evidence",
+        metavar="DIR",
+        help="keep each critical alert's evidence (stacks, reports, Flight Recorder dumps) in DIR",
+    )
+    parser.add_argument(
+        "--notify",
+        metavar="URL",
+        help="POST each alert change as JSON to URL (a Slack or Mattermost incoming webhook works as it is)",
+    )
+    parser.add_argument("--on-alert", metavar="CMD", help="run CMD with each alert change as JSON on its stdin")
+    parser.add_argument(
+        "--abort-on-hang",
+        type=float,
+        metavar="SECONDS",
+        help="once a hang, divergence or rank_lost alert has stood SECONDS, keep the evidence and end "
+        "the job's ranks, so that the launcher's restart policy takes over",
+    )
+
+
+def check(args: argparse.Namespace) -> str | None:
+    """What is wrong with the options, in one line; None if nothing."""
+    if args.notify is not None:
+        from distmon.actions.notify import check_url
+
+        problem = check_url(args.notify)
+        if problem:
+            return problem
+    if args.abort_on_hang is not None and not (math.isfinite(args.abort_on_hang) and args.abort_on_hang >= 0):
+        return f"--abort-on-hang takes a number of seconds, not {args.abort_on_hang}"
+    if args.evidence is not None:
+        from distmon.actions.evidence import EvidenceStore
+
+        return EvidenceStore(args.evidence).check()
+    return None
+
+
+def wanted(args: argparse.Namespace) -> bool:
+    return any(getattr(args, name) is not None for name in ("evidence", "notify", "on_alert", "abort_on_hang"))
+
+
+def forward(args: argparse.Namespace) -> list[str]:
+    """The options as given, for a monitor started as a child process."""
+    out: list[str] = []
+    for option, value in (
+        ("--evidence", args.evidence),
+        ("--notify", args.notify),
+        ("--on-alert", args.on_alert),
+        ("--abort-on-hang", args.abort_on_hang),
+    ):
+        if value is not None:
+            out += [option, str(value)]
+    return out
+
+
+def responder(args: argparse.Namespace, channel: Channel) -> Responder:
+    """The responder the options ask for; raises :class:`ActingError`."""
+    from distmon.actions.evidence import EvidenceStore
+    from distmon.actions.notify import Notifications
+    from distmon.actions.responder import Responder
+
+    problem = check(args)
+    if problem:
+        raise ActingError(problem)
+    return Responder(
+        channel,
+        evidence=EvidenceStore(args.evidence) if args.evidence is not None else None,
+        notifications=Notifications(args.notify, args.on_alert),
+        abort_after=args.abort_on_hang,
+    )
+
+
+def close(responder: Responder) -> str:
+    """Send what is still queued; returns a few words for the closing line."""
+    parts = []
+    if responder.notifications:
+        responder.notifications.close(wait=CLOSE_WAIT)
+        parts.append(responder.notifications.summary())
+    if responder.written:
+        parts.append(f"evidence: {len(responder.written)} bundles")
+    if responder.ended is not None:
+        parts.append(f"ended the job because of {responder.ended.alert.kind}")
+    return "; ".join(parts)
