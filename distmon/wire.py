@@ -1,6 +1,6 @@
 """The wire format between a training rank and the monitor: the one place the schema lives.
 
-Each rank sends one kind of message, a :class:`Report`: its whole current state, every
+Each rank reports in one kind of message, a :class:`Report`: its whole current state, every
 interval and at once when something changes (a stall, an exception, a dead DataLoader
 worker, the exit). Because every report is complete, a monitor started late or restarted
 knows every rank after one interval, and a lost message costs nothing.

@@ -7,6 +7,8 @@ import argparse
 import math
 from typing import TYPE_CHECKING
 
+from distmon.endpoint import exposure_warning
+
 if TYPE_CHECKING:
     from distmon.actions.responder import Channel, Responder
 
@@ -14,6 +16,10 @@ ENDED_JOB = 3
 """Exit status of a monitor that ended its job (``--abort-on-hang``)."""
 CLOSE_WAIT = 5.0
 """Seconds the notifications still queued at exit get to go out."""
+UNSAFE_ABORT = (
+    "--abort-on-hang on {address} without a key would let anyone who reaches that port end the job "
+    "with fake reports: add --key-file (see distmon keygen), or listen on a loopback address"
+)
 
 
 class ActingError(Exception):
@@ -41,8 +47,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check(args: argparse.Namespace) -> str | None:
-    """What is wrong with the options, in one line; None if nothing."""
+def check(args: argparse.Namespace, address: str | None = None, keyed: bool = False) -> str | None:
+    """What is wrong with the options for a monitor on ``address``, in one line; None if nothing."""
+    if args.abort_on_hang is not None and address is not None and not keyed and exposure_warning(address):
+        return UNSAFE_ABORT.format(address=address)
     if args.notify is not None:
         from distmon.actions.notify import check_url
 

@@ -33,13 +33,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    stop = _stop_on_signals()  # first: a batch system's SIGTERM during start-up still closes cleanly
     address = endpoint.resolve(args.endpoint)
     try:
         key = keys.load_for(args.key_file)
     except keys.KeyFileError as e:
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
-    problem = acting.check(args)
+    problem = acting.check(args, address, key is not None)
     if problem:
         print(f"distmon record: {problem}", file=sys.stderr)
         return 2
@@ -66,7 +67,6 @@ def run(args: argparse.Namespace) -> int:
         monitor.close()
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
-    stop = _stop_on_signals()
     secured = " with the job's key" if key else ""
     serving = f", metrics on port {args.metrics_port}" if metrics else ""
     print(

@@ -72,9 +72,6 @@ def run(args: argparse.Namespace) -> int:
         )
     if args.record and args.evidence is None:
         args.evidence = default_evidence(args.record)
-    problem = acting.check(args)
-    if problem:
-        return _usage(problem)
     key_file = keys.resolve(args.key_file)
     if key_file is not None:
         try:
@@ -85,6 +82,9 @@ def run(args: argparse.Namespace) -> int:
     with tempfile.TemporaryDirectory(prefix="distmon-run-") as private:
         monitored = args.watch or args.record
         job_endpoint = args.endpoint or (f"ipc://{private}/ranks.sock" if monitored else endpoint.resolve())
+        problem = acting.check(args, job_endpoint, key_file is not None)
+        if problem:
+            return _usage(problem)
         env = job_environment(job_endpoint, os.environ)
         keyed = ["--key-file", key_file] if key_file else []
         if key_file:

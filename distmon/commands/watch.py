@@ -29,7 +29,8 @@ def run(args: argparse.Namespace) -> int:
     except keys.KeyFileError as e:
         print(f"distmon watch: {e}", file=sys.stderr)
         return 2
-    problem = acting.check(args)
+    address = resolve(args.endpoint)
+    problem = acting.check(args, address, key is not None)
     if problem:
         print(f"distmon watch: {problem}", file=sys.stderr)
         return 2
@@ -38,7 +39,6 @@ def run(args: argparse.Namespace) -> int:
     except OSError as e:
         print(f"distmon watch: cannot write {args.record}: {e.strerror}", file=sys.stderr)
         return 2
-    address = resolve(args.endpoint)
     try:
         feed = LiveFeed(address, key=key)
     except EndpointError as e:

@@ -2,7 +2,9 @@
 
 The training thread only bumps counters (:mod:`distmon.hooks.progress`). This thread
 reads them, the Flight Recorder, memory and DataLoader workers once per interval, or at
-once when woken (an exception, the exit), and pushes one :class:`Report` over ZeroMQ.
+once when woken (an exception, the exit), and sends one :class:`Report` over ZeroMQ. The
+same socket brings the monitor's commands (:mod:`distmon.channel`), which this thread
+carries out: a Flight Recorder dump for the evidence, or ending the rank.
 
 ZeroMQ is set up so that it can never hurt training: sends never block, nothing is
 queued for a monitor that is not there (``IMMEDIATE``), the queue toward a slow one is
