@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-WATCH_SIDE_COMMANDS = ("watch", "record", "replay", "report")
+WATCH_SIDE_COMMANDS = ("watch", "record", "replay", "report", "acting", "live", "metrics_port")
 
 
 def imported_after(code: str) -> set[str]:

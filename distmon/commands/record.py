@@ -15,8 +15,9 @@ from types import FrameType
 
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
+from distmon.commands.live import start
 from distmon.monitor.alerts import Change
-from distmon.monitor.monitor import Monitor, live_monitor
+from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingWriter
 
@@ -55,20 +56,14 @@ def run(args: argparse.Namespace) -> int:
         recorder.close()
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
-    warning = None if key else endpoint.exposure_warning(address)
-    if warning:
-        print(warning, file=sys.stderr)
-    responder = acting.responder(args, receiver)
-    monitor = live_monitor(recorder, args.job, responder)
     try:
-        metrics = metrics_port.serve(args, monitor)
+        live = start(args, receiver, recorder, address, key is not None, args.job)
     except metrics_port.MetricsPortError as e:
-        receiver.close()
-        monitor.close()
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
+    monitor = live.monitor
     secured = " with the job's key" if key else ""
-    serving = f", metrics on port {args.metrics_port}" if metrics else ""
+    serving = f", metrics on port {args.metrics_port}" if live.metrics else ""
     print(
         f"distmon record: listening on {address}{secured}, recording to {args.out}{serving}",
         file=sys.stderr,
@@ -88,11 +83,9 @@ def run(args: argparse.Namespace) -> int:
         monitor.state.dropped.update(receiver.take_refused())
         _tick(monitor)
     finally:
-        if metrics is not None:
-            metrics.shutdown()
         receiver.close()
         monitor.close()
-        acted = acting.close(responder)
+        acted = live.stop()
     state = monitor.state
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(state.dropped.items())) or "none"
     print(
@@ -100,7 +93,7 @@ def run(args: argparse.Namespace) -> int:
         f"{len(monitor.alerts.history)} alerts, dropped: {dropped}{'; ' + acted if acted else ''}; wrote {args.out}",
         file=sys.stderr,
     )
-    return acting.ENDED_JOB if responder.ended is not None else 0
+    return acting.ENDED_JOB if live.responder.ended is not None else 0
 
 
 def _tick(monitor: Monitor) -> None:

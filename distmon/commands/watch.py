@@ -7,7 +7,8 @@ import sys
 
 from distmon import keys
 from distmon.commands import acting, metrics_port
-from distmon.endpoint import ENV, exposure_warning, resolve
+from distmon.commands.live import start
+from distmon.endpoint import ENV, resolve
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -20,7 +21,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from distmon.monitor.feeds import LiveFeed
-    from distmon.monitor.monitor import live_monitor
     from distmon.monitor.receiver import EndpointError
     from distmon.monitor.recording import RecordingWriter
 
@@ -46,26 +46,16 @@ def run(args: argparse.Namespace) -> int:
             recorder.close()
         print(f"distmon watch: {e}", file=sys.stderr)
         return 2
-    warning = None if key else exposure_warning(address)
-    if warning:
-        print(warning, file=sys.stderr)
-
-    responder = acting.responder(args, feed)
-    monitor = live_monitor(recorder, responder=responder)
     try:
-        metrics = metrics_port.serve(args, monitor)
+        live = start(args, feed, recorder, address, key is not None)
     except metrics_port.MetricsPortError as e:
-        feed.close()
-        monitor.close()
         print(f"distmon watch: {e}", file=sys.stderr)
         return 2
 
     from distmon.tui.app import build_app
 
-    build_app(feed, monitor).run()
-    if metrics is not None:
-        metrics.shutdown()
-    acted = acting.close(responder)
+    build_app(feed, live.monitor).run()
+    acted = live.stop()
     if acted:
         print(f"distmon watch: {acted}", file=sys.stderr)
-    return acting.ENDED_JOB if responder.ended is not None else 0
+    return acting.ENDED_JOB if live.responder.ended is not None else 0

@@ -1,0 +1,66 @@
+"""The monitor of running ranks, as ``watch`` and ``record`` start and stop it: the warning for
+an exposed endpoint, the responder, the monitor and its metrics port, over the channel to the
+ranks that each command owns (a receiver, a live feed)."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Protocol
+
+from distmon.commands import acting, metrics_port
+from distmon.endpoint import exposure_warning
+
+if TYPE_CHECKING:
+    from distmon.actions.responder import Responder
+    from distmon.channel import Command, Dump
+    from distmon.monitor.monitor import Monitor
+    from distmon.monitor.recording import RecordingWriter
+
+
+class Channel(Protocol):
+    def send(self, command: Command) -> int: ...
+
+    def take_dumps(self) -> list[Dump]: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass
+class Live:
+    monitor: Monitor
+    responder: Responder
+    metrics: metrics_port.Server | None
+
+    def stop(self) -> str:
+        """Stop serving metrics and send what is still queued; a few words for the closing line."""
+        if self.metrics is not None:
+            self.metrics.shutdown()
+        return acting.close(self.responder)
+
+
+def start(
+    args: argparse.Namespace,
+    channel: Channel,
+    recorder: RecordingWriter | None,
+    address: str,
+    keyed: bool,
+    job: str | None = None,
+) -> Live:
+    """Raises :class:`~distmon.commands.metrics_port.MetricsPortError`, the channel and the
+    monitor closed."""
+    from distmon.monitor.monitor import live_monitor
+
+    warning = None if keyed else exposure_warning(address)
+    if warning:
+        print(warning, file=sys.stderr)
+    responder = acting.responder(args, channel)
+    monitor = live_monitor(recorder, job, responder)
+    try:
+        metrics = metrics_port.serve(args, monitor)
+    except metrics_port.MetricsPortError:
+        channel.close()
+        monitor.close()
+        raise
+    return Live(monitor, responder, metrics)
