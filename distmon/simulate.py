@@ -3,8 +3,8 @@
 It stands in for what cannot run here (8192 ranks, GPUs) in the detector's unit tests, the
 TUI's snapshots and the benchmarks. The model is deliberately simple: every rank runs the
 same step, issuing ``collectives_per_step`` collectives on one world process group, or,
-with a :class:`Layout`, one collective in each of its tensor, pipeline and data parallel
-groups, in that order; a straggler slows every rank's step, since the others wait for it in
+with a :class:`Layout`, a tensor-parallel all-reduce, the pipeline's sends and receives
+between stages, and a data-parallel all-reduce; a straggler slows every rank's step, since the others wait for it in
 each collective; a fault changes what the named rank, and then its peers, would report.
 
 Everything is a pure function of time, so a stream is the same on every run.
@@ -15,12 +15,16 @@ from __future__ import annotations
 import heapq
 import math
 import zlib
+from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor
 from distmon.wire import (
+    P2P,
+    RECV,
+    SEND,
     ExceptionInfo,
     ExitInfo,
     Frame,
@@ -62,6 +66,12 @@ STACKS = {
         _frame("train_one_epoch", 57, "loss.backward()"),
         _frame("backward", 623, "torch.autograd.backward(", "torch/_tensor.py"),
     ],
+    "p2p": [
+        *LOOP_STACK,
+        _frame("train_one_epoch", 59, "schedule.step(x, target=y)"),
+        _frame("_step_microbatches", 781, "_wait_batch_p2p(bwd_sends)", "torch/distributed/pipelining/schedules.py"),
+        _frame("_wait_batch_p2p", 683, "w.wait()", "torch/distributed/pipelining/schedules.py"),
+    ],
     "barrier": [
         *LOOP_STACK,
         _frame("train_one_epoch", 64, "dist.barrier()"),
@@ -70,20 +80,31 @@ STACKS = {
 }
 
 
+Op = tuple[str, ...]
+"""One op of a step: ``("tp",)`` or ``("dp",)``, a collective of that group; or ``(SEND, peer,
+phase)`` / ``(RECV, peer, phase)``, a blocking point-to-point op on the pipeline group, in the
+forward (``fwd``) or backward (``bwd``) phase."""
+
+
 @dataclass(frozen=True)
 class Layout:
     """Tensor x pipeline x data parallel, as Megatron and DeviceMesh lay ranks out: the
     tensor-parallel peers are adjacent, ``dp = world / (tp * pp)``. Groups are named in
-    creation order (the world group ``0``, then every tp, pp and dp group), as torch does."""
+    creation order (the world group ``0``, then every tp, pp and dp group), as torch does.
+
+    A step is one microbatch through the pipeline (:meth:`step`): receive the activation
+    from the stage before, the tensor-parallel all-reduce, send the activation on and
+    receive its gradient back, send the gradient to the stage before, then the
+    data-parallel all-reduce. Sends and receives block until the peer posts its side, as
+    gloo's do."""
 
     tp: int
     pp: int = 1
 
-    ORDER = ("tp", "pp", "dp")
-    """The collectives of one step, one per group."""
+    KINDS = ("tp", "pp", "dp")
 
     def groups(self, rank: int, world: int) -> list[tuple[str, str, list[int]]]:
-        """(name, desc, [start, count, stride]) of each group of ``rank``, in step order."""
+        """(name, desc, [start, count, stride]) of the rank's tp, pp and dp groups."""
         tp, pp = self.tp, self.pp
         dp = world // (tp * pp)
         t, p, d = rank % tp, (rank // tp) % pp, rank // (tp * pp)
@@ -93,6 +114,19 @@ class Layout:
             (str(1 + n_tp + d * tp + t), "mesh_pp", [d * tp * pp + t, pp, tp]),
             (str(1 + n_tp + n_pp + p * tp + t), "mesh_dp", [p * tp + t, dp, tp * pp]),
         ]
+
+    def step(self, rank: int) -> list[Op]:
+        stage, before, after = (rank // self.tp) % self.pp, rank - self.tp, rank + self.tp
+        ops: list[Op] = []
+        if stage > 0:
+            ops.append((RECV, str(before), "fwd"))
+        ops.append(("tp",))
+        if stage < self.pp - 1:
+            ops += [(SEND, str(after), "fwd"), (RECV, str(after), "bwd")]
+        if stage > 0:
+            ops.append((SEND, str(before), "bwd"))
+        ops.append(("dp",))
+        return ops
 
 
 @dataclass
@@ -311,13 +345,17 @@ class SimJob:
             since=since,
         )
         groups = [group]
+        channels: list[P2P] = []
         if self.layout is not None:
             group.enqueued = group.completed = 0
             group.op = group.since = None
             stopped = (
                 freeze if frozen_at is not None and freeze is not None and freeze.kind in ("hang", "gil") else None
             )
-            groups.extend(self._parallel_groups(rank, steps, t, stopped, sampled_in))
+            more, channels, blocked = self._parallel(rank, steps, t, stopped, sampled_in)
+            groups.extend(more)
+            if stack is not None and blocked is not None and blocked[0] in (SEND, RECV):
+                stack = STACKS["p2p"]
         return Report(
             job=self.job,
             rank=rank,
@@ -336,6 +374,7 @@ class SimJob:
             step_time=step_time if steps >= 2 else None,
             data_wait=0.3 if straggling else 0.02,
             groups=groups,
+            p2p=channels,
             stalled_since=stalled_since,
             stack=stack,
             memory=Memory(
@@ -351,55 +390,96 @@ class SimJob:
             exit=exit_info,
         )
 
-    def _parallel_groups(self, rank: int, steps: int, t: float, stop: _Fault | None, busy: bool) -> list[GroupStatus]:
-        """The rank's tp, pp and dp groups: ``steps`` collectives each, and once a rank has
-        stopped, the collective each rank then waits in (see :meth:`_issued_after_stop`)."""
+    def _parallel(
+        self, rank: int, steps: int, t: float, stop: _Fault | None, busy: bool
+    ) -> tuple[list[GroupStatus], list[P2P], Op | None]:
+        """The rank's tp, pp and dp groups and pipeline channels: a step's worth of ops each
+        per step, and once a rank has stopped, how far each rank then gets and the op it is
+        blocked in (see :meth:`_issued_after_stop`)."""
         assert self.layout is not None
-        waits_at = self._issued_after_stop(stop.rank)[rank] - 1 if stop is not None else -1
+        ops = self.layout.step(rank) * 2
+        issued = self._issued_after_stop(stop.rank)[rank] if stop is not None else 0
+        blocked = ops[issued - 1] if stop is not None and rank != stop.rank and 0 < issued < len(ops) else None
+        done = Counter(ops[: issued - 1 if blocked else issued])
         show_op = stop is not None and t - stop.at >= self.interval
-        groups = []
-        for i, (name, desc, run) in enumerate(self.layout.groups(rank, self.world)):
-            completed = steps + len(range(i, max(waits_at, 0), len(Layout.ORDER)))
-            waiting = waits_at >= 0 and waits_at % len(Layout.ORDER) == i
+        since = stop.at if stop is not None else None
+        backend = "nccl" if self.gpu else "gloo"
+        groups, names = [], {}
+        for kind, (name, desc, run) in zip(Layout.KINDS, self.layout.groups(rank, self.world), strict=True):
+            names[kind] = name
+            completed = (steps if kind != "pp" else 0) + done[(kind,)]
+            waiting = blocked == (kind,)
             groups.append(
                 GroupStatus(
                     id=name,
-                    backend="nccl" if self.gpu else "gloo",
+                    backend=backend,
                     size=run[1],
                     ranks=[run],
                     timeout=self.timeout,
-                    enqueued=completed + (1 if waiting or (busy and i == 0) else 0),
+                    enqueued=completed + (1 if waiting or (busy and kind == "tp") else 0),
                     completed=completed,
                     desc=desc,
-                    op=("broadcast" if Layout.ORDER[i] == "pp" else "all_reduce") if waiting and show_op else None,
-                    since=stop.at if waiting and stop is not None else None,
+                    op="all_reduce" if waiting and show_op else None,
+                    since=since if waiting else None,
                 )
             )
-        return groups
+        channels = []
+        for op in dict.fromkeys(o for o in ops if o[0] in (SEND, RECV)):
+            direction, peer, _ = op
+            posted = steps + done[op] + (1 if blocked == op else 0)
+            channels.append(
+                P2P(
+                    group=names["pp"],
+                    peer=int(peer),
+                    dir=direction,
+                    posted=posted,
+                    completed=steps + done[op],
+                    pending=posted if blocked == op else None,
+                    since=since if blocked == op else None,
+                    blocked=posted if blocked == op else None,
+                    blocked_since=since if blocked == op else None,
+                )
+            )
+        return groups, channels, blocked
 
     def _issued_after_stop(self, culprit: int) -> list[int]:
-        """How many collectives of the step each rank issues once ``culprit`` stops before
-        its first: a collective completes when every member of its group has issued it, and a
-        rank issues the next one when its last one completed. Found by repeating until
-        nothing moves, once per culprit."""
+        """How many ops of the next two steps each rank issues once ``culprit`` stops before
+        its first: a collective completes when every member of its group has issued it, a send
+        or receive when the peer has posted its side, and a rank issues its next op when its
+        last one completed. Found by repeating until nothing moves, once per culprit."""
         if culprit in self._blocked:
             return self._blocked[culprit]
         assert self.layout is not None
-        n = len(Layout.ORDER)
-        limit = 2 * n
-        keys = [[name for name, _, _ in self.layout.groups(r, self.world)] for r in range(self.world)]
-        issued = [1] * self.world
+        world = self.world
+        ops = [self.layout.step(r) * 2 for r in range(world)]
+        group_of = [{k: name for k, (name, _, _) in zip(Layout.KINDS, self.layout.groups(r, world), strict=True)}
+                    for r in range(world)]  # fmt: skip
+        occurrence = [[o[: j + 1].count(o[j]) for j in range(len(o))] for o in ops]
+        issued = [1] * world
         issued[culprit] = 0
+
+        def count(r: int, op: Op) -> int:
+            return ops[r][: issued[r]].count(op)
+
         moved = True
         while moved:
             moved = False
-            fewest: list[dict[str, int]] = [{} for _ in range(n)]
-            for r in range(self.world):
-                for i, key in enumerate(keys[r]):
-                    fewest[i][key] = min(fewest[i].get(key, limit), issued[r])
-            for r in range(self.world):
-                last = issued[r] - 1
-                if r != culprit and issued[r] < limit and fewest[last % n][keys[r][last % n]] > last:
+            fewest: dict[tuple[str, str], int] = {}
+            for r in range(world):
+                for kind in ("tp", "dp"):
+                    key = (kind, group_of[r][kind])
+                    fewest[key] = min(fewest.get(key, 2), count(r, (kind,)))
+            for r in range(world):
+                j = issued[r] - 1
+                if r == culprit or issued[r] >= len(ops[r]):
+                    continue
+                op, k = ops[r][j], occurrence[r][j]
+                if op[0] in ("tp", "dp"):
+                    complete = fewest[(op[0], group_of[r][op[0]])] >= k
+                else:
+                    partner = (RECV if op[0] == SEND else SEND, str(r), op[2])
+                    complete = count(int(op[1]), partner) >= k
+                if complete:
                     issued[r] += 1
                     moved = True
         self._blocked[culprit] = issued

@@ -56,7 +56,8 @@ class GroupStatus:
     ``id`` is the group's name (torch's ``group_name``, the same on every member), with
     ``:backend`` appended for a group that has more than one backend. ``enqueued`` and
     ``completed`` are the collective sequence numbers of the group (the SeqNum the NCCL
-    watchdog prints); ``enqueued > completed`` means collectives are in flight, and the
+    watchdog prints), counting collectives only: a group's point-to-point ops are in
+    :class:`P2P`. ``enqueued > completed`` means collectives are in flight, and the
     oldest of them, ``completed + 1``, is the one ``op`` and ``since`` describe (NCCL
     routinely runs a few ahead). ``ranks`` is run-length encoded as ``[start, count,
     stride]`` triples so a group of thousands of ranks costs a few bytes.
@@ -76,6 +77,37 @@ class GroupStatus:
     """The op of the oldest collective in flight (``all_reduce``), once the rank has looked it up."""
     since: float | None = None
     """When the oldest collective in flight was enqueued (or first seen incomplete)."""
+
+
+SEND = "send"
+RECV = "recv"
+ANY_SOURCE = -1
+"""The peer of a receive posted without a source (``dist.recv(t)``): any rank of the group."""
+
+
+@dataclass
+class P2P:
+    """One point-to-point channel of this rank: its sends to, or receives from, ``peer`` in
+    group ``group`` (a :class:`GroupStatus` ``id``).
+
+    Ops on a channel are numbered from 1 in the order posted; a send #k matches the peer's
+    receive #k. ``posted`` and ``completed`` count them. ``pending`` is the oldest op not yet
+    completed and ``since`` when it was posted. ``blocked`` is the op the rank is held up in,
+    and ``blocked_since`` since when: on gloo, the one its training thread waits in; on NCCL,
+    whose waits return at once, the oldest one the GPU has not completed.
+    """
+
+    group: str
+    peer: int
+    """The peer's global rank, or :data:`ANY_SOURCE`."""
+    dir: str
+    """:data:`SEND` or :data:`RECV`."""
+    posted: int
+    completed: int
+    pending: int | None = None
+    since: float | None = None
+    blocked: int | None = None
+    blocked_since: float | None = None
 
 
 @dataclass
@@ -202,6 +234,8 @@ class Report:
     data_wait: float | None = None
     """Share of the last interval the training loop spent waiting for DataLoader batches."""
     groups: list[GroupStatus] = field(default_factory=list)
+    p2p: list[P2P] = field(default_factory=list)
+    """Point-to-point channels this rank has used; their ops are not counted in ``groups``."""
     stalled_since: float | None = None
     """Set while the rank has made no progress (steps or collectives) for a while."""
     stack: list[Frame] | None = None

@@ -1,14 +1,18 @@
 """The Flight Recorder reader on dumps in the format torch documents for NCCL's recorder
 (``_dump_nccl_trace``: pickled maps with ``pg_config``, ``pg_status`` keyed by the group's
-process-local id, and ``entries`` carrying ``pg_id`` and ``process_group``), and on what
-this build of torch offers."""
+process-local id, and ``entries`` carrying ``pg_id`` and ``process_group``; point-to-point
+ops named ``nccl:send 1->2`` in ranks of the group, a batch of them recorded as its ops plus
+one ``nccl:coalesced`` entry), and on what this build of torch offers."""
 
 from __future__ import annotations
 
 import pickle
+import weakref
 from typing import Any
 
-from distmon.hooks.collectives import Recorder, _backends, _collectives_of, find_recorders
+from distmon.hooks.collectives import Recorder, _backends, _collectives_of, find_recorders, p2p_in_flight
+from distmon.hooks.p2p import P2PTracker, Traffic, _on_the_gpu
+from distmon.wire import P2P, SEND
 
 NAMES = {0: ("0", "default_pg"), 1: ("3", "mesh_tp"), 2: ("5", "mesh_dp")}
 """pg_id -> (group name, desc) on this rank: ids count this process's groups, names the job's."""
@@ -120,3 +124,116 @@ def test_this_build_reads_gloo_from_the_cpu_recorder_and_has_no_nccl_recorder() 
     recorders = find_recorders({"gloo", "nccl"})
     assert set(recorders) == {"gloo"}
     assert recorders["gloo"].status_by_name() == {}
+
+
+def p2p_entry(record_id: int, p2p_seq: int, name: str, retired: bool, coll_seq: int = 9) -> dict[str, Any]:
+    """An NCCL point-to-point entry: ``nccl:send 1->2`` in ranks of the group, with the group's
+    collective and p2p counters as they stood (both numbered, NCCL keeps them apart)."""
+    return {
+        **entry(record_id, 1, coll_seq, retired=retired),
+        "profiling_name": name,
+        "p2p_seq_id": p2p_seq,
+        "is_p2p": True,
+        "time_created_ns": 1_724_779_000_000_000_000 + record_id * 1_000_000_000,
+    }
+
+
+def coalesced(record_id: int, p2p_seq: int, retired: bool) -> dict[str, Any]:
+    """What NCCL records for a batch_isend_irecv besides its ops: one entry with the batch's
+    CUDA events, no sizes, ``is_p2p`` false."""
+    return {
+        **entry(record_id, 1, 9, retired=retired),
+        "profiling_name": "nccl:coalesced",
+        "p2p_seq_id": p2p_seq,
+        "input_sizes": [],
+        "output_sizes": [],
+    }
+
+
+GROUP_RANKS = [4, 5, 6, 7]
+"""Group "3" in global ranks: its rank 1 is global rank 5."""
+
+
+def test_nccl_p2p_in_flight_per_channel_in_global_ranks() -> None:
+    entries = [
+        entry(0, 1, 9),
+        p2p_entry(1, 1, "nccl:send 1->2", retired=True),
+        p2p_entry(2, 2, "nccl:recv 1<-0", retired=True),
+        p2p_entry(3, 3, "nccl:send 1->2", retired=False),
+        p2p_entry(4, 4, "nccl:send 1->2", retired=False),
+        p2p_entry(5, 5, "nccl:recv 1<-0", retired=False),
+        {**p2p_entry(6, 6, "nccl:recv 1<-2", retired=False), "process_group": NAMES[2]},  # another group
+    ]
+    in_flight = p2p_in_flight(entries, "3", GROUP_RANKS)
+    t0 = 1_724_779_000.0
+    assert in_flight == {(6, "send"): (2, t0 + 3), (4, "recv"): (1, t0 + 5)}
+
+
+def test_a_batch_of_p2p_ops_completes_with_its_coalesced_entry() -> None:
+    """The ops of a batch_isend_irecv never retire on their own (no events of their own)."""
+    done = [p2p_entry(1, 7, "nccl:send 1->2", False), p2p_entry(2, 7, "nccl:recv 1<-0", False), coalesced(3, 7, True)]
+    stuck = [p2p_entry(4, 8, "nccl:send 1->2", False), p2p_entry(5, 8, "nccl:recv 1<-0", False), coalesced(6, 8, False)]
+    in_flight = p2p_in_flight(done + stuck, "3", GROUP_RANKS)
+    t0 = 1_724_779_000.0
+    assert in_flight == {(6, "send"): (1, t0 + 4), (4, "recv"): (1, t0 + 5)}
+
+
+def test_a_coalesced_p2p_batch_is_not_taken_for_a_collective() -> None:
+    """It carries the number of the collective before it: it must not shadow that one."""
+    entries = [entry(0, 1, 9), coalesced(1, 3, retired=False), entry(2, 1, 10, retired=False)]
+    mine = _collectives_of(entries, "3")
+    assert mine[9]["profiling_name"] == "nccl:all_reduce" and mine[9]["retired"]
+    assert sorted(mine) == [9, 10]
+
+
+def test_what_the_gpu_says_of_a_channel_overrides_the_cpu() -> None:
+    """NCCL's waits return at once, the works are gone: the recorder alone knows what is in flight."""
+    state = P2P(group="3", peer=6, dir="send", posted=12, completed=12)
+    _on_the_gpu(state, 2, 1000.0)
+    assert (state.completed, state.pending, state.blocked, state.blocked_since) == (10, 11, 11, 1000.0)
+
+
+class FakeGroup:
+    """A process group's sequence number, as ``_get_sequence_number_for_group`` reads it."""
+
+    def __init__(self) -> None:
+        self.seq = 0
+
+    def _get_sequence_number_for_group(self) -> int:
+        return self.seq
+
+
+def tracked(sequenced: bool) -> tuple[P2PTracker, FakeGroup]:
+    tracker, group = P2PTracker(), FakeGroup()
+    tracker._traffic[id(group)] = Traffic(weakref.ref(group), sequenced=sequenced)
+    return tracker, group
+
+
+def test_gloo_collective_counts_leave_out_the_p2p_ops_between_them() -> None:
+    """gloo's status numbers collective 4 after two sends as 4: it was the second collective."""
+    tracker, group = tracked(sequenced=True)
+    for op in ("collective", "p2p", "p2p", "collective"):
+        group.seq += 1
+        if op == "p2p":
+            tracker._posted(group, 1, SEND, None, (), {})
+    tracker.before_status()
+    assert tracker.collectives(group, 4, 4) == (2, 2)
+    group.seq += 1
+    tracker._posted(group, 1, SEND, None, (), {})
+    tracker.before_status()
+    assert tracker.collectives(group, 4, 4) == (2, 2), "the same status, after more sends"
+    group.seq += 1  # a collective, enqueued; the status of its completion lags
+    tracker.before_status()
+    assert tracker.collectives(group, 6, 4) == (3, 2)
+    assert len(tracker._traffic[id(group)].seqs) <= 1, "numbers no status will show again are let go"
+
+
+def test_nccl_counts_collectives_apart_and_its_status_is_believed_up_to_them() -> None:
+    """NCCL's status takes whichever work came last: a p2p op's number (seqP2P_) is no count of
+    collectives, above it or below."""
+    tracker, group = tracked(sequenced=False)
+    group.seq = 5
+    tracker._posted(group, 1, SEND, None, (), {})
+    tracker.before_status()
+    assert tracker.collectives(group, 17, 17) == (5, 5)
+    assert tracker.collectives(group, 17, 3) == (5, 3)

@@ -10,7 +10,7 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState
 from distmon.simulate import Layout, SimJob, drive
-from distmon.wire import GpuStatus, GroupStatus, Report, encode, rank_runs
+from distmon.wire import P2P, GpuStatus, GroupStatus, Report, encode, rank_runs
 
 
 def raised(sim: SimJob, until: float, probe: bool = True) -> list[tuple[float, Change]]:
@@ -204,3 +204,75 @@ def test_a_collective_every_member_issued_is_the_transport() -> None:
     (finding,) = Detector().evaluate(state, t + 30.5)
     assert finding.key == "hang:world" and finding.ranks == []
     assert "none behind" in finding.summary and "transport" in finding.detail
+
+
+def test_a_stalled_pipeline_stage_is_named_alone_not_its_neighbours() -> None:
+    """Four stages passing activations by send/recv, stage 2 asleep: stage 1 blocks in a send
+    to it, stage 3 in a receive from it, stage 0 behind stage 1. Only stage 2 is the root,
+    and no stall alert blames the stages blocked in p2p."""
+    sim = SimJob(world=4, layout=Layout(tp=1, pp=4)).hang(2, at=20)
+    changes = raised(sim, until=35)
+    assert [(c.alert.kind, c.alert.ranks) for _, c in changes] == [("hang", [2])]
+    t, change = changes[0]
+    assert t - 20 <= 10
+    detail = change.alert.detail
+    assert "rank 1 in send #101 to rank 2 in group" in detail and "for rank 2" in detail
+    assert "rank 3 in recv #101 from rank 2" in detail
+    assert "rank 0 in recv #101 from rank 1" in detail and "for rank 1" in detail
+
+
+def _channel(gid: str, peer: int, direction: str, posted: int, completed: int, blocked_since: float | None = None):
+    blocked = completed + 1 if blocked_since is not None else None
+    return P2P(
+        group=gid, peer=peer, dir=direction, posted=posted, completed=completed,
+        pending=blocked, since=blocked_since, blocked=blocked, blocked_since=blocked_since,
+    )  # fmt: skip
+
+
+def _pipeline(channels: dict[int, list[P2P]], t: float) -> JobState:
+    state = JobState()
+    pp = [_group("pp", [0, 1, 2, 3], 0, 0, None, None)]
+    for rank in range(4):
+        report = _waiting_report(rank, pp, t + 30)
+        report.p2p = channels.get(rank, [])
+        state.apply(report, t + 30)
+    return state
+
+
+def test_two_blocking_receives_facing_each_other_are_a_deadlock() -> None:
+    """Stages 1 and 2 each receive from the other before sending: a ring of two. Stage 0
+    waits for stage 1 in its send, stage 3 for stage 2 in its receive."""
+    t = 1000.0
+    state = _pipeline(
+        {
+            0: [_channel("pp", 1, "send", 12, 11, t)],
+            1: [_channel("pp", 0, "recv", 11, 11), _channel("pp", 2, "recv", 12, 11, t)],
+            2: [_channel("pp", 1, "recv", 12, 11, t), _channel("pp", 3, "send", 11, 11)],
+            3: [_channel("pp", 2, "recv", 12, 11, t)],
+        },
+        t,
+    )
+    findings = Detector().evaluate(state, t + 30.5)
+    assert [(f.key, f.ranks) for f in findings] == [("hang:cycle", [1, 2])]
+    detail = findings[0].detail
+    assert "rank 1 waits in recv #12 from rank 2" in detail and "rank 2 waits in recv #12 from rank 1" in detail
+    assert "sends and receives" in findings[0].summary
+
+
+def test_a_send_and_its_receive_both_posted_that_never_complete_are_the_transport() -> None:
+    t = 1000.0
+    state = _pipeline(
+        {1: [_channel("pp", 2, "send", 7, 6, t)], 2: [_channel("pp", 1, "recv", 7, 6, t)]},
+        t,
+    )
+    (finding,) = Detector().evaluate(state, t + 30.5)
+    assert finding.key == "hang:pp:1>2" and finding.ranks == [1, 2]
+    assert "posted on both ends" in finding.summary and "link" in finding.detail
+
+
+def test_a_receive_from_any_rank_waits_for_the_members_that_wait_for_nobody() -> None:
+    t = 1000.0
+    state = _pipeline({0: [_channel("pp", -1, "recv", 3, 2, t)], 1: [_channel("pp", 0, "recv", 1, 0, t)]}, t)
+    (finding,) = Detector().evaluate(state, t + 30.5)
+    assert finding.key == "hang" and finding.ranks == [2, 3]
+    assert "recv #3 from any rank" in finding.detail

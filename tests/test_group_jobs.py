@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from jobs.many_groups import BARRIERS, GROUPS
+from jobs.many_groups import BARRIERS, GROUPS, MESSAGES
 from listener import Listener
 from test_faults import Recorder
 
@@ -50,6 +50,16 @@ def test_every_group_reports_its_own_counts_on_every_rank(torchrun: Callable, en
         assert all(g.backend == "gloo" and g.size == len(expand_runs(g.ranks)) for g in report.groups)
     names = {(g.desc, tuple(expand_runs(g.ranks))): g.id for r in final.values() for g in r.groups}
     assert len(set(names.values())) == len(names), "one name per group, the same on every member"
+    for rank, report in final.items():
+        desc = {g.id: g.desc or "" for g in report.groups}
+        channels = {(desc[c.group], c.peer, c.dir): (c.posted, c.completed, c.pending) for c in report.p2p}
+        expected: dict[tuple[str, int, str], int] = {}
+        for group, messages in MESSAGES.items():
+            for src, dst in messages:
+                if rank in (src, dst):
+                    key = (group, dst, "send") if rank == src else (group, src, "recv")
+                    expected[key] = expected.get(key, 0) + 1
+        assert channels == {key: (n, n, None) for key, n in expected.items()}, f"rank {rank}"
 
 
 @pytest.fixture(scope="module")

@@ -32,6 +32,7 @@ from distmon.channel import DUMP, END, MAX_DUMP_BYTES, RANK_SOCKET, Dump, decode
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
+from distmon.hooks.p2p import P2PTracker
 from distmon.hooks.progress import Progress
 from distmon.hooks.resources import GpuReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
@@ -55,7 +56,8 @@ class Agent:
         self.interval = interval
         self._key = key
         self.progress = Progress()
-        self._groups = GroupReader()
+        self._p2p = P2PTracker()
+        self._groups = GroupReader(self._p2p)
         self._gpu = GpuReader()
         self._loaders = LoaderWatch(self.progress)
         self._last_words = LastWords(self._report_exception, self._report_exit, self._report_interrupt)
@@ -83,6 +85,9 @@ class Agent:
         from torch.optim.optimizer import register_optimizer_step_post_hook
 
         self._optimizer_hook = register_optimizer_step_post_hook(self.progress.on_optimizer_step)
+        if dist.is_available():
+            self._p2p.install()
+            _quietly(self._groups.baseline, None)
         self._loaders.install()
         self._last_words.install()
         self._termination.install()
@@ -97,6 +102,7 @@ class Agent:
             self._optimizer_hook.remove()
             self._optimizer_hook = None
         self._loaders.uninstall()
+        self._p2p.uninstall()
         self._last_words.uninstall()
         self._termination.uninstall()
         self._stopping = True
@@ -237,7 +243,8 @@ class Agent:
         now = time.time()
         progress = self.progress
         groups = _quietly(self._groups.read, [])
-        marker = (progress.steps, progress.forwards, *(g.completed for g in groups))
+        p2p = _quietly(self._groups.read_p2p, [])
+        marker = (progress.steps, progress.forwards, *(g.completed for g in groups), *(c.completed for c in p2p))
         if marker != self._last_marker:
             self._last_marker = marker
             self._last_progress = now
@@ -263,6 +270,7 @@ class Agent:
             step_time=step_time,
             data_wait=self._data_wait_share(),
             groups=groups,
+            p2p=p2p,
             stalled_since=self._last_progress if stalled else None,
             stack=_quietly(main_thread_stack, None) if stalled else None,
             memory=_quietly(host_memory, None),

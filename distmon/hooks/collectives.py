@@ -21,6 +21,8 @@ the CPU recorder and ``_dump_nccl_trace`` for NCCL's where the build has NCCL.
 from __future__ import annotations
 
 import pickle
+import re
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -29,12 +31,17 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distmon.wire import GroupStatus, expand_runs, rank_runs
+from distmon.hooks.p2p import Channel, P2PTracker
+from distmon.wire import ANY_SOURCE, P2P, GroupStatus, expand_runs, rank_runs
 
 try:
     from torch._C import _distributed_c10d as _c10d
 except ImportError:  # torch built without distributed
     _c10d = None
+
+InFlight = tuple[int, float]
+"""(ops not completed, when the oldest was enqueued)."""
+_P2P_NAME = re.compile(r":(send|recv) (\d+)(?:->|<-)(\d+)")
 
 Dump = Callable[[bool], bytes]
 """``dump(include_collectives) -> pickle``: one Flight Recorder, never with stack traces
@@ -118,14 +125,19 @@ class Membership:
 
 
 class GroupReader:
-    """Turns Flight Recorder dumps into :class:`GroupStatus` records, one per group."""
+    """Turns Flight Recorder dumps into :class:`GroupStatus` records, one per group, counting
+    collectives only: ``p2p`` knows the point-to-point ops that share their groups."""
 
-    def __init__(self) -> None:
+    def __init__(self, p2p: P2PTracker | None = None) -> None:
+        self._p2p = p2p or P2PTracker()
         self._members: dict[str, list[Membership]] = {}
         self._recorders: dict[str, Recorder] = {}
         self._oldest: dict[str, tuple[int, float]] = {}
         """Group id -> (completed count, when first seen with the next one incomplete)."""
         self._looked_up: dict[str, tuple[int, str | None, float | None]] = {}
+        self._in_flight: dict[str, dict[tuple[int, str], InFlight]] = {}
+        """Group id -> NCCL p2p ops in flight, read off a full dump while the group stands still."""
+        self._standing: dict[str, tuple[int, int]] = {}
         self._retired: dict[str, int] = {}
         """Group id -> the last collective a full dump showed retired where the status lagged."""
 
@@ -133,6 +145,7 @@ class GroupReader:
         if _c10d is None or not (dist.is_available() and dist.is_initialized()):
             return []
         memberships = self._memberships()
+        self._p2p.before_status()
         statuses = {id(r): r.status_by_name() for r in self._distinct_recorders()}
         now = time.time()
         groups = []
@@ -140,18 +153,77 @@ class GroupReader:
         for m in memberships:
             recorder = self._recorders.get(m.backend)
             entry = statuses[id(recorder)].get(m.name, {}) if recorder else {}
+            enqueued, completed = self._p2p.collectives(
+                m.pg, _enqueued(entry), max(0, int(entry.get("last_completed_collective", 0)))
+            )
             group = GroupStatus(
-                enqueued=_enqueued(entry),
-                completed=max(0, int(entry.get("last_completed_collective", 0)), self._retired.get(m.meta["id"], 0)),
+                enqueued=enqueued,
+                completed=max(completed, self._retired.get(m.meta["id"], 0)),
                 started=_started(entry),
                 **m.meta,
             )
             if group.enqueued > group.completed and self._ages(group, now):
                 stuck.append((group, m))
+            if m.backend == "nccl" and self._p2p.carries(m.pg):
+                self._p2p_standing(m, (_enqueued(entry), int(entry.get("last_completed_collective", 0))))
             groups.append(group)
         if stuck:
             self._look_up_ops(stuck)
         return groups
+
+    def _p2p_standing(self, m: Membership, status: tuple[int, int]) -> None:
+        """An NCCL group carrying p2p ops whose status stood still since the last sample: which
+        of them the GPU has not completed (their works are gone once waited for on the CPU)."""
+        gid = m.meta["id"]
+        if self._standing.get(gid) != status:
+            self._standing[gid] = status
+            self._in_flight.pop(gid, None)
+        elif gid not in self._in_flight:
+            entries = self._recorders[m.backend].entries()
+            self._in_flight[gid] = p2p_in_flight(entries, m.name, expand_runs(m.meta["ranks"]))
+
+    def read_p2p(self) -> list[P2P]:
+        """Every point-to-point channel of this rank, named as its group is in :meth:`read`."""
+        if not (dist.is_available() and dist.is_initialized()):
+            return []
+        return self._p2p.read(self._channel_names, self._in_flight)
+
+    def _channel_names(self, pg: Any, channel: Channel) -> tuple[str, int] | None:
+        known = next((ms for ms in self._members.values() if ms[0].pg is pg), None)
+        if known is None:
+            return None
+        m = known[0] if len(known) == 1 else next((k for k in known if (k.backend == "nccl") == channel.cuda), known[0])
+        if channel.peer == ANY_SOURCE:
+            return m.meta["id"], ANY_SOURCE
+        return m.meta["id"], expand_runs(m.meta["ranks"])[channel.peer]
+
+    def baseline(self) -> None:
+        """Tell the p2p tracker what the groups that exist already carried before it: on gloo,
+        the group's sequence number less its collectives (a full dump, once, at attach)."""
+        if _c10d is None or not (dist.is_available() and dist.is_initialized()):
+            return
+        started = {
+            m.name: (m.pg, seq)
+            for m in self._memberships()
+            if m.backend == "gloo" and (seq := m.pg._get_sequence_number_for_group()) > 0
+        }
+        if not started:
+            return
+        collectives: dict[str, int] = {}
+        for recorder in self._distinct_recorders():
+            for e in recorder.entries():
+                name = _group_name(e)
+                collectives[name] = max(collectives.get(name, 0), int(e.get("collective_seq_id", 0)))
+        for name, (pg, seq) in started.items():
+            before = seq - collectives.get(name, 0)
+            self._p2p.carried(pg, before)
+            if before:
+                print(
+                    f"distmon: group {name} carried {before} point-to-point ops before distmon attached: its "
+                    "collectives are counted right, but its send/recv are numbered from here, so ranks that "
+                    "attach at different points disagree; attach before the first send/recv",
+                    file=sys.stderr,
+                )
 
     def trace_dump(self, max_bytes: int) -> bytes | None:
         """A full dump in torch's own format (the pickle torch writes on a timeout, which
@@ -244,8 +316,46 @@ class GroupReader:
 
 
 def _collectives_of(entries: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
-    """The group's collectives (not its point-to-point ops) in a full dump, by sequence number."""
-    return {int(e.get("collective_seq_id", 0)): e for e in entries if _group_name(e) == name and not e.get("is_p2p")}
+    """The group's collectives in a full dump, by sequence number: not its point-to-point
+    ops, nor NCCL's record of a batch of them (``nccl:coalesced`` with no sizes, which carries
+    the number of the collective before it)."""
+    return {
+        int(e.get("collective_seq_id", 0)): e
+        for e in entries
+        if _group_name(e) == name and not e.get("is_p2p") and not _p2p_batch(e)
+    }
+
+
+def p2p_in_flight(entries: list[dict[str, Any]], name: str, ranks: list[int]) -> dict[tuple[int, str], InFlight]:
+    """NCCL's point-to-point ops of group ``name`` not completed, per channel (the peer's global
+    rank, ``send`` or ``recv``): how many, and when the oldest was enqueued.
+
+    An op is named ``nccl:send 0->1`` or ``nccl:recv 0<-1`` in ranks of the group. An op on its
+    own is completed when the watchdog retires it; the ops of a ``batch_isend_irecv`` never are
+    (they have no CUDA events of their own): the batch's ``nccl:coalesced`` entry, which shares
+    their ``p2p_seq_id``, says for them all."""
+    mine = [e for e in entries if _group_name(e) == name]
+    batches = {e.get("p2p_seq_id"): e for e in mine if _p2p_batch(e)}
+    out: dict[tuple[int, str], InFlight] = {}
+    for e in mine:
+        match = _P2P_NAME.search(str(e.get("profiling_name", ""))) if e.get("is_p2p") else None
+        if match is None:
+            continue
+        state = batches.get(e.get("p2p_seq_id"), e)
+        if state.get("retired") or state.get("time_discovered_completed_ns"):
+            continue
+        direction, peer = match.group(1), int(match.group(3))
+        if not 0 <= peer < len(ranks):
+            continue
+        key = (ranks[peer], direction)
+        created = float(e.get("time_created_ns") or 0) / 1e9
+        count, oldest = out.get(key, (0, created))
+        out[key] = (count + 1, min(oldest, created))
+    return out
+
+
+def _p2p_batch(entry: dict[str, Any]) -> bool:
+    return str(entry.get("profiling_name", "")).endswith(":coalesced") and not entry.get("input_sizes")
 
 
 def _started(entry: dict[str, Any]) -> int | None:

@@ -2,12 +2,22 @@
 ``divergence`` (ranks issued different collectives, or different numbers of them).
 
 A job of several groups (tensor, pipeline and data parallel; FSDP/HSDP; DeviceMesh) stops
-as a whole within seconds of one rank stopping: its tensor-parallel peers wait for it, each
-data-parallel group then waits for one of those peers, and so on. Judging each group alone
-names victims. So the hang rule builds the wait-for relation over all groups: a rank
-waiting in collective N of group G waits for the members of G that have not issued N. The
-ranks at its end, waiting for nobody (stalled elsewhere, exited, silent, never heard), are
-the root; everyone else is evidence. A relation that ends in a ring instead is a deadlock.
+as a whole within seconds of one rank stopping: its tensor-parallel peers wait for it, its
+pipeline neighbours block in a send or receive to it, each data-parallel group then waits
+for one of those, and so on. Judging each group alone names victims. So the hang rule builds
+one wait-for relation over all groups and all point-to-point traffic:
+
+- a rank waiting in collective N of group G waits for the members of G that have not
+  issued N;
+- a rank blocked in receive #k from rank p waits for p if p has posted fewer than k sends
+  to it, and a rank blocked in send #k to p waits for p if p has posted fewer than k
+  receives from it (ops on a channel match in the order posted).
+
+The ranks at its end, waiting for nobody (stalled elsewhere, exited, silent, never heard),
+are the root; everyone else is evidence. A collective every member issued, or a send and
+its receive both posted, that still does not complete, is the transport. A cycle of the
+relation (two collectives issued in different orders, two blocking receives facing each
+other) is a deadlock.
 """
 
 from __future__ import annotations
@@ -19,26 +29,36 @@ from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.text import duration, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.monitor.state import JobState, RankState
-from distmon.wire import STOPPED, GroupStatus, expand_runs
+from distmon.wire import ANY_SOURCE, P2P, RECV, SEND, STOPPED, GroupStatus, expand_runs
 
 MAX_SHOWN = 4
 """Root ranks whose stacks the evidence shows."""
 MAX_GROUPS_SHOWN = 6
-"""Waiting groups listed in the evidence; the rest are counted."""
+"""Collectives and messages waited in that the evidence lists; the rest are counted."""
+
+Collective = tuple[str, int]
+"""Collective N of group G, as ``(G, N)``."""
+Message = tuple[str, int, int, int]
+"""Message k from rank s to rank d in group G, as ``(G, s, d, k)``: a send #k and its receive."""
+Node = int | Collective | Message
+"""A rank, or what ranks wait in: a collective, or a message."""
 
 
 @dataclass(slots=True)
 class Wait:
-    """A live rank waiting in its oldest incomplete collective."""
+    """What a live rank waits in: its oldest incomplete collective, or a point-to-point op
+    it is blocked in (one per channel)."""
 
     rank: int
     state: RankState
-    group: GroupStatus
+    node: Collective | Message
     age: float
-    """How long that collective has been incomplete."""
+    group: GroupStatus | None = None
+    channel: P2P | None = None
 
     @property
     def seq(self) -> int:
+        assert self.group is not None
         return self.group.completed + 1
 
 
@@ -75,25 +95,34 @@ def _live(s: RankState, ctx: Context) -> bool:
     return not s.finished and s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * s.report.interval)
 
 
-def waits(job: JobState, ctx: Context) -> dict[int, Wait]:
-    """Each live rank's oldest incomplete collective. In a healthy job only the few ranks
-    caught inside a collective have one, so this pass is all a healthy tick costs."""
-    found = {}
+def waits(job: JobState, ctx: Context) -> dict[int, list[Wait]]:
+    """What each live rank waits in. In a healthy job only the few ranks caught inside a
+    collective or a blocking send have a wait, so this pass is all a healthy tick costs."""
+    found: dict[int, list[Wait]] = {}
     for s in job.ranks.values():
-        lag = ctx.now - s.received + s.report.t
+        r = s.report
+        lag = ctx.now - s.received + r.t
         oldest, since = None, 0.0
-        for g in s.report.groups:
+        for g in r.groups:
             if g.enqueued > g.completed and g.since is not None and (oldest is None or g.since < since):
                 oldest, since = g, g.since
-        if oldest is not None and _live(s, ctx):
-            found[s.rank] = Wait(s.rank, s, oldest, lag - since)
+        blocked = [c for c in r.p2p if c.blocked is not None and c.blocked_since is not None]
+        if (oldest is None and not blocked) or not _live(s, ctx):
+            continue
+        mine = found[s.rank] = []
+        if oldest is not None:
+            mine.append(Wait(s.rank, s, (oldest.id, oldest.completed + 1), lag - since, group=oldest))
+        for c in blocked:
+            assert c.blocked is not None and c.blocked_since is not None
+            src, dst = (s.rank, c.peer) if c.dir == SEND else (c.peer, s.rank)
+            mine.append(Wait(s.rank, s, (c.group, src, dst, c.blocked), lag - c.blocked_since, channel=c))
     return found
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     waiting = waits(job, ctx)
     hang_after = ctx.hang_after
-    if not any(w.age >= hang_after or w.group.op for w in waiting.values()):
+    if not any(w.age >= hang_after or (w.group and w.group.op) for ws in waiting.values() for w in ws):
         return []
     groups = _groups(job, waiting, ctx)
     findings = []
@@ -107,16 +136,21 @@ def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     return findings
 
 
-def _groups(job: JobState, waiting: dict[int, Wait], ctx: Context) -> dict[str, Group]:
-    """The groups ranks wait in, with the members behind the latest collective waited in."""
+def _groups(job: JobState, waiting: dict[int, list[Wait]], ctx: Context) -> dict[str, Group]:
+    """The groups ranks wait in collectives of, with the members behind the latest one."""
     groups: dict[str, Group] = {}
     latest: dict[str, int] = {}
-    for w in waiting.values():
-        gid = w.group.id
-        if gid not in groups:
-            groups[gid] = Group(w.group)
-        groups[gid].waits.append(w)
-        latest[gid] = max(latest.get(gid, 0), w.seq)
+    for ws in waiting.values():
+        for w in ws:
+            if w.group is None:
+                continue
+            gid = w.group.id
+            if gid not in groups:
+                groups[gid] = Group(w.group)
+            groups[gid].waits.append(w)
+            latest[gid] = max(latest.get(gid, 0), w.seq)
+    if not groups:
+        return groups
     for s in job.ranks.values():
         live = _live(s, ctx)
         for g in s.report.groups:
@@ -132,22 +166,22 @@ def _groups(job: JobState, waiting: dict[int, Wait], ctx: Context) -> dict[str, 
     return groups
 
 
-Node = int | tuple[str, int]
-"""A rank, or collective N of group G as ``(G, N)``: what the ranks waiting in it wait for."""
-
-
 class WaitFor:
     """The wait-for relation of one moment, and the incidents at its ends.
 
-    Each live rank waits in at most one collective, its oldest incomplete one. That node
-    waits for the members that have not issued it. Following the relation from the ranks
-    that have waited too long ends in one of: a rank that waits for nobody (the root of a
-    hang), a collective every member issued that still does not complete (the transport),
-    a group whose ranks diverged (its own alert), or a ring of ranks (a deadlock).
+    Following the relation from the ranks that have waited too long ends in one of: a rank
+    that waits for nobody (the root of a hang), a collective every member issued or a
+    message both ends posted that still does not complete (the transport), a group whose
+    ranks diverged (its own alert), or a cycle (a deadlock).
     """
 
     def __init__(
-        self, job: JobState, waiting: dict[int, Wait], groups: dict[str, Group], diverged: set[str], ctx: Context
+        self,
+        job: JobState,
+        waiting: dict[int, list[Wait]],
+        groups: dict[str, Group],
+        diverged: set[str],
+        ctx: Context,
     ) -> None:
         self.job = job
         self.waits = waiting
@@ -156,15 +190,41 @@ class WaitFor:
         self.diverged = diverged
         """Groups with a divergence alert of their own: the ends of the relation they hold."""
         self.edges: dict[Node, list[Node]] = {}
-        for rank, w in waiting.items():
-            node = (w.group.id, w.seq)
-            self.edges[rank] = [node]
-            if node not in self.edges:
-                self.edges[node] = [] if w.group.id in diverged else list(groups[w.group.id].laggards(w.seq))
+        for rank, ws in waiting.items():
+            self.edges[rank] = [w.node for w in ws]
+            for w in ws:
+                if w.node not in self.edges:
+                    self.edges[w.node] = self._awaited(w)
+
+    def _awaited(self, w: Wait) -> list[Node]:
+        """Whom the collective or message ``w`` waits in waits for."""
+        if w.group is not None:
+            gid = w.group.id
+            return [] if gid in self.diverged else list(self.groups[gid].laggards(w.seq))
+        gid, src, dst, k = w.node  # type: ignore[misc]
+        if src == ANY_SOURCE:  # a receive from anyone: any member that is free to send would do
+            others = [r for r in self._members(gid, w) if r != dst]
+            return [r for r in others if r not in self.waits] or list(others)
+        out: list[Node] = []
+        if self._posted(src, gid, dst, SEND) < k:
+            out.append(src)
+        if self._posted(dst, gid, src, RECV) < k:
+            out.append(dst)
+        return out
+
+    def _members(self, gid: str, w: Wait) -> list[int]:
+        sample = next((g for g in w.state.report.groups if g.id == gid), None)
+        return expand_runs(sample.ranks) if sample is not None else []
+
+    def _posted(self, rank: int, gid: str, peer: int, direction: str) -> int:
+        s = self.job.ranks.get(rank)
+        if s is None:
+            return 0
+        return next((c.posted for c in s.report.p2p if (c.group, c.peer, c.dir) == (gid, peer, direction)), 0)
 
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
-        stuck = [r for r, m in self.waits.items() if m.age >= hang_after]
+        stuck = [r for r, ws in self.waits.items() if max(w.age for w in ws) >= hang_after]
         if not stuck:
             return []
         reach = self._reachable(stuck)
@@ -173,9 +233,10 @@ class WaitFor:
         if roots:
             findings.append(self._hang(roots, reach))
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
-            gid, seq = node
-            if gid not in self.diverged:
-                findings.append(self._stuck_collective(gid, seq))
+            if len(node) == 2 and node[0] not in self.diverged:
+                findings.append(self._stuck_collective(*node))  # type: ignore[misc]
+            elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
+                findings.append(self._stuck_message(node))  # type: ignore[arg-type]
         ring = self._ring(reach)
         if ring:
             findings.append(self._deadlock(ring))
@@ -192,45 +253,61 @@ class WaitFor:
         return seen
 
     def _ring(self, reach: set[Node]) -> list[int]:
-        """Ranks on a cycle of the relation: those that can reach no end at all."""
-        ends = {n for n in reach if not self.edges.get(n)}
-        waiters: dict[Node, list[Node]] = defaultdict(list)
-        for node in reach:
-            for nxt in self.edges.get(node, ()):
-                waiters[nxt].append(node)
-        ending: set[Node] = set(ends)
-        todo = list(ends)
-        while todo:
-            for prev in waiters[todo.pop()]:
-                if prev not in ending:
-                    ending.add(prev)
-                    todo.append(prev)
-        trapped = reach - ending
-        on_cycle = [n for n in trapped if isinstance(n, int) and n in self._reachable_from_successors(n, trapped)]
-        return sorted(on_cycle)
-
-    def _reachable_from_successors(self, node: Node, within: set[Node]) -> set[Node]:
-        seen: set[Node] = set()
-        todo = [n for n in self.edges.get(node, ()) if n in within]
-        while todo:
-            n = todo.pop()
-            if n not in seen:
-                seen.add(n)
-                todo.extend(x for x in self.edges.get(n, ()) if x in within)
-        return seen
+        """Ranks on a cycle of the relation. A rank waits for all it waits in, so a cycle is a
+        deadlock even where some of its ranks also wait for others: found as the strongly
+        connected components of more than one node (Tarjan's, without recursion)."""
+        index: dict[Node, int] = {}
+        low: dict[Node, int] = {}
+        on_stack: set[Node] = set()
+        stack: list[Node] = []
+        ring: list[int] = []
+        for root in reach:
+            if root in index:
+                continue
+            work: list[tuple[Node, int]] = [(root, 0)]
+            while work:
+                node, i = work.pop()
+                if i == 0:
+                    index[node] = low[node] = len(index)
+                    stack.append(node)
+                    on_stack.add(node)
+                successors = self.edges.get(node, [])
+                if i < len(successors):
+                    work.append((node, i + 1))
+                    nxt = successors[i]
+                    if nxt not in index:
+                        work.append((nxt, 0))
+                    elif nxt in on_stack:
+                        low[node] = min(low[node], index[nxt])
+                    continue
+                if low[node] == index[node]:
+                    component = []
+                    while True:
+                        member = stack.pop()
+                        on_stack.discard(member)
+                        component.append(member)
+                        if member == node:
+                            break
+                    if len(component) > 1:
+                        ring.extend(n for n in component if isinstance(n, int))
+                if work:
+                    parent = work[-1][0]
+                    low[parent] = min(low[parent], low[node])
+        return sorted(ring)
 
     # --- what a person reads -------------------------------------------------------------
 
-    def _waiting(self, roots: list[int], reach: set[Node]) -> list[tuple[float, str, int, list[Wait]]]:
-        """(oldest wait, group, collective, waiting members) per collective waited in: those
+    def _waiting(self, roots: list[int], reach: set[Node]) -> list[tuple[float, Node, list[Wait]]]:
+        """(oldest wait, node, the waits in it) per collective or message waited in: those
         waiting for the roots themselves first, then those waiting for them, and so on."""
-        by_node: dict[tuple[str, int], list[Wait]] = defaultdict(list)
-        for rank, m in self.waits.items():
+        by_node: dict[Node, list[Wait]] = defaultdict(list)
+        for rank, ws in self.waits.items():
             if rank in reach:
-                by_node[(m.group.id, m.seq)].append(m)
+                for w in ws:
+                    by_node[w.node].append(w)
         hops = self._hops(roots, reach)
-        rows = [(max(m.age for m in ms), gid, seq, ms) for (gid, seq), ms in by_node.items()]
-        return sorted(rows, key=lambda row: (hops.get((row[1], row[2]), len(reach)), -len(row[3]), -row[0], row[1]))
+        rows = [(max(w.age for w in ws), node, ws) for node, ws in by_node.items()]
+        return sorted(rows, key=lambda row: (hops.get(row[1], len(reach)), -len(row[2]), -row[0], str(row[1])))
 
     def _hops(self, roots: list[int], reach: set[Node]) -> dict[Node, int]:
         """How many waits separate each node from the roots (a breadth-first walk back)."""
@@ -250,47 +327,59 @@ class WaitFor:
             frontier = later
         return hops
 
-    def _collective(self, gid: str, seq: int, members: list[Wait]) -> str:
-        op = next((m.group.op for m in members if m.group.op), None)
-        return f"collective #{seq}{f' ({op})' if op else ''} of {self.groups[gid].name}"
+    def _group_label(self, gid: str) -> str:
+        view = self.groups.get(gid)
+        if view is not None:
+            return view.name
+        sample = next((g for s in self.job.ranks.values() for g in s.report.groups if g.id == gid), None)
+        return group_name(gid, sample) if sample is not None else f"group {gid}"
+
+    def _what(self, w: Wait) -> str:
+        """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3 (...)``."""
+        if w.group is not None:
+            op = next((m.group.op for m in self.groups[w.group.id].waits if m.group and m.group.op), None)
+            return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.group.id].name}"
+        return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
 
     def _hang(self, roots: list[int], reach: set[Node]) -> Finding:
         rows = self._waiting(roots, reach)
-        waiting = [m.rank for row in rows for m in row[3]]
+        waiting = sorted({w.rank for row in rows for w in row[2]})
         oldest = max(row[0] for row in rows)
-        _, gid, seq, members = rows[0]
-        left = min((ms[0].group.timeout - age for age, _, _, ms in rows if ms[0].group.timeout), default=None)
+        _, _, first = rows[0]
+        timeouts = [ws[0].group.timeout - age for age, _, ws in rows if ws[0].group and ws[0].group.timeout]
+        left = min(timeouts, default=None)
         countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
         more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
+        who = rank_word(roots)
+        holds = "holds" if len(roots) == 1 else "hold"
+        them = "it" if len(roots) == 1 else "them"
         summary = (
-            f"hang: {rank_word(roots)} holds up the job: {len(waiting)} "
-            f"{'rank waits' if len(waiting) == 1 else 'ranks wait'} for it, in "
-            f"{self._collective(gid, seq, members)}{more}, for up to {duration(oldest)}"
+            f"hang: {who} {holds} up the job: {len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
+            f"for {them}, in {self._what(first[0])}{more}, for up to {duration(oldest)}"
         )
         detail = [
-            f"{rank_word(roots)} waits for nobody, and every waiting rank waits for it, directly or "
-            f"through a peer: the oldest wait is {duration(oldest)}{countdown}.",
+            f"{who} {'waits' if len(roots) == 1 else 'wait'} for nobody, and every waiting rank waits for "
+            f"{them}, directly or through a peer: the oldest wait is {duration(oldest)}{countdown}.",
         ]
         for rank in roots[:MAX_SHOWN]:
             detail.extend(self._root_lines(rank))
         if len(roots) > MAX_SHOWN:
             detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
         detail.append("Waiting:")
-        for age, gid, seq, members in rows[:MAX_GROUPS_SHOWN]:
-            awaited = [n for n in self.edges[(gid, seq)] if isinstance(n, int)]
+        for age, node, ws in rows[:MAX_GROUPS_SHOWN]:
+            awaited = [n for n in self.edges[node] if isinstance(n, int)]
             for_whom = f" for {rank_word(awaited)}" if awaited else ""
-            detail.append(
-                f"  {rank_word(m.rank for m in members)} in {self._collective(gid, seq, members)}"
-                f"{for_whom}, {duration(age)}"
-            )
+            detail.append(f"  {rank_word(w.rank for w in ws)} in {self._what(ws[0])}{for_whom}, {duration(age)}")
         if len(rows) > MAX_GROUPS_SHOWN:
             rest = rows[MAX_GROUPS_SHOWN:]
-            detail.append(f"  ... and {sum(len(r[3]) for r in rest)} more ranks in {len(rest)} more collectives")
+            more = sum(len(r[2]) for r in rest)
+            detail.append(f"  ... and {more} more ranks in {len(rest)} more collectives or sends")
         detail.append(
-            f"What to do: find why {rank_word(roots)} stopped short of its next collective; the stack "
+            f"What to do: find why {who} stopped short of its next collective or send; the stack "
             "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
-            "checkpoint, evaluation, logging), I/O or a lock on one rank, or a rank with fewer "
-            "batches. `py-spy dump --pid PID` on its host shows every thread."
+            "checkpoint, evaluation, logging), I/O or a lock on one rank, a rank with fewer "
+            "batches, or a pipeline stage stuck in its own compute. `py-spy dump --pid PID` on its "
+            "host shows every thread."
         )
         return Finding("hang", "hang", CRITICAL, roots, summary, "\n".join(detail))
 
@@ -300,7 +389,12 @@ class WaitFor:
             return [f"  rank {rank}: never reported (not monitored, or not started)"]
         r = s.report
         last = ", ".join(f"#{g.enqueued} in {g.desc or 'group ' + g.id}" for g in r.groups if g.enqueued) or "none"
-        head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, last collectives {last}; "
+        sent = "".join(
+            f", {'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
+            for c in r.p2p
+            if c.posted and c.peer != ANY_SOURCE
+        )
+        head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, last collectives {last}{sent}; "
         if s.finished:
             how = r.exit.how if r.exit else ""
             if r.exception:
@@ -317,7 +411,7 @@ class WaitFor:
         view = self.groups[gid]
         members = [w for w in view.waits if w.seq == seq]
         age = max((m.age for m in members), default=0.0)
-        op = next((m.group.op for m in members if m.group.op), None)
+        op = next((m.group.op for m in members if m.group and m.group.op), None)
         what = f"collective #{seq}" + (f" ({op})" if op else "")
         timeout = view.sample.timeout
         left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
@@ -330,33 +424,63 @@ class WaitFor:
         ]
         return Finding(f"hang:{gid}", "hang", CRITICAL, [], summary, "\n".join(detail))
 
+    def _stuck_message(self, node: Message) -> Finding:
+        gid, src, dst, k = node
+        waiting = [w for ws in self.waits.values() for w in ws if w.node == node]
+        age = max(w.age for w in waiting)
+        where = self._group_label(gid)
+        summary = (
+            f"hang: rank {src}'s send #{k} to rank {dst} in {where} is posted on both ends and does not "
+            f"complete after {duration(age)}"
+        )
+        detail = [
+            f"Rank {src} posted send #{k} to rank {dst}, and rank {dst} its receive #{k} from rank {src}; "
+            f"{rank_word(w.rank for w in waiting)} has waited in it {duration(age)}. Neither end is behind: "
+            "the message does not arrive.",
+            "What to do: suspect the link between the two ranks' hosts (NCCL_DEBUG=INFO, a firewall between "
+            "nodes, NCCL_SOCKET_IFNAME), or sends and receives that disagree on tag, size or dtype.",
+        ]
+        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, sorted({src, dst}), summary, "\n".join(detail))
+
     def _deadlock(self, ring: list[int]) -> Finding:
         lines = []
         for rank in ring[: MAX_SHOWN * 2]:
-            m = self.waits[rank]
-            awaited = [n for n in self.edges[(m.group.id, m.seq)] if isinstance(n, int)]
-            op = f" ({m.group.op})" if m.group.op else ""
-            lines.append(
-                f"  rank {rank} waits in collective #{m.seq}{op} of {self.groups[m.group.id].name} "
-                f"for {rank_word(awaited)}, {duration(m.age)}"
-            )
-            top = m.state.report.stack[-1] if m.state.report.stack else None
-            if top is not None:
-                lines.append(f"    at {where(top)}")
-        groups = sorted({self.waits[r].group.id for r in ring})
-        summary = (
-            f"hang: deadlock: {rank_word(ring)} wait for each other across groups "
-            f"{', '.join(groups)}: they issue those groups' collectives in different orders"
-        )
+            for w in self.waits[rank]:
+                awaited = [n for n in self.edges[w.node] if isinstance(n, int)]
+                if not set(awaited) & set(ring):
+                    continue
+                lines.append(f"  rank {rank} waits in {self._what(w)} for {rank_word(awaited)}, {duration(w.age)}")
+            top = self.waits[rank][0].state.report.stack
+            if top:
+                lines.append(f"    at {where(top[-1])}")
+        collective = any(w.group is not None for r in ring for w in self.waits[r])
+        p2p = any(w.channel is not None for r in ring for w in self.waits[r])
+        groups = sorted({w.node[0] for r in ring for w in self.waits[r]})
+        if p2p and not collective:
+            how = "their sends and receives are ordered so that each waits for the other"
+        elif p2p:
+            how = "their sends, receives and collectives are ordered differently"
+        else:
+            how = "they issue those groups' collectives in different orders"
+        summary = f"hang: deadlock: {rank_word(ring)} wait for each other in groups {', '.join(groups)}: {how}"
         detail = [
-            f"{rank_word(ring)} each wait in a collective that another of them has not issued, "
-            "because it waits in a collective of another group first: a cycle nobody can leave.",
+            f"{rank_word(ring)} each wait for another of them, which waits in turn: a cycle nobody can leave.",
             *lines,
             "What to do: every rank must issue the collectives of overlapping groups in the same "
-            "order. Look for a code path that calls them in a rank-dependent order (pipeline "
-            "stages, a branch on rank, an unordered dict of groups).",
+            "order, and a send must meet a receive posted without waiting for its own reply first "
+            "(post both with batch_isend_irecv, or order them by stage). Look for a code path that "
+            "orders them by rank (pipeline stages, a branch on rank, an unordered dict of groups).",
         ]
         return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail))
+
+
+def message_words(node: Message, rank: int, group: str) -> str:
+    """The op ``rank`` waits in on message ``node``, from its own side."""
+    _, src, dst, k = node
+    if rank == src:
+        return f"send #{k} to rank {dst} in {group}"
+    peer = "any rank" if src == ANY_SOURCE else f"rank {src}"
+    return f"recv #{k} from {peer} in {group}"
 
 
 def _divergence_in(group: Group, ctx: Context) -> Finding | None:
@@ -373,17 +497,21 @@ def _divergence_in(group: Group, ctx: Context) -> Finding | None:
     return _divergence(group, odd, [w for w in group.waits if w.seq == usual], reason="count")
 
 
+def _op(w: Wait) -> str | None:
+    return w.group.op if w.group is not None else None
+
+
 def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
     """Ranks in flight at the same seq with different ops: (odd ones, the usual ones)."""
     by_seq: dict[int, list[Wait]] = {}
     for m in waiting:
-        if m.group.op:
+        if _op(m):
             by_seq.setdefault(m.seq, []).append(m)
     for members in by_seq.values():
-        ops = Counter(m.group.op for m in members)
+        ops = Counter(_op(m) for m in members)
         if len(ops) > 1:
             usual = ops.most_common(1)[0][0]
-            return [m for m in members if m.group.op != usual], [m for m in members if m.group.op == usual]
+            return [m for m in members if _op(m) != usual], [m for m in members if _op(m) == usual]
     return None
 
 
@@ -393,12 +521,10 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
     odd_m, usual_m = odd[0], usual[0]
     if reason == "op":
         what = (
-            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {odd_m.group.op} while "
-            f"{rank_word(usual_ranks)} issued {usual_m.group.op}"
+            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {_op(odd_m)} while "
+            f"{rank_word(usual_ranks)} issued {_op(usual_m)}"
         )
-        summary = (
-            f"divergence: {rank_word(odd_ranks)} in {odd_m.group.op}, the others in {usual_m.group.op} (#{odd_m.seq})"
-        )
+        summary = f"divergence: {rank_word(odd_ranks)} in {_op(odd_m)}, the others in {_op(usual_m)} (#{odd_m.seq})"
     else:
         what = (
             f"{rank_word(odd_ranks)} issued {abs(odd_m.seq - usual_m.seq)} "

@@ -5,7 +5,8 @@ comes), or when every rank waits outside any collective (every DataLoader on a d
 mount), the collective rules have nothing to go on. So the ranks are compared by where they
 are: grouped by the place in the user's code their stacks show, the large group waiting in
 the same place are the victims, the odd ones out and the ranks that never reported are the
-culprits. Silent while any collective is in flight: that story is the collective rules'.
+culprits. Silent while any collective is in flight, or any rank is blocked in a send or
+receive: that story is the wait-for relation's (:mod:`distmon.monitor.rules.groups`).
 """
 
 from __future__ import annotations
@@ -26,8 +27,10 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     ranks = list(job.ranks.values())
     if not ranks or not all(_stalled(s, ctx) for s in ranks):
         return []  # someone progresses, or died or left: not a stall of the job
-    if any(g.enqueued > g.completed for s in ranks for g in s.report.groups):
-        return []  # a collective in flight: the hang and divergence rules tell that story
+    if any(g.enqueued > g.completed for s in ranks for g in s.report.groups) or any(
+        c.blocked is not None for s in ranks for c in s.report.p2p
+    ):
+        return []  # a collective in flight, or a blocked send or receive: the hang rule's story
     age = min(s.report.t - s.report.stalled_since + ctx.now - s.received for s in ranks)  # type: ignore[operator]
     if ctx.pace is None:
         after = ctx.limits.startup_hang

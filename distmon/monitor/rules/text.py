@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from distmon.monitor.rules.whereabouts import classify, frame_lines
-from distmon.wire import Frame, Loader, Report
+from distmon.wire import ANY_SOURCE, SEND, Frame, Loader, Report
 
 MAX_LISTED = 16
 
@@ -76,8 +76,14 @@ def traceback_lines(frames: list[Frame], depth: int = 8, indent: str = "    ") -
 
 def rank_lines(report: Report, depth: int = 4, indent: str = "    ") -> list[str]:
     """A stalled rank's whereabouts; for a DataLoader wait, also the worker that owes the
-    batch and that worker's own stack."""
+    batch and that worker's own stack; for a send or receive, with whom."""
     lines = stack_lines(report.stack, depth, indent)
+    for c in report.p2p:
+        if c.blocked is not None and c.blocked_since is not None:
+            peer = "any rank" if c.peer == ANY_SOURCE else f"rank {c.peer}"
+            op = f"send #{c.blocked} to {peer}" if c.dir == SEND else f"recv #{c.blocked} from {peer}"
+            waited = duration(report.t - c.blocked_since)
+            lines.append(f"{indent}blocked in {op} (group {c.group}; {c.completed} of {c.posted} done) for {waited}")
     if report.stack and classify(report.stack).kind == "dataloader":
         for number, loader in enumerate(report.loaders, 1):
             if loader.waiting is not None:

@@ -23,15 +23,33 @@ NEXT_FUNCS = frozenset({"__next__", "_next_data", "_get_data", "_try_get_data"})
 IO_PATHS = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors", "h5py", "/shutil.py")
 IO_NATIVE = re.compile(r"^(__libc_|__GI___libc_)?(p?read|p?write|open|open64|fsync|fdatasync|stat|statx|getdents)")
 IO_CODE = re.compile(r"\b(open|read|readinto|write|load|save|listdir|scandir|stat|fsync|copyfile)\(")
+P2P_FRAMES = (
+    ("torch/distributed/pipelining/", frozenset({"_wait_batch_p2p", "_batch_p2p", "_sorted_batch_p2p"})),
+    (
+        "torch/distributed/distributed_c10d.py",
+        frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list", "recv_object_list"}),
+    ),
+    ("megatron/core/pipeline_parallel/p2p_communication.py", None),
+    ("deepspeed/runtime/pipe/p2p.py", None),
+)
+"""(path part, functions or None for all): frames of a point-to-point send or receive, plain
+(``dist.send``), batched, or a pipeline library's (torch.distributed.pipelining, Megatron,
+DeepSpeed). The frame below ``Work.wait``, which is native, names the op."""
+PIPELINES = {
+    "torch/distributed/pipelining/": "torch.distributed.pipelining",
+    "megatron/": "Megatron",
+    "deepspeed/": "DeepSpeed",
+}
 LOCK_PATHS = ("/threading.py", "/queue.py", "multiprocessing/synchronize.py", "multiprocessing/queues.py", "/futures/")
-WAITING = frozenset({"init", "collective", "dataloader"})
+WAITING = frozenset({"init", "collective", "p2p", "dataloader"})
 """Places where a rank waits on others: the large group found there are victims."""
 
 
 @dataclass(frozen=True)
 class Place:
     kind: str
-    """``gil``, ``dataloader``, ``init``, ``collective``, ``cuda``, ``io``, ``sleep``, ``lock`` or ``user``."""
+    """``gil``, ``dataloader``, ``init``, ``p2p``, ``collective``, ``cuda``, ``io``, ``sleep``, ``lock``
+    or ``user``."""
     words: str
     user: Frame | None
     """The user's innermost frame."""
@@ -81,6 +99,14 @@ def _init(frames: list[Frame], _gil: bool) -> str | None:
     return None
 
 
+def _p2p(frames: list[Frame], _gil: bool) -> str | None:
+    ops = [f for f in frames for part, funcs in P2P_FRAMES if part in f.file and (funcs is None or f.func in funcs)]
+    if not ops:
+        return None
+    library = next((name for part, name in PIPELINES.items() for f in frames if part in f.file), None)
+    return f"in a pipeline send/recv ({library})" if library else f"in a point-to-point {ops[-1].func}"
+
+
 def _collective(frames: list[Frame], _gil: bool) -> str | None:
     op = next((f.func for f in reversed(frames) if f.file.endswith("torch/distributed/distributed_c10d.py")), None)
     if op:
@@ -123,6 +149,7 @@ CHECKS: list[tuple[str, Callable[[list[Frame], bool], str | None]]] = [
     ("gil", _gil),
     ("dataloader", _dataloader),
     ("init", _init),
+    ("p2p", _p2p),
     ("collective", _collective),
     ("cuda", _cuda),
     ("io", _io),
