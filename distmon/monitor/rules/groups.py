@@ -28,6 +28,7 @@ from dataclasses import dataclass, field
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.text import duration, rank_lines, rank_word, ranks_text, stack_lines, where
+from distmon.monitor.rules.whereabouts import user_frame
 from distmon.monitor.state import JobState, RankState
 from distmon.wire import ANY_SOURCE, P2P, RECV, SEND, STOPPED, GroupStatus, expand_runs
 
@@ -40,8 +41,10 @@ Collective = tuple[str, int]
 """Collective N of group G, as ``(G, N)``."""
 Message = tuple[str, int, int, int]
 """Message k from rank s to rank d in group G, as ``(G, s, d, k)``: a send #k and its receive."""
-Node = int | Collective | Message
+Node = int | Collective | Message | str
 """A rank, or what ranks wait in: a collective, or a message."""
+DELIVERED = "delivered"
+"""Where a message leads that one end reports completed: a wait that is over, not an end."""
 
 
 @dataclass(slots=True)
@@ -205,22 +208,22 @@ class WaitFor:
         if src == ANY_SOURCE:  # a receive from anyone: any member that is free to send would do
             others = [r for r in self._members(gid, w) if r != dst]
             return [r for r in others if r not in self.waits] or list(others)
-        out: list[Node] = []
-        if self._posted(src, gid, dst, SEND) < k:
-            out.append(src)
-        if self._posted(dst, gid, src, RECV) < k:
-            out.append(dst)
-        return out
+        sent, received = self._channel(src, gid, dst, SEND), self._channel(dst, gid, src, RECV)
+        if max(sent[1], received[1]) >= k:
+            return [DELIVERED]  # one end has completed it: the other's report is older than that
+        return [rank for rank, (posted, _) in ((src, sent), (dst, received)) if posted < k]
 
     def _members(self, gid: str, w: Wait) -> list[int]:
         sample = next((g for g in w.state.report.groups if g.id == gid), None)
         return expand_runs(sample.ranks) if sample is not None else []
 
-    def _posted(self, rank: int, gid: str, peer: int, direction: str) -> int:
+    def _channel(self, rank: int, gid: str, peer: int, direction: str) -> tuple[int, int]:
+        """(posted, completed) of a rank's channel; nothing for a rank never heard from."""
         s = self.job.ranks.get(rank)
         if s is None:
-            return 0
-        return next((c.posted for c in s.report.p2p if (c.group, c.peer, c.dir) == (gid, peer, direction)), 0)
+            return 0, 0
+        channel = next((c for c in s.report.p2p if (c.group, c.peer, c.dir) == (gid, peer, direction)), None)
+        return (channel.posted, channel.completed) if channel is not None else (0, 0)
 
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
@@ -233,6 +236,7 @@ class WaitFor:
         if roots:
             findings.append(self._hang(roots, reach))
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
+            # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.diverged:
                 findings.append(self._stuck_collective(*node))  # type: ignore[misc]
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
@@ -388,13 +392,14 @@ class WaitFor:
         if s is None:
             return [f"  rank {rank}: never reported (not monitored, or not started)"]
         r = s.report
-        last = ", ".join(f"#{g.enqueued} in {g.desc or 'group ' + g.id}" for g in r.groups if g.enqueued) or "none"
-        sent = "".join(
-            f", {'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
+        last = ", ".join(f"#{g.enqueued} in {g.desc or 'group ' + g.id}" for g in r.groups if g.enqueued)
+        sent = [
+            f"{'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
             for c in r.p2p
             if c.posted and c.peer != ANY_SOURCE
-        )
-        head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, last collectives {last}{sent}; "
+        ]
+        story = [f"last collectives {last or 'none'}" if last or not sent else "", *sent]
+        head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, {', '.join(p for p in story if p) or 'none'}; "
         if s.finished:
             how = r.exit.how if r.exit else ""
             if r.exception:
@@ -450,26 +455,37 @@ class WaitFor:
                 if not set(awaited) & set(ring):
                     continue
                 lines.append(f"  rank {rank} waits in {self._what(w)} for {rank_word(awaited)}, {duration(w.age)}")
-            top = self.waits[rank][0].state.report.stack
-            if top:
-                lines.append(f"    at {where(top[-1])}")
+            stack = self.waits[rank][0].state.report.stack
+            if stack:
+                lines.append(f"    at {where(user_frame(stack) or stack[-1])}")
         collective = any(w.group is not None for r in ring for w in self.waits[r])
         p2p = any(w.channel is not None for r in ring for w in self.waits[r])
-        groups = sorted({w.node[0] for r in ring for w in self.waits[r]})
+        groups = sorted({str(w.node[0]) for r in ring for w in self.waits[r]})
         if p2p and not collective:
             how = "their sends and receives are ordered so that each waits for the other"
-        elif p2p:
-            how = "their sends, receives and collectives are ordered differently"
+            advice = (
+                "What to do: a rank that receives before it sends waits for a peer doing the same. Post "
+                "the pair together (batch_isend_irecv), or order them by stage (even stages send first, "
+                "odd ones receive first); look for a branch on rank or stage that orders them differently."
+            )
         else:
-            how = "they issue those groups' collectives in different orders"
-        summary = f"hang: deadlock: {rank_word(ring)} wait for each other in groups {', '.join(groups)}: {how}"
+            how = (
+                "their sends, receives and collectives are ordered differently"
+                if p2p
+                else ("they issue those groups' collectives in different orders")
+            )
+            advice = (
+                "What to do: every rank must issue the collectives of overlapping groups in the same "
+                "order, and post its sends and receives so that none waits for a reply first. Look for "
+                "a code path that orders them by rank (pipeline stages, a branch on rank, an unordered "
+                "dict of groups)."
+            )
+        where_ = "group" if len(groups) == 1 else "groups"
+        summary = f"hang: deadlock: {rank_word(ring)} wait for each other in {where_} {', '.join(groups)}: {how}"
         detail = [
             f"{rank_word(ring)} each wait for another of them, which waits in turn: a cycle nobody can leave.",
             *lines,
-            "What to do: every rank must issue the collectives of overlapping groups in the same "
-            "order, and a send must meet a receive posted without waiting for its own reply first "
-            "(post both with batch_isend_irecv, or order them by stage). Look for a code path that "
-            "orders them by rank (pipeline stages, a branch on rank, an unordered dict of groups).",
+            advice,
         ]
         return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail))
 
