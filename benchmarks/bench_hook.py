@@ -7,6 +7,9 @@
   with and without ``attach()``, in alternating blocks in one process, beside the same
   measurement with no hook (its noise floor); then the two hooks on the training thread
   alone (counting a forward, counting an optimizer step), which a busy machine cannot blur.
+- ``p2p``: added time per point-to-point op on the training thread: two gloo ranks exchange
+  small tensors as a pipeline stage does (isend, irecv, both waits), with and without the
+  hook in alternating blocks; then the two wrappers alone, and what they add to a 1F1B step.
 - ``cpu``: CPU time of the ``distmon-agent`` thread, read from its own thread clock, while
   a rank trains (world-1 gloo group, DDP, a DataLoader with two workers), as a share of
   one core.
@@ -115,6 +118,80 @@ class Alternation:
                 plain.append(per_call())
                 added.append(with_hook - plain[-1])
         return statistics.median(plain), statistics.median(added)
+
+
+def p2p_cost() -> list[tuple[str, str, str]]:
+    """What tracking point-to-point traffic adds on the training thread: two gloo ranks
+    exchange small tensors (isend and irecv, then both waits, as a pipeline stage does), in
+    alternating blocks with and without the hook; then the two wrappers alone."""
+    import torch.multiprocessing as mp
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    with tempfile.TemporaryDirectory() as directory:
+        results = Path(directory) / "p2p.txt"
+        mp.spawn(_p2p_rank, args=(str(results),), nprocs=2, join=True)
+        op, added, post, wait = (float(v) for v in results.read_text().split())
+    per_step = 32 * (post + wait)
+    return [
+        ("added time per p2p op (isend or irecv, and its wait)", f"{added:+.2f} us on a {op:.0f} us op", ""),
+        ("hot path: recording a posted op", f"{post:.2f} us", ""),
+        ("hot path: marking a wait", f"{wait:.2f} us", ""),
+        ("per 1F1B step of 8 microbatches (32 ops a stage)", f"{per_step:.0f} us", ""),
+    ]
+
+
+def _p2p_rank(rank: int, results: str) -> None:
+    import torch
+    import torch.distributed as dist
+
+    import distmon.hooks
+    from distmon.hooks.p2p import P2PTracker
+    from distmon.wire import SEND
+
+    torch.set_num_threads(1)
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    peer, sent, received = 1 - rank, torch.ones(64), torch.zeros(64)
+
+    def exchange() -> None:
+        works = [dist.isend(sent, peer), dist.irecv(received, peer)]
+        for work in works:
+            work.wait()
+
+    if rank == 1:  # the partner: answers every exchange until told the count
+        total = torch.zeros(1, dtype=torch.long)
+        dist.recv(total, 0)
+        for _ in range(int(total.item())):
+            exchange()
+        dist.destroy_process_group()
+        return
+    blocks, calls, alone = 41, 500, 2000
+    timed = (1 + blocks * 2) * calls  # the warm-up, then a hooked and a plain block per pair
+    dist.send(torch.tensor([timed + alone + 1]), 1)
+    with monitoring() as monitor:
+        _, added = Alternation(monitor.endpoint, attach=True).measure(exchange, None, blocks, calls)
+    op = _per_call(exchange, alone)
+    tracker = P2PTracker()
+    group, work = dist.group.WORLD, dist.isend(sent, peer)
+    dist.recv(received, peer)  # the partner's last exchange
+    work.wait()
+    post = _per_call(lambda: tracker._posted(group, peer, SEND, work, ([sent], peer, 0), {}), 100_000)
+    plain_wait = _per_call(work.wait, 100_000)
+    tracker.install()
+    try:
+        hooked_wait = _per_call(work.wait, 100_000)
+    finally:
+        tracker.uninstall()
+        distmon.hooks.detach()
+    Path(results).write_text(f"{op / 2} {added / 2} {post} {hooked_wait - plain_wait}")
+    dist.destroy_process_group()
+
+
+def _per_call(run: Callable[[], object], calls: int) -> float:
+    """Microseconds of this thread's CPU per call."""
+    start = time.thread_time()
+    for _ in range(calls):
+        run()
+    return (time.thread_time() - start) / calls * 1e6
 
 
 def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str, str, str]]:
@@ -295,6 +372,7 @@ def free_port() -> int:
 
 BENCHMARKS: dict[str, Callable[[], list[tuple[str, str, str]]]] = {
     "step": step_cost,
+    "p2p": p2p_cost,
     "cpu": sampler_cpu,
     "bytes": wire_bytes,
     "memory": memory,

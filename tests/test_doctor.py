@@ -58,6 +58,16 @@ def test_this_machine_has_no_gpu_and_the_rest_is_checked() -> None:
     assert all(c["fix"] for c in checks.values() if c["status"] != "pass")
 
 
+def test_the_flight_recorder_is_proven_on_and_told_off_when_its_buffer_is_zero() -> None:
+    """distmon reads sequence numbers from it: without it hangs are judged by stacks alone."""
+    _, checks = doctor()
+    assert checks["flight_recorder"]["status"] == "pass", checks["flight_recorder"]
+    _, checks = doctor(TORCH_FR_BUFFER_SIZE="0")
+    off = checks["flight_recorder"]
+    assert off["status"] == "warn" and "off (TORCH_FR_BUFFER_SIZE=0)" in off["detail"]
+    assert "TORCH_FR_BUFFER_SIZE=2000" in off["fix"]
+
+
 def test_the_table_has_a_line_per_check_and_a_verdict() -> None:
     done = subprocess.run(
         [sys.executable, "-m", "distmon", "doctor"],

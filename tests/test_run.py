@@ -173,6 +173,14 @@ def test_a_sitecustomize_already_on_the_path_still_runs(tmp_path: Path) -> None:
     assert done.stdout.split() == ["yes", str(PYTHONPATH_DIR), str(site)]
 
 
+def test_the_flight_recorder_is_on_unless_the_job_says_otherwise() -> None:
+    show = "import os; print(os.environ.get('TORCH_FR_BUFFER_SIZE'), os.environ.get('TORCH_NCCL_TRACE_BUFFER_SIZE'))"
+    unset = {k: v for k, v in JOB_ENV.items() if not k.endswith("BUFFER_SIZE")}
+    assert distmon_run("--", sys.executable, "-c", show, env=unset).stdout.split() == ["2000", "None"]
+    older = {**unset, "TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}
+    assert distmon_run("--", sys.executable, "-c", show, env=older).stdout.split() == ["None", "0"]
+
+
 @pytest.mark.parametrize(
     ("code", "status"),
     [("import sys; sys.exit(3)", 3), ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9)],

@@ -21,6 +21,7 @@ from distmon.doctor.launch import Launch, check_launch, parse
 from distmon.doctor.results import Check, exit_code, passed, table, to_json
 from distmon.doctor.torch_env import (
     cuda_check,
+    flight_recorder_check,
     gpus_check,
     ranks_per_node,
     torch_check,
@@ -79,6 +80,9 @@ def machine_checks(
     if gpus is not None:
         checks.append(gpus)
     checks.append(visible_devices_check(env.get("CUDA_VISIBLE_DEVICES"), facts))
+    recorder = flight_recorder_check(facts, env)
+    if recorder is not None:
+        checks.append(recorder)
     checks.extend(rendezvous_checks(launch, env))
     checks.extend(host.machine_host_checks(ranks or 1, workers, len(facts.gpus)))
     if launch is not None:

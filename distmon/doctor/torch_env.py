@@ -5,9 +5,11 @@ from __future__ import annotations
 
 import platform
 import sys
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from distmon.doctor.results import Check, failed, passed, warned
+from distmon.launch import FR_BUFFER_VARIABLES, FR_ENTRIES
 
 
 @dataclass
@@ -139,3 +141,41 @@ def visible_devices_check(value: str | None, facts: TorchFacts) -> Check:
             "list only GPUs that exist (nvidia-smi -L)",
         )
     return passed("cuda_visible_devices", f"CUDA_VISIBLE_DEVICES={value}: {len(facts.gpus)} GPUs visible")
+
+
+def flight_recorder_check(facts: TorchFacts, env: Mapping[str, str]) -> Check | None:
+    """PyTorch's Flight Recorder, where distmon reads each group's collective sequence
+    numbers: on by default in recent torch, off when its buffer size is 0. Proven by recording
+    one all-reduce on a group of one, in this process."""
+    if facts.version is None or facts.error or not facts.gloo:
+        return None
+    fix = f"unset {' and '.join(FR_BUFFER_VARIABLES)}, or set TORCH_FR_BUFFER_SIZE={FR_ENTRIES} (distmon run does)"
+    setting = next((f"{name}={env[name]}" for name in FR_BUFFER_VARIABLES if name in env), None)
+    try:
+        recorded = _records_a_collective()
+    except Exception as e:
+        return warned("flight_recorder", f"could not try it: {type(e).__name__}: {e}", fix)
+    if not recorded:
+        off = f"off ({setting})" if setting else f"off by default in torch {facts.version}"
+        return warned(
+            "flight_recorder",
+            f"the Flight Recorder is {off}: distmon sees no collective sequence numbers and tells "
+            "hangs by the ranks' stacks only",
+            fix,
+        )
+    size = setting or f"torch {facts.version}'s default size"
+    return passed("flight_recorder", f"on ({size}): collectives are recorded with their sequence numbers")
+
+
+def _records_a_collective() -> bool:
+    import datetime
+    import pickle
+
+    import torch
+    import torch.distributed as dist
+    from torch._C import _distributed_c10d as c10d
+
+    group = dist.ProcessGroupGloo(dist.HashStore(), 0, 1, datetime.timedelta(seconds=10))
+    group.allreduce([torch.ones(1)]).wait()
+    dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=False))
+    return bool(dump.get("entries"))

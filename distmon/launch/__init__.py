@@ -16,10 +16,16 @@ from distmon import endpoint
 from distmon.launch.autoattach import MARKER
 
 PYTHONPATH_DIR = Path(__file__).resolve().parent / "pythonpath"
+FR_BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
+"""The Flight Recorder's buffer size, under its current and its older name."""
+FR_ENTRIES = 2000
+"""Entries the ranks' Flight Recorders keep under ``distmon run`` unless told otherwise:
+torch 2.13's default, set for versions whose default is 0 (off)."""
 
 
 def job_environment(job_endpoint: str, env: Mapping[str, str]) -> dict[str, str]:
-    """``env`` for the job: distmon's ``sitecustomize`` first on the path, ranks told where to report.
+    """``env`` for the job: distmon's ``sitecustomize`` first on the path, ranks told where to
+    report, and their Flight Recorders on (unless the job sets their size itself).
 
     A marker inherited from an enclosing monitored rank is dropped, so a job started from
     inside one is monitored in its own right.
@@ -27,4 +33,6 @@ def job_environment(job_endpoint: str, env: Mapping[str, str]) -> dict[str, str]
     job = {key: value for key, value in env.items() if key != MARKER}
     job["PYTHONPATH"] = os.pathsep.join(p for p in (str(PYTHONPATH_DIR), env.get("PYTHONPATH")) if p)
     job[endpoint.ENV] = job_endpoint
+    if not any(name in env for name in FR_BUFFER_VARIABLES):
+        job[FR_BUFFER_VARIABLES[0]] = str(FR_ENTRIES)
     return job

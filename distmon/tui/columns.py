@@ -45,7 +45,8 @@ def status(rank: RankState, now: float) -> str:
 
 
 def collectives(rank: RankState, now: float) -> str:
-    """Per process group: the last completed seq, and the op in flight with its age."""
+    """Per process group: the last completed seq, and the op in flight with its age; then each
+    send or receive the rank is blocked in (``recv←2 #12 5.0s``)."""
     parts = []
     for g in rank.report.groups:
         part = str(g.completed)
@@ -54,6 +55,13 @@ def collectives(rank: RankState, now: float) -> str:
             age = f" {text.duration(collective_age(rank, g.since, now))}" if g.since else ""
             part += f" {op}{age}"
         parts.append(part)
+    for c in rank.report.p2p:
+        if c.blocked is not None and c.blocked_since is not None:
+            arrow = "→" if c.dir == wire.SEND else "←"
+            peer = "*" if c.peer == wire.ANY_SOURCE else str(c.peer)
+            parts.append(
+                f"{c.dir}{arrow}{peer} #{c.blocked} {text.duration(collective_age(rank, c.blocked_since, now))}"
+            )
     return " | ".join(parts) or "-"
 
 

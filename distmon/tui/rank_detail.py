@@ -13,6 +13,7 @@ from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
+from distmon import wire
 from distmon.monitor.overview import collective_age
 from distmon.monitor.rules.groups import group_name
 from distmon.monitor.state import RankState
@@ -81,6 +82,15 @@ def collectives_section(rank: RankState, now: float) -> Text:
             if g.timeout and age is not None:
                 out.append(f", timeout in {text.duration(g.timeout - age)}", style="yellow")
         out.append("\n")
+    for c in rank.report.p2p:
+        toward = "to" if c.dir == wire.SEND else "from"
+        peer = "any rank" if c.peer == wire.ANY_SOURCE else f"rank {c.peer}"
+        out.append(f"{c.dir} {toward} {peer}", style="bold")
+        out.append(f" in group {c.group}  {c.completed} of {c.posted} done")
+        if c.blocked is not None and c.blocked_since is not None:
+            age = collective_age(rank, c.blocked_since, now)
+            out.append(f"  blocked in #{c.blocked} for {text.duration(age)}", style="yellow")
+        out.append("\n")
     out.rstrip()
     return out or Text("No process group reported.", "dim")
 
@@ -140,7 +150,7 @@ class RankDetail(Screen):
 
     SECTIONS = (
         ("stack", "Stack"),
-        ("collectives", "Collectives"),
+        ("collectives", "Collectives and sends"),
         ("workers", "DataLoader workers"),
         ("exception", "Last exception"),
     )
