@@ -130,10 +130,11 @@ def p2p_cost() -> list[tuple[str, str, str]]:
     with tempfile.TemporaryDirectory() as directory:
         results = Path(directory) / "p2p.txt"
         mp.spawn(_p2p_rank, args=(str(results),), nprocs=2, join=True)
-        op, added, post, wait = (float(v) for v in results.read_text().split())
-    per_step = 32 * (post + wait)
+        op, added, wrappers, post, wait = (float(v) for v in results.read_text().split())
+    per_step = 32 * added
     return [
         ("added time per p2p op (isend or irecv, and its wait)", f"{added:+.2f} us on a {op:.0f} us op", ""),
+        ("the same, the p2p wrappers alone (no agent thread)", f"{wrappers:+.2f} us", ""),
         ("hot path: recording a posted op", f"{post:.2f} us", ""),
         ("hot path: marking a wait", f"{wait:.2f} us", ""),
         ("per 1F1B step of 8 microbatches (32 ops a stage)", f"{per_step:.0f} us", ""),
@@ -157,23 +158,30 @@ def _p2p_rank(rank: int, results: str) -> None:
         for work in works:
             work.wait()
 
-    if rank == 1:  # the partner: answers every exchange until told the count
+    if rank == 1:  # the partner: answers every exchange until told the count, then one all-reduce
         total = torch.zeros(1, dtype=torch.long)
         dist.recv(total, 0)
         for _ in range(int(total.item())):
             exchange()
+        dist.all_reduce(torch.ones(1))
         dist.destroy_process_group()
         return
-    blocks, calls, alone = 41, 500, 2000
-    timed = (1 + blocks * 2) * calls  # the warm-up, then a hooked and a plain block per pair
-    dist.send(torch.tensor([timed + alone + 1]), 1)
+    blocks, calls = 41, 500
+    timed = (1 + blocks * 4) * calls  # the warm-up, a hooked and a plain block per pair, then the wrappers
+    dist.send(torch.tensor([timed]), 1)
     with monitoring() as monitor:
         _, added = Alternation(monitor.endpoint, attach=True).measure(exchange, None, blocks, calls)
-    op = _per_call(exchange, alone)
     tracker = P2PTracker()
-    group, work = dist.group.WORLD, dist.isend(sent, peer)
-    dist.recv(received, peer)  # the partner's last exchange
-    work.wait()
+    wrapped, plain = [], []
+    for _ in range(blocks):
+        plain.append(_per_call(exchange, calls))
+        tracker.install()
+        wrapped.append(_per_call(exchange, calls))
+        tracker.uninstall()
+    op = statistics.median(plain)
+    wrappers = statistics.median(w - p for w, p in zip(wrapped, plain, strict=True))
+    group, work = dist.group.WORLD, dist.all_reduce(torch.ones(1), async_op=True)
+    work.wait()  # done: waiting again returns at once (a send's work would wait for another send)
     post = _per_call(lambda: tracker._posted(group, peer, SEND, work, ([sent], peer, 0), {}), 100_000)
     plain_wait = _per_call(work.wait, 100_000)
     tracker.install()
@@ -182,7 +190,7 @@ def _p2p_rank(rank: int, results: str) -> None:
     finally:
         tracker.uninstall()
         distmon.hooks.detach()
-    Path(results).write_text(f"{op / 2} {added / 2} {post} {hooked_wait - plain_wait}")
+    Path(results).write_text(f"{op / 2} {added / 2} {wrappers / 2} {post} {hooked_wait - plain_wait}")
     dist.destroy_process_group()
 
 

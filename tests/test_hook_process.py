@@ -301,14 +301,22 @@ def test_disabled_hook_does_nothing(monkeypatch):
     assert not [t for t in threading.enumerate() if t.name == "distmon-agent"]
 
 
+def p2p_methods(c10d):
+    """The methods the hook wraps to follow point-to-point traffic, and their classes."""
+    group = c10d.ProcessGroup
+    return [(group, "send"), (group, "recv"), (group, "recv_anysource"), (c10d.Work, "wait")]
+
+
 def test_detach_stops_the_agent_and_undoes_every_hook(listener, endpoint):
     import torch
+    from torch._C import _distributed_c10d as c10d
     from torch.utils.data import dataloader
 
     model = torch.nn.Linear(4, 1)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
     excepthook = sys.excepthook
     loader_next = dataloader._BaseDataLoaderIter.__next__
+    p2p = {(cls, name): vars(cls)[name] for cls, name in p2p_methods(c10d)}
 
     def step() -> None:
         model(torch.randn(2, 4)).sum().backward()
@@ -328,6 +336,7 @@ def test_detach_stops_the_agent_and_undoes_every_hook(listener, endpoint):
     assert "forward" not in model.__dict__
     assert sys.excepthook is excepthook
     assert dataloader._BaseDataLoaderIter.__next__ is loader_next
+    assert {(cls, name): vars(cls)[name] for cls, name in p2p_methods(c10d)} == p2p, "bound as before, self and all"
     assert not [t for t in threading.enumerate() if t.name == "distmon-agent"]
     sent = len(listener.snapshot())
     time.sleep(3 * INTERVAL)

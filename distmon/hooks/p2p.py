@@ -14,8 +14,8 @@ waited for, or dropped by its owner.
 The groups' collective counts need the p2p ops taken out (:meth:`P2PTracker.collectives`):
 
 - gloo numbers p2p ops in the group's sequence (``seq_``) without recording them, and its
-  Flight Recorder status gives each collective that sequence number; so the hook notes the
-  sequence number each p2p op took, and subtracts those below a collective's.
+  Flight Recorder status gives each collective that sequence number; so the collectives
+  issued are the group's sequence number less the p2p ops posted.
 - NCCL counts collectives apart (``_get_sequence_number_for_group`` is ``seqCollective_``),
   but its status takes the number of whichever work came last, a collective's or a p2p op's
   (``seqP2P_``); so the count of collectives issued is read from the group itself, and the
@@ -38,6 +38,8 @@ MAX_PENDING = 4096
 """Ops kept per channel while not completed; beyond that the oldest count as completed."""
 MAX_CHANNELS = 64
 """Channels followed per group (a pipeline stage uses two to four)."""
+MAX_COUNTS = 64
+"""gloo status numbers remembered per group, for completions that lag behind."""
 
 Pending = tuple[int, float, "weakref.ref[Any] | None"]
 """(ordinal on its channel, when posted, the work)."""
@@ -57,52 +59,35 @@ class Channel:
 
 @dataclass(eq=False)
 class Traffic:
-    """One group's p2p ops: its channels and, on gloo, the sequence numbers they took.
-
-    ``seqs`` is appended by the training thread and trimmed from the left by the sampler
-    only, which needs no lock: a sequence number below ``floor`` is never asked about again.
-    """
+    """One group's p2p ops: its channels and what the collective counts need of them."""
 
     group: weakref.ref[Any]
     sequenced: bool
     """gloo: p2p ops advance the group's sequence number, as collectives do."""
     channels: dict[tuple[int, str], Channel] = field(default_factory=dict)
-    seqs: deque[int] = field(default_factory=deque)
-    below: int = 0
-    """p2p ops under ``floor`` (those before the hook included)."""
-    floor: int = 0
+    before: int = 0
+    """p2p ops the group carried before the hook was installed."""
     latest: int = 0
     """The group's sequence number when last read, before its status."""
-    known: dict[int, int] = field(default_factory=dict)
-    """Status numbers translated last time: they may be asked again after ``floor`` passed them."""
+    counts: dict[int, int] = field(default_factory=dict)
+    """gloo: status numbers seen as the last collective enqueued -> collectives up to it."""
 
-    def p2p_before(self, seq: int) -> int:
-        n = self.below
-        for s in self.seqs:
-            if s >= seq:
-                break
-            n += 1
-        return n
+    def posted(self) -> int:
+        return self.before + sum(channel.posted for channel in list(self.channels.values()))
 
-    def count(self, seq: int) -> int:
-        """Collectives up to the collective numbered ``seq`` in the group's sequence."""
-        if seq <= 0:
-            return 0
-        if seq in self.known:
-            return self.known[seq]
-        return max(0, seq - self.p2p_before(seq))
-
-    def settle(self, enqueued: int, completed: int, counts: dict[int, int]) -> None:
-        """Forget sequence numbers no status will show again: below the oldest collective not
-        completed, or, when all are, everything read before the status."""
-        self.known = counts
-        self._fold(self.latest + 1 if enqueued <= completed else completed)
-
-    def _fold(self, floor: int) -> None:
-        while self.seqs and self.seqs[0] < floor:
-            self.seqs.popleft()
-            self.below += 1
-        self.floor = max(self.floor, floor)
+    def count(self, enqueued: int, completed: int) -> tuple[int, int]:
+        """gloo's status numbers as counts of collectives. Every op takes the next sequence
+        number, so the collectives issued are the group's sequence number less its p2p ops;
+        the last one enqueued took the status's number, which is remembered, so that a
+        completion lagging behind is counted when it shows it."""
+        issued = max(0, self.latest - self.posted())
+        if enqueued > 0:
+            self.counts.setdefault(enqueued, issued)
+            while len(self.counts) > MAX_COUNTS:
+                del self.counts[next(iter(self.counts))]
+        if completed >= enqueued:
+            return issued, issued
+        return issued, self.counts.get(completed, max(0, issued - 1))
 
 
 class P2PTracker:
@@ -110,7 +95,7 @@ class P2PTracker:
         self._traffic: dict[int, Traffic] = {}
         self._blocked: dict[int, tuple[Any, float]] = {}
         """Thread id -> (the work it waits in, since when)."""
-        self._originals: dict[str, Any] = {}
+        self._originals: dict[str, tuple[type, Any]] = {}
 
     def install(self) -> None:
         """Wrap the p2p methods on their classes, once."""
@@ -145,29 +130,26 @@ class P2PTracker:
             finally:
                 blocked.pop(thread, None)
 
-        self._originals = {"send": send, "recv": recv, "recv_anysource": recv_any, "wait": wait}
         for cls, name, wrapper in (
             (group, "send", send_),
             (group, "recv", recv_),
             (group, "recv_anysource", recv_anysource_),
             (work, "wait", wait_),
         ):
-            wrapper.__wrapped__ = self._originals[name]  # type: ignore[attr-defined]
+            # The class's own entry, a descriptor: read off the class, a pybind11 method is a
+            # bare function that would no longer bind ``self`` once put back.
+            self._originals[name] = (cls, vars(cls)[name])
+            wrapper.__wrapped__ = getattr(cls, name)  # type: ignore[attr-defined]
             setattr(cls, name, wrapper)
 
     def uninstall(self) -> None:
-        if not self._originals:
-            return
-        from torch._C import _distributed_c10d as c10d
-
-        for name in ("send", "recv", "recv_anysource"):
-            setattr(c10d.ProcessGroup, name, self._originals[name])
-        c10d.Work.wait = self._originals["wait"]
+        for name, (cls, original) in self._originals.items():
+            setattr(cls, name, original)
         self._originals = {}
 
     def carried(self, pg: Any, ops: int) -> None:
         """``pg`` carried ``ops`` p2p ops before the hook was installed."""
-        self._traffic_of(pg).below = ops
+        self._traffic_of(pg).before = ops
 
     def _posted(self, pg: Any, peer: int, direction: str, handle: Any, args: Any, kwargs: Any) -> None:
         """On the training thread, after each post: about a microsecond."""
@@ -182,8 +164,6 @@ class P2PTracker:
             ref = weakref.ref(handle) if handle is not None else None
             channel.pending.append((channel.posted + 1, time.time(), ref))
             channel.posted += 1
-            if traffic.sequenced:
-                traffic.seqs.append(pg._get_sequence_number_for_group())
         except Exception:
             pass  # monitoring must never fail a send
 
@@ -205,20 +185,18 @@ class P2PTracker:
     def before_status(self) -> None:
         """Read each group's sequence number, just before the Flight Recorder's status."""
         for pg, traffic in self.groups():
-            if traffic.channels or traffic.below:
+            if traffic.channels or traffic.before:
                 traffic.latest = pg._get_sequence_number_for_group()
 
     def collectives(self, pg: Any, enqueued: int, completed: int) -> tuple[int, int]:
         """The collectives issued and completed, from the Flight Recorder status numbers of
         ``pg`` read after :meth:`before_status`."""
         traffic = self._traffic.get(id(pg))
-        if traffic is None or traffic.group() is not pg or not (traffic.channels or traffic.below):
+        if traffic is None or traffic.group() is not pg or not (traffic.channels or traffic.before):
             return enqueued, completed
         if not traffic.sequenced:  # NCCL: the status may hold a p2p op's number
             return traffic.latest, min(completed, traffic.latest)
-        counts = {seq: traffic.count(seq) for seq in (enqueued, completed)}
-        traffic.settle(enqueued, completed, counts)
-        return counts[enqueued], counts[completed]
+        return traffic.count(enqueued, completed)
 
     def carries(self, pg: Any) -> bool:
         traffic = self._traffic.get(id(pg))
