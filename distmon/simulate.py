@@ -20,7 +20,9 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from distmon.monitor.alerts import Change
+from distmon.monitor.feeds import Pump, ReplayFeed
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.recording import Message
 from distmon.wire import (
     P2P,
     RECV,
@@ -562,20 +564,13 @@ def _unit(*key: int) -> float:
     return zlib.crc32(repr(key).encode()) / 2**32
 
 
-def drive(sim: SimJob, monitor: Monitor, until: float, tick: float = 1.0) -> list[tuple[float, Change]]:
-    """Feed ``sim``'s stream into ``monitor``, ticking it every ``tick`` seconds of sim time.
+def drive(sim: SimJob, monitor: Monitor, until: float) -> list[tuple[float, Change]]:
+    """Feed ``sim``'s stream into ``monitor`` through the monitor's one loop (a feed of its
+    records and :class:`~distmon.monitor.feeds.Pump`), up to ``until`` seconds of sim time.
 
-    Returns every alert change with the time it happened, as a live monitor would see them.
+    Returns every alert change with the time of the tick that made it, as a live monitor
+    would see them.
     """
-    changes: list[tuple[float, Change]] = []
-    next_tick = sim.start + tick
-    end = sim.start + until
-    for t, raw in sim.stream(until=until):
-        while next_tick <= t:
-            changes.extend((next_tick, c) for c in monitor.tick(next_tick))
-            next_tick += tick
-        monitor.ingest(raw, t)
-    while next_tick <= end:
-        changes.extend((next_tick, c) for c in monitor.tick(next_tick))
-        next_tick += tick
-    return changes
+    records = (Message(t, raw) for t, raw in sim.stream(until=until))
+    pump = Pump(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor)
+    return list(pump.drain())

@@ -42,7 +42,7 @@ time.sleep(60)
 
 
 def hang_alert(t: float = 1000.0) -> Alert:
-    return Alert("hang", CRITICAL, [2], t, "hang: rank 2 holds up the job", "rank 2 sleeps", key="hang")
+    return Alert("hang", CRITICAL, [2], t, "rank 2 holds up the job", "rank 2 sleeps", key="hang")
 
 
 def test_a_command_round_trips_and_garbage_is_refused() -> None:

@@ -26,11 +26,11 @@ def receiver() -> Iterator[Receiver]:
 
 def alert(key: str = "hang", ranks: list[int] | None = None, severity: str = CRITICAL, detail: str = "") -> Alert:
     ranks = [5] if ranks is None else ranks
-    return Alert("hang", severity, ranks, 1000.0, f"hang: rank {ranks} stuck", detail, key=key)
+    return Alert("hang", severity, ranks, 1000.0, f"rank {ranks} stuck", detail, key=key)
 
 
 def finding(ranks: list[int], age: int, severity: str = CRITICAL) -> Finding:
-    summary = f"hang: rank {ranks} stuck in all_reduce for {age}s"
+    summary = f"rank {ranks} stuck in all_reduce for {age}s"
     return Finding("hang", "hang", severity, ranks, summary, f"waiting {age}s\nat train.py:42")
 
 
@@ -50,7 +50,7 @@ def test_payload_is_the_issue_shape_with_one_readable_line():
     assert body["text"] == "distmon: CRITICAL hang: rank [5] stuck"
     assert payload("resolved", a)["text"] == "distmon: resolved hang: rank [5] stuck"
     assert payload("updated", a)["text"].startswith("distmon: CRITICAL hang (updated): ")
-    long = Alert("stall", WARNING, [1], 0.0, "stall: rank 1\nwaits " + "x" * 1000, "")
+    long = Alert("stall", WARNING, [1], 0.0, "rank 1\nwaits " + "x" * 1000, "")
     line = payload("raised", long)["text"]
     assert "\n" not in line
     assert len(line) == TEXT_LIMIT

@@ -5,12 +5,16 @@ Three launches back every assertion: GPipe over 4 stages whose stage 2 stalls fo
 and whose stages 1 and 2 later each receive from the other first (a p2p deadlock), 1F1B over
 4 stages whose stage 1 stalls, and 1F1B over 2 stages times 2 data-parallel replicas whose
 rank 3 stalls. Each stays healthy until its fault, and each stalled stage must be named alone
-within 10 s, its neighbours blocked in sends and receives to it shown as evidence.
+within 10 s, its neighbours blocked in sends and receives to it shown as evidence. The GPipe
+job's recording, replayed headless, must raise what the live monitor raised.
 """
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
+import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -142,3 +146,18 @@ def test_pp_x_dp_the_stalled_rank_is_named_not_its_pipeline_peer(pp_dp: Run) -> 
     assert re.search(r"rank 1 in (send|recv) #\d+ (to|from) rank 3 in group \d+ \(pp, ranks 1, 3\)", detail), detail
     assert re.search(r"rank 2 in collective #\d+ \(all_reduce\) of group \d+ \(dp, ranks 2-3\) for rank 3", detail)
     assert "holds up the job" in hang["summary"] and "ranks 1, 3 holds" not in hang["summary"]
+
+
+def test_a_replay_raises_what_the_live_monitor_raised(gpipe: Run) -> None:
+    """One loop for live and replay: the detector run again over the GPipe job's recording,
+    headless, raises the same alerts (kind, ranks) at the same moments, within a tick."""
+    done = subprocess.run(
+        [sys.executable, "-m", "distmon", "replay", str(gpipe.recording), "--headless", "--json"],
+        capture_output=True,
+        text=True,
+        check=True,
+    )
+    replayed = json.loads(done.stdout)
+    assert [(a["kind"], a["ranks"]) for a in replayed] == [(a["kind"], a["ranks"]) for a in gpipe.alerts]
+    assert len(replayed) >= 2, "the stall and the deadlock"
+    assert all(abs(r["t"] - a["t"]) <= 1.0 for r, a in zip(replayed, gpipe.alerts, strict=True))

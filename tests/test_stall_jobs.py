@@ -72,7 +72,7 @@ def test_a_rank_late_to_init_is_named_with_where_it_is(tmp_path: Path) -> None:
     (stall,) = [a for a in alerts if a["kind"] == "stall"]
     assert stall["ranks"] == [2], stall
     assert stall["t"] - injected_at <= 60
-    assert stall["summary"].startswith("stall: ranks 0-1, 3 wait "), stall
+    assert stall["summary"].startswith("ranks 0-1, 3 wait "), stall
     assert "in init_process_group" in stall["summary"]
     assert "rank 2 (" in stall["detail"] and "sleeping:" in stall["detail"]
     assert "time.sleep(args.hang_seconds)" in stall["detail"]
@@ -86,7 +86,7 @@ def test_blocked_dataloader_workers_are_named_with_their_own_frame(tmp_path: Pat
     )
     (stall,) = [a for a in alerts if a["kind"] == "stall"]
     assert stall["ranks"] == [0, 1, 2, 3], stall
-    assert stall["summary"].startswith("stall: all 4 ranks waiting for a DataLoader batch for "), stall
+    assert stall["summary"].startswith("all 4 ranks waiting for a DataLoader batch for "), stall
     detail = stall["detail"]
     assert re.search(r"waits for [\d.]+s for batch #10 from worker 0 \(pid \d+, alive\)", detail), detail
     assert "in Noise.__getitem__" in detail and "time.sleep(self.block[1])" in detail, detail

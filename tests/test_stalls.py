@@ -123,7 +123,7 @@ def test_a_rank_late_to_init_is_named_after_the_startup_wait() -> None:
     (finding,) = stall(job_at(T0 + 31), context(T0 + 31))
     assert finding.ranks == [2] and finding.severity == CRITICAL
     assert finding.summary == (
-        "stall: ranks 0-1, 3 wait 31s in init_process_group (rendezvous: waiting for every rank to join) for rank 2"
+        "ranks 0-1, 3 wait 31s in init_process_group (rendezvous: waiting for every rank to join) for rank 2"
     )
     assert f"your code: {USER}:37 in main" in finding.detail
     assert "sleeping" in finding.detail
@@ -156,7 +156,7 @@ def test_every_dataloader_blocked_names_the_worker_and_shows_its_frame() -> None
     assert stall(job, context(T0 - 3, pace=0.1)) == []
     (finding,) = stall(job, context(T0 + 1, pace=0.1))
     assert finding.ranks == [0, 1, 2, 3]
-    assert finding.summary == "stall: all 4 ranks waiting for a DataLoader batch for 13s, none progresses"
+    assert finding.summary == "all 4 ranks waiting for a DataLoader batch for 13s, none progresses"
     assert "waits for 12s for batch #20 from worker 1 (pid 502, alive)" in finding.detail
     assert "worker 1 is in file I/O:" in finding.detail
     assert "your code: /home/me/data.py:31 in __getitem__" in finding.detail
@@ -236,7 +236,7 @@ def test_every_rank_busy_in_the_same_place_is_only_a_warning() -> None:
     job = job_of(*(report(r, saving, stalled_since=T0) for r in range(4)), now=T0 + 31)
     (finding,) = stall(job, context(T0 + 31))
     assert finding.severity == "warning" and finding.ranks == [0, 1, 2, 3]
-    assert finding.summary == "stall: all 4 ranks in checkpoint or file I/O for 31s, none progresses"
+    assert finding.summary == "all 4 ranks in checkpoint or file I/O for 31s, none progresses"
 
 
 def test_the_rank_screen_shows_the_worker_that_owes_the_batch_and_its_frame() -> None:

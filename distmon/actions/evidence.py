@@ -79,7 +79,7 @@ class Bundle:
         (self.path / "stacks.txt").write_text("\n".join(_stack_text(state, alert.ranks, stacks)) + "\n")
         missing = sorted(self.expected - self.received)
         lines = [
-            f"{alert.severity.upper()} {alert.kind}, raised {_clock(alert.t)}: {alert.summary}",
+            f"{alert.severity.upper()} {alert.headline} (raised {_clock(alert.t)})",
             "",
             alert.detail,
             "",

@@ -45,14 +45,13 @@ def payload(event: str, alert: Alert) -> dict[str, Any]:
 
 def text(event: str, alert: Alert) -> str:
     """One line a person reads in a chat channel, e.g. ``distmon: CRITICAL hang: rank 5 ...``."""
-    summary = alert.summary.removeprefix(f"{alert.kind}:").strip()
     if event == "resolved":
         head = f"resolved {alert.kind}"
     elif event == "updated":
         head = f"{alert.severity.upper()} {alert.kind} (updated)"
     else:
         head = f"{alert.severity.upper()} {alert.kind}"
-    line = " ".join(f"distmon: {head}: {summary}".split())
+    line = " ".join(f"distmon: {head}: {alert.summary}".split())
     return line if len(line) <= TEXT_LIMIT else line[: TEXT_LIMIT - 1] + "…"
 
 

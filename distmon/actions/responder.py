@@ -180,7 +180,7 @@ class Responder:
         reason = f"the {alert.kind} alert stood {stood} (--abort-on-hang {duration(self.abort_after)})"
         self.channel.send(Command(END, monitor.state.job, reason))
         self.ended = Ended(alert, now, bundle.path if evidence and bundle is not None else None)
-        _say(f"distmon: ending the job: {reason}: {alert.summary}{evidence}")
+        _say(f"distmon: ending the job: {reason}: {alert.headline}{evidence}")
         when = time.strftime("%H:%M:%S", time.localtime(now))
         change = monitor.alerts.annotate(alert.key, f"distmon ended the job at {when}: {reason}{evidence}.")
         if change is None:

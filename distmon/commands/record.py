@@ -1,8 +1,9 @@
 """``distmon record``: the headless monitor for batch jobs.
 
-Binds the endpoint, runs the detector every second, writes every rank message and alert
-change to the recording, and prints one line per alert on stderr for the job's log.
-Stops on SIGINT or SIGTERM and closes the recording cleanly.
+Binds the endpoint, runs the monitor's one loop (:class:`~distmon.monitor.feeds.Pump`) on
+the live feed, writes every rank message and alert change to the recording, and prints one
+line per alert on stderr for the job's log. Stops on SIGINT or SIGTERM and closes the
+recording cleanly.
 """
 
 from __future__ import annotations
@@ -11,17 +12,20 @@ import argparse
 import signal
 import sys
 import time
+from collections.abc import Iterable
 from types import FrameType
 
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
 from distmon.commands.live import start
+from distmon.export.text import alert_line
 from distmon.monitor.alerts import Change
-from distmon.monitor.monitor import Monitor
-from distmon.monitor.receiver import EndpointError, Receiver
+from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.receiver import EndpointError
 from distmon.monitor.recording import RecordingWriter
 
-TICK = 1.0
+POLL = 0.05
+"""Seconds between turns of the loop: the feed's reader thread queues what arrives."""
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -51,17 +55,18 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon record: cannot write {args.out}: {e.strerror}", file=sys.stderr)
         return 2
     try:
-        receiver = Receiver(address, key)
+        feed = LiveFeed(address, key=key)
     except EndpointError as e:
         recorder.close()
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
     try:
-        live = start(args, receiver, recorder, address, key is not None, args.job)
+        live = start(args, feed, recorder, address, key is not None, args.job)
     except metrics_port.MetricsPortError as e:
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
     monitor = live.monitor
+    pump = Pump(feed, monitor)
     secured = " with the job's key" if key else ""
     serving = f", metrics on port {args.metrics_port}" if live.metrics else ""
     print(
@@ -70,20 +75,13 @@ def run(args: argparse.Namespace) -> int:
         flush=True,
     )
     try:
-        next_tick = time.time() + TICK
         while not stop:
-            for raw in receiver.receive(timeout=0.2):
-                monitor.ingest(raw, time.time())
-            monitor.state.dropped.update(receiver.take_refused())
-            if time.time() >= next_tick:
-                _tick(monitor)
-                next_tick = time.time() + TICK
-        for raw in receiver.receive(timeout=0.0):  # what arrived with the signal: last words
-            monitor.ingest(raw, time.time())
-        monitor.state.dropped.update(receiver.take_refused())
-        _tick(monitor)
+            _log(pump.drain())
+            time.sleep(POLL)
+        feed.settle()  # what arrived with the signal: last words
+        _log(pump.finish())
     finally:
-        receiver.close()
+        feed.close()
         monitor.close()
         acted = live.stop()
     state = monitor.state
@@ -96,19 +94,10 @@ def run(args: argparse.Namespace) -> int:
     return acting.ENDED_JOB if live.responder.ended is not None else 0
 
 
-def _tick(monitor: Monitor) -> None:
-    for change in monitor.tick(time.time()):
+def _log(changes: Iterable[tuple[float, Change]]) -> None:
+    for _, change in changes:
         if change.event != "updated":
             print(alert_line(change), file=sys.stderr, flush=True)
-
-
-def alert_line(change: Change) -> str:
-    """One line per alert change, for a batch job's log."""
-    a = change.alert
-    stamp = time.strftime("%H:%M:%S", time.localtime(a.resolved if change.event == "resolved" else a.t))
-    if change.event == "resolved":
-        return f"distmon {stamp} resolved {a.kind}: {a.summary}"
-    return f"distmon {stamp} {a.severity.upper()} {a.kind}: {a.summary}"
 
 
 def _stop_on_signals() -> list[int]:

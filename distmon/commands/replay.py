@@ -1,10 +1,22 @@
-"""``distmon replay``: play a recording through the terminal UI, as if live."""
+"""``distmon replay``: play a recording through the terminal UI, as if live; or, with
+``--headless``, run the detector over it again and print the alerts it raises, one line each
+as ``distmon record`` does, or with ``--json`` as ``distmon report --json`` prints them.
+
+Both go through the monitor's one loop (:class:`~distmon.monitor.feeds.Pump`), so a replay
+raises what the live monitor raised, at the same moments (within a tick where the live
+monitor could see processes and stacks a recording does not hold).
+"""
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
 import sys
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from distmon.monitor.feeds import ReplayFeed
 
 
 def speed(value: str) -> float:
@@ -23,21 +35,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("file", help="a recording made by distmon record or distmon watch --record")
     parser.add_argument("--speed", type=speed, default=1.0, help="1 (real time, default), 10x, or max")
     parser.add_argument("--paused", action="store_true", help="start paused (space plays)")
+    parser.add_argument(
+        "--headless", action="store_true", help="no UI: run the detector over the recording, print its alerts"
+    )
+    parser.add_argument("--json", action="store_true", help="with --headless: the alerts as distmon report --json")
 
 
 def run(args: argparse.Namespace) -> int:
     from distmon.monitor.feeds import ReplayFeed
     from distmon.monitor.recording import RecordingError
 
+    if args.json and not args.headless:
+        print("distmon replay: --json goes with --headless", file=sys.stderr)
+        return 2
     try:
-        feed = ReplayFeed(args.file, speed=args.speed)
+        feed = ReplayFeed(args.file, speed=math.inf if args.headless else args.speed)
     except RecordingError as e:
         print(f"distmon replay: {e}", file=sys.stderr)
         return 2
+    if args.headless:
+        return _headless(feed, args.json)
     if args.paused:
         feed.pause()
 
     from distmon.tui.app import build_app
 
     build_app(feed).run()
+    return 0
+
+
+def _headless(feed: ReplayFeed, as_json: bool) -> int:
+    from distmon.export.text import alert_line
+    from distmon.monitor.feeds import Pump
+    from distmon.monitor.monitor import Monitor
+
+    monitor = Monitor()
+    pump = Pump(feed, monitor)
+    for _, change in [*pump.drain(), *pump.finish()]:
+        if not as_json and change.event != "updated":
+            print(alert_line(change))
+    feed.close()
+    if as_json:
+        json.dump([a.to_json() for a in monitor.alerts.history], sys.stdout, indent=2)
+        print()
     return 0

@@ -292,7 +292,7 @@ def _cause(pm: Postmortem, start: float) -> str:
         f'<section class="cause {html.escape(cause.severity)}">'
         f"<h2>First cause (+{html.escape(duration(cause.t - start))}): {html.escape(cause.kind)}, "
         f"rank{'s' if len(cause.ranks) != 1 else ''} {html.escape(ranks_text(cause.ranks))}</h2>"
-        f"<p>{html.escape(cause.summary)}</p><pre>{html.escape(cause.detail)}</pre></section>"
+        f"<p>{html.escape(cause.headline)}</p><pre>{html.escape(cause.detail)}</pre></section>"
     )
 
 

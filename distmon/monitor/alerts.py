@@ -20,6 +20,7 @@ class Finding:
     severity: str
     ranks: list[int]
     summary: str
+    """One line that names the culprits; it does not repeat ``kind`` (see :attr:`Alert.headline`)."""
     detail: str
 
 
@@ -36,6 +37,11 @@ class Alert:
     detail: str
     key: str = field(default="", compare=False)
     resolved: float | None = field(default=None, compare=False)
+
+    @property
+    def headline(self) -> str:
+        """The alert in one line, for logs, chat and lists: ``hang: rank 2 holds up the job ...``."""
+        return f"{self.kind}: {self.summary}"
 
     def to_json(self) -> dict[str, Any]:
         return {

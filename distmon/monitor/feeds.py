@@ -1,8 +1,11 @@
-"""Where the monitor's messages come from: a live endpoint or a recording.
+"""Where the monitor's messages come from, and the one loop that feeds them to it.
 
-Both feeds hand out ``(monitor time, raw message)`` pairs and tell the time on their own
-clock, and :class:`Pump` drives a :class:`~distmon.monitor.monitor.Monitor` from either, so
-a replay goes through exactly the code that a live run does.
+A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
+recording, or a simulated job); each hands out ``(monitor time, raw message)`` pairs and
+tells the time on its own clock. :class:`Pump` drives a
+:class:`~distmon.monitor.monitor.Monitor` from any of them: ``watch``, ``record``,
+``replay`` and the tests' simulated jobs all run through it, so a replay runs the detector
+at the very moments, on the very messages, that the live monitor did.
 """
 
 from __future__ import annotations
@@ -11,7 +14,7 @@ import math
 import threading
 import time
 from collections import Counter, deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
 from distmon.channel import Command, Dump
@@ -71,6 +74,9 @@ class LiveFeed:
         self._commands: deque[Command] = deque(maxlen=16)
         self._dumps: deque[Dump] = deque(maxlen=DUMP_QUEUE)
         self._lock = threading.Lock()
+        self._watermark = clock()
+        """Every message received by then is in the queue: the monitor's clock never runs
+        ahead of what it has been handed, so its ticks see what a replay's would."""
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="distmon-feed", daemon=True)
         self._thread.start()
@@ -86,17 +92,14 @@ class LiveFeed:
                 messages = self._receiver.receive(0.1)
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
-                if dumps:
-                    with self._lock:
-                        self._dumps.extend(dumps)
-                if not messages and not refused:
-                    continue
                 t = self._clock()
                 with self._lock:
+                    self._dumps.extend(dumps)
                     self._refused.update(refused)
                     self.received += len(messages)
                     for message in messages:
                         self._enqueue((t, message))
+                    self._watermark = t
         finally:
             self._receiver.close()
 
@@ -134,7 +137,14 @@ class LiveFeed:
             return dumps
 
     def now(self) -> float:
-        return self._clock()
+        with self._lock:
+            return self._watermark
+
+    def settle(self, timeout: float = 1.0) -> None:
+        """Wait until what has arrived by now is in the queue (a reader's cycle, 0.1 s)."""
+        target, deadline = self._clock(), time.monotonic() + timeout
+        while self.now() < target and self._thread.is_alive() and time.monotonic() < deadline:
+            time.sleep(0.01)
 
     def close(self) -> None:
         self._stopping.set()
@@ -142,20 +152,35 @@ class LiveFeed:
 
 
 class ReplayFeed:
-    """A recording released by a virtual clock that can run at any speed, pause, step and
-    jump to the next recorded alert. ``speed`` is a factor of real time; ``math.inf``
-    plays as fast as the reader takes messages. Raises ``RecordingError`` for a file that
-    is not a recording or is damaged (the whole file is checked first); a file cut off
-    mid-write plays up to its last whole record."""
+    """Records released by a virtual clock that can run at any speed, pause, step and jump
+    to the next recorded alert. ``speed`` is a factor of real time; ``math.inf`` plays as
+    fast as the reader takes messages.
 
-    def __init__(self, path: str, speed: float = 1.0, clock: Clock = time.monotonic) -> None:
-        self.path = path
-        check_recording(path)
-        header, self._records = read_recording(path)
+    ``source`` is a recording's path, or the records themselves (a simulated job's), which
+    end at ``end`` (the last record's time by default). For a path, raises
+    ``RecordingError`` for a file that is not a recording or is damaged (the whole file is
+    checked first); a file cut off mid-write plays up to its last whole record."""
+
+    def __init__(
+        self,
+        source: str | Iterable[Record],
+        speed: float = 1.0,
+        clock: Clock = time.monotonic,
+        end: float | None = None,
+    ) -> None:
+        self.path = source if isinstance(source, str) else ""
+        created = 0.0
+        if isinstance(source, str):
+            check_recording(source)
+            header, self._records = read_recording(source)
+            created = float(header.get("created", 0))
+        else:
+            self._records = iter(source)
         self._dropped: Counter[str] = Counter()
         self._clock = clock
+        self._end = end
         self._next: Record | None = next(self._records, None)
-        self.start = self._next.t if self._next is not None else float(header.get("created", 0))
+        self.start = self._next.t if self._next is not None else created
         self._position = self.start
         self._anchor = clock()
         self._target: float | None = None
@@ -192,6 +217,8 @@ class ReplayFeed:
                 return out
             if fast or self._next is None:
                 self._position = record.t
+        if self._next is None and self._end is not None:
+            self._position = max(self._position, self._end)
         if self._target is not None and (self._next is None or self._next.t > self._target):
             self._set_position(self._position if self.finished else self._target)
             self._target = None
@@ -252,11 +279,12 @@ class ReplayFeed:
 
 class Pump:
     """Drives a monitor from a feed: each message ingested at its feed time, the detector
-    run once a second of feed time, both on the feed's clock."""
+    run once a second of feed time, on whole seconds after the first message. The clock is
+    the feed's: a tick falls only once every message before it has been ingested, live or
+    replayed, so a replay runs the detector at the very moments, on the very messages, that
+    the live monitor did."""
 
     TICK = 1.0
-    MAX_CATCH_UP = 10
-    """Ticks run back to back after a gap; beyond that the clock skips ahead."""
 
     def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
         self.feed = feed
@@ -268,7 +296,11 @@ class Pump:
 
     def run(self, limit: int = 1000) -> list[Change]:
         """Take up to ``limit`` messages; returns the alert changes of the ticks run."""
-        changes: list[Change] = []
+        return [change for _, change in self.run_timed(limit)]
+
+    def run_timed(self, limit: int = 1000) -> list[tuple[float, Change]]:
+        """As :meth:`run`, each change with the time of the tick that made it."""
+        changes: list[tuple[float, Change]] = []
         items = self.feed.take(limit)
         self.taken = len(items)
         self.monitor.state.dropped.update(self.feed.take_dropped())
@@ -277,20 +309,33 @@ class Pump:
                 self._next_tick = t + self.TICK
             changes += self._tick_until(t)
             self.monitor.ingest(raw, t)
-        changes += self._tick_until(self.feed.now())
+        if len(items) < limit:  # the feed has handed over all it has up to its clock
+            changes += self._tick_until(self.feed.now())
         return changes
 
-    def _tick_until(self, t: float) -> list[Change]:
-        """Ticks fall on whole seconds after the first message, live or replayed, so that a
-        replay runs the detector at the very moments the recording's monitor did."""
+    def drain(self) -> Iterator[tuple[float, Change]]:
+        """Everything the feed holds now, and the ticks up to its clock."""
+        while True:
+            yield from self.run_timed()
+            if self.taken == 0:
+                return
+
+    def finish(self) -> list[tuple[float, Change]]:
+        """The tick that closes a run, at the next whole second: live at exit and at the end
+        of a replay alike, so that last words turn into alerts the same way in both."""
+        changes = list(self.drain())
+        if self._next_tick is not None:
+            changes += self._tick_until(self._next_tick)
+        return changes
+
+    def _tick_until(self, t: float) -> list[tuple[float, Change]]:
         if self._next_tick is None:
             return []
-        if t - self._next_tick > self.MAX_CATCH_UP * self.TICK:
-            self._next_tick += math.floor((t - self._next_tick) / self.TICK) * self.TICK
-        changes: list[Change] = []
+        changes: list[tuple[float, Change]] = []
         while t >= self._next_tick:
-            changes += self.monitor.tick(self._next_tick)
+            now = self._next_tick
+            changes += [(now, change) for change in self.monitor.tick(now)]
             if self.on_tick is not None:
-                self.on_tick(self._next_tick)
+                self.on_tick(now)
             self._next_tick += self.TICK
         return changes

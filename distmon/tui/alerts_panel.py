@@ -26,8 +26,7 @@ def describe(alert: Alert) -> Text:
     mark = "✓" if alert.resolved is not None else "●"
     line.append(f"{mark} {text.clock(alert.t)} ", style=style)
     line.append(f"{alert.severity[:4].upper():4} ", style=style)
-    if not alert.summary.startswith(alert.kind):
-        line.append(f"{alert.kind}: ", style=style)
+    line.append(f"{alert.kind}: ", style=style)
     line.append(alert.summary, style="dim" if alert.resolved is not None else "")
     return line
 

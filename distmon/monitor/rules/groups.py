@@ -358,7 +358,7 @@ class WaitFor:
         holds = "holds" if len(roots) == 1 else "hold"
         them = "it" if len(roots) == 1 else "them"
         summary = (
-            f"hang: {who} {holds} up the job: {len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
+            f"{who} {holds} up the job: {len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
             f"for {them}, in {self._what(first[0])}{more}, for up to {duration(oldest)}"
         )
         detail = [
@@ -420,7 +420,7 @@ class WaitFor:
         what = f"collective #{seq}" + (f" ({op})" if op else "")
         timeout = view.sample.timeout
         left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
-        summary = f"hang: all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
+        summary = f"all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
         detail = [
             f"Every rank of {view.name} issued {what} and has waited {duration(age)}{left}.",
             "No rank is behind: the collective itself does not complete.",
@@ -435,7 +435,7 @@ class WaitFor:
         age = max(w.age for w in waiting)
         where = self._group_label(gid)
         summary = (
-            f"hang: rank {src}'s send #{k} to rank {dst} in {where} is posted on both ends and does not "
+            f"rank {src}'s send #{k} to rank {dst} in {where} is posted on both ends and does not "
             f"complete after {duration(age)}"
         )
         detail = [
@@ -481,7 +481,7 @@ class WaitFor:
                 "dict of groups)."
             )
         where_ = "group" if len(groups) == 1 else "groups"
-        summary = f"hang: deadlock: {rank_word(ring)} wait for each other in {where_} {', '.join(groups)}: {how}"
+        summary = f"deadlock: {rank_word(ring)} wait for each other in {where_} {', '.join(groups)}: {how}"
         detail = [
             f"{rank_word(ring)} each wait for another of them, which waits in turn: a cycle nobody can leave.",
             *lines,
@@ -540,14 +540,14 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
             f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {_op(odd_m)} while "
             f"{rank_word(usual_ranks)} issued {_op(usual_m)}"
         )
-        summary = f"divergence: {rank_word(odd_ranks)} in {_op(odd_m)}, the others in {_op(usual_m)} (#{odd_m.seq})"
+        summary = f"{rank_word(odd_ranks)} in {_op(odd_m)}, the others in {_op(usual_m)} (#{odd_m.seq})"
     else:
         what = (
             f"{rank_word(odd_ranks)} issued {abs(odd_m.seq - usual_m.seq)} "
             f"{'more' if odd_m.seq > usual_m.seq else 'fewer'} collectives than {rank_word(usual_ranks)} "
             f"(#{odd_m.seq} against #{usual_m.seq}), and all wait"
         )
-        summary = f"divergence: {rank_word(odd_ranks)} at collective #{odd_m.seq}, the others at #{usual_m.seq}"
+        summary = f"{rank_word(odd_ranks)} at collective #{odd_m.seq}, the others at #{usual_m.seq}"
     lines = [f"In {view.name}, {what}."]
     steps = Counter(m.state.report.steps for m in usual).most_common(1)[0][0]
     for m in sorted(odd, key=lambda m: m.rank)[:MAX_SHOWN]:

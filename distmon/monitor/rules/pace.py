@@ -56,7 +56,7 @@ def _finding(s: RankState, peer_wait: float, peer_data: float, slow_data: bool) 
     r = s.report
     step = f"{r.step_time.p50 * 1000:.0f} ms" if r.step_time else "unknown"
     summary = (
-        f"straggler: rank {r.rank} waits for peers {s.inflight_share:.0%} of the time, "
+        f"rank {r.rank} waits for peers {s.inflight_share:.0%} of the time, "
         f"its peers {peer_wait:.0%}: everyone waits for it"
     )
     lines = [

@@ -68,7 +68,7 @@ def _odd_ones_out(
 ) -> Finding:
     culprits = [s.rank for s in odd] + missing
     waiting = sorted(s.rank for s in victims)
-    summary = f"stall: {rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
+    summary = f"{rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
     lines = [
         f"No rank has progressed for {duration(age)} and no collective is in flight: there are no "
         "sequence numbers to compare, so the ranks are compared by where they are.",
@@ -105,7 +105,7 @@ def _odd_ones_out(
 def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
     """Every rank stopped in the same place: no odd one out, the place itself is the news."""
     names = sorted(s.rank for s in ranks)
-    summary = f"stall: all {len(names)} ranks {place.words} for {duration(age)}, none progresses"
+    summary = f"all {len(names)} ranks {place.words} for {duration(age)}, none progresses"
     lines = [
         f"No rank has progressed for {duration(age)} and no collective is in flight; every rank "
         f"stands in the same place, {place.words}:",

@@ -1,0 +1,94 @@
+"""The text exports: the post-mortem report of a recording, first cause on top, and one
+line per alert change for a batch job's log."""
+
+from __future__ import annotations
+
+import time
+
+from distmon.monitor.alerts import Change
+from distmon.monitor.postmortem import Postmortem
+from distmon.monitor.rules.text import duration, ranks_text
+from distmon.monitor.state import RankState
+from distmon.wire import ENDED, INTERRUPTED, TERMINATED
+
+ENDINGS = {
+    TERMINATED: "terminated by SIGTERM (the launcher's teardown)",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+    ENDED: "ended by distmon (--abort-on-hang)",
+}
+
+
+def alert_line(change: Change) -> str:
+    """One line per alert change, for a batch job's log (``distmon record``, ``replay --headless``)."""
+    a = change.alert
+    stamp = time.strftime("%H:%M:%S", time.localtime(a.resolved if change.event == "resolved" else a.t))
+    if change.event == "resolved":
+        return f"distmon {stamp} resolved {a.headline}"
+    return f"distmon {stamp} {a.severity.upper()} {a.headline}"
+
+
+def render(pm: Postmortem) -> str:
+    state = pm.state
+    start = pm.first or pm.header.get("created", 0.0)
+    span = (pm.last or start) - start
+    lines = [
+        f"Job {state.job or '(no rank reported)'}: {state.world} ranks on {len(state.hosts)} hosts, "
+        f"recorded {_clock(start)} for {duration(span)}",
+        f"{state.received} messages" + _dropped(pm),
+        f"Ended: {pm.ending()}",
+        "",
+    ]
+    cause = pm.first_cause
+    if cause is None and not state.ranks:
+        lines.append("No rank reported: nothing was monitored (check the ranks' DISTMON_ENDPOINT).")
+    elif cause is None and not pm.progressed:
+        lines.append("No alerts, but no rank made any progress (no step, no collective): not a healthy run.")
+    elif cause is None:
+        lines.append("No alerts: the job looked healthy for the whole recording.")
+    else:
+        lines += [
+            f"FIRST CAUSE (+{duration(cause.t - start)}): {cause.headline}",
+            *("  " + line for line in cause.detail.splitlines()),
+            "",
+            "Timeline:",
+        ]
+        for a in pm.alerts:
+            until = f", resolved at +{duration(a.resolved - start)}" if a.resolved else ""
+            if a.resolved is None and state.ranks and all(r.finished for r in state.ranks.values()):
+                until = ", ended with the job"
+            lines.append(f"  +{duration(a.t - start):>6}  {a.severity:<8} {a.kind:<15} {a.summary}{until}")
+        for a in pm.alerts:
+            if a is not cause:
+                lines += ["", f"+{duration(a.t - start)}: {a.headline}"]
+                lines += ["  " + line for line in a.detail.splitlines()]
+    lines += ["", "Ranks at the end of the recording:"]
+    for rank in sorted(state.ranks):
+        s = state.ranks[rank]
+        r = s.report
+        lines.append(f"  rank {rank:>5}  {r.host:<20} step {r.steps:>8}  {_ending(s, pm.last or start)}")
+    unknown = set(range(state.world)) - set(state.ranks)
+    if unknown:
+        lines.append(f"  never reported: ranks {ranks_text(unknown)}")
+    return "\n".join(lines)
+
+
+def _ending(s: RankState, end: float) -> str:
+    r = s.report
+    if r.exception is not None:
+        first_line = (r.exception.message.strip().splitlines() or [""])[0]
+        return f"raised {r.exception.type}: {first_line[:80]}"
+    if r.exit is not None:
+        return ENDINGS.get(r.exit.how, "exited cleanly")
+    silent = end - s.received
+    return f"silent for {duration(silent)} at the end" if silent > 3 * r.interval else "running"
+
+
+def _dropped(pm: Postmortem) -> str:
+    dropped = pm.state.dropped
+    if not dropped:
+        return ""
+    return "; dropped: " + ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
