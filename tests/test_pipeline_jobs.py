@@ -23,8 +23,8 @@ import pytest
 from test_faults import Recorder
 
 from distmon.monitor.recording import Message, read_recording
-from distmon.monitor.rules.text import rank_lines
-from distmon.monitor.rules.whereabouts import classify
+from distmon.monitor.whereabouts import classify
+from distmon.monitor.words import rank_lines
 from distmon.wire import Report, decode
 
 pytestmark = pytest.mark.torchrun

@@ -12,15 +12,16 @@ import pytest
 
 from distmon.monitor.alerts import CRITICAL, AlertBook, Finding
 from distmon.monitor.detector import Detector
+from distmon.monitor.limits import Thresholds
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import STOPPED, OverviewTracker
 from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.rules.base import Context, Thresholds
+from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.failures import rank_lost
 from distmon.monitor.rules.stalls import stall
-from distmon.monitor.rules.text import stack_lines
-from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState
+from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.monitor.words import stack_lines
 from distmon.pyspy import OutsideStack, dump
 from distmon.wire import ExceptionInfo, ExitInfo, Frame, GroupStatus, Loader, Report, StepStats, Worker
 

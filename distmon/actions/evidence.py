@@ -31,9 +31,9 @@ from pathlib import Path
 
 from distmon.channel import Dump
 from distmon.monitor.alerts import Alert
-from distmon.monitor.rules.text import ranks_text, stack_lines
-from distmon.monitor.rules.whereabouts import frame_lines
 from distmon.monitor.state import JobState
+from distmon.monitor.whereabouts import frame_lines
+from distmon.monitor.words import ranks_text, stack_lines
 from distmon.pyspy import OutsideStack
 
 DUMP_PREFIX = "nccl_trace_rank_"

@@ -29,8 +29,8 @@ import psutil
 from distmon.actions.evidence import Bundle, EvidenceStore
 from distmon.channel import DUMP, END, Command, Dump
 from distmon.monitor.alerts import CRITICAL, Alert, Change
-from distmon.monitor.rules.text import duration
 from distmon.monitor.state import JobState
+from distmon.monitor.words import duration
 from distmon.pyspy import OutsideStack
 
 if TYPE_CHECKING:

@@ -19,7 +19,8 @@ from typing import Any
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.recording import Message, read_recording
-from distmon.monitor.rules.text import duration, ranks_text
+from distmon.monitor.state import gpu_allocated
+from distmon.monitor.words import duration, ranks_text
 from distmon.wire import WireError, decode
 
 MAX_RANKS = 32
@@ -101,8 +102,7 @@ def read_series(path: str, ranks: Iterable[int], start: float) -> Series:
         s.t.append(t)
         s.steps.append(report.steps)
         s.rss.append(report.memory.rss if report.memory else None)
-        gpu = report.gpu
-        s.gpu.append(None if gpu is None else gpu.allocated if gpu.allocated is not None else gpu.used)
+        s.gpu.append(gpu_allocated(report))
         for g in report.groups:
             series.group_names.setdefault(g.id, g.desc or f"group {g.id}")
             times, issued, completed = s.groups.setdefault(g.id, ([], [], []))

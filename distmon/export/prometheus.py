@@ -20,7 +20,6 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.overview import collective_age
 from distmon.monitor.state import RankState
 
 RANK_LABELS = ("job", "rank", "host", "local_rank")
@@ -48,15 +47,8 @@ def _steps_per_second(r: RankState, _now: float) -> float | None:
 
 
 def _oldest_collective_age(r: RankState, now: float) -> float:
-    ages = [collective_age(r, g.since, now) for g in r.report.groups if g.enqueued > g.completed and g.since]
+    ages = [r.age(g.since, now) for g in r.report.groups if g.enqueued > g.completed and g.since]
     return max(ages, default=0.0)
-
-
-def _gpu_used(r: RankState, _now: float) -> float | None:
-    gpu = r.report.gpu
-    if gpu is None:
-        return None
-    return gpu.allocated if gpu.allocated is not None else gpu.used
 
 
 RANK_SERIES = (
@@ -87,15 +79,17 @@ RANK_SERIES = (
     RankSeries(
         "distmon_rank_rss_bytes",
         "Resident memory of the rank's process.",
-        lambda r, _: r.report.memory.rss if r.report.memory else None,
+        lambda r, _: r.rss(),
     ),
     RankSeries(
-        "distmon_rank_gpu_memory_used_bytes", "GPU memory the rank uses (allocated by torch, else NVML).", _gpu_used
+        "distmon_rank_gpu_memory_used_bytes",
+        "Memory in use on the rank's GPU (NVML, else what torch's allocator reserved).",
+        lambda r, _: r.gpu_used(),
     ),
     RankSeries(
         "distmon_rank_gpu_memory_total_bytes",
         "GPU memory of the rank's GPU.",
-        lambda r, _: r.report.gpu.total if r.report.gpu else None,
+        lambda r, _: r.gpu_total(),
     ),
     RankSeries(
         "distmon_rank_gpu_utilization_ratio",

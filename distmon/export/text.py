@@ -7,8 +7,8 @@ import time
 
 from distmon.monitor.alerts import Change
 from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.rules.text import duration, ranks_text
 from distmon.monitor.state import RankState
+from distmon.monitor.words import duration, ranks_text
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 ENDINGS = {
@@ -79,8 +79,7 @@ def _ending(s: RankState, end: float) -> str:
         return f"raised {r.exception.type}: {first_line[:80]}"
     if r.exit is not None:
         return ENDINGS.get(r.exit.how, "exited cleanly")
-    silent = end - s.received
-    return f"silent for {duration(silent)} at the end" if silent > 3 * r.interval else "running"
+    return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"
 
 
 def _dropped(pm: Postmortem) -> str:

@@ -8,11 +8,10 @@ are judged alike and a healthy job raises nothing.
 
 from __future__ import annotations
 
-import statistics
-
 from distmon.monitor.alerts import Finding
+from distmon.monitor.limits import Thresholds
 from distmon.monitor.rules import RULES, Rule
-from distmon.monitor.rules.base import Context, Probe, StackSource, Thresholds
+from distmon.monitor.rules.base import Context, Probe, StackSource
 from distmon.monitor.state import JobState
 
 
@@ -27,7 +26,7 @@ class Detector:
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
-        context = Context(now=now, pace=job_pace(state), probe=self.probe, limits=self.limits, stacks=self.stacks)
+        context = Context(now=now, pace=state.pace(), probe=self.probe, limits=self.limits, stacks=self.stacks)
         findings: list[Finding] = []
         for rule, period in self.rules:
             due, held = self._held.get(rule, (now, []))
@@ -36,8 +35,3 @@ class Detector:
                 self._held[rule] = (now + period, held)
             findings.extend(held)
         return findings
-
-
-def job_pace(state: JobState) -> float | None:
-    times = [s.report.step_time.p50 for s in state.ranks.values() if s.report.step_time]
-    return statistics.median(times) if times else None

@@ -12,16 +12,11 @@ from typing import Protocol
 
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
+from distmon.monitor.limits import Thresholds
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
 from distmon.monitor.state import JobState
-from distmon.wire import STOPPED, Report
-
-
-def being_stopped(state: JobState) -> bool:
-    """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
-    torn down after a failure), so its ranks leaving does not resolve what stood."""
-    return any(s.report.exit is not None and s.report.exit.how in STOPPED for s in state.ranks.values())
+from distmon.wire import Report
 
 
 class Responder(Protocol):
@@ -45,6 +40,11 @@ class Monitor:
         self.responder = responder
         self._dropped_recorded: Counter[str] = Counter()
 
+    @property
+    def limits(self) -> Thresholds:
+        """The thresholds the detector judges by: views of this monitor judge by them too."""
+        return self.detector.limits
+
     def ingest(self, raw: bytes, now: float) -> Report | None:
         report = self.state.ingest(raw, now)
         if report is not None and self.recorder is not None:
@@ -54,7 +54,7 @@ class Monitor:
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""
         findings = self.detector.evaluate(self.state, now)
-        changes = self.alerts.update(findings, now, resolve=not being_stopped(self.state))
+        changes = self.alerts.update(findings, now, resolve=not self.state.being_stopped())
         if self.responder is not None:
             changes += self.responder.after_tick(self, changes, now)
         if self.recorder is not None:

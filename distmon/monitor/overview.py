@@ -6,31 +6,19 @@ tests read the same numbers.
 
 from __future__ import annotations
 
-import statistics
 from collections import deque
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from distmon import wire
+from distmon.monitor.alerts import Alert
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.rules.failures import failed_on_its_own
-from distmon.monitor.state import RankState
+from distmon.monitor.state import STOP_KINDS, Ending, RankState
 
 WAITING = "waiting"
 HEALTHY = "healthy"
 STALLED = "stalled"
 HUNG = "hung"
-FAILED = "failed"
-FINISHED = "finished"
-STOPPED = "stopped"
-"""Every rank ended by a signal or the launcher while a hang or stall stood: killed while hung."""
-
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
-HANG_KINDS = frozenset({"hang", "divergence", "stall"})
-STALL_FLOOR = 5.0
-"""No progress for this long (or five step times, if longer) is a stall."""
-HUNG_AFTER = 60.0
-"""A stall this long with a collective in flight is a hang, even before the detector says so."""
+FAILED, STOPPED, FINISHED = Ending.FAILED, Ending.STOPPED, Ending.FINISHED
 RATE_WINDOW = 10.0
 """Seconds of progress that steps/s is measured over."""
 
@@ -64,12 +52,6 @@ class Overview:
     """What the monitor refused, by reason (``3 no_key, 1 rank_out_of_range``); empty if nothing."""
 
 
-def collective_age(rank: RankState, since: float, now: float) -> float:
-    """How long a collective has been in flight, on the rank's own clock (immune to skew
-    between hosts) plus the time since its report arrived."""
-    return rank.report.t - since + (now - rank.received)
-
-
 class OverviewTracker:
     """Follows the job's progress from tick to tick (steps/s, the last progress), so that
     the numbers depend on the feed's clock only, not on how often the screen is redrawn."""
@@ -95,17 +77,16 @@ class OverviewTracker:
     def overview(self, monitor: Monitor, now: float) -> Overview:
         ranks = list(monitor.state.ranks.values())
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
-        step_times = [r.report.step_time.p50 for r in ranks if r.report.step_time]
-        stall_after = max(STALL_FLOOR, 5 * statistics.median(step_times) if step_times else 0.0)
+        stall_after = monitor.limits.progress_after(monitor.state.pace())
         oldest = _oldest_collective(ranks, now)
-        culprits = frozenset(r for a in monitor.alerts.active.values() for r in a.ranks)
-        kinds = {a.kind for a in monitor.alerts.active.values()}
+        active = list(monitor.alerts.active.values())
+        culprits = frozenset(r for a in active for r in a.ranks)
         return Overview(
             job=monitor.state.job,
             world=monitor.state.world,
             ranks=len(ranks),
             hosts=len({r.report.host for r in ranks}),
-            state=_state(ranks, kinds, since, stall_after, oldest),
+            state=_state(monitor, active, since, stall_after, oldest),
             steps=max((r.report.steps for r in ranks), default=0),
             steps_per_second=self._rate(),
             since_progress=since,
@@ -135,7 +116,7 @@ def _oldest_collective(ranks: list[RankState], now: float) -> Collective | None:
         for g in r.report.groups:
             if g.enqueued <= g.completed or g.since is None:
                 continue
-            age = collective_age(r, g.since, now)
+            age = r.age(g.since, now)
             if oldest is None or age > oldest.age:
                 remaining = None if g.timeout is None else g.timeout - age
                 oldest = Collective(r.rank, g.desc or g.id, g.op, g.completed + 1, age, remaining)
@@ -143,22 +124,17 @@ def _oldest_collective(ranks: list[RankState], now: float) -> Collective | None:
 
 
 def _state(
-    ranks: list[RankState],
-    kinds: set[str],
-    since: float | None,
-    stall_after: float,
-    oldest: Collective | None,
+    monitor: Monitor, active: list[Alert], since: float | None, stall_after: float, oldest: Collective | None
 ) -> str:
-    if not ranks:
+    """The job's one state word: how it ended (:meth:`JobState.ending`) or, while it runs,
+    whether it progresses."""
+    if not monitor.state.ranks:
         return WAITING
-    if kinds & FAILURE_KINDS or any(failed_on_its_own(r) for r in ranks):
-        return FAILED
-    if all(r.finished for r in ranks):
-        stopped = any(r.report.exit is not None and r.report.exit.how in wire.STOPPED for r in ranks)
-        return STOPPED if stopped and kinds & HANG_KINDS else FINISHED
-    if kinds & HANG_KINDS:
+    ending = monitor.state.ending(active)
+    if ending is not None:
+        return ending.state
+    if {a.kind for a in active} & STOP_KINDS:
         return HUNG
     if since is not None and since >= stall_after:
-        in_flight = oldest is not None and oldest.age >= HUNG_AFTER
-        return HUNG if in_flight else STALLED
+        return HUNG if oldest is not None and oldest.age >= monitor.limits.hung_after else STALLED
     return HEALTHY

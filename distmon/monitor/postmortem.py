@@ -6,10 +6,8 @@ from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
-from distmon.monitor.rules.failures import failed_on_its_own
-from distmon.monitor.rules.text import rank_word
 from distmon.monitor.state import JobState
-from distmon.wire import ENDED, INTERRUPTED, STOPPED, TERMINATED
+from distmon.monitor.words import rank_word
 
 MAX_ALERT_BYTES = 256 * 1024 * 1024
 """Alert text kept for the report, at most: a week of flapping alerts is a few MB."""
@@ -39,31 +37,15 @@ class Postmortem:
         )
 
     def ending(self) -> str:
-        """How the job ended, in one line: finished, failed, stopped while hung, or not yet."""
-        ranks = sorted(self.state.ranks.values(), key=lambda s: s.rank)
+        """How the job ended, in one line (:meth:`JobState.ending`), or that it had not."""
+        ranks = self.state.ranks.values()
         if not ranks:
             return "unknown: no rank reported"
-        standing = [a for a in self.alerts if a.resolved is None and a.severity == CRITICAL]
-        raised = [s.rank for s in ranks if failed_on_its_own(s)]
-        stopped = [s for s in ranks if s.report.exit is not None and s.report.exit.how in STOPPED]
-        running = [s.rank for s in ranks if not s.finished and not s.report.exception]
-        how = " and ".join(sorted({_STOPPED_BY[s.report.exit.how] for s in stopped}))  # type: ignore[union-attr]
-        if raised:
-            return f"failed: {rank_word(raised)} raised an exception"
-        if stopped and standing:
-            kinds = ", ".join(sorted({a.kind for a in standing}))
-            return (
-                f"stopped while hung: {rank_word(s.rank for s in stopped)} {how} while the {kinds} alert "
-                "stood; it ended with the job, unresolved"
-            )
-        if stopped:
-            return f"stopped: {rank_word(s.rank for s in stopped)} {how}"
-        if running:
-            return f"not ended: {rank_word(running)} had not exited when the recording stopped"
-        return "finished: every rank exited cleanly"
-
-
-_STOPPED_BY = {TERMINATED: "terminated by SIGTERM", INTERRUPTED: "interrupted (SIGINT)", ENDED: "ended by distmon"}
+        ending = self.state.ending(a for a in self.alerts if a.resolved is None)
+        if ending is not None:
+            return ending.words
+        running = [s.rank for s in ranks if not s.finished]
+        return f"not ended: {rank_word(running)} had not exited when the recording stopped"
 
 
 def load(path: str) -> Postmortem:

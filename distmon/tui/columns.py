@@ -10,7 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from distmon import wire
-from distmon.monitor.overview import collective_age
+from distmon.monitor.limits import LIMITS, Thresholds
 from distmon.monitor.state import RankState
 from distmon.tui import text
 
@@ -25,17 +25,15 @@ STOPPED = "stopped"
 
 SEVERITY = {FAILED: 6, SILENT: 5, STALLED: 4, WORKER: 3, STOPPED: 2, OK: 1, EXITED: 0}
 """Worst first when sorting by status."""
-SILENT_FLOOR = 5.0
-"""A rank not heard from for this long, or three intervals, has gone silent."""
 
 
-def status(rank: RankState, now: float) -> str:
+def status(rank: RankState, now: float, limits: Thresholds = LIMITS) -> str:
     report = rank.report
     if report.exception is not None or (report.exit and report.exit.how == "exception"):
         return FAILED
     if report.exit is not None:
-        return STOPPED if report.exit.how in wire.STOPPED else EXITED
-    if rank.silent_for(now) > max(SILENT_FLOOR, 3 * report.interval):
+        return STOPPED if rank.stopped() else EXITED
+    if rank.silent(now, limits):
         return SILENT
     if report.stalled_since is not None:
         return STALLED
@@ -52,28 +50,23 @@ def collectives(rank: RankState, now: float) -> str:
         part = str(g.completed)
         if g.enqueued > g.completed:
             op = g.op or "…"
-            age = f" {text.duration(collective_age(rank, g.since, now))}" if g.since else ""
+            age = f" {text.duration(rank.age(g.since, now))}" if g.since else ""
             part += f" {op}{age}"
         parts.append(part)
     for c in rank.report.p2p:
         if c.blocked is not None and c.blocked_since is not None:
             arrow = "→" if c.dir == wire.SEND else "←"
             peer = "*" if c.peer == wire.ANY_SOURCE else str(c.peer)
-            parts.append(
-                f"{c.dir}{arrow}{peer} #{c.blocked} {text.duration(collective_age(rank, c.blocked_since, now))}"
-            )
+            parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {text.duration(rank.age(c.blocked_since, now))}")
     return " | ".join(parts) or "-"
 
 
 def gpu_memory(rank: RankState, width: int) -> str:
-    gpu = rank.report.gpu
-    if gpu is None or gpu.total is None:
+    used, total = rank.gpu_used(), rank.gpu_total()
+    if used is None or total is None:
         return "-"
-    used = gpu.used if gpu.used is not None else gpu.reserved
-    if used is None:
-        return "-"
-    label = f" {used / 1024**3:.0f}/{gpu.total / 1024**3:.0f}G"
-    return text.bar(used / gpu.total, max(1, width - len(label))) + label
+    label = f" {used / 1024**3:.0f}/{total / 1024**3:.0f}G"
+    return text.bar(used / total, max(1, width - len(label))) + label
 
 
 def workers(rank: RankState) -> str:
@@ -107,7 +100,7 @@ def _gpu_util(r: RankState, now: float, width: int) -> str:
 
 
 def _rss(r: RankState, now: float, width: int) -> str:
-    return text.size(r.report.memory.rss) if r.report.memory else "-"
+    return text.size(r.rss())
 
 
 COLUMNS = (

@@ -14,15 +14,14 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon import wire
-from distmon.monitor.overview import collective_age
-from distmon.monitor.rules.groups import group_name
 from distmon.monitor.state import RankState
+from distmon.monitor.words import group_name
 from distmon.tui import columns, text
 from distmon.wire import Frame, Loader
 
 TRENDS = (
     ("step_time", "step time", text.duration),
-    ("gpu", "GPU memory", text.size),
+    ("gpu", "GPU allocated", text.size),
     ("rss", "host RSS", text.size),
 )
 
@@ -75,7 +74,7 @@ def collectives_section(rank: RankState, now: float) -> Text:
         out.append(group_name(g.id, g), style="bold")
         out.append(f" {g.backend}  completed seq {g.completed}")
         if g.enqueued > g.completed:
-            age = collective_age(rank, g.since, now) if g.since else None
+            age = rank.age(g.since, now) if g.since else None
             ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
             out.append(f"  in flight: seq {g.completed + 1} {g.op or '?'}{ahead}", style="yellow")
             out.append(f" for {text.duration(age)}", style="yellow")
@@ -88,7 +87,7 @@ def collectives_section(rank: RankState, now: float) -> Text:
         out.append(f"{c.dir} {toward} {peer}", style="bold")
         out.append(f" in group {c.group}  {c.completed} of {c.posted} done")
         if c.blocked is not None and c.blocked_since is not None:
-            age = collective_age(rank, c.blocked_since, now)
+            age = rank.age(c.blocked_since, now)
             out.append(f"  blocked in #{c.blocked} for {text.duration(age)}", style="yellow")
         out.append("\n")
     out.rstrip()

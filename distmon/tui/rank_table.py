@@ -42,20 +42,13 @@ BADGE = {
 }
 
 
-def _gpu_used(r: RankState) -> float:
-    gpu = r.report.gpu
-    if gpu is None:
-        return r.report.memory.rss if r.report.memory else 0.0
-    return float(gpu.used or gpu.reserved or gpu.allocated or 0)
-
-
 SortKey = Callable[[RankState, float], float]
 SORTS: dict[str, SortKey] = {
     "rank": lambda r, now: r.rank,
     "status": lambda r, now: -columns.SEVERITY[columns.status(r, now)],
     "step": lambda r, now: r.report.steps,
     "step time": lambda r, now: -(r.report.step_time.p50 if r.report.step_time else 0.0),
-    "memory": lambda r, now: -_gpu_used(r),
+    "memory": lambda r, now: -(r.gpu_used() or r.rss() or 0.0),
     "data wait": lambda r, now: -(r.report.data_wait or 0.0),
 }
 

@@ -7,57 +7,23 @@ Those are consequences. These rules name the first failure and list the rest as 
 
 from __future__ import annotations
 
-import re
-
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context, StackSource
-from distmon.monitor.rules.text import duration, rank_word, stack_lines, traceback_lines, where
-from distmon.monitor.rules.whereabouts import classify, frame_lines
 from distmon.monitor.state import JobState, RankState
+from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.monitor.words import duration, rank_word, stack_lines, traceback_lines, where
 from distmon.pyspy import OutsideStack
-from distmon.wire import STOPPED, TERMINATED
 
-SECONDARY = re.compile(
-    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
-    r"|Watchdog caught collective operation timeout|communicator was aborted"
-    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
-    re.IGNORECASE,
-)
-WORKER_DIED = re.compile(r"DataLoader worker \(pid", re.IGNORECASE)
 SIMULTANEOUS = 1.0
 """Primary exceptions this close to the first are failures of their own, not consequences."""
 TEARDOWN_SLACK = 0.5
 """Jitter allowed when deciding whether a silent rank was still alive at the first failure."""
 
 
-def is_secondary(state: RankState) -> bool:
-    exc = state.report.exception
-    return exc is not None and bool(SECONDARY.search(exc.message))
-
-
-def is_torn_down(state: RankState) -> bool:
-    """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
-    return state.report.exit is not None and state.report.exit.how == TERMINATED
-
-
-def is_worker_death(state: RankState) -> bool:
-    exc = state.report.exception
-    return exc is not None and bool(WORKER_DIED.search(exc.message))
-
-
-def failed_on_its_own(state: RankState) -> bool:
-    """Raised, and not only because the job was being stopped around it: a rank stopped by a
-    signal whose DataLoader workers died in the same teardown, or whose peers went, did not fail."""
-    if state.report.exception is None:
-        return False
-    stopped = state.report.exit is not None and state.report.exit.how in STOPPED
-    return not (stopped and (is_secondary(state) or is_worker_death(state)))
-
-
 def first_failure(job: JobState) -> float | None:
     """When the first rank raised something that is not a consequence of another's death."""
-    times = [s.report.exception.t for s in job.ranks.values() if s.report.exception is not None and not is_secondary(s)]
+    times = [s.report.exception.t for s in job.ranks.values() if s.report.exception is not None and not s.lost_a_peer()]
     return min(times, default=None)
 
 
@@ -70,8 +36,8 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     """
     failed_at = first_failure(job)
     peers_lost_at = min(
-        [s.report.exception.t for s in job.ranks.values() if is_secondary(s)]  # type: ignore[union-attr]
-        + [s.report.exit.t for s in job.ranks.values() if is_torn_down(s)],  # type: ignore[union-attr]
+        [s.report.exception.t for s in job.ranks.values() if s.lost_a_peer()]  # type: ignore[union-attr]
+        + [s.report.exit.t for s in job.ranks.values() if s.torn_down()],  # type: ignore[union-attr]
         default=None,
     )
     lost = []
@@ -83,7 +49,7 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
         if failed_at is not None and s.received + interval + TEARDOWN_SLACK >= failed_at:
             continue  # alive when another rank failed: killed in the teardown
         confirmed = peers_lost_at is not None and s.received < peers_lost_at
-        if silent >= max(ctx.limits.lost_floor, 4 * interval) or (confirmed and silent >= interval + TEARDOWN_SLACK):
+        if s.silent(ctx.now, ctx.limits) or (confirmed and silent >= interval + TEARDOWN_SLACK):
             lost.append(s)
     return lost
 
@@ -95,8 +61,8 @@ def _silent_suspects(job: JobState) -> bool:
 
 def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
     raised = [s for s in job.ranks.values() if s.report.exception is not None]
-    primary = [s for s in raised if not is_secondary(s) and not is_worker_death(s)]
-    secondary = [s for s in raised if is_secondary(s)]
+    primary = [s for s in raised if not s.lost_a_peer() and not s.lost_a_worker()]
+    secondary = [s for s in raised if s.lost_a_peer()]
     if primary:
         first = min(s.report.exception.t for s in primary)  # type: ignore[union-attr]
         culprits = sorted(
@@ -104,7 +70,7 @@ def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
             key=lambda s: s.rank,
         )
         return [_exception_finding(culprits, secondary)]
-    if secondary and not _silent_suspects(job) and not any(is_worker_death(s) for s in raised):
+    if secondary and not _silent_suspects(job) and not any(s.lost_a_worker() for s in raised):
         return [_orphan_finding(secondary)]
     return []
 
@@ -162,7 +128,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     states = {s.rank: _process_state(s, ctx) for s in lost}
     gone = [r for r, st in states.items() if st == GONE]
     alive = [r for r, st in states.items() if st == ALIVE]
-    victims = [s.rank for s in job.ranks.values() if is_secondary(s) or is_torn_down(s)]
+    victims = [s.rank for s in job.ranks.values() if s.lost_a_peer() or s.torn_down()]
     if alive and not gone:
         cause, why = (
             "alive but silent",

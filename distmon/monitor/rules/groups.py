@@ -27,9 +27,9 @@ from dataclasses import dataclass, field
 
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.text import duration, rank_lines, rank_word, ranks_text, stack_lines, where
-from distmon.monitor.rules.whereabouts import user_frame
 from distmon.monitor.state import JobState, RankState
+from distmon.monitor.whereabouts import user_frame
+from distmon.monitor.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.wire import ANY_SOURCE, P2P, RECV, SEND, STOPPED, GroupStatus, expand_runs
 
 MAX_SHOWN = 4
@@ -87,38 +87,26 @@ class Group:
         return [rank for rank, enqueued in self.behind if enqueued < seq] + self.missing
 
 
-def group_name(gid: str, g: GroupStatus) -> str:
-    """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
-    desc = f"{g.desc}, " if g.desc else ""
-    return f"group {gid} ({desc}ranks {ranks_text(expand_runs(g.ranks))})"
-
-
-def _live(s: RankState, ctx: Context) -> bool:
-    """Still reporting: not exited and not silent for longer than a few intervals."""
-    return not s.finished and s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * s.report.interval)
-
-
 def waits(job: JobState, ctx: Context) -> dict[int, list[Wait]]:
     """What each live rank waits in. In a healthy job only the few ranks caught inside a
     collective or a blocking send have a wait, so this pass is all a healthy tick costs."""
     found: dict[int, list[Wait]] = {}
     for s in job.ranks.values():
         r = s.report
-        lag = ctx.now - s.received + r.t
         oldest, since = None, 0.0
         for g in r.groups:
             if g.enqueued > g.completed and g.since is not None and (oldest is None or g.since < since):
                 oldest, since = g, g.since
         blocked = [c for c in r.p2p if c.blocked is not None and c.blocked_since is not None]
-        if (oldest is None and not blocked) or not _live(s, ctx):
+        if (oldest is None and not blocked) or not s.live(ctx.now, ctx.limits):
             continue
         mine = found[s.rank] = []
         if oldest is not None:
-            mine.append(Wait(s.rank, s, (oldest.id, oldest.completed + 1), lag - since, group=oldest))
+            mine.append(Wait(s.rank, s, (oldest.id, oldest.completed + 1), s.age(since, ctx.now), group=oldest))
         for c in blocked:
             assert c.blocked is not None and c.blocked_since is not None
             src, dst = (s.rank, c.peer) if c.dir == SEND else (c.peer, s.rank)
-            mine.append(Wait(s.rank, s, (c.group, src, dst, c.blocked), lag - c.blocked_since, channel=c))
+            mine.append(Wait(s.rank, s, (c.group, src, dst, c.blocked), s.age(c.blocked_since, ctx.now), channel=c))
     return found
 
 
@@ -155,7 +143,7 @@ def _groups(job: JobState, waiting: dict[int, list[Wait]], ctx: Context) -> dict
     if not groups:
         return groups
     for s in job.ranks.values():
-        live = _live(s, ctx)
+        live = s.live(ctx.now, ctx.limits)
         for g in s.report.groups:
             group = groups.get(g.id)
             if group is not None:
@@ -407,7 +395,7 @@ class WaitFor:
             if how in STOPPED:
                 return [head + f"was {how} while the others still expect it"]
             return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
-        if s.silent_for(self.ctx.now) >= max(self.ctx.limits.lost_floor, 4 * r.interval):
+        if s.silent(self.ctx.now, self.ctx.limits):
             return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *rank_lines(r, 3, "    ")]
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
         return [head + stalled + "at:", *rank_lines(r, 4, "    ")]

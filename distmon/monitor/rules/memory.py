@@ -8,8 +8,8 @@ import math
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.text import duration, size
 from distmon.monitor.state import JobState, RankState
+from distmon.monitor.words import duration, size
 
 HARDWARE_THROTTLE = {"hw_slowdown", "hw_thermal", "power_brake"}
 
@@ -26,17 +26,17 @@ def memory_pressure(job: JobState, ctx: Context) -> list[Finding]:
 
 
 def _near_limit(s: RankState, ctx: Context) -> list[Finding]:
-    gpu = s.report.gpu
-    if gpu is None or not gpu.total or gpu.used is None:
+    gpu, used, total = s.report.gpu, s.gpu_used(), s.gpu_total()
+    if gpu is None or used is None or total is None:
         return []
-    share = gpu.used / gpu.total
+    share = used / total
     if share < ctx.limits.memory_near_limit:
         return []
     r = s.report
-    summary = f"rank {r.rank}: GPU {gpu.index} memory {share:.0%} full ({size(gpu.used)} of {size(gpu.total)})"
+    summary = f"rank {r.rank}: GPU {gpu.index} memory {share:.0%} full ({size(used)} of {size(total)})"
     detail = "\n".join(
         [
-            f"rank {r.rank} ({r.host}) GPU {gpu.index}: {size(gpu.used)} used of {size(gpu.total)}; "
+            f"rank {r.rank} ({r.host}) GPU {gpu.index}: {size(used)} used of {size(total)}; "
             f"torch allocated {size(gpu.allocated or 0)}, reserved {size(gpu.reserved or 0)}, "
             f"peak {size(gpu.peak or 0)}.",
             "The next larger batch or activation will raise CUDA out of memory on this rank.",
@@ -102,10 +102,8 @@ def _growth(s: RankState, metric: str, ctx: Context) -> list[Finding]:
 
 
 def _gpu_headroom(s: RankState) -> float | None:
-    gpu = s.report.gpu
-    if gpu is None or not gpu.total or gpu.used is None:
-        return None
-    return float(gpu.total - gpu.used)
+    used, total = s.gpu_used(), s.gpu_total()
+    return None if used is None or total is None else total - used
 
 
 def gpu_fault(job: JobState, ctx: Context) -> list[Finding]:

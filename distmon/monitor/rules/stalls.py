@@ -15,9 +15,9 @@ from collections import defaultdict
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.text import duration, rank_lines, rank_word
-from distmon.monitor.rules.whereabouts import WAITING, Place, classify, frame_lines
 from distmon.monitor.state import JobState, RankState
+from distmon.monitor.whereabouts import WAITING, Place, classify, frame_lines
+from distmon.monitor.words import duration, rank_lines, rank_word
 
 MAX_SHOWN = 4
 """Culprits whose whereabouts the evidence shows."""
@@ -31,12 +31,8 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
         c.blocked is not None for s in ranks for c in s.report.p2p
     ):
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
-    age = min(s.report.t - s.report.stalled_since + ctx.now - s.received for s in ranks)  # type: ignore[operator]
-    if ctx.pace is None:
-        after = ctx.limits.startup_hang
-    else:
-        after = max(ctx.limits.stall_floor, ctx.limits.hang_steps * ctx.pace)
-    if age < after:
+    age = min(s.stalled_for(ctx.now) or 0.0 for s in ranks)
+    if age < ctx.limits.stall_after(ctx.pace):
         return []
     places = {s.rank: classify(s.report.stack) for s in ranks}
     by_place: dict[tuple[str, str, int], list[RankState]] = defaultdict(list)
@@ -53,9 +49,7 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
 
 def _stalled(s: RankState, ctx: Context) -> bool:
     """Reporting, alive, and without progress by its own account."""
-    r = s.report
-    quiet = s.silent_for(ctx.now) < max(ctx.limits.lost_floor, 4 * r.interval)
-    return quiet and not s.finished and r.exception is None and r.stalled_since is not None
+    return s.live(ctx.now, ctx.limits) and s.report.exception is None and s.report.stalled_since is not None
 
 
 def _odd_ones_out(

@@ -6,9 +6,8 @@ import re
 
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.failures import failed_on_its_own
-from distmon.monitor.rules.text import size
 from distmon.monitor.state import JobState, RankState
+from distmon.monitor.words import size
 from distmon.wire import Worker
 
 PYTORCH_MESSAGE = re.compile(
@@ -30,7 +29,7 @@ SIGNAL_WORDS = {
 def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
     for s in job.ranks.values():
-        if s.report.exception is not None and not failed_on_its_own(s):
+        if s.report.exception is not None and not s.failed_on_its_own():
             continue  # stopped by a signal: its workers died in the same teardown (torchrun kills the group)
         dead = _dead_workers(s)
         if dead:

@@ -1,11 +1,13 @@
-"""Formatting evidence for people: rank lists, sizes, durations, stacks."""
+"""Evidence in words for people, shared by the rules, the reports and the terminal UI: rank
+lists, sizes, durations, group names, and where a rank is (its stack, classified by
+:mod:`distmon.monitor.whereabouts`, its DataLoader wait, the send or receive it blocks in)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable
 
-from distmon.monitor.rules.whereabouts import classify, frame_lines
-from distmon.wire import ANY_SOURCE, SEND, Frame, Loader, Report
+from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.wire import ANY_SOURCE, SEND, Frame, GroupStatus, Loader, Report, expand_runs
 
 MAX_LISTED = 16
 
@@ -50,6 +52,12 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+def group_name(gid: str, g: GroupStatus) -> str:
+    """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
+    desc = f"{g.desc}, " if g.desc else ""
+    return f"group {gid} ({desc}ranks {ranks_text(expand_runs(g.ranks))})"
+
+
 def where(frame: Frame | None) -> str:
     if frame is None:
         return "an unknown place"
@@ -58,7 +66,7 @@ def where(frame: Frame | None) -> str:
 
 def stack_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
     """Where a stalled rank is, in words, then the user's innermost frame first and the
-    ``depth`` innermost library frames it called (see :mod:`whereabouts`)."""
+    ``depth`` innermost library frames it called (see :mod:`distmon.monitor.whereabouts`)."""
     if not frames:
         return [f"{indent}(no stack: the rank had not stalled when it last reported)"]
     return [f"{indent}{classify(frames).words}:", *frame_lines(frames, depth, indent + "  ")]

@@ -1,0 +1,59 @@
+"""How long is too long: every threshold the monitor judges by, in one place.
+
+Thresholds follow the job's own pace (its median step time) above fixed floors, so a
+20 ms step and a 2 s step are judged alike and a healthy job raises nothing. The detector's
+rules, the job's state word in the terminal UI and the reports all read them here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Thresholds:
+    silence_floor: float = 5.0
+    """A rank is silent after this many seconds without a report, or ``silence_intervals``
+    of its own report intervals if longer."""
+    silence_intervals: float = 4.0
+    hang_floor: float = 5.0
+    """A collective or send in flight this long, and ``hang_steps`` step times, is a hang."""
+    hang_steps: float = 5.0
+    startup_hang: float = 30.0
+    """Before the job's first step, collectives wait for slow starters this long."""
+    stall_floor: float = 10.0
+    """With nothing in flight, a job stalled this long (and ``hang_steps`` step times) is stuck."""
+    hung_after: float = 60.0
+    """A job without progress whose oldest collective has waited this long is hung, whatever
+    the rules have said yet."""
+    straggler_wait_ratio: float = 0.25
+    straggler_min_peer_wait: float = 0.35
+    straggler_data_wait: float = 0.25
+    straggler_min_samples: int = 10
+    memory_near_limit: float = 0.95
+    growth_window: int = 20
+    """Reports over which memory must keep growing to be called a leak."""
+    growth_min_bytes: float = 256 * 1024**2
+    growth_min_ratio: float = 0.05
+
+    def silent_after(self, interval: float) -> float:
+        return max(self.silence_floor, self.silence_intervals * interval)
+
+    def hang_after(self, pace: float | None) -> float:
+        """``pace`` is the job's median step time, None before any rank has stepped."""
+        if pace is None:
+            return self.startup_hang
+        return max(self.hang_floor, self.hang_steps * pace)
+
+    def progress_after(self, pace: float | None) -> float:
+        """A job that has not progressed for this long shows as stalled, even at start-up."""
+        return max(self.hang_floor, self.hang_steps * (pace or 0.0))
+
+    def stall_after(self, pace: float | None) -> float:
+        if pace is None:
+            return self.startup_hang
+        return max(self.stall_floor, self.hang_steps * pace)
+
+
+LIMITS = Thresholds()
+"""The defaults, for views that have no detector of their own (a report, a replay)."""
