@@ -20,12 +20,14 @@ import pytest
 import zmq
 from webhook import serving
 
-from distmon.actions.evidence import DUMP_PREFIX, EvidenceStore
+from distmon.actions.evidence import DUMP_PREFIX, Bundle, EvidenceStore
+from distmon.actions.responder import Responder
 from distmon.channel import DUMP, END, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
-from distmon.monitor.alerts import CRITICAL, Alert, AlertBook, Finding
+from distmon.monitor.alerts import CRITICAL, Alert, AlertBook, Change, Finding
+from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import Receiver
 from distmon.monitor.state import JobState
-from distmon.wire import WireError, decode
+from distmon.wire import Report, WireError, decode
 
 REPO = Path(__file__).resolve().parent.parent
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
@@ -113,12 +115,13 @@ def test_bundles_are_named_by_time_and_kind_and_the_store_stays_bounded(tmp_path
     state = JobState()
     paths = []
     for i in range(5):
-        bundle = store.open(hang_alert(), request=i, expected=[0, 2], now=1_800_000_000.0 + i, deadline=0.0)
-        assert bundle is not None
-        bundle.add(Dump("job", 2, i, b"x" * 100))
-        bundle.add(Dump("job", 1, i, b"not asked"))
-        bundle.add(Dump("job", 0, i + 1, b"another request"))
-        bundle.finish(state, {})
+        bundle = Bundle(hang_alert(), request=i, expected=[0, 2], deadline=0.0)
+        assert store.place(bundle, now=1_800_000_000.0 + i) is not None
+        for dump in (Dump("job", 2, i, b"x" * 100), Dump("job", 1, i, b"not asked"), Dump("job", 0, i + 1, b"later")):
+            if bundle.accept(dump):
+                bundle.write(dump)
+        assert not bundle.accept(Dump("job", 2, i, b"twice"))
+        bundle.finish(state.job, state.job_world, {}, {})
         store.prune()
         paths.append(bundle.path)
     assert [p.name for p in store.bundles()] == [p.name for p in paths[-3:]]
@@ -133,11 +136,62 @@ def test_bundles_are_named_by_time_and_kind_and_the_store_stays_bounded(tmp_path
     assert json.loads((paths[-1] / "alert.json").read_text())["kind"] == "hang"
     assert "No dump from ranks 0" in (paths[-1] / "alert.txt").read_text()
     assert (tmp_path / "notes.txt").exists()
-    big = store.open(hang_alert(), request=9, expected=[0], now=1_800_000_100.0, deadline=0.0)
-    assert big is not None
-    big.add(Dump("job", 0, 9, b"x" * 20_000))
+    big = Bundle(hang_alert(), request=9, expected=[0], deadline=0.0)
+    assert store.place(big, now=1_800_000_100.0) is not None and big.accept(Dump("job", 0, 9, b""))
+    big.write(Dump("job", 0, 9, b"x" * 20_000))
     store.prune()
     assert store.bundles() == []
+
+
+class SlowDisk(EvidenceStore):
+    """A store whose folders take as long as the test says: a disk gone slow (NFS)."""
+
+    def __init__(self, root: str) -> None:
+        super().__init__(root)
+        self.release = threading.Event()
+
+    def place(self, bundle: Bundle, now: float) -> Path | None:
+        self.release.wait(30)
+        return super().place(bundle, now)
+
+
+class Ranks:
+    """The monitor's channel to the ranks, as far as the responder uses it."""
+
+    def __init__(self) -> None:
+        self.sent: list[Command] = []
+
+    def send(self, command: Command) -> int:
+        self.sent.append(command)
+        return 1
+
+    def take_dumps(self) -> list[Dump]:
+        return []
+
+
+def test_the_monitors_loop_never_waits_on_the_evidence_disk(tmp_path: Path) -> None:
+    """Under `distmon watch` the responder runs on Textual's event loop: a bundle is placed and
+    written on a thread of its own, and the loop goes on while the disk does not answer."""
+    disk, ranks = SlowDisk(str(tmp_path)), Ranks()
+    responder = Responder(ranks, evidence=disk)
+    monitor = Monitor(responder=responder)
+    for rank in range(4):
+        report = Report(job="j", rank=rank, world=4, host="h", pid=rank + 1, t=1000.0, n=1, interval=1.0)
+        monitor.state.apply(report, 1000.0)
+    returned = threading.Event()
+
+    def tick() -> None:
+        responder.after_tick(monitor, [Change("raised", hang_alert())], 1001.0)
+        responder.after_tick(monitor, [], 1010.0)  # past the evidence deadline: time to write
+        returned.set()
+
+    threading.Thread(target=tick, daemon=True).start()
+    assert returned.wait(10), "the loop waited for the disk"
+    assert [c.action for c in ranks.sent] == [DUMP] and disk.bundles() == []
+    disk.release.set()
+    responder.close(10)
+    (bundle,) = disk.bundles()
+    assert (bundle / "alert.txt").exists() and responder.written == [bundle]
 
 
 def test_a_note_stays_on_the_alert_while_its_rule_rewrites_the_rest() -> None:

@@ -31,10 +31,10 @@ from pathlib import Path
 
 from distmon.channel import Dump
 from distmon.monitor.alerts import Alert
-from distmon.monitor.state import JobState
 from distmon.monitor.whereabouts import frame_lines
 from distmon.monitor.words import ranks_text, stack_lines
 from distmon.pyspy import OutsideStack
+from distmon.wire import Report
 
 DUMP_PREFIX = "nccl_trace_rank_"
 KEEP = 20
@@ -43,40 +43,44 @@ BUNDLE_NAME = re.compile(r"^\d{8}-\d{6}-[a-z_]+(-\d+)?$")
 
 
 class Bundle:
-    """One alert's folder while the ranks' dumps come in."""
+    """One alert's evidence. The monitor's loop decides what goes in (:meth:`accept`); the
+    writer thread makes the folder (:meth:`EvidenceStore.place`) and writes the files."""
 
-    def __init__(self, path: Path, alert: Alert, request: int, expected: list[int], deadline: float) -> None:
-        self.path = path
+    def __init__(self, alert: Alert, request: int, expected: list[int], deadline: float) -> None:
         self.alert = alert
         self.request = request
         self.expected = set(expected)
         self.received: set[int] = set()
         self.deadline = deadline
+        self.path: Path | None = None
+        """The folder, once placed; None if it could not be made."""
 
     @property
     def complete(self) -> bool:
         return self.received >= self.expected
 
-    def add(self, dump: Dump) -> None:
-        """Write one rank's dump; a rank not asked, or heard twice, is ignored."""
+    def accept(self, dump: Dump) -> bool:
+        """Whether ``dump`` belongs here and is new: a rank not asked, or heard twice, is not."""
         if dump.request != self.request or dump.rank not in self.expected or dump.rank in self.received:
-            return
-        (self.path / f"{DUMP_PREFIX}{dump.rank}").write_bytes(dump.data)
+            return False
         self.received.add(dump.rank)
+        return True
 
-    def finish(self, state: JobState, stacks: dict[int, OutsideStack | None], note: str = "") -> None:
+    def write(self, dump: Dump) -> None:
+        if self.path is not None:
+            (self.path / f"{DUMP_PREFIX}{dump.rank}").write_bytes(dump.data)
+
+    def finish(
+        self, job: str | None, world: int | None, reports: dict[int, Report], stacks: dict[int, OutsideStack | None]
+    ) -> None:
         """Write the alert, every rank's last report and the named ranks' stacks."""
+        if self.path is None:
+            return
         alert = self.alert
         _write_json(self.path / "alert.json", alert.to_json())
-        _write_json(
-            self.path / "ranks.json",
-            {
-                "job": state.job,
-                "world": state.job_world,
-                "ranks": {str(r): dataclasses.asdict(s.report) for r, s in sorted(state.ranks.items())},
-            },
-        )
-        (self.path / "stacks.txt").write_text("\n".join(_stack_text(state, alert.ranks, stacks)) + "\n")
+        every = {str(r): dataclasses.asdict(report) for r, report in sorted(reports.items())}
+        _write_json(self.path / "ranks.json", {"job": job, "world": world, "ranks": every})
+        (self.path / "stacks.txt").write_text("\n".join(_stack_text(reports, alert.ranks, stacks)) + "\n")
         missing = sorted(self.expected - self.received)
         lines = [
             f"{alert.severity.upper()} {alert.headline} (raised {_clock(alert.t)})",
@@ -91,8 +95,6 @@ class Bundle:
                 f"No dump from ranks {ranks_text(missing)}: gone, or their agent thread could not run "
                 "(a native call holding the GIL; see stacks.txt)."
             )
-        if note:
-            lines += ["", note]
         (self.path / "alert.txt").write_text("\n".join(lines) + "\n")
 
 
@@ -112,9 +114,10 @@ class EvidenceStore:
             return f"cannot write in the evidence folder {self.root}"
         return None
 
-    def open(self, alert: Alert, request: int, expected: list[int], now: float, deadline: float) -> Bundle | None:
-        """A new bundle folder, the oldest pruned to make room; None if it cannot be made."""
-        base = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{alert.kind}"
+    def place(self, bundle: Bundle, now: float) -> Path | None:
+        """Make ``bundle``'s folder, named by ``now`` and its alert, the oldest bundles pruned to
+        make room; None (and no folder) if it cannot be made."""
+        base = time.strftime("%Y%m%d-%H%M%S", time.localtime(now)) + f"-{bundle.alert.kind}"
         try:
             self.root.mkdir(parents=True, exist_ok=True)
             self._prune(room_for=1)
@@ -122,7 +125,8 @@ class EvidenceStore:
                 path = self.root / (base if n == 1 else f"{base}-{n}")
                 with contextlib.suppress(FileExistsError):
                     path.mkdir()
-                    return Bundle(path, alert, request, expected, deadline)
+                    bundle.path = path
+                    return path
         except OSError:
             return None
         return None
@@ -148,14 +152,13 @@ class EvidenceStore:
             self._prune()
 
 
-def _stack_text(state: JobState, ranks: list[int], stacks: dict[int, OutsideStack | None]) -> list[str]:
+def _stack_text(reports: dict[int, Report], ranks: list[int], stacks: dict[int, OutsideStack | None]) -> list[str]:
     lines: list[str] = []
     for rank in ranks:
-        s = state.ranks.get(rank)
-        if s is None:
+        r = reports.get(rank)
+        if r is None:
             lines += [f"rank {rank}: never reported", ""]
             continue
-        r = s.report
         lines.append(f"rank {rank} ({r.host}, pid {r.pid}), last report {_clock(r.t)}:")
         lines.append("  Python, as the rank reported it:")
         lines += stack_lines(r.stack, depth=40, indent="    ")

@@ -14,12 +14,16 @@ Warnings never end a job.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import os
+import queue
 import signal
 import socket
 import sys
+import threading
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -32,6 +36,7 @@ from distmon.monitor.alerts import CRITICAL, Alert, Change
 from distmon.monitor.state import JobState
 from distmon.monitor.words import duration
 from distmon.pyspy import OutsideStack
+from distmon.wire import Report
 
 if TYPE_CHECKING:
     from distmon.actions.notify import Notifications
@@ -66,6 +71,30 @@ class Ended:
     evidence: Path | None
 
 
+class Writer:
+    """The disk, on a thread of its own: bundles are placed and written there, in the order
+    asked, so that the monitor's loop (Textual's event loop under ``watch``) never waits on it."""
+
+    def __init__(self) -> None:
+        self._jobs: queue.SimpleQueue[Callable[[], object] | None] = queue.SimpleQueue()
+        self._thread = threading.Thread(target=self._run, name="distmon-evidence", daemon=True)
+        self._thread.start()
+
+    def submit(self, job: Callable[[], object]) -> None:
+        self._jobs.put(job)
+
+    def _run(self) -> None:
+        while (job := self._jobs.get()) is not None:
+            try:
+                job()
+            except Exception as e:  # a full disk must not end the monitor
+                _say(f"distmon: could not write evidence: {e}")
+
+    def close(self, timeout: float) -> None:
+        self._jobs.put(None)
+        self._thread.join(timeout)
+
+
 class Responder:
     def __init__(
         self,
@@ -81,7 +110,11 @@ class Responder:
         self.ended: Ended | None = None
         self.written: list[Path] = []
         """Bundles written, oldest first."""
+        self._writer = Writer() if evidence is not None else None
         self._pending: list[Bundle] = []
+        """Bundles gathering their dumps and stacks."""
+        self._writing: dict[Bundle, threading.Event] = {}
+        """Bundles handed to the writer, and whether it is done with each."""
         self._ending: tuple[Alert, Bundle | None] | None = None
         self._requests = itertools.count(1)
         self._killed = False
@@ -91,7 +124,8 @@ class Responder:
         """Act on one tick's alert changes; returns the changes it made itself."""
         for dump in self.channel.take_dumps():
             for bundle in self._pending:
-                bundle.add(dump)
+                if bundle.accept(dump) and self._writer is not None:
+                    self._writer.submit(functools.partial(bundle.write, dump))
         if self.notifications is not None:
             self.notifications.changes(changes)
         if self.evidence is not None:
@@ -115,9 +149,9 @@ class Responder:
         alive = [r for r, s in sorted(state.ranks.items()) if not s.finished]
         named = [r for r in alert.ranks if r in state.ranks and not state.ranks[r].finished]
         asked = (named + [r for r in alive if r not in named])[:MAX_DUMPS]
-        bundle = self.evidence.open(alert, request, asked, now, now + EVIDENCE_WAIT)
-        if bundle is None:
-            return None
+        bundle = Bundle(alert, request, asked, now + EVIDENCE_WAIT)
+        assert self._writer is not None
+        self._writer.submit(functools.partial(self.evidence.place, bundle, now))
         whole = len(asked) == len(alive)
         self.channel.send(Command(DUMP, state.job, f"evidence of {alert.kind}", request, None if whole else asked))
         self._outside_stacks(monitor, alert, take=True)
@@ -130,15 +164,43 @@ class Responder:
             answered = all(s is not None for s in stacks.values())
             if (bundle.complete and answered) or now >= bundle.deadline:
                 self._pending.remove(bundle)
-                try:
-                    bundle.finish(monitor.state, stacks)
-                except OSError as e:
-                    _say(f"distmon: could not write the evidence in {bundle.path}: {e.strerror}")
-                    continue
-                self.written.append(bundle.path)
-                _say(f"distmon: evidence of the {bundle.alert.kind} alert in {bundle.path}")
-                assert self.evidence is not None
-                self.evidence.prune()
+                state = monitor.state  # reports are replaced on arrival, never changed: hand them over
+                reports = {rank: s.report for rank, s in state.ranks.items()}
+                done = self._writing[bundle] = threading.Event()
+                assert self._writer is not None
+                self._writer.submit(
+                    functools.partial(self._write, bundle, state.job, state.job_world, reports, stacks, done)
+                )
+
+    def _write(
+        self,
+        bundle: Bundle,
+        job: str | None,
+        world: int | None,
+        reports: dict[int, Report],
+        stacks: dict[int, OutsideStack | None],
+        done: threading.Event,
+    ) -> None:
+        """On the writer's thread."""
+        assert self.evidence is not None
+        try:
+            if bundle.path is None:
+                return
+            try:
+                bundle.finish(job, world, reports, stacks)
+            except OSError as e:
+                _say(f"distmon: could not write the evidence in {bundle.path}: {e.strerror}")
+                return
+            self.written.append(bundle.path)
+            _say(f"distmon: evidence of the {bundle.alert.kind} alert in {bundle.path}")
+            self.evidence.prune()
+        finally:
+            done.set()
+
+    def close(self, timeout: float) -> None:
+        """Let the writer finish what it was given, for at most ``timeout`` seconds."""
+        if self._writer is not None:
+            self._writer.close(timeout)
 
     def _outside_stacks(self, monitor: Monitor, alert: Alert, take: bool) -> dict[int, OutsideStack | None]:
         """The named ranks' stacks from outside, asked once per alert and collected later."""
@@ -169,8 +231,8 @@ class Responder:
         if monitor.alerts.active.get(alert.key) is not alert:
             self._ending = None  # the alert ended while its evidence was taken: the job goes on
             return []
-        if bundle is not None and bundle in self._pending:
-            return []
+        if bundle is not None and (bundle in self._pending or not self._writing[bundle].is_set()):
+            return []  # its evidence is not on disk yet
         return self._end(monitor, alert, bundle, now)
 
     def _end(self, monitor: Monitor, alert: Alert, bundle: Bundle | None, now: float) -> list[Change]:

@@ -104,6 +104,7 @@ def responder(args: argparse.Namespace, channel: Channel) -> Responder:
 def close(responder: Responder) -> str:
     """Send what is still queued; returns a few words for the closing line."""
     parts = []
+    responder.close(CLOSE_WAIT)
     if responder.notifications:
         responder.notifications.close(wait=CLOSE_WAIT)
         parts.append(responder.notifications.summary())
