@@ -82,6 +82,26 @@ for _ in range(4):
     optimizer.zero_grad()
     loss.backward()
     optimizer.step()
+
+# The hook holds models and groups weakly: dropped by the script, they are freed.
+import gc, weakref
+agent = distmon.hooks.attach()
+short_lived = torch.nn.Linear(2, 1)
+distmon.hooks.attach(short_lived)
+short_lived(torch.randn(1, 2))
+freed = weakref.ref(short_lived)
+del short_lived
+gc.collect()
+assert freed() is None, "the hook kept a model alive"
+group = dist.new_group([0], group_desc="short_lived")
+dist.all_reduce(torch.ones(1), group=group)
+assert "short_lived" in [g.desc for g in agent.sample().groups]
+gone = weakref.ref(group)
+dist.destroy_process_group(group)
+del group
+gc.collect()
+assert "short_lived" not in [g.desc for g in agent.sample().groups] and gone() is None, "a destroyed group kept"
+print("held weakly", flush=True)
 dist.destroy_process_group()
 """
 
@@ -170,12 +190,13 @@ def test_plain_script_reports_steps_forwards_and_a_clean_exit(tmp_path, listener
     assert last.gpu is None
 
 
-def test_attach_before_init_then_fsdp_module(tmp_path, listener, endpoint):
+def test_attach_before_init_then_fsdp_module_and_nothing_held_strongly(tmp_path, listener, endpoint):
     port = free_port()
     env = script_env(endpoint, MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
     env.update(RANK="0", WORLD_SIZE="1")
     done = run_script(tmp_path, BEFORE_INIT_THEN_FSDP, env)
     assert done.returncode == 0, done.stderr
+    assert "held weakly" in done.stdout
     wait_for_exit_report(listener)
 
     reports = listener.snapshot()
@@ -187,7 +208,7 @@ def test_attach_before_init_then_fsdp_module(tmp_path, listener, endpoint):
     assert (world.size, world.ranks, world.completed) == (1, [[0, 1, 1]], 3)
     last = reports[-1]
     assert last.job == f"127.0.0.1:{port}"
-    assert (last.steps, last.forwards) == (4, 4)
+    assert (last.steps, last.forwards) == (4, 5), "four training steps, and the short-lived model once"
     assert last.exit is not None and last.exit.how == "clean"
 
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import os
 import sys
 import threading
+import weakref
 from typing import Any
 
 from distmon import endpoint as _endpoint
@@ -25,7 +26,8 @@ DEFAULT_INTERVAL = 1.0
 
 _lock = threading.Lock()
 _agent: Any = None
-_models: list[Any] = []
+_models: weakref.WeakSet[Any] = weakref.WeakSet()
+"""Models whose forward calls are counted, held weakly: a model the script drops is freed."""
 
 
 def attach(model: Any = None, *, endpoint: str | None = None, interval: float | None = None) -> Any:
@@ -45,9 +47,9 @@ def attach(model: Any = None, *, endpoint: str | None = None, interval: float | 
                 period = interval or float(os.environ.get("DISTMON_INTERVAL", DEFAULT_INTERVAL))
                 _agent = Agent(_endpoint.resolve(endpoint), period, _keys.load_for(None))
                 _agent.start()
-            if model is not None and all(m is not model for m in _models):
+            if model is not None and model not in _models:
                 count_forwards(model, _agent.progress)
-                _models.append(model)
+                _models.add(model)
             return _agent
     except Exception as e:
         print(f"distmon: not monitoring this rank: {e}", file=sys.stderr)
@@ -61,7 +63,7 @@ def detach() -> None:
 
     with _lock:
         agent, _agent = _agent, None
-        for model in _models:
+        for model in list(_models):
             uncount_forwards(model)
         _models.clear()
     if agent is not None:

@@ -24,6 +24,7 @@ import pickle
 import re
 import sys
 import time
+import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
@@ -116,12 +117,17 @@ def _signature(function: Callable[..., Any]) -> str:
 
 @dataclass
 class Membership:
-    """A group this rank belongs to, as the reader reports it."""
+    """A group this rank belongs to, as the reader reports it. The group is held weakly:
+    torch keeps it while it exists, and a destroyed group is forgotten."""
 
-    pg: Any
+    group: weakref.ref[Any]
     meta: dict[str, Any]
     backend: str
     name: str
+
+    @property
+    def pg(self) -> Any:
+        return self.group()
 
 
 class GroupReader:
@@ -256,16 +262,18 @@ class GroupReader:
             merged["entries"] = entries[len(entries) // 2 + 1 :]
 
     def _memberships(self) -> list[Membership]:
-        """Every group this process belongs to, described once; new groups are picked up."""
+        """Every group this process belongs to, described once; new groups are picked up,
+        destroyed ones dropped."""
         world = dist.distributed_c10d._world
-        out = []
+        current: dict[str, list[Membership]] = {}
         for pg, name in list(world.pg_names.items()):
             known = self._members.get(name)
             if known is None or known[0].pg is not pg:
-                known = self._members[name] = _describe(pg, name, world)
+                known = _describe(pg, name, world)
                 self._recorders.update(find_recorders({m.backend for m in known} - self._recorders.keys()))
-            out.extend(known)
-        return out
+            current[name] = known
+        self._members = current
+        return [m for known in current.values() for m in known]
 
     def _distinct_recorders(self) -> list[Recorder]:
         return list({id(r): r for r in self._recorders.values()}.values())
@@ -381,7 +389,7 @@ def _describe(pg: Any, name: str, world: Any) -> list[Membership]:
             "timeout": _timeout(pg, backend),
             "desc": desc if desc and desc != NO_DESCRIPTION else None,
         }
-        out.append(Membership(pg, meta, backend, name))
+        out.append(Membership(weakref.ref(pg), meta, backend, name))
     return out
 
 
