@@ -100,14 +100,14 @@ def load(path: str) -> JobKey:
     return JobKey(_checked(content.get("server"), path), _checked(content.get("client"), path))
 
 
-def as_server(socket: zmq.Socket, key: JobKey) -> None:
+def as_server(socket: zmq.Socket[bytes], key: JobKey) -> None:
     """Make ``socket`` (before it binds) the CURVE server of the job."""
     socket.curve_server = True
     socket.curve_publickey = key.server.public
     socket.curve_secretkey = key.server.secret
 
 
-def as_client(socket: zmq.Socket, key: JobKey) -> None:
+def as_client(socket: zmq.Socket[bytes], key: JobKey) -> None:
     """Make ``socket`` (before it connects) a CURVE client of the job's monitor."""
     socket.curve_publickey = key.client.public
     socket.curve_secretkey = key.client.secret

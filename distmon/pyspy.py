@@ -28,6 +28,7 @@ import threading
 from collections import OrderedDict
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from distmon.wire import Frame
 
@@ -92,7 +93,7 @@ def _run(command: list[str], timeout: float) -> OutsideStack:
     return OutsideStack(frames=frames, owns_gil=bool(main.get("owns_gil")))
 
 
-def _frame(f: dict) -> Frame:
+def _frame(f: dict[str, Any]) -> Frame:
     file, line = str(f.get("filename", "?")), int(f.get("line") or 0)
     code = None
     if file.endswith(".py") and line:
@@ -126,7 +127,7 @@ def allow_tracer(pid: int) -> bool:
     (``PR_SET_PTRACER``); False where there is no Yama or it refuses."""
     with contextlib.suppress(OSError, AttributeError, ValueError):
         libc = ctypes.CDLL(None, use_errno=True)
-        return libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(pid), 0, 0, 0) == 0
+        return bool(libc.prctl(PR_SET_PTRACER, ctypes.c_ulong(pid), 0, 0, 0) == 0)
     return False
 
 

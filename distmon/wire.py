@@ -264,7 +264,8 @@ def decode(data: bytes) -> Report:
         raise WireError("malformed", "not a map")
     if type(obj.get("v")) is not int or obj["v"] != VERSION:
         raise WireError("version", f"schema version {obj.get('v')!r}, expected {VERSION}")
-    return _converter(Report)(obj)
+    report: Report = _converter(Report)(obj)
+    return report
 
 
 def rank_runs(ranks: list[int]) -> list[list[int]]:

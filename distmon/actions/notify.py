@@ -240,7 +240,7 @@ class Sink:
             except DeliveryError as e:
                 retry = e.retry and delay is not None
                 self._warn_once(f"{e.reason} ({'retrying' if retry else 'not retried'})")
-                if not retry or not self._sleep(delay):
+                if not retry or delay is None or not self._sleep(delay):
                     return False
         return False
 

@@ -93,6 +93,8 @@ def cpus_check(cpus: int, ranks: int, gpus: int) -> Check:
 
 def machine_host_checks(ranks: int, workers: int | None, gpus: int) -> list[Check]:
     """The host checks with this machine's facts."""
+    total: int | None
+    free: int | None
     try:
         st = os.statvfs("/dev/shm")
         total, free = st.f_blocks * st.f_frsize, st.f_bavail * st.f_frsize

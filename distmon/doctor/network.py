@@ -26,7 +26,7 @@ def rendezvous_checks(addr: str, port: str, nnodes: int, is_master: bool | None)
             failed("master_port", f"MASTER_PORT={port!r} is not a port number", "a free port 1024-65535, e.g. 29500")
         ]
     try:
-        addresses = sorted({info[4][0] for info in socket.getaddrinfo(addr, port_number, type=socket.SOCK_STREAM)})
+        addresses = sorted({str(info[4][0]) for info in socket.getaddrinfo(addr, port_number, type=socket.SOCK_STREAM)})
     except (socket.gaierror, UnicodeError) as e:
         return [
             failed(
@@ -122,4 +122,4 @@ def _owner(port: int) -> str:
 def _free_port() -> int:
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
         s.bind(("", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])

@@ -8,7 +8,7 @@ from dataclasses import asdict, dataclass
 from enum import Enum
 from typing import Any
 
-_WRAP = {"break_long_words": False, "break_on_hyphens": False}
+_WRAP: dict[str, Any] = {"break_long_words": False, "break_on_hyphens": False}
 
 
 class Status(str, Enum):

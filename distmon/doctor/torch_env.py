@@ -177,5 +177,5 @@ def _records_a_collective() -> bool:
 
     group = dist.ProcessGroupGloo(dist.HashStore(), 0, 1, datetime.timedelta(seconds=10))
     group.allreduce([torch.ones(1)]).wait()
-    dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=False))
+    dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=False))  # type: ignore[attr-defined]
     return bool(dump.get("entries"))

@@ -184,21 +184,21 @@ class Agent:
             with contextlib.suppress(OSError):
                 os.write(self._wake_write, b"!")
 
-    def _sleep(self, sock: zmq.Socket) -> None:
+    def _sleep(self, sock: zmq.Socket[bytes]) -> None:
         """Until the interval passes, someone wakes the agent, a signal or a command arrives."""
         poller = zmq.Poller()
         poller.register(sock, zmq.POLLIN)
         for fd in (self._wake_read, self._termination.fd):
             if fd is not None:
                 poller.register(fd, zmq.POLLIN)
-        ready = dict(poller.poll(self.interval * 1000))
+        ready = dict(poller.poll(int(self.interval * 1000)))
         if self._wake_read in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_read, 4096)
         if sock in ready:
             self._obey(sock)
 
-    def _obey(self, sock: zmq.Socket) -> None:
+    def _obey(self, sock: zmq.Socket[bytes]) -> None:
         """Carry out the monitor's commands for this rank (see :mod:`distmon.channel`)."""
         while True:
             try:
@@ -222,7 +222,7 @@ class Agent:
                 self._exit = ExitInfo(how=ENDED, t=time.time())
                 self._stopping = True
 
-    def _send(self, sock: zmq.Socket) -> None:
+    def _send(self, sock: zmq.Socket[bytes]) -> None:
         try:
             data = encode(self.sample())
         except Exception:

@@ -35,6 +35,7 @@ import torch.distributed as dist
 from distmon.hooks.p2p import Channel, P2PTracker
 from distmon.wire import ANY_SOURCE, P2P, GroupStatus, expand_runs, rank_runs
 
+_c10d: Any
 try:
     from torch._C import _distributed_c10d as _c10d
 except ImportError:  # torch built without distributed
@@ -82,7 +83,8 @@ class Recorder:
 
     def entries(self) -> list[dict[str, Any]]:
         """The collectives of a full dump (milliseconds: only when something is unknown)."""
-        return _load(self.dump(True)).get("entries", [])
+        entries: list[dict[str, Any]] = _load(self.dump(True)).get("entries", [])
+        return entries
 
 
 def find_recorders(backends: set[str]) -> dict[str, Recorder]:
@@ -410,11 +412,12 @@ def _group_name(entry: dict[str, Any]) -> str:
 def _timeout(pg: Any, backend: str) -> float | None:
     try:
         device = torch.device("cuda" if backend == "nccl" else "cpu")
-        return pg._get_backend(device).options._timeout.total_seconds()
+        return float(pg._get_backend(device).options._timeout.total_seconds())
     except Exception:
         return None
 
 
 def _load(raw: bytes) -> dict[str, Any]:
     """The Flight Recorder's own dump format is a pickle, produced by torch in this process."""
-    return pickle.loads(raw)
+    dump: dict[str, Any] = pickle.loads(raw)
+    return dump

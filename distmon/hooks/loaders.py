@@ -100,7 +100,7 @@ class LoaderWatch:
         with self._lock:
             iterators = list(self._iterators)
         loaders = list(self._crashed)
-        live_pids = set()
+        live_pids: set[int] = set()
         for it in iterators:
             if getattr(it, "_shutdown", True):
                 continue  # finished: its workers exited on purpose (between epochs)

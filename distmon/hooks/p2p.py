@@ -139,7 +139,6 @@ class P2PTracker:
             # The class's own entry, a descriptor: read off the class, a pybind11 method is a
             # bare function that would no longer bind ``self`` once put back.
             self._originals[name] = (cls, vars(cls)[name])
-            wrapper.__wrapped__ = getattr(cls, name)  # type: ignore[attr-defined]
             setattr(cls, name, wrapper)
 
     def uninstall(self) -> None:

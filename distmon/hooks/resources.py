@@ -115,4 +115,4 @@ def _device_index() -> int:
     """The training thread's device: CUDA's current device is per thread, so the sampler
     thread cannot ask for it; torchrun's convention is one device per local rank."""
     local_rank = int(os.environ.get("LOCAL_RANK", "0"))
-    return local_rank % max(torch.cuda.device_count(), 1)
+    return local_rank % max(int(torch.cuda.device_count()), 1)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
@@ -15,7 +16,7 @@ MAX_ALERT_BYTES = 256 * 1024 * 1024
 
 @dataclass
 class Postmortem:
-    header: dict
+    header: dict[str, Any]
     state: JobState = field(default_factory=JobState)
     alerts: list[Alert] = field(default_factory=list)
     """In the order raised, each as last updated, with ``resolved`` set if it ended."""

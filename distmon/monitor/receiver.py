@@ -131,7 +131,7 @@ class Receiver:
             raise EndpointError(f"cannot listen on {endpoint}: {e}") from None
         except zmq.ZMQError as e:
             self.close()
-            raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno)}") from None
+            raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno or 0)}") from None
 
     def receive(self, timeout: float, limit: int = 10_000) -> list[bytes]:
         """Every report that arrives within ``timeout`` seconds, up to ``limit`` messages;

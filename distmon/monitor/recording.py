@@ -130,7 +130,15 @@ def read_recording(path: str) -> tuple[dict[str, Any], Iterator[Record]]:
         f = open(path, "rb")  # noqa: SIM115 -- closed by the generator
     except OSError as e:
         raise RecordingError(f"cannot open {path}: {e.strerror}") from None
-    unpacker = msgpack.Unpacker(f, raw=False, **LIMITS)
+    unpacker = msgpack.Unpacker(
+        f,
+        raw=False,
+        max_buffer_size=LIMITS["max_buffer_size"],
+        max_bin_len=LIMITS["max_bin_len"],
+        max_str_len=LIMITS["max_str_len"],
+        max_array_len=LIMITS["max_array_len"],
+        max_map_len=LIMITS["max_map_len"],
+    )
     try:
         header = next(unpacker)
     except StopIteration:

@@ -6,8 +6,9 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import VerticalScroll
+from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
@@ -28,8 +29,8 @@ def evidence(alert: Alert) -> Text:
     return out
 
 
-class AlertDetail(ModalScreen):
-    BINDINGS: ClassVar[list[Binding]] = [
+class AlertDetail(ModalScreen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back"),
         Binding("enter", "open_rank", "First rank's details"),
     ]
@@ -43,7 +44,14 @@ class AlertDetail(ModalScreen):
             yield Static(evidence(self.alert))
         yield Footer()
 
+    class RankWanted(Message):
+        """Show this rank's details (the alert's first)."""
+
+        def __init__(self, rank: int) -> None:
+            super().__init__()
+            self.rank = rank
+
     def action_open_rank(self) -> None:
         if self.alert.ranks:
             self.app.pop_screen()
-            self.app.open_rank(self.alert.ranks[0])
+            self.app.post_message(self.RankWanted(self.alert.ranks[0]))

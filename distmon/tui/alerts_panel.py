@@ -42,7 +42,7 @@ class AlertsPanel(OptionList):
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
         self.alerts: list[Alert] = []
-        self._signature: tuple | None = None
+        self._signature: tuple[object, ...] | None = None
         self.border_title = "Alerts"
 
     def show(self, book: AlertBook) -> None:

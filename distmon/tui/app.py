@@ -15,7 +15,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import App, ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
 from distmon.monitor.feeds import Feed, LiveFeed, Pump, ReplayFeed
@@ -42,11 +42,11 @@ def speed_name(speed: float) -> str:
     return "max" if math.isinf(speed) else f"{speed:g}x"
 
 
-class DistmonApp(App):
+class DistmonApp(App[None]):
     CSS_PATH = "app.tcss"
     TITLE = "distmon"
     ENABLE_COMMAND_PALETTE = False
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("q", "quit", "Quit"),
         Binding("question_mark", "help", "Help", key_display="?"),
         Binding("slash", "filter", "Filter", key_display="/"),
@@ -158,6 +158,12 @@ class DistmonApp(App):
 
     def on_alerts_panel_alert_chosen(self, event: AlertsPanel.AlertChosen) -> None:
         self.push_screen(AlertDetail(event.alert))
+
+    def on_alert_detail_rank_wanted(self, event: AlertDetail.RankWanted) -> None:
+        self.open_rank(event.rank)
+
+    def on_filter_bar_done(self, _event: FilterBar.Done) -> None:
+        self.focus_table()
 
     def on_filter_bar_query_changed(self, event: FilterBar.QueryChanged) -> None:
         self.table.set_query(event.query)

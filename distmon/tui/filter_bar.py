@@ -4,13 +4,13 @@ from __future__ import annotations
 
 from typing import ClassVar
 
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.message import Message
 from textual.widgets import Input
 
 
 class FilterBar(Input):
-    BINDINGS: ClassVar[list[Binding]] = [Binding("escape", "clear_filter", "Clear filter")]
+    BINDINGS: ClassVar[list[BindingType]] = [Binding("escape", "clear_filter", "Clear filter")]
 
     class QueryChanged(Message):
         def __init__(self, query: str) -> None:
@@ -25,12 +25,15 @@ class FilterBar(Input):
         event.stop()
         self.post_message(self.QueryChanged(event.value))
 
+    class Done(Message):
+        """The filter is set or cleared: the table gets the keys back."""
+
     def on_input_submitted(self, event: Input.Submitted) -> None:
         event.stop()
         self.display = bool(self.value)
-        self.app.focus_table()
+        self.post_message(self.Done())
 
     def action_clear_filter(self) -> None:
         self.value = ""
         self.display = False
-        self.app.focus_table()
+        self.post_message(self.Done())

@@ -8,7 +8,7 @@ from typing import ClassVar
 
 from rich.text import Text
 from textual.app import ComposeResult
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.containers import Horizontal, Vertical, VerticalScroll
 from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
@@ -140,8 +140,8 @@ def exception_section(rank: RankState) -> Text:
     return out + frames(e.traceback)
 
 
-class RankDetail(Screen):
-    BINDINGS: ClassVar[list[Binding]] = [
+class RankDetail(Screen[None]):
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("escape,backspace", "app.pop_screen", "Back"),
         Binding("question_mark", "app.help", "Help", key_display="?"),
         Binding("q", "app.quit", "Quit"),

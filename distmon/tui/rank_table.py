@@ -17,7 +17,7 @@ from typing import ClassVar
 from rich.segment import Segment
 from rich.style import Style
 from textual import events
-from textual.binding import Binding
+from textual.binding import Binding, BindingType
 from textual.geometry import Size
 from textual.message import Message
 from textual.scroll_view import ScrollView
@@ -78,7 +78,7 @@ def matches(query: str, rank: RankState, now: float) -> bool:
 
 
 class RankTable(ScrollView, can_focus=True):
-    BINDINGS: ClassVar[list[Binding]] = [
+    BINDINGS: ClassVar[list[BindingType]] = [
         Binding("enter", "choose", "Details"),
         Binding("s", "cycle_sort", "Sort"),
         Binding("r", "reverse", "Reverse", show=False),
@@ -115,7 +115,7 @@ class RankTable(ScrollView, can_focus=True):
         self.grouped: bool | None = None
         """None: decided by the number of ranks."""
         self.problems_only = False
-        self.query = ""
+        self.filter_text = ""
         self.collapsed: set[str] = set()
         self.rows: list[Row] = []
         self.empty_message = ""
@@ -140,7 +140,7 @@ class RankTable(ScrollView, can_focus=True):
         if len(ranks) != self._known:
             self._known = len(ranks)
             self._order_stale = True
-        live_order = self.sort != "rank" or self.problems_only or bool(self.query)
+        live_order = self.sort != "rank" or self.problems_only or bool(self.filter_text)
         if live_order and now - self._sorted_at >= RESORT_EVERY:
             self._order_stale = True
         if self._order_stale:
@@ -156,7 +156,7 @@ class RankTable(ScrollView, can_focus=True):
         return self.rows[self.cursor] if 0 <= self.cursor < len(self.rows) else None
 
     def set_query(self, query: str) -> None:
-        self.query = query
+        self.filter_text = query
         self._restale()
 
     def _restale(self) -> None:
@@ -169,7 +169,7 @@ class RankTable(ScrollView, can_focus=True):
         shown = [
             r
             for r in self.ranks.values()
-            if (not self.query or matches(self.query, r, now))
+            if (not self.filter_text or matches(self.filter_text, r, now))
             and (not self.problems_only or r.rank in self.culprits or columns.status(r, now) != columns.OK)
         ]
         key = SORTS[self.sort]
@@ -232,7 +232,7 @@ class RankTable(ScrollView, can_focus=True):
         if row.host is not None:
             self.collapsed ^= {row.host}
             self._restale()
-        else:
+        elif row.rank is not None:
             self.post_message(self.RankChosen(row.rank))
 
     def action_cycle_sort(self) -> None:
@@ -268,8 +268,8 @@ class RankTable(ScrollView, can_focus=True):
     def summary(self) -> str:
         """What the table is showing, for the line above it."""
         parts = [f"{len(self.ranks)} ranks", f"sorted by {self.sort}{' ↑' if self.reverse else ''}"]
-        if self.query:
-            parts.append(f"filter “{self.query}”")
+        if self.filter_text:
+            parts.append(f"filter “{self.filter_text}”")
         if self.problems_only:
             parts.append("problems only")
         if len(self.rows) != len(self.ranks):
@@ -295,7 +295,7 @@ class RankTable(ScrollView, can_focus=True):
         selected = index == self.cursor and self.has_focus
         if row.host is not None:
             return self._node_line(row.host, width, base, selected)
-        rank = self.ranks.get(row.rank)
+        rank = self.ranks.get(row.rank) if row.rank is not None else None
         if rank is None:
             return Strip.blank(width, base)
         return self._rank_line(rank, cols, width, base, selected or index == self.cursor)

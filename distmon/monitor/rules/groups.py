@@ -226,9 +226,10 @@ class WaitFor:
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.diverged:
-                findings.append(self._stuck_collective(*node))  # type: ignore[misc]
+                gid, seq = node
+                findings.append(self._stuck_collective(gid, seq))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
-                findings.append(self._stuck_message(node))  # type: ignore[arg-type]
+                findings.append(self._stuck_message(node))
         ring = self._ring(reach)
         if ring:
             findings.append(self._deadlock(ring))
@@ -364,8 +365,8 @@ class WaitFor:
             detail.append(f"  {rank_word(w.rank for w in ws)} in {self._what(ws[0])}{for_whom}, {duration(age)}")
         if len(rows) > MAX_GROUPS_SHOWN:
             rest = rows[MAX_GROUPS_SHOWN:]
-            more = sum(len(r[2]) for r in rest)
-            detail.append(f"  ... and {more} more ranks in {len(rest)} more collectives or sends")
+            others = sum(len(r[2]) for r in rest)
+            detail.append(f"  ... and {others} more ranks in {len(rest)} more collectives or sends")
         detail.append(
             f"What to do: find why {who} stopped short of its next collective or send; the stack "
             "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
