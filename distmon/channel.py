@@ -1,4 +1,5 @@
-"""The channel between the ranks and the monitor, both ways, on one connection per rank.
+"""The channel between the ranks and the monitor, both ways, on one connection per rank
+(or per relay, see :mod:`distmon.relay`).
 
 Each rank's agent holds a DEALER socket connected to the monitor's ROUTER. Reports go up as
 single frames (:mod:`distmon.wire`). Against that direction go :class:`Command`\\s: take a
@@ -14,7 +15,10 @@ order it to dump or end. A command names its job; an agent obeys only its own jo
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import itertools
+from array import array
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 import msgpack
 import zmq
@@ -105,3 +109,111 @@ def decode_dump(frames: list[bytes]) -> Dump:
     if len(frames[2]) > MAX_DUMP_BYTES:
         raise WireError("oversized_dump", f"{len(frames[2])} bytes")
     return Dump(job, rank, request, frames[2])
+
+
+BATCH_TAG = b"distmon-batch/1"
+MAX_BATCH_BYTES = 64 * 1024 * 1024
+"""A batch's payload, at most: a relay sends one a second, or sooner once it holds this much."""
+
+
+@dataclass(frozen=True)
+class Relay:
+    """A relay a batch came through: its id (``host:pid``, unique per relay process) and host."""
+
+    id: str
+    host: str
+
+
+@dataclass
+class Batch:
+    """Rank frames taken in together: one relay's batch, or the frames that reached the
+    monitor straight from the ranks in one cycle of its reader.
+
+    The frames (each a rank's message as it sent it, :mod:`distmon.wire`) lie end to end in
+    ``payload``, frame ``i`` at ``payload[offsets[i]:offsets[i + 1]]``. ``via[i]`` is the
+    index in ``relays`` of the relay nearest the rank that frame ``i`` came through, -1 for
+    none. A relay with nothing to send still sends an empty batch each interval, naming
+    itself in ``relays``: that is how the monitor knows it is alive.
+    """
+
+    payload: bytes = b""
+    offsets: array[int] = field(default_factory=lambda: array("I", [0]))
+    relays: list[Relay] = field(default_factory=list)
+    via: array[int] = field(default_factory=lambda: array("i"))
+
+    def __len__(self) -> int:
+        return len(self.offsets) - 1
+
+    def frames(self) -> list[bytes]:
+        o = self.offsets
+        return [self.payload[o[i] : o[i + 1]] for i in range(len(self))]
+
+    @classmethod
+    def of(cls, frames: Sequence[bytes], relay: Relay | None = None) -> Batch:
+        """``frames`` straight from ranks: through ``relay``, or none."""
+        offsets = array("I", [0])
+        total = 0
+        for frame in frames:
+            total += len(frame)
+            offsets.append(total)
+        via = array("i", [0 if relay is not None else -1]) * len(frames)
+        return cls(b"".join(frames), offsets, [relay] if relay is not None else [], via)
+
+    @classmethod
+    def merged(cls, batches: Sequence[Batch]) -> Batch:
+        """One batch of several (a relay forwarding what the relays below it sent), their
+        relays listed once each."""
+        relays: list[Relay] = []
+        index: dict[Relay, int] = {}
+        offsets = array("I", [0])
+        via = array("i")
+        for batch in batches:
+            remap = []
+            for relay in batch.relays:
+                if relay not in index:
+                    index[relay] = len(relays)
+                    relays.append(relay)
+                remap.append(index[relay])
+            base = offsets[-1]
+            offsets.extend(base + o for o in batch.offsets[1:])
+            via.extend(remap[v] if v >= 0 else -1 for v in batch.via)
+        return cls(b"".join(b.payload for b in batches), offsets, relays, via)
+
+
+def batch_frames(batch: Batch) -> list[bytes]:
+    header = msgpack.packb(
+        {
+            "offsets": batch.offsets.tobytes(),
+            "relays": [[r.id, r.host] for r in batch.relays],
+            "via": batch.via.tobytes(),
+        }
+    )
+    return [BATCH_TAG, header, batch.payload]
+
+
+def decode_batch(frames: list[bytes]) -> Batch:
+    """``frames`` as sent by :func:`batch_frames` (offsets and relay indices in the machine's
+    own byte order: little-endian, as on every host torch runs on); raises
+    :class:`WireError` otherwise."""
+    if len(frames) != 3 or frames[0] != BATCH_TAG:
+        raise WireError("malformed_batch", f"{len(frames)} frames")
+    payload = frames[2]
+    if len(payload) > MAX_BATCH_BYTES:
+        raise WireError("oversized_batch", f"{len(payload)} bytes")
+    try:
+        header = msgpack.unpackb(frames[1], raw=False, max_bin_len=MAX_BATCH_BYTES, max_map_len=8)
+        offsets, via = array("I", header["offsets"]), array("i", header["via"])
+        relays = [Relay(str(i), str(h)) for i, h in header["relays"]]
+    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
+        raise WireError("malformed_batch", str(e)) from None
+    n = len(offsets) - 1
+    if (
+        n < 0
+        or offsets[0] != 0
+        or offsets[-1] != len(payload)
+        or any(a > b for a, b in itertools.pairwise(offsets))
+        or len(via) != n
+        or any(not -1 <= v < len(relays) for v in via)
+    ):
+        raise WireError("malformed_batch", "offsets or relays do not fit the payload")
+    return Batch(payload, offsets, relays, via)
