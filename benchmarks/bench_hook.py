@@ -262,7 +262,7 @@ def wire_bytes(ranks: int = 4) -> list[tuple[str, str, str]]:
         sizes: dict[bool, list[int]] = {False: [], True: []}
         interval = 1.0
         while job.poll() is None:
-            for data in receiver.receive(timeout=0.2):
+            for data in (frame for batch in receiver.receive(timeout=0.2) for frame in batch.frames()):
                 report = decode(data)
                 interval = report.interval
                 if not report.exit and report.groups:
@@ -354,7 +354,7 @@ class Monitor:
 
     def _drain(self) -> None:
         while not self._done.is_set():
-            self.reports += len(self._receiver.receive(timeout=0.1))
+            self.reports += sum(len(batch) for batch in self._receiver.receive(timeout=0.1))
 
     def close(self) -> None:
         self._done.set()

@@ -114,6 +114,9 @@ def decode_dump(frames: list[bytes]) -> Dump:
 BATCH_TAG = b"distmon-batch/1"
 MAX_BATCH_BYTES = 64 * 1024 * 1024
 """A batch's payload, at most: a relay sends one a second, or sooner once it holds this much."""
+MAX_BATCH_FRAME = MAX_BATCH_BYTES + 4 * 1024 * 1024
+"""The largest frame a listener (the monitor, a relay) takes (``MAXMSGSIZE``): a batch's
+payload, or its header (8 bytes a frame, and the relays it names)."""
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ COMMANDS = {
     "replay": "play a recording through the terminal UI",
     "report": "post-mortem of a recording: the job, its ranks, the alerts and first cause",
     "run": "run an unmodified training command with every rank monitored",
+    "relay": "a node's relay: forward its ranks' reports to the monitor in one batch a second",
     "doctor": "check this machine, or a job about to start, for launch problems",
     "keygen": "write a job key file: the monitor hears only ranks holding it (TCP made safe)",
 }

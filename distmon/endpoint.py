@@ -1,4 +1,4 @@
-"""Where ranks and the monitor meet. Ranks connect; the monitor binds."""
+"""Where ranks and the monitor meet. Ranks connect; the monitor (or a node's relay) binds."""
 
 from __future__ import annotations
 
@@ -7,7 +7,13 @@ import os
 import stat
 import tempfile
 
+import zmq
+
 ENV = "DISTMON_ENDPOINT"
+
+
+class EndpointError(Exception):
+    """The endpoint cannot be bound (in use, bad address); the message says why."""
 
 
 class PrivateDirError(Exception):
@@ -39,6 +45,19 @@ def make_private_dir() -> None:
         raise PrivateDirError(f"{path} is not a directory of yours: remove it, or choose --endpoint")
     if info.st_mode & 0o077:
         os.chmod(path, 0o700)
+
+
+def bind(socket: zmq.Socket[bytes], endpoint: str) -> None:
+    """Bind ``socket`` where ranks connect to ``endpoint``; the default socket's directory is
+    made private first. Raises :class:`EndpointError`."""
+    try:
+        if endpoint == default_endpoint():
+            make_private_dir()
+        socket.bind(bind_address(endpoint))
+    except PrivateDirError as e:
+        raise EndpointError(f"cannot listen on {endpoint}: {e}") from None
+    except zmq.ZMQError as e:
+        raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno or 0)}") from None
 
 
 def exposure_warning(endpoint: str) -> str | None:

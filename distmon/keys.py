@@ -21,6 +21,7 @@ import stat
 from dataclasses import dataclass
 
 import zmq
+from zmq.auth.thread import ThreadAuthenticator
 
 ENV = "DISTMON_KEY_FILE"
 FORMAT = "distmon-key"
@@ -112,6 +113,25 @@ def as_client(socket: zmq.Socket[bytes], key: JobKey) -> None:
     socket.curve_publickey = key.client.public
     socket.curve_secretkey = key.client.secret
     socket.curve_serverkey = key.server.public
+
+
+def admit_job_clients(context: zmq.Context[zmq.Socket[bytes]], key: JobKey) -> ThreadAuthenticator:
+    """Start the ZAP handler of ``context``'s CURVE servers: it lets in only clients presenting
+    the job's client key. Stop it before terminating the context."""
+    authenticator = ThreadAuthenticator(context)
+    authenticator.start()
+    authenticator.configure_curve_callback("*", credentials_provider=_JobClients(key))
+    return authenticator
+
+
+class _JobClients:
+    """The ZAP handler's test: the client presents the job's client key."""
+
+    def __init__(self, key: JobKey) -> None:
+        self._public = key.client.public
+
+    def callback(self, domain: str, key: bytes) -> bool:
+        return key == self._public
 
 
 def _pair(pair: KeyPair) -> dict[str, str]:

@@ -67,7 +67,7 @@ def test_a_rank_obeys_only_its_own_jobs_end_command(tmp_path: Path, endpoint: st
         reports = []
         deadline = time.monotonic() + 30
         while not reports and time.monotonic() < deadline:
-            reports += [decode(raw) for raw in receiver.receive(0.2)]
+            reports += [decode(raw) for batch in receiver.receive(0.2) for raw in batch.frames()]
         assert reports, "the rank never reported"
         assert receiver.send(Command(END, "someone-else", "not yours")) == 1
         time.sleep(1.0)
@@ -76,7 +76,7 @@ def test_a_rank_obeys_only_its_own_jobs_end_command(tmp_path: Path, endpoint: st
         assert rank.wait(10) == -signal.SIGTERM
         deadline = time.monotonic() + 5
         while not any(r.exit for r in reports) and time.monotonic() < deadline:
-            reports += [decode(raw) for raw in receiver.receive(0.2)]
+            reports += [decode(raw) for batch in receiver.receive(0.2) for raw in batch.frames()]
         assert reports[-1].exit is not None and reports[-1].exit.how == "ended"
         assert "distmon: ending rank 0: the hang alert stood 5s" in rank.stderr.read().decode()
     finally:

@@ -122,10 +122,12 @@ def test_live_feed_reads_a_real_stream_without_blocking(endpoint: str) -> None:
         push.connect(endpoint)
         for _, raw in SimJob(world=4).stream(until=3):
             push.send(raw)
-        got: list[tuple[float, bytes]] = []
+        got: list[bytes] = []
         deadline = time.monotonic() + 5
         while len(got) < 12 and time.monotonic() < deadline:
-            got += feed.take(5)
+            taken = feed.take(5)
+            assert sum(len(batch) for _, batch in taken) <= 5
+            got += [frame for _, batch in taken for frame in batch.frames()]
             time.sleep(0.01)
         assert len(got) == 12 and feed.dropped == 0
     finally:
@@ -145,7 +147,7 @@ def test_live_feed_drops_the_oldest_and_counts_when_far_behind(endpoint: str) ->
         deadline = time.monotonic() + 5
         while feed.received < 25 and time.monotonic() < deadline:
             time.sleep(0.01)
-        kept = [raw for _, raw in feed.take(100)]
+        kept = [raw for _, batch in feed.take(100) for raw in batch.frames()]
         assert feed.dropped == 15 and kept == [b"%d" % i for i in range(15, 25)]
     finally:
         push.close(linger=0)

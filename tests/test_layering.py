@@ -13,7 +13,7 @@ import subprocess
 import sys
 import textwrap
 
-WATCH_SIDE_COMMANDS = ("watch", "record", "replay", "report", "acting", "live", "metrics_port")
+WATCH_SIDE_COMMANDS = ("watch", "record", "replay", "report", "acting", "live", "metrics_port", "relay", "signals")
 
 
 def imported_after(code: str) -> set[str]:
@@ -32,7 +32,7 @@ def test_watch_side_never_imports_torch():
     modules = imported_after(
         f"""
         import importlib, pkgutil
-        import distmon.channel, distmon.cli, distmon.endpoint, distmon.simulate, distmon.wire
+        import distmon.channel, distmon.cli, distmon.endpoint, distmon.relay, distmon.simulate, distmon.wire
         import distmon.actions, distmon.export, distmon.monitor, distmon.tui
         for package in (distmon.actions, distmon.export, distmon.monitor, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
@@ -41,7 +41,7 @@ def test_watch_side_never_imports_torch():
             importlib.import_module("distmon.commands." + command)
         """
     )
-    assert {"distmon.monitor.detector", "distmon.tui.app", "distmon.commands.watch", "distmon.export.html"} <= modules
+    assert {"distmon.monitor.detector", "distmon.tui.app", "distmon.commands.relay", "distmon.export.html"} <= modules
     assert "torch" not in top_level(modules)
 
 

@@ -9,15 +9,14 @@ recording cleanly.
 from __future__ import annotations
 
 import argparse
-import signal
 import sys
 import time
 from collections.abc import Iterable
-from types import FrameType
 
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
 from distmon.commands.live import start
+from distmon.commands.signals import stop_on_signals
 from distmon.export.text import alert_line
 from distmon.monitor.alerts import Change
 from distmon.monitor.feeds import LiveFeed, Pump
@@ -38,7 +37,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    stop = _stop_on_signals()  # first: a batch system's SIGTERM during start-up still closes cleanly
+    stop = stop_on_signals()  # first: a batch system's SIGTERM during start-up still closes cleanly
     address = endpoint.resolve(args.endpoint)
     try:
         key = keys.load_for(args.key_file)
@@ -98,15 +97,3 @@ def _log(changes: Iterable[tuple[float, Change]]) -> None:
     for _, change in changes:
         if change.event != "updated":
             print(alert_line(change), file=sys.stderr, flush=True)
-
-
-def _stop_on_signals() -> list[int]:
-    """A list that becomes truthy when SIGINT or SIGTERM arrives."""
-    received: list[int] = []
-
-    def handler(signum: int, _frame: FrameType | None) -> None:
-        received.append(signum)
-
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, handler)
-    return received

@@ -2,6 +2,7 @@
 
     distmon run --record run.distmon -- torchrun --nproc-per-node=4 train.py
     distmon run --watch [--record run.distmon] -- torchrun --nproc-per-node=4 train.py
+    distmon run --relay tcp://head:5555 -- torchrun --nnodes=2 --nproc-per-node=4 ... train.py
 
 The ranks get the hook through a ``sitecustomize`` put on their path (see
 :mod:`distmon.launch`) and report to a private endpoint, where a recorder (``--record``) or
@@ -10,6 +11,13 @@ the job's last words are in, and the job's exit status is distmon's; when distmo
 hung job (``--abort-on-hang``) it is never 0. With ``--record FILE``, critical alerts'
 evidence is kept beside it (``FILE`` without its extension, plus ``.evidence``) unless
 ``--evidence`` says where.
+
+On a job of several nodes, ``--relay UPSTREAM`` gives this node's ranks a relay of their own
+(:mod:`distmon.relay`) on a private socket, forwarding to the monitor at ``UPSTREAM``: run
+it so on every node, and the monitor holds one connection per node. On the node that also
+runs the monitor, ``--record`` or ``--watch`` with ``--endpoint`` (where every node's relay
+connects) runs both. The relay is started before the job and stopped after the ranks' last
+words are in, sending what it holds as it stops.
 """
 
 from __future__ import annotations
@@ -26,6 +34,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass
 
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
@@ -35,6 +44,9 @@ from distmon.pyspy import TRACER_ENV
 
 LISTEN_WAIT = 15.0
 """Seconds the monitor gets to start listening before the job starts without waiting for it."""
+RELAY_LAST_WORDS = 0.3
+"""Seconds the relay keeps listening after the job ends, for the last words already on their
+way (a rank's socket lingers until they are sent): it then sends all it holds, and stops."""
 LAST_WORDS = 1.5
 """Seconds the recorder keeps listening after the job ends: ranks report their exit as they
 die, and the detector needs a tick to turn a last report into an alert."""
@@ -50,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--endpoint",
         help="where the ranks report (default: a private socket with --watch or --record, else $DISTMON_ENDPOINT)",
+    )
+    parser.add_argument(
+        "--relay",
+        metavar="UPSTREAM",
+        help="this node's ranks report through a relay of their own, which forwards to UPSTREAM "
+        "(the monitor's --endpoint; on a job of several nodes, run distmon run --relay on each)",
     )
     parser.add_argument("--log", metavar="FILE", help="with --watch, the file for the job's output")
     metrics_port.add_argument(parser)
@@ -70,6 +88,10 @@ def run(args: argparse.Namespace) -> int:
         return _usage(
             "--evidence, --notify, --on-alert and --abort-on-hang go with --watch or --record (the monitor acts)"
         )
+    if args.relay and args.endpoint and not (args.watch or args.record):
+        return _usage("with --relay the ranks report to the relay; --endpoint is for a monitor (--watch, --record)")
+    if args.relay and (args.watch or args.record) and not args.endpoint:
+        return _usage("--relay with --watch or --record needs --endpoint: where the monitor hears every node's relay")
     if args.record and args.evidence is None:
         args.evidence = default_evidence(args.record)
     key_file = keys.resolve(args.key_file)
@@ -85,18 +107,21 @@ def run(args: argparse.Namespace) -> int:
         problem = acting.check(args, job_endpoint, key_file is not None)
         if problem:
             return _usage(problem)
-        env = job_environment(job_endpoint, os.environ)
         keyed = ["--key-file", key_file] if key_file else []
+        relay = None
+        if args.relay:
+            relay = LocalRelay(f"ipc://{private}/relay.sock", args.relay, keyed)
+        env = job_environment(relay.listen if relay else job_endpoint, os.environ)
         if key_file:
             env[keys.ENV] = key_file
         if args.watch:
             recorded = ["--record", args.record] if args.record else []
             watch = ["watch", *recorded, *metrics_port.forward(args), *keyed, *acting.forward(args)]
-            return _run_watched(command, env, job_endpoint, args.log or _default_log(), watch)
+            return _run_watched(command, env, job_endpoint, args.log or _default_log(), watch, relay)
         if args.record:
             record = ["record", "--out", args.record, *metrics_port.forward(args), *keyed, *acting.forward(args)]
-            return _run_recorded(command, env, job_endpoint, record)
-        return _run_job(Job(command, env))
+            return _run_recorded(command, env, job_endpoint, record, relay)
+        return _run_job(Job(command, env), relay)
 
 
 def default_evidence(recording: str) -> str:
@@ -104,14 +129,30 @@ def default_evidence(recording: str) -> str:
     return os.path.splitext(recording)[0] + ".evidence"
 
 
-def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, record: list[str]) -> int:
+@dataclass
+class LocalRelay:
+    """This node's relay (``--relay``): listening for the ranks on ``listen``, forwarding to
+    ``upstream``."""
+
+    listen: str
+    upstream: str
+    keyed: list[str]
+
+    def command(self) -> list[str]:
+        relay = ["relay", "--listen", self.listen, "--upstream", self.upstream, *self.keyed]
+        return [sys.executable, "-m", "distmon", *relay]
+
+
+def _run_recorded(
+    command: list[str], env: dict[str, str], job_endpoint: str, record: list[str], relay: LocalRelay | None
+) -> int:
     recorder_command = [sys.executable, "-m", "distmon", *record]
     # A session of its own: Ctrl-C on the terminal is for the job; the recorder is stopped
     # after the job has ended, so that it records how the job ended.
     with _monitor(recorder_command, job_endpoint, new_session=True) as recorder:
         if recorder.poll() is not None:
             return recorder.returncode or 1
-        status = _run_job(Job(command, {**env, TRACER_ENV: str(recorder.pid)}))
+        status = _run_job(Job(command, {**env, TRACER_ENV: str(recorder.pid)}), relay)
         if recorder.poll() is None:
             time.sleep(LAST_WORDS)
         elif recorder.returncode != acting.ENDED_JOB:
@@ -119,7 +160,14 @@ def _run_recorded(command: list[str], env: dict[str, str], job_endpoint: str, re
     return _final_status(status, recorder.returncode)
 
 
-def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log_path: str, watch: list[str]) -> int:
+def _run_watched(
+    command: list[str],
+    env: dict[str, str],
+    job_endpoint: str,
+    log_path: str,
+    watch: list[str],
+    relay: LocalRelay | None,
+) -> int:
     try:
         log = open(log_path, "wb")  # noqa: SIM115 -- closed below, after the job
     except OSError as e:
@@ -131,7 +179,7 @@ def _run_watched(command: list[str], env: dict[str, str], job_endpoint: str, log
             return ui.returncode or 1
         job = Job(command, {**env, TRACER_ENV: str(ui.pid)}, stdin=subprocess.DEVNULL, stdout=log, terminal=False)
         threading.Thread(target=_say_if_ui_closes, args=(ui, job, log_path), daemon=True).start()
-        status = _run_job(job)
+        status = _run_job(job, relay)
         if ui.poll() is None:
             ui.wait()
         print(f"distmon: the job exited with status {status}; its output is in {log_path}", file=sys.stderr)
@@ -150,7 +198,21 @@ def _final_status(job_status: int, monitor_status: int | None) -> int:
     return job_status or acting.ENDED_JOB
 
 
-def _run_job(job: Job) -> int:
+def _run_job(job: Job, relay: LocalRelay | None = None) -> int:
+    """Run the job, through this node's relay if there is one: the relay is listening before
+    the job starts, and stops once the ranks' last words are in."""
+    if relay is None:
+        return _run_job_alone(job)
+    with _monitor(relay.command(), relay.listen, new_session=True) as process:
+        if process.poll() is not None:
+            print(f"distmon run: the relay did not start (status {process.returncode})", file=sys.stderr)
+            return process.returncode or 1
+        status = _run_job_alone(job)
+        time.sleep(RELAY_LAST_WORDS)
+    return status
+
+
+def _run_job_alone(job: Job) -> int:
     try:
         return job.run()
     except OSError as e:
@@ -160,7 +222,8 @@ def _run_job(job: Job) -> int:
 
 @contextlib.contextmanager
 def _monitor(command: list[str], job_endpoint: str, *, new_session: bool) -> Iterator[subprocess.Popen[bytes]]:
-    """A monitor process listening on the job's endpoint; stopped (cleanly) on the way out."""
+    """A monitor (or relay) process listening on the job's endpoint; stopped (cleanly) on the
+    way out."""
     process = subprocess.Popen(command, env={**os.environ, endpoint.ENV: job_endpoint}, start_new_session=new_session)
     try:
         _wait_listening(process, job_endpoint)

@@ -1,8 +1,10 @@
 """Where the monitor's messages come from, and the one loop that feeds them to it.
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
-recording, or a simulated job); each hands out ``(monitor time, raw message)`` pairs and
-tells the time on its own clock. :class:`Pump` drives a
+recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
+being a rank's raw report (a replay) or a :class:`~distmon.channel.Batch` of them (live:
+what a relay sent, or what came straight from the ranks together), and tells the time on
+its own clock. :class:`Pump` drives a
 :class:`~distmon.monitor.monitor.Monitor` from any of them: ``watch``, ``record``,
 ``replay`` and the tests' simulated jobs all run through it, so a replay runs the detector
 at the very moments, on the very messages, that the live monitor did.
@@ -10,14 +12,16 @@ at the very moments, on the very messages, that the live monitor did.
 
 from __future__ import annotations
 
+import bisect
 import math
 import threading
 import time
+from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
-from distmon.channel import Command, Dump
+from distmon.channel import Batch, Command, Dump
 from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor
@@ -25,12 +29,19 @@ from distmon.monitor.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording import AlertEvent, Dropped, Message, Record, check_recording, read_recording
 
 Clock = Callable[[], float]
-Item = tuple[float, bytes]
+Item = tuple[float, bytes | Batch]
+
+
+def weight(message: bytes | Batch) -> int:
+    """What a message counts for against a feed's limits: its frames (a batch with none, a
+    relay's sign of life, counts as one)."""
+    return max(1, len(message)) if isinstance(message, Batch) else 1
 
 
 class Feed(Protocol):
-    def take(self, limit: int) -> list[Item]:
-        """Messages due by now, oldest first, at most ``limit``; never blocks."""
+    def take(self, limit: int) -> Sequence[Item]:
+        """Messages due by now, oldest first, weighing at most ``limit`` (:func:`weight`);
+        never blocks."""
         ...
 
     def now(self) -> float:
@@ -47,8 +58,8 @@ class Feed(Protocol):
 class LiveFeed:
     """A bound endpoint read by a daemon thread, so the UI never waits on the network.
 
-    Messages are stamped with the clock when they arrive and queued up to ``capacity``
-    messages and ``max_bytes``; when the reader falls that far behind, the oldest are
+    Batches are stamped with the clock when they arrive and queued up to ``capacity`` frames
+    and ``max_bytes`` of them; when the reader falls that far behind, the oldest frames are
     dropped and counted (each report is a rank's complete state, so a newer one makes an
     older one redundant). Commands to the ranks and their Flight Recorder dumps pass through
     the same thread, which alone touches the socket.
@@ -67,8 +78,10 @@ class LiveFeed:
         self.received = 0
         self._clock = clock
         self._receiver = Receiver(endpoint, key)
-        self._queue: deque[Item] = deque(maxlen=capacity)
+        self._queue: deque[tuple[float, Batch]] = deque()
+        self._queued_frames = 0
         self._queued_bytes = 0
+        self._capacity = capacity
         self._max_bytes = max_bytes
         self._refused: Counter[str] = Counter()
         self._commands: deque[Command] = deque(maxlen=16)
@@ -89,34 +102,62 @@ class LiveFeed:
                     self._commands.clear()
                 for command in commands:
                     self._receiver.send(command)
-                messages = self._receiver.receive(0.1)
+                batches = self._receiver.receive(0.1)
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
                 t = self._clock()
                 with self._lock:
                     self._dumps.extend(dumps)
                     self._refused.update(refused)
-                    self.received += len(messages)
-                    for message in messages:
-                        self._enqueue((t, message))
+                    for batch in batches:
+                        self.received += len(batch)
+                        self._enqueue(t, batch)
                     self._watermark = t
         finally:
             self._receiver.close()
 
-    def _enqueue(self, item: Item) -> None:
-        while self._queue and (
-            len(self._queue) == self._queue.maxlen or self._queued_bytes + len(item[1]) > self._max_bytes
-        ):
-            self._queued_bytes -= len(self._queue.popleft()[1])
-            self.dropped += 1
-        self._queue.append(item)
-        self._queued_bytes += len(item[1])
+    def _enqueue(self, t: float, batch: Batch) -> None:
+        self._queue.append((t, batch))
+        self._queued_frames += weight(batch)
+        self._queued_bytes += len(batch.payload)
+        while self._queue and (self._queued_frames > self._capacity or self._queued_bytes > self._max_bytes):
+            self._drop_oldest()
 
-    def take(self, limit: int) -> list[Item]:
+    def _drop_oldest(self) -> None:
+        """Drop the oldest frames, as many as the caps need, from the oldest batch (the whole
+        batch if it holds none)."""
+        t, oldest = self._queue.popleft()
+        self._queued_frames -= weight(oldest)
+        self._queued_bytes -= len(oldest.payload)
+        n = len(oldest)
+        if n == 0:
+            return
+        over_count = n - (self._capacity - self._queued_frames)
+        over_bytes = bisect.bisect_left(oldest.offsets, len(oldest.payload) - (self._max_bytes - self._queued_bytes))
+        k = min(n, max(1, over_count, over_bytes))
+        self.dropped += k
+        if k < n:
+            rest = _frames_from(oldest, k)
+            self._queue.appendleft((t, rest))
+            self._queued_frames += weight(rest)
+            self._queued_bytes += len(rest.payload)
+
+    def take(self, limit: int) -> list[tuple[float, Batch]]:
+        """Batches due, weighing at most ``limit``: the last one split if need be."""
+        items: list[tuple[float, Batch]] = []
+        taken = 0
         with self._lock:
-            n = min(limit, len(self._queue))
-            items = [self._queue.popleft() for _ in range(n)]
-            self._queued_bytes -= sum(len(raw) for _, raw in items)
+            while self._queue and taken < limit:
+                t, batch = self._queue.popleft()
+                self._queued_frames -= weight(batch)
+                self._queued_bytes -= len(batch.payload)
+                if weight(batch) > limit - taken:
+                    batch, rest = _frames_to(batch, limit - taken), _frames_from(batch, limit - taken)
+                    self._queue.appendleft((t, rest))
+                    self._queued_frames += weight(rest)
+                    self._queued_bytes += len(rest.payload)
+                items.append((t, batch))
+                taken += weight(batch)
             return items
 
     def take_dropped(self) -> Counter[str]:
@@ -149,6 +190,18 @@ class LiveFeed:
     def close(self) -> None:
         self._stopping.set()
         self._thread.join(timeout=2.0)
+
+
+def _frames_to(batch: Batch, end: int) -> Batch:
+    """The first ``end`` frames of ``batch``, naming the same relays."""
+    return Batch(batch.payload[: batch.offsets[end]], batch.offsets[: end + 1], batch.relays, batch.via[:end])
+
+
+def _frames_from(batch: Batch, start: int) -> Batch:
+    """``batch`` without its first ``start`` frames, naming the same relays."""
+    base = batch.offsets[start]
+    offsets = array("I", (o - base for o in batch.offsets[start:]))
+    return Batch(batch.payload[base:], offsets, batch.relays, batch.via[start:])
 
 
 class ReplayFeed:
@@ -278,9 +331,10 @@ class ReplayFeed:
 
 
 class Pump:
-    """Drives a monitor from a feed: each message ingested at its feed time, the detector
-    run once a second of feed time, on whole seconds after the first message. The clock is
-    the feed's: a tick falls only once every message before it has been ingested, live or
+    """Drives a monitor from a feed: each message ingested at its feed time (a batch's frames
+    all at the batch's), the detector run once a second of feed time, on whole seconds after
+    the first message. The clock is the feed's: a tick falls only once every message before
+    it has been ingested, live or
     replayed, so a replay runs the detector at the very moments, on the very messages, that
     the live monitor did."""
 
@@ -292,24 +346,27 @@ class Pump:
         self.on_tick = on_tick
         self._next_tick: float | None = None
         self.taken = 0
-        """Messages taken by the last :meth:`run`."""
+        """What the last :meth:`run` took, by :func:`weight`: frames, as a rule."""
 
     def run(self, limit: int = 1000) -> list[Change]:
-        """Take up to ``limit`` messages; returns the alert changes of the ticks run."""
+        """Take messages weighing up to ``limit``; returns the alert changes of the ticks run."""
         return [change for _, change in self.run_timed(limit)]
 
     def run_timed(self, limit: int = 1000) -> list[tuple[float, Change]]:
         """As :meth:`run`, each change with the time of the tick that made it."""
         changes: list[tuple[float, Change]] = []
         items = self.feed.take(limit)
-        self.taken = len(items)
+        self.taken = sum(weight(message) for _, message in items)
         self.monitor.state.dropped.update(self.feed.take_dropped())
-        for t, raw in items:
+        for t, message in items:
             if self._next_tick is None:
                 self._next_tick = t + self.TICK
             changes += self._tick_until(t)
-            self.monitor.ingest(raw, t)
-        if len(items) < limit:  # the feed has handed over all it has up to its clock
+            if isinstance(message, Batch):
+                self.monitor.ingest_batch(message, t)
+            else:
+                self.monitor.ingest(message, t)
+        if self.taken < limit:  # the feed has handed over all it has up to its clock
             changes += self._tick_until(self.feed.now())
         return changes
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
+from distmon.channel import Batch
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
@@ -50,6 +51,11 @@ class Monitor:
         if report is not None and self.recorder is not None:
             self.recorder.message(now, raw)
         return report
+
+    def ingest_batch(self, batch: Batch, now: float) -> int:
+        """Ingest a batch's frames one by one; how many were admitted. (Interim: the
+        columnar state to come takes the batch whole.)"""
+        return sum(self.ingest(frame, now) is not None for frame in batch.frames())
 
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""

@@ -1,6 +1,6 @@
-"""The monitor's end of the wire: one bound ZeroMQ ROUTER socket that every rank connects to
-(see :mod:`distmon.channel`): reports and Flight Recorder dumps come in, commands go out to
-every rank heard from.
+"""The monitor's end of the wire: one bound ZeroMQ ROUTER socket that every rank, or every
+node's relay, connects to (see :mod:`distmon.channel`): reports, batches of them and Flight
+Recorder dumps come in, commands go out to every peer heard from.
 
 With a job key (:mod:`distmon.keys`) the socket is a CURVE server and a ZAP handler lets in
 only clients presenting the job's client key. Connections refused in the handshake are
@@ -20,7 +20,18 @@ from zmq.utils.monitor import recv_monitor_message
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.channel import MONITOR_SOCKET, Command, Dump, decode_dump, encode_command
+from distmon.channel import (
+    BATCH_TAG,
+    MAX_BATCH_FRAME,
+    MONITOR_SOCKET,
+    Batch,
+    Command,
+    Dump,
+    decode_batch,
+    decode_dump,
+    encode_command,
+)
+from distmon.endpoint import EndpointError as EndpointError
 from distmon.monitor.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
@@ -30,9 +41,11 @@ WRONG_KEY = "wrong_key"
 BAD_HANDSHAKE = "bad_handshake"
 QUEUE_PER_SENDER = 100
 """Messages ZeroMQ holds per connection while the monitor is busy: a hundred seconds of a
-rank's reports, and at most 100 x 512 KB (messages over twice ``MAX_MESSAGE_BYTES`` cut the
-connection; those over ``MAX_MESSAGE_BYTES`` are counted as ``oversized``). A full queue
-stops reading that connection, and the rank drops reports rather than wait."""
+rank's reports, or of a relay's batches. A frame over ``MAX_BATCH_FRAME`` cuts the
+connection; a rank's frame over ``MAX_MESSAGE_BYTES`` is counted as ``oversized``. A full
+queue stops reading that connection, and the rank (or relay) drops reports rather than
+wait. Batches of up to 64 MiB make the worst case large (100 of them per connection): a
+monitor reachable beyond its host wants a job key."""
 EVENT_QUEUE = 1000
 """Handshake events waiting to be counted; beyond that libzmq drops them, uncounted."""
 MAX_PEERS = 2 * MAX_WORLD
@@ -40,10 +53,6 @@ MAX_PEERS = 2 * MAX_WORLD
 DUMP_QUEUE = 64
 """Flight Recorder dumps waiting to be written (up to 64 x ``MAX_DUMP_BYTES``); more are
 dropped and counted as ``dump_overflow``."""
-
-
-class EndpointError(Exception):
-    """The endpoint cannot be bound (in use, bad address); the message says why."""
 
 
 class Handshakes:
@@ -89,16 +98,6 @@ class Handshakes:
                 self.refused[BAD_HANDSHAKE] += 1
 
 
-class _JobClients:
-    """The ZAP handler's test: the client presents the job's client key."""
-
-    def __init__(self, key: keys.JobKey) -> None:
-        self._public = key.client.public
-
-    def callback(self, domain: str, key: bytes) -> bool:
-        return key == self._public
-
-
 class Receiver:
     def __init__(self, endpoint: str, key: keys.JobKey | None = None) -> None:
         self.endpoint = endpoint
@@ -108,7 +107,7 @@ class Receiver:
         self._socket = self._context.socket(MONITOR_SOCKET)
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE_BYTES * 2)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_BATCH_FRAME)
         self._events = self._socket.get_monitor_socket(Handshakes.EVENTS)
         self._events.setsockopt(zmq.RCVHWM, EVENT_QUEUE)
         self._peers: OrderedDict[bytes, None] = OrderedDict()
@@ -119,27 +118,22 @@ class Receiver:
         self._poller.register(self._events, zmq.POLLIN)
         try:
             if key is not None:
-                self._authenticator = ThreadAuthenticator(self._context)
-                self._authenticator.start()
-                self._authenticator.configure_curve_callback("*", credentials_provider=_JobClients(key))
+                self._authenticator = keys.admit_job_clients(self._context, key)
                 keys.as_server(self._socket, key)
-            if endpoint == endpoints.default_endpoint():
-                endpoints.make_private_dir()
-            self._socket.bind(endpoints.bind_address(endpoint))
-        except endpoints.PrivateDirError as e:
+            endpoints.bind(self._socket, endpoint)
+        except EndpointError:
             self.close()
-            raise EndpointError(f"cannot listen on {endpoint}: {e}") from None
-        except zmq.ZMQError as e:
-            self.close()
-            raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno or 0)}") from None
+            raise
 
-    def receive(self, timeout: float, limit: int = 10_000) -> list[bytes]:
-        """Every report that arrives within ``timeout`` seconds, up to ``limit`` messages;
-        the dumps among them wait in :meth:`take_dumps`."""
-        messages: list[bytes] = []
+    def receive(self, timeout: float, limit: int = 10_000) -> list[Batch]:
+        """What arrives within ``timeout`` seconds, up to ``limit`` messages: the relays'
+        batches, and one batch of the frames that came straight from ranks (none if no
+        rank sent any). The dumps among them wait in :meth:`take_dumps`."""
+        batches: list[Batch] = []
         if not self._poller.poll(int(timeout * 1000)):
-            return messages
+            return batches
         self._count_refusals()
+        straight: list[bytes] = []
         for _ in range(limit):
             try:
                 peer, *frames = self._socket.recv_multipart(zmq.NOBLOCK)
@@ -147,16 +141,29 @@ class Receiver:
                 break
             self._heard(peer)
             if len(frames) == 1:
-                messages.append(frames[0])
+                if len(frames[0]) > MAX_MESSAGE_BYTES:
+                    self._malformed["oversized"] += 1
+                else:
+                    straight.append(frames[0])
+            elif frames[0] == BATCH_TAG:
+                self._take_batch(frames, batches)
             else:
                 self._take_dump(frames)
-        return messages
+        if straight:
+            batches.append(Batch.of(straight))
+        return batches
 
     def _heard(self, peer: bytes) -> None:
         self._peers[peer] = None
         self._peers.move_to_end(peer)
         if len(self._peers) > MAX_PEERS:
             self._peers.popitem(last=False)
+
+    def _take_batch(self, frames: list[bytes], batches: list[Batch]) -> None:
+        try:
+            batches.append(decode_batch(frames))
+        except WireError as e:
+            self._malformed[e.reason] += 1
 
     def _take_dump(self, frames: list[bytes]) -> None:
         try:
@@ -176,8 +183,8 @@ class Receiver:
         return dumps
 
     def send(self, command: Command) -> int:
-        """Send ``command`` to every connection heard from; returns how many it went to.
-        Never blocks: a connection gone or full misses it."""
+        """Send ``command`` to every connection heard from (ranks, relays: they pass it down);
+        returns how many it went to. Never blocks: a connection gone or full misses it."""
         data = encode_command(command)
         sent = 0
         for peer in list(self._peers):
@@ -189,8 +196,8 @@ class Receiver:
         return sent
 
     def take_refused(self) -> Counter[str]:
-        """Connections refused in the handshake, and frames that were neither a report nor a
-        dump, since the last call, by reason."""
+        """Connections refused in the handshake, and messages that were neither a report, a
+        batch nor a dump, since the last call, by reason."""
         self._count_refusals()
         refused, self._handshakes.refused = self._handshakes.refused + self._malformed, Counter()
         self._malformed = Counter()

@@ -1,0 +1,107 @@
+"""``distmon relay``: a node's relay, between the node's ranks and the monitor.
+
+    distmon relay --listen ipc:///tmp/distmon-node.sock --upstream tcp://head:5555
+
+One per node: the node's ranks report to ``--listen`` (their ``DISTMON_ENDPOINT``), and the
+relay sends their reports on to ``--upstream`` (``distmon record`` or ``watch``, or the relay
+above it) in one batch a second, so that the monitor of a large job holds one connection per
+node (:mod:`distmon.relay`). Stops on SIGINT or SIGTERM, after sending what it holds.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from distmon import endpoint, keys
+from distmon.commands.signals import stop_on_signals
+from distmon.relay import BATCH_FRAMES, MAX_BATCH_FRAMES, NodeRelay
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--listen",
+        required=True,
+        metavar="ENDPOINT",
+        help="where this node's ranks connect: their DISTMON_ENDPOINT (an ipc:// socket, or tcp://)",
+    )
+    parser.add_argument(
+        "--upstream",
+        required=True,
+        metavar="ENDPOINT",
+        help="where the relay reports: the monitor's --endpoint, or the relay above this one",
+    )
+    parser.add_argument(
+        "--interval", type=_seconds, default=1.0, metavar="SECONDS", help="send a batch this often (default: 1)"
+    )
+    parser.add_argument(
+        "--batch",
+        type=_frames,
+        default=BATCH_FRAMES,
+        metavar="N",
+        help=f"send a batch sooner once it holds N reports (default: {BATCH_FRAMES})",
+    )
+    keys.add_argument(parser)
+
+
+def run(args: argparse.Namespace) -> int:
+    stop = stop_on_signals()
+    if args.listen == args.upstream:
+        print("distmon relay: --upstream is --listen: the relay would send to itself", file=sys.stderr)
+        return 2
+    try:
+        key = keys.load_for(args.key_file)
+    except keys.KeyFileError as e:
+        print(f"distmon relay: {e}", file=sys.stderr)
+        return 2
+    try:
+        relay = NodeRelay(args.listen, args.upstream, key, args.interval, args.batch)
+    except endpoint.EndpointError as e:
+        print(f"distmon relay: {e}", file=sys.stderr)
+        return 2
+    warning = None if key else endpoint.exposure_warning(args.listen)
+    if warning:
+        print(warning, file=sys.stderr)
+    secured = " with the job's key" if key else ""
+    print(
+        f"distmon relay: listening on {args.listen}{secured}, forwarding to {args.upstream} as {relay.me.id}",
+        file=sys.stderr,
+        flush=True,
+    )
+    try:
+        relay.run(lambda: bool(stop))
+    finally:
+        relay.close()
+    print(f"distmon relay: {summary(relay.counts)}", file=sys.stderr)
+    return 0
+
+
+def summary(counts: dict[str, int]) -> str:
+    """The closing line: what went up and down, and what was dropped."""
+    sent = (
+        f"{counts.get('frames', 0)} reports in {counts.get('batches', 0)} batches, "
+        f"{counts.get('dumps', 0)} dumps up, {counts.get('commands', 0)} commands down"
+    )
+    done = {"frames", "batches", "dumps", "commands"}
+    dropped = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()) if why not in done and n) or "none"
+    return f"{sent}; dropped: {dropped}"
+
+
+def _seconds(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
+    if not 0.01 <= value <= 60:
+        raise argparse.ArgumentTypeError(f"{text} seconds: give 0.01 to 60")
+    return value
+
+
+def _frames(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
+    if not 1 <= value <= MAX_BATCH_FRAMES:
+        raise argparse.ArgumentTypeError(f"{text}: give 1 to {MAX_BATCH_FRAMES}")
+    return value

@@ -1,0 +1,257 @@
+"""A node's relay: the node's ranks report to it, and it forwards their reports upstream, to
+the monitor or to the relay above it, as one :class:`~distmon.channel.Batch` an interval.
+
+Why: a job of 131,072 ranks would otherwise hold that many connections open at the monitor
+and send it that many messages a second. Through a relay per node the monitor holds one
+connection per node and takes one message per node a second; through a tree of relays
+(a relay's upstream may be another relay) fewer still.
+
+What flows where (see :mod:`distmon.channel`):
+
+- up, batched: each rank frame (a single-frame message, forwarded as the rank sent it, never
+  decoded) goes into the next batch, each named as come through this relay. So do the
+  frames of batches from relays below, merged in with the relays they name, so that the
+  monitor learns every relay of the tree. A batch goes every interval, or as soon as it
+  holds ``batch`` frames or ``MAX_BATCH_BYTES``;
+- up, every interval, even empty: the batch names this relay, the monitor's sign that the
+  relay (and the relays below it) are alive;
+- up, at once: Flight Recorder dumps, unchanged;
+- down: the monitor's commands, unchanged, to every peer heard from (ranks, relays below).
+
+The relay is the ranks' endpoint, so it keeps their rule: it never blocks. Upstream it is
+connected as a rank's agent is (``IMMEDIATE``, a short ``SNDHWM``): a batch that cannot go
+at once, the upstream absent or slow, is dropped and counted, never queued without bound.
+A relay that dies costs the ranks only the reports it held: their sockets reconnect by
+themselves once a relay listens on the endpoint again.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Callable
+
+import zmq
+from zmq.auth.thread import ThreadAuthenticator
+
+from distmon import endpoint as endpoints
+from distmon import keys
+from distmon.channel import (
+    BATCH_TAG,
+    DUMP_TAG,
+    MAX_BATCH_BYTES,
+    MAX_BATCH_FRAME,
+    MONITOR_SOCKET,
+    RANK_SOCKET,
+    Batch,
+    Relay,
+    batch_frames,
+    decode_batch,
+    decode_command,
+    decode_dump,
+)
+from distmon.wire import MAX_MESSAGE_BYTES, WireError
+
+BATCH_FRAMES = 10_000
+"""Frames a batch holds before it goes without waiting for the interval (``--batch``)."""
+MAX_BATCH_FRAMES = 100_000
+"""The most ``--batch`` may be: a batch's header takes 8 bytes a frame, within the slack of
+``MAX_BATCH_FRAME``."""
+QUEUE_PER_SENDER = 100
+"""Messages ZeroMQ holds per rank (or relay below) while the relay is busy, as the monitor."""
+SEND_HWM = 4
+"""Batches ZeroMQ holds for a slow upstream before the relay drops the next one."""
+LINGER_MS = 500
+"""How long closing waits for the last batch to leave."""
+MAX_PEERS = 262_144
+"""Connections remembered for commands; the least recently heard are forgotten first."""
+TAKE_LIMIT = 10_000
+"""Messages taken from below in one turn, so that commands from above still go down promptly."""
+POLL_MS = 100
+"""The longest wait for traffic: how soon a request to stop is seen."""
+
+
+class NodeRelay:
+    """One relay: a ROUTER bound on ``listen`` for the ranks (and relays below), a DEALER
+    connected to ``upstream``. Raises :class:`~distmon.endpoint.EndpointError` when ``listen``
+    cannot be bound or ``upstream`` is no address."""
+
+    def __init__(
+        self,
+        listen: str,
+        upstream: str,
+        key: keys.JobKey | None = None,
+        interval: float = 1.0,
+        batch: int = BATCH_FRAMES,
+    ) -> None:
+        host = socket.gethostname()
+        self.me = Relay(f"{host}:{os.getpid()}", host)
+        self.listen = listen
+        self.upstream = upstream
+        self.interval = interval
+        self.batch = batch
+        self.counts: Counter[str] = Counter()
+        """What the relay did, and what it dropped, by name (its closing line)."""
+        self._frames: list[bytes] = []
+        self._below: list[Batch] = []
+        self._held_frames = 0
+        self._held_bytes = 0
+        self._peers: OrderedDict[bytes, None] = OrderedDict()
+        self._context = zmq.Context(io_threads=1)
+        self._authenticator: ThreadAuthenticator | None = None
+        self._ranks = self._context.socket(MONITOR_SOCKET)
+        self._ranks.setsockopt(zmq.LINGER, 0)
+        self._ranks.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
+        self._ranks.setsockopt(zmq.MAXMSGSIZE, MAX_BATCH_FRAME)
+        self._up = self._context.socket(RANK_SOCKET)
+        self._up.setsockopt(zmq.LINGER, LINGER_MS)
+        self._up.setsockopt(zmq.IMMEDIATE, 1)
+        self._up.setsockopt(zmq.SNDHWM, SEND_HWM)
+        self._up.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)  # commands are small
+        try:
+            if key is not None:
+                self._authenticator = keys.admit_job_clients(self._context, key)
+                keys.as_server(self._ranks, key)
+                keys.as_client(self._up, key)
+            endpoints.bind(self._ranks, listen)
+            self._connect(upstream)
+        except endpoints.EndpointError:
+            self.close()
+            raise
+        self._poller = zmq.Poller()
+        self._poller.register(self._ranks, zmq.POLLIN)
+        self._poller.register(self._up, zmq.POLLIN)
+
+    def _connect(self, upstream: str) -> None:
+        try:
+            self._up.connect(upstream)
+        except zmq.ZMQError as e:
+            raise endpoints.EndpointError(f"cannot connect to {upstream}: {zmq.strerror(e.errno or 0)}") from None
+
+    def run(self, stopping: Callable[[], bool]) -> None:
+        """Relay until ``stopping()``; then send what is held, and return."""
+        due = time.monotonic() + self.interval
+        while not stopping():
+            wait = min(POLL_MS, max(0, int((due - time.monotonic()) * 1000)))
+            ready = dict(self._poller.poll(wait))
+            if self._ranks in ready:
+                self.take_from_below()
+            if self._up in ready:
+                self.pass_commands_down()
+            now = time.monotonic()
+            if now >= due:
+                self.flush()
+                due = max(due + self.interval, now)
+        self.take_from_below()
+        self.flush()
+
+    def take_from_below(self) -> None:
+        """Take what the ranks and the relays below have sent, up to ``TAKE_LIMIT`` messages."""
+        for _ in range(TAKE_LIMIT):
+            try:
+                peer, *frames = self._ranks.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            self._heard(peer)
+            if len(frames) == 1:
+                self._hold_frame(frames[0])
+            elif frames[0] == BATCH_TAG:
+                self._hold_batch(frames)
+            elif frames[0] == DUMP_TAG:
+                self._send_dump(frames)
+            else:
+                self.counts["malformed"] += 1
+
+    def _hold_frame(self, frame: bytes) -> None:
+        if len(frame) > MAX_MESSAGE_BYTES:
+            self.counts["oversized"] += 1
+            return
+        self._make_room(1, len(frame))
+        self._frames.append(frame)
+        self._held(1, len(frame))
+
+    def _hold_batch(self, frames: list[bytes]) -> None:
+        try:
+            batch = decode_batch(frames)
+        except WireError as e:
+            self.counts[e.reason] += 1
+            return
+        self._make_room(len(batch), len(batch.payload))
+        self._below.append(batch)
+        self._held(len(batch), len(batch.payload))
+
+    def _make_room(self, frames: int, size: int) -> None:
+        """Send what is held first if ``frames`` more of ``size`` bytes would overfill the batch."""
+        if self._held_frames and (self._held_frames + frames > self.batch or self._held_bytes + size > MAX_BATCH_BYTES):
+            self.flush()
+
+    def _held(self, frames: int, size: int) -> None:
+        """Count what was just added; a full batch goes at once."""
+        self._held_frames += frames
+        self._held_bytes += size
+        if self._held_frames >= self.batch or self._held_bytes >= MAX_BATCH_BYTES:
+            self.flush()
+
+    def flush(self) -> None:
+        """Send the held frames upstream as one batch naming this relay (empty: a sign of life)."""
+        batch = Batch.of(self._frames, relay=self.me)
+        if self._below:
+            batch = Batch.merged([batch, *self._below])
+        self._frames, self._below = [], []
+        self._held_frames = self._held_bytes = 0
+        try:
+            self._up.send_multipart(batch_frames(batch), zmq.NOBLOCK)
+        except zmq.Again:
+            self.counts["batches_dropped"] += 1
+            self.counts["frames_dropped"] += len(batch)
+            return
+        self.counts["batches"] += 1
+        self.counts["frames"] += len(batch)
+
+    def _send_dump(self, frames: list[bytes]) -> None:
+        try:
+            decode_dump(frames)
+        except WireError as e:
+            self.counts[e.reason] += 1
+            return
+        try:
+            self._up.send_multipart(frames, zmq.NOBLOCK)
+            self.counts["dumps"] += 1
+        except zmq.Again:
+            self.counts["dumps_dropped"] += 1
+
+    def pass_commands_down(self) -> None:
+        """Pass each command from upstream to every peer heard from; never blocks."""
+        while True:
+            try:
+                frames = self._up.recv_multipart(zmq.NOBLOCK)
+            except zmq.Again:
+                return
+            try:
+                if len(frames) != 1:
+                    raise WireError("malformed_command", f"{len(frames)} frames")
+                decode_command(frames[0])
+            except WireError as e:
+                self.counts[e.reason] += 1
+                continue
+            self.counts["commands"] += 1
+            for peer in list(self._peers):
+                try:
+                    self._ranks.send_multipart([peer, frames[0]], zmq.NOBLOCK)
+                except zmq.ZMQError:
+                    self._peers.pop(peer, None)
+
+    def _heard(self, peer: bytes) -> None:
+        self._peers[peer] = None
+        self._peers.move_to_end(peer)
+        if len(self._peers) > MAX_PEERS:
+            self._peers.popitem(last=False)
+
+    def close(self) -> None:
+        self._ranks.close(linger=0)
+        self._up.close()
+        if self._authenticator is not None:
+            self._authenticator.stop()
+        self._context.term()
