@@ -7,17 +7,20 @@ import itertools
 import math
 import socket
 import time
+from collections import Counter
 from pathlib import Path
 
 import pytest
 import zmq
 
+from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.alerts import Alert, Change
 from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.receiver import EndpointError
+from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingError, RecordingWriter
 from distmon.simulate import SimJob
+from distmon.wire import MAX_MESSAGE_BYTES
 
 START = 1_700_000_000.0
 
@@ -165,3 +168,70 @@ def test_an_endpoint_in_use_cannot_be_bound_twice() -> None:
             LiveFeed(endpoint)
     finally:
         first.close()
+
+
+def test_live_feed_caps_count_frames_and_take_splits_a_batch_to_its_limit(endpoint: str) -> None:
+    """A relay's batch of 25 frames into a feed holding 10: the 15 oldest frames are dropped,
+    the rest handed out in pieces no bigger than asked for, still naming the relay."""
+    feed = LiveFeed(endpoint, capacity=10)
+    context = zmq.Context()
+    relay = context.socket(zmq.DEALER)
+    node = Relay("node-7:42", "node-7")
+    try:
+        relay.connect(endpoint)
+        relay.send_multipart(batch_frames(Batch.of([b"%d" % i for i in range(25)], relay=node)))
+        deadline = time.monotonic() + 5
+        while feed.received < 25 and time.monotonic() < deadline:
+            time.sleep(0.01)
+        pieces = [feed.take(4), feed.take(4), feed.take(4)]
+        assert [[len(batch) for _, batch in piece] for piece in pieces] == [[4], [4], [2]]
+        kept = [frame for piece in pieces for _, batch in piece for frame in batch.frames()]
+        assert feed.dropped == 15 and kept == [b"%d" % i for i in range(15, 25)]
+        assert all(batch.relays == [node] and list(batch.via) == [0] * len(batch) for p in pieces for _, batch in p)
+    finally:
+        relay.close(linger=0)
+        context.term()
+        feed.close()
+
+
+def test_the_receiver_takes_relays_batches_gathers_ranks_frames_and_counts_what_it_refuses(endpoint: str) -> None:
+    receiver = Receiver(endpoint)
+    context = zmq.Context()
+    relay, rank = context.socket(zmq.DEALER), context.socket(zmq.DEALER)
+    node = Relay("node-1:7", "node-1")
+    try:
+        relay.connect(endpoint)
+        rank.connect(endpoint)
+        relay.send_multipart(batch_frames(Batch.of([b"a", b"b"], relay=node)))
+        relay.send_multipart(batch_frames(Batch.of([], relay=node)))  # a relay's sign of life
+        relay.send_multipart([BATCH_TAG, b"not a header", b"ab"])
+        rank.send(b"x" * (MAX_MESSAGE_BYTES + 1))
+        rank.send(b"c")
+        rank.send(b"d")
+        batches: list[Batch] = []
+        refused: Counter[str] = Counter()
+        deadline = time.monotonic() + 5
+        while sum(len(b) for b in batches) < 4 or sum(refused.values()) < 2:
+            assert time.monotonic() < deadline, (batches, refused)
+            batches += receiver.receive(0.1)
+            refused.update(receiver.take_refused())
+        from_relay = [b for b in batches if b.relays]
+        straight = [b for b in batches if not b.relays]
+        assert [b.frames() for b in from_relay] == [[b"a", b"b"], []]
+        assert [f for b in straight for f in b.frames()] == [b"c", b"d"] and all(-1 in b.via for b in straight)
+        assert refused == {"malformed_batch": 1, "oversized": 1}
+    finally:
+        relay.close(linger=0)
+        rank.close(linger=0)
+        context.term()
+        receiver.close()
+
+
+def test_the_pump_ingests_batches_and_single_messages_alike() -> None:
+    frames = [raw for _, raw in SimJob(world=4, start=START).stream(until=2)]
+    monitor = Monitor()
+    monitor.ingest_batch(Batch.of(frames[:4], relay=Relay("n:1", "n")), START + 1)
+    assert monitor.ingest_batch(Batch.of([b"garbage", frames[4]]), START + 1.5) == 1
+    for raw in frames[5:]:
+        monitor.ingest(raw, START + 2)
+    assert monitor.state.received == len(frames) and len(monitor.state.ranks) == 4

@@ -22,6 +22,7 @@ from distmon import endpoint as endpoints
 from distmon import keys
 from distmon.channel import (
     BATCH_TAG,
+    MAX_BATCH_BYTES,
     MAX_BATCH_FRAME,
     MONITOR_SOCKET,
     Batch,
@@ -50,6 +51,9 @@ EVENT_QUEUE = 1000
 """Handshake events waiting to be counted; beyond that libzmq drops them, uncounted."""
 MAX_PEERS = 2 * MAX_WORLD
 """Connections remembered for commands; the least recently heard are forgotten first."""
+RECEIVE_BYTES = 4 * MAX_BATCH_BYTES
+"""Bytes one :meth:`Receiver.receive` takes at most (and one message more): what it returns
+is held in memory at once."""
 DUMP_QUEUE = 64
 """Flight Recorder dumps waiting to be written (up to 64 x ``MAX_DUMP_BYTES``); more are
 dropped and counted as ``dump_overflow``."""
@@ -126,19 +130,23 @@ class Receiver:
             raise
 
     def receive(self, timeout: float, limit: int = 10_000) -> list[Batch]:
-        """What arrives within ``timeout`` seconds, up to ``limit`` messages: the relays'
-        batches, and one batch of the frames that came straight from ranks (none if no
-        rank sent any). The dumps among them wait in :meth:`take_dumps`."""
+        """What arrives within ``timeout`` seconds, up to ``limit`` messages and about
+        ``RECEIVE_BYTES``: the relays' batches, and one batch of the frames that came straight
+        from ranks (none if no rank sent any). The dumps among them wait in :meth:`take_dumps`."""
         batches: list[Batch] = []
         if not self._poller.poll(int(timeout * 1000)):
             return batches
         self._count_refusals()
         straight: list[bytes] = []
+        taken = 0
         for _ in range(limit):
+            if taken >= RECEIVE_BYTES:
+                break
             try:
                 peer, *frames = self._socket.recv_multipart(zmq.NOBLOCK)
             except zmq.Again:
                 break
+            taken += sum(len(frame) for frame in frames)
             self._heard(peer)
             if len(frames) == 1:
                 if len(frames[0]) > MAX_MESSAGE_BYTES:
