@@ -28,6 +28,7 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 import math
+import re
 import struct
 import types
 import typing
@@ -57,9 +58,9 @@ HEADER_FIELDS = (
     ("pid", "i"),
     ("local_rank", "i"),
     ("t", "d"),
-    ("interval", "f"),
-    ("data_wait", "f"),
-    ("step_p50", "f"),
+    ("interval", "d"),
+    ("data_wait", "d"),
+    ("step_p50", "d"),
     ("report", "I"),
     ("steps", "q"),
     ("forwards", "q"),
@@ -101,7 +102,18 @@ STALLED = 8
 WORKER_DEAD = 16
 GPU_FAULT = 32
 HAS_GPU = 64
-"""The header's ``flags``."""
+CONSEQUENCE = 128
+"""The header's ``flags``; ``CONSEQUENCE``: the exception raised says a peer or a DataLoader
+worker went away first (:data:`PEER_LOST`, :data:`WORKER_DIED`)."""
+PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
+    r"|Watchdog caught collective operation timeout|communicator was aborted"
+    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
+    re.IGNORECASE,
+)
+"""What a rank raises when another one died first."""
+WORKER_DIED = re.compile(r"DataLoader worker \(pid", re.IGNORECASE)
+"""What a rank raises when one of its DataLoader workers died."""
 HARDWARE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "power_brake"})
 """Throttle reasons that mean the GPU is failing or overheating, not just capped."""
 
@@ -406,6 +418,9 @@ def _flags(report: Report) -> int:
         flags |= EXITED | (STOPPED_BY_SIGNAL if report.exit.how in STOPPED else 0)
     if report.exception is not None:
         flags |= RAISED
+        message = report.exception.message
+        if PEER_LOST.search(message) or WORKER_DIED.search(message):
+            flags |= CONSEQUENCE
     if report.stalled_since is not None:
         flags |= STALLED
     if any(not w.alive and (w.signal or w.exitcode) for loader in report.loaders for w in loader.workers):
@@ -522,7 +537,15 @@ def _dataclass_converter(cls: Any) -> Convert:
     required = frozenset(
         f.name
         for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and not _optional(hints[f.name])
+    )
+
+    optional_missing = frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and _optional(hints[f.name])
     )
 
     def convert(value: Any) -> Any:
@@ -539,9 +562,16 @@ def _dataclass_converter(cls: Any) -> Convert:
                     known[key] = field_converter(item)
                 except WireError as e:
                     raise WireError(e.reason, f"{cls.__name__}.{key}: {e.detail}") from None
+        for name in optional_missing - known.keys():
+            known[name] = None
         return cls(**known)
 
     return convert
+
+
+def _optional(tp: Any) -> bool:
+    """``X | None``: may be left out, as :func:`encode` leaves out every ``None``."""
+    return typing.get_origin(tp) in (Union, types.UnionType) and type(None) in typing.get_args(tp)
 
 
 def _name(value: Any) -> str:

@@ -149,6 +149,13 @@ def test_a_frame_leads_with_the_numbers_the_monitor_judges_by():
     assert header["report"] == len(report_bytes(frame)) == len(frame) - HEADER.size - GROUP_ROW.size
 
 
+def test_an_exception_raised_where_no_frame_was_kept_travels():
+    """``where`` is None when the traceback has no frames: left out on the wire, None again."""
+    report = minimal_report()
+    report.exception = ExceptionInfo(type="MemoryError", message="", where=None, traceback=[], t=1.7e9)
+    assert decode(encode(report)) == report
+
+
 def test_a_bare_report_as_version_1_sent_it_is_still_read():
     assert decode(report_bytes(encode(full_report()))) == full_report()
 
