@@ -1,21 +1,35 @@
-"""The wire format between a training rank and the monitor: the one place the schema lives.
+r"""The wire format between a training rank and the monitor: the one place the schema lives.
 
 Each rank reports in one kind of message, a :class:`Report`: its whole current state, every
 interval and at once when something changes (a stall, an exception, a dead DataLoader
 worker, the exit). Because every report is complete, a monitor started late or restarted
 knows every rank after one interval, and a lost message costs nothing.
 
-Encoding is msgpack: a map per dataclass, keyed by field name. A field that is ``None``
-is left out. Decoding checks the version and the type of every field, so a malformed or
-foreign message raises :class:`WireError` and never reaches the detector.
+A report travels as a *frame* (:func:`encode`): a fixed binary header with the numbers the
+monitor judges every rank by, every second (:data:`HEADER_FIELDS`), a fixed-size row per
+process group (:data:`GROUP_FIELDS`) and per point-to-point channel
+(:data:`CHANNEL_FIELDS`), then the whole report in msgpack (a map per dataclass, keyed by
+field name, a field that is ``None`` left out). A monitor of thousands of ranks reads the
+headers and rows of a whole batch of frames at once, as arrays, and decodes a report only
+when it needs the rest (a stack, an exception): see :mod:`distmon.monitor.frames`. Strings
+in the header and rows (the job, the host, group ids and ops) are :func:`name_hash`\ es;
+the report names them. All little-endian.
 
-Schema version 1 (``v``). Times are unix seconds from the rank's own clock; durations are
-seconds; sizes are bytes.
+Decoding checks the version and the type of every field, so a malformed or foreign message
+raises :class:`WireError` and never reaches the detector.
+
+Frame version 2 (schema version ``v`` 1 of the report inside; a bare msgpack report, as
+version 1 sent it, is still read). Times are unix seconds from the rank's own clock;
+durations are seconds; sizes are bytes.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import hashlib
+import math
+import re
+import struct
 import types
 import typing
 from collections.abc import Callable
@@ -26,8 +40,82 @@ from typing import Any, Union
 import msgpack
 
 VERSION = 1
+"""Of the report inside a frame."""
+FRAME_VERSION = 2
 MAX_MESSAGE_BYTES = 256 * 1024
 """Larger messages are dropped unread: a rank's report is a few hundred bytes."""
+
+HEADER_FIELDS = (
+    ("version", "B"),
+    ("flags", "B"),
+    ("groups", "B"),
+    ("channels", "B"),
+    ("rank", "i"),
+    ("world", "i"),
+    ("n", "I"),
+    ("job", "Q"),
+    ("host", "Q"),
+    ("pid", "i"),
+    ("local_rank", "i"),
+    ("t", "d"),
+    ("interval", "d"),
+    ("data_wait", "d"),
+    ("step_p50", "d"),
+    ("report", "I"),
+    ("steps", "q"),
+    ("forwards", "q"),
+    ("stalled_since", "d"),
+    ("last_step_t", "d"),
+    ("rss", "d"),
+    ("gpu_used", "d"),
+    ("gpu_reserved", "d"),
+    ("gpu_allocated", "d"),
+    ("gpu_total", "d"),
+    ("stack", "Q"),
+)
+"""A frame's header, in order, with its struct codes: ``groups`` and ``channels`` count the
+rows after it, ``report`` the bytes of the msgpack report after them; absent numbers are
+NaN; ``stack`` hashes the stack while the rank is stalled (0 otherwise), so ranks standing
+in the same place can be told without their stacks."""
+GROUP_FIELDS = (("id", "Q"), ("enqueued", "q"), ("completed", "q"), ("since", "d"), ("op", "Q"))
+"""A process group's row: :class:`GroupStatus`, ``op`` 0 when unknown."""
+CHANNEL_FIELDS = (
+    ("group", "Q"),
+    ("peer", "i"),
+    ("dir", "i"),
+    ("posted", "q"),
+    ("completed", "q"),
+    ("blocked", "q"),
+    ("blocked_since", "d"),
+)
+"""A point-to-point channel's row: :class:`P2P`, ``dir`` 0 for a send and 1 for a receive,
+``blocked`` -1 when not blocked."""
+HEADER = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
+GROUP_ROW = struct.Struct("<" + "".join(code for _, code in GROUP_FIELDS))
+CHANNEL_ROW = struct.Struct("<" + "".join(code for _, code in CHANNEL_FIELDS))
+MAX_ROWS = 255
+
+EXITED = 1
+STOPPED_BY_SIGNAL = 2
+RAISED = 4
+STALLED = 8
+WORKER_DEAD = 16
+GPU_FAULT = 32
+HAS_GPU = 64
+CONSEQUENCE = 128
+"""The header's ``flags``; ``CONSEQUENCE``: the exception raised says a peer or a DataLoader
+worker went away first (:data:`PEER_LOST`, :data:`WORKER_DIED`)."""
+PEER_LOST = re.compile(
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
+    r"|Watchdog caught collective operation timeout|communicator was aborted"
+    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
+    re.IGNORECASE,
+)
+"""What a rank raises when another one died first."""
+WORKER_DIED = re.compile(r"DataLoader worker \(pid", re.IGNORECASE)
+"""What a rank raises when one of its DataLoader workers died."""
+HARDWARE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "power_brake"})
+"""Throttle reasons that mean the GPU is failing or overheating, not just capped."""
 
 
 class WireError(ValueError):
@@ -249,15 +337,120 @@ class Report:
 
 
 def encode(report: Report) -> bytes:
-    return msgpack.packb(_to_wire(report), use_bin_type=True)
+    """The frame a rank sends: header, group and channel rows, then the report."""
+    body = msgpack.packb(_to_wire(report), use_bin_type=True)
+    groups, channels = report.groups[:MAX_ROWS], report.p2p[:MAX_ROWS]
+    gpu, memory, step = report.gpu, report.memory, report.step_time
+    header = HEADER.pack(
+        FRAME_VERSION,
+        _flags(report),
+        len(groups),
+        len(channels),
+        report.rank,
+        report.world,
+        report.n,
+        name_hash(report.job),
+        name_hash(report.host),
+        report.pid,
+        report.local_rank,
+        report.t,
+        report.interval,
+        _nan(report.data_wait),
+        _nan(step.p50 if step else None),
+        len(body),
+        report.steps,
+        report.forwards,
+        _nan(report.stalled_since),
+        _nan(report.last_step_t),
+        _nan(memory.rss if memory else None),
+        _nan(gpu.used if gpu else None),
+        _nan(gpu.reserved if gpu else None),
+        _nan(gpu.allocated if gpu else None),
+        _nan(gpu.total if gpu else None),
+        stack_hash(report.stack) if report.stack else 0,
+    )
+    rows = [
+        GROUP_ROW.pack(name_hash(g.id), g.enqueued, g.completed, _nan(g.since), name_hash(g.op) if g.op else 0)
+        for g in groups
+    ]
+    rows += [
+        CHANNEL_ROW.pack(
+            name_hash(c.group),
+            c.peer,
+            0 if c.dir == SEND else 1,
+            c.posted,
+            c.completed,
+            -1 if c.blocked is None else c.blocked,
+            _nan(c.blocked_since),
+        )
+        for c in channels
+    ]
+    return b"".join([header, *rows, body])
+
+
+def report_bytes(data: bytes) -> bytes:
+    """The msgpack report inside a frame (a bare report, as version 1 sent it, is its own)."""
+    if not data or data[0] != FRAME_VERSION:
+        return data
+    if len(data) < HEADER.size:
+        raise WireError("malformed", "a frame shorter than its header")
+    groups, channels = data[2], data[3]
+    start = HEADER.size + groups * GROUP_ROW.size + channels * CHANNEL_ROW.size
+    (length,) = struct.unpack_from("<I", data, _REPORT_OFFSET)
+    if start + length != len(data):
+        raise WireError("malformed", "a frame whose parts do not add up to its length")
+    return data[start:]
+
+
+def name_hash(name: str) -> int:
+    """A string as it travels in headers and rows: 64 bits of BLAKE2b, never 0 (none)."""
+    value = int.from_bytes(hashlib.blake2b(name.encode(), digest_size=8).digest(), "little")
+    return value or 1
+
+
+def stack_hash(frames: list[Frame]) -> int:
+    return name_hash("\n".join(f"{f.file}:{f.line}:{f.func}" for f in frames))
+
+
+def _flags(report: Report) -> int:
+    flags = 0
+    if report.exit is not None:
+        flags |= EXITED | (STOPPED_BY_SIGNAL if report.exit.how in STOPPED else 0)
+    if report.exception is not None:
+        flags |= RAISED
+        message = report.exception.message
+        if PEER_LOST.search(message) or WORKER_DIED.search(message):
+            flags |= CONSEQUENCE
+    if report.stalled_since is not None:
+        flags |= STALLED
+    if any(not w.alive and (w.signal or w.exitcode) for loader in report.loaders for w in loader.workers):
+        flags |= WORKER_DEAD
+    gpu = report.gpu
+    if gpu is not None:
+        flags |= HAS_GPU
+        if gpu.xid or gpu.ecc or set(gpu.throttle or ()) & HARDWARE_THROTTLE:
+            flags |= GPU_FAULT
+    return flags
+
+
+def _nan(value: float | None) -> float:
+    return math.nan if value is None else float(value)
+
+
+_REPORT_OFFSET = struct.calcsize(
+    "<" + "".join(code for name, code in HEADER_FIELDS[: [n for n, _ in HEADER_FIELDS].index("report")])
+)
 
 
 def decode(data: bytes) -> Report:
-    """Parse and validate one message; raise :class:`WireError` on anything else."""
+    """Parse and validate one message, a frame or a bare report; raise :class:`WireError` on
+    anything else."""
     if len(data) > MAX_MESSAGE_BYTES:
         raise WireError("oversized", f"{len(data)} bytes")
     try:
-        obj = msgpack.unpackb(data, raw=False, strict_map_key=True)
+        obj = msgpack.unpackb(report_bytes(data), raw=False, strict_map_key=True)
+    except WireError:
+        raise
     except Exception as e:  # msgpack raises several unrelated types for bad bytes
         raise WireError("malformed", str(e)) from None
     if not isinstance(obj, dict):
@@ -344,7 +537,15 @@ def _dataclass_converter(cls: Any) -> Convert:
     required = frozenset(
         f.name
         for f in dataclasses.fields(cls)
-        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING
+        if f.default is dataclasses.MISSING
+        and f.default_factory is dataclasses.MISSING
+        and not _optional(hints[f.name])
+    )
+
+    optional_missing = frozenset(
+        f.name
+        for f in dataclasses.fields(cls)
+        if f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING and _optional(hints[f.name])
     )
 
     def convert(value: Any) -> Any:
@@ -361,9 +562,16 @@ def _dataclass_converter(cls: Any) -> Convert:
                     known[key] = field_converter(item)
                 except WireError as e:
                     raise WireError(e.reason, f"{cls.__name__}.{key}: {e.detail}") from None
+        for name in optional_missing - known.keys():
+            known[name] = None
         return cls(**known)
 
     return convert
+
+
+def _optional(tp: Any) -> bool:
+    """``X | None``: may be left out, as :func:`encode` leaves out every ``None``."""
+    return typing.get_origin(tp) in (Union, types.UnionType) and type(None) in typing.get_args(tp)
 
 
 def _name(value: Any) -> str:

@@ -19,6 +19,15 @@ Faults (``--fault``), injected on ``--fault-rank`` at ``--fault-step``:
   mount); ``--fault-rank -1`` blocks every rank's
 - ``straggler``: the rank is slower on every step from the start
 - ``leak``: the rank keeps every batch in a list, so its memory grows step over step
+
+``--fault`` may be repeated, each as ``KIND@STEP[:RANK[:SECONDS]]`` (STEP counted across
+epochs; a part left out comes from ``--fault-step``, ``--fault-rank`` and ``--hang-seconds``),
+so that one job carries several faults in turn: ``hang``, ``gil``, ``straggler`` and ``leak``
+last SECONDS and the job trains on, so they can come before a fault that ends it::
+
+    torchrun --nproc_per_node=4 examples/train.py --distmon --fault straggler@60:2:25 --fault leak@60:2:25
+
+Each fault prints its own ``[train] rank R: injecting KIND at step S, t=T`` line.
 """
 
 from __future__ import annotations
@@ -29,6 +38,7 @@ import datetime
 import os
 import signal
 import time
+from dataclasses import dataclass
 
 import torch
 import torch.distributed as dist
@@ -48,6 +58,23 @@ FAULTS = (
     "late-init",
     "loader-block",
 )
+AT_A_STEP = ("hang", "extra-collective", "exception", "sigkill", "worker-kill", "gil")
+"""Faults injected once, when the rank reaches their step."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    kind: str
+    rank: int
+    """The rank it is injected on; -1 for every rank (``loader-block``)."""
+    step: int
+    """Counted across epochs."""
+    seconds: float
+    """How long a hang, a held GIL, a blocked read or a late start lasts, or a straggler
+    straggles and a leak leaks."""
+
+    def on(self, rank: int) -> bool:
+        return self.rank in (rank, -1)
 
 
 class Noise(Dataset):
@@ -75,20 +102,61 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--step-time", type=float, default=0.05, help="extra seconds per step")
     p.add_argument("--batch-size", type=int, default=16)
     p.add_argument("--workers", type=int, default=2, help="DataLoader workers per rank")
-    p.add_argument("--fault", choices=FAULTS, default="none")
+    p.add_argument(
+        "--fault",
+        action="append",
+        default=[],
+        type=fault_spec,
+        metavar="KIND[@STEP[:RANK[:SECONDS]]]",
+        help=f"inject a fault, one of {', '.join(FAULTS)}; repeat for several",
+    )
     p.add_argument("--fault-rank", type=int, default=1)
     p.add_argument("--fault-step", type=int, default=20)
     p.add_argument("--hang-seconds", type=float, default=600.0)
+    p.add_argument("--leak-mb", type=float, default=4.0, help="memory a leaking rank keeps per step")
     p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
     p.add_argument("--distmon", action="store_true", help="attach distmon's hook")
-    return p.parse_args()
+    args = p.parse_args()
+    args.faults = [resolve(spec, args) for spec in args.fault if spec[0] != "none"]
+    return args
+
+
+Spec = tuple[str, int | None, int | None, float | None]
+
+
+def fault_spec(text: str) -> Spec:
+    """``KIND[@STEP[:RANK[:SECONDS]]]``, a part left out as None."""
+    kind, _, where = text.partition("@")
+    parts = where.split(":") if where else []
+    try:
+        if kind not in FAULTS or len(parts) > 3:
+            raise ValueError
+        step, rank, seconds = [*parts, "", "", ""][:3]
+        return kind, int(step) if step else None, int(rank) if rank else None, float(seconds) if seconds else None
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KIND[@STEP[:RANK[:SECONDS]]]: {', '.join(FAULTS)}") from None
+
+
+def resolve(spec: Spec, args: argparse.Namespace) -> Fault:
+    """A fault, its parts left out taken from the single-fault options; a straggler given as
+    a bare name straggles from the start."""
+    kind, step, rank, seconds = spec
+    if step is None:
+        step = 0 if kind == "straggler" else args.fault_step
+    return Fault(
+        kind,
+        args.fault_rank if rank is None else rank,
+        step,
+        args.hang_seconds if seconds is None else seconds,
+    )
 
 
 def main() -> None:
     args = parse_args()
-    if args.fault == "late-init" and int(os.environ.get("RANK", "0")) == args.fault_rank:
-        announce(args.fault_rank, args.fault, 0)
-        time.sleep(args.hang_seconds)  # loading a checkpoint, or a node slow to come up
+    rank = int(os.environ.get("RANK", "0"))
+    for fault in faults_of(args, rank, "late-init"):
+        announce(rank, fault.kind, 0)
+        time.sleep(fault.seconds)  # loading a checkpoint, or a node slow to come up
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
     torch.manual_seed(0)
@@ -100,39 +168,53 @@ def main() -> None:
 
         distmon.hooks.attach(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
-    faulty = rank == args.fault_rank
-    steps = args.steps - (1 if faulty and args.fault == "uneven" else 0)
+    uneven = bool(faults_of(args, rank, "uneven"))
+    steps = args.steps - (1 if uneven else 0)
     dataset = Noise(args.steps * args.batch_size * world, 32, block=blocked_sample(args, rank, world))
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False)
     loader = DataLoader(dataset, args.batch_size, sampler=sampler, num_workers=args.workers)
+    at_a_step = {f.step: f for f in args.faults if f.on(rank) and f.kind in AT_A_STEP}
+    lasting = [f for f in args.faults if f.on(rank) and f.kind in ("straggler", "leak")]
+    started: dict[Fault, float] = {}
+    """When each straggler or leak began: it lasts its seconds from then."""
     kept: list[torch.Tensor] = []
     for epoch in range(args.epochs):
         for step, (x, y) in enumerate(loader):
             if step >= steps:
-                if faulty and args.fault == "uneven":
+                if uneven:
                     announce(rank, "uneven", step)  # out of data one batch early
                 break
-            if faulty and step == args.fault_step and args.fault not in ("none", "uneven", "late-init", "loader-block"):
-                announce(rank, args.fault, step)
-                inject(args, worker_pids())
+            now = epoch * args.steps + step
+            if now in at_a_step:
+                announce(rank, at_a_step[now].kind, now)
+                inject(at_a_step[now], worker_pids())
+            for fault in lasting:
+                if fault.step == now:
+                    announce(rank, fault.kind, now)
+                    started[fault] = time.time()
+            active = {f.kind for f, t in started.items() if time.time() - t < f.seconds}
             loss = torch.nn.functional.mse_loss(model(x), y)
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            time.sleep(args.step_time * (4 if faulty and args.fault == "straggler" else 1))
-            if faulty and args.fault == "leak" and step >= args.fault_step:
-                kept.append(torch.ones(1024 * 1024))  # 4 MB a step
+            time.sleep(args.step_time * (4 if "straggler" in active else 1))
+            if "leak" in active:
+                kept.append(torch.ones(int(args.leak_mb * 1024 * 1024 / 4)))  # 4 MB a step by default
         dist.barrier()
         if rank == 0:
             print(f"epoch {epoch} done, loss {loss.item():.4f}", flush=True)
     dist.destroy_process_group()
 
 
+def faults_of(args: argparse.Namespace, rank: int, kind: str) -> list[Fault]:
+    return [f for f in args.faults if f.kind == kind and f.on(rank)]
+
+
 def blocked_sample(args: argparse.Namespace, rank: int, world: int) -> tuple[int, float] | None:
     """For ``loader-block``: the first sample index (of this rank's shard) whose read blocks."""
-    if args.fault != "loader-block" or args.fault_rank not in (rank, -1):
-        return None
-    return args.fault_step * args.batch_size * world, args.hang_seconds
+    for fault in faults_of(args, rank, "loader-block"):
+        return fault.step * args.batch_size * world, fault.seconds
+    return None
 
 
 def announce(rank: int, fault: str, step: int) -> None:
@@ -140,23 +222,23 @@ def announce(rank: int, fault: str, step: int) -> None:
     print(f"[train] rank {rank}: injecting {fault} at step {step}, t={time.time():.3f}", flush=True)
 
 
-def inject(args: argparse.Namespace, worker_pids: list[int]) -> None:
-    fault = args.fault
-    if fault == "hang":
-        time.sleep(args.hang_seconds)
-    elif fault == "extra-collective":
+def inject(fault: Fault, worker_pids: list[int]) -> None:
+    kind = fault.kind
+    if kind == "hang":
+        time.sleep(fault.seconds)
+    elif kind == "extra-collective":
         dist.barrier()
-    elif fault == "exception":
-        raise ValueError(f"shape mismatch in batch {args.fault_step}: expected [16, 32], got [16, 31]")
-    elif fault == "sigkill":
+    elif kind == "exception":
+        raise ValueError(f"shape mismatch in batch {fault.step}: expected [16, 32], got [16, 31]")
+    elif kind == "sigkill":
         os.kill(os.getpid(), signal.SIGKILL)
-    elif fault == "worker-kill" and worker_pids:
+    elif kind == "worker-kill" and worker_pids:
         os.kill(worker_pids[0], signal.SIGKILL)
-        time.sleep(args.hang_seconds)  # PyTorch's SIGCHLD handler raises in here
-    elif fault == "gil":
+        time.sleep(fault.seconds)  # PyTorch's SIGCHLD handler raises in here
+    elif kind == "gil":
         # ctypes.PyDLL keeps the GIL during the call, like a C extension that forgets to
         # release it: every Python thread in the process, distmon's included, stops.
-        ctypes.PyDLL(None).sleep(int(args.hang_seconds))
+        ctypes.PyDLL(None).sleep(int(fault.seconds))
 
 
 def worker_pids() -> list[int]:

@@ -282,7 +282,7 @@ def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_
                 "--",
                 TORCHRUN,
                 "--standalone",
-                "--nproc_per_node=4",
+                "--nproc_per_node=3",
                 *train("--fault", "hang", "--fault-rank", "2"),
             ]
         )
@@ -299,7 +299,7 @@ def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_
     assert bundles and all(re.fullmatch(r"\d{8}-\d{6}-hang(-\d+)?", b.name) for b in bundles)
     final = bundles[-1]
     assert json.loads((final / "alert.json").read_text())["ranks"] == [2]
-    assert sorted(f.name for f in final.glob(f"{DUMP_PREFIX}*")) == [f"{DUMP_PREFIX}{r}" for r in range(4)]
+    assert sorted(f.name for f in final.glob(f"{DUMP_PREFIX}*")) == [f"{DUMP_PREFIX}{r}" for r in range(3)]
     stacks = (final / "stacks.txt").read_text()
     assert "rank 2" in stacks and "train.py" in stacks and "in inject" in stacks
     analysis = subprocess.run(

@@ -1,5 +1,10 @@
 """``distmon doctor`` on this machine (no GPU), on wrong rendezvous settings and launch
-commands, and its collectives smoke test on real gloo ranks under torchrun."""
+commands, and its collectives smoke test on real gloo ranks under torchrun.
+
+Each doctor run is an interpreter of its own that imports torch, on one core: a test that
+makes several makes them side by side. The smoke test with a stopped rank spends 20 s in its
+ranks' timeouts: it starts with the module and the other tests run meanwhile.
+"""
 
 from __future__ import annotations
 
@@ -10,7 +15,10 @@ import socket
 import subprocess
 import sys
 import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from pathlib import Path
+from typing import TypeVar
 
 import psutil
 import pytest
@@ -21,6 +29,7 @@ from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
 
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
+T = TypeVar("T")
 
 
 def free_port() -> int:
@@ -45,8 +54,20 @@ def doctor(*args: str, **env: str) -> tuple[int, dict[str, dict]]:
     return done.returncode, {c["name"]: c for c in document["checks"]}
 
 
-def test_this_machine_has_no_gpu_and_the_rest_is_checked() -> None:
-    code, checks = doctor()
+def side_by_side(*runs: Callable[[], T]) -> list[T]:
+    """The results of ``runs``, run two at a time."""
+    with ThreadPoolExecutor(2) as pool:
+        return list(pool.map(lambda run: run(), runs))
+
+
+@pytest.fixture(scope="module")
+def plain_doctor() -> tuple[int, dict[str, dict]]:
+    """``distmon doctor --json`` as it runs here, for the tests that read it."""
+    return doctor()
+
+
+def test_this_machine_has_no_gpu_and_the_rest_is_checked(plain_doctor: tuple[int, dict[str, dict]]) -> None:
+    code, checks = plain_doctor
     assert code == 0
     assert checks["torch"]["status"] == "pass" and "torch 2." in checks["torch"]["detail"]
     assert checks["cuda"]["status"] == "warn"
@@ -58,9 +79,11 @@ def test_this_machine_has_no_gpu_and_the_rest_is_checked() -> None:
     assert all(c["fix"] for c in checks.values() if c["status"] != "pass")
 
 
-def test_the_flight_recorder_is_proven_on_and_told_off_when_its_buffer_is_zero() -> None:
+def test_the_flight_recorder_is_proven_on_and_told_off_when_its_buffer_is_zero(
+    plain_doctor: tuple[int, dict[str, dict]],
+) -> None:
     """distmon reads sequence numbers from it: without it hangs are judged by stacks alone."""
-    _, checks = doctor()
+    _, checks = plain_doctor
     assert checks["flight_recorder"]["status"] == "pass", checks["flight_recorder"]
     _, checks = doctor(TORCH_FR_BUFFER_SIZE="0")
     off = checks["flight_recorder"]
@@ -90,14 +113,16 @@ def test_a_wrong_master_addr_fails() -> None:
 
 
 def test_a_closed_port_on_the_master_is_reported_from_another_node() -> None:
-    port = free_port()
-    code, checks = doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="1")
+    with socket.create_server(("127.0.0.1", 0)) as server:
+        port, closed = server.getsockname()[1], free_port()
+        (code, checks), (_, listening) = side_by_side(
+            lambda: doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(closed), NODE_RANK="1"),
+            lambda: doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="1"),
+        )
     assert code == 0
     assert checks["master_port"]["status"] == "warn"
-    assert f"nothing listens on port {port}" in checks["master_port"]["detail"]
-    with socket.create_server(("127.0.0.1", port)):
-        _, checks = doctor(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), NODE_RANK="1")
-    assert checks["master_port"]["status"] == "pass"
+    assert f"nothing listens on port {closed}" in checks["master_port"]["detail"]
+    assert listening["master_port"]["status"] == "pass"
 
 
 def test_a_busy_port_on_the_master_fails_and_names_who_holds_it() -> None:
@@ -130,18 +155,20 @@ def _doctor_in(cwd: Path, *launch: str) -> tuple[int, dict[str, dict]]:
 
 def test_torchrun_python_train_py_is_the_launch_mistake(tmp_path: Path) -> None:
     (tmp_path / "train.py").write_text("")
-    code, checks = _doctor_in(
-        tmp_path, "torchrun", "--standalone", "--nproc_per_node=4", "python", "train.py", "--lr", "1"
+    (code, checks), (_, right), (_, missing) = side_by_side(
+        lambda: _doctor_in(
+            tmp_path, "torchrun", "--standalone", "--nproc_per_node=4", "python", "train.py", "--lr", "1"
+        ),
+        lambda: _doctor_in(tmp_path, "torchrun", "--standalone", "--nproc_per_node", "4", "train.py"),
+        lambda: _doctor_in(tmp_path, "torchrun", "--standalone", "missing.py"),
     )
     assert code == 1
     launch = checks["launch"]
     assert launch["status"] == "fail" and "named 'python'" in launch["detail"]
     assert launch["fix"] == "drop 'python': torchrun --standalone --nproc_per_node=4 train.py --lr 1"
     assert checks["rendezvous"]["status"] == "pass"
-    _, checks = _doctor_in(tmp_path, "torchrun", "--standalone", "--nproc_per_node", "4", "train.py")
-    assert checks["launch"]["status"] == "pass"
-    _, checks = _doctor_in(tmp_path, "torchrun", "--standalone", "missing.py")
-    assert checks["launch"]["status"] == "fail" and "missing.py does not exist" in checks["launch"]["detail"]
+    assert right["launch"]["status"] == "pass"
+    assert missing["launch"]["status"] == "fail" and "missing.py does not exist" in missing["launch"]["detail"]
 
 
 def test_without_torch_the_doctor_says_so_and_checks_the_rest() -> None:
@@ -249,8 +276,32 @@ def smoke_test(*args: str, nproc: int = 4) -> subprocess.Popen[str]:
     )
 
 
+@pytest.fixture(scope="module", autouse=True)
+def stopped_rank(request: pytest.FixtureRequest) -> Iterator[Future[str] | None]:
+    """Rank 0's verdict from the smoke test whose rank 2 is stopped, started with the module
+    when that test is to run."""
+    if not any(item.name == "test_collectives_name_a_stopped_rank" for item in request.session.items):
+        yield None
+        return
+    with ThreadPoolExecutor(1) as pool:
+        yield pool.submit(smoke_test_with_rank_2_stopped)
+
+
+def smoke_test_with_rank_2_stopped() -> str:
+    """Rank 2 is stopped (SIGSTOP) before it joins: the others time out, rank 0 says who."""
+    job = smoke_test("--timeout", "10")
+    try:
+        rank2 = _wait_for_rank(job.pid, "2", timeout=60)
+        rank2.suspend()
+        return _read_rank0_then_kill(job, rank2)
+    finally:
+        _kill(job)
+
+
 @pytest.mark.torchrun
-def test_collectives_on_four_gloo_ranks() -> None:
+def test_collectives_on_four_gloo_ranks(stopped_rank: Future[str] | None) -> None:
+    if stopped_rank is not None:
+        wait([stopped_rank])  # alone on the machine: it checks that no rank is slower than the others
     job = smoke_test("--rounds", "3")
     try:
         out, err = job.communicate(timeout=180)
@@ -265,16 +316,9 @@ def test_collectives_on_four_gloo_ranks() -> None:
 
 
 @pytest.mark.torchrun
-def test_collectives_name_a_stopped_rank() -> None:
-    """Rank 2 is stopped (SIGSTOP) before it joins: the others time out, rank 0 says who."""
-    job = smoke_test("--timeout", "10")
-    try:
-        rank2 = _wait_for_rank(job.pid, "2", timeout=60)
-        rank2.suspend()
-        out = _read_rank0_then_kill(job, rank2)
-    finally:
-        _kill(job)
-    document = json.loads(out)
+def test_collectives_name_a_stopped_rank(stopped_rank: Future[str] | None) -> None:
+    assert stopped_rank is not None
+    document = json.loads(stopped_rank.result(timeout=180))
     checks = {c["name"]: c for c in document["checks"]}
     assert not document["ok"]
     assert checks["ranks"]["status"] == "fail" and checks["ranks"]["detail"].startswith("rank 2 gave no result")

@@ -1,8 +1,10 @@
-"""Fault injection with real parts: 4 gloo ranks under torchrun with the hook, a real
-`distmon record` process listening, and the alert read back with `distmon report --json`.
+"""Fault injection with real parts: 3 gloo ranks under torchrun with the hook, a real
+`distmon record` process listening, and the alerts read back with `distmon report --json`.
 
-Each test asserts the alert's kind, its culprit rank, and that it came within a bound far
-under the job's 120 s collective timeout.
+Each fault asserts its alert's kind, its culprit rank, and, where it is a fault that stops
+the job, that the alert came within a bound far under the job's 120 s collective timeout.
+A fault that ends the job has a job of its own; the straggler and the leak pass, so they
+share one job with a healthy first epoch before them and a clean end after them.
 """
 
 from __future__ import annotations
@@ -14,6 +16,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -24,6 +27,8 @@ pytestmark = pytest.mark.torchrun
 
 COLLECTIVE_TIMEOUT = 120.0
 INJECTED = re.compile(r"\[train\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
+RANKS = 3
+"""Enough for a culprit with more than one victim; a rank fewer than 4 starts seconds sooner."""
 
 
 class Recorder:
@@ -58,14 +63,18 @@ class Recorder:
         )
         return json.loads(report.stdout)
 
+    def kill(self) -> None:
+        """For a test that failed before it could stop the recorder."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
 
 @pytest.fixture
 def recorder(endpoint: str, tmp_path: Path) -> Iterator[Recorder]:
     rec = Recorder(endpoint, tmp_path / "run.distmon")
     yield rec
-    if rec.process.poll() is None:
-        rec.process.kill()
-        rec.process.wait()
+    rec.kill()
 
 
 def run_fault(
@@ -81,7 +90,7 @@ def run_fault(
     """Run the job until the alert shows (or ``wait`` runs out) and ``settle`` seconds more
     (for evidence that follows the alert); the alerts and the injection time."""
     args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
-    with torchrun(4, *args, endpoint=endpoint, interval=1.0) as job:
+    with torchrun(RANKS, *args, endpoint=endpoint, interval=1.0) as job:
         recorder.wait_for_alert(kind, wait)
         time.sleep(settle)
         job.process.send_signal(signal.SIGTERM)
@@ -94,7 +103,7 @@ FAULTS = [
     # (fault, expected kind, bound in seconds after the injection, extra job arguments)
     ("hang", "hang", 15, ()),
     ("extra-collective", "divergence", 15, ()),
-    ("uneven", "divergence", 15, ("--steps", "40")),
+    ("uneven", "divergence", 15, ("--steps", "30")),
     ("exception", "rank_exception", 5, ()),
     ("sigkill", "rank_lost", 10, ()),
     ("worker-kill", "worker_crash", 5, ()),
@@ -119,28 +128,70 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
         assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
     if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
         ended = load(str(recorder.out))
-        assert ended.ending().startswith("stopped while hung: ranks 0-3 terminated by SIGTERM"), ended.ending()
+        every_rank = f"ranks 0-{RANKS - 1}"
+        assert ended.ending().startswith(f"stopped while hung: {every_rank} terminated by SIGTERM"), ended.ending()
         assert all(a.resolved is None for a in ended.alerts), ended.alerts
 
 
-def test_straggler_is_named(torchrun, endpoint, recorder) -> None:
-    alerts, _ = run_fault(torchrun, endpoint, recorder, "straggler", "straggler", "--steps", "400", wait=45)
-    stragglers = [a for a in alerts if a["kind"] == "straggler"]
-    assert stragglers and stragglers[0]["ranks"] == [2], alerts
+PASSING_FAULTS = 70
+"""The step at which rank 2 starts to straggle and leak, both for ``PASSING_SECONDS``: ten
+steps into the second of three epochs of 60, so the first epoch and a restart of the
+DataLoader workers come before. A straggling step takes 0.2 s at least, so the 110 steps
+left outlast the faults on the fastest machine."""
+PASSING_SECONDS = 20
+"""Both alerts come within 10 s on a loaded 2-core machine at a 0.5 s report interval."""
 
 
-def test_memory_growth_is_named_before_the_oom(torchrun, endpoint, recorder) -> None:
-    alerts, injected_at = run_fault(torchrun, endpoint, recorder, "leak", "memory_pressure", "--steps", "800", wait=60)
-    leaks = [a for a in alerts if a["kind"] == "memory_pressure"]
-    assert leaks and leaks[0]["ranks"] == [2], alerts
-    assert injected_at is not None and leaks[0]["t"] - injected_at <= 45
+@dataclass
+class PassingFaultsJob:
+    exit_code: int
+    output: str
+    alerts: list[dict]
+    injected: dict[str, float]
+    """Injection time by fault."""
+    recording: Path
 
 
-def test_healthy_run_raises_nothing(torchrun, endpoint, recorder) -> None:
-    """Start-up, first steps, DataLoader workers restarting between epochs, the clean end."""
-    with torchrun(
-        4, "--steps", "60", "--epochs", "2", "--timeout", str(COLLECTIVE_TIMEOUT), endpoint=endpoint, interval=1.0
-    ) as job:
-        assert job.wait(120) == 0, job.output[-3000:]
-    time.sleep(2)
-    assert recorder.stop() == []
+@pytest.fixture(scope="module")
+def passing_faults(torchrun, new_endpoint, tmp_path_factory) -> PassingFaultsJob:
+    """One job for the healthy run, the straggler and the leak: a job that needs no killing
+    can show all three, and each job start costs seconds of CPU for every rank."""
+    endpoint = new_endpoint()
+    recorder = Recorder(endpoint, tmp_path_factory.mktemp("passing") / "run.distmon")
+    args = ["--steps", "60", "--epochs", "3", "--timeout", str(COLLECTIVE_TIMEOUT)]
+    for fault in ("straggler", "leak"):
+        args += ["--fault", f"{fault}@{PASSING_FAULTS}:2:{PASSING_SECONDS}"]
+    args += ["--leak-mb", "16"]  # a straggling rank steps slowly: 64 MB/s leaked all the same
+    try:
+        with torchrun(RANKS, *args, endpoint=endpoint, interval=0.5) as job:
+            exit_code = job.wait(180)
+        time.sleep(2)
+        alerts = recorder.stop()
+    finally:
+        recorder.kill()
+    injected = {fault: float(t) for _, fault, t in INJECTED.findall(job.output)}
+    return PassingFaultsJob(exit_code, job.output, alerts, injected, recorder.out)
+
+
+def test_healthy_run_raises_nothing(passing_faults: PassingFaultsJob) -> None:
+    """Start-up, first steps, DataLoader workers restarting between epochs, the clean end:
+    nothing before the first fault, and nothing after it but the faults' own alerts."""
+    job = passing_faults
+    assert job.exit_code == 0, job.output[-3000:]
+    assert sorted(job.injected) == ["leak", "straggler"], job.output[-3000:]
+    before = [a for a in job.alerts if a["t"] < min(job.injected.values())]
+    assert before == [], before
+    others = [a for a in job.alerts if a["kind"] not in ("straggler", "memory_pressure") or a["ranks"] != [2]]
+    assert others == [], others
+    assert load(str(job.recording)).ending() == "finished: every rank exited cleanly"
+
+
+def test_straggler_is_named(passing_faults: PassingFaultsJob) -> None:
+    stragglers = [a for a in passing_faults.alerts if a["kind"] == "straggler"]
+    assert stragglers and stragglers[0]["ranks"] == [2], passing_faults.alerts
+
+
+def test_memory_growth_is_named_before_the_oom(passing_faults: PassingFaultsJob) -> None:
+    leaks = [a for a in passing_faults.alerts if a["kind"] == "memory_pressure"]
+    assert leaks and leaks[0]["ranks"] == [2], passing_faults.alerts
+    assert leaks[0]["t"] - passing_faults.injected["leak"] <= 45

@@ -1,6 +1,6 @@
 """The hook in real multi-rank gloo jobs under torchrun, heard by a real ZeroMQ listener.
 
-Three launches back every assertion: a 4-rank job whose rank 1 pauses at step 10 (what
+Three launches back every assertion: a 3-rank job whose rank 1 pauses at step 10 (what
 a paused rank and its waiting peers report, then the recovery and a clean finish), a
 2-rank job whose DataLoader worker is killed, and a 2-rank job whose rank raises.
 """
@@ -21,7 +21,7 @@ from distmon.wire import GroupStatus, Report
 
 pytestmark = pytest.mark.torchrun
 
-RANKS = 4
+RANKS = 3
 STEPS = 30
 PAUSE_STEP = 10
 PAUSED_RANK = 1

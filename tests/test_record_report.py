@@ -21,7 +21,7 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import Message, RecordingWriter, read_recording
 from distmon.simulate import SimJob, drive
-from distmon.wire import MAX_MESSAGE_BYTES
+from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
 
 DATA = Path(__file__).parent / "data"
 DISTMON = [sys.executable, "-m", "distmon"]
@@ -34,7 +34,7 @@ def distmon(*args: str) -> subprocess.CompletedProcess[str]:
 
 def bad_messages() -> list[bytes]:
     good = next(SimJob(world=1).stream(until=1))[1]
-    report = msgpack.unpackb(good)
+    report = msgpack.unpackb(report_bytes(good))
     return [
         b"\x00garbage\xff",
         good[: len(good) // 2],

@@ -231,7 +231,7 @@ def test_signals_sent_to_distmon_reach_the_job(tmp_path: Path, signum: int, stat
 def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path: Path) -> None:
     """examples/train.py without --distmon; Ctrl-C (SIGINT to distmon) after the alert."""
     out = tmp_path / "run.distmon"
-    job = [TORCHRUN, "--standalone", "--nproc_per_node=4", str(REPO / "examples" / "train.py")]
+    job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(REPO / "examples" / "train.py")]
     job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120"]
     process = subprocess.Popen(
         [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],

@@ -26,6 +26,7 @@ import msgpack
 import psutil
 import pytest
 import zmq
+from messages import message
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -35,7 +36,7 @@ from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.receiver import EndpointError, Handshakes, Receiver
 from distmon.monitor.recording import RecordingWriter
 from distmon.tui.job_header import headline
-from distmon.wire import MAX_MESSAGE_BYTES, Report, encode
+from distmon.wire import MAX_MESSAGE_BYTES, Report
 
 DISTMON = [sys.executable, "-m", "distmon"]
 T0 = 1_700_000_000.0
@@ -104,7 +105,7 @@ def report(rank: int, world: int = 4, pid: int | None = None, job: str = "job", 
     r = Report(job=job, rank=rank, world=world, host="node-a", pid=pid or 1000 + rank, t=T0, n=0, interval=1.0)
     for name, value in fields.items():
         setattr(r, name, value)
-    return encode(r)
+    return message(r)
 
 
 def summary_counts(stderr: str) -> dict[str, int]:

@@ -1,6 +1,10 @@
 """Stalls outside the training loop with real ranks under ``distmon run``: a rank late to
 ``init_process_group``, and every DataLoader worker blocked in ``__getitem__``. Each job is
-killed mid-stall, as a person would, so each also shows how a job killed while hung ends."""
+killed mid-stall, as a person would, so each also shows how a job killed while hung ends.
+Three ranks each: a culprit with more than one peer waiting for it.
+
+The two jobs run side by side: the late rank's stall is named only after 30 s of waiting
+(slow starters get that long), time the other job fills."""
 
 from __future__ import annotations
 
@@ -12,6 +16,7 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,67 +31,99 @@ JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTM
 INJECTED = re.compile(r"\[train\] rank -?\d+: injecting \S+ at step \d+, t=([\d.]+)")
 
 
-def run_until_stall(tmp_path: Path, *args: str, wait: float = 75) -> tuple[list[dict], str, float]:
-    """The unmodified example under ``distmon run --record``, SIGTERM once the stall alert is
-    up; the alerts (JSON), the text report, and when the fault was injected."""
-    out, log = tmp_path / "run.distmon", tmp_path / "job.log"
-    job = [TORCHRUN, "--standalone", "--nproc_per_node=4", str(REPO / "examples" / "train.py"), *args]
-    with log.open("w") as output:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],
-            env=JOB_ENV,
-            stdout=output,
-            stderr=subprocess.PIPE,
-            text=True,
-            start_new_session=True,
-        )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)  # type: ignore[arg-type]
-    reader.start()
+@dataclass
+class Stalled:
+    alerts: list[dict]
+    """As ``distmon report --json`` gives them."""
+    text: str
+    """The text report."""
+    injected: float
+
+
+class StallingJob:
+    """The unmodified example under ``distmon run --record``, started at once; ``stop``
+    sends SIGTERM once the stall alert is up."""
+
+    def __init__(self, directory: Path, *args: str) -> None:
+        self.out, self.log = directory / "run.distmon", directory / "job.log"
+        job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(REPO / "examples" / "train.py"), *args]
+        with self.log.open("w") as output:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "distmon", "run", "--record", str(self.out), "--", *job],
+                env=JOB_ENV,
+                stdout=output,
+                stderr=subprocess.PIPE,
+                text=True,
+                start_new_session=True,
+            )
+        self.lines: list[str] = []
+        self._reader = threading.Thread(target=self.lines.extend, args=(self.process.stderr,), daemon=True)
+        self._reader.start()
+
+    def stop(self, wait: float = 75) -> Stalled:
+        """The alerts, the text report, and when the fault was injected."""
+        try:
+            deadline = time.monotonic() + wait
+            while not self._stalled() and time.monotonic() < deadline:
+                time.sleep(0.5)
+            assert self._stalled(), "".join(self.lines)[-3000:]
+            time.sleep(2)  # the stacks taken from outside land in the alert's next update
+            self.process.send_signal(signal.SIGTERM)  # forwarded to torchrun, which stops its ranks
+            assert self.process.wait(60) != 0
+        finally:
+            self.kill()
+        self._reader.join(5)
+        report = [sys.executable, "-m", "distmon", "report", str(self.out)]
+        alerts = json.loads(subprocess.run([*report, "--json"], capture_output=True, text=True, check=True).stdout)
+        text = subprocess.run(report, capture_output=True, text=True, check=True).stdout
+        injected = INJECTED.search(self.log.read_text())
+        assert injected, self.log.read_text()[-3000:]
+        assert all(a.resolved is None for a in load(str(self.out)).alerts), "an alert resolved by the kill"
+        return Stalled(alerts, text, float(injected.group(1)))
+
+    def kill(self) -> None:
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait()
+
+    def _stalled(self) -> bool:
+        return any(" stall: " in line for line in self.lines)
+
+
+@pytest.fixture(scope="module")
+def stalls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Stalled]:
+    late_dir, blocked_dir = tmp_path_factory.mktemp("late-init"), tmp_path_factory.mktemp("loader-block")
+    late = StallingJob(late_dir, "--fault", "late-init", "--fault-rank", "1", "--timeout", "120")
     try:
-        deadline = time.monotonic() + wait
-        while not any(" stall: " in line for line in lines) and time.monotonic() < deadline:
-            time.sleep(0.5)
-        assert any(" stall: " in line for line in lines), "".join(lines)[-3000:]
-        time.sleep(2)  # the stacks taken from outside land in the alert's next update
-        process.send_signal(signal.SIGTERM)  # forwarded to torchrun, which stops its ranks
-        assert process.wait(60) != 0
+        blocked = StallingJob(
+            blocked_dir, "--fault", "loader-block", "--fault-rank", "-1", "--fault-step", "10", "--timeout", "120"
+        )
+        try:
+            return {"loader-block": blocked.stop(), "late-init": late.stop()}
+        finally:
+            blocked.kill()
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-    reader.join(5)
-    report = [sys.executable, "-m", "distmon", "report", str(out)]
-    alerts = json.loads(subprocess.run([*report, "--json"], capture_output=True, text=True, check=True).stdout)
-    text = subprocess.run(report, capture_output=True, text=True, check=True).stdout
-    injected = INJECTED.search(log.read_text())
-    assert injected, log.read_text()[-3000:]
-    assert all(a.resolved is None for a in load(str(out)).alerts), "an alert resolved by the kill"
-    return alerts, text, float(injected.group(1))
+        late.kill()
 
 
-def test_a_rank_late_to_init_is_named_with_where_it_is(tmp_path: Path) -> None:
-    alerts, text, injected_at = run_until_stall(
-        tmp_path, "--fault", "late-init", "--fault-rank", "2", "--timeout", "120"
-    )
+def test_a_rank_late_to_init_is_named_with_where_it_is(stalls: dict[str, Stalled]) -> None:
+    alerts, text, injected_at = stalls["late-init"].alerts, stalls["late-init"].text, stalls["late-init"].injected
     (stall,) = [a for a in alerts if a["kind"] == "stall"]
-    assert stall["ranks"] == [2], stall
+    assert stall["ranks"] == [1], stall
     assert stall["t"] - injected_at <= 60
-    assert stall["summary"].startswith("ranks 0-1, 3 wait "), stall
+    assert stall["summary"].startswith("ranks 0, 2 wait "), stall
     assert "in init_process_group" in stall["summary"]
-    assert "rank 2 (" in stall["detail"] and "sleeping:" in stall["detail"]
-    assert "time.sleep(args.hang_seconds)" in stall["detail"]
+    assert "rank 1 (" in stall["detail"] and "sleeping:" in stall["detail"]
+    assert "time.sleep(fault.seconds)" in stall["detail"]
     assert "No alerts" not in text
-    assert "Ended: stopped while hung: ranks 0-3 terminated by SIGTERM while the stall alert stood" in text
+    assert "Ended: stopped while hung: ranks 0-2 terminated by SIGTERM while the stall alert stood" in text
 
 
-def test_blocked_dataloader_workers_are_named_with_their_own_frame(tmp_path: Path) -> None:
-    alerts, text, _ = run_until_stall(
-        tmp_path, "--fault", "loader-block", "--fault-rank", "-1", "--fault-step", "10", "--timeout", "120"
-    )
+def test_blocked_dataloader_workers_are_named_with_their_own_frame(stalls: dict[str, Stalled]) -> None:
+    alerts, text = stalls["loader-block"].alerts, stalls["loader-block"].text
     (stall,) = [a for a in alerts if a["kind"] == "stall"]
-    assert stall["ranks"] == [0, 1, 2, 3], stall
-    assert stall["summary"].startswith("all 4 ranks waiting for a DataLoader batch for "), stall
+    assert stall["ranks"] == [0, 1, 2], stall
+    assert stall["summary"].startswith("all 3 ranks waiting for a DataLoader batch for "), stall
     detail = stall["detail"]
     assert re.search(r"waits for [\d.]+s for batch #10 from worker 0 \(pid \d+, alive\)", detail), detail
     assert "in Noise.__getitem__" in detail and "time.sleep(self.block[1])" in detail, detail

@@ -10,8 +10,19 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from distmon.wire import (
+    EXITED,
+    FRAME_VERSION,
+    GPU_FAULT,
+    GROUP_FIELDS,
+    GROUP_ROW,
+    HAS_GPU,
+    HEADER,
+    HEADER_FIELDS,
     MAX_MESSAGE_BYTES,
+    RAISED,
+    STALLED,
     VERSION,
+    WORKER_DEAD,
     ExceptionInfo,
     ExitInfo,
     Frame,
@@ -26,7 +37,9 @@ from distmon.wire import (
     decode,
     encode,
     expand_runs,
+    name_hash,
     rank_runs,
+    report_bytes,
 )
 
 
@@ -104,7 +117,8 @@ def full_report() -> Report:
 
 
 def raw(report: Report) -> dict:
-    return msgpack.unpackb(encode(report))
+    """The report inside the frame, as a map: what a bare (version 1) message was."""
+    return msgpack.unpackb(report_bytes(encode(report)))
 
 
 def reason_of(data: bytes) -> str:
@@ -116,6 +130,40 @@ def reason_of(data: bytes) -> str:
 @pytest.mark.parametrize("report", [minimal_report(), full_report()], ids=["minimal", "full"])
 def test_round_trip_keeps_every_field(report):
     assert decode(encode(report)) == report
+
+
+def test_a_frame_leads_with_the_numbers_the_monitor_judges_by():
+    """The header and rows carry, unpacked with fixed offsets, what a monitor reads of every
+    rank every second; the whole report follows."""
+    report = full_report()
+    frame = encode(report)
+    header = dict(zip((name for name, _ in HEADER_FIELDS), HEADER.unpack_from(frame), strict=True))
+    assert (header["version"], header["rank"], header["world"], header["n"]) == (FRAME_VERSION, 3, 8, 17)
+    assert (header["job"], header["host"]) == (name_hash("job-7"), name_hash("node-1"))
+    assert (header["steps"], header["t"], header["gpu_total"]) == (120, 1_700_000_000.5, 2**36)
+    assert header["flags"] == EXITED | RAISED | STALLED | WORKER_DEAD | GPU_FAULT | HAS_GPU
+    assert (header["groups"], header["channels"], header["stack"] != 0) == (1, 0, True)
+    group = dict(zip((name for name, _ in GROUP_FIELDS), GROUP_ROW.unpack_from(frame, HEADER.size), strict=True))
+    assert group == {"id": name_hash("0"), "enqueued": 241, "completed": 240, "since": 1_700_000_000.1,
+                     "op": name_hash("all_reduce")}  # fmt: skip
+    assert header["report"] == len(report_bytes(frame)) == len(frame) - HEADER.size - GROUP_ROW.size
+
+
+def test_an_exception_raised_where_no_frame_was_kept_travels():
+    """``where`` is None when the traceback has no frames: left out on the wire, None again."""
+    report = minimal_report()
+    report.exception = ExceptionInfo(type="MemoryError", message="", where=None, traceback=[], t=1.7e9)
+    assert decode(encode(report)) == report
+
+
+def test_a_bare_report_as_version_1_sent_it_is_still_read():
+    assert decode(report_bytes(encode(full_report()))) == full_report()
+
+
+def test_a_frame_whose_parts_do_not_add_up_is_malformed():
+    frame = encode(minimal_report())
+    assert reason_of(frame[: HEADER.size - 1]) == "malformed"
+    assert reason_of(frame[:-1]) == "malformed"
 
 
 def test_absent_fields_cost_nothing_on_the_wire():

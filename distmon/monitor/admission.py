@@ -11,11 +11,13 @@ Each refusal has a reason, counted next to the wire's (``malformed``, ``oversize
 
 from __future__ import annotations
 
-from distmon.wire import Report
+import numpy as np
+import numpy.typing as npt
 
-MAX_WORLD = 16_384
-"""The largest world size followed: twice the largest jobs distmon is built for, about
-180 MB of monitor state when every rank reports (11 KB a rank)."""
+MAX_WORLD = 262_144
+"""The largest world size followed by default (``--max-world`` changes it): twice the largest
+jobs distmon is built for, about 1.2 GB of monitor state when every rank reports (4.5 KB a
+rank), allocated as ranks appear."""
 MAX_RETAINED_BYTES = 256 * 1024 * 1024
 """The most report bytes (as received) kept across all ranks: 4 KB a rank at 8,192 ranks
 is 32 MB, so only a flood of maximal reports reaches it."""
@@ -39,28 +41,31 @@ OVER_BUDGET = "over_budget"
 """Keeping the report would take the job past :data:`MAX_RETAINED_BYTES`."""
 
 
-def refusal(report: Report, world: int | None, current: Report | None, silent: float) -> str | None:
-    """Why ``report`` is refused, or None to admit it.
-
-    ``world`` is the job's world size so far (None before its first report), ``current``
-    the rank's latest admitted report and ``silent`` the seconds since it arrived.
-    """
-    if not 1 <= report.world <= MAX_WORLD:
-        return WORLD_TOO_LARGE
-    if world is not None and report.world != world:
-        return WORLD_CHANGED
-    if not 0 <= report.rank < report.world:
-        return RANK_OUT_OF_RANGE
-    if current is not None and not _same_process(current, report) and not _restarted(current, silent):
-        return PROCESS_CHURN
-    return None
+REASONS = (None, WORLD_TOO_LARGE, WORLD_CHANGED, RANK_OUT_OF_RANGE, PROCESS_CHURN)
+"""Refusal codes as :func:`refusals` returns them: 0 admits."""
 
 
-def _same_process(a: Report, b: Report) -> bool:
-    return a.pid == b.pid and a.host == b.host
+def refusals(
+    world: npt.NDArray[np.int64],
+    rank: npt.NDArray[np.int64],
+    job_world: int | None,
+    max_world: int,
+    churn: npt.NDArray[np.bool_],
+) -> npt.NDArray[np.int8]:
+    """Why each report is refused (an index into :data:`REASONS`, 0 to admit it), from the
+    world size and rank it claims. ``job_world`` is the job's world size so far (None before
+    its first report); ``churn`` marks reports from another process than the one reporting
+    for their rank while that one is alive (:func:`restarted`)."""
+    reason = np.zeros(len(rank), dtype=np.int8)
+    reason[churn] = 4
+    reason[(rank < 0) | (rank >= world)] = 3
+    if job_world is not None:
+        reason[world != job_world] = 2
+    reason[(world < 1) | (world > max_world)] = 1
+    return reason
 
 
-def _restarted(old: Report, silent: float) -> bool:
-    """The old process is gone, as far as the monitor can tell."""
-    quiet = min(RESTART_QUIET_MAX, max(RESTART_QUIET, 2 * old.interval))
-    return old.exit is not None or silent >= quiet
+def restart_quiet(interval: npt.NDArray[np.floating]) -> npt.NDArray[np.float64]:
+    """How long a rank's process must have been silent for another to take its place."""
+    quiet: npt.NDArray[np.float64] = np.minimum(RESTART_QUIET_MAX, np.maximum(RESTART_QUIET, 2.0 * interval))
+    return quiet

@@ -21,6 +21,8 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
+import numpy as np
+
 from distmon.channel import Batch, Command, Dump
 from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
@@ -358,17 +360,40 @@ class Pump:
         items = self.feed.take(limit)
         self.taken = sum(weight(message) for _, message in items)
         self.monitor.state.dropped.update(self.feed.take_dropped())
+        pending: list[Item] = []
         for t, message in items:
             if self._next_tick is None:
                 self._next_tick = t + self.TICK
-            changes += self._tick_until(t)
-            if isinstance(message, Batch):
-                self.monitor.ingest_batch(message, t)
-            else:
-                self.monitor.ingest(message, t)
+            if t >= self._next_tick:
+                self._ingest(pending)
+                changes += self._tick_until(t)
+            pending.append((t, message))
+        self._ingest(pending)
         if self.taken < limit:  # the feed has handed over all it has up to its clock
             changes += self._tick_until(self.feed.now())
         return changes
+
+    def _ingest(self, items: list[Item]) -> None:
+        """Messages that came between two ticks, taken in as one batch, each at its time: the
+        monitor reads a batch as arrays, one message at a time it would pay that a message."""
+        if not items:
+            return
+        batches: list[Batch] = []
+        straight: list[bytes] = []
+        for _, message in items:
+            if isinstance(message, Batch):
+                batches.append(message)
+            else:
+                straight.append(message)
+        if straight:
+            batches.append(Batch.of(straight))
+        times = np.concatenate(
+            [np.full(len(m), t) for t, m in items if isinstance(m, Batch)]
+            + [np.array([t for t, m in items if not isinstance(m, Batch)])]
+        )
+        batch = batches[0] if len(batches) == 1 else Batch.merged(batches)
+        self.monitor.ingest_batch(batch, float(max(t for t, _ in items)), times)
+        items.clear()
 
     def drain(self) -> Iterator[tuple[float, Change]]:
         """Everything the feed holds now, and the ticks up to its clock."""

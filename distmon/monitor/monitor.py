@@ -10,14 +10,16 @@ from __future__ import annotations
 from collections import Counter
 from typing import Protocol
 
+import numpy as np
+import numpy.typing as npt
+
 from distmon.channel import Batch
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
-from distmon.monitor.state import JobState
-from distmon.wire import Report
+from distmon.monitor.state import JobState, RankState
 
 
 class Responder(Protocol):
@@ -46,16 +48,23 @@ class Monitor:
         """The thresholds the detector judges by: views of this monitor judge by them too."""
         return self.detector.limits
 
-    def ingest(self, raw: bytes, now: float) -> Report | None:
-        report = self.state.ingest(raw, now)
-        if report is not None and self.recorder is not None:
+    def ingest(self, raw: bytes, now: float) -> RankState | None:
+        """One message; the rank it was admitted for, or None."""
+        state = self.state.ingest(raw, now)
+        if state is not None and self.recorder is not None:
             self.recorder.message(now, raw)
-        return report
+        return state
 
-    def ingest_batch(self, batch: Batch, now: float) -> int:
-        """Ingest a batch's frames one by one; how many were admitted. (Interim: the
-        columnar state to come takes the batch whole.)"""
-        return sum(self.ingest(frame, now) is not None for frame in batch.frames())
+    def ingest_batch(self, batch: Batch, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
+        """A batch of frames (``times[i]`` when frame ``i`` arrived, ``now`` by default), the
+        admitted ones recorded as received (refused ones are counted, not recorded); returns
+        how many were admitted."""
+        admitted = self.state.ingest_batch(batch, now, times)
+        if len(admitted) and self.recorder is not None:
+            frames = batch.frames()
+            for i in admitted.tolist():
+                self.recorder.message(now if times is None else float(times[i]), frames[i])
+        return len(admitted)
 
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""

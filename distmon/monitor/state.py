@@ -1,104 +1,317 @@
-"""What the monitor knows about a job: each rank's latest report and a short history, and
-the facts read off them, each defined once here (a rank's GPU memory, whether it is silent,
-how long ago a moment on its clock was, whether it failed on its own; how the job ended).
-The rules, the terminal UI, the reports and the exporters only format these.
+"""What the monitor knows about a job: each rank's latest numbers, a short history of them and
+its latest report, and the facts read off them, each defined once here (a rank's GPU
+memory, whether it is silent, how long ago a moment on its clock was, whether it failed on
+its own; how the job ended). The rules, the terminal UI, the reports and the exporters only
+format these.
 
-Memory is bounded by design: one report per rank plus a fixed ring of numbers, so a
+The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
+filled from a whole batch of frames at once (:mod:`distmon.monitor.frames`): taking in the
+reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
+looks at every rank looks at an array. A rank's whole report (its stack, its exception) is
+kept as the bytes it came in and decoded only when someone asks (:attr:`RankState.report`).
+:class:`RankState` is a view of one rank over the columns.
+
+Memory is bounded by design: a fixed set of numbers and one report per rank, so a
 4096-rank job costs the same after an hour as after a minute; and only reports that fit
 the job are admitted (:mod:`distmon.monitor.admission`), so no sender can add ranks.
 """
 
 from __future__ import annotations
 
-import math
-import re
 import statistics
-from array import array
-from collections import Counter
-from collections.abc import Iterable
-from dataclasses import dataclass, field
-from typing import ClassVar
+from collections import Counter, OrderedDict
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any, ClassVar
 
-from distmon.monitor.admission import MAX_RETAINED_BYTES, OVER_BUDGET, refusal
+import numpy as np
+import numpy.typing as npt
+
+from distmon import wire
+from distmon.channel import Batch
+from distmon.monitor import admission
 from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.frames import Parsed, parse
 from distmon.monitor.limits import LIMITS, Thresholds
 from distmon.monitor.words import rank_word
-from distmon.wire import ENDED, INTERRUPTED, STOPPED, TERMINATED, Report, WireError, decode
+from distmon.wire import ENDED, INTERRUPTED, TERMINATED, GroupStatus, Report, WireError
 
 HISTORY = 120
 """Samples kept per rank and metric: two minutes at the default interval."""
-
 SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""
-
 METRICS = ("t", "steps", "step_time", "rss", "gpu", "inflight", "data_wait")
 """Per-rank time series. ``inflight`` is 1.0 when the rank sat in a collective when it
 sampled itself; averaged over the ring it is the share of time spent waiting on peers."""
+MAX_GROUPS = 16
+"""Process groups kept per rank (a 3-D DeviceMesh with the world group uses four)."""
+MAX_CHANNELS = 8
+"""Point-to-point channels kept per rank (a pipeline stage uses two to four)."""
+DECODED = 4096
+"""Reports kept decoded, the most recently asked for."""
+INITIAL = 64
+"""Ranks there is room for before the first report: the columns grow as higher ranks appear."""
+
+F8 = npt.NDArray[np.float64]
+I8 = npt.NDArray[np.int64]
+
+
+Array = npt.NDArray[Any]
+
+
+class Columns:
+    """The ranks' latest numbers, an array per field, indexed by rank; room for ``capacity``
+    ranks, grown as higher ranks appear. Group and channel fields hold a row per rank of
+    :data:`MAX_GROUPS` and :data:`MAX_CHANNELS` slots, of which ``groups`` and ``channels``
+    are in use."""
+
+    SCALARS: ClassVar[dict[str, str]] = {
+        "present": "?",
+        "received": "f8",
+        "first_seen": "f8",
+        "t": "f8",
+        "n": "i8",
+        "interval": "f8",
+        "flags": "u1",
+        "pid": "i8",
+        "host": "u8",
+        "local_rank": "i8",
+        "steps": "i8",
+        "forwards": "i8",
+        "stalled_since": "f8",
+        "last_step_t": "f8",
+        "data_wait": "f8",
+        "step_p50": "f8",
+        "rss": "f8",
+        "gpu_used": "f8",
+        "gpu_reserved": "f8",
+        "gpu_allocated": "f8",
+        "gpu_total": "f8",
+        "stack": "u8",
+        "bytes": "i8",
+        "via": "i8",
+        "inflight_share": "f8",
+        "data_wait_share": "f8",
+        "samples": "i8",
+        "groups": "i8",
+        "channels": "i8",
+        "history_next": "i8",
+        "history_count": "i8",
+    }
+    GROUP_FIELDS: ClassVar[dict[str, str]] = {
+        "g_id": "u8",
+        "g_enq": "i8",
+        "g_comp": "i8",
+        "g_since": "f8",
+        "g_op": "u8",
+    }
+    CHANNEL_FIELDS: ClassVar[dict[str, str]] = {
+        "c_group": "u8",
+        "c_peer": "i8",
+        "c_dir": "i8",
+        "c_posted": "i8",
+        "c_completed": "i8",
+        "c_blocked": "i8",
+        "c_blocked_since": "f8",
+    }
+
+    present: Array
+    received: Array
+    first_seen: Array
+    t: Array
+    n: Array
+    interval: Array
+    flags: Array
+    pid: Array
+    host: Array
+    local_rank: Array
+    steps: Array
+    forwards: Array
+    stalled_since: Array
+    last_step_t: Array
+    data_wait: Array
+    step_p50: Array
+    rss: Array
+    gpu_used: Array
+    gpu_reserved: Array
+    gpu_allocated: Array
+    gpu_total: Array
+    stack: Array
+    bytes: Array
+    via: Array
+    inflight_share: Array
+    data_wait_share: Array
+    samples: Array
+    groups: Array
+    channels: Array
+    history_next: Array
+    history_count: Array
+    g_id: Array
+    g_enq: Array
+    g_comp: Array
+    g_since: Array
+    g_op: Array
+    c_group: Array
+    c_peer: Array
+    c_dir: Array
+    c_posted: Array
+    c_completed: Array
+    c_blocked: Array
+    c_blocked_since: Array
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity
+        for name, dtype in self.SCALARS.items():
+            setattr(self, name, _blank((capacity,), dtype))
+        for name, dtype in self.GROUP_FIELDS.items():
+            setattr(self, name, _blank((capacity, MAX_GROUPS), dtype))
+        for name, dtype in self.CHANNEL_FIELDS.items():
+            setattr(self, name, _blank((capacity, MAX_CHANNELS), dtype))
+        self.history = {m: _blank((capacity, HISTORY), "f8") for m in METRICS}
+        _zero_shares(self, slice(None))
+
+    def reserve(self, capacity: int) -> None:
+        """Room for ranks up to ``capacity`` - 1, doubling as needed."""
+        if capacity <= self.capacity:
+            return
+        new = max(capacity, 2 * self.capacity, 64)
+        for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
+            old = getattr(self, name)
+            grown = _blank((new, *old.shape[1:]), old.dtype)
+            grown[: self.capacity] = old
+            setattr(self, name, grown)
+        _zero_shares(self, slice(self.capacity, None))
+        for metric, old in self.history.items():
+            grown = _blank((new, HISTORY), old.dtype)
+            grown[: self.capacity] = old
+            self.history[metric] = grown
+        self.capacity = new
+
+    def forget(self, ranks: I8) -> None:
+        """Start ``ranks`` afresh: a new process of theirs starts a new history."""
+        for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
+            array = getattr(self, name)
+            array[ranks] = _blank(array[ranks].shape, array.dtype)
+        for ring in self.history.values():
+            ring[ranks] = np.nan
+        _zero_shares(self, ranks)
+
+
+def _blank(shape: tuple[int, ...], dtype: Any) -> npt.NDArray[Any]:
+    """NaN (absent) for floats, zero otherwise; the running shares start at zero instead."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return np.full(shape, np.nan, dtype=dt)
+    return np.zeros(shape, dtype=dt)
+
+
+def _zero_shares(cols: Columns, ranks: I8 | slice) -> None:
+    cols.inflight_share[ranks] = 0.0
+    cols.data_wait_share[ranks] = 0.0
 
 
 class History:
-    """Fixed-size rings of floats, one per metric, NaN where a value was absent."""
+    """One rank's rings of samples, one per metric, NaN where a value was absent."""
 
-    __slots__ = ("_next", "_rings", "count")
+    __slots__ = ("_cols", "_rank")
 
-    def __init__(self, size: int = HISTORY) -> None:
-        self._rings = {m: array("d", [math.nan]) * size for m in METRICS}
-        self._next = 0
-        self.count = 0
+    def __init__(self, cols: Columns, rank: int) -> None:
+        self._cols, self._rank = cols, rank
 
-    def append(self, **values: float | None) -> None:
-        i = self._next
-        for metric, ring in self._rings.items():
-            value = values.get(metric)
-            ring[i] = math.nan if value is None else value
-        self._next = (i + 1) % len(self._rings["t"])
-        self.count += 1
+    @property
+    def count(self) -> int:
+        return int(self._cols.history_count[self._rank])
 
     def latest(self, metric: str, ago: int = 0) -> float:
         """The value ``ago`` samples before the newest; NaN if there is none."""
-        size = len(self._rings["t"])
-        if ago >= min(self.count, size):
-            return math.nan
-        return self._rings[metric][(self._next - 1 - ago) % size]
+        if ago >= min(self.count, HISTORY):
+            return float("nan")
+        i = (int(self._cols.history_next[self._rank]) - 1 - ago) % HISTORY
+        return float(self._cols.history[metric][self._rank, i])
 
     def series(self, metric: str, last: int | None = None) -> list[float]:
         """Oldest first; at most ``last`` samples."""
-        ring = self._rings[metric]
-        size = len(ring)
-        n = min(self.count, size, last or size)
-        start = (self._next - n) % size
-        return [ring[(start + k) % size] for k in range(n)]
+        n = min(self.count, HISTORY, last or HISTORY)
+        start = (int(self._cols.history_next[self._rank]) - n) % HISTORY
+        ring = self._cols.history[metric][self._rank]
+        return [float(ring[(start + k) % HISTORY]) for k in range(n)]
 
 
-@dataclass
 class RankState:
-    report: Report
-    received: float
-    """Monitor clock when the latest report arrived."""
-    first_seen: float
-    history: History = field(default_factory=History)
-    inflight_share: float = 0.0
-    """Running share of reports sampled inside a collective, while the job progresses: low
-    for the rank the others wait for."""
-    data_wait_share: float = 0.0
-    samples: int = 0
-    size: int = 0
-    """Bytes of the latest report as received."""
+    """One rank, as the monitor knows it: a view of the columns, and its latest report."""
+
+    __slots__ = ("_job", "rank")
+
+    def __init__(self, job: JobState, rank: int) -> None:
+        self._job, self.rank = job, rank
+
+    def __repr__(self) -> str:
+        return f"RankState(rank={self.rank})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RankState) and other._job is self._job and other.rank == self.rank
+
+    def __hash__(self) -> int:
+        return hash((id(self._job), self.rank))
+
+    def _get(self, column: str) -> Any:
+        return getattr(self._job.cols, column)[self.rank]
 
     @property
-    def rank(self) -> int:
-        return self.report.rank
+    def report(self) -> Report:
+        """The whole latest report, decoded when first asked for."""
+        return self._job.report_of(self.rank)
+
+    @property
+    def received(self) -> float:
+        """Monitor clock when the latest report arrived."""
+        return float(self._get("received"))
+
+    @property
+    def first_seen(self) -> float:
+        return float(self._get("first_seen"))
+
+    @property
+    def history(self) -> History:
+        return History(self._job.cols, self.rank)
+
+    @property
+    def inflight_share(self) -> float:
+        """Running share of reports sampled inside a collective, while the job progresses:
+        low for the rank the others wait for."""
+        return float(self._get("inflight_share"))
+
+    @property
+    def data_wait_share(self) -> float:
+        return float(self._get("data_wait_share"))
+
+    @property
+    def samples(self) -> int:
+        return int(self._get("samples"))
+
+    @property
+    def size(self) -> int:
+        """Bytes of the latest report as received."""
+        return int(self._get("bytes"))
+
+    @property
+    def steps(self) -> int:
+        return int(self._get("steps"))
+
+    @property
+    def host(self) -> str:
+        return self._job.host_name(int(self._get("host")))
 
     @property
     def finished(self) -> bool:
-        return self.report.exit is not None
+        return bool(self._get("flags") & wire.EXITED)
 
     def silent_for(self, now: float) -> float:
         return now - self.received
 
     def silent(self, now: float, limits: Thresholds = LIMITS) -> bool:
         """Not heard from for longer than its reports allow (and not because it exited)."""
-        return not self.finished and self.silent_for(now) >= limits.silent_after(self.report.interval)
+        return not self.finished and self.silent_for(now) >= limits.silent_after(float(self._get("interval")))
 
     def live(self, now: float, limits: Thresholds = LIMITS) -> bool:
         """Still reporting: neither exited nor silent."""
@@ -107,58 +320,55 @@ class RankState:
     def age(self, t: float, now: float) -> float:
         """How long before ``now`` (the monitor's clock) the moment ``t`` of the rank's own
         clock was: measured on the rank's clock, so skew between hosts does not enter."""
-        return self.report.t - t + (now - self.received)
+        return float(self._get("t")) - t + (now - self.received)
 
     def stalled_for(self, now: float) -> float | None:
         """How long the rank has made no progress, by its own account; None while it does."""
-        since = self.report.stalled_since
-        return None if since is None else self.age(since, now)
+        since = float(self._get("stalled_since"))
+        return None if np.isnan(since) else self.age(since, now)
 
     def gpu_used(self) -> float | None:
         """Memory in use on the rank's GPU, as nvidia-smi counts it (NVML), else what torch's
         caching allocator holds; the measure to hold against :meth:`gpu_total`."""
-        gpu = self.report.gpu
-        if gpu is None:
-            return None
-        value = gpu.used if gpu.used is not None else gpu.reserved
-        return None if value is None else float(value)
+        return _present(self._job.gpu_used()[self.rank])
 
     def gpu_total(self) -> float | None:
-        gpu = self.report.gpu
-        return None if gpu is None or not gpu.total else float(gpu.total)
+        total = _present(self._get("gpu_total"))
+        return total if total else None
 
     def gpu_allocated(self) -> float | None:
-        return gpu_allocated(self.report)
+        return _present(self._job.gpu_allocated()[self.rank])
 
     def rss(self) -> float | None:
-        memory = self.report.memory
-        return None if memory is None else float(memory.rss)
+        return _present(self._get("rss"))
 
     def stopped(self) -> bool:
         """Ended by a signal or distmon rather than on its own (see :data:`distmon.wire.STOPPED`)."""
-        return self.report.exit is not None and self.report.exit.how in STOPPED
+        return bool(self._get("flags") & wire.STOPPED_BY_SIGNAL)
 
     def torn_down(self) -> bool:
         """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
-        return self.report.exit is not None and self.report.exit.how == TERMINATED
+        return self.stopped() and self.report.exit is not None and self.report.exit.how == TERMINATED
 
     def lost_a_peer(self) -> bool:
         """It raised because a peer went away: a consequence of another rank's failure."""
-        exc = self.report.exception
-        return exc is not None and bool(PEER_LOST.search(exc.message))
+        exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
+        return exc is not None and bool(wire.PEER_LOST.search(exc.message))
 
     def lost_a_worker(self) -> bool:
         """It raised because one of its DataLoader workers died."""
-        exc = self.report.exception
-        return exc is not None and bool(WORKER_DIED.search(exc.message))
+        exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
+        return exc is not None and bool(wire.WORKER_DIED.search(exc.message))
 
     def failed_on_its_own(self) -> bool:
         """Raised, and not only because the job was being stopped around it: a rank stopped by
         a signal whose DataLoader workers died in the same teardown, or whose peers went, did
         not fail."""
-        if self.report.exception is None:
-            return False
-        return not (self.stopped() and (self.lost_a_peer() or self.lost_a_worker()))
+        return bool(self._job.failed_on_their_own()[self.rank])
+
+
+def _present(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
 
 
 def gpu_allocated(report: Report) -> float | None:
@@ -171,15 +381,7 @@ def gpu_allocated(report: Report) -> float | None:
     return None if value is None else float(value)
 
 
-PEER_LOST = re.compile(
-    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
-    r"|Watchdog caught collective operation timeout|communicator was aborted"
-    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
-    re.IGNORECASE,
-)
-"""What a rank raises when another one died first."""
-WORKER_DIED = re.compile(r"DataLoader worker \(pid", re.IGNORECASE)
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
+FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash", "relay_lost"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
 _HOW = {TERMINATED: "terminated by SIGTERM", INTERRUPTED: "interrupted (SIGINT)", ENDED: "ended by distmon"}
 
@@ -197,89 +399,299 @@ class Ending:
     FINISHED: ClassVar[str] = "finished"
 
 
-@dataclass
+class Ranks(Mapping[int, RankState]):
+    """The ranks heard from, as views, by rank."""
+
+    def __init__(self, job: JobState) -> None:
+        self._job = job
+
+    def __getitem__(self, rank: int) -> RankState:
+        cols = self._job.cols
+        if not (isinstance(rank, int | np.integer) and 0 <= rank < cols.capacity and cols.present[rank]):
+            raise KeyError(rank)
+        return RankState(self._job, int(rank))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._job.present().tolist())
+
+    def __len__(self) -> int:
+        return self._job.reporting
+
+
 class JobState:
     """The ranks of the one job this monitor follows.
 
-    The first job to report is followed; a report from another job is counted and
-    dropped, unless the followed job has ended, in which case the new one replaces it
-    (the same monitor across a relaunch). Its first admitted report fixes the job's world
-    size until it ends; ``dropped`` counts refusals by reason.
+    The first job to report is followed; a report from another job is counted and dropped,
+    unless the followed job has ended, in which case the new one replaces it (the same
+    monitor across a relaunch). Its first admitted report fixes the job's world size until
+    it ends; ``dropped`` counts refusals by reason.
     """
 
-    job: str | None = None
-    pinned: bool = False
-    ranks: dict[int, RankState] = field(default_factory=dict)
-    dropped: Counter[str] = field(default_factory=Counter)
-    received: int = 0
-    last_message: float | None = None
-    job_world: int | None = None
-    retained: int = 0
-    """Bytes of the ranks' latest reports, as received."""
+    def __init__(self, job: str | None = None, pinned: bool = False, max_world: int = admission.MAX_WORLD) -> None:
+        self.job = job
+        self.pinned = pinned
+        self.max_world = max_world
+        self.dropped: Counter[str] = Counter()
+        self.received = 0
+        self.last_message: float | None = None
+        self.job_world: int | None = None
+        self.retained = 0
+        """Bytes of the ranks' latest reports, as received."""
+        self.reporting = 0
+        self.cols = Columns(INITIAL)
+        self.ranks = Ranks(self)
+        self.relays: list[str] = []
+        """Relays the ranks' reports came through (``host:pid``), by the index in ``cols.via``."""
+        self._job_hash = wire.name_hash(job) if job is not None else None
+        self._reports: list[bytes | None] = []
+        self._decoded: OrderedDict[int, Report] = OrderedDict()
+        self._names: dict[int, str] = {}
+        self._groups: dict[int, GroupStatus] = {}
 
-    def ingest(self, raw: bytes, now: float) -> Report | None:
-        """Decode and apply one message; a bad one is counted by reason, never raised."""
+    # --- taking reports in ------------------------------------------------------------------
+
+    def ingest(self, raw: bytes, now: float) -> RankState | None:
+        """Take in one message (a frame, or a bare report); a bad or refused one is counted by
+        reason, never raised. Returns the rank it was admitted for."""
+        _, ranks = self._take(Batch.of([raw]), now, None)
+        return RankState(self, int(ranks[0])) if len(ranks) else None
+
+    def apply(self, report: Report, now: float) -> bool:
+        """Take in ``report`` as if it had just arrived (tests build states this way)."""
+        return self.ingest(wire.encode(report), now) is not None
+
+    def ingest_batch(self, batch: Batch, now: float, times: F8 | None = None) -> I8:
+        """Take in a batch of frames (``times[i]`` when frame ``i`` arrived, ``now`` for all by
+        default), each admitted or counted by why not; returns the indices of the frames
+        admitted."""
+        return self._take(batch, now, times)[0]
+
+    def _take(self, batch: Batch, now: float, times: F8 | None) -> tuple[I8, I8]:
+        """The indices of the frames admitted, and their ranks."""
+        parsed = parse(batch)
+        self.dropped.update(+parsed.refused)
+        if len(parsed) == 0:
+            return parsed.index, parsed.index
+        arrived = np.full(len(parsed), now) if times is None else np.asarray(times, dtype=np.float64)[parsed.index]
+        keep = self._admit(parsed, arrived)
+        if keep.any():
+            self._apply(parsed, np.flatnonzero(keep), arrived, batch.relays)
+        return parsed.index[keep], parsed.headers["rank"][keep].astype(np.int64)
+
+    def _admit(self, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]:
+        """Which frames the job lets in; the others are counted by reason."""
+        h = parsed.headers
+        keep = np.ones(len(parsed), dtype=bool)
+        fits = (h["world"] >= 1) & (h["world"] <= self.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
+        if fits.any():
+            i = int(np.argmax(fits))
+            first, ended = h[i], self._job_hash is not None and self.ended(float(arrived[i]))
+            another = first["job"] != self._job_hash and not self.pinned
+            resized = first["job"] == self._job_hash and self.job_world is not None and first["world"] != self.job_world
+            if self._job_hash is None or (ended and (another or resized)):
+                self._follow(parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
+        if self._job_hash is not None:
+            other = h["job"] != self._job_hash
+            self._refuse("other_job", other)
+            keep &= ~other
+        rank, world = h["rank"].astype(np.int64), h["world"].astype(np.int64)
+        cols = self.cols
+        known = (rank >= 0) & (rank < cols.capacity)
+        current = np.where(known, rank, 0)
+        alive = known & cols.present[current]
+        other_process = alive & ((cols.pid[current] != h["pid"]) | (cols.host[current] != h["host"]))
+        gone = ((cols.flags[current] & wire.EXITED) != 0) | (
+            arrived - cols.received[current] >= admission.restart_quiet(cols.interval[current])
+        )
+        churn = other_process & ~gone
+        reason = admission.refusals(world, rank, self.job_world, self.max_world, churn & keep)
+        for code in np.unique(reason[keep & (reason > 0)]):
+            self._refuse(str(admission.REASONS[code]), keep & (reason == code))
+        keep &= reason == 0
+        sizes = parsed.sizes()
+        if keep.any():
+            old = np.where(alive, cols.bytes[current], 0)
+            total = self.retained + np.cumsum(np.where(keep, sizes - old, 0))
+            over = keep & (total > admission.MAX_RETAINED_BYTES)
+            self._refuse(admission.OVER_BUDGET, over)
+            keep &= ~over
+        return keep
+
+    def _refuse(self, reason: str, frames: npt.NDArray[np.bool_]) -> None:
+        n = int(np.count_nonzero(frames))
+        if n:
+            self.dropped[reason] += n
+
+    def _follow(self, parsed: Parsed, i: int) -> None:
+        """Follow the job of frame ``i``: forget the one before."""
+        report = wire.decode(parsed.report(i))
+        self.job, self._job_hash = report.job, wire.name_hash(report.job)
+        self.job_world = int(parsed.headers["world"][i])
+        self.cols = Columns(INITIAL)
+        self._reports, self._decoded = [], OrderedDict()
+        self.retained = self.reporting = 0
+
+    def _apply(self, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+        """Every admitted frame, in order: a rank's second frame in the batch goes in a round
+        after its first (arrays take one value per rank at a time)."""
+        rank = parsed.headers["rank"][frames].astype(np.int64)
+        order = np.argsort(rank, kind="stable")
+        first = np.r_[True, rank[order][1:] != rank[order][:-1]]
+        starts = np.flatnonzero(first)
+        occurrence = np.empty(len(rank), dtype=np.int64)
+        occurrence[order] = np.arange(len(rank)) - np.repeat(starts, np.diff(np.r_[starts, len(rank)]))
+        for k in range(int(occurrence.max()) + 1):
+            mine = frames[occurrence == k]
+            self._apply_once(parsed, mine, arrived[mine], relays)
+
+    def _apply_once(self, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+        """Frames of distinct ranks."""
+        h = parsed.headers[frames]
+        rank = h["rank"].astype(np.int64)
+        cols = self.cols
+        cols.reserve(int(rank.max()) + 1)
+        while len(self._reports) < cols.capacity:
+            self._reports.append(None)
+        was_present = cols.present[rank]
+        new = ~was_present | (cols.pid[rank] != h["pid"]) | (cols.host[rank] != h["host"])
+        if new.any():
+            self.reporting += int(np.count_nonzero(~was_present))
+            cols.forget(rank[new])
+            cols.first_seen[rank[new]] = arrived[new]
+            cols.present[rank[new]] = True
+        sizes = parsed.sizes()[frames]
+        self.retained += int(np.sum(sizes - cols.bytes[rank]))
+        self.received += len(frames)
+        self.last_message = float(arrived.max())
+        cols.received[rank] = arrived
+        for name in ("t", "n", "pid", "host", "local_rank", "steps", "forwards", "flags", "stack"):
+            getattr(cols, name)[rank] = h[name]
+        for name in ("interval", "data_wait", "step_p50", "stalled_since", "last_step_t", "rss"):
+            getattr(cols, name)[rank] = h[name]
+        for name in ("gpu_used", "gpu_reserved", "gpu_allocated", "gpu_total"):
+            getattr(cols, name)[rank] = h[name]
+        cols.bytes[rank] = sizes
+        cols.via[rank] = self._relay_indices(parsed.via[frames], relays)
+        inflight = self._rows(parsed, frames, rank)
+        self._shares(rank, h, inflight)
+        self._history(rank, h, inflight)
+        for i, r in zip(frames.tolist(), rank.tolist(), strict=True):
+            self._reports[r] = parsed.report(i)
+            self._decoded.pop(r, None)
+
+    def _relay_indices(self, via: I8, relays: list[Any]) -> I8:
+        """The batch's relay indices as indices into :attr:`relays`."""
+        if not relays:
+            return np.full(len(via), -1, dtype=np.int64)
+        mine = np.array([self._relay_index(relay.id) for relay in relays] + [-1], dtype=np.int64)
+        return mine[via]
+
+    def _relay_index(self, relay: str) -> int:
+        if relay not in self.relays:
+            self.relays.append(relay)
+        return self.relays.index(relay)
+
+    def _rows(self, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
+        """Group and channel rows into the ranks' slots; whether each frame's rank had a
+        collective in flight."""
+        cols = self.cols
+        position = np.full(len(parsed), -1, dtype=np.int64)
+        position[frames] = np.arange(len(frames))
+        h = parsed.headers[frames]
+        cols.groups[rank] = np.minimum(h["groups"], MAX_GROUPS)
+        cols.channels[rank] = np.minimum(h["channels"], MAX_CHANNELS)
+        inflight = np.zeros(len(frames), dtype=bool)
+        owner = position[parsed.group_of]
+        rows = (owner >= 0) & (parsed.group_slot < MAX_GROUPS)
+        if rows.any():
+            g, who, slot = parsed.groups[rows], rank[owner[rows]], parsed.group_slot[rows]
+            cols.g_id[who, slot], cols.g_enq[who, slot], cols.g_comp[who, slot] = g["id"], g["enqueued"], g["completed"]
+            cols.g_since[who, slot], cols.g_op[who, slot] = g["since"], g["op"]
+            inflight[np.unique(owner[rows][g["enqueued"] > g["completed"]])] = True
+        owner = position[parsed.channel_of]
+        rows = (owner >= 0) & (parsed.channel_slot < MAX_CHANNELS)
+        if rows.any():
+            c, who, slot = parsed.channels[rows], rank[owner[rows]], parsed.channel_slot[rows]
+            cols.c_group[who, slot], cols.c_peer[who, slot], cols.c_dir[who, slot] = c["group"], c["peer"], c["dir"]
+            cols.c_posted[who, slot], cols.c_completed[who, slot] = c["posted"], c["completed"]
+            cols.c_blocked[who, slot], cols.c_blocked_since[who, slot] = c["blocked"], c["blocked_since"]
+        return inflight
+
+    def _shares(self, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+        """Running shares of time in collectives and waiting for data, while the rank progresses
+        (a stall is the hang rule's business, not pace)."""
+        cols = self.cols
+        moving = (h["flags"] & wire.STALLED) == 0
+        r = rank[moving]
+        weight = np.where(cols.samples[r] > 0, SHARE_SMOOTHING, 1.0)
+        cols.inflight_share[r] += weight * (inflight[moving] - cols.inflight_share[r])
+        wait = h["data_wait"][moving].astype(np.float64)
+        wait[np.isnan(wait)] = 0.0
+        cols.data_wait_share[r] += weight * (wait - cols.data_wait_share[r])
+        cols.samples[r] += 1
+
+    def _history(self, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+        cols = self.cols
+        slot = cols.history_next[rank]
+        values = {
+            "t": h["t"],
+            "steps": h["steps"].astype(np.float64),
+            "step_time": h["step_p50"],
+            "rss": h["rss"],
+            "gpu": np.where(np.isnan(h["gpu_allocated"]), h["gpu_used"], h["gpu_allocated"]),
+            "inflight": inflight.astype(np.float64),
+            "data_wait": h["data_wait"],
+        }
+        for metric, value in values.items():
+            cols.history[metric][rank, slot] = value
+        cols.history_next[rank] = (slot + 1) % HISTORY
+        cols.history_count[rank] += 1
+
+    # --- reading ----------------------------------------------------------------------------
+
+    def present(self) -> I8:
+        """The ranks heard from, in order."""
+        return np.flatnonzero(self.cols.present)
+
+    def report_of(self, rank: int) -> Report:
+        """Rank ``rank``'s latest report, decoded once and kept among the last few asked for."""
+        report = self._decoded.get(rank)
+        if report is not None:
+            self._decoded.move_to_end(rank)
+            return report
+        raw = self._reports[rank] if 0 <= rank < len(self._reports) else None
+        if raw is None:
+            raise KeyError(rank)
         try:
-            report = decode(raw)
-        except WireError as e:
-            self.dropped[e.reason] += 1
-            return None
-        if not self.apply(report, now, size=len(raw)):
-            return None
+            report = wire.decode(raw)
+        except WireError:
+            self.dropped["malformed"] += 1
+            report = Report(job=self.job or "", rank=rank, world=self.world, host="?", pid=0, t=0.0, n=0, interval=1.0)
+        self._names.setdefault(wire.name_hash(report.host), report.host)
+        for g in report.groups:
+            self._groups.setdefault(wire.name_hash(g.id), g)
+        self._decoded[rank] = report
+        if len(self._decoded) > DECODED:
+            self._decoded.popitem(last=False)
         return report
 
-    def apply(self, report: Report, now: float, size: int = 0) -> bool:
-        """Admit ``report`` (``size`` bytes as received) into the state, or count why not."""
-        new_job = report.job != self.job
-        if new_job and self.job is not None and (self.pinned or not self.ended(now)):
-            self.dropped["other_job"] += 1
-            return False
-        if report.world != self.job_world and self.job_world is not None and self.ended(now):
-            new_job = True  # the same job id relaunched at another size, after the last run ended
-        state = None if new_job else self.ranks.get(report.rank)
-        reason = refusal(
-            report,
-            None if new_job else self.job_world,
-            None if state is None else state.report,
-            0.0 if state is None else now - state.received,
-        )
-        retained = (0 if new_job else self.retained) - (0 if state is None else state.size) + size
-        if reason is None and retained > MAX_RETAINED_BYTES:
-            reason = OVER_BUDGET
-        if reason is not None:
-            self.dropped[reason] += 1
-            return False
-        if new_job:
-            self.ranks.clear()
-            self.job = report.job
-        if new_job or self.job_world is None:
-            self.job_world = report.world
-        self.retained = retained
-        self.received += 1
-        self.last_message = now
-        if state is None or state.report.pid != report.pid or state.report.host != report.host:
-            state = RankState(report=report, received=now, first_seen=now)
-            self.ranks[report.rank] = state
-        state.report = report
-        state.received = now
-        state.size = size
-        inflight = float(any(g.enqueued > g.completed for g in report.groups))
-        data_wait = report.data_wait or 0.0
-        if report.stalled_since is None:  # a stall is the hang rule's business, not pace
-            a = SHARE_SMOOTHING if state.samples else 1.0
-            state.inflight_share += a * (inflight - state.inflight_share)
-            state.data_wait_share += a * (data_wait - state.data_wait_share)
-            state.samples += 1
-        state.history.append(
-            t=report.t,
-            steps=float(report.steps),
-            step_time=report.step_time.p50 if report.step_time else None,
-            rss=state.rss(),
-            gpu=state.gpu_allocated(),
-            inflight=inflight,
-            data_wait=report.data_wait,
-        )
-        return True
+    def host_name(self, host: int) -> str:
+        """A host's name, from a report of one of its ranks."""
+        name = self._names.get(host)
+        if name is None:
+            ranks = np.flatnonzero(self.cols.present & (self.cols.host == host))
+            name = self.report_of(int(ranks[0])).host if len(ranks) else "?"
+        return name
+
+    def group(self, gid: int) -> GroupStatus | None:
+        """A group's description (its name, members, timeout), from a report of a member."""
+        found = self._groups.get(gid)
+        if found is None:
+            members = np.flatnonzero((self.cols.g_id == gid).any(axis=1) & self.cols.present)
+            for rank in members[:1].tolist():
+                self.report_of(rank)
+            found = self._groups.get(gid)
+        return found
 
     @property
     def world(self) -> int:
@@ -287,38 +699,74 @@ class JobState:
 
     @property
     def hosts(self) -> list[str]:
-        return sorted({s.report.host for s in self.ranks.values()})
+        return sorted({self.host_name(int(h)) for h in np.unique(self.cols.host[self.present()])})
+
+    def gpu_used(self) -> F8:
+        """Per rank: NVML's used memory, else what torch's allocator reserved (NaN: no GPU)."""
+        c = self.cols
+        used: F8 = np.where(np.isnan(c.gpu_used), c.gpu_reserved, c.gpu_used)
+        return used
+
+    def gpu_allocated(self) -> F8:
+        c = self.cols
+        allocated: F8 = np.where(np.isnan(c.gpu_allocated), c.gpu_used, c.gpu_allocated)
+        return allocated
+
+    def flagged(self, flag: int) -> npt.NDArray[np.bool_]:
+        """Per rank: heard from, and its latest report's header carries ``flag``."""
+        mask: npt.NDArray[np.bool_] = self.cols.present & ((self.cols.flags & flag) != 0)
+        return mask
+
+    def silent(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
+        """Per rank: heard from, not exited, and silent longer than its reports allow."""
+        c = self.cols
+        after = np.maximum(limits.silence_floor, limits.silence_intervals * c.interval)
+        mask: npt.NDArray[np.bool_] = c.present & ~self.flagged(wire.EXITED) & (now - c.received >= after)
+        return mask
+
+    def live(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
+        mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.EXITED) & ~self.silent(now, limits)
+        return mask
+
+    def failed_on_their_own(self) -> npt.NDArray[np.bool_]:
+        """Per rank: raised, and not only because the job was being stopped around it (a rank
+        stopped by a signal whose peers or DataLoader workers went in the same teardown did not
+        fail)."""
+        teardown = self.flagged(wire.STOPPED_BY_SIGNAL) & self.flagged(wire.CONSEQUENCE)
+        mask: npt.NDArray[np.bool_] = self.flagged(wire.RAISED) & ~teardown
+        return mask
 
     def being_stopped(self) -> bool:
         """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
         torn down after a failure), so its ranks leaving does not resolve what stood."""
-        return any(s.stopped() for s in self.ranks.values())
+        return bool(self.flagged(wire.STOPPED_BY_SIGNAL).any())
 
     def pace(self) -> float | None:
         """The job's median step time; None before any rank has stepped."""
-        times = [s.report.step_time.p50 for s in self.ranks.values() if s.report.step_time]
-        return statistics.median(times) if times else None
+        times = self.cols.step_p50[self.present()]
+        times = times[~np.isnan(times)]
+        return float(statistics.median(times.tolist())) if len(times) else None
 
     def ending(self, standing: Iterable[Alert]) -> Ending | None:
         """How the job ended, given the alerts that stand (not resolved): a rank that failed
         on its own, or a failure alert, fail it (even while other ranks still run); once every
         rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or it
         finished. None while it runs."""
-        ranks = sorted(self.ranks.values(), key=lambda s: s.rank)
         standing = list(standing)
-        raised = [s.rank for s in ranks if s.failed_on_its_own()]
+        raised = np.flatnonzero(self.failed_on_their_own()).tolist()
         if raised:
             return Ending(Ending.FAILED, f"failed: {rank_word(raised)} raised an exception")
         failures = sorted((a for a in standing if a.kind in FAILURE_KINDS), key=lambda a: a.t)
         if failures:
             return Ending(Ending.FAILED, f"failed: {failures[0].headline}")
-        if not ranks or not all(s.finished for s in ranks):
+        present = self.present()
+        if not len(present) or not self.flagged(wire.EXITED)[present].all():
             return None
-        stopped = [s for s in ranks if s.stopped()]
+        stopped = np.flatnonzero(self.flagged(wire.STOPPED_BY_SIGNAL)).tolist()
         if not stopped:
             return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
-        how = " and ".join(sorted({_HOW[s.report.exit.how] for s in stopped if s.report.exit}))
-        who = f"{rank_word(s.rank for s in stopped)} {how}"
+        how = " and ".join(sorted({_HOW.get(e.how, e.how) for r in stopped[:64] if (e := self.report_of(r).exit)}))
+        who = f"{rank_word(stopped)} {how}"
         stops = sorted({a.kind for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL})
         if stops:
             kinds = ", ".join(stops)
@@ -328,8 +776,9 @@ class JobState:
 
     def ended(self, now: float, quiet: float = 60.0) -> bool:
         """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
-        if not self.ranks:
+        present = self.present()
+        if not len(present):
             return True
-        if all(s.finished for s in self.ranks.values()):
+        if self.flagged(wire.EXITED)[present].all():
             return True
         return self.last_message is not None and now - self.last_message > quiet

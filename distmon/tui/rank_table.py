@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import textwrap
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import ClassVar
 
@@ -107,7 +107,7 @@ class RankTable(ScrollView, can_focus=True):
 
     def __init__(self, *, id: str | None = None) -> None:
         super().__init__(id=id)
-        self.ranks: dict[int, RankState] = {}
+        self.ranks: Mapping[int, RankState] = {}
         self.now = 0.0
         self.culprits: frozenset[int] = frozenset()
         self.sort = "rank"
@@ -131,7 +131,7 @@ class RankTable(ScrollView, can_focus=True):
 
     # --- state from the app -------------------------------------------------------------
 
-    def show(self, ranks: dict[int, RankState], now: float, culprits: frozenset[int]) -> None:
+    def show(self, ranks: Mapping[int, RankState], now: float, culprits: frozenset[int]) -> None:
         """Point the table at the latest state; cheap unless the row order must change."""
         self.ranks, self.now = ranks, now
         if culprits != self.culprits:

@@ -1,4 +1,4 @@
-"""The app watching a real torchrun job: four gloo ranks with distmon's hook, one of them
+"""The app watching a real torchrun job: three gloo ranks with distmon's hook, one of them
 stuck before a collective; the watcher names it and shows its stack."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str, torchrun
         # if the launcher is killed before it could stop them.
         fault = ["--fault", "hang", "--fault-rank", "2", "--fault-step", "5", "--hang-seconds", "30"]
         fault += ["--steps", "30"]
-        job = torchrun(4, *fault, endpoint=endpoint)
+        job = torchrun(3, *fault, endpoint=endpoint)
         with job:
             for _ in range(1200):  # at most two minutes
                 if app.overview.culprits == {2}:
@@ -32,7 +32,7 @@ async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str, torchrun
                 await pilot.pause(0.1)
             assert app.overview.culprits == {2}, job.output
             assert app.overview.state == overview.HUNG
-            assert app.overview.ranks == 4
+            assert app.overview.ranks == 3
             table = app.query_one(RankTable)
             table.action_jump([row.rank for row in table.rows].index(2))
             await pilot.press("enter")
