@@ -1,8 +1,9 @@
 """Where the monitor's messages come from, and the one loop that feeds them to it.
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
-recording, or a simulated job); each hands out ``(monitor time, raw message)`` pairs and
-tells the time on its own clock. :class:`Pump` drives a
+recording, or a simulated job); each hands out ``(monitor time, raw message)`` pairs, the
+message one rank's or a :class:`~distmon.channel.Batch` of them, and tells the time on its
+own clock. :class:`Pump` drives a
 :class:`~distmon.monitor.monitor.Monitor` from any of them: ``watch``, ``record``,
 ``replay`` and the tests' simulated jobs all run through it, so a replay runs the detector
 at the very moments, on the very messages, that the live monitor did.
@@ -17,15 +18,25 @@ from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator
 from typing import Protocol
 
-from distmon.channel import Command, Dump
+from distmon.channel import Batch, Command, Dump
 from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import DUMP_QUEUE, Receiver
-from distmon.monitor.recording import AlertEvent, Dropped, Message, Record, check_recording, read_recording
+from distmon.monitor.recording import (
+    AlertEvent,
+    BatchRecord,
+    Dropped,
+    Message,
+    Record,
+    check_recording,
+    read_recording,
+)
 
 Clock = Callable[[], float]
-Item = tuple[float, bytes]
+Item = tuple[float, bytes | Batch]
+"""A message or a batch of them, with the monitor time it arrived."""
+Frame = tuple[float, bytes]
 
 
 class Feed(Protocol):
@@ -67,7 +78,7 @@ class LiveFeed:
         self.received = 0
         self._clock = clock
         self._receiver = Receiver(endpoint, key)
-        self._queue: deque[Item] = deque(maxlen=capacity)
+        self._queue: deque[Frame] = deque(maxlen=capacity)
         self._queued_bytes = 0
         self._max_bytes = max_bytes
         self._refused: Counter[str] = Counter()
@@ -103,7 +114,7 @@ class LiveFeed:
         finally:
             self._receiver.close()
 
-    def _enqueue(self, item: Item) -> None:
+    def _enqueue(self, item: Frame) -> None:
         while self._queue and (
             len(self._queue) == self._queue.maxlen or self._queued_bytes + len(item[1]) > self._max_bytes
         ):
@@ -117,7 +128,7 @@ class LiveFeed:
             n = min(limit, len(self._queue))
             items = [self._queue.popleft() for _ in range(n)]
             self._queued_bytes -= sum(len(raw) for _, raw in items)
-            return items
+            return list(items)
 
     def take_dropped(self) -> Counter[str]:
         with self._lock:
@@ -208,6 +219,8 @@ class ReplayFeed:
             self._next = next(self._records, None)
             if isinstance(record, Message):
                 out.append((record.t, record.payload))
+            elif isinstance(record, BatchRecord):
+                out.append((record.t, record.batch))
             elif isinstance(record, Dropped):
                 self._dropped.update(record.counts)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":
@@ -304,11 +317,12 @@ class Pump:
         items = self.feed.take(limit)
         self.taken = len(items)
         self.monitor.state.dropped.update(self.feed.take_dropped())
-        for t, raw in items:
+        for t, item in items:
             if self._next_tick is None:
                 self._next_tick = t + self.TICK
             changes += self._tick_until(t)
-            self.monitor.ingest(raw, t)
+            for raw in item.frames() if isinstance(item, Batch) else [item]:
+                self.monitor.ingest(raw, t)
         if len(items) < limit:  # the feed has handed over all it has up to its clock
             changes += self._tick_until(self.feed.now())
         return changes

@@ -6,7 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
+from distmon.monitor.recording import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
 from distmon.monitor.state import JobState
 from distmon.monitor.words import rank_word
 
@@ -58,8 +58,9 @@ def load(path: str) -> Postmortem:
     for record in records:
         pm.first = record.t if pm.first is None else pm.first
         pm.last = record.t
-        if isinstance(record, Message):
-            pm.state.ingest(record.payload, record.t)
+        if isinstance(record, Message | BatchRecord):
+            for frame in record.frames():
+                pm.state.ingest(frame, record.t)
         elif isinstance(record, Dropped):
             pm.state.dropped.update(record.counts)
         elif isinstance(record, AlertEvent):
