@@ -3,10 +3,10 @@
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
 recording, or a simulated job); each hands out ``(monitor time, raw message)`` pairs, the
 message one rank's or a :class:`~distmon.channel.Batch` of them, and tells the time on its
-own clock. :class:`Pump` drives a
-:class:`~distmon.monitor.monitor.Monitor` from any of them: ``watch``, ``record``,
-``replay`` and the tests' simulated jobs all run through it, so a replay runs the detector
-at the very moments, on the very messages, that the live monitor did.
+own clock. :class:`Pump` drives a :class:`~distmon.monitor.monitor.Monitor` from any of
+them: ``watch``, ``record``, ``replay`` and the tests' simulated jobs all run through it,
+so a replay runs the detector at the very moments, on the very messages, that the live
+monitor did.
 """
 
 from __future__ import annotations
