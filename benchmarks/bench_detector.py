@@ -21,7 +21,7 @@ import zmq
 from distmon.cli import relax_gc
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import Message, RecordingWriter, read_recording
+from distmon.monitor.recording import RecordingWriter, read_recording, received
 from distmon.simulate import Layout, SimJob, drive
 
 LAYOUT = Layout(tp=8, pp=4)
@@ -103,7 +103,7 @@ def intake_over_zeromq(seconds: float, workdir: str) -> tuple[int, int, float]:
     recorder.send_signal(2)
     recorder.communicate(timeout=30)
     _, records = read_recording(out)
-    times = [r.t for r in records if isinstance(r, Message)]
+    times = [t for t, _ in received(records)]
     return sent, len(times), len(times) / (times[-1] - times[0])
 
 

@@ -19,6 +19,7 @@ import itertools
 from array import array
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 import msgpack
 import zmq
@@ -162,6 +163,13 @@ class Batch:
         via = array("i", [0 if relay is not None else -1]) * len(frames)
         return cls(b"".join(frames), offsets, [relay] if relay is not None else [], via)
 
+    def subset(self, chosen: Sequence[int]) -> Batch:
+        """The frames at ``chosen``, in that order, with the relays they came through."""
+        o = self.offsets
+        frames = [self.payload[o[i] : o[i + 1]] for i in chosen]
+        offsets = array("I", [0, *itertools.accumulate(map(len, frames))])
+        return Batch(b"".join(frames), offsets, self.relays, array("i", [self.via[i] for i in chosen]))
+
     @classmethod
     def merged(cls, batches: Sequence[Batch]) -> Batch:
         """One batch of several (a relay forwarding what the relays below it sent), their
@@ -195,28 +203,37 @@ def batch_frames(batch: Batch) -> list[bytes]:
 
 
 def decode_batch(frames: list[bytes]) -> Batch:
-    """``frames`` as sent by :func:`batch_frames` (offsets and relay indices in the machine's
-    own byte order: little-endian, as on every host torch runs on); raises
-    :class:`WireError` otherwise."""
+    """``frames`` as sent by :func:`batch_frames`; raises :class:`WireError` otherwise."""
     if len(frames) != 3 or frames[0] != BATCH_TAG:
         raise WireError("malformed_batch", f"{len(frames)} frames")
-    payload = frames[2]
-    if len(payload) > MAX_BATCH_BYTES:
-        raise WireError("oversized_batch", f"{len(payload)} bytes")
+    if len(frames[2]) > MAX_BATCH_BYTES:
+        raise WireError("oversized_batch", f"{len(frames[2])} bytes")
     try:
         header = msgpack.unpackb(frames[1], raw=False, max_bin_len=MAX_BATCH_BYTES, max_map_len=8)
-        offsets, via = array("I", header["offsets"]), array("i", header["via"])
-        relays = [Relay(str(i), str(h)) for i, h in header["relays"]]
+        offsets, relays, via = header["offsets"], header["relays"], header["via"]
     except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
         raise WireError("malformed_batch", str(e)) from None
-    n = len(offsets) - 1
+    return assemble_batch(frames[2], offsets, relays, via)
+
+
+def assemble_batch(payload: bytes, offsets: Any, relays: Any, via: Any) -> Batch:
+    """A batch from its parts as :func:`batch_frames` sends them and recordings store them:
+    offsets and relay indices as bytes in the machine's own byte order (little-endian, as on
+    every host torch runs on), relays as ``[id, host]`` pairs. Raises :class:`WireError`
+    where the parts are not that or do not fit together."""
+    try:
+        ends, through = array("I", offsets), array("i", via)
+        named = [Relay(str(i), str(h)) for i, h in relays]
+    except (ValueError, TypeError, OverflowError) as e:
+        raise WireError("malformed_batch", str(e)) from None
+    n = len(ends) - 1
     if (
         n < 0
-        or offsets[0] != 0
-        or offsets[-1] != len(payload)
-        or any(a > b for a, b in itertools.pairwise(offsets))
-        or len(via) != n
-        or any(not -1 <= v < len(relays) for v in via)
+        or ends[0] != 0
+        or ends[-1] != len(payload)
+        or any(a > b for a, b in itertools.pairwise(ends))
+        or len(through) != n
+        or any(not -1 <= v < len(named) for v in through)
     ):
         raise WireError("malformed_batch", "offsets or relays do not fit the payload")
-    return Batch(payload, offsets, relays, via)
+    return Batch(payload, ends, named, through)

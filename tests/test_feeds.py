@@ -92,6 +92,27 @@ def test_a_recording_cut_off_mid_write_replays_to_where_it_ends(tmp_path: Path) 
     assert feed.now() == released[-1][0]
 
 
+def test_replay_hands_out_batches_and_the_pump_ingests_their_messages(tmp_path: Path) -> None:
+    """A recording of what relays sent: each second's reports, one batch."""
+    path = tmp_path / "batches.distmon"
+    writer = RecordingWriter(str(path))
+    seconds: dict[int, list[bytes]] = {}
+    for t, raw in SimJob(world=4, ranks_per_host=4, start=START).stream(until=10):
+        seconds.setdefault(int(t - START), []).append(raw)
+    for second, frames in sorted(seconds.items()):
+        writer.batch(START + second + 1, Batch.of(frames, Relay("node-a:7", "node-a")))
+    writer.close()
+    feed = ReplayFeed(str(path), speed=math.inf)
+    items = feed.take(1000)
+    assert [t for t, _ in items] == [START + s + 1 for s in sorted(seconds)]
+    assert all(isinstance(b, Batch) and b.relays == [Relay("node-a:7", "node-a")] for _, b in items)
+    assert [b.frames() for _, b in items if isinstance(b, Batch)] == [seconds[s] for s in sorted(seconds)]
+    monitor = Monitor()
+    pump = Pump(ReplayFeed(str(path), speed=math.inf), monitor)
+    list(pump.drain())
+    assert len(monitor.state.ranks) == 4 and monitor.state.received == 40
+
+
 @pytest.mark.parametrize(
     ("content", "error"),
     [(None, "cannot open"), (b"", "is empty"), (b"hello, world\n", "not a distmon recording")],

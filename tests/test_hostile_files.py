@@ -1,24 +1,38 @@
 """Crafted recordings: `distmon report` and `distmon replay` fail with one line and exit 2,
-reading at most one record into memory, whatever the file claims."""
+reading at most one record into memory, whatever the file claims; cut anywhere, a recording
+reads up to its last whole record."""
 
 from __future__ import annotations
 
 import dataclasses
 import json
+import random
 import subprocess
 import sys
+import zlib
+from collections import Counter
 from pathlib import Path
 
 import msgpack
 import pytest
 
+from distmon.channel import Batch, Relay
 from distmon.monitor import postmortem
 from distmon.monitor.alerts import Alert, Change
 from distmon.monitor.postmortem import load
-from distmon.monitor.recording import RecordingError, RecordingWriter
+from distmon.monitor.recording import (
+    AlertEvent,
+    BatchRecord,
+    Message,
+    RecordingError,
+    RecordingWriter,
+    read_recording,
+)
+from distmon.simulate import SimJob
 from distmon.wire import Report, encode
 
 HEADER = msgpack.packb({"format": "distmon-recording", "version": 1, "created": 1_700_000_000.0})
+HEADER_V2 = msgpack.packb({"format": "distmon-recording", "version": 2, "created": 1_700_000_000.0})
 PEAK_MB = 150
 """More than the Python interpreter and distmon's imports, far less than any claim below."""
 PEAK = """
@@ -47,8 +61,8 @@ CRAFTED = {
     "an array of four billion items": (HEADER + b"\xdd\xff\xff\xff\xff" + b"\xc0" * 1000, "max_array_len"),
     "a two-megabyte string": (HEADER + b"\xdb\x00\x20\x00\x00" + b"x" * 3_000_000, "max_str_len"),
     "a two-gigabyte string": (HEADER + b"\xdb\x7f\xff\xff\xff" + b"x" * 10_000_000, "a record over"),
-    "a one-megabyte payload": (
-        HEADER + b"\x93\xa1m\xcb" + b"\x00" * 8 + b"\xc6\x00\x10\x00\x00" + b"\x00" * 2**20,
+    "a two-megabyte payload": (
+        HEADER + b"\x93\xa1m\xcb" + b"\x00" * 8 + b"\xc6\x00\x20\x00\x00" + b"\x00" * 2**21,
         "max_bin_len",
     ),
     "a two-gigabyte payload": (HEADER + b"\xc6\x7f\xff\xff\xff" + b"\x00" * 10_000_000, "a record over"),
@@ -59,10 +73,50 @@ CRAFTED = {
 }
 
 
+def deflated(*parts: bytes, end: bool = False) -> bytes:
+    """``parts`` through one zlib stream, flushed as the writer does, ended if ``end``."""
+    deflate = zlib.compressobj()
+    out = b"".join(deflate.compress(part) for part in parts)
+    return out + deflate.flush(zlib.Z_FINISH if end else zlib.Z_SYNC_FLUSH)
+
+
+NOISE = random.Random(18).randbytes(6 * 2**20)
+"""Bytes that do not compress: a claim inside them reaches the reader's limits, not its
+compression-bomb check."""
+V2 = HEADER_V2 + deflated(message())
+CRAFTED_V2 = {
+    "v2: a bomb of zeros": (HEADER_V2 + deflated(*[b"\x00" * 2**20] * 300), "compression bomb"),
+    "v2: a bomb of records": (
+        HEADER_V2 + deflated(*[msgpack.packb(["d", 1_700_000_000.0, {}]) * 50_000] * 300),
+        "compression bomb",
+    ),
+    "v2: a bomb in one record": (HEADER_V2 + deflated(b"\xc6\x7f\xff\xff\xff", *[b"\x00" * 2**20] * 300), "bomb"),
+    "v2: a two-gigabyte payload": (HEADER_V2 + deflated(b"\xc6\x7f\xff\xff\xff" + NOISE), "a record over"),
+    "v2: a two-megabyte payload": (
+        HEADER_V2 + deflated(b"\x93\xa1m\xcb" + b"\x00" * 8 + b"\xc6\x00\x20\x00\x00" + NOISE[: 2**21]),
+        "max_bin_len",
+    ),
+    "v2: a map of four billion entries": (
+        HEADER_V2 + deflated(b"\xdf\xff\xff\xff\xff" + b"\xc0" * 1000),
+        "max_map_len",
+    ),
+    "v2: deep nesting": (HEADER_V2 + deflated(message() + b"\x91" * 200_000), "nested too deep"),
+    "v2: a time beyond any clock": (HEADER_V2 + deflated(message(1e300)), "a record at time"),
+    "v2: garbage after the header": (HEADER_V2 + b"garbage " * 1000, "incorrect header check"),
+    "v2: uncompressed records after the header": (HEADER_V2 + message() * 100, "incorrect header check"),
+    "v2: garbage inside the stream": (V2 + NOISE[:100_000], "is damaged at record 1 (by byte"),
+    "v2: bytes after the end": (HEADER_V2 + deflated(message(), end=True) + message(), "bytes follow the end"),
+    "v2: a header from no clock": (
+        msgpack.packb({"format": "distmon-recording", "version": 2, "created": -1}) + deflated(message()),
+        "header",
+    ),
+}
+
+
 @pytest.mark.parametrize("command", ["report", "replay"])
-@pytest.mark.parametrize("case", list(CRAFTED))
+@pytest.mark.parametrize("case", [*CRAFTED, *CRAFTED_V2])
 def test_a_crafted_recording_is_one_line_exit_2_and_bounded_memory(tmp_path: Path, command: str, case: str) -> None:
-    content, reason = CRAFTED[case]
+    content, reason = {**CRAFTED, **CRAFTED_V2}[case]
     path = tmp_path / "crafted.distmon"
     path.write_bytes(content)
     result = run_measured(command, str(path))
@@ -109,3 +163,78 @@ def test_alert_text_beyond_the_cap_is_refused(tmp_path: Path, monkeypatch: pytes
     writer.close()
     with pytest.raises(RecordingError, match="MiB of alerts"):
         load(str(path))
+
+
+def small_recording(path: Path) -> list[object]:
+    """A version 2 recording of every kind of record, and the records as written."""
+    writer = RecordingWriter(str(path))
+    frames = [encode(Report("j", r, 4, "h", 100 + r, 1.7e9, 0, 1.0)) for r in range(4)]
+    alert = Alert("hang", "critical", [2], 1.7e9 + 3, "stuck", "evidence")
+    writer.message(1.7e9 + 1, frames[0])
+    writer.batch(1.7e9 + 2, Batch.of(frames[1:], Relay("node-b:7", "node-b")))
+    writer.alert(1.7e9 + 3, Change("raised", alert))
+    writer.dropped(1.7e9 + 4, Counter({"malformed": 2}))
+    writer.batch(1.7e9 + 5, Batch(relays=[Relay("node-b:7", "node-b")]))
+    writer.message(1.7e9 + 6, frames[3])
+    writer.close()
+    return list(read_recording(str(path))[1])
+
+
+def test_a_recording_cut_at_any_byte_reads_up_to_its_last_whole_record(tmp_path: Path) -> None:
+    whole = tmp_path / "whole.distmon"
+    records = small_recording(whole)
+    assert [type(r).__name__ for r in records] == [
+        "Message", "BatchRecord", "AlertEvent", "Dropped", "BatchRecord", "Message"
+    ]  # fmt: skip
+    content = whole.read_bytes()
+    cut = tmp_path / "cut.distmon"
+    read = []
+    for n in range(len(content)):
+        cut.write_bytes(content[:n])
+        if n < len(HEADER_V2):
+            with pytest.raises(RecordingError, match=r"is empty|ends inside its header"):
+                read_recording(str(cut))
+            continue
+        got = list(read_recording(str(cut))[1])
+        assert got == records[: len(got)], n
+        read.append(len(got))
+    assert read == sorted(read) and read[0] == 0 and read[-1] == len(records)
+
+
+def test_everything_up_to_the_last_flush_reads_back(tmp_path: Path) -> None:
+    """A crash, or a full disk, loses only what came after the last flush."""
+    path = tmp_path / "run.distmon"
+    writer = RecordingWriter(str(path))
+    flushed = []
+    for t, raw in SimJob(world=4).stream(until=5):
+        writer.message(t, raw)
+        if writer.records % 4 == 0:
+            writer.sync()
+            flushed.append((path.stat().st_size, writer.records))
+    writer.close()
+    content = path.read_bytes()
+    cut = tmp_path / "cut.distmon"
+    for size, count in flushed:
+        cut.write_bytes(content[:size])
+        assert len(list(read_recording(str(cut))[1])) == count
+
+
+def test_a_version_1_file_still_reads_and_reports(tmp_path: Path) -> None:
+    """The records of a version 1 file are those of the same file in version 2."""
+    v2 = tmp_path / "v2.distmon"
+    records = small_recording(v2)
+    v1 = tmp_path / "v1.distmon"
+    written = [
+        ["m", r.t, r.payload] if isinstance(r, Message) else
+        ["a", r.t, r.event, r.alert.to_json(), r.alert.key] if isinstance(r, AlertEvent) else
+        ["d", r.t, dict(r.counts)]
+        for r in records
+        if not isinstance(r, BatchRecord)
+    ]  # fmt: skip
+    v1.write_bytes(HEADER + b"".join(msgpack.packb(w) for w in written))
+    header, read = read_recording(str(v1))
+    assert header["version"] == 1
+    assert list(read) == [r for r in records if not isinstance(r, BatchRecord)]
+    header, read = read_recording(str(Path(__file__).parent / "data" / "hang-rank2.distmon"))
+    kinds = Counter(type(r).__name__ for r in read)
+    assert header["version"] == 1 and kinds == {"Message": 52, "AlertEvent": 5}

@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 from test_faults import Recorder
 
-from distmon.monitor.recording import Message, read_recording
+from distmon.monitor.recording import read_recording, received
 from distmon.monitor.whereabouts import classify
 from distmon.monitor.words import rank_lines
 from distmon.wire import Report, decode
@@ -46,9 +46,9 @@ class Run:
         _, records = read_recording(str(self.recording))
         first = min(a["t"] for a in self.alerts)
         last: dict[int, Report] = {}
-        for record in records:
-            if isinstance(record, Message) and record.t <= first + 1:
-                report = decode(record.payload)
+        for t, frame in received(records):
+            if t <= first + 1:
+                report = decode(frame)
                 last[report.rank] = report
         return last
 

@@ -16,10 +16,12 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from distmon.channel import Batch, Relay
+from distmon.export.html import read_series
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.postmortem import load
-from distmon.monitor.recording import Message, RecordingWriter, read_recording
+from distmon.monitor.recording import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
 from distmon.simulate import SimJob, drive
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
 
@@ -66,7 +68,7 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
                 push.send(bad[i // 2 % len(bad)])
         time.sleep(1.5)
         _, records = read_recording(str(out))  # readable while the recorder runs
-        assert sum(isinstance(r, Message) for r in records) == sent
+        assert sum(1 for _ in received(records)) == sent
         assert recorder.poll() is None, "bad input must not stop the recorder"
     finally:
         push.close(linger=0)
@@ -82,12 +84,16 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
 
 def test_a_recording_cut_off_mid_write_still_reports(tmp_path: Path) -> None:
     path = tmp_path / "run.distmon"
-    monitor = Monitor(Detector(), recorder=RecordingWriter(str(path)))
-    drive(SimJob(world=4).exception(1, at=5), monitor, until=10)
-    monitor.close()
-    torn = msgpack.packb(["m", 1e9, next(SimJob(world=1).stream(until=1))[1]])
-    with path.open("ab") as f:  # the process died in the middle of writing one more record
-        f.write(torn[: len(torn) // 2])
+    writer = RecordingWriter(str(path))
+    sim = SimJob(world=4).exception(1, at=5)
+    drive(sim, Monitor(Detector(), recorder=writer), until=10)
+    writer.sync()  # as the recorder does each second
+    synced = path.stat().st_size
+    for t, raw in sim.stream(since=10, until=12):
+        writer.message(t, raw)
+    writer.close()
+    whole = path.read_bytes()  # the process died in the middle of writing what came after
+    path.write_bytes(whole[: synced + (len(whole) - synced) // 2])
     result = distmon("report", str(path), "--json")
     assert result.returncode == 0, result.stderr
     alerts = json.loads(result.stdout)
@@ -113,19 +119,58 @@ def test_a_real_recording_replays_through_the_detector_to_the_same_culprit() -> 
     monitor = Monitor(Detector())
     next_tick = None
     raised = []
-    for record in records:
-        if not isinstance(record, Message):
-            continue
-        next_tick = next_tick or record.t + 1
-        while record.t >= next_tick:
+    for t, frame in received(records):
+        next_tick = next_tick or t + 1
+        while t >= next_tick:
             raised += [c.alert for c in monitor.tick(next_tick) if c.event == "raised"]
             next_tick += 1
-        monitor.ingest(record.payload, record.t)
+        monitor.ingest(frame, t)
     hangs = [a for a in raised if a.kind == "hang"]
     assert hangs and hangs[0].ranks == [2]
     assert "inject" in hangs[0].detail, "the culprit's stack shows where it stopped"
     recorded = [a for a in load(str(DATA / "hang-rank2.distmon")).alerts if a.kind == "hang"]
     assert recorded[0].ranks == [2]
+
+
+def test_a_batch_over_a_piece_is_recorded_in_pieces_and_reads_back_whole(tmp_path: Path) -> None:
+    frames = [raw for _, raw in SimJob(world=4096).stream(until=1)]
+    oversized = b"x" * (MAX_MESSAGE_BYTES + 1)
+    relays = [Relay("node-a:7", "node-a"), Relay("node-b:9", "node-b")]
+    batch = Batch.merged(
+        [Batch.of(frames[:2000], relays[0]), Batch.of([oversized]), Batch.of(frames[2000:], relays[1])]
+    )
+    assert len(batch.payload) > 2 * PIECE_BYTES
+    path = tmp_path / "pieces.distmon"
+    writer = RecordingWriter(str(path))
+    writer.batch(1.7e9, batch)
+    writer.close()
+    records = list(read_recording(str(path))[1])
+    assert len(records) > 2 and all(isinstance(r, BatchRecord) and r.t == 1.7e9 for r in records)
+    pieces = [r.batch for r in records if isinstance(r, BatchRecord)]
+    assert all(len(p.payload) <= PIECE_BYTES and p.relays == relays for p in pieces)
+    assert [f for p in pieces for f in p.frames()] == frames, "every message but the oversized one, in order"
+    assert [v for p in pieces for v in p.via] == [0] * 2000 + [1] * (len(frames) - 2000)
+
+
+def test_a_recording_of_batches_reports_as_one_of_messages(tmp_path: Path) -> None:
+    sim = SimJob(world=16).hang(3, at=5)
+    singles, batches = RecordingWriter(str(tmp_path / "m.distmon")), RecordingWriter(str(tmp_path / "b.distmon"))
+    frames: list[bytes] = []
+    for t, raw in sim.stream(until=12):
+        singles.message(t, raw)
+        frames.append(raw)
+        if len(frames) == 16:
+            batches.batch(t, Batch.of(frames))
+            frames = []
+    singles.close()
+    batches.close()
+    m, b = load(str(tmp_path / "m.distmon")), load(str(tmp_path / "b.distmon"))
+    assert m.state.received == b.state.received == 16 * 12
+    steps = {r: s.report.steps for r, s in m.state.ranks.items()}
+    assert steps == {r: s.report.steps for r, s in b.state.ranks.items()}
+    series = read_series(str(tmp_path / "b.distmon"), [3, 5], b.first or 0)
+    assert sorted(series.ranks) == [3, 5] and len(series.ranks[5].steps) == 12
+    assert series.ranks[5].steps[-1] == steps[5]
 
 
 @pytest.mark.parametrize(

@@ -36,7 +36,7 @@ from distmon.channel import (
 )
 from distmon.monitor.postmortem import load
 from distmon.monitor.receiver import Receiver
-from distmon.monitor.recording import Message, read_recording
+from distmon.monitor.recording import read_recording, received
 from distmon.simulate import SimJob
 from distmon.wire import decode, encode
 
@@ -551,7 +551,7 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
     hangs = [a for a in alerts if a.kind == "hang"]
     assert hangs and hangs[0].ranks == [3], alerts
     _, records = read_recording(str(out))
-    reports = [(m.t, decode(m.payload)) for m in records if isinstance(m, Message)]
+    reports = [(t, decode(frame)) for t, frame in received(records)]
     hosts_of = {r.rank: r.host for _, r in reports}
     if hosts:
         assert set(hosts_of.values()) == {"node-a", "node-b"}

@@ -18,7 +18,7 @@ from typing import Any
 
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.recording import Message, read_recording
+from distmon.monitor.recording import BatchRecord, Message, read_recording
 from distmon.monitor.state import gpu_allocated
 from distmon.monitor.words import duration, ranks_text
 from distmon.wire import WireError, decode
@@ -86,30 +86,34 @@ def read_series(path: str, ranks: Iterable[int], start: float) -> Series:
     series = Series(start, {r: RankSeries() for r in wanted}, {}, {})
     _, records = read_recording(path)
     for record in records:
-        if not isinstance(record, Message):
-            continue
-        try:
-            report = decode(record.payload)
-        except WireError:
-            continue
-        second = int(record.t - start)
-        low, high = series.step_range.get(second, (report.steps, report.steps))
-        series.step_range[second] = (min(low, report.steps), max(high, report.steps))
-        s = series.ranks.get(report.rank)
-        if s is None:
-            continue
-        t = record.t - start
-        s.t.append(t)
-        s.steps.append(report.steps)
-        s.rss.append(report.memory.rss if report.memory else None)
-        s.gpu.append(gpu_allocated(report))
-        for g in report.groups:
-            series.group_names.setdefault(g.id, g.desc or f"group {g.id}")
-            times, issued, completed = s.groups.setdefault(g.id, ([], [], []))
-            times.append(t)
-            issued.append(g.enqueued)
-            completed.append(g.completed)
+        if isinstance(record, Message | BatchRecord):
+            for frame in record.frames():
+                _add(series, frame, record.t)
     return series
+
+
+def _add(series: Series, frame: bytes, received: float) -> None:
+    try:
+        report = decode(frame)
+    except WireError:
+        return
+    second = int(received - series.start)
+    low, high = series.step_range.get(second, (report.steps, report.steps))
+    series.step_range[second] = (min(low, report.steps), max(high, report.steps))
+    s = series.ranks.get(report.rank)
+    if s is None:
+        return
+    t = received - series.start
+    s.t.append(t)
+    s.steps.append(report.steps)
+    s.rss.append(report.memory.rss if report.memory else None)
+    s.gpu.append(gpu_allocated(report))
+    for g in report.groups:
+        series.group_names.setdefault(g.id, g.desc or f"group {g.id}")
+        times, issued, completed = s.groups.setdefault(g.id, ([], [], []))
+        times.append(t)
+        issued.append(g.enqueued)
+        completed.append(g.completed)
 
 
 def render_page(pm: Postmortem, path: str, text_report: str) -> str:

@@ -28,7 +28,15 @@ from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import DUMP_QUEUE, Receiver
-from distmon.monitor.recording import AlertEvent, Dropped, Message, Record, check_recording, read_recording
+from distmon.monitor.recording import (
+    AlertEvent,
+    BatchRecord,
+    Dropped,
+    Message,
+    Record,
+    check_recording,
+    read_recording,
+)
 
 Clock = Callable[[], float]
 Item = tuple[float, bytes | Batch]
@@ -263,6 +271,8 @@ class ReplayFeed:
             self._next = next(self._records, None)
             if isinstance(record, Message):
                 out.append((record.t, record.payload))
+            elif isinstance(record, BatchRecord):
+                out.append((record.t, record.batch))
             elif isinstance(record, Dropped):
                 self._dropped.update(record.counts)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":

@@ -60,10 +60,14 @@ class Monitor:
         admitted ones recorded as received (refused ones are counted, not recorded); returns
         how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
-        if len(admitted) and self.recorder is not None:
-            frames = batch.frames()
-            for i in admitted.tolist():
-                self.recorder.message(now if times is None else float(times[i]), frames[i])
+        if self.recorder is not None:
+            if times is None or not len(admitted):
+                if len(admitted) or batch.relays:  # an empty batch is a relay's sign of life
+                    self.recorder.batch(now, batch.subset(admitted.tolist()))
+            else:
+                arrived = times[admitted]
+                for t in np.unique(arrived):  # a record per arrival time: a replay ingests as this did
+                    self.recorder.batch(float(t), batch.subset(admitted[arrived == t].tolist()))
         return len(admitted)
 
     def tick(self, now: float) -> list[Change]:

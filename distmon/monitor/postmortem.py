@@ -9,7 +9,7 @@ import numpy as np
 
 from distmon.channel import Batch
 from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.recording import AlertEvent, Dropped, Message, RecordingError, read_recording
+from distmon.monitor.recording import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
 from distmon.monitor.state import JobState
 from distmon.monitor.words import rank_word
 
@@ -70,7 +70,9 @@ def load(path: str) -> Postmortem:
                 _ingest(pm.state, messages)
             continue
         _ingest(pm.state, messages)
-        if isinstance(record, Dropped):
+        if isinstance(record, BatchRecord):
+            pm.state.ingest_batch(record.batch, record.t)
+        elif isinstance(record, Dropped):
             pm.state.dropped.update(record.counts)
         elif isinstance(record, AlertEvent):
             alert = record.alert

@@ -1,11 +1,19 @@
 """The recording file: every rank message as received, and every alert change.
 
-Format, version 1: a stream of msgpack values. The first is a header map
-``{"format": "distmon-recording", "version": 1, "created": <unix time>}``; each one after
-it is an array whose first element says what it is:
+A recording starts with a header, one msgpack map in clear:
+``{"format": "distmon-recording", "version": 2, "created": <unix time>}``. In version 2, what
+distmon writes, one zlib stream follows to the end of the file and holds the records, each a
+msgpack value; in version 1 (older files, still read) the records follow the header as they
+are. A record is an array whose first element says what it is:
 
 - ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
   the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
+- ``["b", t, offsets, relays, via, payload]`` (version 2): rank messages that arrived
+  together at ``t``, a :class:`distmon.channel.Batch`. The messages lie end to end in
+  ``payload``, message ``i`` at ``payload[offsets[i]:offsets[i + 1]]``; ``offsets`` holds
+  uint32 and ``via`` int32, little-endian, as bytes; ``relays`` is ``[[id, host], ...]``
+  and ``via[i]`` the index there of the relay message ``i`` came through, -1 for none. A
+  batch over :data:`PIECE_BYTES` is stored as several such records.
 - ``["a", t, event, alert, key]``: an alert ``raised``, ``updated`` or ``resolved`` at
   ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
   alert across its events.
@@ -13,47 +21,78 @@ it is an array whose first element says what it is:
   a map from reason (see :mod:`distmon.monitor.admission`) to count. Refused messages
   are not recorded themselves.
 
-Reading it takes a few lines::
+The writer flushes the zlib stream (``Z_SYNC_FLUSH``) and the file to disk at least every
+:data:`SYNC_EVERY` seconds, and ends the stream when it closes. Reading version 2 takes a
+few lines (version 1: ``header, *records = msgpack.Unpacker(f, raw=False)``)::
 
-    import msgpack
-    with open("run.distmon", "rb") as f:
-        header, *records = msgpack.Unpacker(f, raw=False)
+    import msgpack, zlib
 
-A file cut off mid-record (a crash, a full disk) reads up to its last whole record. A file
-no distmon wrote (nesting, sizes or times beyond :data:`LIMITS`) raises
-:class:`RecordingError` where it goes wrong, having read at most one record into memory.
+    def records(path):
+        with open(path, "rb") as f:
+            head = msgpack.Unpacker(f, raw=False)
+            header = next(head)
+            f.seek(head.tell())
+            inflate, unpacker = zlib.decompressobj(), msgpack.Unpacker(raw=False)
+            while chunk := f.read(1 << 16):
+                unpacker.feed(inflate.decompress(chunk))
+                yield from unpacker
+
+A file cut off anywhere (a crash, a full disk) reads up to its last whole record. A file no
+distmon wrote raises :class:`RecordingError` where it goes wrong, having held at most one
+record in memory: nesting, sizes or times beyond :data:`LIMITS`, or a stream that inflates
+to over :data:`MAX_RATIO` times its size (a compression bomb).
 """
 
 from __future__ import annotations
 
 import math
+import operator
 import os
 import time
+import zlib
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
 import msgpack
 
+from distmon.channel import Batch, assemble_batch
 from distmon.monitor.admission import MAX_WORLD
 from distmon.monitor.alerts import Alert, Change
-from distmon.wire import MAX_MESSAGE_BYTES
+from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 FORMAT = "distmon-recording"
-VERSION = 1
+VERSION = 2
+VERSIONS = (1, 2)
+"""The versions this distmon reads."""
 SYNC_EVERY = 1.0
 """Seconds between flushes to disk: a crash loses at most this much."""
+LEVEL = 1
+"""zlib's fastest: the monitor's one loop compresses 8192 reports a second. Its default,
+6, writes 10-20% less for three times the CPU (benchmarks/bench_recording.py)."""
+PIECE_BYTES = 1024 * 1024
+PIECE_FRAMES = MAX_WORLD
+"""A batch record holds at most this many bytes of messages, and this many messages: a
+relay's batch can be 64 MiB, a reader holds one record at a time."""
 LIMITS = {
     "max_buffer_size": 4 * 1024 * 1024,
-    "max_bin_len": MAX_MESSAGE_BYTES,
+    "max_bin_len": PIECE_BYTES,
     "max_str_len": 1024 * 1024,
     "max_array_len": MAX_WORLD,
     "max_map_len": 64,
 }
-"""The largest record distmon writes is a message (at most ``MAX_MESSAGE_BYTES``) or an
-alert naming at most ``MAX_WORLD`` ranks; msgpack refuses anything bigger before
+"""The largest record distmon writes is a batch piece (at most ``PIECE_BYTES`` of messages)
+or an alert naming at most ``MAX_WORLD`` ranks; msgpack refuses anything bigger before
 allocating it, and nesting beyond 1024 levels."""
+READ = 4096
+"""Bytes of a version 2 stream inflated at a time: a damaged stream is found within them."""
+CHUNK = 64 * 1024
+"""Bytes inflated at most from them in one go."""
+MAX_RATIO = 256
+"""A version 2 stream inflates to at most this many times its size (plus 64 KiB):
+distmon's recordings are 10-40 times, a compression bomb up to 1032 times."""
+RATIO_SLACK = 64 * 1024
 LATEST = 1e11
 """Times are unix seconds: anything outside [0, LATEST) was not written by a clock."""
 
@@ -66,6 +105,18 @@ class RecordingError(Exception):
 class Message:
     t: float
     payload: bytes
+
+    def frames(self) -> list[bytes]:
+        return [self.payload]
+
+
+@dataclass
+class BatchRecord:
+    t: float
+    batch: Batch
+
+    def frames(self) -> list[bytes]:
+        return self.batch.frames()
 
 
 @dataclass
@@ -81,21 +132,34 @@ class Dropped:
     counts: Counter[str]
 
 
-Record = Message | AlertEvent | Dropped
+Record = Message | BatchRecord | AlertEvent | Dropped
 
 
 class RecordingWriter:
+    """Writes version 2: the header, then records through one zlib stream, flushed and
+    synced to disk at least every :data:`SYNC_EVERY` seconds so that a crash leaves a file
+    readable up to the last flush."""
+
     def __init__(self, path: str) -> None:
         self.path = path
         self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 -- closed in close()
         self._packer = msgpack.Packer(use_bin_type=True)
+        self._deflate = zlib.compressobj(LEVEL)
         self._last_sync = time.monotonic()
+        self._unflushed = True
         self.records = 0
         self._file.write(self._packer.pack({"format": FORMAT, "version": VERSION, "created": time.time()}))
         self.sync()
 
     def message(self, t: float, payload: bytes) -> None:
         self._write(["m", t, payload])
+
+    def batch(self, t: float, batch: Batch) -> None:
+        """``batch`` in records of at most :data:`PIECE_BYTES` of messages each; a message
+        over ``MAX_MESSAGE_BYTES``, which the monitor refuses as oversized, is left out."""
+        relays = [[r.id, r.host] for r in batch.relays]
+        for piece in _pieces(batch):
+            self._write(["b", t, piece.offsets.tobytes(), relays, piece.via.tobytes(), piece.payload])
 
     def alert(self, t: float, change: Change) -> None:
         self._write(["a", t, change.event, change.alert.to_json(), change.alert.key])
@@ -104,7 +168,10 @@ class RecordingWriter:
         self._write(["d", t, dict(counts)])
 
     def _write(self, record: list[Any]) -> None:
-        self._file.write(self._packer.pack(record))
+        out = self._deflate.compress(self._packer.pack(record))
+        if out:
+            self._file.write(out)
+        self._unflushed = True
         self.records += 1
         self.sync_if_due()
 
@@ -114,14 +181,52 @@ class RecordingWriter:
             self.sync()
 
     def sync(self) -> None:
+        if self._unflushed:
+            self._file.write(self._deflate.flush(zlib.Z_SYNC_FLUSH))
+            self._unflushed = False
         self._file.flush()
         os.fsync(self._file.fileno())
         self._last_sync = time.monotonic()
 
     def close(self) -> None:
         if not self._file.closed:
+            self._file.write(self._deflate.flush(zlib.Z_FINISH))
+            self._unflushed = False
             self.sync()
             self._file.close()
+
+
+def _pieces(batch: Batch) -> Iterator[Batch]:
+    """``batch`` cut between messages into batches of at most :data:`PIECE_BYTES` and
+    :data:`PIECE_FRAMES`, oversized messages left out; the batch itself when it fits."""
+    o = batch.offsets
+    sizes = list(map(operator.sub, o[1:], o[:-1]))
+    if len(batch.payload) <= PIECE_BYTES and len(sizes) <= PIECE_FRAMES and max(sizes, default=0) <= MAX_MESSAGE_BYTES:
+        yield batch
+        return
+    chosen: list[int] = []
+    size = 0
+    for i, n in enumerate(sizes):
+        if n > MAX_MESSAGE_BYTES:
+            continue
+        if chosen and (size + n > PIECE_BYTES or len(chosen) == PIECE_FRAMES):
+            yield batch.subset(chosen)
+            chosen, size = [], 0
+        chosen.append(i)
+        size += n
+    if chosen:
+        yield batch.subset(chosen)
+
+
+def received(records: Iterable[Record]) -> Iterator[tuple[float, bytes]]:
+    """Each rank message in ``records`` with the time it was received, whether it was
+    recorded alone (version 1) or in a batch."""
+    for record in records:
+        if isinstance(record, Message):
+            yield record.t, record.payload
+        elif isinstance(record, BatchRecord):
+            for frame in record.frames():
+                yield record.t, frame
 
 
 def read_recording(path: str) -> tuple[dict[str, Any], Iterator[Record]]:
@@ -130,35 +235,17 @@ def read_recording(path: str) -> tuple[dict[str, Any], Iterator[Record]]:
         f = open(path, "rb")  # noqa: SIM115 -- closed by the generator
     except OSError as e:
         raise RecordingError(f"cannot open {path}: {e.strerror}") from None
-    unpacker = msgpack.Unpacker(
-        f,
-        raw=False,
-        max_buffer_size=LIMITS["max_buffer_size"],
-        max_bin_len=LIMITS["max_bin_len"],
-        max_str_len=LIMITS["max_str_len"],
-        max_array_len=LIMITS["max_array_len"],
-        max_map_len=LIMITS["max_map_len"],
-    )
+    unpacker = _unpacker(f)
     try:
-        header = next(unpacker)
-    except StopIteration:
+        header = _header(path, f, unpacker)
+    except RecordingError:
         f.close()
-        raise RecordingError(f"{path} is empty") from None
-    except Exception:
-        f.close()
-        raise RecordingError(f"{path} is not a distmon recording") from None
-    if not isinstance(header, dict) or header.get("format") != FORMAT:
-        f.close()
-        raise RecordingError(f"{path} is not a distmon recording")
-    if header.get("version") != VERSION:
-        f.close()
-        raise RecordingError(
-            f"{path} is a version {header.get('version')} recording; this distmon reads version {VERSION}"
-        )
-    if not _is_time(header.get("created", 0.0)):
-        f.close()
-        raise RecordingError(f"{path} is damaged: its header's creation time is {header.get('created')!r}")
-    return header, _records(path, f, unpacker)
+        raise
+    if header["version"] == 1:
+        return header, _records(path, f, _Plain(path, unpacker))
+    start = unpacker.tell()
+    f.seek(start)
+    return header, _records(path, f, _Inflated(path, f, start))
 
 
 def check_recording(path: str) -> None:
@@ -167,21 +254,133 @@ def check_recording(path: str) -> None:
         pass
 
 
-def _records(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> Iterator[Record]:
-    with f:
+def _header(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> dict[str, Any]:
+    try:
+        header = next(unpacker)
+    except StopIteration:
+        if f.tell() == 0:
+            raise RecordingError(f"{path} is empty") from None
+        raise RecordingError(f"{path} ends inside its header: not a whole recording") from None
+    except Exception:
+        raise RecordingError(f"{path} is not a distmon recording") from None
+    if not isinstance(header, dict) or header.get("format") != FORMAT:
+        raise RecordingError(f"{path} is not a distmon recording")
+    version = header.get("version")
+    if type(version) is not int or version not in VERSIONS:
+        raise RecordingError(f"{path} is a version {version} recording; this distmon reads versions 1 and 2")
+    if not _is_time(header.get("created", 0.0)):
+        raise RecordingError(f"{path} is damaged: its header's creation time is {header.get('created')!r}")
+    return header
+
+
+class _Plain:
+    """Version 1: the records in clear after the header."""
+
+    def __init__(self, path: str, unpacker: msgpack.Unpacker) -> None:
+        self.path = path
+        self._unpacker = unpacker
+        self._offset = 0
+
+    def where(self) -> str:
+        return f"byte {self._offset}"
+
+    def __iter__(self) -> Iterator[Any]:
         while True:
-            offset = unpacker.tell()
+            self._offset = self._unpacker.tell()
             try:
-                item = next(unpacker)
+                item = next(self._unpacker)
             except StopIteration:
                 return  # the end, or a record cut off mid-write
             except (msgpack.UnpackException, ValueError) as e:
-                raise RecordingError(f"{path} is damaged at byte {offset}: {_why(e)}") from None
+                raise RecordingError(f"{self.path} is damaged at {self.where()}: {_why(e)}") from None
+            yield item
+
+
+class _Inflated:
+    """Version 2: the records in one zlib stream after the header, read :data:`READ` bytes
+    at a time and inflated :data:`CHUNK` bytes at a time, so that memory stays bounded
+    whatever the stream claims or holds."""
+
+    def __init__(self, path: str, f: IO[bytes], start: int) -> None:
+        self.path = path
+        self._f = f
+        self._start = start
+        self._unpacker = _unpacker(None)
+        self._inflate = zlib.decompressobj()
+        self._consumed = 0
+        """Bytes of the stream inflated so far."""
+        self._inflated = 0
+        self._count = 0
+        """Records read so far, the one being read included."""
+
+    def where(self) -> str:
+        return f"record {self._count} (by byte {self._start + self._consumed})"
+
+    def _damaged(self, why: str) -> RecordingError:
+        self._count += 1  # the next record, which cannot be read
+        return RecordingError(f"{self.path} is damaged at {self.where()}: {why}")
+
+    def __iter__(self) -> Iterator[Any]:
+        pending = b""
+        full = False  # the last inflate filled its output: zlib may hold more
+        while True:
+            try:
+                for item in self._unpacker:
+                    self._count += 1
+                    yield item
+            except (msgpack.UnpackException, ValueError) as e:
+                raise self._damaged(_why(e)) from None
+            if self._inflate.eof:
+                self._check_end()
+                return
+            if not pending and not full:
+                pending = self._f.read(READ)
+                if not pending:
+                    return  # cut off mid-write: up to the last whole record
+            try:
+                out = self._inflate.decompress(pending, CHUNK)
+            except zlib.error as e:
+                self._consumed += len(pending)
+                raise self._damaged(str(e)) from None
+            self._consumed += len(pending) - len(self._inflate.unconsumed_tail)
+            pending, full = self._inflate.unconsumed_tail, len(out) == CHUNK
+            self._inflated += len(out)
+            if self._inflated > MAX_RATIO * self._consumed + RATIO_SLACK:
+                raise self._damaged(f"it inflates over {MAX_RATIO} times its size, a compression bomb")
+            try:
+                self._unpacker.feed(out)
+            except msgpack.BufferFull:
+                raise self._damaged(f"a record over {LIMITS['max_buffer_size']} bytes") from None
+
+    def _check_end(self) -> None:
+        """A stream the writer ended: nothing may follow it."""
+        extra = len(self._inflate.unused_data) + len(self._f.read(1))
+        if extra:
+            end = self._start + self._consumed - len(self._inflate.unused_data)
+            raise RecordingError(f"{self.path} is damaged: bytes follow the end of its records at byte {end}")
+
+
+def _records(path: str, f: IO[bytes], items: _Plain | _Inflated) -> Iterator[Record]:
+    with f:
+        for item in items:
             record = _parse(item)
             if record is not None:
                 if not _is_time(record.t):
-                    raise RecordingError(f"{path} is damaged at byte {offset}: a record at time {record.t!r}")
+                    raise RecordingError(f"{path} is damaged at {items.where()}: a record at time {record.t!r}")
                 yield record
+
+
+def _unpacker(f: IO[bytes] | None) -> msgpack.Unpacker:
+    """Reading ``f``, or fed (``None``), within :data:`LIMITS`."""
+    return msgpack.Unpacker(
+        f,
+        raw=False,
+        max_buffer_size=LIMITS["max_buffer_size"],
+        max_bin_len=LIMITS["max_bin_len"],
+        max_str_len=LIMITS["max_str_len"],
+        max_array_len=LIMITS["max_array_len"],
+        max_map_len=LIMITS["max_map_len"],
+    )
 
 
 def _why(e: Exception) -> str:
@@ -203,11 +402,13 @@ def _parse(item: Any) -> Record | None:
     try:
         if item[0] == "m" and isinstance(item[2], bytes):
             return Message(float(item[1]), item[2])
+        if item[0] == "b" and isinstance(item[5], bytes):
+            return BatchRecord(float(item[1]), assemble_batch(item[5], item[2], item[3], item[4]))
         if item[0] == "a":
             return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3], key=str(item[4])))
         if item[0] == "d":
             counts = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
             return Dropped(float(item[1]), counts)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError):
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, WireError):
         return None
     return None
