@@ -653,6 +653,12 @@ class JobState:
         """The ranks heard from, in order."""
         return np.flatnonzero(self.cols.present)
 
+    def views(self, ranks: npt.NDArray[np.bool_] | I8) -> list[RankState]:
+        """The ranks of a mask over ranks (or an array of ranks), as views, in order: the
+        rules pick the few ranks worth a look off the columns, then read those."""
+        chosen = np.flatnonzero(ranks) if ranks.dtype == np.bool_ else ranks
+        return [RankState(self, rank) for rank in chosen.tolist()]
+
     def report_of(self, rank: int) -> Report:
         """Rank ``rank``'s latest report, decoded once and kept among the last few asked for."""
         report = self._decoded.get(rank)
@@ -692,6 +698,41 @@ class JobState:
                 self.report_of(rank)
             found = self._groups.get(gid)
         return found
+
+    def group_id(self, gid: int, rank: int | None = None) -> str:
+        """The id of the group whose hash is ``gid``: from its description, else from the
+        channels of ``rank``'s report (a group only point-to-point traffic names)."""
+        found = self.group(gid)
+        if found is not None:
+            return found.id
+        if rank is not None:
+            for c in self.report_of(rank).p2p:
+                if wire.name_hash(c.group) == gid:
+                    return c.group
+        return f"#{gid:x}"
+
+    def in_flight(self) -> npt.NDArray[np.bool_]:
+        """Per rank and group slot: a collective issued and not completed."""
+        c = self.cols
+        rows = np.arange(MAX_GROUPS)[None, :] < c.groups[:, None]
+        mask: npt.NDArray[np.bool_] = rows & (c.g_enq > c.g_comp)
+        return mask
+
+    def blocked(self) -> npt.NDArray[np.bool_]:
+        """Per rank and channel slot: blocked in a send or receive."""
+        c = self.cols
+        rows = np.arange(MAX_CHANNELS)[None, :] < c.channels[:, None]
+        mask: npt.NDArray[np.bool_] = rows & (c.c_blocked >= 0)
+        return mask
+
+    def ages(self, t: F8, now: float, ranks: I8 | None = None) -> F8:
+        """:meth:`RankState.age` over ranks (all, or ``ranks``; ``t`` a value or a row of
+        values per rank, on the rank's own clock)."""
+        c = self.cols
+        pick: I8 | slice = slice(None) if ranks is None else ranks
+        offset = c.t[pick] + (now - c.received[pick])
+        ages: F8 = (offset[:, None] if t.ndim == 2 else offset) - t
+        return ages
 
     @property
     def world(self) -> int:

@@ -7,6 +7,10 @@ Those are consequences. These rules name the first failure and list the rest as 
 
 from __future__ import annotations
 
+import numpy as np
+import numpy.typing as npt
+
+from distmon import wire
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context, StackSource
@@ -23,7 +27,7 @@ TEARDOWN_SLACK = 0.5
 
 def first_failure(job: JobState) -> float | None:
     """When the first rank raised something that is not a consequence of another's death."""
-    times = [s.report.exception.t for s in job.ranks.values() if s.report.exception is not None and not s.lost_a_peer()]
+    times = [s.report.exception.t for s in job.views(job.flagged(wire.RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
     return min(times, default=None)
 
 
@@ -36,31 +40,29 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     """
     failed_at = first_failure(job)
     peers_lost_at = min(
-        [s.report.exception.t for s in job.ranks.values() if s.lost_a_peer()]  # type: ignore[union-attr]
-        + [s.report.exit.t for s in job.ranks.values() if s.torn_down()],  # type: ignore[union-attr]
+        [s.report.exception.t for s in job.views(job.flagged(wire.CONSEQUENCE)) if s.lost_a_peer()]  # type: ignore[union-attr]
+        + [s.report.exit.t for s in job.views(job.flagged(wire.STOPPED_BY_SIGNAL)) if s.torn_down()],  # type: ignore[union-attr]
         default=None,
     )
-    lost = []
-    for s in job.ranks.values():
-        if s.finished or s.report.exception is not None:
-            continue
-        interval = s.report.interval
-        silent = s.silent_for(ctx.now)
-        if failed_at is not None and s.received + interval + TEARDOWN_SLACK >= failed_at:
-            continue  # alive when another rank failed: killed in the teardown
-        confirmed = peers_lost_at is not None and s.received < peers_lost_at
-        if s.silent(ctx.now, ctx.limits) or (confirmed and silent >= interval + TEARDOWN_SLACK):
-            lost.append(s)
-    return lost
+    c = job.cols
+    suspects = _suspects(job)
+    silent = job.silent(ctx.now, ctx.limits)
+    if peers_lost_at is not None:
+        silent |= (c.received < peers_lost_at) & (ctx.now - c.received >= c.interval + TEARDOWN_SLACK)
+    lost = suspects & silent
+    if failed_at is not None:
+        lost &= c.received + c.interval + TEARDOWN_SLACK < failed_at  # alive at the failure: killed in the teardown
+    return job.views(lost)
 
 
-def _silent_suspects(job: JobState) -> bool:
-    """Some rank has neither exited nor said last words: it may yet turn out to be lost."""
-    return any(not s.finished and s.report.exception is None for s in job.ranks.values())
+def _suspects(job: JobState) -> npt.NDArray[np.bool_]:
+    """Per rank: neither exited nor said last words, so it may yet turn out to be lost."""
+    mask: npt.NDArray[np.bool_] = job.cols.present & ~job.flagged(wire.EXITED | wire.RAISED)
+    return mask
 
 
 def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
-    raised = [s for s in job.ranks.values() if s.report.exception is not None]
+    raised = job.views(job.flagged(wire.RAISED))
     primary = [s for s in raised if not s.lost_a_peer() and not s.lost_a_worker()]
     secondary = [s for s in raised if s.lost_a_peer()]
     if primary:
@@ -70,7 +72,7 @@ def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
             key=lambda s: s.rank,
         )
         return [_exception_finding(culprits, secondary)]
-    if secondary and not _silent_suspects(job) and not any(s.lost_a_worker() for s in raised):
+    if secondary and not _suspects(job).any() and not any(s.lost_a_worker() for s in raised):
         return [_orphan_finding(secondary)]
     return []
 
@@ -128,7 +130,8 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     states = {s.rank: _process_state(s, ctx) for s in lost}
     gone = [r for r, st in states.items() if st == GONE]
     alive = [r for r, st in states.items() if st == ALIVE]
-    victims = [s.rank for s in job.ranks.values() if s.lost_a_peer() or s.torn_down()]
+    consequences = job.flagged(wire.CONSEQUENCE | wire.STOPPED_BY_SIGNAL)
+    victims = [s.rank for s in job.views(consequences) if s.lost_a_peer() or s.torn_down()]
     if alive and not gone:
         cause, why = (
             "alive but silent",

@@ -25,12 +25,15 @@ from __future__ import annotations
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
+import numpy as np
+
+from distmon import wire
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import MAX_GROUPS, JobState, RankState
 from distmon.monitor.whereabouts import user_frame
 from distmon.monitor.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
-from distmon.wire import ANY_SOURCE, P2P, RECV, SEND, STOPPED, GroupStatus, expand_runs
+from distmon.wire import ANY_SOURCE, RECV, SEND, STOPPED, GroupStatus, expand_runs
 
 MAX_SHOWN = 4
 """Root ranks whose stacks the evidence shows."""
@@ -49,26 +52,23 @@ DELIVERED = "delivered"
 
 @dataclass(slots=True)
 class Wait:
-    """What a live rank waits in: its oldest incomplete collective, or a point-to-point op
-    it is blocked in (one per channel)."""
+    """What a live rank waits in: its oldest incomplete collective (``gid``, ``seq``, the
+    op's hash), or a point-to-point op it is blocked in (one per channel)."""
 
     rank: int
     state: RankState
     node: Collective | Message
     age: float
-    group: GroupStatus | None = None
-    channel: P2P | None = None
-
-    @property
-    def seq(self) -> int:
-        assert self.group is not None
-        return self.group.completed + 1
+    gid: str | None = None
+    """The group of the collective waited in; None for a send or receive."""
+    seq: int = 0
+    op: int = 0
 
 
 @dataclass
 class Group:
-    """What the relation needs of one group that ranks wait in, gathered without a record
-    per member: at 8192 ranks in four groups each, a tick must not allocate 32,768 objects."""
+    """What the relation needs of one group that ranks wait in, gathered from the state's
+    columns: at 8192 ranks in four groups each, a tick must not allocate 32,768 objects."""
 
     sample: GroupStatus
     behind: list[tuple[int, int]] = field(default_factory=list)
@@ -88,32 +88,47 @@ class Group:
 
 
 def waits(job: JobState, ctx: Context) -> dict[int, list[Wait]]:
-    """What each live rank waits in. In a healthy job only the few ranks caught inside a
-    collective or a blocking send have a wait, so this pass is all a healthy tick costs."""
+    """What each live rank waits in, read off the columns: in a healthy job only the few
+    ranks caught inside a collective or a blocking send have a wait."""
+    c, now = job.cols, ctx.now
+    in_flight = job.in_flight() & ~np.isnan(c.g_since)
+    blocked = job.blocked() & ~np.isnan(c.c_blocked_since)
+    ranks = np.flatnonzero(job.live(now, ctx.limits) & (in_flight.any(axis=1) | blocked.any(axis=1)))
     found: dict[int, list[Wait]] = {}
-    for s in job.ranks.values():
-        r = s.report
-        oldest, since = None, 0.0
-        for g in r.groups:
-            if g.enqueued > g.completed and g.since is not None and (oldest is None or g.since < since):
-                oldest, since = g, g.since
-        blocked = [c for c in r.p2p if c.blocked is not None and c.blocked_since is not None]
-        if (oldest is None and not blocked) or not s.live(ctx.now, ctx.limits):
-            continue
-        mine = found[s.rank] = []
-        if oldest is not None:
-            mine.append(Wait(s.rank, s, (oldest.id, oldest.completed + 1), s.age(since, ctx.now), group=oldest))
-        for c in blocked:
-            assert c.blocked is not None and c.blocked_since is not None
-            src, dst = (s.rank, c.peer) if c.dir == SEND else (c.peer, s.rank)
-            mine.append(Wait(s.rank, s, (c.group, src, dst, c.blocked), s.age(c.blocked_since, ctx.now), channel=c))
+    if not len(ranks):
+        return found
+    since = np.where(in_flight[ranks], c.g_since[ranks], np.inf)
+    oldest = since.argmin(axis=1)
+    row = np.arange(len(ranks))
+    has_group = np.any(in_flight[ranks], axis=1).tolist()
+    group_ages = job.ages(since[row, oldest], now, ranks)
+    gids, seqs, ops = c.g_id[ranks, oldest], c.g_comp[ranks, oldest] + 1, c.g_op[ranks, oldest]
+    names: dict[int, str] = {}
+    for i, rank in enumerate(ranks.tolist()):
+        state = RankState(job, rank)
+        mine = found[rank] = []
+        if has_group[i]:
+            gid = int(gids[i])
+            name = names.get(gid) or names.setdefault(gid, job.group_id(gid, rank))
+            seq = int(seqs[i])
+            mine.append(Wait(rank, state, (name, seq), float(group_ages[i]), gid=name, seq=seq, op=int(ops[i])))
+    held = np.flatnonzero(blocked[ranks].any(axis=1))
+    for i in held.tolist():
+        rank = int(ranks[i])
+        slots = np.flatnonzero(blocked[rank])
+        ages = job.ages(c.c_blocked_since[rank, slots], now, np.full(len(slots), rank))
+        for slot, age in zip(slots.tolist(), ages.tolist(), strict=True):
+            gid, peer, k = int(c.c_group[rank, slot]), int(c.c_peer[rank, slot]), int(c.c_blocked[rank, slot])
+            name = names.get(gid) or names.setdefault(gid, job.group_id(gid, rank))
+            src, dst = (rank, peer) if c.c_dir[rank, slot] == 0 else (peer, rank)
+            found[rank].append(Wait(rank, RankState(job, rank), (name, src, dst, k), age))
     return found
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     waiting = waits(job, ctx)
     hang_after = ctx.hang_after
-    if not any(w.age >= hang_after or (w.group and w.group.op) for ws in waiting.values() for w in ws):
+    if not any(w.age >= hang_after or w.op for ws in waiting.values() for w in ws):
         return []
     groups = _groups(job, waiting, ctx)
     findings = []
@@ -133,25 +148,27 @@ def _groups(job: JobState, waiting: dict[int, list[Wait]], ctx: Context) -> dict
     latest: dict[str, int] = {}
     for ws in waiting.values():
         for w in ws:
-            if w.group is None:
+            if w.gid is None:
                 continue
-            gid = w.group.id
-            if gid not in groups:
-                groups[gid] = Group(w.group)
-            groups[gid].waits.append(w)
-            latest[gid] = max(latest.get(gid, 0), w.seq)
+            if w.gid not in groups:
+                sample = job.group(wire.name_hash(w.gid))
+                assert sample is not None, "a group waited in is described by its members' reports"
+                groups[w.gid] = Group(sample)
+            groups[w.gid].waits.append(w)
+            latest[w.gid] = max(latest.get(w.gid, 0), w.seq)
     if not groups:
         return groups
-    for s in job.ranks.values():
-        live = s.live(ctx.now, ctx.limits)
-        for g in s.report.groups:
-            group = groups.get(g.id)
-            if group is not None:
-                group.reporting += 1
-                group.live += live
-                if g.enqueued < latest[g.id]:
-                    group.behind.append((s.rank, g.enqueued))
-    for group in groups.values():
+    c = job.cols
+    live = job.live(ctx.now, ctx.limits)
+    rows = (np.arange(MAX_GROUPS)[None, :] < c.groups[:, None]) & c.present[:, None]
+    for gid, group in groups.items():
+        member = rows & (c.g_id == wire.name_hash(gid))
+        ranks, slots = np.nonzero(member)
+        group.reporting = len(ranks)
+        group.live = int(np.count_nonzero(live[ranks]))
+        enqueued = c.g_enq[ranks, slots]
+        behind = enqueued < latest[gid]
+        group.behind = list(zip(ranks[behind].tolist(), enqueued[behind].tolist(), strict=True))
         if group.reporting < group.sample.size:
             group.missing = [r for r in expand_runs(group.sample.ranks) if r not in job.ranks]
     return groups
@@ -189,9 +206,8 @@ class WaitFor:
 
     def _awaited(self, w: Wait) -> list[Node]:
         """Whom the collective or message ``w`` waits in waits for."""
-        if w.group is not None:
-            gid = w.group.id
-            return [] if gid in self.diverged else list(self.groups[gid].laggards(w.seq))
+        if w.gid is not None:
+            return [] if w.gid in self.diverged else list(self.groups[w.gid].laggards(w.seq))
         gid, src, dst, k = w.node  # type: ignore[misc]
         if src == ANY_SOURCE:  # a receive from anyone: any member that is free to send would do
             others = [r for r in self._members(gid, w) if r != dst]
@@ -207,11 +223,17 @@ class WaitFor:
 
     def _channel(self, rank: int, gid: str, peer: int, direction: str) -> tuple[int, int]:
         """(posted, completed) of a rank's channel; nothing for a rank never heard from."""
-        s = self.job.ranks.get(rank)
-        if s is None:
+        c = self.job.cols
+        if rank not in self.job.ranks:
             return 0, 0
-        channel = next((c for c in s.report.p2p if (c.group, c.peer, c.dir) == (gid, peer, direction)), None)
-        return (channel.posted, channel.completed) if channel is not None else (0, 0)
+        n = int(c.channels[rank])
+        match = (
+            (c.c_group[rank, :n] == wire.name_hash(gid))
+            & (c.c_peer[rank, :n] == peer)
+            & (c.c_dir[rank, :n] == (0 if direction == SEND else 1))
+        )
+        slot = np.flatnonzero(match)
+        return (int(c.c_posted[rank, slot[0]]), int(c.c_completed[rank, slot[0]])) if len(slot) else (0, 0)
 
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
@@ -324,14 +346,14 @@ class WaitFor:
         view = self.groups.get(gid)
         if view is not None:
             return view.name
-        sample = next((g for s in self.job.ranks.values() for g in s.report.groups if g.id == gid), None)
+        sample = self.job.group(wire.name_hash(gid))
         return group_name(gid, sample) if sample is not None else f"group {gid}"
 
     def _what(self, w: Wait) -> str:
         """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3 (...)``."""
-        if w.group is not None:
-            op = next((m.group.op for m in self.groups[w.group.id].waits if m.group and m.group.op), None)
-            return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.group.id].name}"
+        if w.gid is not None:
+            op = next((_op_name(m) for m in self.groups[w.gid].waits if m.op), None)
+            return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.gid].name}"
         return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
 
     def _hang(self, roots: list[int], reach: set[Node]) -> Finding:
@@ -339,7 +361,8 @@ class WaitFor:
         waiting = sorted({w.rank for row in rows for w in row[2]})
         oldest = max(row[0] for row in rows)
         _, _, first = rows[0]
-        timeouts = [ws[0].group.timeout - age for age, _, ws in rows if ws[0].group and ws[0].group.timeout]
+        samples = [(age, self.groups[ws[0].gid].sample) for age, _, ws in rows if ws[0].gid is not None]
+        timeouts = [sample.timeout - age for age, sample in samples if sample.timeout]
         left = min(timeouts, default=None)
         countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
         more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
@@ -405,7 +428,7 @@ class WaitFor:
         view = self.groups[gid]
         members = [w for w in view.waits if w.seq == seq]
         age = max((m.age for m in members), default=0.0)
-        op = next((m.group.op for m in members if m.group and m.group.op), None)
+        op = next((_op_name(m) for m in members if m.op), None)
         what = f"collective #{seq}" + (f" ({op})" if op else "")
         timeout = view.sample.timeout
         left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
@@ -447,8 +470,8 @@ class WaitFor:
             stack = self.waits[rank][0].state.report.stack
             if stack:
                 lines.append(f"    at {where(user_frame(stack) or stack[-1])}")
-        collective = any(w.group is not None for r in ring for w in self.waits[r])
-        p2p = any(w.channel is not None for r in ring for w in self.waits[r])
+        collective = any(w.gid is not None for r in ring for w in self.waits[r])
+        p2p = any(w.gid is None for r in ring for w in self.waits[r])
         groups = sorted({str(w.node[0]) for r in ring for w in self.waits[r]})
         if p2p and not collective:
             how = "their sends and receives are ordered so that each waits for the other"
@@ -502,21 +525,24 @@ def _divergence_in(group: Group, ctx: Context) -> Finding | None:
     return _divergence(group, odd, [w for w in group.waits if w.seq == usual], reason="count")
 
 
-def _op(w: Wait) -> str | None:
-    return w.group.op if w.group is not None else None
+def _op_name(w: Wait) -> str | None:
+    """The op of the collective ``w`` waits in, from its rank's report."""
+    if not w.op:
+        return None
+    return next((g.op for g in w.state.report.groups if g.id == w.gid), None)
 
 
 def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
     """Ranks in flight at the same seq with different ops: (odd ones, the usual ones)."""
     by_seq: dict[int, list[Wait]] = {}
     for m in waiting:
-        if _op(m):
+        if m.op:
             by_seq.setdefault(m.seq, []).append(m)
     for members in by_seq.values():
-        ops = Counter(_op(m) for m in members)
+        ops = Counter(m.op for m in members)
         if len(ops) > 1:
             usual = ops.most_common(1)[0][0]
-            return [m for m in members if _op(m) != usual], [m for m in members if _op(m) == usual]
+            return [m for m in members if m.op != usual], [m for m in members if m.op == usual]
     return None
 
 
@@ -526,10 +552,10 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
     odd_m, usual_m = odd[0], usual[0]
     if reason == "op":
         what = (
-            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {_op(odd_m)} while "
-            f"{rank_word(usual_ranks)} issued {_op(usual_m)}"
+            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {_op_name(odd_m)} while "
+            f"{rank_word(usual_ranks)} issued {_op_name(usual_m)}"
         )
-        summary = f"{rank_word(odd_ranks)} in {_op(odd_m)}, the others in {_op(usual_m)} (#{odd_m.seq})"
+        summary = f"{rank_word(odd_ranks)} in {_op_name(odd_m)}, the others in {_op_name(usual_m)} (#{odd_m.seq})"
     else:
         what = (
             f"{rank_word(odd_ranks)} issued {abs(odd_m.seq - usual_m.seq)} "
@@ -538,7 +564,7 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
         )
         summary = f"{rank_word(odd_ranks)} at collective #{odd_m.seq}, the others at #{usual_m.seq}"
     lines = [f"In {view.name}, {what}."]
-    steps = Counter(m.state.report.steps for m in usual).most_common(1)[0][0]
+    steps = Counter(m.state.steps for m in usual).most_common(1)[0][0]
     for m in sorted(odd, key=lambda m: m.rank)[:MAX_SHOWN]:
         r = m.state.report
         gap = f" (the others are at step {steps}: uneven batch counts?)" if r.steps != steps else ""

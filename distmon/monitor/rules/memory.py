@@ -6,23 +6,39 @@ from __future__ import annotations
 import itertools
 import math
 
+import numpy as np
+import numpy.typing as npt
+
+from distmon import wire
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import HISTORY, JobState, RankState
 from distmon.monitor.words import duration, size
-
-HARDWARE_THROTTLE = {"hw_slowdown", "hw_thermal", "power_brake"}
 
 
 def memory_pressure(job: JobState, ctx: Context) -> list[Finding]:
-    findings = []
-    for s in job.ranks.values():
-        if s.finished:
-            continue
-        findings.extend(_near_limit(s, ctx))
-        findings.extend(_growth(s, "gpu", ctx))
-        findings.extend(_growth(s, "rss", ctx))
+    running = job.cols.present & ~job.flagged(wire.EXITED)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        full = running & (job.gpu_used() / job.cols.gpu_total >= ctx.limits.memory_near_limit)
+    findings = [f for s in job.views(full) for f in _near_limit(s, ctx)]
+    for metric in ("gpu", "rss"):
+        findings += [f for s in job.views(running & _grown(job, metric, ctx)) for f in _growth(s, metric, ctx)]
     return findings
+
+
+def _grown(job: JobState, metric: str, ctx: Context) -> npt.NDArray[np.bool_]:
+    """Per rank: ``metric`` grew over the window by the margin (the candidates for
+    :func:`_growth`, which also asks that it rose at nearly every report)."""
+    c, window = job.cols, ctx.limits.growth_window
+    ring = c.history[metric]
+    newest = ring[np.arange(c.capacity), (c.history_next - 1) % HISTORY]
+    oldest = ring[np.arange(c.capacity), (c.history_next - 1 - window) % HISTORY]
+    oldest = np.where(c.history_count > window, oldest, np.nan)
+    with np.errstate(invalid="ignore"):
+        grown: npt.NDArray[np.bool_] = newest - oldest >= np.maximum(
+            ctx.limits.growth_min_bytes, ctx.limits.growth_min_ratio * oldest
+        )
+    return grown
 
 
 def _near_limit(s: RankState, ctx: Context) -> list[Finding]:
@@ -108,7 +124,7 @@ def _gpu_headroom(s: RankState) -> float | None:
 
 def gpu_fault(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
-    for s in job.ranks.values():
+    for s in job.views(job.flagged(wire.GPU_FAULT)):
         gpu, r = s.report.gpu, s.report
         if gpu is None:
             continue
@@ -117,7 +133,7 @@ def gpu_fault(job: JobState, ctx: Context) -> list[Finding]:
             errors.append(f"Xid {gpu.xid}")
         if gpu.ecc:
             errors.append(f"{gpu.ecc} uncorrected ECC errors")
-        throttled = sorted(set(gpu.throttle or []) & HARDWARE_THROTTLE)
+        throttled = sorted(set(gpu.throttle or []) & wire.HARDWARE_THROTTLE)
         if not errors and not throttled:
             continue
         problem = ", ".join(errors + [f"throttled ({', '.join(throttled)})"] * bool(throttled))

@@ -9,47 +9,44 @@ whose DataLoader wait dwarfs its peers' is slow for want of data.
 
 from __future__ import annotations
 
-import bisect
+import numpy as np
 
+from distmon import wire
 from distmon.monitor.alerts import WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import F8, JobState, RankState
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
-    limits = ctx.limits
-    ranks = [
-        s
-        for s in job.ranks.values()
-        if s.samples >= limits.straggler_min_samples and not s.finished and s.report.stalled_since is None
-    ]
+    limits, c = ctx.limits, job.cols
+    ranks = np.flatnonzero(
+        c.present & (c.samples >= limits.straggler_min_samples) & ~job.flagged(wire.EXITED) & np.isnan(c.stalled_since)
+    )
     if len(ranks) < 2:
         return []
-    findings = []
-    waits = sorted(s.inflight_share for s in ranks)
-    data = sorted(s.data_wait_share for s in ranks)
-    for s in ranks:
-        peer_wait = _median_without(waits, s.inflight_share)
-        peer_data = _median_without(data, s.data_wait_share)
-        slow_compute = (
-            peer_wait >= limits.straggler_min_peer_wait and s.inflight_share <= limits.straggler_wait_ratio * peer_wait
-        )
-        slow_data = s.data_wait_share >= limits.straggler_data_wait and s.data_wait_share >= 3 * peer_data + 0.05
-        if slow_compute or slow_data:
-            findings.append(_finding(s, peer_wait, peer_data, slow_data))
-    return findings
+    wait, data = c.inflight_share[ranks], c.data_wait_share[ranks]
+    peer_wait, peer_data = _medians_without(wait), _medians_without(data)
+    slow_compute = (peer_wait >= limits.straggler_min_peer_wait) & (wait <= limits.straggler_wait_ratio * peer_wait)
+    slow_data = (data >= limits.straggler_data_wait) & (data >= 3 * peer_data + 0.05)
+    return [
+        _finding(RankState(job, int(ranks[i])), float(peer_wait[i]), float(peer_data[i]), bool(slow_data[i]))
+        for i in np.flatnonzero(slow_compute | slow_data).tolist()
+    ]
 
 
-def _median_without(ordered: list[float], value: float) -> float:
-    """The peers' median: that of the sorted list minus one occurrence of this rank's own
-    value, read off by index so that thousands of ranks cost thousands of steps, not millions."""
-    skip = bisect.bisect_left(ordered, value)
-    n = len(ordered) - 1
+def _medians_without(values: F8) -> F8:
+    """For each value, the median of the others (its peers'): read off the sorted values by
+    index, one occurrence of the value itself skipped."""
+    ordered = np.sort(values)
+    skip = np.searchsorted(ordered, values, side="left")
+    n = len(values) - 1
 
-    def rest(k: int) -> float:
-        return ordered[k] if k < skip else ordered[k + 1]
+    def rest(k: int) -> F8:
+        value: F8 = np.where(k < skip, ordered[k], ordered[min(k + 1, n)])
+        return value
 
-    return rest(n // 2) if n % 2 else (rest(n // 2 - 1) + rest(n // 2)) / 2
+    medians: F8 = rest(n // 2) if n % 2 else (rest(n // 2 - 1) + rest(n // 2)) / 2
+    return medians
 
 
 def _finding(s: RankState, peer_wait: float, peer_data: float, slow_data: bool) -> Finding:

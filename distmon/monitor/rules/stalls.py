@@ -13,6 +13,9 @@ from __future__ import annotations
 
 from collections import defaultdict
 
+import numpy as np
+
+from distmon import wire
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
@@ -24,17 +27,21 @@ MAX_SHOWN = 4
 
 
 def stall(job: JobState, ctx: Context) -> list[Finding]:
-    ranks = list(job.ranks.values())
-    if not ranks or not all(_stalled(s, ctx) for s in ranks):
+    present = job.present()
+    c = job.cols
+    stalled = job.live(ctx.now, ctx.limits) & ~job.flagged(wire.RAISED) & ~np.isnan(c.stalled_since)
+    if not len(present) or not stalled[present].all():
         return []  # someone progresses, or died or left: not a stall of the job
-    if any(g.enqueued > g.completed for s in ranks for g in s.report.groups) or any(
-        c.blocked is not None for s in ranks for c in s.report.p2p
-    ):
+    if job.in_flight().any() or job.blocked().any():
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
-    age = min(s.stalled_for(ctx.now) or 0.0 for s in ranks)
+    age = float(job.ages(c.stalled_since[present], ctx.now, present).min())
     if age < ctx.limits.stall_after(ctx.pace):
         return []
-    places = {s.rank: classify(s.report.stack) for s in ranks}
+    # Ranks with the same stack stand in the same place: one stack classified per place.
+    stacks, first = np.unique(c.stack[present], return_index=True)
+    place_of = {int(h): classify(job.report_of(int(present[i])).stack) for h, i in zip(stacks, first, strict=True)}
+    places = {rank: place_of[int(h)] for rank, h in zip(present.tolist(), c.stack[present].tolist(), strict=True)}
+    ranks = job.views(present)
     by_place: dict[tuple[str, str, int], list[RankState]] = defaultdict(list)
     for s in ranks:
         by_place[places[s.rank].signature].append(s)
@@ -45,11 +52,6 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     if not odd and not missing:
         return [_everyone(victims, places[victims[0].rank], age)]
     return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age)]
-
-
-def _stalled(s: RankState, ctx: Context) -> bool:
-    """Reporting, alive, and without progress by its own account."""
-    return s.live(ctx.now, ctx.limits) and s.report.exception is None and s.report.stalled_since is not None
 
 
 def _odd_ones_out(

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 
+from distmon import wire
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
@@ -28,7 +29,7 @@ SIGNAL_WORDS = {
 
 def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
-    for s in job.ranks.values():
+    for s in job.views(job.flagged(wire.WORKER_DEAD | wire.RAISED)):
         if s.report.exception is not None and not s.failed_on_its_own():
             continue  # stopped by a signal: its workers died in the same teardown (torchrun kills the group)
         dead = _dead_workers(s)
