@@ -55,14 +55,18 @@ class Wait:
     """What a live rank waits in: its oldest incomplete collective (``gid``, ``seq``, the
     op's hash), or a point-to-point op it is blocked in (one per channel)."""
 
+    job: JobState
     rank: int
-    state: RankState
     node: Collective | Message
     age: float
     gid: str | None = None
     """The group of the collective waited in; None for a send or receive."""
     seq: int = 0
     op: int = 0
+
+    @property
+    def state(self) -> RankState:
+        return RankState(self.job, self.rank)
 
 
 @dataclass
@@ -102,26 +106,34 @@ def waits(job: JobState, ctx: Context) -> dict[int, list[Wait]]:
     row = np.arange(len(ranks))
     has_group = np.any(in_flight[ranks], axis=1).tolist()
     group_ages = job.ages(since[row, oldest], now, ranks)
-    gids, seqs, ops = c.g_id[ranks, oldest], c.g_comp[ranks, oldest] + 1, c.g_op[ranks, oldest]
+    gids, seqs, ops = c.g_id[ranks, oldest].tolist(), (c.g_comp[ranks, oldest] + 1).tolist(), c.g_op[ranks, oldest]
     names: dict[int, str] = {}
-    for i, rank in enumerate(ranks.tolist()):
-        state = RankState(job, rank)
-        mine = found[rank] = []
-        if has_group[i]:
-            gid = int(gids[i])
-            name = names.get(gid) or names.setdefault(gid, job.group_id(gid, rank))
-            seq = int(seqs[i])
-            mine.append(Wait(rank, state, (name, seq), float(group_ages[i]), gid=name, seq=seq, op=int(ops[i])))
-    held = np.flatnonzero(blocked[ranks].any(axis=1))
-    for i in held.tolist():
-        rank = int(ranks[i])
-        slots = np.flatnonzero(blocked[rank])
-        ages = job.ages(c.c_blocked_since[rank, slots], now, np.full(len(slots), rank))
-        for slot, age in zip(slots.tolist(), ages.tolist(), strict=True):
-            gid, peer, k = int(c.c_group[rank, slot]), int(c.c_peer[rank, slot]), int(c.c_blocked[rank, slot])
-            name = names.get(gid) or names.setdefault(gid, job.group_id(gid, rank))
-            src, dst = (rank, peer) if c.c_dir[rank, slot] == 0 else (peer, rank)
-            found[rank].append(Wait(rank, RankState(job, rank), (name, src, dst, k), age))
+    for gid, rank in zip(gids, ranks.tolist(), strict=True):
+        if gid not in names:
+            names[gid] = job.group_id(gid, rank)
+    for rank, grouped, gid, seq, age, op in zip(
+        ranks.tolist(), has_group, gids, seqs, group_ages.tolist(), ops.tolist(), strict=True
+    ):
+        name = names.get(gid, "")
+        found[rank] = [Wait(job, rank, (name, seq), age, gid=name, seq=seq, op=op)] if grouped else []
+    held, slots = np.nonzero(blocked)
+    ages = job.ages(c.c_blocked_since[held, slots], now, held)
+    rows = zip(
+        held.tolist(),
+        c.c_group[held, slots].tolist(),
+        c.c_peer[held, slots].tolist(),
+        c.c_dir[held, slots].tolist(),
+        c.c_blocked[held, slots].tolist(),
+        ages.tolist(),
+        strict=True,
+    )
+    for rank, gid, peer, direction, k, age in rows:
+        if rank not in found:
+            continue  # not live
+        if gid not in names:
+            names[gid] = job.group_id(gid, rank)
+        src, dst = (rank, peer) if direction == 0 else (peer, rank)
+        found[rank].append(Wait(job, rank, (names[gid], src, dst, k), age))
     return found
 
 
@@ -270,14 +282,17 @@ class WaitFor:
     def _ring(self, reach: set[Node]) -> list[int]:
         """Ranks on a cycle of the relation. A rank waits for all it waits in, so a cycle is a
         deadlock even where some of its ranks also wait for others: found as the strongly
-        connected components of more than one node (Tarjan's, without recursion)."""
+        connected components of more than one node (Tarjan's, without recursion). A rank
+        nobody waits for is on no cycle: only the collectives and messages waited in, and the
+        ranks they wait for, are walked (a few, where thousands of ranks wait)."""
+        awaited = {n for node in reach if not isinstance(node, int) for n in self.edges.get(node, ())}
         index: dict[Node, int] = {}
         low: dict[Node, int] = {}
         on_stack: set[Node] = set()
         stack: list[Node] = []
         ring: list[int] = []
         for root in reach:
-            if root in index:
+            if root in index or (isinstance(root, int) and root not in awaited):
                 continue
             work: list[tuple[Node, int]] = [(root, 0)]
             while work:
