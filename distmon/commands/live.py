@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from distmon.commands import acting, metrics_port
 from distmon.endpoint import exposure_warning
+from distmon.monitor.admission import MAX_WORLD
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Responder
@@ -40,6 +41,27 @@ class Live:
         return acting.close(self.responder)
 
 
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    """Options of every command that runs a live monitor."""
+    parser.add_argument(
+        "--max-world",
+        type=_world,
+        default=MAX_WORLD,
+        metavar="N",
+        help=f"largest world size followed; reports claiming more are refused (default: {MAX_WORLD:,})",
+    )
+
+
+def _world(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError("must be at least 1")
+    return value
+
+
 def start(
     args: argparse.Namespace,
     channel: Channel,
@@ -56,7 +78,7 @@ def start(
     if warning:
         print(warning, file=sys.stderr)
     responder = acting.responder(args, channel)
-    monitor = live_monitor(recorder, job, responder)
+    monitor = live_monitor(recorder, job, responder, args.max_world)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError:

@@ -15,6 +15,7 @@ from collections.abc import Iterable
 
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
+from distmon.commands.live import add_arguments as add_monitor_arguments
 from distmon.commands.live import start
 from distmon.commands.signals import stop_on_signals
 from distmon.export.text import alert_line
@@ -34,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     metrics_port.add_argument(parser)
     keys.add_argument(parser)
     acting.add_arguments(parser)
+    add_monitor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -7,6 +7,7 @@ import sys
 
 from distmon import keys
 from distmon.commands import acting, metrics_port
+from distmon.commands.live import add_arguments as add_monitor_arguments
 from distmon.commands.live import start
 from distmon.endpoint import ENV, resolve
 
@@ -17,6 +18,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     metrics_port.add_argument(parser)
     keys.add_argument(parser)
     acting.add_arguments(parser)
+    add_monitor_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

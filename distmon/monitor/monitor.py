@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.channel import Batch
+from distmon.monitor import admission
 from distmon.monitor.alerts import AlertBook, Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
@@ -35,8 +36,9 @@ class Monitor:
         recorder: RecordingWriter | None = None,
         job: str | None = None,
         responder: Responder | None = None,
+        max_world: int = admission.MAX_WORLD,
     ) -> None:
-        self.state = JobState(job=job, pinned=job is not None)
+        self.state = JobState(job=job, pinned=job is not None, max_world=max_world)
         self.detector = detector or Detector()
         self.alerts = AlertBook()
         self.recorder = recorder
@@ -96,10 +98,13 @@ class Monitor:
 
 
 def live_monitor(
-    recorder: RecordingWriter | None, job: str | None = None, responder: Responder | None = None
+    recorder: RecordingWriter | None,
+    job: str | None = None,
+    responder: Responder | None = None,
+    max_world: int = admission.MAX_WORLD,
 ) -> Monitor:
     """A monitor of ranks running now, as ``watch`` and ``record`` run it: it may look at the
     ranks' processes on this host (alive or gone), take their stacks from outside, and act
     through ``responder``. Replays and tests judge the reports alone."""
     detector = Detector(probe=ProcessProbe(), stacks=OutsideStacks())
-    return Monitor(detector, recorder=recorder, job=job, responder=responder)
+    return Monitor(detector, recorder=recorder, job=job, responder=responder, max_world=max_world)

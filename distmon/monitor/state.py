@@ -18,6 +18,7 @@ the job are admitted (:mod:`distmon.monitor.admission`), so no sender can add ra
 
 from __future__ import annotations
 
+import math
 import statistics
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
@@ -28,7 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.channel import Batch
+from distmon.channel import Batch, Relay
 from distmon.monitor import admission
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.frames import Parsed, parse
@@ -381,7 +382,7 @@ def gpu_allocated(report: Report) -> float | None:
     return None if value is None else float(value)
 
 
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash", "relay_lost"})
+FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
 _HOW = {TERMINATED: "terminated by SIGTERM", INTERRUPTED: "interrupted (SIGINT)", ENDED: "ended by distmon"}
 
@@ -440,8 +441,11 @@ class JobState:
         self.reporting = 0
         self.cols = Columns(INITIAL)
         self.ranks = Ranks(self)
-        self.relays: list[str] = []
-        """Relays the ranks' reports came through (``host:pid``), by the index in ``cols.via``."""
+        self.relays: list[Relay] = []
+        """Relays the ranks' reports came through, by the index in ``cols.via``."""
+        self.relay_heard: list[float] = []
+        """Per relay, when a batch last named it (an empty one is a relay's sign of life)."""
+        self._relay_of: dict[Relay, int] = {}
         self._job_hash = wire.name_hash(job) if job is not None else None
         self._reports: list[bytes | None] = []
         self._decoded: OrderedDict[int, Report] = OrderedDict()
@@ -468,6 +472,11 @@ class JobState:
 
     def _take(self, batch: Batch, now: float, times: F8 | None) -> tuple[I8, I8]:
         """The indices of the frames admitted, and their ranks."""
+        if batch.relays:
+            heard = now if times is None or not len(times) else max(now, float(np.max(times)))
+            for relay in batch.relays:
+                i = self._relay_index(relay)
+                self.relay_heard[i] = max(self.relay_heard[i], heard)
         parsed = parse(batch)
         self.dropped.update(+parsed.refused)
         if len(parsed) == 0:
@@ -583,13 +592,16 @@ class JobState:
         """The batch's relay indices as indices into :attr:`relays`."""
         if not relays:
             return np.full(len(via), -1, dtype=np.int64)
-        mine = np.array([self._relay_index(relay.id) for relay in relays] + [-1], dtype=np.int64)
+        mine = np.array([self._relay_index(relay) for relay in relays] + [-1], dtype=np.int64)
         return mine[via]
 
-    def _relay_index(self, relay: str) -> int:
-        if relay not in self.relays:
+    def _relay_index(self, relay: Relay) -> int:
+        i = self._relay_of.get(relay)
+        if i is None:
+            i = self._relay_of[relay] = len(self.relays)
             self.relays.append(relay)
-        return self.relays.index(relay)
+            self.relay_heard.append(-math.inf)
+        return i
 
     def _rows(self, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
         """Group and channel rows into the ranks' slots; whether each frame's rank had a
@@ -757,6 +769,23 @@ class JobState:
         """Per rank: heard from, and its latest report's header carries ``flag``."""
         mask: npt.NDArray[np.bool_] = self.cols.present & ((self.cols.flags & flag) != 0)
         return mask
+
+    def lost_relays(self, now: float, limits: Thresholds = LIMITS) -> dict[int, I8]:
+        """Relays gone silent, by index, with the ranks last heard through them: not heard for
+        longer than those ranks' reports allow, and every such rank silent (ranks heard again,
+        through the relay restarted or another, no longer count)."""
+        lost: dict[int, I8] = {}
+        if not self.relays:
+            return lost
+        c = self.cols
+        behind = c.present & ~self.flagged(wire.EXITED) & (c.via >= 0)
+        silent = self.silent(now, limits)
+        for i in np.unique(c.via[behind]).tolist():
+            ranks = np.flatnonzero(behind & (c.via == i))
+            after = limits.silent_after(float(np.nanmax(c.interval[ranks])))
+            if now - self.relay_heard[i] >= after and silent[ranks].all():
+                lost[i] = ranks
+        return lost
 
     def silent(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
         """Per rank: heard from, not exited, and silent longer than its reports allow."""

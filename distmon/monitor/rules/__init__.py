@@ -8,7 +8,7 @@ findings stand in between: at 8192 ranks that halves the detector's cost.
 from __future__ import annotations
 
 from distmon.monitor.rules.base import Rule
-from distmon.monitor.rules.failures import rank_exception, rank_lost
+from distmon.monitor.rules.failures import rank_exception, rank_lost, relay_lost
 from distmon.monitor.rules.groups import hang_and_divergence
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.pace import straggler
@@ -20,6 +20,7 @@ SLOW_PERIOD = 5.0
 RULES: list[tuple[Rule, float]] = [
     (rank_exception, 0.0),
     (rank_lost, 0.0),
+    (relay_lost, 0.0),
     (worker_crash, 0.0),
     (hang_and_divergence, 0.0),
     (stall, 0.0),

@@ -50,6 +50,8 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     if peers_lost_at is not None:
         silent |= (c.received < peers_lost_at) & (ctx.now - c.received >= c.interval + TEARDOWN_SLACK)
     lost = suspects & silent
+    for ranks in job.lost_relays(ctx.now, ctx.limits).values():
+        lost[ranks] = False  # unheard because their relay is: relay_lost names the node instead
     if failed_at is not None:
         lost &= c.received + c.interval + TEARDOWN_SLACK < failed_at  # alive at the failure: killed in the teardown
     return job.views(lost)
@@ -183,6 +185,32 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
             "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
         )
     return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))]
+
+
+def relay_lost(job: JobState, ctx: Context) -> list[Finding]:
+    """A node's relay went silent and every rank behind it with it: one alert naming the
+    node, not a ``rank_lost`` per rank (the ranks may well be training on)."""
+    findings = []
+    for i, ranks in job.lost_relays(ctx.now, ctx.limits).items():
+        relay = job.relays[i]
+        silent = ctx.now - job.relay_heard[i]
+        names = ranks.tolist()
+        summary = f"the relay on {relay.host} went silent {duration(silent)} ago: {rank_word(names)} unheard since"
+        detail = "\n".join(
+            [
+                f"distmon relay {relay.id} on {relay.host} sent nothing for {duration(silent)}, and "
+                f"{rank_word(names)}, which report through it, have been unheard since. Either the relay "
+                "died (its ranks may be training on, unwatched) or the whole node went down with it.",
+                f"The other {job.world - len(names)} ranks are heard through their own relays or directly: "
+                "whether they still progress tells the two apart (a dead node stops the job within "
+                "seconds; a dead relay does not).",
+                f"What to do: on {relay.host}, see whether `distmon relay` is still running and restart it "
+                "with the same --listen endpoint (its ranks reconnect by themselves); if the node is down, "
+                "check the scheduler's and the node's logs (dmesg) for why.",
+            ]
+        )
+        findings.append(Finding(f"relay_lost:{relay.id}", "relay_lost", CRITICAL, names, summary, detail))
+    return findings
 
 
 def _outside_lines(s: RankState, stacks: StackSource, take: bool) -> list[str]:
