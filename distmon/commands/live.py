@@ -52,6 +52,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def forward(args: argparse.Namespace) -> list[str]:
+    """The options as given, for a monitor started as a child process (``distmon run``)."""
+    return [] if args.max_world == MAX_WORLD else ["--max-world", str(args.max_world)]
+
+
 def _world(text: str) -> int:
     try:
         value = int(text)

@@ -38,6 +38,8 @@ from dataclasses import dataclass
 
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
+from distmon.commands.live import add_arguments as add_monitor_arguments
+from distmon.commands.live import forward
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
 from distmon.pyspy import TRACER_ENV
@@ -73,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     metrics_port.add_argument(parser)
     keys.add_argument(parser)
     acting.add_arguments(parser)
+    add_monitor_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command, after --")
 
 
@@ -116,10 +119,11 @@ def run(args: argparse.Namespace) -> int:
             env[keys.ENV] = key_file
         if args.watch:
             recorded = ["--record", args.record] if args.record else []
-            watch = ["watch", *recorded, *metrics_port.forward(args), *keyed, *acting.forward(args)]
+            watch = ["watch", *recorded, *metrics_port.forward(args), *keyed, *acting.forward(args), *forward(args)]
             return _run_watched(command, env, job_endpoint, args.log or _default_log(), watch, relay)
         if args.record:
             record = ["record", "--out", args.record, *metrics_port.forward(args), *keyed, *acting.forward(args)]
+            record += forward(args)
             return _run_recorded(command, env, job_endpoint, record, relay)
         return _run_job(Job(command, env), relay)
 

@@ -1,0 +1,173 @@
+"""The monitor at scale: simulated ranks reporting through real relay processes to a monitor
+in this process, one rank stalled.
+
+    .venv/bin/python benchmarks/bench_scale.py --ranks 8192 [--relays 4] [--json]
+
+Sender processes stand in for the ranks: each pre-encodes its ranks' reports from the
+simulator (a healthy second, then a second of the hang) and sends them, their clocks moved on
+each second, one message per rank per second, to the relay of the rank's node. The relays
+(``distmon relay``) batch them to the monitor, which runs as ``distmon record`` does (a
+LiveFeed and the Pump). With ``--json`` the last line is one JSON object: ``ranks``,
+``relays``, ``reports_per_s`` (rank reports the monitor took in per second, sustained),
+``tick_ms_median`` (detector ticks during the hang), ``alert_s`` (stall to the first alert
+naming a culprit, or null), ``named`` (the ranks it names) and ``monitor_rss_mb``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing
+import os
+import statistics
+import struct
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import psutil
+import zmq
+
+from distmon.cli import relax_gc
+from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.monitor import Monitor
+from distmon.simulate import SimJob
+from distmon.wire import HEADER_FIELDS, encode
+
+HANG_AT = 20.0
+"""The simulated job's second at which the culprit stalls."""
+HUNG = HANG_AT + 1
+"""The simulated second whose reports are sent once the hang begins: one second into it."""
+T_OFFSET = struct.calcsize("<" + "".join(code for name, code in HEADER_FIELDS[: [n for n, _ in HEADER_FIELDS].index("t")]))
+"""Where a frame's ``t`` lies in its header."""
+
+
+def culprit(ranks: int) -> int:
+    return ranks // 3
+
+
+def sender(ranks: list[int], world: int, relays: list[str], seconds: int, healthy: int, start: float) -> None:
+    """Pre-encode ``ranks``' reports, then from ``start`` send one a rank a second: the healthy
+    second until ``healthy`` seconds have passed, the hung one after, ``t`` moved on by the
+    seconds since."""
+    sim = SimJob(world=world, ranks_per_host=8).hang(culprit(world), at=HANG_AT)
+    templates = []
+    for second in (HANG_AT - 1, HUNG):
+        frames = []
+        for rank in ranks:
+            report = sim.report(rank, sim.start + second + (rank % 1000) / 1000)
+            if report is not None:
+                frames.append((rank, bytearray(encode(report))))
+        templates.append(frames)
+    context = zmq.Context()
+    sockets = []
+    for address in relays:
+        socket = context.socket(zmq.DEALER)
+        socket.setsockopt(zmq.SNDHWM, 1_000_000)
+        socket.setsockopt(zmq.LINGER, 0)
+        socket.connect(address)
+        sockets.append(socket)
+    per_relay = max(1, -(-world // len(relays)))
+    time.sleep(max(0.0, start - time.time()))
+    for k in range(seconds):
+        frames = templates[0] if k < healthy else templates[1]
+        moved = k - (0 if k < healthy else healthy)
+        for rank, frame in frames:
+            (t,) = struct.unpack_from("<d", frame, T_OFFSET)
+            struct.pack_into("<d", frame, T_OFFSET, t + (1 if moved else 0))
+            sockets[rank // per_relay].send(frame, copy=False)
+        time.sleep(max(0.0, start + k + 1 - time.time()))
+    for socket in sockets:
+        socket.close()
+    context.term()
+
+
+def run(ranks: int, relays: int, senders: int, healthy: int, hung: int) -> dict[str, object]:
+    relax_gc()
+    tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
+    upstream = f"ipc://{tmp}/monitor.sock"
+    listens = [f"ipc://{tmp}/relay-{i}.sock" for i in range(relays)]
+    seconds = healthy + hung
+    start = time.time() + 8 + ranks / 4000  # the senders pre-encode their ranks' reports first
+    workers = [
+        multiprocessing.get_context("fork").Process(
+            target=sender, args=(list(range(i, ranks, senders)), ranks, listens, seconds, healthy, start)
+        )
+        for i in range(senders)
+    ]
+    for worker in workers:
+        worker.start()
+    feed = LiveFeed(upstream)
+    relay_processes = [
+        subprocess.Popen(
+            [sys.executable, "-m", "distmon", "relay", "--listen", listen, "--upstream", upstream],
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+        for listen in listens
+    ]
+    monitor = Monitor()
+    ticks: list[tuple[float, float]] = []
+    tick = monitor.tick
+
+    def timed(now: float) -> list:  # type: ignore[type-arg]
+        began = time.perf_counter()
+        changes = tick(now)
+        ticks.append((now, (time.perf_counter() - began) * 1000))
+        return changes
+
+    monitor.tick = timed  # type: ignore[method-assign]
+    pump = Pump(feed, monitor)
+    stalled_at = start + healthy - (HUNG - HANG_AT)
+    counted: list[tuple[float, int]] = []
+    alert: tuple[float, list[int]] | None = None
+    try:
+        while time.time() < start + seconds + 2:
+            for t, change in pump.run_timed(limit=50_000):
+                if alert is None and change.event == "raised" and change.alert.ranks:
+                    alert = (t, change.alert.ranks)
+            counted.append((time.time(), monitor.state.received))
+            time.sleep(0.01)
+    finally:
+        for worker in workers:
+            worker.join(30)
+        for process in relay_processes:
+            process.terminate()
+            process.wait(10)
+        feed.close()
+    steady = [(t, n) for t, n in counted if start + 2 <= t <= start + seconds]
+    rate = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]) if len(steady) > 1 else 0.0
+    during = [ms for t, ms in ticks if t >= start + healthy + 1]
+    return {
+        "ranks": ranks,
+        "relays": relays,
+        "reports_per_s": round(rate),
+        "tick_ms_median": round(statistics.median(during), 1) if during else None,
+        "alert_s": round(alert[0] - stalled_at, 1) if alert else None,
+        "named": alert[1] if alert else [],
+        "monitor_rss_mb": round(psutil.Process(os.getpid()).memory_info().rss / 2**20),
+    }
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--ranks", type=int, default=8192)
+    parser.add_argument("--relays", type=int, default=4, help="relay processes (default: 4)")
+    parser.add_argument("--senders", type=int, default=2, help="processes standing in for the ranks (default: 2)")
+    parser.add_argument("--healthy", type=int, default=5, help="seconds of the healthy job first (default: 5)")
+    parser.add_argument("--hung", type=int, default=20, help="seconds of the hang (default: 20)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
+    args = parser.parse_args()
+    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung)
+    print("| " + " | ".join(result) + " |")
+    print("|" + "---|" * len(result))
+    print("| " + " | ".join(str(v) if k != "named" else str(v[:8]) for k, v in result.items()) + " |")
+    if args.json:
+        print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
