@@ -22,6 +22,7 @@ other) is a deadlock.
 
 from __future__ import annotations
 
+import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 
@@ -52,21 +53,29 @@ DELIVERED = "delivered"
 
 @dataclass(slots=True)
 class Wait:
-    """What a live rank waits in: its oldest incomplete collective (``gid``, ``seq``, the
-    op's hash), or a point-to-point op it is blocked in (one per channel)."""
+    """Ranks waiting in the same place: collective ``seq`` of group ``gid`` issued as the same
+    op (the op's hash), or one rank's blocked send or receive. A hang at 8192 ranks has a few
+    of these, not 8192."""
 
     job: JobState
-    rank: int
     node: Collective | Message
+    ranks: list[int]
+    ages: list[float]
+    """How long each rank has waited, in the order of ``ranks``."""
     age: float
+    """The longest of them."""
     gid: str | None = None
     """The group of the collective waited in; None for a send or receive."""
     seq: int = 0
     op: int = 0
 
     @property
-    def state(self) -> RankState:
-        return RankState(self.job, self.rank)
+    def rank(self) -> int:
+        """The rank of a send or receive; the first of those in a collective."""
+        return self.ranks[0]
+
+    def state(self, rank: int | None = None) -> RankState:
+        return RankState(self.job, self.rank if rank is None else rank)
 
 
 @dataclass
@@ -87,36 +96,46 @@ class Group:
     def name(self) -> str:
         return group_name(self.sample.id, self.sample)
 
+    @property
+    def waiting(self) -> int:
+        return sum(len(w.ranks) for w in self.waits)
+
     def laggards(self, seq: int) -> list[int]:
         return [rank for rank, enqueued in self.behind if enqueued < seq] + self.missing
 
 
-def waits(job: JobState, ctx: Context) -> dict[int, list[Wait]]:
-    """What each live rank waits in, read off the columns: in a healthy job only the few
-    ranks caught inside a collective or a blocking send have a wait."""
+def waits(job: JobState, ctx: Context) -> list[Wait]:
+    """What the live ranks wait in, read off the columns: the ranks in each collective
+    gathered into one wait, a wait per blocked send or receive. In a healthy job only the
+    few ranks caught inside a collective or a blocking send wait."""
     c, now = job.cols, ctx.now
     in_flight = job.in_flight() & ~np.isnan(c.g_since)
     blocked = job.blocked() & ~np.isnan(c.c_blocked_since)
-    ranks = np.flatnonzero(job.live(now, ctx.limits) & (in_flight.any(axis=1) | blocked.any(axis=1)))
-    found: dict[int, list[Wait]] = {}
-    if not len(ranks):
-        return found
-    since = np.where(in_flight[ranks], c.g_since[ranks], np.inf)
-    oldest = since.argmin(axis=1)
-    row = np.arange(len(ranks))
-    has_group = np.any(in_flight[ranks], axis=1).tolist()
-    group_ages = job.ages(since[row, oldest], now, ranks)
-    gids, seqs, ops = c.g_id[ranks, oldest].tolist(), (c.g_comp[ranks, oldest] + 1).tolist(), c.g_op[ranks, oldest]
+    live = job.live(now, ctx.limits)
+    ranks = np.flatnonzero(live & in_flight.any(axis=1))
+    found: list[Wait] = []
     names: dict[int, str] = {}
-    for gid, rank in zip(gids, ranks.tolist(), strict=True):
+
+    def name(gid: int, rank: int) -> str:
         if gid not in names:
             names[gid] = job.group_id(gid, rank)
-    for rank, grouped, gid, seq, age, op in zip(
-        ranks.tolist(), has_group, gids, seqs, group_ages.tolist(), ops.tolist(), strict=True
-    ):
-        name = names.get(gid, "")
-        found[rank] = [Wait(job, rank, (name, seq), age, gid=name, seq=seq, op=op)] if grouped else []
-    held, slots = np.nonzero(blocked)
+        return names[gid]
+
+    if len(ranks):
+        since = np.where(in_flight[ranks], c.g_since[ranks], np.inf)
+        oldest = since.argmin(axis=1)
+        ages = job.ages(since[np.arange(len(ranks)), oldest], now, ranks)
+        gids, seqs, ops = c.g_id[ranks, oldest], c.g_comp[ranks, oldest] + 1, c.g_op[ranks, oldest]
+        order = np.lexsort((ops, seqs, gids))
+        ranks, ages, gids, seqs, ops = ranks[order], ages[order], gids[order], seqs[order], ops[order]
+        cut = np.flatnonzero((np.diff(gids) != 0) | (np.diff(seqs) != 0) | (np.diff(ops) != 0)) + 1
+        for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(ranks)], strict=True):
+            group, seq = name(int(gids[a]), int(ranks[a])), int(seqs[a])
+            mine = ages[a:b]
+            found.append(
+                Wait(job, (group, seq), ranks[a:b].tolist(), mine.tolist(), float(mine.max()), group, seq, int(ops[a]))
+            )
+    held, slots = np.nonzero(blocked & live[:, None])
     ages = job.ages(c.c_blocked_since[held, slots], now, held)
     rows = zip(
         held.tolist(),
@@ -128,19 +147,15 @@ def waits(job: JobState, ctx: Context) -> dict[int, list[Wait]]:
         strict=True,
     )
     for rank, gid, peer, direction, k, age in rows:
-        if rank not in found:
-            continue  # not live
-        if gid not in names:
-            names[gid] = job.group_id(gid, rank)
         src, dst = (rank, peer) if direction == 0 else (peer, rank)
-        found[rank].append(Wait(job, rank, (names[gid], src, dst, k), age))
+        found.append(Wait(job, (name(gid, rank), src, dst, k), [rank], [age], age))
     return found
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     waiting = waits(job, ctx)
     hang_after = ctx.hang_after
-    if not any(w.age >= hang_after or w.op for ws in waiting.values() for w in ws):
+    if not any(w.age >= hang_after or w.op for w in waiting):
         return []
     groups = _groups(job, waiting, ctx)
     findings = []
@@ -154,36 +169,54 @@ def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     return findings
 
 
-def _groups(job: JobState, waiting: dict[int, list[Wait]], ctx: Context) -> dict[str, Group]:
+def _groups(job: JobState, waiting: list[Wait], ctx: Context) -> dict[str, Group]:
     """The groups ranks wait in collectives of, with the members behind the latest one."""
     groups: dict[str, Group] = {}
     latest: dict[str, int] = {}
-    for ws in waiting.values():
-        for w in ws:
-            if w.gid is None:
-                continue
-            if w.gid not in groups:
-                sample = job.group(wire.name_hash(w.gid))
-                assert sample is not None, "a group waited in is described by its members' reports"
-                groups[w.gid] = Group(sample)
-            groups[w.gid].waits.append(w)
-            latest[w.gid] = max(latest.get(w.gid, 0), w.seq)
+    for w in waiting:
+        if w.gid is None:
+            continue
+        if w.gid not in groups:
+            sample = job.group(wire.name_hash(w.gid))
+            assert sample is not None, "a group waited in is described by its members' reports"
+            groups[w.gid] = Group(sample)
+        groups[w.gid].waits.append(w)
+        latest[w.gid] = max(latest.get(w.gid, 0), w.seq)
     if not groups:
         return groups
+    # One pass over every rank's group rows for all the groups at once: a TP x PP x DP job
+    # waits in thousands of groups.
     c = job.cols
-    live = job.live(ctx.now, ctx.limits)
+    views = list(groups.values())
+    hashes = np.array([wire.name_hash(gid) for gid in groups], dtype=np.uint64)
+    order = np.argsort(hashes)
     rows = (np.arange(MAX_GROUPS)[None, :] < c.groups[:, None]) & c.present[:, None]
-    for gid, group in groups.items():
-        member = rows & (c.g_id == wire.name_hash(gid))
-        ranks, slots = np.nonzero(member)
-        group.reporting = len(ranks)
-        group.live = int(np.count_nonzero(live[ranks]))
-        enqueued = c.g_enq[ranks, slots]
-        behind = enqueued < latest[gid]
-        group.behind = list(zip(ranks[behind].tolist(), enqueued[behind].tolist(), strict=True))
+    ranks, slots = np.nonzero(rows & np.isin(c.g_id, hashes))
+    which = order[np.searchsorted(hashes[order], c.g_id[ranks, slots])]
+    reporting = np.bincount(which, minlength=len(views))
+    live = np.bincount(which, weights=job.live(ctx.now, ctx.limits)[ranks], minlength=len(views))
+    enqueued = c.g_enq[ranks, slots]
+    behind = np.flatnonzero(enqueued < np.array([latest[gid] for gid in groups])[which])
+    behind = behind[np.argsort(which[behind], kind="stable")]
+    starts = np.searchsorted(which[behind], np.arange(len(views) + 1))
+    laggards, lagging = ranks[behind].tolist(), enqueued[behind].tolist()
+    for i, group in enumerate(views):
+        group.reporting, group.live = int(reporting[i]), int(live[i])
+        a, b = int(starts[i]), int(starts[i + 1])
+        group.behind = list(zip(laggards[a:b], lagging[a:b], strict=True))
         if group.reporting < group.sample.size:
             group.missing = [r for r in expand_runs(group.sample.ranks) if r not in job.ranks]
     return groups
+
+
+@dataclass
+class Row:
+    """The ranks of the relation waiting in one collective or message, for the evidence."""
+
+    age: float
+    node: Node
+    ranks: list[int]
+    wait: Wait
 
 
 class WaitFor:
@@ -192,29 +225,47 @@ class WaitFor:
     Following the relation from the ranks that have waited too long ends in one of: a rank
     that waits for nobody (the root of a hang), a collective every member issued or a
     message both ends posted that still does not complete (the transport), a group whose
-    ranks diverged (its own alert), or a cycle (a deadlock).
+    ranks diverged (its own alert), or a cycle (a deadlock). A rank's edges lead to what it
+    waits in, read off its waits; the collectives' and messages' edges are kept.
     """
 
     def __init__(
         self,
         job: JobState,
-        waiting: dict[int, list[Wait]],
+        waiting: list[Wait],
         groups: dict[str, Group],
         diverged: set[str],
         ctx: Context,
     ) -> None:
         self.job = job
-        self.waits = waiting
+        self.all = waiting
         self.groups = groups
         self.ctx = ctx
         self.diverged = diverged
         """Groups with a divergence alert of their own: the ends of the relation they hold."""
+        self.collective_of: dict[int, Wait] = {}
+        self.p2p_of: dict[int, list[Wait]] = defaultdict(list)
+        for w in waiting:
+            if w.gid is not None:
+                self.collective_of.update(zip(w.ranks, itertools.repeat(w)))
+            else:
+                self.p2p_of[w.rank].append(w)
         self.edges: dict[Node, list[Node]] = {}
-        for rank, ws in waiting.items():
-            self.edges[rank] = [w.node for w in ws]
-            for w in ws:
-                if w.node not in self.edges:
-                    self.edges[w.node] = self._awaited(w)
+        for w in waiting:
+            if w.node not in self.edges:
+                self.edges[w.node] = self._awaited(w)
+
+    def waits_of(self, rank: int) -> list[Wait]:
+        collective = self.collective_of.get(rank)
+        return ([collective] if collective else []) + self.p2p_of.get(rank, [])
+
+    def waiting(self, rank: int) -> bool:
+        return rank in self.collective_of or rank in self.p2p_of
+
+    def successors(self, node: Node) -> list[Node]:
+        if isinstance(node, int):
+            return [w.node for w in self.waits_of(node)]
+        return self.edges.get(node, [])
 
     def _awaited(self, w: Wait) -> list[Node]:
         """Whom the collective or message ``w`` waits in waits for."""
@@ -223,14 +274,14 @@ class WaitFor:
         gid, src, dst, k = w.node  # type: ignore[misc]
         if src == ANY_SOURCE:  # a receive from anyone: any member that is free to send would do
             others = [r for r in self._members(gid, w) if r != dst]
-            return [r for r in others if r not in self.waits] or list(others)
+            return [r for r in others if not self.waiting(r)] or list(others)
         sent, received = self._channel(src, gid, dst, SEND), self._channel(dst, gid, src, RECV)
         if max(sent[1], received[1]) >= k:
             return [DELIVERED]  # one end has completed it: the other's report is older than that
         return [rank for rank, (posted, _) in ((src, sent), (dst, received)) if posted < k]
 
     def _members(self, gid: str, w: Wait) -> list[int]:
-        sample = next((g for g in w.state.report.groups if g.id == gid), None)
+        sample = next((g for g in w.state().report.groups if g.id == gid), None)
         return expand_runs(sample.ranks) if sample is not None else []
 
     def _channel(self, rank: int, gid: str, peer: int, direction: str) -> tuple[int, int]:
@@ -249,11 +300,13 @@ class WaitFor:
 
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
-        stuck = [r for r, ws in self.waits.items() if max(w.age for w in ws) >= hang_after]
-        if not stuck:
+        first = [w for w in self.all if w.age >= hang_after]
+        if not first:
             return []
-        reach = self._reachable(stuck)
-        roots = sorted(n for n in reach if isinstance(n, int) and n not in self.waits)
+        stuck = {r for w in first for r, age in zip(w.ranks, w.ages, strict=True) if age >= hang_after}
+        first += [w for rank in stuck & self.p2p_of.keys() for w in self.p2p_of[rank] if w.age < hang_after]
+        reach = self._reachable(stuck, first)
+        roots = sorted(n for n in reach if isinstance(n, int) and not self.waiting(n))
         findings = []
         if roots:
             findings.append(self._hang(roots, reach))
@@ -269,23 +322,33 @@ class WaitFor:
             findings.append(self._deadlock(ring))
         return findings
 
-    def _reachable(self, start: list[int]) -> set[Node]:
+    def _reachable(self, start: set[int], first: list[Wait]) -> set[Node]:
+        """The ranks ``start``, what they wait in (``first``), and all that leads to."""
         seen: set[Node] = set(start)
-        todo: list[Node] = list(start)
+        todo: list[Node] = []
+        for w in first:
+            if w.node not in seen:
+                seen.add(w.node)
+                todo.append(w.node)
         while todo:
-            for nxt in self.edges.get(todo.pop(), ()):
+            for nxt in self.successors(todo.pop()):
                 if nxt not in seen:
                     seen.add(nxt)
                     todo.append(nxt)
         return seen
+
+    def _awaited_ranks(self, reach: set[Node]) -> set[Node]:
+        """The ranks some collective or message in ``reach`` waits for: of the ranks, the only
+        ones a path through the relation can pass."""
+        return {n for node in reach if not isinstance(node, int) for n in self.edges.get(node, ())}
 
     def _ring(self, reach: set[Node]) -> list[int]:
         """Ranks on a cycle of the relation. A rank waits for all it waits in, so a cycle is a
         deadlock even where some of its ranks also wait for others: found as the strongly
         connected components of more than one node (Tarjan's, without recursion). A rank
         nobody waits for is on no cycle: only the collectives and messages waited in, and the
-        ranks they wait for, are walked (a few, where thousands of ranks wait)."""
-        awaited = {n for node in reach if not isinstance(node, int) for n in self.edges.get(node, ())}
+        ranks they wait for, are walked."""
+        awaited = self._awaited_ranks(reach)
         index: dict[Node, int] = {}
         low: dict[Node, int] = {}
         on_stack: set[Node] = set()
@@ -301,7 +364,7 @@ class WaitFor:
                     index[node] = low[node] = len(index)
                     stack.append(node)
                     on_stack.add(node)
-                successors = self.edges.get(node, [])
+                successors = self.successors(node)
                 if i < len(successors):
                     work.append((node, i + 1))
                     nxt = successors[i]
@@ -327,24 +390,36 @@ class WaitFor:
 
     # --- what a person reads -------------------------------------------------------------
 
-    def _waiting(self, roots: list[int], reach: set[Node]) -> list[tuple[float, Node, list[Wait]]]:
-        """(oldest wait, node, the waits in it) per collective or message waited in: those
-        waiting for the roots themselves first, then those waiting for them, and so on."""
-        by_node: dict[Node, list[Wait]] = defaultdict(list)
-        for rank, ws in self.waits.items():
-            if rank in reach:
-                for w in ws:
-                    by_node[w.node].append(w)
+    def _waiting(self, roots: list[int], reach: set[Node]) -> list[Row]:
+        """A row per collective or message the ranks of the relation wait in: those waiting
+        for the roots themselves first, then those waiting for them, and so on."""
+        rows: dict[Node, Row] = {}
+        for w in self.all:
+            if w.node not in reach:
+                continue
+            mine = [(r, age) for r, age in zip(w.ranks, w.ages, strict=True) if r in reach]
+            if not mine:
+                continue
+            row = rows.setdefault(w.node, Row(0.0, w.node, [], w))
+            row.ranks += [r for r, _ in mine]
+            row.age = max(row.age, max(age for _, age in mine))
         hops = self._hops(roots, reach)
-        rows = [(max(w.age for w in ws), node, ws) for node, ws in by_node.items()]
-        return sorted(rows, key=lambda row: (hops.get(row[1], len(reach)), -len(row[2]), -row[0], str(row[1])))
+        return sorted(
+            rows.values(), key=lambda row: (hops.get(row.node, len(reach)), -len(row.ranks), -row.age, str(row.node))
+        )
 
     def _hops(self, roots: list[int], reach: set[Node]) -> dict[Node, int]:
-        """How many waits separate each node from the roots (a breadth-first walk back)."""
+        """How many waits separate each collective or message from the roots (a breadth-first
+        walk back, through the ranks that are waited for)."""
         waiters: dict[Node, list[Node]] = defaultdict(list)
         for node in reach:
-            for nxt in self.edges.get(node, ()):
-                waiters[nxt].append(node)
+            if not isinstance(node, int):
+                for nxt in self.edges.get(node, ()):
+                    waiters[nxt].append(node)
+        for rank in self._awaited_ranks(reach):
+            if isinstance(rank, int):
+                for w in self.waits_of(rank):
+                    waiters[w.node].append(rank)
         hops: dict[Node, int] = dict.fromkeys(roots, 0)
         frontier: list[Node] = list(roots)
         while frontier:
@@ -373,10 +448,10 @@ class WaitFor:
 
     def _hang(self, roots: list[int], reach: set[Node]) -> Finding:
         rows = self._waiting(roots, reach)
-        waiting = sorted({w.rank for row in rows for w in row[2]})
-        oldest = max(row[0] for row in rows)
-        _, _, first = rows[0]
-        samples = [(age, self.groups[ws[0].gid].sample) for age, _, ws in rows if ws[0].gid is not None]
+        waiting = {r for row in rows for r in row.ranks}
+        oldest = max(row.age for row in rows)
+        first = rows[0].wait
+        samples = [(row.age, self.groups[row.wait.gid].sample) for row in rows if row.wait.gid is not None]
         timeouts = [sample.timeout - age for age, sample in samples if sample.timeout]
         left = min(timeouts, default=None)
         countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
@@ -386,7 +461,7 @@ class WaitFor:
         them = "it" if len(roots) == 1 else "them"
         summary = (
             f"{who} {holds} up the job: {len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
-            f"for {them}, in {self._what(first[0])}{more}, for up to {duration(oldest)}"
+            f"for {them}, in {self._what(first)}{more}, for up to {duration(oldest)}"
         )
         detail = [
             f"{who} {'waits' if len(roots) == 1 else 'wait'} for nobody, and every waiting rank waits for "
@@ -397,13 +472,13 @@ class WaitFor:
         if len(roots) > MAX_SHOWN:
             detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
         detail.append("Waiting:")
-        for age, node, ws in rows[:MAX_GROUPS_SHOWN]:
-            awaited = [n for n in self.edges[node] if isinstance(n, int)]
+        for row in rows[:MAX_GROUPS_SHOWN]:
+            awaited = [n for n in self.edges[row.node] if isinstance(n, int)]
             for_whom = f" for {rank_word(awaited)}" if awaited else ""
-            detail.append(f"  {rank_word(w.rank for w in ws)} in {self._what(ws[0])}{for_whom}, {duration(age)}")
+            detail.append(f"  {rank_word(row.ranks)} in {self._what(row.wait)}{for_whom}, {duration(row.age)}")
         if len(rows) > MAX_GROUPS_SHOWN:
             rest = rows[MAX_GROUPS_SHOWN:]
-            others = sum(len(r[2]) for r in rest)
+            others = sum(len(r.ranks) for r in rest)
             detail.append(f"  ... and {others} more ranks in {len(rest)} more collectives or sends")
         detail.append(
             f"What to do: find why {who} stopped short of its next collective or send; the stack "
@@ -458,7 +533,7 @@ class WaitFor:
 
     def _stuck_message(self, node: Message) -> Finding:
         gid, src, dst, k = node
-        waiting = [w for ws in self.waits.values() for w in ws if w.node == node]
+        waiting = [w for w in self.all if w.node == node]
         age = max(w.age for w in waiting)
         where = self._group_label(gid)
         summary = (
@@ -467,8 +542,8 @@ class WaitFor:
         )
         detail = [
             f"Rank {src} posted send #{k} to rank {dst}, and rank {dst} its receive #{k} from rank {src}; "
-            f"{rank_word(w.rank for w in waiting)} has waited in it {duration(age)}. Neither end is behind: "
-            "the message does not arrive.",
+            f"{rank_word(r for w in waiting for r in w.ranks)} has waited in it {duration(age)}. Neither end is "
+            "behind: the message does not arrive.",
             "What to do: suspect the link between the two ranks' hosts (NCCL_DEBUG=INFO, a firewall between "
             "nodes, NCCL_SOCKET_IFNAME), or sends and receives that disagree on tag, size or dtype.",
         ]
@@ -477,17 +552,18 @@ class WaitFor:
     def _deadlock(self, ring: list[int]) -> Finding:
         lines = []
         for rank in ring[: MAX_SHOWN * 2]:
-            for w in self.waits[rank]:
+            for w in self.waits_of(rank):
                 awaited = [n for n in self.edges[w.node] if isinstance(n, int)]
                 if not set(awaited) & set(ring):
                     continue
-                lines.append(f"  rank {rank} waits in {self._what(w)} for {rank_word(awaited)}, {duration(w.age)}")
-            stack = self.waits[rank][0].state.report.stack
+                age = w.ages[w.ranks.index(rank)]
+                lines.append(f"  rank {rank} waits in {self._what(w)} for {rank_word(awaited)}, {duration(age)}")
+            stack = RankState(self.job, rank).report.stack
             if stack:
                 lines.append(f"    at {where(user_frame(stack) or stack[-1])}")
-        collective = any(w.gid is not None for r in ring for w in self.waits[r])
-        p2p = any(w.gid is None for r in ring for w in self.waits[r])
-        groups = sorted({str(w.node[0]) for r in ring for w in self.waits[r]})
+        collective = any(w.gid is not None for r in ring for w in self.waits_of(r))
+        p2p = any(w.gid is None for r in ring for w in self.waits_of(r))
+        groups = sorted({str(w.node[0]) for r in ring for w in self.waits_of(r)})
         if p2p and not collective:
             how = "their sends and receives are ordered so that each waits for the other"
             advice = (
@@ -530,9 +606,11 @@ def _divergence_in(group: Group, ctx: Context) -> Finding | None:
     mismatch = _op_mismatch(group.waits)
     if mismatch:
         return _divergence(group, *mismatch, reason="op")
-    if group.missing or group.live > len(group.waits) or not any(w.age >= ctx.hang_after for w in group.waits):
+    if group.missing or group.live > group.waiting or not any(w.age >= ctx.hang_after for w in group.waits):
         return None
-    by_seq = Counter(w.seq for w in group.waits)
+    by_seq: Counter[int] = Counter()
+    for w in sorted(group.waits, key=lambda w: w.rank):
+        by_seq[w.seq] += len(w.ranks)
     if len(by_seq) < 2:
         return None
     usual = by_seq.most_common(1)[0][0]
@@ -544,17 +622,19 @@ def _op_name(w: Wait) -> str | None:
     """The op of the collective ``w`` waits in, from its rank's report."""
     if not w.op:
         return None
-    return next((g.op for g in w.state.report.groups if g.id == w.gid), None)
+    return next((g.op for g in w.state().report.groups if g.id == w.gid), None)
 
 
 def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
     """Ranks in flight at the same seq with different ops: (odd ones, the usual ones)."""
     by_seq: dict[int, list[Wait]] = {}
-    for m in waiting:
+    for m in sorted(waiting, key=lambda m: m.rank):
         if m.op:
             by_seq.setdefault(m.seq, []).append(m)
     for members in by_seq.values():
-        ops = Counter(m.op for m in members)
+        ops: Counter[int] = Counter()
+        for m in members:
+            ops[m.op] += len(m.ranks)
         if len(ops) > 1:
             usual = ops.most_common(1)[0][0]
             return [m for m in members if m.op != usual], [m for m in members if m.op == usual]
@@ -562,8 +642,8 @@ def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
 
 
 def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) -> Finding:
-    odd_ranks = sorted(m.rank for m in odd)
-    usual_ranks = sorted(m.rank for m in usual)
+    odd_ranks = sorted(r for m in odd for r in m.ranks)
+    usual_ranks = sorted(r for m in usual for r in m.ranks)
     odd_m, usual_m = odd[0], usual[0]
     if reason == "op":
         what = (
@@ -579,9 +659,10 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
         )
         summary = f"{rank_word(odd_ranks)} at collective #{odd_m.seq}, the others at #{usual_m.seq}"
     lines = [f"In {view.name}, {what}."]
-    steps = Counter(m.state.steps for m in usual).most_common(1)[0][0]
-    for m in sorted(odd, key=lambda m: m.rank)[:MAX_SHOWN]:
-        r = m.state.report
+    values, counts = np.unique(odd_m.job.cols.steps[usual_ranks], return_counts=True)
+    steps = int(values[counts.argmax()])
+    for rank in odd_ranks[:MAX_SHOWN]:
+        r = odd_m.state(rank).report
         gap = f" (the others are at step {steps}: uneven batch counts?)" if r.steps != steps else ""
         top = r.stack[-1] if r.stack else None
         lines.append(f"  rank {r.rank} ({r.host}): step {r.steps}{gap}, at {where(top)}")
