@@ -40,7 +40,9 @@ HANG_AT = 20.0
 """The simulated job's second at which the culprit stalls."""
 HUNG = HANG_AT + 1
 """The simulated second whose reports are sent once the hang begins: one second into it."""
-T_OFFSET = struct.calcsize("<" + "".join(code for name, code in HEADER_FIELDS[: [n for n, _ in HEADER_FIELDS].index("t")]))
+T_OFFSET = struct.calcsize(
+    "<" + "".join(code for name, code in HEADER_FIELDS[: [n for n, _ in HEADER_FIELDS].index("t")])
+)
 """Where a frame's ``t`` lies in its header."""
 
 
