@@ -6,31 +6,40 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+import numpy as np
+import numpy.typing as npt
+
 from distmon.monitor.whereabouts import classify, frame_lines
-from distmon.wire import ANY_SOURCE, SEND, Frame, GroupStatus, Loader, Report, expand_runs
+from distmon.wire import ANY_SOURCE, SEND, Frame, GroupStatus, Loader, Report
 
 MAX_LISTED = 16
 
 
 def ranks_text(ranks: Iterable[int]) -> str:
-    """``[0, 1, 2, 3, 7, 9, 10]`` as ``0-3, 7, 9-10``; long lists end with a count."""
-    ordered = sorted(set(ranks))
-    spans: list[str] = []
-    i = 0
-    while i < len(ordered):
-        j = i
-        while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
-            j += 1
-        spans.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
-        i = j + 1
-    if len(spans) > MAX_LISTED:
-        return ", ".join(spans[:MAX_LISTED]) + f" and {len(spans) - MAX_LISTED} more spans"
-    return ", ".join(spans)
+    """``[0, 1, 2, 3, 7, 9, 10]`` as ``0-3, 7, 9-10``; long lists end with a count. In
+    arrays: the 131,071 ranks waiting for one are a span."""
+    return _spans(_unique(ranks))
 
 
 def rank_word(ranks: Iterable[int]) -> str:
-    ordered = sorted(set(ranks))
-    return f"rank {ordered[0]}" if len(ordered) == 1 else f"ranks {ranks_text(ordered)}"
+    ordered = _unique(ranks)
+    return f"rank {ordered[0]}" if len(ordered) == 1 else f"ranks {_spans(ordered)}"
+
+
+def _unique(ranks: Iterable[int]) -> npt.NDArray[np.int64]:
+    values = ranks if isinstance(ranks, np.ndarray) else np.fromiter(ranks, dtype=np.int64)
+    return np.unique(values)
+
+
+def _spans(ordered: npt.NDArray[np.int64]) -> str:
+    if not len(ordered):
+        return ""
+    breaks = np.flatnonzero(np.diff(ordered) != 1) + 1
+    starts, ends = ordered[np.r_[0, breaks]], ordered[np.r_[breaks - 1, len(ordered) - 1]]
+    shown = zip(starts[:MAX_LISTED].tolist(), ends[:MAX_LISTED].tolist(), strict=True)
+    spans = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in shown)
+    more = len(starts) - MAX_LISTED
+    return spans + f" and {more} more spans" if more > 0 else spans
 
 
 def size(n: float) -> str:
@@ -55,7 +64,8 @@ def duration(seconds: float) -> str:
 def group_name(gid: str, g: GroupStatus) -> str:
     """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
     desc = f"{g.desc}, " if g.desc else ""
-    return f"group {gid} ({desc}ranks {ranks_text(expand_runs(g.ranks))})"
+    members = [start + np.arange(count, dtype=np.int64) * stride for start, count, stride in g.ranks]
+    return f"group {gid} ({desc}ranks {ranks_text(np.concatenate(members) if members else np.zeros(0, np.int64))})"
 
 
 def where(frame: Frame | None) -> str:
