@@ -64,15 +64,17 @@ def detection(world: int, layout: Layout) -> tuple[float | None, list[list[int]]
 
 
 def intake_in_process(world: int, seconds: float, path: str) -> tuple[float, int]:
-    """Messages/s through decode, state and recording, and the bytes written per message."""
-    messages = [raw for _, raw in SimJob(world=world).stream(until=5)]
+    """Messages/s through decode, state and recording, and the bytes written per message:
+    a second of the job's reports at a time, one batch, as the monitor's loop takes them."""
+    sim = SimJob(world=world)
+    seconds_of = [Batch.of([raw for _, raw in sim.stream(until=k + 1, since=k)]) for k in range(5)]
     monitor = Monitor(Detector(), recorder=RecordingWriter(path))
     n = 0
     start = time.perf_counter()
     while time.perf_counter() - start < seconds:
-        for raw in messages:
-            monitor.ingest(raw, time.time())
-        n += len(messages)
+        for batch in seconds_of:
+            monitor.ingest_batch(batch, time.time())
+            n += len(batch)
     rate = n / (time.perf_counter() - start)
     monitor.close()
     return rate, os.path.getsize(path) // n
