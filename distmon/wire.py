@@ -445,6 +445,23 @@ _REPORT_OFFSET = struct.calcsize(
 def decode(data: bytes) -> Report:
     """Parse and validate one message, a frame or a bare report; raise :class:`WireError` on
     anything else."""
+    report: Report = _converter(Report)(_unpack(data))
+    return report
+
+
+def gpu_util(data: bytes) -> float | None:
+    """A message's GPU utilization (``gpu.util``, 0 to 100), read without building the whole
+    report: for a reader of that one field of many reports. None when absent or malformed."""
+    try:
+        gpu = _unpack(data).get("gpu")
+    except WireError:
+        return None
+    util = gpu.get("util") if isinstance(gpu, dict) else None
+    return float(util) if type(util) is float or type(util) is int else None
+
+
+def _unpack(data: bytes) -> dict[Any, Any]:
+    """The report's map, of the version this reads; raise :class:`WireError` otherwise."""
     if len(data) > MAX_MESSAGE_BYTES:
         raise WireError("oversized", f"{len(data)} bytes")
     try:
@@ -457,8 +474,7 @@ def decode(data: bytes) -> Report:
         raise WireError("malformed", "not a map")
     if type(obj.get("v")) is not int or obj["v"] != VERSION:
         raise WireError("version", f"schema version {obj.get('v')!r}, expected {VERSION}")
-    report: Report = _converter(Report)(obj)
-    return report
+    return obj
 
 
 def rank_runs(ranks: list[int]) -> list[list[int]]:

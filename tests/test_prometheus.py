@@ -1,28 +1,33 @@
-"""``--metrics-port``: a real ``distmon record`` fed a simulated job over ZeroMQ, scraped over
-HTTP the way Prometheus does, and parsed with prometheus_client's own parser."""
+"""``--metrics-port``: a real ``distmon record`` fed a simulated job over ZeroMQ, or a
+monitor served in-process, scraped over HTTP the way Prometheus does, and parsed with
+prometheus_client's own parser."""
 
 from __future__ import annotations
 
+import argparse
 import json
 import re
 import signal
 import socket
+import statistics
 import subprocess
 import sys
 import textwrap
 import time
 import urllib.request
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
 
+from distmon.commands import metrics_port
+from distmon.export import prometheus
 from distmon.export.prometheus import RANK_SERIES, MonitorCollector
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.simulate import SimJob, drive
+from distmon.simulate import GiB, SimJob, drive
 
 DISTMON = [sys.executable, "-m", "distmon"]
 RANK_LABELS = {"job", "rank", "host", "local_rank"}
@@ -50,6 +55,86 @@ def scrape(port: int, timeout: float = 10.0) -> dict[str, list]:
         for sample in family.samples:
             samples.setdefault(sample.name, []).append(sample)
     return samples
+
+
+@pytest.fixture
+def served() -> Iterator[Callable[..., dict[str, list]]]:
+    """Serve a monitor of a simulated job over HTTP, given the ``--metrics-*`` options, and
+    scrape it once."""
+    servers = []
+
+    def serve(monitor: Monitor, *options: str) -> dict[str, list]:
+        parser = argparse.ArgumentParser()
+        metrics_port.add_argument(parser)
+        port = free_port()
+        server = metrics_port.serve(parser.parse_args(["--metrics-port", str(port), *options]), monitor)
+        servers.append(server)
+        return scrape(port)
+
+    yield serve
+    for server in servers:
+        server.shutdown()
+        server.server_close()
+
+
+def hung(world: int) -> Monitor:
+    """A job whose rank 5 went silent in native code 15 s ago (the others wait for it), with
+    rank 3 leaking host memory; its reports are as fresh as the wall clock."""
+    sim = SimJob(world=world, ranks_per_host=4, start=time.time() - 20).gil(5, at=5).leak(3, GiB / 4)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, until=20)
+    return monitor
+
+
+def values(samples: dict[str, list], name: str) -> list[float]:
+    return [s.value for s in samples[name]]
+
+
+def test_the_job_series_sum_up_the_ranks(served: Callable[..., dict[str, list]]) -> None:
+    samples = served(hung(8))
+    jobs = {name: ss for name, ss in samples.items() if name.startswith("distmon_job_")}
+    assert all([s.labels for s in ss] == [{"job": "sim-job"}] for ss in jobs.values())
+    job = {name[len("distmon_job_") :]: ss[0].value for name, ss in jobs.items()}
+    ranks = ("world_size", "ranks_reporting", "ranks_silent", "ranks_stalled", "ranks_exited", "ranks_failed")
+    assert [job[k] for k in ranks] == [8, 8, 1, 7, 0, 0]
+    steps = values(samples, "distmon_rank_steps_total")
+    assert (job["steps_min"], job["steps_median"], job["steps_max"]) == (
+        min(steps),
+        statistics.median(steps),
+        max(steps),
+    ) and min(steps) < max(steps)
+    assert job["step_time_median_seconds"] == job["step_time_max_seconds"] == 0.2
+    assert job["collective_age_max_seconds"] == pytest.approx(15, abs=2)
+    assert job["collective_age_max_seconds"] == max(values(samples, "distmon_rank_collective_age_seconds"))
+    silence = values(samples, "distmon_rank_last_report_age_seconds")
+    assert job["last_report_age_max_seconds"] == max(silence) == pytest.approx(15.4, abs=2)
+    rss, gpu = values(samples, "distmon_rank_rss_bytes"), values(samples, "distmon_rank_gpu_memory_used_bytes")
+    assert (job["rss_max_bytes"], job["rss_sum_bytes"]) == (max(rss), sum(rss))
+    assert job["rss_max_bytes"] > 3 * GiB, "the leak"
+    assert (job["gpu_memory_used_max_bytes"], job["gpu_memory_used_sum_bytes"]) == (
+        max(gpu),
+        sum(gpu),
+    )
+
+
+def test_above_the_per_rank_world_only_the_named_ranks_have_series_unless_asked(
+    served: Callable[..., dict[str, list]], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(prometheus, "PER_RANK_WORLD", 4)
+    monitor = hung(8)
+    named = served(monitor)
+    assert {s.labels["rank"] for s in named["distmon_alert_rank"]} == {"5"}
+    for series in RANK_SERIES:
+        name = series.name + ("_total" if series.counter else "")
+        assert {s.labels["rank"] for s in named.get(name, [])} <= {"5"}, name
+    assert [s.labels for s in named["distmon_rank_last_report_age_seconds"]] == [
+        {"job": "sim-job", "rank": "5", "host": "node001", "local_rank": "1"}
+    ]
+    assert named["distmon_job_ranks_reporting"][0].value == 8
+    every = served(monitor, "--metrics-per-rank")
+    assert {s.labels["rank"] for s in every["distmon_rank_steps_total"]} == {str(r) for r in range(8)}
+    for series in RANK_SERIES:
+        assert len(every[series.name + ("_total" if series.counter else "")]) == 8, series.name
 
 
 @pytest.fixture
@@ -125,6 +210,7 @@ def test_a_resolved_alert_reads_zero_and_its_ranks_go() -> None:
     assert not families["distmon_rank_gpu_memory_used_bytes"].samples, "no GPU, no GPU series"
     assert [(s.labels["kind"], s.value) for s in families["distmon_alert_active"].samples] == [("rank_exception", 1)]
     assert [s.labels["rank"] for s in families["distmon_alert_rank"].samples] == ["1"]
+    assert [families[f"distmon_job_ranks_{which}"].samples[0].value for which in ("exited", "failed")] == [4, 4]
     monitor.alerts.update([], sim.start + 11)
     families = {f.name: f for f in collector.collect()}
     assert [s.value for s in families["distmon_alert_active"].samples] == [0]
@@ -188,6 +274,14 @@ def test_run_metrics_without_a_monitor_is_a_usage_error() -> None:
     done = subprocess.run([*DISTMON, "run", "--metrics-port", "9400", "--", "true"], capture_output=True, text=True)
     assert done.returncode == 2
     assert "--metrics-port goes with --watch or --record" in done.stderr
+
+
+def test_per_rank_series_without_a_port_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [*DISTMON, "run", "--watch", "--metrics-per-rank", "--", "true"], capture_output=True, text=True
+    )
+    assert done.returncode == 2
+    assert done.stderr == "distmon run: --metrics-per-rank goes with --metrics-port\n"
 
 
 def test_the_grafana_dashboard_queries_only_series_distmon_serves() -> None:

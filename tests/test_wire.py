@@ -37,6 +37,7 @@ from distmon.wire import (
     decode,
     encode,
     expand_runs,
+    gpu_util,
     name_hash,
     rank_runs,
     report_bytes,
@@ -147,6 +148,14 @@ def test_a_frame_leads_with_the_numbers_the_monitor_judges_by():
     assert group == {"id": name_hash("0"), "enqueued": 241, "completed": 240, "since": 1_700_000_000.1,
                      "op": name_hash("all_reduce")}  # fmt: skip
     assert header["report"] == len(report_bytes(frame)) == len(frame) - HEADER.size - GROUP_ROW.size
+
+
+def test_the_gpu_utilization_reads_without_the_rest_of_the_report():
+    assert gpu_util(encode(full_report())) == 97.0
+    assert gpu_util(encode(minimal_report())) is None
+    assert gpu_util(encode(full_report())[:-1]) is None, "malformed"
+    foreign = msgpack.packb({"v": VERSION + 1, "gpu": {"util": 50.0}})
+    assert gpu_util(foreign) is None, "another version"
 
 
 def test_an_exception_raised_where_no_frame_was_kept_travels():

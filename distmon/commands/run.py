@@ -87,6 +87,9 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--log goes with --watch (without it the job's output stays on this terminal)")
     if args.metrics_port is not None and not (args.watch or args.record):
         return _usage("--metrics-port goes with --watch or --record (the monitor serves the metrics)")
+    problem = metrics_port.check(args)
+    if problem:
+        return _usage(problem)
     if acting.wanted(args) and not (args.watch or args.record):
         return _usage(
             "--evidence, --notify, --on-alert and --abort-on-hang go with --watch or --record (the monitor acts)"

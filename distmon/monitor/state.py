@@ -19,7 +19,6 @@ the job are admitted (:mod:`distmon.monitor.admission`), so no sender can add ra
 from __future__ import annotations
 
 import math
-import statistics
 from collections import Counter, OrderedDict
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
@@ -334,8 +333,7 @@ class RankState:
         return _present(self._job.gpu_used()[self.rank])
 
     def gpu_total(self) -> float | None:
-        total = _present(self._get("gpu_total"))
-        return total if total else None
+        return _present(float(_gpu_total(self._get("gpu_total"))))
 
     def gpu_allocated(self) -> float | None:
         return _present(self._job.gpu_allocated()[self.rank])
@@ -370,6 +368,11 @@ class RankState:
 
 def _present(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
+
+
+def _gpu_total(total: Any) -> Any:
+    """A GPU's memory as reported, an array or one value; NaN for none (a report of 0 is none)."""
+    return np.where(total == 0, np.nan, total)
 
 
 def gpu_allocated(report: Report) -> float | None:
@@ -765,6 +768,34 @@ class JobState:
         allocated: F8 = np.where(np.isnan(c.gpu_allocated), c.gpu_used, c.gpu_allocated)
         return allocated
 
+    def gpu_total(self) -> F8:
+        """Per rank: its GPU's memory (NaN: no GPU, or none reported)."""
+        total: F8 = _gpu_total(self.cols.gpu_total)
+        return total
+
+    def gpu_util(self, ranks: I8) -> F8:
+        """Of ``ranks``: the utilization of each one's GPU, 0 to 100, from its latest report
+        (NaN: none). The header does not carry it; the reports are read for it, not kept
+        decoded."""
+        reports = self._reports
+        util = [wire.gpu_util(raw) if r < len(reports) and (raw := reports[r]) else None for r in ranks.tolist()]
+        return np.array(util, dtype=np.float64)
+
+    def silent_for(self, now: float) -> F8:
+        """Per rank: seconds since its latest report arrived."""
+        since: F8 = now - self.cols.received
+        return since
+
+    def collective_age(self, now: float) -> F8:
+        """Per rank: how long its oldest collective has been in flight, on its own clock (see
+        :meth:`RankState.age`); NaN when none is."""
+        c = self.cols
+        slots = int(c.groups.max(initial=0))  # the slots any rank uses: one to four, as a rule
+        waiting = (np.arange(slots) < c.groups[:, None]) & (c.g_enq[:, :slots] > c.g_comp[:, :slots])
+        since = np.fmin.reduce(np.where(waiting, c.g_since[:, :slots], np.inf), axis=1, initial=np.inf)
+        age: F8 = np.where(np.isfinite(since), c.t - since + self.silent_for(now), np.nan)
+        return age
+
     def flagged(self, flag: int) -> npt.NDArray[np.bool_]:
         """Per rank: heard from, and its latest report's header carries ``flag``."""
         mask: npt.NDArray[np.bool_] = self.cols.present & ((self.cols.flags & flag) != 0)
@@ -791,11 +822,16 @@ class JobState:
         """Per rank: heard from, not exited, and silent longer than its reports allow."""
         c = self.cols
         after = np.maximum(limits.silence_floor, limits.silence_intervals * c.interval)
-        mask: npt.NDArray[np.bool_] = c.present & ~self.flagged(wire.EXITED) & (now - c.received >= after)
+        mask: npt.NDArray[np.bool_] = c.present & ~self.flagged(wire.EXITED) & (self.silent_for(now) >= after)
         return mask
 
     def live(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
         mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.EXITED) & ~self.silent(now, limits)
+        return mask
+
+    def stalled(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
+        """Per rank: live, no exception raised, and making no progress by its own account."""
+        mask: npt.NDArray[np.bool_] = self.live(now, limits) & ~self.flagged(wire.RAISED) & self.flagged(wire.STALLED)
         return mask
 
     def failed_on_their_own(self) -> npt.NDArray[np.bool_]:
@@ -815,7 +851,7 @@ class JobState:
         """The job's median step time; None before any rank has stepped."""
         times = self.cols.step_p50[self.present()]
         times = times[~np.isnan(times)]
-        return float(statistics.median(times.tolist())) if len(times) else None
+        return float(np.median(times)) if len(times) else None
 
     def ending(self, standing: Iterable[Alert]) -> Ending | None:
         """How the job ended, given the alerts that stand (not resolved): a rank that failed

@@ -15,7 +15,6 @@ from collections import defaultdict
 
 import numpy as np
 
-from distmon import wire
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
@@ -29,8 +28,7 @@ MAX_SHOWN = 4
 def stall(job: JobState, ctx: Context) -> list[Finding]:
     present = job.present()
     c = job.cols
-    stalled = job.live(ctx.now, ctx.limits) & ~job.flagged(wire.RAISED) & ~np.isnan(c.stalled_since)
-    if not len(present) or not stalled[present].all():
+    if not len(present) or not job.stalled(ctx.now, ctx.limits)[present].all():
         return []  # someone progresses, or died or left: not a stall of the job
     if job.in_flight().any() or job.blocked().any():
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
