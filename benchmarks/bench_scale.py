@@ -33,6 +33,7 @@ import zmq
 from distmon.cli import relax_gc
 from distmon.monitor.feeds import LiveFeed, Pump
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.state import STOP_KINDS
 from distmon.simulate import SimJob
 from distmon.wire import HEADER_FIELDS, encode
 
@@ -40,19 +41,27 @@ HANG_AT = 20.0
 """The simulated job's second at which the culprit stalls."""
 HUNG = HANG_AT + 1
 """The simulated second whose reports are sent once the hang begins: one second into it."""
-T_OFFSET = struct.calcsize(
-    "<" + "".join(code for name, code in HEADER_FIELDS[: [n for n, _ in HEADER_FIELDS].index("t")])
-)
-"""Where a frame's ``t`` lies in its header."""
+
+
+def _offset(field: str) -> int:
+    """Where a field lies in a frame's header."""
+    before = [name for name, _ in HEADER_FIELDS].index(field)
+    return struct.calcsize("<" + "".join(code for _, code in HEADER_FIELDS[:before]))
+
+
+T_OFFSET, INTERVAL_OFFSET = _offset("t"), _offset("interval")
 
 
 def culprit(ranks: int) -> int:
     return ranks // 3
 
 
-def sender(ranks: list[int], world: int, relays: list[str], seconds: int, healthy: int, start: float) -> None:
-    """Pre-encode ``ranks``' reports, then from ``start`` send one a rank a second: the healthy
-    second until ``healthy`` seconds have passed, the hung one after, ``t`` moved on by the
+def sender(
+    ranks: list[int], world: int, relays: list[str], seconds: int, healthy: int, start: float, interval: int
+) -> None:
+    """Pre-encode ``ranks``' reports, then from ``start`` send one a rank every ``interval``
+    seconds (the rank's report saying so, as ``DISTMON_INTERVAL`` makes it): the healthy
+    report until ``healthy`` seconds have passed, the hung one after, ``t`` moved on by the
     seconds since."""
     sim = SimJob(world=world, ranks_per_host=8).hang(culprit(world), at=HANG_AT)
     templates = []
@@ -61,7 +70,9 @@ def sender(ranks: list[int], world: int, relays: list[str], seconds: int, health
         for rank in ranks:
             report = sim.report(rank, sim.start + second + (rank % 1000) / 1000)
             if report is not None:
-                frames.append((rank, bytearray(encode(report))))
+                frame = bytearray(encode(report))
+                struct.pack_into("<d", frame, INTERVAL_OFFSET, float(interval))
+                frames.append((rank, frame, report.t))
         templates.append(frames)
     context = zmq.Context()
     sockets = []
@@ -74,11 +85,11 @@ def sender(ranks: list[int], world: int, relays: list[str], seconds: int, health
     per_relay = max(1, -(-world // len(relays)))
     time.sleep(max(0.0, start - time.time()))
     for k in range(seconds):
-        frames = templates[0] if k < healthy else templates[1]
-        moved = k - (0 if k < healthy else healthy)
-        for rank, frame in frames:
-            (t,) = struct.unpack_from("<d", frame, T_OFFSET)
-            struct.pack_into("<d", frame, T_OFFSET, t + (1 if moved else 0))
+        frames, since = (templates[0], 0) if k < healthy else (templates[1], healthy)
+        for rank, frame, t in frames:
+            if rank % interval != k % interval:
+                continue  # this rank's turn is another second
+            struct.pack_into("<d", frame, T_OFFSET, t + k - since)
             sockets[rank // per_relay].send(frame, copy=False)
         time.sleep(max(0.0, start + k + 1 - time.time()))
     for socket in sockets:
@@ -86,7 +97,7 @@ def sender(ranks: list[int], world: int, relays: list[str], seconds: int, health
     context.term()
 
 
-def run(ranks: int, relays: int, senders: int, healthy: int, hung: int) -> dict[str, object]:
+def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval: int) -> dict[str, object]:
     relax_gc()
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     upstream = f"ipc://{tmp}/monitor.sock"
@@ -95,7 +106,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int) -> dict[
     start = time.time() + 8 + ranks / 4000  # the senders pre-encode their ranks' reports first
     workers = [
         multiprocessing.get_context("fork").Process(
-            target=sender, args=(list(range(i, ranks, senders)), ranks, listens, seconds, healthy, start)
+            target=sender, args=(list(range(i, ranks, senders)), ranks, listens, seconds, healthy, start, interval)
         )
         for i in range(senders)
     ]
@@ -129,7 +140,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int) -> dict[
     try:
         while time.time() < start + seconds + 2:
             for t, change in pump.run_timed(limit=50_000):
-                if alert is None and change.event == "raised" and change.alert.ranks:
+                if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
                     alert = (t, change.alert.ranks)
             counted.append((time.time(), monitor.state.received))
             time.sleep(0.01)
@@ -150,6 +161,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int) -> dict[
         "tick_ms_median": round(statistics.median(during), 1) if during else None,
         "alert_s": round(alert[0] - stalled_at, 1) if alert else None,
         "named": alert[1] if alert else [],
+        "interval": interval,
         "monitor_rss_mb": round(psutil.Process(os.getpid()).memory_info().rss / 2**20),
     }
 
@@ -161,9 +173,12 @@ def main() -> None:
     parser.add_argument("--senders", type=int, default=2, help="processes standing in for the ranks (default: 2)")
     parser.add_argument("--healthy", type=int, default=5, help="seconds of the healthy job first (default: 5)")
     parser.add_argument("--hung", type=int, default=20, help="seconds of the hang (default: 20)")
+    parser.add_argument(
+        "--interval", type=int, default=1, help="seconds between a rank's reports, DISTMON_INTERVAL (default: 1)"
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = parser.parse_args()
-    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung)
+    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung, args.interval)
     print("| " + " | ".join(result) + " |")
     print("|" + "---|" * len(result))
     print("| " + " | ".join(str(v) if k != "named" else str(v[:8]) for k, v in result.items()) + " |")
