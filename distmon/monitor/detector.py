@@ -26,7 +26,14 @@ class Detector:
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
-        context = Context(now=now, pace=state.pace(), probe=self.probe, limits=self.limits, stacks=self.stacks)
+        context = Context(
+            now=now,
+            pace=state.pace(),
+            probe=self.probe,
+            limits=self.limits,
+            stacks=self.stacks,
+            interval=state.interval(),
+        )
         findings: list[Finding] = []
         for rule, period in self.rules:
             due, held = self._held.get(rule, (now, []))

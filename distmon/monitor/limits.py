@@ -19,6 +19,9 @@ class Thresholds:
     hang_floor: float = 5.0
     """A collective or send in flight this long, and ``hang_steps`` step times, is a hang."""
     hang_steps: float = 5.0
+    hang_intervals: float = 2.0
+    """And this many of the ranks' report intervals: with ``DISTMON_INTERVAL=8`` at scale, a
+    rank not heard from since others began to wait has not said whether it waits too."""
     startup_hang: float = 30.0
     """Before the job's first step, collectives wait for slow starters this long."""
     stall_floor: float = 10.0
@@ -39,11 +42,12 @@ class Thresholds:
     def silent_after(self, interval: float) -> float:
         return max(self.silence_floor, self.silence_intervals * interval)
 
-    def hang_after(self, pace: float | None) -> float:
-        """``pace`` is the job's median step time, None before any rank has stepped."""
+    def hang_after(self, pace: float | None, interval: float = 1.0) -> float:
+        """``pace`` is the job's median step time, None before any rank has stepped;
+        ``interval`` the ranks' report interval."""
         if pace is None:
-            return self.startup_hang
-        return max(self.hang_floor, self.hang_steps * pace)
+            return max(self.startup_hang, self.hang_intervals * interval)
+        return max(self.hang_floor, self.hang_steps * pace, self.hang_intervals * interval)
 
     def progress_after(self, pace: float | None) -> float:
         """A job that has not progressed for this long shows as stalled, even at start-up."""

@@ -847,6 +847,12 @@ class JobState:
         torn down after a failure), so its ranks leaving does not resolve what stood."""
         return bool(self.flagged(wire.STOPPED_BY_SIGNAL).any())
 
+    def interval(self) -> float:
+        """The longest report interval among the ranks (1 s before any reports)."""
+        intervals = self.cols.interval[self.present()]
+        intervals = intervals[~np.isnan(intervals)]
+        return float(intervals.max()) if len(intervals) else 1.0
+
     def pace(self) -> float | None:
         """The job's median step time; None before any rank has stepped."""
         times = self.cols.step_p50[self.present()]

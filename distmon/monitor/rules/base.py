@@ -28,10 +28,12 @@ class Context:
     probe: Probe | None
     limits: Thresholds
     stacks: StackSource | None = None
+    interval: float = 1.0
+    """The ranks' longest report interval."""
 
     @property
     def hang_after(self) -> float:
-        return self.limits.hang_after(self.pace)
+        return self.limits.hang_after(self.pace, self.interval)
 
 
 Rule = Callable[[JobState, Context], list[Finding]]
