@@ -34,9 +34,9 @@ from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.receiver import EndpointError, Handshakes, Receiver
-from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.recording import Dropped, RecordingWriter, read_recording, received
 from distmon.tui.job_header import headline
-from distmon.wire import MAX_MESSAGE_BYTES, Report
+from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
 
 DISTMON = [sys.executable, "-m", "distmon"]
 T0 = 1_700_000_000.0
@@ -330,12 +330,12 @@ def test_the_recording_stores_no_refused_message_but_their_counts(tmp_path: Path
         push.send(msgpack.packb({"v": 1}))
         time.sleep(1.5)
         recorder.stop()
-    records = list(msgpack.Unpacker(out.open("rb"), raw=False))[1:]
-    assert [r[0] for r in records if r[0] == "m"] == ["m"]
+    records = list(read_recording(str(out))[1])
+    assert [decode(frame).rank for _, frame in received(records)] == [0]
     dropped: Counter[str] = Counter()
     for record in records:
-        if record[0] == "d":
-            dropped.update(record[2])
+        if isinstance(record, Dropped):
+            dropped.update(record.counts)
     assert dropped == {"rank_out_of_range": 1, "malformed": 1}
 
 
