@@ -12,7 +12,6 @@ setup: $(VENV)/.installed
 
 $(VENV)/.installed: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) --upgrade pip
 	$(PIP) torch
 	$(PIP) -e ".[dev,integrations,html]"
 	touch $@

@@ -140,7 +140,7 @@ def test_absurd_counts_inside_valid_records_are_kept_out(tmp_path: Path) -> None
     are not counts: reported like any other, the claims refused and counted."""
     path = tmp_path / "absurd.distmon"
     writer = RecordingWriter(str(path))
-    for rank, world in [(0, 2), (1, 2), (10**18, 2), (3, 10**18), (-1, 2), *((r, 2) for r in range(2, 50_000))]:
+    for rank, world in [(0, 2), (1, 2), (10**18, 2), (3, 10**18), (-1, 2), *((r, 2) for r in range(2, 20_000))]:
         # bare reports, as version 1 sent them (still read): no frame header holds such numbers
         report = Report("j", rank, world, "h", 100 + rank, 1.7e9, 0, 1.0)
         writer.message(1_700_000_001.0, msgpack.packb(dataclasses.asdict(report), use_bin_type=True))
@@ -150,7 +150,7 @@ def test_absurd_counts_inside_valid_records_are_kept_out(tmp_path: Path) -> None
     assert result["code"] == 0, result["stderr"]
     pm = load(str(path))
     assert sorted(pm.state.ranks) == [0, 1] and pm.state.world == 2
-    assert pm.state.dropped == {"rank_out_of_range": 50_000 - 2 + 2, "world_too_large": 1, "no_key": 3}
+    assert pm.state.dropped == {"rank_out_of_range": 20_000 - 2 + 2, "world_too_large": 1, "no_key": 3}
     assert result["peak_mb"] < PEAK_MB
 
 
