@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections import Counter
 
 import psutil
 import zmq
@@ -39,6 +40,9 @@ class StillFeed:
 
     def take(self, limit: int) -> list[tuple[float, bytes]]:
         return []
+
+    def take_dropped(self) -> Counter[str]:
+        return Counter()
 
     def now(self) -> float:
         return self.t

@@ -7,12 +7,14 @@ tests read the same numbers.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterable
 from dataclasses import dataclass
 
+import numpy as np
+
+from distmon import wire
 from distmon.monitor.alerts import Alert
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import STOP_KINDS, Ending, RankState
+from distmon.monitor.state import STOP_KINDS, Ending, JobState
 
 WAITING = "waiting"
 HEALTHY = "healthy"
@@ -63,31 +65,35 @@ class OverviewTracker:
 
     def observe(self, monitor: Monitor, now: float) -> None:
         """Call once per tick."""
-        ranks = monitor.state.ranks.values()
-        if not ranks:
+        job = monitor.state
+        present = job.present()
+        if not len(present):
             return
-        marker = (sum(r.report.steps for r in ranks), _completed(ranks))
+        c = job.cols
+        rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
+        marker = (int(c.steps[present].sum()), int(c.g_comp[present][rows].sum()))
         if marker != self._marker:
             self._marker = marker
             self._last_progress = now
-        self._samples.append((now, max(r.report.steps for r in ranks)))
+        self._samples.append((now, int(c.steps[present].max())))
         while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
             self._samples.popleft()
 
     def overview(self, monitor: Monitor, now: float) -> Overview:
-        ranks = list(monitor.state.ranks.values())
+        job = monitor.state
+        present = job.present()
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
-        stall_after = monitor.limits.progress_after(monitor.state.pace())
-        oldest = _oldest_collective(ranks, now)
+        stall_after = monitor.limits.progress_after(job.pace())
+        oldest = _oldest_collective(job, now)
         active = list(monitor.alerts.active.values())
         culprits = frozenset(r for a in active for r in a.ranks)
         return Overview(
             job=monitor.state.job,
             world=monitor.state.world,
-            ranks=len(ranks),
-            hosts=len({r.report.host for r in ranks}),
+            ranks=len(present),
+            hosts=len(np.unique(job.cols.host[present])),
             state=_state(monitor, active, since, stall_after, oldest),
-            steps=max((r.report.steps for r in ranks), default=0),
+            steps=int(job.cols.steps[present].max(initial=0)),
             steps_per_second=self._rate(),
             since_progress=since,
             oldest=oldest if oldest is not None and oldest.age >= stall_after else None,
@@ -104,23 +110,20 @@ class OverviewTracker:
         return max(0.0, (s1 - s0) / (t1 - t0))
 
 
-def _completed(ranks: Iterable[RankState]) -> int:
-    return sum(g.completed for r in ranks for g in r.report.groups)
-
-
-def _oldest_collective(ranks: list[RankState], now: float) -> Collective | None:
-    oldest: Collective | None = None
-    for r in ranks:
-        if r.finished:
-            continue
-        for g in r.report.groups:
-            if g.enqueued <= g.completed or g.since is None:
-                continue
-            age = r.age(g.since, now)
-            if oldest is None or age > oldest.age:
-                remaining = None if g.timeout is None else g.timeout - age
-                oldest = Collective(r.rank, g.desc or g.id, g.op, g.completed + 1, age, remaining)
-    return oldest
+def _oldest_collective(job: JobState, now: float) -> Collective | None:
+    """The collective in flight longest on a rank still running, read off the columns; its
+    group's words from that rank's report."""
+    ages = np.where(job.flagged(wire.EXITED)[:, None], np.nan, job.ages(job.cols.g_since, now))
+    ages = np.where(job.in_flight(), ages, np.nan)
+    if np.isnan(ages).all():
+        return None
+    rank, slot = np.unravel_index(int(np.nanargmax(ages)), ages.shape)
+    age, gid = float(ages[rank, slot]), int(job.cols.g_id[rank, slot])
+    g = next((g for g in job.report_of(int(rank)).groups if wire.name_hash(g.id) == gid), None)
+    if g is None:
+        return None
+    remaining = None if g.timeout is None else g.timeout - age
+    return Collective(int(rank), g.desc or g.id, g.op, g.completed + 1, age, remaining)
 
 
 def _state(
