@@ -4,7 +4,9 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch, pinned (constraints.txt holds the pin for every install): an
 # unpinned torch, or a package asking for a newer one, pulls gigabytes of CUDA wheels.
-PIP := $(BIN)/pip install --quiet --constraint constraints.txt
+# --no-compile: Python compiles what is imported when it is first imported; compiling all of
+# torch and transformers at install took longer than the tests use of them.
+PIP := $(BIN)/pip install --quiet --no-compile --constraint constraints.txt
 
 .PHONY: setup demo test lint clean
 
