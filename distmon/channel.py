@@ -118,6 +118,23 @@ MAX_BATCH_BYTES = 64 * 1024 * 1024
 MAX_BATCH_FRAME = MAX_BATCH_BYTES + 4 * 1024 * 1024
 """The largest frame a listener (the monitor, a relay) takes (``MAXMSGSIZE``): a batch's
 payload, or its header (8 bytes a frame, and the relays it names)."""
+QUEUE_PER_SENDER = 100
+"""Messages ZeroMQ holds per connection while the monitor is busy: a hundred seconds of a
+rank's reports, or of a relay's batches. A frame over ``MAX_BATCH_FRAME`` cuts the
+connection; a rank's frame over ``MAX_MESSAGE_BYTES`` is counted as ``oversized``. A full
+queue stops reading that connection, and the rank (or relay) drops reports rather than
+wait. Batches of up to 64 MiB make the worst case large (100 of them per connection): a
+monitor reachable beyond its host wants a job key."""
+
+
+def listening_socket(context: zmq.Context[zmq.Socket[bytes]]) -> zmq.Socket[bytes]:
+    """Where ranks (or relays below) connect, for the monitor and a relay alike: a queue of
+    :data:`QUEUE_PER_SENDER` per connection, frames up to ``MAX_BATCH_FRAME``, no linger."""
+    socket = context.socket(MONITOR_SOCKET)
+    socket.setsockopt(zmq.LINGER, 0)
+    socket.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
+    socket.setsockopt(zmq.MAXMSGSIZE, MAX_BATCH_FRAME)
+    return socket
 
 
 @dataclass(frozen=True)

@@ -42,8 +42,6 @@ from distmon.channel import (
     BATCH_TAG,
     DUMP_TAG,
     MAX_BATCH_BYTES,
-    MAX_BATCH_FRAME,
-    MONITOR_SOCKET,
     RANK_SOCKET,
     Batch,
     Relay,
@@ -51,6 +49,7 @@ from distmon.channel import (
     decode_batch,
     decode_command,
     decode_dump,
+    listening_socket,
 )
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
@@ -59,8 +58,6 @@ BATCH_FRAMES = 10_000
 MAX_BATCH_FRAMES = 100_000
 """The most ``--batch`` may be: a batch's header takes 8 bytes a frame, within the slack of
 ``MAX_BATCH_FRAME``."""
-QUEUE_PER_SENDER = 100
-"""Messages ZeroMQ holds per rank (or relay below) while the relay is busy, as the monitor."""
 SEND_HWM = 4
 """Batches ZeroMQ holds for a slow upstream before the relay drops the next one."""
 LINGER_MS = 500
@@ -101,10 +98,7 @@ class NodeRelay:
         self._peers: OrderedDict[bytes, None] = OrderedDict()
         self._context = zmq.Context(io_threads=1)
         self._authenticator: ThreadAuthenticator | None = None
-        self._ranks = self._context.socket(MONITOR_SOCKET)
-        self._ranks.setsockopt(zmq.LINGER, 0)
-        self._ranks.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
-        self._ranks.setsockopt(zmq.MAXMSGSIZE, MAX_BATCH_FRAME)
+        self._ranks = listening_socket(self._context)
         self._up = self._context.socket(RANK_SOCKET)
         self._up.setsockopt(zmq.LINGER, LINGER_MS)
         self._up.setsockopt(zmq.IMMEDIATE, 1)

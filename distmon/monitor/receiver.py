@@ -23,14 +23,13 @@ from distmon import keys
 from distmon.channel import (
     BATCH_TAG,
     MAX_BATCH_BYTES,
-    MAX_BATCH_FRAME,
-    MONITOR_SOCKET,
     Batch,
     Command,
     Dump,
     decode_batch,
     decode_dump,
     encode_command,
+    listening_socket,
 )
 from distmon.endpoint import EndpointError as EndpointError
 from distmon.monitor.admission import MAX_WORLD
@@ -40,13 +39,6 @@ NO_KEY = "no_key"
 UNEXPECTED_KEY = "unexpected_key"
 WRONG_KEY = "wrong_key"
 BAD_HANDSHAKE = "bad_handshake"
-QUEUE_PER_SENDER = 100
-"""Messages ZeroMQ holds per connection while the monitor is busy: a hundred seconds of a
-rank's reports, or of a relay's batches. A frame over ``MAX_BATCH_FRAME`` cuts the
-connection; a rank's frame over ``MAX_MESSAGE_BYTES`` is counted as ``oversized``. A full
-queue stops reading that connection, and the rank (or relay) drops reports rather than
-wait. Batches of up to 64 MiB make the worst case large (100 of them per connection): a
-monitor reachable beyond its host wants a job key."""
 EVENT_QUEUE = 1000
 """Handshake events waiting to be counted; beyond that libzmq drops them, uncounted."""
 MAX_PEERS = 2 * MAX_WORLD
@@ -108,10 +100,7 @@ class Receiver:
         self._handshakes = Handshakes(keyed=key is not None)
         self._context = zmq.Context(io_threads=1)
         self._authenticator: ThreadAuthenticator | None = None
-        self._socket = self._context.socket(MONITOR_SOCKET)
-        self._socket.setsockopt(zmq.LINGER, 0)
-        self._socket.setsockopt(zmq.RCVHWM, QUEUE_PER_SENDER)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_BATCH_FRAME)
+        self._socket = listening_socket(self._context)
         self._events = self._socket.get_monitor_socket(Handshakes.EVENTS)
         self._events.setsockopt(zmq.RCVHWM, EVENT_QUEUE)
         self._peers: OrderedDict[bytes, None] = OrderedDict()
