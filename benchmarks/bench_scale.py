@@ -25,6 +25,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -56,24 +57,41 @@ def culprit(ranks: int) -> int:
     return ranks // 3
 
 
-def sender(
-    ranks: list[int], world: int, relays: list[str], seconds: int, healthy: int, start: float, interval: int
-) -> None:
-    """Pre-encode ``ranks``' reports, then from ``start`` send one a rank every ``interval``
-    seconds (the rank's report saying so, as ``DISTMON_INTERVAL`` makes it): the healthy
-    report until ``healthy`` seconds have passed, the hung one after, ``t`` moved on by the
-    seconds since."""
+Templates = list[list[tuple[int, bytearray, float]]]
+
+
+def templates(ranks: Iterable[int], world: int, interval: int) -> Templates:
+    """``ranks``' reports pre-encoded, with the interval ``DISTMON_INTERVAL`` would give them:
+    (rank, frame, t) of a healthy second, and of a second into the hang of :func:`culprit`."""
     sim = SimJob(world=world, ranks_per_host=8).hang(culprit(world), at=HANG_AT)
-    templates = []
-    for second in (HANG_AT - 1, HUNG):
-        frames = []
-        for rank in ranks:
+    seconds: Templates = [[], []]
+    for rank in ranks:
+        for frames, second in zip(seconds, (HANG_AT - 1, HUNG), strict=True):
             report = sim.report(rank, sim.start + second + (rank % 1000) / 1000)
             if report is not None:
                 frame = bytearray(encode(report))
                 struct.pack_into("<d", frame, INTERVAL_OFFSET, float(interval))
                 frames.append((rank, frame, report.t))
-        templates.append(frames)
+    return seconds
+
+
+def second(seconds: Templates, k: int, healthy: int, interval: int) -> Iterator[tuple[int, bytearray]]:
+    """The frames sent in second ``k``: each rank's every ``interval`` seconds, the healthy
+    one until ``healthy`` seconds have passed, the hung one after, ``t`` moved on by the
+    seconds since (each frame is stamped in place: send it before the next second)."""
+    frames, since = (seconds[0], 0) if k < healthy else (seconds[1], healthy)
+    for rank, frame, t in frames:
+        if rank % interval == k % interval:
+            struct.pack_into("<d", frame, T_OFFSET, t + k - since)
+            yield rank, frame
+
+
+def sender(
+    ranks: list[int], world: int, relays: list[str], seconds: int, healthy: int, start: float, interval: int
+) -> None:
+    """Pre-encode ``ranks``' reports, then from ``start`` send each rank's every ``interval``
+    seconds to the relay of its node."""
+    encoded = templates(ranks, world, interval)
     context = zmq.Context()
     sockets = []
     for address in relays:
@@ -85,11 +103,7 @@ def sender(
     per_relay = max(1, -(-world // len(relays)))
     time.sleep(max(0.0, start - time.time()))
     for k in range(seconds):
-        frames, since = (templates[0], 0) if k < healthy else (templates[1], healthy)
-        for rank, frame, t in frames:
-            if rank % interval != k % interval:
-                continue  # this rank's turn is another second
-            struct.pack_into("<d", frame, T_OFFSET, t + k - since)
+        for rank, frame in second(encoded, k, healthy, interval):
             sockets[rank // per_relay].send(frame, copy=False)
         time.sleep(max(0.0, start + k + 1 - time.time()))
     for socket in sockets:

@@ -24,7 +24,9 @@ from collections import Counter
 
 import psutil
 import zmq
+from bench_scale import second, templates
 
+from distmon.channel import Batch
 from distmon.monitor.monitor import Monitor
 from distmon.simulate import SimJob, drive
 from distmon.tui.app import build_app
@@ -51,20 +53,31 @@ class StillFeed:
         pass
 
 
-async def time_redraws(world: int, size: tuple[int, int], repeats: int = 30) -> dict[str, float]:
-    # Beyond 4096 ranks the simulator cannot make 40 s of reports in good time: 6 s, the hang
-    # at 2 s, fill the table as well (the histories are shorter).
-    hang_at, until = (20, 40) if world <= 4096 else (2, 6)
-    sim = SimJob(world=world, ranks_per_host=8, start=START).hang(world // 3, at=hang_at)
+def hung(world: int) -> tuple[Monitor, float]:
+    """A monitor that has watched ``world`` ranks run, then hang on one rank: 20 s, then 20 s
+    of the hang, and the time it stopped at. Beyond 4096 ranks the simulator cannot make
+    that in good time: the reports are pre-encoded as :mod:`bench_scale` sends them, 5 s
+    healthy and 25 s hung, one batch a second."""
     monitor = Monitor()
-    drive(sim, monitor, until=until)
-    app = build_app(StillFeed(START + until), monitor)
+    if world <= 4096:
+        sim = SimJob(world=world, ranks_per_host=8, start=START).hang(world // 3, at=20)
+        drive(sim, monitor, until=40)
+        return monitor, START + 40
+    encoded, healthy, seconds = templates(range(world), world, interval=1), 5, 30
+    for k in range(seconds):
+        monitor.ingest_batch(Batch.of([bytes(frame) for _, frame in second(encoded, k, healthy, 1)]), START + k)
+        monitor.tick(START + k)
+    return monitor, START + seconds
+
+
+async def time_redraws(monitor: Monitor, end: float, size: tuple[int, int], repeats: int = 30) -> dict[str, float]:
+    app = build_app(StillFeed(end), monitor)
     async with app.run_test(size=size) as pilot:
         await pilot.pause()
         compositor = app.screen._compositor
         update, paint = [], []
         for i in range(repeats):
-            app.feed.t = START + until + i * 0.25  # a new moment: every age on screen changes
+            app.feed.t = end + i * 0.25  # a new moment: every age on screen changes
             t0 = time.perf_counter()
             app.redraw()
             t1 = time.perf_counter()
@@ -83,8 +96,9 @@ def bench_redraw(worlds: list[int]) -> None:
     print("redraw cost (median of 30; update = state into widgets, paint = full screen render)")
     print(f"{'ranks':>6} {'terminal':>9} {'update ms':>10} {'paint ms':>9} {'total ms':>9}")
     for world in worlds:
+        monitor, end = hung(world)
         for size in ((80, 24), (200, 60)):
-            r = asyncio.run(time_redraws(world, size))
+            r = asyncio.run(time_redraws(monitor, end, size))
             print(
                 f"{world:>6} {size[0]:>4}x{size[1]:<4} {r['update_ms']:>10.1f} "
                 f"{r['paint_ms']:>9.1f} {r['total_ms']:>9.1f}"

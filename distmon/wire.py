@@ -460,6 +460,15 @@ def gpu_util(data: bytes) -> float | None:
     return float(util) if type(util) is float or type(util) is int else None
 
 
+def host_of(data: bytes) -> str | None:
+    """A message's host name, read without building the whole report; None when malformed."""
+    try:
+        host = _unpack(data).get("host")
+    except WireError:
+        return None
+    return host if isinstance(host, str) else None
+
+
 def _unpack(data: bytes) -> dict[Any, Any]:
     """The report's map, of the version this reads; raise :class:`WireError` otherwise."""
     if len(data) > MAX_MESSAGE_BYTES:

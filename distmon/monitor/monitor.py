@@ -16,6 +16,7 @@ import numpy.typing as npt
 from distmon.channel import Batch
 from distmon.monitor import admission
 from distmon.monitor.alerts import AlertBook, Change
+from distmon.monitor.arrays import distinct
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
@@ -68,7 +69,7 @@ class Monitor:
                     self.recorder.batch(now, batch.subset(admitted.tolist()))
             else:
                 arrived = times[admitted]
-                for t in np.unique(arrived):  # a record per arrival time: a replay ingests as this did
+                for t in distinct(arrived):  # a record per arrival time: a replay ingests as this did
                     self.recorder.batch(float(t), batch.subset(admitted[arrived == t].tolist()))
         return len(admitted)
 

@@ -13,6 +13,7 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.alerts import Alert
+from distmon.monitor.arrays import distinct
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import STOP_KINDS, Ending, JobState
 
@@ -91,7 +92,7 @@ class OverviewTracker:
             job=monitor.state.job,
             world=monitor.state.world,
             ranks=len(present),
-            hosts=len(np.unique(job.cols.host[present])),
+            hosts=len(distinct(job.cols.host[present])),
             state=_state(monitor, active, since, stall_after, oldest),
             steps=int(job.cols.steps[present].max(initial=0)),
             steps_per_second=self._rate(),
@@ -113,12 +114,11 @@ class OverviewTracker:
 def _oldest_collective(job: JobState, now: float) -> Collective | None:
     """The collective in flight longest on a rank still running, read off the columns; its
     group's words from that rank's report."""
-    ages = np.where(job.flagged(wire.EXITED)[:, None], np.nan, job.ages(job.cols.g_since, now))
-    ages = np.where(job.in_flight(), ages, np.nan)
+    ages = np.where(job.flagged(wire.EXITED), np.nan, job.collective_age(now))
     if np.isnan(ages).all():
         return None
-    rank, slot = np.unravel_index(int(np.nanargmax(ages)), ages.shape)
-    age, gid = float(ages[rank, slot]), int(job.cols.g_id[rank, slot])
+    rank = int(np.nanargmax(ages))
+    age, gid = float(ages[rank]), int(job.cols.g_id[rank, job.cols.collective_slot[rank]])
     g = next((g for g in job.report_of(int(rank)).groups if wire.name_hash(g.id) == gid), None)
     if g is None:
         return None

@@ -31,6 +31,7 @@ from distmon import wire
 from distmon.channel import Batch, Relay
 from distmon.monitor import admission
 from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.arrays import distinct
 from distmon.monitor.frames import Parsed, parse
 from distmon.monitor.limits import LIMITS, Thresholds
 from distmon.monitor.words import rank_word
@@ -57,6 +58,8 @@ I8 = npt.NDArray[np.int64]
 
 
 Array = npt.NDArray[Any]
+ALL = slice(None)
+"""Every rank, as an index into the columns."""
 
 
 class Columns:
@@ -95,6 +98,10 @@ class Columns:
         "samples": "i8",
         "groups": "i8",
         "channels": "i8",
+        "in_collective": "?",
+        "collective_since": "f8",
+        "collective_slot": "i8",
+        "in_p2p": "?",
         "history_next": "i8",
         "history_count": "i8",
     }
@@ -144,6 +151,14 @@ class Columns:
     samples: Array
     groups: Array
     channels: Array
+    in_collective: Array
+    """A collective issued and not completed, in any group."""
+    collective_since: Array
+    """When the oldest of those with a known start began, on the rank's clock; NaN: none."""
+    collective_slot: Array
+    """Its group slot, where ``collective_since`` is not NaN."""
+    in_p2p: Array
+    """Blocked in a send or receive, on any channel."""
     history_next: Array
     history_count: Array
     g_id: Array
@@ -258,6 +273,15 @@ class RankState:
         return getattr(self._job.cols, column)[self.rank]
 
     @property
+    def job(self) -> JobState:
+        return self._job
+
+    @property
+    def _mine(self) -> slice:
+        """This rank, as an index into the columns that a fact over ranks takes."""
+        return slice(self.rank, self.rank + 1)
+
+    @property
     def report(self) -> Report:
         """The whole latest report, decoded when first asked for."""
         return self._job.report_of(self.rank)
@@ -330,13 +354,13 @@ class RankState:
     def gpu_used(self) -> float | None:
         """Memory in use on the rank's GPU, as nvidia-smi counts it (NVML), else what torch's
         caching allocator holds; the measure to hold against :meth:`gpu_total`."""
-        return _present(self._job.gpu_used()[self.rank])
+        return _present(self._job.gpu_used(self._mine)[0])
 
     def gpu_total(self) -> float | None:
         return _present(float(_gpu_total(self._get("gpu_total"))))
 
     def gpu_allocated(self) -> float | None:
-        return _present(self._job.gpu_allocated()[self.rank])
+        return _present(self._job.gpu_allocated(self._mine)[0])
 
     def rss(self) -> float | None:
         return _present(self._get("rss"))
@@ -590,6 +614,17 @@ class JobState:
         for i, r in zip(frames.tolist(), rank.tolist(), strict=True):
             self._reports[r] = parsed.report(i)
             self._decoded.pop(r, None)
+        self._name_hosts(h["host"], rank)
+
+    def _name_hosts(self, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
+        """Learn the names of hosts not seen before, a report of each read for its name: the
+        table of 131,072 ranks groups them by node name, without decoding a report a rank."""
+        values, first = np.unique(hosts, return_index=True)
+        for host, i in zip(values.tolist(), first.tolist(), strict=True):
+            if host not in self._names:
+                name = wire.host_of(self._reports[int(rank[i])] or b"")
+                if name is not None and wire.name_hash(name) == host:
+                    self._names[host] = name
 
     def _relay_indices(self, via: I8, relays: list[Any]) -> I8:
         """The batch's relay indices as indices into :attr:`relays`."""
@@ -607,22 +642,21 @@ class JobState:
         return i
 
     def _rows(self, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
-        """Group and channel rows into the ranks' slots; whether each frame's rank had a
-        collective in flight."""
+        """Group and channel rows into the ranks' slots, and what the ranks wait in read off
+        them once here, not by every tick; whether each frame's rank had a collective in
+        flight."""
         cols = self.cols
         position = np.full(len(parsed), -1, dtype=np.int64)
         position[frames] = np.arange(len(frames))
         h = parsed.headers[frames]
         cols.groups[rank] = np.minimum(h["groups"], MAX_GROUPS)
         cols.channels[rank] = np.minimum(h["channels"], MAX_CHANNELS)
-        inflight = np.zeros(len(frames), dtype=bool)
         owner = position[parsed.group_of]
         rows = (owner >= 0) & (parsed.group_slot < MAX_GROUPS)
         if rows.any():
             g, who, slot = parsed.groups[rows], rank[owner[rows]], parsed.group_slot[rows]
             cols.g_id[who, slot], cols.g_enq[who, slot], cols.g_comp[who, slot] = g["id"], g["enqueued"], g["completed"]
             cols.g_since[who, slot], cols.g_op[who, slot] = g["since"], g["op"]
-            inflight[np.unique(owner[rows][g["enqueued"] > g["completed"]])] = True
         owner = position[parsed.channel_of]
         rows = (owner >= 0) & (parsed.channel_slot < MAX_CHANNELS)
         if rows.any():
@@ -630,6 +664,18 @@ class JobState:
             cols.c_group[who, slot], cols.c_peer[who, slot], cols.c_dir[who, slot] = c["group"], c["peer"], c["dir"]
             cols.c_posted[who, slot], cols.c_completed[who, slot] = c["posted"], c["completed"]
             cols.c_blocked[who, slot], cols.c_blocked_since[who, slot] = c["blocked"], c["blocked_since"]
+        used = max(1, int(cols.groups[rank].max(initial=0)))
+        flying = (np.arange(used) < cols.groups[rank, None]) & (cols.g_enq[rank, :used] > cols.g_comp[rank, :used])
+        since = np.where(flying & ~np.isnan(cols.g_since[rank, :used]), cols.g_since[rank, :used], np.inf)
+        oldest = since.argmin(axis=1)
+        first = since[np.arange(len(rank)), oldest]
+        cols.in_collective[rank] = flying.any(axis=1)
+        cols.collective_since[rank] = np.where(np.isfinite(first), first, np.nan)
+        cols.collective_slot[rank] = oldest
+        used = int(cols.channels[rank].max(initial=0))
+        blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
+        cols.in_p2p[rank] = blocked.any(axis=1)
+        inflight: npt.NDArray[np.bool_] = cols.in_collective[rank]
         return inflight
 
     def _shares(self, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
@@ -726,18 +772,11 @@ class JobState:
                     return c.group
         return f"#{gid:x}"
 
-    def in_flight(self) -> npt.NDArray[np.bool_]:
-        """Per rank and group slot: a collective issued and not completed."""
+    def blocked(self, ranks: I8) -> npt.NDArray[np.bool_]:
+        """Per rank of ``ranks`` and channel slot: blocked in a send or receive."""
         c = self.cols
-        rows = np.arange(MAX_GROUPS)[None, :] < c.groups[:, None]
-        mask: npt.NDArray[np.bool_] = rows & (c.g_enq > c.g_comp)
-        return mask
-
-    def blocked(self) -> npt.NDArray[np.bool_]:
-        """Per rank and channel slot: blocked in a send or receive."""
-        c = self.cols
-        rows = np.arange(MAX_CHANNELS)[None, :] < c.channels[:, None]
-        mask: npt.NDArray[np.bool_] = rows & (c.c_blocked >= 0)
+        rows = np.arange(MAX_CHANNELS)[None, :] < c.channels[ranks, None]
+        mask: npt.NDArray[np.bool_] = rows & (c.c_blocked[ranks] >= 0)
         return mask
 
     def ages(self, t: F8, now: float, ranks: I8 | None = None) -> F8:
@@ -755,17 +794,20 @@ class JobState:
 
     @property
     def hosts(self) -> list[str]:
-        return sorted({self.host_name(int(h)) for h in np.unique(self.cols.host[self.present()])})
+        return sorted({self.host_name(int(h)) for h in distinct(self.cols.host[self.present()])})
 
-    def gpu_used(self) -> F8:
-        """Per rank: NVML's used memory, else what torch's allocator reserved (NaN: no GPU)."""
+    def gpu_used(self, ranks: I8 | slice = ALL) -> F8:
+        """Per rank (of ``ranks``): NVML's used memory, else what torch's allocator reserved
+        (NaN: no GPU)."""
         c = self.cols
-        used: F8 = np.where(np.isnan(c.gpu_used), c.gpu_reserved, c.gpu_used)
+        nvml = c.gpu_used[ranks]
+        used: F8 = np.where(np.isnan(nvml), c.gpu_reserved[ranks], nvml)
         return used
 
-    def gpu_allocated(self) -> F8:
+    def gpu_allocated(self, ranks: I8 | slice = ALL) -> F8:
         c = self.cols
-        allocated: F8 = np.where(np.isnan(c.gpu_allocated), c.gpu_used, c.gpu_allocated)
+        torch = c.gpu_allocated[ranks]
+        allocated: F8 = np.where(np.isnan(torch), c.gpu_used[ranks], torch)
         return allocated
 
     def gpu_total(self) -> F8:
@@ -789,16 +831,13 @@ class JobState:
     def collective_age(self, now: float) -> F8:
         """Per rank: how long its oldest collective has been in flight, on its own clock (see
         :meth:`RankState.age`); NaN when none is."""
-        c = self.cols
-        slots = int(c.groups.max(initial=0))  # the slots any rank uses: one to four, as a rule
-        waiting = (np.arange(slots) < c.groups[:, None]) & (c.g_enq[:, :slots] > c.g_comp[:, :slots])
-        since = np.fmin.reduce(np.where(waiting, c.g_since[:, :slots], np.inf), axis=1, initial=np.inf)
-        age: F8 = np.where(np.isfinite(since), c.t - since + self.silent_for(now), np.nan)
+        age: F8 = self.ages(self.cols.collective_since, now)
         return age
 
-    def flagged(self, flag: int) -> npt.NDArray[np.bool_]:
-        """Per rank: heard from, and its latest report's header carries ``flag``."""
-        mask: npt.NDArray[np.bool_] = self.cols.present & ((self.cols.flags & flag) != 0)
+    def flagged(self, flag: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
+        """Per rank (of ``ranks``): heard from, and its latest report's header carries ``flag``."""
+        c = self.cols
+        mask: npt.NDArray[np.bool_] = c.present[ranks] & ((c.flags[ranks] & flag) != 0)
         return mask
 
     def lost_relays(self, now: float, limits: Thresholds = LIMITS) -> dict[int, I8]:
@@ -811,18 +850,20 @@ class JobState:
         c = self.cols
         behind = c.present & ~self.flagged(wire.EXITED) & (c.via >= 0)
         silent = self.silent(now, limits)
-        for i in np.unique(c.via[behind]).tolist():
+        for i in distinct(c.via[behind]).tolist():
             ranks = np.flatnonzero(behind & (c.via == i))
             after = limits.silent_after(float(np.nanmax(c.interval[ranks])))
             if now - self.relay_heard[i] >= after and silent[ranks].all():
                 lost[i] = ranks
         return lost
 
-    def silent(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
-        """Per rank: heard from, not exited, and silent longer than its reports allow."""
+    def silent(self, now: float, limits: Thresholds = LIMITS, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
+        """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
+        allow."""
         c = self.cols
-        after = np.maximum(limits.silence_floor, limits.silence_intervals * c.interval)
-        mask: npt.NDArray[np.bool_] = c.present & ~self.flagged(wire.EXITED) & (self.silent_for(now) >= after)
+        after = np.maximum(limits.silence_floor, limits.silence_intervals * c.interval[ranks])
+        exited = self.flagged(wire.EXITED, ranks)
+        mask: npt.NDArray[np.bool_] = c.present[ranks] & ~exited & (now - c.received[ranks] >= after)
         return mask
 
     def live(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:

@@ -9,6 +9,7 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
+from distmon.monitor.arrays import distinct, expand
 from distmon.monitor.whereabouts import classify, frame_lines
 from distmon.wire import ANY_SOURCE, SEND, Frame, GroupStatus, Loader, Report
 
@@ -27,8 +28,7 @@ def rank_word(ranks: Iterable[int]) -> str:
 
 
 def _unique(ranks: Iterable[int]) -> npt.NDArray[np.int64]:
-    values = ranks if isinstance(ranks, np.ndarray) else np.fromiter(ranks, dtype=np.int64)
-    return np.unique(values)
+    return distinct(ranks if isinstance(ranks, np.ndarray) else np.fromiter(ranks, dtype=np.int64))
 
 
 def _spans(ordered: npt.NDArray[np.int64]) -> str:
@@ -64,8 +64,7 @@ def duration(seconds: float) -> str:
 def group_name(gid: str, g: GroupStatus) -> str:
     """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
     desc = f"{g.desc}, " if g.desc else ""
-    members = [start + np.arange(count, dtype=np.int64) * stride for start, count, stride in g.ranks]
-    return f"group {gid} ({desc}ranks {ranks_text(np.concatenate(members) if members else np.zeros(0, np.int64))})"
+    return f"group {gid} ({desc}ranks {ranks_text(expand(g.ranks))})"
 
 
 def where(frame: Frame | None) -> str:

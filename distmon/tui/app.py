@@ -109,7 +109,7 @@ class DistmonApp(App[None]):
         self.overview = self.tracker.overview(self.monitor, now)
         self.header.show(self.overview)
         self.table.empty_message = self.waiting_help()
-        self.table.show(self.monitor.state.ranks, now, self.overview.culprits)
+        self.table.show(self.monitor.state, now, self.overview.culprits)
         self._show_summary()
         self.alerts_panel.show(self.monitor.alerts)
         if isinstance(self.screen, RankDetail):

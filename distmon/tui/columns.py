@@ -9,9 +9,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
+
 from distmon import wire
 from distmon.monitor.limits import LIMITS, Thresholds
-from distmon.monitor.state import RankState
+from distmon.monitor.state import I8, JobState, RankState
 from distmon.tui import text
 
 OK = "ok"
@@ -23,23 +25,27 @@ EXITED = "exited"
 STOPPED = "stopped"
 """Ended by a signal: the launcher's SIGTERM or Ctrl-C, not its own clean exit."""
 
-SEVERITY = {FAILED: 6, SILENT: 5, STALLED: 4, WORKER: 3, STOPPED: 2, OK: 1, EXITED: 0}
-"""Worst first when sorting by status."""
+STATUSES = (EXITED, OK, STOPPED, WORKER, STALLED, SILENT, FAILED)
+"""By severity: the worst last, first when sorting by status."""
+SEVERITY = {word: i for i, word in enumerate(STATUSES)}
+
+
+def severities(job: JobState, ranks: I8, now: float, limits: Thresholds = LIMITS) -> I8:
+    """Each of ``ranks``' status, as its severity (an index into :data:`STATUSES`), read off
+    the header flags: the table sorts and filters 131,072 ranks by it."""
+    flags = job.cols.flags[ranks]
+    severity = np.full(len(ranks), SEVERITY[OK])
+    severity[(flags & wire.WORKER_DEAD) != 0] = SEVERITY[WORKER]
+    severity[(flags & wire.STALLED) != 0] = SEVERITY[STALLED]
+    severity[job.silent(now, limits, ranks)] = SEVERITY[SILENT]
+    stopped = np.where((flags & wire.STOPPED_BY_SIGNAL) != 0, SEVERITY[STOPPED], SEVERITY[EXITED])
+    severity = np.where((flags & wire.EXITED) != 0, stopped, severity)
+    severity[(flags & wire.RAISED) != 0] = SEVERITY[FAILED]
+    return severity
 
 
 def status(rank: RankState, now: float, limits: Thresholds = LIMITS) -> str:
-    report = rank.report
-    if report.exception is not None or (report.exit and report.exit.how == "exception"):
-        return FAILED
-    if report.exit is not None:
-        return STOPPED if rank.stopped() else EXITED
-    if rank.silent(now, limits):
-        return SILENT
-    if report.stalled_since is not None:
-        return STALLED
-    if any(not w.alive for loader in report.loaders for w in loader.workers):
-        return WORKER
-    return OK
+    return STATUSES[int(severities(rank.job, np.array([rank.rank]), now, limits)[0])]
 
 
 def collectives(rank: RankState, now: float) -> str:

@@ -71,6 +71,10 @@ async def test_filter_sort_and_problems_only(recording: Recording) -> None:
         assert shown_ranks(app) == list(range(16))
         await pilot.press("slash", "1", "0", "-", "1", "2")
         assert shown_ranks(app) == [10, 11, 12]
+        await pilot.press("escape", "slash", *"ok")  # a status word: every rank raised in the end
+        assert shown_ranks(app) == []
+        await pilot.press("backspace", "backspace", *"failed")
+        assert shown_ranks(app) == list(range(16))
         await pilot.press("escape")
         assert shown_ranks(app) == list(range(16))
         await pilot.press("s")  # by status: the worst first, culprits ahead of the rest
@@ -102,6 +106,8 @@ async def test_many_ranks_are_grouped_by_node_and_nodes_fold(recording: Recordin
         assert table.chosen.rank == 511
         await pilot.press("g")
         assert not table.is_grouped and len(table.rows) == 511 + 1
+        await pilot.press("g", "slash", *"node002", "enter")  # a node by name: its heading, its ranks
+        assert table.rows[0].host == "node002" and shown_ranks(app) == list(range(16, 24))
 
 
 async def test_replay_pauses_steps_and_jumps_to_the_next_alert(recording: Recording) -> None:

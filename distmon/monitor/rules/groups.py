@@ -22,19 +22,21 @@ other) is a deadlock.
 
 from __future__ import annotations
 
-import itertools
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import numpy as np
+import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.alerts import CRITICAL, Finding
+from distmon.monitor.arrays import distinct, expand, within
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import MAX_GROUPS, JobState, RankState
+from distmon.monitor.state import F8, I8, JobState, RankState
 from distmon.monitor.whereabouts import user_frame
 from distmon.monitor.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
-from distmon.wire import ANY_SOURCE, RECV, SEND, STOPPED, GroupStatus, expand_runs
+from distmon.wire import ANY_SOURCE, RECV, SEND, STOPPED, GroupStatus
 
 MAX_SHOWN = 4
 """Root ranks whose stacks the evidence shows."""
@@ -59,8 +61,8 @@ class Wait:
 
     job: JobState
     node: Collective | Message
-    ranks: list[int]
-    ages: list[float]
+    ranks: I8
+    ages: F8
     """How long each rank has waited, in the order of ``ranks``."""
     age: float
     """The longest of them."""
@@ -72,7 +74,7 @@ class Wait:
     @property
     def rank(self) -> int:
         """The rank of a send or receive; the first of those in a collective."""
-        return self.ranks[0]
+        return int(self.ranks[0])
 
     def state(self, rank: int | None = None) -> RankState:
         return RankState(self.job, self.rank if rank is None else rank)
@@ -84,15 +86,17 @@ class Group:
     columns: at 8192 ranks in four groups each, a tick must not allocate 32,768 objects."""
 
     sample: GroupStatus
-    behind: list[tuple[int, int]] = field(default_factory=list)
-    """(rank, enqueued) of members that have not issued the latest collective waited in."""
+    behind: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """Members that have not issued the latest collective waited in ..."""
+    enqueued: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
+    """... and the collectives each has issued."""
     reporting: int = 0
     live: int = 0
-    missing: list[int] = field(default_factory=list)
+    missing: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Members that never reported."""
     waits: list[Wait] = field(default_factory=list)
 
-    @property
+    @cached_property
     def name(self) -> str:
         return group_name(self.sample.id, self.sample)
 
@@ -101,18 +105,15 @@ class Group:
         return sum(len(w.ranks) for w in self.waits)
 
     def laggards(self, seq: int) -> list[int]:
-        return [rank for rank, enqueued in self.behind if enqueued < seq] + self.missing
+        return [*self.behind[self.enqueued < seq].tolist(), *self.missing.tolist()]
 
 
-def waits(job: JobState, ctx: Context) -> list[Wait]:
+def waits(job: JobState, ctx: Context, live: npt.NDArray[np.bool_]) -> list[Wait]:
     """What the live ranks wait in, read off the columns: the ranks in each collective
     gathered into one wait, a wait per blocked send or receive. In a healthy job only the
     few ranks caught inside a collective or a blocking send wait."""
     c, now = job.cols, ctx.now
-    in_flight = job.in_flight() & ~np.isnan(c.g_since)
-    blocked = job.blocked() & ~np.isnan(c.c_blocked_since)
-    live = job.live(now, ctx.limits)
-    ranks = np.flatnonzero(live & in_flight.any(axis=1))
+    ranks = np.flatnonzero(live & ~np.isnan(c.collective_since))
     found: list[Wait] = []
     names: dict[int, str] = {}
 
@@ -122,9 +123,8 @@ def waits(job: JobState, ctx: Context) -> list[Wait]:
         return names[gid]
 
     if len(ranks):
-        since = np.where(in_flight[ranks], c.g_since[ranks], np.inf)
-        oldest = since.argmin(axis=1)
-        ages = job.ages(since[np.arange(len(ranks)), oldest], now, ranks)
+        oldest = c.collective_slot[ranks]
+        ages = job.ages(c.collective_since[ranks], now, ranks)
         gids, seqs, ops = c.g_id[ranks, oldest], c.g_comp[ranks, oldest] + 1, c.g_op[ranks, oldest]
         order = np.lexsort((ops, seqs, gids))
         ranks, ages, gids, seqs, ops = ranks[order], ages[order], gids[order], seqs[order], ops[order]
@@ -132,10 +132,10 @@ def waits(job: JobState, ctx: Context) -> list[Wait]:
         for a, b in zip([0, *cut.tolist()], [*cut.tolist(), len(ranks)], strict=True):
             group, seq = name(int(gids[a]), int(ranks[a])), int(seqs[a])
             mine = ages[a:b]
-            found.append(
-                Wait(job, (group, seq), ranks[a:b].tolist(), mine.tolist(), float(mine.max()), group, seq, int(ops[a]))
-            )
-    held, slots = np.nonzero(blocked & live[:, None])
+            found.append(Wait(job, (group, seq), ranks[a:b], mine, float(mine.max()), group, seq, int(ops[a])))
+    held = np.flatnonzero(live & c.in_p2p)
+    at, slots = np.nonzero(job.blocked(held) & ~np.isnan(c.c_blocked_since[held]))
+    held = held[at]
     ages = job.ages(c.c_blocked_since[held, slots], now, held)
     rows = zip(
         held.tolist(),
@@ -148,16 +148,17 @@ def waits(job: JobState, ctx: Context) -> list[Wait]:
     )
     for rank, gid, peer, direction, k, age in rows:
         src, dst = (rank, peer) if direction == 0 else (peer, rank)
-        found.append(Wait(job, (name(gid, rank), src, dst, k), [rank], [age], age))
+        found.append(Wait(job, (name(gid, rank), src, dst, k), np.array([rank]), np.array([age]), age))
     return found
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
-    waiting = waits(job, ctx)
+    live = job.live(ctx.now, ctx.limits)
+    waiting = waits(job, ctx, live)
     hang_after = ctx.hang_after
     if not any(w.age >= hang_after or w.op for w in waiting):
         return []
-    groups = _groups(job, waiting, ctx)
+    groups = _groups(job, waiting, live)
     findings = []
     diverged = set()
     for gid in sorted(groups):
@@ -169,7 +170,7 @@ def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     return findings
 
 
-def _groups(job: JobState, waiting: list[Wait], ctx: Context) -> dict[str, Group]:
+def _groups(job: JobState, waiting: list[Wait], live: npt.NDArray[np.bool_]) -> dict[str, Group]:
     """The groups ranks wait in collectives of, with the members behind the latest one."""
     groups: dict[str, Group] = {}
     latest: dict[str, int] = {}
@@ -190,22 +191,26 @@ def _groups(job: JobState, waiting: list[Wait], ctx: Context) -> dict[str, Group
     views = list(groups.values())
     hashes = np.array([wire.name_hash(gid) for gid in groups], dtype=np.uint64)
     order = np.argsort(hashes)
-    rows = (np.arange(MAX_GROUPS)[None, :] < c.groups[:, None]) & c.present[:, None]
-    ranks, slots = np.nonzero(rows & np.isin(c.g_id, hashes))
-    which = order[np.searchsorted(hashes[order], c.g_id[ranks, slots])]
+    used = int(c.groups.max(initial=0))  # the slots any rank uses: one to four, as a rule
+    ids = c.g_id[:, :used]
+    at = np.searchsorted(hashes[order], ids).clip(max=len(hashes) - 1)
+    rows = (np.arange(used) < c.groups[:, None]) & c.present[:, None]
+    ranks, slots = np.nonzero(rows & (hashes[order][at] == ids))
+    which = order[at[ranks, slots]]
     reporting = np.bincount(which, minlength=len(views))
-    live = np.bincount(which, weights=job.live(ctx.now, ctx.limits)[ranks], minlength=len(views))
+    lives = np.bincount(which, weights=live[ranks], minlength=len(views))
     enqueued = c.g_enq[ranks, slots]
     behind = np.flatnonzero(enqueued < np.array([latest[gid] for gid in groups])[which])
     behind = behind[np.argsort(which[behind], kind="stable")]
     starts = np.searchsorted(which[behind], np.arange(len(views) + 1))
-    laggards, lagging = ranks[behind].tolist(), enqueued[behind].tolist()
+    laggards, lagging = ranks[behind], enqueued[behind]
     for i, group in enumerate(views):
-        group.reporting, group.live = int(reporting[i]), int(live[i])
+        group.reporting, group.live = int(reporting[i]), int(lives[i])
         a, b = int(starts[i]), int(starts[i + 1])
-        group.behind = list(zip(laggards[a:b], lagging[a:b], strict=True))
+        group.behind, group.enqueued = laggards[a:b], lagging[a:b]
         if group.reporting < group.sample.size:
-            group.missing = [r for r in expand_runs(group.sample.ranks) if r not in job.ranks]
+            members = expand(group.sample.ranks)
+            group.missing = members[~within(c.present, members)]
     return groups
 
 
@@ -215,7 +220,7 @@ class Row:
 
     age: float
     node: Node
-    ranks: list[int]
+    ranks: I8
     wait: Wait
 
 
@@ -243,12 +248,15 @@ class WaitFor:
         self.ctx = ctx
         self.diverged = diverged
         """Groups with a divergence alert of their own: the ends of the relation they hold."""
-        self.collective_of: dict[int, Wait] = {}
+        self.collectives = [w for w in waiting if w.gid is not None]
+        self.collective = np.full(len(job.cols.present), -1, dtype=np.int64)
+        """Per rank, the index in ``collectives`` of the collective it waits in (-1: none):
+        131,071 ranks waiting in one collective stay an array."""
+        for i, w in enumerate(self.collectives):
+            self.collective[w.ranks] = i
         self.p2p_of: dict[int, list[Wait]] = defaultdict(list)
         for w in waiting:
-            if w.gid is not None:
-                self.collective_of.update(zip(w.ranks, itertools.repeat(w)))
-            else:
+            if w.gid is None:
                 self.p2p_of[w.rank].append(w)
         self.edges: dict[Node, list[Node]] = {}
         for w in waiting:
@@ -256,11 +264,14 @@ class WaitFor:
                 self.edges[w.node] = self._awaited(w)
 
     def waits_of(self, rank: int) -> list[Wait]:
-        collective = self.collective_of.get(rank)
-        return ([collective] if collective else []) + self.p2p_of.get(rank, [])
+        i = int(self.collective[rank]) if rank < len(self.collective) else -1
+        return ([self.collectives[i]] if i >= 0 else []) + self.p2p_of.get(rank, [])
 
     def waiting(self, rank: int) -> bool:
-        return rank in self.collective_of or rank in self.p2p_of
+        return (rank < len(self.collective) and self.collective[rank] >= 0) or rank in self.p2p_of
+
+    def _waiting_among(self, ranks: I8) -> npt.NDArray[np.bool_]:
+        return within(self.collective >= 0, ranks) | np.isin(ranks, list(self.p2p_of))
 
     def successors(self, node: Node) -> list[Node]:
         if isinstance(node, int):
@@ -273,16 +284,19 @@ class WaitFor:
             return [] if w.gid in self.diverged else list(self.groups[w.gid].laggards(w.seq))
         gid, src, dst, k = w.node  # type: ignore[misc]
         if src == ANY_SOURCE:  # a receive from anyone: any member that is free to send would do
-            others = [r for r in self._members(gid, w) if r != dst]
-            return [r for r in others if not self.waiting(r)] or list(others)
+            others = self._members(gid, w)
+            others = others[others != dst]
+            free = others[~self._waiting_among(others)]
+            anyone: list[Node] = (free if len(free) else others).tolist()
+            return anyone
         sent, received = self._channel(src, gid, dst, SEND), self._channel(dst, gid, src, RECV)
         if max(sent[1], received[1]) >= k:
             return [DELIVERED]  # one end has completed it: the other's report is older than that
         return [rank for rank, (posted, _) in ((src, sent), (dst, received)) if posted < k]
 
-    def _members(self, gid: str, w: Wait) -> list[int]:
+    def _members(self, gid: str, w: Wait) -> I8:
         sample = next((g for g in w.state().report.groups if g.id == gid), None)
-        return expand_runs(sample.ranks) if sample is not None else []
+        return expand(sample.ranks if sample is not None else [])
 
     def _channel(self, rank: int, gid: str, peer: int, direction: str) -> tuple[int, int]:
         """(posted, completed) of a rank's channel; nothing for a rank never heard from."""
@@ -303,13 +317,16 @@ class WaitFor:
         first = [w for w in self.all if w.age >= hang_after]
         if not first:
             return []
-        stuck = {r for w in first for r, age in zip(w.ranks, w.ages, strict=True) if age >= hang_after}
-        first += [w for rank in stuck & self.p2p_of.keys() for w in self.p2p_of[rank] if w.age < hang_after]
-        reach = self._reachable(stuck, first)
+        stuck = np.zeros(len(self.collective), dtype=bool)
+        """The ranks that have waited too long."""
+        for w in first:
+            stuck[w.ranks[w.ages >= hang_after]] = True
+        first += [w for rank, mine in self.p2p_of.items() if stuck[rank] for w in mine if w.age < hang_after]
+        reach = self._reachable(first)
         roots = sorted(n for n in reach if isinstance(n, int) and not self.waiting(n))
         findings = []
         if roots:
-            findings.append(self._hang(roots, reach))
+            findings.append(self._hang(roots, reach, stuck))
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.diverged:
@@ -322,14 +339,12 @@ class WaitFor:
             findings.append(self._deadlock(ring))
         return findings
 
-    def _reachable(self, start: set[int], first: list[Wait]) -> set[Node]:
-        """The ranks ``start``, what they wait in (``first``), and all that leads to."""
-        seen: set[Node] = set(start)
-        todo: list[Node] = []
-        for w in first:
-            if w.node not in seen:
-                seen.add(w.node)
-                todo.append(w.node)
+    def _reachable(self, first: list[Wait]) -> set[Node]:
+        """What the stuck ranks wait in (``first``), and all that leads to: the collectives
+        and messages, and the ranks they wait for (not the ranks waiting in them, which may
+        be all but one of 131,072)."""
+        seen: set[Node] = {w.node for w in first}
+        todo: list[Node] = list(seen)
         while todo:
             for nxt in self.successors(todo.pop()):
                 if nxt not in seen:
@@ -390,19 +405,24 @@ class WaitFor:
 
     # --- what a person reads -------------------------------------------------------------
 
-    def _waiting(self, roots: list[int], reach: set[Node]) -> list[Row]:
-        """A row per collective or message the ranks of the relation wait in: those waiting
-        for the roots themselves first, then those waiting for them, and so on."""
+    def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[Row]:
+        """A row per collective or message the ranks of the relation (those ``stuck``, and
+        those reached) wait in: those waiting for the roots themselves first, then those
+        waiting for them, and so on."""
+        reached = np.array([n for n in reach if isinstance(n, int)], dtype=np.int64)
         rows: dict[Node, Row] = {}
         for w in self.all:
             if w.node not in reach:
                 continue
-            mine = [(r, age) for r, age in zip(w.ranks, w.ages, strict=True) if r in reach]
-            if not mine:
+            mine = stuck[w.ranks] | np.isin(w.ranks, reached)
+            if not mine.any():
                 continue
-            row = rows.setdefault(w.node, Row(0.0, w.node, [], w))
-            row.ranks += [r for r, _ in mine]
-            row.age = max(row.age, max(age for _, age in mine))
+            ranks, age = w.ranks[mine], float(w.ages[mine].max())
+            row = rows.get(w.node)
+            if row is None:
+                rows[w.node] = Row(age, w.node, ranks, w)
+            else:
+                row.ranks, row.age = np.concatenate([row.ranks, ranks]), max(row.age, age)
         hops = self._hops(roots, reach)
         return sorted(
             rows.values(), key=lambda row: (hops.get(row.node, len(reach)), -len(row.ranks), -row.age, str(row.node))
@@ -446,9 +466,9 @@ class WaitFor:
             return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.gid].name}"
         return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
 
-    def _hang(self, roots: list[int], reach: set[Node]) -> Finding:
-        rows = self._waiting(roots, reach)
-        waiting = {r for row in rows for r in row.ranks}
+    def _hang(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> Finding:
+        rows = self._waiting(roots, reach, stuck)
+        waiting = distinct(np.concatenate([row.ranks for row in rows]))
         oldest = max(row.age for row in rows)
         first = rows[0].wait
         samples = [(row.age, self.groups[row.wait.gid].sample) for row in rows if row.wait.gid is not None]
@@ -542,7 +562,7 @@ class WaitFor:
         )
         detail = [
             f"Rank {src} posted send #{k} to rank {dst}, and rank {dst} its receive #{k} from rank {src}; "
-            f"{rank_word(r for w in waiting for r in w.ranks)} has waited in it {duration(age)}. Neither end is "
+            f"{rank_word(np.concatenate([w.ranks for w in waiting]))} has waited in it {duration(age)}. Neither end is "
             "behind: the message does not arrive.",
             "What to do: suspect the link between the two ranks' hosts (NCCL_DEBUG=INFO, a firewall between "
             "nodes, NCCL_SOCKET_IFNAME), or sends and receives that disagree on tag, size or dtype.",
@@ -556,7 +576,7 @@ class WaitFor:
                 awaited = [n for n in self.edges[w.node] if isinstance(n, int)]
                 if not set(awaited) & set(ring):
                     continue
-                age = w.ages[w.ranks.index(rank)]
+                age = float(w.ages[w.ranks == rank][0])
                 lines.append(f"  rank {rank} waits in {self._what(w)} for {rank_word(awaited)}, {duration(age)}")
             stack = RankState(self.job, rank).report.stack
             if stack:
@@ -606,7 +626,7 @@ def _divergence_in(group: Group, ctx: Context) -> Finding | None:
     mismatch = _op_mismatch(group.waits)
     if mismatch:
         return _divergence(group, *mismatch, reason="op")
-    if group.missing or group.live > group.waiting or not any(w.age >= ctx.hang_after for w in group.waits):
+    if len(group.missing) or group.live > group.waiting or not any(w.age >= ctx.hang_after for w in group.waits):
         return None
     by_seq: Counter[int] = Counter()
     for w in sorted(group.waits, key=lambda w: w.rank):
@@ -642,8 +662,8 @@ def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
 
 
 def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) -> Finding:
-    odd_ranks = sorted(r for m in odd for r in m.ranks)
-    usual_ranks = sorted(r for m in usual for r in m.ranks)
+    odd_ranks = np.sort(np.concatenate([m.ranks for m in odd]))
+    usual_ranks = np.concatenate([m.ranks for m in usual])
     odd_m, usual_m = odd[0], usual[0]
     if reason == "op":
         what = (
@@ -661,7 +681,7 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
     lines = [f"In {view.name}, {what}."]
     values, counts = np.unique(odd_m.job.cols.steps[usual_ranks], return_counts=True)
     steps = int(values[counts.argmax()])
-    for rank in odd_ranks[:MAX_SHOWN]:
+    for rank in odd_ranks[:MAX_SHOWN].tolist():
         r = odd_m.state(rank).report
         gap = f" (the others are at step {steps}: uneven batch counts?)" if r.steps != steps else ""
         top = r.stack[-1] if r.stack else None
@@ -672,4 +692,5 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) ->
         "collective out of any `if rank == ...` branch, and give every rank the same number "
         "of batches (DistributedSampler(drop_last=True), equal shards for an IterableDataset)."
     )
-    return Finding(f"divergence:{view.sample.id}", "divergence", CRITICAL, odd_ranks, summary, "\n".join(lines))
+    key = f"divergence:{view.sample.id}"
+    return Finding(key, "divergence", CRITICAL, odd_ranks.tolist(), summary, "\n".join(lines))

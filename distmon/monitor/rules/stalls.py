@@ -30,7 +30,7 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     c = job.cols
     if not len(present) or not job.stalled(ctx.now, ctx.limits)[present].all():
         return []  # someone progresses, or died or left: not a stall of the job
-    if job.in_flight().any() or job.blocked().any():
+    if (c.in_collective | c.in_p2p)[present].any():
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
     age = float(job.ages(c.stalled_since[present], ctx.now, present).min())
     if age < ctx.limits.stall_after(ctx.pace):
