@@ -182,10 +182,18 @@ class Batch:
 
     def subset(self, chosen: Sequence[int]) -> Batch:
         """The frames at ``chosen``, in that order, with the relays they came through."""
+        if len(chosen) == len(self) and list(chosen) == list(range(len(self))):
+            return self
         o = self.offsets
         frames = [self.payload[o[i] : o[i + 1]] for i in chosen]
         offsets = array("I", [0, *itertools.accumulate(map(len, frames))])
         return Batch(b"".join(frames), offsets, self.relays, array("i", [self.via[i] for i in chosen]))
+
+    def slice(self, start: int, stop: int) -> Batch:
+        """Frames ``start`` to ``stop`` - 1: one copy of their bytes, none a frame."""
+        o = self.offsets
+        offsets = array("I", (offset - o[start] for offset in o[start : stop + 1]))
+        return Batch(self.payload[o[start] : o[stop]], offsets, self.relays, self.via[start:stop])
 
     @classmethod
     def merged(cls, batches: Sequence[Batch]) -> Batch:

@@ -611,9 +611,12 @@ class JobState:
         inflight = self._rows(parsed, frames, rank)
         self._shares(rank, h, inflight)
         self._history(rank, h, inflight)
-        for i, r in zip(frames.tolist(), rank.tolist(), strict=True):
-            self._reports[r] = parsed.report(i)
-            self._decoded.pop(r, None)
+        ranks, payload, reports = rank.tolist(), parsed.payload, self._reports
+        starts, ends = parsed.report_start[frames].tolist(), parsed.report_end[frames].tolist()
+        for r, start, end in zip(ranks, starts, ends, strict=True):
+            reports[r] = payload[start:end]
+        for r in self._decoded.keys() & ranks:
+            del self._decoded[r]
         self._name_hosts(h["host"], rank)
 
     def _name_hosts(self, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
