@@ -15,17 +15,19 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 import numpy as np
 import zmq
+from simulated import Layout, SimJob, drive
 
 from distmon.channel import Batch
 from distmon.cli import relax_gc
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter, read_recording, received
-from distmon.simulate import Layout, SimJob, drive
 
+HERE = Path(__file__).resolve().parent
 LAYOUT = Layout(tp=8, pp=4)
 """The many-group job: tensor 8 x pipeline 4 x data parallel (world / 32)."""
 
@@ -82,7 +84,8 @@ def intake_in_process(world: int, seconds: float, path: str) -> tuple[float, int
 
 SENDER = """
 import sys, time, zmq
-from distmon.simulate import Layout, SimJob, drive
+sys.path.insert(0, sys.argv[3])
+from simulated import SimJob
 msgs = [raw for _, raw in SimJob(world=512).stream(until=5)]
 ctx = zmq.Context(); s = ctx.socket(zmq.DEALER); s.connect(sys.argv[1])
 time.sleep(0.5)
@@ -107,7 +110,10 @@ def intake_over_zeromq(seconds: float, workdir: str) -> tuple[int, int, float]:
     time.sleep(1.0)
     sent = int(
         subprocess.run(
-            [sys.executable, "-c", SENDER, endpoint, str(seconds)], capture_output=True, text=True, check=True
+            [sys.executable, "-c", SENDER, endpoint, str(seconds), str(HERE)],
+            capture_output=True,
+            text=True,
+            check=True,
         ).stdout
     )
     time.sleep(2.0)

@@ -21,13 +21,13 @@ import statistics
 import time
 
 from prometheus_client import CollectorRegistry, generate_latest
+from simulated import SimJob
 
 from distmon.export.prometheus import MonitorCollector
 from distmon.monitor.detector import Detector
 from distmon.monitor.feeds import Pump, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import Message
-from distmon.simulate import SimJob
 
 UNTIL = 20.0
 """Seconds of the simulated job; its rank ``world // 3`` hangs at 10."""

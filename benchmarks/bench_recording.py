@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 import msgpack
+from simulated import SimJob
 
 from distmon.channel import Batch
 from distmon.monitor import recording
@@ -42,7 +43,6 @@ from distmon.monitor.recording import (
     read_recording,
     received,
 )
-from distmon.simulate import SimJob
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3600

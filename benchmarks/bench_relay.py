@@ -31,10 +31,10 @@ from multiprocessing.synchronize import Event
 
 import psutil
 import zmq
+from simulated import SimJob
 
 from distmon.channel import Batch, Relay, batch_frames, decode_batch
 from distmon.monitor.receiver import Receiver
-from distmon.simulate import SimJob
 from distmon.wire import encode
 
 SECONDS = 5.0

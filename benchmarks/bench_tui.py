@@ -25,10 +25,10 @@ from collections import Counter
 import psutil
 import zmq
 from bench_scale import second, templates
+from simulated import SimJob, drive
 
 from distmon.channel import Batch
 from distmon.monitor.monitor import Monitor
-from distmon.simulate import SimJob, drive
 from distmon.tui.app import build_app
 
 START = 1_700_000_000.0

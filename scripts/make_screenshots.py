@@ -14,6 +14,7 @@ import math
 import os
 import shutil
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Callable
@@ -23,9 +24,11 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter
-from distmon.simulate import SimJob, drive
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from support.simulate import SimJob, drive
 
 OUT = Path(__file__).resolve().parent.parent / "screenshots"
 SIZE = (120, 36)

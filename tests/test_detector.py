@@ -4,13 +4,13 @@ a healthy job raises nothing."""
 from __future__ import annotations
 
 import pytest
+from support.simulate import Layout, SimJob, drive
 
 from distmon.channel import Batch, Relay
 from distmon.monitor.alerts import Change
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState
-from distmon.simulate import Layout, SimJob, drive
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, decode, encode, rank_runs
 
 

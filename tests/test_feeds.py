@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+from support.simulate import SimJob
 
 from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.alerts import Alert, Change
@@ -19,7 +20,6 @@ from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingError, RecordingWriter
-from distmon.simulate import SimJob
 from distmon.wire import MAX_MESSAGE_BYTES
 
 START = 1_700_000_000.0

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import msgpack
 import pytest
+from support.simulate import SimJob
 
 from distmon.channel import Batch, Relay
 from distmon.monitor import postmortem
@@ -28,7 +29,6 @@ from distmon.monitor.recording import (
     RecordingWriter,
     read_recording,
 )
-from distmon.simulate import SimJob
 from distmon.wire import Report, encode
 
 HEADER = msgpack.packb({"format": "distmon-recording", "version": 1, "created": 1_700_000_000.0})

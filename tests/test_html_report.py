@@ -8,11 +8,12 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+from support.simulate import SimJob, drive
+
 from distmon.export.html import MAX_RANKS
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter
-from distmon.simulate import SimJob, drive
 
 DATA = Path(__file__).parent / "data"
 DISTMON = [sys.executable, "-m", "distmon"]

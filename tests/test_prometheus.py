@@ -21,13 +21,13 @@ from pathlib import Path
 import pytest
 import zmq
 from prometheus_client.parser import text_string_to_metric_families
+from support.simulate import GiB, SimJob, drive
 
 from distmon.commands import metrics_port
 from distmon.export import prometheus
 from distmon.export.prometheus import RANK_SERIES, MonitorCollector
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.simulate import GiB, SimJob, drive
 
 DISTMON = [sys.executable, "-m", "distmon"]
 RANK_LABELS = {"job", "rank", "host", "local_rank"}

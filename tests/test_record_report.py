@@ -15,6 +15,7 @@ import pytest
 import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.simulate import SimJob, drive
 
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
@@ -22,7 +23,6 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
-from distmon.simulate import SimJob, drive
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
 
 DATA = Path(__file__).parent / "data"

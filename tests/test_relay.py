@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from support.simulate import SimJob
 
 from distmon import keys
 from distmon.channel import (
@@ -37,7 +38,6 @@ from distmon.channel import (
 from distmon.monitor.postmortem import load
 from distmon.monitor.receiver import Receiver
 from distmon.monitor.recording import read_recording, received
-from distmon.simulate import SimJob
 from distmon.wire import decode, encode
 
 REPO = Path(__file__).resolve().parent.parent

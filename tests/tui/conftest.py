@@ -9,13 +9,13 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
+from support.simulate import SimJob, drive
 from textual.pilot import Pilot
 
 from distmon.monitor.detector import Detector
 from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter
-from distmon.simulate import SimJob, drive
 from distmon.tui.app import DistmonApp
 
 SCENARIOS: dict[str, tuple[Callable[[], SimJob], float]] = {
