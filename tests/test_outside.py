@@ -149,6 +149,7 @@ def test_a_stopped_process_still_shows_its_python_frames(python) -> None:
     if executable() is None:
         pytest.skip("py-spy is not installed")
     p = python("import time\ndef checkpoint():\n    time.sleep(60)\nprint('ready', flush=True)\ncheckpoint()")
+    wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.syscall == "clock_nanosleep")
     os.kill(p.pid, signal.SIGSTOP)
     wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "T")
     taken = dump(p.pid, stopped=True)

@@ -9,18 +9,25 @@ are judged alike and a healthy job raises nothing.
 from __future__ import annotations
 
 from distmon.monitor.alerts import Finding
+from distmon.monitor.intake import Intake
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.rules import RULES, Rule
-from distmon.monitor.rules.base import Context, Probe, StackSource
+from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.state import JobState
 
 
 class Detector:
     def __init__(
-        self, probe: Probe | None = None, limits: Thresholds | None = None, stacks: StackSource | None = None
+        self,
+        probe: Probe | None = None,
+        limits: Thresholds | None = None,
+        stacks: StackSource | None = None,
+        outside: Outside | None = None,
     ) -> None:
         self.probe = probe
         self.stacks = stacks
+        self.outside = outside
+        self.intake = Intake()
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
@@ -33,7 +40,9 @@ class Detector:
             limits=self.limits,
             stacks=self.stacks,
             interval=state.interval(),
+            outside=self.outside,
         )
+        context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []
         for rule, period in self.rules:
             due, held = self._held.get(rule, (now, []))

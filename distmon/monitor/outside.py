@@ -139,8 +139,10 @@ class Verdict:
     kind: str
     """``stopped``, ``traced``, ``zombie``, ``gone``, ``working``, ``file_io``, ``network``,
     ``gil``, ``lock``, ``sleeping`` or ``unknown``."""
+    summary: str
+    """What follows "rank N " in an alert's one line: ``is stopped (SIGSTOP)``."""
     words: str
-    """What follows "rank N " in an alert: ``is stopped (SIGSTOP ...)``."""
+    """The same at length, for its evidence."""
     next_step: str
     evidence: tuple[str, ...] = ()
     """Lines of what /proc showed."""
@@ -341,6 +343,7 @@ def judge(
     if last is None:
         return Verdict(
             "gone",
+            "has exited",
             "has exited (its process is gone)",
             "see its exit status in the launcher's log, and `dmesg -T` there",
         )
@@ -350,6 +353,7 @@ def judge(
         parent = f"its parent, pid {last.ppid}," if last.ppid else "its parent"
         return Verdict(
             "zombie",
+            "has exited (a zombie)",
             f"has exited: pid {pid} is a zombie that {parent} has not reaped",
             f"its exit status is with pid {last.ppid} (the launcher): see its log; the rank will not come back",
             evidence,
@@ -357,6 +361,7 @@ def judge(
     if last.state == "T":
         return Verdict(
             "stopped",
+            "is stopped (SIGSTOP)",
             f"is stopped (pid {pid}, State: T): every thread is frozen by SIGSTOP (a debugger, `kill -STOP`, "
             "a job scheduler's suspend, a frozen cgroup)",
             f"`kill -CONT {pid}` on {host} resumes it; find who stopped it (a debugger, the scheduler) first",
@@ -365,6 +370,7 @@ def judge(
     if last.state == "t":
         return Verdict(
             "traced",
+            "is stopped by a debugger",
             f"is stopped by a debugger (pid {pid} is traced by pid {last.tracer})",
             f"continue or detach the debugger (pid {last.tracer}) on {host}",
             evidence,
@@ -374,6 +380,7 @@ def judge(
         what = activity(frames) or ("in native code" if owns_gil else "working")
         return Verdict(
             "working",
+            f"is {what}, {moved.words()}",
             f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
             "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
             evidence,
@@ -385,6 +392,7 @@ def judge(
         pipe = ": it waits for the other end to open it" if last.fifo else ""
         return Verdict(
             "file_io",
+            f"is blocked in the kernel {VERBS[call]} {last.target}",
             f"is blocked in the kernel {VERBS[call]} {last.target} ({call}, {kind}{mount}){pipe}",
             f"check that file system on {host}: `ls {last.mount.point if last.mount else last.target}`, "
             "`dmesg -T`; a hung NFS or Lustre mount blocks every process that touches it",
@@ -393,6 +401,7 @@ def judge(
     if call in NETWORK_CALLS or (last.target or "").startswith("socket:"):
         return Verdict(
             "network",
+            "is waiting on the network",
             f"is waiting on the network ({call} on {last.target or 'a socket'})",
             f"see which peer it waits for: `ss -tnp | grep {pid}` on {host}",
             evidence,
@@ -401,6 +410,7 @@ def judge(
     if owns_gil and inner is not None and not inner.file.endswith(".py"):
         return Verdict(
             "gil",
+            f"holds the GIL in native code ({inner.func})",
             f"holds the GIL in native code, in {inner.func} ({inner.file.rsplit('/', 1)[-1]})",
             "that call does not release the GIL (a C extension without Py_BEGIN_ALLOW_THREADS, ctypes.PyDLL): "
             "release it there, or move the call to a subprocess",
@@ -409,6 +419,7 @@ def judge(
     if call == "futex":
         return Verdict(
             "lock",
+            "is waiting on a lock",
             "is waiting on a lock (futex)",
             f"another thread holds it: `py-spy dump --pid {pid}` on {host} shows every thread",
             evidence,
@@ -417,12 +428,14 @@ def judge(
         where = f" in {call}" if call and call != "running" else ""
         return Verdict(
             "sleeping",
+            f"is asleep{where}",
             f"is asleep{where} and uses no CPU (State: {last.state})",
             f"its stack shows what it waits for: `py-spy dump --native --pid {pid}` on {host}",
             evidence,
         )
     return Verdict(
         "unknown",
+        "makes no progress",
         f"is {STATES.get(last.state, last.state)} but making no progress",
         f"`py-spy dump --native --pid {pid}` on {host}",
         evidence,

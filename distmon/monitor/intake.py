@@ -1,0 +1,77 @@
+"""Whether the monitor keeps up with what the ranks send, judged from its own state.
+
+A monitor that takes in fewer reports than the ranks send drops the oldest (its intake's
+caps, :class:`distmon.monitor.feeds.LiveFeed`, counted under :data:`OVERFLOW`), or takes them
+in late. Either way ranks look silent that are not: their reports were lost or are still
+queued. :class:`Intake` says when that is so, until every rank has had time to report again;
+the rules then name no rank for its silence (:mod:`distmon.monitor.rules.intake`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distmon.monitor.limits import Thresholds
+from distmon.monitor.state import JobState
+from distmon.monitor.words import duration
+
+OVERFLOW = "overflow"
+"""The reason the monitor's own intake drops reports under (the oldest, past its caps)."""
+CATCH_UP_INTERVALS = 2.0
+"""Report intervals after the last drop by which every rank has reported again."""
+
+
+@dataclass(frozen=True)
+class Behind:
+    summary: str
+    """One plain line, the same for as long as it lasts."""
+    detail: str
+
+
+class Intake:
+    """What the monitor's own intake lost, tick after tick. Drops reach the state as the
+    recording's ``d`` records do, so a replay sees them at the same ticks."""
+
+    def __init__(self) -> None:
+        self._counted = 0
+        self._dropped_at: float | None = None
+        self._since: float | None = None
+        self._lost = 0
+        """Reports dropped since the monitor fell behind."""
+
+    def behind(self, job: JobState, now: float, interval: float, limits: Thresholds) -> Behind | None:
+        """Why the monitor is behind now; None once it has caught up."""
+        dropped = job.dropped.get(OVERFLOW, 0)
+        if dropped > self._counted:
+            if self._since is None:
+                self._since, self._lost = now, 0
+            self._lost += dropped - self._counted
+            self._dropped_at = now
+        self._counted = dropped
+        late = _lateness(job, now, limits.silent_after(interval))
+        dropping = self._dropped_at is not None and now - self._dropped_at < CATCH_UP_INTERVALS * interval + 1.0
+        if not dropping and late is None:
+            self._since = self._dropped_at = None
+            return None
+        if self._since is None:
+            self._since, self._lost = now, 0
+        what = "drops reports it cannot take in" if dropping else "takes reports in late"
+        facts = []
+        if self._lost:
+            facts.append(f"it has dropped {self._lost:,} reports in {duration(now - self._since)}")
+        if late is not None:
+            facts.append(f"the reports it takes in were sent {duration(late)} earlier")
+        return Behind(f"the monitor is behind: it {what}; it names no rank for the silence", "; ".join(facts))
+
+
+def _lateness(job: JobState, now: float, silent_after: float) -> float | None:
+    """How late the reports taken in during the last second arrived, when that is late
+    enough to make a rank look silent (the median: a few ranks' clocks may be off)."""
+    c = job.cols
+    recent = c.present & (c.received >= now - 1.0)
+    if not recent.any():
+        return None
+    late = float(np.median(c.received[recent] - c.t[recent]))
+    return late if late >= silent_after / 2 else None
