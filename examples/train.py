@@ -273,7 +273,7 @@ def inject(fault: Fault, worker_pids: list[int], model: torch.nn.Module) -> None
     elif kind == "fifo-save":
         fifo = os.path.join(tempfile.mkdtemp(prefix="ckpt-"), f"step_{fault.step}.pt")
         os.mkfifo(fifo)
-        later(fault.seconds, f"cat {fifo} > /dev/null")
+        later(fault.seconds, f"timeout 60 cat {fifo} > /dev/null")
         try:
             torch.save(model.state_dict(), fifo)  # torch's C++ writer opens it holding the GIL
         except RuntimeError as e:  # a FIFO cannot be seeked: the save fails once it opens

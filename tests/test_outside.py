@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.outside import Sample, judge, look
+from distmon.monitor.outside import Sample, activity, judge, look
 from distmon.monitor.probe import OutsideStacks, ProcessProbe, Seen
 from distmon.pyspy import STOPPED, OutsideStack, dump, executable
+from distmon.wire import Frame
 
 HOST = "here"
 
@@ -139,7 +140,8 @@ def test_a_process_holding_the_gil_in_native_code(python) -> None:
     first, last = two_looks(p.pid, 0.5)
     verdict = judge(HOST, first, last, taken.frames, taken.owns_gil)
     assert verdict.kind == "gil", verdict
-    assert "holds the GIL in native code, in " in verdict.words and "sleep" in verdict.words
+    assert verdict.summary == "holds the GIL in native code (sleep)", verdict
+    assert "holds the GIL in native code, in sleep (libc" in verdict.words, verdict
     assert "release it there" in verdict.next_step
 
 
@@ -173,3 +175,21 @@ def test_the_prober_looks_on_its_own_thread(python) -> None:
     p.wait()
     gone = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is None and v)
     assert gone.first is not None and gone.first.state == "S"
+
+
+@pytest.mark.parametrize(
+    ("frames", "what"),
+    [
+        (
+            [("train.py", "main"), ("train.py", "save_checkpoint"), ("/lib/python3.11/os.py", "fsync")],
+            "writing a checkpoint",
+        ),
+        ([("train.py", "main"), (".../torch/serialization.py", "save")], "writing a checkpoint"),
+        ([("train.py", "main"), (".../torch/serialization.py", "load")], "loading a checkpoint"),
+        ([("train.py", "<module>"), ("<frozen importlib._bootstrap>", "_find_and_load")], "importing modules"),
+        ([("train.py", "main"), ("train.py", "evaluate"), ("model.py", "forward")], "running evaluation"),
+        ([("train.py", "main"), ("model.py", "forward")], None),
+    ],
+)
+def test_the_work_a_stack_shows(frames: list[tuple[str, str]], what: str | None) -> None:
+    assert activity([Frame(file=file, line=1, func=func) for file, func in frames]) == what

@@ -51,8 +51,8 @@ SYSCALLS = {
         0: "read", 1: "write", 2: "open", 4: "stat", 5: "fstat", 6: "lstat", 7: "poll", 17: "pread64",
         18: "pwrite64", 19: "readv", 20: "writev", 23: "select", 34: "pause", 35: "nanosleep",
         40: "sendfile", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
-        47: "recvmsg", 61: "wait4", 73: "flock", 74: "fsync", 75: "fdatasync", 76: "truncate",
-        77: "ftruncate", 78: "getdents", 82: "rename", 87: "unlink", 202: "futex", 217: "getdents64",
+        47: "recvmsg", 61: "wait4", 62: "kill", 73: "flock", 74: "fsync", 75: "fdatasync", 76: "truncate",
+        77: "ftruncate", 78: "getdents", 82: "rename", 87: "unlink", 202: "futex", 217: "getdents64", 219: "restart_syscall",
         230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid", 257: "openat", 262: "newfstatat",
         270: "pselect6", 271: "ppoll", 275: "splice", 277: "sync_file_range", 281: "epoll_pwait",
         285: "fallocate", 288: "accept4", 295: "preadv", 296: "pwritev", 299: "recvmmsg",
@@ -64,7 +64,7 @@ SYSCALLS = {
         64: "write", 65: "readv", 66: "writev", 67: "pread64", 68: "pwrite64", 72: "pselect6",
         73: "ppoll", 79: "newfstatat", 80: "fstat", 82: "fsync", 83: "fdatasync", 84: "sync_file_range",
         95: "waitid", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 202: "accept",
-        203: "connect", 206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 242: "accept4",
+        129: "kill", 203: "connect", 206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 242: "accept4",
         260: "wait4", 267: "syncfs", 291: "statx", 426: "io_uring_enter", 437: "openat2",
     },
 }  # fmt: skip
@@ -93,7 +93,8 @@ VERBS = {
 NETWORK_CALLS = frozenset({"recvfrom", "recvmsg", "recvmmsg", "sendto", "sendmsg", "sendmmsg", "connect", "accept",
                            "accept4"})  # fmt: skip
 WAIT_CALLS = frozenset({"poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"})
-SLEEP_CALLS = frozenset({"nanosleep", "clock_nanosleep", "pause"})
+SLEEP_CALLS = frozenset({"nanosleep", "clock_nanosleep", "pause", "restart_syscall"})
+"""``restart_syscall``: a sleep resumed after a signal or a tracer (py-spy) interrupted it."""
 
 
 @dataclass(frozen=True)
@@ -313,15 +314,17 @@ class Progress:
 
 
 ACTIVITIES = (
-    ("writing a checkpoint", ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors"), ("save",)),
     ("loading a checkpoint", ("torch/serialization.py", "safetensors"), ("load",)),
+    ("loading a checkpoint", (), ("load_checkpoint", "load_ckpt", "load_model", "restore")),
+    ("writing a checkpoint", ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors"), ("save",)),
+    ("writing a checkpoint", (), ("checkpoint", "ckpt", "save_model", "save_state")),
     ("importing modules", ("<frozen importlib._bootstrap>",), ()),
     ("building a C++/CUDA extension", ("torch/utils/cpp_extension.py", "op_builder/"), ()),
     ("compiling (torch.compile)", ("torch/_dynamo/", "torch/_inductor/"), ()),
-    ("running evaluation", (), ("evaluate", "evaluation", "validate", "validation", "eval_step", "run_eval")),
+    ("running evaluation", (), ("evaluat", "validat", "eval_step", "run_eval")),
 )
-"""(what, path parts, function names): the work a stack shows, most specific first; a
-path part and a function name must both match where both are given."""
+"""(what, path parts, parts of function names): the work a stack shows, most specific
+first; where both are given, a frame must match both."""
 
 
 def activity(frames: list[Frame] | None) -> str | None:
@@ -329,7 +332,7 @@ def activity(frames: list[Frame] | None) -> str | None:
     for what, parts, funcs in ACTIVITIES:
         for f in frames or []:
             in_path = not parts or any(p in f.file for p in parts)
-            in_func = not funcs or any(f.func == name or f.func.startswith(name) for name in funcs)
+            in_func = not funcs or any(name in f.func.lower() for name in funcs)
             if in_path and in_func:
                 return what
     return None
@@ -406,12 +409,13 @@ def judge(
             f"see which peer it waits for: `ss -tnp | grep {pid}` on {host}",
             evidence,
         )
-    inner = frames[-1] if frames else None
-    if owns_gil and inner is not None and not inner.file.endswith(".py"):
+    entry = native_entry(frames or [])
+    if owns_gil and entry is not None:
         return Verdict(
             "gil",
-            f"holds the GIL in native code ({inner.func})",
-            f"holds the GIL in native code, in {inner.func} ({inner.file.rsplit('/', 1)[-1]})",
+            f"holds the GIL in native code ({entry.func})",
+            f"holds the GIL in native code, in {entry.func} ({entry.file.rsplit('/', 1)[-1]}) "
+            f"and below it {frames[-1].func if frames else '?'}",
             "that call does not release the GIL (a C extension without Py_BEGIN_ALLOW_THREADS, ctypes.PyDLL): "
             "release it there, or move the call to a subprocess",
             evidence,
@@ -442,11 +446,32 @@ def judge(
     )
 
 
+GLUE = ("libffi", "_ctypes", "libpython", "python3")
+"""Native frames between Python and the function it called: not the one to name."""
+
+
+def native_entry(frames: list[Frame]) -> Frame | None:
+    """The native function Python code called (``sleep``, not the ``clock_nanosleep`` it
+    sits in, nor libffi's glue); None when the innermost frame is Python's."""
+    if not frames or _python(frames[-1]):
+        return None
+    last_python = max((i for i, f in enumerate(frames) if _python(f)), default=-1)
+    called = [f for f in frames[last_python + 1 :] if not f.func.startswith("0x")]
+    return next((f for f in called if not any(g in f.file for g in GLUE)), called[-1] if called else frames[-1])
+
+
+def _python(frame: Frame) -> bool:
+    """A Python frame has a line number; a native one (py-spy's ``--native``) has none."""
+    return frame.file.endswith(".py") or frame.line > 0
+
+
 def _evidence(s: Sample) -> list[str]:
     """What /proc showed, in one line."""
     parts = [f"State: {s.state} ({STATES.get(s.state, '?')})"]
     if s.wchan:
         parts.append(f"wchan {s.wchan}")
-    if s.syscall:
+    if s.syscall == "running":
+        parts.append("running in user space")
+    elif s.syscall:
         parts.append(f"in {s.syscall}" + (f" on {s.target}" if s.target else ""))
     return [f"/proc/{s.pid}: " + ", ".join(parts)]

@@ -510,7 +510,7 @@ class WaitFor:
             f"{them}, directly or through a peer: the oldest wait is {duration(oldest)}{countdown}.",
         ]
         for rank in roots[:MAX_SHOWN]:
-            detail.extend(self._root_lines(rank))
+            detail.extend(self._root_lines(rank, bool(looks[rank].stack)))
             detail.extend(look_lines(looks[rank]))
         if len(roots) > MAX_SHOWN:
             detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
@@ -550,7 +550,9 @@ class WaitFor:
             return Look(None)
         return look_at(s, self.ctx, silent=s.silent(self.ctx.now, self.ctx.limits))
 
-    def _root_lines(self, rank: int) -> list[str]:
+    def _root_lines(self, rank: int, outside: bool = False) -> list[str]:
+        """Where ``rank`` is, by its reports (its last stack: not for a silent rank whose
+        stack was taken from ``outside``)."""
         s = self.job.ranks.get(rank)
         if s is None:
             return [f"  rank {rank}: never reported (not monitored, or not started)"]
@@ -571,7 +573,8 @@ class WaitFor:
                 return [head + f"was {how} while the others still expect it"]
             return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
         if s.silent(self.ctx.now, self.ctx.limits):
-            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *rank_lines(r, 3, "    ")]
+            stack = [] if outside else rank_lines(r, 3, "    ")
+            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *stack]
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
         return [head + stalled + "at:", *rank_lines(r, 4, "    ")]
 
