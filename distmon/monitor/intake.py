@@ -20,7 +20,8 @@ from distmon.monitor.words import duration
 OVERFLOW = "overflow"
 """The reason the monitor's own intake drops reports under (the oldest, past its caps)."""
 CATCH_UP_INTERVALS = 2.0
-"""Report intervals after the last drop by which every rank has reported again."""
+"""Report intervals, once reports come in again after the last drop, by which every rank
+has reported again."""
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,11 @@ class Intake:
     def __init__(self) -> None:
         self._counted = 0
         self._dropped_at: float | None = None
+        """When the monitor last learned of a drop. It learns of them when its loop takes
+        from the intake, which may be after a pause: the ticks of the paused seconds run
+        then, with the reports of those seconds lost."""
+        self._heard_at: float | None = None
+        """When reports that arrived after that drop were first taken in."""
         self._since: float | None = None
         self._lost = 0
         """Reports dropped since the monitor fell behind."""
@@ -48,12 +54,17 @@ class Intake:
             if self._since is None:
                 self._since, self._lost = now, 0
             self._lost += dropped - self._counted
-            self._dropped_at = now
+            self._dropped_at, self._heard_at = now, None
         self._counted = dropped
         late = _lateness(job, now, limits.silent_after(interval))
-        dropping = self._dropped_at is not None and now - self._dropped_at < CATCH_UP_INTERVALS * interval + 1.0
+        dropping = False
+        if self._dropped_at is not None:
+            heard = job.cols.received[job.cols.present]
+            if self._heard_at is None and len(heard) and float(heard.max()) > self._dropped_at:
+                self._heard_at = now
+            dropping = self._heard_at is None or now - self._heard_at < CATCH_UP_INTERVALS * interval + 1.0
         if not dropping and late is None:
-            self._since = self._dropped_at = None
+            self._since = self._dropped_at = self._heard_at = None
             return None
         if self._since is None:
             self._since, self._lost = now, 0
