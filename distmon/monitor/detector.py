@@ -4,6 +4,10 @@ Each rule in :mod:`distmon.monitor.rules` looks at the whole job and names culpr
 victims: the rank the others wait for, the rank that failed first. Thresholds follow the
 job's own pace (its median step time) above fixed floors, so a 20 ms step and a 2 s step
 are judged alike and a healthy job raises nothing.
+
+While the monitor is behind (:mod:`distmon.monitor.intake`), silence names no rank, and an
+incident found before stands until it has caught up: a report it dropped is no proof that
+the incident ended.
 """
 
 from __future__ import annotations
@@ -28,6 +32,7 @@ class Detector:
         self.stacks = stacks
         self.outside = outside
         self.intake = Intake()
+        self._last: dict[str, Finding] = {}
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
@@ -50,4 +55,9 @@ class Detector:
                 held = rule(state, context)
                 self._held[rule] = (now + period, held)
             findings.extend(held)
+        if context.behind is not None:
+            # Behind, the monitor cannot see an incident end: it keeps what it found until it has caught up.
+            found = {f.key for f in findings}
+            findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
+        self._last = {f.key: f for f in findings}
         return findings

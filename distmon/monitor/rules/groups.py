@@ -347,12 +347,15 @@ class WaitFor:
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
-        names it), nor one silent while the monitor is behind (the silence may be its own)."""
+        names it), nor, while the monitor is behind, one it has not heard from for two of its
+        intervals (its newer reports may be among those the monitor dropped)."""
         s = self.job.ranks.get(rank)
-        if s is None or s.finished or not s.silent(self.ctx.now, self.ctx.limits):
+        if s is None or s.finished:
             return True
-        if self.ctx.behind is not None:
+        if self.ctx.behind is not None and s.silent_for(self.ctx.now) > 2 * float(self.job.cols.interval[rank]):
             return False
+        if not s.silent(self.ctx.now, self.ctx.limits):
+            return True
         try:
             return self.ctx.probe is None or self.ctx.probe(s.report.host, s.report.pid) != GONE
         except Exception:
