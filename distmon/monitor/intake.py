@@ -44,11 +44,15 @@ class Intake:
         self._heard_at: float | None = None
         """When reports that arrived after that drop were first taken in."""
         self._since: float | None = None
+        """When it fell behind."""
+        self._calm_since: float | None = None
+        """Since when neither drops nor late reports have been seen."""
         self._lost = 0
         """Reports dropped since the monitor fell behind."""
 
     def behind(self, job: JobState, now: float, interval: float, limits: Thresholds) -> Behind | None:
-        """Why the monitor is behind now; None once it has caught up."""
+        """Why the monitor is behind now; None once it has caught up: reports taken in
+        again after its last drop, none of them late, for :data:`CATCH_UP_INTERVALS`."""
         dropped = job.dropped.get(OVERFLOW, 0)
         if dropped > self._counted:
             if self._since is None:
@@ -57,18 +61,26 @@ class Intake:
             self._dropped_at, self._heard_at = now, None
         self._counted = dropped
         late = _lateness(job, now, limits.silent_after(interval))
-        dropping = False
-        if self._dropped_at is not None:
+        if self._dropped_at is not None and self._heard_at is None:
             heard = job.cols.received[job.cols.present]
-            if self._heard_at is None and len(heard) and float(heard.max()) > self._dropped_at:
+            if len(heard) and float(heard.max()) > self._dropped_at:
                 self._heard_at = now
-            dropping = self._heard_at is None or now - self._heard_at < CATCH_UP_INTERVALS * interval + 1.0
-        if not dropping and late is None:
-            self._since = self._dropped_at = self._heard_at = None
+        troubled = late is not None or (self._dropped_at is not None and self._heard_at is None)
+        if troubled:
+            self._calm_since = None
+            if self._since is None:
+                self._since, self._lost = now, 0
+        elif self._since is None:
             return None
-        if self._since is None:
-            self._since, self._lost = now, 0
-        what = "drops reports it cannot take in" if dropping else "takes reports in late"
+        else:
+            calm = self._calm_since if self._calm_since is not None else now
+            if self._heard_at is not None:
+                calm = max(calm, self._heard_at)
+            self._calm_since = calm
+            if now - calm >= CATCH_UP_INTERVALS * interval + 1.0:
+                self._since = self._dropped_at = self._heard_at = self._calm_since = None
+                return None
+        what = "drops reports it cannot take in" if self._lost else "takes reports in late"
         facts = []
         if self._lost:
             facts.append(f"it has dropped {self._lost:,} reports in {duration(now - self._since)}")

@@ -212,7 +212,10 @@ def _silent(silent: list[RankState], ctx: Context) -> Finding:
 
 def relay_lost(job: JobState, ctx: Context) -> list[Finding]:
     """A node's relay went silent and every rank behind it with it: one alert naming the
-    node, not a ``rank_lost`` per rank (the ranks may well be training on)."""
+    node, not a ``rank_lost`` per rank (the ranks may well be training on). Nothing while the
+    monitor is behind: the relay's batches may be among those it dropped."""
+    if ctx.behind is not None:
+        return []
     findings = []
     for i, ranks in job.lost_relays(ctx.now, ctx.limits).items():
         relay = job.relays[i]

@@ -347,12 +347,12 @@ class WaitFor:
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
-        names it), nor, while the monitor is behind, one it has not heard from for two of its
-        intervals (its newer reports may be among those the monitor dropped)."""
+        names it), nor, while the monitor is behind, one whose latest report it has was sent
+        over two of its intervals ago (its newer ones may be dropped, or still queued)."""
         s = self.job.ranks.get(rank)
         if s is None or s.finished:
             return True
-        if self.ctx.behind is not None and s.silent_for(self.ctx.now) > 2 * float(self.job.cols.interval[rank]):
+        if self.ctx.behind is not None and self._stale(rank):
             return False
         if not s.silent(self.ctx.now, self.ctx.limits):
             return True
@@ -360,6 +360,11 @@ class WaitFor:
             return self.ctx.probe is None or self.ctx.probe(s.report.host, s.report.pid) != GONE
         except Exception:
             return True
+
+    def _stale(self, rank: int) -> bool:
+        c = self.job.cols
+        sent_ago = self.ctx.now - float(c.t[rank])  # on the rank's clock: a report taken in late is old
+        return max(sent_ago, float(self.ctx.now - c.received[rank])) > 2 * float(c.interval[rank])
 
     def _reachable(self, first: list[Wait]) -> set[Node]:
         """What the stuck ranks wait in (``first``), and all that leads to: the collectives
