@@ -11,7 +11,8 @@ LiveFeed and the Pump). With ``--json`` the last line is one JSON object: ``rank
 ``relays``, ``reports_per_s`` (rank reports the monitor took in per second, sustained),
 ``tick_ms_median`` (detector ticks during the hang), ``alert_s`` (stall to the first alert
 naming a culprit, or null), ``named`` (the ranks it names), ``monitor_rss_mb``, ``dropped``
-(reports the monitor's intake dropped, past its caps) and ``said`` (every alert raised).
+(reports the monitor's intake dropped, past its caps) and ``said`` (every alert raised or
+resolved).
 """
 
 from __future__ import annotations
@@ -157,8 +158,8 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
     try:
         while time.time() < start + seconds + 2:
             for t, change in pump.run_timed(limit=50_000):
-                if change.event == "raised":
-                    said.append(f"+{t - start:.0f}s {change.alert.headline[:160]}")
+                if change.event != "updated":
+                    said.append(f"+{t - start:.0f}s {change.event} {change.alert.headline[:160]}")
                 if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
                     alert = (t, change.alert.ranks)
             counted.append((time.time(), monitor.state.received))
@@ -204,7 +205,7 @@ def main() -> None:
     print("|" + "---|" * len(result))
     said = result.pop("said")
     print("| " + " | ".join(str(v) if k != "named" else str(v[:8]) for k, v in result.items()) + " |")
-    print("Alerts raised:", *said, sep="\n  ")
+    print("Alerts raised and resolved:", *said, sep="\n  ")
     result["said"] = said
     if args.json:
         print(json.dumps(result))

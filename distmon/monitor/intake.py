@@ -29,6 +29,9 @@ class Behind:
     summary: str
     """One plain line, the same for as long as it lasts."""
     detail: str
+    offset: float = 0.0
+    """The ranks' clocks against the monitor's when it keeps up (skew and transport): a
+    report whose ``t`` is older than that by more than its intervals was taken in late."""
 
 
 class Intake:
@@ -47,6 +50,9 @@ class Intake:
         """When it fell behind."""
         self._calm_since: float | None = None
         """Since when neither drops nor late reports have been seen."""
+        self._offset: float | None = None
+        """The least the reports of a tick have been behind the monitor's clock: the clocks'
+        skew and the transport, not lateness."""
         self._lost = 0
         """Reports dropped since the monitor fell behind."""
 
@@ -60,7 +66,7 @@ class Intake:
             self._lost += dropped - self._counted
             self._dropped_at, self._heard_at = now, None
         self._counted = dropped
-        late = _lateness(job, now, limits.silent_after(interval))
+        late = self._lateness(job, now, limits.silent_after(interval))
         if self._dropped_at is not None and self._heard_at is None:
             heard = job.cols.received[job.cols.present]
             if len(heard) and float(heard.max()) > self._dropped_at:
@@ -86,15 +92,18 @@ class Intake:
             facts.append(f"it has dropped {self._lost:,} reports in {duration(now - self._since)}")
         if late is not None:
             facts.append(f"the reports it takes in were sent {duration(late)} earlier")
-        return Behind(f"the monitor is behind: it {what}; it names no rank for the silence", "; ".join(facts))
+        summary = f"the monitor is behind: it {what}; it names no rank for the silence"
+        return Behind(summary, "; ".join(facts), self._offset or 0.0)
 
-
-def _lateness(job: JobState, now: float, silent_after: float) -> float | None:
-    """How late the reports taken in during the last second arrived, when that is late
-    enough to make a rank look silent (the median: a few ranks' clocks may be off)."""
-    c = job.cols
-    recent = c.present & (c.received >= now - 1.0)
-    if not recent.any():
-        return None
-    late = float(np.median(c.received[recent] - c.t[recent]))
-    return late if late >= silent_after / 2 else None
+    def _lateness(self, job: JobState, now: float, silent_after: float) -> float | None:
+        """How late the reports taken in during the last second arrived, beyond the least
+        ever seen (clocks differ between hosts), when that is late enough to make a rank
+        look silent; the median: a few ranks' clocks may be off."""
+        c = job.cols
+        recent = c.present & (c.received >= now - 1.0)
+        if not recent.any():
+            return None
+        offset = float(np.median(c.received[recent] - c.t[recent]))
+        self._offset = offset if self._offset is None else min(self._offset, offset)
+        late = offset - self._offset
+        return late if late >= silent_after / 2 else None

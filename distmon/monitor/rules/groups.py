@@ -362,8 +362,10 @@ class WaitFor:
             return True
 
     def _stale(self, rank: int) -> bool:
-        c = self.job.cols
-        sent_ago = self.ctx.now - float(c.t[rank])  # on the rank's clock: a report taken in late is old
+        """Its latest report was sent over two of its intervals ago, by its own clock set
+        against the monitor's (a report taken in late is old), or arrived that long ago."""
+        c, offset = self.job.cols, self.ctx.behind.offset if self.ctx.behind is not None else 0.0
+        sent_ago = self.ctx.now - float(c.t[rank]) - offset
         return max(sent_ago, float(self.ctx.now - c.received[rank])) > 2 * float(c.interval[rank])
 
     def _reachable(self, first: list[Wait]) -> set[Node]:
