@@ -10,7 +10,9 @@ import pickle
 import weakref
 from typing import Any
 
-from distmon.hooks.collectives import Recorder, _backends, _collectives_of, find_recorders, p2p_in_flight
+from distmon.flightrecorder import collectives_of as _collectives_of
+from distmon.flightrecorder import p2p_in_flight
+from distmon.hooks.collectives import Recorder, _backends, find_recorders
 from distmon.hooks.p2p import P2PTracker, Traffic, _on_the_gpu
 from distmon.wire import P2P, SEND
 

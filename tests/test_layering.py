@@ -13,7 +13,18 @@ import subprocess
 import sys
 import textwrap
 
-WATCH_SIDE_COMMANDS = ("watch", "record", "replay", "report", "acting", "live", "metrics_port", "relay", "signals")
+WATCH_SIDE_COMMANDS = (
+    "watch",
+    "record",
+    "replay",
+    "report",
+    "analyze",
+    "acting",
+    "live",
+    "metrics_port",
+    "relay",
+    "signals",
+)
 
 
 def imported_after(code: str) -> set[str]:

@@ -21,7 +21,6 @@ the CPU recorder and ``_dump_nccl_trace`` for NCCL's where the build has NCCL.
 from __future__ import annotations
 
 import pickle
-import re
 import sys
 import time
 import weakref
@@ -32,6 +31,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
+from distmon.flightrecorder import (
+    InFlight,
+    collectives_of,
+    enqueued,
+    group_name,
+    load,
+    names_of,
+    p2p_in_flight,
+    started,
+)
 from distmon.hooks.p2p import Channel, P2PTracker
 from distmon.wire import ANY_SOURCE, P2P, GroupStatus, expand_runs, rank_runs
 
@@ -40,10 +49,6 @@ try:
     from torch._C import _distributed_c10d as _c10d
 except ImportError:  # torch built without distributed
     _c10d = None
-
-InFlight = tuple[int, float]
-"""(ops not completed, when the oldest was enqueued)."""
-_P2P_NAME = re.compile(r":(send|recv) (\d+)(?:->|<-)(\d+)")
 
 Dump = Callable[[bool], bytes]
 """``dump(include_collectives) -> pickle``: one Flight Recorder, never with stack traces
@@ -67,23 +72,23 @@ class Recorder:
     def status_by_name(self) -> dict[str, dict[str, Any]]:
         """The status dump's ``pg_status``, keyed by group name. An id it cannot name yet is
         looked up in a full dump, again only once that group has issued more collectives."""
-        status: dict[str, dict[str, Any]] = _load(self.dump(False)).get("pg_status", {})
+        status: dict[str, dict[str, Any]] = load(self.dump(False)).get("pg_status", {})
         todo = [
             pg_id
             for pg_id, entry in status.items()
-            if pg_id not in self.names and self.unnamed.get(pg_id) != _enqueued(entry)
+            if pg_id not in self.names and self.unnamed.get(pg_id) != enqueued(entry)
         ]
         if todo:
-            for entry in self.entries():
-                self.names.setdefault(str(entry.get("pg_id")), _group_name(entry))
+            for pg_id, name in names_of(self.entries()).items():
+                self.names.setdefault(pg_id, name)
             for pg_id in todo:
                 if pg_id not in self.names:
-                    self.unnamed[pg_id] = _enqueued(status[pg_id])
+                    self.unnamed[pg_id] = enqueued(status[pg_id])
         return {self.names[pg_id]: entry for pg_id, entry in status.items() if pg_id in self.names}
 
     def entries(self) -> list[dict[str, Any]]:
         """The collectives of a full dump (milliseconds: only when something is unknown)."""
-        entries: list[dict[str, Any]] = _load(self.dump(True)).get("entries", [])
+        entries: list[dict[str, Any]] = load(self.dump(True)).get("entries", [])
         return entries
 
 
@@ -161,19 +166,19 @@ class GroupReader:
         for m in memberships:
             recorder = self._recorders.get(m.backend)
             entry = statuses[id(recorder)].get(m.name, {}) if recorder else {}
-            enqueued, completed = self._p2p.collectives(
-                m.pg, _enqueued(entry), max(0, int(entry.get("last_completed_collective", 0)))
+            issued, completed = self._p2p.collectives(
+                m.pg, enqueued(entry), max(0, int(entry.get("last_completed_collective", 0)))
             )
             group = GroupStatus(
-                enqueued=enqueued,
+                enqueued=issued,
                 completed=max(completed, self._retired.get(m.meta["id"], 0)),
-                started=_started(entry),
+                started=started(entry),
                 **m.meta,
             )
             if group.enqueued > group.completed and self._ages(group, now):
                 stuck.append((group, m))
             if m.backend == "nccl" and self._p2p.carries(m.pg):
-                self._p2p_standing(m, (_enqueued(entry), int(entry.get("last_completed_collective", 0))))
+                self._p2p_standing(m, (enqueued(entry), int(entry.get("last_completed_collective", 0))))
             groups.append(group)
         if stuck:
             self._look_up_ops(stuck)
@@ -220,7 +225,7 @@ class GroupReader:
         collectives: dict[str, int] = {}
         for recorder in self._distinct_recorders():
             for e in recorder.entries():
-                name = _group_name(e)
+                name = group_name(e)
                 collectives[name] = max(collectives.get(name, 0), int(e.get("collective_seq_id", 0)))
         for name, (pg, seq) in started.items():
             before = seq - collectives.get(name, 0)
@@ -241,7 +246,7 @@ class GroupReader:
         Only NCCL registers its groups in ``pg_config``; the CPU recorder's is empty (torch
         2.13), and the analyzer cannot place an entry whose group is not there. So the groups
         this process knows are filled in, in NCCL's shape."""
-        dumps = [_load(r.dump(True)) for r in self._distinct_recorders()]
+        dumps = [load(r.dump(True)) for r in self._distinct_recorders()]
         if not dumps:
             return None
         merged = dumps[0]
@@ -305,7 +310,7 @@ class GroupReader:
         for pairs in by_recorder.values():
             entries = self._recorders[pairs[0][1].backend].entries()
             for g, m in pairs:
-                mine = _collectives_of(entries, m.name)
+                mine = collectives_of(entries, m.name)
                 retired = g.completed
                 while retired < g.enqueued and mine.get(retired + 1, {}).get("retired"):
                     retired += 1
@@ -323,56 +328,6 @@ class GroupReader:
             elif seq == g.completed + 1:
                 g.op = op
                 g.since = created or g.since
-
-
-def _collectives_of(entries: list[dict[str, Any]], name: str) -> dict[int, dict[str, Any]]:
-    """The group's collectives in a full dump, by sequence number: not its point-to-point
-    ops, nor NCCL's record of a batch of them (``nccl:coalesced`` with no sizes, which carries
-    the number of the collective before it)."""
-    return {
-        int(e.get("collective_seq_id", 0)): e
-        for e in entries
-        if _group_name(e) == name and not e.get("is_p2p") and not _p2p_batch(e)
-    }
-
-
-def p2p_in_flight(entries: list[dict[str, Any]], name: str, ranks: list[int]) -> dict[tuple[int, str], InFlight]:
-    """NCCL's point-to-point ops of group ``name`` not completed, per channel (the peer's global
-    rank, ``send`` or ``recv``): how many, and when the oldest was enqueued.
-
-    An op is named ``nccl:send 0->1`` or ``nccl:recv 0<-1`` in ranks of the group. An op on its
-    own is completed when the watchdog retires it; the ops of a ``batch_isend_irecv`` never are
-    (they have no CUDA events of their own): the batch's ``nccl:coalesced`` entry, which shares
-    their ``p2p_seq_id``, says for them all."""
-    mine = [e for e in entries if _group_name(e) == name]
-    batches = {e.get("p2p_seq_id"): e for e in mine if _p2p_batch(e)}
-    out: dict[tuple[int, str], InFlight] = {}
-    for e in mine:
-        match = _P2P_NAME.search(str(e.get("profiling_name", ""))) if e.get("is_p2p") else None
-        if match is None:
-            continue
-        state = batches.get(e.get("p2p_seq_id"), e)
-        if state.get("retired") or state.get("time_discovered_completed_ns"):
-            continue
-        direction, peer = match.group(1), int(match.group(3))
-        if not 0 <= peer < len(ranks):
-            continue
-        key = (ranks[peer], direction)
-        created = float(e.get("time_created_ns") or 0) / 1e9
-        count, oldest = out.get(key, (0, created))
-        out[key] = (count + 1, min(oldest, created))
-    return out
-
-
-def _p2p_batch(entry: dict[str, Any]) -> bool:
-    return str(entry.get("profiling_name", "")).endswith(":coalesced") and not entry.get("input_sizes")
-
-
-def _started(entry: dict[str, Any]) -> int | None:
-    """``last_started_collective``: -1 unless the backend times collectives (NCCL with
-    ``TORCH_NCCL_ENABLE_TIMING``), so absent then."""
-    started = int(entry.get("last_started_collective", -1))
-    return started if started >= 0 else None
 
 
 def _describe(pg: Any, name: str, world: Any) -> list[Membership]:
@@ -401,23 +356,9 @@ def _backends(config: str) -> list[str]:
     return sorted({n for n in names if n})
 
 
-def _enqueued(entry: dict[str, Any]) -> int:
-    return int(entry.get("last_enqueued_collective", 0))
-
-
-def _group_name(entry: dict[str, Any]) -> str:
-    return str((entry.get("process_group") or ("",))[0])
-
-
 def _timeout(pg: Any, backend: str) -> float | None:
     try:
         device = torch.device("cuda" if backend == "nccl" else "cpu")
         return float(pg._get_backend(device).options._timeout.total_seconds())
     except Exception:
         return None
-
-
-def _load(raw: bytes) -> dict[str, Any]:
-    """The Flight Recorder's own dump format is a pickle, produced by torch in this process."""
-    dump: dict[str, Any] = pickle.loads(raw)
-    return dump

@@ -1,0 +1,61 @@
+"""``distmon analyze PATH...``: the culprit of a job that ran without distmon, from what it
+left behind: Flight Recorder dumps (one per rank, pickle or JSON, the rank in the file name's
+trailing number) and job logs holding the NCCL watchdog's lines, or both; PATH is a file or
+a folder.
+
+It prints what ``distmon report`` prints for a live incident (the culprit ranks alone, what
+each rank waits in, what happened, what to do), judged by the live monitor's own rules
+(:mod:`distmon.monitor.analysis`). ``--json`` prints an object with ``culprits``,
+``summary``, ``ranks`` (per rank: its groups, last started and completed work, oldest work
+pending), ``missing`` (ranks with no file, or an empty dump), ``alerts``, ``problems``.
+A file that cannot be read gets one line; the rest of the set is still analysed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from distmon.export.analysis import render, to_json
+from distmon.monitor.analysis import analyze
+
+MAX_WORLD = 1 << 24
+
+
+def world_size(value: str) -> int:
+    try:
+        world = int(value)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a number of ranks: {value!r}") from None
+    if not 0 < world <= MAX_WORLD:
+        raise argparse.ArgumentTypeError(f"a world of 1 to {MAX_WORLD} ranks, not {world}")
+    return world
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("paths", nargs="+", metavar="PATH", help="Flight Recorder dumps, job logs, or folders of them")
+    parser.add_argument(
+        "--world", type=world_size, metavar="N", help="the job's number of ranks, when the files cannot tell it"
+    )
+    parser.add_argument("--json", action="store_true", help="print the analysis as JSON for other tools")
+
+
+def run(args: argparse.Namespace) -> int:
+    analysis = analyze(args.paths, args.world)
+    if not analysis.ranks:
+        for problem in analysis.problems:
+            print(f"distmon analyze: {problem}", file=sys.stderr)
+        print(
+            "distmon analyze: no Flight Recorder dump nor watchdog line found in " + " ".join(args.paths),
+            file=sys.stderr,
+        )
+        return 2
+    if args.json:
+        json.dump(to_json(analysis), sys.stdout, indent=2)
+        print()
+        for problem in analysis.problems:
+            print(f"distmon analyze: {problem}", file=sys.stderr)
+    else:
+        print(render(analysis))
+    return 0

@@ -1,0 +1,155 @@
+"""``distmon analyze``'s output: the culprits and what happened, as ``distmon report`` words a
+live incident, then where each rank stood; and the same as JSON for other tools."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.analysis import Analysis, RankFacts, entry_json
+from distmon.monitor.words import duration, group_name, rank_word, ranks_text
+from distmon.wire import SEND, GroupStatus, expand_runs
+
+NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
+
+
+def first_cause(analysis: Analysis) -> Alert | None:
+    """The alert naming the root: a critical one that names ranks, else the first critical, else the first."""
+    alerts = analysis.alerts
+    named = [a for a in alerts if a.severity == CRITICAL and a.ranks]
+    return next(iter(named or [a for a in alerts if a.severity == CRITICAL] or alerts), None)
+
+
+def culprits(analysis: Analysis) -> list[int]:
+    cause = first_cause(analysis)
+    return sorted(cause.ranks) if cause else []
+
+
+def summary(analysis: Analysis) -> str:
+    cause = first_cause(analysis)
+    if cause is not None:
+        return cause.headline
+    if not analysis.ranks:
+        return "nothing to judge: no dump or watchdog line was read"
+    return NOTHING
+
+
+def render(analysis: Analysis) -> str:
+    lines = [
+        f"Read {analysis.dumps} dumps and {analysis.logs} logs: {analysis.world} ranks "
+        f"(world size from {analysis.world_from}), the latest of them at {_clock(analysis.t)}",
+    ]
+    if analysis.missing:
+        lines.append(_missing(analysis.missing))
+    lines.append("")
+    cause = first_cause(analysis)
+    if cause is None:
+        lines.append(summary(analysis).capitalize() + ".")
+    else:
+        lines.append(f"CULPRIT {rank_word(cause.ranks) if cause.ranks else '(none named)'}: {cause.headline}")
+        lines += ["  " + line for line in cause.detail.splitlines()]
+        for a in analysis.alerts:
+            if a is not cause:
+                lines += ["", f"Also: {a.headline}", *("  " + line for line in a.detail.splitlines())]
+    lines += ["", "Where each rank stood:"]
+    lines += ["  " + line for line in _standing(analysis)]
+    if analysis.problems:
+        lines += ["", "Files not read:"] + ["  " + p for p in analysis.problems]
+    return "\n".join(lines)
+
+
+def _missing(missing: dict[int, str]) -> str:
+    by_why: dict[str, list[int]] = {}
+    for rank, why in missing.items():
+        by_why.setdefault(why, []).append(rank)
+    return "Never heard from: " + "; ".join(f"{rank_word(r)} ({why})" for why, r in sorted(by_why.items()))
+
+
+def _standing(analysis: Analysis) -> list[str]:
+    """Ranks standing in the same place, one line each (thousands of ranks are a few lines)."""
+    places: dict[str, list[int]] = {}
+    for rank, f in analysis.ranks.items():
+        places.setdefault(_place(f, analysis.t), []).append(rank)
+    for rank, why in analysis.missing.items():
+        if rank not in analysis.ranks:
+            places.setdefault(f"never heard from ({why})", []).append(rank)
+    ordered = sorted(places.items(), key=lambda item: min(item[1]))
+    return [f"{rank_word(ranks)}: {place}" for place, ranks in ordered]
+
+
+def _place(f: RankFacts, t: float) -> str:
+    waits = [g for g in f.groups if g.enqueued > g.completed]
+    blocked = [c for c in (f.dump.p2p if f.dump else []) if c.blocked is not None]
+    parts = [_in_collective(g, t) for g in waits]
+    for c in blocked:
+        op = f"send #{c.blocked} to rank {c.peer}" if c.dir == SEND else f"recv #{c.blocked} from rank {c.peer}"
+        parts.append(f"in {op} (group {c.group})")
+    if parts:
+        return "waits " + "; ".join(parts)
+    if f.dump is not None and not f.dump.groups:
+        return "empty dump: no work recorded (it hung before any, or its dump was taken while stuck)"
+    done = [g for g in f.groups if g.completed]
+    last = ", ".join(f"#{g.completed} in {g.desc or 'group ' + g.id}" for g in done[:4])
+    return f"nothing in flight (in its own code); completed {last or 'no collective'}"
+
+
+def _in_collective(g: GroupStatus, t: float) -> str:
+    op = f" ({g.op})" if g.op else ""
+    waited = f" for {duration(t - g.since)}" if g.since else ""
+    return f"in collective #{g.completed + 1}{op} of {group_name(g.id, g)}{waited}"
+
+
+def to_json(analysis: Analysis) -> dict[str, Any]:
+    return {
+        "culprits": culprits(analysis),
+        "summary": summary(analysis),
+        "world": analysis.world,
+        "t": analysis.t,
+        "alerts": [a.to_json() for a in analysis.alerts],
+        "ranks": [_rank_json(analysis.ranks[r]) for r in sorted(analysis.ranks)],
+        "missing": [{"rank": r, "reason": why} for r, why in sorted(analysis.missing.items())],
+        "problems": analysis.problems,
+    }
+
+
+def _rank_json(f: RankFacts) -> dict[str, Any]:
+    dump = f.dump
+    return {
+        "rank": f.rank,
+        "source": f.source,
+        "groups": [
+            {
+                "id": g.id,
+                "desc": g.desc,
+                "ranks": ranks_text(expand_runs(g.ranks)),
+                "enqueued": g.enqueued,
+                "completed": g.completed,
+                "op": g.op,
+                "since": g.since,
+            }
+            for g in f.groups
+        ],
+        "last_started": entry_json(dump.last_started) if dump else None,
+        "last_completed": entry_json(dump.last_completed) if dump else None,
+        "oldest_pending": entry_json(dump.oldest_pending) if dump else _log_pending(f),
+    }
+
+
+def _log_pending(f: RankFacts) -> dict[str, Any] | None:
+    """From a log: the work the watchdog timed out in."""
+    g = next((g for g in f.groups if g.enqueued > g.completed), None)
+    if g is None:
+        return None
+    return {
+        "group": g.id,
+        "op": g.op,
+        "seq": g.completed + 1,
+        "p2p": g.op in ("send", "recv"),
+        "state": None,
+        "created": g.since,
+    }
+
+
+def _clock(t: float) -> str:
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "an unknown time"

@@ -1,0 +1,329 @@
+"""PyTorch's Flight Recorder dumps, read: the one reader of the live hook and of ``distmon analyze``.
+
+A dump (pickle or JSON, torch 2.5 on) is a dict: ``pg_config`` keyed by group *name`` (with
+the group's global ``ranks``), ``pg_status`` keyed by the group's *local* id on this rank
+(``pg_id``: the same id names different groups on different ranks), and ``entries``, the
+ring of recent work, oldest first, each carrying both ``pg_id`` and ``process_group =
+(name, desc)``. So ids are named through the entries.
+
+``pg_status`` counts from the sequence number of the group's last work, which for a
+point-to-point op is the p2p counter (NCCL) or a counter of both (gloo): collectives are
+counted from the entries' ``collective_seq_id`` instead.
+
+A dump written by another machine is data, never code: pickles are read by an unpickler that
+refuses every class, sizes are bounded, and every field is read by type (a nested structure
+where a string belongs is taken as absent, never printed).
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import pickle
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from distmon.wire import P2P, RECV, SEND, GroupStatus, rank_runs
+
+MAX_DUMP_BYTES = 256 * 1024 * 1024
+"""A dump larger than this is refused unread: 2000 entries with stack traces are a few MB."""
+MAX_ENTRIES = 1_000_000
+"""Entries a dump may hold (torch's default ring is 2000)."""
+MAX_NAME = 1024
+"""The longest name (group, op, description) read; longer ones are taken as absent."""
+MAX_GROUP_RANKS = 1 << 20
+"""Members a group's ``ranks`` may list."""
+
+InFlight = tuple[int, float]
+"""(ops not completed, when the oldest was enqueued)."""
+_P2P_NAME = re.compile(r":(send|recv) (\d+)(?:->|<-)(\d+)")
+_RANKS = re.compile(r"-?\d+")
+Entry = dict[str, Any]
+
+
+class DumpError(ValueError):
+    """Not a Flight Recorder dump this reader will read; the message says why, in a few words."""
+
+
+class _NoClasses(pickle.Unpickler):
+    def find_class(self, module: str, name: str) -> Any:
+        raise DumpError(f"holds a Python object ({module[:60]}.{name[:60]}), refused: a dump holds plain data only")
+
+
+def load(raw: bytes) -> dict[str, Any]:
+    """A dump's dict, from torch's pickle or JSON bytes; raises :class:`DumpError`."""
+    if len(raw) > MAX_DUMP_BYTES:
+        raise DumpError(f"{len(raw) >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
+    try:
+        if raw[:1] == b"\x80":
+            dump = _NoClasses(io.BytesIO(raw)).load()
+        elif raw.lstrip()[:1] == b"{":
+            dump = json.loads(raw)
+        else:
+            raise DumpError("not a Flight Recorder dump (neither its pickle nor its JSON)")
+    except DumpError:
+        raise
+    except RecursionError:
+        raise DumpError("nested too deep to be a dump") from None
+    except Exception as e:  # the unpickler raises what the bytes make it raise: any of them means unreadable
+        why = " ".join(str(e).split())[:80]
+        raise DumpError(f"unreadable ({type(e).__name__}: {why}), truncated or not a dump") from None
+    if not isinstance(dump, dict) or not ({"entries", "pg_status", "version"} & dump.keys()):
+        raise DumpError("not a Flight Recorder dump (no entries, pg_status or version)")
+    entries = dump.get("entries", [])
+    if not isinstance(entries, list):
+        raise DumpError("its entries are not a list")
+    if len(entries) > MAX_ENTRIES:
+        raise DumpError(f"holds {len(entries)} entries, over the {MAX_ENTRIES} a dump may have")
+    dump["entries"] = [e for e in entries if isinstance(e, dict)]
+    for part in ("pg_status", "pg_config"):
+        if not isinstance(dump.get(part, {}), dict):
+            raise DumpError(f"its {part} is not a mapping")
+    return dump
+
+
+def text(entry: Any, key: str) -> str | None:
+    """A string field, or None when absent, not a string, or too long to be a name."""
+    value = entry.get(key) if isinstance(entry, dict) else None
+    return value if isinstance(value, str) and len(value) <= MAX_NAME else None
+
+
+def number(entry: Any, key: str, default: int = 0) -> int:
+    """An integer field (bools and floats as numbers), ``default`` when absent or not a number."""
+    value = entry.get(key) if isinstance(entry, dict) else None
+    if isinstance(value, bool | int | float) and value == value and abs(value) < 1 << 62:
+        return int(value)
+    return default
+
+
+def group_name(entry: Entry) -> str:
+    """The name of the entry's group (its ``process_group`` is a (name, desc) pair)."""
+    pg = entry.get("process_group")
+    name = pg[0] if isinstance(pg, list | tuple) and pg else None
+    return name if isinstance(name, str) and len(name) <= MAX_NAME else ""
+
+
+def group_desc(entry: Entry) -> str | None:
+    pg = entry.get("process_group")
+    desc = pg[1] if isinstance(pg, list | tuple) and len(pg) > 1 else None
+    return desc if isinstance(desc, str) and 0 < len(desc) <= MAX_NAME else None
+
+
+def names_of(entries: list[Entry]) -> dict[str, str]:
+    """pg_id (as ``pg_status`` spells it) -> group name, from the entries."""
+    names: dict[str, str] = {}
+    for e in entries:
+        pg_id, name = e.get("pg_id"), group_name(e)
+        if isinstance(pg_id, int | str) and name:
+            names.setdefault(str(pg_id), name)
+    return names
+
+
+def op_name(entry: Entry) -> str | None:
+    """``nccl:all_reduce`` -> ``all_reduce``."""
+    name = text(entry, "profiling_name")
+    return name.split(":")[-1] or None if name else None
+
+
+def enqueued(status: Any) -> int:
+    return number(status, "last_enqueued_collective")
+
+
+def started(status: Any) -> int | None:
+    """``last_started_collective``: -1 unless the backend times collectives (NCCL with
+    ``TORCH_NCCL_ENABLE_TIMING``), so absent then."""
+    value = number(status, "last_started_collective", -1)
+    return value if value >= 0 else None
+
+
+def p2p_batch(entry: Entry) -> bool:
+    """NCCL's record of a batch of point-to-point ops (``nccl:coalesced``, no sizes)."""
+    name = text(entry, "profiling_name") or ""
+    return name.endswith(":coalesced") and not entry.get("input_sizes")
+
+
+def done(entry: Entry) -> bool:
+    """Completed: retired by the watchdog, or its completion seen."""
+    return (
+        bool(entry.get("retired"))
+        or text(entry, "state") == "completed"
+        or number(entry, "time_discovered_completed_ns") > 0
+    )
+
+
+def collectives_of(entries: list[Entry], name: str) -> dict[int, Entry]:
+    """The group's collectives in a dump, by sequence number: not its point-to-point ops, nor
+    NCCL's record of a batch of them (``nccl:coalesced`` with no sizes, which carries the
+    number of the collective before it)."""
+    return {
+        number(e, "collective_seq_id"): e
+        for e in entries
+        if group_name(e) == name and not e.get("is_p2p") and not p2p_batch(e)
+    }
+
+
+def p2p_ops(entries: list[Entry], name: str, ranks: list[int]) -> dict[tuple[int, str], list[Entry]]:
+    """Group ``name``'s point-to-point ops per channel (the peer's global rank, ``send`` or
+    ``recv``), in the order posted. Each op is the entry that says whether it completed: an op
+    of a ``batch_isend_irecv`` is never retired itself (it has no CUDA events of its own), the
+    batch's ``nccl:coalesced`` entry, which shares its ``p2p_seq_id``, says for them all.
+
+    An op is named ``nccl:send 0->1`` or ``nccl:recv 0<-1`` in ranks of the group."""
+    mine = [e for e in entries if group_name(e) == name]
+    batches = {number(e, "p2p_seq_id"): e for e in mine if p2p_batch(e)}
+    out: dict[tuple[int, str], list[Entry]] = {}
+    for e in mine:
+        match = _P2P_NAME.search(text(e, "profiling_name") or "") if e.get("is_p2p") else None
+        if match is None:
+            continue
+        direction, peer = match.group(1), int(match.group(3))
+        if 0 <= peer < len(ranks):
+            state = batches.get(number(e, "p2p_seq_id"), e)
+            out.setdefault((ranks[peer], direction), []).append({**e, "retired": done(state)})
+    return out
+
+
+def p2p_in_flight(entries: list[Entry], name: str, ranks: list[int]) -> dict[tuple[int, str], InFlight]:
+    """NCCL's point-to-point ops of group ``name`` not completed, per channel: how many, and
+    when the oldest was enqueued."""
+    out: dict[tuple[int, str], InFlight] = {}
+    for key, ops in p2p_ops(entries, name, ranks).items():
+        pending = [created_at(e) for e in ops if not e["retired"]]
+        if pending:
+            out[key] = (len(pending), min(pending))
+    return out
+
+
+def created_at(entry: Entry) -> float:
+    """When the entry was enqueued, in unix seconds (0 when unknown)."""
+    return number(entry, "time_created_ns") / 1e9
+
+
+def group_ranks(config: Any) -> list[int] | None:
+    """A ``pg_config`` record's global ranks (written as the string ``"[0, 4, 8]"``)."""
+    ranks = config.get("ranks") if isinstance(config, dict) else None
+    if isinstance(ranks, list) and len(ranks) <= MAX_GROUP_RANKS:
+        found = [r for r in ranks if isinstance(r, int) and not isinstance(r, bool)]
+    elif isinstance(ranks, str) and len(ranks) <= 16 * MAX_GROUP_RANKS:
+        found = [int(r) for r in _RANKS.findall(ranks)]
+    else:
+        return None
+    members = sorted({r for r in found if 0 <= r < 1 << 31})
+    return members or None
+
+
+@dataclass
+class RankDump:
+    """What one rank's dump says, as the wire's records: the monitor judges it as it judges
+    a live rank."""
+
+    groups: list[GroupStatus] = field(default_factory=list)
+    p2p: list[P2P] = field(default_factory=list)
+    t: float | None = None
+    """The latest moment the dump records (an enqueue or a completion), unix seconds."""
+    last_started: Entry | None = None
+    last_completed: Entry | None = None
+    oldest_pending: Entry | None = None
+    unnamed: list[str] = field(default_factory=list)
+    """pg_ids in ``pg_status`` that no entry names: their groups cannot be placed."""
+    version: str | None = None
+
+
+def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
+    """One rank's dump as :class:`GroupStatus` per group and :class:`P2P` per channel.
+
+    ``members`` maps group names to their global ranks (every dump's ``pg_config`` merged: the
+    CPU recorder leaves its own empty); a group found in none has only this rank."""
+    entries: list[Entry] = dump.get("entries", [])
+    status = dump.get("pg_status", {})
+    names = names_of(entries)
+    out = RankDump(version=text(dump, "version"))
+    out.unnamed = sorted(str(pg_id)[:MAX_NAME] for pg_id in status if str(pg_id) not in names)
+    by_group: dict[str, list[Entry]] = {}
+    for e in entries:
+        name = group_name(e)
+        if name:
+            by_group.setdefault(name, []).append(e)
+    times = [t for e in entries for t in _times(e)]
+    out.t = max(times) if times else None
+    for name, mine in by_group.items():
+        ranks = members.get(name) or []
+        out.groups.append(_group(name, mine, ranks, status.get(_pg_id(mine))))
+        out.p2p += _channels(name, mine, ranks)
+    began = [e for e in entries if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started"]
+    out.last_started = began[-1] if began else None
+    finished = [e for e in entries if done(e)]
+    out.last_completed = finished[-1] if finished else None
+    pending = [e for e in entries if not done(e) and not (p2p_batch(e) and not e.get("is_p2p"))]
+    out.oldest_pending = min(pending, key=created_at) if pending else None
+    return out
+
+
+def _pg_id(entries: list[Entry]) -> str:
+    pg_id = entries[-1].get("pg_id")
+    return str(pg_id) if isinstance(pg_id, int | str) else ""
+
+
+def _times(entry: Entry) -> list[float]:
+    keys = ("time_created_ns", "time_discovered_started_ns", "time_discovered_completed_ns")
+    return [number(entry, k) / 1e9 for k in keys if number(entry, k) > 0]
+
+
+def _group(name: str, entries: list[Entry], ranks: list[int], status: Any) -> GroupStatus:
+    """Collectives counted from the entries; the oldest incomplete one names ``op`` and
+    ``since``. A coalesced collective (several entries sharing a number) completes with its
+    ``coalesced`` entry when there is one."""
+    seqs: dict[int, list[Entry]] = {}
+    for e in entries:
+        if not e.get("is_p2p") and not p2p_batch(e):
+            seqs.setdefault(number(e, "collective_seq_id"), []).append(e)
+    issued = max((number(e, "collective_seq_id") for e in entries), default=0)
+    pending = sorted(seq for seq, ops in seqs.items() if not _completed(ops))
+    completed = pending[0] - 1 if pending else issued
+    backend, colon, _ = (text(entries[-1], "profiling_name") or "").partition(":")
+    timeout = number(entries[-1], "timeout_ms", -1)
+    group = GroupStatus(
+        id=name,
+        backend=backend if colon and backend else "unknown",
+        size=max(1, len(ranks)),
+        ranks=rank_runs(ranks),
+        timeout=timeout / 1000 if timeout >= 0 else None,
+        enqueued=issued,
+        completed=max(0, completed),
+        started=started(status),
+        desc=group_desc(entries[-1]),
+    )
+    if pending:
+        first = seqs[pending[0]]
+        inner = [e for e in first if not (text(e, "profiling_name") or "").endswith(":coalesced")]
+        group.op = op_name((inner or first)[0])
+        group.since = created_at(first[0]) or None
+    return group
+
+
+def _completed(ops: list[Entry]) -> bool:
+    batch = [e for e in ops if (text(e, "profiling_name") or "").endswith(":coalesced")]
+    return done(batch[-1]) if batch else all(done(e) for e in ops)
+
+
+def _channels(name: str, entries: list[Entry], ranks: list[int]) -> list[P2P]:
+    """A channel's ops counted within the ring: send #k matches the peer's receive #k."""
+    channels = []
+    for (peer, direction), ops in sorted(p2p_ops(entries, name, ranks).items()):
+        pending = next((k for k, e in enumerate(ops, 1) if not e["retired"]), None)
+        since = created_at(ops[pending - 1]) or None if pending else None
+        channels.append(
+            P2P(
+                group=name,
+                peer=peer,
+                dir=SEND if direction == "send" else RECV,
+                posted=len(ops),
+                completed=sum(1 for e in ops if e["retired"]),
+                pending=pending,
+                since=since,
+                blocked=pending,
+                blocked_since=since,
+            )
+        )
+    return channels

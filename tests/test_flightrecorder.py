@@ -1,0 +1,235 @@
+"""The Flight Recorder reader on NCCL-shaped dumps (torch 2.5 to 2.10) and on hostile bytes."""
+
+from __future__ import annotations
+
+import json
+import os
+import pickle
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distmon import flightrecorder
+from distmon.flightrecorder import DumpError, group_ranks, load, read_dump
+from distmon.wire import RECV, SEND, expand_runs
+from tests.support.nccl_dumps import VERSIONS, Group, RankRecorder, megatron, member_group
+
+
+def members_of(groups: dict[str, Group]) -> dict[str, list[int]]:
+    return {name: sorted(g.ranks) for name, g in groups.items()}
+
+
+@pytest.mark.parametrize("version", VERSIONS)
+@pytest.mark.parametrize("form", ["pickle", "json"])
+def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
+    recorder = RankRecorder(0, version=version)
+    world = Group("0", "default_pg", [0, 1])
+    recorder.join(world)
+    recorder.collective("0", "all_reduce")
+    recorder.collective("0", "_all_gather_base", done=False)
+    raw = recorder.pickle() if form == "pickle" else recorder.json()
+    dump = load(raw)
+    assert dump["version"] == version
+    (group,) = read_dump(dump, {"0": [0, 1]}).groups
+    assert (group.id, group.enqueued, group.completed, group.op) == ("0", 2, 1, "_all_gather_base")
+    assert group.backend == "nccl" and group.timeout == 600 and group.desc == "default_pg"
+    assert expand_runs(group.ranks) == [0, 1]
+    assert group.since == recorder.entries[1]["time_created_ns"] / 1e9
+
+
+def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
+    recorder = RankRecorder(3)
+    recorder.join(Group("0", "default_pg", [0, 1, 2, 3]))
+    dump = load(recorder.json())
+    rank = read_dump(dump, {})
+    assert rank.groups == [] and rank.t is None and rank.unnamed == ["0"]
+
+
+def test_pg_ids_are_named_through_the_entries_on_each_rank() -> None:
+    """Megatron's shape: a rank's local id 1 is its own tensor group, a different group on each."""
+    recorders, groups = megatron(tp=2, pp=2, dp=2)
+    for r in recorders:
+        tp = member_group(groups, "TENSOR_MODEL_PARALLEL_GROUP", r.rank)
+        r.collective(tp.name, "all_reduce")
+    read = [read_dump(load(r.pickle()), members_of(groups)) for r in recorders]
+    assert len(recorders[0].groups) >= 20
+    assert read[0].groups[0].id != read[2].groups[0].id
+    assert {g.id for g in read[0].groups} == {member_group(groups, "TENSOR_MODEL_PARALLEL_GROUP", 0).name}
+    assert recorders[0].pg_ids[read[0].groups[0].id] == recorders[2].pg_ids[read[2].groups[0].id]
+
+
+def test_collectives_are_counted_apart_from_the_p2p_numbers_in_pg_status() -> None:
+    """A pipeline group's status says 3 (the p2p counter) while its collectives number 1."""
+    r = RankRecorder(0)
+    pp = Group("5", "PIPELINE_MODEL_PARALLEL_GROUP", [0, 4])
+    r.join(pp)
+    r.collective("5", "all_reduce")
+    r.send("5", 4)
+    r.recv("5", 4)
+    r.send("5", 4, done=False)
+    dump = load(r.pickle())
+    assert dump["pg_status"]["0"]["last_enqueued_collective"] == 3
+    rank = read_dump(dump, {"5": [0, 4]})
+    (group,) = rank.groups
+    assert (group.enqueued, group.completed, group.op) == (1, 1, None)
+    send = next(c for c in rank.p2p if c.dir == SEND)
+    recv = next(c for c in rank.p2p if c.dir == RECV)
+    assert (send.peer, send.posted, send.completed, send.blocked) == (4, 2, 1, 2)
+    assert (recv.peer, recv.posted, recv.completed, recv.blocked) == (4, 1, 1, None)
+    assert send.blocked_since == r.entries[3]["time_created_ns"] / 1e9
+
+
+def test_group_local_p2p_peers_map_to_global_ranks_through_the_sorted_ranks() -> None:
+    r = RankRecorder(12)
+    r.join(Group("7", "PIPELINE_MODEL_PARALLEL_GROUP", [12, 4, 8, 0]))
+    r.send("7", 0, done=False)
+    assert r.entries[0]["profiling_name"] == "nccl:send 3->0"
+    (channel,) = read_dump(load(r.pickle()), {"7": [0, 4, 8, 12]}).p2p
+    assert (channel.peer, channel.dir, channel.blocked) == (0, SEND, 1)
+
+
+def test_a_coalesced_collective_waits_on_its_coalesced_entry() -> None:
+    r = RankRecorder(0)
+    r.join(Group("0", "default_pg", [0, 1]))
+    r.coalesced("0", ["all_reduce", "all_reduce"], done=True)
+    r.coalesced("0", ["_reduce_scatter_base", "_reduce_scatter_base"], done=False)
+    (group,) = read_dump(load(r.pickle()), {"0": [0, 1]}).groups
+    assert (group.enqueued, group.completed, group.op) == (2, 1, "_reduce_scatter_base")
+
+
+def test_a_batch_of_p2p_ops_completes_with_its_batch_entry() -> None:
+    r = RankRecorder(1)
+    r.join(Group("3", "PIPELINE_MODEL_PARALLEL_GROUP", [0, 1, 2]))
+    r.batch_p2p("3", [("send", 2), ("recv", 0)], done=True)
+    r.batch_p2p("3", [("send", 2), ("recv", 0)], done=False)
+    rank = read_dump(load(r.pickle()), {"3": [0, 1, 2]})
+    assert {(c.peer, c.dir, c.posted, c.completed) for c in rank.p2p} == {(2, SEND, 2, 1), (0, RECV, 2, 1)}
+    assert rank.groups[0].enqueued == 0
+    assert rank.oldest_pending is not None and rank.oldest_pending["profiling_name"] == "nccl:send 1->2"
+
+
+def test_last_started_completed_and_oldest_pending() -> None:
+    r = RankRecorder(0)
+    r.join(Group("0", "default_pg", [0, 1]))
+    r.collective("0", "all_reduce")
+    r.collective("0", "broadcast", done=False)
+    r.collective("0", "all_reduce", done=False)
+    rank = read_dump(load(r.pickle()), {})
+    assert rank.last_completed is not None and rank.last_completed["collective_seq_id"] == 1
+    assert rank.oldest_pending is not None and rank.oldest_pending["profiling_name"] == "nccl:broadcast"
+    assert rank.t == r.entries[-1]["time_created_ns"] / 1e9
+
+
+def test_group_ranks_from_config() -> None:
+    assert group_ranks({"ranks": "[0, 4, 8, 12]"}) == [0, 4, 8, 12]
+    assert group_ranks({"ranks": [3, 1]}) == [1, 3]
+    assert group_ranks({"ranks": "[]"}) is None
+    assert group_ranks({"ranks": {"a": 1}}) is None
+
+
+class CallsAFunction:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("echo owned",))
+
+
+@pytest.mark.parametrize(
+    ("raw", "words"),
+    [
+        (pickle.dumps({"version": "2.10", "entries": [CallsAFunction()]}, protocol=2), "refused"),
+        (RankRecorder(0).pickle()[:-7], "truncated"),
+        (b"hello, this is a log\n", "not a Flight Recorder dump"),
+        (pickle.dumps([1, 2, 3], protocol=2), "not a Flight Recorder dump"),
+        (json.dumps({"version": "2.10", "entries": {"a": 1}}).encode(), "not a list"),
+        (b"{" * 100_000, "unreadable"),
+        (b"[" * 100_000, "not a Flight Recorder dump"),
+    ],
+)
+def test_hostile_and_broken_dumps_get_one_line(raw: bytes, words: str) -> None:
+    with pytest.raises(DumpError, match=words) as caught:
+        load(raw)
+    assert "\n" not in str(caught.value)
+
+
+def test_too_many_entries_and_too_many_bytes_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(flightrecorder, "MAX_ENTRIES", 10)
+    with pytest.raises(DumpError, match="11 entries"):
+        load(pickle.dumps({"version": "2.10", "entries": [{}] * 11}, protocol=2))
+    monkeypatch.setattr(flightrecorder, "MAX_DUMP_BYTES", 1000)
+    with pytest.raises(DumpError, match="over the 0 MiB"):
+        load(b"\x80" + b"x" * 2000)
+
+
+def test_a_structure_that_doubles_at_each_level_is_never_walked() -> None:
+    """A few hundred bytes of pickle that reference one list twice per level: printing it would
+    take 2**60 steps. Fields are read by type, so it is taken as absent."""
+    bomb: list[object] = []
+    for _ in range(60):
+        bomb = [bomb, bomb]
+    r = RankRecorder(0)
+    r.join(Group("0", "default_pg", [0, 1]))
+    r.collective("0", "all_reduce", done=False)
+    dump = r.dump()
+    dump["entries"][0].update(profiling_name=bomb, process_group=("0", bomb), state=bomb, pg_id=bomb)
+    raw = pickle.dumps(dump, protocol=2)
+    assert len(raw) < 2000
+    (group,) = read_dump(load(raw), {}).groups
+    assert group.op is None and group.desc is None
+
+
+ENTRY_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.text(max_size=30),
+    st.sampled_from(["nccl:send 0->1", "nccl:recv 1<-0", "nccl:coalesced", "nccl:all_reduce", "completed"]),
+    st.lists(st.integers(), max_size=3),
+    st.tuples(st.text(max_size=4), st.text(max_size=4)),
+)
+FIELDS = st.sampled_from(
+    [
+        "pg_id",
+        "process_group",
+        "collective_seq_id",
+        "p2p_seq_id",
+        "profiling_name",
+        "time_created_ns",
+        "state",
+        "retired",
+        "is_p2p",
+        "timeout_ms",
+        "input_sizes",
+        "time_discovered_completed_ns",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=st.lists(st.dictionaries(FIELDS, ENTRY_VALUES, max_size=12), max_size=8),
+    status=st.dictionaries(st.text(max_size=3), st.dictionaries(st.text(max_size=30), ENTRY_VALUES), max_size=3),
+    ranks=st.one_of(st.text(max_size=20), st.lists(st.integers(), max_size=5), st.none()),
+)
+def test_fuzzed_dumps_read_or_refuse_never_raise_otherwise(entries: list, status: dict, ranks: object) -> None:
+    dump = {"version": "2.10", "entries": entries, "pg_status": status, "pg_config": {"0": {"ranks": ranks}}}
+    for raw in (pickle.dumps(dump, protocol=2), json.dumps(dump, default=str).encode()):
+        try:
+            loaded = load(raw)
+        except DumpError:
+            continue
+        members = {"0": group_ranks(loaded["pg_config"].get("0")) or []}
+        read_dump(loaded, members)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.integers(min_value=0, max_value=400))
+def test_fuzzed_bytes_and_cut_dumps_are_refused_in_one_line(noise: bytes, cut: int) -> None:
+    real = RankRecorder(0)
+    real.join(Group("0", "default_pg", [0, 1]))
+    real.collective("0", "all_reduce", done=False)
+    for raw in (noise, b"\x80\x02" + noise, real.pickle()[:cut], real.json()[:cut]):
+        try:
+            read_dump(load(raw), {})
+        except DumpError as e:
+            assert "\n" not in str(e)
