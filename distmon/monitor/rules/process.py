@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 from distmon.monitor.outside import Verdict, judge
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import RankState
+from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
 
