@@ -13,11 +13,36 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
+import numpy as np
+
+from distmon import wire
+from distmon.monitor.alerts import Finding
 from distmon.monitor.outside import Verdict, judge
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import RankState
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
+
+MAX_WATCHED = 16
+"""Would-be culprits the prober starts looking at before any rule names them."""
+QUIET_INTERVALS = 2.0
+"""Reports a rank may miss before the prober starts looking at it."""
+
+
+def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
+    """Start the prober on the ranks that may soon be named (neither waiting in a collective
+    or a send nor exited, and stalled by their own account or quiet for two intervals), so
+    that its first verdict is ready when a rule names them. Finds nothing itself."""
+    if ctx.outside is None:
+        return []
+    c = job.cols
+    quiet = ctx.now - c.received > QUIET_INTERVALS * c.interval
+    maybe = c.present & ~job.flagged(wire.EXITED) & ~c.in_collective & ~c.in_p2p
+    maybe &= quiet | job.flagged(wire.STALLED)
+    for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
+        with contextlib.suppress(Exception):
+            ctx.outside(s.report.host, s.report.pid)
+    return []
 
 
 @dataclass(frozen=True)
