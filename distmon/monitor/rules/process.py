@@ -30,15 +30,15 @@ QUIET_INTERVALS = 2.0
 
 
 def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
-    """Start the prober on the ranks that may soon be named (neither waiting in a collective
-    or a send nor exited, and stalled by their own account or quiet for two intervals), so
+    """Start the prober on the ranks that may soon be named (not exited, and quiet for two
+    intervals, or stalled by their own account and waiting in no collective or send), so
     that its first verdict is ready when a rule names them. Finds nothing itself."""
     if ctx.outside is None:
         return []
     c = job.cols
     quiet = ctx.now - c.received > QUIET_INTERVALS * c.interval
-    maybe = c.present & ~job.flagged(wire.EXITED) & ~c.in_collective & ~c.in_p2p
-    maybe &= quiet | job.flagged(wire.STALLED)
+    maybe = c.present & ~job.flagged(wire.EXITED)
+    maybe &= quiet | (job.flagged(wire.STALLED) & ~c.in_collective & ~c.in_p2p)
     for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
         with contextlib.suppress(Exception):
             ctx.outside(s.report.host, s.report.pid)
