@@ -5,7 +5,8 @@ when it still reports, py-spy's from outside when it does not.
 The words decide the severity: a culprit making progress (CPU, bytes written) is working,
 and holding the others up while it works is a warning until the work stops or the
 collective timeout nears; anything else is critical. Without a prober (a replay, a rank on
-another host) nothing is known and the rules judge as before.
+another host) a rank that still reports tells whether it works itself (its report's
+``usage``: CPU time and bytes moved over the last seconds); a silent one is judged as before.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.alerts import Finding
-from distmon.monitor.outside import Verdict, judge
+from distmon.monitor.outside import Verdict, judge, judge_usage
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.whereabouts import classify, frame_lines
@@ -75,12 +76,13 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look
         taken, stack = _outside_stack(s, ctx, take and (seen is None or seen.last is not None))
         if taken is not None and taken.frames:
             frames, owns_gil = taken.frames, taken.owns_gil
+    told = None if silent else judge_usage(r.usage, frames)  # its own account, where it still reports
     if ctx.outside is None:
-        return Look(None, stack=stack)
+        return Look(told, stack=stack)
     if seen is None:
-        return Look(None, pending=_on_this_host(s, ctx), stack=stack)
+        return Look(told, pending=told is None and _on_this_host(s, ctx), stack=stack)
     if seen.first is None or (seen.last is not None and seen.first.t == seen.last.t and seen.last.state not in "TtZ"):
-        return Look(None, pending=True, stack=stack)  # one look: no progress to measure yet
+        return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     return Look(judge(r.host, seen.first, seen.last, frames, owns_gil), stack=stack)
 
 
