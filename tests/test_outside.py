@@ -174,7 +174,7 @@ def test_the_prober_looks_on_its_own_thread(python) -> None:
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     gone = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is None and v)
-    assert gone.first is not None and gone.first.state == "S"
+    assert gone.first is not None and gone.first.state in "SRT"
 
 
 @pytest.mark.parametrize(
@@ -193,3 +193,18 @@ def test_the_prober_looks_on_its_own_thread(python) -> None:
 )
 def test_the_work_a_stack_shows(frames: list[tuple[str, str]], what: str | None) -> None:
     assert activity([Frame(file=file, line=1, func=func) for file, func in frames]) == what
+
+
+def test_a_rank_reports_what_its_process_did_lately(tmp_path: Path) -> None:
+    """The hook's own account (its report's ``usage``), for a monitor that cannot look."""
+    from distmon.hooks.resources import UsageReader
+
+    reader = UsageReader()
+    assert reader.read().seconds == 0.0
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    with open(tmp_path / "ckpt.bin", "wb") as f:
+        f.write(bytes(4 << 20))
+    usage = reader.read()
+    assert usage.seconds > 0 and usage.cpu >= 0.2 and usage.written >= 4 << 20, usage

@@ -100,6 +100,7 @@ def one_alert(job: Job, kind: str, rank: int, within: float = 14.0) -> list[Aler
     assert len(alerts) == 1, [(e.alert.kind, e.alert.ranks, e.alert.summary) for a in alerts.values() for e in a]
     (events,) = alerts.values()
     assert {(e.alert.kind, tuple(e.alert.ranks)) for e in events} == {("hang", (rank,))}, events
+    assert events[0].alert.severity == "critical", "the prober looked before the hang was named"
     return events
 
 

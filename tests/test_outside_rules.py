@@ -3,6 +3,8 @@
 - start-up: a rank still importing (a real process burning CPU) while the others wait in
   init_process_group is a warning that says so; stopped, it turns critical and says
   ``kill -CONT``;
+- a rank the monitor cannot look at (another host, a replay) tells it itself, in its
+  report's ``usage``, that it writes: a warning, critical once the writes stop;
 - a monitor whose intake overflows (a real LiveFeed with small caps on a real ZeroMQ
   socket, a simulated job sending in real time) says so in one alert without ranks, names
   no rank for the silence it made, and names the real culprit once it has caught up.
@@ -10,13 +12,15 @@
 
 from __future__ import annotations
 
+import math
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import zmq
@@ -24,14 +28,15 @@ from support.simulate import SimJob
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Change, Finding
 from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.probe import ProcessProbe
+from distmon.monitor.recording import AlertEvent, Message, RecordingWriter, read_recording
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.stalls import stall
 from distmon.monitor.state import JobState
-from distmon.wire import Frame, Report
+from distmon.wire import Frame, Report, Usage, decode, encode
 
 HOST = socket.gethostname()
 T0 = 1000.0
@@ -138,3 +143,37 @@ def test_a_monitor_that_falls_behind_says_so_and_blames_no_rank(endpoint: str) -
     named = [(t, a) for t, a in raised if a.ranks]
     assert [(a.kind, a.ranks) for _, a in named] == [("hang", [7])], summary
     assert named[0][0] > 16
+
+
+def test_a_rank_on_another_host_says_itself_that_it_works(tmp_path: Path) -> None:
+    """No prober (a replay, a monitor on a login node): the culprit's own report says it
+    writes, so the hang is a warning naming the work; once its writes stop, critical."""
+    sim = SimJob(world=4).hang(3, at=10)  # rank 3 stops in save_checkpoint
+    writing = Usage(seconds=10.0, cpu=0.5, read=0, written=600 * 1024 * 1024)
+    stuck = Usage(seconds=10.0, cpu=0.01, read=0, written=0)
+
+    def records(usage_after: Callable[[float], Usage]) -> Iterator[Message]:
+        for t, raw in sim.stream(until=30):
+            report = decode(raw)
+            if report.rank == 3 and t >= sim.start + 10:
+                report.usage = usage_after(t - sim.start)
+            yield Message(t, encode(report))
+
+    def hangs(usage_after: Callable[[float], Usage]) -> list[AlertEvent]:
+        path = tmp_path / "run.distmon"
+        monitor = Monitor(Detector(probe=sim.probe), recorder=RecordingWriter(str(path)))
+        list(Pump(ReplayFeed(records(usage_after), speed=math.inf, end=sim.start + 30), monitor).drain())
+        monitor.close()
+        return [r for r in read_recording(str(path))[1] if isinstance(r, AlertEvent) and r.alert.kind == "hang"]
+
+    (raised, *_) = hangs(lambda t: writing)
+    assert raised.alert.ranks == [3] and raised.alert.severity == WARNING, raised
+    assert raised.alert.summary.startswith("rank 3 is writing a checkpoint, wrote 600.0 MiB in 10s"), (
+        raised.alert.summary
+    )
+    assert "by its own report" in raised.alert.detail
+
+    events = hangs(lambda t: writing if t < 20 else stuck)
+    assert [e.event for e in events][:1] == ["raised"] and events[0].alert.severity == WARNING
+    assert events[-1].alert.severity == CRITICAL and {e.alert.key for e in events} == {"hang"}
+    assert [e.event for e in events].count("raised") == 1

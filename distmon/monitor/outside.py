@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from distmon.monitor.words import duration, size
-from distmon.wire import Frame
+from distmon.wire import Frame, Usage
 
 PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
@@ -290,6 +290,11 @@ class Progress:
     written: int
 
     @classmethod
+    def of(cls, usage: Usage) -> Progress:
+        """What a rank said its process did (its report's ``usage``)."""
+        return cls(usage.seconds, usage.cpu, usage.read, usage.written)
+
+    @classmethod
     def between(cls, first: Sample, last: Sample) -> Progress:
         return cls(
             last.t - first.t, last.cpu - first.cpu, max(0, last.read - first.read), max(0, last.written - first.written)
@@ -463,6 +468,29 @@ def native_entry(frames: list[Frame]) -> Frame | None:
 def _python(frame: Frame) -> bool:
     """A Python frame has a line number; a native one (py-spy's ``--native``) has none."""
     return frame.file.endswith(".py") or frame.line > 0
+
+
+def working(
+    moved: Progress, frames: list[Frame] | None, owns_gil: bool = False, evidence: tuple[str, ...] = ()
+) -> Verdict:
+    """A process making progress, and what the work is by its stack."""
+    what = activity(frames) or ("in native code" if owns_gil else "working")
+    return Verdict(
+        "working",
+        f"is {what}, {moved.words()}",
+        f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
+        "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
+        evidence,
+    )
+
+
+def judge_usage(usage: Usage | None, frames: list[Frame] | None) -> Verdict | None:
+    """A rank's own account of its process (its report's ``usage``), where the monitor cannot
+    look at it: working, or None (nothing more can be told from it)."""
+    if usage is None:
+        return None
+    moved = Progress.of(usage)
+    return working(moved, frames, evidence=("by its own report",)) if moved.busy else None
 
 
 def _evidence(s: Sample) -> list[str]:

@@ -142,6 +142,18 @@ class Memory:
 
 
 @dataclass
+class Usage:
+    """What the rank's process did over the last ``seconds``: CPU seconds (every thread's),
+    and bytes read and written through system calls. A rank the others wait for says so
+    whether it works (a checkpoint, an evaluation) or is stuck."""
+
+    seconds: float
+    cpu: float
+    read: int
+    written: int
+
+
+@dataclass
 class Worker:
     """A DataLoader worker process. ``signal`` is a name such as ``SIGKILL``."""
 
@@ -232,6 +244,7 @@ class Report:
     stack: list[Frame] | None = None
     """The main thread's stack, innermost last, while stalled."""
     memory: Memory | None = None
+    usage: Usage | None = None
     gpu: GpuStatus | None = None
     loaders: list[Loader] = field(default_factory=list)
     exception: ExceptionInfo | None = None

@@ -5,7 +5,8 @@ when it still reports, py-spy's from outside when it does not.
 The words decide the severity: a culprit making progress (CPU, bytes written) is working,
 and holding the others up while it works is a warning until the work stops or the
 collective timeout nears; anything else is critical. Without a prober (a replay, a rank on
-another host) nothing is known and the rules judge as before.
+another host) a rank that still reports tells whether it works itself (its report's
+``usage``: CPU time and bytes moved over the last seconds); a silent one is judged as before.
 """
 
 from __future__ import annotations
@@ -13,11 +14,37 @@ from __future__ import annotations
 import contextlib
 from dataclasses import dataclass
 
-from distmon.monitor.outside import Verdict, judge
+import numpy as np
+
+from distmon import wire
+from distmon.monitor.alerts import Finding
+from distmon.monitor.outside import Verdict, judge, judge_usage
 from distmon.monitor.rules.base import Context
+from distmon.monitor.state import JobState
 from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
+
+MAX_WATCHED = 16
+"""Would-be culprits the prober starts looking at before any rule names them."""
+QUIET_INTERVALS = 2.0
+"""Reports a rank may miss before the prober starts looking at it."""
+
+
+def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
+    """Start the prober on the ranks that may soon be named (not exited, and quiet for two
+    intervals, or stalled by their own account and waiting in no collective or send), so
+    that its first verdict is ready when a rule names them. Finds nothing itself."""
+    if ctx.outside is None:
+        return []
+    c = job.cols
+    quiet = ctx.now - c.received > QUIET_INTERVALS * c.interval
+    maybe = c.present & ~job.flagged(wire.EXITED)
+    maybe &= quiet | (job.flagged(wire.STALLED) & ~c.in_collective & ~c.in_p2p)
+    for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
+        with contextlib.suppress(Exception):
+            ctx.outside(s.report.host, s.report.pid)
+    return []
 
 
 @dataclass(frozen=True)
@@ -50,12 +77,13 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look
         taken, stack = _outside_stack(s, ctx, take and (seen is None or seen.last is not None))
         if taken is not None and taken.frames:
             frames, owns_gil = taken.frames, taken.owns_gil
+    told = None if silent else judge_usage(r.usage, frames)  # its own account, where it still reports
     if ctx.outside is None:
-        return Look(None, stack=stack)
+        return Look(told, stack=stack)
     if seen is None:
-        return Look(None, pending=_on_this_host(s, ctx), stack=stack)
+        return Look(told, pending=told is None and _on_this_host(s, ctx), stack=stack)
     if seen.first is None or (seen.last is not None and seen.first.t == seen.last.t and seen.last.state not in "TtZ"):
-        return Look(None, pending=True, stack=stack)  # one look: no progress to measure yet
+        return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     return Look(judge(r.host, seen.first, seen.last, frames, owns_gil), stack=stack)
 
 
