@@ -120,10 +120,11 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
                     descs.setdefault(g.id, g.desc)
     size, world_from = _world(world, dumps, configs, log)
     facts = {r: RankFacts(r, sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
-    for rank in sorted(log.seen - facts.keys()):
+    for rank in sorted(log.timeouts.keys() - facts.keys()):
         facts[rank] = RankFacts(rank, "log", _log_groups(log, rank))
     _place(facts, configs, size)
-    missing = {r: "no file" for r in range(size) if r not in facts}
+    silent = log.seen - facts.keys()
+    missing = {r: "no watchdog line in the log" if r in silent else "no file" for r in range(size) if r not in facts}
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
     t = _moment(dumps, log, written)
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
@@ -207,13 +208,21 @@ def _read_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
 
 
 def _read_log(path: str, log: LogFacts, problems: list[str]) -> int:
+    """1 for a job's log (lines of ranks or of the watchdog), 0 for any other text (an empty
+    file, such as a marker, without a word)."""
+    before = log.matched
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             read_log(f, log)
+            empty = f.tell() == 0
     except OSError as e:
         problems.append(f"{path}: cannot read ({e.strerror})")
         return 0
-    return 1
+    if log.matched > before:
+        return 1
+    if not empty:
+        problems.append(f"{path}: text with no watchdog line and no [rankN]: prefix, not a job log")
+    return 0
 
 
 def _world(

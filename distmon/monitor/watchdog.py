@@ -86,6 +86,8 @@ class LogFacts:
     """The latest watchdog line's time."""
     unplaced: int = 0
     """Watchdog lines whose rank the log does not say."""
+    matched: int = 0
+    """Lines read that a rank's prefix or the watchdog wrote."""
 
 
 def read_log(stream: IO[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:
@@ -98,6 +100,7 @@ def read_log(stream: IO[str], facts: LogFacts | None = None, year: int | None = 
         rank = int(prefix.group(1)) if prefix else None
         if rank is not None:
             facts.seen.add(rank)
+            facts.matched += 1
         world = _WORLD.search(line) if "global_world_sizes" in line else None
         if world:
             facts.world = max(facts.world or 0, int(world.group(1)))
@@ -123,6 +126,7 @@ def _watchdog(line: str, rank: int | None, facts: LogFacts, year: int) -> None:
         facts.unplaced += 1
         return
     facts.seen.add(rank)
+    facts.matched += 1
     at = _time(line, year)
     if at is not None:
         facts.latest = max(facts.latest or at, at)

@@ -171,4 +171,4 @@ def megatron(tp: int, pp: int, dp: int) -> tuple[list[RankRecorder], dict[str, G
 
 
 def member_group(groups: dict[str, Group], desc: str, rank: int) -> Group:
-    return next(g for g in groups.values() if g.desc == desc and rank in g.ranks)
+    return next(g for g in groups.values() if g.desc.startswith(desc) and rank in g.ranks)
