@@ -43,8 +43,8 @@ def dump(rank: int, world: int, entries: int, stuck: int) -> bytes:
             [stage * stride + d * TP + rank % TP for d in range(dp)],
         ),
     }
-    for extra in range(17):
-        mine[f"x{extra}"] = (f"MEGATRON_EXTRA_{extra}", list(range(world)))
+    for extra in range(17):  # Megatron's other groups (model parallel, embedding, ...), tensor-parallel sized here
+        mine[f"x{extra}.{tp_first}"] = (f"MEGATRON_EXTRA_{extra}", list(range(tp_first, tp_first + TP)))
     pg_ids = {name: i for i, name in enumerate(mine)}
     tp, pp, dpg = list(mine)[1:4]
     pp_ranks = mine[pp][1]

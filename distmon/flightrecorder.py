@@ -232,7 +232,8 @@ class RankDump:
     last_completed: Entry | None = None
     oldest_pending: Entry | None = None
     unnamed: list[str] = field(default_factory=list)
-    """pg_ids in ``pg_status`` that no entry names: their groups cannot be placed."""
+    """pg_ids whose ``pg_status`` shows work but that no entry names (their entries left the
+    ring): their groups cannot be placed."""
     version: str | None = None
 
 
@@ -260,7 +261,7 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
             pending.append(e)
         if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started":
             out.last_started = e
-    out.unnamed = sorted(str(pg_id)[:MAX_NAME] for pg_id in status if str(pg_id) not in names)
+    out.unnamed = sorted(str(k)[:MAX_NAME] for k, v in status.items() if str(k) not in names and enqueued(v) > 0)
     times = [t for e in entries[-LATEST:] for t in _times(e)]
     out.t = max(times) if times else None
     for name, mine in by_group.items():

@@ -4,20 +4,25 @@ formats; the same verdict as a Monitor fed the same reports."""
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import pickle
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from distmon.cli import main
 from distmon.export.analysis import culprits, render, to_json
 from distmon.monitor.analysis import POST_MORTEM, analyze
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.watchdog import read_log
 from distmon.wire import Report, encode
 from tests.support.nccl_dumps import VERSIONS, RankRecorder, megatron, member_group
 
@@ -218,3 +223,56 @@ def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> N
     done = run(str(tmp_path), *args)
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=200),
+            st.sampled_from(NEW_LOG.splitlines() + OLD_LOG.splitlines()).map(lambda line: line[: len(line) // 2]),
+            st.builds(
+                "[rank{}]:[E{} ...] [PG ID {} PG GUID {}({}) Rank {}] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum={}, OpType={}, ...) ran for {} milliseconds".format,
+                st.integers(-5, 10**12),
+                st.text(max_size=12),
+                st.integers(0, 99),
+                st.text(max_size=6),
+                st.text(max_size=20),
+                st.integers(0, 10**12),
+                st.integers(0, 10**30),
+                st.text(max_size=12),
+                st.integers(0, 10**30),
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_fuzzed_logs_are_read_without_raising(lines: list[str]) -> None:
+    facts = read_log(io.StringIO("\n".join(lines)))
+    for rank, timeouts in facts.timeouts.items():
+        assert rank >= 0 and all(t.group for t in timeouts.values())
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text("\n".join(lines), errors="surrogatepass")
+        render(analyze([folder]))
+
+
+def test_ranks_and_worlds_beyond_what_distmon_judges_get_a_line(tmp_path: Path) -> None:
+    write(pipeline_hang(), tmp_path)
+    (tmp_path / "nccl_trace_rank_999999999").write_bytes(pipeline_hang()[0].pickle())
+    (tmp_path / "job.log").write_text("global_world_sizes=[999999999]\n[rank888888888]: hello\n")
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [STUCK]
+    assert any("rank 999999999, beyond the" in p for p in analysis.problems)
+    assert any("rank 888888888 is beyond the" in p for p in analysis.problems)
+
+
+def test_a_group_no_entry_names_is_listed_not_guessed(tmp_path: Path) -> None:
+    recorders = pipeline_hang()
+    for r in recorders:
+        r.version = "2.7"
+    recorders[0].status["unused"] = [3, -1, 2]
+    recorders[0].pg_ids["unused"] = 99
+    write(recorders, tmp_path)
+    rank0 = to_json(analyze([str(tmp_path)]))["ranks"][0]
+    assert rank0["unnamed_groups"] == ["99"] and rank0["version"] == "2.7"

@@ -133,6 +133,8 @@ def _rank_json(f: RankFacts) -> dict[str, Any]:
         "last_started": entry_json(dump.last_started) if dump else None,
         "last_completed": entry_json(dump.last_completed) if dump else None,
         "oldest_pending": entry_json(dump.oldest_pending) if dump else _log_pending(f),
+        "version": dump.version if dump else None,
+        "unnamed_groups": dump.unnamed if dump else [],
     }
 
 

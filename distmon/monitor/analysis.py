@@ -23,6 +23,7 @@ from distmon.flightrecorder import (
     DumpError,
     Entry,
     RankDump,
+    group_name,
     group_ranks,
     load,
     number,
@@ -30,6 +31,7 @@ from distmon.flightrecorder import (
     read_dump,
     text,
 )
+from distmon.monitor.admission import MAX_WORLD
 from distmon.monitor.alerts import Alert
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
@@ -102,6 +104,9 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
             if rank is None:
                 problems.append(f"{path}: a dump, but its name does not end in the rank's number")
                 continue
+            if rank >= MAX_WORLD:
+                problems.append(f"{path}: rank {rank}, beyond the {MAX_WORLD} ranks distmon judges")
+                continue
             if rank in dumps:
                 problems.append(f"{path}: a second dump of rank {rank} (read {sources[rank]})")
                 continue
@@ -118,7 +123,14 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
             for g in dumps[rank].groups:
                 if g.desc:
                     descs.setdefault(g.id, g.desc)
+    for rank in [r for r in log.seen if r >= MAX_WORLD]:
+        problems.append(f"the log's rank {rank} is beyond the {MAX_WORLD} ranks distmon judges: left out")
+        log.seen.discard(rank)
+        log.timeouts.pop(rank, None)
     size, world_from = _world(world, dumps, configs, log)
+    if size > MAX_WORLD:
+        problems.append(f"a world of {size} ranks (from {world_from}) is beyond the {MAX_WORLD} distmon judges")
+        size = MAX_WORLD
     facts = {r: RankFacts(r, sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
     for rank in sorted(log.timeouts.keys() - facts.keys()):
         facts[rank] = RankFacts(rank, "log", _log_groups(log, rank))
@@ -230,7 +242,7 @@ def _world(
 ) -> tuple[int, str]:
     if given is not None:
         return given, "--world"
-    from_dumps = max((max(m) + 1 for m in configs.values()), default=0)
+    from_dumps = max((max(m) + 1 for m in configs.values() if m), default=0)
     if from_dumps and from_dumps >= max(dumps, default=-1) + 1:
         return from_dumps, "the dumps"
     if log.world:
@@ -313,9 +325,8 @@ def entry_json(entry: Entry | None) -> dict[str, Any] | None:
     """An entry as ``--json`` shows it."""
     if entry is None:
         return None
-    group = entry.get("process_group")
     return {
-        "group": text({"g": group[0] if isinstance(group, list | tuple) and group else None}, "g"),
+        "group": group_name(entry) or None,
         "op": op_name(entry),
         "seq": number(entry, "p2p_seq_id") if entry.get("is_p2p") else number(entry, "collective_seq_id"),
         "p2p": bool(entry.get("is_p2p")),

@@ -27,18 +27,23 @@ MAX_LINE = 64 * 1024
 
 _RANK = re.compile(r"^\[rank(\d{1,9})\]:")
 _STAMP = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
-_PG = re.compile(r"\[PG ID \d+ PG GUID (\w+)(?:\(([^)\]]{0,200})\))? Rank (\d+)\]|\[PG (\w+) Rank (\d+)\]")
+_PG = re.compile(
+    r"\[PG ID \d+ PG GUID (\w{1,200})(?:\(([^)\]]{0,200})\))? Rank (\d{1,9})\]|\[PG (\w{1,200}) Rank (\d{1,9})\]"
+)
 _BARE_RANK = re.compile(r"\[Rank (\d{1,9})\]")
 _CAUGHT = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+).*?ran for (\d+) milli"
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d{1,18}), OpType=(\w{1,40})"
+    r".*?ran for (\d{1,18}) milli"
 )
 _AT_WORK = re.compile(
-    r"detected by watchdog at work: (\d+), last enqueued NCCL work: (\d+), last completed NCCL work: (\d+)"
+    r"detected by watchdog at work: (\d{1,18}), last enqueued NCCL work: (\d{1,18}), "
+    r"last completed NCCL work: (\d{1,18})"
 )
 _SEQ_ID = re.compile(
-    r"detected by watchdog at work sequence id: (\d+) PG status: last enqueued work: (\d+), last completed work: (\d+)"
+    r"detected by watchdog at work sequence id: (\d{1,18}) PG status: last enqueued work: (\d{1,18}), "
+    r"last completed work: (\d{1,18})"
 )
-_WORLD = re.compile(r"global_world_sizes=\[(\d+)")
+_WORLD = re.compile(r"global_world_sizes=\[(\d{1,9})")
 
 OPS = {
     "ALLREDUCE": "all_reduce",
