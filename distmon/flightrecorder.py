@@ -43,6 +43,7 @@ InFlight = tuple[int, float]
 _P2P_NAME = re.compile(r":(send|recv) (\d+)(?:->|<-)(\d+)")
 _RANKS = re.compile(r"-?\d+")
 _HUGE = 1 << 62
+_INTEGER = re.compile(r"-?\d{1,18}")
 Entry = dict[str, Any]
 
 
@@ -94,10 +95,13 @@ def text(entry: Any, key: str) -> str | None:
 
 
 def number(entry: Any, key: str, default: int = 0) -> int:
-    """An integer field (bools and floats as numbers), ``default`` when absent or not a number."""
+    """An integer field (bools and floats as numbers, and decimal strings: torch's JSON dump
+    writes ``pg_status`` counts as ``"12"``), ``default`` when absent or not a number."""
     value = entry.get(key) if type(entry) is dict else None
     if type(value) is int and -_HUGE < value < _HUGE:  # the common case, first
         return value
+    if type(value) is str and _INTEGER.fullmatch(value):
+        return int(value)
     if isinstance(value, bool | int | float) and value == value and abs(value) < _HUGE:
         return int(value)
     return default

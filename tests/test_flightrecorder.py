@@ -36,6 +36,7 @@ def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
     assert group.backend == "nccl" and group.timeout == 600 and group.desc == "default_pg"
     assert expand_runs(group.ranks) == [0, 1]
     assert group.since == recorder.entries[1]["time_created_ns"] / 1e9
+    assert flightrecorder.enqueued(dump["pg_status"]["0"]) == 2
 
 
 def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:

@@ -14,7 +14,8 @@ data-parallel pairs (0, 2) and (1, 3) and the world all-reduce. At step ``--at``
   NCCL's survivors wait for the watchdog and dump with the collective still pending; so the
   culprit stands still until the others have dumped, as NCCL's would have, then dies.
 
-Every rank writes ``PREFIX<rank>.at`` when it reaches step ``--at``, and dumps its recorder
+Odd ranks write torch's JSON dump, even ranks its pickle (with stack traces). Every rank
+writes ``PREFIX<rank>.at`` when it reaches step ``--at``, and dumps its recorder
 once ``PREFIX`` + ``go`` exists and its recorder stands still (or at once, when a collective
 fails because a peer died), then exits. The CPU recorder leaves ``pg_config`` empty where
 NCCL's lists every group: the dump is given the groups in NCCL's shape, as NCCL would have
@@ -24,6 +25,7 @@ written them. Run by tests/test_analyze_jobs.py under torchrun.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pickle
 import signal
@@ -131,7 +133,11 @@ def write_dump(prefix: Path, rank: int, groups: dict[str, tuple[dist.ProcessGrou
 
 
 def _write_dump(prefix: Path, rank: int, groups: dict[str, tuple[dist.ProcessGroup, list[int]]]) -> None:
-    dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=True))
+    as_json = rank % 2 == 1  # odd ranks write torch's JSON dump, even ones its pickle
+    if as_json:
+        dump = json.loads(c10d._dump_fr_trace_json(includeCollectives=True))
+    else:
+        dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=True))
     config = {name: c for name, c in dump.get("pg_config", {}).items() if name}
     world = dist.get_world_size()
     config.setdefault("0", {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))})
@@ -140,7 +146,7 @@ def _write_dump(prefix: Path, rank: int, groups: dict[str, tuple[dist.ProcessGro
         config.setdefault(name, {"name": name, "desc": desc, "ranks": str(ranks)})
     dump["pg_config"] = config
     part = Path(f"{prefix}{rank}.part")
-    part.write_bytes(pickle.dumps(dump))
+    part.write_bytes(json.dumps(dump).encode() if as_json else pickle.dumps(dump))
     part.rename(f"{prefix}{rank}")
 
 
