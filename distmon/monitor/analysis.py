@@ -87,58 +87,26 @@ class Analysis:
 
 def analyze(paths: list[str], world: int | None = None) -> Analysis:
     """Read every dump and log under ``paths`` and judge the job; never raises for a bad file."""
-    problems: list[str] = []
-    dumps: dict[int, RankDump] = {}
-    sources: dict[int, str] = {}
-    configs: dict[str, list[int]] = {}
-    descs: dict[str, str] = {}
-    log = LogFacts()
-    written: list[float] = []
-    logs = 0
-    for path in _files(paths, problems):
-        kind = _sniff(path, problems)
-        if kind == "log":
-            logs += _read_log(path, log, problems)
-        elif kind == "dump":
-            rank = _rank_of(path)
-            if rank is None:
-                problems.append(f"{path}: a dump, but its name does not end in the rank's number")
-                continue
-            if rank >= MAX_WORLD:
-                problems.append(f"{path}: rank {rank}, beyond the {MAX_WORLD} ranks distmon judges")
-                continue
-            if rank in dumps:
-                problems.append(f"{path}: a second dump of rank {rank} (read {sources[rank]})")
-                continue
-            dump = _read_dump(path, problems)
-            if dump is None:
-                continue
-            for name, config in dump.get("pg_config", {}).items():
-                members = group_ranks(config)
-                if isinstance(name, str) and members:
-                    configs.setdefault(name, members)
-            dumps[rank] = read_dump(dump, configs)
-            sources[rank] = path
-            written.append(_mtime(path))
-            for g in dumps[rank].groups:
-                if g.desc:
-                    descs.setdefault(g.id, g.desc)
+    files = _Files()
+    for path in _files(paths, files.problems):
+        files.read(path)
+    problems, dumps, log = files.problems, files.dumps, files.log
     for rank in [r for r in log.seen if r >= MAX_WORLD]:
         problems.append(f"the log's rank {rank} is beyond the {MAX_WORLD} ranks distmon judges: left out")
         log.seen.discard(rank)
         log.timeouts.pop(rank, None)
-    size, world_from = _world(world, dumps, configs, log)
+    size, world_from = _world(world, dumps, files.configs, log)
     if size > MAX_WORLD:
         problems.append(f"a world of {size} ranks (from {world_from}) is beyond the {MAX_WORLD} distmon judges")
         size = MAX_WORLD
-    facts = {r: RankFacts(r, sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
+    facts = {r: RankFacts(r, files.sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
     for rank in sorted(log.timeouts.keys() - facts.keys()):
         facts[rank] = RankFacts(rank, "log", _log_groups(log, rank))
-    _place(facts, configs, size)
+    _place(facts, files.configs, size)
     silent = log.seen - facts.keys()
     missing = {r: "no watchdog line in the log" if r in silent else "no file" for r in range(size) if r not in facts}
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
-    t = _moment(dumps, log, written)
+    t = _moment(dumps, log, files.written)
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
     reports = [_report(f, size, t) for f in facts.values() if f.rank < size]
     if reports:
@@ -146,7 +114,46 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
         monitor.tick(t)
     if log.unplaced:
         problems.append(f"{log.unplaced} watchdog lines name no rank (no [rankN]: prefix): left out")
-    return Analysis(size, world_from, facts, missing, problems, list(monitor.alerts.history), t, monitor, logs)
+    return Analysis(size, world_from, facts, missing, problems, list(monitor.alerts.history), t, monitor, files.logs)
+
+
+@dataclass
+class _Files:
+    """What the files hold, read one at a time: a dump is boiled down to its rank's groups
+    as it is read (8192 dumps of 2000 entries are gigabytes)."""
+
+    dumps: dict[int, RankDump] = field(default_factory=dict)
+    sources: dict[int, str] = field(default_factory=dict)
+    configs: dict[str, list[int]] = field(default_factory=dict)
+    """Group name -> its global ranks, from every dump's ``pg_config``."""
+    written: list[float] = field(default_factory=list)
+    log: LogFacts = field(default_factory=LogFacts)
+    logs: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def read(self, path: str) -> None:
+        kind = _sniff(path, self.problems)
+        if kind == "log":
+            self.logs += _read_log(path, self.log, self.problems)
+        elif kind == "dump":
+            self._read_dump(path)
+
+    def _read_dump(self, path: str) -> None:
+        rank = _rank_of(path)
+        if rank is None:
+            self.problems.append(f"{path}: a dump, but its name does not end in the rank's number")
+        elif rank >= MAX_WORLD:
+            self.problems.append(f"{path}: rank {rank}, beyond the {MAX_WORLD} ranks distmon judges")
+        elif rank in self.dumps:
+            self.problems.append(f"{path}: a second dump of rank {rank} (read {self.sources[rank]})")
+        elif (dump := _load_dump(path, self.problems)) is not None:
+            for name, config in dump.get("pg_config", {}).items():
+                members = group_ranks(config)
+                if isinstance(name, str) and members:
+                    self.configs.setdefault(name, members)
+            self.dumps[rank] = read_dump(dump, self.configs)
+            self.sources[rank] = path
+            self.written.append(_mtime(path))
 
 
 def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> float:
@@ -206,7 +213,7 @@ def _rank_of(path: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _read_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
+def _load_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
     try:
         if os.path.getsize(path) > MAX_DUMP_BYTES:
             raise DumpError(f"{os.path.getsize(path) >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")

@@ -76,7 +76,6 @@ class Timeout:
     completed: int | None = None
     since: float | None = None
     """When that work was enqueued: the line's time less how long it ran."""
-    local_rank: int | None = None
 
 
 @dataclass
@@ -137,7 +136,6 @@ def _watchdog(line: str, rank: int | None, facts: LogFacts, year: int) -> None:
         facts.latest = max(facts.latest or at, at)
     timeout = facts.timeouts.setdefault(rank, {}).setdefault(name, Timeout(name))
     timeout.desc = desc or timeout.desc
-    timeout.local_rank = local if local is not None else timeout.local_rank
     if caught:
         timeout.seq = int(caught.group(1))
         timeout.op = OPS.get(caught.group(2), caught.group(2).lower())
