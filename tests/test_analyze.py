@@ -276,3 +276,16 @@ def test_a_group_no_entry_names_is_listed_not_guessed(tmp_path: Path) -> None:
     write(recorders, tmp_path)
     rank0 = to_json(analyze([str(tmp_path)]))["ranks"][0]
     assert rank0["unnamed_groups"] == ["99"] and rank0["version"] == "2.7"
+
+
+def test_dumps_from_different_moments_are_judged_at_the_latest(tmp_path: Path) -> None:
+    """Stage 0 dumped two minutes after stage 1 (written when each rank's watchdog fired)."""
+    recorders = pipeline_hang()
+    for r in recorders[:4]:
+        for e in r.entries:
+            e["time_created_ns"] += 120 * 10**9
+    write(recorders, tmp_path)
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [STUCK]
+    latest = max(e["time_created_ns"] for r in recorders for e in r.entries) / 1e9
+    assert analysis.t == pytest.approx(latest, abs=1e-5)
