@@ -10,15 +10,20 @@ PIP := $(BIN)/pip install --quiet --no-compile --constraint constraints.txt
 
 .PHONY: setup demo test lint clean
 
-setup: $(VENV)/.installed
-
-$(VENV)/.installed: pyproject.toml constraints.txt
+# What the demo needs: torch (the job's ranks) and distmon itself, no extra.
+$(VENV)/.demo: pyproject.toml constraints.txt
 	$(PYTHON) -m venv $(VENV)
-	$(PIP) torch
-	$(PIP) -e ".[dev,integrations,html]"
+	$(PIP) torch -e .
 	touch $@
 
-demo: setup
+# What the tests need besides: every extra, and the tools.
+$(VENV)/.installed: $(VENV)/.demo
+	$(PIP) -e ".[dev,stacks,integrations,html]"
+	touch $@
+
+setup: $(VENV)/.installed
+
+demo: $(VENV)/.demo
 	$(BIN)/python scripts/demo.py
 
 lint: setup
@@ -31,4 +36,4 @@ test: lint
 	$(BIN)/pytest
 
 clean:
-	rm -rf $(VENV) .pytest_cache .ruff_cache
+	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

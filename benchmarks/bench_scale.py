@@ -10,7 +10,9 @@ each second, one message per rank per second, to the relay of the rank's node. T
 LiveFeed and the Pump). With ``--json`` the last line is one JSON object: ``ranks``,
 ``relays``, ``reports_per_s`` (rank reports the monitor took in per second, sustained),
 ``tick_ms_median`` (detector ticks during the hang), ``alert_s`` (stall to the first alert
-naming a culprit, or null), ``named`` (the ranks it names) and ``monitor_rss_mb``.
+naming a culprit, or null), ``named`` (the ranks it names), ``monitor_rss_mb``, ``dropped``
+(reports the monitor's intake dropped, past its caps) and ``said`` (every alert raised or
+resolved).
 """
 
 from __future__ import annotations
@@ -33,9 +35,9 @@ import zmq
 from simulated import SimJob
 
 from distmon.cli import relax_gc
+from distmon.monitor.ending import STOP_KINDS
 from distmon.monitor.feeds import LiveFeed, Pump
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import STOP_KINDS
 from distmon.wire import HEADER_FIELDS, encode
 
 HANG_AT = 20.0
@@ -151,9 +153,13 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
     stalled_at = start + healthy - (HUNG - HANG_AT)
     counted: list[tuple[float, int]] = []
     alert: tuple[float, list[int]] | None = None
+    said: list[str] = []
+    """Every alert raised, in one line each."""
     try:
         while time.time() < start + seconds + 2:
             for t, change in pump.run_timed(limit=50_000):
+                if change.event != "updated":
+                    said.append(f"+{t - start:.0f}s {change.event} {change.alert.headline[:160]}")
                 if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
                     alert = (t, change.alert.ranks)
             counted.append((time.time(), monitor.state.received))
@@ -177,6 +183,8 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
         "named": alert[1] if alert else [],
         "interval": interval,
         "monitor_rss_mb": round(psutil.Process(os.getpid()).memory_info().rss / 2**20),
+        "dropped": feed.dropped,
+        "said": said,
     }
 
 
@@ -195,7 +203,10 @@ def main() -> None:
     result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung, args.interval)
     print("| " + " | ".join(result) + " |")
     print("|" + "---|" * len(result))
+    said = result.pop("said")
     print("| " + " | ".join(str(v) if k != "named" else str(v[:8]) for k, v in result.items()) + " |")
+    print("Alerts raised and resolved:", *said, sep="\n  ")
+    result["said"] = said
     if args.json:
         print(json.dumps(result))
 

@@ -31,10 +31,9 @@ def relax_gc() -> None:
 
     The monitor holds one decoded report per rank (at 8192 ranks, some 300,000 long-lived
     objects, each replaced every second). Under the default thresholds the cyclic collector
-    rescans them all every few hundred milliseconds, and cost more than the detector itself:
-    the tick during a hang at 8192 ranks took 165 ms, 68 ms with these thresholds
-    (``benchmarks/bench_detector.py``). Reports hold no reference cycles; reference counting
-    frees them either way."""
+    rescans them all every few hundred milliseconds, and cost more than the detector itself
+    (``benchmarks/bench_detector.py`` measures the tick). Reports hold no reference cycles;
+    reference counting frees them either way."""
     gc.set_threshold(*GC_THRESHOLDS)
 
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import threading
 from collections import OrderedDict
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +51,11 @@ class OutsideStack:
     frames: list[Frame] | None = None
     error: str | None = None
     owns_gil: bool = False
+    partial: str | None = None
+    """Why the native frames are missing from ``frames``, where they are."""
+
+
+STOPPED = "py-spy cannot suspend a stopped process (State: T) to unwind its native frames"
 
 
 def executable() -> str | None:
@@ -59,15 +64,23 @@ def executable() -> str | None:
     return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
 
 
-def dump(pid: int, timeout: float = TIMEOUT) -> OutsideStack:
+def dump(pid: int, timeout: float = TIMEOUT, stopped: bool = False) -> OutsideStack:
     """The main thread of ``pid``, Python and native frames; falls back to Python frames
-    alone where native unwinding fails. Never raises."""
+    alone where native unwinding fails, and says why. A ``stopped`` process (SIGSTOP) cannot
+    be suspended to unwind: its Python frames are read as it stands. Never raises."""
     exe = executable()
     if exe is None:
         return OutsideStack(error="py-spy is not installed (pip install 'distmon[stacks]')")
-    result = _run([exe, "dump", "--pid", str(pid), "--json", "--full-filenames", "--native"], timeout)
+    python_only = [exe, "dump", "--pid", str(pid), "--json", "--full-filenames"]
+    if stopped:
+        result = _run([*python_only, "--nonblocking"], timeout)
+        return replace(result, partial=STOPPED) if result.frames is not None else result
+    result = _run([*python_only, "--native"], timeout)
     if result.error and "did not answer" not in result.error and "permission" not in result.error:
-        result = _run([exe, "dump", "--pid", str(pid), "--json", "--full-filenames"], timeout)
+        why = result.error
+        result = _run(python_only, timeout)
+        if result.frames is not None:
+            result = replace(result, partial=f"native unwinding failed ({why})")
     return result if result.frames is not None or result.error else OutsideStack(error="py-spy found no thread")
 
 
@@ -143,11 +156,11 @@ class StackTaker:
         self._timeout = timeout
         self._results: OrderedDict[tuple[int, float], OutsideStack | None] = OrderedDict()
         self._lock = threading.Lock()
-        self._todo: queue.SimpleQueue[tuple[int, float]] = queue.SimpleQueue()
+        self._todo: queue.SimpleQueue[tuple[tuple[int, float], bool]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._owner = os.getpid()
 
-    def request(self, pid: int, stall: float, take: bool = True) -> OutsideStack | None:
+    def request(self, pid: int, stall: float, take: bool = True, stopped: bool = False) -> OutsideStack | None:
         key = (pid, stall)
         with self._lock:
             if key in self._results or not take:
@@ -159,13 +172,13 @@ class StackTaker:
                 self._owner = os.getpid()
                 self._thread = threading.Thread(target=self._work, name="distmon-py-spy", daemon=True)
                 self._thread.start()
-        self._todo.put(key)
+        self._todo.put((key, stopped))
         return None
 
     def _work(self) -> None:
         while True:
-            key = self._todo.get()
-            result = dump(key[0], self._timeout)
+            key, stopped = self._todo.get()
+            result = dump(key[0], self._timeout, stopped)
             with self._lock:
                 if key in self._results:
                     self._results[key] = result

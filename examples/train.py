@@ -19,6 +19,14 @@ Faults (``--fault``), injected on ``--fault-rank`` at ``--fault-step``:
   mount); ``--fault-rank -1`` blocks every rank's
 - ``straggler``: the rank is slower on every step from the start
 - ``leak``: the rank keeps every batch in a list, so its memory grows step over step
+- ``stop``: the rank stops itself with SIGSTOP (a debugger, ``kill -STOP``, a scheduler's
+  suspend); a helper process sends SIGCONT after SECONDS
+- ``fifo-save``: the rank saves its checkpoint with ``torch.save`` to a FIFO, whose open
+  blocks in the kernel (a hung NFS or Lustre mount) until a helper reads it after SECONDS
+- ``checkpoint``: the rank writes a checkpoint for SECONDS (``torch.save`` and fsync, over
+  and over) while the others wait at a barrier: a healthy pause, not a hang
+- ``slow-import``: before its first step the rank imports a module that takes SECONDS of
+  CPU (a big library, a JIT build) while the others wait in the first collective
 
 ``--fault`` may be repeated, each as ``KIND@STEP[:RANK[:SECONDS]]`` (STEP counted across
 epochs; a part left out comes from ``--fault-step``, ``--fault-rank`` and ``--hang-seconds``),
@@ -35,8 +43,12 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import importlib
 import os
 import signal
+import subprocess
+import sys
+import tempfile
 import time
 from dataclasses import dataclass
 
@@ -57,8 +69,12 @@ FAULTS = (
     "leak",
     "late-init",
     "loader-block",
+    "stop",
+    "fifo-save",
+    "checkpoint",
+    "slow-import",
 )
-AT_A_STEP = ("hang", "extra-collective", "exception", "sigkill", "worker-kill", "gil")
+AT_A_STEP = ("hang", "extra-collective", "exception", "sigkill", "worker-kill", "gil", "stop", "fifo-save")
 """Faults injected once, when the rank reaches their step."""
 
 
@@ -159,13 +175,18 @@ def main() -> None:
         time.sleep(fault.seconds)  # loading a checkpoint, or a node slow to come up
     dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
     rank, world = dist.get_rank(), dist.get_world_size()
+    if args.distmon:
+        import distmon.hooks
+
+        distmon.hooks.attach()
+    for fault in faults_of(args, rank, "slow-import"):
+        announce(rank, fault.kind, 0)
+        slow_import(fault.seconds)  # the others wait in DDP's first broadcast
     torch.manual_seed(0)
     model = torch.nn.parallel.DistributedDataParallel(
         torch.nn.Sequential(torch.nn.Linear(32, 64), torch.nn.ReLU(), torch.nn.Linear(64, 1))
     )
     if args.distmon:
-        import distmon.hooks
-
         distmon.hooks.attach(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     uneven = bool(faults_of(args, rank, "uneven"))
@@ -174,6 +195,8 @@ def main() -> None:
     sampler = DistributedSampler(dataset, num_replicas=world, rank=rank, shuffle=False)
     loader = DataLoader(dataset, args.batch_size, sampler=sampler, num_workers=args.workers)
     at_a_step = {f.step: f for f in args.faults if f.on(rank) and f.kind in AT_A_STEP}
+    checkpoints = {f.step: f for f in args.faults if f.kind == "checkpoint"}
+    """Every rank takes part: the one that writes, and the others waiting at the barrier."""
     lasting = [f for f in args.faults if f.on(rank) and f.kind in ("straggler", "leak")]
     started: dict[Fault, float] = {}
     """When each straggler or leak began: it lasts its seconds from then."""
@@ -187,7 +210,12 @@ def main() -> None:
             now = epoch * args.steps + step
             if now in at_a_step:
                 announce(rank, at_a_step[now].kind, now)
-                inject(at_a_step[now], worker_pids())
+                inject(at_a_step[now], worker_pids(), model)
+            if now in checkpoints:
+                if checkpoints[now].on(rank):
+                    announce(rank, "checkpoint", now)
+                    save_checkpoint(model, now, checkpoints[now].seconds)
+                dist.barrier()
             for fault in lasting:
                 if fault.step == now:
                     announce(rank, fault.kind, now)
@@ -222,7 +250,7 @@ def announce(rank: int, fault: str, step: int) -> None:
     print(f"[train] rank {rank}: injecting {fault} at step {step}, t={time.time():.3f}", flush=True)
 
 
-def inject(fault: Fault, worker_pids: list[int]) -> None:
+def inject(fault: Fault, worker_pids: list[int], model: torch.nn.Module) -> None:
     kind = fault.kind
     if kind == "hang":
         time.sleep(fault.seconds)
@@ -239,6 +267,49 @@ def inject(fault: Fault, worker_pids: list[int]) -> None:
         # ctypes.PyDLL keeps the GIL during the call, like a C extension that forgets to
         # release it: every Python thread in the process, distmon's included, stops.
         ctypes.PyDLL(None).sleep(int(fault.seconds))
+    elif kind == "stop":
+        later(fault.seconds, f"kill -CONT {os.getpid()}")
+        os.kill(os.getpid(), signal.SIGSTOP)
+    elif kind == "fifo-save":
+        fifo = os.path.join(tempfile.mkdtemp(prefix="ckpt-"), f"step_{fault.step}.pt")
+        os.mkfifo(fifo)
+        later(fault.seconds, f"timeout 60 cat {fifo} > /dev/null")
+        try:
+            torch.save(model.state_dict(), fifo)  # torch's C++ writer opens it holding the GIL
+        except RuntimeError as e:  # a FIFO cannot be seeked: the save fails once it opens
+            print(f"[train] rank {dist.get_rank()}: the save to {fifo} failed once open: {e}", flush=True)
+
+
+def later(seconds: float, command: str) -> None:
+    """Run ``command`` in ``seconds`` from a process of its own: this one may be frozen by then."""
+    subprocess.Popen(["sh", "-c", f"sleep {seconds}; {command}"], start_new_session=True)
+
+
+def save_checkpoint(model: torch.nn.Module, step: int, seconds: float) -> None:
+    """A checkpoint that takes ``seconds``: the state saved and synced to disk again and again."""
+    path = os.path.join(tempfile.gettempdir(), f"distmon-example-{os.getpid()}-step_{step}.pt")
+    state = {"model": model.state_dict(), "optimizer_moments": torch.zeros(2 * 1024 * 1024)}
+    end = time.time() + seconds
+    try:
+        with open(path, "wb") as f:
+            while time.time() < end:
+                f.seek(0)
+                torch.save(state, f)
+                f.flush()
+                os.fsync(f.fileno())
+                time.sleep(0.1)
+    finally:
+        os.unlink(path)
+
+
+def slow_import(seconds: float) -> None:
+    """Import a module whose top level computes for ``seconds``, as a large library or a JIT
+    build does at start-up."""
+    directory = tempfile.mkdtemp(prefix="slow-import-")
+    with open(os.path.join(directory, "heavy_library.py"), "w") as f:
+        f.write(f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    sum(range(1000))\n")
+    sys.path.insert(0, directory)
+    importlib.import_module("heavy_library")
 
 
 def worker_pids() -> list[int]:

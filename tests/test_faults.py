@@ -107,7 +107,7 @@ FAULTS = [
     ("exception", "rank_exception", 5, ()),
     ("sigkill", "rank_lost", 10, ()),
     ("worker-kill", "worker_crash", 5, ()),
-    ("gil", "rank_lost", 15, ()),
+    ("gil", "hang", 15, ()),
 ]
 
 
@@ -126,6 +126,7 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
     assert not wrong, f"alerts naming victims: {wrong}"
     if fault == "gil":  # its own frame, taken from outside: none of its threads can run
         assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
+        assert not [a for a in alerts if a["kind"] == "rank_lost"], "its process lives: one incident, one alert"
     if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
         ended = load(str(recorder.out))
         every_rank = f"ranks 0-{RANKS - 1}"

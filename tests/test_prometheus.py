@@ -20,6 +20,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.simulate import GiB, SimJob, drive
 
@@ -30,7 +31,7 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 
 DISTMON = [sys.executable, "-m", "distmon"]
-RANK_LABELS = {"job", "rank", "host", "local_rank"}
+RANK_LABELS = {"job_id", "rank", "host", "local_rank"}
 
 
 def free_port() -> int:
@@ -93,7 +94,7 @@ def values(samples: dict[str, list], name: str) -> list[float]:
 def test_the_job_series_sum_up_the_ranks(served: Callable[..., dict[str, list]]) -> None:
     samples = served(hung(8))
     jobs = {name: ss for name, ss in samples.items() if name.startswith("distmon_job_")}
-    assert all([s.labels for s in ss] == [{"job": "sim-job"}] for ss in jobs.values())
+    assert all([s.labels for s in ss] == [{"job_id": "sim-job"}] for ss in jobs.values())
     job = {name[len("distmon_job_") :]: ss[0].value for name, ss in jobs.items()}
     ranks = ("world_size", "ranks_reporting", "ranks_silent", "ranks_stalled", "ranks_exited", "ranks_failed")
     assert [job[k] for k in ranks] == [8, 8, 1, 7, 0, 0]
@@ -128,7 +129,7 @@ def test_above_the_per_rank_world_only_the_named_ranks_have_series_unless_asked(
         name = series.name + ("_total" if series.counter else "")
         assert {s.labels["rank"] for s in named.get(name, [])} <= {"5"}, name
     assert [s.labels for s in named["distmon_rank_last_report_age_seconds"]] == [
-        {"job": "sim-job", "rank": "5", "host": "node001", "local_rank": "1"}
+        {"job_id": "sim-job", "rank": "5", "host": "node001", "local_rank": "1"}
     ]
     assert named["distmon_job_ranks_reporting"][0].value == 8
     every = served(monitor, "--metrics-per-rank")
@@ -180,7 +181,7 @@ def test_record_serves_every_rank_and_the_hang_alert_over_http(recorder: tuple[i
 
     steps = samples["distmon_rank_steps_total"]
     assert {s.labels["rank"] for s in steps} == {"0", "1", "2", "3"}
-    assert all(set(s.labels) == RANK_LABELS and s.labels["job"] == "sim-job" for s in steps)
+    assert all(set(s.labels) == RANK_LABELS and s.labels["job_id"] == "sim-job" for s in steps)
     assert {s.labels["host"] for s in steps} == {"node000", "node001"}
     assert {(s.labels["rank"], s.labels["local_rank"]) for s in steps} == {
         ("0", "0"),
@@ -195,7 +196,7 @@ def test_record_serves_every_rank_and_the_hang_alert_over_http(recorder: tuple[i
     assert waiting["2"] == 0 and min(waiting["0"], waiting["1"], waiting["3"]) > 10
     assert all(0 < s.value <= 1 for s in samples["distmon_rank_gpu_utilization_ratio"])
     [hang] = [s for s in samples["distmon_alert_active"] if s.labels["kind"] == "hang"]
-    assert hang.labels == {"job": "sim-job", "kind": "hang", "severity": "critical"} and hang.value == 1
+    assert hang.labels == {"job_id": "sim-job", "kind": "hang", "severity": "critical"} and hang.value == 1
     assert [(s.labels["kind"], s.labels["rank"]) for s in samples["distmon_alert_rank"]] == [("hang", "2")]
 
 
@@ -284,13 +285,27 @@ def test_per_rank_series_without_a_port_is_a_usage_error() -> None:
     assert done.stderr == "distmon run: --metrics-per-rank goes with --metrics-port\n"
 
 
-def test_the_grafana_dashboard_queries_only_series_distmon_serves() -> None:
+TARGET_LABELS = {"job", "instance"}
+"""Labels Prometheus sets on every series it scrapes: a series of ours carrying one would
+arrive renamed (``exported_job``) and a dashboard filtering on it would find nothing."""
+
+
+def test_the_grafana_dashboard_queries_only_series_and_labels_that_survive_a_scrape() -> None:
     dashboard = json.loads((Path(__file__).parent.parent / "dashboards" / "distmon.json").read_text())
     queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     queries.append(dashboard["templating"]["list"][1]["query"]["query"])
     used = {name for q in queries for name in re.findall(r"distmon_[a-z_]+", q)}
+    matched = {label for q in queries for label in re.findall(r"([a-z_]+)\s*=~?", q)}
+    matched |= {label for q in queries for by in re.findall(r"by \(([^)]*)\)", q) for label in by.split(", ")}
+    matched |= {label for q in queries for label in re.findall(r"label_values\([a-z_]+, ([a-z_]+)\)", q)}
     sim = SimJob(world=8, gpu=True).hang(3, at=5)
     monitor = Monitor(Detector(probe=sim.probe))
     drive(sim, monitor, until=15)
-    served = {s.name for f in MonitorCollector(monitor, clock=lambda: sim.start + 15).collect() for s in f.samples}
+    registry = CollectorRegistry()
+    registry.register(MonitorCollector(monitor, clock=lambda: sim.start + 15))
+    families = list(text_string_to_metric_families(generate_latest(registry).decode()))
+    served = {s.name for f in families for s in f.samples}
+    labels = {label for f in families for s in f.samples for label in s.labels}
     assert used and used <= served, used - served
+    assert not labels & TARGET_LABELS, labels & TARGET_LABELS
+    assert "job_id" in matched and matched <= labels, matched - labels

@@ -60,4 +60,6 @@ def run(args: argparse.Namespace) -> int:
     acted = live.stop()
     if acted:
         print(f"distmon watch: {acted}", file=sys.stderr)
+    if recorder is not None and recorder.stopped:  # said while the screen was the TUI's: said again
+        print(f"distmon watch: {recorder.stopped}", file=sys.stderr)
     return acting.ENDED_JOB if live.responder.ended is not None else 0

@@ -33,13 +33,14 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from distmon import wire
-from distmon.monitor.state import F8, HISTORY, I8, Array, JobState
+from distmon.monitor.columns import F8, HISTORY, I8, Array
+from distmon.monitor.state import JobState
 
 if TYPE_CHECKING:
     from distmon.monitor.alerts import Alert
     from distmon.monitor.monitor import Monitor
 
-RANK_LABELS = ("job", "rank", "host", "local_rank")
+RANK_LABELS = ("job_id", "rank", "host", "local_rank")
 RATE_SAMPLES = 10
 """Reports that steps per second is measured over (ten seconds at the default interval)."""
 PER_RANK_WORLD = 1024
@@ -196,7 +197,7 @@ class MonitorCollector(Collector):
         )
         for name, help, value in stats:
             yield _gauge(f"distmon_job_{name}", help, job, value)
-        received = CounterMetricFamily("distmon_messages", "Rank messages taken in.", labels=["job"])
+        received = CounterMetricFamily("distmon_messages", "Rank messages taken in.", labels=["job_id"])
         received.add_metric([job], state.received)
         yield received
         dropped = CounterMetricFamily(
@@ -230,7 +231,7 @@ def _alert_metrics(job: str, active: list[Alert], history: list[Alert]) -> Itera
     for a in active:
         counts[a.kind, a.severity] = counts.get((a.kind, a.severity), 0) + 1
     alerts = GaugeMetricFamily(
-        "distmon_alert_active", "Active alerts of this kind and severity.", labels=["job", "kind", "severity"]
+        "distmon_alert_active", "Active alerts of this kind and severity.", labels=["job_id", "kind", "severity"]
     )
     for (kind, severity), n in sorted(counts.items()):
         alerts.add_metric([job, kind, severity], n)
@@ -238,7 +239,7 @@ def _alert_metrics(job: str, active: list[Alert], history: list[Alert]) -> Itera
     named = GaugeMetricFamily(
         "distmon_alert_rank",
         "1 for each rank that an active alert names, by the alert's kind.",
-        labels=["job", "kind", "rank"],
+        labels=["job_id", "kind", "rank"],
     )
     for kind, rank in sorted({(a.kind, r) for a in active for r in a.ranks}):
         named.add_metric([job, kind, str(rank)], 1)
@@ -254,7 +255,7 @@ def _stat(how: Callable[..., Any], values: Array) -> float | None:
 
 def _gauge(name: str, help: str, job: str, value: float | None) -> GaugeMetricFamily:
     """A job's gauge; without a sample when there is no value."""
-    family = GaugeMetricFamily(name, help, labels=["job"])
+    family = GaugeMetricFamily(name, help, labels=["job_id"])
     if value is not None:
         family.add_metric([job], value)
     return family

@@ -34,7 +34,7 @@ from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
 from distmon.hooks.p2p import P2PTracker
 from distmon.hooks.progress import Progress
-from distmon.hooks.resources import GpuReader, host_memory
+from distmon.hooks.resources import GpuReader, UsageReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
 from distmon.pyspy import TRACER_ENV, allow_tracer
@@ -59,6 +59,7 @@ class Agent:
         self._p2p = P2PTracker()
         self._groups = GroupReader(self._p2p)
         self._gpu = GpuReader()
+        self._usage = UsageReader()
         self._loaders = LoaderWatch(self.progress)
         self._last_words = LastWords(self._report_exception, self._report_exit, self._report_interrupt)
         self._optimizer_hook: Any = None
@@ -274,6 +275,7 @@ class Agent:
             stalled_since=self._last_progress if stalled else None,
             stack=_quietly(main_thread_stack, None) if stalled else None,
             memory=_quietly(host_memory, None),
+            usage=_quietly(self._usage.read, None),
             gpu=_quietly(self._gpu.read, None),
             loaders=_quietly(lambda: self._loaders.read(self._last_progress if stalled else None), []),
             exception=self._exception,

@@ -1,4 +1,5 @@
-"""Memory of the rank: host RSS, /dev/shm, torch's CUDA allocator and NVML.
+"""Resources of the rank: host RSS, /dev/shm, torch's CUDA allocator and NVML, and the
+CPU time and bytes its process used lately (:class:`UsageReader`).
 
 Everything here runs on the sampler thread. With no GPU, or no NVML, the GPU figures are
 absent and nothing is logged.
@@ -8,12 +9,14 @@ from __future__ import annotations
 
 import contextlib
 import os
+import time
+from collections import deque
 from typing import Any
 
 import psutil
 import torch
 
-from distmon.wire import GpuStatus, Memory
+from distmon.wire import GpuStatus, Memory, Usage
 
 _PAGE = os.sysconf("SC_PAGE_SIZE")
 _SHM = "/dev/shm"
@@ -26,6 +29,39 @@ _THROTTLE_REASONS = {
     0x40: "hw_thermal",
     0x80: "power_brake",
 }
+
+
+USAGE_WINDOW = 10.0
+"""Seconds over which the process's CPU time and bytes moved are reported: the same window
+the monitor's prober judges progress over."""
+
+
+def process_totals() -> tuple[float, int, int]:
+    """CPU seconds (every thread's), and bytes read and written through system calls
+    (``rchar``, ``wchar``), since the process started."""
+    times = os.times()
+    read = written = 0
+    with contextlib.suppress(OSError, ValueError), open("/proc/self/io", "rb") as f:
+        fields = dict(line.split(b":", 1) for line in f.read().splitlines() if b":" in line)
+        read, written = int(fields[b"rchar"]), int(fields[b"wchar"])
+    return times.user + times.system, read, written
+
+
+class UsageReader:
+    """What the process did over the last :data:`USAGE_WINDOW` seconds, from its running
+    totals sampled once a report: so a rank whose peers wait for it says whether it works."""
+
+    def __init__(self) -> None:
+        self._samples: deque[tuple[float, tuple[float, int, int]]] = deque()
+
+    def read(self) -> Usage:
+        now = time.monotonic()
+        totals = process_totals()
+        self._samples.append((now, totals))
+        while len(self._samples) > 2 and now - self._samples[1][0] >= USAGE_WINDOW:
+            self._samples.popleft()
+        then, (cpu, read, written) = self._samples[0]
+        return Usage(seconds=now - then, cpu=totals[0] - cpu, read=totals[1] - read, written=totals[2] - written)
 
 
 def host_memory() -> Memory:

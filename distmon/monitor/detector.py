@@ -4,23 +4,35 @@ Each rule in :mod:`distmon.monitor.rules` looks at the whole job and names culpr
 victims: the rank the others wait for, the rank that failed first. Thresholds follow the
 job's own pace (its median step time) above fixed floors, so a 20 ms step and a 2 s step
 are judged alike and a healthy job raises nothing.
+
+While the monitor is behind (:mod:`distmon.monitor.intake`), silence names no rank, and an
+incident found before stands until it has caught up: a report it dropped is no proof that
+the incident ended.
 """
 
 from __future__ import annotations
 
 from distmon.monitor.alerts import Finding
+from distmon.monitor.intake import Intake
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.rules import RULES, Rule
-from distmon.monitor.rules.base import Context, Probe, StackSource
+from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.state import JobState
 
 
 class Detector:
     def __init__(
-        self, probe: Probe | None = None, limits: Thresholds | None = None, stacks: StackSource | None = None
+        self,
+        probe: Probe | None = None,
+        limits: Thresholds | None = None,
+        stacks: StackSource | None = None,
+        outside: Outside | None = None,
     ) -> None:
         self.probe = probe
         self.stacks = stacks
+        self.outside = outside
+        self.intake = Intake()
+        self._last: dict[str, Finding] = {}
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
@@ -33,7 +45,9 @@ class Detector:
             limits=self.limits,
             stacks=self.stacks,
             interval=state.interval(),
+            outside=self.outside,
         )
+        context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []
         for rule, period in self.rules:
             due, held = self._held.get(rule, (now, []))
@@ -41,4 +55,9 @@ class Detector:
                 held = rule(state, context)
                 self._held[rule] = (now + period, held)
             findings.extend(held)
+        if context.behind is not None:
+            # Behind, the monitor cannot see an incident end: it keeps what it found until it has caught up.
+            found = {f.key for f in findings}
+            findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
+        self._last = {f.key: f for f in findings}
         return findings

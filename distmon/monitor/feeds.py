@@ -26,6 +26,7 @@ import numpy as np
 from distmon.channel import Batch, Command, Dump
 from distmon.keys import JobKey
 from distmon.monitor.alerts import Change
+from distmon.monitor.intake import OVERFLOW
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording import (
@@ -71,7 +72,8 @@ class LiveFeed:
     Batches are stamped with the clock when they arrive and queued up to ``capacity`` frames
     and ``max_bytes`` of them; when the reader falls that far behind, the oldest frames are
     dropped and counted (each report is a rank's complete state, so a newer one makes an
-    older one redundant). Commands to the ranks and their Flight Recorder dumps pass through
+    older one redundant), and handed over with the refusals as ``overflow``, so the monitor
+    knows it is behind. Commands to the ranks and their Flight Recorder dumps pass through
     the same thread, which alone touches the socket.
     """
 
@@ -146,6 +148,7 @@ class LiveFeed:
         over_bytes = bisect.bisect_left(oldest.offsets, len(oldest.payload) - (self._max_bytes - self._queued_bytes))
         k = min(n, max(1, over_count, over_bytes))
         self.dropped += k
+        self._refused[OVERFLOW] += k  # the monitor's own loss: it must not blame the ranks for it
         if k < n:
             rest = _frames_from(oldest, k)
             self._queue.appendleft((t, rest))

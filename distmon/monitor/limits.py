@@ -26,6 +26,9 @@ class Thresholds:
     """Before the job's first step, collectives wait for slow starters this long."""
     stall_floor: float = 10.0
     """With nothing in flight, a job stalled this long (and ``hang_steps`` step times) is stuck."""
+    near_timeout: float = 0.25
+    """A culprit that works (a checkpoint, an evaluation) is a warning until this share of
+    the collective timeout is left."""
     hung_after: float = 60.0
     """A job without progress whose oldest collective has waited this long is hung, whatever
     the rules have said yet."""

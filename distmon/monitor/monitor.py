@@ -21,7 +21,8 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 
 
 class Responder(Protocol):
@@ -107,5 +108,6 @@ def live_monitor(
     """A monitor of ranks running now, as ``watch`` and ``record`` run it: it may look at the
     ranks' processes on this host (alive or gone), take their stacks from outside, and act
     through ``responder``. Replays and tests judge the reports alone."""
-    detector = Detector(probe=ProcessProbe(), stacks=OutsideStacks())
+    probe = ProcessProbe()
+    detector = Detector(probe=probe, stacks=OutsideStacks(probe=probe), outside=probe.view)
     return Monitor(detector, recorder=recorder, job=job, responder=responder, max_world=max_world)

@@ -1,23 +1,59 @@
-"""A rank's process seen from the monitor's host: whether it still exists, and its stack
-from outside when its own threads cannot report it."""
+"""A rank's process seen from the monitor's host: whether it still exists, what it is doing
+(:mod:`distmon.monitor.outside`), and its stack from outside when its own threads cannot
+report it.
+
+Reading /proc and running py-spy are I/O: both happen on threads of their own, and the
+monitor's thread only reads what they found (a replay has neither and judges without)."""
 
 from __future__ import annotations
 
 import socket
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass
 
 import psutil
 
+from distmon.monitor.outside import Sample, look
 from distmon.pyspy import OutsideStack, StackTaker
 
 ALIVE = "alive"
 GONE = "gone"
+PERIOD = 1.0
+"""Seconds between two looks at a process asked about."""
+WINDOW = 10
+"""Looks kept per process: progress is judged over the last ten seconds."""
+FORGET = 30.0
+"""A process not asked about for this long is no longer looked at."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What the prober saw of a process: the oldest look kept and the latest (None once it
+    is gone)."""
+
+    first: Sample | None
+    """None for a process already gone at the first look."""
+    last: Sample | None
 
 
 class ProcessProbe:
-    """Answers for processes on this host; None (unknown) for any other host."""
+    """Answers for processes on this host; None (unknown) for any other host.
 
-    def __init__(self, host: str | None = None) -> None:
+    Called, it says whether a process is alive or gone. :meth:`view` returns the looks a
+    thread of its own takes every :data:`PERIOD` at each process asked about in the last
+    :data:`FORGET` seconds: the first call for a process starts looking and returns None.
+    """
+
+    def __init__(self, host: str | None = None, period: float = PERIOD) -> None:
         self.host = host or socket.gethostname()
+        self._period = period
+        self._looks: dict[int, deque[Sample | None]] = {}
+        self._asked: dict[int, float] = {}
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
 
     def __call__(self, host: str, pid: int) -> str | None:
         if host != self.host:
@@ -30,12 +66,50 @@ class ProcessProbe:
             return None
         return GONE if status in (psutil.STATUS_ZOMBIE, psutil.STATUS_DEAD) else ALIVE
 
+    def view(self, host: str, pid: int) -> Seen | None:
+        """The looks at ``pid`` so far; None for another host, or before the first look."""
+        if host != self.host:
+            return None
+        with self._lock:
+            self._asked[pid] = time.monotonic()
+            looks = self._looks.get(pid)
+            if self._thread is None:
+                self._thread = threading.Thread(target=self._run, name="distmon-probe", daemon=True)
+                self._thread.start()
+        if not looks:
+            self._wake.set()
+            return None
+        return Seen(next((s for s in looks if s is not None), None), looks[-1])
+
+    def _run(self) -> None:
+        while True:
+            self._wake.wait(self._period)
+            self._wake.clear()
+            now = time.monotonic()
+            with self._lock:
+                for pid in [p for p, t in self._asked.items() if now - t > FORGET]:
+                    del self._asked[pid]
+                    self._looks.pop(pid, None)
+                pids = list(self._asked)
+            for pid in pids:
+                sample = look(pid, time.monotonic())
+                with self._lock:
+                    looks = self._looks.setdefault(pid, deque(maxlen=WINDOW))
+                    if looks and looks[-1] is None:
+                        continue  # gone stays gone (a pid reused is another process)
+                    looks.append(sample)
+
 
 class OutsideStacks:
-    """Stacks of this host's ranks taken with py-spy, once per stall, off the monitor's thread."""
+    """Stacks of this host's ranks taken with py-spy, once per stall, off the monitor's thread.
 
-    def __init__(self, host: str | None = None) -> None:
+    A stopped process cannot be suspended by py-spy, so its Python frames are read without
+    suspending it (``--nonblocking``), and the answer says why its native frames are missing.
+    """
+
+    def __init__(self, host: str | None = None, probe: ProcessProbe | None = None) -> None:
         self.host = host or socket.gethostname()
+        self._probe = probe
         self._taker = StackTaker()
 
     def __call__(self, host: str, pid: int, since: float, take: bool = True) -> OutsideStack | None:
@@ -44,4 +118,8 @@ class OutsideStacks:
                 error=f"the rank runs on {host}, the monitor on {self.host}: run "
                 f"`py-spy dump --native --pid {pid}` on {host}, or the monitor there"
             )
-        return self._taker.request(pid, since, take)
+        seen = self._probe.view(host, pid) if self._probe is not None else None
+        if take and self._probe is not None and seen is None:
+            return None  # the first look at the process tells how to take its stack
+        stopped = seen is not None and seen.last is not None and seen.last.state in "Tt"
+        return self._taker.request(pid, since, take, stopped=stopped)

@@ -22,7 +22,10 @@ are. A record is an array whose first element says what it is:
   are not recorded themselves.
 
 The writer flushes the zlib stream (``Z_SYNC_FLUSH``) and the file to disk at least every
-:data:`SYNC_EVERY` seconds, and ends the stream when it closes. Reading version 2 takes a
+:data:`SYNC_EVERY` seconds, and ends the stream when it closes. A write that fails (a full
+disk, a file-size limit, the file removed under it) stops the recording, never the monitor:
+the writer says so once, in one line, and writes nothing more, so the file reads up to its
+last whole record. Reading version 2 takes a
 few lines (version 1: ``header, *records = msgpack.Unpacker(f, raw=False)``)::
 
     import msgpack, zlib
@@ -45,12 +48,14 @@ to over :data:`MAX_RATIO` times its size (a compression bomb).
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
+import sys
 import time
 import zlib
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -135,21 +140,39 @@ class Dropped:
 Record = Message | BatchRecord | AlertEvent | Dropped
 
 
+def _say(line: str) -> None:
+    print(line, file=sys.stderr, flush=True)
+
+
 class RecordingWriter:
     """Writes version 2: the header, then records through one zlib stream, flushed and
     synced to disk at least every :data:`SYNC_EVERY` seconds so that a crash leaves a file
-    readable up to the last flush."""
+    readable up to the last flush.
 
-    def __init__(self, path: str) -> None:
+    Opening and writing the header raise ``OSError`` (the user named a file that cannot be
+    written); after that a failed write stops the recording: :attr:`stopped` says why and
+    when, ``say`` is told once, and every later record is dropped.
+    """
+
+    def __init__(self, path: str, say: Callable[[str], None] = _say) -> None:
         self.path = path
+        self._say = say
+        self.stopped: str | None = None
+        """Why and when the recording stopped, in one line; None while it records."""
         self._file: IO[bytes] = open(path, "wb")  # noqa: SIM115 -- closed in close()
+        self._inode = os.fstat(self._file.fileno()).st_ino
         self._packer = msgpack.Packer(use_bin_type=True)
         self._deflate = zlib.compressobj(LEVEL)
         self._last_sync = time.monotonic()
         self._unflushed = True
         self.records = 0
-        self._file.write(self._packer.pack({"format": FORMAT, "version": VERSION, "created": time.time()}))
-        self.sync()
+        try:
+            self._file.write(self._packer.pack({"format": FORMAT, "version": VERSION, "created": time.time()}))
+            self._sync()
+        except OSError:
+            with contextlib.suppress(OSError):
+                self._file.close()
+            raise
 
     def message(self, t: float, payload: bytes) -> None:
         self._write(["m", t, payload])
@@ -168,9 +191,15 @@ class RecordingWriter:
         self._write(["d", t, dict(counts)])
 
     def _write(self, record: list[Any]) -> None:
-        out = self._deflate.compress(self._packer.pack(record))
-        if out:
-            self._file.write(out)
+        if self.stopped is not None:
+            return
+        try:
+            out = self._deflate.compress(self._packer.pack(record))
+            if out:
+                self._file.write(out)
+        except OSError as e:
+            self._stop(e.strerror or str(e))
+            return
         self._unflushed = True
         self.records += 1
         self.sync_if_due()
@@ -181,6 +210,18 @@ class RecordingWriter:
             self.sync()
 
     def sync(self) -> None:
+        if self.stopped is not None:
+            return
+        try:
+            self._sync()
+            if os.stat(self.path).st_ino != self._inode:
+                raise FileNotFoundError
+        except FileNotFoundError:
+            self._stop("the file was removed or replaced")
+        except OSError as e:
+            self._stop(e.strerror or str(e))
+
+    def _sync(self) -> None:
         if self._unflushed:
             self._file.write(self._deflate.flush(zlib.Z_SYNC_FLUSH))
             self._unflushed = False
@@ -188,12 +229,26 @@ class RecordingWriter:
         os.fsync(self._file.fileno())
         self._last_sync = time.monotonic()
 
+    def _stop(self, why: str) -> None:
+        """The recording ends here: what reached the file stays readable up to its last
+        whole record; the monitor goes on without it."""
+        at = time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime())
+        self.stopped = f"the recording {self.path} stopped at {at}: {why}"
+        with contextlib.suppress(OSError):
+            self._file.close()  # its buffer cannot be written either
+        self._say(f"distmon: {self.stopped}; watching and alerting go on, and the recording up to then stays readable")
+
     def close(self) -> None:
-        if not self._file.closed:
-            self._file.write(self._deflate.flush(zlib.Z_FINISH))
+        if self.stopped is None and not self._file.closed:
+            try:
+                self._file.write(self._deflate.flush(zlib.Z_FINISH))
+            except OSError as e:
+                self._stop(e.strerror or str(e))
+                return
             self._unflushed = False
             self.sync()
-            self._file.close()
+            if self.stopped is None:
+                self._file.close()
 
 
 def _pieces(batch: Batch) -> Iterator[Batch]:

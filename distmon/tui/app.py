@@ -122,8 +122,10 @@ class DistmonApp(App[None]):
         if isinstance(self.feed, LiveFeed):
             endpoint = self.feed.endpoint
             return (
-                f"Nothing connected yet. Listening on {endpoint}: start the job with "
-                f"DISTMON_ENDPOINT={endpoint} and --distmon, or under distmon run."
+                f"Nothing connected yet. Listening on {endpoint}. Start the job with no change to it: "
+                f"DISTMON_ENDPOINT={endpoint} distmon run -- torchrun --nproc-per-node=N train.py "
+                f"(or put `import distmon.hooks; distmon.hooks.attach(model)` in the script and set "
+                f"DISTMON_ENDPOINT={endpoint} for its ranks)."
             )
         return "No rank has reported yet in this recording."
 

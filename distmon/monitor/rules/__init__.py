@@ -10,14 +10,18 @@ from __future__ import annotations
 from distmon.monitor.rules.base import Rule
 from distmon.monitor.rules.failures import rank_exception, rank_lost, relay_lost
 from distmon.monitor.rules.groups import hang_and_divergence
+from distmon.monitor.rules.intake import monitor_behind
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.pace import straggler
+from distmon.monitor.rules.process import watch_ahead
 from distmon.monitor.rules.stalls import stall
 from distmon.monitor.rules.workers import worker_crash
 
 SLOW_PERIOD = 5.0
 
 RULES: list[tuple[Rule, float]] = [
+    (monitor_behind, 0.0),
+    (watch_ahead, 0.0),
     (rank_exception, 0.0),
     (rank_lost, 0.0),
     (relay_lost, 0.0),

@@ -7,7 +7,9 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from distmon.monitor.alerts import Finding
+from distmon.monitor.intake import Behind
 from distmon.monitor.limits import Thresholds
+from distmon.monitor.probe import Seen
 from distmon.monitor.state import JobState
 from distmon.pyspy import OutsideStack
 
@@ -16,6 +18,9 @@ Probe = Callable[[str, int], "str | None"]
 StackSource = Callable[..., "OutsideStack | None"]
 """(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
 taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
+Outside = Callable[[str, int], "Seen | None"]
+"""(host, pid) -> the prober's looks at it (:meth:`distmon.monitor.probe.ProcessProbe.view`),
+None for another host or before its first look."""
 
 
 @dataclass
@@ -30,6 +35,10 @@ class Context:
     stacks: StackSource | None = None
     interval: float = 1.0
     """The ranks' longest report interval."""
+    outside: Outside | None = None
+    behind: Behind | None = None
+    """Why the monitor itself is behind (it drops reports, or takes them in late); None
+    while it keeps up. Silence it caused names no rank."""
 
     @property
     def hang_after(self) -> float:

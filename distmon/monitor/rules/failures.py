@@ -1,4 +1,4 @@
-"""Deaths: ``rank_exception`` (a rank raised) and ``rank_lost`` (a rank went silent).
+"""Deaths: ``rank_exception`` (a rank raised) and ``rank_lost`` (a rank's process is gone).
 
 When one rank dies, its peers die of it: gloo raises "Connection closed by peer" in them
 within milliseconds, NCCL's watchdog times out, and torchrun then kills whoever is left.
@@ -11,18 +11,20 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, Finding
+from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.probe import ALIVE, GONE
-from distmon.monitor.rules.base import Context, StackSource
-from distmon.monitor.state import JobState, RankState
-from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.words import duration, rank_word, stack_lines, traceback_lines, where
-from distmon.pyspy import OutsideStack
 
 SIMULTANEOUS = 1.0
 """Primary exceptions this close to the first are failures of their own, not consequences."""
 TEARDOWN_SLACK = 0.5
 """Jitter allowed when deciding whether a silent rank was still alive at the first failure."""
+MAX_LOOKED_AT = 4
+"""Silent ranks whose processes an alert describes."""
 
 
 def first_failure(job: JobState) -> float | None:
@@ -124,22 +126,33 @@ def _orphan_finding(victims: list[RankState]) -> Finding:
 
 
 def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
+    """A silent rank whose process is gone: ``rank_lost``. One whose process is alive is not
+    lost: while the others wait for it the hang rule names it, with what its process does;
+    while nobody waits, :func:`_silent` does, under the hang's key, so that the incident
+    stays one alert when the others start to wait. Nothing while the monitor is behind: the
+    silence may be its own."""
+    if ctx.behind is not None:
+        return []
     lost = lost_ranks(job, ctx)
     if not lost:
         return []
     lost.sort(key=lambda s: s.received)
-    ranks = [s.rank for s in lost]
     states = {s.rank: _process_state(s, ctx) for s in lost}
-    gone = [r for r, st in states.items() if st == GONE]
-    alive = [r for r, st in states.items() if st == ALIVE]
+    waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now, ctx.limits)].any())
+    alive = [s for s in lost if states[s.rank] == ALIVE]
+    dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]
+    findings = [_lost(job, dead, states, ctx)] if dead else []
+    if alive and not waited_for:
+        findings.append(_silent(alive, ctx))
+    return findings
+
+
+def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], ctx: Context) -> Finding:
+    ranks = [s.rank for s in lost]
+    gone = [r for r, st in states.items() if st == GONE and r in ranks]
     consequences = job.flagged(wire.CONSEQUENCE | wire.STOPPED_BY_SIGNAL)
     victims = [s.rank for s in job.views(consequences) if s.lost_a_peer() or s.torn_down()]
-    if alive and not gone:
-        cause, why = (
-            "alive but silent",
-            ("its Python threads cannot run: a native call holds the GIL, or the process is stopped"),
-        )
-    elif gone and not alive:
+    if gone:
         cause, why = (
             "process gone",
             ("it died without last words: killed by a signal (the OOM killer's SIGKILL, a segfault)"),
@@ -161,35 +174,49 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
             f"  rank {r.rank} on {r.host} (pid {r.pid}): last report {duration(ctx.now - s.received)} "
             f"ago at step {r.steps}, process {states[r.rank] or 'state unknown'}"
         )
-        outside = []
-        if ctx.stacks is not None and states[r.rank] in (ALIVE, GONE):
-            outside = _outside_lines(s, ctx.stacks, take=states[r.rank] == ALIVE)
-        if outside:
-            lines.extend(outside)
+        look = look_at(s, ctx, silent=True, take=False) if states[r.rank] == GONE else Look(None)
+        if look.stack:
+            lines.extend(look_lines(look))
         elif r.stack:
             lines.extend(stack_lines(r.stack, depth=3, indent="    "))
     if victims:
         lines.append(
             f"Then {rank_word(victims)} lost their connection to it or were stopped by the launcher: consequences."
         )
-    if alive and not gone:
-        lines.append(
-            "What to do: the innermost native call above holds the GIL (`py-spy dump --native --pid "
-            f"{lost[0].report.pid}` on {lost[0].report.host} shows it again): a C extension or ctypes call "
-            "that does not release it (ctypes.PyDLL, a missing Py_BEGIN_ALLOW_THREADS); release the GIL "
-            "there or move the call to a subprocess."
-        )
-    else:
-        lines.append(
-            "What to do: check the node's kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`) "
-            "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
-        )
-    return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))]
+    lines.append(
+        "What to do: check the node's kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`) "
+        "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
+    )
+    return Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))
+
+
+def _silent(silent: list[RankState], ctx: Context) -> Finding:
+    """Ranks that stopped reporting while their processes live, and nobody waits for them
+    (yet): what their processes do, and what to do about it."""
+    ranks = [s.rank for s in silent]
+    looks = {s.rank: look_at(s, ctx, silent=True) for s in silent[:MAX_LOOKED_AT]}
+    first = looks[ranks[0]]
+    doing = f": its process {first.verdict.summary}" if first.verdict is not None and len(ranks) == 1 else ""
+    summary = f"{rank_word(ranks)} stopped reporting {duration(ctx.now - silent[0].received)} ago{doing}"
+    lines = [f"{rank_word(ranks)} sent nothing for {duration(ctx.now - silent[0].received)}; the process lives."]
+    for s in silent[:MAX_LOOKED_AT]:
+        r = s.report
+        lines.append(f"  rank {r.rank} on {r.host} (pid {r.pid}): last report at step {r.steps}")
+        lines.extend(look_lines(looks[r.rank]))
+    steps = [next_step for rank, look in looks.items() if (next_step := look_step(rank, look))]
+    lines.extend(
+        steps or [f"What to do: `py-spy dump --native --pid {silent[0].report.pid}` on {silent[0].report.host}."]
+    )
+    severity = WARNING if all_working(list(looks.values())) else CRITICAL
+    return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines))
 
 
 def relay_lost(job: JobState, ctx: Context) -> list[Finding]:
     """A node's relay went silent and every rank behind it with it: one alert naming the
-    node, not a ``rank_lost`` per rank (the ranks may well be training on)."""
+    node, not a ``rank_lost`` per rank (the ranks may well be training on). Nothing while the
+    monitor is behind: the relay's batches may be among those it dropped."""
+    if ctx.behind is not None:
+        return []
     findings = []
     for i, ranks in job.lost_relays(ctx.now, ctx.limits).items():
         relay = job.relays[i]
@@ -211,26 +238,6 @@ def relay_lost(job: JobState, ctx: Context) -> list[Finding]:
         )
         findings.append(Finding(f"relay_lost:{relay.id}", "relay_lost", CRITICAL, names, summary, detail))
     return findings
-
-
-def _outside_lines(s: RankState, stacks: StackSource, take: bool) -> list[str]:
-    """Its stack from outside (py-spy), once per silence: the rank cannot send its own. A
-    process gone since keeps the stack taken while it was alive."""
-    r = s.report
-    try:
-        taken = stacks(r.host, r.pid, s.received, take=take)
-    except Exception as e:
-        taken = OutsideStack(error=str(e))
-    if taken is None:
-        return ["    its stack: being taken from outside with py-spy"] if take else []
-    if not taken.frames:
-        return [f"    its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}"]
-    place = classify(taken.frames, taken.owns_gil)
-    gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
-    return [
-        f"    its main thread, from outside with py-spy{gil}: {place.words}",
-        *frame_lines(taken.frames, depth=4, indent="      "),
-    ]
 
 
 def _process_state(s: RankState, ctx: Context) -> str | None:

@@ -30,10 +30,14 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, Finding
+from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.arrays import distinct, expand, within
+from distmon.monitor.columns import F8, I8
+from distmon.monitor.probe import GONE
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import F8, I8, JobState, RankState
+from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import user_frame
 from distmon.monitor.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.wire import ANY_SOURCE, RECV, SEND, STOPPED, GroupStatus
@@ -92,6 +96,9 @@ class Group:
     """... and the collectives each has issued."""
     reporting: int = 0
     live: int = 0
+    quiet: npt.NDArray[np.bool_] = field(default_factory=lambda: np.zeros(0, dtype=bool))
+    """Of ``behind``, those no longer live (silent or exited): whatever their last report
+    said they issued, the collective waits for them."""
     missing: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Members that never reported."""
     waits: list[Wait] = field(default_factory=list)
@@ -105,7 +112,7 @@ class Group:
         return sum(len(w.ranks) for w in self.waits)
 
     def laggards(self, seq: int) -> list[int]:
-        return [*self.behind[self.enqueued < seq].tolist(), *self.missing.tolist()]
+        return [*self.behind[(self.enqueued < seq) | self.quiet].tolist(), *self.missing.tolist()]
 
 
 def waits(job: JobState, ctx: Context, live: npt.NDArray[np.bool_]) -> list[Wait]:
@@ -200,7 +207,7 @@ def _groups(job: JobState, waiting: list[Wait], live: npt.NDArray[np.bool_]) -> 
     reporting = np.bincount(which, minlength=len(views))
     lives = np.bincount(which, weights=live[ranks], minlength=len(views))
     enqueued = c.g_enq[ranks, slots]
-    behind = np.flatnonzero(enqueued < np.array([latest[gid] for gid in groups])[which])
+    behind = np.flatnonzero((enqueued < np.array([latest[gid] for gid in groups])[which]) | ~live[ranks])
     behind = behind[np.argsort(which[behind], kind="stable")]
     starts = np.searchsorted(which[behind], np.arange(len(views) + 1))
     laggards, lagging = ranks[behind], enqueued[behind]
@@ -208,6 +215,7 @@ def _groups(job: JobState, waiting: list[Wait], live: npt.NDArray[np.bool_]) -> 
         group.reporting, group.live = int(reporting[i]), int(lives[i])
         a, b = int(starts[i]), int(starts[i + 1])
         group.behind, group.enqueued = laggards[a:b], lagging[a:b]
+        group.quiet = ~live[group.behind]
         if group.reporting < group.sample.size:
             members = expand(group.sample.ranks)
             group.missing = members[~within(c.present, members)]
@@ -323,7 +331,7 @@ class WaitFor:
             stuck[w.ranks[w.ages >= hang_after]] = True
         first += [w for rank, mine in self.p2p_of.items() if stuck[rank] for w in mine if w.age < hang_after]
         reach = self._reachable(first)
-        roots = sorted(n for n in reach if isinstance(n, int) and not self.waiting(n))
+        roots = sorted(n for n in reach if isinstance(n, int) and not self.waiting(n) and self._own_incident(n))
         findings = []
         if roots:
             findings.append(self._hang(roots, reach, stuck))
@@ -338,6 +346,29 @@ class WaitFor:
         if ring:
             findings.append(self._deadlock(ring))
         return findings
+
+    def _own_incident(self, rank: int) -> bool:
+        """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
+        names it), nor, while the monitor is behind, one whose latest report it has was sent
+        over two of its intervals ago (its newer ones may be dropped, or still queued)."""
+        s = self.job.ranks.get(rank)
+        if s is None or s.finished:
+            return True
+        if self.ctx.behind is not None and self._stale(rank):
+            return False
+        if not s.silent(self.ctx.now, self.ctx.limits):
+            return True
+        try:
+            return self.ctx.probe is None or self.ctx.probe(s.report.host, s.report.pid) != GONE
+        except Exception:
+            return True
+
+    def _stale(self, rank: int) -> bool:
+        """Its latest report was sent over two of its intervals ago, by its own clock set
+        against the monitor's (a report taken in late is old), or arrived that long ago."""
+        c, offset = self.job.cols, self.ctx.behind.offset if self.ctx.behind is not None else 0.0
+        sent_ago = self.ctx.now - float(c.t[rank]) - offset
+        return max(sent_ago, float(self.ctx.now - c.received[rank])) > 2 * float(c.interval[rank])
 
     def _reachable(self, first: list[Wait]) -> set[Node]:
         """What the stuck ranks wait in (``first``), and all that leads to: the collectives
@@ -479,8 +510,11 @@ class WaitFor:
         who = rank_word(roots)
         holds = "holds" if len(roots) == 1 else "hold"
         them = "it" if len(roots) == 1 else "them"
+        looks = {rank: self._look(rank) for rank in roots[:MAX_SHOWN]}
+        doing = looks[roots[0]].verdict if len(roots) == 1 else None
+        who_does = f"{who} {doing.summary}; " if doing is not None else f"{who} {holds} up the job: "
         summary = (
-            f"{who} {holds} up the job: {len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
+            f"{who_does}{len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
             f"for {them}, in {self._what(first)}{more}, for up to {duration(oldest)}"
         )
         detail = [
@@ -488,7 +522,8 @@ class WaitFor:
             f"{them}, directly or through a peer: the oldest wait is {duration(oldest)}{countdown}.",
         ]
         for rank in roots[:MAX_SHOWN]:
-            detail.extend(self._root_lines(rank))
+            detail.extend(self._root_lines(rank, bool(looks[rank].stack)))
+            detail.extend(look_lines(looks[rank]))
         if len(roots) > MAX_SHOWN:
             detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
         detail.append("Waiting:")
@@ -500,16 +535,36 @@ class WaitFor:
             rest = rows[MAX_GROUPS_SHOWN:]
             others = sum(len(r.ranks) for r in rest)
             detail.append(f"  ... and {others} more ranks in {len(rest)} more collectives or sends")
-        detail.append(
-            f"What to do: find why {who} stopped short of its next collective or send; the stack "
-            "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
-            "checkpoint, evaluation, logging), I/O or a lock on one rank, a rank with fewer "
-            "batches, or a pipeline stage stuck in its own compute. `py-spy dump --pid PID` on its "
-            "host shows every thread."
-        )
-        return Finding("hang", "hang", CRITICAL, roots, summary, "\n".join(detail))
+        steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
+        shortest = min((sample.timeout for _, sample in samples if sample.timeout), default=None)
+        near = left is not None and shortest is not None and left <= self.ctx.limits.near_timeout * shortest
+        working = all_working(list(looks.values())) and not near
+        if working:
+            detail.append(
+                f"{who} {'is' if len(roots) == 1 else 'are'} making progress: a pause, not a hang. This alert "
+                "turns critical if the progress stops or the collective timeout nears."
+            )
+        elif steps:
+            detail.extend(steps)
+        if not steps and not working:
+            detail.append(
+                f"What to do: find why {who} stopped short of its next collective or send; the stack "
+                "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
+                "checkpoint, evaluation, logging), I/O or a lock on one rank, a rank with fewer "
+                "batches, or a pipeline stage stuck in its own compute. `py-spy dump --pid PID` on its "
+                "host shows every thread."
+            )
+        return Finding("hang", "hang", WARNING if working else CRITICAL, roots, summary, "\n".join(detail))
 
-    def _root_lines(self, rank: int) -> list[str]:
+    def _look(self, rank: int) -> Look:
+        s = self.job.ranks.get(rank)
+        if s is None:
+            return Look(None)
+        return look_at(s, self.ctx, silent=s.silent(self.ctx.now, self.ctx.limits))
+
+    def _root_lines(self, rank: int, outside: bool = False) -> list[str]:
+        """Where ``rank`` is, by its reports (its last stack: not for a silent rank whose
+        stack was taken from ``outside``)."""
         s = self.job.ranks.get(rank)
         if s is None:
             return [f"  rank {rank}: never reported (not monitored, or not started)"]
@@ -530,7 +585,8 @@ class WaitFor:
                 return [head + f"was {how} while the others still expect it"]
             return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
         if s.silent(self.ctx.now, self.ctx.limits):
-            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *rank_lines(r, 3, "    ")]
+            stack = [] if outside else rank_lines(r, 3, "    ")
+            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *stack]
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
         return [head + stalled + "at:", *rank_lines(r, 4, "    ")]
 

@@ -5,7 +5,8 @@ comes), or when every rank waits outside any collective (every DataLoader on a d
 mount), the collective rules have nothing to go on. So the ranks are compared by where they
 are: grouped by the place in the user's code their stacks show, the large group waiting in
 the same place are the victims, the odd ones out and the ranks that never reported are the
-culprits. Silent while any collective is in flight, or any rank is blocked in a send or
+culprits; a culprit that is working (CPU, bytes read or written: a slow import, a JIT
+build) is a warning until it stops. Silent while any collective is in flight, or any rank is blocked in a send or
 receive: that story is the wait-for relation's (:mod:`distmon.monitor.rules.groups`).
 """
 
@@ -17,7 +18,9 @@ import numpy as np
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import WAITING, Place, classify, frame_lines
 from distmon.monitor.words import duration, rank_lines, rank_word
 
@@ -43,13 +46,14 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     by_place: dict[tuple[str, str, int], list[RankState]] = defaultdict(list)
     for s in ranks:
         by_place[places[s.rank].signature].append(s)
-    missing = sorted(set(range(job.world)) - set(job.ranks))
+    missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
     victims_at = max(by_place, key=lambda k: (k[0] in WAITING, len(by_place[k])))
     victims = by_place[victims_at]
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
     if not odd and not missing:
         return [_everyone(victims, places[victims[0].rank], age)]
-    return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age)]
+    looks = {s.rank: look_at(s, ctx, silent=False) for s in odd[:MAX_SHOWN]}
+    return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age, looks)]
 
 
 def _odd_ones_out(
@@ -59,10 +63,18 @@ def _odd_ones_out(
     odd: list[RankState],
     missing: list[int],
     age: float,
+    looks: dict[int, Look],
 ) -> Finding:
+    """Ranks elsewhere than the many: culprits, unless every one of them is working (a slow
+    import or JIT build at start-up, a checkpoint), which is a warning saying so."""
     culprits = [s.rank for s in odd] + missing
     waiting = sorted(s.rank for s in victims)
-    summary = f"{rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
+    working = not missing and len(looks) == len(odd) and all_working(list(looks.values()))
+    doing = looks[culprits[0]].verdict if len(culprits) == 1 and culprits[0] in looks else None
+    if doing is not None:
+        summary = f"rank {culprits[0]} {doing.summary}; {rank_word(waiting)} wait {duration(age)} {place.words} for it"
+    else:
+        summary = f"{rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
     lines = [
         f"No rank has progressed for {duration(age)} and no collective is in flight: there are no "
         "sequence numbers to compare, so the ranks are compared by where they are.",
@@ -73,6 +85,7 @@ def _odd_ones_out(
         r = s.report
         lines.append(f"  rank {r.rank} ({r.host}, pid {r.pid}), at step {r.steps}, is elsewhere:")
         lines.extend(rank_lines(r, indent="    "))
+        lines.extend(look_lines(looks[r.rank]))
     if len(odd) > MAX_SHOWN:
         lines.append(f"  ... and {rank_word(s.rank for s in odd[MAX_SHOWN:])} elsewhere too")
     if missing:
@@ -80,7 +93,15 @@ def _odd_ones_out(
             f"  {rank_word(missing)} of {job.world}: never reported (not started, stuck before importing "
             "torch, or not monitored)"
         )
-    if place.kind == "init":
+    steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
+    if working:
+        advice = (
+            f"{rank_word(culprits)} {'is' if len(culprits) == 1 else 'are'} making progress: a pause, not a stop. "
+            "This alert turns critical if the progress stops."
+        )
+    elif steps:
+        advice = "\n".join(steps)
+    elif place.kind == "init":
         advice = (
             f"What to do: every rank must reach init_process_group; {rank_word(culprits)} did not. "
             "Look at where it is above (loading data or a checkpoint before init, a slow node); a rank "
@@ -93,7 +114,7 @@ def _odd_ones_out(
             "stacks above show where they are. `py-spy dump --pid PID` on its host shows every thread."
         )
     lines.append(advice)
-    return Finding("stall", "stall", CRITICAL, culprits, summary, "\n".join(lines))
+    return Finding("stall", "stall", WARNING if working else CRITICAL, culprits, summary, "\n".join(lines))
 
 
 def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:

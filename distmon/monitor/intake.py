@@ -1,0 +1,109 @@
+"""Whether the monitor keeps up with what the ranks send, judged from its own state.
+
+A monitor that takes in fewer reports than the ranks send drops the oldest (its intake's
+caps, :class:`distmon.monitor.feeds.LiveFeed`, counted under :data:`OVERFLOW`), or takes them
+in late. Either way ranks look silent that are not: their reports were lost or are still
+queued. :class:`Intake` says when that is so, until every rank has had time to report again;
+the rules then name no rank for its silence (:mod:`distmon.monitor.rules.intake`).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from distmon.monitor.limits import Thresholds
+from distmon.monitor.state import JobState
+from distmon.monitor.words import duration
+
+OVERFLOW = "overflow"
+"""The reason the monitor's own intake drops reports under (the oldest, past its caps)."""
+CATCH_UP_INTERVALS = 2.0
+"""Report intervals, once reports come in again after the last drop, by which every rank
+has reported again."""
+
+
+@dataclass(frozen=True)
+class Behind:
+    summary: str
+    """One plain line, the same for as long as it lasts."""
+    detail: str
+    offset: float = 0.0
+    """The ranks' clocks against the monitor's when it keeps up (skew and transport): a
+    report whose ``t`` is older than that by more than its intervals was taken in late."""
+
+
+class Intake:
+    """What the monitor's own intake lost, tick after tick. Drops reach the state as the
+    recording's ``d`` records do, so a replay sees them at the same ticks."""
+
+    def __init__(self) -> None:
+        self._counted = 0
+        self._dropped_at: float | None = None
+        """When the monitor last learned of a drop. It learns of them when its loop takes
+        from the intake, which may be after a pause: the ticks of the paused seconds run
+        then, with the reports of those seconds lost."""
+        self._heard_at: float | None = None
+        """When reports that arrived after that drop were first taken in."""
+        self._since: float | None = None
+        """When it fell behind."""
+        self._calm_since: float | None = None
+        """Since when neither drops nor late reports have been seen."""
+        self._offset: float | None = None
+        """The least the reports of a tick have been behind the monitor's clock: the clocks'
+        skew and the transport, not lateness."""
+        self._lost = 0
+        """Reports dropped since the monitor fell behind."""
+
+    def behind(self, job: JobState, now: float, interval: float, limits: Thresholds) -> Behind | None:
+        """Why the monitor is behind now; None once it has caught up: reports taken in
+        again after its last drop, none of them late, for :data:`CATCH_UP_INTERVALS`."""
+        dropped = job.dropped.get(OVERFLOW, 0)
+        if dropped > self._counted:
+            if self._since is None:
+                self._since, self._lost = now, 0
+            self._lost += dropped - self._counted
+            self._dropped_at, self._heard_at = now, None
+        self._counted = dropped
+        late = self._lateness(job, now, limits.silent_after(interval))
+        if self._dropped_at is not None and self._heard_at is None:
+            heard = job.cols.received[job.cols.present]
+            if len(heard) and float(heard.max()) > self._dropped_at:
+                self._heard_at = now
+        troubled = late is not None or (self._dropped_at is not None and self._heard_at is None)
+        if troubled:
+            self._calm_since = None
+            if self._since is None:
+                self._since, self._lost = now, 0
+        elif self._since is None:
+            return None
+        else:
+            calm = self._calm_since if self._calm_since is not None else now
+            if self._heard_at is not None:
+                calm = max(calm, self._heard_at)
+            self._calm_since = calm
+            if now - calm >= CATCH_UP_INTERVALS * interval + 1.0:
+                self._since = self._dropped_at = self._heard_at = self._calm_since = None
+                return None
+        what = "drops reports it cannot take in" if self._lost else "takes reports in late"
+        facts = []
+        if self._lost:
+            facts.append(f"it has dropped {self._lost:,} reports in {duration(now - self._since)}")
+        if late is not None:
+            facts.append(f"the reports it takes in were sent {duration(late)} earlier")
+        summary = f"the monitor is behind: it {what}; it names no rank for the silence"
+        return Behind(summary, "; ".join(facts), self._offset or 0.0)
+
+    def _lateness(self, job: JobState, now: float, silent_after: float) -> float | None:
+        """How late the reports taken in during the last second arrived, beyond the least
+        ever seen (clocks differ between hosts), when that is late enough to make a rank
+        look silent; the median: a few ranks' clocks may be off."""
+        c = job.cols
+        recent = c.present & (c.received >= now - 1.0)
+        if not recent.any():
+            return None
+        offset = float(np.median(c.received[recent] - c.t[recent]))
+        self._offset = offset if self._offset is None else min(self._offset, offset)
+        late = offset - self._offset
+        return late if late >= silent_after / 2 else None

@@ -1,0 +1,505 @@
+"""A rank's process seen from outside, through /proc: what it is doing when it cannot say.
+
+A rank whose threads are all frozen (SIGSTOP, a native call holding the GIL, a kernel call
+that does not return) sends nothing, and "silent" is all its reports can tell. The kernel
+still knows: the process state (``/proc/PID/status``), where it sleeps (``wchan``), the
+system call its main thread sits in and on which file (``/proc/PID/syscall``, its fd or
+its path argument, ``mountinfo``), and whether it still uses CPU or moves bytes
+(``stat``, ``io``, compared between two looks). :func:`look` reads one moment;
+:func:`judge` turns two moments and a stack into words and one next step.
+
+Reading /proc is I/O: :class:`distmon.monitor.probe.ProcessProbe` calls :func:`look` on a
+thread of its own, never on the monitor's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+from distmon.monitor.words import duration, size
+from distmon.wire import Frame, Usage
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+PATH_MAX = 4096
+BUSY_CPU = 0.2
+"""Cores' worth of CPU time a process uses, at least, to count as working (its monitoring
+thread alone uses a hundredth of one)."""
+BUSY_BYTES = 256 * 1024
+"""Bytes a second it reads or writes, at least, to count as working."""
+
+STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "in disk sleep (uninterruptible)",
+    "T": "stopped",
+    "t": "stopped by a debugger",
+    "Z": "a zombie",
+    "X": "dead",
+    "I": "idle",
+}
+
+# System calls by number, for the architectures distmon runs on: the ones a stuck process
+# sits in. Those whose first argument is a file descriptor are in FD_CALLS; those that take
+# a path, with the argument that holds it, in PATH_CALLS.
+SYSCALLS = {
+    "x86_64": {
+        0: "read", 1: "write", 2: "open", 4: "stat", 5: "fstat", 6: "lstat", 7: "poll", 17: "pread64",
+        18: "pwrite64", 19: "readv", 20: "writev", 23: "select", 34: "pause", 35: "nanosleep",
+        40: "sendfile", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+        47: "recvmsg", 61: "wait4", 62: "kill", 73: "flock", 74: "fsync", 75: "fdatasync", 76: "truncate",
+        77: "ftruncate", 78: "getdents", 82: "rename", 87: "unlink", 202: "futex", 217: "getdents64",
+        219: "restart_syscall", 230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid", 257: "openat",
+        262: "newfstatat", 270: "pselect6", 271: "ppoll", 275: "splice", 277: "sync_file_range", 281: "epoll_pwait",
+        285: "fallocate", 288: "accept4", 295: "preadv", 296: "pwritev", 299: "recvmmsg",
+        306: "syncfs", 307: "sendmmsg", 326: "copy_file_range", 332: "statx", 426: "io_uring_enter",
+        437: "openat2", 441: "epoll_pwait2",
+    },
+    "aarch64": {
+        22: "epoll_pwait", 32: "flock", 47: "fallocate", 56: "openat", 61: "getdents64", 63: "read",
+        64: "write", 65: "readv", 66: "writev", 67: "pread64", 68: "pwrite64", 72: "pselect6",
+        73: "ppoll", 79: "newfstatat", 80: "fstat", 82: "fsync", 83: "fdatasync", 84: "sync_file_range",
+        95: "waitid", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 202: "accept",
+        129: "kill", 203: "connect", 206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 242: "accept4",
+        260: "wait4", 267: "syncfs", 291: "statx", 426: "io_uring_enter", 437: "openat2",
+    },
+}  # fmt: skip
+FD_CALLS = frozenset(
+    {
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "fstat", "fsync",
+        "fdatasync", "ftruncate", "fallocate", "getdents", "getdents64", "sync_file_range", "flock",
+        "sendto", "recvfrom", "sendmsg", "recvmsg", "recvmmsg", "sendmmsg", "connect", "accept",
+        "accept4", "sendfile", "splice", "copy_file_range", "syncfs",
+    }
+)  # fmt: skip
+PATH_CALLS = {"open": 0, "stat": 0, "lstat": 0, "truncate": 0, "unlink": 0, "rename": 0, "openat": 1,
+              "openat2": 1, "newfstatat": 1, "statx": 1}  # fmt: skip
+"""Calls that take a path, and which argument holds it."""
+AT_FDCWD = -100
+VERBS = {
+    "open": "opening", "openat": "opening", "openat2": "opening", "read": "reading", "pread64": "reading",
+    "readv": "reading", "preadv": "reading", "write": "writing", "pwrite64": "writing", "writev": "writing",
+    "pwritev": "writing", "fsync": "flushing (fsync)", "fdatasync": "flushing (fdatasync)",
+    "sync_file_range": "flushing", "syncfs": "flushing", "stat": "looking up", "lstat": "looking up",
+    "newfstatat": "looking up", "statx": "looking up", "fstat": "looking up", "getdents": "listing",
+    "getdents64": "listing", "flock": "locking", "ftruncate": "truncating", "truncate": "truncating",
+    "fallocate": "allocating", "unlink": "removing", "rename": "renaming", "copy_file_range": "copying",
+}  # fmt: skip
+"""What a process blocked in a file call is doing to its file, in words."""
+NETWORK_CALLS = frozenset({"recvfrom", "recvmsg", "recvmmsg", "sendto", "sendmsg", "sendmmsg", "connect", "accept",
+                           "accept4"})  # fmt: skip
+WAIT_CALLS = frozenset({"poll", "ppoll", "select", "pselect6", "epoll_wait", "epoll_pwait", "epoll_pwait2"})
+SLEEP_CALLS = frozenset({"nanosleep", "clock_nanosleep", "pause", "restart_syscall"})
+"""``restart_syscall``: a sleep resumed after a signal or a tracer (py-spy) interrupted it."""
+
+
+@dataclass(frozen=True)
+class Mount:
+    point: str
+    fstype: str
+    source: str
+
+    def words(self) -> str:
+        return f"{self.point} ({self.fstype} from {self.source})"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at a process: its state, where its main thread is, and its running totals."""
+
+    pid: int
+    t: float
+    """When it was taken (the prober's clock)."""
+    state: str
+    """The state letter of ``/proc/PID/status``: R, S, D, T, t, Z, X or I."""
+    ppid: int = 0
+    tracer: int = 0
+    wchan: str | None = None
+    syscall: str | None = None
+    """The call the main thread sits in by name (``syscall 318`` for one not known here),
+    ``running`` in user space, None outside any call or where it cannot be read."""
+    target: str | None = None
+    """The file (a path), pipe or socket the call works on."""
+    fifo: bool = False
+    mount: Mount | None = None
+    cpu: float = 0.0
+    """Seconds of CPU, every thread's."""
+    read: int = 0
+    written: int = 0
+    """Bytes read and written through system calls (``rchar``, ``wchar``), every thread's."""
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """What a rank's process is doing, in words, and the one thing to do about it."""
+
+    kind: str
+    """``stopped``, ``traced``, ``zombie``, ``gone``, ``working``, ``file_io``, ``network``,
+    ``gil``, ``lock``, ``sleeping`` or ``unknown``."""
+    summary: str
+    """What follows "rank N " in an alert's one line: ``is stopped (SIGSTOP)``."""
+    words: str
+    """The same at length, for its evidence."""
+    next_step: str
+    evidence: tuple[str, ...] = ()
+    """Lines of what /proc showed."""
+
+    @property
+    def working(self) -> bool:
+        return self.kind == "working"
+
+
+def look(pid: int, t: float) -> Sample | None:
+    """The process ``pid`` now, None if it is gone. Fields it may not read stay empty."""
+    base = PROC / str(pid)
+    try:
+        status = _fields((base / "status").read_text())
+        stat_line = (base / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return Sample(pid, t, "?")
+    state = status.get("State", "?")[:1]
+    after = stat_line.rsplit(")", 1)[-1].split()
+    cpu = (int(after[11]) + int(after[12])) / CLOCK_TICKS if len(after) > 12 else 0.0
+    io = {}
+    with contextlib.suppress(OSError):
+        io = _fields((base / "io").read_text())
+    wchan = _read(base / "wchan")
+    syscall, target, fifo = _syscall(pid) if state not in "ZX" else (None, None, False)
+    mount = _mount(pid, target) if target and target.startswith("/") else None
+    return Sample(
+        pid,
+        t,
+        state,
+        ppid=int(status.get("PPid", "0") or 0),
+        tracer=int(status.get("TracerPid", "0") or 0),
+        wchan=wchan if wchan and wchan != "0" else None,
+        syscall=syscall,
+        target=target,
+        fifo=fifo,
+        mount=mount,
+        cpu=cpu,
+        read=int(io.get("rchar", "0") or 0),
+        written=int(io.get("wchar", "0") or 0),
+    )
+
+
+def _fields(text: str) -> dict[str, str]:
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def _read(path: Path) -> str | None:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return path.read_text().strip()
+    return None
+
+
+def _syscall(pid: int) -> tuple[str | None, str | None, bool]:
+    """The main thread's system call by name, the file it works on, and whether that is a FIFO."""
+    text = _read(PROC / str(pid) / "syscall")
+    if not text:
+        return None, None, False
+    parts = text.split()
+    if parts[0] == "running":
+        return "running", None, False
+    number = int(parts[0])
+    if number < 0 or len(parts) < 7:
+        return None, None, False
+    name = SYSCALLS.get(os.uname().machine, {}).get(number, f"syscall {number}")
+    args = [int(a, 16) for a in parts[1:7]]
+    target = None
+    if name in FD_CALLS:
+        target = _read_link(PROC / str(pid) / "fd" / str(_signed(args[0])))
+    elif name in PATH_CALLS:
+        which = PATH_CALLS[name]
+        target = _path_argument(pid, args[which], _signed(args[0]) if which == 1 else AT_FDCWD)
+    fifo = False
+    if target and target.startswith("/"):
+        with contextlib.suppress(OSError):
+            fifo = stat.S_ISFIFO(os.stat(f"/proc/{pid}/root{target}").st_mode)
+    elif target and target.startswith("pipe:"):
+        fifo = True
+    return name, target, fifo
+
+
+def _signed(value: int) -> int:
+    """A file descriptor argument as the kernel reads it (an int: AT_FDCWD is -100)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _read_link(path: Path) -> str | None:
+    with contextlib.suppress(OSError):
+        return os.readlink(path)
+    return None
+
+
+def _path_argument(pid: int, pointer: int, dirfd: int) -> str | None:
+    """The path a call was given, read from the process's memory (root, or its tracer may),
+    made absolute against its working directory or ``dirfd``."""
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(pointer)
+            raw = mem.read(PATH_MAX).split(b"\0", 1)[0]
+    except (OSError, OverflowError, ValueError):
+        return None
+    path = os.fsdecode(raw)
+    if not path or path.startswith("/"):
+        return path or None
+    base = _read_link(PROC / str(pid) / ("cwd" if dirfd == AT_FDCWD else f"fd/{dirfd}"))
+    return os.path.normpath(os.path.join(base, path)) if base else path
+
+
+def _mount(pid: int, path: str) -> Mount | None:
+    """The mount ``path`` lies on, as the process sees its mounts: the longest mount point
+    that is a prefix of it."""
+    text = _read(PROC / str(pid) / "mountinfo")
+    best: Mount | None = None
+    for line in (text or "").splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 5 or len(rest) < 2:
+            continue
+        point = _unescape(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best.point)):
+            best = Mount(point, rest[0], _unescape(rest[1]))
+    return best
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
+
+
+@dataclass(frozen=True)
+class Progress:
+    """What a process did between two looks."""
+
+    seconds: float
+    cpu: float
+    read: int
+    written: int
+
+    @classmethod
+    def of(cls, usage: Usage) -> Progress:
+        """What a rank said its process did (its report's ``usage``)."""
+        return cls(usage.seconds, usage.cpu, usage.read, usage.written)
+
+    @classmethod
+    def between(cls, first: Sample, last: Sample) -> Progress:
+        return cls(
+            last.t - first.t, last.cpu - first.cpu, max(0, last.read - first.read), max(0, last.written - first.written)
+        )
+
+    @property
+    def busy(self) -> bool:
+        if self.seconds <= 0:
+            return False
+        moved = (self.read + self.written) / self.seconds
+        return self.cpu / self.seconds >= BUSY_CPU or moved >= BUSY_BYTES
+
+    def words(self) -> str:
+        """``wrote 410.0 MiB in 12s, 3.1s of CPU``: the larger of its reads and writes, and its CPU."""
+        parts = []
+        if self.written >= self.read and self.written / self.seconds >= BUSY_BYTES:
+            parts.append(f"wrote {size(self.written)} in {duration(self.seconds)}")
+        elif self.read / self.seconds >= BUSY_BYTES:
+            parts.append(f"read {size(self.read)} in {duration(self.seconds)}")
+        parts.append(f"{self.cpu:.1f}s of CPU in {duration(self.seconds)}")
+        return ", ".join(parts)
+
+
+ACTIVITIES = (
+    ("loading a checkpoint", ("torch/serialization.py", "safetensors"), ("load",)),
+    ("loading a checkpoint", (), ("load_checkpoint", "load_ckpt", "load_model", "restore")),
+    ("writing a checkpoint", ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors"), ("save",)),
+    ("writing a checkpoint", (), ("checkpoint", "ckpt", "save_model", "save_state")),
+    ("importing modules", ("<frozen importlib._bootstrap>",), ()),
+    ("building a C++/CUDA extension", ("torch/utils/cpp_extension.py", "op_builder/"), ()),
+    ("compiling (torch.compile)", ("torch/_dynamo/", "torch/_inductor/"), ()),
+    ("running evaluation", (), ("evaluat", "validat", "eval_step", "run_eval")),
+)
+"""(what, path parts, parts of function names): the work a stack shows, most specific
+first; where both are given, a frame must match both."""
+
+
+def activity(frames: list[Frame] | None) -> str | None:
+    """What the work in ``frames`` is: ``writing a checkpoint``, ``importing modules``..."""
+    for what, parts, funcs in ACTIVITIES:
+        for f in frames or []:
+            in_path = not parts or any(p in f.file for p in parts)
+            in_func = not funcs or any(name in f.func.lower() for name in funcs)
+            if in_path and in_func:
+                return what
+    return None
+
+
+def judge(
+    host: str, first: Sample | None, last: Sample | None, frames: list[Frame] | None = None, owns_gil: bool = False
+) -> Verdict:
+    """The process in words, from the first and the latest look at it (``last`` None: gone)
+    and its main thread's stack (its own report's, or py-spy's)."""
+    if last is None:
+        return Verdict(
+            "gone",
+            "has exited",
+            "has exited (its process is gone)",
+            "see its exit status in the launcher's log, and `dmesg -T` there",
+        )
+    pid = last.pid
+    evidence = tuple(_evidence(last))
+    if last.state == "Z":
+        parent = f"its parent, pid {last.ppid}," if last.ppid else "its parent"
+        return Verdict(
+            "zombie",
+            "has exited (a zombie)",
+            f"has exited: pid {pid} is a zombie that {parent} has not reaped",
+            f"its exit status is with pid {last.ppid} (the launcher): see its log; the rank will not come back",
+            evidence,
+        )
+    if last.state == "T":
+        return Verdict(
+            "stopped",
+            "is stopped (SIGSTOP)",
+            f"is stopped (pid {pid}, State: T): every thread is frozen by SIGSTOP (a debugger, `kill -STOP`, "
+            "a job scheduler's suspend, a frozen cgroup)",
+            f"`kill -CONT {pid}` on {host} resumes it; find who stopped it (a debugger, the scheduler) first",
+            evidence,
+        )
+    if last.state == "t":
+        return Verdict(
+            "traced",
+            "is stopped by a debugger",
+            f"is stopped by a debugger (pid {pid} is traced by pid {last.tracer})",
+            f"continue or detach the debugger (pid {last.tracer}) on {host}",
+            evidence,
+        )
+    moved = Progress.between(first, last) if first is not None and first.t < last.t else None
+    if moved is not None and moved.busy:
+        what = activity(frames) or ("in native code" if owns_gil else "working")
+        return Verdict(
+            "working",
+            f"is {what}, {moved.words()}",
+            f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
+            "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
+            evidence,
+        )
+    call = last.syscall
+    if call in VERBS and last.target and not last.target.startswith(("socket:", "anon_inode:")):
+        kind = "a FIFO" if last.fifo else "file"
+        mount = f", on {last.mount.words()}" if last.mount else ""
+        pipe = ": it waits for the other end to open it" if last.fifo else ""
+        return Verdict(
+            "file_io",
+            f"is blocked in the kernel {VERBS[call]} {last.target}",
+            f"is blocked in the kernel {VERBS[call]} {last.target} ({call}, {kind}{mount}){pipe}",
+            f"check that file system on {host}: `ls {last.mount.point if last.mount else last.target}`, "
+            "`dmesg -T`; a hung NFS or Lustre mount blocks every process that touches it",
+            evidence,
+        )
+    if call in NETWORK_CALLS or (last.target or "").startswith("socket:"):
+        return Verdict(
+            "network",
+            "is waiting on the network",
+            f"is waiting on the network ({call} on {last.target or 'a socket'})",
+            f"see which peer it waits for: `ss -tnp | grep {pid}` on {host}",
+            evidence,
+        )
+    entry = native_entry(frames or [])
+    if owns_gil and entry is not None:
+        return Verdict(
+            "gil",
+            f"holds the GIL in native code ({entry.func})",
+            f"holds the GIL in native code, in {entry.func} ({entry.file.rsplit('/', 1)[-1]}) "
+            f"and below it {frames[-1].func if frames else '?'}",
+            "that call does not release the GIL (a C extension without Py_BEGIN_ALLOW_THREADS, ctypes.PyDLL): "
+            "release it there, or move the call to a subprocess",
+            evidence,
+        )
+    if call == "futex":
+        return Verdict(
+            "lock",
+            "is waiting on a lock",
+            "is waiting on a lock (futex)",
+            f"another thread holds it: `py-spy dump --pid {pid}` on {host} shows every thread",
+            evidence,
+        )
+    if call in SLEEP_CALLS or call in WAIT_CALLS or last.state in "SD":
+        where = f" in {call}" if call and call != "running" else ""
+        return Verdict(
+            "sleeping",
+            f"is asleep{where}",
+            f"is asleep{where} and uses no CPU (State: {last.state})",
+            f"its stack shows what it waits for: `py-spy dump --native --pid {pid}` on {host}",
+            evidence,
+        )
+    return Verdict(
+        "unknown",
+        "makes no progress",
+        f"is {STATES.get(last.state, last.state)} but making no progress",
+        f"`py-spy dump --native --pid {pid}` on {host}",
+        evidence,
+    )
+
+
+GLUE = ("libffi", "_ctypes", "libpython", "python3")
+"""Native frames between Python and the function it called: not the one to name."""
+
+
+def native_entry(frames: list[Frame]) -> Frame | None:
+    """The native function Python code called (``sleep``, not the ``clock_nanosleep`` it
+    sits in, nor libffi's glue); None when the innermost frame is Python's."""
+    if not frames or _python(frames[-1]):
+        return None
+    last_python = max((i for i, f in enumerate(frames) if _python(f)), default=-1)
+    called = [f for f in frames[last_python + 1 :] if not f.func.startswith("0x")]
+    return next((f for f in called if not any(g in f.file for g in GLUE)), called[-1] if called else frames[-1])
+
+
+def _python(frame: Frame) -> bool:
+    """A Python frame has a line number; a native one (py-spy's ``--native``) has none."""
+    return frame.file.endswith(".py") or frame.line > 0
+
+
+def working(
+    moved: Progress, frames: list[Frame] | None, owns_gil: bool = False, evidence: tuple[str, ...] = ()
+) -> Verdict:
+    """A process making progress, and what the work is by its stack."""
+    what = activity(frames) or ("in native code" if owns_gil else "working")
+    return Verdict(
+        "working",
+        f"is {what}, {moved.words()}",
+        f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
+        "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
+        evidence,
+    )
+
+
+def judge_usage(usage: Usage | None, frames: list[Frame] | None) -> Verdict | None:
+    """A rank's own account of its process (its report's ``usage``), where the monitor cannot
+    look at it: working, or None (nothing more can be told from it)."""
+    if usage is None:
+        return None
+    moved = Progress.of(usage)
+    return working(moved, frames, evidence=("by its own report",)) if moved.busy else None
+
+
+def _evidence(s: Sample) -> list[str]:
+    """What /proc showed, in one line."""
+    parts = [f"State: {s.state} ({STATES.get(s.state, '?')})"]
+    if s.wchan:
+        parts.append(f"wchan {s.wchan}")
+    if s.syscall == "running":
+        parts.append("running in user space")
+    elif s.syscall:
+        parts.append(f"in {s.syscall}" + (f" on {s.target}" if s.target else ""))
+    return [f"/proc/{s.pid}: " + ", ".join(parts)]

@@ -1,0 +1,139 @@
+"""What a culprit's process is doing, for the rules: the kernel's view of it (the prober on
+the monitor's host, :mod:`distmon.monitor.outside`) judged with its stack, its own report's
+when it still reports, py-spy's from outside when it does not.
+
+The words decide the severity: a culprit making progress (CPU, bytes written) is working,
+and holding the others up while it works is a warning until the work stops or the
+collective timeout nears; anything else is critical. Without a prober (a replay, a rank on
+another host) a rank that still reports tells whether it works itself (its report's
+``usage``: CPU time and bytes moved over the last seconds); a silent one is judged as before.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from distmon import wire
+from distmon.monitor.alerts import Finding
+from distmon.monitor.outside import Verdict, judge, judge_usage
+from distmon.monitor.rules.base import Context
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
+from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.pyspy import OutsideStack
+
+MAX_WATCHED = 16
+"""Would-be culprits the prober starts looking at before any rule names them."""
+QUIET_INTERVALS = 2.0
+"""Reports a rank may miss before the prober starts looking at it."""
+
+
+def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
+    """Start the prober on the ranks that may soon be named (not exited, and quiet for two
+    intervals, or stalled by their own account and waiting in no collective or send), so
+    that its first verdict is ready when a rule names them. Finds nothing itself."""
+    if ctx.outside is None:
+        return []
+    c = job.cols
+    quiet = ctx.now - c.received > QUIET_INTERVALS * c.interval
+    maybe = c.present & ~job.flagged(wire.EXITED)
+    maybe &= quiet | (job.flagged(wire.STALLED) & ~c.in_collective & ~c.in_p2p)
+    for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
+        with contextlib.suppress(Exception):
+            ctx.outside(s.report.host, s.report.pid)
+    return []
+
+
+@dataclass(frozen=True)
+class Look:
+    """One culprit's process: the verdict, or that the prober has yet to look twice."""
+
+    verdict: Verdict | None
+    pending: bool = False
+    """The prober is looking and has no answer yet (its first look, or py-spy running)."""
+    stack: tuple[str, ...] = ()
+    """Its stack from outside, or why it could not be taken."""
+
+    @property
+    def working(self) -> bool:
+        return self.verdict is not None and self.verdict.working
+
+
+def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look:
+    """Rank ``s``'s process now. A ``silent`` rank's threads cannot report: its stack is
+    taken from outside, once per silence (with ``take`` False, only one taken before: the
+    process is gone)."""
+    r = s.report
+    seen = None
+    if ctx.outside is not None:
+        with contextlib.suppress(Exception):
+            seen = ctx.outside(r.host, r.pid)
+    frames, owns_gil = r.stack, False
+    stack: tuple[str, ...] = ()
+    if silent and ctx.stacks is not None:
+        taken, stack = _outside_stack(s, ctx, take and (seen is None or seen.last is not None))
+        if taken is not None and taken.frames:
+            frames, owns_gil = taken.frames, taken.owns_gil
+    told = None if silent else judge_usage(r.usage, frames)  # its own account, where it still reports
+    if ctx.outside is None:
+        return Look(told, stack=stack)
+    if seen is None:
+        return Look(told, pending=told is None and _on_this_host(s, ctx), stack=stack)
+    if seen.first is None or (seen.last is not None and seen.first.t == seen.last.t and seen.last.state not in "TtZ"):
+        return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
+    return Look(judge(r.host, seen.first, seen.last, frames, owns_gil), stack=stack)
+
+
+def _on_this_host(s: RankState, ctx: Context) -> bool:
+    try:
+        return ctx.probe is not None and ctx.probe(s.report.host, s.report.pid) is not None
+    except Exception:
+        return False
+
+
+def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStack | None, tuple[str, ...]]:
+    """Its stack from outside (py-spy), once per silence; a process gone since keeps the
+    stack taken while it was alive."""
+    r = s.report
+    assert ctx.stacks is not None
+    try:
+        taken = ctx.stacks(r.host, r.pid, s.received, take=alive)
+    except Exception as e:
+        taken = OutsideStack(error=str(e))
+    if taken is None:
+        return None, (("being taken from outside with py-spy",) if alive else ())
+    if not taken.frames:
+        return taken, (f"its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}",)
+    place = classify(taken.frames, taken.owns_gil)
+    gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
+    lines = [f"its main thread, from outside with py-spy{gil}: {place.words}"]
+    if taken.partial:
+        lines.append(f"  (Python frames only: {taken.partial})")
+    return taken, (*lines, *frame_lines(taken.frames, depth=4, indent="  "))
+
+
+def look_lines(look: Look, indent: str = "    ") -> list[str]:
+    """The evidence of ``look``: what the process is doing, what /proc showed, its stack."""
+    lines = []
+    if look.verdict is not None:
+        lines.append(f"{indent}its process {look.verdict.words}")
+        lines.extend(f"{indent}  {e}" for e in look.verdict.evidence)
+    elif look.pending:
+        lines.append(f"{indent}its process: being looked at from outside (/proc, py-spy)")
+    lines.extend(f"{indent}{line}" for line in look.stack)
+    return lines
+
+
+def look_step(rank: int, look: Look) -> str | None:
+    """``What to do about rank 2: `kill -CONT 4242` ...``; None without a verdict."""
+    if look.verdict is None:
+        return None
+    return f"What to do about rank {rank}: {look.verdict.next_step}."
+
+
+def all_working(looks: list[Look]) -> bool:
+    """Every culprit makes progress, or is being looked at: at most a warning for now."""
+    return bool(looks) and all(look.working or look.pending for look in looks)

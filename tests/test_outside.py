@@ -1,0 +1,210 @@
+"""A process seen from outside, through /proc, on real processes: sleeping, stopped, a
+zombie, blocked opening a FIFO, holding the GIL in native code, busy, writing; each judged
+in words with its next step, and the prober and py-spy doing it off the caller's thread."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from distmon.monitor.outside import Sample, activity, judge, look
+from distmon.monitor.probe import OutsideStacks, ProcessProbe, Seen
+from distmon.pyspy import STOPPED, OutsideStack, dump, executable
+from distmon.wire import Frame
+
+HOST = "here"
+
+
+def wait_for(condition: Callable[[], object], timeout: float = 10.0) -> object:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError("condition not met in time")
+
+
+@pytest.fixture
+def python() -> Iterator[Callable[..., subprocess.Popen[bytes]]]:
+    """Starts ``python -c CODE``; every process started is killed at the end."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def start(code: str) -> subprocess.Popen[bytes]:
+        process = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE)
+        started.append(process)
+        assert process.stdout is not None
+        assert process.stdout.readline() == b"ready\n"  # its own code runs: the interpreter's start is over
+        return process
+
+    yield start
+    for process in started:
+        if process.poll() is None:
+            os.kill(process.pid, signal.SIGCONT)
+            process.kill()
+        process.wait()
+
+
+def two_looks(pid: int, apart: float = 1.0) -> tuple[Sample, Sample]:
+    first = look(pid, time.monotonic())
+    time.sleep(apart)
+    last = look(pid, time.monotonic())
+    assert first is not None and last is not None
+    return first, last
+
+
+SLEEPER = "import time; print('ready', flush=True); time.sleep(60)"
+
+
+def test_a_sleeping_process(python) -> None:
+    p = python(SLEEPER)
+    first, last = wait_for(lambda: (s := two_looks(p.pid, 0.5))[1].syscall == "clock_nanosleep" and s)
+    assert last.state == "S" and last.wchan
+    verdict = judge(HOST, first, last)
+    assert verdict.kind == "sleeping", verdict
+    assert "asleep in clock_nanosleep" in verdict.words
+    assert f"py-spy dump --native --pid {p.pid}" in verdict.next_step
+
+
+def test_a_stopped_process(python) -> None:
+    p = python(SLEEPER)
+    os.kill(p.pid, signal.SIGSTOP)
+    last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "T" and s)
+    verdict = judge(HOST, last, last)
+    assert verdict.kind == "stopped", verdict
+    assert "SIGSTOP" in verdict.words
+    assert verdict.next_step.startswith(f"`kill -CONT {p.pid}` on {HOST}")
+
+
+def test_a_zombie_and_a_gone_process(python) -> None:
+    p = python("print('ready', flush=True)")
+    last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "Z" and s)
+    verdict = judge(HOST, last, last)
+    assert verdict.kind == "zombie", verdict
+    assert f"its parent, pid {os.getpid()}" in verdict.words and str(os.getpid()) in verdict.next_step
+    p.wait()
+    assert look(p.pid, time.monotonic()) is None
+    assert judge(HOST, last, None).kind == "gone"
+
+
+def test_a_process_blocked_opening_a_fifo(python, tmp_path: Path) -> None:
+    """open() on a FIFO with no reader never returns: a hung mount's open, on any machine."""
+    fifo = tmp_path / "step_1200.pt"
+    os.mkfifo(fifo)
+    p = python(f"print('ready', flush=True); open({str(fifo)!r}, 'wb')")
+    last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.syscall == "openat" and s)
+    assert last.target == str(fifo) and last.fifo
+    assert last.mount is not None and str(fifo).startswith(last.mount.point)
+    verdict = judge(HOST, last, last)
+    assert verdict.kind == "file_io", verdict
+    assert verdict.words.startswith(f"is blocked in the kernel opening {fifo} (openat, a FIFO, on {last.mount.point}")
+    assert verdict.next_step.startswith(f"check that file system on {HOST}")
+    assert f"in openat on {fifo}" in verdict.evidence[0]
+
+
+def test_a_relative_path_is_made_absolute(python, tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "relative.fifo")
+    code = f"import os; os.chdir({str(tmp_path)!r}); print('ready', flush=True); open('relative.fifo', 'rb')"
+    p = python(code)
+    last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.syscall == "openat" and s)
+    assert last.target == str(tmp_path / "relative.fifo")
+
+
+def test_a_busy_process_and_a_writing_one_are_working(python, tmp_path: Path) -> None:
+    busy = python("print('ready', flush=True)\nwhile True: pass")
+    first, last = two_looks(busy.pid)
+    verdict = judge(HOST, first, last)
+    assert verdict.kind == "working", verdict
+    assert "s of CPU in" in verdict.words
+
+    out = tmp_path / "ckpt.bin"
+    code = f"f = open({str(out)!r}, 'wb'); print('ready', flush=True)\nwhile True: f.write(bytes(1 << 20)); f.flush()"
+    writer = python(code)
+    first, last = two_looks(writer.pid)
+    verdict = judge(HOST, first, last)
+    assert verdict.kind == "working" and "wrote" in verdict.words, verdict
+
+
+def test_a_process_holding_the_gil_in_native_code(python) -> None:
+    if executable() is None:
+        pytest.skip("py-spy is not installed")
+    p = python("import ctypes; print('ready', flush=True); ctypes.PyDLL(None).sleep(60)")
+    taken = wait_for(lambda: (t := dump(p.pid)).frames and t.owns_gil and t)
+    first, last = two_looks(p.pid, 0.5)
+    verdict = judge(HOST, first, last, taken.frames, taken.owns_gil)
+    assert verdict.kind == "gil", verdict
+    assert verdict.summary == "holds the GIL in native code (sleep)", verdict
+    assert "holds the GIL in native code, in sleep (libc" in verdict.words, verdict
+    assert "release it there" in verdict.next_step
+
+
+def test_a_stopped_process_still_shows_its_python_frames(python) -> None:
+    """py-spy cannot suspend a stopped process: its Python frames are read as it stands,
+    and the result says why the native ones are missing."""
+    if executable() is None:
+        pytest.skip("py-spy is not installed")
+    p = python("import time\ndef checkpoint():\n    time.sleep(60)\nprint('ready', flush=True)\ncheckpoint()")
+    wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.syscall == "clock_nanosleep")
+    os.kill(p.pid, signal.SIGSTOP)
+    wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "T")
+    taken = dump(p.pid, stopped=True)
+    assert taken.frames and taken.frames[-1].func == "checkpoint", taken
+    assert taken.partial == STOPPED
+
+
+def test_the_prober_looks_on_its_own_thread(python) -> None:
+    p = python(SLEEPER)
+    probe = ProcessProbe(host=HOST, period=0.1)
+    assert probe.view("elsewhere", p.pid) is None
+    seen = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is not None and v.first != v.last and v)
+    assert isinstance(seen, Seen) and seen.first is not None and seen.first.t < seen.last.t
+    os.kill(p.pid, signal.SIGSTOP)
+    wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last and v.last.state == "T")
+    stacks = OutsideStacks(host=HOST, probe=probe)
+    if executable() is not None:
+        taken = wait_for(lambda: stacks(HOST, p.pid, since=1.0))
+        assert isinstance(taken, OutsideStack) and taken.partial == STOPPED, taken
+    os.kill(p.pid, signal.SIGKILL)
+    p.wait()
+    gone = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is None and v)
+    assert gone.first is not None and gone.first.state in "SRT"
+
+
+@pytest.mark.parametrize(
+    ("frames", "what"),
+    [
+        (
+            [("train.py", "main"), ("train.py", "save_checkpoint"), ("/lib/python3.11/os.py", "fsync")],
+            "writing a checkpoint",
+        ),
+        ([("train.py", "main"), (".../torch/serialization.py", "save")], "writing a checkpoint"),
+        ([("train.py", "main"), (".../torch/serialization.py", "load")], "loading a checkpoint"),
+        ([("train.py", "<module>"), ("<frozen importlib._bootstrap>", "_find_and_load")], "importing modules"),
+        ([("train.py", "main"), ("train.py", "evaluate"), ("model.py", "forward")], "running evaluation"),
+        ([("train.py", "main"), ("model.py", "forward")], None),
+    ],
+)
+def test_the_work_a_stack_shows(frames: list[tuple[str, str]], what: str | None) -> None:
+    assert activity([Frame(file=file, line=1, func=func) for file, func in frames]) == what
+
+
+def test_a_rank_reports_what_its_process_did_lately(tmp_path: Path) -> None:
+    """The hook's own account (its report's ``usage``), for a monitor that cannot look."""
+    from distmon.hooks.resources import UsageReader
+
+    reader = UsageReader()
+    assert reader.read().seconds == 0.0
+    end = time.process_time() + 0.3
+    while time.process_time() < end:
+        pass
+    with open(tmp_path / "ckpt.bin", "wb") as f:
+        f.write(bytes(4 << 20))
+    usage = reader.read()
+    assert usage.seconds > 0 and usage.cpu >= 0.2 and usage.written >= 4 << 20, usage

@@ -1,0 +1,124 @@
+"""The recorder's own trouble is not the monitor's: a file that cannot grow (a file-size
+limit, /dev/full) or that is removed under it stops the recording, says so once in one line,
+and leaves what was written readable; ``distmon record`` keeps watching and alerting."""
+
+from __future__ import annotations
+
+import os
+import resource
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import zmq
+from support.simulate import SimJob
+
+from distmon.monitor.postmortem import load
+from distmon.monitor.recording import RecordingWriter, read_recording, received
+
+DISTMON = [sys.executable, "-m", "distmon"]
+LIMIT = 16 * 1024
+"""Bytes the recorder's file may grow to: full within the first seconds of 32 ranks."""
+
+
+def test_a_file_that_cannot_grow_stops_the_recording_not_the_monitor(tmp_path: Path, endpoint: str) -> None:
+    """``distmon record`` under a file-size limit (SIGXFSZ ignored, so writes fail with EFBIG
+    as on a full disk): the rank that hangs after the file is full is still named."""
+    out = tmp_path / "run.distmon"
+
+    def small_disk() -> None:
+        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+        resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
+
+    recorder = subprocess.Popen(
+        [*DISTMON, "record", "--out", str(out), "--endpoint", endpoint],
+        stderr=subprocess.PIPE,
+        text=True,
+        preexec_fn=small_disk,
+    )
+    sim = SimJob(world=32, start=time.time() + 1.0).hang(5, at=6)
+    context = zmq.Context()
+    push = context.socket(zmq.DEALER)
+    push.connect(endpoint)
+    try:
+        for t, raw in sim.stream(until=18):
+            time.sleep(max(0.0, t - time.time()))
+            push.send(raw)
+    finally:
+        push.close(linger=0)
+        context.term()
+        recorder.send_signal(signal.SIGTERM)
+        _, err = recorder.communicate(timeout=30)
+    assert recorder.returncode == 0, err
+    lines = err.splitlines()
+    stopped = [i for i, line in enumerate(lines) if "stopped at" in line]
+    assert len(stopped) == 1, err
+    assert lines[stopped[0]].startswith(f"distmon: the recording {out} stopped at "), err
+    assert "File too large" in lines[stopped[0]] and "watching and alerting go on" in lines[stopped[0]], err
+    named = [i for i, line in enumerate(lines) if "hang" in line and "rank 5" in line]
+    assert named and named[0] > stopped[0], err  # named after the file was full
+    assert "Traceback" not in err, err
+    assert out.stat().st_size <= LIMIT
+    _, records = read_recording(str(out))
+    assert sum(1 for _ in received(records)) > 32  # the part written before reads back
+    load(str(out))
+
+
+def test_dev_full_is_refused_at_the_start_in_one_line() -> None:
+    result = subprocess.run(
+        [*DISTMON, "record", "--out", "/dev/full", "--endpoint", "ipc:///tmp/distmon-dev-full-test.sock"],
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == "distmon record: cannot write /dev/full: No space left on device"
+
+
+def test_a_file_removed_under_the_writer_stops_the_recording_once(tmp_path: Path) -> None:
+    path = tmp_path / "run.distmon"
+    said: list[str] = []
+    writer = RecordingWriter(str(path), say=said.append)
+    sim = SimJob(world=2)
+    for t, raw in sim.stream(until=2):
+        writer.message(t, raw)
+    writer.sync()
+    os.unlink(path)
+    for t, raw in sim.stream(since=2, until=4):
+        writer.message(t, raw)
+    writer.sync()
+    writer.close()
+    assert len(said) == 1 and "the file was removed or replaced" in said[0], said
+    assert writer.stopped is not None and writer.stopped.startswith(f"the recording {path} stopped at ")
+
+
+@pytest.mark.parametrize("where", ["write", "close"])
+def test_a_full_disk_mid_record_keeps_what_was_written_readable(tmp_path: Path, where: str) -> None:
+    """The writer in a process with a file-size limit: a write or the close fails, neither raises."""
+    path = tmp_path / "run.distmon"
+    code = f"""
+import resource, signal, sys
+sys.path.insert(0, {str(Path(__file__).parent)!r})
+from support.simulate import SimJob
+from distmon.monitor.recording import RecordingWriter
+signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
+writer = RecordingWriter({str(path)!r})
+sim = SimJob(world=16)
+for t, raw in sim.stream(until=4):
+    writer.message(t, raw)
+writer.sync()
+print(writer.records, flush=True)
+resource.setrlimit(resource.RLIMIT_FSIZE, (writer._file.tell(), resource.RLIM_INFINITY))
+if {where!r} == "write":
+    for t, raw in sim.stream(since=4, until=60):
+        writer.message(t, raw)
+writer.close()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.count("stopped at") == 1 and "File too large" in done.stderr, done.stderr
+    _, records = read_recording(str(path))
+    assert sum(1 for _ in received(records)) == int(done.stdout) >= 4 * 16  # all that was synced
