@@ -25,9 +25,10 @@ from simulated import SimJob
 
 from distmon.export.prometheus import MonitorCollector
 from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import Pump, ReplayFeed
+from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import Message
+from distmon.monitor.session import Session
 
 UNTIL = 20.0
 """Seconds of the simulated job; its rank ``world // 3`` hangs at 10."""
@@ -38,7 +39,7 @@ def hung_job(world: int, window: float) -> tuple[Monitor, float]:
     sim = SimJob(world=world, ranks_per_host=8, gpu=True).hang(world // 3, at=10)
     monitor = Monitor(Detector(probe=sim.probe))
     records = (Message(t, raw) for t, raw in sim.stream(until=UNTIL, since=UNTIL - window))
-    for _ in Pump(ReplayFeed(records, speed=math.inf, end=sim.start + UNTIL), monitor).drain():
+    for _ in Session(ReplayFeed(records, speed=math.inf, end=sim.start + UNTIL), monitor).drain():
         pass
     return monitor, sim.start + UNTIL
 

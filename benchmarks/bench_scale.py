@@ -7,7 +7,7 @@ Sender processes stand in for the ranks: each pre-encodes its ranks' reports fro
 simulator (a healthy second, then a second of the hang) and sends them, their clocks moved on
 each second, one message per rank per second, to the relay of the rank's node. The relays
 (``distmon relay``) batch them to the monitor, which runs as ``distmon record`` does (a
-LiveFeed and the Pump). With ``--json`` the last line is one JSON object: ``ranks``,
+LiveFeed and the Session). With ``--json`` the last line is one JSON object: ``ranks``,
 ``relays``, ``reports_per_s`` (rank reports the monitor took in per second, sustained),
 ``tick_ms_median`` (detector ticks during the hang), ``alert_s`` (stall to the first alert
 naming a culprit, or null), ``named`` (the ranks it names), ``monitor_rss_mb``, ``dropped``
@@ -36,8 +36,9 @@ from simulated import SimJob
 
 from distmon.cli import relax_gc
 from distmon.monitor.ending import STOP_KINDS
-from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.session import Session
 from distmon.wire import HEADER_FIELDS, encode
 
 HANG_AT = 20.0
@@ -149,7 +150,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
         return changes
 
     monitor.tick = timed  # type: ignore[method-assign]
-    pump = Pump(feed, monitor)
+    session = Session(feed, monitor)
     stalled_at = start + healthy - (HUNG - HANG_AT)
     counted: list[tuple[float, int]] = []
     alert: tuple[float, list[int]] | None = None
@@ -157,7 +158,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
     """Every alert raised, in one line each."""
     try:
         while time.time() < start + seconds + 2:
-            for t, change in pump.run_timed(limit=50_000):
+            for t, change in session.run_timed(limit=50_000):
                 if change.event != "updated":
                     said.append(f"+{t - start:.0f}s {change.event} {change.alert.headline[:160]}")
                 if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:

@@ -169,12 +169,12 @@ def bench_memory(world: int = 4096, seconds: float = 150.0) -> None:
     feed = SimFeed(SimJob(world=world, ranks_per_host=8, start=START), until=seconds)
     app = build_app(feed)
     process = psutil.Process()
-    print(f"watcher memory, {world} ranks at 1 Hz through the app's monitor and pump")
+    print(f"watcher memory, {world} ranks at 1 Hz through the app's session")
     print(f"{'feed s':>7} {'RSS MB':>7} {'peak MB':>8} {'msgs/s':>8}")
     mark, t0 = START, time.perf_counter()
     messages = 0
-    while app.pump.run(10_000) or app.pump.taken:
-        messages += app.pump.taken
+    while app.session.run(10_000) or app.session.taken:
+        messages += app.session.taken
         if feed.t - mark >= 30:
             mark = feed.t
             rss = process.memory_info().rss / 2**20

@@ -54,7 +54,7 @@ async def shoot(recording: Path, rank: int | None, size: tuple[int, int], svg: P
     feed = ReplayFeed(str(recording), speed=math.inf)
     app = build_app(feed)
     async with app.run_test(size=size) as pilot:
-        while not feed.finished or app.pump.taken:
+        while not feed.finished or app.session.taken:
             await pilot.pause(0.05)
         app.redraw()
         await pilot.pause()

@@ -1,5 +1,5 @@
 """Feeds: a recording released by its virtual clock, a live endpoint read by a thread, and
-the pump that drives a monitor from either."""
+the session that drives a monitor from either."""
 
 from __future__ import annotations
 
@@ -16,10 +16,11 @@ from support.simulate import SimJob
 
 from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.alerts import Alert, Change
-from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
+from distmon.monitor.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingError, RecordingWriter
+from distmon.monitor.session import Session
 from distmon.wire import MAX_MESSAGE_BYTES
 
 START = 1_700_000_000.0
@@ -92,7 +93,7 @@ def test_a_recording_cut_off_mid_write_replays_to_where_it_ends(tmp_path: Path) 
     assert feed.now() == released[-1][0]
 
 
-def test_replay_hands_out_batches_and_the_pump_ingests_their_messages(tmp_path: Path) -> None:
+def test_replay_hands_out_batches_and_the_session_ingests_their_messages(tmp_path: Path) -> None:
     """A recording of what relays sent: each second's reports, one batch."""
     path = tmp_path / "batches.distmon"
     writer = RecordingWriter(str(path))
@@ -108,8 +109,8 @@ def test_replay_hands_out_batches_and_the_pump_ingests_their_messages(tmp_path: 
     assert all(isinstance(b, Batch) and b.relays == [Relay("node-a:7", "node-a")] for _, b in items)
     assert [b.frames() for _, b in items if isinstance(b, Batch)] == [seconds[s] for s in sorted(seconds)]
     monitor = Monitor()
-    pump = Pump(ReplayFeed(str(path), speed=math.inf), monitor)
-    list(pump.drain())
+    session = Session(ReplayFeed(str(path), speed=math.inf), monitor)
+    list(session.drain())
     assert len(monitor.state.ranks) == 4 and monitor.state.received == 40
 
 
@@ -125,12 +126,12 @@ def test_bad_files_raise_one_clear_error(tmp_path: Path, content: bytes | None, 
         ReplayFeed(str(path))
 
 
-def test_pump_ingests_on_feed_time_and_ticks_once_a_second(tmp_path: Path) -> None:
+def test_session_ingests_on_feed_time_and_ticks_once_a_second(tmp_path: Path) -> None:
     feed = ReplayFeed(str(write(tmp_path / "r.distmon", seconds=10)), speed=math.inf)
     ticks: list[float] = []
     monitor = Monitor()
-    pump = Pump(feed, monitor, on_tick=ticks.append)
-    while pump.run(7) or pump.taken:
+    session = Session(feed, monitor, on_tick=ticks.append)
+    while session.run(7) or session.taken:
         pass
     assert len(monitor.state.ranks) == 4 and monitor.state.received == 40
     assert all(b - a == pytest.approx(1.0) for a, b in itertools.pairwise(ticks))
@@ -248,7 +249,7 @@ def test_the_receiver_takes_relays_batches_gathers_ranks_frames_and_counts_what_
         receiver.close()
 
 
-def test_the_pump_ingests_batches_and_single_messages_alike() -> None:
+def test_the_session_ingests_batches_and_single_messages_alike() -> None:
     frames = [raw for _, raw in SimJob(world=4, start=START).stream(until=2)]
     monitor = Monitor()
     monitor.ingest_batch(Batch.of(frames[:4], relay=Relay("n:1", "n")), START + 1)

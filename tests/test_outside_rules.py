@@ -28,13 +28,14 @@ from support.simulate import SimJob
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Change, Finding
 from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
+from distmon.monitor.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.probe import ProcessProbe
 from distmon.monitor.recording import AlertEvent, Message, RecordingWriter, read_recording
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.stalls import stall
+from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.wire import Frame, Report, Usage, decode, encode
 
@@ -111,7 +112,7 @@ def test_a_monitor_that_falls_behind_says_so_and_blames_no_rank(endpoint: str) -
     sim = SimJob(world=64, start=time.time() + 0.5).hang(7, at=16)
     feed = LiveFeed(endpoint, capacity=40)
     monitor = Monitor(Detector(probe=sim.probe))
-    pump = Pump(feed, monitor)
+    session = Session(feed, monitor)
     context = zmq.Context()
     push = context.socket(zmq.DEALER)
     push.connect(endpoint)
@@ -122,9 +123,9 @@ def test_a_monitor_that_falls_behind_says_so_and_blames_no_rank(endpoint: str) -
             time.sleep(max(0.0, t - time.time()))
             push.send(raw)
             if not paused[0] <= t < paused[1]:
-                changes += pump.run_timed()
+                changes += session.run_timed()
         feed.settle()
-        changes += pump.run_timed()
+        changes += session.run_timed()
     finally:
         push.close(linger=0)
         context.term()
@@ -162,7 +163,7 @@ def test_a_rank_on_another_host_says_itself_that_it_works(tmp_path: Path) -> Non
     def hangs(usage_after: Callable[[float], Usage]) -> list[AlertEvent]:
         path = tmp_path / "run.distmon"
         monitor = Monitor(Detector(probe=sim.probe), recorder=RecordingWriter(str(path)))
-        list(Pump(ReplayFeed(records(usage_after), speed=math.inf, end=sim.start + 30), monitor).drain())
+        list(Session(ReplayFeed(records(usage_after), speed=math.inf, end=sim.start + 30), monitor).drain())
         monitor.close()
         return [r for r in read_recording(str(path))[1] if isinstance(r, AlertEvent) and r.alert.kind == "hang"]
 

@@ -203,16 +203,15 @@ def test_record_serves_every_rank_and_the_hang_alert_over_http(recorder: tuple[i
 def test_a_resolved_alert_reads_zero_and_its_ranks_go() -> None:
     sim = SimJob(world=4, gpu=False).exception(1, at=5)
     monitor = Monitor(Detector(probe=sim.probe))
-    now = [0.0]
-    collector = MonitorCollector(monitor, clock=lambda: now[0])
+    collector = MonitorCollector(monitor)
     drive(sim, monitor, until=10)
-    now[0] = sim.start + 10
     families = {f.name: f for f in collector.collect()}
     assert not families["distmon_rank_gpu_memory_used_bytes"].samples, "no GPU, no GPU series"
     assert [(s.labels["kind"], s.value) for s in families["distmon_alert_active"].samples] == [("rank_exception", 1)]
     assert [s.labels["rank"] for s in families["distmon_alert_rank"].samples] == ["1"]
     assert [families[f"distmon_job_ranks_{which}"].samples[0].value for which in ("exited", "failed")] == [4, 4]
     monitor.alerts.update([], sim.start + 11)
+    monitor.publish(sim.start + 11)
     families = {f.name: f for f in collector.collect()}
     assert [s.value for s in families["distmon_alert_active"].samples] == [0]
     assert families["distmon_alert_rank"].samples == []
@@ -302,7 +301,7 @@ def test_the_grafana_dashboard_queries_only_series_and_labels_that_survive_a_scr
     monitor = Monitor(Detector(probe=sim.probe))
     drive(sim, monitor, until=15)
     registry = CollectorRegistry()
-    registry.register(MonitorCollector(monitor, clock=lambda: sim.start + 15))
+    registry.register(MonitorCollector(monitor))
     families = list(text_string_to_metric_families(generate_latest(registry).decode()))
     served = {s.name for f in families for s in f.samples}
     labels = {label for f in families for s in f.samples for label in s.labels}

@@ -30,11 +30,12 @@ from messages import message
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.monitor.feeds import LiveFeed, Pump, ReplayFeed
+from distmon.monitor.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.receiver import EndpointError, Handshakes, Receiver
 from distmon.monitor.recording import Dropped, RecordingWriter, read_recording, received
+from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
 
@@ -345,14 +346,14 @@ def test_watch_shows_refused_senders_while_no_rank_is_heard(key_file: Path) -> N
     address = tcp_endpoint()
     feed = LiveFeed(address, key=keys.load(str(key_file)))
     monitor = Monitor()
-    pump = Pump(feed, monitor)
+    session = Session(feed, monitor)
     try:
         with sender(address, linger=0) as plain:
             with contextlib.suppress(zmq.Again):
                 plain.send(report(0), zmq.NOBLOCK)
             deadline = time.monotonic() + 10
             while not monitor.state.dropped and time.monotonic() < deadline:
-                pump.run()
+                session.run()
                 time.sleep(0.05)
     finally:
         feed.close()
@@ -384,8 +385,8 @@ def test_a_replay_shows_what_the_recorded_monitor_refused(tmp_path: Path) -> Non
     writer.dropped(T0 + 2, Counter(no_key=1))
     writer.close()
     monitor = Monitor()
-    pump = Pump(ReplayFeed(str(path), speed=math.inf), monitor)
-    pump.run()
+    session = Session(ReplayFeed(str(path), speed=math.inf), monitor)
+    session.run()
     assert monitor.state.dropped == {"no_key": 4, "rank_out_of_range": 2}
     assert list(monitor.state.ranks) == [0]
 

@@ -1,7 +1,7 @@
 """``distmon record``: the headless monitor for batch jobs.
 
-Binds the endpoint, runs the monitor's one loop (:class:`~distmon.monitor.feeds.Pump`) on
-the live feed, writes every rank message and alert change to the recording, and prints one
+Binds the endpoint, runs the monitor's one driver (:class:`~distmon.monitor.session.Session`)
+on the live feed, writes every rank message and alert change to the recording, and prints one
 line per alert on stderr for the job's log. Stops on SIGINT or SIGTERM and closes the
 recording cleanly.
 """
@@ -20,9 +20,10 @@ from distmon.commands.live import start
 from distmon.commands.signals import stop_on_signals
 from distmon.export.text import alert_line
 from distmon.monitor.alerts import Change
-from distmon.monitor.feeds import LiveFeed, Pump
+from distmon.monitor.feeds import LiveFeed
 from distmon.monitor.receiver import EndpointError
 from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.session import Session
 
 POLL = 0.05
 """Seconds between turns of the loop: the feed's reader thread queues what arrives."""
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon record: {e}", file=sys.stderr)
         return 2
     monitor = live.monitor
-    pump = Pump(feed, monitor)
+    session = Session(feed, monitor)
     secured = " with the job's key" if key else ""
     serving = f", metrics on port {args.metrics_port}" if live.metrics else ""
     print(
@@ -77,13 +78,12 @@ def run(args: argparse.Namespace) -> int:
     )
     try:
         while not stop:
-            _log(pump.drain())
+            _log(session.drain())
             time.sleep(POLL)
         feed.settle()  # what arrived with the signal: last words
-        _log(pump.finish())
+        _log(session.finish())
     finally:
-        feed.close()
-        monitor.close()
+        session.close()
         acted = live.stop()
     state = monitor.state
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(state.dropped.items())) or "none"

@@ -2,7 +2,7 @@
 ``--headless``, run the detector over it again and print the alerts it raises, one line each
 as ``distmon record`` does, or with ``--json`` as ``distmon report --json`` prints them.
 
-Both go through the monitor's one loop (:class:`~distmon.monitor.feeds.Pump`), so a replay
+Both go through the monitor's one driver (:class:`~distmon.monitor.session.Session`), so a replay
 raises what the live monitor raised, at the same moments (within a tick where the live
 monitor could see processes and stacks a recording does not hold).
 """
@@ -66,15 +66,15 @@ def run(args: argparse.Namespace) -> int:
 
 def _headless(feed: ReplayFeed, as_json: bool) -> int:
     from distmon.export.text import alert_line
-    from distmon.monitor.feeds import Pump
     from distmon.monitor.monitor import Monitor
+    from distmon.monitor.session import Session
 
     monitor = Monitor()
-    pump = Pump(feed, monitor)
-    for _, change in [*pump.drain(), *pump.finish()]:
+    session = Session(feed, monitor)
+    for _, change in session.finish():
         if not as_json and change.event != "updated":
             print(alert_line(change))
-    feed.close()
+    session.close()
     if as_json:
         json.dump([a.to_json() for a in monitor.alerts.history], sys.stdout, indent=2)
         print()

@@ -4,10 +4,7 @@ A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`Re
 recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
 being a rank's raw report (a replay) or a :class:`~distmon.channel.Batch` of them (live:
 what a relay sent, or what came straight from the ranks together), and tells the time on
-its own clock. :class:`Pump` drives a
-:class:`~distmon.monitor.monitor.Monitor` from any of them: ``watch``, ``record``,
-``replay`` and the tests' simulated jobs all run through it, so a replay runs the detector
-at the very moments, on the very messages, that the live monitor did.
+its own clock. :class:`~distmon.monitor.session.Session` drives a monitor from any of them.
 """
 
 from __future__ import annotations
@@ -18,16 +15,12 @@ import threading
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Protocol
-
-import numpy as np
 
 from distmon.channel import Batch, Command, Dump
 from distmon.keys import JobKey
-from distmon.monitor.alerts import Change
 from distmon.monitor.intake import OVERFLOW
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording import (
     AlertEvent,
@@ -343,94 +336,3 @@ class ReplayFeed:
         close = getattr(self._records, "close", None)
         if close is not None:
             close()
-
-
-class Pump:
-    """Drives a monitor from a feed: each message ingested at its feed time (a batch's frames
-    all at the batch's), the detector run once a second of feed time, on whole seconds after
-    the first message. The clock is the feed's: a tick falls only once every message before
-    it has been ingested, live or
-    replayed, so a replay runs the detector at the very moments, on the very messages, that
-    the live monitor did."""
-
-    TICK = 1.0
-
-    def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
-        self.feed = feed
-        self.monitor = monitor
-        self.on_tick = on_tick
-        self._next_tick: float | None = None
-        self.taken = 0
-        """What the last :meth:`run` took, by :func:`weight`: frames, as a rule."""
-
-    def run(self, limit: int = 1000) -> list[Change]:
-        """Take messages weighing up to ``limit``; returns the alert changes of the ticks run."""
-        return [change for _, change in self.run_timed(limit)]
-
-    def run_timed(self, limit: int = 1000) -> list[tuple[float, Change]]:
-        """As :meth:`run`, each change with the time of the tick that made it."""
-        changes: list[tuple[float, Change]] = []
-        items = self.feed.take(limit)
-        self.taken = sum(weight(message) for _, message in items)
-        self.monitor.state.dropped.update(self.feed.take_dropped())
-        pending: list[Item] = []
-        for t, message in items:
-            if self._next_tick is None:
-                self._next_tick = t + self.TICK
-            if t >= self._next_tick:
-                self._ingest(pending)
-                changes += self._tick_until(t)
-            pending.append((t, message))
-        self._ingest(pending)
-        if self.taken < limit:  # the feed has handed over all it has up to its clock
-            changes += self._tick_until(self.feed.now())
-        return changes
-
-    def _ingest(self, items: list[Item]) -> None:
-        """Messages that came between two ticks, taken in as one batch, each at its time: the
-        monitor reads a batch as arrays, one message at a time it would pay that a message."""
-        if not items:
-            return
-        batches: list[Batch] = []
-        straight: list[bytes] = []
-        for _, message in items:
-            if isinstance(message, Batch):
-                batches.append(message)
-            else:
-                straight.append(message)
-        if straight:
-            batches.append(Batch.of(straight))
-        times = np.concatenate(
-            [np.full(len(m), t) for t, m in items if isinstance(m, Batch)]
-            + [np.array([t for t, m in items if not isinstance(m, Batch)])]
-        )
-        batch = batches[0] if len(batches) == 1 else Batch.merged(batches)
-        self.monitor.ingest_batch(batch, float(max(t for t, _ in items)), times)
-        items.clear()
-
-    def drain(self) -> Iterator[tuple[float, Change]]:
-        """Everything the feed holds now, and the ticks up to its clock."""
-        while True:
-            yield from self.run_timed()
-            if self.taken == 0:
-                return
-
-    def finish(self) -> list[tuple[float, Change]]:
-        """The tick that closes a run, at the next whole second: live at exit and at the end
-        of a replay alike, so that last words turn into alerts the same way in both."""
-        changes = list(self.drain())
-        if self._next_tick is not None:
-            changes += self._tick_until(self._next_tick)
-        return changes
-
-    def _tick_until(self, t: float) -> list[tuple[float, Change]]:
-        if self._next_tick is None:
-            return []
-        changes: list[tuple[float, Change]] = []
-        while t >= self._next_tick:
-            now = self._next_tick
-            changes += [(now, change) for change in self.monitor.tick(now)]
-            if self.on_tick is not None:
-                self.on_tick(now)
-            self._next_tick += self.TICK
-        return changes

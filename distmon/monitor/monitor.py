@@ -21,6 +21,7 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.snapshot import Snapshot, take
 from distmon.monitor.state import JobState
 from distmon.monitor.views import RankState
 
@@ -46,6 +47,9 @@ class Monitor:
         self.recorder = recorder
         self.responder = responder
         self._dropped_recorded: Counter[str] = Counter()
+        self.snapshot: Snapshot = take(self.state, self.limits, self.alerts, 0.0)
+        """The state as of the latest tick (empty before the first), for readers on other
+        threads (:meth:`publish`)."""
 
     @property
     def limits(self) -> Thresholds:
@@ -85,7 +89,13 @@ class Monitor:
                 self.recorder.alert(now, change)
             self._record_dropped(self.recorder, now)
             self.recorder.sync_if_due()
+        self.publish(now)
         return changes
+
+    def publish(self, now: float) -> None:
+        """Replace :attr:`snapshot` with the state at ``now``: a reader on another thread takes
+        the reference once and reads a tick whole, never the live state."""
+        self.snapshot = take(self.state, self.limits, self.alerts, now)
 
     def _record_dropped(self, recorder: RecordingWriter, now: float) -> None:
         """What was refused since the last tick: refused messages are not recorded."""

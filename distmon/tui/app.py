@@ -1,9 +1,11 @@
 """The terminal UI shared by ``distmon watch`` and ``distmon replay``.
 
 Threading rule: the app never waits on the network. A feed (live or replay) queues
-messages; a fast timer drains them into the monitor within a small time budget, and a
-slower timer redraws every widget from the monitor's latest state. Both run on the feed's
-clock, so a replay goes through exactly the code that a live run does.
+messages; a fast timer steps the session (:class:`~distmon.monitor.session.Session`) that
+drains them into the monitor within a small time budget, and a slower timer redraws every
+widget from the monitor's latest state. Both run on the feed's clock, so a replay goes
+through exactly the code that a live run does; the session is finished when a replay ends
+and when the app quits, with the closing tick ``record`` runs.
 """
 
 from __future__ import annotations
@@ -18,9 +20,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
-from distmon.monitor.feeds import Feed, LiveFeed, Pump, ReplayFeed
+from distmon.monitor.feeds import Feed, LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.session import Session, Timed
 from distmon.tui import text
 from distmon.tui.alert_detail import AlertDetail
 from distmon.tui.alerts_panel import AlertsPanel
@@ -63,7 +66,7 @@ class DistmonApp(App[None]):
         self.feed = feed
         self.monitor = monitor
         self.tracker = OverviewTracker()
-        self.pump = Pump(feed, monitor, on_tick=lambda now: self.tracker.observe(monitor, now))
+        self.session = Session(feed, monitor, on_tick=lambda now: self.tracker.observe(monitor, now))
         self.overview = self.tracker.overview(monitor, feed.now())
         # The widgets are held, not queried: the redraw timer can fire while they are
         # being removed at exit.
@@ -89,20 +92,27 @@ class DistmonApp(App[None]):
         self.set_interval(REDRAW_EVERY, self.redraw)
 
     def on_unmount(self) -> None:
-        self.feed.close()
-        self.monitor.close()
+        self._raised(self.session.finish())
+        self.session.close()
 
     # --- the two timers -----------------------------------------------------------------
 
     def drain(self) -> None:
-        """Feed the monitor what has arrived, for at most ``DRAIN_BUDGET`` seconds."""
+        """Feed the monitor what has arrived, for at most ``DRAIN_BUDGET`` seconds; at the
+        end of a replay, finish the session."""
         deadline = time.perf_counter() + DRAIN_BUDGET
         while True:
-            for change in self.pump.run(500):
-                if change.event == "raised" and isinstance(self.feed, ReplayFeed):
-                    self.feed.alert_raised(change.alert.t)
-            if self.pump.taken == 0 or time.perf_counter() > deadline:
-                return
+            self._raised(self.session.run_timed(500))
+            if self.session.taken == 0 or time.perf_counter() > deadline:
+                break
+        if isinstance(self.feed, ReplayFeed) and self.feed.finished and self.session.taken == 0:
+            self._raised(self.session.finish())
+
+    def _raised(self, changes: Timed) -> None:
+        """A replay jumping to the next alert stops at one raised here."""
+        for _, change in changes:
+            if change.event == "raised" and isinstance(self.feed, ReplayFeed):
+                self.feed.alert_raised(change.alert.t)
 
     def redraw(self) -> None:
         now = self.feed.now()

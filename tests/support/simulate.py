@@ -20,9 +20,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from distmon.monitor.alerts import Change
-from distmon.monitor.feeds import Pump, ReplayFeed
+from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import Message
+from distmon.monitor.session import Session
 from distmon.wire import (
     P2P,
     RECV,
@@ -566,11 +567,11 @@ def _unit(*key: int) -> float:
 
 def drive(sim: SimJob, monitor: Monitor, until: float) -> list[tuple[float, Change]]:
     """Feed ``sim``'s stream into ``monitor`` through the monitor's one loop (a feed of its
-    records and :class:`~distmon.monitor.feeds.Pump`), up to ``until`` seconds of sim time.
+    records and :class:`~distmon.monitor.session.Session`), up to ``until`` seconds of sim time.
 
     Returns every alert change with the time of the tick that made it, as a live monitor
     would see them.
     """
     records = (Message(t, raw) for t, raw in sim.stream(until=until))
-    pump = Pump(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor)
-    return list(pump.drain())
+    session = Session(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor)
+    return list(session.drain())

@@ -70,7 +70,7 @@ async def play_to_end(pilot: Pilot) -> None:
     app = pilot.app
     assert isinstance(app, DistmonApp) and isinstance(app.feed, ReplayFeed)
     for _ in range(400):
-        if app.feed.finished and app.pump.taken == 0:
+        if app.feed.finished and app.session.taken == 0:
             break
         await pilot.pause(0.02)
     app.drain()

@@ -1,0 +1,130 @@
+"""The monitor's state as readers on other threads see it: a :class:`Snapshot`, taken on the
+monitor's thread at each tick, holding copies only.
+
+The live state's columns change under a reader on another thread (the Prometheus scrape runs
+on the HTTP server's), and reading some of its facts decodes and caches reports. A snapshot is
+built from the state's own definitions (silent, stalled, failed, a collective's age, the pace)
+at the tick's time, and is never changed after: a reader holding one sees one tick, whole.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import numpy.typing as npt
+
+from distmon import wire
+from distmon.monitor.alerts import AlertBook
+from distmon.monitor.arrays import distinct
+from distmon.monitor.columns import F8, HISTORY, I8
+from distmon.monitor.limits import Thresholds
+from distmon.monitor.state import JobState
+
+Mask = npt.NDArray[np.bool_]
+
+RATE_SAMPLES = 10
+"""Reports that steps per second is measured over (ten seconds at the default interval)."""
+
+
+@dataclass(frozen=True)
+class AlertFacts:
+    """What a reader counts of an alert."""
+
+    kind: str
+    severity: str
+    ranks: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """The job at the tick at ``t``. The per-rank arrays run over :attr:`ranks`, the ranks
+    heard from, in rank order."""
+
+    t: float
+    job: str
+    world: int
+    received: int
+    dropped: dict[str, int]
+    pace: float | None
+    ranks: I8
+    host: I8
+    host_names: dict[int, str]
+    local_rank: I8
+    steps: F8
+    steps_per_second: F8
+    step_p50: F8
+    data_wait: F8
+    collective_age: F8
+    """Of the oldest collective in flight; NaN when none is."""
+    silent_for: F8
+    rss: F8
+    gpu_used: F8
+    gpu_total: F8
+    has_gpu: Mask
+    exited: Mask
+    silent: Mask
+    stalled: Mask
+    failed: Mask
+    reports: tuple[bytes | None, ...]
+    """Each rank's latest report as received (immutable): what only the reports carry is
+    read off these by the reader that wants it."""
+    active: tuple[AlertFacts, ...]
+    raised_kinds: frozenset[tuple[str, str]]
+    """Every (kind, severity) raised so far, active or not."""
+
+    def gpu_util(self, at: I8) -> F8:
+        """Of the ranks at positions ``at``: their GPU's utilization, 0 to 100 (NaN: none)."""
+        util = [wire.gpu_util(raw) if (raw := self.reports[i]) else None for i in at.tolist()]
+        return np.array(util, dtype=np.float64)
+
+
+def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> Snapshot:
+    """The state at ``now`` (a tick's time), copied; on the monitor's thread."""
+    c = state.cols
+    ranks = state.present()
+    host = c.host[ranks].copy()
+    return Snapshot(
+        t=now,
+        job=state.job or "",
+        world=state.world,
+        received=state.received,
+        dropped=dict(state.dropped),
+        pace=state.pace(),
+        ranks=ranks,
+        host=host,
+        host_names={h: state.host_name(h) for h in distinct(host).tolist()},
+        local_rank=c.local_rank[ranks].copy(),
+        steps=c.steps[ranks].astype(np.float64),
+        steps_per_second=_steps_per_second(state, ranks),
+        step_p50=c.step_p50[ranks].copy(),
+        data_wait=c.data_wait[ranks].copy(),
+        collective_age=state.collective_age(now)[ranks],
+        silent_for=state.silent_for(now)[ranks],
+        rss=c.rss[ranks].astype(np.float64),
+        gpu_used=state.gpu_used(ranks),
+        gpu_total=state.gpu_total()[ranks],
+        has_gpu=state.flagged(wire.HAS_GPU, ranks),
+        exited=state.flagged(wire.EXITED, ranks),
+        silent=state.silent(now, limits, ranks),
+        stalled=state.stalled(now, limits)[ranks],
+        failed=state.failed_on_their_own()[ranks],
+        reports=tuple(state.raw_reports(ranks)),
+        active=tuple(AlertFacts(a.kind, a.severity, tuple(a.ranks)) for a in list(alerts.active.values())),
+        raised_kinds=frozenset((a.kind, a.severity) for a in alerts.history),
+    )
+
+
+def _steps_per_second(state: JobState, ranks: I8) -> F8:
+    """Per rank of ``ranks``: steps per second over its last :data:`RATE_SAMPLES` reports
+    (NaN: not measurable yet)."""
+    c = state.cols
+    ago = np.minimum(c.history_count[ranks], RATE_SAMPLES + 1) - 1
+    newest = (c.history_next[ranks] - 1) % HISTORY
+    oldest = (newest - ago) % HISTORY
+    t, steps = c.history["t"], c.history["steps"]
+    dt = t[ranks, newest] - t[ranks, oldest]
+    moving = (ago >= 1) & (dt > 0)
+    rate: F8 = np.full(len(ranks), np.nan)
+    rate[moving] = (steps[ranks, newest] - steps[ranks, oldest])[moving] / dt[moving]
+    return rate
