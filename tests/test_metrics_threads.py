@@ -1,0 +1,100 @@
+"""The Prometheus scrape runs on the HTTP server's thread while the monitor's thread takes in
+an 8192-rank job: every scrape shows one tick whole (the job's counts agree with each other
+and with the ranks and alerts it names), however the two threads interleave."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import threading
+
+from prometheus_client import CollectorRegistry
+from support.simulate import SimJob
+from test_prometheus import free_port, scrape
+
+from distmon.commands import metrics_port
+from distmon.export.prometheus import MonitorCollector
+from distmon.monitor.detector import Detector
+from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.recording import Message
+from distmon.monitor.session import Session
+
+WORLD = 8192
+UNTIL = 16.0
+
+
+def job(samples: dict[str, list], name: str) -> float:
+    [sample] = samples[f"distmon_job_{name}"]
+    return float(sample.value)
+
+
+def check_whole(samples: dict[str, list]) -> int:
+    """What must hold within one scrape; returns the ranks reporting."""
+    reporting = job(samples, "ranks_reporting")
+    assert job(samples, "world_size") == (WORLD if reporting else 0)
+    for name in ("silent", "stalled", "exited", "failed"):
+        assert 0 <= job(samples, f"ranks_{name}") <= reporting, name
+    assert job(samples, "ranks_silent") + job(samples, "ranks_stalled") <= reporting
+    if reporting:
+        assert job(samples, "steps_min") <= job(samples, "steps_median") <= job(samples, "steps_max")
+    active = {s.labels["kind"]: s.value for s in samples.get("distmon_alert_active", [])}
+    named = {(s.labels["kind"], s.labels["rank"]) for s in samples.get("distmon_alert_rank", [])}
+    assert all(active.get(kind, 0) >= 1 for kind, _ in named), (active, named)
+    served = {s.labels["rank"] for s in samples.get("distmon_rank_steps_total", [])}
+    assert served == {rank for _, rank in named}, "above 1024 ranks: exactly the named ranks' series"
+    return int(reporting)
+
+
+def test_scrapes_under_an_8192_rank_stream_are_never_torn() -> None:
+    sim = SimJob(world=WORLD).hang(4097, at=6)
+    records = [Message(t, raw) for t, raw in sim.stream(until=UNTIL)]
+    monitor = Monitor(Detector(probe=sim.probe))
+    session = Session(ReplayFeed(iter(records), speed=math.inf, end=sim.start + UNTIL), monitor)
+
+    def drive() -> None:
+        while session.run(2048) or session.taken:
+            pass
+        session.finish()
+
+    parser = argparse.ArgumentParser()
+    metrics_port.add_argument(parser)
+    port = free_port()
+    server = metrics_port.serve(parser.parse_args(["--metrics-port", str(port)]), monitor)
+    assert server is not None
+    monitor_thread = threading.Thread(target=drive, name="monitor")
+    try:
+        monitor_thread.start()
+        seen: list[tuple[int, float]] = []
+        while monitor_thread.is_alive() or len(seen) < 3:
+            samples = scrape(port)
+            seen.append((check_whole(samples), samples["distmon_messages_total"][0].value))
+        monitor_thread.join()
+        final = scrape(port)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert check_whole(final) == WORLD
+    assert {s.labels["kind"] for s in final["distmon_alert_active"] if s.value} >= {"hang"}
+    assert [r for r, _ in seen] == sorted(r for r, _ in seen), "reporting only grows"
+    assert [m for _, m in seen] == sorted(m for _, m in seen), "messages only grow"
+    print(f"{len(seen)} scrapes, {len({m for _, m in seen})} ticks seen")
+    assert len({m for _, m in seen}) > 3, "the scrapes fell among the stream's ticks"
+
+
+def test_the_scrape_reads_the_latest_tick_not_the_live_state() -> None:
+    sim = SimJob(world=8)
+    monitor = Monitor(Detector(probe=sim.probe))
+    registry = CollectorRegistry()
+    registry.register(MonitorCollector(monitor))
+    records = iter(Message(t, raw) for t, raw in sim.stream(until=6))
+    session = Session(ReplayFeed(records, speed=math.inf), monitor)
+    session.drain()
+    ticked = monitor.snapshot
+    assert ticked.t == session.last_tick
+    for t, raw in sim.stream(until=6.5, since=6):
+        monitor.ingest(raw, t)  # taken in after the tick
+    assert monitor.state.received > ticked.received
+    assert registry.get_sample_value("distmon_messages_total", {"job_id": "sim-job"}) == ticked.received
+    monitor.publish(sim.start + 7)
+    assert registry.get_sample_value("distmon_messages_total", {"job_id": "sim-job"}) == monitor.state.received
