@@ -9,7 +9,7 @@ import math
 import threading
 
 from prometheus_client import CollectorRegistry
-from support.simulate import SimJob
+from support.simulate import SimJob, drive
 from test_prometheus import free_port, scrape
 
 from distmon.commands import metrics_port
@@ -91,10 +91,17 @@ def test_the_scrape_reads_the_latest_tick_not_the_live_state() -> None:
     session = Session(ReplayFeed(records, speed=math.inf), monitor)
     session.drain()
     ticked = monitor.snapshot
-    assert ticked.t == session.last_tick
+    assert ticked.t == monitor.last_tick
     for t, raw in sim.stream(until=6.5, since=6):
         monitor.ingest(raw, t)  # taken in after the tick
     assert monitor.state.received > ticked.received
     assert registry.get_sample_value("distmon_messages_total", {"job_id": "sim-job"}) == ticked.received
     monitor.publish(sim.start + 7)
     assert registry.get_sample_value("distmon_messages_total", {"job_id": "sim-job"}) == monitor.state.received
+
+
+def test_a_monitor_nobody_scrapes_publishes_nothing() -> None:
+    sim = SimJob(world=8)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, until=5)
+    assert monitor.last_tick and monitor.snapshot.t == 0 and not len(monitor.snapshot.ranks)

@@ -111,11 +111,13 @@ RANK_SERIES = (
 class MonitorCollector(Collector):
     """Serves the :attr:`~distmon.monitor.monitor.Monitor.snapshot` of a live monitor when
     scraped: one read of that reference, nothing else of the monitor's, so it is safe on the
-    HTTP server's thread. ``per_rank``: every rank's series at any world size."""
+    HTTP server's thread. Made on the monitor's thread, it has the monitor publish its
+    snapshots. ``per_rank``: every rank's series at any world size."""
 
     def __init__(self, monitor: Monitor, per_rank: bool = False) -> None:
         self.monitor = monitor
         self.per_rank = per_rank
+        monitor.start_publishing()
 
     def collect(self) -> Iterator[Metric]:
         snapshot = self.monitor.snapshot

@@ -49,7 +49,10 @@ class Monitor:
         self._dropped_recorded: Counter[str] = Counter()
         self.snapshot: Snapshot = take(self.state, self.limits, self.alerts, 0.0)
         """The state as of the latest tick (empty before the first), for readers on other
-        threads (:meth:`publish`)."""
+        threads, once :meth:`start_publishing` is called."""
+        self.publishing = False
+        self.last_tick = 0.0
+        """The time of the latest tick (0 before the first)."""
 
     @property
     def limits(self) -> Thresholds:
@@ -89,8 +92,17 @@ class Monitor:
                 self.recorder.alert(now, change)
             self._record_dropped(self.recorder, now)
             self.recorder.sync_if_due()
-        self.publish(now)
+        self.last_tick = now
+        if self.publishing:
+            self.publish(now)
         return changes
+
+    def start_publishing(self) -> None:
+        """Publish a :attr:`snapshot` at every tick from now on, and one of the latest tick
+        now: for a reader on another thread (a snapshot costs a tick a few arrays' copies, so
+        only when there is one). Call it on the monitor's thread."""
+        self.publishing = True
+        self.publish(self.last_tick)
 
     def publish(self, now: float) -> None:
         """Replace :attr:`snapshot` with the state at ``now``: a reader on another thread takes

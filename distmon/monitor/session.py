@@ -37,8 +37,6 @@ class Session:
         self.monitor = monitor
         self.on_tick = on_tick
         self._next_tick: float | None = None
-        self.last_tick: float | None = None
-        """The time of the latest tick run."""
         self.finished = False
         """:meth:`finish` has run: the session's closing tick is behind it."""
         self.taken = 0
@@ -122,7 +120,6 @@ class Session:
         while t >= self._next_tick:
             now = self._next_tick
             changes += [(now, change) for change in self.monitor.tick(now)]
-            self.last_tick = now
             if self.on_tick is not None:
                 self.on_tick(now)
             self._next_tick += self.TICK

@@ -67,15 +67,16 @@ class Snapshot:
     stalled: Mask
     failed: Mask
     reports: tuple[bytes | None, ...]
-    """Each rank's latest report as received (immutable): what only the reports carry is
-    read off these by the reader that wants it."""
+    """By rank (not position): the latest report as received (immutable); what only the
+    reports carry is read off these by the reader that wants it."""
     active: tuple[AlertFacts, ...]
     raised_kinds: frozenset[tuple[str, str]]
     """Every (kind, severity) raised so far, active or not."""
 
     def gpu_util(self, at: I8) -> F8:
         """Of the ranks at positions ``at``: their GPU's utilization, 0 to 100 (NaN: none)."""
-        util = [wire.gpu_util(raw) if (raw := self.reports[i]) else None for i in at.tolist()]
+        reports = self.reports
+        util = [wire.gpu_util(raw) if (raw := reports[r]) else None for r in self.ranks[at].tolist()]
         return np.array(util, dtype=np.float64)
 
 
@@ -109,7 +110,7 @@ def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> 
         silent=state.silent(now, limits, ranks),
         stalled=state.stalled(now, limits)[ranks],
         failed=state.failed_on_their_own()[ranks],
-        reports=tuple(state.raw_reports(ranks)),
+        reports=state.raw_reports(),
         active=tuple(AlertFacts(a.kind, a.severity, tuple(a.ranks)) for a in list(alerts.active.values())),
         raised_kinds=frozenset((a.kind, a.severity) for a in alerts.history),
     )

@@ -424,10 +424,9 @@ class JobState:
         util = [wire.gpu_util(raw) if r < len(reports) and (raw := reports[r]) else None for r in ranks.tolist()]
         return np.array(util, dtype=np.float64)
 
-    def raw_reports(self, ranks: I8) -> list[bytes | None]:
-        """Of ``ranks``: the latest report of each as received (immutable bytes)."""
-        reports = self._reports
-        return [reports[r] if r < len(reports) else None for r in ranks.tolist()]
+    def raw_reports(self) -> tuple[bytes | None, ...]:
+        """By rank: the latest report of each as received (immutable bytes), copied."""
+        return tuple(self._reports)
 
     def silent_for(self, now: float) -> F8:
         """Per rank: seconds since its latest report arrived."""

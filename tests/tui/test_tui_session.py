@@ -36,13 +36,13 @@ async def test_the_apps_last_tick_and_alerts_are_the_headless_replays(
     headless = Session(ReplayFeed(path, speed=math.inf), Monitor())
     headless.finish()
     headless.close()
-    assert headless.last_tick is not None and headless.monitor.alerts.history
+    assert headless.monitor.last_tick and headless.monitor.alerts.history
 
     app = build_app(ReplayFeed(path, speed=math.inf))
     async with app.run_test() as pilot:
         await play_to_end(pilot)
         assert app.session.finished
-        assert app.session.last_tick == headless.last_tick
+        assert app.monitor.last_tick == headless.monitor.last_tick
         assert facts(app.monitor) == facts(headless.monitor)
 
     args = argparse.Namespace(file=path, speed=math.inf, paused=False, headless=True, json=True)
