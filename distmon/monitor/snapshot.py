@@ -39,7 +39,7 @@ class AlertFacts:
 @dataclass(frozen=True)
 class Snapshot:
     """The job at the tick at ``t``. The per-rank arrays run over :attr:`ranks`, the ranks
-    heard from, in rank order."""
+    heard from, in rank order; they are copies, made read-only."""
 
     t: float
     job: str
@@ -73,6 +73,11 @@ class Snapshot:
     raised_kinds: frozenset[tuple[str, str]]
     """Every (kind, severity) raised so far, active or not."""
 
+    def __post_init__(self) -> None:
+        for value in vars(self).values():
+            if isinstance(value, np.ndarray):
+                value.flags.writeable = False
+
     def gpu_util(self, at: I8) -> F8:
         """Of the ranks at positions ``at``: their GPU's utilization, 0 to 100 (NaN: none)."""
         reports = self.reports
@@ -84,7 +89,7 @@ def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> 
     """The state at ``now`` (a tick's time), copied; on the monitor's thread."""
     c = state.cols
     ranks = state.present()
-    host = c.host[ranks].copy()
+    host = c.host[ranks]  # indexing by an array of ranks copies
     return Snapshot(
         t=now,
         job=state.job or "",
@@ -95,11 +100,11 @@ def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> 
         ranks=ranks,
         host=host,
         host_names={h: state.host_name(h) for h in distinct(host).tolist()},
-        local_rank=c.local_rank[ranks].copy(),
+        local_rank=c.local_rank[ranks],
         steps=c.steps[ranks].astype(np.float64),
         steps_per_second=_steps_per_second(state, ranks),
-        step_p50=c.step_p50[ranks].copy(),
-        data_wait=c.data_wait[ranks].copy(),
+        step_p50=c.step_p50[ranks],
+        data_wait=c.data_wait[ranks],
         collective_age=state.collective_age(now)[ranks],
         silent_for=state.silent_for(now)[ranks],
         rss=c.rss[ranks].astype(np.float64),
