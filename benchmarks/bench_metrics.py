@@ -4,12 +4,13 @@ rank's series (``--metrics-per-rank``).
 
     .venv/bin/python benchmarks/bench_metrics.py [--ranks 8192 131072]
 
-Prints a markdown table. The work happens at scrape time only (ingesting a report costs
-nothing more), so the scrape is what is measured: prometheus_client's own exposition of the
-collector's families, on a hung job with GPU ranks (every series present, the hang alert
-naming the stuck rank). The monitor takes in only the last ``--window`` seconds of the
-simulated job's reports (two reports a rank: enough for the hang alert and for steps per
-second), so that 131,072 ranks build in about ten minutes, most of it encoding the reports.
+Prints a markdown table. Ingesting a report costs nothing more; while metrics are served the
+monitor publishes a snapshot at each tick (measured: ms per tick to publish), and the scrape
+reads it (measured: prometheus_client's own exposition of the collector's families), on a
+hung job with GPU ranks (every series present, the hang alert naming the stuck rank). The
+monitor takes in only the last ``--window`` seconds of the simulated job's reports (two
+reports a rank: enough for the hang alert and for steps per second), so that 131,072 ranks
+build quickly, most of it encoding the reports.
 """
 
 from __future__ import annotations
