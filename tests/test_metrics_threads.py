@@ -29,13 +29,12 @@ def job(samples: dict[str, list], name: str) -> float:
     return float(sample.value)
 
 
-def check_whole(samples: dict[str, list]) -> int:
-    """What must hold within one scrape; returns the ranks reporting."""
+def check_whole(samples: dict[str, list]) -> tuple[float, ...]:
+    """What must hold within one scrape; returns the scrape's job figures, as :func:`at_tick`."""
     reporting = job(samples, "ranks_reporting")
     assert job(samples, "world_size") == (WORLD if reporting else 0)
     for name in ("silent", "stalled", "exited", "failed"):
         assert 0 <= job(samples, f"ranks_{name}") <= reporting, name
-    assert job(samples, "ranks_silent") + job(samples, "ranks_stalled") <= reporting
     if reporting:
         assert job(samples, "steps_min") <= job(samples, "steps_median") <= job(samples, "steps_max")
     active = {s.labels["kind"]: s.value for s in samples.get("distmon_alert_active", [])}
@@ -43,14 +42,37 @@ def check_whole(samples: dict[str, list]) -> int:
     assert all(active.get(kind, 0) >= 1 for kind, _ in named), (active, named)
     served = {s.labels["rank"] for s in samples.get("distmon_rank_steps_total", [])}
     assert served == {rank for _, rank in named}, "above 1024 ranks: exactly the named ranks' series"
-    return int(reporting)
+    steps = job(samples, "steps_max") if reporting else -1.0
+    messages = samples["distmon_messages_total"][0].value
+    return messages, reporting, job(samples, "ranks_silent"), job(samples, "ranks_stalled"), steps, sum(active.values())
+
+
+def at_tick(monitor: Monitor, now: float) -> tuple[float, ...]:
+    """The job figures a scrape must show, read off the live state right after the tick at
+    ``now``, on the monitor's thread."""
+    state = monitor.state
+    present = state.present()
+    steps = float(state.cols.steps[present].max()) if len(present) else -1.0
+    return (
+        state.received,
+        len(present),
+        int(state.silent(now, monitor.limits).sum()),
+        int(state.stalled(now, monitor.limits).sum()),
+        steps,
+        len(monitor.alerts.active),
+    )
 
 
 def test_scrapes_under_an_8192_rank_stream_are_never_torn() -> None:
     sim = SimJob(world=WORLD).hang(4097, at=6)
     records = [Message(t, raw) for t, raw in sim.stream(until=UNTIL)]
     monitor = Monitor(Detector(probe=sim.probe))
-    session = Session(ReplayFeed(iter(records), speed=math.inf, end=sim.start + UNTIL), monitor)
+    ticks = [(0, 0, 0, 0, -1.0, 0)]
+    session = Session(
+        ReplayFeed(iter(records), speed=math.inf, end=sim.start + UNTIL),
+        monitor,
+        on_tick=lambda now: ticks.append(at_tick(monitor, now)),
+    )
 
     def drive() -> None:
         while session.run(2048) or session.taken:
@@ -65,21 +87,20 @@ def test_scrapes_under_an_8192_rank_stream_are_never_torn() -> None:
     monitor_thread = threading.Thread(target=drive, name="monitor")
     try:
         monitor_thread.start()
-        seen: list[tuple[int, float]] = []
+        seen: list[tuple[float, ...]] = []
         while monitor_thread.is_alive() or len(seen) < 3:
-            samples = scrape(port)
-            seen.append((check_whole(samples), samples["distmon_messages_total"][0].value))
+            seen.append(check_whole(scrape(port)))
         monitor_thread.join()
         final = scrape(port)
     finally:
         server.shutdown()
         server.server_close()
-    assert check_whole(final) == WORLD
+    assert check_whole(final) == ticks[-1] and ticks[-1][1] == WORLD
     assert {s.labels["kind"] for s in final["distmon_alert_active"] if s.value} >= {"hang"}
-    assert [r for r, _ in seen] == sorted(r for r, _ in seen), "reporting only grows"
-    assert [m for _, m in seen] == sorted(m for _, m in seen), "messages only grow"
-    print(f"{len(seen)} scrapes, {len({m for _, m in seen})} ticks seen")
-    assert len({m for _, m in seen}) > 3, "the scrapes fell among the stream's ticks"
+    torn = [figures for figures in seen if figures not in ticks]
+    assert not torn, f"scrapes that match no tick: {torn[:3]}"
+    assert seen == sorted(seen), "each scrape a tick at or after the one before"
+    assert len(set(seen)) > 3, "the scrapes fell among the stream's ticks"
 
 
 def test_the_scrape_reads_the_latest_tick_not_the_live_state() -> None:
