@@ -335,7 +335,7 @@ class WaitFor:
             findings.append(self._hang(roots, reach, stuck))
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
             # a collective or message that waits for nobody yet does not complete
-            if len(node) == 2 and node[0] not in self.diverged:
+            if len(node) == 2 and node[0] not in self.diverged and self._everyone_waited(node, hang_after):
                 gid, seq = node
                 findings.append(self._stuck_collective(gid, seq))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
@@ -344,6 +344,12 @@ class WaitFor:
         if ring:
             findings.append(self._deadlock(ring))
         return findings
+
+    def _everyone_waited(self, node: Collective, hang_after: float) -> bool:
+        """Every rank in collective ``node`` has waited in it long enough: one that has just
+        issued it (a culprit come back) lets it complete any moment, it is not stuck."""
+        gid, seq = node
+        return min(float(w.ages.min()) for w in self.groups[gid].waits if w.seq == seq) >= hang_after
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
