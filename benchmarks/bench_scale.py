@@ -35,9 +35,9 @@ import zmq
 from simulated import SimJob
 
 from distmon.cli import relax_gc
+from distmon.monitor.ending import STOP_KINDS
 from distmon.monitor.feeds import LiveFeed, Pump
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import STOP_KINDS
 from distmon.wire import HEADER_FIELDS, encode
 
 HANG_AT = 20.0

@@ -35,10 +35,15 @@ MAX_NAME = 1024
 MAX_GROUP_RANKS = 1 << 20
 """Members a group's ``ranks`` may list."""
 
+LATEST = 64
+"""Entries, from the newest, in which the dump's latest moment is looked for."""
+
 InFlight = tuple[int, float]
 """(ops not completed, when the oldest was enqueued)."""
 _P2P_NAME = re.compile(r":(send|recv) (\d+)(?:->|<-)(\d+)")
 _RANKS = re.compile(r"-?\d+")
+_HUGE = 1 << 62
+_INTEGER = re.compile(r"-?\d{1,18}")
 Entry = dict[str, Any]
 
 
@@ -85,14 +90,19 @@ def load(raw: bytes) -> dict[str, Any]:
 
 def text(entry: Any, key: str) -> str | None:
     """A string field, or None when absent, not a string, or too long to be a name."""
-    value = entry.get(key) if isinstance(entry, dict) else None
-    return value if isinstance(value, str) and len(value) <= MAX_NAME else None
+    value = entry.get(key) if type(entry) is dict else None
+    return value if type(value) is str and len(value) <= MAX_NAME else None
 
 
 def number(entry: Any, key: str, default: int = 0) -> int:
-    """An integer field (bools and floats as numbers), ``default`` when absent or not a number."""
-    value = entry.get(key) if isinstance(entry, dict) else None
-    if isinstance(value, bool | int | float) and value == value and abs(value) < 1 << 62:
+    """An integer field (bools and floats as numbers, and decimal strings: torch's JSON dump
+    writes ``pg_status`` counts as ``"12"``), ``default`` when absent or not a number."""
+    value = entry.get(key) if type(entry) is dict else None
+    if type(value) is int and -_HUGE < value < _HUGE:  # the common case, first
+        return value
+    if type(value) is str and _INTEGER.fullmatch(value):
+        return int(value)
+    if isinstance(value, bool | int | float) and value == value and abs(value) < _HUGE:
         return int(value)
     return default
 
@@ -100,8 +110,8 @@ def number(entry: Any, key: str, default: int = 0) -> int:
 def group_name(entry: Entry) -> str:
     """The name of the entry's group (its ``process_group`` is a (name, desc) pair)."""
     pg = entry.get("process_group")
-    name = pg[0] if isinstance(pg, list | tuple) and pg else None
-    return name if isinstance(name, str) and len(name) <= MAX_NAME else ""
+    name = pg[0] if type(pg) in (tuple, list) and pg else None
+    return name if type(name) is str and len(name) <= MAX_NAME else ""
 
 
 def group_desc(entry: Entry) -> str | None:
@@ -226,7 +236,8 @@ class RankDump:
     last_completed: Entry | None = None
     oldest_pending: Entry | None = None
     unnamed: list[str] = field(default_factory=list)
-    """pg_ids in ``pg_status`` that no entry names: their groups cannot be placed."""
+    """pg_ids whose ``pg_status`` shows work but that no entry names (their entries left the
+    ring): their groups cannot be placed."""
     version: str | None = None
 
 
@@ -237,25 +248,30 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
     CPU recorder leaves its own empty); a group found in none has only this rank."""
     entries: list[Entry] = dump.get("entries", [])
     status = dump.get("pg_status", {})
-    names = names_of(entries)
     out = RankDump(version=text(dump, "version"))
-    out.unnamed = sorted(str(pg_id)[:MAX_NAME] for pg_id in status if str(pg_id) not in names)
     by_group: dict[str, list[Entry]] = {}
-    for e in entries:
+    names: dict[str, str] = {}
+    pending: list[Entry] = []
+    for e in entries:  # one pass: a dump of 8192 ranks holds 16 million entries
         name = group_name(e)
         if name:
             by_group.setdefault(name, []).append(e)
-    times = [t for e in entries for t in _times(e)]
+            pg_id = e.get("pg_id")
+            if type(pg_id) in (int, str):
+                names.setdefault(str(pg_id), name)
+        if done(e):
+            out.last_completed = e
+        elif not (p2p_batch(e) and not e.get("is_p2p")):
+            pending.append(e)
+        if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started":
+            out.last_started = e
+    out.unnamed = sorted(str(k)[:MAX_NAME] for k, v in status.items() if str(k) not in names and enqueued(v) > 0)
+    times = [t for e in entries[-LATEST:] for t in _times(e)]
     out.t = max(times) if times else None
     for name, mine in by_group.items():
         ranks = members.get(name) or []
         out.groups.append(_group(name, mine, ranks, status.get(_pg_id(mine))))
         out.p2p += _channels(name, mine, ranks)
-    began = [e for e in entries if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started"]
-    out.last_started = began[-1] if began else None
-    finished = [e for e in entries if done(e)]
-    out.last_completed = finished[-1] if finished else None
-    pending = [e for e in entries if not done(e) and not (p2p_batch(e) and not e.get("is_p2p"))]
     out.oldest_pending = min(pending, key=created_at) if pending else None
     return out
 

@@ -351,3 +351,31 @@ def _kill(job: subprocess.Popen[str]) -> None:
     if job.poll() is None:
         os.killpg(job.pid, signal.SIGKILL)
         job.wait()
+
+
+def test_the_doctor_says_a_gloo_machine_leaves_no_dumps(plain_doctor: tuple[int, dict[str, dict]]) -> None:
+    _, checks = plain_doctor
+    dumps = checks["fr_dumps"]
+    assert dumps["status"] == "warn" and "no NCCL here" in dumps["detail"] and "distmon analyze" in dumps["detail"]
+
+
+@pytest.mark.parametrize(
+    ("env", "status", "words"),
+    [
+        ({}, "warn", "/tmp/nccl_trace_rank_<rank> (torch's default): node-local"),
+        ({"TORCH_NCCL_DUMP_ON_TIMEOUT": "0"}, "warn", "writes no dump"),
+        ({"TORCH_FR_BUFFER_SIZE": "0"}, "warn", "the Flight Recorder is off"),
+        ({"TORCH_NCCL_TRACE_BUFFER_SIZE": "0"}, "warn", "TORCH_NCCL_TRACE_BUFFER_SIZE=0"),
+        ({"TORCH_FR_DUMP_TEMP_FILE": "/no/such/folder/trace_"}, "warn", "/no/such/folder is not a folder"),
+        ({"TORCH_NCCL_DEBUG_INFO_TEMP_FILE": "{tmp}/trace_"}, "pass", "(TORCH_NCCL_DEBUG_INFO_TEMP_FILE)"),
+        ({"TORCH_FR_DUMP_TEMP_FILE": "{tmp}/trace_"}, "pass", "{tmp}/trace_<rank> (TORCH_FR_DUMP_TEMP_FILE)"),
+    ],
+)
+def test_the_doctor_says_when_an_nccl_jobs_dumps_will_not_be_written(
+    tmp_path: Path, env: dict[str, str], status: str, words: str
+) -> None:
+    from distmon.doctor.dumps import dumps_check
+
+    check = dumps_check({k: v.format(tmp=tmp_path) for k, v in env.items()}, nccl=True)
+    assert check.status.value == status and words.format(tmp=tmp_path) in check.detail, check
+    assert status == "pass" or check.fix

@@ -36,6 +36,7 @@ def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
     assert group.backend == "nccl" and group.timeout == 600 and group.desc == "default_pg"
     assert expand_runs(group.ranks) == [0, 1]
     assert group.since == recorder.entries[1]["time_created_ns"] / 1e9
+    assert flightrecorder.enqueued(dump["pg_status"]["0"]) == 2
 
 
 def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
@@ -43,7 +44,7 @@ def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
     recorder.join(Group("0", "default_pg", [0, 1, 2, 3]))
     dump = load(recorder.json())
     rank = read_dump(dump, {})
-    assert rank.groups == [] and rank.t is None and rank.unnamed == ["0"]
+    assert rank.groups == [] and rank.t is None and rank.unnamed == []
 
 
 def test_pg_ids_are_named_through_the_entries_on_each_rank() -> None:
@@ -233,3 +234,13 @@ def test_fuzzed_bytes_and_cut_dumps_are_refused_in_one_line(noise: bytes, cut: i
             read_dump(load(raw), {})
         except DumpError as e:
             assert "\n" not in str(e)
+
+
+def test_a_huge_string_where_a_name_belongs_is_taken_as_absent() -> None:
+    r = RankRecorder(0)
+    r.join(Group("0", "default_pg", [0, 1]))
+    r.collective("0", "all_reduce", done=False)
+    dump = r.dump()
+    dump["entries"][0]["profiling_name"] = "nccl:" + "x" * 10_000_000
+    (group,) = read_dump(load(pickle.dumps(dump, protocol=2)), {}).groups
+    assert group.op is None and group.backend == "unknown"

@@ -18,9 +18,8 @@ import json
 import sys
 
 from distmon.export.analysis import render, to_json
+from distmon.monitor.admission import MAX_WORLD
 from distmon.monitor.analysis import analyze
-
-MAX_WORLD = 1 << 24
 
 
 def world_size(value: str) -> int:

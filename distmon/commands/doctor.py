@@ -17,6 +17,7 @@ import sys
 from collections.abc import Mapping
 
 from distmon.doctor import host, network
+from distmon.doctor.dumps import dumps_check
 from distmon.doctor.launch import Launch, check_launch, parse
 from distmon.doctor.results import Check, exit_code, passed, table, to_json
 from distmon.doctor.torch_env import (
@@ -83,6 +84,8 @@ def machine_checks(
     recorder = flight_recorder_check(facts, env)
     if recorder is not None:
         checks.append(recorder)
+    if facts.version is not None and not facts.error:
+        checks.append(dumps_check(env, facts.nccl is not None))
     checks.extend(rendezvous_checks(launch, env))
     checks.extend(host.machine_host_checks(ranks or 1, workers, len(facts.gpus)))
     if launch is not None:

@@ -63,7 +63,7 @@ def _missing(missing: dict[int, str]) -> str:
     by_why: dict[str, list[int]] = {}
     for rank, why in missing.items():
         by_why.setdefault(why, []).append(rank)
-    return "Never heard from: " + "; ".join(f"{rank_word(r)} ({why})" for why, r in sorted(by_why.items()))
+    return "No evidence from: " + "; ".join(f"{rank_word(r)} ({why})" for why, r in sorted(by_why.items()))
 
 
 def _standing(analysis: Analysis) -> list[str]:
@@ -73,7 +73,7 @@ def _standing(analysis: Analysis) -> list[str]:
         places.setdefault(_place(f, analysis.t), []).append(rank)
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
-            places.setdefault(f"never heard from ({why})", []).append(rank)
+            places.setdefault(f"no evidence ({why}): judged as never heard from", []).append(rank)
     ordered = sorted(places.items(), key=lambda item: min(item[1]))
     return [f"{rank_word(ranks)}: {place}" for place, ranks in ordered]
 
@@ -133,6 +133,8 @@ def _rank_json(f: RankFacts) -> dict[str, Any]:
         "last_started": entry_json(dump.last_started) if dump else None,
         "last_completed": entry_json(dump.last_completed) if dump else None,
         "oldest_pending": entry_json(dump.oldest_pending) if dump else _log_pending(f),
+        "version": dump.version if dump else None,
+        "unnamed_groups": dump.unnamed if dump else [],
     }
 
 

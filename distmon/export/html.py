@@ -19,7 +19,7 @@ from typing import Any
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.recording import BatchRecord, Message, read_recording
-from distmon.monitor.state import gpu_allocated
+from distmon.monitor.views import gpu_allocated
 from distmon.monitor.words import duration, ranks_text
 from distmon.wire import WireError, decode
 

@@ -33,7 +33,8 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from distmon import wire
-from distmon.monitor.state import F8, HISTORY, I8, Array, JobState
+from distmon.monitor.columns import F8, HISTORY, I8, Array
+from distmon.monitor.state import JobState
 
 if TYPE_CHECKING:
     from distmon.monitor.alerts import Alert

@@ -7,7 +7,7 @@ import time
 
 from distmon.monitor.alerts import Change
 from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.state import RankState
+from distmon.monitor.views import RankState
 from distmon.monitor.words import duration, ranks_text
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 

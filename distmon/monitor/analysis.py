@@ -23,6 +23,7 @@ from distmon.flightrecorder import (
     DumpError,
     Entry,
     RankDump,
+    group_name,
     group_ranks,
     load,
     number,
@@ -30,6 +31,7 @@ from distmon.flightrecorder import (
     read_dump,
     text,
 )
+from distmon.monitor.admission import MAX_WORLD
 from distmon.monitor.alerts import Alert
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
@@ -85,47 +87,26 @@ class Analysis:
 
 def analyze(paths: list[str], world: int | None = None) -> Analysis:
     """Read every dump and log under ``paths`` and judge the job; never raises for a bad file."""
-    problems: list[str] = []
-    dumps: dict[int, RankDump] = {}
-    sources: dict[int, str] = {}
-    configs: dict[str, list[int]] = {}
-    descs: dict[str, str] = {}
-    log = LogFacts()
-    written: list[float] = []
-    logs = 0
-    for path in _files(paths, problems):
-        kind = _sniff(path, problems)
-        if kind == "log":
-            logs += _read_log(path, log, problems)
-        elif kind == "dump":
-            rank = _rank_of(path)
-            if rank is None:
-                problems.append(f"{path}: a dump, but its name does not end in the rank's number")
-                continue
-            if rank in dumps:
-                problems.append(f"{path}: a second dump of rank {rank} (read {sources[rank]})")
-                continue
-            dump = _read_dump(path, problems)
-            if dump is None:
-                continue
-            for name, config in dump.get("pg_config", {}).items():
-                members = group_ranks(config)
-                if isinstance(name, str) and members:
-                    configs.setdefault(name, members)
-            dumps[rank] = read_dump(dump, configs)
-            sources[rank] = path
-            written.append(_mtime(path))
-            for g in dumps[rank].groups:
-                if g.desc:
-                    descs.setdefault(g.id, g.desc)
-    size, world_from = _world(world, dumps, configs, log)
-    facts = {r: RankFacts(r, sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
-    for rank in sorted(log.seen - facts.keys()):
+    files = _Files()
+    for path in _files(paths, files.problems):
+        files.read(path)
+    problems, dumps, log = files.problems, files.dumps, files.log
+    for rank in [r for r in log.seen if r >= MAX_WORLD]:
+        problems.append(f"the log's rank {rank} is beyond the {MAX_WORLD} ranks distmon judges: left out")
+        log.seen.discard(rank)
+        log.timeouts.pop(rank, None)
+    size, world_from = _world(world, dumps, files.configs, log)
+    if size > MAX_WORLD:
+        problems.append(f"a world of {size} ranks (from {world_from}) is beyond the {MAX_WORLD} distmon judges")
+        size = MAX_WORLD
+    facts = {r: RankFacts(r, files.sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
+    for rank in sorted(log.timeouts.keys() - facts.keys()):
         facts[rank] = RankFacts(rank, "log", _log_groups(log, rank))
-    _place(facts, configs, size)
-    missing = {r: "no file" for r in range(size) if r not in facts}
+    _place(facts, files.configs, size)
+    silent = log.seen - facts.keys()
+    missing = {r: "no watchdog line in the log" if r in silent else "no file" for r in range(size) if r not in facts}
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
-    t = _moment(dumps, log, written)
+    t = _moment(dumps, log, files.written)
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
     reports = [_report(f, size, t) for f in facts.values() if f.rank < size]
     if reports:
@@ -133,7 +114,46 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
         monitor.tick(t)
     if log.unplaced:
         problems.append(f"{log.unplaced} watchdog lines name no rank (no [rankN]: prefix): left out")
-    return Analysis(size, world_from, facts, missing, problems, list(monitor.alerts.history), t, monitor, logs)
+    return Analysis(size, world_from, facts, missing, problems, list(monitor.alerts.history), t, monitor, files.logs)
+
+
+@dataclass
+class _Files:
+    """What the files hold, read one at a time: a dump is boiled down to its rank's groups
+    as it is read (8192 dumps of 2000 entries are gigabytes)."""
+
+    dumps: dict[int, RankDump] = field(default_factory=dict)
+    sources: dict[int, str] = field(default_factory=dict)
+    configs: dict[str, list[int]] = field(default_factory=dict)
+    """Group name -> its global ranks, from every dump's ``pg_config``."""
+    written: list[float] = field(default_factory=list)
+    log: LogFacts = field(default_factory=LogFacts)
+    logs: int = 0
+    problems: list[str] = field(default_factory=list)
+
+    def read(self, path: str) -> None:
+        kind = _sniff(path, self.problems)
+        if kind == "log":
+            self.logs += _read_log(path, self.log, self.problems)
+        elif kind == "dump":
+            self._read_dump(path)
+
+    def _read_dump(self, path: str) -> None:
+        rank = _rank_of(path)
+        if rank is None:
+            self.problems.append(f"{path}: a dump, but its name does not end in the rank's number")
+        elif rank >= MAX_WORLD:
+            self.problems.append(f"{path}: rank {rank}, beyond the {MAX_WORLD} ranks distmon judges")
+        elif rank in self.dumps:
+            self.problems.append(f"{path}: a second dump of rank {rank} (read {self.sources[rank]})")
+        elif (dump := _load_dump(path, self.problems)) is not None:
+            for name, config in dump.get("pg_config", {}).items():
+                members = group_ranks(config)
+                if isinstance(name, str) and members:
+                    self.configs.setdefault(name, members)
+            self.dumps[rank] = read_dump(dump, self.configs)
+            self.sources[rank] = path
+            self.written.append(_mtime(path))
 
 
 def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> float:
@@ -193,7 +213,7 @@ def _rank_of(path: str) -> int | None:
     return int(found.group(1)) if found else None
 
 
-def _read_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
+def _load_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
     try:
         if os.path.getsize(path) > MAX_DUMP_BYTES:
             raise DumpError(f"{os.path.getsize(path) >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
@@ -207,13 +227,21 @@ def _read_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
 
 
 def _read_log(path: str, log: LogFacts, problems: list[str]) -> int:
+    """1 for a job's log (lines of ranks or of the watchdog), 0 for any other text (an empty
+    file, such as a marker, without a word)."""
+    before = log.matched
     try:
         with open(path, encoding="utf-8", errors="replace") as f:
             read_log(f, log)
+            empty = f.tell() == 0
     except OSError as e:
         problems.append(f"{path}: cannot read ({e.strerror})")
         return 0
-    return 1
+    if log.matched > before:
+        return 1
+    if not empty:
+        problems.append(f"{path}: text with no watchdog line and no [rankN]: prefix, not a job log")
+    return 0
 
 
 def _world(
@@ -221,7 +249,7 @@ def _world(
 ) -> tuple[int, str]:
     if given is not None:
         return given, "--world"
-    from_dumps = max((max(m) + 1 for m in configs.values()), default=0)
+    from_dumps = max((max(m) + 1 for m in configs.values() if m), default=0)
     if from_dumps and from_dumps >= max(dumps, default=-1) + 1:
         return from_dumps, "the dumps"
     if log.world:
@@ -304,9 +332,8 @@ def entry_json(entry: Entry | None) -> dict[str, Any] | None:
     """An entry as ``--json`` shows it."""
     if entry is None:
         return None
-    group = entry.get("process_group")
     return {
-        "group": text({"g": group[0] if isinstance(group, list | tuple) and group else None}, "g"),
+        "group": group_name(entry) or None,
         "op": op_name(entry),
         "seq": number(entry, "p2p_seq_id") if entry.get("is_p2p") else number(entry, "collective_seq_id"),
         "p2p": bool(entry.get("is_p2p")),

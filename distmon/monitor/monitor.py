@@ -21,7 +21,8 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording import RecordingWriter
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 
 
 class Responder(Protocol):

@@ -14,8 +14,9 @@ import numpy as np
 from distmon import wire
 from distmon.monitor.alerts import Alert
 from distmon.monitor.arrays import distinct
+from distmon.monitor.ending import STOP_KINDS, Ending
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import STOP_KINDS, Ending, JobState
+from distmon.monitor.state import JobState
 
 WAITING = "waiting"
 HEALTHY = "healthy"

@@ -27,18 +27,23 @@ MAX_LINE = 64 * 1024
 
 _RANK = re.compile(r"^\[rank(\d{1,9})\]:")
 _STAMP = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
-_PG = re.compile(r"\[PG ID \d+ PG GUID (\w+)(?:\(([^)\]]{0,200})\))? Rank (\d+)\]|\[PG (\w+) Rank (\d+)\]")
+_PG = re.compile(
+    r"\[PG ID \d+ PG GUID (\w{1,200})(?:\(([^)\]]{0,200})\))? Rank (\d{1,9})\]|\[PG (\w{1,200}) Rank (\d{1,9})\]"
+)
 _BARE_RANK = re.compile(r"\[Rank (\d{1,9})\]")
 _CAUGHT = re.compile(
-    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d+), OpType=(\w+).*?ran for (\d+) milli"
+    r"Watchdog caught collective operation timeout: WorkNCCL\(SeqNum=(\d{1,18}), OpType=(\w{1,40})"
+    r".*?ran for (\d{1,18}) milli"
 )
 _AT_WORK = re.compile(
-    r"detected by watchdog at work: (\d+), last enqueued NCCL work: (\d+), last completed NCCL work: (\d+)"
+    r"detected by watchdog at work: (\d{1,18}), last enqueued NCCL work: (\d{1,18}), "
+    r"last completed NCCL work: (\d{1,18})"
 )
 _SEQ_ID = re.compile(
-    r"detected by watchdog at work sequence id: (\d+) PG status: last enqueued work: (\d+), last completed work: (\d+)"
+    r"detected by watchdog at work sequence id: (\d{1,18}) PG status: last enqueued work: (\d{1,18}), "
+    r"last completed work: (\d{1,18})"
 )
-_WORLD = re.compile(r"global_world_sizes=\[(\d+)")
+_WORLD = re.compile(r"global_world_sizes=\[(\d{1,9})")
 
 OPS = {
     "ALLREDUCE": "all_reduce",
@@ -71,7 +76,6 @@ class Timeout:
     completed: int | None = None
     since: float | None = None
     """When that work was enqueued: the line's time less how long it ran."""
-    local_rank: int | None = None
 
 
 @dataclass
@@ -86,6 +90,8 @@ class LogFacts:
     """The latest watchdog line's time."""
     unplaced: int = 0
     """Watchdog lines whose rank the log does not say."""
+    matched: int = 0
+    """Lines read that a rank's prefix or the watchdog wrote."""
 
 
 def read_log(stream: IO[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:
@@ -98,6 +104,7 @@ def read_log(stream: IO[str], facts: LogFacts | None = None, year: int | None = 
         rank = int(prefix.group(1)) if prefix else None
         if rank is not None:
             facts.seen.add(rank)
+            facts.matched += 1
         world = _WORLD.search(line) if "global_world_sizes" in line else None
         if world:
             facts.world = max(facts.world or 0, int(world.group(1)))
@@ -123,12 +130,12 @@ def _watchdog(line: str, rank: int | None, facts: LogFacts, year: int) -> None:
         facts.unplaced += 1
         return
     facts.seen.add(rank)
+    facts.matched += 1
     at = _time(line, year)
     if at is not None:
         facts.latest = max(facts.latest or at, at)
     timeout = facts.timeouts.setdefault(rank, {}).setdefault(name, Timeout(name))
     timeout.desc = desc or timeout.desc
-    timeout.local_rank = local if local is not None else timeout.local_rank
     if caught:
         timeout.seq = int(caught.group(1))
         timeout.op = OPS.get(caught.group(2), caught.group(2).lower())

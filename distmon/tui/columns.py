@@ -12,8 +12,10 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from distmon import wire
+from distmon.monitor.columns import I8
 from distmon.monitor.limits import LIMITS, Thresholds
-from distmon.monitor.state import I8, JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.tui import text
 
 OK = "ok"

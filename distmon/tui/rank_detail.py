@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon import wire
-from distmon.monitor.state import RankState
+from distmon.monitor.views import RankState
 from distmon.monitor.words import group_name
 from distmon.tui import columns, text
 from distmon.wire import Frame, Loader

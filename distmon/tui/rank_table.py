@@ -27,7 +27,9 @@ from textual.strip import Strip
 
 from distmon import wire
 from distmon.monitor.arrays import distinct
-from distmon.monitor.state import F8, I8, JobState, RankState
+from distmon.monitor.columns import F8, I8
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.tui import columns, text
 
 U8 = npt.NDArray[np.uint64]

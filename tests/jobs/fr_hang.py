@@ -9,18 +9,23 @@ data-parallel pairs (0, 2) and (1, 3) and the world all-reduce. At step ``--at``
 - ``stall``: sleeps before its tensor-parallel all-reduce (I/O, a lock);
 - ``busy``: spins in its own Python code there, issuing no collective;
 - ``nosend``: a stage-0 rank stuck before it sends to its stage-1 peer;
-- ``kill``: dies by SIGKILL there (no dump: the others' dumps are the evidence).
+- ``kill``: dies by SIGKILL there, without a dump: the others' dumps are the evidence. Gloo
+  fails a collective at once when a peer dies (and its recorder marks it retired), where
+  NCCL's survivors wait for the watchdog and dump with the collective still pending; so the
+  culprit stands still until the others have dumped, as NCCL's would have, then dies.
 
-Every rank writes ``PREFIX<rank>.at`` when it reaches step ``--at``, and dumps its recorder
+Odd ranks write torch's JSON dump, even ranks its pickle (with stack traces). Every rank
+writes ``PREFIX<rank>.at`` when it reaches step ``--at``, and dumps its recorder
 once ``PREFIX`` + ``go`` exists and its recorder stands still (or at once, when a collective
-fails because a peer died), then exits. The CPU recorder leaves ``pg_config`` empty where NCCL's lists every group: the dump is
-given the groups in NCCL's shape, as NCCL would have written them. Run by
-tests/test_analyze_jobs.py under torchrun.
+fails because a peer died), then exits. The CPU recorder leaves ``pg_config`` empty where
+NCCL's lists every group: the dump is given the groups in NCCL's shape, as NCCL would have
+written them. Run by tests/test_analyze_jobs.py under torchrun.
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import pickle
 import signal
@@ -57,8 +62,8 @@ def main() -> None:
             if rank in ranks:
                 groups[desc] = (group, ranks)
     prefix = Path(args.prefix)
-    dumper = threading.Thread(target=dump_when_told, args=(prefix, rank, groups), daemon=True)
-    dumper.start()
+    if not (rank == args.culprit and args.fault == "kill"):
+        threading.Thread(target=dump_when_told, args=(prefix, rank, groups), daemon=True).start()
     t, got = torch.ones(4), torch.ones(4)
     try:
         for step in range(1, 1000):
@@ -66,13 +71,13 @@ def main() -> None:
             if step == args.at:
                 arrived(prefix, rank)
             if culprit and args.fault == "nosend":
-                fault(args.fault)
+                fault(args.fault, prefix)
             if rank < 2:
                 dist.send(t, rank + 2)
             else:
                 pending = dist.irecv(got, rank - 2)  # the next stage's input, prefetched
             if culprit and args.fault != "nosend":
-                fault(args.fault)
+                fault(args.fault, prefix)
             dist.all_reduce(t, group=groups["tp"][0])
             dist.all_reduce(t, group=groups["dp"][0])
             dist.all_reduce(t)
@@ -83,8 +88,11 @@ def main() -> None:
         os._exit(0 if Path(f"{prefix}go").exists() else 1)
 
 
-def fault(kind: str) -> None:
+def fault(kind: str, prefix: Path) -> None:
     if kind == "kill":
+        others = [Path(f"{prefix}{r}") for r in range(dist.get_world_size()) if r != dist.get_rank()]
+        while not all(p.exists() for p in others):
+            time.sleep(0.05)
         os.kill(os.getpid(), signal.SIGKILL)
     elif kind in ("stall", "nosend"):
         while True:
@@ -125,7 +133,11 @@ def write_dump(prefix: Path, rank: int, groups: dict[str, tuple[dist.ProcessGrou
 
 
 def _write_dump(prefix: Path, rank: int, groups: dict[str, tuple[dist.ProcessGroup, list[int]]]) -> None:
-    dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=True))
+    as_json = rank % 2 == 1  # odd ranks write torch's JSON dump, even ones its pickle
+    if as_json:
+        dump = json.loads(c10d._dump_fr_trace_json(includeCollectives=True))
+    else:
+        dump = pickle.loads(c10d._dump_fr_trace(includeCollectives=True, includeStackTraces=True))
     config = {name: c for name, c in dump.get("pg_config", {}).items() if name}
     world = dist.get_world_size()
     config.setdefault("0", {"name": "0", "desc": "default_pg", "ranks": str(list(range(world)))})
@@ -134,7 +146,7 @@ def _write_dump(prefix: Path, rank: int, groups: dict[str, tuple[dist.ProcessGro
         config.setdefault(name, {"name": name, "desc": desc, "ranks": str(ranks)})
     dump["pg_config"] = config
     part = Path(f"{prefix}{rank}.part")
-    part.write_bytes(pickle.dumps(dump))
+    part.write_bytes(json.dumps(dump).encode() if as_json else pickle.dumps(dump))
     part.rename(f"{prefix}{rank}")
 
 

@@ -133,6 +133,8 @@ class RankRecorder:
         dump = self.dump()
         if not dump["entries"]:
             del dump["entries"]
+        for status in dump["pg_status"].values():  # torch's JSON writes the counts as strings
+            status.update({k: str(v) for k, v in status.items()})
         for e in dump.get("entries", []):
             for key in ("time_discovered_started_ns", "time_discovered_completed_ns"):
                 e[key] = e[key] or 0
@@ -171,4 +173,4 @@ def megatron(tp: int, pp: int, dp: int) -> tuple[list[RankRecorder], dict[str, G
 
 
 def member_group(groups: dict[str, Group], desc: str, rank: int) -> Group:
-    return next(g for g in groups.values() if g.desc == desc and rank in g.ranks)
+    return next(g for g in groups.values() if g.desc.startswith(desc) and rank in g.ranks)

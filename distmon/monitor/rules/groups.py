@@ -32,10 +32,12 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.arrays import distinct, expand, within
+from distmon.monitor.columns import F8, I8
 from distmon.monitor.probe import GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
-from distmon.monitor.state import F8, I8, JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import user_frame
 from distmon.monitor.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.wire import ANY_SOURCE, RECV, SEND, STOPPED, GroupStatus

@@ -11,8 +11,10 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.columns import HISTORY
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import HISTORY, JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.words import duration, size
 
 

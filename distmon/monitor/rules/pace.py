@@ -13,8 +13,10 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.alerts import WARNING, Finding
+from distmon.monitor.columns import F8
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import F8, JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:

@@ -20,7 +20,8 @@ from distmon import wire
 from distmon.monitor.alerts import Finding
 from distmon.monitor.outside import Verdict, judge, judge_usage
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
 

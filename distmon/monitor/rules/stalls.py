@@ -19,7 +19,8 @@ import numpy as np
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import WAITING, Place, classify, frame_lines
 from distmon.monitor.words import duration, rank_lines, rank_word
 

@@ -7,7 +7,8 @@ import re
 from distmon import wire
 from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState, RankState
+from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
 from distmon.monitor.words import size
 from distmon.wire import Worker
 

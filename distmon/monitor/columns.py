@@ -1,0 +1,220 @@
+"""The monitor's numbers, in columns: an array per field over the ranks, filled from a whole
+batch of frames at once (:mod:`distmon.monitor.frames`), with a short history per rank and
+metric. A rule that looks at every rank looks at an array; :class:`History` and
+:class:`distmon.monitor.views.RankState` read one rank of them."""
+
+from __future__ import annotations
+
+from typing import Any, ClassVar
+
+import numpy as np
+import numpy.typing as npt
+
+HISTORY = 120
+"""Samples kept per rank and metric: two minutes at the default interval."""
+METRICS = ("t", "steps", "step_time", "rss", "gpu", "inflight", "data_wait")
+"""Per-rank time series. ``inflight`` is 1.0 when the rank sat in a collective when it
+sampled itself; averaged over the ring it is the share of time spent waiting on peers."""
+MAX_GROUPS = 16
+"""Process groups kept per rank (a 3-D DeviceMesh with the world group uses four)."""
+MAX_CHANNELS = 8
+"""Point-to-point channels kept per rank (a pipeline stage uses two to four)."""
+INITIAL = 64
+"""Ranks there is room for before the first report: the columns grow as higher ranks appear."""
+
+F8 = npt.NDArray[np.float64]
+I8 = npt.NDArray[np.int64]
+
+
+Array = npt.NDArray[Any]
+ALL = slice(None)
+
+
+class Columns:
+    """The ranks' latest numbers, an array per field, indexed by rank; room for ``capacity``
+    ranks, grown as higher ranks appear. Group and channel fields hold a row per rank of
+    :data:`MAX_GROUPS` and :data:`MAX_CHANNELS` slots, of which ``groups`` and ``channels``
+    are in use."""
+
+    SCALARS: ClassVar[dict[str, str]] = {
+        "present": "?",
+        "received": "f8",
+        "first_seen": "f8",
+        "t": "f8",
+        "n": "i8",
+        "interval": "f8",
+        "flags": "u1",
+        "pid": "i8",
+        "host": "u8",
+        "local_rank": "i8",
+        "steps": "i8",
+        "forwards": "i8",
+        "stalled_since": "f8",
+        "last_step_t": "f8",
+        "data_wait": "f8",
+        "step_p50": "f8",
+        "rss": "f8",
+        "gpu_used": "f8",
+        "gpu_reserved": "f8",
+        "gpu_allocated": "f8",
+        "gpu_total": "f8",
+        "stack": "u8",
+        "bytes": "i8",
+        "via": "i8",
+        "inflight_share": "f8",
+        "data_wait_share": "f8",
+        "samples": "i8",
+        "groups": "i8",
+        "channels": "i8",
+        "in_collective": "?",
+        "collective_since": "f8",
+        "collective_slot": "i8",
+        "in_p2p": "?",
+        "history_next": "i8",
+        "history_count": "i8",
+    }
+    GROUP_FIELDS: ClassVar[dict[str, str]] = {
+        "g_id": "u8",
+        "g_enq": "i8",
+        "g_comp": "i8",
+        "g_since": "f8",
+        "g_op": "u8",
+    }
+    CHANNEL_FIELDS: ClassVar[dict[str, str]] = {
+        "c_group": "u8",
+        "c_peer": "i8",
+        "c_dir": "i8",
+        "c_posted": "i8",
+        "c_completed": "i8",
+        "c_blocked": "i8",
+        "c_blocked_since": "f8",
+    }
+
+    present: Array
+    received: Array
+    first_seen: Array
+    t: Array
+    n: Array
+    interval: Array
+    flags: Array
+    pid: Array
+    host: Array
+    local_rank: Array
+    steps: Array
+    forwards: Array
+    stalled_since: Array
+    last_step_t: Array
+    data_wait: Array
+    step_p50: Array
+    rss: Array
+    gpu_used: Array
+    gpu_reserved: Array
+    gpu_allocated: Array
+    gpu_total: Array
+    stack: Array
+    bytes: Array
+    via: Array
+    inflight_share: Array
+    data_wait_share: Array
+    samples: Array
+    groups: Array
+    channels: Array
+    in_collective: Array
+    """A collective issued and not completed, in any group."""
+    collective_since: Array
+    """When the oldest of those with a known start began, on the rank's clock; NaN: none."""
+    collective_slot: Array
+    """Its group slot, where ``collective_since`` is not NaN."""
+    in_p2p: Array
+    """Blocked in a send or receive, on any channel."""
+    history_next: Array
+    history_count: Array
+    g_id: Array
+    g_enq: Array
+    g_comp: Array
+    g_since: Array
+    g_op: Array
+    c_group: Array
+    c_peer: Array
+    c_dir: Array
+    c_posted: Array
+    c_completed: Array
+    c_blocked: Array
+    c_blocked_since: Array
+
+    def __init__(self, capacity: int = 0) -> None:
+        self.capacity = capacity
+        for name, dtype in self.SCALARS.items():
+            setattr(self, name, blank((capacity,), dtype))
+        for name, dtype in self.GROUP_FIELDS.items():
+            setattr(self, name, blank((capacity, MAX_GROUPS), dtype))
+        for name, dtype in self.CHANNEL_FIELDS.items():
+            setattr(self, name, blank((capacity, MAX_CHANNELS), dtype))
+        self.history = {m: blank((capacity, HISTORY), "f8") for m in METRICS}
+        zero_shares(self, slice(None))
+
+    def reserve(self, capacity: int) -> None:
+        """Room for ranks up to ``capacity`` - 1, doubling as needed."""
+        if capacity <= self.capacity:
+            return
+        new = max(capacity, 2 * self.capacity, 64)
+        for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
+            old = getattr(self, name)
+            grown = blank((new, *old.shape[1:]), old.dtype)
+            grown[: self.capacity] = old
+            setattr(self, name, grown)
+        zero_shares(self, slice(self.capacity, None))
+        for metric, old in self.history.items():
+            grown = blank((new, HISTORY), old.dtype)
+            grown[: self.capacity] = old
+            self.history[metric] = grown
+        self.capacity = new
+
+    def forget(self, ranks: I8) -> None:
+        """Start ``ranks`` afresh: a new process of theirs starts a new history."""
+        for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
+            array = getattr(self, name)
+            array[ranks] = blank(array[ranks].shape, array.dtype)
+        for ring in self.history.values():
+            ring[ranks] = np.nan
+        zero_shares(self, ranks)
+
+
+def blank(shape: tuple[int, ...], dtype: Any) -> npt.NDArray[Any]:
+    """NaN (absent) for floats, zero otherwise; the running shares start at zero instead."""
+    dt = np.dtype(dtype)
+    if dt.kind == "f":
+        return np.full(shape, np.nan, dtype=dt)
+    return np.zeros(shape, dtype=dt)
+
+
+def zero_shares(cols: Columns, ranks: I8 | slice) -> None:
+    cols.inflight_share[ranks] = 0.0
+    cols.data_wait_share[ranks] = 0.0
+
+
+class History:
+    """One rank's rings of samples, one per metric, NaN where a value was absent."""
+
+    __slots__ = ("_cols", "_rank")
+
+    def __init__(self, cols: Columns, rank: int) -> None:
+        self._cols, self._rank = cols, rank
+
+    @property
+    def count(self) -> int:
+        return int(self._cols.history_count[self._rank])
+
+    def latest(self, metric: str, ago: int = 0) -> float:
+        """The value ``ago`` samples before the newest; NaN if there is none."""
+        if ago >= min(self.count, HISTORY):
+            return float("nan")
+        i = (int(self._cols.history_next[self._rank]) - 1 - ago) % HISTORY
+        return float(self._cols.history[metric][self._rank, i])
+
+    def series(self, metric: str, last: int | None = None) -> list[float]:
+        """Oldest first; at most ``last`` samples."""
+        n = min(self.count, HISTORY, last or HISTORY)
+        start = (int(self._cols.history_next[self._rank]) - n) % HISTORY
+        ring = self._cols.history[metric][self._rank]
+        return [float(ring[(start + k) % HISTORY]) for k in range(n)]

@@ -1,0 +1,141 @@
+r"""The wire format between a training rank and the monitor: the one place the schema lives.
+
+Each rank reports in one kind of message, a :class:`Report`: its whole current state, every
+interval and at once when something changes (a stall, an exception, a dead DataLoader
+worker, the exit). Because every report is complete, a monitor started late or restarted
+knows every rank after one interval, and a lost message costs nothing.
+
+A report travels as a *frame* (:func:`encode`): a fixed binary header with the numbers the
+monitor judges every rank by, every second (:data:`HEADER_FIELDS`), a fixed-size row per
+process group (:data:`GROUP_FIELDS`) and per point-to-point channel
+(:data:`CHANNEL_FIELDS`), then the whole report in msgpack (a map per dataclass, keyed by
+field name, a field that is ``None`` left out). A monitor of thousands of ranks reads the
+headers and rows of a whole batch of frames at once, as arrays, and decodes a report only
+when it needs the rest (a stack, an exception): see :mod:`distmon.monitor.frames`. Strings
+in the header and rows (the job, the host, group ids and ops) are :func:`name_hash`\ es;
+the report names them. All little-endian.
+
+Decoding checks the version and the type of every field, so a malformed or foreign message
+raises :class:`WireError` and never reaches the detector.
+
+Frame version 2 (schema version ``v`` 1 of the report inside; a bare msgpack report, as
+version 1 sent it, is still read). Times are unix seconds from the rank's own clock;
+durations are seconds; sizes are bytes.
+
+Three modules, one concern each: :mod:`~distmon.wire.schema` (the report's dataclasses),
+:mod:`~distmon.wire.frame` (the binary frame: header, rows, encode and decode) and
+:mod:`~distmon.wire.convert` (msgpack's plain values to dataclasses and back, every field's
+type checked). Everything is imported from here.
+"""
+
+from distmon.wire.convert import Convert, converter, to_wire
+from distmon.wire.frame import (
+    CHANNEL_FIELDS,
+    CHANNEL_ROW,
+    CONSEQUENCE,
+    EXITED,
+    FRAME_VERSION,
+    GPU_FAULT,
+    GROUP_FIELDS,
+    GROUP_ROW,
+    HAS_GPU,
+    HEADER,
+    HEADER_FIELDS,
+    MAX_MESSAGE_BYTES,
+    MAX_ROWS,
+    RAISED,
+    STALLED,
+    STOPPED_BY_SIGNAL,
+    WORKER_DEAD,
+    decode,
+    encode,
+    gpu_util,
+    host_of,
+    name_hash,
+    report_bytes,
+    stack_hash,
+)
+from distmon.wire.schema import (
+    ANY_SOURCE,
+    ENDED,
+    HARDWARE_THROTTLE,
+    INTERRUPTED,
+    P2P,
+    PEER_LOST,
+    RECV,
+    SEND,
+    STOPPED,
+    TERMINATED,
+    VERSION,
+    WORKER_DIED,
+    ExceptionInfo,
+    ExitInfo,
+    Frame,
+    GpuStatus,
+    GroupStatus,
+    Loader,
+    Memory,
+    Report,
+    StepStats,
+    Usage,
+    WireError,
+    Worker,
+    expand_runs,
+    rank_runs,
+)
+
+__all__ = [
+    "ANY_SOURCE",
+    "CHANNEL_FIELDS",
+    "CHANNEL_ROW",
+    "CONSEQUENCE",
+    "ENDED",
+    "EXITED",
+    "FRAME_VERSION",
+    "GPU_FAULT",
+    "GROUP_FIELDS",
+    "GROUP_ROW",
+    "HARDWARE_THROTTLE",
+    "HAS_GPU",
+    "HEADER",
+    "HEADER_FIELDS",
+    "INTERRUPTED",
+    "MAX_MESSAGE_BYTES",
+    "MAX_ROWS",
+    "P2P",
+    "PEER_LOST",
+    "RAISED",
+    "RECV",
+    "SEND",
+    "STALLED",
+    "STOPPED",
+    "STOPPED_BY_SIGNAL",
+    "TERMINATED",
+    "VERSION",
+    "WORKER_DEAD",
+    "WORKER_DIED",
+    "Convert",
+    "ExceptionInfo",
+    "ExitInfo",
+    "Frame",
+    "GpuStatus",
+    "GroupStatus",
+    "Loader",
+    "Memory",
+    "Report",
+    "StepStats",
+    "Usage",
+    "WireError",
+    "Worker",
+    "converter",
+    "decode",
+    "encode",
+    "expand_runs",
+    "gpu_util",
+    "host_of",
+    "name_hash",
+    "rank_runs",
+    "report_bytes",
+    "stack_hash",
+    "to_wire",
+]

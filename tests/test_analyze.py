@@ -1,0 +1,291 @@
+"""``distmon analyze`` on NCCL-shaped dumps and logs built from the formats: Megatron's groups,
+pipeline sends, mixed versions and forms, empty, missing and hostile files, both watchdog
+formats; the same verdict as a Monitor fed the same reports."""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distmon.cli import main
+from distmon.export.analysis import culprits, render, to_json
+from distmon.monitor.analysis import POST_MORTEM, analyze
+from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.watchdog import read_log
+from distmon.wire import Report, encode
+from tests.support.nccl_dumps import VERSIONS, RankRecorder, megatron, member_group
+
+STUCK = 5
+
+
+def pipeline_hang(stuck: int = STUCK, steps: int = 3) -> list[RankRecorder]:
+    """TP2 x PP2 x DP2 (21 groups a rank): stage 0 (ranks 0-3) runs its tensor-parallel
+    all-reduce and sends to stage 1, which receives, all-reduces, and every rank then
+    all-reduces over data parallel. In the last step rank ``stuck`` (stage 1) stays in its
+    own code: its stage-0 peer's send and its tensor-parallel peer's all-reduce never
+    complete, and on NCCL's in-order streams neither does what those ranks enqueued after."""
+    recorders, groups = megatron(2, 2, 2)
+    for step in range(1, steps + 2):
+        last = step == steps + 1
+        blocked: set[int] = set()
+        for r in sorted(recorders, key=lambda r: r.rank):
+            me = r.rank
+            tp, pp, dp = (member_group(groups, d, me).name for d in ("TENSOR", "PIPELINE", "DATA"))
+            if last and me == stuck:
+                continue
+            peer = next(x for x in groups[pp].ranks if x != me)
+            if me < 4:
+                r.collective(tp, "all_reduce")
+                if last and peer == stuck:
+                    blocked.add(me)
+                r.send(pp, peer, done=me not in blocked)
+            else:
+                r.recv(pp, peer)
+                if last and stuck in groups[tp].ranks:
+                    blocked.add(me)
+                r.collective(tp, "all_reduce", done=me not in blocked)
+        for r in recorders:
+            if last and r.rank == stuck:
+                continue
+            dp = member_group(groups, "DATA", r.rank)
+            stopped = last and any(m in blocked or m == stuck for m in dp.ranks)
+            r.collective(dp.name, "all_reduce", done=not stopped)
+    return recorders
+
+
+def write(recorders: list[RankRecorder], folder: Path, form: str = "pickle") -> None:
+    folder.mkdir(exist_ok=True)
+    for r in recorders:
+        data = r.pickle() if form == "pickle" else r.json()
+        (folder / f"nccl_trace_rank_{r.rank}").write_bytes(data)
+
+
+def test_a_pipeline_hang_names_the_stuck_stage_rank_alone(tmp_path: Path) -> None:
+    write(pipeline_hang(), tmp_path)
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [STUCK]
+    assert analysis.world == 8 and analysis.world_from == "the dumps" and analysis.missing == {}
+    assert all(len(r.groups) >= 3 for r in analysis.ranks.values())
+    text = render(analysis)
+    assert f"CULPRIT rank {STUCK}: hang: rank {STUCK} holds up the job" in text
+    assert "rank 1 in send #4 to rank 5 in group" in text
+    assert "(TENSOR_MODEL_PARALLEL_GROUP, ranks 4-5)" in text
+    assert f"rank {STUCK}: nothing in flight (in its own code)" in text
+
+
+def test_the_verdict_is_a_monitors_on_the_same_reports(tmp_path: Path) -> None:
+    """The reports analyze builds, fed to a Monitor by hand, raise the very same alerts."""
+    write(pipeline_hang(), tmp_path)
+    analysis = analyze([str(tmp_path)])
+    monitor = Monitor(Detector(limits=POST_MORTEM), job="analyzed")
+    for rank in sorted(analysis.ranks):
+        state = analysis.monitor.state.ranks[rank]
+        report: Report = state.report
+        monitor.ingest(encode(report), analysis.t)
+    monitor.tick(analysis.t)
+    mine = [(a.kind, a.ranks, a.summary) for a in monitor.alerts.history]
+    assert mine == [(a.kind, a.ranks, a.summary) for a in analysis.alerts]
+
+
+@pytest.mark.parametrize("form", ["pickle", "json"])
+def test_versions_and_forms_mixed_across_ranks_read_alike(tmp_path: Path, form: str) -> None:
+    recorders = pipeline_hang()
+    for r in recorders:
+        r.version = VERSIONS[r.rank % len(VERSIONS)]
+    write(recorders, tmp_path, form)
+    (tmp_path / "nccl_trace_rank_0").write_bytes(recorders[0].json() if form == "pickle" else recorders[0].pickle())
+    assert culprits(analyze([str(tmp_path)])) == [STUCK]
+
+
+def test_a_missing_and_an_empty_dump_are_evidence(tmp_path: Path) -> None:
+    recorders = pipeline_hang()
+    recorders[STUCK].entries.clear()
+    write([r for r in recorders if r.rank != 7], tmp_path)
+    analysis = analyze([str(tmp_path)])
+    assert analysis.missing == {7: "no file", STUCK: "empty dump"}
+    assert culprits(analysis) == [STUCK]
+    found = to_json(analysis)
+    assert found["missing"] == [{"rank": STUCK, "reason": "empty dump"}, {"rank": 7, "reason": "no file"}]
+    assert "No evidence from: rank 5 (empty dump); rank 7 (no file)" in render(analysis)
+
+
+class CallsAFunction:
+    def __reduce__(self) -> tuple[object, tuple[str]]:
+        return (os.system, ("touch owned",))
+
+
+def test_hostile_and_broken_files_get_a_line_each_and_the_rest_is_analysed(tmp_path: Path) -> None:
+    recorders = pipeline_hang()
+    write(recorders, tmp_path)
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps({"version": "2.10", "x": CallsAFunction()}))
+    (tmp_path / "nccl_trace_rank_2").write_bytes(recorders[2].pickle()[:100])
+    (tmp_path / "nccl_trace_rank_9").write_bytes(b"\x80\x02" + b"\xff" * 64)
+    (tmp_path / "binary.bin").write_bytes(b"\x00\x01\x02")
+    (tmp_path / "dump_without_a_rank").write_bytes(recorders[1].pickle())
+    os.chdir(tmp_path)
+    analysis = analyze([str(tmp_path), str(tmp_path / "nope")])
+    assert not (tmp_path / "owned").exists()
+    lines = analysis.problems
+    assert len(lines) == 6 and all("\n" not in line for line in lines)
+    assert any("nccl_trace_rank_0: holds a Python object (posix.system)" in line for line in lines)
+    assert any("nccl_trace_rank_2: unreadable" in line for line in lines)
+    assert any("binary.bin: neither a Flight Recorder dump nor a log" in line for line in lines)
+    assert any("dump_without_a_rank: a dump, but its name does not end" in line for line in lines)
+    assert any("nope: no such file or folder" in line for line in lines)
+    assert analysis.missing == {0: "no file", 2: "no file"}
+    assert culprits(analysis) == [STUCK]
+
+
+def test_a_huge_dump_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from distmon.monitor import analysis as module
+
+    monkeypatch.setattr(module, "MAX_DUMP_BYTES", 100)
+    write(pipeline_hang()[:1], tmp_path)
+    found = analyze([str(tmp_path)])
+    assert found.problems == [f"{tmp_path}/nccl_trace_rank_0: 0 MiB, over the 0 MiB a dump may have"]
+
+
+NEW_LOG = """\
+[rank0]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+[rank0]:[E1124 03:12:44.123556789 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.
+[rank1]:[E1124 03:12:44.200000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.
+[rank3]:[E1124 03:12:45.001234567 ProcessGroupNCCL.cpp:2084] [PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog at work sequence id: 1580 PG status: last enqueued work: 1580, last completed work: 1579
+[rank2]: some output of rank 2, which printed no watchdog line
+"""  # noqa: E501
+OLD_LOG = """\
+[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=_ALLGATHER_BASE, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=_ALLGATHER_BASE, NumelIn=8, NumelOut=16, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
+"""  # noqa: E501
+
+
+def test_a_log_names_the_rank_that_printed_no_watchdog_line(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(NEW_LOG)
+    analysis = analyze([str(tmp_path / "job.log")], world=4)
+    assert culprits(analysis) == [2]
+    assert analysis.world_from == "--world"
+    assert analysis.missing == {2: "no watchdog line in the log"}
+    text = render(analysis)
+    assert "ranks 0-1: waits in collective #1580 (all_reduce) of group 0 (default_pg, ranks 0-3) for 10m00s" in text
+
+
+def test_the_old_format_and_a_world_the_log_cannot_tell(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text(OLD_LOG)
+    analysis = analyze([str(tmp_path)], world=3)
+    assert culprits(analysis) == [2]
+    assert analysis.missing == {2: "no file"}
+    assert "(_all_gather_base)" in render(analysis)
+    alone = analyze([str(tmp_path)])
+    assert alone.world == 2 and alone.world_from == "the highest rank seen"
+
+
+def test_torchruns_rendezvous_gives_the_world(tmp_path: Path) -> None:
+    (tmp_path / "job.log").write_text("  global_world_sizes=[4, 4, 4, 4]\n" + NEW_LOG)
+    analysis = analyze([str(tmp_path)])
+    assert analysis.world == 4 and analysis.world_from == "the log"
+
+
+def run(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "distmon", "analyze", *args], capture_output=True, text=True)
+
+
+def test_the_command_prints_json_with_the_contract_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    write(pipeline_hang(), tmp_path)
+    assert main(["analyze", str(tmp_path), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert {"culprits", "summary", "ranks", "missing"} <= found.keys()
+    assert found["culprits"] == [STUCK] and found["summary"].startswith(f"hang: rank {STUCK} holds up the job")
+    rank1 = next(r for r in found["ranks"] if r["rank"] == 1)
+    assert {"groups", "last_started", "last_completed", "oldest_pending"} <= rank1.keys()
+    assert rank1["oldest_pending"]["op"] == "send 0->1"
+    assert rank1["oldest_pending"]["p2p"] is True
+
+
+@pytest.mark.parametrize(
+    ("args", "words"),
+    [
+        (["--world", "zero"], "not a number of ranks: 'zero'"),
+        (["--world", "0"], "a world of 1 to"),
+        ([], "no Flight Recorder dump nor watchdog line found"),
+    ],
+)
+def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> None:
+    done = run(str(tmp_path), *args)
+    assert done.returncode == 2
+    assert words in done.stderr and "Traceback" not in done.stderr
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=200),
+            st.sampled_from(NEW_LOG.splitlines() + OLD_LOG.splitlines()).map(lambda line: line[: len(line) // 2]),
+            st.builds(
+                "[rank{}]:[E{} ...] [PG ID {} PG GUID {}({}) Rank {}] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum={}, OpType={}, ...) ran for {} milliseconds".format,
+                st.integers(-5, 10**12),
+                st.text(max_size=12),
+                st.integers(0, 99),
+                st.text(max_size=6),
+                st.text(max_size=20),
+                st.integers(0, 10**12),
+                st.integers(0, 10**30),
+                st.text(max_size=12),
+                st.integers(0, 10**30),
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_fuzzed_logs_are_read_without_raising(lines: list[str]) -> None:
+    facts = read_log(io.StringIO("\n".join(lines)))
+    for rank, timeouts in facts.timeouts.items():
+        assert rank >= 0 and all(t.group for t in timeouts.values())
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text("\n".join(lines), errors="surrogatepass")
+        render(analyze([folder]))
+
+
+def test_ranks_and_worlds_beyond_what_distmon_judges_get_a_line(tmp_path: Path) -> None:
+    write(pipeline_hang(), tmp_path)
+    (tmp_path / "nccl_trace_rank_999999999").write_bytes(pipeline_hang()[0].pickle())
+    (tmp_path / "job.log").write_text("global_world_sizes=[999999999]\n[rank888888888]: hello\n")
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [STUCK]
+    assert any("rank 999999999, beyond the" in p for p in analysis.problems)
+    assert any("rank 888888888 is beyond the" in p for p in analysis.problems)
+
+
+def test_a_group_no_entry_names_is_listed_not_guessed(tmp_path: Path) -> None:
+    recorders = pipeline_hang()
+    for r in recorders:
+        r.version = "2.7"
+    recorders[0].status["unused"] = [3, -1, 2]
+    recorders[0].pg_ids["unused"] = 99
+    write(recorders, tmp_path)
+    rank0 = to_json(analyze([str(tmp_path)]))["ranks"][0]
+    assert rank0["unnamed_groups"] == ["99"] and rank0["version"] == "2.7"
+
+
+def test_dumps_from_different_moments_are_judged_at_the_latest(tmp_path: Path) -> None:
+    """Stage 0 dumped two minutes after stage 1 (written when each rank's watchdog fired)."""
+    recorders = pipeline_hang()
+    for r in recorders[:4]:
+        for e in r.entries:
+            e["time_created_ns"] += 120 * 10**9
+    write(recorders, tmp_path)
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [STUCK]
+    latest = max(e["time_created_ns"] for r in recorders for e in r.entries) / 1e9
+    assert analysis.t == pytest.approx(latest, abs=1e-5)
