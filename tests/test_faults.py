@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 
+from distmon.export.text import render
 from distmon.monitor.postmortem import load
 
 pytestmark = pytest.mark.torchrun
@@ -127,6 +128,11 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
     if fault == "gil":  # its own frame, taken from outside: none of its threads can run
         assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
         assert not [a for a in alerts if a["kind"] == "rank_lost"], "its process lives: one incident, one alert"
+    if fault == "sigkill":  # the alerts, the ending and the table of ranks tell one story
+        ended = load(str(recorder.out))
+        assert ended.ending().startswith("failed: rank_lost: rank 2 "), ended.ending()
+        [row] = [line for line in render(ended).splitlines() if line.startswith("  rank     2 ")]
+        assert "its process is gone" in row, row
     if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
         ended = load(str(recorder.out))
         every_rank = f"ranks 0-{RANKS - 1}"

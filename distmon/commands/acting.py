@@ -4,9 +4,9 @@
 from __future__ import annotations
 
 import argparse
-import math
 from typing import TYPE_CHECKING
 
+from distmon import values
 from distmon.endpoint import exposure_warning
 
 if TYPE_CHECKING:
@@ -40,7 +40,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--on-alert", metavar="CMD", help="run CMD with each alert change as JSON on its stdin")
     parser.add_argument(
         "--abort-on-hang",
-        type=float,
+        type=values.option(0, 7 * 24 * 3600),
         metavar="SECONDS",
         help="once a hang, divergence or rank_lost alert has stood SECONDS, keep the evidence and end "
         "the job's ranks, so that the launcher's restart policy takes over",
@@ -57,8 +57,6 @@ def check(args: argparse.Namespace, address: str | None = None, keyed: bool = Fa
         problem = check_url(args.notify)
         if problem:
             return problem
-    if args.abort_on_hang is not None and not (math.isfinite(args.abort_on_hang) and args.abort_on_hang >= 0):
-        return f"--abort-on-hang takes a number of seconds, not {args.abort_on_hang}"
     if args.evidence is not None:
         from distmon.actions.evidence import EvidenceStore
 

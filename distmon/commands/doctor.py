@@ -16,6 +16,7 @@ import os
 import sys
 from collections.abc import Mapping
 
+from distmon import values
 from distmon.doctor import host, network
 from distmon.doctor.dumps import dumps_check
 from distmon.doctor.launch import Launch, check_launch, parse
@@ -38,16 +39,27 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--nproc-per-node", metavar="N", help="processes per node the job starts (default: from the command)"
     )
-    parser.add_argument("--workers", type=int, metavar="N", help="DataLoader workers per rank, for the /dev/shm check")
+    parser.add_argument(
+        "--workers",
+        type=values.whole_option(0, 1024),
+        metavar="N",
+        help="DataLoader workers per rank, for the /dev/shm check",
+    )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
     smoke = parser.add_argument_group(
         "collectives smoke test, inside each rank: torchrun ... -m distmon.doctor --collectives"
     )
     smoke.add_argument("--collectives", action="store_true", help="time and check barrier, all_reduce and broadcast")
     smoke.add_argument("--backend", choices=("gloo", "nccl"), help="default: nccl with GPUs, else gloo")
-    smoke.add_argument("--timeout", type=float, default=60.0, help="seconds for each collective and for the answers")
-    smoke.add_argument("--size-mb", type=float, default=4.0, help="all_reduce and broadcast size (default 4)")
-    smoke.add_argument("--rounds", type=int, default=5, help="timed runs of each collective (default 5)")
+    smoke.add_argument(
+        "--timeout", type=values.option(0.1, 3600), default=60.0, help="seconds for each collective and for the answers"
+    )
+    smoke.add_argument(
+        "--size-mb", type=values.option(0.001, 65536), default=4.0, help="all_reduce and broadcast size (default 4)"
+    )
+    smoke.add_argument(
+        "--rounds", type=values.whole_option(1, 1000), default=5, help="timed runs of each collective (default 5)"
+    )
     parser.add_argument("launch", nargs=argparse.REMAINDER, help="the launch command to check, after --")
 
 

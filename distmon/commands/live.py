@@ -9,6 +9,7 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from distmon import values
 from distmon.commands import acting, metrics_port
 from distmon.endpoint import exposure_warning
 from distmon.monitor.admission import MAX_WORLD
@@ -45,7 +46,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of every command that runs a live monitor."""
     parser.add_argument(
         "--max-world",
-        type=_world,
+        type=values.whole_option(1, 2**31 - 1),
         default=MAX_WORLD,
         metavar="N",
         help=f"largest world size followed; reports claiming more are refused (default: {MAX_WORLD:,})",
@@ -55,16 +56,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def forward(args: argparse.Namespace) -> list[str]:
     """The options as given, for a monitor started as a child process (``distmon run``)."""
     return [] if args.max_world == MAX_WORLD else ["--max-world", str(args.max_world)]
-
-
-def _world(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError("must be at least 1")
-    return value
 
 
 def start(

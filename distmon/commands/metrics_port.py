@@ -7,6 +7,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Protocol
 
+from distmon import values
+
 if TYPE_CHECKING:
     from distmon.monitor.monitor import Monitor
 
@@ -22,7 +24,7 @@ class Server(Protocol):
 def add_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
-        type=int,
+        type=values.whole_option(1, 65535),
         metavar="PORT",
         help="serve Prometheus metrics on http://HOST:PORT/metrics (every interface)",
     )

@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import sys
 
-from distmon import endpoint, keys
+from distmon import endpoint, keys, values
 from distmon.commands.signals import stop_on_signals
 from distmon.relay import BATCH_FRAMES, MAX_BATCH_FRAMES, NodeRelay
 
@@ -32,11 +32,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="where the relay reports: the monitor's --endpoint, or the relay above this one",
     )
     parser.add_argument(
-        "--interval", type=_seconds, default=1.0, metavar="SECONDS", help="send a batch this often (default: 1)"
+        "--interval",
+        type=values.option(0.01, 60),
+        default=1.0,
+        metavar="SECONDS",
+        help="send a batch this often (default: 1)",
     )
     parser.add_argument(
         "--batch",
-        type=_frames,
+        type=values.whole_option(1, MAX_BATCH_FRAMES),
         default=BATCH_FRAMES,
         metavar="N",
         help=f"send a batch sooner once it holds N reports (default: {BATCH_FRAMES})",
@@ -85,23 +89,3 @@ def summary(counts: dict[str, int]) -> str:
     done = {"frames", "batches", "dumps", "commands"}
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()) if why not in done and n) or "none"
     return f"{sent}; dropped: {dropped}"
-
-
-def _seconds(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number of seconds: {text!r}") from None
-    if not 0.01 <= value <= 60:
-        raise argparse.ArgumentTypeError(f"{text} seconds: give 0.01 to 60")
-    return value
-
-
-def _frames(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if not 1 <= value <= MAX_BATCH_FRAMES:
-        raise argparse.ArgumentTypeError(f"{text}: give 1 to {MAX_BATCH_FRAMES}")
-    return value

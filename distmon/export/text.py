@@ -6,16 +6,9 @@ from __future__ import annotations
 import time
 
 from distmon.monitor.alerts import Change
+from distmon.monitor.ending import gone, rank_ending
 from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.views import RankState
 from distmon.monitor.words import duration, ranks_text
-from distmon.wire import ENDED, INTERRUPTED, TERMINATED
-
-ENDINGS = {
-    TERMINATED: "terminated by SIGTERM (the launcher's teardown)",
-    INTERRUPTED: "interrupted (Ctrl-C)",
-    ENDED: "ended by distmon (--abort-on-hang)",
-}
 
 
 def alert_line(change: Change) -> str:
@@ -62,24 +55,15 @@ def render(pm: Postmortem) -> str:
                 lines += ["", f"+{duration(a.t - start)}: {a.headline}"]
                 lines += ["  " + line for line in a.detail.splitlines()]
     lines += ["", "Ranks at the end of the recording:"]
+    lost = gone(pm.alerts)
     for rank in sorted(state.ranks):
         s = state.ranks[rank]
         r = s.report
-        lines.append(f"  rank {rank:>5}  {r.host:<20} step {r.steps:>8}  {_ending(s, pm.last or start)}")
+        lines.append(f"  rank {rank:>5}  {r.host:<20} step {r.steps:>8}  {rank_ending(s, pm.last or start, lost)}")
     unknown = set(range(state.world)) - set(state.ranks)
     if unknown:
         lines.append(f"  never reported: ranks {ranks_text(unknown)}")
     return "\n".join(lines)
-
-
-def _ending(s: RankState, end: float) -> str:
-    r = s.report
-    if r.exception is not None:
-        first_line = (r.exception.message.strip().splitlines() or [""])[0]
-        return f"raised {r.exception.type}: {first_line[:80]}"
-    if r.exit is not None:
-        return ENDINGS.get(r.exit.how, "exited cleanly")
-    return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"
 
 
 def _dropped(pm: Postmortem) -> str:

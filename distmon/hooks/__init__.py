@@ -21,8 +21,11 @@ from typing import Any
 
 from distmon import endpoint as _endpoint
 from distmon import keys as _keys
+from distmon import values as _values
 
 DEFAULT_INTERVAL = 1.0
+INTERVALS = (0.05, 600.0)
+"""The report intervals accepted, in seconds."""
 
 _lock = threading.Lock()
 _agent: Any = None
@@ -44,7 +47,7 @@ def attach(model: Any = None, *, endpoint: str | None = None, interval: float | 
 
         with _lock:
             if _agent is None:
-                period = interval or float(os.environ.get("DISTMON_INTERVAL", DEFAULT_INTERVAL))
+                period = _interval(interval)
                 _agent = Agent(_endpoint.resolve(endpoint), period, _keys.load_for(None))
                 _agent.start()
             if model is not None and model not in _models:
@@ -54,6 +57,14 @@ def attach(model: Any = None, *, endpoint: str | None = None, interval: float | 
     except Exception as e:
         print(f"distmon: not monitoring this rank: {e}", file=sys.stderr)
         return None
+
+
+def _interval(given: float | None) -> float:
+    """The report interval: ``given``, else ``DISTMON_INTERVAL``, else the default; a value out
+    of range is said in one line and replaced by the default, never raised."""
+    if given is None:
+        return _values.from_environment("DISTMON_INTERVAL", DEFAULT_INTERVAL, *INTERVALS)
+    return _values.from_environment("interval", DEFAULT_INTERVAL, *INTERVALS, env={"interval": str(given)})
 
 
 def detach() -> None:

@@ -38,7 +38,7 @@ from distmon.hooks.resources import GpuReader, UsageReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
 from distmon.pyspy import TRACER_ENV, allow_tracer
-from distmon.wire import ENDED, INTERRUPTED, TERMINATED, ExceptionInfo, ExitInfo, Report, WireError, encode
+from distmon.wire import ENDED, INTERRUPTED, TERMINATED, ExceptionInfo, ExitInfo, Report, WireError, encode, stall_after
 
 CONNECT_GRACE = 0.5
 """How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
@@ -46,8 +46,6 @@ once is still heard; after that, a report for an absent monitor is dropped at on
 SEND_HWM = 8
 EXIT_LINGER_MS = 500
 LAST_WORDS_WAIT = 1.0
-STALL_FLOOR = 2.0
-"""A rank is stalled after this long without progress, or three step times if longer."""
 
 
 class Agent:
@@ -250,8 +248,7 @@ class Agent:
             self._last_marker = marker
             self._last_progress = now
         step_time = progress.step_stats()
-        stall_after = max(STALL_FLOOR, 3 * step_time.p50 if step_time else 0.0)
-        stalled = now - self._last_progress >= stall_after and self._exit is None
+        stalled = now - self._last_progress >= stall_after(step_time.p50 if step_time else None) and self._exit is None
         rank, world, backend = self._topology()
         return Report(
             job=self._job,

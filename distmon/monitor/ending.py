@@ -11,15 +11,21 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.words import rank_word
+from distmon.monitor.words import duration, rank_word
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 if TYPE_CHECKING:
     from distmon.monitor.state import JobState
+    from distmon.monitor.views import RankState
 
 FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
 _HOW = {TERMINATED: "terminated by SIGTERM", INTERRUPTED: "interrupted (SIGINT)", ENDED: "ended by distmon"}
+RANK_ENDINGS = {
+    TERMINATED: "terminated by SIGTERM (the launcher's teardown)",
+    INTERRUPTED: "interrupted (Ctrl-C)",
+    ENDED: "ended by distmon (--abort-on-hang)",
+}
 
 
 @dataclass(frozen=True)
@@ -36,17 +42,25 @@ class Ending:
 
 
 def ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
-    """How the job ended, given the alerts that stand (not resolved): a rank that failed
-    on its own, or a failure alert, fail it (even while other ranks still run); once every
-    rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or it
-    finished. None while it runs."""
+    """How the job ended, given the alerts that stand (not resolved); None while it runs.
+
+    A failure alert fails it (even while other ranks still run): the rules that raise them
+    have already told the rank that failed first from those that raised because it went
+    (:mod:`distmon.monitor.rules.failures`), so their verdict comes first. Before a rule has
+    spoken (a recording that ends within a tick of the failure), a rank that raised on its
+    own fails it; ranks that only raised on losing a peer are never named as its cause. Once
+    every rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or
+    it finished."""
     standing = list(standing)
-    raised = np.flatnonzero(job.failed_on_their_own()).tolist()
-    if raised:
-        return Ending(Ending.FAILED, f"failed: {rank_word(raised)} raised an exception")
     failures = sorted((a for a in standing if a.kind in FAILURE_KINDS), key=lambda a: a.t)
     if failures:
         return Ending(Ending.FAILED, f"failed: {failures[0].headline}")
+    raised = np.flatnonzero(job.failed_on_their_own()).tolist()
+    culprits = [r for r in raised if not job.ranks[r].lost_a_peer()]
+    if culprits:
+        return Ending(Ending.FAILED, f"failed: {rank_word(culprits)} raised an exception")
+    if raised:
+        return Ending(Ending.FAILED, f"failed: {rank_word(raised)} raised on losing a peer, which went without a word")
     present = job.present()
     if not len(present) or not job.flagged(wire.EXITED)[present].all():
         return None
@@ -61,3 +75,23 @@ def ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
         words = f"stopped while hung: {who} while the {kinds} alert stood; it ended with the job, unresolved"
         return Ending(Ending.STOPPED, words)
     return Ending(Ending.STOPPED, f"stopped: {who}")
+
+
+def gone(alerts: Iterable[Alert]) -> set[int]:
+    """Ranks whose process the monitor saw gone (a ``rank_lost`` alert names them)."""
+    return {r for a in alerts if a.kind == "rank_lost" for r in a.ranks}
+
+
+def rank_ending(s: RankState, end: float, lost: set[int]) -> str:
+    """How one rank ended, in words, for the table of ranks at the end: its last words, else
+    what the monitor saw (``lost``: from :func:`gone`), else its silence."""
+    r = s.report
+    if r.exception is not None:
+        first_line = (r.exception.message.strip().splitlines() or [""])[0]
+        after = " (after losing a peer)" if s.lost_a_peer() else ""
+        return f"raised {r.exception.type}: {first_line[:80]}{after}"
+    if r.exit is not None:
+        return RANK_ENDINGS.get(r.exit.how, "exited cleanly")
+    if s.rank in lost:
+        return "its process is gone, without last words (killed: see the rank_lost alert)"
+    return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"

@@ -8,6 +8,12 @@ rules, the job's state word in the terminal UI and the reports all read them her
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import overload
+
+import numpy as np
+import numpy.typing as npt
+
+F8 = npt.NDArray[np.float64]
 
 
 @dataclass(frozen=True)
@@ -42,8 +48,15 @@ class Thresholds:
     growth_min_bytes: float = 256 * 1024**2
     growth_min_ratio: float = 0.05
 
-    def silent_after(self, interval: float) -> float:
-        return max(self.silence_floor, self.silence_intervals * interval)
+    @overload
+    def silent_after(self, interval: float) -> float: ...
+    @overload
+    def silent_after(self, interval: F8) -> F8: ...
+    def silent_after(self, interval: float | F8) -> float | F8:
+        """Given a rank's report interval (or an array of them): how long without a report
+        makes it silent. The one definition: :meth:`JobState.silent` and every reader use it."""
+        after: float | F8 = np.maximum(self.silence_floor, self.silence_intervals * interval)
+        return after
 
     def hang_after(self, pace: float | None, interval: float = 1.0) -> float:
         """``pace`` is the job's median step time, None before any rank has stepped;

@@ -462,7 +462,7 @@ class JobState:
         """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
         allow."""
         c = self.cols
-        after = np.maximum(limits.silence_floor, limits.silence_intervals * c.interval[ranks])
+        after = limits.silent_after(c.interval[ranks])
         exited = self.flagged(wire.EXITED, ranks)
         mask: npt.NDArray[np.bool_] = c.present[ranks] & ~exited & (now - c.received[ranks] >= after)
         return mask

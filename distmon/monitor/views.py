@@ -100,8 +100,9 @@ class RankState:
         return now - self.received
 
     def silent(self, now: float, limits: Thresholds = LIMITS) -> bool:
-        """Not heard from for longer than its reports allow (and not because it exited)."""
-        return not self.finished and self.silent_for(now) >= limits.silent_after(float(self._get("interval")))
+        """Not heard from for longer than its reports allow (and not because it exited): one
+        rank of :meth:`distmon.monitor.state.JobState.silent`."""
+        return bool(self._job.silent(now, limits, self._mine)[0])
 
     def live(self, now: float, limits: Thresholds = LIMITS) -> bool:
         """Still reporting: neither exited nor silent."""

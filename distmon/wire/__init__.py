@@ -64,6 +64,8 @@ from distmon.wire.schema import (
     PEER_LOST,
     RECV,
     SEND,
+    STALL_FLOOR,
+    STALL_STEPS,
     STOPPED,
     TERMINATED,
     VERSION,
@@ -82,6 +84,7 @@ from distmon.wire.schema import (
     Worker,
     expand_runs,
     rank_runs,
+    stall_after,
 )
 
 __all__ = [
@@ -108,6 +111,8 @@ __all__ = [
     "RECV",
     "SEND",
     "STALLED",
+    "STALL_FLOOR",
+    "STALL_STEPS",
     "STOPPED",
     "STOPPED_BY_SIGNAL",
     "TERMINATED",
@@ -137,5 +142,6 @@ __all__ = [
     "rank_runs",
     "report_bytes",
     "stack_hash",
+    "stall_after",
     "to_wire",
 ]

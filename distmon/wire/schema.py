@@ -240,7 +240,8 @@ class Report:
     p2p: list[P2P] = field(default_factory=list)
     """Point-to-point channels this rank has used; their ops are not counted in ``groups``."""
     stalled_since: float | None = None
-    """Set while the rank has made no progress (steps or collectives) for a while."""
+    """Set while the rank has made no progress (steps or collectives) for :func:`stall_after`:
+    the moment its progress stopped. The header's ``STALLED`` flag says the same."""
     stack: list[Frame] | None = None
     """The main thread's stack, innermost last, while stalled."""
     memory: Memory | None = None
@@ -250,6 +251,18 @@ class Report:
     exception: ExceptionInfo | None = None
     exit: ExitInfo | None = None
     v: int = VERSION
+
+
+STALL_FLOOR = 2.0
+"""A rank calls itself stalled (and sends its stack) after this long without progress, or
+:data:`STALL_STEPS` of its step times if longer. The monitor's thresholds for alerting on a
+stall, longer, are in :mod:`distmon.monitor.limits`."""
+STALL_STEPS = 3.0
+
+
+def stall_after(step_p50: float | None) -> float:
+    """How long without progress makes a rank say it is stalled, given its median step time."""
+    return max(STALL_FLOOR, STALL_STEPS * step_p50 if step_p50 else 0.0)
 
 
 def rank_runs(ranks: list[int]) -> list[list[int]]:
