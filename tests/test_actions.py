@@ -9,7 +9,6 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import threading
@@ -18,6 +17,7 @@ from pathlib import Path
 
 import pytest
 import zmq
+from support.commands import TORCHRUN, free_port
 from webhook import serving
 
 from distmon.actions.evidence import DUMP_PREFIX, Bundle, EvidenceStore
@@ -30,7 +30,6 @@ from distmon.monitor.state import JobState
 from distmon.wire import Report, WireError, decode
 
 REPO = Path(__file__).resolve().parent.parent
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "0.5"}
 INJECTED = re.compile(r"\[train\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 
@@ -318,12 +317,6 @@ def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_
     assert all(p["text"].startswith("distmon: ") and "\n" not in p["text"] for p in posts)
     assert any("distmon ended the job" in p["alert"]["detail"] for p in posts if p["event"] == "updated")
     assert [json.loads(line) for line in told.read_text().splitlines()] == posts
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 @pytest.mark.torchrun

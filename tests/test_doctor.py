@@ -22,20 +22,14 @@ from typing import TypeVar
 
 import psutil
 import pytest
+from support.commands import TORCHRUN, free_port
 
 from distmon.doctor.collectives import RankResult, assess
 from distmon.doctor.host import MiB, shm_check
 from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
 
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 T = TypeVar("T")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def doctor(*args: str, **env: str) -> tuple[int, dict[str, dict]]:

@@ -5,13 +5,13 @@ from __future__ import annotations
 
 import itertools
 import math
-import socket
 import time
 from collections import Counter
 from pathlib import Path
 
 import pytest
 import zmq
+from support.commands import free_port
 from support.simulate import SimJob
 
 from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
@@ -181,9 +181,7 @@ def test_live_feed_drops_the_oldest_and_counts_when_far_behind(endpoint: str) ->
 
 
 def test_an_endpoint_in_use_cannot_be_bound_twice() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     first = LiveFeed(endpoint)
     try:
         with pytest.raises(EndpointError, match="cannot listen"):

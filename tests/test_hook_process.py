@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 import zmq
 from listener import Listener
+from support.commands import free_port
 
 import distmon.hooks
 from distmon.channel import MONITOR_SOCKET
@@ -166,12 +167,6 @@ def run_script(directory: Path, source: str, env: dict[str, str]) -> subprocess.
 
 def wait_for_exit_report(listener: Listener) -> None:
     assert listener.wait_for(lambda reports: any(r.exit for r in reports), timeout=5)
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def test_plain_script_reports_steps_forwards_and_a_clean_exit(tmp_path, listener, endpoint):

@@ -8,6 +8,7 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
+from support.commands import DISTMON
 from support.simulate import SimJob, drive
 
 from distmon.export.html import MAX_RANKS
@@ -16,7 +17,6 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter
 
 DATA = Path(__file__).parent / "data"
-DISTMON = [sys.executable, "-m", "distmon"]
 
 
 class Page(HTMLParser):

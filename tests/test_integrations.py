@@ -13,9 +13,9 @@ from pathlib import Path
 
 import pytest
 from listener import Listener
+from support.commands import TORCHRUN
 
 HOOKS = Path(__file__).resolve().parent.parent / "hooks"
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 
 LIGHTNING_SCRIPT = """
     import time

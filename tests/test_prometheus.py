@@ -22,6 +22,7 @@ import pytest
 import zmq
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
+from support.commands import DISTMON, free_port
 from support.simulate import GiB, SimJob, drive
 
 from distmon.commands import metrics_port
@@ -30,14 +31,7 @@ from distmon.export.prometheus import RANK_SERIES, MonitorCollector
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 
-DISTMON = [sys.executable, "-m", "distmon"]
 RANK_LABELS = {"job_id", "rank", "host", "local_rank"}
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def scrape(port: int, timeout: float = 10.0) -> dict[str, list]:

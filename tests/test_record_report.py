@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -15,6 +14,7 @@ import pytest
 import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.commands import DISTMON
 from support.simulate import SimJob, drive
 
 from distmon.channel import Batch, Relay
@@ -26,7 +26,6 @@ from distmon.monitor.recording import PIECE_BYTES, BatchRecord, RecordingWriter,
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
 
 DATA = Path(__file__).parent / "data"
-DISTMON = [sys.executable, "-m", "distmon"]
 ALERT_FIELDS = {"kind", "severity", "ranks", "t", "summary", "detail"}
 
 

@@ -14,12 +14,12 @@ from pathlib import Path
 
 import pytest
 import zmq
+from support.commands import DISTMON
 from support.simulate import SimJob
 
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import RecordingWriter, read_recording, received
 
-DISTMON = [sys.executable, "-m", "distmon"]
 LIMIT = 16 * 1024
 """Bytes the recorder's file may grow to: full within the first seconds of 32 ranks."""
 

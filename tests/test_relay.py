@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
+from support.commands import DISTMON, TORCHRUN, free_port
 from support.simulate import SimJob
 
 from distmon import keys
@@ -41,14 +42,6 @@ from distmon.monitor.recording import read_recording, received
 from distmon.wire import decode, encode
 
 REPO = Path(__file__).resolve().parent.parent
-DISTMON = [sys.executable, "-m", "distmon"]
-TORCHRUN = [sys.executable, "-m", "torch.distributed.run"]
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class RelayProcess:
@@ -491,7 +484,7 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
     train = [str(REPO / "examples" / "train.py"), "--distmon", "--workers", "0", "--timeout", "60"]
     train += ["--steps", "160", "--step-time", "0.05", "--fault", "hang", "--fault-rank", "3"]
     train += ["--fault-step", "120", "--hang-seconds", "8"]
-    launcher = [*TORCHRUN, "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d"]
+    launcher = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d"]
     launcher += ["--rdzv-endpoint", f"127.0.0.1:{rdzv_port}", "--rdzv-id", "relay-test", "--local-addr", "127.0.0.1"]
     env = {**os.environ, "DISTMON_INTERVAL": "0.5", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     env["GLOO_SOCKET_IFNAME"] = "lo"

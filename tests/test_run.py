@@ -10,7 +10,6 @@ import pty
 import re
 import select
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
@@ -20,11 +19,11 @@ from pathlib import Path
 
 import pytest
 from listener import Listener
+from support.commands import TORCHRUN, free_port
 
 from distmon.launch import PYTHONPATH_DIR
 
 REPO = Path(__file__).resolve().parent.parent
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "0.5"}
 
 DDP_SCRIPT = """
@@ -98,12 +97,6 @@ def distmon_run(
         timeout=timeout,
         **kwargs,
     )
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def script(tmp_path: Path, source: str, name: str = "train.py") -> str:

@@ -10,7 +10,6 @@ import os
 import random
 import shutil
 import signal
-import socket
 import stat
 import subprocess
 import sys
@@ -27,6 +26,7 @@ import psutil
 import pytest
 import zmq
 from messages import message
+from support.commands import DISTMON, free_port
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -39,7 +39,6 @@ from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
 
-DISTMON = [sys.executable, "-m", "distmon"]
 T0 = 1_700_000_000.0
 
 
@@ -48,9 +47,7 @@ def distmon(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def tcp_endpoint(host: str = "127.0.0.1") -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"tcp://{host}:{s.getsockname()[1]}"
+    return f"tcp://{host}:{free_port()}"
 
 
 class Recorder:

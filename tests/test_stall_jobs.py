@@ -20,13 +20,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.commands import TORCHRUN
 
 from distmon.monitor.postmortem import load
 
 pytestmark = pytest.mark.torchrun
 
 REPO = Path(__file__).resolve().parent.parent
-TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "1"}
 INJECTED = re.compile(r"\[train\] rank -?\d+: injecting \S+ at step \d+, t=([\d.]+)")
 

@@ -3,16 +3,13 @@ for an endpoint that cannot be bound or a file that is not a recording."""
 
 from __future__ import annotations
 
-import socket
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.commands import DISTMON, free_port
 
 from distmon.monitor.feeds import LiveFeed
-
-DISTMON = [sys.executable, "-m", "distmon"]
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:
@@ -20,9 +17,7 @@ def run(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_watch_on_a_busy_endpoint_says_so_in_one_line() -> None:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        endpoint = f"tcp://127.0.0.1:{s.getsockname()[1]}"
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
     busy = LiveFeed(endpoint)
     try:
         result = run("watch", "--endpoint", endpoint)
