@@ -9,8 +9,9 @@ import math
 import threading
 
 from prometheus_client import CollectorRegistry
+from support.commands import free_port
 from support.simulate import SimJob, drive
-from test_prometheus import free_port, scrape
+from test_prometheus import scrape
 
 from distmon.commands import metrics_port
 from distmon.export.prometheus import MonitorCollector
