@@ -5,10 +5,12 @@ like one in the first; a job pays for its widest rank only."""
 from __future__ import annotations
 
 import numpy as np
+from support.simulate import Layout, SimJob, drive
 
 from distmon import wire
 from distmon.monitor.columns import SLOTS
 from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState
 from distmon.wire import P2P, GroupStatus, Report, rank_runs
 
@@ -81,6 +83,18 @@ def test_a_hang_in_the_fortieth_group_names_its_culprit_and_that_group() -> None
     assert [f.ranks for f in hangs] == [[3]], [f.summary for f in findings]
     assert "g39" in hangs[0].summary + hangs[0].detail, hangs[0].detail
     assert "all_reduce" in hangs[0].summary + hangs[0].detail
+
+
+def test_a_stall_behind_thirty_two_more_groups_a_rank_names_the_one_root() -> None:
+    """tp 4 x pp 2 x dp 8, each rank in 32 groups besides (36 in all, the tp, pp and dp groups
+    last): the rank stalled is named alone, its waits read off the last slots."""
+    sim = SimJob(world=64, layout=Layout(tp=4, pp=2, extra=32)).hang(13, at=20)
+    monitor = Monitor(Detector())
+    changes = [(t - sim.start, c) for t, c in drive(sim, monitor, until=32) if c.event == "raised"]
+    assert [(c.alert.kind, c.alert.ranks) for _, c in changes] == [("hang", [13])]
+    assert changes[0][0] - 20 <= 10
+    assert monitor.state.cols.group_slots == 40 and int(monitor.state.cols.groups.max()) == 36
+    assert "mesh_tp" in changes[0][1].alert.detail and "63 ranks wait for it" in changes[0][1].alert.summary
 
 
 def test_a_job_pays_for_its_widest_rank_and_widening_keeps_what_was_there() -> None:

@@ -173,12 +173,12 @@ class Columns:
 
     @property
     def group_slots(self) -> int:
-        """Group slots a rank: the most group rows any rank has reported, rounded up."""
+        """Group slots a rank: the most group rows any rank has reported, rounded up to a step."""
         return int(self.g_id.shape[1])
 
     @property
     def channel_slots(self) -> int:
-        """Channel slots a rank: the most channel rows any rank has reported, rounded up."""
+        """Channel slots a rank: the most channel rows any rank has reported, rounded up to a step."""
         return int(self.c_group.shape[1])
 
     def widen(self, groups: int, channels: int) -> None:
