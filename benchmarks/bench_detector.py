@@ -30,6 +30,8 @@ from distmon.monitor.recording import RecordingWriter, read_recording, received
 HERE = Path(__file__).resolve().parent
 LAYOUT = Layout(tp=8, pp=4)
 """The many-group job: tensor 8 x pipeline 4 x data parallel (world / 32)."""
+WIDE = Layout(tp=8, pp=4, extra=32)
+"""The same, each rank in 32 groups more (36 in all): the group columns grown that wide."""
 
 
 def tick_cost(world: int, repeats: int, hang: bool, layout: Layout | None = None) -> tuple[float, float, int]:
@@ -136,11 +138,12 @@ def main() -> None:
     print("| ranks | groups | job | median ms | worst ms | active alerts |")
     print("|---:|---|---|---:|---:|---:|")
     for world in args.ranks:
-        for layout in (None, LAYOUT) if world % 32 == 0 else (None,):
+        for layout in (None, LAYOUT, WIDE) if world % 32 == 0 else (None,):
             for hang in (False, True):
                 median, worst, alerts = tick_cost(world, args.repeats, hang, layout)
                 job = "a hang in progress" if hang else "healthy"
                 groups = "world only" if layout is None else f"tp {layout.tp} x pp {layout.pp} x dp {world // 32}"
+                groups += f", {layout.extra} more" if layout is not None and layout.extra else ""
                 print(f"| {world} | {groups} | {job} | {median:.2f} | {worst:.2f} | {alerts} |", flush=True)
 
     print("\n## One rank stalls in a tp 8 x pp 4 x dp job\n")

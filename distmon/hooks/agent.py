@@ -38,7 +38,18 @@ from distmon.hooks.resources import GpuReader, UsageReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
 from distmon.pyspy import TRACER_ENV, allow_tracer
-from distmon.wire import ENDED, INTERRUPTED, TERMINATED, ExceptionInfo, ExitInfo, Report, WireError, encode, stall_after
+from distmon.wire import (
+    ENDED,
+    INTERRUPTED,
+    MAX_ROWS,
+    TERMINATED,
+    ExceptionInfo,
+    ExitInfo,
+    Report,
+    WireError,
+    encode,
+    stall_after,
+)
 
 CONNECT_GRACE = 0.5
 """How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
@@ -72,6 +83,7 @@ class Agent:
         self._exception: ExceptionInfo | None = None
         self._exit: ExitInfo | None = None
         self._last_marker: tuple[int, ...] = ()
+        self._said_over = False
         self._last_progress = time.time()
         self._last_wait = (0.0, time.monotonic())
         self._wait_share: float | None = None
@@ -243,6 +255,7 @@ class Agent:
         progress = self.progress
         groups = _quietly(self._groups.read, [])
         p2p = _quietly(self._groups.read_p2p, [])
+        self._say_if_over(len(groups), len(p2p))
         marker = (progress.steps, progress.forwards, *(g.completed for g in groups), *(c.completed for c in p2p))
         if marker != self._last_marker:
             self._last_marker = marker
@@ -277,6 +290,18 @@ class Agent:
             loaders=_quietly(lambda: self._loaders.read(self._last_progress if stalled else None), []),
             exception=self._exception,
             exit=self._exit,
+        )
+
+    def _say_if_over(self, groups: int, channels: int) -> None:
+        """Once, on the rank's stderr: more groups or channels than a frame carries (the
+        monitor follows the first of each), rather than leaving the rest unseen in silence."""
+        if self._said_over or (groups <= MAX_ROWS and channels <= MAX_ROWS):
+            return
+        self._said_over = True
+        print(
+            f"distmon: this rank has {groups} process groups and {channels} point-to-point channels; the "
+            f"monitor follows the first {MAX_ROWS} of each (a report's limit), a hang in the others is not seen",
+            file=sys.stderr,
         )
 
     def _data_wait_share(self) -> float | None:

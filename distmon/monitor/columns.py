@@ -15,10 +15,11 @@ HISTORY = 120
 METRICS = ("t", "steps", "step_time", "rss", "gpu", "inflight", "data_wait")
 """Per-rank time series. ``inflight`` is 1.0 when the rank sat in a collective when it
 sampled itself; averaged over the ring it is the share of time spent waiting on peers."""
-MAX_GROUPS = 16
-"""Process groups kept per rank (a 3-D DeviceMesh with the world group uses four)."""
-MAX_CHANNELS = 8
-"""Point-to-point channels kept per rank (a pipeline stage uses two to four)."""
+SLOTS = 8
+"""Group and channel slots a rank starts with, and the step they grow by: every group and
+channel a rank reports is kept, the slots growing to the widest rank seen (a 3-D DeviceMesh
+with the world group uses four groups, a Megatron-core rank twenty or more; a pipeline
+stage two to four channels)."""
 INITIAL = 64
 """Ranks there is room for before the first report: the columns grow as higher ranks appear."""
 
@@ -32,9 +33,9 @@ ALL = slice(None)
 
 class Columns:
     """The ranks' latest numbers, an array per field, indexed by rank; room for ``capacity``
-    ranks, grown as higher ranks appear. Group and channel fields hold a row per rank of
-    :data:`MAX_GROUPS` and :data:`MAX_CHANNELS` slots, of which ``groups`` and ``channels``
-    are in use."""
+    ranks, grown as higher ranks appear. Group and channel fields hold a row of slots per
+    rank, :attr:`group_slots` and :attr:`channel_slots` wide (grown as a rank reports more
+    rows), of which ``groups`` and ``channels`` are in use."""
 
     SCALARS: ClassVar[dict[str, str]] = {
         "present": "?",
@@ -147,9 +148,9 @@ class Columns:
         for name, dtype in self.SCALARS.items():
             setattr(self, name, blank((capacity,), dtype))
         for name, dtype in self.GROUP_FIELDS.items():
-            setattr(self, name, blank((capacity, MAX_GROUPS), dtype))
+            setattr(self, name, blank((capacity, SLOTS), dtype))
         for name, dtype in self.CHANNEL_FIELDS.items():
-            setattr(self, name, blank((capacity, MAX_CHANNELS), dtype))
+            setattr(self, name, blank((capacity, SLOTS), dtype))
         self.history = {m: blank((capacity, HISTORY), "f8") for m in METRICS}
         zero_shares(self, slice(None))
 
@@ -169,6 +170,32 @@ class Columns:
             grown[: self.capacity] = old
             self.history[metric] = grown
         self.capacity = new
+
+    @property
+    def group_slots(self) -> int:
+        """Group slots a rank: the most group rows any rank has reported, rounded up to a step."""
+        return int(self.g_id.shape[1])
+
+    @property
+    def channel_slots(self) -> int:
+        """Channel slots a rank: the most channel rows any rank has reported, rounded up to a step."""
+        return int(self.c_group.shape[1])
+
+    def widen(self, groups: int, channels: int) -> None:
+        """Room for ``groups`` group rows and ``channels`` channel rows a rank: the slots of
+        every rank grow, in steps of :data:`SLOTS`, so a job pays for its widest rank only."""
+        if groups > self.group_slots:
+            self._widen(self.GROUP_FIELDS, groups)
+        if channels > self.channel_slots:
+            self._widen(self.CHANNEL_FIELDS, channels)
+
+    def _widen(self, fields: dict[str, str], rows: int) -> None:
+        width = -(-rows // SLOTS) * SLOTS
+        for name in fields:
+            old = getattr(self, name)
+            grown = blank((self.capacity, width), old.dtype)
+            grown[:, : old.shape[1]] = old
+            setattr(self, name, grown)
 
     def forget(self, ranks: I8) -> None:
         """Start ``ranks`` afresh: a new process of theirs starts a new history."""

@@ -31,7 +31,7 @@ from distmon.channel import Batch, Relay
 from distmon.monitor import admission
 from distmon.monitor.alerts import Alert
 from distmon.monitor.arrays import distinct
-from distmon.monitor.columns import ALL, F8, HISTORY, I8, INITIAL, MAX_CHANNELS, MAX_GROUPS, Columns
+from distmon.monitor.columns import ALL, F8, HISTORY, I8, INITIAL, Columns
 from distmon.monitor.ending import Ending, ending
 from distmon.monitor.frames import Parsed, parse
 from distmon.monitor.limits import LIMITS, Thresholds
@@ -250,16 +250,16 @@ class JobState:
         position = np.full(len(parsed), -1, dtype=np.int64)
         position[frames] = np.arange(len(frames))
         h = parsed.headers[frames]
-        cols.groups[rank] = np.minimum(h["groups"], MAX_GROUPS)
-        cols.channels[rank] = np.minimum(h["channels"], MAX_CHANNELS)
+        cols.widen(int(h["groups"].max(initial=0)), int(h["channels"].max(initial=0)))
+        cols.groups[rank], cols.channels[rank] = h["groups"], h["channels"]
         owner = position[parsed.group_of]
-        rows = (owner >= 0) & (parsed.group_slot < MAX_GROUPS)
+        rows = owner >= 0
         if rows.any():
             g, who, slot = parsed.groups[rows], rank[owner[rows]], parsed.group_slot[rows]
             cols.g_id[who, slot], cols.g_enq[who, slot], cols.g_comp[who, slot] = g["id"], g["enqueued"], g["completed"]
             cols.g_since[who, slot], cols.g_op[who, slot] = g["since"], g["op"]
         owner = position[parsed.channel_of]
-        rows = (owner >= 0) & (parsed.channel_slot < MAX_CHANNELS)
+        rows = owner >= 0
         if rows.any():
             c, who, slot = parsed.channels[rows], rank[owner[rows]], parsed.channel_slot[rows]
             cols.c_group[who, slot], cols.c_peer[who, slot], cols.c_dir[who, slot] = c["group"], c["peer"], c["dir"]
@@ -376,7 +376,7 @@ class JobState:
     def blocked(self, ranks: I8) -> npt.NDArray[np.bool_]:
         """Per rank of ``ranks`` and channel slot: blocked in a send or receive."""
         c = self.cols
-        rows = np.arange(MAX_CHANNELS)[None, :] < c.channels[ranks, None]
+        rows = np.arange(c.channel_slots)[None, :] < c.channels[ranks, None]
         mask: npt.NDArray[np.bool_] = rows & (c.c_blocked[ranks] >= 0)
         return mask
 

@@ -103,6 +103,10 @@ class Layout:
 
     tp: int
     pp: int = 1
+    extra: int = 0
+    """Groups a rank is in besides these (Megatron-core's model-parallel, embedding, expert
+    and other groups), each over its tensor-parallel peers with one collective a step; listed
+    before the others, so the waits of a hang lie in the rank's last group slots."""
 
     KINDS = ("tp", "pp", "dp")
 
@@ -407,8 +411,14 @@ class SimJob:
         show_op = stop is not None and t - stop.at >= self.interval
         since = stop.at if stop is not None else None
         backend = "nccl" if self.gpu else "gloo"
-        groups, names = [], {}
-        for kind, (name, desc, run) in zip(Layout.KINDS, self.layout.groups(rank, self.world), strict=True):
+        mine = self.layout.groups(rank, self.world)
+        (tp, _, peers), names = mine[0], {}
+        extra = {"backend": backend, "size": peers[1], "ranks": [peers], "timeout": self.timeout}
+        groups = [
+            GroupStatus(id=f"{tp}.{k}", enqueued=steps, completed=steps, desc=f"extra_{k}", **extra)
+            for k in range(self.layout.extra)
+        ]
+        for kind, (name, desc, run) in zip(Layout.KINDS, mine, strict=True):
             names[kind] = name
             completed = (steps if kind != "pp" else 0) + done[(kind,)]
             waiting = blocked == (kind,)

@@ -1,0 +1,33 @@
+"""A real rank in 32 process groups (tests/jobs/thirty_two_groups.py, 3 gloo ranks under
+torchrun, watched by a real ``distmon record``), stalled before the collective of the last
+group created: it is named, with that group."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+from test_faults import Recorder
+
+pytestmark = pytest.mark.torchrun
+
+JOB = Path(__file__).parent / "jobs" / "thirty_two_groups.py"
+CULPRIT = 2
+
+
+def test_a_rank_stalled_in_the_last_of_32_groups_is_named_with_that_group(
+    torchrun: Callable, endpoint: str, tmp_path: Path
+) -> None:
+    recorder = Recorder(endpoint, tmp_path / "run.distmon")
+    try:
+        with torchrun(3, "--culprit", str(CULPRIT), endpoint=endpoint, script=JOB) as job:
+            assert recorder.wait_for_alert("hang", timeout=60), job.process.poll() or recorder.log.read_text()[-3000:]
+            alerts = recorder.stop()
+    finally:
+        recorder.kill()
+    (hang,) = [a for a in alerts if a["kind"] == "hang"]
+    assert hang["ranks"] == [CULPRIT], hang["summary"]
+    assert "(all_reduce) of group" in hang["summary"] and "(g31, ranks 0-2)" in hang["summary"], hang["summary"]
+    assert "ranks 0-1 in collective" in hang["detail"] and "(g31, ranks 0-2) for rank 2" in hang["detail"]
+    assert "thirty_two_groups.py" in hang["detail"], "the culprit's own stack"
