@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 from jobs.many_groups import BARRIERS, GROUPS, MESSAGES
 from listener import Listener
+from support.alerts import is_root_hang
 from test_faults import Recorder
 
 from distmon.wire import Report, expand_runs
@@ -83,7 +84,7 @@ def parallel_job(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_f
 
 def test_a_stalled_rank_is_named_alone_with_its_waiting_peers(parallel_job) -> None:
     alerts = parallel_job
-    stall = [a for a in alerts if a["kind"] == "hang" and "holds up the job" in a["summary"]]
+    stall = [a for a in alerts if is_root_hang(a)]
     assert [a["ranks"] for a in stall] == [[5]], [a["summary"] for a in alerts]
     detail = stall[0]["detail"]
     assert "rank 4 in collective" in detail and "(tp, ranks 4-5)" in detail, detail

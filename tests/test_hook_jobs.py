@@ -36,7 +36,12 @@ class PausedJob:
     """Child processes of each rank, read from /proc while the job was paused."""
 
     def paused(self, rank: int) -> list[Report]:
-        return [r for r in self.reports[rank] if r.stalled_since is not None]
+        """The rank's reports of a stall once training began (a slow start is a stall too)."""
+        return [r for r in self.reports[rank] if is_paused(r)]
+
+
+def is_paused(report: Report) -> bool:
+    return report.stalled_since is not None and report.steps > 0
 
 
 def every_rank(condition: Callable[[Report], object]) -> Callable[[list[Report]], bool]:
@@ -62,7 +67,7 @@ def paused_job(torchrun, new_endpoint) -> PausedJob:
     args += ["--fault-rank", str(PAUSED_RANK), "--fault-step", str(PAUSE_STEP)]
     args += ["--hang-seconds", "5"]
     with Listener(endpoint) as listener, torchrun(RANKS, *args, endpoint=endpoint) as job:
-        all_stalled = listener.wait_for(every_rank(lambda r: r.stalled_since), timeout=90)
+        all_stalled = listener.wait_for(every_rank(is_paused), timeout=90)
         latest = {r.rank: r for r in listener.snapshot()}
         children = {rank: child_pids(report.pid) for rank, report in latest.items()}
         exit_code = job.wait(timeout=90)

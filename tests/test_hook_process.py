@@ -345,6 +345,7 @@ def test_detach_stops_the_agent_and_undoes_every_hook(listener, endpoint):
         assert listener.wait_for(lambda reports: any(r.steps == 1 for r in reports), timeout=5)
     finally:
         distmon.hooks.detach()
+    detached_at = time.time()
     distmon.hooks.detach()
 
     step()
@@ -354,9 +355,8 @@ def test_detach_stops_the_agent_and_undoes_every_hook(listener, endpoint):
     assert dataloader._BaseDataLoaderIter.__next__ is loader_next
     assert {(cls, name): vars(cls)[name] for cls, name in p2p_methods(c10d)} == p2p, "bound as before, self and all"
     assert not [t for t in threading.enumerate() if t.name == "distmon-agent"]
-    sent = len(listener.snapshot())
-    time.sleep(3 * INTERVAL)
-    assert len(listener.snapshot()) == sent, "reports after detach"
+    time.sleep(3 * INTERVAL)  # a report sent before detach may still be on its way; none after
+    assert all(r.t <= detached_at for r in listener.snapshot()), "reports after detach"
     assert listener.snapshot()[-1].exit is None
 
 

@@ -436,7 +436,7 @@ def test_run_relay_mistakes_are_one_line(args: list[str], message: str) -> None:
         (["--listen", "tcp://192.0.2.1:5555", "--upstream", "tcp://127.0.0.1:5555"], "cannot listen on"),
         (["--listen", "ipc:///tmp/x.sock", "--upstream", "tcp://nohost"], "cannot connect to tcp://nohost"),
         (["--listen", "ipc:///tmp/x.sock", "--upstream", "ipc:///tmp/x.sock"], "would send to itself"),
-        (["--listen", "ipc:///tmp/x.sock", "--upstream", "ipc:///tmp/y.sock", "--batch", "0"], "give 1 to"),
+        (["--listen", "ipc:///tmp/x.sock", "--upstream", "ipc:///tmp/y.sock", "--batch", "0"], "from 1 to 100000"),
         (["--listen", "ipc:///tmp/x.sock", "--upstream", "ipc:///tmp/y.sock", "--key-file", "/none"], "key file"),
     ],
 )

@@ -111,7 +111,7 @@ def test_a_rank_late_to_init_is_named_with_where_it_is(stalls: dict[str, Stalled
     (stall,) = [a for a in alerts if a["kind"] == "stall"]
     assert stall["ranks"] == [1], stall
     assert stall["t"] - injected_at <= 60
-    assert stall["summary"].startswith("ranks 0, 2 wait "), stall
+    assert stall["summary"].startswith("rank 1 is asleep in clock_nanosleep; ranks 0, 2 wait "), stall
     assert "in init_process_group" in stall["summary"]
     assert "rank 1 (" in stall["detail"] and "sleeping:" in stall["detail"]
     assert "time.sleep(fault.seconds)" in stall["detail"]

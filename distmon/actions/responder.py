@@ -130,7 +130,7 @@ class Responder:
             self.notifications.changes(changes)
         if self.evidence is not None:
             for change in changes:
-                if change.event == "raised" and change.alert.severity == CRITICAL:
+                if (change.event == "raised" and change.alert.severity == CRITICAL) or change.escalated:
                     self._collect(monitor, change.alert, now)
         self._finish_due(monitor, now)
         made = self._end_if_due(monitor, now)

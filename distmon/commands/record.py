@@ -96,6 +96,6 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _log(changes: Iterable[tuple[float, Change]]) -> None:
-    for _, change in changes:
-        if change.event != "updated":
-            print(alert_line(change), file=sys.stderr, flush=True)
+    for t, change in changes:
+        if (line := alert_line(change, t)) is not None:
+            print(line, file=sys.stderr, flush=True)

@@ -71,9 +71,9 @@ def _headless(feed: ReplayFeed, as_json: bool) -> int:
 
     monitor = Monitor()
     session = Session(feed, monitor)
-    for _, change in session.finish():
-        if not as_json and change.event != "updated":
-            print(alert_line(change))
+    for t, change in session.finish():
+        if not as_json and (line := alert_line(change, t)) is not None:
+            print(line)
     session.close()
     if as_json:
         json.dump([a.to_json() for a in monitor.alerts.history], sys.stdout, indent=2)

@@ -11,12 +11,18 @@ from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.words import duration, ranks_text
 
 
-def alert_line(change: Change) -> str:
-    """One line per alert change, for a batch job's log (``distmon record``, ``replay --headless``)."""
+def alert_line(change: Change, t: float) -> str | None:
+    """The line a batch job's log gets for an alert change at time ``t`` (``distmon record``,
+    ``replay --headless``): one when it is raised, turns critical or is resolved; None for the
+    rewording of its evidence at every tick."""
     a = change.alert
-    stamp = time.strftime("%H:%M:%S", time.localtime(a.resolved if change.event == "resolved" else a.t))
+    stamp, since = (time.strftime("%H:%M:%S", time.localtime(when)) for when in (t, a.t))
     if change.event == "resolved":
         return f"distmon {stamp} resolved {a.headline}"
+    if change.escalated:
+        return f"distmon {stamp} {a.severity.upper()} {a.headline} (a warning since {since})"
+    if change.event == "updated":
+        return None
     return f"distmon {stamp} {a.severity.upper()} {a.headline}"
 
 

@@ -72,6 +72,9 @@ class Change:
 
     event: str
     alert: Alert
+    escalated: bool = False
+    """An update that turned a warning critical (a culprit found not to be working): a page,
+    as a critical alert raised would be."""
 
 
 class AlertBook:
@@ -118,9 +121,10 @@ class AlertBook:
                 f.summary,
                 detail,
             ):
+                escalated = alert.severity != CRITICAL and f.severity == CRITICAL
                 alert.severity, alert.ranks = f.severity, f.ranks
                 alert.summary, alert.detail = f.summary, detail
-                changes.append(Change("updated", alert))
+                changes.append(Change("updated", alert, escalated))
         for key in list(self.active) if resolve else []:
             if key not in seen:
                 self._notes.pop(key, None)

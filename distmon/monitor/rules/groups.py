@@ -34,7 +34,7 @@ from distmon.monitor.arrays import distinct
 from distmon.monitor.columns import I8
 from distmon.monitor.probe import GONE
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
+from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, why_a_warning
 from distmon.monitor.rules.waitfor import (
     Collective,
     Group,
@@ -231,8 +231,13 @@ class Incidents(WaitFor):
         working = all_working(list(looks.values())) and not near
         if working:
             detail.append(
-                f"{who} {'is' if len(roots) == 1 else 'are'} making progress: a pause, not a hang. This alert "
-                "turns critical if the progress stops or the collective timeout nears."
+                why_a_warning(
+                    who,
+                    len(roots) > 1,
+                    list(looks.values()),
+                    "a hang",
+                    "the progress stops or the collective timeout nears",
+                )
             )
         elif steps:
             detail.extend(steps)

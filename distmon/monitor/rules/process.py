@@ -137,3 +137,15 @@ def look_step(rank: int, look: Look) -> str | None:
 def all_working(looks: list[Look]) -> bool:
     """Every culprit makes progress, or is being looked at: at most a warning for now."""
     return bool(looks) and all(look.working or look.pending for look in looks)
+
+
+def why_a_warning(who: str, many: bool, looks: list[Look], not_a: str, until: str) -> str:
+    """Why an alert naming ``who`` (all of whom :func:`all_working`) is a warning for now:
+    they make progress (``not_a`` hang, a stop; critical ``until``), or the prober has yet to say."""
+    be = "are" if many else "is"
+    if all(look.working for look in looks):
+        return f"{who} {be} making progress: a pause, not {not_a}. This alert turns critical if {until}."
+    return (
+        f"{who} {be} being looked at from outside (/proc, py-spy): this alert is a warning for the "
+        "seconds that takes, and turns critical unless the look finds the work going on."
+    )

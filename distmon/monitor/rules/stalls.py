@@ -18,7 +18,7 @@ import numpy as np
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
+from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, why_a_warning
 from distmon.monitor.state import JobState
 from distmon.monitor.views import RankState
 from distmon.monitor.whereabouts import WAITING, Place, classify, frame_lines
@@ -95,9 +95,8 @@ def _odd_ones_out(
         )
     steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
     if working:
-        advice = (
-            f"{rank_word(culprits)} {'is' if len(culprits) == 1 else 'are'} making progress: a pause, not a stop. "
-            "This alert turns critical if the progress stops."
+        advice = why_a_warning(
+            rank_word(culprits), len(culprits) > 1, list(looks.values()), "a stop", "the progress stops"
         )
     elif steps:
         advice = "\n".join(steps)

@@ -1,0 +1,38 @@
+"""The lines a batch job's log gets for an alert's life (``distmon record``, ``replay --headless``)."""
+
+from __future__ import annotations
+
+import time
+
+from distmon.export.text import alert_line
+from distmon.monitor.alerts import CRITICAL, WARNING, AlertBook, Finding
+
+T0 = 1_800_000_000.0
+
+
+def hang(severity: str, age: int) -> Finding:
+    return Finding("hang", "hang", severity, [2], f"rank 2 holds up the job, for {age}s", f"waiting {age}s")
+
+
+def clock(t: float) -> str:
+    return time.strftime("%H:%M:%S", time.localtime(t))
+
+
+def test_a_warning_that_turns_critical_is_logged_as_a_page_and_rewording_is_not() -> None:
+    """A culprit still being looked at is a warning; found asleep, the alert is critical: the
+    log must say so when it happens, or a batch job's log shows a warning that never paged."""
+    book = AlertBook()
+    lines = []
+    for t, severity in [(0, WARNING), (1, WARNING), (2, CRITICAL), (3, CRITICAL), (4, WARNING)]:
+        for change in book.update([hang(severity, t)], now=T0 + t):
+            lines.append(alert_line(change, T0 + t))
+    for change in book.update([], now=T0 + 5):
+        lines.append(alert_line(change, T0 + 5))
+    assert lines == [
+        f"distmon {clock(T0)} WARNING hang: rank 2 holds up the job, for 0s",
+        None,
+        f"distmon {clock(T0 + 2)} CRITICAL hang: rank 2 holds up the job, for 2s (a warning since {clock(T0)})",
+        None,
+        None,
+        f"distmon {clock(T0 + 5)} resolved hang: rank 2 holds up the job, for 4s",
+    ]
