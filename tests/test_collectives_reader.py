@@ -10,10 +10,12 @@ import pickle
 import weakref
 from typing import Any
 
+import pytest
+
 from distmon.flightrecorder import collectives_of as _collectives_of
 from distmon.flightrecorder import p2p_in_flight
 from distmon.hooks.collectives import Recorder, _backends, find_recorders
-from distmon.hooks.p2p import P2PTracker, Traffic, _on_the_gpu
+from distmon.hooks.p2p import MAX_CHANNELS, P2PTracker, Traffic, _on_the_gpu
 from distmon.wire import P2P, SEND
 
 NAMES = {0: ("0", "default_pg"), 1: ("3", "mesh_tp"), 2: ("5", "mesh_dp")}
@@ -238,3 +240,20 @@ def test_nccl_counts_collectives_apart_and_its_status_is_believed_up_to_them() -
     tracker.before_status()
     assert tracker.collectives(group, 17, 17) == (5, 5)
     assert tracker.collectives(group, 17, 3) == (5, 3)
+
+
+def test_send_recv_peers_beyond_the_followed_are_still_counted(capsys: pytest.CaptureFixture[str]) -> None:
+    """A p2p all-to-all over a wide group: the peers past the limit are not followed, but
+    their ops still count, so the group's collective count stays right, and the rank says so once."""
+
+    class Group:
+        def _get_sequence_number_for_group(self) -> int:
+            return 0
+
+    tracker, group = P2PTracker(), Group()
+    for peer in range(MAX_CHANNELS + 2):
+        tracker._posted(group, peer, "send", None, (), {})
+    [(_, traffic)] = tracker.groups()
+    assert len(traffic.channels) == MAX_CHANNELS
+    assert traffic.posted() == MAX_CHANNELS + 2
+    assert capsys.readouterr().err.count(f"more than {MAX_CHANNELS} send/recv peers") == 1

@@ -24,6 +24,7 @@ The groups' collective counts need the p2p ops taken out (:meth:`P2PTracker.coll
 
 from __future__ import annotations
 
+import sys
 import threading
 import time
 import weakref
@@ -36,8 +37,10 @@ from distmon.wire import ANY_SOURCE, P2P, RECV, SEND
 
 MAX_PENDING = 4096
 """Ops kept per channel while not completed; beyond that the oldest count as completed."""
-MAX_CHANNELS = 64
-"""Channels followed per group (a pipeline stage uses two to four)."""
+MAX_CHANNELS = 1024
+"""Channels followed per group (a pipeline stage uses two to four; a p2p all-to-all one per
+peer). Ops on further channels are counted, so the group's collective counts stay right, and
+the rank says once on stderr that their peers are not followed."""
 MAX_COUNTS = 64
 """gloo status numbers remembered per group, for completions that lag behind."""
 
@@ -67,13 +70,15 @@ class Traffic:
     channels: dict[tuple[int, str], Channel] = field(default_factory=dict)
     before: int = 0
     """p2p ops the group carried before the hook was installed."""
+    unfollowed: int = 0
+    """p2p ops on channels beyond :data:`MAX_CHANNELS`."""
     latest: int = 0
     """The group's sequence number when last read, before its status."""
     counts: dict[int, int] = field(default_factory=dict)
     """gloo: status numbers seen as the last collective enqueued -> collectives up to it."""
 
     def posted(self) -> int:
-        return self.before + sum(channel.posted for channel in list(self.channels.values()))
+        return self.before + self.unfollowed + sum(channel.posted for channel in list(self.channels.values()))
 
     def count(self, enqueued: int, completed: int) -> tuple[int, int]:
         """gloo's status numbers as counts of collectives. Every op takes the next sequence
@@ -157,6 +162,13 @@ class P2PTracker:
             channel = traffic.channels.get((peer, direction))
             if channel is None:
                 if len(traffic.channels) >= MAX_CHANNELS:
+                    if not traffic.unfollowed:
+                        print(
+                            f"distmon: a process group has more than {MAX_CHANNELS} send/recv peers on this rank; "
+                            "ops to the rest are counted but their peers are not followed",
+                            file=sys.stderr,
+                        )
+                    traffic.unfollowed += 1
                     return
                 tensors = args[0] if args else kwargs.get("tensors", ())
                 channel = traffic.channels[(peer, direction)] = Channel(peer, direction, _on_cuda(tensors))
