@@ -8,17 +8,16 @@ import os
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
 from listener import Listener
 from support.commands import TORCHRUN
+from support.waiting import wait_until
 
 HOOKS = Path(__file__).resolve().parent.parent / "hooks"
 
 LIGHTNING_SCRIPT = """
-    import time
     import torch
     import lightning.pytorch as pl
     from distmon.integrations.lightning import DistmonCallback
@@ -45,11 +44,9 @@ LIGHTNING_SCRIPT = """
             logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         )
         trainer.fit(Tiny(), data)
-        time.sleep(1.5)  # a periodic report after the last step
 """
 
 TRANSFORMERS_SCRIPT = """
-    import time
     import torch
     from transformers import Trainer, TrainingArguments
     from distmon.integrations.transformers import DistmonCallback
@@ -68,7 +65,6 @@ TRANSFORMERS_SCRIPT = """
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
     )
     Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[DistmonCallback()]).train()
-    time.sleep(1.5)
 """
 
 
@@ -85,11 +81,20 @@ def run_script(tmp_path: Path, source: str, launcher: list[str], endpoint: str) 
 
 
 def steps_by_rank(listener: Listener) -> dict[int, int]:
-    time.sleep(0.5)
+    """The most steps each rank reported, once every rank's exit report (which counts them all) is in."""
+    wait_until(lambda: exited(listener) >= reported(listener), 10, "every rank's exit report")
     steps: dict[int, int] = {}
     for report in listener.snapshot():
         steps[report.rank] = max(steps.get(report.rank, 0), report.steps)
     return steps
+
+
+def reported(listener: Listener) -> set[int]:
+    return {report.rank for report in listener.snapshot()}
+
+
+def exited(listener: Listener) -> set[int]:
+    return {report.rank for report in listener.snapshot() if report.exit is not None}
 
 
 def forwards_by_rank(listener: Listener) -> dict[int, int]:

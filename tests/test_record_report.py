@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import signal
 import subprocess
-import time
 from pathlib import Path
 
 import msgpack
@@ -16,6 +15,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.commands import DISTMON
 from support.simulate import SimJob, drive
+from support.waiting import wait_until
 
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
@@ -57,7 +57,7 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
     push = context.socket(zmq.DEALER)
     push.connect(endpoint)
     try:
-        time.sleep(1.0)
+        assert recorder.stderr is not None and "listening on" in recorder.stderr.readline()
         bad = bad_messages()
         sent = 0
         for i, (_, raw) in enumerate(sim.stream(until=4)):
@@ -65,9 +65,8 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
             sent += 1
             if i % 2 == 0:
                 push.send(bad[i // 2 % len(bad)])
-        time.sleep(1.5)
-        _, records = read_recording(str(out))  # readable while the recorder runs
-        assert sum(1 for _ in received(records)) == sent
+        # readable while the recorder runs
+        wait_until(lambda: sum(1 for _ in received(read_recording(str(out))[1])) == sent, 30, f"{sent} recorded")
         assert recorder.poll() is None, "bad input must not stop the recorder"
     finally:
         push.close(linger=0)

@@ -4,6 +4,7 @@ sitecustomize, the recorder and the terminal UI alongside."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import pty
@@ -20,6 +21,7 @@ from pathlib import Path
 import pytest
 from listener import Listener
 from support.commands import TORCHRUN, free_port
+from support.waiting import wait_until
 
 from distmon.launch import PYTHONPATH_DIR
 
@@ -43,7 +45,6 @@ DDP_SCRIPT = """
             optimizer.step()
             optimizer.zero_grad()
         print(f"rank {dist.get_rank()} pid {os.getpid()}", flush=True)
-        time.sleep(1.5)  # a periodic report after the last step
         dist.barrier()
         dist.destroy_process_group()
 
@@ -64,7 +65,6 @@ SPAWN_SCRIPT = """
             model(torch.randn(8, 4)).sum().backward()
             optimizer.step()
         print(f"rank {{rank}} pid {{os.getpid()}}", flush=True)
-        time.sleep(1.5)
         dist.destroy_process_group()
 
     if __name__ == "__main__":
@@ -82,7 +82,6 @@ SINGLE_SCRIPT = """
         model(torch.randn(8, 4)).sum().backward()
         optimizer.step()
     print(f"rank 0 pid {os.getpid()}", flush=True)
-    time.sleep(1.5)
 """
 
 
@@ -110,18 +109,21 @@ def rank_pids(output: str) -> dict[int, int]:
 
 
 def reporting(listener: Listener) -> dict[int, tuple[set[int], int]]:
-    """Per rank: the pids that reported as it while running, and the most steps reported.
-
-    Exit reports are left out: after ``destroy_process_group`` a rank without ``RANK`` in its
-    environment (mp.spawn) reports its exit as rank 0 (a bug of the hook's, reported).
-    """
+    """Per rank: the pids that reported as it, and the most steps reported (the exit report
+    counts them all; an mp.spawn rank, with no ``RANK`` variable, keeps its rank after
+    ``destroy_process_group``)."""
     seen: dict[int, tuple[set[int], int]] = {}
     for report in listener.snapshot():
-        if report.exit is not None:
-            continue
         pids, steps = seen.get(report.rank, (set(), 0))
         seen[report.rank] = (pids | {report.pid}, max(steps, report.steps))
     return seen
+
+
+def reported(listener: Listener, expected: dict[int, tuple[set[int], int]]) -> None:
+    """The ranks' reports, once the last is in (they are sent as the ranks exit)."""
+    with contextlib.suppress(AssertionError):
+        wait_until(lambda: reporting(listener) == expected, 10, "the exit reports")
+    assert reporting(listener) == expected
 
 
 @pytest.mark.torchrun
@@ -132,8 +134,7 @@ def test_unmodified_torchrun_job_reports_from_its_ranks_only(tmp_path: Path, lis
     assert done.returncode == 0, done.stderr[-3000:]
     pids = rank_pids(done.stdout)
     assert set(pids) == {0, 1}
-    time.sleep(0.5)
-    assert reporting(listener) == {0: ({pids[0]}, 8), 1: ({pids[1]}, 8)}
+    reported(listener, {0: ({pids[0]}, 8), 1: ({pids[1]}, 8)})
 
 
 @pytest.mark.torchrun
@@ -142,8 +143,7 @@ def test_ranks_started_by_mp_spawn_report_and_their_parent_does_not(tmp_path: Pa
     done = distmon_run("--endpoint", listener.endpoint, "--", sys.executable, train)
     assert done.returncode == 0, done.stderr[-3000:]
     pids = rank_pids(done.stdout)
-    time.sleep(0.5)
-    assert reporting(listener) == {0: ({pids[0]}, 5), 1: ({pids[1]}, 5)}
+    reported(listener, {0: ({pids[0]}, 5), 1: ({pids[1]}, 5)})
     assert {report.pid for report in listener.snapshot()} == set(pids.values())
 
 
@@ -151,8 +151,7 @@ def test_a_single_process_script_reports_as_rank_0(tmp_path: Path, listener: Lis
     train = script(tmp_path, SINGLE_SCRIPT)
     done = distmon_run("--endpoint", listener.endpoint, "--", sys.executable, train)
     assert done.returncode == 0, done.stderr[-3000:]
-    time.sleep(0.5)
-    assert reporting(listener) == {0: ({rank_pids(done.stdout)[0]}, 7)}
+    reported(listener, {0: ({rank_pids(done.stdout)[0]}, 7)})
 
 
 def test_a_sitecustomize_already_on_the_path_still_runs(tmp_path: Path) -> None:
@@ -275,10 +274,8 @@ def test_watch_shows_the_ui_and_sends_the_job_output_to_the_log(tmp_path: Path) 
     screen = b""
     try:
         deadline = time.monotonic() + 60
-        while time.monotonic() < deadline and "hello from the job" not in _read(log):
-            screen += _drain(controller)
-        time.sleep(2)  # the UI is up and drawing
-        screen += _drain(controller)
+        while time.monotonic() < deadline and not ("hello from the job" in _read(log) and b"Listening" in screen):
+            screen += _drain(controller)  # until the job has run and the UI is up and drawing
         os.write(controller, b"q")
         status = process.wait(30)
         screen += _drain(controller)

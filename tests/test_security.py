@@ -27,6 +27,7 @@ import pytest
 import zmq
 from messages import message
 from support.commands import DISTMON, free_port
+from support.waiting import wait_until
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -54,6 +55,7 @@ class Recorder:
     """``distmon record`` in a process of its own, its stderr in a file."""
 
     def __init__(self, out: Path, address: str, *args: str) -> None:
+        self.out = out
         self.log = out.with_suffix(".log")
         with self.log.open("w") as err:
             self.process = subprocess.Popen(
@@ -64,6 +66,10 @@ class Recorder:
             assert self.process.poll() is None, self.log.read_text()
             assert time.monotonic() < deadline, "the recorder did not start listening"
             time.sleep(0.05)
+
+    def wait_recorded(self, what: str, seen: Callable[[list[Report]], bool]) -> None:
+        """Until the reports recorded so far (the recording reads while it is written) satisfy ``seen``."""
+        wait_until(lambda: seen([decode(frame) for _, frame in received(read_recording(str(self.out))[1])]), 60, what)
 
     def stop(self) -> str:
         """Stop it as a batch system would; its stderr."""
@@ -249,7 +255,7 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
     with recording(out, address) as recorder, sender(address) as push:
         for rank in range(4):  # ranks that report every 30 s: alive throughout, however slow the machine
             push.send(report(rank, interval=30.0))
-        time.sleep(0.5)
+        recorder.wait_recorded("the four ranks", lambda rs: {r.rank for r in rs} == {0, 1, 2, 3})
         baseline = psutil.Process(recorder.process.pid).memory_info().rss
         peak, stop_watching = rss_watch(recorder.process.pid)
         for rank in range(100_000):
@@ -268,7 +274,9 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
             push.send(b"\x00" * (MAX_MESSAGE_BYTES + 1))
         for rank in range(4):
             push.send(report(rank, interval=30.0, steps=1))
-        time.sleep(2.0)
+        recorder.wait_recorded(
+            "the last reports, after the flood", lambda rs: {r.rank for r in rs if r.steps} == {0, 1, 2, 3}
+        )
         stop_watching()
         log = recorder.stop()
     counts = summary_counts(log)
@@ -323,10 +331,10 @@ def test_the_recording_stores_no_refused_message_but_their_counts(tmp_path: Path
     address = tcp_endpoint()
     out = tmp_path / "r.distmon"
     with recording(out, address) as recorder, sender(address) as push:
-        push.send(report(0, world=1))
         push.send(report(5, world=1))
         push.send(msgpack.packb({"v": 1}))
-        time.sleep(1.5)
+        push.send(report(0, world=1))
+        recorder.wait_recorded("rank 0's report, after the refused ones", bool)
         recorder.stop()
     records = list(read_recording(str(out))[1])
     assert [decode(frame).rank for _, frame in received(records)] == [0]
