@@ -22,7 +22,7 @@ from distmon.monitor.recording import Message
 from distmon.monitor.session import Session
 
 WORLD = 8192
-UNTIL = 16.0
+UNTIL = 12.0
 
 
 def job(samples: dict[str, list], name: str) -> float:
