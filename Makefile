@@ -4,9 +4,12 @@ VENV := .venv
 BIN := $(VENV)/bin
 # The CPU build of torch, pinned (constraints.txt holds the pin for every install): an
 # unpinned torch, or a package asking for a newer one, pulls gigabytes of CUDA wheels.
-# --no-compile: Python compiles what is imported when it is first imported; compiling all of
-# torch and transformers at install took longer than the tests use of them.
+# --no-compile: Python compiles what is imported when it is first imported and keeps it;
+# compiling all of torch and transformers at install took longer than the tests use of them.
+# That needs Python allowed to write its bytecode: with PYTHONDONTWRITEBYTECODE set (some CI
+# images set it) every rank of every job compiled torch again, 1.5 s of CPU each.
 PIP := $(BIN)/pip install --quiet --no-compile --constraint constraints.txt
+unexport PYTHONDONTWRITEBYTECODE
 
 .PHONY: setup demo test lint clean
 

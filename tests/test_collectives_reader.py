@@ -14,9 +14,9 @@ import pytest
 
 from distmon.flightrecorder import collectives_of as _collectives_of
 from distmon.flightrecorder import p2p_in_flight
-from distmon.hooks.collectives import Recorder, _backends, find_recorders
+from distmon.hooks.collectives import GroupReader, Recorder, _backends, find_recorders
 from distmon.hooks.p2p import MAX_CHANNELS, P2PTracker, Traffic, _on_the_gpu
-from distmon.wire import P2P, SEND
+from distmon.wire import P2P, SEND, GroupStatus
 
 NAMES = {0: ("0", "default_pg"), 1: ("3", "mesh_tp"), 2: ("5", "mesh_dp")}
 """pg_id -> (group name, desc) on this rank: ids count this process's groups, names the job's."""
@@ -114,6 +114,24 @@ def test_the_oldest_incomplete_collective_is_found_by_group_and_seq() -> None:
     mine = _collectives_of(entries, "3")
     assert sorted(mine) == [9, 10]
     assert mine[10]["profiling_name"] == "nccl:all_gather" and not mine[10]["retired"]
+
+
+def test_a_collective_issued_after_a_pause_has_waited_since_it_was_seen() -> None:
+    """Rank 0 writes a checkpoint for 12 s with nothing in flight, then enters the barrier
+    its peers wait in: its own wait starts at the barrier, not at its last completion."""
+    reader = GroupReader()
+
+    def sample(enqueued: int, completed: int, now: float) -> tuple[bool, float | None]:
+        group = GroupStatus(
+            id="0", backend="gloo", size=3, ranks=[[0, 3, 1]], timeout=None, enqueued=enqueued, completed=completed
+        )
+        return reader._ages(group, now), group.since
+
+    assert sample(25, 24, 100.0) == (False, 100.0)  # in flight, first seen
+    assert sample(25, 25, 101.0) == (False, None)  # done; the checkpoint starts
+    assert sample(25, 25, 112.0) == (False, None)
+    assert sample(26, 25, 113.0) == (False, 113.0)  # the barrier, seen now: not 12 s old
+    assert sample(26, 25, 114.0) == (True, 113.0)  # outlived a sample: stuck, its op looked up
 
 
 def test_backends_of_a_group() -> None:

@@ -146,7 +146,8 @@ class GroupReader:
         self._members: dict[str, list[Membership]] = {}
         self._recorders: dict[str, Recorder] = {}
         self._oldest: dict[str, tuple[int, float]] = {}
-        """Group id -> (completed count, when first seen with the next one incomplete)."""
+        """Group id -> (completed count, when first seen with the next one incomplete), while
+        one is."""
         self._looked_up: dict[str, tuple[int, str | None, float | None]] = {}
         self._in_flight: dict[str, dict[tuple[int, str], InFlight]] = {}
         """Group id -> NCCL p2p ops in flight, read off a full dump while the group stands still."""
@@ -175,7 +176,7 @@ class GroupReader:
                 started=started(entry),
                 **m.meta,
             )
-            if group.enqueued > group.completed and self._ages(group, now):
+            if self._ages(group, now):
                 stuck.append((group, m))
             if m.backend == "nccl" and self._p2p.carries(m.pg):
                 self._p2p_standing(m, (enqueued(entry), int(entry.get("last_completed_collective", 0))))
@@ -288,7 +289,12 @@ class GroupReader:
     def _ages(self, group: GroupStatus, now: float) -> bool:
         """Set ``since`` for the oldest incomplete collective; True once it has outlived a
         sample. Judged by ``completed``: NCCL enqueues ahead, so a healthy rank often has
-        collectives in flight, but its oldest incomplete one keeps changing."""
+        collectives in flight, but its oldest incomplete one keeps changing. A sample with
+        none in flight restarts the clock: a rank that issues its next collective after a
+        long pause of its own (a checkpoint) has not waited in it through the pause."""
+        if group.enqueued <= group.completed:
+            self._oldest.pop(group.id, None)
+            return False
         seen_completed, seen_at = self._oldest.get(group.id, (group.completed, now))
         if seen_completed != group.completed:
             seen_at = now
