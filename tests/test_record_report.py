@@ -130,6 +130,19 @@ def test_a_real_recording_replays_through_the_detector_to_the_same_culprit() -> 
     assert recorded[0].ranks == [2]
 
 
+def test_a_rank_still_shown_in_a_barrier_its_peers_have_left_is_no_stuck_collective() -> None:
+    """A real 3-rank job (tests/test_outside_jobs.py's working job, on a loaded machine):
+    rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
+    ranks 0 and 2 report having passed the barrier before rank 1's report says it left: the
+    barrier is done, not stuck with "none behind". Only the checkpoint's warnings remain."""
+    done = distmon("replay", "--headless", "--json", "--speed", "max", str(DATA / "checkpoint-barrier.distmon"))
+    assert done.returncode == 0, done.stderr
+    alerts = json.loads(done.stdout)
+    assert [a for a in alerts if a["severity"] == "critical"] == []
+    checkpoints = [a for a in alerts if a["kind"] == "hang" and "rank 0 is writing a checkpoint" in a["summary"]]
+    assert len(checkpoints) == 2 and all(a["severity"] == "warning" for a in checkpoints)
+
+
 def test_a_batch_over_a_piece_is_recorded_in_pieces_and_reads_back_whole(tmp_path: Path) -> None:
     frames = [raw for _, raw in SimJob(world=4096).stream(until=1)]
     oversized = b"x" * (MAX_MESSAGE_BYTES + 1)

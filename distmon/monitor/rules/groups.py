@@ -123,9 +123,13 @@ class Incidents(WaitFor):
 
     def _everyone_waited(self, node: Collective, hang_after: float) -> bool:
         """Every rank in collective ``node`` has waited in it long enough: one that has just
-        issued it (a culprit come back) lets it complete any moment, it is not stuck."""
+        issued it (a culprit come back) lets it complete any moment, it is not stuck; nor is
+        one a member has completed (the waiters' reports predate it)."""
         gid, seq = node
-        return min(float(w.ages.min()) for w in self.groups[gid].waits if w.seq == seq) >= hang_after
+        group = self.groups[gid]
+        if group.completed >= seq:
+            return False
+        return min(float(w.ages.min()) for w in group.waits if w.seq == seq) >= hang_after
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``

@@ -84,6 +84,9 @@ class Group:
     said they issued, the collective waits for them."""
     missing: I8 = field(default_factory=lambda: np.zeros(0, dtype=np.int64))
     """Members that never reported."""
+    completed: int = 0
+    """The most collectives any member has completed: a collective at or below it is done,
+    and a rank still shown waiting in it sent its report before it saw so."""
     waits: list[Wait] = field(default_factory=list)
 
     @cached_property
@@ -172,12 +175,14 @@ def collect_groups(job: JobState, waiting: list[Wait], live: npt.NDArray[np.bool
     reporting = np.bincount(which, minlength=len(views))
     lives = np.bincount(which, weights=live[ranks], minlength=len(views))
     enqueued = c.g_enq[ranks, slots]
+    completed = np.zeros(len(views), dtype=np.int64)
+    np.maximum.at(completed, which, c.g_comp[ranks, slots])
     behind = np.flatnonzero((enqueued < np.array([latest[gid] for gid in groups])[which]) | ~live[ranks])
     behind = behind[np.argsort(which[behind], kind="stable")]
     starts = np.searchsorted(which[behind], np.arange(len(views) + 1))
     laggards, lagging = ranks[behind], enqueued[behind]
     for i, group in enumerate(views):
-        group.reporting, group.live = int(reporting[i]), int(lives[i])
+        group.reporting, group.live, group.completed = int(reporting[i]), int(lives[i]), int(completed[i])
         a, b = int(starts[i]), int(starts[i + 1])
         group.behind, group.enqueued = laggards[a:b], lagging[a:b]
         group.quiet = ~live[group.behind]
