@@ -117,7 +117,17 @@ def dump_when_told(prefix: Path, rank: int, groups: dict[str, tuple[dist.Process
         before = now
         time.sleep(0.3)
     write_dump(prefix, rank, groups)
+    peers_dumped(prefix)
     os._exit(0)
+
+
+def peers_dumped(prefix: Path, wait: float = 60.0) -> None:
+    """Until every rank that will dump has: a rank that exits first fails its peers' pending
+    collectives at once (gloo), and a peer dumping after that would show them retired."""
+    others = [Path(f"{prefix}{r}") for r in range(dist.get_world_size())]
+    deadline = time.monotonic() + wait
+    while not all(p.exists() for p in others) and time.monotonic() < deadline:
+        time.sleep(0.05)
 
 
 ONCE = threading.Lock()
