@@ -303,3 +303,16 @@ def test_a_dead_relay_is_one_alert_naming_its_node_and_its_ranks_not_a_rank_lost
     assert alert.ranks == list(range(8))
     assert alert.summary.startswith("the relay on node-a went silent "), alert.summary
     assert "restart it" in alert.detail and "node-a:1" in alert.detail
+
+
+def test_the_peers_wait_on_a_rank_that_stopped_and_came_back_is_not_straggling() -> None:
+    """The seconds the others wait before their stall is flagged belong to the hang; once the
+    stopped rank is back, its pace is judged on new samples, and it is not a straggler."""
+    sim = SimJob(world=4, interval=0.5).gil(1, at=20)
+    monitor = Monitor(Detector(probe=sim.probe))
+    kinds = [c.alert.kind for _, c in drive(sim, monitor, until=30) if c.event == "raised"]
+    back = SimJob(world=4, interval=0.5)
+    for t, raw in back.stream(until=60, since=31):
+        monitor.ingest(raw, t)
+        kinds += [c.alert.kind for c in monitor.tick(t) if c.event == "raised"]
+    assert kinds == ["hang"]

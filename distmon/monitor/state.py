@@ -280,10 +280,13 @@ class JobState:
         return inflight
 
     def _shares(self, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
-        """Running shares of time in collectives and waiting for data, while the rank progresses
-        (a stall is the hang rule's business, not pace)."""
+        """Running shares of time in collectives and waiting for data, while the rank progresses.
+        A stall is the hang rule's business, not pace: a stalled report starts the shares over,
+        so the seconds of waiting before the stall was flagged do not make the rank that held
+        everyone up look, once back, like the one that waits least."""
         cols = self.cols
         moving = (h["flags"] & wire.STALLED) == 0
+        cols.samples[rank[~moving]] = 0
         r = rank[moving]
         weight = np.where(cols.samples[r] > 0, SHARE_SMOOTHING, 1.0)
         cols.inflight_share[r] += weight * (inflight[moving] - cols.inflight_share[r])

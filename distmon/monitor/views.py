@@ -76,10 +76,6 @@ class RankState:
         return float(self._get("data_wait_share"))
 
     @property
-    def samples(self) -> int:
-        return int(self._get("samples"))
-
-    @property
     def size(self) -> int:
         """Bytes of the latest report as received."""
         return int(self._get("bytes"))
