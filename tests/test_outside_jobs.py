@@ -144,13 +144,15 @@ def test_a_rank_holding_the_gil_names_the_native_function(frozen: Job) -> None:
     assert "ctypes.PyDLL(None).sleep" in said.detail, said.detail
 
 
-def test_a_working_job_raises_no_critical_alert(working: Job) -> None:
+def test_a_working_job_raises_no_critical_alert_and_no_straggler(working: Job) -> None:
     assert working.exit_code == 0, working.output[-3000:]
     assert sorted(working.injected) == ["checkpoint", "slow-import"], working.output[-3000:]
     critical = [
         (e.alert.kind, e.alert.ranks, e.alert.summary) for e in working.events if e.alert.severity == "critical"
     ]
     assert critical == [], critical
+    stragglers = [(e.t, e.alert.summary) for e in working.events if e.alert.kind == "straggler"]
+    assert stragglers == [], "the peers' wait at the checkpoint's barrier makes no straggler of rank 0"
     assert load(str(working.recording)).ending() == "finished: every rank exited cleanly"
 
 
