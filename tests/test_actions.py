@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import zmq
 from support.commands import TORCHRUN, free_port
+from support.waiting import wait_until
 from webhook import serving
 
 from distmon.actions.evidence import DUMP_PREFIX, Bundle, EvidenceStore
@@ -337,7 +338,7 @@ def test_every_nodes_ranks_end_over_the_keyed_channel(tmp_path: Path) -> None:
         return RunningJob([*monitoring, "--endpoint", monitor, "--key-file", str(key), "--", *launcher, *job])
 
     first = node(0, "--record", str(out), "--abort-on-hang", "5")
-    time.sleep(2)  # the monitor listening first, as on a real cluster
+    wait_until(lambda: "listening on" in first.stderr(), 60, "the monitor listening first, as on a cluster")
     second = node(1)
     second_status, _ = second.wait(120)
     first_status, _ = first.wait(60)

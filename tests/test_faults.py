@@ -13,13 +13,14 @@ import json
 import re
 import signal
 import subprocess
-import sys
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.commands import DISTMON
+from support.recorder import Recorder, recording
 
 from distmon.export.text import render
 from distmon.monitor.postmortem import load
@@ -32,52 +33,20 @@ RANKS = 3
 """Enough for a culprit with more than one victim; a rank fewer than 4 starts seconds sooner."""
 
 
-class Recorder:
-    """``distmon record`` as a user runs it, in its own process."""
-
-    def __init__(self, endpoint: str, out: Path) -> None:
-        self.out = out
-        self.log = out.with_suffix(".log")
-        self._log = self.log.open("w")
-        self.process = subprocess.Popen(
-            [sys.executable, "-m", "distmon", "record", "--out", str(out), "--endpoint", endpoint],
-            stderr=self._log,
-        )
-
-    def wait_for_alert(self, kind: str, timeout: float) -> bool:
-        """Until the log says a ``kind`` alert is critical (raised so, or a warning turned so:
-        a culprit is a warning while the monitor still looks at its process)."""
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if any(f" {kind}: " in line and " CRITICAL " in line for line in self.log.read_text().splitlines()):
-                return True
-            time.sleep(0.2)
-        return False
-
-    def stop(self) -> list[dict]:
-        self.process.send_signal(signal.SIGINT)
-        assert self.process.wait(10) == 0, self.log.read_text()
-        self._log.close()
-        report = subprocess.run(
-            [sys.executable, "-m", "distmon", "report", str(self.out), "--json"],
-            capture_output=True,
-            text=True,
-            check=True,
-        )
-        return json.loads(report.stdout)
-
-    def kill(self) -> None:
-        """For a test that failed before it could stop the recorder."""
-        if self.process.poll() is None:
-            self.process.kill()
-            self.process.wait()
-
-
 @pytest.fixture
 def recorder(endpoint: str, tmp_path: Path) -> Iterator[Recorder]:
-    rec = Recorder(endpoint, tmp_path / "run.distmon")
-    yield rec
-    rec.kill()
+    with recording(tmp_path / "run.distmon", endpoint) as listening:
+        yield listening
+
+
+def alerts_of(recorder: Recorder) -> list[dict]:
+    """Stop the recorder as a person would (Ctrl-C); the alerts its recording holds, as
+    ``distmon report --json`` gives them."""
+    recorder.stop(signal.SIGINT)
+    report = subprocess.run(
+        [*DISTMON, "report", str(recorder.out), "--json"], capture_output=True, text=True, check=True
+    )
+    return json.loads(report.stdout)
 
 
 def run_fault(
@@ -94,12 +63,12 @@ def run_fault(
     (for evidence that follows the alert); the alerts and the injection time."""
     args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
     with torchrun(RANKS, *args, endpoint=endpoint, interval=1.0) as job:
-        recorder.wait_for_alert(kind, wait)
+        recorder.wait_critical(kind, wait)
         time.sleep(settle)
         job.process.send_signal(signal.SIGTERM)
         job.wait(30)
     injected = INJECTED.search(job.output)
-    return recorder.stop(), float(injected.group(3)) if injected else None
+    return alerts_of(recorder), float(injected.group(3)) if injected else None
 
 
 FAULTS = [
@@ -166,18 +135,18 @@ def passing_faults(torchrun, new_endpoint, tmp_path_factory) -> PassingFaultsJob
     """One job for the healthy run, the straggler and the leak: a job that needs no killing
     can show all three, and each job start costs seconds of CPU for every rank."""
     endpoint = new_endpoint()
-    recorder = Recorder(endpoint, tmp_path_factory.mktemp("passing") / "run.distmon")
     args = ["--steps", "60", "--epochs", "3", "--timeout", str(COLLECTIVE_TIMEOUT)]
     for fault in ("straggler", "leak"):
         args += ["--fault", f"{fault}@{PASSING_FAULTS}:2:{PASSING_SECONDS}"]
     args += ["--leak-mb", "16"]  # a straggling rank steps slowly: 64 MB/s leaked all the same
-    try:
+    with recording(tmp_path_factory.mktemp("passing") / "run.distmon", endpoint) as recorder:
         with torchrun(RANKS, *args, endpoint=endpoint, interval=0.5) as job:
             exit_code = job.wait(180)
-        time.sleep(2)
-        alerts = recorder.stop()
-    finally:
-        recorder.kill()
+        if exit_code == 0:
+            recorder.wait_recorded(
+                "every rank's exit", lambda reports: sum(r.exit is not None for r in reports) == RANKS
+            )
+        alerts = alerts_of(recorder)
     injected = {fault: float(t) for _, fault, t in INJECTED.findall(job.output)}
     return PassingFaultsJob(exit_code, job.output, alerts, injected, recorder.out)
 

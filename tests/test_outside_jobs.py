@@ -17,13 +17,12 @@ from __future__ import annotations
 
 import re
 import signal
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.recorder import recording
 
 from distmon.monitor.alerts import Alert
 from distmon.monitor.postmortem import load
@@ -59,24 +58,14 @@ def id_of(alert: Alert) -> tuple[str, float]:
 
 
 def run_job(torchrun: Callable, endpoint: str, out: Path, *args: str, timeout: float) -> Job:
-    log = out.with_suffix(".log")
-    with log.open("w") as err:
-        recorder = subprocess.Popen(
-            [sys.executable, "-m", "distmon", "record", "--out", str(out), "--endpoint", endpoint], stderr=err
-        )
-    try:
+    with recording(out, endpoint) as recorder:
         with torchrun(RANKS, *args, "--timeout", "120", endpoint=endpoint, interval=0.5) as job:
             exit_code = job.wait(timeout)
-        recorder.send_signal(signal.SIGINT)
-        assert recorder.wait(30) == 0, log.read_text()
-    finally:
-        if recorder.poll() is None:
-            recorder.kill()
-            recorder.wait()
+        log = recorder.stop(signal.SIGINT)
     _, records = read_recording(str(out))
     events = [r for r in records if isinstance(r, AlertEvent)]
     injected = {kind: (int(rank), float(t)) for rank, kind, t in INJECTED.findall(job.output)}
-    return Job(exit_code, job.output, events, injected, out, log.read_text())
+    return Job(exit_code, job.output, events, injected, out, log)
 
 
 @pytest.fixture(scope="module")

@@ -4,7 +4,6 @@ stream with bad input mixed in, recordings cut off mid-write, and CLI mistakes."
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 from pathlib import Path
 
@@ -14,8 +13,8 @@ import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.commands import DISTMON
+from support.recorder import recording
 from support.simulate import SimJob, drive
-from support.waiting import wait_until
 
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
@@ -49,31 +48,26 @@ def bad_messages() -> list[bytes]:
 
 def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, endpoint: str) -> None:
     out = tmp_path / "run.distmon"
-    recorder = subprocess.Popen(
-        [*DISTMON, "record", "--out", str(out), "--endpoint", endpoint], stderr=subprocess.PIPE, text=True
-    )
     sim = SimJob(world=4).hang(2, at=3)
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
-    push.connect(endpoint)
-    try:
-        assert recorder.stderr is not None and "listening on" in recorder.stderr.readline()
-        bad = bad_messages()
-        sent = 0
-        for i, (_, raw) in enumerate(sim.stream(until=4)):
-            push.send(raw)
-            sent += 1
-            if i % 2 == 0:
-                push.send(bad[i // 2 % len(bad)])
-        # readable while the recorder runs
-        wait_until(lambda: sum(1 for _ in received(read_recording(str(out))[1])) == sent, 30, f"{sent} recorded")
-        assert recorder.poll() is None, "bad input must not stop the recorder"
-    finally:
-        push.close(linger=0)
-        context.term()
-        recorder.send_signal(signal.SIGTERM)
-        _, err = recorder.communicate(timeout=30)
-    assert recorder.returncode == 0, err
+    with recording(out, endpoint) as recorder:
+        context = zmq.Context()
+        push = context.socket(zmq.DEALER)
+        push.connect(endpoint)
+        try:
+            bad = bad_messages()
+            sent = 0
+            for i, (_, raw) in enumerate(sim.stream(until=4)):
+                push.send(raw)
+                sent += 1
+                if i % 2 == 0:
+                    push.send(bad[i // 2 % len(bad)])
+            # readable while the recorder runs
+            recorder.wait_recorded(f"{sent} recorded", lambda reports: len(reports) == sent, timeout=30)
+            assert recorder.process.poll() is None, "bad input must not stop the recorder"
+        finally:
+            push.close(linger=0)
+            context.term()
+        err = recorder.stop()
     summary = err.strip().splitlines()[-1]
     assert f"{sent} messages from 4 ranks" in summary
     for reason in ("malformed", "oversized", "version"):

@@ -22,6 +22,7 @@ import psutil
 import pytest
 import zmq
 from support.commands import DISTMON, TORCHRUN, free_port
+from support.recorder import recording
 from support.simulate import SimJob
 from support.waiting import wait_until
 
@@ -488,60 +489,54 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
     launcher += ["--rdzv-endpoint", f"127.0.0.1:{rdzv_port}", "--rdzv-id", "relay-test", "--local-addr", "127.0.0.1"]
     env = {**os.environ, "DISTMON_INTERVAL": "0.5", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     env["GLOO_SOCKET_IFNAME"] = "lo"
-    record_log = (tmp_path / "record.log").open("w")
-    recorder = subprocess.Popen(
-        [*DISTMON, "record", "--out", str(out), "--endpoint", upstream, "--metrics-port", str(metrics_port)],
-        stderr=record_log,
-    )
-    logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("a", "b")}
-    nodes: dict[str, subprocess.Popen[bytes]] = {}
-    try:
-        relay_a = relays(node_a, upstream, prefix=as_node("node-a", hosts))
-        nodes["a"] = subprocess.Popen(
-            [*as_node("node-a", hosts), *launcher, *train],
-            env={**env, "DISTMON_ENDPOINT": node_a},
-            stdout=logs["a"],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        nodes["b"] = subprocess.Popen(
-            [*as_node("node-b", hosts), *DISTMON, "run", "--relay", upstream, "--", *launcher, *train],
-            env=env,
-            stdout=logs["b"],
-            stderr=subprocess.STDOUT,
-            start_new_session=True,
-        )
-        ranks_a: set[int] = set()
-        deadline = time.monotonic() + 60
-        while len(ranks_a) < 2 or len(silence(metrics_port)) < 4:
-            assert time.monotonic() < deadline, "the ranks were never all heard"
-            ranks_a = node_ranks(nodes["a"])
-            time.sleep(0.2)
-        relay_a.kill()
-        killed = time.time()
+    with recording(out, upstream, "--metrics-port", str(metrics_port)) as recorder:
+        logs = {name: (tmp_path / f"{name}.log").open("w") for name in ("a", "b")}
+        nodes: dict[str, subprocess.Popen[bytes]] = {}
+        try:
+            relay_a = relays(node_a, upstream, prefix=as_node("node-a", hosts))
+            nodes["a"] = subprocess.Popen(
+                [*as_node("node-a", hosts), *launcher, *train],
+                env={**env, "DISTMON_ENDPOINT": node_a},
+                stdout=logs["a"],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
+            nodes["b"] = subprocess.Popen(
+                [*as_node("node-b", hosts), *DISTMON, "run", "--relay", upstream, "--", *launcher, *train],
+                env=env,
+                stdout=logs["b"],
+                stderr=subprocess.STDOUT,
+                start_new_session=True,
+            )
 
-        def only_node_b_heard() -> bool:
-            silent = silence(metrics_port)
-            ranks_b = silent.keys() - ranks_a
-            return all(silent[rank] > 1.5 for rank in ranks_a) and all(silent[rank] < 1.5 for rank in ranks_b)
+            def every_rank_heard() -> set[int]:
+                ranks = node_ranks(nodes["a"])
+                return ranks if len(ranks) == 2 and len(silence(metrics_port)) >= 4 else set()
 
-        wait_until(only_node_b_heard, 30, "node A silent with its relay dead, node B heard", every=0.2)
-        relay_a.start()
-        restarted = time.time()
+            ranks_a = wait_until(every_rank_heard, 60, "every rank heard, node A's ranks known", every=0.2)
+            relay_a.kill()
+            killed = time.time()
 
-        def node_a_heard_again() -> bool:
-            silent = silence(metrics_port)
-            return all(silent.get(rank, 1e9) < time.time() - restarted for rank in ranks_a)
+            def only_node_b_heard() -> bool:
+                silent = silence(metrics_port)
+                ranks_b = silent.keys() - ranks_a
+                return all(silent[rank] > 1.5 for rank in ranks_a) and all(silent[rank] < 1.5 for rank in ranks_b)
 
-        wait_until(node_a_heard_again, 30, "node A's ranks heard again", every=0.1)
-        statuses = {name: node.wait(90) for name, node in nodes.items()}
-        assert statuses == {"a": 0, "b": 0}, {n: (tmp_path / f"{n}.log").read_text()[-3000:] for n in nodes}
-    finally:
-        for node in nodes.values():
-            kill_tree(node)
-        recorder.send_signal(signal.SIGTERM)
-        recorder.wait(30)
-        record_log.close()
+            wait_until(only_node_b_heard, 30, "node A silent with its relay dead, node B heard", every=0.2)
+            relay_a.start()
+            restarted = time.time()
+
+            def node_a_heard_again() -> bool:
+                silent = silence(metrics_port)
+                return all(silent.get(rank, 1e9) < time.time() - restarted for rank in ranks_a)
+
+            wait_until(node_a_heard_again, 30, "node A's ranks heard again", every=0.1)
+            statuses = {name: node.wait(90) for name, node in nodes.items()}
+            assert statuses == {"a": 0, "b": 0}, {n: (tmp_path / f"{n}.log").read_text()[-3000:] for n in nodes}
+        finally:
+            for node in nodes.values():
+                kill_tree(node)
+        recorder.stop()
     closing_a = relay_a.stop()
     assert re.match(r"distmon relay: [1-9]\d* reports in ", closing_a), closing_a
     alerts = load(str(out)).alerts

@@ -9,7 +9,6 @@ import math
 import os
 import random
 import shutil
-import signal
 import stat
 import subprocess
 import sys
@@ -27,7 +26,7 @@ import pytest
 import zmq
 from messages import message
 from support.commands import DISTMON, free_port
-from support.waiting import wait_until
+from support.recorder import recording
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -49,44 +48,6 @@ def distmon(*args: str) -> subprocess.CompletedProcess[str]:
 
 def tcp_endpoint(host: str = "127.0.0.1") -> str:
     return f"tcp://{host}:{free_port()}"
-
-
-class Recorder:
-    """``distmon record`` in a process of its own, its stderr in a file."""
-
-    def __init__(self, out: Path, address: str, *args: str) -> None:
-        self.out = out
-        self.log = out.with_suffix(".log")
-        with self.log.open("w") as err:
-            self.process = subprocess.Popen(
-                [*DISTMON, "record", "--out", str(out), "--endpoint", address, *args], stderr=err, text=True
-            )
-        deadline = time.monotonic() + 30
-        while "listening on" not in self.log.read_text():
-            assert self.process.poll() is None, self.log.read_text()
-            assert time.monotonic() < deadline, "the recorder did not start listening"
-            time.sleep(0.05)
-
-    def wait_recorded(self, what: str, seen: Callable[[list[Report]], bool]) -> None:
-        """Until the reports recorded so far (the recording reads while it is written) satisfy ``seen``."""
-        wait_until(lambda: seen([decode(frame) for _, frame in received(read_recording(str(self.out))[1])]), 60, what)
-
-    def stop(self) -> str:
-        """Stop it as a batch system would; its stderr."""
-        self.process.send_signal(signal.SIGTERM)
-        assert self.process.wait(30) == 0, self.log.read_text()
-        return self.log.read_text()
-
-
-@contextmanager
-def recording(out: Path, address: str, *args: str) -> Iterator[Recorder]:
-    recorder = Recorder(out, address, *args)
-    try:
-        yield recorder
-    finally:
-        if recorder.process.poll() is None:
-            recorder.process.kill()
-            recorder.process.wait()
 
 
 @contextmanager

@@ -1,0 +1,80 @@
+"""``distmon record`` as a user runs it: a process of its own, its stderr in a file beside
+the recording, read while it runs."""
+
+from __future__ import annotations
+
+import signal
+import subprocess
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from distmon.monitor.recording import read_recording, received
+from distmon.wire import Report, decode
+from support.commands import DISTMON
+from support.waiting import wait_until
+
+
+class Recorder:
+    """``distmon record --out OUT --endpoint ENDPOINT ARGS...``; its stderr in ``OUT.log``."""
+
+    def __init__(self, out: Path, endpoint: str, *args: str) -> None:
+        self.out = out
+        self.log = out.with_suffix(".log")
+        with self.log.open("w") as err:
+            self.process = subprocess.Popen(
+                [*DISTMON, "record", "--out", str(out), "--endpoint", endpoint, *args],
+                stderr=err,
+                text=True,
+            )
+
+    def stderr(self) -> str:
+        return self.log.read_text()
+
+    def wait_listening(self, timeout: float = 60) -> Recorder:
+        """Until it says it listens: the monitor first, then the job, as on a cluster."""
+        wait_until(lambda: "listening on" in self.stderr() or self.process.poll() is not None, timeout, "the recorder")
+        assert self.process.poll() is None, self.stderr()
+        return self
+
+    def wait_recorded(self, what: str, seen: Callable[[list[Report]], bool], timeout: float = 60) -> None:
+        """Until the reports recorded so far (a recording reads while it is written) satisfy ``seen``."""
+        wait_until(lambda: seen(self.reports()), timeout, what)
+
+    def reports(self) -> list[Report]:
+        """The reports recorded so far, in order."""
+        return [decode(frame) for _, frame in received(read_recording(str(self.out))[1])]
+
+    def wait_critical(self, kind: str, timeout: float) -> None:
+        """Until its stderr shows a ``kind`` alert critical (raised so, or a warning turned so:
+        a culprit is a warning while the monitor still looks at its process)."""
+
+        def critical() -> bool:
+            return any(f" {kind}: " in line and " CRITICAL " in line for line in self.stderr().splitlines())
+
+        try:
+            wait_until(critical, timeout, f"a critical {kind} alert")
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}") from None
+
+    def stop(self, sig: signal.Signals = signal.SIGTERM) -> str:
+        """Stop it as a batch system (SIGTERM) or a person (SIGINT) would; its stderr."""
+        self.process.send_signal(sig)
+        assert self.process.wait(30) == 0, self.stderr()
+        return self.stderr()
+
+    def kill(self) -> None:
+        """For a test that failed before it could stop the recorder."""
+        if self.process.poll() is None:
+            self.process.kill()
+            self.process.wait()
+
+
+@contextmanager
+def recording(out: Path, endpoint: str, *args: str, preexec_fn: Callable[[], None] | None = None) -> Iterator[Recorder]:
+    """A recorder, listening, killed if the test did not stop it."""
+    recorder = Recorder(out, endpoint, *args)
+    try:
+        yield recorder.wait_listening()
+    finally:
+        recorder.kill()
