@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_faults import Recorder
+from support.recorder import Recorder, recording
 
 pytestmark = pytest.mark.torchrun
 
@@ -36,7 +36,7 @@ def hung_job(torchrun: Callable, endpoint: str, out: Path, fault: str, recorder:
             assert time.monotonic() < deadline and job.process.poll() is None, job.output[-3000:]
             time.sleep(0.1)
         if recorder is not None:
-            assert recorder.wait_for_alert("hang", timeout=120), recorder.log.read_text()[-3000:]
+            recorder.wait_critical("hang", timeout=120)
         Path(f"{prefix}go").touch()
         job.wait(timeout=120)
     for marker in [*arrived, Path(f"{prefix}go")]:
@@ -53,14 +53,11 @@ def analyze(*args: str) -> subprocess.CompletedProcess[str]:
 def test_a_stalled_rank_is_named_alone_and_the_live_monitor_agrees(
     torchrun: Callable, endpoint: str, tmp_path: Path
 ) -> None:
-    recorder = Recorder(endpoint, tmp_path / "live.distmon")
-    try:
+    with recording(tmp_path / "live.distmon", endpoint) as recorder:
         prefix = hung_job(torchrun, endpoint, tmp_path, "stall", recorder)
-        said = recorder.log.read_text()
+        said = recorder.stderr()
         raised = RAISED.search(said)  # as raised: the teardown rewrites it
         recorder.stop()
-    finally:
-        recorder.kill()
     (tmp_path / "live.distmon").unlink()
     recorder.log.unlink()
     done = analyze(str(tmp_path), "--json")

@@ -9,17 +9,14 @@ share one job with a healthy first epoch before them and a clean end after them.
 
 from __future__ import annotations
 
-import json
 import re
 import signal
-import subprocess
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.commands import DISTMON
 from support.recorder import Recorder, recording
 
 from distmon.export.text import render
@@ -37,16 +34,6 @@ RANKS = 3
 def recorder(endpoint: str, tmp_path: Path) -> Iterator[Recorder]:
     with recording(tmp_path / "run.distmon", endpoint) as listening:
         yield listening
-
-
-def alerts_of(recorder: Recorder) -> list[dict]:
-    """Stop the recorder as a person would (Ctrl-C); the alerts its recording holds, as
-    ``distmon report --json`` gives them."""
-    recorder.stop(signal.SIGINT)
-    report = subprocess.run(
-        [*DISTMON, "report", str(recorder.out), "--json"], capture_output=True, text=True, check=True
-    )
-    return json.loads(report.stdout)
 
 
 def run_fault(
@@ -68,7 +55,7 @@ def run_fault(
         job.process.send_signal(signal.SIGTERM)
         job.wait(30)
     injected = INJECTED.search(job.output)
-    return alerts_of(recorder), float(injected.group(3)) if injected else None
+    return recorder.alerts(), float(injected.group(3)) if injected else None
 
 
 FAULTS = [
@@ -146,7 +133,7 @@ def passing_faults(torchrun, new_endpoint, tmp_path_factory) -> PassingFaultsJob
             recorder.wait_recorded(
                 "every rank's exit", lambda reports: sum(r.exit is not None for r in reports) == RANKS
             )
-        alerts = alerts_of(recorder)
+        alerts = recorder.alerts()
     injected = {fault: float(t) for _, fault, t in INJECTED.findall(job.output)}
     return PassingFaultsJob(exit_code, job.output, alerts, injected, recorder.out)
 

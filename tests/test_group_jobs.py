@@ -16,7 +16,7 @@ import pytest
 from jobs.many_groups import BARRIERS, GROUPS, MESSAGES
 from listener import Listener
 from support.alerts import is_root_hang
-from test_faults import Recorder
+from support.recorder import recording
 
 from distmon.monitor.recording import AlertEvent, read_recording
 from distmon.wire import Report, expand_runs
@@ -68,18 +68,14 @@ def test_every_group_reports_its_own_counts_on_every_rank(torchrun: Callable, en
 def parallel_job(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_factory) -> list[dict]:
     """8 ranks, TP 2 x DP 4: rank 5 stalls 15 s at step 20, then ranks 0 and 1 deadlock."""
     endpoint = new_endpoint()
-    recorder = Recorder(endpoint, tmp_path_factory.mktemp("parallel") / "run.distmon")
     args = ["--tp", "2", "--steps", "200", "--distmon", "--timeout", "300"]
     args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "15"]
     args += ["--deadlock-rank", "0", "--deadlock-step", "60"]
-    try:
-        with torchrun(8, *args, endpoint=endpoint, script=PARALLEL) as job:
-            assert recorder.wait_for_alert("hang", timeout=120), job.output[-3000:]
-            assert recorder.wait_for_alert("deadlock", timeout=120), recorder.log.read_text()[-3000:]
-        alerts = recorder.stop()
-    finally:
-        if recorder.process.poll() is None:
-            recorder.process.kill()
+    with recording(tmp_path_factory.mktemp("parallel") / "run.distmon", endpoint) as recorder:
+        with torchrun(8, *args, endpoint=endpoint, script=PARALLEL):
+            recorder.wait_critical("hang", timeout=120)
+            recorder.wait_critical("deadlock", timeout=120)
+        alerts = recorder.alerts()
     return alerts
 
 

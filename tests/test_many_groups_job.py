@@ -8,7 +8,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from test_faults import Recorder
+from support.recorder import recording
 
 pytestmark = pytest.mark.torchrun
 
@@ -19,13 +19,12 @@ CULPRIT = 2
 def test_a_rank_stalled_in_the_last_of_32_groups_is_named_with_that_group(
     torchrun: Callable, endpoint: str, tmp_path: Path
 ) -> None:
-    recorder = Recorder(endpoint, tmp_path / "run.distmon")
-    try:
-        with torchrun(3, "--culprit", str(CULPRIT), endpoint=endpoint, script=JOB) as job:
-            assert recorder.wait_for_alert("hang", timeout=60), job.process.poll() or recorder.log.read_text()[-3000:]
-            alerts = recorder.stop()
-    finally:
-        recorder.kill()
+    with (
+        recording(tmp_path / "run.distmon", endpoint) as recorder,
+        torchrun(3, "--culprit", str(CULPRIT), endpoint=endpoint, script=JOB),
+    ):
+        recorder.wait_critical("hang", timeout=60)
+        alerts = recorder.alerts()
     (hang,) = [a for a in alerts if a["kind"] == "hang"]
     assert hang["ranks"] == [CULPRIT], hang["summary"]
     assert "(all_reduce) of group" in hang["summary"] and "(g31, ranks 0-2)" in hang["summary"], hang["summary"]

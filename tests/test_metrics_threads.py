@@ -10,8 +10,8 @@ import threading
 
 from prometheus_client import CollectorRegistry
 from support.commands import free_port
+from support.metrics import scrape
 from support.simulate import SimJob, drive
-from test_prometheus import scrape
 
 from distmon.commands import metrics_port
 from distmon.export.prometheus import MonitorCollector

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.alerts import is_root_hang
-from test_faults import Recorder
+from support.recorder import recording
 
 from distmon.monitor.recording import read_recording, received
 from distmon.monitor.whereabouts import classify
@@ -56,15 +56,11 @@ class Run:
 
 def run_pipeline(torchrun: Callable, endpoint: str, tmp: Path, until: str, *args: str) -> Run:
     """The job, recorded until the recorder prints a line containing ``until``; then killed."""
-    recorder = Recorder(endpoint, tmp / "run.distmon")
-    try:
+    with recording(tmp / "run.distmon", endpoint) as recorder:
         with torchrun(4, "--distmon", "--timeout", "120", *args, endpoint=endpoint, script=PIPELINE) as job:
-            assert recorder.wait_for_alert(until, timeout=120), recorder.log.read_text()[-3000:]
+            recorder.wait_critical(until, timeout=120)
         job.wait(timeout=30)
-        alerts = recorder.stop()
-    finally:
-        if recorder.process.poll() is None:
-            recorder.process.kill()
+        alerts = recorder.alerts()
     injected: dict[str, float] = {}
     for _, fault, t in INJECTED.findall(job.output):
         injected.setdefault(fault, float(t))

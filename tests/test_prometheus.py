@@ -14,7 +14,6 @@ import subprocess
 import sys
 import textwrap
 import time
-import urllib.request
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -23,6 +22,7 @@ import zmq
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 from support.commands import DISTMON, free_port
+from support.metrics import scrape
 from support.simulate import GiB, SimJob, drive
 
 from distmon.commands import metrics_port
@@ -32,24 +32,6 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 
 RANK_LABELS = {"job_id", "rank", "host", "local_rank"}
-
-
-def scrape(port: int, timeout: float = 10.0) -> dict[str, list]:
-    """Samples by name, retried until the server answers."""
-    deadline = time.monotonic() + timeout
-    while True:
-        try:
-            text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
-            break
-        except OSError:
-            if time.monotonic() > deadline:
-                raise
-            time.sleep(0.1)
-    samples: dict[str, list] = {}
-    for family in text_string_to_metric_families(text):
-        for sample in family.samples:
-            samples.setdefault(sample.name, []).append(sample)
-    return samples
 
 
 @pytest.fixture

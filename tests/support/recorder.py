@@ -3,6 +3,7 @@ the recording, read while it runs."""
 
 from __future__ import annotations
 
+import json
 import signal
 import subprocess
 from collections.abc import Callable, Iterator
@@ -62,6 +63,16 @@ class Recorder:
         self.process.send_signal(sig)
         assert self.process.wait(30) == 0, self.stderr()
         return self.stderr()
+
+    def alerts(self) -> list[dict]:
+        """Stop it as a person would (Ctrl-C); the alerts of its recording, as
+        ``distmon report --json`` gives them."""
+        self.stop(signal.SIGINT)
+        report = subprocess.run(
+            [*DISTMON, "report", str(self.out), "--json"], capture_output=True, text=True, check=True, timeout=60
+        )
+        alerts: list[dict] = json.loads(report.stdout)
+        return alerts
 
     def kill(self) -> None:
         """For a test that failed before it could stop the recorder."""
