@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 import signal
-import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,14 +43,14 @@ def run_fault(
     kind: str,
     *extra: str,
     wait: float = 60,
-    settle: float = 0.0,
+    evidence: str = "",
 ) -> tuple[list[dict], float | None]:
-    """Run the job until the alert shows (or ``wait`` runs out) and ``settle`` seconds more
-    (for evidence that follows the alert); the alerts and the injection time."""
+    """Run the job until the alert shows, and its detail shows ``evidence`` (which may follow
+    the alert); the alerts and the injection time."""
     args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
     with torchrun(RANKS, *args, endpoint=endpoint, interval=1.0) as job:
         recorder.wait_critical(kind, wait)
-        time.sleep(settle)
+        recorder.wait_detail(kind, evidence)
         job.process.send_signal(signal.SIGTERM)
         job.wait(30)
     injected = INJECTED.search(job.output)
@@ -72,8 +71,8 @@ FAULTS = [
 
 @pytest.mark.parametrize(("fault", "kind", "bound", "extra"), FAULTS, ids=[f[0] for f in FAULTS])
 def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bound, extra) -> None:
-    settle = 3.0 if fault == "gil" else 0.0  # its stack is taken from outside, after the alert
-    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra, settle=settle)
+    evidence = "ctypes.PyDLL(None).sleep" if fault == "gil" else ""  # its stack, taken from outside
+    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra, evidence=evidence)
     matching = [a for a in alerts if a["kind"] == kind]
     assert matching, f"no {kind} alert: {[(a['kind'], a['ranks'], a['summary']) for a in alerts]}"
     alert = matching[0]

@@ -15,12 +15,13 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 from support.commands import TORCHRUN
+from support.recorder import alert_detail
+from support.waiting import wait_until
 
 from distmon.monitor.postmortem import load
 
@@ -60,14 +61,17 @@ class StallingJob:
         self._reader = threading.Thread(target=self.lines.extend, args=(self.process.stderr,), daemon=True)
         self._reader.start()
 
-    def stop(self, wait: float = 75) -> Stalled:
-        """The alerts, the text report, and when the fault was injected."""
+    def stop(self, evidence: str, wait: float = 75) -> Stalled:
+        """Once the recorded stall alert shows ``evidence`` (a stack taken from outside lands
+        in an update after the alert), as a person would: the alerts, the text report, and
+        when the fault was injected."""
         try:
-            deadline = time.monotonic() + wait
-            while not self._stalled() and time.monotonic() < deadline:
-                time.sleep(0.5)
-            assert self._stalled(), "".join(self.lines)[-3000:]
-            time.sleep(2)  # the stacks taken from outside land in the alert's next update
+            try:
+                wait_until(
+                    lambda: evidence in alert_detail(self.out, "stall"), wait, f"a stall alert showing {evidence!r}"
+                )
+            except AssertionError as e:
+                raise AssertionError(f"{e}; distmon said:\n{''.join(self.lines)[-3000:]}") from None
             self.process.send_signal(signal.SIGTERM)  # forwarded to torchrun, which stops its ranks
             assert self.process.wait(60) != 0
         finally:
@@ -86,9 +90,6 @@ class StallingJob:
             os.killpg(self.process.pid, signal.SIGKILL)
             self.process.wait()
 
-    def _stalled(self) -> bool:
-        return any(" stall: " in line for line in self.lines)
-
 
 @pytest.fixture(scope="module")
 def stalls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Stalled]:
@@ -99,7 +100,10 @@ def stalls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Stalled]:
             blocked_dir, "--fault", "loader-block", "--fault-rank", "-1", "--fault-step", "10", "--timeout", "120"
         )
         try:
-            return {"loader-block": blocked.stop(), "late-init": late.stop()}
+            return {
+                "loader-block": blocked.stop("time.sleep(self.block[1])"),
+                "late-init": late.stop("time.sleep(fault.seconds)"),
+            }
         finally:
             blocked.kill()
     finally:

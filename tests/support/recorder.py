@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from distmon.monitor.recording import read_recording, received
+from distmon.monitor.recording import AlertEvent, RecordingError, read_recording, received
 from distmon.wire import Report, decode
 from support.commands import DISTMON
 from support.waiting import wait_until
@@ -58,6 +58,16 @@ class Recorder:
         except AssertionError as e:
             raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}") from None
 
+    def wait_detail(self, kind: str, evidence: str, timeout: float = 30) -> None:
+        """Until the recorded ``kind`` alert's detail shows ``evidence``: a stack taken from
+        outside lands in an update after the alert."""
+        try:
+            wait_until(
+                lambda: evidence in alert_detail(self.out, kind), timeout, f"a {kind} alert showing {evidence!r}"
+            )
+        except AssertionError as e:
+            raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}") from None
+
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> str:
         """Stop it as a batch system (SIGTERM) or a person (SIGINT) would; its stderr."""
         self.process.send_signal(sig)
@@ -89,3 +99,14 @@ def recording(out: Path, endpoint: str, *args: str, preexec_fn: Callable[[], Non
         yield recorder.wait_listening()
     finally:
         recorder.kill()
+
+
+def alert_detail(recording: Path, kind: str) -> str:
+    """The latest detail of the ``kind`` alert in a recording read while it is written;
+    empty before one, or before the file is there."""
+    try:
+        _, records = read_recording(str(recording))
+        details = [r.alert.detail for r in records if isinstance(r, AlertEvent) and r.alert.kind == kind]
+    except RecordingError:
+        return ""
+    return details[-1] if details else ""
