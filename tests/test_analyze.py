@@ -18,11 +18,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distmon.cli import main
-from distmon.export.analysis import culprits, render, to_json
-from distmon.monitor.analysis import POST_MORTEM, analyze
+from distmon.forensics.analysis import POST_MORTEM, analyze
+from distmon.forensics.logs import read_log
+from distmon.forensics.render import culprits, render, to_json
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.watchdog import read_log
 from distmon.wire import Report, encode
 from tests.support.nccl_dumps import VERSIONS, RankRecorder, megatron, member_group
 
@@ -148,7 +148,7 @@ def test_hostile_and_broken_files_get_a_line_each_and_the_rest_is_analysed(tmp_p
 
 
 def test_a_huge_dump_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from distmon.monitor import analysis as module
+    from distmon.forensics import analysis as module
 
     monkeypatch.setattr(module, "MAX_DUMP_BYTES", 100)
     write(pipeline_hang()[:1], tmp_path)

@@ -5,7 +5,7 @@ a folder.
 
 It prints what ``distmon report`` prints for a live incident (the culprit ranks alone, what
 each rank waits in, what happened, what to do), judged by the live monitor's own rules
-(:mod:`distmon.monitor.analysis`). ``--json`` prints an object with ``culprits``,
+(:mod:`distmon.forensics.analysis`). ``--json`` prints an object with ``culprits``,
 ``summary``, ``ranks`` (per rank: its groups, last started and completed work, oldest work
 pending), ``missing`` (ranks with no file, or an empty dump), ``alerts``, ``problems``.
 A file that cannot be read gets one line; the rest of the set is still analysed.
@@ -17,9 +17,9 @@ import argparse
 import json
 import sys
 
-from distmon.export.analysis import render, to_json
+from distmon.forensics.analysis import analyze
+from distmon.forensics.render import render, to_json
 from distmon.monitor.admission import MAX_WORLD
-from distmon.monitor.analysis import analyze
 
 
 def world_size(value: str) -> int:

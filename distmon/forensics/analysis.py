@@ -31,12 +31,12 @@ from distmon.flightrecorder import (
     read_dump,
     text,
 )
+from distmon.forensics.logs import LogFacts, read_log
 from distmon.monitor.admission import MAX_WORLD
 from distmon.monitor.alerts import Alert
 from distmon.monitor.detector import Detector
 from distmon.monitor.limits import Thresholds
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.watchdog import LogFacts, read_log
 from distmon.wire import Frame, GroupStatus, Report, encode, rank_runs
 
 JOB = "analyzed"

@@ -6,8 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.analysis import Analysis, RankFacts, entry_json
 from distmon.monitor.words import duration, group_name, rank_word, ranks_text
 from distmon.wire import SEND, GroupStatus, expand_runs
 
