@@ -6,6 +6,8 @@ from __future__ import annotations
 import argparse
 import gc
 import importlib
+import os
+import signal
 import sys
 from typing import NoReturn
 
@@ -65,9 +67,20 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     relax_gc()
     try:
-        return int(module.run(args) or 0)
+        code = int(module.run(args) or 0)
+        sys.stdout.flush()
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _closed_pipe()
+    return code
+
+
+def _closed_pipe() -> int:
+    """The reader of our output went away (``| head -1``): stop quietly, as a shell tool
+    killed by SIGPIPE does, and keep the interpreter's last flush from raising again."""
+    os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+    return 128 + signal.SIGPIPE
 
 
 if __name__ == "__main__":

@@ -20,6 +20,7 @@ import sys
 from distmon.forensics.analysis import analyze
 from distmon.forensics.render import render, to_json
 from distmon.monitor.admission import MAX_WORLD
+from distmon.visible import MAX_LINE, visible
 
 
 def world_size(value: str) -> int:
@@ -43,18 +44,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     analysis = analyze(args.paths, args.world)
     if not analysis.ranks:
-        for problem in analysis.problems:
-            print(f"distmon analyze: {problem}", file=sys.stderr)
-        print(
-            "distmon analyze: no Flight Recorder dump nor watchdog line found in " + " ".join(args.paths),
-            file=sys.stderr,
-        )
+        _say(analysis.problems)
+        paths = " ".join(visible(p) for p in args.paths)
+        print(f"distmon analyze: no Flight Recorder dump nor watchdog line found in {paths}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(to_json(analysis), sys.stdout, indent=2)
         print()
-        for problem in analysis.problems:
-            print(f"distmon analyze: {problem}", file=sys.stderr)
+        _say(analysis.problems)
     else:
         print(render(analysis))
     return 0
+
+
+def _say(problems: list[str]) -> None:
+    for problem in problems:
+        print(f"distmon analyze: {visible(problem, MAX_LINE)}", file=sys.stderr)

@@ -9,6 +9,7 @@ from distmon.monitor.alerts import Change
 from distmon.monitor.ending import gone, rank_ending
 from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.words import duration, ranks_text
+from distmon.visible import MAX_LINE, visible, visible_lines
 
 
 def alert_line(change: Change, t: float) -> str | None:
@@ -18,12 +19,12 @@ def alert_line(change: Change, t: float) -> str | None:
     a = change.alert
     stamp, since = (time.strftime("%H:%M:%S", time.localtime(when)) for when in (t, a.t))
     if change.event == "resolved":
-        return f"distmon {stamp} resolved {a.headline}"
+        return f"distmon {stamp} resolved {visible(a.headline, MAX_LINE)}"
     if change.escalated:
-        return f"distmon {stamp} {a.severity.upper()} {a.headline} (a warning since {since})"
+        return f"distmon {stamp} {a.severity.upper()} {visible(a.headline, MAX_LINE)} (a warning since {since})"
     if change.event == "updated":
         return None
-    return f"distmon {stamp} {a.severity.upper()} {a.headline}"
+    return f"distmon {stamp} {a.severity.upper()} {visible(a.headline, MAX_LINE)}"
 
 
 def render(pm: Postmortem) -> str:
@@ -31,7 +32,7 @@ def render(pm: Postmortem) -> str:
     start = pm.first or pm.header.get("created", 0.0)
     span = (pm.last or start) - start
     lines = [
-        f"Job {state.job or '(no rank reported)'}: {state.world} ranks on {len(state.hosts)} hosts, "
+        f"Job {visible(state.job or '(no rank reported)')}: {state.world} ranks on {len(state.hosts)} hosts, "
         f"recorded {_clock(start)} for {duration(span)}",
         f"{state.received} messages" + _dropped(pm),
         f"Ended: {pm.ending()}",
@@ -46,7 +47,7 @@ def render(pm: Postmortem) -> str:
         lines.append("No alerts: the job looked healthy for the whole recording.")
     else:
         lines += [
-            f"FIRST CAUSE (+{duration(cause.t - start)}): {cause.headline}",
+            f"FIRST CAUSE (+{duration(cause.t - start)}): {visible(cause.headline, MAX_LINE)}",
             *("  " + line for line in cause.detail.splitlines()),
             "",
             "Timeline:",
@@ -55,21 +56,25 @@ def render(pm: Postmortem) -> str:
             until = f", resolved at +{duration(a.resolved - start)}" if a.resolved else ""
             if a.resolved is None and state.ranks and all(r.finished for r in state.ranks.values()):
                 until = ", ended with the job"
-            lines.append(f"  +{duration(a.t - start):>6}  {a.severity:<8} {a.kind:<15} {a.summary}{until}")
+            lines.append(
+                f"  +{duration(a.t - start):>6}  {a.severity:<8} {visible(a.kind):<15} {visible(a.summary)}{until}"
+            )
         for a in pm.alerts:
             if a is not cause:
-                lines += ["", f"+{duration(a.t - start)}: {a.headline}"]
+                lines += ["", f"+{duration(a.t - start)}: {visible(a.headline, MAX_LINE)}"]
                 lines += ["  " + line for line in a.detail.splitlines()]
     lines += ["", "Ranks at the end of the recording:"]
     lost = gone(pm.alerts)
     for rank in sorted(state.ranks):
         s = state.ranks[rank]
         r = s.report
-        lines.append(f"  rank {rank:>5}  {r.host:<20} step {r.steps:>8}  {rank_ending(s, pm.last or start, lost)}")
+        lines.append(
+            f"  rank {rank:>5}  {visible(r.host):<20} step {r.steps:>8}  {rank_ending(s, pm.last or start, lost)}"
+        )
     unknown = set(range(state.world)) - set(state.ranks)
     if unknown:
         lines.append(f"  never reported: ranks {ranks_text(unknown)}")
-    return "\n".join(lines)
+    return visible_lines("\n".join(lines))
 
 
 def _dropped(pm: Postmortem) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.words import duration, group_name, rank_word, ranks_text
+from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
@@ -47,16 +48,22 @@ def render(analysis: Analysis) -> str:
     if cause is None:
         lines.append(summary(analysis).capitalize() + ".")
     else:
-        lines.append(f"CULPRIT {rank_word(cause.ranks) if cause.ranks else '(none named)'}: {cause.headline}")
+        lines.append(
+            f"CULPRIT {rank_word(cause.ranks) if cause.ranks else '(none named)'}: {visible(cause.headline, MAX_LINE)}"
+        )
         lines += ["  " + line for line in cause.detail.splitlines()]
         for a in analysis.alerts:
             if a is not cause:
-                lines += ["", f"Also: {a.headline}", *("  " + line for line in a.detail.splitlines())]
+                lines += [
+                    "",
+                    f"Also: {visible(a.headline, MAX_LINE)}",
+                    *("  " + line for line in a.detail.splitlines()),
+                ]
     lines += ["", "Where each rank stood:"]
     lines += ["  " + line for line in _standing(analysis)]
     if analysis.problems:
-        lines += ["", "Files not read:"] + ["  " + p for p in analysis.problems]
-    return "\n".join(lines)
+        lines += ["", "Files not read:"] + ["  " + visible(p, MAX_LINE) for p in analysis.problems]
+    return visible_lines("\n".join(lines))
 
 
 def _missing(missing: dict[int, str]) -> str:
@@ -90,14 +97,14 @@ def _place(f: RankFacts, t: float) -> str:
     if f.dump is not None and not f.dump.groups:
         return "empty dump: no work recorded (it hung before any, or its dump was taken while stuck)"
     done = [g for g in f.groups if g.completed]
-    last = ", ".join(f"#{g.completed} in {g.desc or 'group ' + g.id}" for g in done[:4])
+    last = ", ".join(f"#{g.completed} in {visible(g.desc or 'group ' + g.id)}" for g in done[:4])
     return f"nothing in flight (in its own code); completed {last or 'no collective'}"
 
 
 def _in_collective(g: GroupStatus, t: float) -> str:
-    op = f" ({g.op})" if g.op else ""
+    op = f" ({visible(g.op)})" if g.op else ""
     waited = f" for {duration(t - g.since)}" if g.since else ""
-    return f"in collective #{g.completed + 1}{op} of {group_name(g.id, g)}{waited}"
+    return f"in collective #{g.completed + 1}{op} of {visible(group_name(g.id, g))}{waited}"
 
 
 def to_json(analysis: Analysis) -> dict[str, Any]:

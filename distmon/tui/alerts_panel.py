@@ -9,6 +9,7 @@ from textual.widgets.option_list import Option
 
 from distmon.monitor.alerts import CRITICAL, Alert, AlertBook
 from distmon.tui import text
+from distmon.visible import visible
 
 SEVERITY_STYLE = {CRITICAL: "bold red", "warning": "yellow"}
 
@@ -27,7 +28,7 @@ def describe(alert: Alert) -> Text:
     line.append(f"{mark} {text.clock(alert.t)} ", style=style)
     line.append(f"{alert.severity[:4].upper():4} ", style=style)
     line.append(f"{alert.kind}: ", style=style)
-    line.append(alert.summary, style="dim" if alert.resolved is not None else "")
+    line.append(visible(alert.summary), style="dim" if alert.resolved is not None else "")
     return line
 
 

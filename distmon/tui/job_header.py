@@ -8,6 +8,7 @@ from textual.widgets import Static
 
 from distmon.monitor import overview as ov
 from distmon.tui import text
+from distmon.visible import visible
 
 JOB_WIDTH = 24
 """Job ids can be long (a torchrun run id is a UUID); the state and pace come first."""
@@ -45,9 +46,9 @@ def countdown(c: ov.Collective) -> Text:
     if c.remaining is not None:
         line.append(" timeout in ", style="bold white on red")
         line.append(f"{text.duration(c.remaining)} ", style="bold white on red")
-    op = c.op or "a collective"
+    op = visible(c.op or "a collective")
     line.append(
-        f" {op} seq {c.seq} on {c.group} in flight for {text.duration(c.age)} (rank {c.rank})",
+        f" {op} seq {c.seq} on {visible(c.group)} in flight for {text.duration(c.age)} (rank {c.rank})",
         style="bold yellow",
     )
     return line

@@ -17,6 +17,7 @@ from distmon import wire
 from distmon.monitor.views import RankState
 from distmon.monitor.words import group_name
 from distmon.tui import columns, text
+from distmon.visible import visible
 from distmon.wire import Frame, Loader
 
 TRENDS = (
@@ -37,10 +38,10 @@ def short_path(path: str) -> str:
 def frames(stack: list[Frame]) -> Text:
     out = Text()
     for f in stack:
-        out.append(f"\n  {short_path(f.file)}:{f.line} ", style="dim")
-        out.append(f"in {f.func}", style="bold")
+        out.append(f"\n  {visible(short_path(f.file))}:{f.line} ", style="dim")
+        out.append(f"in {visible(f.func)}", style="bold")
         if f.code:
-            out.append(f"\n      {f.code}")
+            out.append(f"\n      {visible(f.code)}")
     return out
 
 
@@ -52,7 +53,7 @@ def title_line(rank: RankState, now: float, culprit: bool) -> Text:
     line.append(f" {word}", style="bold")
     if culprit:
         line.append("  culprit", style="bold red")
-    line.append(f"  {r.host} · local rank {r.local_rank} · pid {r.pid}")
+    line.append(f"  {visible(r.host)} · local rank {r.local_rank} · pid {r.pid}")
     line.append(f" · step {r.steps} · heard {text.duration(rank.silent_for(now))} ago")
     return line
 
@@ -71,12 +72,12 @@ def stack_section(rank: RankState, now: float) -> Text:
 def collectives_section(rank: RankState, now: float) -> Text:
     out = Text()
     for g in rank.report.groups:
-        out.append(group_name(g.id, g), style="bold")
+        out.append(visible(group_name(g.id, g)), style="bold")
         out.append(f" {g.backend}  completed seq {g.completed}")
         if g.enqueued > g.completed:
             age = rank.age(g.since, now) if g.since else None
             ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
-            out.append(f"  in flight: seq {g.completed + 1} {g.op or '?'}{ahead}", style="yellow")
+            out.append(f"  in flight: seq {g.completed + 1} {visible(g.op or '?')}{ahead}", style="yellow")
             out.append(f" for {text.duration(age)}", style="yellow")
             if g.timeout and age is not None:
                 out.append(f", timeout in {text.duration(g.timeout - age)}", style="yellow")

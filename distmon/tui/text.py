@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 import time
 
+from distmon.visible import visible
+
 BAR_CELLS = " ▏▎▍▌▋▊▉█"
 
 
@@ -55,7 +57,9 @@ def bar(fraction: float, cells: int) -> str:
 
 
 def fit(text: str, width: int, right: bool = False) -> str:
-    """Pad or cut ``text`` to exactly ``width`` cells (an ellipsis marks a cut)."""
+    """Pad or cut ``text`` to exactly ``width`` cells (an ellipsis marks a cut), its control
+    characters shown, not obeyed."""
+    text = visible(text, width)
     if len(text) > width:
         return text[: width - 1] + "…" if width > 1 else text[:width]
     return text.rjust(width) if right else text.ljust(width)
