@@ -235,50 +235,85 @@ class RankDump:
     last_started: Entry | None = None
     last_completed: Entry | None = None
     oldest_pending: Entry | None = None
+    """The work the rank is held up in: its oldest not completed. What it enqueued after that
+    waits behind it (one stream per device), so only this one is reported waited in."""
     unnamed: list[str] = field(default_factory=list)
-    """pg_ids whose ``pg_status`` shows work but that no entry names (their entries left the
-    ring): their groups cannot be placed."""
+    """pg_ids whose ``pg_status`` shows work that neither the entries nor ``pg_config`` name."""
     version: str | None = None
 
 
 def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
     """One rank's dump as :class:`GroupStatus` per group and :class:`P2P` per channel.
 
-    ``members`` maps group names to their global ranks (every dump's ``pg_config`` merged: the
-    CPU recorder leaves its own empty); a group found in none has only this rank."""
+    Every group of ``pg_status`` is reported, also one whose work has all left the ring (a
+    dump of active work only, as torch writes on a timeout, holds none of a group that had
+    nothing in flight): its counts are ``pg_status``'s. ``members`` maps group names to their
+    global ranks (every dump's ``pg_config`` merged: the CPU recorder leaves its own empty);
+    a group found in none has only this rank."""
     entries: list[Entry] = dump.get("entries", [])
     status = dump.get("pg_status", {})
     out = RankDump(version=text(dump, "version"))
     by_group: dict[str, list[Entry]] = {}
-    names: dict[str, str] = {}
     pending: list[Entry] = []
     for e in entries:  # one pass: a dump of 8192 ranks holds 16 million entries
         name = group_name(e)
         if name:
             by_group.setdefault(name, []).append(e)
-            pg_id = e.get("pg_id")
-            if type(pg_id) in (int, str):
-                names.setdefault(str(pg_id), name)
         if done(e):
             out.last_completed = e
         elif not (p2p_batch(e) and not e.get("is_p2p")):
             pending.append(e)
         if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started":
             out.last_started = e
+    names = pg_names(dump)
     out.unnamed = sorted(str(k)[:MAX_NAME] for k, v in status.items() if str(k) not in names and enqueued(v) > 0)
     times = [t for e in entries[-LATEST:] for t in _times(e)]
     out.t = max(times) if times else None
-    for name, mine in by_group.items():
-        ranks = members.get(name) or []
-        out.groups.append(_group(name, mine, ranks, status.get(_pg_id(mine))))
-        out.p2p += _channels(name, mine, ranks)
     out.oldest_pending = min(pending, key=created_at) if pending else None
+    held = out.oldest_pending
+    descs = _descriptions(dump)
+    for pg_id, name in sorted(names.items(), key=lambda item: item[1]):
+        mine = by_group.pop(name, [])
+        if not mine and enqueued(status.get(pg_id)) <= 0:
+            continue  # nothing recorded: a rank that never used the group says nothing of it
+        ranks = members.get(name) or []
+        out.groups.append(_group(name, mine, ranks, status.get(pg_id), held, descs.get(name)))
+        out.p2p += _channels(name, mine, ranks, held)
+    for name, mine in by_group.items():  # entries whose pg_id pg_status does not list
+        ranks = members.get(name) or []
+        out.groups.append(_group(name, mine, ranks, None, held, descs.get(name)))
+        out.p2p += _channels(name, mine, ranks, held)
     return out
 
 
-def _pg_id(entries: list[Entry]) -> str:
-    pg_id = entries[-1].get("pg_id")
-    return str(pg_id) if isinstance(pg_id, int | str) else ""
+def pg_names(dump: dict[str, Any]) -> dict[str, str]:
+    """pg_id -> group name for every group of ``pg_status``. The entries name the ids they
+    carry; the others are named by order: a rank numbers its groups in the order it creates
+    them, and torch names groups by a counter every rank advances in that same order, so
+    this rank's ids and the names in its ``pg_config`` sort alike. The order is trusted only
+    where it agrees with every id the entries name."""
+    named = names_of(dump.get("entries", []))
+    status, config = dump.get("pg_status", {}), dump.get("pg_config", {})
+    ids = sorted((str(k) for k in status), key=_numeric)
+    groups = sorted((str(k) for k in config), key=_numeric)
+    if len(ids) == len(groups) and all(type(k) is str and k.isdigit() for k in [*ids, *groups]):
+        by_order = dict(zip(ids, groups, strict=True))
+        if all(by_order.get(pg_id) == name for pg_id, name in named.items()):
+            return by_order
+    return named
+
+
+def _numeric(key: str) -> tuple[int, str]:
+    return (int(key), key) if key.isdigit() and len(key) < 19 else (1 << 62, key)
+
+
+def _descriptions(dump: dict[str, Any]) -> dict[str, str]:
+    out = {}
+    for name, config in dump.get("pg_config", {}).items():
+        desc = text(config, "desc") if isinstance(config, dict) else None
+        if isinstance(name, str) and desc:
+            out[name] = desc
+    return out
 
 
 def _times(entry: Entry) -> list[float]:
@@ -286,19 +321,29 @@ def _times(entry: Entry) -> list[float]:
     return [number(entry, k) / 1e9 for k in keys if number(entry, k) > 0]
 
 
-def _group(name: str, entries: list[Entry], ranks: list[int], status: Any) -> GroupStatus:
-    """Collectives counted from the entries; the oldest incomplete one names ``op`` and
-    ``since``. A coalesced collective (several entries sharing a number) completes with its
-    ``coalesced`` entry when there is one."""
+def _group(
+    name: str, entries: list[Entry], ranks: list[int], status: Any, held: Entry | None, desc: str | None
+) -> GroupStatus:
+    """Collectives counted from the entries (``pg_status`` counts the last work, a p2p op's
+    number when that was one); a group with no entry in the dump from ``pg_status``. The
+    oldest incomplete collective names ``op``; ``since`` is set only where it is the work the
+    rank is held up in. A coalesced collective (several entries sharing a number) completes
+    with its ``coalesced`` entry when there is one."""
     seqs: dict[int, list[Entry]] = {}
     for e in entries:
         if not e.get("is_p2p") and not p2p_batch(e):
             seqs.setdefault(number(e, "collective_seq_id"), []).append(e)
-    issued = max((number(e, "collective_seq_id") for e in entries), default=0)
-    pending = sorted(seq for seq, ops in seqs.items() if not _completed(ops))
-    completed = pending[0] - 1 if pending else issued
-    backend, colon, _ = (text(entries[-1], "profiling_name") or "").partition(":")
-    timeout = number(entries[-1], "timeout_ms", -1)
+    if entries:
+        issued = max(number(e, "collective_seq_id") for e in entries)
+        pending = sorted(seq for seq, ops in seqs.items() if not _completed(ops))
+        completed = pending[0] - 1 if pending else issued
+    else:
+        issued = enqueued(status)
+        completed = min(issued, number(status, "last_completed_collective"))
+        pending = []
+    last = entries[-1] if entries else {}
+    backend, colon, _ = (text(last, "profiling_name") or "").partition(":")
+    timeout = number(last, "timeout_ms", -1)
     group = GroupStatus(
         id=name,
         backend=backend if colon and backend else "unknown",
@@ -308,13 +353,14 @@ def _group(name: str, entries: list[Entry], ranks: list[int], status: Any) -> Gr
         enqueued=issued,
         completed=max(0, completed),
         started=started(status),
-        desc=group_desc(entries[-1]),
+        desc=group_desc(last) or desc,
     )
     if pending:
         first = seqs[pending[0]]
         inner = [e for e in first if not (text(e, "profiling_name") or "").endswith(":coalesced")]
         group.op = op_name((inner or first)[0])
-        group.since = created_at(first[0]) or None
+        if held is not None and any(e is held for e in first):
+            group.since = created_at(first[0]) or None
     return group
 
 
@@ -323,23 +369,52 @@ def _completed(ops: list[Entry]) -> bool:
     return done(batch[-1]) if batch else all(done(e) for e in ops)
 
 
-def _channels(name: str, entries: list[Entry], ranks: list[int]) -> list[P2P]:
-    """A channel's ops counted within the ring: send #k matches the peer's receive #k."""
+def _channels(name: str, entries: list[Entry], ranks: list[int], held: Entry | None) -> list[P2P]:
+    """A group's channels, numbered so that one end's op can be matched with the other's.
+
+    In a group of two, both ranks count every send and receive between them in one counter
+    (``p2p_seq_id``), so op #k of one is op #k of the other: ops are numbered by it, and
+    ``posted`` and ``completed`` are the group's counts. In a larger group the counter runs
+    over several peers and matches nothing on the other end: only the ops still pending are
+    numbered, from 1 on each channel, which both ends' dumps hold whole. An op is reported
+    blocked only where it is the work the rank is held up in."""
     channels = []
-    for (peer, direction), ops in sorted(p2p_ops(entries, name, ranks).items()):
-        pending = next((k for k, e in enumerate(ops, 1) if not e["retired"]), None)
-        since = created_at(ops[pending - 1]) or None if pending else None
+    pair = len(ranks) == 2
+    ops_of = p2p_ops(entries, name, ranks)
+    seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e in ops]
+    done_seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e in ops if e["retired"]]
+    pending_seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e in ops if not e["retired"]]
+    last_done = (min(pending_seqs) - 1 if pending_seqs else max(done_seqs, default=0)) if pair else 0
+    for (peer, direction), ops in sorted(ops_of.items()):
+        waiting = [e for e in ops if not e["retired"]]
+        first = waiting[0] if waiting else None
+        if pair:
+            blocked = number(first, "p2p_seq_id") if first is not None else None
+            posted, completed = max(seqs, default=0), last_done
+        else:
+            blocked = 1 if first is not None else None
+            posted, completed = len(waiting), 0
+        since = created_at(first) or None if first is not None else None
+        mine = (
+            held is not None
+            and first is not None
+            and (first.get("record_id"), first.get("op_id"))
+            == (
+                held.get("record_id"),
+                held.get("op_id"),
+            )
+        )
         channels.append(
             P2P(
                 group=name,
                 peer=peer,
                 dir=SEND if direction == "send" else RECV,
-                posted=len(ops),
-                completed=sum(1 for e in ops if e["retired"]),
-                pending=pending,
+                posted=posted,
+                completed=completed,
+                pending=blocked,
                 since=since,
-                blocked=pending,
-                blocked_since=since,
+                blocked=blocked if mine else None,
+                blocked_since=since if mine else None,
             )
         )
     return channels

@@ -111,6 +111,8 @@ def test_versions_and_forms_mixed_across_ranks_read_alike(tmp_path: Path, form: 
 def test_a_missing_and_an_empty_dump_are_evidence(tmp_path: Path) -> None:
     recorders = pipeline_hang()
     recorders[STUCK].entries.clear()
+    for status in recorders[STUCK].status.values():  # a rank that hung before any work
+        status[:] = [0, -1, 0]
     write([r for r in recorders if r.rank != 7], tmp_path)
     analysis = analyze([str(tmp_path)])
     assert analysis.missing == {7: "no file", STUCK: "empty dump"}

@@ -204,6 +204,11 @@ class WaitFor:
         ctx: Context,
     ) -> None:
         self.job = job
+        self.passed = [w for w in waiting if w.gid is not None and groups[w.gid].completed >= w.seq]
+        """Waits in a collective a member has already completed: not a wait for anyone. The
+        rank's report predates it, or, while it stays so, the rank's device stopped completing
+        what its host enqueued (a GPU fault's signature)."""
+        waiting = [w for w in waiting if not (w.gid is not None and groups[w.gid].completed >= w.seq)]
         self.all = waiting
         self.groups = groups
         self.ctx = ctx
@@ -250,20 +255,24 @@ class WaitFor:
             free = others[~self._waiting_among(others)]
             anyone: list[Node] = (free if len(free) else others).tolist()
             return anyone
-        sent, received = self._channel(src, gid, dst, SEND), self._channel(dst, gid, src, RECV)
-        if max(sent[1], received[1]) >= k:
+        ends = ((src, self._channel(src, gid, dst, SEND)), (dst, self._channel(dst, gid, src, RECV)))
+        if max(completed for _, (_, completed, _) in ends) >= k:
             return [DELIVERED]  # one end has completed it: the other's report is older than that
-        return [rank for rank, (posted, _) in ((src, sent), (dst, received)) if posted < k]
+        behind = [rank for rank, (posted, _, _) in ends if posted < k]
+        # Posted on both ends: an end not held up in it is held up in older work of its own
+        # (NCCL runs a device's work in order), and the message waits for that end.
+        return behind or [rank for rank, (_, _, blocked) in ends if blocked != k]
 
     def _members(self, gid: str, w: Wait) -> I8:
         sample = next((g for g in w.state().report.groups if g.id == gid), None)
         return expand(sample.ranks if sample is not None else [])
 
-    def _channel(self, rank: int, gid: str, peer: int, direction: str) -> tuple[int, int]:
-        """(posted, completed) of a rank's channel; nothing for a rank never heard from."""
+    def _channel(self, rank: int, gid: str, peer: int, direction: str) -> tuple[int, int, int]:
+        """(posted, completed, blocked) of a rank's channel (blocked -1: in none); nothing for a
+        rank never heard from."""
         c = self.job.cols
         if rank not in self.job.ranks:
-            return 0, 0
+            return 0, 0, -1
         n = int(c.channels[rank])
         match = (
             (c.c_group[rank, :n] == wire.name_hash(gid))
@@ -271,7 +280,10 @@ class WaitFor:
             & (c.c_dir[rank, :n] == (0 if direction == SEND else 1))
         )
         slot = np.flatnonzero(match)
-        return (int(c.c_posted[rank, slot[0]]), int(c.c_completed[rank, slot[0]])) if len(slot) else (0, 0)
+        if not len(slot):
+            return 0, 0, -1
+        at = slot[0]
+        return int(c.c_posted[rank, at]), int(c.c_completed[rank, at]), int(c.c_blocked[rank, at])
 
     def _reachable(self, first: list[Wait]) -> set[Node]:
         """What the stuck ranks wait in (``first``), and all that leads to: the collectives
