@@ -237,6 +237,8 @@ class RankDump:
     oldest_pending: Entry | None = None
     """The work the rank is held up in: its oldest not completed. What it enqueued after that
     waits behind it (one stream per device), so only this one is reported waited in."""
+    pending: dict[str, Entry] = field(default_factory=dict)
+    """Group name -> its oldest collective not completed (its op, sizes and dtypes)."""
     unnamed: list[str] = field(default_factory=list)
     """pg_ids whose ``pg_status`` shows work that neither the entries nor ``pg_config`` name."""
     version: str | None = None
@@ -263,6 +265,8 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
             out.last_completed = e
         elif not (p2p_batch(e) and not e.get("is_p2p")):
             pending.append(e)
+            if name and not e.get("is_p2p"):
+                out.pending.setdefault(name, e)
         if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started":
             out.last_started = e
     names = pg_names(dump)

@@ -19,6 +19,7 @@ from distmon.channel import Batch
 from distmon.flightrecorder import (
     Entry,
     RankDump,
+    created_at,
     group_name,
     number,
     op_name,
@@ -109,14 +110,23 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
 
 
 def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> float:
-    """When the ranks are judged: the latest moment the files record, or, when the dumps were
-    written within a collective timeout of it (as torch writes them when the watchdog fires),
-    the latest of those: a hang's ops were recorded when issued, the dump ten minutes later.
-    A copy's time (days later) is not taken."""
+    """When the ranks are judged: the moment the dumps were taken. Torch takes them when the
+    first watchdog fires, a collective timeout after the oldest work in flight was enqueued,
+    so a hang's entries are minutes older than its dump. A dump's file time is that moment
+    where it falls within a timeout of the entries (a copy's time, days later, is not); else
+    the first timeout's firing, read off each rank's oldest pending work; else the latest
+    moment the files record."""
     recorded = max([d.t for d in dumps.values() if d.t] + ([log.latest] if log.latest else []), default=0.0)
     timeout = max((g.timeout or 0.0 for d in dumps.values() for g in d.groups), default=0.0)
     fits = [w for w in written if recorded <= w <= recorded + timeout + DUMP_DELAY]
-    return max(fits, default=recorded)
+    if fits:
+        return max(fits)
+    fired = [
+        created_at(e) + number(e, "timeout_ms") / 1000
+        for d in dumps.values()
+        if (e := d.oldest_pending) is not None and created_at(e) > 0 and number(e, "timeout_ms") > 0
+    ]
+    return max(recorded, min(fired, default=recorded))
 
 
 def _world(

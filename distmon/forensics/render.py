@@ -7,6 +7,7 @@ import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
+from distmon.forensics.evidence import evidence
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.words import duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
@@ -51,7 +52,10 @@ def render(analysis: Analysis) -> str:
         lines.append(
             f"CULPRIT {rank_word(cause.ranks) if cause.ranks else '(none named)'}: {visible(cause.headline, MAX_LINE)}"
         )
-        lines += ["  " + line for line in cause.detail.splitlines()]
+        found = evidence(analysis, sorted(cause.ranks))
+        for item in found:
+            lines += ["  " + line for line in item.lines()]
+        lines += ["  " + line for line in _detail(cause.detail, bool(found))]
         for a in analysis.alerts:
             if a is not cause:
                 lines += [
@@ -64,6 +68,16 @@ def render(analysis: Analysis) -> str:
     if analysis.problems:
         lines += ["", "Files not read:"] + ["  " + visible(p, MAX_LINE) for p in analysis.problems]
     return visible_lines("\n".join(lines))
+
+
+def _detail(detail: str, explained: bool) -> list[str]:
+    """The alert's detail; where the dumps explained each culprit, only whom the others wait
+    in (its lines on the culprits speak of a live rank: its pid, its stack, its step)."""
+    lines = detail.splitlines()
+    if not explained or "Waiting:" not in lines:
+        return lines
+    waiting = lines[lines.index("Waiting:") :]
+    return [line for line in waiting if not line.startswith("What to do")]
 
 
 def _missing(missing: dict[int, str]) -> str:
@@ -86,14 +100,23 @@ def _standing(analysis: Analysis) -> list[str]:
 
 
 def _place(f: RankFacts, t: float) -> str:
-    waits = [g for g in f.groups if g.enqueued > g.completed]
-    blocked = [c for c in (f.dump.p2p if f.dump else []) if c.blocked is not None]
-    parts = [_in_collective(g, t) for g in waits]
+    """Where the rank is held up (a dump's oldest pending work, a log's timed-out work), and
+    how much of its work is queued behind that on its device."""
+    flying = [g for g in f.groups if g.enqueued > g.completed]
+    channels = f.dump.p2p if f.dump else []
+    held = [g for g in flying if g.since] or ([] if f.dump else flying)
+    blocked = [c for c in channels if c.blocked is not None]
+    parts = [_in_collective(g, t) for g in held]
     for c in blocked:
         op = f"send #{c.blocked} to rank {c.peer}" if c.dir == SEND else f"recv #{c.blocked} from rank {c.peer}"
-        parts.append(f"in {op} (group {c.group})")
+        waited = f" for {duration(t - c.blocked_since)}" if c.blocked_since else ""
+        parts.append(f"in {op} (group {visible(c.group)}){waited}")
+    queued = len(flying) - len(held) + sum(1 for c in channels if c.pending is not None and c.blocked is None)
+    behind = f"; {queued} more of its groups and channels have work queued behind it" if queued and parts else ""
     if parts:
-        return "waits " + "; ".join(parts)
+        return "waits " + "; ".join(parts) + behind
+    if flying:
+        return "waits in " + "; ".join(_in_collective(g, t) for g in flying)
     if f.dump is not None and not f.dump.groups:
         return "empty dump: no work recorded (it hung before any, or its dump was taken while stuck)"
     done = [g for g in f.groups if g.completed]
@@ -110,6 +133,7 @@ def _in_collective(g: GroupStatus, t: float) -> str:
 def to_json(analysis: Analysis) -> dict[str, Any]:
     return {
         "culprits": culprits(analysis),
+        "evidence": [e.to_json() for e in evidence(analysis, culprits(analysis))],
         "summary": summary(analysis),
         "world": analysis.world,
         "t": analysis.t,

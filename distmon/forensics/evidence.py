@@ -1,0 +1,181 @@
+"""Why each culprit of a post-mortem is one, read off the dumps: what a person does next
+depends on it. A rank whose host stopped enqueuing while its peers went on points at its
+code or its host (a thread stuck, the GIL held, I/O, a path only some ranks take); a rank
+whose device stopped completing work its peers completed points at the hardware (a node to
+drain before the restart); a rank with no dump was killed or lost its node.
+
+The monitor names the culprits (the same wait-for relation as live); this says why, from
+the groups each culprit shares with the ranks that wait for it.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distmon.flightrecorder import Entry, created_at, number, op_name, text
+from distmon.forensics.analysis import Analysis, RankFacts
+from distmon.monitor.words import duration, group_name, rank_word
+from distmon.wire import GroupStatus, expand_runs
+
+HARDWARE = "hardware"
+CODE = "code"
+UNKNOWN = "unknown"
+
+
+@dataclass
+class Evidence:
+    """One culprit: why, in a line; the facts that show it; what it points at; what to do."""
+
+    rank: int
+    why: str
+    facts: list[str]
+    points_at: str
+    """:data:`HARDWARE` (a node to drain), :data:`CODE` (the script or its host), or :data:`UNKNOWN`."""
+    next_step: str
+
+    def lines(self) -> list[str]:
+        return [f"rank {self.rank}: {self.why}", *("  " + f for f in self.facts), f"  Next: {self.next_step}"]
+
+    def to_json(self) -> dict[str, object]:
+        return {
+            "rank": self.rank,
+            "why": self.why,
+            "facts": self.facts,
+            "points_at": self.points_at,
+            "next": self.next_step,
+        }
+
+
+def evidence(analysis: Analysis, culprits: list[int]) -> list[Evidence]:
+    """The evidence for each of ``culprits`` that the dumps hold (a rank known from a log
+    only is worded by the monitor's own alert)."""
+    found = []
+    for rank in culprits:
+        f = analysis.ranks.get(rank)
+        if f is None:
+            if rank in analysis.missing:
+                found.append(_no_dump(rank, analysis.missing[rank]))
+            continue
+        if f.dump is None:
+            continue
+        found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
+    return found
+
+
+def _device_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
+    """Its oldest work is a collective its peers completed: the host enqueued it, the device
+    never finished it."""
+    held = f.dump.oldest_pending if f.dump else None
+    if held is None or held.get("is_p2p"):
+        return None
+    group = next((g for g in f.groups if g.id == _group_of(held)), None)
+    if group is None:
+        return None
+    seq = number(held, "collective_seq_id")
+    done = [r for r, peer in _peers(group, analysis) if (g := _same(peer, group)) and g.completed >= seq]
+    if not done:
+        return None
+    waited = analysis.t - created_at(held)
+    return Evidence(
+        f.rank,
+        "its device stopped completing the work its host enqueued",
+        [
+            f"collective #{seq} {_op(held)} of {group_name(group.id, group)} was enqueued "
+            f"{duration(waited)} before the dump and never completed on rank {f.rank}, "
+            f"while {rank_word(done)} completed it",
+            f"{group.enqueued - seq} more of its collectives in that group wait behind it on the device",
+        ],
+        HARDWARE,
+        "drain its node before the restart; on its host, `nvidia-smi -q` (ECC, retired pages, "
+        "the GPU's state) and `dmesg | grep -i xid` for the GPU's errors",
+    )
+
+
+def _host_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
+    """A group whose peers enqueued past the rank and wait in the next collective: its host
+    never enqueued it."""
+    for group in f.groups:
+        ahead = [
+            (r, g) for r, peer in _peers(group, analysis) if (g := _same(peer, group)) and g.enqueued > group.enqueued
+        ]
+        if not ahead:
+            continue
+        waiting = [r for r, g in ahead if g.completed <= group.enqueued]
+        op = next((g.op for _, g in ahead if g.op), None)
+        pending = [e for r, _ in ahead if (e := _pending_entry(analysis.ranks[r], group.id)) is not None]
+        since = min((created_at(e) for e in pending if created_at(e) > 0), default=0.0)
+        waited = f" for {duration(analysis.t - since)}" if since else ""
+        sizes = f" {_op(pending[0])}" if pending else f" ({op})" if op else ""
+        own = "nothing of its own in flight" if f.dump and f.dump.oldest_pending is None else "its own work queued"
+        return Evidence(
+            f.rank,
+            "its host stopped enqueuing while its peers went on",
+            [
+                f"its last work in {group_name(group.id, group)} is #{group.enqueued}; "
+                f"{rank_word([r for r, _ in ahead])} enqueued up to #{max(g.enqueued for _, g in ahead)}"
+                + (
+                    f" and {'waits' if len(waiting) == 1 else 'wait'} in #{group.enqueued + 1}{sizes}{waited}"
+                    if waiting
+                    else ""
+                ),
+                f"{own}: the rank is in its own code (a stuck thread, the GIL held, I/O, or a path "
+                "only some ranks take)",
+            ],
+            CODE,
+            "take its stack while it hangs (`py-spy dump --pid PID` on its host); run the job with "
+            "distmon to see where it stops next time",
+        )
+    return None
+
+
+def _unexplained(f: RankFacts) -> Evidence:
+    return Evidence(
+        f.rank,
+        "the others wait for it, and its dump does not say why",
+        [f"its dump: {f.source}"],
+        UNKNOWN,
+        "read its own log for an error, and take its stack if it still runs (`py-spy dump --pid PID`)",
+    )
+
+
+def _no_dump(rank: int, why: str) -> Evidence:
+    return Evidence(
+        rank,
+        f"the others wait for it, and it left no evidence ({why})",
+        ["a rank that wrote no dump was killed, crashed before the watchdog fired, or lost its node"],
+        UNKNOWN,
+        "look for its exit in the launcher's log (exit code, signal) and for its node in `dmesg` "
+        "(the OOM killer, hardware errors)",
+    )
+
+
+def _peers(group: GroupStatus, analysis: Analysis) -> list[tuple[int, RankFacts]]:
+    return [(r, analysis.ranks[r]) for r in expand_runs(group.ranks) if r in analysis.ranks]
+
+
+def _same(f: RankFacts, group: GroupStatus) -> GroupStatus | None:
+    return next((g for g in f.groups if g.id == group.id), None)
+
+
+def _group_of(entry: Entry) -> str:
+    pg = entry.get("process_group")
+    name = pg[0] if isinstance(pg, list | tuple) and pg else None
+    return name if isinstance(name, str) else ""
+
+
+def _pending_entry(f: RankFacts, gid: str) -> Entry | None:
+    return f.dump.pending.get(gid) if f.dump else None
+
+
+def _op(entry: Entry) -> str:
+    """``(_all_gather_base, 2048x5120 BFloat16)``: the op, its first input's shape and dtype."""
+    sizes, dtypes = entry.get("input_sizes"), entry.get("input_dtypes")
+    shape = ""
+    if isinstance(sizes, list) and sizes and isinstance(sizes[0], list):
+        dims = [str(d) for d in sizes[0][:8] if type(d) is int]
+        shape = "x".join(dims)
+    dtype = dtypes[0] if isinstance(dtypes, list) and dtypes and isinstance(dtypes[0], str) else ""
+    what = ", ".join(
+        p for p in (op_name(entry) or text(entry, "profiling_name"), shape + (f" {dtype}" if dtype else "")) if p
+    )
+    return f"({what})" if what else ""
