@@ -1,22 +1,35 @@
-"""The job at a glance: one state word, its pace, and how long until PyTorch gives up.
+"""The job at a glance: one state word, its pace, how long until PyTorch gives up, and the
+one story every surface tells: the culprit (:func:`cause`, the alert that names it), what
+it is doing and whom the other ranks wait for (:func:`status_words`).
 
-Pure logic on the monitor's state and the feed's clock, so the terminal UI's header and its
-tests read the same numbers.
+Pure logic on the monitor's state and the feed's clock, so the terminal UI's header and
+rows, the reports, the metrics and the tests read the same facts.
 """
 
 from __future__ import annotations
 
+import contextlib
 from collections import deque
+from collections.abc import Iterable
 from dataclasses import dataclass
+from pathlib import PurePath
 
 import numpy as np
+import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import Alert
+from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.arrays import distinct
-from distmon.monitor.ending import STOP_KINDS, Ending
+from distmon.monitor.ending import FAILURE_KINDS, STOP_KINDS, Ending
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.outside import activity
+from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.process import look_at
 from distmon.monitor.state import JobState
+from distmon.monitor.views import RankState
+from distmon.monitor.whereabouts import classify, user_frame
+from distmon.monitor.words import rank_word, ranks_text
+from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 WAITING = "waiting"
 HEALTHY = "healthy"
@@ -25,6 +38,44 @@ HUNG = "hung"
 FAILED, STOPPED, FINISHED = Ending.FAILED, Ending.STOPPED, Ending.FINISHED
 RATE_WINDOW = 10.0
 """Seconds of progress that steps/s is measured over."""
+STORY_KINDS = FAILURE_KINDS | STOP_KINDS
+"""Alerts whose ranks are the job's culprit: a failure, or a stop the others wait behind."""
+VERDICT_WORDS = {
+    "stopped": "stopped",
+    "traced": "in a debugger",
+    "zombie": "exited",
+    "gone": "gone",
+    "file_io": "blocked in I/O",
+    "network": "on the network",
+    "gil": "holding the GIL",
+    "lock": "waits on a lock",
+    "sleeping": "asleep",
+    "unknown": "no progress",
+}
+"""What a culprit's process is doing, by the prober's verdict (:mod:`distmon.monitor.outside`)."""
+PLACE_WORDS = {
+    "gil": "holding the GIL",
+    "dataloader": "in a DataLoader wait",
+    "init": "in rendezvous",
+    "p2p": "in a send/recv",
+    "collective": "in a collective",
+    "cuda": "in a CUDA sync",
+    "io": "blocked in I/O",
+    "sleep": "asleep",
+    "lock": "waits on a lock",
+    "user": "in its own code",
+    "unknown": "stalled",
+}
+"""The same, by its stack (:mod:`distmon.monitor.whereabouts`), where no prober looks (a replay)."""
+WORK_WORDS = {
+    "loading a checkpoint": "loading",
+    "writing a checkpoint": "checkpointing",
+    "importing modules": "importing",
+    "building a C++/CUDA extension": "building",
+    "compiling (torch.compile)": "compiling",
+    "running evaluation": "evaluating",
+}
+EXIT_WORDS = {TERMINATED: "terminated", INTERRUPTED: "interrupted", ENDED: "ended by distmon"}
 
 
 @dataclass(frozen=True)
@@ -50,8 +101,15 @@ class Overview:
     steps_per_second: float | None
     since_progress: float | None
     oldest: Collective | None
-    """Set while a collective has been in flight for longer than a stall."""
+    """Set while a collective has been in flight for longer than a stall: the oldest wait
+    for the culprit, else the oldest of all."""
     culprits: frozenset[int]
+    """The ranks the :func:`cause` names; empty when none does."""
+    story: Story | None = None
+    doing: str = ""
+    """What the culprit does, in :meth:`Story.status`' words (one culprit only)."""
+    where: str = ""
+    """Where it stands in its own code (:func:`where_words`; one culprit only)."""
     dropped: str = ""
     """What the monitor refused, by reason (``3 no_key, 1 rank_out_of_range``); empty if nothing."""
 
@@ -86,9 +144,11 @@ class OverviewTracker:
         present = job.present()
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
         stall_after = monitor.limits.progress_after(job.pace())
-        oldest = _oldest_collective(job, now)
         active = list(monitor.alerts.active.values())
-        culprits = frozenset(r for a in active for r in a.ranks)
+        story = Story.of(monitor, now)
+        oldest = _oldest_collective(job, now, story.waits if story.waits.any() else None)
+        culprits = story.culprits
+        culprit = job.ranks.get(min(culprits)) if len(culprits) == 1 else None
         return Overview(
             job=monitor.state.job,
             world=monitor.state.world,
@@ -100,6 +160,9 @@ class OverviewTracker:
             since_progress=since,
             oldest=oldest if oldest is not None and oldest.age >= stall_after else None,
             culprits=culprits,
+            story=story,
+            doing=doing_words(monitor, culprit, now) if culprit is not None else "",
+            where=where_words(culprit) if culprit is not None else "",
             dropped=", ".join(f"{n} {why}" for why, n in sorted(monitor.state.dropped.items())),
         )
 
@@ -112,10 +175,12 @@ class OverviewTracker:
         return max(0.0, (s1 - s0) / (t1 - t0))
 
 
-def _oldest_collective(job: JobState, now: float) -> Collective | None:
-    """The collective in flight longest on a rank still running, read off the columns; its
-    group's words from that rank's report."""
+def _oldest_collective(job: JobState, now: float, among: npt.NDArray[np.bool_] | None = None) -> Collective | None:
+    """The collective in flight longest on a rank still running (of ``among``, a mask over
+    ranks, if given), read off the columns; its group's words from that rank's report."""
     ages = np.where(job.flagged(wire.EXITED), np.nan, job.collective_age(now))
+    if among is not None:
+        ages = np.where(among, ages, np.nan)
     if np.isnan(ages).all():
         return None
     rank = int(np.nanargmax(ages))
@@ -142,3 +207,106 @@ def _state(
     if since is not None and since >= stall_after:
         return HUNG if oldest is not None and oldest.age >= monitor.limits.hung_after else STALLED
     return HEALTHY
+
+
+def cause(alerts: Iterable[Alert]) -> Alert | None:
+    """Of ``alerts`` (those that stand), the one whose ranks are the job's culprit: a critical
+    alert before a warning, a failure before a stop (hang, divergence, stall) before anything
+    else, the earliest raised first. The header, the rank rows, the report's first cause and
+    the metrics all name this one, so they never name different ranks."""
+    ranked = [a for a in alerts if a.kind in STORY_KINDS]
+    return min(
+        ranked, key=lambda a: (a.severity != CRITICAL, a.kind not in FAILURE_KINDS, not a.ranks, a.t), default=None
+    )
+
+
+@dataclass(frozen=True)
+class Story:
+    """The culprit of the job now, from the alert that names it (:func:`cause`), and the
+    ranks that wait for it: what the header, the rank rows and the metrics say."""
+
+    cause: Alert | None
+    culprits: frozenset[int]
+    waits: npt.NDArray[np.bool_]
+    """Per rank: still running and waiting in a collective or a send or receive while the
+    culprits hold up the job. The hang rule found that every such wait leads to them,
+    directly or through a peer."""
+
+    @classmethod
+    def of(cls, monitor: Monitor, now: float) -> Story:
+        job = monitor.state
+        found = cause(monitor.alerts.active.values())
+        culprits = frozenset(found.ranks) if found is not None else frozenset[int]()
+        waits = np.zeros(len(job.cols.present), dtype=bool)
+        if found is not None:
+            c = job.cols
+            waits = job.live(now, monitor.limits) & (c.in_collective | c.in_p2p)
+            waits[sorted(culprits)] = False
+        return cls(found, culprits, waits)
+
+    @property
+    def waiting(self) -> int:
+        return int(np.count_nonzero(self.waits))
+
+    def status(self, monitor: Monitor, s: RankState, now: float) -> str | None:
+        """Rank ``s``'s status in words a person reads at a glance: a culprit says what it
+        is doing (``asleep``, ``stopped``, ``blocked in I/O``, ``working - checkpointing``),
+        a rank that waits for one says for whom (``waits for 2``), one that raised on losing
+        a peer after whom (``failed after 3``); None for the others,
+        whose status is the word their flags give."""
+        if s.rank in self.culprits:
+            return doing_words(monitor, s, now)
+        culprits = ranks_text(sorted(self.culprits))
+        if s.rank < len(self.waits) and self.waits[s.rank]:
+            return f"waits for {culprits}" if self.culprits else "waits, none behind"
+        if self.culprits and s.finished and s.lost_a_peer():
+            return f"failed after {culprits}"
+        return None
+
+
+def doing_words(monitor: Monitor, s: RankState, now: float) -> str:
+    """What a culprit is doing: how it ended, else the prober's verdict on its process (the
+    one its alert was written from), else where its stack stands."""
+    r = s.report
+    if s.finished:
+        if r.exception is not None:
+            return f"raised {r.exception.type}"
+        return EXIT_WORDS.get(r.exit.how, "exited") if r.exit is not None else "exited"
+    silent = s.silent(now, monitor.limits)
+    detector = monitor.detector
+    context = Context(
+        now=now,
+        pace=s.job.pace(),
+        probe=detector.probe,
+        limits=monitor.limits,
+        stacks=detector.stacks,
+        interval=s.job.interval(),
+        outside=detector.outside,
+    )
+    verdict = None
+    with contextlib.suppress(Exception):
+        verdict = look_at(s, context, silent, take=False).verdict
+    if verdict is not None and verdict.working:
+        work = activity(r.stack)
+        return f"working - {WORK_WORDS[work]}" if work in WORK_WORDS else "working"
+    if verdict is not None:
+        return VERDICT_WORDS.get(verdict.kind, verdict.kind)
+    if r.stack:
+        return PLACE_WORDS.get(classify(r.stack).kind, "stalled")
+    return "silent" if silent else "stalled"
+
+
+def where_words(s: RankState) -> str:
+    """Where a stalled rank stands in its own code, short: ``train.py:118 inject``."""
+    frame = user_frame(s.report.stack or [])
+    return f"{PurePath(frame.file).name}:{frame.line} {frame.func}" if frame is not None else ""
+
+
+def culprit_words(o: Overview) -> str:
+    """The culprit named in one phrase: ``rank 2 asleep``, ``ranks 2-3``, or that none is."""
+    if o.story is None or o.story.cause is None:
+        return "no rank named yet"
+    if not o.culprits:
+        return "no rank behind: the collective itself does not complete"
+    where = f" at {o.where}" if o.where else ""
+    return f"{rank_word(o.culprits)} {o.doing}{where}".rstrip()

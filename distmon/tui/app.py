@@ -31,7 +31,7 @@ from distmon.tui.filter_bar import FilterBar
 from distmon.tui.help_screen import HelpScreen
 from distmon.tui.job_header import JobHeader
 from distmon.tui.rank_detail import RankDetail
-from distmon.tui.rank_table import RankTable
+from distmon.tui.rank_table import RankTable, StatusWords
 
 DRAIN_EVERY = 0.05
 DRAIN_BUDGET = 0.03
@@ -119,13 +119,21 @@ class DistmonApp(App[None]):
         self.overview = self.tracker.overview(self.monitor, now)
         self.header.show(self.overview)
         self.table.empty_message = self.waiting_help()
-        self.table.show(self.monitor.state, now, self.overview.culprits)
+        self.table.show(self.monitor.state, now, self.overview.culprits, self.status_words(now))
         self._show_summary()
         self.alerts_panel.show(self.monitor.alerts)
         if isinstance(self.screen, RankDetail):
             rank = self.screen.rank
             state = self.monitor.state.ranks.get(rank)
-            self.screen.show(state, now, rank in self.overview.culprits)
+            told = self.status_words(now)(state) if state is not None else None
+            self.screen.show(state, now, rank in self.overview.culprits, told)
+
+    def status_words(self, now: float) -> StatusWords:
+        """Each rank's status in the story's words, as of the latest redraw."""
+        story = self.overview.story
+        if story is None:
+            return lambda _rank: None
+        return lambda rank: story.status(self.monitor, rank, now)
 
     def waiting_help(self) -> str:
         """What to do while nothing has connected."""

@@ -1,4 +1,6 @@
-"""What the rank table shows: each rank's status word and its cells, column by column.
+"""What the rank table shows: each rank's status and its cells, column by column. The
+status is the word the rank's flags give (what the table sorts and filters by), or, where
+an alert names a culprit, the words :class:`distmon.monitor.overview.Story` gives.
 
 Plain functions of a :class:`RankState` and the feed's clock, computed only for the rows
 on screen.
@@ -14,6 +16,7 @@ import numpy as np
 from distmon import wire
 from distmon.monitor.columns import I8
 from distmon.monitor.limits import LIMITS, Thresholds
+from distmon.monitor.overview import where_words
 from distmon.monitor.state import JobState
 from distmon.monitor.views import RankState
 from distmon.tui import text
@@ -26,6 +29,9 @@ WORKER = "worker"
 EXITED = "exited"
 STOPPED = "stopped"
 """Ended by a signal: the launcher's SIGTERM or Ctrl-C, not its own clean exit."""
+
+STATUS_WIDTH = 20
+"""Wide enough for a culprit's words (``working - importing``) and ``waits for 2-3``."""
 
 STATUSES = (EXITED, OK, STOPPED, WORKER, STALLED, SILENT, FAILED)
 """By severity: the worst last, first when sorting by status."""
@@ -51,22 +57,28 @@ def status(rank: RankState, now: float, limits: Thresholds = LIMITS) -> str:
 
 
 def collectives(rank: RankState, now: float) -> str:
-    """Per process group: the last completed seq, and the op in flight with its age; then each
-    send or receive the rank is blocked in (``recv←2 #12 5.0s``)."""
+    """Per process group: the collective in flight by its op and number, with its age
+    (``all_reduce #66 28s``: the number the alerts name), else the last completed (``#65``);
+    then each send or receive the rank is blocked in (``recv←2 #12 5.0s``). A stalled rank
+    in none of them starts with where it stands in its own code (``at train.py:118 inject``)."""
     parts = []
     for g in rank.report.groups:
-        part = str(g.completed)
         if g.enqueued > g.completed:
-            op = g.op or "…"
             age = f" {text.duration(rank.age(g.since, now))}" if g.since else ""
-            part += f" {op}{age}"
-        parts.append(part)
+            parts.append(f"{g.op or '…'} #{g.completed + 1}{age}")
+        else:
+            parts.append(f"#{g.completed}")
+    blocked = False
     for c in rank.report.p2p:
         if c.blocked is not None and c.blocked_since is not None:
+            blocked = True
             arrow = "→" if c.dir == wire.SEND else "←"
             peer = "*" if c.peer == wire.ANY_SOURCE else str(c.peer)
             parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {text.duration(rank.age(c.blocked_since, now))}")
-    return " | ".join(parts) or "-"
+    waiting = blocked or any(g.enqueued > g.completed for g in rank.report.groups)
+    where = where_words(rank) if not waiting else ""
+    listed = " | ".join(parts) or "-"
+    return f"at {where} · {listed}" if where else listed
 
 
 def gpu_memory(rank: RankState, width: int) -> str:
@@ -112,7 +124,7 @@ def _rss(r: RankState, now: float, width: int) -> str:
 
 
 COLUMNS = (
-    Column("status", 7, lambda r, now, w: status(r, now)),
+    Column("status", STATUS_WIDTH, lambda r, now, w: status(r, now)),
     Column("rank", 5, lambda r, now, w: str(r.rank), right=True),
     Column("host", 9, lambda r, now, w: r.report.host, drop=1),
     Column("step", 7, lambda r, now, w: str(r.report.steps), right=True),

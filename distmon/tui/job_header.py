@@ -1,5 +1,5 @@
-"""The two lines at the top: the job, its pace, its state, and the collective timeout's
-countdown while a collective is stuck."""
+"""The two lines at the top: the job, its pace, its state; then the culprit, what the
+others wait in and the collective timeout's countdown."""
 
 from __future__ import annotations
 
@@ -41,26 +41,36 @@ def headline(o: ov.Overview) -> Text:
     return line
 
 
-def countdown(c: ov.Collective) -> Text:
+def story(o: ov.Overview) -> Text:
+    """The second line: the collective timeout's countdown, the culprit in the words its
+    row uses (or that no rank is named), and what the others wait in."""
     line = Text(no_wrap=True, overflow="ellipsis")
-    if c.remaining is not None:
+    c = o.oldest
+    if c is not None and c.remaining is not None:
         line.append(" timeout in ", style="bold white on red")
         line.append(f"{text.duration(c.remaining)} ", style="bold white on red")
-    op = visible(c.op or "a collective")
-    line.append(
-        f" {op} seq {c.seq} on {visible(c.group)} in flight for {text.duration(c.age)} (rank {c.rank})",
-        style="bold yellow",
-    )
+    line.append(f" {visible(ov.culprit_words(o))}", style="bold")
+    if c is None:
+        return line
+    what = f"{visible(c.op or 'a collective')} #{c.seq} on {visible(c.group)}"
+    waiting = o.story.waiting if o.story is not None else 0
+    if o.culprits and waiting:
+        them = "it" if len(o.culprits) == 1 else "them"
+        waits = "1 rank waits" if waiting == 1 else f"{waiting} ranks wait"
+        line.append(f" · {waits} for {them} in {what} for {text.duration(c.age)}", style="bold yellow")
+    else:
+        line.append(f" · {what} in flight for {text.duration(c.age)}", style="bold yellow")
     return line
 
 
 class JobHeader(Static):
-    """One line; a second one, the countdown, while a collective is stuck."""
+    """One line; a second one, the story, while a collective is stuck or an alert names a
+    culprit."""
 
     def show(self, o: ov.Overview) -> None:
         lines = Text(no_wrap=True, overflow="ellipsis")
         lines.append_text(headline(o))
-        if o.oldest is not None:
+        if o.oldest is not None or (o.story is not None and o.story.cause is not None):
             lines.append("\n")
-            lines.append_text(countdown(o.oldest))
+            lines.append_text(story(o))
         self.update(lines)

@@ -45,10 +45,11 @@ def frames(stack: list[Frame]) -> Text:
     return out
 
 
-def title_line(rank: RankState, now: float, culprit: bool) -> Text:
+def title_line(rank: RankState, now: float, culprit: bool, told: str | None = None) -> Text:
+    """Its status in the words of its row (``told``: the story's, where it has some)."""
     r = rank.report
     line = Text(no_wrap=True, overflow="ellipsis")
-    word = columns.status(rank, now)
+    word = told or columns.status(rank, now)
     line.append(f" rank {r.rank} ", style="bold reverse")
     line.append(f" {word}", style="bold")
     if culprit:
@@ -73,11 +74,11 @@ def collectives_section(rank: RankState, now: float) -> Text:
     out = Text()
     for g in rank.report.groups:
         out.append(visible(group_name(g.id, g)), style="bold")
-        out.append(f" {g.backend}  completed seq {g.completed}")
+        out.append(f" {g.backend}  completed #{g.completed}")
         if g.enqueued > g.completed:
             age = rank.age(g.since, now) if g.since else None
             ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
-            out.append(f"  in flight: seq {g.completed + 1} {visible(g.op or '?')}{ahead}", style="yellow")
+            out.append(f"  in flight: {visible(g.op or '?')} #{g.completed + 1}{ahead}", style="yellow")
             out.append(f" for {text.duration(age)}", style="yellow")
             if g.timeout and age is not None:
                 out.append(f", timeout in {text.duration(g.timeout - age)}", style="yellow")
@@ -180,11 +181,11 @@ class RankDetail(Screen[None]):
             yield from self.sections.values()
         yield Footer()
 
-    def show(self, rank: RankState | None, now: float, culprit: bool) -> None:
+    def show(self, rank: RankState | None, now: float, culprit: bool, told: str | None = None) -> None:
         if rank is None:
             self.heading.update(Text(f" rank {self.rank} has not reported ", style="reverse"))
             return
-        self.heading.update(title_line(rank, now, culprit))
+        self.heading.update(title_line(rank, now, culprit, told))
         for metric, title, fmt in TRENDS:
             values = [v for v in rank.history.series(metric) if not math.isnan(v)]
             label, sparkline = self.trends[metric]

@@ -48,6 +48,11 @@ BADGE = {
     columns.EXITED: Style(dim=True),
     columns.STOPPED: Style(color="red"),
 }
+CULPRIT_BADGE = Style(color="bright_white", bgcolor="red", bold=True)
+WAITING_BADGE = Style(color="yellow")
+StatusWords = Callable[[RankState], "str | None"]
+"""A rank's status in the story's words (:meth:`distmon.monitor.overview.Story.status`),
+None where its flags' word stands."""
 
 
 def _worst_first(job: JobState, ranks: I8, now: float) -> F8:
@@ -180,6 +185,7 @@ class RankTable(ScrollView, can_focus=True):
         self.ranks: Mapping[int, RankState] = {}
         self.now = 0.0
         self.culprits: frozenset[int] = frozenset()
+        self.status_words: StatusWords = lambda _rank: None
         self.sort = "rank"
         self.reverse = False
         self.grouped: bool | None = None
@@ -202,9 +208,13 @@ class RankTable(ScrollView, can_focus=True):
 
     # --- state from the app -------------------------------------------------------------
 
-    def show(self, job: JobState, now: float, culprits: frozenset[int]) -> None:
+    def show(
+        self, job: JobState, now: float, culprits: frozenset[int], status_words: StatusWords | None = None
+    ) -> None:
         """Point the table at the latest state; cheap unless the row order must change."""
         self.job, self.ranks, self.now = job, job.ranks, now
+        if status_words is not None:
+            self.status_words = status_words
         if culprits != self.culprits:
             self.culprits = culprits
             self._order_stale = True
@@ -392,8 +402,14 @@ class RankTable(ScrollView, can_focus=True):
             style += self.get_component_rich_style("rank-table--cursor")
         segments = [Segment("!" if culprit else " ", style)]
         for col in cols:
-            cell = text.fit(col.cell(rank, self.now, col.width), col.width, col.right)
-            cell_style = style + BADGE[cell.strip()] if col.title == "status" else style
+            cell_style = style
+            if col.title == "status":
+                told = self.status_words(rank)
+                word = told or columns.status(rank, self.now)
+                badge = BADGE[word] if told is None else CULPRIT_BADGE if culprit else WAITING_BADGE
+                cell, cell_style = text.fit(word, col.width, col.right), style + badge
+            else:
+                cell = text.fit(col.cell(rank, self.now, col.width), col.width, col.right)
             segments.append(Segment(cell, cell_style))
             segments.append(Segment(" ", style))
         return self._strip(segments, width, style)
