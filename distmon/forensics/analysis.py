@@ -85,22 +85,21 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
     problems, dumps, log = files.problems, files.dumps, files.log
     for rank in [r for r in log.seen if r >= MAX_WORLD]:
         problems.append(f"the log's rank {rank} is beyond the {MAX_WORLD} ranks distmon judges: left out")
-        log.seen.discard(rank)
-        log.timeouts.pop(rank, None)
+        log.forget(rank)
     size, world_from = _world(world, dumps, files.configs, log)
     if size > MAX_WORLD:
         problems.append(f"a world of {size} ranks (from {world_from}) is beyond the {MAX_WORLD} distmon judges")
         size = MAX_WORLD
     facts = {r: RankFacts(r, files.sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
-    for rank in sorted(log.timeouts.keys() - facts.keys()):
-        facts[rank] = RankFacts(rank, "log", _log_groups(log, rank))
+    t = _moment(dumps, log, files.written)
+    for rank in sorted((log.timeouts.keys() | log.raised.keys()) - facts.keys()):
+        facts[rank] = RankFacts(rank, "log", log.groups(rank, size, t))
     _place(facts, files.configs, size)
     silent = log.seen - facts.keys()
     missing = {r: "no watchdog line in the log" if r in silent else "no file" for r in range(size) if r not in facts}
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
-    t = _moment(dumps, log, files.written)
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
-    reports = [_report(f, size, t) for f in facts.values() if f.rank < size]
+    reports = [_last_words(_report(f, size, t), log) for f in facts.values() if f.rank < size]
     if reports:
         monitor.ingest_batch(Batch.of([encode(r) for r in reports]), t)
         monitor.tick(t)
@@ -143,26 +142,10 @@ def _world(
     return seen, "the highest rank seen"
 
 
-def _log_groups(log: LogFacts, rank: int) -> list[GroupStatus]:
-    """A rank's timeouts as group statuses: the work that timed out is the oldest in flight."""
-    groups = []
-    for t in log.timeouts.get(rank, {}).values():
-        completed = t.seq - 1 if t.seq else (t.completed or 0)
-        groups.append(
-            GroupStatus(
-                id=t.group,
-                backend="nccl",
-                size=1,
-                ranks=[],
-                timeout=None,
-                enqueued=max(t.enqueued, t.seq),
-                completed=completed,
-                desc=t.desc,
-                op=t.op,
-                since=t.since,
-            )
-        )
-    return groups
+def _last_words(report: Report, log: LogFacts) -> Report:
+    """A rank whose traceback the log holds says it in its report, as a live rank's hook does."""
+    report.exception = log.last_words(report.rank, report.t)
+    return report
 
 
 def _place(facts: dict[int, RankFacts], configs: dict[str, list[int]], world: int) -> None:
