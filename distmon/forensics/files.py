@@ -1,20 +1,33 @@
 """The files ``distmon analyze`` is given, found and opened: every path walked, each file
 sniffed as a dump or a log, each dump boiled down to its rank's groups as it is read, and
-one line in ``problems`` for each file that could not be read."""
+one line in ``problems`` for each file that could not be read and each folder that could
+not be listed.
+
+Files come from other machines, other users and broken disks, so nothing but a regular file
+is opened (a FIFO would block the reader forever, a device never ends), a dump is read
+within :mod:`distmon.flightrecorder`'s limits, and a log line by line, each cut at
+:data:`~distmon.forensics.logs.MAX_LINE` characters, for at most :data:`MAX_LOG_SECONDS`.
+"""
 
 from __future__ import annotations
 
+import errno
+import io
 import os
 import re
+import stat
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import Any
+from typing import IO, Any, cast
 
 from distmon.flightrecorder import MAX_DUMP_BYTES, DumpError, RankDump, group_ranks, load, read_dump
-from distmon.forensics.logs import LogFacts, read_log
+from distmon.forensics.logs import MAX_LINE, LogFacts, read_log
 from distmon.monitor.admission import MAX_WORLD
 
 MAX_FILES = 1 << 20
+MAX_LOG_SECONDS = 300.0
+"""Seconds one log may take to be read; the lines read by then are kept."""
 _TRAILING_RANK = re.compile(r"(\d{1,9})(?:\.(?:json|pkl|pickle|pt|bin))?$")
 SNIFF = 4096
 
@@ -49,11 +62,17 @@ class Files:
         elif rank in self.dumps:
             self.problems.append(f"{path}: a second dump of rank {rank} (read {self.sources[rank]})")
         elif (dump := load_dump(path, self.problems)) is not None:
-            for name, config in dump.get("pg_config", {}).items():
-                members = group_ranks(config)
-                if isinstance(name, str) and members:
-                    self.configs.setdefault(name, members)
-            self.dumps[rank] = read_dump(dump, self.configs)
+            configs = dict(self.configs)
+            try:
+                for name, config in dump.get("pg_config", {}).items():
+                    members = group_ranks(config)
+                    if isinstance(name, str) and members:
+                        configs.setdefault(name, members)
+                self.dumps[rank] = read_dump(dump, configs)
+            except Exception as e:  # a file must not end the analysis of the others
+                self.problems.append(f"{path}: a dump this reader fails on ({type(e).__name__}): left out")
+                return
+            self.configs = configs
             self.sources[rank] = path
             self.written.append(mtime(path))
 
@@ -66,15 +85,19 @@ def mtime(path: str) -> float:
 
 
 def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
+    """Every file under ``paths``; a path or a folder that cannot be read is said in ``problems``."""
     count = 0
     for path in paths:
-        if os.path.isdir(path):
-            found = sorted(os.path.join(d, f) for d, _, files in os.walk(path) for f in files)
-        elif os.path.exists(path):
-            found = [path]
-        else:
-            problems.append(f"{path}: no such file or folder")
+        try:
+            is_dir = stat.S_ISDIR(os.stat(path).st_mode)
+        except OSError as e:
+            problems.append(f"{path}: {_missing(path, e)}")
             continue
+        if is_dir:
+            unlisted = lambda e: problems.append(f"{e.filename}: a folder that cannot be read ({e.strerror}): left out")  # noqa: E731
+            found = sorted(os.path.join(d, f) for d, _, files in os.walk(path, onerror=unlisted) for f in files)
+        else:
+            found = [path]
         for file in found:
             count += 1
             if count > MAX_FILES:
@@ -83,13 +106,58 @@ def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
             yield file
 
 
+def _missing(path: str, e: OSError) -> str:
+    if e.errno == errno.ELOOP:
+        return "a symlink loop"
+    if e.errno == errno.ENOENT and os.path.islink(path):
+        return "a symlink to nothing"
+    if e.errno == errno.ENOENT:
+        return "no such file or folder"
+    return f"cannot read ({e.strerror})"
+
+
+def _special(mode: int) -> str | None:
+    """What a file that is no regular file is, or None for a regular file."""
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device")):
+        if test(mode):
+            return name
+    if stat.S_ISBLK(mode):
+        return "a block device"
+    return None if stat.S_ISREG(mode) else "not a regular file"
+
+
+def open_regular(path: str) -> IO[bytes]:
+    """``path`` opened for reading if it is a regular file; raises ``OSError`` otherwise,
+    without opening it (a FIFO would block the reader forever). Opened without blocking and
+    checked again, so that a file swapped for a FIFO in between is refused too."""
+    special = _special(os.stat(path).st_mode)
+    if special is None:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
+        special = _special(os.fstat(fd).st_mode)
+        if special is None:
+            os.set_blocking(fd, True)
+            return os.fdopen(fd, "rb")
+        os.close(fd)
+    raise OSError(errno.EINVAL, f"{special}, not a file: not opened")
+
+
+def _cannot(path: str, e: OSError) -> str:
+    if e.errno == errno.EINVAL and isinstance(e.strerror, str) and "not opened" in e.strerror:
+        return f"{path}: {e.strerror}"
+    return f"{path}: {_missing(path, e)}"
+
+
 def sniff(path: str, problems: list[str]) -> str | None:
     """``dump`` (torch's pickle or JSON), ``log`` (text), or None (said in ``problems``)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             head = f.read(SNIFF)
     except OSError as e:
-        problems.append(f"{path}: cannot read ({e.strerror})")
+        problems.append(_cannot(path, e))
+        return None
+    if not head:
+        if rank_of(path) is not None:  # a dump's name: cut before anything was written
+            problems.append(f"{path}: empty (0 bytes), no dump in it")
         return None
     if head[:1] == b"\x80" or head.lstrip()[:1] == b"{":
         return "dump"
@@ -106,15 +174,37 @@ def rank_of(path: str) -> int | None:
 
 def load_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
     try:
-        if os.path.getsize(path) > MAX_DUMP_BYTES:
-            raise DumpError(f"{os.path.getsize(path) >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
-        with open(path, "rb") as f:
-            return load(f.read())
+        with open_regular(path) as f:
+            size = os.fstat(f.fileno()).st_size
+            if size > MAX_DUMP_BYTES:
+                raise DumpError(f"{size >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
+            return load(f.read(MAX_DUMP_BYTES + 1))
     except DumpError as e:
         problems.append(f"{path}: {e}")
     except OSError as e:
-        problems.append(f"{path}: cannot read ({e.strerror})")
+        problems.append(_cannot(path, e))
     return None
+
+
+class _Lines:
+    """A log's lines, each cut at :data:`MAX_LINE` characters as it is read (a line of a
+    gigabyte is never held whole), until :data:`MAX_LOG_SECONDS` have passed."""
+
+    def __init__(self, text: IO[str]) -> None:
+        self._text = text
+        self._until = time.monotonic() + MAX_LOG_SECONDS
+        self.cut_short = False
+        """The time ran out before the end of the file."""
+
+    def __iter__(self) -> Iterator[str]:
+        while line := self._text.readline(MAX_LINE):
+            if len(line) == MAX_LINE and not line.endswith("\n"):
+                while (rest := self._text.readline(MAX_LINE)) and not rest.endswith("\n"):
+                    pass
+            yield line
+            if time.monotonic() > self._until:
+                self.cut_short = True
+                return
 
 
 def read_log_file(path: str, log: LogFacts, problems: list[str]) -> int:
@@ -122,12 +212,15 @@ def read_log_file(path: str, log: LogFacts, problems: list[str]) -> int:
     file, such as a marker, without a word)."""
     before = log.matched
     try:
-        with open(path, encoding="utf-8", errors="replace") as f:
-            read_log(f, log)
-            empty = f.tell() == 0
+        with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+            lines = _Lines(f)
+            read_log(cast(IO[str], lines), log)  # it only iterates over the lines
+            empty = raw.tell() == 0
     except OSError as e:
-        problems.append(f"{path}: cannot read ({e.strerror})")
+        problems.append(_cannot(path, e))
         return 0
+    if lines.cut_short:
+        problems.append(f"{path}: not read to its end within {MAX_LOG_SECONDS:.0f} s: the lines read by then are kept")
     if log.matched > before:
         return 1
     if not empty:
