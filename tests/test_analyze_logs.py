@@ -32,6 +32,11 @@ SHAPES = [
     ("indented_progress_bar.log", None, [3], "rank 3 holds up the job"),
     ("host_prefixes.log", None, [9], "rank 9 holds up the job"),
     ("heartbeat_only.log", None, [2], "rank 2 holds up the job"),
+    ("childfailed_root_cause.log", None, [3], "rank 3 raised ValueError: expected sequence of length 512"),
+    ("childfailed_sigkill.log", None, [5], "rank 5 raised Signal 9 (SIGKILL)"),
+    ("deepspeed_launcher.log", None, [2], "rank 2 holds up the job"),
+    ("two_tracebacks.log", None, [5], "rank 5 raised KeyError: 'shard-00017'"),
+    ("op_mismatch.log", None, [3], "rank 3 in broadcast, the others in all_reduce"),
 ]
 
 
@@ -71,3 +76,36 @@ def test_a_64k_line_of_repeated_watchdog_prefixes_is_read_fast() -> None:
     started = time.perf_counter()
     read_log(io.StringIO("\n".join([line] * 8)))
     assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "world"),
+    [("torch19_no_seqnum.log", 4), ("torch24_pg_desc.log", 8), ("deepspeed_launcher.log", 4)],
+)
+def test_the_world_is_read_from_the_launchers_lines(name: str, world: int) -> None:
+    analysis = analyze([str(LOGS / name)])
+    assert (analysis.world, analysis.world_from) == (world, "the log")
+
+
+def test_a_traceback_is_the_ranks_last_words_with_its_frames() -> None:
+    analysis = analyze([str(LOGS / "traceback_oom_16.log")])
+    raised = analysis.monitor.state.ranks[11].report.exception
+    assert raised is not None and raised.type == "torch.OutOfMemoryError"
+    assert raised.where is not None and raised.where.func == "backward" and raised.where.line == 347
+    assert [f.func for f in raised.traceback] == ["<module>", "main", "backward", "backward"]
+    assert raised.traceback[1].code == "loss.backward()"
+    consequence = analysis.monitor.state.ranks[0].report.exception
+    assert consequence is not None and consequence.type == "torch.distributed.DistBackendError"
+
+
+def test_the_launchers_last_command_names_no_rank() -> None:
+    """DeepSpeed prints the last command it started with the failed one's return code."""
+    analysis = analyze([str(LOGS / "deepspeed_launcher.log")])
+    assert 3 in analysis.ranks and analysis.missing == {2: "no file"}
+
+
+def test_a_control_character_in_a_log_is_never_echoed() -> None:
+    log = "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: \x1b]0;owned\x07 \x1b[2J\n"
+    facts = read_log(io.StringIO(log))
+    message = facts.raised[1].message
+    assert "\x1b" not in message and "\x07" not in message and "\\x1b" in message
