@@ -92,8 +92,9 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
         size = MAX_WORLD
     facts = {r: RankFacts(r, files.sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
     t = _moment(dumps, log, files.written)
-    for rank in sorted((log.timeouts.keys() | log.raised.keys()) - facts.keys()):
-        facts[rank] = RankFacts(rank, "log", log.groups(rank, size, t))
+    statuses = log.statuses(size, t)
+    for rank in sorted((statuses.keys() | log.raised.keys()) - facts.keys()):
+        facts[rank] = RankFacts(rank, "log", statuses.get(rank, []))
     _place(facts, files.configs, size)
     silent = log.seen - facts.keys()
     missing = {r: "no watchdog line in the log" if r in silent else "no file" for r in range(size) if r not in facts}
@@ -131,8 +132,8 @@ def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> 
 def _world(
     given: int | None, dumps: dict[int, RankDump], configs: dict[str, list[int]], log: LogFacts
 ) -> tuple[int, str]:
-    if given is not None:
-        return given, "--world"
+    if given is not None and given > max([*dumps, *log.seen], default=-1):
+        return given, "--world"  # a --world the files contradict is not taken: they hold ranks beyond it
     from_dumps = max((max(m) + 1 for m in configs.values() if m), default=0)
     if from_dumps and from_dumps >= max(dumps, default=-1) + 1:
         return from_dumps, "the dumps"

@@ -162,23 +162,24 @@ class LogFacts:
         self.timeouts.pop(rank, None)
         self.raised.pop(rank, None)
 
-    def groups(self, rank: int, world: int, moment: float) -> list[GroupStatus]:
-        """A rank's timeouts as the group statuses its report would have held: the work that
-        timed out is the oldest in flight, unless the group's other members had completed it
-        (they passed it: this rank stopped short of it, and is the one behind). A wait the log
-        gives no start for counts from the watchdog's line, else from ``moment``: it waited by then."""
+    def statuses(self, world: int, moment: float) -> dict[int, list[GroupStatus]]:
+        """Each rank's timeouts as the group statuses its report would have held: the work
+        that timed out is the oldest in flight, unless the group's other members had completed
+        it (they passed it: this rank stopped short of it, and is the one behind). A wait the
+        log gives no start for counts from the watchdog's line, else from ``moment``: it waited
+        by then."""
         standings = _Standings(self, world)
-        statuses = []
-        for t in self.timeouts.get(rank, {}).values():
-            seq = standings.position(t)
-            behind = standings.passed(t.group, seq)
-            members = standings.members(t.group)
-            statuses.append(
-                GroupStatus(
+        statuses: dict[int, list[GroupStatus]] = {}
+        for rank, timeouts in self.timeouts.items():
+            for t in timeouts.values():
+                seq = standings.position(t)
+                behind = standings.passed(t.group, seq)
+                size, runs = standings.members(t.group)
+                status = GroupStatus(
                     id=t.group,
                     backend="nccl",
-                    size=len(members) if members else 1,
-                    ranks=rank_runs(members) if members else [],
+                    size=size,
+                    ranks=[list(run) for run in runs],
                     timeout=None,
                     enqueued=seq - 1 if behind else max(t.enqueued, seq),
                     completed=seq - 1,
@@ -186,7 +187,7 @@ class LogFacts:
                     op=None if behind else t.op,
                     since=None if behind else next(s for s in (t.since, t.said_at, moment) if s is not None),
                 )
-            )
+                statuses.setdefault(rank, []).append(status)
         return statuses
 
     def last_words(self, rank: int, moment: float) -> ExceptionInfo | None:
@@ -201,40 +202,48 @@ class LogFacts:
 
 
 class _Standings:
-    """Each group as the whole log shows it: who passed which work, and who its members are."""
+    """Each group as the whole log shows it: how far its members went, and who they are."""
 
     def __init__(self, facts: LogFacts, world: int) -> None:
         self.world = world
         self.by_group: dict[str, list[tuple[int, Timeout]]] = {}
+        self.widest: dict[str | None, int] = {}
+        """Of each kind of group (its description), the most members a log line shows."""
         for rank, groups in facts.timeouts.items():
             for name, t in groups.items():
                 self.by_group.setdefault(name, []).append((rank, t))
-        self._passed: dict[str, int] = {}
-        self._members: dict[str, list[int] | None] = {}
+                if t.local is not None and t.desc is not None:
+                    self.widest[t.desc] = max(self.widest.get(t.desc, 0), t.local + 1)
+        self.furthest = {
+            name: max((p.seq - 1 if p.seq is not None else (p.completed or 0) for _, p in ts), default=0)
+            for name, ts in self.by_group.items()
+        }
+        """Of each group, the most work a member had completed."""
+        self.named = {
+            name: max((p.seq for _, p in ts if p.seq is not None), default=1) for name, ts in self.by_group.items()
+        }
+        """Of each group, the furthest work a member's line numbers."""
+        self.known: dict[str, tuple[int, list[list[int]]]] = {}
 
     def position(self, t: Timeout) -> int:
         """The work a rank timed out at; for a line without a number, the furthest its peers
         name (the rank waited with them, and is not taken for behind), else 1."""
-        if t.seq is not None:
-            return max(t.seq, 1)
-        return max((p.seq for _, p in self.by_group[t.group] if p.seq is not None), default=1)
+        return max(t.seq, 1) if t.seq is not None else self.named[t.group]
 
     def passed(self, group: str, seq: int) -> bool:
-        if group not in self._passed:
-            self._passed[group] = max(
-                (p.seq - 1 if p.seq is not None else (p.completed or 0) for _, p in self.by_group[group]), default=0
-            )
-        return self._passed[group] >= seq
+        return self.furthest[group] >= seq
 
-    def members(self, group: str) -> list[int] | None:
-        """A group's global ranks: the world's for the default group; else from its members'
-        group-local ranks where they fall on one arithmetic run (as subgroups of a regular
-        layout do), as long as the widest group of the same kind; None where the log cannot say."""
-        if group not in self._members:
-            self._members[group] = self._infer(group)
-        return self._members[group]
+    def members(self, group: str) -> tuple[int, list[list[int]]]:
+        """A group's size and global ranks as runs (none where the log cannot say)."""
+        if group not in self.known:
+            members = self._members(group)
+            self.known[group] = (len(members), rank_runs(members)) if members else (1, [])
+        return self.known[group]
 
-    def _infer(self, group: str) -> list[int] | None:
+    def _members(self, group: str) -> list[int] | None:
+        """The world for the default group; else from the members' group-local ranks where
+        they fall on one arithmetic run (as subgroups of a regular layout do), as many as the
+        widest group of its kind shows."""
         timeouts = self.by_group[group]
         desc = timeouts[0][1].desc
         if desc == DEFAULT_PG:
@@ -247,8 +256,7 @@ class _Standings:
         start = g0 - l0 * stride
         if rest or stride <= 0 or start < 0 or any(g != start + local * stride for local, g in pairs):
             return None
-        same_kind = [t.local for ts in self.by_group.values() for _, t in ts if t.local is not None and t.desc == desc]
-        size = max([local for local, _ in pairs] + (same_kind if desc else [])) + 1
+        size = max(pairs[-1][0] + 1, self.widest.get(desc, 0))
         return [m for m in (start + k * stride for k in range(size)) if m < self.world] or None
 
 
