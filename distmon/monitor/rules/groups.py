@@ -113,7 +113,7 @@ class Incidents(WaitFor):
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.diverged and self._everyone_waited(node, hang_after):
                 gid, seq = node
-                findings.append(self._stuck_collective(gid, seq))
+                findings.append(self._stuck_collective(gid, seq, reach))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
                 findings.append(self._stuck_message(node))
         ring = self._ring(reach)
@@ -289,7 +289,10 @@ class Incidents(WaitFor):
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
         return [head + stalled + "at:", *rank_lines(r, 4, "    ")]
 
-    def _stuck_collective(self, gid: str, seq: int) -> Finding:
+    def _stuck_collective(self, gid: str, seq: int, reach: set[Node]) -> Finding:
+        """Every member issued it and it does not complete. Where some of its members are also
+        what other waits wait for (they never issued work their peers elsewhere did), those
+        members are named: their peers in this group went on, they did not."""
         view = self.groups[gid]
         members = [w for w in view.waits if w.seq == seq]
         age = max((m.age for m in members), default=0.0)
@@ -297,14 +300,25 @@ class Incidents(WaitFor):
         what = f"collective #{seq}" + (f" ({op})" if op else "")
         timeout = view.sample.timeout
         left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
+        inside = {int(r) for m in members for r in m.ranks}
+        suspects = sorted(inside & {n for n in self._awaited_ranks(reach) if isinstance(n, int)})
         summary = f"all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
         detail = [
             f"Every rank of {view.name} issued {what} and has waited {duration(age)}{left}.",
             "No rank is behind: the collective itself does not complete.",
-            "What to do: suspect the transport or a device: NCCL's network (NCCL_DEBUG=INFO, "
-            "NCCL_SOCKET_IFNAME), a GPU fault (dmesg, nvidia-smi -q), or an overloaded host.",
         ]
-        return Finding(f"hang:{gid}", "hang", CRITICAL, [], summary, "\n".join(detail))
+        if suspects:
+            summary += f"; {rank_word(suspects)} also {'holds' if len(suspects) == 1 else 'hold'} up other groups"
+            detail.append(
+                f"{rank_word(suspects)} never issued work that {'its' if len(suspects) == 1 else 'their'} peers in "
+                "other groups issued and wait in, while the other members of this group did: the device or host "
+                f"of {rank_word(suspects)} is the likeliest cause."
+            )
+        detail.append(
+            "What to do: suspect the transport or a device: NCCL's network (NCCL_DEBUG=INFO, "
+            "NCCL_SOCKET_IFNAME), a GPU fault (dmesg, nvidia-smi -q), or an overloaded host."
+        )
+        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, "\n".join(detail))
 
     def _stuck_message(self, node: Message) -> Finding:
         gid, src, dst, k = node

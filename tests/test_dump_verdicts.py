@@ -1,0 +1,136 @@
+"""The post-mortem's rules on dumps in NCCL's shape, each fault as its signature reads in the
+dumps torch writes on a timeout (active work only): a device that stopped completing, a host
+that stopped enqueuing (its ring empty), a collective that does not complete with one member
+behind elsewhere, a message posted on both ends. Named: the culprits, never a rank that waits."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from distmon.forensics.analysis import analyze
+from distmon.forensics.evidence import CODE, HARDWARE, evidence
+from distmon.forensics.render import culprits, render
+from tests.support.nccl_dumps import Group, RankRecorder
+
+WORLD = Group("0", "default_pg", [0, 1, 2, 3])
+TP_A = Group("1", "TENSOR_MODEL_PARALLEL_GROUP", [0, 1])
+TP_B = Group("2", "TENSOR_MODEL_PARALLEL_GROUP", [2, 3])
+EP = Group("3", "EXPERT_MODEL_PARALLEL_GROUP", [0, 1, 2, 3])
+PP = Group("4", "PIPELINE_MODEL_PARALLEL_GROUP", [0, 2])
+
+
+def job() -> list[RankRecorder]:
+    """Four ranks, each in the world, its tensor-parallel pair and the expert group; ten
+    healthy steps of a tensor-parallel all-gather and an expert all-to-all."""
+    recorders = [RankRecorder(rank) for rank in range(4)]
+    for r in recorders:
+        for g in (WORLD, TP_A if r.rank < 2 else TP_B, EP):
+            r.join(g)
+        for _ in range(10):
+            r.collective(tp_of(r.rank).name, "_all_gather_base")
+            r.collective(EP.name, "all_to_all")
+    return recorders
+
+
+def tp_of(rank: int) -> Group:
+    return TP_A if rank < 2 else TP_B
+
+
+def active_only(recorders: list[RankRecorder], folder: Path) -> list[str]:
+    """The dumps as torch writes them when its watchdog fires: the work still in flight."""
+    folder.mkdir(exist_ok=True)
+    for r in recorders:
+        r.entries = [e for e in r.entries if not e["retired"]]
+        (folder / f"nccl_trace_rank_{r.rank}").write_bytes(r.pickle())
+    return [str(folder)]
+
+
+def test_a_device_that_stopped_completing_is_named_and_points_at_the_hardware(tmp_path: Path) -> None:
+    """Rank 1's host enqueued three more all-gathers its peer completed; its device finished
+    none, and its host stopped short of the next all-to-all, which the others wait in."""
+    recorders = job()
+    for r in recorders:
+        if r.rank == 1:
+            for _ in range(3):
+                r.collective(TP_A.name, "_all_gather_base", done=False)
+        else:
+            if r.rank == 0:
+                for _ in range(3):
+                    r.collective(TP_A.name, "_all_gather_base")
+                r.collective(TP_A.name, "_all_gather_base", done=False)
+            r.collective(EP.name, "all_to_all", done=False)
+    analysis = analyze(active_only(recorders, tmp_path))
+    assert culprits(analysis) == [1]
+    (found,) = evidence(analysis, [1])
+    assert found.points_at == HARDWARE and "device stopped completing" in found.why
+    assert (
+        "collective #11 (_all_gather_base, 1024 BFloat16)" in found.facts[0] and "rank 0 completed it" in found.facts[0]
+    )
+    assert "nvidia-smi -q" in found.next_step
+    assert all(0 not in a.ranks and 2 not in a.ranks and 3 not in a.ranks for a in analysis.alerts)
+
+
+def test_a_host_that_stopped_enqueuing_is_named_from_its_status_alone(tmp_path: Path) -> None:
+    """Rank 3 stays in its own code (the GIL held): nothing of its own is in flight, so its
+    dump holds no entry and its groups are named by the order it created them."""
+    recorders = job()
+    for r in recorders:
+        if r.rank != 3:
+            r.collective(tp_of(r.rank).name, "_all_gather_base", done=r.rank < 2)
+            r.collective(EP.name, "all_to_all", done=False)
+    paths = active_only(recorders, tmp_path)
+    assert recorders[3].entries == []
+    analysis = analyze(paths)
+    assert culprits(analysis) == [3] and analysis.missing == {}
+    (found,) = evidence(analysis, [3])
+    assert found.points_at == CODE and "host stopped enqueuing" in found.why
+    assert "is #10; rank 2 enqueued up to #11 and waits in #11" in found.facts[0]
+    assert "rank 3: nothing in flight (in its own code)" in render(analysis)
+
+
+def test_a_collective_every_member_issued_names_the_member_behind_elsewhere(tmp_path: Path) -> None:
+    """Both ranks of one pair issued all-gather #11 and it does not complete; rank 1 also
+    never issued the all-to-all every other rank waits in: rank 1, not its pair, is named."""
+    recorders = job()
+    for r in recorders:
+        if r.rank < 2:
+            r.collective(TP_A.name, "_all_gather_base", done=False)
+        if r.rank != 1:
+            r.collective(EP.name, "all_to_all", done=False)
+    analysis = analyze(active_only(recorders, tmp_path))
+    assert culprits(analysis) == [1]
+    assert {r for a in analysis.alerts for r in a.ranks} == {1}
+
+
+def test_a_send_posted_on_both_ends_waits_for_the_end_held_up_elsewhere(tmp_path: Path) -> None:
+    """Rank 0 sends to rank 2, which posted the receive but is held up in an older all-to-all
+    that waits for rank 1: the message leads to rank 2, and on to rank 1."""
+    recorders = job()
+    for r in recorders:
+        if r.rank in (0, 2):
+            r.join(PP)
+    for r in recorders:
+        if r.rank == 2:
+            r.collective(EP.name, "all_to_all", done=False)
+            r.recv(PP.name, 0, done=False)
+        if r.rank == 3:
+            r.collective(EP.name, "all_to_all", done=False)
+        if r.rank == 0:
+            r.send(PP.name, 2, done=False)
+            r.collective(EP.name, "all_to_all", done=False)  # queued behind the send
+    analysis = analyze(active_only(recorders, tmp_path))
+    assert culprits(analysis) == [1]
+    assert {r for a in analysis.alerts for r in a.ranks} == {1}
+
+
+def test_a_send_both_ends_are_held_up_in_does_not_arrive(tmp_path: Path) -> None:
+    """Both ends posted it and wait in nothing older: the link, and both ends, are named."""
+    recorders = job()
+    for r in recorders:
+        if r.rank in (0, 2):
+            r.join(PP)
+    recorders[0].send(PP.name, 2, done=False)
+    recorders[2].recv(PP.name, 0, done=False)
+    analysis = analyze(active_only(recorders, tmp_path))
+    assert culprits(analysis) == [0, 2]
+    assert "does not arrive" in render(analysis)
