@@ -109,3 +109,42 @@ def test_a_control_character_in_a_log_is_never_echoed() -> None:
     facts = read_log(io.StringIO(log))
     message = facts.raised[1].message
     assert "\x1b" not in message and "\x07" not in message and "\\x1b" in message
+
+
+def traceback(rank: int, frames: int, last: str) -> str:
+    lines = [f"[rank{rank}]: Traceback (most recent call last):"]
+    for k in range(frames):
+        lines += [f'[rank{rank}]:   File "/x/deep.py", line {k + 1}, in f{k}', f"[rank{rank}]:     f{k + 1}()"]
+    return "\n".join([*lines, f"[rank{rank}]: {last}"])
+
+
+def test_a_deep_traceback_keeps_its_innermost_frames() -> None:
+    raised = read_log(io.StringIO(traceback(0, 500, "RecursionError: maximum recursion depth exceeded"))).raised[0]
+    assert raised.type == "RecursionError" and len(raised.frames) == 64 and raised.frames[-1].func == "f499"
+
+
+def test_a_word_the_rank_printed_amid_its_traceback_is_not_its_exception() -> None:
+    log = traceback(3, 2, "KeyboardInterrupt").replace("[rank3]:     f1()", "[rank3]: Epoch")
+    assert read_log(io.StringIO(log)).raised[3].type == "KeyboardInterrupt"
+
+
+def test_sends_and_receives_are_not_compared_for_the_rank_behind() -> None:
+    """Their numbers count point-to-point ops, apart on each rank: the lower is not behind."""
+    line = (
+        "[rank{r}]:[E1124 03:12:44.1 ProcessGroupNCCL.cpp:632] [PG ID 1 PG GUID 5(PIPELINE_MODEL_PARALLEL_GROUP) "
+        "Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600000 milliseconds before timing out."
+    )
+    log = "\n".join([line.format(r=0, seq=40, op="SEND"), line.format(r=1, seq=38, op="RECV")])
+    statuses = read_log(io.StringIO(log)).statuses(2, 0.0)
+    assert [(s.enqueued, s.completed) for r in (0, 1) for s in statuses[r]] == [(40, 39), (38, 37)]
+
+
+def test_a_line_that_starts_a_record_is_never_joined_to_a_wrapped_one() -> None:
+    cut = "[E ProcessGroupNCCL.cpp:916] [Rank 7] NCCL watchdog thread terminated with exception: Watchdog caught "
+    whole = (
+        "  what():  [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+        "Timeout(ms)=1) ran for 5 milliseconds before timing out."
+    )
+    facts = read_log(io.StringIO(f"{cut}\n{whole}\n"))
+    assert sorted(facts.timeouts) == [3]

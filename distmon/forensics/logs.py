@@ -41,8 +41,9 @@ MAX_LINE = 64 * 1024
 MAX_WRAPS = 8
 """Physical lines a terminal may have wrapped one watchdog line into."""
 MAX_FRAMES = 64
-MAX_TRACEBACK_LINES = 4 * MAX_FRAMES
-"""Lines a traceback may run without its exception line before it is given up."""
+MAX_TRACEBACK_LINES = 4096
+"""Lines a traceback may run without its exception line before it is given up (its innermost
+:data:`MAX_FRAMES` frames are kept)."""
 DEFAULT_PG = "default_pg"
 WORLD_GROUP = "0"
 """The world group's name: it is created first on every rank, in every torch era."""
@@ -87,6 +88,9 @@ _WORLD = re.compile(r"global_world_sizes=\[(\d{1,9})|dist_world_size=(\d{1,9})")
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
+_BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
+"""How the names of exceptions raised without a message end: a lone word of the rank's own
+output between its frames is not one."""
 _ROOT_CAUSE = "Root Cause (first observed failure):"
 _TABLE_FIELD = re.compile(r"\s{0,8}(rank|exitcode|time|traceback)\s{0,8}: ?(.*)")
 _TABLE_END = "=" * 20
@@ -108,6 +112,7 @@ OPS = {
     "RECV": "recv",
 }
 """The watchdog's ``OpType`` as the Flight Recorder names the op."""
+P2P_OPS = ("send", "recv")
 
 
 @dataclass
@@ -217,8 +222,10 @@ class _Standings:
         self.furthest = {
             name: max((p.seq - 1 if p.seq is not None else (p.completed or 0) for _, p in ts), default=0)
             for name, ts in self.by_group.items()
+            if not any(p.op in P2P_OPS for _, p in ts)
         }
-        """Of each group, the most work a member had completed."""
+        """Of each group, the most work a member had completed; not of a group that timed out in
+        a send or receive, whose numbers count point-to-point ops apart on each rank."""
         self.named = {
             name: max((p.seq for _, p in ts if p.seq is not None), default=1) for name, ts in self.by_group.items()
         }
@@ -231,7 +238,7 @@ class _Standings:
         return max(t.seq, 1) if t.seq is not None else self.named[t.group]
 
     def passed(self, group: str, seq: int) -> bool:
-        return self.furthest[group] >= seq
+        return group in self.furthest and self.furthest[group] >= seq
 
     def members(self, group: str) -> tuple[int, list[list[int]]]:
         """A group's size and global ranks as runs (none where the log cannot say)."""
@@ -393,9 +400,10 @@ class _Traceback:
         self.lines += 1
         frame = _FRAME.match(body)
         if frame:
-            if len(self.frames) < MAX_FRAMES:
-                file, line, func = frame.groups()
-                self.frames.append(Frame(visible(file), int(line), visible(func.strip(), 200)))
+            if len(self.frames) == MAX_FRAMES:
+                del self.frames[0]
+            file, line, func = frame.groups()
+            self.frames.append(Frame(visible(file), int(line), visible(func.strip(), 200)))
             return None
         if not body.strip() or body[:1].isspace():
             if self.frames and self.frames[-1].code is None and body.startswith("    "):
@@ -404,7 +412,7 @@ class _Traceback:
                     self.frames[-1].code = visible(code)
             return None
         exception = _EXCEPTION.fullmatch(body.rstrip())
-        if exception is None:
+        if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
             return None
         return Raised(visible(exception.group(1), 200), visible((exception.group(2) or "").strip()), self.frames, stamp)
 
