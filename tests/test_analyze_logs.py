@@ -63,6 +63,9 @@ def test_the_json_names_the_culprit_and_the_exception(capsys: pytest.CaptureFixt
     assert found["culprits"] == [11]
     cause = next(a for a in found["alerts"] if a["kind"] == "rank_exception")
     assert cause["ranks"] == [11] and "torch.OutOfMemoryError" in cause["summary"]
+    assert all(a["ranks"] == [11] for a in found["alerts"]), "the peers' wait is on rank 11, not 'none behind'"
+    rank11 = next(r for r in found["ranks"] if r["rank"] == 11)
+    assert [(g["enqueued"], g["completed"]) for g in rank11["groups"]] == [(4020, 4020)]
 
 
 def test_a_64k_line_of_repeated_watchdog_prefixes_is_read_fast() -> None:

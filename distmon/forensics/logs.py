@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from distmon.visible import visible
-from distmon.wire import ExceptionInfo, Frame, GroupStatus, rank_runs
+from distmon.wire import PEER_LOST, ExceptionInfo, Frame, GroupStatus, rank_runs
 
 MAX_LINE = 64 * 1024
 """Longer lines are cut there: a watchdog line is a few hundred characters."""
@@ -193,6 +193,10 @@ class LogFacts:
                     since=None if behind else next(s for s in (t.since, t.said_at, moment) if s is not None),
                 )
                 statuses.setdefault(rank, []).append(status)
+        for rank in self.raised.keys() - self.timeouts.keys():
+            stopped = standings.stopped_short(rank, self.raised[rank])
+            if stopped is not None:
+                statuses[rank] = [stopped]
         return statuses
 
     def last_words(self, rank: int, moment: float) -> ExceptionInfo | None:
@@ -231,6 +235,27 @@ class _Standings:
         }
         """Of each group, the furthest work a member's line numbers."""
         self.known: dict[str, tuple[int, list[list[int]]]] = {}
+
+    def stopped_short(self, rank: int, raised: Raised) -> GroupStatus | None:
+        """Where a rank that raised on its own and printed no watchdog line stood in the world
+        group: short of the oldest work its peers timed out in, which it never issued. None
+        for a rank that raised because a peer was lost (it waited like the others), or where
+        no peer timed out in the world group."""
+        world_group = next((name for name, ts in self.by_group.items() if ts[0][1].desc == DEFAULT_PG), None)
+        if world_group is None or rank >= self.world or PEER_LOST.search(raised.message):
+            return None
+        oldest = min(self.position(t) for _, t in self.by_group[world_group])
+        size, runs = self.members(world_group)
+        return GroupStatus(
+            id=world_group,
+            backend="nccl",
+            size=size,
+            ranks=[list(run) for run in runs],
+            timeout=None,
+            enqueued=oldest - 1,
+            completed=oldest - 1,
+            desc=DEFAULT_PG,
+        )
 
     def position(self, t: Timeout) -> int:
         """The work a rank timed out at; for a line without a number, the furthest its peers
