@@ -8,7 +8,7 @@ import time
 from distmon.monitor.alerts import Change
 from distmon.monitor.ending import gone, rank_ending
 from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.words import duration, ranks_text
+from distmon.monitor.words import count, duration, rank_word
 from distmon.visible import MAX_LINE, visible, visible_lines
 
 
@@ -32,26 +32,31 @@ def render(pm: Postmortem) -> str:
     start = pm.first or pm.header.get("created", 0.0)
     span = (pm.last or start) - start
     lines = [
-        f"Job {visible(state.job or '(no rank reported)')}: {state.world} ranks on {len(state.hosts)} hosts, "
-        f"recorded {_clock(start)} for {duration(span)}",
-        f"{state.received} messages" + _dropped(pm),
+        f"Job {visible(state.job or '(no rank reported)')}: {count(state.world, 'rank')} on "
+        f"{count(len(state.hosts), 'host')}, recorded {_clock(start)} for {duration(span)}",
+        count(state.received, "message") + _dropped(pm),
         f"Ended: {pm.ending()}",
         "",
     ]
     cause = pm.first_cause
     if cause is None and not state.ranks:
         lines.append("No rank reported: nothing was monitored (check the ranks' DISTMON_ENDPOINT).")
-    elif cause is None and not pm.progressed:
+    elif cause is None and not pm.alerts and not pm.progressed:
         lines.append("No alerts, but no rank made any progress (no step, no collective): not a healthy run.")
-    elif cause is None:
+    elif cause is None and not pm.alerts:
         lines.append("No alerts: the job looked healthy for the whole recording.")
+    elif cause is None:
+        lines.append(
+            f"No first cause: {count(len(pm.alerts), 'alert')} raised, none standing at the end; each resolved "
+            "itself while the job went on."
+        )
     else:
         lines += [
             f"FIRST CAUSE (+{duration(cause.t - start)}): {visible(cause.headline, MAX_LINE)}",
             *("  " + line for line in cause.detail.splitlines()),
-            "",
-            "Timeline:",
         ]
+    if pm.alerts:
+        lines += ["", "Timeline:"]
         for a in pm.alerts:
             until = f", resolved at +{duration(a.resolved - start)}" if a.resolved else ""
             if a.resolved is None and state.ranks and all(r.finished for r in state.ranks.values()):
@@ -73,7 +78,7 @@ def render(pm: Postmortem) -> str:
         )
     unknown = set(range(state.world)) - set(state.ranks)
     if unknown:
-        lines.append(f"  never reported: ranks {ranks_text(unknown)}")
+        lines.append(f"  never reported: {rank_word(unknown)}")
     return visible_lines("\n".join(lines))
 
 

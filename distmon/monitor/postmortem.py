@@ -9,6 +9,7 @@ import numpy as np
 
 from distmon.channel import Batch
 from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.overview import cause
 from distmon.monitor.recording import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
 from distmon.monitor.state import JobState
 from distmon.monitor.words import rank_word
@@ -27,12 +28,23 @@ class Postmortem:
     """In the order raised, each as last updated, with ``resolved`` set if it ended."""
     first: float | None = None
     last: float | None = None
+    trouble: str | None = None
+    """What was wrong with the file (damaged records skipped, a cut), in one line."""
+
+    @property
+    def standing(self) -> list[Alert]:
+        """The alerts that stood at the end: never resolved, or ended with the job."""
+        return [a for a in self.alerts if a.resolved is None]
 
     @property
     def first_cause(self) -> Alert | None:
-        """The earliest critical alert, else the earliest alert."""
-        critical = [a for a in self.alerts if a.severity == CRITICAL]
-        return min(critical or self.alerts, key=lambda a: a.t, default=None)
+        """What the monitor concluded by the end: the alert that names the job's culprit
+        among those that stood (:func:`distmon.monitor.overview.cause`, as the live header
+        names it), else the earliest critical one that stood. An alarm that resolved itself
+        while the job went on is no cause, however critical it was."""
+        standing = self.standing
+        critical = [a for a in standing if a.severity == CRITICAL]
+        return cause(standing) or min(critical, key=lambda a: a.t, default=None)
 
     @property
     def progressed(self) -> bool:
@@ -55,7 +67,8 @@ class Postmortem:
 
 
 def load(path: str) -> Postmortem:
-    """Read a recording; raises :class:`distmon.monitor.recording.RecordingError`."""
+    """Read a recording; raises :class:`distmon.monitor.recording.RecordingError` for a file
+    that is no recording, or that is damaged and of which nothing could be read."""
     header, records = read_recording(path)
     pm = Postmortem(header=header)
     by_key: dict[str, Alert] = {}
@@ -79,8 +92,11 @@ def load(path: str) -> Postmortem:
             alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)
             if alert_bytes > MAX_ALERT_BYTES:
                 raise RecordingError(f"{path} holds over {MAX_ALERT_BYTES >> 20} MiB of alerts: not a recording")
-            _apply(record, by_key, pm.alerts)
+            _apply(record, by_key, pm.alerts, stopping=pm.state.being_stopped())
     _ingest(pm.state, messages)
+    pm.trouble = records.trouble()
+    if pm.trouble is not None and not records.count:
+        raise RecordingError(pm.trouble)
     return pm
 
 
@@ -91,8 +107,15 @@ def _ingest(state: JobState, messages: list[Message]) -> None:
         messages.clear()
 
 
-def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert]) -> None:
+def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert], stopping: bool) -> None:
+    """One alert change. While the job is being stopped, an alert resolved ends with the job
+    as it stood, as the monitor keeps it now (:meth:`distmon.monitor.alerts.AlertBook.update`;
+    older recordings resolved it in the teardown). A summary that repeats its kind (``hang:
+    ...``, from older rules) is read without the repetition."""
     incoming = event.alert
+    prefix = f"{incoming.kind}: "
+    if incoming.summary.startswith(prefix):
+        incoming.summary = incoming.summary[len(prefix) :]
     current = by_key.get(incoming.key)
     if event.event == "raised" or current is None:
         by_key[incoming.key] = incoming
@@ -100,6 +123,6 @@ def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert]) -> 
         return
     current.severity, current.ranks = incoming.severity, incoming.ranks
     current.summary, current.detail = incoming.summary, incoming.detail
-    if event.event == "resolved":
+    if event.event == "resolved" and not stopping:
         current.resolved = event.t
         del by_key[incoming.key]

@@ -1,5 +1,5 @@
 """Evidence in words for people, shared by the rules, the reports and the terminal UI: rank
-lists, sizes, durations, group names, and where a rank is (its stack, classified by
+lists, counts, sizes, durations, group names, and where a rank is (its stack, classified by
 :mod:`distmon.monitor.whereabouts`, its DataLoader wait, the send or receive it blocks in)."""
 
 from __future__ import annotations
@@ -40,6 +40,11 @@ def _spans(ordered: npt.NDArray[np.int64]) -> str:
     spans = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in shown)
     more = len(starts) - MAX_LISTED
     return spans + f" and {more} more spans" if more > 0 else spans
+
+
+def count(n: int, noun: str, nouns: str | None = None) -> str:
+    """``1 host``, ``2 hosts``: a number with its noun, singular or plural."""
+    return f"{n} {noun if n == 1 else nouns or noun + 's'}"
 
 
 def size(n: float) -> str:
