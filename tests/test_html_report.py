@@ -11,7 +11,7 @@ from pathlib import Path
 from support.commands import DISTMON
 from support.simulate import SimJob, drive
 
-from distmon.export.html import MAX_RANKS
+from distmon.export.html import INSTALL_HTML, MAX_RANKS
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter
@@ -95,4 +95,4 @@ def test_without_plotly_html_is_one_line_and_exit_2(tmp_path: Path) -> None:
         text=True,
     )
     assert done.returncode == 2
-    assert done.stderr.strip() == "distmon report: --html needs plotly: pip install 'distmon[html]'"
+    assert done.stderr.strip() == f"distmon report: --html needs the html extra (plotly): {INSTALL_HTML}"

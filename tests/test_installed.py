@@ -130,7 +130,7 @@ def test_a_feature_without_its_extra_names_the_extra_in_one_line(user: Venv, scr
     result = user.run("distmon", "report", str(RECORDING), "--html", str(scratch / "page.html"))
     assert result.returncode == 2
     assert no_traceback(result).strip().splitlines()[-1] == (
-        "distmon report: --html needs plotly: pip install 'distmon[html]'"
+        "distmon report: --html needs the html extra (plotly): pip install '.[html]' in distmon's checkout"
     )
 
 

@@ -20,7 +20,7 @@ from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.recording import BatchRecord, Message, read_recording
 from distmon.monitor.views import gpu_allocated
-from distmon.monitor.words import duration, ranks_text
+from distmon.monitor.words import count, duration, ranks_text
 from distmon.wire import WireError, decode
 
 MAX_RANKS = 32
@@ -35,6 +35,10 @@ GiB = 1024**3
 
 Figure = Any
 """A ``plotly.graph_objects.Figure``; plotly is imported only when a page is made."""
+
+
+INSTALL_HTML = "pip install '.[html]' in distmon's checkout"
+"""As the README installs extras."""
 
 
 class MissingPlotly(Exception):
@@ -122,7 +126,7 @@ def render_page(pm: Postmortem, path: str, text_report: str) -> str:
         import plotly.graph_objects as go
         from plotly.offline import get_plotlyjs
     except ImportError:
-        raise MissingPlotly("--html needs plotly: pip install 'distmon[html]'") from None
+        raise MissingPlotly(f"--html needs the html extra (plotly): {INSTALL_HTML}") from None
     start = pm.first or pm.header.get("created", 0.0)
     ranks = choose_ranks(pm)
     series = read_series(path, ranks, start)
@@ -283,13 +287,18 @@ def _summary(pm: Postmortem, start: float) -> str:
     state = pm.state
     span = (pm.last or start) - start
     return html.escape(
-        f"{state.world} ranks on {len(state.hosts)} hosts, {state.received} messages, "
-        f"recorded for {duration(span)}, {len(pm.alerts)} alerts"
+        f"{count(state.world, 'rank')} on {count(len(state.hosts), 'host')}, {count(state.received, 'message')}, "
+        f"recorded for {duration(span)}, {count(len(pm.alerts), 'alert')}"
     )
 
 
 def _cause(pm: Postmortem, start: float) -> str:
     cause = pm.first_cause
+    if cause is None and pm.alerts:
+        return (
+            f'<p class="healthy">No first cause: {count(len(pm.alerts), "alert")} raised, none standing at the '
+            "end; each resolved itself while the job went on.</p>"
+        )
     if cause is None:
         return '<p class="healthy">No alerts: the job looked healthy for the whole recording.</p>'
     return (
