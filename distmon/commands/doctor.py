@@ -33,6 +33,15 @@ from distmon.doctor.torch_env import (
 
 C10D_PORT = 29400
 """torchrun's port for ``--rdzv-endpoint`` given without one."""
+SMOKE_TEST = (
+    "torchrun --nproc-per-node=N -m distmon.doctor --collectives "
+    "[--backend gloo|nccl] [--timeout S] [--size-mb MB] [--rounds N]"
+)
+
+
+def inside_a_rank(env: Mapping[str, str]) -> bool:
+    """Started by a launcher as one rank of a job: where ``--collectives`` runs."""
+    return "RANK" in env and "WORLD_SIZE" in env
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -46,31 +55,47 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="DataLoader workers per rank, for the /dev/shm check",
     )
     parser.add_argument("--json", action="store_true", help="print the checks as JSON")
+    inside = inside_a_rank(os.environ)
     smoke = parser.add_argument_group(
         "collectives smoke test, inside each rank: torchrun ... -m distmon.doctor --collectives"
     )
-    smoke.add_argument("--collectives", action="store_true", help="time and check barrier, all_reduce and broadcast")
-    smoke.add_argument("--backend", choices=("gloo", "nccl"), help="default: nccl with GPUs, else gloo")
+
+    def shown(text: str) -> str:
+        """Outside a rank, where ``--collectives`` is refused, the smoke test's options are
+        not listed: the epilog gives its command instead."""
+        return text if inside else argparse.SUPPRESS
+
     smoke.add_argument(
-        "--timeout", type=values.option(0.1, 3600), default=60.0, help="seconds for each collective and for the answers"
+        "--collectives", action="store_true", help=shown("time and check barrier, all_reduce and broadcast")
+    )
+    smoke.add_argument("--backend", choices=("gloo", "nccl"), help=shown("default: nccl with GPUs, else gloo"))
+    smoke.add_argument(
+        "--timeout",
+        type=values.option(0.1, 3600),
+        default=60.0,
+        help=shown("seconds for each collective and for the answers"),
     )
     smoke.add_argument(
-        "--size-mb", type=values.option(0.001, 65536), default=4.0, help="all_reduce and broadcast size (default 4)"
+        "--size-mb",
+        type=values.option(0.001, 65536),
+        default=4.0,
+        help=shown("all_reduce and broadcast size (default 4)"),
     )
     smoke.add_argument(
-        "--rounds", type=values.whole_option(1, 1000), default=5, help="timed runs of each collective (default 5)"
+        "--rounds",
+        type=values.whole_option(1, 1000),
+        default=5,
+        help=shown("timed runs of each collective (default 5)"),
     )
+    if not inside:
+        parser.epilog = f"The collectives smoke test runs inside each rank: {SMOKE_TEST}"
     parser.add_argument("launch", nargs=argparse.REMAINDER, help="the launch command to check, after --")
 
 
 def run(args: argparse.Namespace) -> int:
     if args.collectives:
-        if "RANK" not in os.environ or "WORLD_SIZE" not in os.environ:
-            print(
-                "distmon doctor: --collectives runs inside each rank: "
-                "torchrun --nproc-per-node=N -m distmon.doctor --collectives",
-                file=sys.stderr,
-            )
+        if not inside_a_rank(os.environ):
+            print(f"distmon doctor: --collectives runs inside each rank: {SMOKE_TEST}", file=sys.stderr)
             return 2
         from distmon.doctor.collectives import main
 
