@@ -443,14 +443,15 @@ class RankDump:
     version: str | None = None
 
 
-def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
+def read_dump(dump: dict[str, Any], members: dict[str, list[int]], rank: int | None = None) -> RankDump:
     """One rank's dump as :class:`GroupStatus` per group and :class:`P2P` per channel.
 
     Every group of ``pg_status`` is reported, also one whose work has all left the ring (a
     dump of active work only, as torch writes on a timeout, holds none of a group that had
     nothing in flight): its counts are ``pg_status``'s. ``members`` maps group names to their
     global ranks (every dump's ``pg_config`` merged: the CPU recorder leaves its own empty);
-    a group found in none has only this rank."""
+    a group found in none has only this rank. ``rank`` (a dump does not hold it: its file
+    name does) places the rank in a group of two whose work has all left the ring."""
     entries: list[Entry] = dump.get("entries", [])
     status = dump.get("pg_status", {})
     out = RankDump(version=text(dump, "version"))
@@ -481,7 +482,7 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]]) -> RankDump:
             continue  # nothing recorded: a rank that never used the group says nothing of it
         ranks = members.get(name) or []
         out.groups.append(_group(name, mine, ranks, status.get(pg_id), held, descs.get(name)))
-        out.p2p += _channels(name, mine, ranks, held)
+        out.p2p += _channels(name, mine, ranks, held) if mine else _settled(name, ranks, status.get(pg_id), rank)
     for name, mine in by_group.items():  # entries whose pg_id pg_status does not list
         ranks = members.get(name) or []
         out.groups.append(_group(name, mine, ranks, None, held, descs.get(name)))
@@ -570,6 +571,21 @@ def _group(
 def _completed(ops: list[Entry]) -> bool:
     batch = [e for e in ops if (text(e, "profiling_name") or "").endswith(":coalesced")]
     return done(batch[-1]) if batch else all(done(e) for e in ops)
+
+
+def _settled(name: str, ranks: list[int], status: Any, rank: int | None) -> list[P2P]:
+    """A group of two with nothing left in the ring: whatever its last work was, all of it
+    completed, and both ends count their sends and receives alike, so ``pg_status``'s count
+    says how far the rank went with its peer. Without it, a peer's receive that this rank's
+    send completed would seem to wait for this rank. (Where the last work was a collective
+    the count is the collectives', which no send or receive of the peer's waits on.)"""
+    if len(ranks) != 2 or rank not in ranks:
+        return []
+    count = min(enqueued(status), number(status, "last_completed_collective"))
+    if count <= 0:
+        return []
+    peer = ranks[1 - ranks.index(rank)]
+    return [P2P(group=name, peer=peer, dir=d, posted=count, completed=count) for d in (SEND, RECV)]
 
 
 def _channels(name: str, entries: list[Entry], ranks: list[int], held: Entry | None) -> list[P2P]:

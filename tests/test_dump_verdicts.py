@@ -134,3 +134,21 @@ def test_a_send_both_ends_are_held_up_in_does_not_arrive(tmp_path: Path) -> None
     analysis = analyze(active_only(recorders, tmp_path))
     assert culprits(analysis) == [0, 2]
     assert "does not arrive" in render(analysis)
+
+
+def test_a_receive_its_sender_completed_is_the_receivers_device(tmp_path: Path) -> None:
+    """In a pair both ends number their sends and receives alike: rank 0 completed send #1,
+    rank 2's device never completed the receive, and its host never reached the all-to-all."""
+    recorders = job()
+    for r in recorders:
+        if r.rank in (0, 2):
+            r.join(PP)
+    recorders[0].send(PP.name, 2)
+    recorders[2].recv(PP.name, 0, done=False)
+    for r in recorders:
+        if r.rank != 2:
+            r.collective(EP.name, "all_to_all", done=False)
+    analysis = analyze(active_only(recorders, tmp_path))
+    assert culprits(analysis) == [2]
+    (found,) = evidence(analysis, [2])
+    assert found.points_at == HARDWARE and "point-to-point op #1 (recv 1<-0" in found.facts[0]

@@ -66,13 +66,18 @@ def _device_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
     """Its oldest work is a collective its peers completed: the host enqueued it, the device
     never finished it."""
     held = f.dump.oldest_pending if f.dump else None
-    if held is None or held.get("is_p2p"):
+    group = next((g for g in f.groups if held is not None and g.id == _group_of(held)), None)
+    if held is None or group is None:
         return None
-    group = next((g for g in f.groups if g.id == _group_of(held)), None)
-    if group is None:
-        return None
-    seq = number(held, "collective_seq_id")
-    done = [r for r, peer in _peers(group, analysis) if (g := _same(peer, group)) and g.completed >= seq]
+    if held.get("is_p2p"):
+        seq = number(held, "p2p_seq_id")
+        done = [r for r, peer in _peers(group, analysis) if r != f.rank and _p2p_done(peer, group.id) >= seq]
+        what, behind = f"point-to-point op #{seq} {_op(held)}", "its later work waits behind it on the device"
+    else:
+        seq = number(held, "collective_seq_id")
+        done = [r for r, peer in _peers(group, analysis) if (g := _same(peer, group)) and g.completed >= seq]
+        what = f"collective #{seq} {_op(held)}"
+        behind = f"{group.enqueued - seq} more of its collectives in that group wait behind it on the device"
     if not done:
         return None
     waited = analysis.t - created_at(held)
@@ -80,10 +85,9 @@ def _device_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
         f.rank,
         "its device stopped completing the work its host enqueued",
         [
-            f"collective #{seq} {_op(held)} of {group_name(group.id, group)} was enqueued "
-            f"{duration(waited)} before the dump and never completed on rank {f.rank}, "
-            f"while {rank_word(done)} completed it",
-            f"{group.enqueued - seq} more of its collectives in that group wait behind it on the device",
+            f"{what} of {group_name(group.id, group)} was enqueued {duration(waited)} before the dump "
+            f"and never completed on rank {f.rank}, while {rank_word(done)} completed it",
+            behind,
         ],
         HARDWARE,
         "drain its node before the restart; on its host, `nvidia-smi -q` (ECC, retired pages, "
@@ -151,6 +155,11 @@ def _no_dump(rank: int, why: str) -> Evidence:
 
 def _peers(group: GroupStatus, analysis: Analysis) -> list[tuple[int, RankFacts]]:
     return [(r, analysis.ranks[r]) for r in expand_runs(group.ranks) if r in analysis.ranks]
+
+
+def _p2p_done(f: RankFacts, gid: str) -> int:
+    """The point-to-point ops of a group of two a rank completed (both ends count them alike)."""
+    return max((c.completed for c in (f.dump.p2p if f.dump else []) if c.group == gid), default=0)
 
 
 def _same(f: RankFacts, group: GroupStatus) -> GroupStatus | None:

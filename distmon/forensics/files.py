@@ -68,7 +68,7 @@ class Files:
                     members = group_ranks(config)
                     if isinstance(name, str) and members:
                         configs.setdefault(name, members)
-                self.dumps[rank] = read_dump(dump, configs)
+                self.dumps[rank] = read_dump(dump, configs, rank)
             except Exception as e:  # a file must not end the analysis of the others
                 self.problems.append(f"{path}: a dump this reader fails on ({type(e).__name__}): left out")
                 return

@@ -205,9 +205,10 @@ class WaitFor:
     ) -> None:
         self.job = job
         self.passed = [w for w in waiting if w.gid is not None and groups[w.gid].completed >= w.seq]
-        """Waits in a collective a member has already completed: not a wait for anyone. The
-        rank's report predates it, or, while it stays so, the rank's device stopped completing
-        what its host enqueued (a GPU fault's signature)."""
+        """Waits in a collective a member has already completed, or in a message the other end
+        completed: not a wait for anyone. The rank's report predates it, or, while it stays
+        so, the rank's device stopped completing what its host enqueued (a GPU fault's
+        signature)."""
         waiting = [w for w in waiting if not (w.gid is not None and groups[w.gid].completed >= w.seq)]
         self.all = waiting
         self.groups = groups
@@ -228,6 +229,18 @@ class WaitFor:
         for w in waiting:
             if w.node not in self.edges:
                 self.edges[w.node] = self._awaited(w)
+        delivered = [w for w in waiting if self.edges[w.node] == [DELIVERED]]
+        if delivered:
+            # As with a collective a member completed: a send or receive the other end
+            # completed is no wait for anyone (while it stays so, the rank's device is stuck).
+            self.passed += delivered
+            self.all = [w for w in self.all if self.edges[w.node] != [DELIVERED]]
+            for w in delivered:
+                mine = [m for m in self.p2p_of.get(w.rank, []) if m is not w]
+                if mine:
+                    self.p2p_of[w.rank] = mine
+                else:
+                    self.p2p_of.pop(w.rank, None)
 
     def waits_of(self, rank: int) -> list[Wait]:
         i = int(self.collective[rank]) if rank < len(self.collective) else -1
