@@ -24,6 +24,7 @@ from distmon.monitor.feeds import LiveFeed
 from distmon.monitor.receiver import EndpointError
 from distmon.monitor.recording import RecordingWriter
 from distmon.monitor.session import Session
+from distmon.monitor.words import count
 
 POLL = 0.05
 """Seconds between turns of the loop: the feed's reader thread queues what arrives."""
@@ -88,8 +89,9 @@ def run(args: argparse.Namespace) -> int:
     state = monitor.state
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(state.dropped.items())) or "none"
     print(
-        f"distmon record: {state.received} messages from {len(state.ranks)} ranks, "
-        f"{len(monitor.alerts.history)} alerts, dropped: {dropped}{'; ' + acted if acted else ''}; wrote {args.out}",
+        f"distmon record: {count(state.received, 'message')} from {count(len(state.ranks), 'rank')}, "
+        f"{count(len(monitor.alerts.history), 'alert')}, dropped: {dropped}{'; ' + acted if acted else ''}; "
+        f"wrote {args.out}",
         file=sys.stderr,
     )
     return acting.ENDED_JOB if live.responder.ended is not None else 0

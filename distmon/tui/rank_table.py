@@ -30,6 +30,7 @@ from distmon.monitor.arrays import distinct
 from distmon.monitor.columns import F8, I8
 from distmon.monitor.state import JobState
 from distmon.monitor.views import RankState
+from distmon.monitor.words import count
 from distmon.tui import columns, text
 
 U8 = npt.NDArray[np.uint64]
@@ -360,7 +361,7 @@ class RankTable(ScrollView, can_focus=True):
 
     def summary(self) -> str:
         """What the table is showing, for the line above it."""
-        parts = [f"{len(self.ranks)} ranks", f"sorted by {self.sort}{' ↑' if self.reverse else ''}"]
+        parts = [count(len(self.ranks), "rank"), f"sorted by {self.sort}{' ↑' if self.reverse else ''}"]
         if self.filter_text:
             parts.append(f"filter “{self.filter_text}”")
         if self.problems_only:
