@@ -30,6 +30,7 @@ SHAPES = [
     ("first_collective.log", 4, [1], "rank 1 holds up the job"),
     ("tp8_silent_rank.log", None, [5], "TENSOR_MODEL_PARALLEL_GROUP"),
     ("traceback_oom_16.log", None, [11], "rank 11 raised torch.OutOfMemoryError: CUDA out of memory"),
+    ("traceback_node_torn_down.log", None, [11], "rank 11 raised torch.OutOfMemoryError: CUDA out of memory"),
     ("docker_silent_rank0.log", None, [0], "rank 0 holds up the job"),
     ("wrapped_padded.log", None, [2], "rank 2 holds up the job"),
     ("indented_progress_bar.log", None, [3], "rank 3 holds up the job"),
