@@ -9,6 +9,7 @@ from typing import Any
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import evidence
 from distmon.monitor.alerts import CRITICAL, Alert
+from distmon.monitor.overview import cause
 from distmon.monitor.words import duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
@@ -17,10 +18,11 @@ NOTHING = "no rank was waiting in a collective or a send/recv when the files wer
 
 
 def first_cause(analysis: Analysis) -> Alert | None:
-    """The alert naming the root: a critical one that names ranks, else the first critical, else the first."""
+    """The alert naming the root, picked as the live header and ``distmon report`` pick it
+    (:func:`~distmon.monitor.overview.cause`: a rank that raised before the peers it left
+    waiting), else the first critical, else the first."""
     alerts = analysis.alerts
-    named = [a for a in alerts if a.severity == CRITICAL and a.ranks]
-    return next(iter(named or [a for a in alerts if a.severity == CRITICAL] or alerts), None)
+    return cause(alerts) or next(iter([a for a in alerts if a.severity == CRITICAL] or alerts), None)
 
 
 def culprits(analysis: Analysis) -> list[int]:
