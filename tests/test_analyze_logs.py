@@ -188,3 +188,20 @@ def analyze_text(text: str) -> Analysis:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "job.log").write_text(text, errors="surrogatepass")
         return analyze([folder])
+
+
+def test_wrapped_lines_without_padding_are_joined_too() -> None:
+    lines = (LOGS / "wrapped_padded.log").read_text().splitlines()
+    assert culprits(analyze_text("\n".join(line.rstrip() for line in lines))) == [2]
+
+
+def test_an_nccl_warning_before_torchruns_table_leaves_the_table_whole() -> None:
+    """A line of ProcessGroupNCCL's that is no watchdog message is joined to nothing that
+    follows it but the rest of a wrap."""
+    table = (LOGS / "childfailed_root_cause.log").read_text()
+    warning = (
+        "[rank0]:[W0214 08:41:07.000000000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT "
+        "been destroyed before we destruct ProcessGroupNCCL. (function operator())"
+    )
+    text = table.replace("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", f"{warning}\nfailed:")
+    assert "rank 3 raised ValueError" in summary(analyze_text(text))

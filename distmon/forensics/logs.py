@@ -55,7 +55,7 @@ SIGTERM = -15
 _RANK = re.compile(r"\[rank(\d{1,9})\]: ?")
 _RECORD = re.compile(
     r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{4} \d\d:| )"
-    r"|^\s*(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|frame #|Exception raised from)"
+    r"|^\s*(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"
 )
 """What starts a line of its own: a wrapped line's rest starts with none of these."""
 _GLOG = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
@@ -507,15 +507,19 @@ def read_log(stream: IO[str], facts: LogFacts | None = None, year: int | None = 
 
 def _joined(lines: Iterable[str]) -> Iterator[str]:
     """Lines as written: a watchdog line a terminal wrapped (in the middle of a number, padded
-    with spaces) is joined with the lines that carry on from it, up to :data:`MAX_WRAPS`."""
+    with spaces) is joined with the lines that carry on from it, up to :data:`MAX_WRAPS`. Every
+    piece of a wrapped line but the last fills the terminal's width: a line that follows a
+    shorter piece starts a line of its own."""
     pending: str | None = None
-    wraps = 0
+    width = wraps = 0
+    piece = ""
     for line in lines:
         line = line.rstrip("\r\n")
         if pending is not None:
-            if wraps < MAX_WRAPS and line.strip() and not _RECORD.search(line):
+            full = wraps == 0 or len(piece) == width
+            if full and wraps < MAX_WRAPS and line.strip() and not _RECORD.search(line):
                 pending = (pending.rstrip() + line.strip())[:MAX_LINE]
-                wraps += 1
+                wraps, piece = wraps + 1, line
                 if _whole(pending):
                     yield pending
                     pending = None
@@ -523,7 +527,7 @@ def _joined(lines: Iterable[str]) -> Iterator[str]:
             yield pending
             pending = None
         if _cut_short(line):
-            pending, wraps = line, 0
+            pending, width, wraps = line, len(line), 0
         else:
             yield line
     if pending is not None:
