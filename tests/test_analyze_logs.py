@@ -205,3 +205,14 @@ def test_an_nccl_warning_before_torchruns_table_leaves_the_table_whole() -> None
     )
     text = table.replace("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", f"{warning}\nfailed:")
     assert "rank 3 raised ValueError" in summary(analyze_text(text))
+
+
+def test_a_root_cause_that_timed_out_like_its_peers_is_no_failure_of_its_own() -> None:
+    text = (LOGS / "childfailed_sigkill.log").read_text()
+    timed_out = (
+        "[rank5]:[E0214 09:00:15.000000000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+        "Timeout at NCCL work: 77, last enqueued NCCL work: 78, last completed NCCL work: 76."
+    )
+    analysis = analyze_text(text.replace("torch.distributed.elastic", f"{timed_out}\ntorch.distributed.elastic", 1))
+    assert 5 not in analysis.monitor.state.ranks or analysis.monitor.state.ranks[5].report.exception is None
+    assert "raised" not in summary(analysis)

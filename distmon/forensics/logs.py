@@ -407,7 +407,7 @@ class _Reader:
         if body.strip().startswith(_TABLE_END) or self.table.lines > MAX_TRACEBACK_LINES:
             table, self.table = self.table, None
             if table.rank is not None and table.rank not in self.facts.raised:
-                failure = table.failure()
+                failure = table.failure(timed_out=table.rank in self.facts.timeouts)
                 if failure is not None:
                     self._raised(table.rank, failure)
             return
@@ -476,13 +476,13 @@ class _Table:
             if value.startswith(_TRACEBACK):
                 self.traceback = _Traceback()
 
-    def failure(self) -> Raised | None:
+    def failure(self, timed_out: bool) -> Raised | None:
         """The root cause as last words: the exception it raised, or the signal that killed
-        it. None for a rank its own watchdog aborted or torchrun tore down: that one only
-        timed out like its peers."""
+        it. None for a rank its own watchdog aborted or torchrun tore down, or one that timed
+        out like its peers and left only an exit code: torchrun observed it first, no more."""
         if self.raised is not None:
             return self.raised
-        if self.exitcode is None or self.exitcode in (0, SIGABRT, SIGTERM):
+        if timed_out or self.exitcode is None or self.exitcode in (0, SIGABRT, SIGTERM):
             return None
         signal = _SIGNAL.search(self.said)
         if self.exitcode < 0 or signal:
