@@ -29,6 +29,7 @@ SHAPES = [
     ("checkpoint_two_ranks.log", None, [0], "rank 0 holds up the job"),
     ("first_collective.log", 4, [1], "rank 1 holds up the job"),
     ("tp8_silent_rank.log", None, [5], "TENSOR_MODEL_PARALLEL_GROUP"),
+    ("init_options_last_rank.log", None, [7], "rank 7 holds up the job"),
     ("traceback_oom_16.log", None, [11], "rank 11 raised torch.OutOfMemoryError: CUDA out of memory"),
     ("traceback_node_torn_down.log", None, [11], "rank 11 raised torch.OutOfMemoryError: CUDA out of memory"),
     ("docker_silent_rank0.log", None, [0], "rank 0 holds up the job"),
@@ -87,7 +88,12 @@ def test_a_64k_line_of_repeated_watchdog_prefixes_is_read_fast() -> None:
 
 @pytest.mark.parametrize(
     ("name", "world"),
-    [("torch19_no_seqnum.log", 4), ("torch24_pg_desc.log", 8), ("deepspeed_launcher.log", 4)],
+    [
+        ("torch19_no_seqnum.log", 4),
+        ("torch24_pg_desc.log", 8),
+        ("deepspeed_launcher.log", 4),
+        ("init_options_last_rank.log", 8),
+    ],
 )
 def test_the_world_is_read_from_the_launchers_lines(name: str, world: int) -> None:
     analysis = analyze([str(LOGS / name)])
@@ -216,3 +222,11 @@ def test_a_root_cause_that_timed_out_like_its_peers_is_no_failure_of_its_own() -
     analysis = analyze_text(text.replace("torch.distributed.elastic", f"{timed_out}\ntorch.distributed.elastic", 1))
     assert 5 not in analysis.monitor.state.ranks or analysis.monitor.state.ranks[5].report.exception is None
     assert "raised" not in summary(analysis)
+
+
+def test_a_groups_initialization_lines_give_its_members() -> None:
+    """Rank 7, the last of its tensor-parallel group, never timed out: its start names it a member."""
+    analysis = analyze([str(LOGS / "init_options_last_rank.log")])
+    tp = next(g for g in analysis.ranks[4].groups if g.id == "2")
+    assert (tp.size, tp.ranks) == (4, [[4, 4, 1]])
+    assert all(7 in a.ranks for a in analysis.alerts)

@@ -83,6 +83,9 @@ _STUCK = re.compile(r"watchdog got stuck for ?(\d{1,9}) ?seconds|Heartbeat monit
 """The watchdog itself stuck, in collectives it could no longer follow: a wait with no number."""
 _WATCHDOG_WORDS = ("atchdog", "WorkNCCL", "NCCL work", "eartbeat", "ProcessGroupNCCL")
 """Words of a line that may be the start of a watchdog line a terminal wrapped."""
+_OPTIONS = re.compile(r"ProcessGroupNCCL initialization options: ?size: ?(\d{1,9}), ?global rank: ?(\d{1,9})")
+MAX_GROUP = 1 << 20
+"""Ranks a group's ``initialization options`` line may claim: more is no real job's."""
 _WORLD = re.compile(r"global_world_sizes=\[(\d{1,9})|dist_world_size=(\d{1,9})")
 
 _TRACEBACK = "Traceback (most recent call last):"
@@ -147,6 +150,15 @@ class Raised:
 
 
 @dataclass
+class Layout:
+    """A group as its ``ProcessGroupNCCL initialization options`` lines tell it."""
+
+    size: int
+    members: dict[int, int] = field(default_factory=dict)
+    """Group-local rank -> global rank, of the members that printed the line."""
+
+
+@dataclass
 class LogFacts:
     """A log's ranks: those it shows, each one's timeouts by group, and those that raised."""
 
@@ -154,7 +166,9 @@ class LogFacts:
     timeouts: dict[int, dict[str, Timeout]] = field(default_factory=dict)
     raised: dict[int, Raised] = field(default_factory=dict)
     world: int | None = None
-    """As torchrun's rendezvous (``global_world_sizes=[64, ...``) or DeepSpeed printed it."""
+    """As torchrun's rendezvous (``global_world_sizes=[64, ...``), DeepSpeed or the world
+    group's ``initialization options`` printed it."""
+    layouts: dict[str, Layout] = field(default_factory=dict)
     latest: float | None = None
     """The latest watchdog line's or exception's time."""
     unplaced: int = 0
@@ -215,6 +229,7 @@ class _Standings:
 
     def __init__(self, facts: LogFacts, world: int) -> None:
         self.world = world
+        self.layouts = facts.layouts
         self.by_group: dict[str, list[tuple[int, Timeout]]] = {}
         self.widest: dict[str | None, int] = {}
         """Of each kind of group (its description), the most members a log line shows."""
@@ -273,14 +288,19 @@ class _Standings:
         return self.known[group]
 
     def _members(self, group: str) -> list[int] | None:
-        """The world for the default group; else from the members' group-local ranks where
-        they fall on one arithmetic run (as subgroups of a regular layout do), as many as the
-        widest group of its kind shows."""
+        """The world for the default group; else as the group's ``initialization options``
+        lines name them all; else from the members' group-local ranks where they fall on one
+        arithmetic run (as subgroups of a regular layout do), as many as the group's size or
+        the widest group of its kind shows."""
         timeouts = self.by_group[group]
         desc = timeouts[0][1].desc
         if desc == DEFAULT_PG:
             return list(range(self.world))
-        pairs = sorted({(t.local, rank) for rank, t in timeouts if t.local is not None})
+        layout = self.layouts.get(group)
+        if layout is not None and len(layout.members) == layout.size:
+            return sorted(m for m in layout.members.values() if m < self.world) or None
+        told = layout.members.items() if layout else ()
+        pairs = sorted({(t.local, rank) for rank, t in timeouts if t.local is not None} | set(told))
         if len(pairs) < 2 or pairs[1][0] == pairs[0][0]:
             return None
         (l0, g0), (l1, g1) = pairs[0], pairs[1]
@@ -288,7 +308,7 @@ class _Standings:
         start = g0 - l0 * stride
         if rest or stride <= 0 or start < 0 or any(g != start + local * stride for local, g in pairs):
             return None
-        size = max(pairs[-1][0] + 1, self.widest.get(desc, 0))
+        size = max(pairs[-1][0] + 1, self.widest.get(desc, 0), layout.size if layout else 0)
         return [m for m in (start + k * stride for k in range(size)) if m < self.world] or None
 
 
@@ -315,6 +335,7 @@ class _Reader:
             self.facts.world = max(self.facts.world or 0, int(world.group(1) or world.group(2)))
         if _watchdog_words(line):
             self._watchdog(line, rank, at)
+            self._layout(line)
         body = line[prefix.end() :] if prefix else line
         if rank is not None:
             self._traceback(rank, body)
@@ -375,6 +396,26 @@ class _Reader:
                 timeout.completed = int(found.group(3))
         if stuck and stuck.group(1) and at is not None and timeout.since is None:
             timeout.since = at - int(stuck.group(1))
+
+    def _layout(self, line: str) -> None:
+        """A group's size and one member, from the line torch prints as it creates the group
+        (with ``TORCH_CPP_LOG_LEVEL=INFO``): even a rank that later says nothing printed it."""
+        options = _OPTIONS.search(line)
+        pg = _PG.search(line) if options else None
+        if options is None or pg is None:
+            return
+        size, member = int(options.group(1)), int(options.group(2))
+        name, desc = pg.group(1) or pg.group(4), pg.group(2) or pg.group(5)
+        if size > MAX_GROUP or member >= MAX_GROUP:
+            return
+        self.facts.seen.add(member)
+        self.facts.matched += 1
+        if desc == DEFAULT_PG or name == WORLD_GROUP:
+            self.facts.world = max(self.facts.world or 0, size)
+            return
+        layout = self.facts.layouts.setdefault(name, Layout(size))
+        layout.size = max(layout.size, size)
+        layout.members[int(pg.group(3) or pg.group(6))] = member
 
     def _traceback(self, rank: int, body: str) -> None:
         if body.startswith(_TRACEBACK):
