@@ -40,6 +40,8 @@ SHAPES = [
     ("childfailed_root_cause.log", None, [3], "rank 3 raised ValueError: expected sequence of length 512"),
     ("childfailed_sigkill.log", None, [5], "rank 5 raised Signal 9 (SIGKILL)"),
     ("deepspeed_launcher.log", None, [2], "rank 2 holds up the job"),
+    ("lightning_last_rank.log", None, [3], "rank 3 holds up the job"),
+    ("accelerate_last_rank.log", None, [7], "rank 7 holds up the job"),
     ("two_tracebacks.log", None, [5], "rank 5 raised KeyError: 'shard-00017'"),
     ("op_mismatch.log", None, [3], "rank 3 in broadcast, the others in all_reduce"),
 ]
@@ -93,6 +95,8 @@ def test_a_64k_line_of_repeated_watchdog_prefixes_is_read_fast() -> None:
         ("torch24_pg_desc.log", 8),
         ("deepspeed_launcher.log", 4),
         ("init_options_last_rank.log", 8),
+        ("lightning_last_rank.log", 4),
+        ("accelerate_last_rank.log", 8),
     ],
 )
 def test_the_world_is_read_from_the_launchers_lines(name: str, world: int) -> None:

@@ -86,7 +86,12 @@ _WATCHDOG_WORDS = ("atchdog", "WorkNCCL", "NCCL work", "eartbeat", "ProcessGroup
 _OPTIONS = re.compile(r"ProcessGroupNCCL initialization options: ?size: ?(\d{1,9}), ?global rank: ?(\d{1,9})")
 MAX_GROUP = 1 << 20
 """Ranks a group's ``initialization options`` line may claim: more is no real job's."""
-_WORLD = re.compile(r"global_world_sizes=\[(\d{1,9})|dist_world_size=(\d{1,9})")
+_WORLD = re.compile(
+    r"global_world_sizes=\[(\d{1,9})|dist_world_size=(\d{1,9})|MEMBER: ?\d{1,9}/(\d{1,9})|Num processes: ?(\d{1,9})"
+)
+"""The world as launchers print it: torchrun's rendezvous, DeepSpeed's launcher, Lightning's
+``Initializing distributed``, accelerate's environment."""
+_WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
 
 _TRACEBACK = "Traceback (most recent call last):"
 _FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
@@ -330,9 +335,9 @@ class _Reader:
         if rank is not None:
             self.facts.seen.add(rank)
             self.facts.matched += 1
-        world = _WORLD.search(line) if "world_size" in line else None
+        world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None
         if world:
-            self.facts.world = max(self.facts.world or 0, int(world.group(1) or world.group(2)))
+            self.facts.world = max(self.facts.world or 0, int(next(g for g in world.groups() if g)))
         if _watchdog_words(line):
             self._watchdog(line, rank, at)
             self._layout(line)
