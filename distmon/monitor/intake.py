@@ -3,8 +3,11 @@
 A monitor that takes in fewer reports than the ranks send drops the oldest (its intake's
 caps, :class:`distmon.monitor.feeds.LiveFeed`, counted under :data:`OVERFLOW`), or takes them
 in late. Either way ranks look silent that are not: their reports were lost or are still
-queued. :class:`Intake` says when that is so, until every rank has had time to report again;
-the rules then name no rank for its silence (:mod:`distmon.monitor.rules.intake`).
+queued. Or the monitor itself stood still: its process stopped (SIGSTOP, a suspended VM, a
+swapping login node) or its clock jumped, and it did not watch the seconds in between
+(:class:`distmon.monitor.session.Session` notices, counted under :data:`PAUSED` and
+:data:`JUMPED`). :class:`Intake` says when that is so, until every rank has had time to report
+again; the rules then name no rank for its silence (:mod:`distmon.monitor.rules.intake`).
 """
 
 from __future__ import annotations
@@ -19,6 +22,12 @@ from distmon.monitor.words import duration
 
 OVERFLOW = "overflow"
 """The reason the monitor's own intake drops reports under (the oldest, past its caps)."""
+PAUSED = "monitor_paused_s"
+"""Seconds the monitor's own loop did not run (its process stopped or starved), counted with
+the drops: the silence of those seconds is not the job's."""
+JUMPED = "clock_jumped_s"
+"""Seconds the monitor's clock jumped while its loop ran (a suspended VM resumed, the clock
+stepped): seconds it did not watch either."""
 CATCH_UP_INTERVALS = 2.0
 """Report intervals, once reports come in again after the last drop, by which every rank
 has reported again."""
@@ -32,6 +41,9 @@ class Behind:
     offset: float = 0.0
     """The ranks' clocks against the monitor's when it keeps up (skew and transport): a
     report whose ``t`` is older than that by more than its intervals was taken in late."""
+    away: bool = False
+    """Only because it did not watch for a while (its loop stood still, its clock jumped): it
+    keeps up otherwise."""
 
 
 class Intake:
@@ -55,17 +67,24 @@ class Intake:
         skew and the transport, not lateness."""
         self._lost = 0
         """Reports dropped since the monitor fell behind."""
+        self._away: dict[str, int] = {PAUSED: 0, JUMPED: 0}
+        """Seconds it did not watch since it fell behind, by why."""
+        self._counted_away: dict[str, int] = {PAUSED: 0, JUMPED: 0}
 
     def behind(self, job: JobState, now: float, interval: float, limits: Thresholds) -> Behind | None:
         """Why the monitor is behind now; None once it has caught up: reports taken in
         again after its last drop, none of them late, for :data:`CATCH_UP_INTERVALS`."""
         dropped = job.dropped.get(OVERFLOW, 0)
         if dropped > self._counted:
-            if self._since is None:
-                self._since, self._lost = now, 0
+            self._fell_behind(now)
             self._lost += dropped - self._counted
-            self._dropped_at, self._heard_at = now, None
         self._counted = dropped
+        for why in (PAUSED, JUMPED):
+            seconds = job.dropped.get(why, 0)
+            if seconds > self._counted_away[why]:
+                self._fell_behind(now)
+                self._away[why] += seconds - self._counted_away[why]
+            self._counted_away[why] = seconds
         late = self._lateness(job, now, limits.silent_after(interval))
         if self._dropped_at is not None and self._heard_at is None:
             heard = job.cols.received[job.cols.present]
@@ -75,7 +94,7 @@ class Intake:
         if troubled:
             self._calm_since = None
             if self._since is None:
-                self._since, self._lost = now, 0
+                self._since, self._lost, self._away = now, 0, {PAUSED: 0, JUMPED: 0}
         elif self._since is None:
             return None
         else:
@@ -86,14 +105,37 @@ class Intake:
             if now - calm >= CATCH_UP_INTERVALS * interval + 1.0:
                 self._since = self._dropped_at = self._heard_at = self._calm_since = None
                 return None
-        what = "drops reports it cannot take in" if self._lost else "takes reports in late"
         facts = []
         if self._lost:
             facts.append(f"it has dropped {self._lost:,} reports in {duration(now - self._since)}")
+        if self._away[PAUSED]:
+            facts.append(
+                f"its own loop did not run for {duration(self._away[PAUSED])} (its process was stopped, "
+                "or starved of CPU): it did not watch those seconds"
+            )
+        if self._away[JUMPED]:
+            facts.append(f"its clock jumped by {duration(self._away[JUMPED])} while it ran")
         if late is not None:
             facts.append(f"the reports it takes in were sent {duration(late)} earlier")
-        summary = f"the monitor is behind: it {what}; it names no rank for the silence"
-        return Behind(summary, "; ".join(facts), self._offset or 0.0)
+        away = not self._lost and late is None
+        return Behind(self._summary(), "; ".join(facts), self._offset or 0.0, away)
+
+    def _fell_behind(self, now: float) -> None:
+        """It learned of a loss (drops, or seconds it did not watch): behind until reports
+        arrive after it, on time."""
+        if self._since is None:
+            self._since, self._lost, self._away = now, 0, {PAUSED: 0, JUMPED: 0}
+        self._dropped_at, self._heard_at = now, None
+
+    def _summary(self) -> str:
+        """One plain line, the same for as long as it lasts: its own pause, unless it also
+        dropped reports (the more to act on)."""
+        if self._lost:
+            return "the monitor is behind: it drops reports it cannot take in; it names no rank for the silence"
+        if self._away[PAUSED] or self._away[JUMPED]:
+            what = "its own loop stood still" if self._away[PAUSED] else "its clock jumped"
+            return f"the monitor did not watch for a while ({what}); it names no rank for a silence it did not see"
+        return "the monitor is behind: it takes reports in late; it names no rank for the silence"
 
     def _lateness(self, job: JobState, now: float, silent_after: float) -> float | None:
         """How late the reports taken in during the last second arrived, beyond the least

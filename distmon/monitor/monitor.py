@@ -97,6 +97,14 @@ class Monitor:
             self.publish(now)
         return changes
 
+    def away(self, since: float, why: str, seconds: int) -> None:
+        """The monitor did not watch ``seconds`` from ``since`` (``why``: its loop stood
+        still, or its clock jumped): counted with the drops, and recorded at ``since``, so
+        that a replay is behind over the same seconds and names no rank for them either."""
+        self.state.dropped[why] += seconds
+        if self.recorder is not None:
+            self._record_dropped(self.recorder, since)
+
     def start_publishing(self) -> None:
         """Publish a :attr:`snapshot` at every tick from now on, and one of the latest tick
         now: for a reader on another thread (a snapshot costs a tick a few arrays' copies, so

@@ -8,13 +8,16 @@ live monitor did, and every way of watching a job ends with the same closing tic
 
 from __future__ import annotations
 
+import math
+import time
 from collections.abc import Callable
 
 import numpy as np
 
 from distmon.channel import Batch
 from distmon.monitor.alerts import Change
-from distmon.monitor.feeds import Feed, Item, weight
+from distmon.monitor.feeds import Feed, Item, LiveFeed, weight
+from distmon.monitor.intake import JUMPED, PAUSED
 from distmon.monitor.monitor import Monitor
 
 Timed = list[tuple[float, Change]]
@@ -28,9 +31,17 @@ class Session:
     it has been ingested, live or replayed.
 
     Call :meth:`run` (or :meth:`drain`) as often as the caller's loop turns, :meth:`finish`
-    once when the feed ends or the caller stops, then :meth:`close`."""
+    once when the feed ends or the caller stops, then :meth:`close`.
+
+    Live, the session notices when it did not watch: its loop stood still (its process
+    stopped, a swapping login node) or its clock jumped (a suspended VM resumed). The ticks of
+    those seconds never run (the monitor saw nothing of them), and the monitor is told, so
+    that it names no rank for a silence it did not see (:mod:`distmon.monitor.intake`)."""
 
     TICK = 1.0
+    AWAY = 2.0
+    """Seconds of the feed's clock between two turns of the caller's loop beyond which the
+    monitor did not watch: the loop turns every 50 ms, a tick at 131,072 ranks takes 0.5 s."""
 
     def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
         self.feed = feed
@@ -42,6 +53,12 @@ class Session:
         self.taken = 0
         """What the last :meth:`run` took, by :func:`~distmon.monitor.feeds.weight`: frames,
         as a rule."""
+        self._live = isinstance(feed, LiveFeed)
+        self._turned: tuple[float, float] | None = None
+        """The feed's clock and the monotonic clock at the last turn of the caller's loop."""
+        self._paused = (0.0, 0.0)
+        """Seconds the loop stood still that the feed's clock has yet to show, and until when
+        (monotonic) it may still show them."""
 
     def run(self, limit: int = 1000) -> list[Change]:
         """Take messages weighing up to ``limit``; returns the alert changes of the ticks run."""
@@ -51,6 +68,9 @@ class Session:
         """As :meth:`run`, each change with the time of the tick that made it."""
         changes: Timed = []
         items = self.feed.take(limit)
+        clock = self.feed.now()  # after the take: no message taken is newer
+        if self._live:
+            self._notice_away(clock)
         self.taken = sum(weight(message) for _, message in items)
         self.monitor.state.dropped.update(self.feed.take_dropped())
         pending: list[Item] = []
@@ -63,8 +83,35 @@ class Session:
             pending.append((t, message))
         self._ingest(pending)
         if self.taken < limit:  # the feed has handed over all it has up to its clock
-            changes += self._tick_until(self.feed.now())
+            changes += self._tick_until(clock)
         return changes
+
+    def _notice_away(self, now: float) -> None:
+        """Whether the loop stood still (the monotonic clock moved on by more than
+        :attr:`AWAY` since the last turn: the process was stopped or starved), or the feed's
+        clock jumped by more than that beyond the loop's own pause (a suspended VM resumed, the
+        clock stepped, either way). The ticks of a jump's seconds are skipped. The feed's
+        clock may catch up with a pause a turn later (its reader thread resumes after the
+        loop): that much of its jump is the pause, not a jump of its own."""
+        turned = time.monotonic()
+        last, self._turned = self._turned, (now, turned)
+        if last is None or self._next_tick is None:
+            return
+        stood, moved = turned - last[1], now - last[0]
+        if stood >= self.AWAY:
+            self.monitor.away(last[0], PAUSED, math.ceil(stood))
+            self._paused = (self._paused[0] + stood, turned + self.AWAY)
+        if abs(moved) < self.AWAY:
+            return
+        paused = self._paused[0] if turned <= self._paused[1] else 0.0
+        jumped = moved - paused if moved > 0 else moved
+        self._paused = (max(0.0, paused - moved), self._paused[1])
+        if abs(jumped) >= self.AWAY:
+            self.monitor.away(last[0], JUMPED, math.ceil(abs(jumped)))
+        if now >= self._next_tick:  # the next tick after now: what came meanwhile is taken in first
+            self._next_tick += (math.floor((now - self._next_tick) / self.TICK) + 1) * self.TICK
+        elif moved < 0:
+            self._next_tick = now + self.TICK
 
     def _ingest(self, items: list[Item]) -> None:
         """Messages that came between two ticks, taken in as one batch, each at its time: the
