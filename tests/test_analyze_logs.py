@@ -234,3 +234,12 @@ def test_a_groups_initialization_lines_give_its_members() -> None:
     tp = next(g for g in analysis.ranks[4].groups if g.id == "2")
     assert (tp.size, tp.ranks) == (4, [[4, 4, 1]])
     assert all(7 in a.ranks for a in analysis.alerts)
+
+
+def test_a_watchdog_line_of_no_known_rank_makes_a_job_log_said_so() -> None:
+    line = (
+        "(VllmWorkerProcess pid=4321) [E1124 03:12:44.1 ProcessGroupNCCL.cpp:632] [PG ID 2 PG GUID 3 Rank 1] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=1) ran for 9 ms"
+    )
+    analysis = analyze_text(line)
+    assert analysis.logs == 1 and analysis.problems == ["1 watchdog lines name no rank (no [rankN]: prefix): left out"]

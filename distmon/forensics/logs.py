@@ -376,11 +376,11 @@ class _Reader:
                 rank = int(bare.group(1))
             elif desc == DEFAULT_PG:
                 rank = local
+        self.facts.matched += 1
         if rank is None:
             self.facts.unplaced += 1
             return
         self.facts.seen.add(rank)
-        self.facts.matched += 1
         if at is not None:
             self.facts.latest = max(self.facts.latest or at, at)
         timeout = self.facts.timeouts.setdefault(rank, {}).setdefault(name, Timeout(name))
