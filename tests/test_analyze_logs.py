@@ -43,6 +43,7 @@ SHAPES = [
     ("lightning_last_rank.log", None, [3], "rank 3 holds up the job"),
     ("accelerate_last_rank.log", None, [7], "rank 7 holds up the job"),
     ("two_tracebacks.log", None, [5], "rank 5 raised KeyError: 'shard-00017'"),
+    ("spawn_process_error.log", None, [1], "rank 1 raised FileNotFoundError: [Errno 2]"),
     ("op_mismatch.log", None, [3], "rank 3 in broadcast, the others in all_reduce"),
 ]
 

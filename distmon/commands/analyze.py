@@ -43,6 +43,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     analysis = analyze(args.paths, args.world)
+    if args.world is not None and analysis.world_from != "--world":
+        print(
+            f"distmon analyze: --world {args.world} is fewer ranks than the files hold: "
+            f"judged as {analysis.world} ranks (from {analysis.world_from})",
+            file=sys.stderr,
+        )
     if not analysis.ranks:
         _say(analysis.problems)
         paths = " ".join(visible(p) for p in args.paths)

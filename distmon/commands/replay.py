@@ -5,6 +5,10 @@ as ``distmon record`` does, or with ``--json`` as ``distmon report --json`` prin
 Both go through the monitor's one driver (:class:`~distmon.monitor.session.Session`), so a replay
 raises what the live monitor raised, at the same moments (within a tick where the live
 monitor could see processes and stacks a recording does not hold).
+
+Without a terminal (output into a pipe or a file) it replays headless, as ``--headless``
+does. Damage inside the recording (records skipped, a file cut mid-record) is one line on
+stderr at the end; a silence over an hour with no record is played as an hour.
 """
 
 from __future__ import annotations
@@ -48,20 +52,25 @@ def run(args: argparse.Namespace) -> int:
     if args.json and not args.headless:
         print("distmon replay: --json goes with --headless", file=sys.stderr)
         return 2
+    headless = args.headless or not (sys.stdin.isatty() and sys.stdout.isatty())
     try:
-        feed = ReplayFeed(args.file, speed=math.inf if args.headless else args.speed)
+        feed = ReplayFeed(args.file, speed=math.inf if headless else args.speed)
     except RecordingError as e:
         print(f"distmon replay: {e}", file=sys.stderr)
         return 2
-    if args.headless:
-        return _headless(feed, args.json)
-    if args.paused:
-        feed.pause()
+    if headless:
+        code = _headless(feed, args.json)
+    else:
+        if args.paused:
+            feed.pause()
 
-    from distmon.tui.app import build_app
+        from distmon.tui.app import build_app
 
-    build_app(feed).run()
-    return 0
+        build_app(feed).run()
+        code = 0
+    for line in feed.trouble():
+        print(f"distmon replay: {line}", file=sys.stderr)
+    return code
 
 
 def _headless(feed: ReplayFeed, as_json: bool) -> int:

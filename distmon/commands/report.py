@@ -4,6 +4,10 @@
 ``kind, severity, ranks, t, summary, detail``, in the order they were raised. ``--html OUT``
 writes the same post-mortem with plots as one self-contained page (see
 :mod:`distmon.export.html`).
+
+A file that is no recording, or of which nothing could be read, is one line on stderr and
+exit code 2; damage inside a recording (records skipped, a file cut mid-record) is one line
+on stderr before the report.
 """
 
 from __future__ import annotations
@@ -29,6 +33,8 @@ def run(args: argparse.Namespace) -> int:
     except RecordingError as e:
         print(f"distmon report: {e}", file=sys.stderr)
         return 2
+    if pm.trouble is not None:
+        print(f"distmon report: {pm.trouble}", file=sys.stderr)
     text = render(pm)
     if args.json:
         json.dump([a.to_json() for a in pm.alerts], sys.stdout, indent=2)

@@ -11,7 +11,6 @@ within :mod:`distmon.flightrecorder`'s limits, and a log line by line, each cut 
 
 from __future__ import annotations
 
-import errno
 import io
 import os
 import re
@@ -24,6 +23,7 @@ from typing import IO, Any, cast
 from distmon.flightrecorder import MAX_DUMP_BYTES, DumpError, RankDump, group_ranks, load, read_dump
 from distmon.forensics.logs import MAX_LINE, LogFacts, read_log
 from distmon.monitor.admission import MAX_WORLD
+from distmon.regular import open_regular, why_not
 
 MAX_FILES = 1 << 20
 MAX_LOG_SECONDS = 300.0
@@ -87,14 +87,17 @@ def mtime(path: str) -> float:
 def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
     """Every file under ``paths``; a path or a folder that cannot be read is said in ``problems``."""
     count = 0
+
+    def unlisted(e: OSError) -> None:
+        problems.append(f"{e.filename}: a folder that cannot be read ({e.strerror}): its files are left out")
+
     for path in paths:
         try:
             is_dir = stat.S_ISDIR(os.stat(path).st_mode)
         except OSError as e:
-            problems.append(f"{path}: {_missing(path, e)}")
+            problems.append(f"{path}: {why_not(path, e)}")
             continue
         if is_dir:
-            unlisted = lambda e: problems.append(f"{e.filename}: a folder that cannot be read ({e.strerror}): left out")  # noqa: E731
             found = sorted(os.path.join(d, f) for d, _, files in os.walk(path, onerror=unlisted) for f in files)
         else:
             found = [path]
@@ -106,54 +109,13 @@ def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
             yield file
 
 
-def _missing(path: str, e: OSError) -> str:
-    if e.errno == errno.ELOOP:
-        return "a symlink loop"
-    if e.errno == errno.ENOENT and os.path.islink(path):
-        return "a symlink to nothing"
-    if e.errno == errno.ENOENT:
-        return "no such file or folder"
-    return f"cannot read ({e.strerror})"
-
-
-def _special(mode: int) -> str | None:
-    """What a file that is no regular file is, or None for a regular file."""
-    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISSOCK, "a socket"), (stat.S_ISCHR, "a character device")):
-        if test(mode):
-            return name
-    if stat.S_ISBLK(mode):
-        return "a block device"
-    return None if stat.S_ISREG(mode) else "not a regular file"
-
-
-def open_regular(path: str) -> IO[bytes]:
-    """``path`` opened for reading if it is a regular file; raises ``OSError`` otherwise,
-    without opening it (a FIFO would block the reader forever). Opened without blocking and
-    checked again, so that a file swapped for a FIFO in between is refused too."""
-    special = _special(os.stat(path).st_mode)
-    if special is None:
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | getattr(os, "O_NOCTTY", 0))
-        special = _special(os.fstat(fd).st_mode)
-        if special is None:
-            os.set_blocking(fd, True)
-            return os.fdopen(fd, "rb")
-        os.close(fd)
-    raise OSError(errno.EINVAL, f"{special}, not a file: not opened")
-
-
-def _cannot(path: str, e: OSError) -> str:
-    if e.errno == errno.EINVAL and isinstance(e.strerror, str) and "not opened" in e.strerror:
-        return f"{path}: {e.strerror}"
-    return f"{path}: {_missing(path, e)}"
-
-
 def sniff(path: str, problems: list[str]) -> str | None:
     """``dump`` (torch's pickle or JSON), ``log`` (text), or None (said in ``problems``)."""
     try:
         with open_regular(path) as f:
             head = f.read(SNIFF)
     except OSError as e:
-        problems.append(_cannot(path, e))
+        problems.append(f"{path}: {why_not(path, e)}")
         return None
     if not head:
         if rank_of(path) is not None:  # a dump's name: cut before anything was written
@@ -182,7 +144,7 @@ def load_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
     except DumpError as e:
         problems.append(f"{path}: {e}")
     except OSError as e:
-        problems.append(_cannot(path, e))
+        problems.append(f"{path}: {why_not(path, e)}")
     return None
 
 
@@ -217,7 +179,7 @@ def read_log_file(path: str, log: LogFacts, problems: list[str]) -> int:
             read_log(cast(IO[str], lines), log)  # it only iterates over the lines
             empty = raw.tell() == 0
     except OSError as e:
-        problems.append(_cannot(path, e))
+        problems.append(f"{path}: {why_not(path, e)}")
         return 0
     if lines.cut_short:
         problems.append(f"{path}: not read to its end within {MAX_LOG_SECONDS:.0f} s: the lines read by then are kept")

@@ -19,8 +19,9 @@ Watchdog shapes read, by torch era (``Rank`` in a PG prefix is the group-local r
 A line's rank is torchrun's ``[rankN]:`` prefix wherever it stands (after docker or logging
 stamps, a host name, a progress bar), else the bare ``[Rank N]`` of old torch, else the
 group-local rank of the default group. Lines a terminal wrapped are joined again. A rank's
-``[rankN]:``-prefixed Python traceback is its last words, as is torchrun's root cause in a
-``ChildFailedError`` table. A rank the log shows without a watchdog line waits for nobody;
+``[rankN]:``-prefixed Python traceback is its last words, as are the traceback under
+``mp.spawn``'s ``-- Process N terminated`` and torchrun's root cause in a ``ChildFailedError``
+table. A rank the log shows without a watchdog line waits for nobody;
 one it never shows was never heard from.
 """
 
@@ -99,6 +100,7 @@ _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 """How the names of exceptions raised without a message end: a lone word of the rank's own
 output between its frames is not one."""
+_SPAWNED = re.compile(r"-- Process (\d{1,9}) terminated with the following error:")
 _ROOT_CAUSE = "Root Cause (first observed failure):"
 _TABLE_FIELD = re.compile(r"\s{0,8}(rank|exitcode|time|traceback)\s{0,8}: ?(.*)")
 _TABLE_END = "=" * 20
@@ -325,6 +327,8 @@ class _Reader:
     """The last time a line gave: an unstamped traceback's."""
     tracebacks: dict[int, _Traceback] = field(default_factory=dict)
     table: _Table | None = None
+    spawned: int | None = None
+    """The process whose traceback ``torch.multiprocessing.spawn`` is printing."""
 
     def line(self, line: str) -> None:
         prefix = _RANK.search(line)
@@ -345,6 +349,7 @@ class _Reader:
         if rank is not None:
             self._traceback(rank, body)
         else:
+            self._spawn(body)
             self._table(body)
 
     def _time(self, line: str) -> float | None:
@@ -441,6 +446,18 @@ class _Reader:
         self.facts.raised.setdefault(rank, raised)
         if raised.at is not None:
             self.facts.latest = max(self.facts.latest or raised.at, raised.at)
+
+    def _spawn(self, body: str) -> None:
+        """``mp.spawn``'s ``-- Process N terminated with the following error:``: the traceback
+        under it is process N's, its rank on one node."""
+        found = _SPAWNED.search(body)
+        if found:
+            self.spawned = int(found.group(1))
+            self.facts.matched += 1
+        elif self.spawned is not None and body.strip():
+            self._traceback(self.spawned, body)
+            if self.spawned not in self.tracebacks:
+                self.spawned = None
 
     def _table(self, body: str) -> None:
         """torchrun's ``ChildFailedError`` table: its root cause, the rank that failed first."""

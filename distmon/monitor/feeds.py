@@ -10,12 +10,13 @@ its own clock. :class:`~distmon.monitor.session.Session` drives a monitor from a
 from __future__ import annotations
 
 import bisect
+import dataclasses
 import math
 import threading
 import time
 from array import array
 from collections import Counter, deque
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Protocol
 
 from distmon.channel import Batch, Command, Dump
@@ -28,10 +29,15 @@ from distmon.monitor.recording import (
     Dropped,
     Message,
     Record,
+    Records,
     check_recording,
     read_recording,
 )
 
+MAX_GAP = 3600.0
+"""Seconds of silence (no record at all) a replay plays at most: the detector has said all it
+will about a silent job long before, and a longer gap (a monitor idle over a weekend, a
+damaged clock) would take a tick a second to cross. Longer silences are played as this long."""
 Clock = Callable[[], float]
 Item = tuple[float, bytes | Batch]
 
@@ -217,8 +223,9 @@ class ReplayFeed:
 
     ``source`` is a recording's path, or the records themselves (a simulated job's), which
     end at ``end`` (the last record's time by default). For a path, raises
-    ``RecordingError`` for a file that is not a recording or is damaged (the whole file is
-    checked first); a file cut off mid-write plays up to its last whole record."""
+    ``RecordingError`` for a file that is not a recording or of which nothing can be read
+    (the whole file is checked first); damaged records are skipped, a file cut off
+    mid-write plays up to its last whole record, and :meth:`trouble` says so."""
 
     def __init__(
         self,
@@ -229,16 +236,25 @@ class ReplayFeed:
     ) -> None:
         self.path = source if isinstance(source, str) else ""
         created = 0.0
+        self._records: Iterator[Record]
+        self.read: Records | None = None
+        """The recording's records, which say what was wrong with the file once read."""
         if isinstance(source, str):
             check_recording(source)
-            header, self._records = read_recording(source)
+            header, self.read = read_recording(source)
+            self._records = self.read
             created = float(header.get("created", 0))
         else:
             self._records = iter(source)
         self._dropped: Counter[str] = Counter()
         self._clock = clock
         self._end = end
-        self._next: Record | None = next(self._records, None)
+        self._last: float | None = None
+        """The time of the last record read, as recorded."""
+        self._shift = 0.0
+        """Seconds of silence beyond :data:`MAX_GAP` left out so far."""
+        self._gaps: list[float] = []
+        self._next: Record | None = self._pull()
         self.start = self._next.t if self._next is not None else created
         self._position = self.start
         self._anchor = clock()
@@ -264,7 +280,7 @@ class ReplayFeed:
         out: list[Item] = []
         while self._next is not None and self._next.t <= until and len(out) < limit:
             record = self._next
-            self._next = next(self._records, None)
+            self._next = self._pull()
             if isinstance(record, Message):
                 out.append((record.t, record.payload))
             elif isinstance(record, BatchRecord):
@@ -288,6 +304,27 @@ class ReplayFeed:
     def take_dropped(self) -> Counter[str]:
         dropped, self._dropped = self._dropped, Counter()
         return dropped
+
+    def _pull(self) -> Record | None:
+        """The next record, a silence before it over :data:`MAX_GAP` played as ``MAX_GAP``."""
+        record = next(self._records, None)
+        if record is None:
+            return None
+        if self._last is not None and record.t - self._last > MAX_GAP:
+            self._gaps.append(record.t - self._last)
+            self._shift += record.t - self._last - MAX_GAP
+        self._last = record.t
+        return dataclasses.replace(record, t=record.t - self._shift) if self._shift else record
+
+    def trouble(self) -> list[str]:
+        """What was wrong with the recording, one line each: damage, and silences cut short."""
+        lines = [trouble] if self.read is not None and (trouble := self.read.trouble()) else []
+        if self._gaps:
+            lines.append(
+                f"{self.path or 'the records'}: {len(self._gaps)} silence(s) with no record, the longest "
+                f"{max(self._gaps):.0f} s, played as {MAX_GAP:.0f} s each: the times after them are shifted"
+            )
+        return lines
 
     def _set_position(self, t: float) -> None:
         self._position = t

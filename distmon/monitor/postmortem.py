@@ -28,6 +28,8 @@ class Postmortem:
     """In the order raised, each as last updated, with ``resolved`` set if it ended."""
     first: float | None = None
     last: float | None = None
+    trouble: str | None = None
+    """What was wrong with the file (damaged records skipped, a cut), in one line."""
 
     @property
     def standing(self) -> list[Alert]:
@@ -65,7 +67,8 @@ class Postmortem:
 
 
 def load(path: str) -> Postmortem:
-    """Read a recording; raises :class:`distmon.monitor.recording.RecordingError`."""
+    """Read a recording; raises :class:`distmon.monitor.recording.RecordingError` for a file
+    that is no recording, or that is damaged and of which nothing could be read."""
     header, records = read_recording(path)
     pm = Postmortem(header=header)
     by_key: dict[str, Alert] = {}
@@ -91,6 +94,9 @@ def load(path: str) -> Postmortem:
                 raise RecordingError(f"{path} holds over {MAX_ALERT_BYTES >> 20} MiB of alerts: not a recording")
             _apply(record, by_key, pm.alerts, stopping=pm.state.being_stopped())
     _ingest(pm.state, messages)
+    pm.trouble = records.trouble()
+    if pm.trouble is not None and not records.count:
+        raise RecordingError(pm.trouble)
     return pm
 
 

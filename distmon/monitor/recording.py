@@ -51,11 +51,12 @@ from __future__ import annotations
 import contextlib
 import math
 import os
+import re
 import sys
 import time
 import zlib
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Generator, Iterable, Iterator
 from dataclasses import dataclass
 from typing import IO, Any
 
@@ -65,6 +66,8 @@ import numpy as np
 from distmon.channel import Batch, assemble_batch
 from distmon.monitor.admission import MAX_WORLD
 from distmon.monitor.alerts import Alert, Change
+from distmon.regular import open_regular, why_not
+from distmon.visible import visible
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 FORMAT = "distmon-recording"
@@ -285,29 +288,32 @@ def received(records: Iterable[Record]) -> Iterator[tuple[float, bytes]]:
                 yield record.t, frame
 
 
-def read_recording(path: str) -> tuple[dict[str, Any], Iterator[Record]]:
-    """The header and a lazy iterator of records; raises :class:`RecordingError`."""
+def read_recording(path: str) -> tuple[dict[str, Any], Records]:
+    """The header and a lazy iterator of records; raises :class:`RecordingError` for a file
+    that is no recording. Damage inside it is skipped and told by :meth:`Records.trouble`."""
     try:
-        f = open(path, "rb")  # noqa: SIM115 -- closed by the generator
+        f = open_regular(path)
     except OSError as e:
-        raise RecordingError(f"cannot open {path}: {e.strerror}") from None
+        raise RecordingError(f"cannot open {path}: {why_not(path, e)}") from None
     unpacker = _unpacker(f)
     try:
         header = _header(path, f, unpacker)
     except RecordingError:
         f.close()
         raise
-    if header["version"] == 1:
-        return header, _records(path, f, _Plain(path, unpacker))
     start = unpacker.tell()
     f.seek(start)
-    return header, _records(path, f, _Inflated(path, f, start))
+    return header, Records(path, f, start, inflated=header["version"] == 2)
 
 
 def check_recording(path: str) -> None:
-    """Read the whole file once, keeping nothing; raises :class:`RecordingError`."""
-    for _ in read_recording(path)[1]:
-        pass
+    """Read the whole file once, keeping nothing; raises :class:`RecordingError` for a file
+    that is no recording or of which nothing could be read."""
+    records = read_recording(path)[1]
+    count = sum(1 for _ in records)
+    trouble = records.trouble()
+    if trouble is not None and not count:
+        raise RecordingError(trouble)
 
 
 def _header(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> dict[str, Any]:
@@ -323,107 +329,180 @@ def _header(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> dict[str, An
         raise RecordingError(f"{path} is not a distmon recording")
     version = header.get("version")
     if type(version) is not int or version not in VERSIONS:
-        raise RecordingError(f"{path} is a version {version} recording; this distmon reads versions 1 and 2")
+        raise RecordingError(
+            f"{path} is a version {visible(repr(version), 40)} recording; this distmon reads versions 1 and 2"
+        )
     if not _is_time(header.get("created", 0.0)):
-        raise RecordingError(f"{path} is damaged: its header's creation time is {header.get('created')!r}")
+        raise RecordingError(
+            f"{path} is damaged: its header's creation time is {visible(repr(header.get('created')), 40)}"
+        )
     return header
 
 
-class _Plain:
-    """Version 1: the records in clear after the header."""
-
-    def __init__(self, path: str, unpacker: msgpack.Unpacker) -> None:
-        self.path = path
-        self._unpacker = unpacker
-        self._offset = 0
-
-    def where(self) -> str:
-        return f"byte {self._offset}"
-
-    def __iter__(self) -> Iterator[Any]:
-        while True:
-            self._offset = self._unpacker.tell()
-            try:
-                item = next(self._unpacker)
-            except StopIteration:
-                return  # the end, or a record cut off mid-write
-            except (msgpack.UnpackException, ValueError) as e:
-                raise RecordingError(f"{self.path} is damaged at {self.where()}: {_why(e)}") from None
-            yield item
+_RECORD_START = re.compile(rb"[\x93-\x96]\xa1[mbad]")
+"""How every record begins (an array of 3 to 6 whose first element is ``"m"``, ``"b"``,
+``"a"`` or ``"d"``): where reading starts again after a damaged record."""
 
 
-class _Inflated:
-    """Version 2: the records in one zlib stream after the header, read :data:`READ` bytes
-    at a time and inflated :data:`CHUNK` bytes at a time, so that memory stays bounded
-    whatever the stream claims or holds."""
+class Records:
+    """A recording's records, read lazily within :data:`LIMITS`, holding at most one record
+    and one :data:`CHUNK` in memory. A damaged record (a flipped byte, a crafted value) is
+    skipped and counted, and reading goes on at the next record's start; a damaged zlib
+    stream or a compression bomb ends the reading there; a file cut mid-record reads up to
+    its last whole record. :meth:`trouble` says what was wrong, in one line."""
 
-    def __init__(self, path: str, f: IO[bytes], start: int) -> None:
+    def __init__(self, path: str, f: IO[bytes], start: int, inflated: bool) -> None:
         self.path = path
         self._f = f
         self._start = start
-        self._unpacker = _unpacker(None)
-        self._inflate = zlib.decompressobj()
-        self._consumed = 0
-        """Bytes of the stream inflated so far."""
-        self._inflated = 0
-        self._count = 0
-        """Records read so far, the one being read included."""
+        self._inflate = zlib.decompressobj() if inflated else None
+        self.count = 0
+        """Records read so far."""
+        self.skipped = 0
+        """Damaged records skipped."""
+        self._first_damage: str | None = None
+        self.stopped: str | None = None
+        """Why reading stopped before the end of the file."""
+        self.cut: str | None = None
+        """Where the file ends inside a record."""
+        self._read = self._records()
 
-    def where(self) -> str:
-        return f"record {self._count} (by byte {self._start + self._consumed})"
+    def __iter__(self) -> Records:
+        return self
 
-    def _damaged(self, why: str) -> RecordingError:
-        self._count += 1  # the next record, which cannot be read
-        return RecordingError(f"{self.path} is damaged at {self.where()}: {why}")
+    def __next__(self) -> Record:
+        return next(self._read)
 
-    def __iter__(self) -> Iterator[Any]:
+    def close(self) -> None:
+        self._read.close()
+        self._f.close()
+
+    def trouble(self) -> str | None:
+        """What was wrong with the file so far, in one line; None for a whole file."""
+        skipped = f"{self.skipped} damaged record{'s' * (self.skipped != 1)} skipped"
+        if self.stopped is not None:
+            return f"{self.path} is damaged at {self.stopped}: not read further" + (
+                f"; {skipped} before it" if self.skipped else ""
+            )
+        line = None
+        if self.skipped:
+            line = f"{self.path} is damaged at {self._first_damage}; {skipped}, the rest read"
+        if self.cut is not None:
+            line = f"{line}; it is cut at {self.cut}" if line else f"{self.path} is cut at {self.cut}"
+        return line
+
+    def _where(self, at: int) -> str:
+        return f"record {self.count + 1} (by byte {at})"
+
+    def _damaged(self, at: int, why: str) -> None:
+        self.skipped += 1
+        if self._first_damage is None:
+            self._first_damage = f"{self._where(at)}: {why}"
+
+    def _records(self) -> Generator[Record, None, None]:
+        with self._f:
+            for item, at in self._items():
+                record = _parse(item)
+                if record is _DAMAGED:
+                    self._damaged(at, "malformed")
+                elif record is not None and not _is_time(record.t):
+                    self._damaged(at, f"a record at time {visible(repr(record.t), 40)}")
+                elif record is not None:
+                    self.count += 1
+                    yield record
+
+    def _items(self) -> Iterator[tuple[Any, int]]:
+        """Each msgpack value of the stream, with the file byte it was read by; a value
+        that cannot be read is skipped up to the next record's start."""
+        data = bytearray()
+        """The stream's bytes from ``base`` on, as fed to ``unpacker``: what a resync searches."""
+        base = good = origin = 0
+        """Offsets in the stream of ``data[0]``, of the end of the last whole value, and of
+        where ``unpacker`` started."""
+        unpacker: msgpack.Unpacker | None = _unpacker(None)
+        consumed = inflated = 0
+        full = False
         pending = b""
-        full = False  # the last inflate filled its output: zlib may hold more
         while True:
-            try:
-                for item in self._unpacker:
-                    self._count += 1
-                    yield item
-            except (msgpack.UnpackException, ValueError) as e:
-                raise self._damaged(_why(e)) from None
-            if self._inflate.eof:
-                self._check_end()
+            while unpacker is not None:
+                why = None
+                try:
+                    for item in unpacker:
+                        start, good = good, origin + unpacker.tell()
+                        if type(item) is not list:
+                            why, good = "not a record", start
+                            break
+                        yield item, self._start + consumed
+                except (msgpack.UnpackException, ValueError) as e:
+                    why = _why(e)
+                if why is None:
+                    del data[: good - base]
+                    base = good
+                    break
+                self._damaged(self._start + consumed, why)
+                unpacker, base = self._resync(data, base, good + 1)
+                good = origin = base
+            if self._inflate is not None and self._inflate.eof:
+                self._check_end(consumed)
                 return
             if not pending and not full:
                 pending = self._f.read(READ)
                 if not pending:
-                    return  # cut off mid-write: up to the last whole record
+                    if data and unpacker is not None:
+                        self.cut = f"byte {self._start + consumed}, inside {self._where(self._start + consumed)}"
+                    return
+            if self._inflate is None:
+                out, consumed, pending = pending, consumed + len(pending), b""
+            else:
+                try:
+                    out = self._inflate.decompress(pending, CHUNK)
+                except zlib.error as e:
+                    self.stopped = f"{self._where(self._start + consumed)}: {e}"
+                    return
+                consumed += len(pending) - len(self._inflate.unconsumed_tail)
+                pending, full = self._inflate.unconsumed_tail, len(out) == CHUNK
+                inflated += len(out)
+                if inflated > MAX_RATIO * consumed + RATIO_SLACK:
+                    bomb = f"it inflates over {MAX_RATIO} times its size, a compression bomb"
+                    self.stopped = f"{self._where(self._start + consumed)}: {bomb}"
+                    return
+            data += out
+            if unpacker is None:
+                unpacker, base = self._resync(data, base, base)
+                good = origin = base
+                continue
             try:
-                out = self._inflate.decompress(pending, CHUNK)
-            except zlib.error as e:
-                self._consumed += len(pending)
-                raise self._damaged(str(e)) from None
-            self._consumed += len(pending) - len(self._inflate.unconsumed_tail)
-            pending, full = self._inflate.unconsumed_tail, len(out) == CHUNK
-            self._inflated += len(out)
-            if self._inflated > MAX_RATIO * self._consumed + RATIO_SLACK:
-                raise self._damaged(f"it inflates over {MAX_RATIO} times its size, a compression bomb")
-            try:
-                self._unpacker.feed(out)
+                unpacker.feed(out)
             except msgpack.BufferFull:
-                raise self._damaged(f"a record over {LIMITS['max_buffer_size']} bytes") from None
+                self._damaged(self._start + consumed, f"a record over {LIMITS['max_buffer_size']} bytes")
+                unpacker, base = self._resync(data, base, good + 1)
+                good = origin = base
 
-    def _check_end(self) -> None:
+    def _resync(self, data: bytearray, base: int, since: int) -> tuple[msgpack.Unpacker | None, int]:
+        """An unpacker fed from the first record's start at or after stream offset ``since``
+        in ``data`` (which starts at ``base``), and the offset it starts at; or None while
+        none is in sight, ``data`` then kept to its last bytes."""
+        while (found := _RECORD_START.search(data, max(0, since - base))) is not None:
+            del data[: found.start()]
+            base += found.start()
+            unpacker = _unpacker(None)
+            try:
+                unpacker.feed(data)
+            except msgpack.BufferFull:
+                since = base + 1
+                continue
+            return unpacker, base
+        keep = max(0, len(data) - 2)
+        del data[:keep]
+        return None, base + keep
+
+    def _check_end(self, consumed: int) -> None:
         """A stream the writer ended: nothing may follow it."""
+        assert self._inflate is not None
         extra = len(self._inflate.unused_data) + len(self._f.read(1))
         if extra:
-            end = self._start + self._consumed - len(self._inflate.unused_data)
-            raise RecordingError(f"{self.path} is damaged: bytes follow the end of its records at byte {end}")
-
-
-def _records(path: str, f: IO[bytes], items: _Plain | _Inflated) -> Iterator[Record]:
-    with f:
-        for item in items:
-            record = _parse(item)
-            if record is not None:
-                if not _is_time(record.t):
-                    raise RecordingError(f"{path} is damaged at {items.where()}: a record at time {record.t!r}")
-                yield record
+            end = self._start + consumed - len(self._inflate.unused_data)
+            self.stopped = f"byte {end}: bytes follow the end of its records"
 
 
 def _unpacker(f: IO[bytes] | None) -> msgpack.Unpacker:
@@ -451,20 +530,33 @@ def _is_time(t: Any) -> bool:
     return type(t) in (int, float) and math.isfinite(t) and 0 <= t < LATEST
 
 
+_DAMAGED = Dropped(0.0, Counter())
+"""What :func:`_parse` returns for a record of a known kind that does not hold what it should."""
+
+
 def _parse(item: Any) -> Record | None:
-    """One record, or None for a record this version does not know (skipped)."""
-    if not isinstance(item, list) or not item:
+    """One record; None for a record this version does not know (skipped), :data:`_DAMAGED`
+    for one of a known kind that is malformed."""
+    if not isinstance(item, list) or not item or item[0] not in ("m", "b", "a", "d"):
         return None
     try:
         if item[0] == "m" and isinstance(item[2], bytes):
             return Message(float(item[1]), item[2])
         if item[0] == "b" and isinstance(item[5], bytes):
             return BatchRecord(float(item[1]), assemble_batch(item[5], item[2], item[3], item[4]))
-        if item[0] == "a":
+        if item[0] == "a" and isinstance(item[3], dict) and _alert_fields(item[3]):
             return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3], key=str(item[4])))
         if item[0] == "d":
             counts = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
             return Dropped(float(item[1]), counts)
-    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, WireError):
-        return None
-    return None
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError, WireError):
+        return _DAMAGED
+    return _DAMAGED
+
+
+def _alert_fields(alert: dict[str, Any]) -> bool:
+    """An alert's fields are what the monitor writes: words, ranks in range, a clock's time."""
+    words = all(type(alert.get(k)) is str for k in ("kind", "severity", "summary", "detail"))
+    ranks = alert.get("ranks")
+    ranked = type(ranks) is list and all(type(r) is int and 0 <= r < MAX_WORLD for r in ranks)
+    return words and ranked and _is_time(alert.get("t"))
