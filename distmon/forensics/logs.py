@@ -173,8 +173,8 @@ class LogFacts:
     timeouts: dict[int, dict[str, Timeout]] = field(default_factory=dict)
     raised: dict[int, Raised] = field(default_factory=dict)
     world: int | None = None
-    """As torchrun's rendezvous (``global_world_sizes=[64, ...``), DeepSpeed or the world
-    group's ``initialization options`` printed it."""
+    """As a launcher printed it (:data:`_WORLD`), or the world group's ``initialization
+    options`` line."""
     layouts: dict[str, Layout] = field(default_factory=dict)
     latest: float | None = None
     """The latest watchdog line's or exception's time."""
@@ -193,7 +193,8 @@ class LogFacts:
         that timed out is the oldest in flight, unless the group's other members had completed
         it (they passed it: this rank stopped short of it, and is the one behind). A wait the
         log gives no start for counts from the watchdog's line, else from ``moment``: it waited
-        by then."""
+        by then. A rank that raised without a watchdog line stood short of its peers' wait
+        (:meth:`_Standings.stopped_short`)."""
         standings = _Standings(self, world)
         statuses: dict[int, list[GroupStatus]] = {}
         for rank, timeouts in self.timeouts.items():
