@@ -1,8 +1,9 @@
 """``distmon analyze`` at scale: one Flight Recorder dump per rank, each of torch's default
 2000 entries, in NCCL's shape (TP8 x PP4 x DP, every rank in 21 groups, collectives and
 pipeline sends); one rank stuck in its own code, its tensor-parallel peers waiting. Prints a
-markdown table: the dumps' size, the time to analyse them and the analysis's peak resident
-memory (in a process of its own, ``distmon analyze --json``).
+markdown table: the dumps' size, the time one core takes just to unpickle them (the floor),
+the time ``distmon analyze --json`` takes in a process of its own (reading on every core),
+their ratio, and the analysis's peak resident memory (the command and its workers).
 
     .venv/bin/python benchmarks/bench_analyze.py                    # 8192 ranks, some ten minutes
     .venv/bin/python benchmarks/bench_analyze.py --ranks 512        # a quick look
@@ -14,13 +15,14 @@ import argparse
 import json
 import os
 import pickle
-import resource
 import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
+
+import psutil
 
 TP, PP = 8, 4
 T0_NS = 1_795_000_000_000_000_000
@@ -109,17 +111,32 @@ def dump(rank: int, world: int, entries: int, stuck: int) -> bytes:
 
 
 def analyse(folder: Path) -> tuple[float, int, dict[str, Any]]:
-    """Seconds, peak resident bytes and the JSON of ``distmon analyze`` in a process of its own."""
+    """Seconds, peak resident bytes (the command and its workers together, sampled) and the
+    JSON of ``distmon analyze`` in a process of its own."""
     start = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-m", "distmon", "analyze", str(folder), "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
-    seconds = time.perf_counter() - start
-    peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
-    return seconds, peak, json.loads(done.stdout)
+    with tempfile.TemporaryFile("w+") as out:
+        proc = subprocess.Popen([sys.executable, "-m", "distmon", "analyze", str(folder), "--json"], stdout=out)
+        peak = 0
+        tree = psutil.Process(proc.pid)
+        while proc.poll() is None:
+            try:
+                rss = tree.memory_info().rss + sum(c.memory_info().rss for c in tree.children(recursive=True))
+            except psutil.Error:
+                rss = 0
+            peak = max(peak, rss)
+            time.sleep(0.1)
+        seconds = time.perf_counter() - start
+        assert proc.returncode == 0
+        out.seek(0)
+        return seconds, peak, json.loads(out.read())
+
+
+def unpickle_alone(folder: Path) -> float:
+    """Seconds one core takes just to unpickle every dump (the floor, read from disk)."""
+    start = time.perf_counter()
+    for path in sorted(folder.iterdir()):
+        pickle.loads(path.read_bytes())
+    return time.perf_counter() - start
 
 
 def main() -> None:
@@ -137,14 +154,17 @@ def main() -> None:
             (folder / f"nccl_trace_rank_{rank}").write_bytes(data)
             size += len(data)
         written = time.perf_counter() - start
+        floor = unpickle_alone(folder)
         seconds, peak, found = analyse(folder)
     assert found["culprits"] == [stuck], found["summary"]
-    print("| ranks | entries a dump | dumps on disk | written in | analysed in | per dump | peak RSS |")
-    print("|---|---|---|---|---|---|---|")
+    cores = len(os.sched_getaffinity(0))
+    print("| ranks | entries a dump | dumps on disk | cores | unpickled, one core | analysed in | ratio | peak RSS |")
+    print("|---|---|---|---|---|---|---|---|")
     print(
-        f"| {args.ranks} | {args.entries} | {size / 2**30:.2f} GiB | {written:.0f} s | {seconds:.1f} s | "
-        f"{seconds / args.ranks * 1000:.1f} ms | {peak / 2**20:.0f} MiB |"
+        f"| {args.ranks} | {args.entries} | {size / 2**30:.2f} GiB | {cores} | {floor:.1f} s | {seconds:.1f} s | "
+        f"{seconds / floor:.2f} | {peak / 2**20:.0f} MiB |"
     )
+    print(f"\nwritten in {written:.0f} s")
     print(f"\nculprit: {found['summary']}")
     print(f"load average: {' '.join(f'{x:.1f}' for x in os.getloadavg())}")
 

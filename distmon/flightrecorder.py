@@ -17,6 +17,7 @@ where a string belongs is taken as absent, never printed).
 
 from __future__ import annotations
 
+import functools
 import io
 import json
 import pickle
@@ -249,16 +250,18 @@ def scan_pickle(raw: bytes) -> None:
         raise DumpError("unreadable: its pickle leaves no single value, not a dump")
 
 
-def load(raw: bytes) -> dict[str, Any]:
+def load(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
     """A dump's dict, from torch's pickle or JSON bytes; raises :class:`DumpError`. A pickle
     is walked by :func:`scan_pickle` before anything is built; JSON is bounded in values
     before it is parsed (its keys are strings, and the parser stops at Python's recursion
-    limit)."""
+    limit). Not walked (``walk_first=False``, several times faster): a dump this process
+    wrote itself, or one read in a process that may die of it (:mod:`distmon.forensics.parallel`)."""
     if len(raw) > MAX_DUMP_BYTES:
         raise DumpError(f"{len(raw) >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
     try:
         if raw[:1] == b"\x80":
-            scan_pickle(raw)
+            if walk_first:
+                scan_pickle(raw)
             dump = _NoClasses(io.BytesIO(raw)).load()
         elif raw.lstrip()[:1] == b"{":
             if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_VALUES:
@@ -372,25 +375,40 @@ def collectives_of(entries: list[Entry], name: str) -> dict[int, Entry]:
     }
 
 
-def p2p_ops(entries: list[Entry], name: str, ranks: list[int]) -> dict[tuple[int, str], list[Entry]]:
+P2POp = tuple[Entry, bool]
+"""A point-to-point op's entry, and whether it completed."""
+
+
+def p2p_ops(entries: list[Entry], name: str, ranks: list[int]) -> dict[tuple[int, str], list[P2POp]]:
     """Group ``name``'s point-to-point ops per channel (the peer's global rank, ``send`` or
-    ``recv``), in the order posted. Each op is the entry that says whether it completed: an op
-    of a ``batch_isend_irecv`` is never retired itself (it has no CUDA events of its own), the
+    ``recv``), in the order posted, each with whether it completed: an op of a
+    ``batch_isend_irecv`` is never retired itself (it has no CUDA events of its own), the
     batch's ``nccl:coalesced`` entry, which shares its ``p2p_seq_id``, says for them all.
 
     An op is named ``nccl:send 0->1`` or ``nccl:recv 0<-1`` in ranks of the group."""
-    mine = [e for e in entries if group_name(e) == name]
+    return _by_channel([e for e in entries if group_name(e) == name], ranks)
+
+
+def _by_channel(mine: list[Entry], ranks: list[int]) -> dict[tuple[int, str], list[P2POp]]:
+    """:func:`p2p_ops` of one group's entries."""
     batches = {number(e, "p2p_seq_id"): e for e in mine if p2p_batch(e)}
-    out: dict[tuple[int, str], list[Entry]] = {}
+    out: dict[tuple[int, str], list[P2POp]] = {}
     for e in mine:
-        match = _P2P_NAME.search(text(e, "profiling_name") or "") if e.get("is_p2p") else None
-        if match is None:
+        parsed = _p2p_name(text(e, "profiling_name") or "") if e.get("is_p2p") else None
+        if parsed is None:
             continue
-        direction, peer = match.group(1), int(match.group(3))
+        direction, peer = parsed
         if 0 <= peer < len(ranks):
-            state = batches.get(number(e, "p2p_seq_id"), e)
-            out.setdefault((ranks[peer], direction), []).append({**e, "retired": done(state)})
+            state = batches.get(number(e, "p2p_seq_id"), e) if batches else e
+            out.setdefault((ranks[peer], direction), []).append((e, done(state)))
     return out
+
+
+@functools.lru_cache(maxsize=4096)
+def _p2p_name(name: str) -> tuple[str, int] | None:
+    """``nccl:send 0->1`` -> (``send``, 1): a ring repeats a few names thousands of times."""
+    match = _P2P_NAME.search(name)
+    return (match.group(1), int(match.group(3))) if match else None
 
 
 def p2p_in_flight(entries: list[Entry], name: str, ranks: list[int]) -> dict[tuple[int, str], InFlight]:
@@ -398,7 +416,7 @@ def p2p_in_flight(entries: list[Entry], name: str, ranks: list[int]) -> dict[tup
     when the oldest was enqueued."""
     out: dict[tuple[int, str], InFlight] = {}
     for key, ops in p2p_ops(entries, name, ranks).items():
-        pending = [created_at(e) for e in ops if not e["retired"]]
+        pending = [created_at(e) for e, completed in ops if not completed]
         if pending:
             out[key] = (len(pending), min(pending))
     return out
@@ -456,20 +474,25 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]], rank: int | N
     status = dump.get("pg_status", {})
     out = RankDump(version=text(dump, "version"))
     by_group: dict[str, list[Entry]] = {}
+    named: dict[str, str] = {}
     pending: list[Entry] = []
     for e in entries:  # one pass: a dump of 8192 ranks holds 16 million entries
         name = group_name(e)
         if name:
             by_group.setdefault(name, []).append(e)
-        if done(e):
-            out.last_completed = e
-        elif not (p2p_batch(e) and not e.get("is_p2p")):
+            pg_id = e.get("pg_id")
+            if type(pg_id) in (int, str):
+                named.setdefault(str(pg_id), name)
+        if e.get("retired") is not True and not done(e) and not (p2p_batch(e) and not e.get("is_p2p")):
             pending.append(e)
             if name and not e.get("is_p2p"):
                 out.pending.setdefault(name, e)
-        if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started":
-            out.last_started = e
-    names = pg_names(dump)
+    out.last_completed = next((e for e in reversed(entries) if done(e)), None)
+    out.last_started = next(
+        (e for e in reversed(entries) if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started"),
+        None,
+    )
+    names = pg_names(dump, named)
     out.unnamed = sorted(str(k)[:MAX_NAME] for k, v in status.items() if str(k) not in names and enqueued(v) > 0)
     times = [t for e in entries[-LATEST:] for t in _times(e)]
     out.t = max(times) if times else None
@@ -490,13 +513,13 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]], rank: int | N
     return out
 
 
-def pg_names(dump: dict[str, Any]) -> dict[str, str]:
+def pg_names(dump: dict[str, Any], named: dict[str, str] | None = None) -> dict[str, str]:
     """pg_id -> group name for every group of ``pg_status``. The entries name the ids they
     carry; the others are named by order: a rank numbers its groups in the order it creates
     them, and torch names groups by a counter every rank advances in that same order, so
     this rank's ids and the names in its ``pg_config`` sort alike. The order is trusted only
-    where it agrees with every id the entries name."""
-    named = names_of(dump.get("entries", []))
+    where it agrees with every id the entries name (``named``, when already read off them)."""
+    named = names_of(dump.get("entries", [])) if named is None else named
     status, config = dump.get("pg_status", {}), dump.get("pg_config", {})
     ids = sorted((str(k) for k in status), key=_numeric)
     groups = sorted((str(k) for k in config), key=_numeric)
@@ -533,12 +556,17 @@ def _group(
     oldest incomplete collective names ``op``; ``since`` is set only where it is the work the
     rank is held up in. A coalesced collective (several entries sharing a number) completes
     with its ``coalesced`` entry when there is one."""
-    seqs: dict[int, list[Entry]] = {}
+    issued, open_seqs = 0, set()
+    for e in entries:  # the ring's completed collectives need only their number
+        seq = number(e, "collective_seq_id")
+        issued = max(issued, seq)
+        if not e.get("is_p2p") and not done(e) and not p2p_batch(e):
+            open_seqs.add(seq)
+    seqs: dict[int, list[Entry]] = {seq: [] for seq in open_seqs}
     for e in entries:
-        if not e.get("is_p2p") and not p2p_batch(e):
-            seqs.setdefault(number(e, "collective_seq_id"), []).append(e)
+        if number(e, "collective_seq_id") in seqs and not e.get("is_p2p") and not p2p_batch(e):
+            seqs[number(e, "collective_seq_id")].append(e)
     if entries:
-        issued = max(number(e, "collective_seq_id") for e in entries)
         pending = sorted(seq for seq, ops in seqs.items() if not _completed(ops))
         completed = pending[0] - 1 if pending else issued
     else:
@@ -599,37 +627,29 @@ def _channels(name: str, entries: list[Entry], ranks: list[int], held: Entry | N
     blocked only where it is the work the rank is held up in."""
     channels = []
     pair = len(ranks) == 2
-    ops_of = p2p_ops(entries, name, ranks)
-    seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e in ops]
-    done_seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e in ops if e["retired"]]
-    pending_seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e in ops if not e["retired"]]
+    ops_of = _by_channel(entries, ranks)
+    seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e, _ in ops]
+    done_seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e, completed in ops if completed]
+    pending_seqs = [number(e, "p2p_seq_id") for ops in ops_of.values() for e, completed in ops if not completed]
     last_done = (min(pending_seqs) - 1 if pending_seqs else max(done_seqs, default=0)) if pair else 0
     for (peer, direction), ops in sorted(ops_of.items()):
-        waiting = [e for e in ops if not e["retired"]]
+        waiting = [e for e, completed in ops if not completed]
         first = waiting[0] if waiting else None
         if pair:
             blocked = number(first, "p2p_seq_id") if first is not None else None
-            posted, completed = max(seqs, default=0), last_done
+            posted, completed_count = max(seqs, default=0), last_done
         else:
             blocked = 1 if first is not None else None
-            posted, completed = len(waiting), 0
+            posted, completed_count = len(waiting), 0
         since = created_at(first) or None if first is not None else None
-        mine = (
-            held is not None
-            and first is not None
-            and (first.get("record_id"), first.get("op_id"))
-            == (
-                held.get("record_id"),
-                held.get("op_id"),
-            )
-        )
+        mine = held is not None and first is held
         channels.append(
             P2P(
                 group=name,
                 peer=peer,
                 dir=SEND if direction == "send" else RECV,
                 posted=posted,
-                completed=completed,
+                completed=completed_count,
                 pending=blocked,
                 since=since,
                 blocked=blocked if mine else None,

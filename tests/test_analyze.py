@@ -150,7 +150,7 @@ def test_hostile_and_broken_files_get_a_line_each_and_the_rest_is_analysed(tmp_p
 
 
 def test_a_huge_dump_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from distmon.forensics import files as module
+    from distmon.forensics import parallel as module
 
     monkeypatch.setattr(module, "MAX_DUMP_BYTES", 100)
     write(pipeline_hang()[:1], tmp_path)

@@ -18,10 +18,11 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import IO, Any, cast
+from typing import IO, cast
 
-from distmon.flightrecorder import MAX_DUMP_BYTES, DumpError, RankDump, group_ranks, load, read_dump
+from distmon.flightrecorder import RankDump
 from distmon.forensics.logs import MAX_LINE, LogFacts, read_log
+from distmon.forensics.parallel import read_all
 from distmon.monitor.admission import MAX_WORLD
 from distmon.regular import open_regular, why_not
 
@@ -34,8 +35,9 @@ SNIFF = 4096
 
 @dataclass
 class Files:
-    """What the files hold, read one at a time: a dump is boiled down to its rank's groups
-    as it is read (8192 dumps of 2000 entries are gigabytes)."""
+    """What the files hold: a log read as it comes, the dumps named as they come and read
+    together on every core, each boiled down to its rank's groups as it is read (8192 dumps
+    of 2000 entries are gigabytes)."""
 
     dumps: dict[int, RankDump] = field(default_factory=dict)
     sources: dict[int, str] = field(default_factory=dict)
@@ -45,6 +47,8 @@ class Files:
     log: LogFacts = field(default_factory=LogFacts)
     logs: int = 0
     problems: list[str] = field(default_factory=list)
+    _named: dict[int, str] = field(default_factory=dict)
+    """Rank -> the dump named for it, not read yet."""
 
     def read(self, path: str) -> None:
         kind = sniff(path, self.problems)
@@ -54,27 +58,30 @@ class Files:
             self._read_dump(path)
 
     def _read_dump(self, path: str) -> None:
+        """A dump is only named here; :meth:`read_dumps` reads them all at once, on every core."""
         rank = rank_of(path)
         if rank is None:
             self.problems.append(f"{path}: a dump, but its name does not end in the rank's number")
         elif rank >= MAX_WORLD:
             self.problems.append(f"{path}: rank {rank}, beyond the {MAX_WORLD} ranks distmon judges")
-        elif rank in self.dumps:
-            self.problems.append(f"{path}: a second dump of rank {rank} (read {self.sources[rank]})")
-        elif (dump := load_dump(path, self.problems)) is not None:
-            configs = dict(self.configs)
-            try:
-                for name, config in dump.get("pg_config", {}).items():
-                    members = group_ranks(config)
-                    if isinstance(name, str) and members:
-                        configs.setdefault(name, members)
-                self.dumps[rank] = read_dump(dump, configs, rank)
-            except Exception as e:  # a file must not end the analysis of the others
-                self.problems.append(f"{path}: a dump this reader fails on ({type(e).__name__}): left out")
-                return
-            self.configs = configs
-            self.sources[rank] = path
-            self.written.append(mtime(path))
+        elif rank in self._named:
+            self.problems.append(f"{path}: a second dump of rank {rank} (read {self._named[rank]})")
+        else:
+            self._named[rank] = path
+
+    def read_dumps(self) -> None:
+        """Every dump named so far, read (:mod:`distmon.forensics.parallel`), in rank order."""
+        found = sorted(read_all([(path, rank) for rank, path in self._named.items()]), key=lambda r: r.rank)
+        self._named.clear()
+        for read in found:
+            if read.dump is None:
+                self.problems.append(f"{read.path}: {read.problem}")
+                continue
+            for name, members in read.configs.items():
+                self.configs.setdefault(name, members)
+            self.dumps[read.rank] = read.dump
+            self.sources[read.rank] = read.path
+            self.written.append(mtime(read.path))
 
 
 def mtime(path: str) -> float:
@@ -132,20 +139,6 @@ def sniff(path: str, problems: list[str]) -> str | None:
 def rank_of(path: str) -> int | None:
     found = _TRAILING_RANK.search(os.path.basename(path))
     return int(found.group(1)) if found else None
-
-
-def load_dump(path: str, problems: list[str]) -> dict[str, Any] | None:
-    try:
-        with open_regular(path) as f:
-            size = os.fstat(f.fileno()).st_size
-            if size > MAX_DUMP_BYTES:
-                raise DumpError(f"{size >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
-            return load(f.read(MAX_DUMP_BYTES + 1))
-    except DumpError as e:
-        problems.append(f"{path}: {e}")
-    except OSError as e:
-        problems.append(f"{path}: {why_not(path, e)}")
-    return None
 
 
 class _Lines:

@@ -72,7 +72,7 @@ class Recorder:
     def status_by_name(self) -> dict[str, dict[str, Any]]:
         """The status dump's ``pg_status``, keyed by group name. An id it cannot name yet is
         looked up in a full dump, again only once that group has issued more collectives."""
-        status: dict[str, dict[str, Any]] = load(self.dump(False)).get("pg_status", {})
+        status: dict[str, dict[str, Any]] = load(self.dump(False), walk_first=False).get("pg_status", {})
         todo = [
             pg_id
             for pg_id, entry in status.items()
@@ -88,7 +88,7 @@ class Recorder:
 
     def entries(self) -> list[dict[str, Any]]:
         """The collectives of a full dump (milliseconds: only when something is unknown)."""
-        entries: list[dict[str, Any]] = load(self.dump(True)).get("entries", [])
+        entries: list[dict[str, Any]] = load(self.dump(True), walk_first=False).get("entries", [])
         return entries
 
 
@@ -247,7 +247,7 @@ class GroupReader:
         Only NCCL registers its groups in ``pg_config``; the CPU recorder's is empty (torch
         2.13), and the analyzer cannot place an entry whose group is not there. So the groups
         this process knows are filled in, in NCCL's shape."""
-        dumps = [load(r.dump(True)) for r in self._distinct_recorders()]
+        dumps = [load(r.dump(True), walk_first=False) for r in self._distinct_recorders()]
         if not dumps:
             return None
         merged = dumps[0]
