@@ -4,7 +4,10 @@
 
 Each scenario is recorded through the real monitor and detector, then replayed through the
 real app, headless, to its end; the screen is saved as SVG, and as PNG too where
-``rsvg-convert`` or cairosvg is installed.
+``rsvg-convert`` or cairosvg is installed. The HTML report's pictures (``report-html*.png``:
+the real job of ``tests/data/hang-rank2.distmon``, and a simulated 8192-rank one) are taken
+with headless Chromium where it is installed, offline, with every path in the evidence made
+relative to the repository: a picture carries nothing of the machine it was made on.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import math
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -20,9 +24,12 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from distmon.export.html import render_page
+from distmon.export.text import render
 from distmon.monitor.detector import Detector
 from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.postmortem import load
 from distmon.monitor.recording import RecordingWriter
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable
@@ -30,8 +37,13 @@ from distmon.tui.rank_table import RankTable
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from support.simulate import SimJob, drive
 
-OUT = Path(__file__).resolve().parent.parent / "screenshots"
+ROOT = Path(__file__).resolve().parent.parent
+OUT = ROOT / "screenshots"
 SIZE = (120, 36)
+REPO_PATH = re.compile(r"/\S*?/(?=(?:examples|tests|scripts|distmon)/)")
+"""The machine's own part of a path into a checkout (``/work/main/``), up to the
+repository's top-level folders."""
+PAGE_SIZE = (1280, 2000)
 
 # name: (job, seconds recorded, rank whose details to open or None, terminal size)
 SCENES: dict[str, tuple[Callable[[], SimJob], float, int | None, tuple[int, int]]] = {
@@ -80,6 +92,29 @@ def to_png(svg: Path) -> Path | None:
     return png
 
 
+def relative(text: str) -> str:
+    """``/work/main/examples/train.py`` as ``examples/train.py``."""
+    return REPO_PATH.sub("", text)
+
+
+def report_page(recording: Path, shown_as: str, png: Path, tmp: Path) -> bool:
+    """The HTML report of ``recording`` (named ``shown_as`` on the page) as a PNG, by
+    headless Chromium with no network; False where Chromium is not installed."""
+    browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
+    if browser is None:
+        return False
+    pm = load(str(recording))
+    for alert in pm.alerts:
+        alert.summary, alert.detail = relative(alert.summary), relative(alert.detail)
+    page = tmp / f"{png.stem}.html"
+    page.write_text(render_page(pm, str(recording), render(pm)), encoding="utf-8")
+    command = [browser, "--headless", "--no-sandbox", "--host-resolver-rules=MAP * ~NOTFOUND", "--hide-scrollbars"]
+    size = f"--window-size={PAGE_SIZE[0]},{PAGE_SIZE[1]}"
+    subprocess.run([*command, f"--screenshot={png}", size, page.as_uri()], check=True, timeout=120, capture_output=True)
+    print(f"{png.relative_to(ROOT)} (the report of {shown_as})")
+    return True
+
+
 def main() -> None:
     os.environ["TZ"] = "UTC"  # alert times, so that the pictures are the same anywhere
     time.tzset()
@@ -92,6 +127,13 @@ def main() -> None:
             asyncio.run(shoot(recording, rank, size, svg))
             png = to_png(svg)
             print(f"{svg.relative_to(OUT.parent)}" + (f", {png.name}" if png else ""))
+        hang = ROOT / "tests" / "data" / "hang-rank2.distmon"
+        if not report_page(hang, "tests/data/hang-rank2.distmon", OUT / "report-html.png", Path(tmp)):
+            print("report-html*.png: not made, Chromium is not installed")
+            return
+        large = Path(tmp) / "8192-ranks.distmon"
+        record(SimJob(world=8192).hang(4097, at=10), 25, large)
+        report_page(large, "8192 simulated ranks, rank 4097 hung", OUT / "report-html-8192.png", Path(tmp))
 
 
 if __name__ == "__main__":
