@@ -42,7 +42,7 @@ def summary(analysis: Analysis) -> str:
 def render(analysis: Analysis) -> str:
     lines = [
         f"Read {analysis.dumps} dumps and {analysis.logs} logs: {analysis.world} ranks "
-        f"(world size from {analysis.world_from}), the latest of them at {_clock(analysis.t)}",
+        f"(world size from {analysis.world_from}), judged as of {_clock(analysis.t)}",
     ]
     if analysis.missing:
         lines.append(_missing(analysis.missing))
@@ -92,8 +92,10 @@ def _missing(missing: dict[int, str]) -> str:
 def _standing(analysis: Analysis) -> list[str]:
     """Ranks standing in the same place, one line each (thousands of ranks are a few lines)."""
     places: dict[str, list[int]] = {}
+    why = {e.rank: e.why for e in evidence(analysis, culprits(analysis))}
     for rank, f in analysis.ranks.items():
-        places.setdefault(_place(f, analysis.t), []).append(rank)
+        place = _place(f, analysis.t)
+        places.setdefault(f"CULPRIT, {why[rank]}; {place}" if rank in why else place, []).append(rank)
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
             places.setdefault(f"no evidence ({why}): judged as never heard from", []).append(rank)
