@@ -244,3 +244,13 @@ def test_a_watchdog_line_of_no_known_rank_makes_a_job_log_said_so() -> None:
     )
     analysis = analyze_text(line)
     assert analysis.logs == 1 and analysis.problems == ["1 watchdog lines name no rank (no [rankN]: prefix): left out"]
+
+
+def test_after_a_restart_a_ranks_last_line_counts() -> None:
+    line = (
+        "[rank0]:[E1124 0{h}:00:00.0 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+        "Timeout at NCCL work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL work: {done}."
+    )
+    log = "\n".join([line.format(h=1, seq=5000, done=4999), line.format(h=3, seq=12, done=11)])
+    [status] = read_log(io.StringIO(log)).statuses(1, 0.0)[0]
+    assert (status.enqueued, status.completed) == (12, 11)

@@ -366,6 +366,8 @@ class _Reader:
         return _utc(*iso.groups()) if iso else None
 
     def _watchdog(self, line: str, rank: int | None, at: float | None) -> None:
+        """A watchdog line; of a rank's lines on one group the last read counts (after a
+        restart, its numbers start again)."""
         caught, at_work, seq_id = _CAUGHT.search(line), _AT_WORK.search(line), _SEQ_ID.search(line)
         stuck = None if (caught or at_work or seq_id) else _STUCK.search(line)
         if not (caught or at_work or seq_id or stuck):
@@ -400,11 +402,11 @@ class _Reader:
             ran = _RAN_FOR.search(line, caught.end())
             if at is not None and ran:
                 timeout.since = at - int(ran.group(1)) / 1000
-        for found in (at_work, seq_id):
-            if found:
-                timeout.seq = timeout.seq if timeout.seq is not None else int(found.group(1))
-                timeout.enqueued = max(timeout.enqueued, int(found.group(2)))
-                timeout.completed = int(found.group(3))
+        counts = at_work or seq_id
+        if counts:
+            if caught is None or caught.group(1) is None:
+                timeout.seq = int(counts.group(1))
+            timeout.enqueued, timeout.completed = int(counts.group(2)), int(counts.group(3))
         if stuck and stuck.group(1) and at is not None and timeout.since is None:
             timeout.since = at - int(stuck.group(1))
 
