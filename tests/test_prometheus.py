@@ -174,6 +174,7 @@ def test_record_serves_every_rank_and_the_hang_alert_over_http(recorder: tuple[i
     [hang] = [s for s in samples["distmon_alert_active"] if s.labels["kind"] == "hang"]
     assert hang.labels == {"job_id": "sim-job", "kind": "hang", "severity": "critical"} and hang.value == 1
     assert [(s.labels["kind"], s.labels["rank"]) for s in samples["distmon_alert_rank"]] == [("hang", "2")]
+    assert [(s.labels["kind"], s.labels["rank"]) for s in samples["distmon_culprit"]] == [("hang", "2")]
 
 
 def test_a_resolved_alert_reads_zero_and_its_ranks_go() -> None:
@@ -185,12 +186,14 @@ def test_a_resolved_alert_reads_zero_and_its_ranks_go() -> None:
     assert not families["distmon_rank_gpu_memory_used_bytes"].samples, "no GPU, no GPU series"
     assert [(s.labels["kind"], s.value) for s in families["distmon_alert_active"].samples] == [("rank_exception", 1)]
     assert [s.labels["rank"] for s in families["distmon_alert_rank"].samples] == ["1"]
+    assert [s.labels["rank"] for s in families["distmon_culprit"].samples] == ["1"], "the one the report names"
     assert [families[f"distmon_job_ranks_{which}"].samples[0].value for which in ("exited", "failed")] == [4, 4]
     monitor.alerts.update([], sim.start + 11)
     monitor.publish(sim.start + 11)
     families = {f.name: f for f in collector.collect()}
     assert [s.value for s in families["distmon_alert_active"].samples] == [0]
     assert families["distmon_alert_rank"].samples == []
+    assert families["distmon_culprit"].samples == []
 
 
 @pytest.mark.parametrize("command", [["record", "--out", "x.distmon"], ["watch"]])

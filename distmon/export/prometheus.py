@@ -9,7 +9,9 @@ utilization is read off the reports, which alone carry it, for the ranks served.
 Per job, labelled ``job``: the ranks heard from, silent, stalled, exited and failed; steps
 (min, median, max), step time (median, max), the oldest collective in flight and the
 longest silence among the running ranks, memory (max, sum); the messages taken in and
-dropped, and the active alerts by kind and severity and the ranks they name.
+dropped, the active alerts by kind and severity and the ranks they name, and the job's
+culprit: the ranks the terminal UI's header and ``distmon report`` name
+(:func:`distmon.monitor.overview.cause`).
 
 Per rank, labelled ``job``, ``rank``, ``host`` and ``local_rank``: the :data:`RANK_SERIES`
 (GPU ones only for ranks that have a GPU), for every rank of a job of at most
@@ -32,6 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from distmon.monitor.columns import F8, I8, Array
+from distmon.monitor.overview import cause
 from distmon.monitor.snapshot import AlertFacts, Snapshot
 
 if TYPE_CHECKING:
@@ -216,6 +219,16 @@ def _alert_metrics(job: str, active: tuple[AlertFacts, ...], raised: frozenset[t
     for kind, rank in sorted({(a.kind, r) for a in active for r in a.ranks}):
         named.add_metric([job, kind, str(rank)], 1)
     yield named
+    culprit = GaugeMetricFamily(
+        "distmon_culprit",
+        "1 for each rank of the job's culprit, as the terminal UI and the report name it, by its alert's kind.",
+        labels=["job_id", "kind", "rank"],
+    )
+    found = cause(active)
+    if found is not None:
+        for rank in sorted(found.ranks):
+            culprit.add_metric([job, found.kind, str(rank)], 1)
+    yield culprit
 
 
 def _stat(how: Callable[..., Any], values: Array) -> float | None:

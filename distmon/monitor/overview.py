@@ -10,9 +10,10 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
+from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
@@ -209,15 +210,33 @@ def _state(
     return HEALTHY
 
 
-def cause(alerts: Iterable[Alert]) -> Alert | None:
-    """Of ``alerts`` (those that stand), the one whose ranks are the job's culprit: a critical
-    alert before a warning, a failure before a stop (hang, divergence, stall) before anything
-    else, the earliest raised first. The header, the rank rows, the report's first cause and
-    the metrics all name this one, so they never name different ranks."""
-    ranked = [a for a in alerts if a.kind in STORY_KINDS]
-    return min(
-        ranked, key=lambda a: (a.severity != CRITICAL, a.kind not in FAILURE_KINDS, not a.ranks, a.t), default=None
+class Named(Protocol):
+    """An alert as far as :func:`cause` reads it: an :class:`Alert`, or a snapshot's facts."""
+
+    @property
+    def kind(self) -> str: ...
+    @property
+    def severity(self) -> str: ...
+    @property
+    def ranks(self) -> Sequence[int]: ...
+
+
+A = TypeVar("A", bound=Named)
+
+
+def cause(alerts: Iterable[A]) -> A | None:
+    """Of ``alerts`` (those that stand, in the order raised), the one whose ranks are the
+    job's culprit: a critical alert before a warning, a failure before a stop (hang,
+    divergence, stall), one that names ranks before one that names none, the earliest
+    raised first. The header, the rank rows, the report's first cause and the metrics all
+    name this one, so they never name different ranks."""
+    ranked = [(i, a) for i, a in enumerate(alerts) if a.kind in STORY_KINDS]
+    found = min(
+        ranked,
+        key=lambda ia: (ia[1].severity != CRITICAL, ia[1].kind not in FAILURE_KINDS, not ia[1].ranks, ia[0]),
+        default=None,
     )
+    return found[1] if found is not None else None
 
 
 @dataclass(frozen=True)
