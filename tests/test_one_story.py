@@ -8,14 +8,22 @@ import json
 import os
 import re
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
 from support.commands import DISTMON
+from support.simulate import SimJob, drive
 
 from distmon.export.text import render
+from distmon.monitor import overview
 from distmon.monitor.alerts import CRITICAL
+from distmon.monitor.detector import Detector
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.outside import Sample
+from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.postmortem import load
+from distmon.monitor.probe import Seen
 
 DATA = Path(__file__).parent / "data"
 CLI_DOC = Path(__file__).parent.parent / "docs" / "cli.md"
@@ -88,3 +96,31 @@ def test_the_synopsis_lists_every_option_of_help(command: str) -> None:
     doc = CLI_DOC.read_text()
     synopsis = doc.split(f"## `distmon {command}`", 1)[1].split("```", 2)[1]
     assert options and not {o for o in options if o not in synopsis}, synopsis
+
+
+@pytest.mark.parametrize(
+    ("state", "syscall", "words"),
+    [("S", "clock_nanosleep", "asleep"), ("T", None, "stopped (SIGSTOP)"), ("S", "futex", "waits on a lock")],
+)
+def test_the_culprit_row_says_what_the_prober_saw(state: str, syscall: str | None, words: str) -> None:
+    """Live, the culprit's status is the prober's verdict the hang alert was written from;
+    the ranks that wait for it say for whom, and the header names it."""
+    sim = SimJob(world=4, ranks_per_host=4).hang(2, at=5)
+
+    def outside(host: str, pid: int) -> Seen | None:
+        t = time.monotonic()
+        return Seen(Sample(pid, t - 2, state, syscall=syscall), Sample(pid, t, state, syscall=syscall))
+
+    monitor = Monitor(Detector(probe=sim.probe, outside=outside))
+    drive(sim, monitor, until=40)
+    now = monitor.last_tick
+    tracker = OverviewTracker()
+    tracker.observe(monitor, now)
+    seen = tracker.overview(monitor, now)
+    assert seen.culprits == {2} and seen.doing == words
+    assert seen.story is not None and seen.story.waiting == 3
+    assert seen.story.status(monitor, monitor.state.ranks[2], now) == words
+    assert seen.story.status(monitor, monitor.state.ranks[0], now) == "waits for 2"
+    assert overview.culprit_words(seen).startswith(f"rank 2 {words}")
+    hang = overview.cause(monitor.alerts.active.values())
+    assert hang is not None and hang.ranks == [2]

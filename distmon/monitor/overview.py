@@ -42,7 +42,7 @@ RATE_WINDOW = 10.0
 STORY_KINDS = FAILURE_KINDS | STOP_KINDS
 """Alerts whose ranks are the job's culprit: a failure, or a stop the others wait behind."""
 VERDICT_WORDS = {
-    "stopped": "stopped",
+    "stopped": "stopped (SIGSTOP)",
     "traced": "in a debugger",
     "zombie": "exited",
     "gone": "gone",
@@ -269,7 +269,7 @@ class Story:
 
     def status(self, monitor: Monitor, s: RankState, now: float) -> str | None:
         """Rank ``s``'s status in words a person reads at a glance: a culprit says what it
-        is doing (``asleep``, ``stopped``, ``blocked in I/O``, ``working - checkpointing``),
+        is doing (``asleep``, ``stopped (SIGSTOP)``, ``blocked in I/O``, ``working - checkpointing``),
         a rank that waits for one says for whom (``waits for 2``), one that raised on losing
         a peer after whom (``failed after 3``); None for the others,
         whose status is the word their flags give."""
