@@ -119,7 +119,7 @@ class DistmonApp(App[None]):
         self.overview = self.tracker.overview(self.monitor, now)
         self.header.show(self.overview)
         self.table.empty_message = self.waiting_help()
-        self.table.show(self.monitor.state, now, self.overview.culprits, self.status_words(now))
+        self.table.show(self.monitor.state, now, self.overview.culprits, self.status_words(now), self.overview.story)
         self._show_summary()
         self.alerts_panel.show(self.monitor.alerts)
         if isinstance(self.screen, RankDetail):

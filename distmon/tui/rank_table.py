@@ -28,6 +28,7 @@ from textual.strip import Strip
 from distmon import wire
 from distmon.monitor.arrays import distinct
 from distmon.monitor.columns import F8, I8
+from distmon.monitor.overview import Story
 from distmon.monitor.state import JobState
 from distmon.monitor.views import RankState
 from distmon.monitor.words import count
@@ -134,9 +135,14 @@ class Rows(Sequence[Row]):
         return int(np.count_nonzero(self.ranks >= 0))
 
 
-def matching(query: str, job: JobState, ranks: I8, severity: I8) -> npt.NDArray[np.bool_]:
+Told = Callable[[str, I8], npt.NDArray[np.bool_]]
+"""Which of the ranks have a status in the story's words that holds ``word``."""
+
+
+def matching(query: str, job: JobState, ranks: I8, severity: I8, told: Told | None = None) -> npt.NDArray[np.bool_]:
     """Which of ``ranks`` match every word of ``query``: a rank (``12``), a range (``8-15``),
-    or part of the host name or status word."""
+    or part of the host name or status word (the flags' word, or the story's: ``waits``,
+    ``asleep``)."""
     keep = np.ones(len(ranks), dtype=bool)
     hosts = job.cols.host[ranks]
     for word in query.lower().split():
@@ -148,7 +154,8 @@ def matching(query: str, job: JobState, ranks: I8, severity: I8) -> npt.NDArray[
         else:
             named = [h for h in distinct(hosts).tolist() if word in job.host_name(h).lower()]
             worded = [i for i, status in enumerate(columns.STATUSES) if word in status]
-            keep &= np.isin(hosts, np.array(named, dtype=np.uint64)) | np.isin(severity, worded)
+            said = told(word, ranks) if told is not None else False
+            keep &= np.isin(hosts, np.array(named, dtype=np.uint64)) | np.isin(severity, worded) | said
     return keep
 
 
@@ -187,6 +194,7 @@ class RankTable(ScrollView, can_focus=True):
         self.now = 0.0
         self.culprits: frozenset[int] = frozenset()
         self.status_words: StatusWords = lambda _rank: None
+        self.story: Story | None = None
         self.sort = "rank"
         self.reverse = False
         self.grouped: bool | None = None
@@ -210,12 +218,17 @@ class RankTable(ScrollView, can_focus=True):
     # --- state from the app -------------------------------------------------------------
 
     def show(
-        self, job: JobState, now: float, culprits: frozenset[int], status_words: StatusWords | None = None
+        self,
+        job: JobState,
+        now: float,
+        culprits: frozenset[int],
+        status_words: StatusWords | None = None,
+        story: Story | None = None,
     ) -> None:
         """Point the table at the latest state; cheap unless the row order must change."""
         self.job, self.ranks, self.now = job, job.ranks, now
         if status_words is not None:
-            self.status_words = status_words
+            self.status_words, self.story = status_words, story
         if culprits != self.culprits:
             self.culprits = culprits
             self._order_stale = True
@@ -258,7 +271,7 @@ class RankTable(ScrollView, can_focus=True):
         culprit = np.isin(ranks, list(self.culprits))
         keep = np.ones(len(ranks), dtype=bool)
         if self.filter_text:
-            keep &= matching(self.filter_text, job, ranks, severity)
+            keep &= matching(self.filter_text, job, ranks, severity, self._told)
         if self.problems_only:
             keep &= culprit | (severity != columns.SEVERITY[columns.OK])
         shown = ranks[keep]
@@ -280,6 +293,21 @@ class RankTable(ScrollView, can_focus=True):
         if self._moved and current is not None and current in self.rows:
             self.cursor = self.rows.index(current)
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
+
+    def _told(self, word: str, ranks: I8) -> npt.NDArray[np.bool_]:
+        """Which of ``ranks`` the story's words match ``word``: all the waiting ones share
+        theirs, and only the culprits' are asked for."""
+        said = np.zeros(len(ranks), dtype=bool)
+        story, job = self.story, self.job
+        if story is None or job is None:
+            return said
+        waiting = np.flatnonzero(story.waits)
+        if len(waiting) and word in (self.status_words(RankState(job, int(waiting[0]))) or ""):
+            said |= story.waits[ranks]
+        for rank in story.culprits:
+            if rank in self.ranks and word in (self.status_words(self.ranks[rank]) or "").lower():
+                said |= ranks == rank
+        return said
 
     def _grouped(self, shown: I8, hosts: U8) -> Rows:
         """``shown`` under a heading per node, the nodes in the order of their lowest rank

@@ -62,6 +62,12 @@ async def test_the_header_the_culprit_and_a_waiting_row_tell_one_story() -> None
         assert waiting.startswith(" waits for 2 ") and "all_reduce #36" in waiting
         assert "stalled" not in culprit + waiting
 
+        table.set_query("waits")
+        assert [r.rank for r in table.rows] == [0, 1, 3]
+        table.set_query("asleep")
+        assert [r.rank for r in table.rows] == [2]
+        table.set_query("")
+
         table.action_jump(table.rows.index(Row(rank=2)))
         await pilot.press("enter")
         assert isinstance(app.screen, RankDetail)
