@@ -81,7 +81,7 @@ def test_a_pipeline_hang_names_the_stuck_stage_rank_alone(tmp_path: Path) -> Non
     assert f"CULPRIT rank {STUCK}: hang: rank {STUCK} holds up the job" in text
     assert "rank 1 in send #4 to rank 5 in group" in text
     assert "(TENSOR_MODEL_PARALLEL_GROUP, ranks 4-5)" in text
-    assert f"rank {STUCK}: nothing in flight (in its own code)" in text
+    assert f"rank {STUCK}: CULPRIT, its host stopped enqueuing while its peers went on; nothing in flight" in text
 
 
 def test_the_verdict_is_a_monitors_on_the_same_reports(tmp_path: Path) -> None:

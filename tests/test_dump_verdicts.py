@@ -84,8 +84,8 @@ def test_a_host_that_stopped_enqueuing_is_named_from_its_status_alone(tmp_path: 
     assert culprits(analysis) == [3] and analysis.missing == {}
     (found,) = evidence(analysis, [3])
     assert found.points_at == CODE and "host stopped enqueuing" in found.why
-    assert "is #10; rank 2 enqueued up to #11 and waits in #11" in found.facts[0]
-    assert "rank 3: nothing in flight (in its own code)" in render(analysis)
+    assert "is #10; rank 2 enqueued up to #11; rank 2 waits in #11" in found.facts[0]
+    assert "rank 3: CULPRIT, its host stopped enqueuing while its peers went on; nothing in flight" in render(analysis)
 
 
 def test_a_collective_every_member_issued_names_the_member_behind_elsewhere(tmp_path: Path) -> None:

@@ -82,6 +82,7 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
     files = Files()
     for path in walk(paths, files.problems):
         files.read(path)
+    files.read_dumps()
     problems, dumps, log = files.problems, files.dumps, files.log
     for rank in [r for r in log.seen if r >= MAX_WORLD]:
         problems.append(f"the log's rank {rank} is beyond the {MAX_WORLD} ranks distmon judges: left out")

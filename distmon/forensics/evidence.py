@@ -56,7 +56,9 @@ def evidence(analysis: Analysis, culprits: list[int]) -> list[Evidence]:
             if rank in analysis.missing:
                 found.append(_no_dump(rank, analysis.missing[rank]))
             continue
-        if f.dump is None:
+        if f.dump is None:  # a log's rank: only what its and its peers' watchdog lines show
+            if (behind := _host_stopped(f, analysis)) is not None:
+                found.append(behind)
             continue
         found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
     return found
@@ -104,24 +106,28 @@ def _host_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
         ]
         if not ahead:
             continue
-        waiting = [r for r, g in ahead if g.completed <= group.enqueued]
-        op = next((g.op for _, g in ahead if g.op), None)
-        pending = [e for r, _ in ahead if (e := _pending_entry(analysis.ranks[r], group.id)) is not None]
+        waiting = [(r, g) for r, g in ahead if g.enqueued > g.completed]
+        seq = min((g.completed + 1 for _, g in waiting), default=group.enqueued + 1)
+        op = next((g.op for _, g in waiting if g.op), None)
+        pending = [e for r, _ in waiting if (e := _pending_entry(analysis.ranks[r], group.id)) is not None]
         since = min((created_at(e) for e in pending if created_at(e) > 0), default=0.0)
+        since = since or min((g.since for _, g in waiting if g.since), default=0.0)
         waited = f" for {duration(analysis.t - since)}" if since else ""
         sizes = f" {_op(pending[0])}" if pending else f" ({op})" if op else ""
-        own = "nothing of its own in flight" if f.dump and f.dump.oldest_pending is None else "its own work queued"
+        they = rank_word([r for r, _ in waiting])
+        waits = f"; {they} {'waits' if len(waiting) == 1 else 'wait'} in #{seq}{sizes}{waited}" if waiting else ""
+        if f.dump is None:
+            own = "it stopped short of what its peers went on to"
+        elif f.dump.oldest_pending is None:
+            own = "nothing of its own in flight"
+        else:
+            own = "its own work queued"
         return Evidence(
             f.rank,
             "its host stopped enqueuing while its peers went on",
             [
                 f"its last work in {group_name(group.id, group)} is #{group.enqueued}; "
-                f"{rank_word([r for r, _ in ahead])} enqueued up to #{max(g.enqueued for _, g in ahead)}"
-                + (
-                    f" and {'waits' if len(waiting) == 1 else 'wait'} in #{group.enqueued + 1}{sizes}{waited}"
-                    if waiting
-                    else ""
-                ),
+                f"{rank_word([r for r, _ in ahead])} enqueued up to #{max(g.enqueued for _, g in ahead)}{waits}",
                 f"{own}: the rank is in its own code (a stuck thread, the GIL held, I/O, or a path "
                 "only some ranks take)",
             ],

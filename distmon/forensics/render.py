@@ -92,10 +92,10 @@ def _missing(missing: dict[int, str]) -> str:
 def _standing(analysis: Analysis) -> list[str]:
     """Ranks standing in the same place, one line each (thousands of ranks are a few lines)."""
     places: dict[str, list[int]] = {}
-    why = {e.rank: e.why for e in evidence(analysis, culprits(analysis))}
+    named = {e.rank: e.why for e in evidence(analysis, culprits(analysis))}
     for rank, f in analysis.ranks.items():
         place = _place(f, analysis.t)
-        places.setdefault(f"CULPRIT, {why[rank]}; {place}" if rank in why else place, []).append(rank)
+        places.setdefault(f"CULPRIT, {named[rank]}; {place}" if rank in named else place, []).append(rank)
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
             places.setdefault(f"no evidence ({why}): judged as never heard from", []).append(rank)
