@@ -20,7 +20,7 @@ from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.postmortem import Postmortem
 from distmon.monitor.recording import BatchRecord, Message, read_recording
 from distmon.monitor.views import gpu_allocated
-from distmon.monitor.words import count, duration, ranks_text
+from distmon.monitor.words import count, duration, rank_word, ranks_text
 from distmon.wire import WireError, decode
 
 MAX_RANKS = 32
@@ -304,7 +304,7 @@ def _cause(pm: Postmortem, start: float) -> str:
     return (
         f'<section class="cause {html.escape(cause.severity)}">'
         f"<h2>First cause (+{html.escape(duration(cause.t - start))}): {html.escape(cause.kind)}, "
-        f"rank{'s' if len(cause.ranks) != 1 else ''} {html.escape(ranks_text(cause.ranks))}</h2>"
+        f"{html.escape(rank_word(cause.ranks) if cause.ranks else 'no rank behind')}</h2>"
         f"<p>{html.escape(cause.headline)}</p><pre>{html.escape(cause.detail)}</pre></section>"
     )
 
