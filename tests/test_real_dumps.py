@@ -96,3 +96,16 @@ def test_json_carries_the_culprits_and_their_evidence(capsys: pytest.CaptureFixt
     assert out["culprits"] == [9, 14]
     assert [e["rank"] for e in out["evidence"]] == [9, 14]
     assert all(e["points_at"] == HARDWARE and "nvidia-smi" in e["next"] for e in out["evidence"])
+
+
+def test_the_hooks_reader_names_every_group_of_a_dump_whose_ring_holds_none() -> None:
+    """The live hook's reader on rank 10's real dump (its ring empty: nothing in flight):
+    every group is named, by the order the rank created them, so none drops out of its report."""
+    from distmon.hooks.collectives import Recorder
+
+    raw = (SETS / "lock_gil_2nd" / "_dump_10").read_bytes()
+    dump = load(raw)
+    assert dump["entries"] == []
+    by_name = Recorder("nccl", lambda full: raw).status_by_name()
+    assert set(by_name) == set(dump["pg_config"])
+    assert by_name["40"]["last_enqueued_collective"] == 31442  # its tensor-parallel pair's

@@ -37,8 +37,8 @@ from distmon.flightrecorder import (
     enqueued,
     group_name,
     load,
-    names_of,
     p2p_in_flight,
+    pg_names,
     started,
 )
 from distmon.hooks.p2p import Channel, P2PTracker
@@ -78,8 +78,8 @@ class Recorder:
             for pg_id, entry in status.items()
             if pg_id not in self.names and self.unnamed.get(pg_id) != enqueued(entry)
         ]
-        if todo:
-            for pg_id, name in names_of(self.entries()).items():
+        if todo:  # named by the entries, or by order where the ring no longer holds a group's work
+            for pg_id, name in pg_names(load(self.dump(True), walk_first=False)).items():
                 self.names.setdefault(pg_id, name)
             for pg_id in todo:
                 if pg_id not in self.names:
