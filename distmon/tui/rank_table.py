@@ -446,12 +446,15 @@ class RankTable(ScrollView, can_focus=True):
     def _node_line(self, job: JobState, host: int, width: int, base: Style, cursor: bool) -> Strip:
         ranks = self._members.get(host, np.zeros(0, dtype=np.int64))
         name = job.host_name(host)
-        counts = np.bincount(columns.severities(job, ranks, self.now), minlength=len(columns.STATUSES))
+        culprits = [r for r in ranks.tolist() if r in self.culprits]
+        waiting = self.story.waits[ranks] if self.story is not None else np.zeros(len(ranks), dtype=bool)
+        others = ranks[~waiting & ~np.isin(ranks, culprits)]
+        counts = np.bincount(columns.severities(job, others, self.now), minlength=len(columns.STATUSES))
         span = f"{ranks[0]}-{ranks[-1]}" if len(ranks) else "-"
         marker = "▸" if name in self.collapsed else "▾"
         words = sorted((word, int(n)) for word, n in zip(columns.STATUSES, counts, strict=True) if n)
-        health = ", ".join(f"{n} {word}" for word, n in words if word != columns.OK)
-        culprits = [r for r in ranks.tolist() if r in self.culprits]
+        told = [f"{np.count_nonzero(waiting)} waiting"] if waiting.any() else []
+        health = ", ".join(told + [f"{n} {word}" for word, n in words if word != columns.OK])
         style = base + self.get_component_rich_style("rank-table--node")
         if culprits:
             style += self.get_component_rich_style("rank-table--culprit")
