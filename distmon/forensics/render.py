@@ -10,7 +10,7 @@ from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import evidence
 from distmon.monitor.alerts import CRITICAL, Alert
 from distmon.monitor.overview import cause
-from distmon.monitor.words import duration, group_name, rank_word, ranks_text
+from distmon.monitor.words import count, duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
@@ -41,7 +41,7 @@ def summary(analysis: Analysis) -> str:
 
 def render(analysis: Analysis) -> str:
     lines = [
-        f"Read {analysis.dumps} dumps and {analysis.logs} logs: {analysis.world} ranks "
+        f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {count(analysis.world, 'rank')} "
         f"(world size from {analysis.world_from}), judged as of {_clock(analysis.t)}",
     ]
     if analysis.missing:
