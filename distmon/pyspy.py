@@ -70,7 +70,7 @@ def dump(pid: int, timeout: float = TIMEOUT, stopped: bool = False) -> OutsideSt
     be suspended to unwind: its Python frames are read as it stands. Never raises."""
     exe = executable()
     if exe is None:
-        return OutsideStack(error="py-spy is not installed (pip install 'distmon[stacks]')")
+        return OutsideStack(error="py-spy is not installed (pip install '.[stacks]' in distmon's checkout)")
     python_only = [exe, "dump", "--pid", str(pid), "--json", "--full-filenames"]
     if stopped:
         result = _run([*python_only, "--nonblocking"], timeout)
