@@ -115,7 +115,7 @@ CRAFTED_V2 = {
     "v2: a time beyond any clock": (HEADER_V2 + deflated(message(1e300)), "a record at time"),
     "v2: garbage after the header": (HEADER_V2 + b"garbage " * 1000, "incorrect header check"),
     "v2: uncompressed records after the header": (HEADER_V2 + message() * 100, "incorrect header check"),
-    "v2: garbage inside the stream": (V2 + NOISE[:100_000], "is damaged at record 1 (by byte"),
+    "v2: garbage inside the stream": (V2 + NOISE[:100_000], "is damaged at record 2 (by byte"),
     "v2: bytes after the end": (HEADER_V2 + deflated(message(), end=True) + message(), "bytes follow the end"),
     "v2: a header from no clock": (
         msgpack.packb({"format": "distmon-recording", "version": 2, "created": -1}) + deflated(message()),

@@ -381,9 +381,8 @@ class Records:
         """What was wrong with the file so far, in one line; None for a whole file."""
         skipped = f"{self.skipped} damaged record{'s' * (self.skipped != 1)} skipped"
         if self.stopped is not None:
-            return f"{self.path} is damaged at {self.stopped}: not read further" + (
-                f"; {skipped} before it" if self.skipped else ""
-            )
+            before = f"{self._first_damage}; {skipped}; then at " if self.skipped else ""
+            return f"{self.path} is damaged at {before}{self.stopped}: not read further"
         line = None
         if self.skipped:
             line = f"{self.path} is damaged at {self._first_damage}; {skipped}, the rest read"
@@ -423,6 +422,8 @@ class Records:
         consumed = inflated = 0
         full = False
         pending = b""
+        broken: str | None = None
+        """Why the stream cannot be read past the bytes inflated last."""
         while True:
             while unpacker is not None:
                 why = None
@@ -442,6 +443,9 @@ class Records:
                 self._damaged(self._start + consumed, why)
                 unpacker, base = self._resync(data, base, good + 1)
                 good = origin = base
+            if broken is not None:
+                self.stopped = f"{self._where(self._start + consumed)}: {broken}"
+                return
             if self._inflate is not None and self._inflate.eof:
                 self._check_end(consumed)
                 return
@@ -454,12 +458,15 @@ class Records:
             if self._inflate is None:
                 out, consumed, pending = pending, consumed + len(pending), b""
             else:
+                before = self._inflate.copy()
                 try:
                     out = self._inflate.decompress(pending, CHUNK)
+                    consumed += len(pending) - len(self._inflate.unconsumed_tail)
                 except zlib.error as e:
-                    self.stopped = f"{self._where(self._start + consumed)}: {e}"
-                    return
-                consumed += len(pending) - len(self._inflate.unconsumed_tail)
+                    broken = str(e)
+                    out, good_bytes = _up_to_damage(before, pending)
+                    consumed += good_bytes
+                    pending = b""
                 pending, full = self._inflate.unconsumed_tail, len(out) == CHUNK
                 inflated += len(out)
                 if inflated > MAX_RATIO * consumed + RATIO_SLACK:
@@ -503,6 +510,18 @@ class Records:
         if extra:
             end = self._start + consumed - len(self._inflate.unused_data)
             self.stopped = f"byte {end}: bytes follow the end of its records"
+
+
+def _up_to_damage(inflate: Any, data: bytes) -> tuple[bytes, int]:
+    """What ``data`` inflates to before the byte where the stream breaks, and that byte: the
+    records it completes are read before the reading stops."""
+    out = []
+    for at in range(len(data)):
+        try:
+            out.append(inflate.decompress(data[at : at + 1]))
+        except zlib.error:
+            return b"".join(out), at
+    return b"".join(out), len(data)
 
 
 def _unpacker(f: IO[bytes] | None) -> msgpack.Unpacker:
