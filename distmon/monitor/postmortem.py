@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import numpy.typing as npt
 
 from distmon.channel import Batch
 from distmon.monitor.alerts import CRITICAL, Alert
@@ -13,6 +14,7 @@ from distmon.monitor.overview import cause
 from distmon.monitor.recording import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
 from distmon.monitor.state import JobState
 from distmon.monitor.words import rank_word
+from distmon.wire import WireError
 
 BATCH = 4096
 """Messages taken in at a time."""
@@ -84,7 +86,7 @@ def load(path: str) -> Postmortem:
             continue
         _ingest(pm.state, messages)
         if isinstance(record, BatchRecord):
-            pm.state.ingest_batch(record.batch, record.t)
+            _take(pm.state, record.batch, record.t)
         elif isinstance(record, Dropped):
             pm.state.dropped.update(record.counts)
         elif isinstance(record, AlertEvent):
@@ -102,9 +104,23 @@ def load(path: str) -> Postmortem:
 
 def _ingest(state: JobState, messages: list[Message]) -> None:
     if messages:
-        times = np.array([m.t for m in messages])
-        state.ingest_batch(Batch.of([m.payload for m in messages]), float(times[-1]), times)
+        _take(state, Batch.of([m.payload for m in messages]), messages[-1].t, np.array([m.t for m in messages]))
         messages.clear()
+
+
+def _take(state: JobState, batch: Batch, t: float, times: npt.NDArray[np.float64] | None = None) -> None:
+    """``batch`` taken in at ``t`` (each message at ``times``); a message the state cannot
+    decode (a damaged file's) is counted as malformed and the batch taken in again without
+    it, one message at a time."""
+    try:
+        state.ingest_batch(batch, t, times)
+    except WireError:
+        for i, frame in enumerate(batch.frames()):
+            at = t if times is None else float(times[i])
+            try:
+                state.ingest_batch(Batch.of([frame]), at, np.array([at]))
+            except WireError:
+                state.dropped["malformed"] += 1
 
 
 def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert], stopping: bool) -> None:
