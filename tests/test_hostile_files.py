@@ -517,3 +517,20 @@ def test_replay_without_a_terminal_runs_headless_and_ends(tmp_path: Path) -> Non
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout
     assert re.search(r"CRITICAL hang: .*rank 2", done.stdout), done.stdout
+
+
+@pytest.mark.parametrize("command", ["report", "replay"])
+def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path, command: str) -> None:
+    """A frame whose header reads but whose report does not (a damaged file's): ``report``
+    counts it as malformed; ``replay``, whose monitor decodes a job's first report whole,
+    stops there in one line."""
+    path = tmp_path / "undecodable.distmon"
+    writer = RecordingWriter(str(path))
+    writer.message(1.7e9, encode(Report("j", 0, 1, "HOSTX", 100, 1.7e9, 0, 1.0)).replace(b"HOSTX", b"HOST\xfc"))
+    writer.close()
+    done = run_distmon(*([command] if command == "report" else [command, "--headless"]), str(path))
+    assert "Traceback" not in done.stderr, done.stderr
+    if command == "report":
+        assert done.returncode == 0 and "1 malformed" in done.stdout, done.stdout
+    else:
+        assert done.returncode == 2 and "a message the monitor cannot read" in done.stderr
