@@ -534,3 +534,13 @@ def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path
         assert done.returncode == 0 and "1 malformed" in done.stdout, done.stdout
     else:
         assert done.returncode == 2 and "a message the monitor cannot read" in done.stderr
+
+
+def test_escapes_reach_the_terminal_ui_shown_not_obeyed() -> None:
+    from distmon.tui.alert_detail import evidence
+    from distmon.tui.alerts_panel import describe
+    from distmon.tui.text import fit
+
+    alert = Alert("hang", "critical", [0], 1.7e9, ESCAPES, ESCAPES + "\nsecond line")
+    for shown in (describe(alert).plain, evidence(alert).plain, fit(ESCAPES, 80)):
+        assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
