@@ -8,7 +8,9 @@ each rank waits in, what happened, what to do), judged by the live monitor's own
 (:mod:`distmon.forensics.analysis`). ``--json`` prints an object with ``culprits``,
 ``summary``, ``ranks`` (per rank: its groups, last started and completed work, oldest work
 pending), ``missing`` (ranks with no file, or an empty dump), ``alerts``, ``problems``.
-A file that cannot be read gets one line; the rest of the set is still analysed.
+A file that cannot be read gets one line; the rest of the set is still analysed, and exit
+code 2 says nothing could be. A ``--world`` the files contradict (fewer ranks than they
+hold) gets one line, and the files win.
 """
 
 from __future__ import annotations
