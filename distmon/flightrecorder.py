@@ -523,7 +523,7 @@ def pg_names(dump: dict[str, Any], named: dict[str, str] | None = None) -> dict[
     status, config = dump.get("pg_status", {}), dump.get("pg_config", {})
     ids = sorted((str(k) for k in status), key=_numeric)
     groups = sorted((str(k) for k in config), key=_numeric)
-    if len(ids) == len(groups) and all(type(k) is str and k.isdigit() for k in [*ids, *groups]):
+    if len(ids) == len(groups) and all(k.isascii() and k.isdigit() for k in [*ids, *groups]):
         by_order = dict(zip(ids, groups, strict=True))
         if all(by_order.get(pg_id) == name for pg_id, name in named.items()):
             return by_order
@@ -531,7 +531,7 @@ def pg_names(dump: dict[str, Any], named: dict[str, str] | None = None) -> dict[
 
 
 def _numeric(key: str) -> tuple[int, str]:
-    return (int(key), key) if key.isdigit() and len(key) < 19 else (1 << 62, key)
+    return (int(key), key) if key.isascii() and key.isdigit() and len(key) < 19 else (1 << 62, key)
 
 
 def _descriptions(dump: dict[str, Any]) -> dict[str, str]:

@@ -116,3 +116,15 @@ def test_the_same_job_id_relaunched_at_another_size_after_it_ended_starts_afresh
         state.ingest(message(report(rank, exit=ExitInfo(how="clean", t=T0 + 1))), T0 + 1)
     assert state.ingest(message(report(0, world=2, pid=1)), T0 + 2)
     assert state.world == 2 and list(state.ranks) == [0]
+
+
+def test_a_first_frame_whose_report_does_not_decode_is_dropped_not_raised() -> None:
+    """Its header fits the job, its report is garbage: counted as malformed, and the next
+    frame is the one the monitor follows (it raised out of the monitor's loop before)."""
+    state = JobState()
+    good = message(report(0))
+    broken = good[: len(good) - 8] + b"\xc1" * 8  # 0xc1: never used by msgpack
+    assert state.ingest(broken, T0) is None
+    assert state.dropped == {"malformed": 1} and state.job is None
+    assert state.ingest(good, T0)
+    assert state.job == "job" and sorted(state.ranks) == [0]

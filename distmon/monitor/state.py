@@ -117,15 +117,21 @@ class JobState:
         h = parsed.headers
         keep = np.ones(len(parsed), dtype=bool)
         fits = (h["world"] >= 1) & (h["world"] <= self.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
-        if fits.any():
+        while fits.any():
             i = int(np.argmax(fits))
             first, ended = h[i], self._job_hash is not None and self.ended(float(arrived[i]))
             another = first["job"] != self._job_hash and not self.pinned
             resized = first["job"] == self._job_hash and self.job_world is not None and first["world"] != self.job_world
-            if self._job_hash is None or (ended and (another or resized)):
+            if not (self._job_hash is None or (ended and (another or resized))):
+                break
+            try:
                 self._follow(parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
+                break
+            except wire.WireError:  # its header fits, its report does not decode: dropped, the next one judged
+                self.dropped["malformed"] += 1
+                keep[i] = fits[i] = False
         if self._job_hash is not None:
-            other = h["job"] != self._job_hash
+            other = (h["job"] != self._job_hash) & keep
             self._refuse("other_job", other)
             keep &= ~other
         rank, world = h["rank"].astype(np.int64), h["world"].astype(np.int64)
