@@ -145,7 +145,7 @@ def test_hostile_and_broken_files_get_a_line_each_and_the_rest_is_analysed(tmp_p
     assert any("binary.bin: neither a Flight Recorder dump nor a log" in line for line in lines)
     assert any("dump_without_a_rank: a dump, but its name does not end" in line for line in lines)
     assert any("nope: no such file or folder" in line for line in lines)
-    assert analysis.missing == {0: "no file", 2: "no file"}
+    assert analysis.missing == {0: "its dump could not be read", 2: "its dump could not be read"}
     assert culprits(analysis) == [STUCK]
 
 

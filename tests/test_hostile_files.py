@@ -521,9 +521,8 @@ def test_replay_without_a_terminal_runs_headless_and_ends(tmp_path: Path) -> Non
 
 @pytest.mark.parametrize("command", ["report", "replay"])
 def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path, command: str) -> None:
-    """A frame whose header reads but whose report does not (a damaged file's): ``report``
-    counts it as malformed; ``replay``, whose monitor decodes a job's first report whole,
-    stops there in one line."""
+    """A frame whose header reads but whose report does not (a damaged file's): counted as
+    malformed, the rest played."""
     path = tmp_path / "undecodable.distmon"
     writer = RecordingWriter(str(path))
     writer.message(1.7e9, encode(Report("j", 0, 1, "HOSTX", 100, 1.7e9, 0, 1.0)).replace(b"HOSTX", b"HOST\xfc"))
@@ -533,7 +532,7 @@ def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path
     if command == "report":
         assert done.returncode == 0 and "1 malformed" in done.stdout, done.stdout
     else:
-        assert done.returncode == 2 and "a message the monitor cannot read" in done.stderr
+        assert done.returncode == 0, done.stderr
 
 
 def test_escapes_reach_the_terminal_ui_shown_not_obeyed() -> None:

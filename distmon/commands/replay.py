@@ -77,19 +77,10 @@ def _headless(feed: ReplayFeed, as_json: bool) -> int:
     from distmon.export.text import alert_line
     from distmon.monitor.monitor import Monitor
     from distmon.monitor.session import Session
-    from distmon.wire import WireError
 
     monitor = Monitor()
     session = Session(feed, monitor)
-    try:
-        changes = session.finish()
-    except WireError as e:  # the monitor decodes a job's first report whole: a damaged one cannot be taken in
-        print(
-            f"distmon replay: {feed.path}: a message the monitor cannot read ({e}): the replay stops there",
-            file=sys.stderr,
-        )
-        session.close()
-        return 2
+    changes = session.finish()
     for t, change in changes:
         if not as_json and (line := alert_line(change, t)) is not None:
             print(line)

@@ -98,7 +98,11 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
         facts[rank] = RankFacts(rank, "log", statuses.get(rank, []))
     _place(facts, files.configs, size)
     silent = log.seen - facts.keys()
-    missing = {r: "no watchdog line in the log" if r in silent else "no file" for r in range(size) if r not in facts}
+    missing = {
+        r: "no watchdog line in the log" if r in silent else files.unread.get(r, "no file")
+        for r in range(size)
+        if r not in facts
+    }
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
     reports = [_last_words(_report(f, size, t), log) for f in facts.values() if f.rank < size]

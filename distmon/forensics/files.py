@@ -47,11 +47,15 @@ class Files:
     log: LogFacts = field(default_factory=LogFacts)
     logs: int = 0
     problems: list[str] = field(default_factory=list)
+    unread: dict[int, str] = field(default_factory=dict)
+    """Rank -> why its dump, found, was not read (its problem line says more)."""
     _named: dict[int, str] = field(default_factory=dict)
     """Rank -> the dump named for it, not read yet."""
 
     def read(self, path: str) -> None:
         kind = sniff(path, self.problems)
+        if kind is None and (rank := rank_of(path)) is not None:
+            self.unread.setdefault(rank, "its dump could not be read")
         if kind == "log":
             self.logs += read_log_file(path, self.log, self.problems)
         elif kind == "dump":
@@ -76,6 +80,7 @@ class Files:
         for read in found:
             if read.dump is None:
                 self.problems.append(f"{read.path}: {read.problem}")
+                self.unread.setdefault(read.rank, "its dump could not be read")
                 continue
             for name, members in read.configs.items():
                 self.configs.setdefault(name, members)
