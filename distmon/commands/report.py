@@ -17,7 +17,7 @@ import json
 import sys
 
 from distmon.export.text import render
-from distmon.monitor.postmortem import Postmortem, load
+from distmon.monitor.postmortem import load
 from distmon.monitor.recording import RecordingError
 
 
@@ -36,22 +36,24 @@ def run(args: argparse.Namespace) -> int:
     if pm.trouble is not None:
         print(f"distmon report: {pm.trouble}", file=sys.stderr)
     text = render(pm)
+    page = None
+    if args.html:  # before anything is printed: without plotly, one line and nothing else
+        from distmon.export.html import MissingPlotly, render_page
+
+        try:
+            page = render_page(pm, args.file, text)
+        except MissingPlotly as e:
+            print(f"distmon report: {e}", file=sys.stderr)
+            return 2
     if args.json:
         json.dump([a.to_json() for a in pm.alerts], sys.stdout, indent=2)
         print()
     else:
         print(text)
-    return _write_html(pm, args.file, text, args.html) if args.html else 0
+    return _write_html(page, args.html) if page is not None else 0
 
 
-def _write_html(pm: Postmortem, path: str, text: str, out: str) -> int:
-    from distmon.export.html import MissingPlotly, render_page
-
-    try:
-        page = render_page(pm, path, text)
-    except MissingPlotly as e:
-        print(f"distmon report: {e}", file=sys.stderr)
-        return 2
+def _write_html(page: str, out: str) -> int:
     try:
         with open(out, "w", encoding="utf-8") as f:
             f.write(page)
