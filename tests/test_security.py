@@ -250,7 +250,7 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
     growth = (peak() - baseline) / 2**20
     assert growth < 100, f"the recorder grew by {growth:.0f} MB under the flood"
     report_text = distmon("report", str(out)).stdout
-    assert "4 ranks on 1 hosts" in report_text
+    assert "4 ranks on 1 host" in report_text
     assert "100000 rank_out_of_range" not in report_text and "99998 rank_out_of_range" in report_text
 
 
@@ -284,7 +284,7 @@ def test_a_keyed_job_is_heard_and_senders_without_its_key_are_refused_and_counte
     counts = summary_counts(log)
     assert counts["no_key"] > 0 and counts["wrong_key"] > 0
     text = distmon("report", str(out)).stdout
-    assert "2 ranks on 1 hosts" in text and "no_key" in text and "wrong_key" in text
+    assert "2 ranks on 1 host" in text and "no_key" in text and "wrong_key" in text
     assert "exited cleanly" in text
 
 
