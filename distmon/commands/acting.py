@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING
 
 from distmon import values
 from distmon.endpoint import exposure_warning
+from distmon.monitor.words import count
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Channel, Responder
@@ -107,7 +108,7 @@ def close(responder: Responder) -> str:
         responder.notifications.close(wait=CLOSE_WAIT)
         parts.append(responder.notifications.summary())
     if responder.written:
-        parts.append(f"evidence: {len(responder.written)} bundles")
+        parts.append(f"evidence: {count(len(responder.written), 'bundle')}")
     if responder.ended is not None:
         parts.append(f"ended the job because of {responder.ended.alert.kind}")
     return "; ".join(parts)
