@@ -15,6 +15,7 @@ prefetching puts a little before the training loop waits for that batch.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import re
@@ -26,6 +27,8 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+
+import psutil
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -41,6 +44,11 @@ class Scenario:
     """Text of the user's frame the evidence must show, where it is the point."""
     unmodified: bool = False
     """Run under ``distmon run`` instead of with ``--distmon``."""
+    healthy: bool = False
+    """A job that must raise no alert naming a rank (but a warning naming the rank that holds
+    the others up and saying what it does): run to its end, its false alarms counted."""
+    jobs: int = 1
+    """Healthy jobs run at once on the machine, each with its own recorder."""
 
 
 SCENARIOS = {
@@ -50,7 +58,9 @@ SCENARIOS = {
     "exception": Scenario("rank_exception", "exception"),
     "sigkill": Scenario("rank_lost", "sigkill"),
     "worker-kill": Scenario("worker_crash", "worker-kill"),
-    "gil": Scenario("rank_lost", "gil", frame="ctypes.PyDLL(None).sleep"),
+    "gil": Scenario("hang", "gil", frame="ctypes.PyDLL(None).sleep"),
+    "stop": Scenario("hang", "stop"),
+    "fifo-save": Scenario("hang", "fifo-save"),
     "straggler": Scenario("straggler", "straggler"),
     "leak": Scenario("memory_pressure", "leak"),
     "late-init": Scenario("stall", "late-init", frame="time.sleep(args.hang_seconds)", unmodified=True),
@@ -58,9 +68,58 @@ SCENARIOS = {
     "loader-block-all": Scenario(
         "stall", "loader-block", ("--fault-rank", "-1"), ranks=(0, 1, 2, 3), frame="Noise.__getitem__"
     ),
+    "healthy": Scenario("", "none", ("--steps", "300"), healthy=True),
+    "checkpoint": Scenario("", "checkpoint@60:2:8", ("--steps", "300"), healthy=True),
+    "slow-first-step": Scenario("", "slow-import@1:2:8", ("--steps", "300"), healthy=True),
+    "two-jobs": Scenario("", "none", ("--steps", "300"), healthy=True, jobs=2),
 }
 INJECTED = re.compile(r"injecting \S+ at step \d+, t=([\d.]+)")
 SETTLE = 3.0
+
+
+def run_healthy(name: str, workdir: Path) -> tuple[int, list[str]]:
+    """A healthy job (or ``jobs`` at once) run to its end: the alerts naming a rank but a
+    warning naming the rank that holds the others up and saying what it does, and every
+    alert's line."""
+    scenario = SCENARIOS[name]
+    started = []
+    for i in range(scenario.jobs):
+        endpoint = f"ipc://{workdir}/{name}-{i}.sock"
+        out = workdir / f"{name}-{i}.distmon"
+        env = {**os.environ, "DISTMON_ENDPOINT": endpoint, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+        log = (workdir / f"{name}-{i}.record.log").open("w+")
+        recorder = subprocess.Popen([sys.executable, "-m", "distmon", "record", "--out", str(out)], env=env, stderr=log)
+        started.append((recorder, out, env))
+    time.sleep(1.0)
+    jobs = [
+        subprocess.Popen([*_train(scenario), "--distmon"], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.STDOUT)
+        for _, _, env in started
+    ]
+    for job in jobs:
+        job.wait(300)
+    false_alarms, said = 0, []
+    for recorder, out, _ in started:
+        time.sleep(2.0)  # the ranks' last words
+        recorder.send_signal(signal.SIGINT)
+        recorder.wait(30)
+        report = subprocess.run(
+            [sys.executable, "-m", "distmon", "report", str(out), "--json"], capture_output=True, text=True, check=True
+        )
+        for alert in json.loads(report.stdout):
+            said.append(f"{alert['severity']} {alert['kind']}: {alert['summary']}")
+            doing = alert["severity"] == "warning" and alert["ranks"] == [2] and " is " in alert["summary"]
+            false_alarms += bool(alert["ranks"]) and not doing
+    return false_alarms, said
+
+
+def _train(scenario: Scenario) -> list[str]:
+    fault = scenario.fault.split("@")
+    where = ("--fault", scenario.fault) if len(fault) > 1 else ("--fault", scenario.fault, "--fault-rank", "2")
+    return [
+        *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"),
+        *(str(REPO / "examples" / "train.py"), "--steps", "800", *where),
+        *("--fault-step", "20", "--timeout", "120", *scenario.args),
+    ]
 
 
 def run_once(name: str, workdir: Path) -> tuple[float | None, bool, bool | None]:
@@ -71,11 +130,7 @@ def run_once(name: str, workdir: Path) -> tuple[float | None, bool, bool | None]
     out = workdir / f"{name}.distmon"
     env = {**os.environ, "DISTMON_ENDPOINT": endpoint, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     log = (workdir / f"{name}.record.log").open("w+")
-    train = [
-        *(sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=4"),
-        *(str(REPO / "examples" / "train.py"), "--steps", "800", "--fault", scenario.fault),
-        *("--fault-rank", "2", "--fault-step", "20", "--timeout", "120", *scenario.args),
-    ]
+    train = _train(scenario)
     recorder = None
     if scenario.unmodified:
         command = [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *train]
@@ -95,7 +150,15 @@ def run_once(name: str, workdir: Path) -> tuple[float | None, bool, bool | None]
     while time.monotonic() < deadline and f" {scenario.kind}: " not in Path(log.name).read_text():
         time.sleep(0.2)
     time.sleep(SETTLE)
+    family = psutil.Process(job.pid).children(recursive=True)
+    for process in family:  # a stopped rank would not end
+        with contextlib.suppress(psutil.Error):
+            process.send_signal(signal.SIGCONT)
     os.killpg(job.pid, signal.SIGTERM)
+    job.wait(60)
+    for process in family:  # a fault's helper (`sleep; kill -CONT`) holds the job's output open
+        with contextlib.suppress(psutil.Error):
+            process.kill()
     output, _ = job.communicate(timeout=60)
     if recorder is not None:
         recorder.send_signal(signal.SIGINT)
@@ -131,7 +194,14 @@ def main() -> None:
     print("| fault | alert | median s | worst s | right rank | frame in evidence | missed |")
     print("|---|---|---:|---:|---|---|---:|")
     with tempfile.TemporaryDirectory() as tmp:
-        for fault in args.faults:
+        for fault in args.faults:  # a healthy job's last column: its false alarms over every run
+            if SCENARIOS[fault].healthy:
+                counted = [run_healthy(fault, Path(tmp)) for _ in range(args.runs)]
+                said = sorted({line for _, lines in counted for line in lines})
+                print(f"| {fault} (healthy) | none naming a rank | - | - | - | - | {sum(n for n, _ in counted)} |")
+                for line in said:
+                    print(f"|   said: {line[:150]} | | | | | | |", flush=True)
+                continue
             results = [run_once(fault, Path(tmp)) for _ in range(args.runs)]
             found = [(lat, ok, framed) for lat, ok, framed in results if lat is not None]
             latencies = [lat for lat, _, _ in found]
