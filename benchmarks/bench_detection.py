@@ -63,7 +63,7 @@ SCENARIOS = {
     "fifo-save": Scenario("hang", "fifo-save"),
     "straggler": Scenario("straggler", "straggler"),
     "leak": Scenario("memory_pressure", "leak"),
-    "late-init": Scenario("stall", "late-init", frame="time.sleep(args.hang_seconds)", unmodified=True),
+    "late-init": Scenario("stall", "late-init", frame="time.sleep(fault.seconds)", unmodified=True),
     "loader-block": Scenario("hang", "loader-block", frame="Noise.__getitem__"),
     "loader-block-all": Scenario(
         "stall", "loader-block", ("--fault-rank", "-1"), ranks=(0, 1, 2, 3), frame="Noise.__getitem__"
