@@ -169,7 +169,7 @@ def test_a_slow_checkpoint_is_a_warning_that_says_checkpoint(working: Job) -> No
 
 def test_a_slow_import_at_start_up_is_a_warning_that_says_importing(working: Job) -> None:
     start = working.injected["slow-import"][1]
-    during = [e.alert for e in working.events if start <= e.t <= start + 60 and e.event != "resolved"]
+    during = [e.alert for e in working.events if start <= e.t <= start + 45 and e.event != "resolved"]
     assert during, [(e.t - start, e.alert.summary) for e in working.events]
     assert {(a.kind, tuple(a.ranks), a.severity) for a in during} == {("hang", (0,), "warning")}, during
     assert any(a.summary.startswith("rank 0 is importing modules, ") for a in during), [a.summary for a in during]
