@@ -122,7 +122,7 @@ class DistmonApp(App[None]):
         self.table.show(self.monitor.state, now, self.overview.culprits, self.status_words(now), self.overview.story)
         self._show_summary()
         self.alerts_panel.show(self.monitor.alerts)
-        if isinstance(self.screen, RankDetail):
+        if self.screen_stack and isinstance(self.screen, RankDetail):  # no screen: the app is closing
             rank = self.screen.rank
             state = self.monitor.state.ranks.get(rank)
             told = self.status_words(now)(state) if state is not None else None

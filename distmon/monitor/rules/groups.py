@@ -150,6 +150,9 @@ class Incidents(WaitFor):
         roots = self._roots(reach)
         if not roots or len(roots) > MAX_SHOWN:
             return []
+        cols = self.job.cols
+        if any(rank in self.job.ranks and (cols.in_collective[rank] or cols.in_p2p[rank]) for rank in roots):
+            return []  # inside a collective its report does not call a wait yet: it may wait itself
         views = [self.job.ranks.get(rank) for rank in roots]
         seen = [stopped_now(s, self.ctx) if s is not None and not s.finished else None for s in views]  # starts looking
         verdicts = {rank: verdict for rank, verdict in zip(roots, seen, strict=True) if verdict is not None}
