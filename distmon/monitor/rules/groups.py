@@ -441,19 +441,23 @@ def message_words(node: Message, rank: int, group: str) -> str:
 
 
 def _divergence_in(group: Group, ctx: Context) -> Finding | None:
-    mismatch = _op_mismatch(group.waits)
+    # A wait in a collective a member has completed is a report older than that member's,
+    # not a rank at another count: judged on the waits that are current.
+    current = [w for w in group.waits if w.seq > group.completed]
+    mismatch = _op_mismatch(current)
     if mismatch:
         return _divergence(group, *mismatch, reason="op")
-    if len(group.missing) or group.live > group.waiting or not any(w.age >= ctx.hang_after for w in group.waits):
+    waiting = sum(len(w.ranks) for w in current)
+    if len(group.missing) or group.live > waiting or not any(w.age >= ctx.hang_after for w in current):
         return None
     by_seq: Counter[int] = Counter()
-    for w in sorted(group.waits, key=lambda w: w.rank):
+    for w in sorted(current, key=lambda w: w.rank):
         by_seq[w.seq] += len(w.ranks)
     if len(by_seq) < 2:
         return None
     usual = by_seq.most_common(1)[0][0]
-    odd = [w for w in group.waits if w.seq != usual]
-    return _divergence(group, odd, [w for w in group.waits if w.seq == usual], reason="count")
+    odd = [w for w in current if w.seq != usual]
+    return _divergence(group, odd, [w for w in current if w.seq == usual], reason="count")
 
 
 def _op_name(w: Wait) -> str | None:
