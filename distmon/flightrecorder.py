@@ -262,7 +262,9 @@ def load(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
         if raw[:1] == b"\x80":
             if walk_first:
                 scan_pickle(raw)
-            dump = _NoClasses(io.BytesIO(raw)).load()
+            # read through a buffer that holds it whole: the unpickler then takes its bytes as
+            # pickle.loads does, not a few at a time (three times slower)
+            dump = _NoClasses(io.BufferedReader(io.BytesIO(raw), buffer_size=len(raw) + 1)).load()
         elif raw.lstrip()[:1] == b"{":
             if raw.count(b",") + raw.count(b"[") + raw.count(b"{") > MAX_VALUES:
                 raise DumpError(f"holds over {MAX_VALUES} values, more than a dump")
