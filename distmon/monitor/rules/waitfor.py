@@ -204,12 +204,13 @@ class WaitFor:
         ctx: Context,
     ) -> None:
         self.job = job
-        self.passed = [w for w in waiting if w.gid is not None and groups[w.gid].completed >= w.seq]
-        """Waits in a collective a member has already completed, or in a message the other end
-        completed: not a wait for anyone. The rank's report predates it, or, while it stays
-        so, the rank's device stopped completing what its host enqueued (a GPU fault's
-        signature)."""
-        waiting = [w for w in waiting if not (w.gid is not None and groups[w.gid].completed >= w.seq)]
+        self.passed = [w for w in waiting if w.gid is not None and self._device_behind(w, groups[w.gid])]
+        """Waits in a collective a member has completed, or in a message the other end
+        completed, that the rank still reports pending in a report no older than the one
+        that said so: not a wait for anyone, the rank's device stopped completing what its
+        host enqueued (a GPU fault's signature). An older report is only behind: it stays a
+        wait that leads nowhere until the rank's next report."""
+        waiting = [w for w in waiting if not any(w is p for p in self.passed)]
         self.all = waiting
         self.groups = groups
         self.ctx = ctx
@@ -229,18 +230,37 @@ class WaitFor:
         for w in waiting:
             if w.node not in self.edges:
                 self.edges[w.node] = self._awaited(w)
-        delivered = [w for w in waiting if self.edges[w.node] == [DELIVERED]]
+        delivered = [w for w in waiting if self.edges[w.node] == [DELIVERED] and self._message_behind(w)]
         if delivered:
             # As with a collective a member completed: a send or receive the other end
             # completed is no wait for anyone (while it stays so, the rank's device is stuck).
             self.passed += delivered
-            self.all = [w for w in self.all if self.edges[w.node] != [DELIVERED]]
+            self.all = [w for w in self.all if not any(w is d for d in delivered)]
             for w in delivered:
                 mine = [m for m in self.p2p_of.get(w.rank, []) if m is not w]
                 if mine:
                     self.p2p_of[w.rank] = mine
                 else:
                     self.p2p_of.pop(w.rank, None)
+
+    def _device_behind(self, w: Wait, group: Group) -> bool:
+        """A member completed collective ``w`` waits in, and every rank of ``w`` reported it
+        pending no earlier than that member reported it done."""
+        if group.completed < w.seq:
+            return False
+        c = self.job.cols
+        used = int(c.groups.max(initial=0))
+        done = (c.g_id[:, :used] == wire.name_hash(group.sample.id)) & (c.g_comp[:, :used] >= w.seq)
+        done &= (np.arange(used) < c.groups[:, None]) & c.present[:, None]
+        completers = np.flatnonzero(done.any(axis=1))
+        return bool(len(completers)) and bool((c.t[w.ranks] >= c.t[completers].min()).all())
+
+    def _message_behind(self, w: Wait) -> bool:
+        """The other end of message ``w`` completed it, in a report no newer than ``w``'s rank's."""
+        _, src, dst, _ = w.node  # type: ignore[misc]
+        other = dst if w.rank == src else src
+        c = self.job.cols
+        return other in self.job.ranks and float(c.t[w.rank]) >= float(c.t[other])
 
     def waits_of(self, rank: int) -> list[Wait]:
         i = int(self.collective[rank]) if rank < len(self.collective) else -1
