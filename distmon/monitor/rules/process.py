@@ -101,11 +101,17 @@ def stopped_now(s: RankState, ctx: Context) -> Verdict | None:
             seen = ctx.outside(r.host, r.pid)
     if seen is None or seen.last is None:
         return None
-    since = seen.last if seen.last.state in "Tt" else seen.recent
-    if since is None:
-        return None
-    verdict = judge(r.host, since, seen.last, r.stack)
-    return verdict if verdict.kind in STOPS else None
+    # over the last second, else over all the looks: one busy second (its reporting thread
+    # at work) does not make a rank that sleeps a working one, nor end its warning
+    if seen.last.state in "Tt":
+        windows = [seen.last]
+    else:
+        windows = [] if seen.recent is None else [seen.recent, *([seen.first] if seen.first is not None else [])]
+    for since in windows:
+        verdict = judge(r.host, since, seen.last, r.stack)
+        if verdict.kind in STOPS:
+            return verdict
+    return None
 
 
 def _on_this_host(s: RankState, ctx: Context) -> bool:
