@@ -44,14 +44,5 @@ class Context:
     def hang_after(self) -> float:
         return self.limits.hang_after(self.pace, self.interval)
 
-    @property
-    def early_after(self) -> float:
-        return self.limits.early_after(self.pace)
-
-    @property
-    def looked_after(self) -> float:
-        """Waits this long have the ranks they wait for looked at from outside."""
-        return min(self.hang_after, self.early_after / 2)
-
 
 Rule = Callable[[JobState, Context], list[Finding]]
