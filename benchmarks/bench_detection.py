@@ -181,7 +181,7 @@ def run_once(name: str, workdir: Path) -> tuple[float | None, bool, bool | None]
 
 def _job_start(recording: Path) -> float:
     """A straggler is slow from the first step: measure from the first report."""
-    from distmon.monitor.postmortem import load
+    from distmon.monitor.recording.readback import load
 
     return load(str(recording)).first or 0.0
 

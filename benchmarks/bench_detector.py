@@ -23,9 +23,9 @@ from simulated import Layout, SimJob, drive
 
 from distmon.channel import Batch
 from distmon.cli import relax_gc
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import RecordingWriter, read_recording, received
+from distmon.monitor.recording.file import RecordingWriter, read_recording, received
+from distmon.monitor.rules.detector import Detector
 
 HERE = Path(__file__).resolve().parent
 LAYOUT = Layout(tp=8, pp=4)

@@ -278,7 +278,7 @@ def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str,
 
 
 def wire_bytes(ranks: int = 4) -> list[tuple[str, str, str]]:
-    from distmon.monitor.receiver import Receiver
+    from distmon.monitor.intake.receiver import Receiver
     from distmon.wire import decode
 
     with tempfile.TemporaryDirectory() as directory:
@@ -373,7 +373,7 @@ class Monitor:
     """A monitor on a private endpoint that reads and counts reports, on its own thread."""
 
     def __init__(self, directory: str) -> None:
-        from distmon.monitor.receiver import Receiver
+        from distmon.monitor.intake.receiver import Receiver
 
         self._receiver = Receiver(f"ipc://{directory}/bench.sock")
         self.endpoint = self._receiver.endpoint

@@ -25,10 +25,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from simulated import SimJob
 
 from distmon.export.prometheus import MonitorCollector
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import Message
+from distmon.monitor.recording.file import Message
+from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 
 UNTIL = 20.0

@@ -31,8 +31,8 @@ import msgpack
 from simulated import SimJob
 
 from distmon.channel import Batch
-from distmon.monitor import recording
-from distmon.monitor.recording import (
+from distmon.monitor.recording import file as recording
+from distmon.monitor.recording.file import (
     FORMAT,
     AlertEvent,
     BatchRecord,
@@ -202,7 +202,7 @@ def bench_real(workdir: Path, seconds: float = 60.0) -> list[str]:
 
 READ = """
 import resource, sys, time
-from distmon.monitor.recording import read_recording
+from distmon.monitor.recording.file import read_recording
 start = time.perf_counter()
 n = sum(1 for _ in read_recording(sys.argv[1])[1])
 print(n, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -7,7 +7,7 @@ relays; prints a markdown table.
    processes (64 DEALER sockets in all, round robin) send pre-encoded reports as fast as ZeroMQ takes
    them; a ROUTER in this process takes the relay's batches. The figure is the frames that
    reach it per second, over ``SECONDS`` after a warm-up.
-2. **The Receiver** (the monitor's socket, :class:`~distmon.monitor.receiver.Receiver`) in
+2. **The Receiver** (the monitor's socket, :class:`~distmon.monitor.intake.receiver.Receiver`) in
    this process: fake relays in two other processes (16 DEALER sockets in all) send pre-built batches
    of N frames as fast as ZeroMQ takes them; the figure is the batches and frames that
    ``receive()`` hands out per second, each batch decoded and checked.
@@ -34,7 +34,7 @@ import zmq
 from simulated import SimJob
 
 from distmon.channel import Batch, Relay, batch_frames, decode_batch
-from distmon.monitor.receiver import Receiver
+from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import encode
 
 SECONDS = 5.0

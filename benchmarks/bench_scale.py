@@ -35,10 +35,10 @@ import zmq
 from simulated import SimJob
 
 from distmon.cli import relax_gc
-from distmon.monitor.ending import STOP_KINDS
-from distmon.monitor.feeds import LiveFeed
+from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.session import Session
+from distmon.monitor.state.ending import STOP_KINDS
 from distmon.wire import HEADER_FIELDS, encode
 
 HANG_AT = 20.0

@@ -122,7 +122,7 @@ def send(endpoint: str, world: int, seconds: float) -> None:
 
 
 async def watch_cpu(endpoint: str, world: int, seconds: float) -> tuple[float, int]:
-    from distmon.monitor.feeds import LiveFeed
+    from distmon.monitor.intake.feeds import LiveFeed
 
     app = build_app(LiveFeed(endpoint))
     async with app.run_test(size=(160, 50)) as pilot:

@@ -1,5 +1,5 @@
 """The channel between the ranks and the monitor, both ways, on one connection per rank
-(or per relay, see :mod:`distmon.relay`).
+(or per relay, see :mod:`distmon.node_relay`).
 
 Each rank's agent holds a DEALER socket connected to the monitor's ROUTER. Reports go up as
 single frames (:mod:`distmon.wire`). Against that direction go :class:`Command`\\s: take a

@@ -25,12 +25,12 @@ from collections.abc import Callable
 from pathlib import Path
 
 from distmon.export.html import render_page
-from distmon.export.text import render
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import ReplayFeed
+from distmon.export.plain import render
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.postmortem import load
-from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.readback import load
+from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable
 

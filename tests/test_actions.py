@@ -21,13 +21,13 @@ from support.commands import TORCHRUN, free_port
 from support.waiting import wait_until
 from webhook import serving
 
-from distmon.actions.evidence import DUMP_PREFIX, Bundle, EvidenceStore
+from distmon.actions.bundles import DUMP_PREFIX, Bundle, EvidenceStore
 from distmon.actions.responder import Responder
 from distmon.channel import DUMP, END, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
-from distmon.monitor.alerts import CRITICAL, Alert, AlertBook, Change, Finding
+from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.receiver import Receiver
-from distmon.monitor.state import JobState
+from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
+from distmon.monitor.state.job import JobState
 from distmon.wire import Report, WireError, decode
 
 REPO = Path(__file__).resolve().parent.parent

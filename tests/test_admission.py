@@ -8,8 +8,8 @@ import dataclasses
 from messages import message
 
 from distmon.channel import Batch
-from distmon.monitor import admission
-from distmon.monitor.state import JobState
+from distmon.monitor.state import admission
+from distmon.monitor.state.job import JobState
 from distmon.wire import ExitInfo, Report
 
 T0 = 1_700_000_000.0
@@ -89,7 +89,7 @@ def test_an_absurd_interval_does_not_stretch_the_restart_wait_beyond_a_minute() 
 
 
 def test_the_bytes_kept_are_capped(monkeypatch) -> None:
-    monkeypatch.setattr("distmon.monitor.admission.MAX_RETAINED_BYTES", 1000)
+    monkeypatch.setattr("distmon.monitor.state.admission.MAX_RETAINED_BYTES", 1000)
     state = JobState()
     big = message(report(0, world=64, host="h" * 300))
     for rank in range(64):

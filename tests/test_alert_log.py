@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from distmon.export.text import alert_line
-from distmon.monitor.alerts import CRITICAL, WARNING, AlertBook, Finding
+from distmon.export.plain import alert_line
+from distmon.monitor.state.alerts import CRITICAL, WARNING, AlertBook, Finding
 
 T0 = 1_800_000_000.0
 

@@ -21,8 +21,8 @@ from distmon.cli import main
 from distmon.forensics.analysis import POST_MORTEM, analyze
 from distmon.forensics.logs import read_log
 from distmon.forensics.render import culprits, render, to_json
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode
 from tests.support.nccl_dumps import VERSIONS, RankRecorder, megatron, member_group
 

@@ -7,10 +7,10 @@ import pytest
 from support.simulate import Layout, SimJob, drive
 
 from distmon.channel import Batch, Relay
-from distmon.monitor.alerts import Change
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import JobState
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.alerts import Change
+from distmon.monitor.state.job import JobState
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, decode, encode, rank_runs
 
 

@@ -24,7 +24,7 @@ import psutil
 import pytest
 from support.commands import TORCHRUN, free_port
 
-from distmon.doctor.collectives import RankResult, assess
+from distmon.doctor.collective_smoke import RankResult, assess
 from distmon.doctor.host import MiB, shm_check
 from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check

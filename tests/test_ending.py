@@ -1,4 +1,4 @@
-"""How a job ended is decided once (:mod:`distmon.monitor.ending`): the alerts, the report's
+"""How a job ended is decided once (:mod:`distmon.monitor.state.ending`): the alerts, the report's
 "Ended:" line and its table of ranks agree, and the ranks torn down after a failure are
 never named as its cause, whichever of them raised first."""
 
@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from support.simulate import SimJob, drive
 
-from distmon.monitor.detector import Detector
-from distmon.monitor.ending import Ending, gone, rank_ending
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.ending import Ending, gone
+from distmon.monitor.state.job import rank_ending
 
 
 def killed(until: float) -> tuple[SimJob, Monitor]:

@@ -18,8 +18,8 @@ from pathlib import Path
 import pytest
 from support.recorder import Recorder, recording
 
-from distmon.export.text import render
-from distmon.monitor.postmortem import load
+from distmon.export.plain import render
+from distmon.monitor.recording.readback import load
 
 pytestmark = pytest.mark.torchrun
 

@@ -15,12 +15,12 @@ from support.commands import free_port
 from support.simulate import SimJob
 
 from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
-from distmon.monitor.alerts import Alert, Change
-from distmon.monitor.feeds import LiveFeed, ReplayFeed
+from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
+from distmon.monitor.intake.receiver import EndpointError, Receiver
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.receiver import EndpointError, Receiver
-from distmon.monitor.recording import RecordingError, RecordingWriter
+from distmon.monitor.recording.file import RecordingError, RecordingWriter
 from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import MAX_MESSAGE_BYTES
 
 START = 1_700_000_000.0

@@ -17,13 +17,13 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distmon.channel import Batch
-from distmon.export.text import render
+from distmon.export.plain import render
 from distmon.flightrecorder import MAX_DEPTH, DumpError, load, read_dump
 from distmon.forensics.analysis import analyze
 from distmon.forensics.logs import read_log
-from distmon.monitor.alerts import Alert, Change
-from distmon.monitor.postmortem import load as load_recording
-from distmon.monitor.recording import RecordingError, RecordingWriter, read_recording
+from distmon.monitor.recording.file import RecordingError, RecordingWriter, read_recording
+from distmon.monitor.recording.readback import load as load_recording
+from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import Report, encode
 from tests.support.nccl_dumps import Group, RankRecorder
 

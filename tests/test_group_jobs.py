@@ -18,7 +18,7 @@ from listener import Listener
 from support.alerts import is_root_hang
 from support.recorder import recording
 
-from distmon.monitor.recording import AlertEvent, read_recording
+from distmon.monitor.recording.file import AlertEvent, read_recording
 from distmon.wire import Report, expand_runs
 
 pytestmark = pytest.mark.torchrun

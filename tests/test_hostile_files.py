@@ -27,10 +27,8 @@ from distmon.channel import Batch, Relay
 from distmon.flightrecorder import DumpError
 from distmon.flightrecorder import load as load_dump
 from distmon.forensics.analysis import analyze
-from distmon.monitor import postmortem
-from distmon.monitor.alerts import Alert, Change
-from distmon.monitor.postmortem import load
-from distmon.monitor.recording import (
+from distmon.monitor.recording import readback
+from distmon.monitor.recording.file import (
     AlertEvent,
     BatchRecord,
     Message,
@@ -38,6 +36,8 @@ from distmon.monitor.recording import (
     RecordingWriter,
     read_recording,
 )
+from distmon.monitor.recording.readback import load
+from distmon.monitor.state.alerts import Alert, Change
 from distmon.visible import visible, visible_lines
 from distmon.wire import Report, encode
 from tests.support.nccl_dumps import Group, RankRecorder
@@ -176,7 +176,7 @@ def test_absurd_counts_inside_valid_records_are_kept_out(tmp_path: Path) -> None
 
 
 def test_alert_text_beyond_the_cap_is_refused(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(postmortem, "MAX_ALERT_BYTES", 10_000)
+    monkeypatch.setattr(readback, "MAX_ALERT_BYTES", 10_000)
     path = tmp_path / "alerts.distmon"
     writer = RecordingWriter(str(path))
     for i in range(20):
@@ -538,7 +538,7 @@ def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path
 def test_escapes_reach_the_terminal_ui_shown_not_obeyed() -> None:
     from distmon.tui.alert_detail import evidence
     from distmon.tui.alerts_panel import describe
-    from distmon.tui.text import fit
+    from distmon.tui.cells import fit
 
     alert = Alert("hang", "critical", [0], 1.7e9, ESCAPES, ESCAPES + "\nsecond line")
     for shown in (describe(alert).plain, evidence(alert).plain, fit(ESCAPES, 80)):

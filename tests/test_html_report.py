@@ -12,9 +12,9 @@ from support.commands import DISTMON
 from support.simulate import SimJob, drive
 
 from distmon.export.html import INSTALL_HTML, MAX_RANKS
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.rules.detector import Detector
 
 DATA = Path(__file__).parent / "data"
 

@@ -43,7 +43,7 @@ def test_watch_side_never_imports_torch():
     modules = imported_after(
         f"""
         import importlib, pkgutil
-        import distmon.channel, distmon.cli, distmon.endpoint, distmon.relay, distmon.wire
+        import distmon.channel, distmon.cli, distmon.endpoint, distmon.node_relay, distmon.wire
         import distmon.actions, distmon.export, distmon.monitor, distmon.tui
         for package in (distmon.actions, distmon.export, distmon.monitor, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
@@ -52,7 +52,12 @@ def test_watch_side_never_imports_torch():
             importlib.import_module("distmon.commands." + command)
         """
     )
-    assert {"distmon.monitor.detector", "distmon.tui.app", "distmon.commands.relay", "distmon.export.html"} <= modules
+    assert {
+        "distmon.monitor.rules.detector",
+        "distmon.tui.app",
+        "distmon.commands.relay",
+        "distmon.export.html",
+    } <= modules
     assert "torch" not in top_level(modules)
 
 

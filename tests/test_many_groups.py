@@ -8,10 +8,10 @@ import numpy as np
 from support.simulate import Layout, SimJob, drive
 
 from distmon import wire
-from distmon.monitor.columns import SLOTS
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import JobState
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.columns import SLOTS
+from distmon.monitor.state.job import JobState
 from distmon.wire import P2P, GroupStatus, Report, rank_runs
 
 T = 1000.0

@@ -15,10 +15,10 @@ from support.simulate import SimJob, drive
 
 from distmon.commands import metrics_port
 from distmon.export.prometheus import MonitorCollector
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import Message
+from distmon.monitor.recording.file import Message
+from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 
 WORLD = 8192

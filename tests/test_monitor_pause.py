@@ -20,9 +20,9 @@ import pytest
 from support.recorder import recording
 from support.waiting import wait_until
 
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 
 pytestmark = pytest.mark.torchrun

@@ -13,7 +13,7 @@ import pytest
 from webhook import Receiver, serving
 
 from distmon.actions.notify import TEXT_LIMIT, Notifications, check_url, payload, site
-from distmon.monitor.alerts import CRITICAL, WARNING, Alert, AlertBook, Change, Finding
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Change, Finding
 
 FAST = (0.01, 0.02, 0.04)
 

@@ -15,15 +15,15 @@ import pytest
 from support.commands import DISTMON
 from support.simulate import SimJob, drive
 
-from distmon.export.text import render
+from distmon.export.plain import render
 from distmon.monitor import overview
-from distmon.monitor.alerts import CRITICAL
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside import Sample
+from distmon.monitor.outside.looks import Sample
+from distmon.monitor.outside.probe import Seen
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.postmortem import load
-from distmon.monitor.probe import Seen
+from distmon.monitor.recording.readback import load
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.alerts import CRITICAL
 
 DATA = Path(__file__).parent / "data"
 CLI_DOC = Path(__file__).parent.parent / "docs" / "cli.md"

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.outside import Sample, activity, judge, look
-from distmon.monitor.probe import OutsideStacks, ProcessProbe, Seen
+from distmon.monitor.outside.looks import Sample, activity, judge, look
+from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe, Seen
 from distmon.pyspy import STOPPED, OutsideStack, dump, executable
 from distmon.wire import Frame
 

@@ -24,9 +24,9 @@ from pathlib import Path
 import pytest
 from support.recorder import recording
 
-from distmon.monitor.alerts import Alert
-from distmon.monitor.postmortem import load
-from distmon.monitor.recording import AlertEvent, read_recording
+from distmon.monitor.recording.file import AlertEvent, read_recording
+from distmon.monitor.recording.readback import load
+from distmon.monitor.state.alerts import Alert
 
 pytestmark = pytest.mark.torchrun
 

@@ -26,17 +26,17 @@ import pytest
 import zmq
 from support.simulate import SimJob
 
-from distmon.monitor.alerts import CRITICAL, WARNING, Change, Finding
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import LiveFeed, ReplayFeed
-from distmon.monitor.limits import Thresholds
+from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.probe import ProcessProbe
-from distmon.monitor.recording import AlertEvent, Message, RecordingWriter, read_recording
+from distmon.monitor.outside.probe import ProcessProbe
+from distmon.monitor.recording.file import AlertEvent, Message, RecordingWriter, read_recording
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.stalls import stall
 from distmon.monitor.session import Session
-from distmon.monitor.state import JobState
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Change, Finding
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
 from distmon.wire import Frame, Report, Usage, decode, encode
 
 HOST = socket.gethostname()

@@ -23,9 +23,9 @@ import pytest
 from support.alerts import is_root_hang
 from support.recorder import recording
 
-from distmon.monitor.recording import read_recording, received
-from distmon.monitor.whereabouts import classify
-from distmon.monitor.words import rank_lines
+from distmon.monitor.recording.file import read_recording, received
+from distmon.monitor.state.whereabouts import classify
+from distmon.monitor.state.words import rank_lines
 from distmon.wire import Report, decode
 
 pytestmark = pytest.mark.torchrun

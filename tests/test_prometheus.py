@@ -28,8 +28,8 @@ from support.simulate import GiB, SimJob, drive
 from distmon.commands import metrics_port
 from distmon.export import prometheus
 from distmon.export.prometheus import RANK_SERIES, MonitorCollector
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
 
 RANK_LABELS = {"job_id", "rank", "host", "local_rank"}
 

@@ -16,9 +16,9 @@ from distmon.flightrecorder import group_ranks, load, read_dump
 from distmon.forensics.analysis import analyze
 from distmon.forensics.evidence import CODE, HARDWARE, evidence
 from distmon.forensics.render import culprits, render
-from distmon.monitor.alerts import CRITICAL
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.alerts import CRITICAL
 from distmon.wire import Report, encode
 
 SETS = Path(__file__).parent / "data" / "nccl-dumps"

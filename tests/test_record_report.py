@@ -18,10 +18,10 @@ from support.simulate import SimJob, drive
 
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
-from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.postmortem import load
-from distmon.monitor.recording import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
+from distmon.monitor.recording.file import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
+from distmon.monitor.recording.readback import load
+from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
 
 DATA = Path(__file__).parent / "data"

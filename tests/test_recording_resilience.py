@@ -17,8 +17,8 @@ import zmq
 from support.commands import DISTMON
 from support.simulate import SimJob
 
-from distmon.monitor.postmortem import load
-from distmon.monitor.recording import RecordingWriter, read_recording, received
+from distmon.monitor.recording.file import RecordingWriter, read_recording, received
+from distmon.monitor.recording.readback import load
 
 LIMIT = 16 * 1024
 """Bytes the recorder's file may grow to: full within the first seconds of 32 ranks."""
@@ -103,7 +103,7 @@ def test_a_full_disk_mid_record_keeps_what_was_written_readable(tmp_path: Path, 
 import resource, signal, sys
 sys.path.insert(0, {str(Path(__file__).parent)!r})
 from support.simulate import SimJob
-from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.recording.file import RecordingWriter
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 writer = RecordingWriter({str(path)!r})
 sim = SimJob(world=16)

@@ -38,9 +38,9 @@ from distmon.channel import (
     decode_command,
     dump_frames,
 )
-from distmon.monitor.postmortem import load
-from distmon.monitor.receiver import Receiver
-from distmon.monitor.recording import read_recording, received
+from distmon.monitor.intake.receiver import Receiver
+from distmon.monitor.recording.file import read_recording, received
+from distmon.monitor.recording.readback import load
 from distmon.wire import decode, encode
 
 REPO = Path(__file__).resolve().parent.parent

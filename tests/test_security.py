@@ -30,11 +30,11 @@ from support.recorder import recording
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.monitor.feeds import LiveFeed, ReplayFeed
+from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
+from distmon.monitor.intake.receiver import EndpointError, Handshakes, Receiver
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.receiver import EndpointError, Handshakes, Receiver
-from distmon.monitor.recording import Dropped, RecordingWriter, read_recording, received
+from distmon.monitor.recording.file import Dropped, RecordingWriter, read_recording, received
 from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, decode

@@ -23,7 +23,7 @@ from support.commands import TORCHRUN
 from support.recorder import alert_detail
 from support.waiting import wait_until
 
-from distmon.monitor.postmortem import load
+from distmon.monitor.recording.readback import load
 
 pytestmark = pytest.mark.torchrun
 

@@ -10,18 +10,18 @@ import time
 
 import pytest
 
-from distmon.monitor.alerts import CRITICAL, AlertBook, Finding
-from distmon.monitor.detector import Detector
-from distmon.monitor.limits import Thresholds
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import STOPPED, OverviewTracker
-from distmon.monitor.postmortem import Postmortem
+from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.failures import rank_lost
 from distmon.monitor.rules.stalls import stall
-from distmon.monitor.state import JobState
-from distmon.monitor.whereabouts import classify, frame_lines
-from distmon.monitor.words import stack_lines
+from distmon.monitor.state.alerts import CRITICAL, AlertBook, Finding
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.whereabouts import classify, frame_lines
+from distmon.monitor.state.words import stack_lines
 from distmon.pyspy import OutsideStack, dump
 from distmon.wire import ExceptionInfo, ExitInfo, Frame, GroupStatus, Loader, Report, StepStats, Worker
 

@@ -25,7 +25,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from distmon.monitor.alerts import Alert, Change
+from distmon.monitor.state.alerts import Alert, Change
 
 TEXT_LIMIT = 300
 """Characters of the one-line ``text``; the full story is in ``alert.detail``."""

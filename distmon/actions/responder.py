@@ -30,11 +30,11 @@ from typing import TYPE_CHECKING, Protocol
 
 import psutil
 
-from distmon.actions.evidence import Bundle, EvidenceStore
+from distmon.actions.bundles import Bundle, EvidenceStore
 from distmon.channel import DUMP, END, Command, Dump
-from distmon.monitor.alerts import CRITICAL, Alert, Change
-from distmon.monitor.state import JobState
-from distmon.monitor.words import duration
+from distmon.monitor.state.alerts import CRITICAL, Alert, Change
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.words import duration
 from distmon.pyspy import OutsideStack
 from distmon.wire import Report
 
@@ -54,8 +54,8 @@ END_GRACE = 10.0
 
 
 class Channel(Protocol):
-    """The monitor's connection to the ranks (a :class:`~distmon.monitor.receiver.Receiver`
-    or a :class:`~distmon.monitor.feeds.LiveFeed`)."""
+    """The monitor's connection to the ranks (a :class:`~distmon.monitor.intake.receiver.Receiver`
+    or a :class:`~distmon.monitor.intake.feeds.LiveFeed`)."""
 
     def send(self, command: Command) -> int: ...
 

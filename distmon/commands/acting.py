@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 from distmon import values
 from distmon.endpoint import exposure_warning
-from distmon.monitor.words import count
+from distmon.monitor.state.words import count
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Channel, Responder
@@ -59,7 +59,7 @@ def check(args: argparse.Namespace, address: str | None = None, keyed: bool = Fa
         if problem:
             return problem
     if args.evidence is not None:
-        from distmon.actions.evidence import EvidenceStore
+        from distmon.actions.bundles import EvidenceStore
 
         return EvidenceStore(args.evidence).check()
     return None
@@ -85,7 +85,7 @@ def forward(args: argparse.Namespace) -> list[str]:
 
 def responder(args: argparse.Namespace, channel: Channel) -> Responder:
     """The responder the options ask for; raises :class:`ActingError`."""
-    from distmon.actions.evidence import EvidenceStore
+    from distmon.actions.bundles import EvidenceStore
     from distmon.actions.notify import Notifications
     from distmon.actions.responder import Responder
 

@@ -21,7 +21,7 @@ import sys
 
 from distmon.forensics.analysis import analyze
 from distmon.forensics.render import render, to_json
-from distmon.monitor.admission import MAX_WORLD
+from distmon.monitor.state.admission import MAX_WORLD
 from distmon.visible import MAX_LINE, visible
 
 

@@ -97,7 +97,7 @@ def run(args: argparse.Namespace) -> int:
         if not inside_a_rank(os.environ):
             print(f"distmon doctor: --collectives runs inside each rank: {SMOKE_TEST}", file=sys.stderr)
             return 2
-        from distmon.doctor.collectives import main
+        from distmon.doctor.collective_smoke import main
 
         return main(args)
     command = args.launch[1:] if args.launch[:1] == ["--"] else args.launch

@@ -12,13 +12,13 @@ from typing import TYPE_CHECKING, Protocol
 from distmon import values
 from distmon.commands import acting, metrics_port
 from distmon.endpoint import exposure_warning
-from distmon.monitor.admission import MAX_WORLD
+from distmon.monitor.state.admission import MAX_WORLD
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Responder
     from distmon.channel import Command, Dump
     from distmon.monitor.monitor import Monitor
-    from distmon.monitor.recording import RecordingWriter
+    from distmon.monitor.recording.file import RecordingWriter
 
 
 class Channel(Protocol):

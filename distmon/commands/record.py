@@ -18,13 +18,13 @@ from distmon.commands import acting, metrics_port
 from distmon.commands.live import add_arguments as add_monitor_arguments
 from distmon.commands.live import start
 from distmon.commands.signals import stop_on_signals
-from distmon.export.text import alert_line
-from distmon.monitor.alerts import Change
-from distmon.monitor.feeds import LiveFeed
-from distmon.monitor.receiver import EndpointError
-from distmon.monitor.recording import RecordingWriter
+from distmon.export.plain import alert_line
+from distmon.monitor.intake.feeds import LiveFeed
+from distmon.monitor.intake.receiver import EndpointError
+from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.session import Session
-from distmon.monitor.words import count
+from distmon.monitor.state.alerts import Change
+from distmon.monitor.state.words import count
 
 POLL = 0.05
 """Seconds between turns of the loop: the feed's reader thread queues what arrives."""

@@ -20,7 +20,7 @@ import sys
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from distmon.monitor.feeds import ReplayFeed
+    from distmon.monitor.intake.feeds import ReplayFeed
 
 
 def speed(value: str) -> float:
@@ -46,8 +46,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from distmon.monitor.feeds import ReplayFeed
-    from distmon.monitor.recording import RecordingError
+    from distmon.monitor.intake.feeds import ReplayFeed
+    from distmon.monitor.recording.file import RecordingError
 
     if args.json and not args.headless:
         print("distmon replay: --json goes with --headless", file=sys.stderr)
@@ -74,7 +74,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _headless(feed: ReplayFeed, as_json: bool) -> int:
-    from distmon.export.text import alert_line
+    from distmon.export.plain import alert_line
     from distmon.monitor.monitor import Monitor
     from distmon.monitor.session import Session
 

@@ -16,9 +16,9 @@ import argparse
 import json
 import sys
 
-from distmon.export.text import render
-from distmon.monitor.postmortem import load
-from distmon.monitor.recording import RecordingError
+from distmon.export.plain import render
+from distmon.monitor.recording.file import RecordingError
+from distmon.monitor.recording.readback import load
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

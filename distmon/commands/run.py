@@ -13,7 +13,7 @@ evidence is kept beside it (``FILE`` without its extension, plus ``.evidence``) 
 ``--evidence`` says where.
 
 On a job of several nodes, ``--relay UPSTREAM`` gives this node's ranks a relay of their own
-(:mod:`distmon.relay`) on a private socket, forwarding to the monitor at ``UPSTREAM``: run
+(:mod:`distmon.node_relay`) on a private socket, forwarding to the monitor at ``UPSTREAM``: run
 it so on every node, and the monitor holds one connection per node. On the node that also
 runs the monitor, ``--record`` or ``--watch`` with ``--endpoint`` (where every node's relay
 connects) runs both. The relay is started before the job and stopped after the ranks' last

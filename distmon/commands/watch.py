@@ -22,9 +22,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from distmon.monitor.feeds import LiveFeed
-    from distmon.monitor.receiver import EndpointError
-    from distmon.monitor.recording import RecordingWriter
+    from distmon.monitor.intake.feeds import LiveFeed
+    from distmon.monitor.intake.receiver import EndpointError
+    from distmon.monitor.recording.file import RecordingWriter
 
     try:
         key = keys.load_for(args.key_file)

@@ -2,6 +2,6 @@
 
 Each check is a small function from facts about the machine (or the launch command) to a
 :class:`~distmon.doctor.results.Check`: pass, warn or fail, with a concrete fix. The
-machine checks run anywhere, torch or not; :mod:`distmon.doctor.collectives` runs inside
+machine checks run anywhere, torch or not; :mod:`distmon.doctor.collective_smoke` runs inside
 each rank under torchrun (``torchrun ... -m distmon.doctor --collectives``).
 """

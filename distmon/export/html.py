@@ -16,11 +16,11 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.recording import BatchRecord, Message, read_recording
-from distmon.monitor.views import gpu_allocated
-from distmon.monitor.words import count, duration, rank_word, ranks_text
+from distmon.monitor.recording.file import BatchRecord, Message, read_recording
+from distmon.monitor.recording.readback import Postmortem
+from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.job import gpu_allocated
+from distmon.monitor.state.words import count, duration, rank_word, ranks_text
 from distmon.wire import WireError, decode
 
 MAX_RANKS = 32

@@ -1,7 +1,7 @@
 """The monitor's state as Prometheus metrics, read at scrape time off the latest snapshot.
 
 The scrape runs on the HTTP server's thread, so a :class:`MonitorCollector` reads only the
-:class:`~distmon.monitor.snapshot.Snapshot` the monitor published at its latest tick (copies,
+:class:`~distmon.monitor.state.snapshot.Snapshot` the monitor published at its latest tick (copies,
 never the live state): one scrape shows one tick, whole, and costs the monitor nothing. The
 facts are the state's own (silent, stalled, a collective's age), as of that tick; only a GPU's
 utilization is read off the reports, which alone carry it, for the ranks served.
@@ -11,7 +11,7 @@ Per job, labelled ``job``: the ranks heard from, silent, stalled, exited and fai
 longest silence among the running ranks, memory (max, sum); the messages taken in and
 dropped, the active alerts by kind and severity and the ranks they name, and the job's
 culprit: the ranks the terminal UI's header and ``distmon report`` name
-(:func:`distmon.monitor.overview.cause`).
+(:func:`distmon.monitor.state.ending.cause`).
 
 Per rank, labelled ``job``, ``rank``, ``host`` and ``local_rank``: the :data:`RANK_SERIES`
 (GPU ones only for ranks that have a GPU), for every rank of a job of at most
@@ -33,9 +33,9 @@ from prometheus_client import CollectorRegistry, start_http_server
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.registry import Collector
 
-from distmon.monitor.columns import F8, I8, Array
-from distmon.monitor.overview import cause
-from distmon.monitor.snapshot import AlertFacts, Snapshot
+from distmon.monitor.state.columns import F8, I8, Array
+from distmon.monitor.state.ending import cause
+from distmon.monitor.state.snapshot import AlertFacts, Snapshot
 
 if TYPE_CHECKING:
     from distmon.monitor.monitor import Monitor

@@ -27,11 +27,11 @@ from distmon.flightrecorder import (
 )
 from distmon.forensics.files import Files, walk
 from distmon.forensics.logs import LogFacts
-from distmon.monitor.admission import MAX_WORLD
-from distmon.monitor.alerts import Alert
-from distmon.monitor.detector import Detector
-from distmon.monitor.limits import Thresholds
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.admission import MAX_WORLD
+from distmon.monitor.state.alerts import Alert
+from distmon.monitor.state.limits import Thresholds
 from distmon.wire import Frame, GroupStatus, Report, encode, rank_runs
 
 JOB = "analyzed"

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from distmon.flightrecorder import Entry, created_at, number, op_name, text
 from distmon.forensics.analysis import Analysis, RankFacts
-from distmon.monitor.words import duration, group_name, rank_word
+from distmon.monitor.state.words import duration, group_name, rank_word
 from distmon.wire import GroupStatus, expand_runs
 
 HARDWARE = "hardware"

@@ -23,7 +23,7 @@ from typing import IO, cast
 from distmon.flightrecorder import RankDump
 from distmon.forensics.logs import MAX_LINE, LogFacts, read_log
 from distmon.forensics.parallel import read_all
-from distmon.monitor.admission import MAX_WORLD
+from distmon.monitor.state.admission import MAX_WORLD
 from distmon.regular import open_regular, why_not
 
 MAX_FILES = 1 << 20

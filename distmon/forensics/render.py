@@ -8,9 +8,9 @@ from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import evidence
-from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.overview import cause
-from distmon.monitor.words import count, duration, group_name, rank_word, ranks_text
+from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.ending import cause
+from distmon.monitor.state.words import count, duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
@@ -19,7 +19,7 @@ NOTHING = "no rank was waiting in a collective or a send/recv when the files wer
 
 def first_cause(analysis: Analysis) -> Alert | None:
     """The alert naming the root, picked as the live header and ``distmon report`` pick it
-    (:func:`~distmon.monitor.overview.cause`: a rank that raised before the peers it left
+    (:func:`~distmon.monitor.state.ending.cause`: a rank that raised before the peers it left
     waiting), else the first critical, else the first."""
     alerts = analysis.alerts
     return cause(alerts) or next(iter([a for a in alerts if a.severity == CRITICAL] or alerts), None)

@@ -14,16 +14,15 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.channel import Batch
-from distmon.monitor import admission
-from distmon.monitor.alerts import AlertBook, Change
-from distmon.monitor.arrays import distinct
-from distmon.monitor.detector import Detector
-from distmon.monitor.limits import Thresholds
-from distmon.monitor.probe import OutsideStacks, ProcessProbe
-from distmon.monitor.recording import RecordingWriter
-from distmon.monitor.snapshot import Snapshot, take
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
+from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
+from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state import admission
+from distmon.monitor.state.alerts import AlertBook, Change
+from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.snapshot import Snapshot, take
 
 
 class Responder(Protocol):

@@ -1,5 +1,5 @@
 """The job at a glance: one state word, its pace, how long until PyTorch gives up, and the
-one story every surface tells: the culprit (:func:`cause`, the alert that names it), what
+one story every surface tells: the culprit (:func:`~distmon.monitor.state.ending.cause`, the alert that names it), what
 it is doing and whom the other ranks wait for (:func:`status_words`).
 
 Pure logic on the monitor's state and the feed's clock, so the terminal UI's header and
@@ -10,26 +10,23 @@ from __future__ import annotations
 
 import contextlib
 from collections import deque
-from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import PurePath
-from typing import Protocol, TypeVar
 
 import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.arrays import distinct
-from distmon.monitor.ending import FAILURE_KINDS, STOP_KINDS, Ending
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside import activity
+from distmon.monitor.outside.looks import activity
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import look_at
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.whereabouts import classify, user_frame
-from distmon.monitor.words import rank_word, ranks_text
+from distmon.monitor.state.alerts import Alert
+from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.ending import STOP_KINDS, Ending, cause
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.whereabouts import classify, user_frame
+from distmon.monitor.state.words import rank_word, ranks_text
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 WAITING = "waiting"
@@ -39,7 +36,6 @@ HUNG = "hung"
 FAILED, STOPPED, FINISHED = Ending.FAILED, Ending.STOPPED, Ending.FINISHED
 RATE_WINDOW = 10.0
 """Seconds of progress that steps/s is measured over."""
-STORY_KINDS = FAILURE_KINDS | STOP_KINDS
 """Alerts whose ranks are the job's culprit: a failure, or a stop the others wait behind."""
 VERDICT_WORDS = {
     "stopped": "stopped (SIGSTOP)",
@@ -53,7 +49,7 @@ VERDICT_WORDS = {
     "sleeping": "asleep",
     "unknown": "no progress",
 }
-"""What a culprit's process is doing, by the prober's verdict (:mod:`distmon.monitor.outside`)."""
+"""What a culprit's process is doing, by the prober's verdict (:mod:`distmon.monitor.outside.looks`)."""
 PLACE_WORDS = {
     "gil": "holding the GIL",
     "dataloader": "in a DataLoader wait",
@@ -67,7 +63,7 @@ PLACE_WORDS = {
     "user": "in its own code",
     "unknown": "stalled",
 }
-"""The same, by its stack (:mod:`distmon.monitor.whereabouts`), where no prober looks (a replay)."""
+"""The same, by its stack (:mod:`distmon.monitor.state.whereabouts`), where no prober looks (a replay)."""
 WORK_WORDS = {
     "loading a checkpoint": "loading",
     "writing a checkpoint": "checkpointing",
@@ -208,35 +204,6 @@ def _state(
     if since is not None and since >= stall_after:
         return HUNG if oldest is not None and oldest.age >= monitor.limits.hung_after else STALLED
     return HEALTHY
-
-
-class Named(Protocol):
-    """An alert as far as :func:`cause` reads it: an :class:`Alert`, or a snapshot's facts."""
-
-    @property
-    def kind(self) -> str: ...
-    @property
-    def severity(self) -> str: ...
-    @property
-    def ranks(self) -> Sequence[int]: ...
-
-
-A = TypeVar("A", bound=Named)
-
-
-def cause(alerts: Iterable[A]) -> A | None:
-    """Of ``alerts`` (those that stand, in the order raised), the one whose ranks are the
-    job's culprit: a critical alert before a warning, a failure before a stop (hang,
-    divergence, stall), one that names ranks before one that names none, the earliest
-    raised first. The header, the rank rows, the report's first cause and the metrics all
-    name this one, so they never name different ranks."""
-    ranked = [(i, a) for i, a in enumerate(alerts) if a.kind in STORY_KINDS]
-    found = min(
-        ranked,
-        key=lambda ia: (ia[1].severity != CRITICAL, ia[1].kind not in FAILURE_KINDS, not ia[1].ranks, ia[0]),
-        default=None,
-    )
-    return found[1] if found is not None else None
 
 
 @dataclass(frozen=True)

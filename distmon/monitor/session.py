@@ -15,10 +15,10 @@ from collections.abc import Callable
 import numpy as np
 
 from distmon.channel import Batch
-from distmon.monitor.alerts import Change
-from distmon.monitor.feeds import Feed, Item, LiveFeed, weight
-from distmon.monitor.intake import JUMPED, PAUSED
+from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, weight
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.keeping_up import JUMPED, PAUSED
+from distmon.monitor.state.alerts import Change
 
 Timed = list[tuple[float, Change]]
 """Alert changes, each with the time of the tick that made it."""
@@ -36,7 +36,7 @@ class Session:
     Live, the session notices when it did not watch: its loop stood still (its process
     stopped, a swapping login node) or its clock jumped (a suspended VM resumed). The ticks of
     those seconds never run (the monitor saw nothing of them), and the monitor is told, so
-    that it names no rank for a silence it did not see (:mod:`distmon.monitor.intake`)."""
+    that it names no rank for a silence it did not see (:mod:`distmon.monitor.rules.keeping_up`)."""
 
     TICK = 1.0
     AWAY = 2.0
@@ -51,7 +51,7 @@ class Session:
         self.finished = False
         """:meth:`finish` has run: the session's closing tick is behind it."""
         self.taken = 0
-        """What the last :meth:`run` took, by :func:`~distmon.monitor.feeds.weight`: frames,
+        """What the last :meth:`run` took, by :func:`~distmon.monitor.intake.feeds.weight`: frames,
         as a rule."""
         self._live = isinstance(feed, LiveFeed)
         self._turned: tuple[float, float] | None = None

@@ -20,11 +20,11 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
-from distmon.monitor.feeds import Feed, LiveFeed, ReplayFeed
+from distmon.monitor.intake.feeds import Feed, LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.session import Session, Timed
-from distmon.tui import text
+from distmon.tui import cells
 from distmon.tui.alert_detail import AlertDetail
 from distmon.tui.alerts_panel import AlertsPanel
 from distmon.tui.filter_bar import FilterBar
@@ -160,7 +160,7 @@ class DistmonApp(App[None]):
                 mode = "to next alert"
             else:
                 mode = "paused" if feed.paused else f"playing {speed_name(feed.speed)}"
-            at = text.duration(feed.now() - feed.start)
+            at = cells.duration(feed.now() - feed.start)
             return f"replay {os.path.basename(feed.path)} · {mode} · at {at}"
         return ""
 

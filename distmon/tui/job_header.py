@@ -7,7 +7,7 @@ from rich.text import Text
 from textual.widgets import Static
 
 from distmon.monitor import overview as ov
-from distmon.tui import text
+from distmon.tui import cells
 from distmon.visible import visible
 
 JOB_WIDTH = 24
@@ -32,9 +32,9 @@ def headline(o: ov.Overview) -> Text:
             line.append(f" Refused: {o.dropped}.", style="yellow")
         return line
     rate = "-" if o.steps_per_second is None else f"{o.steps_per_second:.1f}"
-    line.append(f"  {text.fit(o.job or '', JOB_WIDTH).rstrip()}  ", style="bold")
+    line.append(f"  {cells.fit(o.job or '', JOB_WIDTH).rstrip()}  ", style="bold")
     line.append(f"step {o.steps} · {rate} steps/s")
-    line.append(f" · progress {text.duration(o.since_progress)} ago")
+    line.append(f" · progress {cells.duration(o.since_progress)} ago")
     line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
     if o.dropped:
         line.append(f" · dropped: {o.dropped}", style="yellow")
@@ -48,7 +48,7 @@ def story(o: ov.Overview) -> Text:
     c = o.oldest
     if c is not None and c.remaining is not None:
         line.append(" timeout in ", style="bold white on red")
-        line.append(f"{text.duration(c.remaining)} ", style="bold white on red")
+        line.append(f"{cells.duration(c.remaining)} ", style="bold white on red")
     line.append(f" {visible(ov.culprit_words(o))}", style="bold")
     if c is None:
         return line
@@ -57,9 +57,9 @@ def story(o: ov.Overview) -> Text:
     if o.culprits and waiting:
         them = "it" if len(o.culprits) == 1 else "them"
         waits = "1 rank waits" if waiting == 1 else f"{waiting} ranks wait"
-        line.append(f" · {waits} for {them} in {what} for {text.duration(c.age)}", style="bold yellow")
+        line.append(f" · {waits} for {them} in {what} for {cells.duration(c.age)}", style="bold yellow")
     else:
-        line.append(f" · {what} in flight for {text.duration(c.age)}", style="bold yellow")
+        line.append(f" · {what} in flight for {cells.duration(c.age)}", style="bold yellow")
     return line
 
 

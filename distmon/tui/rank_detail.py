@@ -14,16 +14,16 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon import wire
-from distmon.monitor.views import RankState
-from distmon.monitor.words import group_name
-from distmon.tui import columns, text
+from distmon.monitor.state.job import RankState
+from distmon.monitor.state.words import group_name
+from distmon.tui import cells, rank_columns
 from distmon.visible import visible
 from distmon.wire import Frame, Loader
 
 TRENDS = (
-    ("step_time", "step time", text.duration),
-    ("gpu", "GPU allocated", text.size),
-    ("rss", "host RSS", text.size),
+    ("step_time", "step time", cells.duration),
+    ("gpu", "GPU allocated", cells.size),
+    ("rss", "host RSS", cells.size),
 )
 
 
@@ -49,13 +49,13 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
     """Its status in the words of its row (``told``: the story's, where it has some)."""
     r = rank.report
     line = Text(no_wrap=True, overflow="ellipsis")
-    word = told or columns.status(rank, now)
+    word = told or rank_columns.status(rank, now)
     line.append(f" rank {r.rank} ", style="bold reverse")
     line.append(f" {word}", style="bold")
     if culprit:
         line.append("  culprit", style="bold red")
     line.append(f"  {visible(r.host)} · local rank {r.local_rank} · pid {r.pid}")
-    line.append(f" · step {r.steps} · heard {text.duration(rank.silent_for(now))} ago")
+    line.append(f" · step {r.steps} · heard {cells.duration(rank.silent_for(now))} ago")
     return line
 
 
@@ -65,7 +65,7 @@ def stack_section(rank: RankState, now: float) -> Text:
         return Text("Not stalled: the stack is sent while the rank makes no progress.", "dim")
     out = Text()
     if r.stalled_since is not None:
-        out.append(f"No progress for {text.duration(r.t - r.stalled_since)}; ", style="yellow")
+        out.append(f"No progress for {cells.duration(r.t - r.stalled_since)}; ", style="yellow")
     out.append("innermost frame last:")
     return out + frames(r.stack)
 
@@ -79,9 +79,9 @@ def collectives_section(rank: RankState, now: float) -> Text:
             age = rank.age(g.since, now) if g.since else None
             ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
             out.append(f"  in flight: {visible(g.op or '?')} #{g.completed + 1}{ahead}", style="yellow")
-            out.append(f" for {text.duration(age)}", style="yellow")
+            out.append(f" for {cells.duration(age)}", style="yellow")
             if g.timeout and age is not None:
-                out.append(f", timeout in {text.duration(g.timeout - age)}", style="yellow")
+                out.append(f", timeout in {cells.duration(g.timeout - age)}", style="yellow")
         out.append("\n")
     for c in rank.report.p2p:
         toward = "to" if c.dir == wire.SEND else "from"
@@ -90,7 +90,7 @@ def collectives_section(rank: RankState, now: float) -> Text:
         out.append(f" in group {c.group}  {c.completed} of {c.posted} done")
         if c.blocked is not None and c.blocked_since is not None:
             age = rank.age(c.blocked_since, now)
-            out.append(f"  blocked in #{c.blocked} for {text.duration(age)}", style="yellow")
+            out.append(f"  blocked in #{c.blocked} for {cells.duration(age)}", style="yellow")
         out.append("\n")
     out.rstrip()
     return out or Text("No process group reported.", "dim")
@@ -103,7 +103,7 @@ def workers_section(rank: RankState) -> Text:
         out.append(f"DataLoader {loader.id}: {alive}/{loader.expected} alive\n", style="bold")
         for w in loader.workers:
             if w.alive:
-                out.append(f"  pid {w.pid}  alive  {text.size(w.rss)}\n")
+                out.append(f"  pid {w.pid}  alive  {cells.size(w.rss)}\n")
             else:
                 how = w.signal or f"exit code {w.exitcode}"
                 out.append(f"  pid {w.pid}  dead ({how})\n", style="bold red")
@@ -115,7 +115,7 @@ def workers_section(rank: RankState) -> Text:
 
 def owed_batch(rank: RankState, loader: Loader) -> Text:
     """The batch the training loop waits for, the worker that owes it, and where that worker is."""
-    waited = f" for {text.duration(rank.report.t - loader.since)}" if loader.since else ""
+    waited = f" for {cells.duration(rank.report.t - loader.since)}" if loader.since else ""
     out = Text(f"  the training loop waits{waited} for batch #{loader.waiting}", style="yellow")
     worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
     if worker is None:

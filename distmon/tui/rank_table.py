@@ -26,13 +26,12 @@ from textual.scroll_view import ScrollView
 from textual.strip import Strip
 
 from distmon import wire
-from distmon.monitor.arrays import distinct
-from distmon.monitor.columns import F8, I8
 from distmon.monitor.overview import Story
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.words import count
-from distmon.tui import columns, text
+from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.columns import F8, I8
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.words import count
+from distmon.tui import cells, rank_columns
 
 U8 = npt.NDArray[np.uint64]
 
@@ -42,13 +41,13 @@ RESORT_EVERY = 1.0
 """Seconds of feed time between re-sorts by a live value."""
 
 BADGE = {
-    columns.OK: Style(color="green"),
-    columns.STALLED: Style(color="yellow", bold=True),
-    columns.SILENT: Style(color="magenta", bold=True),
-    columns.FAILED: Style(color="bright_white", bgcolor="red", bold=True),
-    columns.WORKER: Style(color="red", bold=True),
-    columns.EXITED: Style(dim=True),
-    columns.STOPPED: Style(color="red"),
+    rank_columns.OK: Style(color="green"),
+    rank_columns.STALLED: Style(color="yellow", bold=True),
+    rank_columns.SILENT: Style(color="magenta", bold=True),
+    rank_columns.FAILED: Style(color="bright_white", bgcolor="red", bold=True),
+    rank_columns.WORKER: Style(color="red", bold=True),
+    rank_columns.EXITED: Style(dim=True),
+    rank_columns.STOPPED: Style(color="red"),
 }
 CULPRIT_BADGE = Style(color="bright_white", bgcolor="red", bold=True)
 WAITING_BADGE = Style(color="yellow")
@@ -58,7 +57,7 @@ None where its flags' word stands."""
 
 
 def _worst_first(job: JobState, ranks: I8, now: float) -> F8:
-    return -columns.severities(job, ranks, now).astype(np.float64)
+    return -rank_columns.severities(job, ranks, now).astype(np.float64)
 
 
 def _memory(job: JobState, ranks: I8, now: float) -> F8:
@@ -153,7 +152,7 @@ def matching(query: str, job: JobState, ranks: I8, severity: I8, told: Told | No
             keep &= (lo <= ranks) & (ranks <= hi)
         else:
             named = [h for h in distinct(hosts).tolist() if word in job.host_name(h).lower()]
-            worded = [i for i, status in enumerate(columns.STATUSES) if word in status]
+            worded = [i for i, status in enumerate(rank_columns.STATUSES) if word in status]
             said = told(word, ranks) if told is not None else False
             keep &= np.isin(hosts, np.array(named, dtype=np.uint64)) | np.isin(severity, worded) | said
     return keep
@@ -267,13 +266,13 @@ class RankTable(ScrollView, can_focus=True):
         current = self.chosen
         ranks = job.present()
         hosts = job.cols.host[ranks]
-        severity = columns.severities(job, ranks, now)
+        severity = rank_columns.severities(job, ranks, now)
         culprit = np.isin(ranks, list(self.culprits))
         keep = np.ones(len(ranks), dtype=bool)
         if self.filter_text:
             keep &= matching(self.filter_text, job, ranks, severity, self._told)
         if self.problems_only:
-            keep &= culprit | (severity != columns.SEVERITY[columns.OK])
+            keep &= culprit | (severity != rank_columns.SEVERITY[rank_columns.OK])
         shown = ranks[keep]
         order = np.lexsort((shown, ~culprit[keep], SORTS[self.sort](job, shown, now)))
         shown = shown[order[::-1] if self.reverse else order]
@@ -401,11 +400,11 @@ class RankTable(ScrollView, can_focus=True):
     def render_line(self, y: int) -> Strip:
         width = self.size.width
         base = self.rich_style
-        cols = columns.fitting(width, self._hidden)
+        cols = rank_columns.fitting(width, self._hidden)
         if y == 0:
             style = base + self.get_component_rich_style("rank-table--header")
-            cells = [text.fit(c.title, c.width, c.right) for c in cols]
-            return self._strip([Segment(" " + " ".join(cells), style)], width, style)
+            titles = [cells.fit(c.title, c.width, c.right) for c in cols]
+            return self._strip([Segment(" " + " ".join(titles), style)], width, style)
         index = round(self.scroll_offset.y) + y - 1
         if self.job is None or not self.ranks:
             lines = textwrap.wrap(self.empty_message, max(20, width - 4))
@@ -422,7 +421,9 @@ class RankTable(ScrollView, can_focus=True):
             return Strip.blank(width, base)
         return self._rank_line(rank, cols, width, base, selected or index == self.cursor)
 
-    def _rank_line(self, rank: RankState, cols: list[columns.Column], width: int, base: Style, cursor: bool) -> Strip:
+    def _rank_line(
+        self, rank: RankState, cols: list[rank_columns.Column], width: int, base: Style, cursor: bool
+    ) -> Strip:
         culprit = rank.rank in self.culprits
         style = base
         if culprit:
@@ -434,11 +435,11 @@ class RankTable(ScrollView, can_focus=True):
             cell_style = style
             if col.title == "status":
                 told = self.status_words(rank)
-                word = told or columns.status(rank, self.now)
+                word = told or rank_columns.status(rank, self.now)
                 badge = BADGE[word] if told is None else CULPRIT_BADGE if culprit else WAITING_BADGE
-                cell, cell_style = text.fit(word, col.width, col.right), style + badge
+                cell, cell_style = cells.fit(word, col.width, col.right), style + badge
             else:
-                cell = text.fit(col.cell(rank, self.now, col.width), col.width, col.right)
+                cell = cells.fit(col.cell(rank, self.now, col.width), col.width, col.right)
             segments.append(Segment(cell, cell_style))
             segments.append(Segment(" ", style))
         return self._strip(segments, width, style)
@@ -449,12 +450,12 @@ class RankTable(ScrollView, can_focus=True):
         culprits = [r for r in ranks.tolist() if r in self.culprits]
         waiting = self.story.waits[ranks] if self.story is not None else np.zeros(len(ranks), dtype=bool)
         others = ranks[~waiting & ~np.isin(ranks, culprits)]
-        counts = np.bincount(columns.severities(job, others, self.now), minlength=len(columns.STATUSES))
+        counts = np.bincount(rank_columns.severities(job, others, self.now), minlength=len(rank_columns.STATUSES))
         span = f"{ranks[0]}-{ranks[-1]}" if len(ranks) else "-"
         marker = "▸" if name in self.collapsed else "▾"
-        words = sorted((word, int(n)) for word, n in zip(columns.STATUSES, counts, strict=True) if n)
+        words = sorted((word, int(n)) for word, n in zip(rank_columns.STATUSES, counts, strict=True) if n)
         told = [f"{np.count_nonzero(waiting)} waiting"] if waiting.any() else []
-        health = ", ".join(told + [f"{n} {word}" for word, n in words if word != columns.OK])
+        health = ", ".join(told + [f"{n} {word}" for word, n in words if word != rank_columns.OK])
         style = base + self.get_component_rich_style("rank-table--node")
         if culprits:
             style += self.get_component_rich_style("rank-table--culprit")

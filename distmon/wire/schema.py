@@ -256,7 +256,7 @@ class Report:
 STALL_FLOOR = 2.0
 """A rank calls itself stalled (and sends its stack) after this long without progress, or
 :data:`STALL_STEPS` of its step times if longer. The monitor's thresholds for alerting on a
-stall, longer, are in :mod:`distmon.monitor.limits`."""
+stall, longer, are in :mod:`distmon.monitor.state.limits`."""
 STALL_STEPS = 3.0
 
 

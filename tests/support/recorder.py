@@ -10,7 +10,7 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from distmon.monitor.recording import AlertEvent, RecordingError, read_recording, received
+from distmon.monitor.recording.file import AlertEvent, RecordingError, read_recording, received
 from distmon.wire import Report, decode
 from support.commands import DISTMON
 from support.waiting import wait_until

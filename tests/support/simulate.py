@@ -19,11 +19,11 @@ from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
 
-from distmon.monitor.alerts import Change
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import Message
+from distmon.monitor.recording.file import Message
 from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import Change
 from distmon.wire import (
     P2P,
     RECV,

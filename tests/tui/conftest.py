@@ -12,10 +12,10 @@ import pytest
 from support.simulate import SimJob, drive
 from textual.pilot import Pilot
 
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording import RecordingWriter
+from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import DistmonApp
 
 SCENARIOS: dict[str, tuple[Callable[[], SimJob], float]] = {

@@ -13,7 +13,7 @@ from conftest import play_to_end
 from support.simulate import SimJob
 
 from distmon.monitor import overview
-from distmon.monitor.feeds import LiveFeed, ReplayFeed
+from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.tui.alert_detail import AlertDetail
 from distmon.tui.alerts_panel import AlertsPanel
 from distmon.tui.app import build_app

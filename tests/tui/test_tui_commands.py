@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 from support.commands import DISTMON, free_port
 
-from distmon.monitor.feeds import LiveFeed
+from distmon.monitor.intake.feeds import LiveFeed
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

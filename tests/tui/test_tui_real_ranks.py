@@ -18,10 +18,10 @@ import psutil
 import pytest
 
 from distmon.monitor import overview
-from distmon.monitor.detector import Detector
-from distmon.monitor.feeds import LiveFeed
+from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.probe import ProcessProbe
+from distmon.monitor.outside.probe import ProcessProbe
+from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import build_app
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable

@@ -11,7 +11,7 @@ from pathlib import Path
 from conftest import play_to_end
 from textual.pilot import Pilot
 
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable
 

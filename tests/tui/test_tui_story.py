@@ -11,7 +11,7 @@ import pytest
 from textual.pilot import Pilot
 
 from distmon.monitor import overview
-from distmon.monitor.feeds import ReplayFeed
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.tui import job_header
 from distmon.tui.app import DistmonApp, build_app
 from distmon.tui.rank_detail import RankDetail

@@ -1,16 +1,16 @@
 """What every rule shares: the context of one evaluation (the thresholds are
-:mod:`distmon.monitor.limits`)."""
+:mod:`distmon.monitor.state.limits`)."""
 
 from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from distmon.monitor.alerts import Finding
-from distmon.monitor.intake import Behind
-from distmon.monitor.limits import Thresholds
-from distmon.monitor.probe import Seen
-from distmon.monitor.state import JobState
+from distmon.monitor.outside.probe import Seen
+from distmon.monitor.rules.keeping_up import Behind
+from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
 from distmon.pyspy import OutsideStack
 
 Probe = Callable[[str, int], "str | None"]
@@ -19,7 +19,7 @@ StackSource = Callable[..., "OutsideStack | None"]
 """(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
 taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
 Outside = Callable[[str, int], "Seen | None"]
-"""(host, pid) -> the prober's looks at it (:meth:`distmon.monitor.probe.ProcessProbe.view`),
+"""(host, pid) -> the prober's looks at it (:meth:`distmon.monitor.outside.probe.ProcessProbe.view`),
 None for another host or before its first look."""
 
 

@@ -11,13 +11,12 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.probe import ALIVE, GONE
+from distmon.monitor.outside.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.words import duration, rank_word, stack_lines, traceback_lines, where
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.words import duration, rank_word, stack_lines, traceback_lines, where
 
 SIMULTANEOUS = 1.0
 """Primary exceptions this close to the first are failures of their own, not consequences."""

@@ -29,10 +29,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.arrays import distinct
-from distmon.monitor.columns import I8
-from distmon.monitor.probe import GONE
+from distmon.monitor.outside.probe import GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, why_a_warning
 from distmon.monitor.rules.waitfor import (
@@ -45,10 +42,12 @@ from distmon.monitor.rules.waitfor import (
     collect_groups,
     waits,
 )
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.whereabouts import user_frame
-from distmon.monitor.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.columns import I8
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.whereabouts import user_frame
+from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
 from distmon.wire import ANY_SOURCE, SEND, STOPPED
 
 MAX_SHOWN = 4

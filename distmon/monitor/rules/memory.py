@@ -10,12 +10,11 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.columns import HISTORY
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.words import duration, size
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.state.columns import HISTORY
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.words import duration, size
 
 
 def memory_pressure(job: JobState, ctx: Context) -> list[Finding]:

@@ -12,11 +12,10 @@ from __future__ import annotations
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.alerts import WARNING, Finding
-from distmon.monitor.columns import F8
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
+from distmon.monitor.state.alerts import WARNING, Finding
+from distmon.monitor.state.columns import F8
+from distmon.monitor.state.job import JobState, RankState
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:

@@ -1,5 +1,5 @@
 """What a culprit's process is doing, for the rules: the kernel's view of it (the prober on
-the monitor's host, :mod:`distmon.monitor.outside`) judged with its stack, its own report's
+the monitor's host, :mod:`distmon.monitor.outside.looks`) judged with its stack, its own report's
 when it still reports, py-spy's from outside when it does not.
 
 The words decide the severity: a culprit making progress (CPU, bytes written) is working,
@@ -17,12 +17,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.alerts import Finding
-from distmon.monitor.outside import Verdict, judge, judge_usage
+from distmon.monitor.outside.looks import Verdict, judge, judge_usage
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
 
 MAX_WATCHED = 16

@@ -16,13 +16,12 @@ from collections import defaultdict
 
 import numpy as np
 
-from distmon.monitor.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, why_a_warning
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.whereabouts import WAITING, Place, classify, frame_lines
-from distmon.monitor.words import duration, rank_lines, rank_word
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.whereabouts import WAITING, Place, classify, frame_lines
+from distmon.monitor.state.words import duration, rank_lines, rank_word
 
 MAX_SHOWN = 4
 """Culprits whose whereabouts the evidence shows."""

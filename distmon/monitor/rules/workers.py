@@ -5,11 +5,10 @@ from __future__ import annotations
 import re
 
 from distmon import wire
-from distmon.monitor.alerts import CRITICAL, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.monitor.words import size
+from distmon.monitor.state.alerts import CRITICAL, Finding
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.words import size
 from distmon.wire import Worker
 
 PYTORCH_MESSAGE = re.compile(

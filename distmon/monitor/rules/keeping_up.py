@@ -1,13 +1,13 @@
 """Whether the monitor keeps up with what the ranks send, judged from its own state.
 
 A monitor that takes in fewer reports than the ranks send drops the oldest (its intake's
-caps, :class:`distmon.monitor.feeds.LiveFeed`, counted under :data:`OVERFLOW`), or takes them
+caps, :class:`distmon.monitor.intake.feeds.LiveFeed`, counted under :data:`OVERFLOW`), or takes them
 in late. Either way ranks look silent that are not: their reports were lost or are still
 queued. Or the monitor itself stood still: its process stopped (SIGSTOP, a suspended VM, a
 swapping login node) or its clock jumped, and it did not watch the seconds in between
 (:class:`distmon.monitor.session.Session` notices, counted under :data:`PAUSED` and
-:data:`JUMPED`). :class:`Intake` says when that is so, until every rank has had time to report
-again; the rules then name no rank for its silence (:mod:`distmon.monitor.rules.intake`).
+:data:`JUMPED`). :class:`KeepingUp` says when that is so, until every rank has had time to report
+again; the rules then name no rank for its silence (:mod:`distmon.monitor.rules.monitor_behind`).
 """
 
 from __future__ import annotations
@@ -16,9 +16,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from distmon.monitor.limits import Thresholds
-from distmon.monitor.state import JobState
-from distmon.monitor.words import duration
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.words import duration
 
 OVERFLOW = "overflow"
 """The reason the monitor's own intake drops reports under (the oldest, past its caps)."""
@@ -46,7 +46,7 @@ class Behind:
     keeps up otherwise."""
 
 
-class Intake:
+class KeepingUp:
     """What the monitor's own intake lost, tick after tick. Drops reach the state as the
     recording's ``d`` records do, so a replay sees them at the same ticks."""
 

@@ -30,9 +30,9 @@ import time
 from pathlib import Path
 
 from distmon.channel import Dump
-from distmon.monitor.alerts import Alert
-from distmon.monitor.whereabouts import frame_lines
-from distmon.monitor.words import ranks_text, stack_lines
+from distmon.monitor.state.alerts import Alert
+from distmon.monitor.state.whereabouts import frame_lines
+from distmon.monitor.state.words import ranks_text, stack_lines
 from distmon.pyspy import OutsideStack
 from distmon.wire import Report
 

@@ -8,7 +8,7 @@ its path argument, ``mountinfo``), and whether it still uses CPU or moves bytes
 (``stat``, ``io``, compared between two looks). :func:`look` reads one moment;
 :func:`judge` turns two moments and a stack into words and one next step.
 
-Reading /proc is I/O: :class:`distmon.monitor.probe.ProcessProbe` calls :func:`look` on a
+Reading /proc is I/O: :class:`distmon.monitor.outside.probe.ProcessProbe` calls :func:`look` on a
 thread of its own, never on the monitor's.
 """
 
@@ -20,7 +20,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from distmon.monitor.words import duration, size
+from distmon.monitor.state.words import duration, size
 from distmon.wire import Frame, Usage
 
 PROC = Path("/proc")

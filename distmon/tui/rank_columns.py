@@ -14,12 +14,11 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.columns import I8
-from distmon.monitor.limits import LIMITS, Thresholds
 from distmon.monitor.overview import where_words
-from distmon.monitor.state import JobState
-from distmon.monitor.views import RankState
-from distmon.tui import text
+from distmon.monitor.state.columns import I8
+from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.tui import cells
 
 OK = "ok"
 STALLED = "stalled"
@@ -64,7 +63,7 @@ def collectives(rank: RankState, now: float) -> str:
     parts = []
     for g in rank.report.groups:
         if g.enqueued > g.completed:
-            age = f" {text.duration(rank.age(g.since, now))}" if g.since else ""
+            age = f" {cells.duration(rank.age(g.since, now))}" if g.since else ""
             parts.append(f"{g.op or '…'} #{g.completed + 1}{age}")
         else:
             parts.append(f"#{g.completed}")
@@ -74,7 +73,7 @@ def collectives(rank: RankState, now: float) -> str:
             blocked = True
             arrow = "→" if c.dir == wire.SEND else "←"
             peer = "*" if c.peer == wire.ANY_SOURCE else str(c.peer)
-            parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {text.duration(rank.age(c.blocked_since, now))}")
+            parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {cells.duration(rank.age(c.blocked_since, now))}")
     waiting = blocked or any(g.enqueued > g.completed for g in rank.report.groups)
     where = where_words(rank) if not waiting else ""
     listed = " | ".join(parts) or "-"
@@ -86,7 +85,7 @@ def gpu_memory(rank: RankState, width: int) -> str:
     if used is None or total is None:
         return "-"
     label = f" {used / 1024**3:.0f}/{total / 1024**3:.0f}G"
-    return text.bar(used / total, max(1, width - len(label))) + label
+    return cells.bar(used / total, max(1, width - len(label))) + label
 
 
 def workers(rank: RankState) -> str:
@@ -111,7 +110,7 @@ class Column:
 
 def _step_time(r: RankState, now: float, width: int) -> str:
     stats = r.report.step_time
-    return text.duration(stats.p50) if stats else "-"
+    return cells.duration(stats.p50) if stats else "-"
 
 
 def _gpu_util(r: RankState, now: float, width: int) -> str:
@@ -120,7 +119,7 @@ def _gpu_util(r: RankState, now: float, width: int) -> str:
 
 
 def _rss(r: RankState, now: float, width: int) -> str:
-    return text.size(r.rss())
+    return cells.size(r.rss())
 
 
 COLUMNS = (
@@ -134,7 +133,7 @@ COLUMNS = (
     Column("util", 4, _gpu_util, right=True, drop=9),
     Column("RSS", 5, _rss, right=True, drop=7),
     Column("wrk", 4, lambda r, now, w: workers(r), right=True, drop=4),
-    Column("wait", 4, lambda r, now, w: text.percent(r.report.data_wait), right=True, drop=8),
+    Column("wait", 4, lambda r, now, w: cells.percent(r.report.data_wait), right=True, drop=8),
 )
 
 

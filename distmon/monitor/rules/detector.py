@@ -5,19 +5,19 @@ victims: the rank the others wait for, the rank that failed first. Thresholds fo
 job's own pace (its median step time) above fixed floors, so a 20 ms step and a 2 s step
 are judged alike and a healthy job raises nothing.
 
-While the monitor is behind (:mod:`distmon.monitor.intake`), silence names no rank, and an
+While the monitor is behind (:mod:`distmon.monitor.rules.keeping_up`), silence names no rank, and an
 incident found before stands until it has caught up: a report it dropped is no proof that
 the incident ended.
 """
 
 from __future__ import annotations
 
-from distmon.monitor.alerts import Finding
-from distmon.monitor.intake import Intake
-from distmon.monitor.limits import Thresholds
 from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
-from distmon.monitor.state import JobState
+from distmon.monitor.rules.keeping_up import KeepingUp
+from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
 
 
 class Detector:
@@ -31,7 +31,7 @@ class Detector:
         self.probe = probe
         self.stacks = stacks
         self.outside = outside
-        self.intake = Intake()
+        self.intake = KeepingUp()
         self._last: dict[str, Finding] = {}
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)

@@ -9,11 +9,11 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.channel import Batch
-from distmon.monitor.alerts import CRITICAL, Alert
-from distmon.monitor.overview import cause
-from distmon.monitor.recording import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
-from distmon.monitor.state import JobState
-from distmon.monitor.words import rank_word
+from distmon.monitor.recording.file import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
+from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.ending import cause
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.words import rank_word
 from distmon.wire import WireError
 
 BATCH = 4096
@@ -41,7 +41,7 @@ class Postmortem:
     @property
     def first_cause(self) -> Alert | None:
         """What the monitor concluded by the end: the alert that names the job's culprit
-        among those that stood (:func:`distmon.monitor.overview.cause`, as the live header
+        among those that stood (:func:`distmon.monitor.state.ending.cause`, as the live header
         names it), else the earliest critical one that stood. An alarm that resolved itself
         while the job went on is no cause, however critical it was."""
         standing = self.standing
@@ -69,7 +69,7 @@ class Postmortem:
 
 
 def load(path: str) -> Postmortem:
-    """Read a recording; raises :class:`distmon.monitor.recording.RecordingError` for a file
+    """Read a recording; raises :class:`distmon.monitor.recording.file.RecordingError` for a file
     that is no recording, or that is damaged and of which nothing could be read."""
     header, records = read_recording(path)
     pm = Postmortem(header=header)
@@ -125,7 +125,7 @@ def _take(state: JobState, batch: Batch, t: float, times: npt.NDArray[np.float64
 
 def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert], stopping: bool) -> None:
     """One alert change. While the job is being stopped, an alert resolved ends with the job
-    as it stood, as the monitor keeps it now (:meth:`distmon.monitor.alerts.AlertBook.update`;
+    as it stood, as the monitor keeps it now (:meth:`distmon.monitor.state.alerts.AlertBook.update`;
     older recordings resolved it in the teardown). A summary that repeats its kind (``hang:
     ...``, from older rules) is read without the repetition."""
     incoming = event.alert

@@ -5,7 +5,7 @@ its own; how the job ended). The rules, the terminal UI, the reports and the exp
 format these.
 
 The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
-filled from a whole batch of frames at once (:mod:`distmon.monitor.frames`): taking in the
+filled from a whole batch of frames at once (:mod:`distmon.monitor.state.frames`): taking in the
 reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
 looks at every rank looks at an array. A rank's whole report (its stack, its exception) is
 kept as the bytes it came in and decoded only when someone asks (:attr:`RankState.report`).
@@ -13,14 +13,14 @@ kept as the bytes it came in and decoded only when someone asks (:attr:`RankStat
 
 Memory is bounded by design: a fixed set of numbers and one report per rank, so a
 4096-rank job costs the same after an hour as after a minute; and only reports that fit
-the job are admitted (:mod:`distmon.monitor.admission`), so no sender can add ranks.
+the job are admitted (:mod:`distmon.monitor.state.admission`), so no sender can add ranks.
 """
 
 from __future__ import annotations
 
 import math
 from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -28,15 +28,15 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.channel import Batch, Relay
-from distmon.monitor import admission
-from distmon.monitor.alerts import Alert
-from distmon.monitor.arrays import distinct
-from distmon.monitor.columns import ALL, F8, HISTORY, I8, INITIAL, Columns
-from distmon.monitor.ending import Ending, ending
-from distmon.monitor.frames import Parsed, parse
-from distmon.monitor.limits import LIMITS, Thresholds
-from distmon.monitor.views import Ranks, RankState, gpu_total
-from distmon.wire import GroupStatus, Report, WireError
+from distmon.monitor.state import admission
+from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.columns import ALL, F8, HISTORY, I8, INITIAL, Columns, History
+from distmon.monitor.state.ending import FAILURE_KINDS, RANK_ENDINGS, STOP_KINDS, STOP_WORDS, Ending
+from distmon.monitor.state.frames import Parsed, parse
+from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.words import duration, rank_word
+from distmon.wire import TERMINATED, GroupStatus, Report, WireError
 
 SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""
@@ -515,8 +515,43 @@ class JobState:
         return float(np.median(times)) if len(times) else None
 
     def ending(self, standing: Iterable[Alert]) -> Ending | None:
-        """How the job ended, given the alerts that stand: see :func:`distmon.monitor.ending.ending`."""
-        return ending(self, standing)
+        """How the job ended, given the alerts that stand (not resolved); None while it runs.
+
+        A failure alert fails it (even while other ranks still run): the rules that raise them
+        have already told the rank that failed first from those that raised because it went
+        (:mod:`distmon.monitor.rules.failures`), so their verdict comes first. Before a rule has
+        spoken (a recording that ends within a tick of the failure), a rank that raised on its
+        own fails it; ranks that only raised on losing a peer are never named as its cause. Once
+        every rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or
+        it finished."""
+        standing = list(standing)
+        failures = sorted((a for a in standing if a.kind in FAILURE_KINDS), key=lambda a: a.t)
+        if failures:
+            return Ending(Ending.FAILED, f"failed: {failures[0].headline}")
+        raised = np.flatnonzero(self.failed_on_their_own()).tolist()
+        culprits = [r for r in raised if not self.ranks[r].lost_a_peer()]
+        if culprits:
+            return Ending(Ending.FAILED, f"failed: {rank_word(culprits)} raised an exception")
+        if raised:
+            return Ending(
+                Ending.FAILED, f"failed: {rank_word(raised)} raised on losing a peer, which went without a word"
+            )
+        present = self.present()
+        if not len(present) or not self.flagged(wire.EXITED)[present].all():
+            return None
+        stopped = np.flatnonzero(self.flagged(wire.STOPPED_BY_SIGNAL)).tolist()
+        if not stopped:
+            return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
+        how = " and ".join(
+            sorted({STOP_WORDS.get(e.how, e.how) for r in stopped[:64] if (e := self.report_of(r).exit)})
+        )
+        who = f"{rank_word(stopped)} {how}"
+        stops = sorted({a.kind for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL})
+        if stops:
+            kinds = ", ".join(stops)
+            words = f"stopped while hung: {who} while the {kinds} alert stood; it ended with the job, unresolved"
+            return Ending(Ending.STOPPED, words)
+        return Ending(Ending.STOPPED, f"stopped: {who}")
 
     def ended(self, now: float, quiet: float = 60.0) -> bool:
         """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
@@ -526,3 +561,191 @@ class JobState:
         if self.flagged(wire.EXITED)[present].all():
             return True
         return self.last_message is not None and now - self.last_message > quiet
+
+
+class RankState:
+    """One rank, as the monitor knows it: a view of the columns, and its latest report."""
+
+    __slots__ = ("_job", "rank")
+
+    def __init__(self, job: JobState, rank: int) -> None:
+        self._job, self.rank = job, rank
+
+    def __repr__(self) -> str:
+        return f"RankState(rank={self.rank})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RankState) and other._job is self._job and other.rank == self.rank
+
+    def __hash__(self) -> int:
+        return hash((id(self._job), self.rank))
+
+    def _get(self, column: str) -> Any:
+        return getattr(self._job.cols, column)[self.rank]
+
+    @property
+    def job(self) -> JobState:
+        return self._job
+
+    @property
+    def _mine(self) -> slice:
+        """This rank, as an index into the columns that a fact over ranks takes."""
+        return slice(self.rank, self.rank + 1)
+
+    @property
+    def report(self) -> Report:
+        """The whole latest report, decoded when first asked for."""
+        return self._job.report_of(self.rank)
+
+    @property
+    def received(self) -> float:
+        """Monitor clock when the latest report arrived."""
+        return float(self._get("received"))
+
+    @property
+    def first_seen(self) -> float:
+        return float(self._get("first_seen"))
+
+    @property
+    def history(self) -> History:
+        return History(self._job.cols, self.rank)
+
+    @property
+    def inflight_share(self) -> float:
+        """Running share of reports sampled inside a collective, while the job progresses:
+        low for the rank the others wait for."""
+        return float(self._get("inflight_share"))
+
+    @property
+    def data_wait_share(self) -> float:
+        return float(self._get("data_wait_share"))
+
+    @property
+    def size(self) -> int:
+        """Bytes of the latest report as received."""
+        return int(self._get("bytes"))
+
+    @property
+    def steps(self) -> int:
+        return int(self._get("steps"))
+
+    @property
+    def host(self) -> str:
+        return self._job.host_name(int(self._get("host")))
+
+    @property
+    def finished(self) -> bool:
+        return bool(self._get("flags") & wire.EXITED)
+
+    def silent_for(self, now: float) -> float:
+        return now - self.received
+
+    def silent(self, now: float, limits: Thresholds = LIMITS) -> bool:
+        """Not heard from for longer than its reports allow (and not because it exited): one
+        rank of :meth:`distmon.monitor.state.job.JobState.silent`."""
+        return bool(self._job.silent(now, limits, self._mine)[0])
+
+    def live(self, now: float, limits: Thresholds = LIMITS) -> bool:
+        """Still reporting: neither exited nor silent."""
+        return not self.finished and not self.silent(now, limits)
+
+    def age(self, t: float, now: float) -> float:
+        """How long before ``now`` (the monitor's clock) the moment ``t`` of the rank's own
+        clock was: measured on the rank's clock, so skew between hosts does not enter."""
+        return float(self._get("t")) - t + (now - self.received)
+
+    def stalled_for(self, now: float) -> float | None:
+        """How long the rank has made no progress, by its own account; None while it does."""
+        since = float(self._get("stalled_since"))
+        return None if np.isnan(since) else self.age(since, now)
+
+    def gpu_used(self) -> float | None:
+        """Memory in use on the rank's GPU, as nvidia-smi counts it (NVML), else what torch's
+        caching allocator holds; the measure to hold against :meth:`gpu_total`."""
+        return present(self._job.gpu_used(self._mine)[0])
+
+    def gpu_total(self) -> float | None:
+        return present(float(gpu_total(self._get("gpu_total"))))
+
+    def gpu_allocated(self) -> float | None:
+        return present(self._job.gpu_allocated(self._mine)[0])
+
+    def rss(self) -> float | None:
+        return present(self._get("rss"))
+
+    def stopped(self) -> bool:
+        """Ended by a signal or distmon rather than on its own (see :data:`distmon.wire.STOPPED`)."""
+        return bool(self._get("flags") & wire.STOPPED_BY_SIGNAL)
+
+    def torn_down(self) -> bool:
+        """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
+        return self.stopped() and self.report.exit is not None and self.report.exit.how == TERMINATED
+
+    def lost_a_peer(self) -> bool:
+        """It raised because a peer went away: a consequence of another rank's failure."""
+        exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
+        return exc is not None and bool(wire.PEER_LOST.search(exc.message))
+
+    def lost_a_worker(self) -> bool:
+        """It raised because one of its DataLoader workers died."""
+        exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
+        return exc is not None and bool(wire.WORKER_DIED.search(exc.message))
+
+    def failed_on_its_own(self) -> bool:
+        """Raised, and not only because the job was being stopped around it: a rank stopped by
+        a signal whose DataLoader workers died in the same teardown, or whose peers went, did
+        not fail."""
+        return bool(self._job.failed_on_their_own()[self.rank])
+
+
+def present(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def gpu_total(total: Any) -> Any:
+    """A GPU's memory as reported, an array or one value; NaN for none (a report of 0 is none)."""
+    return np.where(total == 0, np.nan, total)
+
+
+def gpu_allocated(report: Report) -> float | None:
+    """Memory held by live tensors (torch's allocator, else NVML's count): what grows when a
+    rank leaks. A function of one report, for readers of a recording's reports too."""
+    gpu = report.gpu
+    if gpu is None:
+        return None
+    value = gpu.allocated if gpu.allocated is not None else gpu.used
+    return None if value is None else float(value)
+
+
+class Ranks(Mapping[int, RankState]):
+    """The ranks heard from, as views, by rank."""
+
+    def __init__(self, job: JobState) -> None:
+        self._job = job
+
+    def __getitem__(self, rank: int) -> RankState:
+        cols = self._job.cols
+        if not (isinstance(rank, int | np.integer) and 0 <= rank < cols.capacity and cols.present[rank]):
+            raise KeyError(rank)
+        return RankState(self._job, int(rank))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._job.present().tolist())
+
+    def __len__(self) -> int:
+        return self._job.reporting
+
+
+def rank_ending(s: RankState, end: float, lost: set[int]) -> str:
+    """How one rank ended, in words, for the table of ranks at the end: its last words, else
+    what the monitor saw (``lost``: from :func:`gone`), else its silence."""
+    r = s.report
+    if r.exception is not None:
+        first_line = (r.exception.message.strip().splitlines() or [""])[0]
+        after = " (after losing a peer)" if s.lost_a_peer() else ""
+        return f"raised {r.exception.type}: {first_line[:80]}{after}"
+    if r.exit is not None:
+        return RANK_ENDINGS.get(r.exit.how, "exited cleanly")
+    if s.rank in lost:
+        return "its process is gone, without last words (killed: see the rank_lost alert)"
+    return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"

@@ -1,5 +1,5 @@
 """A rank's process seen from the monitor's host: whether it still exists, what it is doing
-(:mod:`distmon.monitor.outside`), and its stack from outside when its own threads cannot
+(:mod:`distmon.monitor.outside.looks`), and its stack from outside when its own threads cannot
 report it.
 
 Reading /proc and running py-spy are I/O: both happen on threads of their own, and the
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from distmon.monitor.outside import Sample, look
+from distmon.monitor.outside.looks import Sample, look
 from distmon.pyspy import OutsideStack, StackTaker
 
 ALIVE = "alive"

@@ -1,13 +1,13 @@
 """``monitor_behind``: the monitor itself cannot keep up, or did not watch for a while (its loop
-stood still, its clock jumped; :mod:`distmon.monitor.intake`), and says so in one alert without
+stood still, its clock jumped; :mod:`distmon.monitor.rules.keeping_up`), and says so in one alert without
 ranks instead of blaming the ranks whose reports it lost or whose seconds it did not see. It
 resolves when the monitor has caught up."""
 
 from __future__ import annotations
 
-from distmon.monitor.alerts import WARNING, Finding
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import JobState
+from distmon.monitor.state.alerts import WARNING, Finding
+from distmon.monitor.state.job import JobState
 
 AWAY_ADVICE = (
     "What to do: nothing about the job. If the monitor's host suspends or swaps (a laptop, a busy "

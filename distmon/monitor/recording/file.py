@@ -18,7 +18,7 @@ are. A record is an array whose first element says what it is:
   ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
   alert across its events.
 - ``["d", t, counts]``: messages and connections refused since the previous such record,
-  a map from reason (see :mod:`distmon.monitor.admission`) to count. Refused messages
+  a map from reason (see :mod:`distmon.monitor.state.admission`) to count. Refused messages
   are not recorded themselves.
 
 The writer flushes the zlib stream (``Z_SYNC_FLUSH``) and the file to disk at least every
@@ -64,8 +64,8 @@ import msgpack
 import numpy as np
 
 from distmon.channel import Batch, assemble_batch
-from distmon.monitor.admission import MAX_WORLD
-from distmon.monitor.alerts import Alert, Change
+from distmon.monitor.state.admission import MAX_WORLD
+from distmon.monitor.state.alerts import Alert, Change
 from distmon.regular import open_regular, why_not
 from distmon.visible import visible
 from distmon.wire import MAX_MESSAGE_BYTES, WireError

@@ -1,6 +1,6 @@
 """Evidence in words for people, shared by the rules, the reports and the terminal UI: rank
 lists, counts, sizes, durations, group names, and where a rank is (its stack, classified by
-:mod:`distmon.monitor.whereabouts`, its DataLoader wait, the send or receive it blocks in)."""
+:mod:`distmon.monitor.state.whereabouts`, its DataLoader wait, the send or receive it blocks in)."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from collections.abc import Iterable
 import numpy as np
 import numpy.typing as npt
 
-from distmon.monitor.arrays import distinct, expand
-from distmon.monitor.whereabouts import classify, frame_lines
+from distmon.monitor.state.arrays import distinct, expand
+from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.wire import ANY_SOURCE, SEND, Frame, GroupStatus, Loader, Report
 
 MAX_LISTED = 16
@@ -80,7 +80,7 @@ def where(frame: Frame | None) -> str:
 
 def stack_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
     """Where a stalled rank is, in words, then the user's innermost frame first and the
-    ``depth`` innermost library frames it called (see :mod:`distmon.monitor.whereabouts`)."""
+    ``depth`` innermost library frames it called (see :mod:`distmon.monitor.state.whereabouts`)."""
     if not frames:
         return [f"{indent}(no stack: the rank had not stalled when it last reported)"]
     return [f"{indent}{classify(frames).words}:", *frame_lines(frames, depth, indent + "  ")]

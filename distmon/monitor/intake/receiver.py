@@ -32,7 +32,7 @@ from distmon.channel import (
     listening_socket,
 )
 from distmon.endpoint import EndpointError as EndpointError
-from distmon.monitor.admission import MAX_WORLD
+from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 NO_KEY = "no_key"

@@ -15,11 +15,11 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.alerts import AlertBook
-from distmon.monitor.arrays import distinct
-from distmon.monitor.columns import F8, HISTORY, I8
-from distmon.monitor.limits import Thresholds
-from distmon.monitor.state import JobState
+from distmon.monitor.state.alerts import AlertBook
+from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.columns import F8, HISTORY, I8
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
 
 Mask = npt.NDArray[np.bool_]
 

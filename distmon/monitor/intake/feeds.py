@@ -21,9 +21,8 @@ from typing import Protocol
 
 from distmon.channel import Batch, Command, Dump
 from distmon.keys import JobKey
-from distmon.monitor.intake import OVERFLOW
-from distmon.monitor.receiver import DUMP_QUEUE, Receiver
-from distmon.monitor.recording import (
+from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
+from distmon.monitor.recording.file import (
     AlertEvent,
     BatchRecord,
     Dropped,
@@ -33,6 +32,7 @@ from distmon.monitor.recording import (
     check_recording,
     read_recording,
 )
+from distmon.monitor.rules.keeping_up import OVERFLOW
 
 MAX_GAP = 3600.0
 """Seconds of silence (no record at all) a replay plays at most: the detector has said all it

@@ -5,10 +5,11 @@ from __future__ import annotations
 
 import time
 
-from distmon.monitor.alerts import Change
-from distmon.monitor.ending import gone, rank_ending
-from distmon.monitor.postmortem import Postmortem
-from distmon.monitor.words import count, duration, rank_word
+from distmon.monitor.recording.readback import Postmortem
+from distmon.monitor.state.alerts import Change
+from distmon.monitor.state.ending import gone
+from distmon.monitor.state.job import rank_ending
+from distmon.monitor.state.words import count, duration, rank_word
 from distmon.visible import MAX_LINE, visible, visible_lines
 
 

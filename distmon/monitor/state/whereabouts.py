@@ -1,5 +1,5 @@
 """Where a stalled rank is, in words: its stack classified, the user's own frame first
-(:func:`distmon.monitor.words.rank_lines` puts it into an alert's evidence).
+(:func:`distmon.monitor.state.words.rank_lines` puts it into an alert's evidence).
 
 The person reading an alert did not write PyTorch: "waiting for a DataLoader batch, in your
 code at train.py:95, worker 1 (pid 4242) owes it and is in dataset.py:31 reading a file"
