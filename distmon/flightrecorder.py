@@ -97,6 +97,7 @@ building a dict quadratic)."""
 _EMPTY_CONTAINER = 1 << 3 | _CONTAINER
 _U32 = struct.Struct("<I").unpack_from
 _U64 = struct.Struct("<Q").unpack_from
+_NOT_NAMES = "a mapping keyed by other than names and small numbers: not a dump"
 
 
 def _bad_keys(items: list[int]) -> bool:
@@ -115,17 +116,88 @@ def _holding(container: int, items: list[int]) -> int:
     return max(container, depth << 3 | _CONTAINER)
 
 
-def scan_pickle(raw: bytes) -> None:
-    """Walk a pickle's instructions, building nothing, and refuse it before the unpickler
-    builds what it describes: a Python object, nesting beyond :data:`MAX_DEPTH` (hashing a
-    tuple a million deep overflows the C stack), keys that may share a hash, more than
-    :data:`MAX_VALUES` values, or a walk longer than :data:`MAX_SECONDS`."""
-    stack: list[int] = []
-    marks: list[int] = []
+def _refuse_if_past_bounds(count: int, values: int, started: float, at: int, size: int) -> None:
+    """The walk's bounds, looked at once every :data:`_CHECK_EVERY` instructions so that its hot
+    loop reads the clock only that often."""
+    if count > MAX_OPCODES or values > MAX_VALUES:
+        raise DumpError(f"holds over {MAX_VALUES} values, more than a dump")
+    if time.monotonic() - started > MAX_SECONDS:
+        raise DumpError(f"not read within {MAX_SECONDS:.0f} s (at byte {at} of {size})")
+
+
+def _fill(kind: int, raw: bytes, at: int, stack: list[int], marks: list[int]) -> None:
+    """A list, dict or tuple given its items: where a dict's keys are checked (names and small
+    numbers only, so none can share a hash) and its depth is bounded (:func:`_holding`)."""
+    if kind in (_SETITEMS, _APPENDS):
+        start = marks.pop()
+        items = stack[start:]
+        del stack[start:]
+        if kind == _SETITEMS and _bad_keys(items):
+            raise DumpError(_NOT_NAMES)
+        stack[-1] = _holding(stack[-1], items)
+    elif kind in (_SETITEM, _APPEND):
+        n = 2 if kind == _SETITEM else 1
+        items = stack[-n:]
+        if len(stack) <= n or (kind == _SETITEM and _bad_keys(items)):
+            raise DumpError(_NOT_NAMES)
+        del stack[-n:]
+        stack[-1] = _holding(stack[-1], items)
+    else:  # a tuple of 1 to 3, or a tuple, list or dict of the items since the mark
+        if kind == _TUPLE_N:
+            start = len(stack) - (raw[at - 1] - 0x84)
+            if start < 0:
+                raise IndexError
+        else:
+            start = marks.pop()
+        items = stack[start:]
+        del stack[start:]
+        if raw[at - 1] == 0x64 and _bad_keys(items):  # DICT
+            raise DumpError(_NOT_NAMES)
+        stack.append(_holding(_EMPTY_CONTAINER, items))
+
+
+def _protocol0_line(op: int, line: bytes, stack: list[int], memo: dict[int, int]) -> int:
+    """Protocol 0's instructions, a value, GET or PUT written out on a line of its own, apart
+    from the walk's loop because torch never writes them. Returns the values pushed (0 or 1)."""
+    if op == 0x67:
+        stack.append(memo[int(line)])
+    elif op == 0x70:
+        memo[int(line)] = stack[-1]
+        return 0
+    else:
+        stack.append(_KEY if op == 0x49 and len(line) < 16 else _SCALAR)
+    return 1
+
+
+def _rare(kind: int, raw: bytes, at: int, stack: list[int], marks: list[int]) -> int:
+    """The instructions a dump seldom or never holds, apart from the walk's loop so that its
+    chain of tests stays short for the common ones; refuses objects and unknown instructions.
+    Returns where the walk goes on."""
+    if kind in (_SKIP1, _SKIP8):
+        return at + (1 if kind == _SKIP1 else 8)
+    if kind == _POP:
+        if marks and marks[-1] == len(stack):
+            marks.pop()
+        else:
+            stack.pop()
+    elif kind == _POP_MARK:
+        del stack[marks.pop() :]
+    elif kind == _DUP:
+        stack.append(stack[-1])
+    elif kind == _OBJECT:
+        raise DumpError("holds a Python object or a set, refused: a dump holds plain data only")
+    else:
+        raise DumpError(f"not a dump (pickle instruction {raw[at - 1]:#04x} at byte {at - 1})")
+    return at
+
+
+def _walk(raw: bytes, stack: list[int], marks: list[int]) -> int | None:
+    """:func:`scan_pickle`'s loop, the common instructions first and inline (a call each would
+    cost more than the instruction). Returns the byte after STOP, or None at a class's name (the
+    unpickler refuses it by name, :class:`_NoClasses`, having built only what came before)."""
     memo: dict[int, int] = {}
     size, at, count, values, check = len(raw), 0, 0, 0, _CHECK_EVERY
-    started = time.monotonic()
-    kinds, push = _KIND, stack.append
+    started, kinds, push = time.monotonic(), _KIND, stack.append
     try:
         while True:
             kind = kinds[raw[at]]
@@ -133,10 +205,7 @@ def scan_pickle(raw: bytes) -> None:
             count += 1
             if count >= check:
                 check += _CHECK_EVERY
-                if count > MAX_OPCODES or values > MAX_VALUES:
-                    raise DumpError(f"holds over {MAX_VALUES} values, more than a dump")
-                if time.monotonic() - started > MAX_SECONDS:
-                    raise DumpError(f"not read within {MAX_SECONDS:.0f} s (at byte {at} of {size})")
+                _refuse_if_past_bounds(count, values, started, at, size)
             if kind == _GET1:
                 push(memo[raw[at]])
                 at += 1
@@ -172,13 +241,8 @@ def scan_pickle(raw: bytes) -> None:
             elif kind == _EMPTY:
                 push(_EMPTY_CONTAINER)
                 values += 1
-            elif kind in (_SETITEMS, _APPENDS):
-                start = marks.pop()
-                items = stack[start:]
-                del stack[start:]
-                if kind == _SETITEMS and _bad_keys(items):
-                    raise DumpError("a mapping keyed by other than names and small numbers: not a dump")
-                stack[-1] = _holding(stack[-1], items)
+            elif _SETITEMS <= kind <= _FROM_MARK:
+                _fill(kind, raw, at, stack, marks)
             elif kind == _GET4:
                 push(memo[_U32(raw, at)[0]])
                 at += 4
@@ -189,63 +253,36 @@ def scan_pickle(raw: bytes) -> None:
                 push(_SCALAR)
                 at += 8
                 values += 1
-            elif kind in (_SETITEM, _APPEND):
-                n = 2 if kind == _SETITEM else 1
-                items = stack[-n:]
-                if len(stack) <= n or (kind == _SETITEM and _bad_keys(items)):
-                    raise DumpError("a mapping keyed by other than names and small numbers: not a dump")
-                del stack[-n:]
-                stack[-1] = _holding(stack[-1], items)
-            elif kind in (_TUPLE_N, _FROM_MARK):
-                if kind == _TUPLE_N:
-                    start = len(stack) - (raw[at - 1] - 0x84)
-                    if start < 0:
-                        raise IndexError
-                else:
-                    start = marks.pop()
-                items = stack[start:]
-                del stack[start:]
-                if raw[at - 1] == 0x64 and _bad_keys(items):  # DICT
-                    raise DumpError("a mapping keyed by other than names and small numbers: not a dump")
-                push(_holding(_EMPTY_CONTAINER, items))
-            elif kind == _LINE:  # protocol 0: a value, GET or PUT on a line of its own
+            elif kind == _LINE:  # protocol 0: a whole line, passed before it is read
                 op, end = raw[at - 1], raw.index(b"\n", at)
                 line, at = raw[at:end], end + 1
-                if op == 0x67:
-                    push(memo[int(line)])
-                elif op == 0x70:
-                    memo[int(line)] = stack[-1]
-                    continue
-                else:
-                    push(_KEY if op == 0x49 and len(line) < 16 else _SCALAR)
-                values += 1
-            elif kind in (_SKIP1, _SKIP8):
-                at += 1 if kind == _SKIP1 else 8
+                values += _protocol0_line(op, line, stack, memo)
             elif kind == _STOP:
-                break
-            elif kind == _POP:
-                if marks and marks[-1] == len(stack):
-                    marks.pop()
-                else:
-                    stack.pop()
-            elif kind == _POP_MARK:
-                del stack[marks.pop() :]
-            elif kind == _DUP:
-                push(stack[-1])
+                return at
             elif kind == _GLOBAL:
-                return  # the unpickler refuses it by name (_NoClasses), having built only what came before
-            elif kind == _OBJECT:
-                raise DumpError("holds a Python object or a set, refused: a dump holds plain data only")
+                return None
             else:
-                raise DumpError(f"not a dump (pickle instruction {raw[at - 1]:#04x} at byte {at - 1})")
+                at = _rare(kind, raw, at, stack, marks)
     except DumpError:
         raise
     except (IndexError, KeyError, ValueError, struct.error):
         if at >= size:
             raise DumpError(f"unreadable: truncated at byte {size}, not a whole dump") from None
         raise DumpError(f"unreadable at byte {at}: truncated or not a dump") from None
-    if at > size:
-        raise DumpError(f"unreadable: truncated at byte {size}, not a whole dump")
+
+
+def scan_pickle(raw: bytes) -> None:
+    """Walk a pickle's instructions, building nothing, and refuse it before the unpickler
+    builds what it describes: a Python object, nesting beyond :data:`MAX_DEPTH` (hashing a
+    tuple a million deep overflows the C stack), keys that may share a hash, more than
+    :data:`MAX_VALUES` values, or a walk longer than :data:`MAX_SECONDS`."""
+    stack: list[int] = []
+    marks: list[int] = []
+    at = _walk(raw, stack, marks)
+    if at is None:
+        return
+    if at > len(raw):
+        raise DumpError(f"unreadable: truncated at byte {len(raw)}, not a whole dump")
     if len(stack) != 1 or marks:
         raise DumpError("unreadable: its pickle leaves no single value, not a dump")
 
