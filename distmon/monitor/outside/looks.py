@@ -343,20 +343,37 @@ def activity(frames: list[Frame] | None) -> str | None:
     return None
 
 
+_NO_PROCESS = Verdict(
+    "gone",
+    "has exited",
+    "has exited (its process is gone)",
+    "see its exit status in the launcher's log, and `dmesg -T` there",
+)
+"""A rank whose process is no longer there to look at."""
+
+
 def judge(
     host: str, first: Sample | None, last: Sample | None, frames: list[Frame] | None = None, owns_gil: bool = False
 ) -> Verdict:
     """The process in words, from the first and the latest look at it (``last`` None: gone)
-    and its main thread's stack (its own report's, or py-spy's)."""
+    and its main thread's stack (its own report's, or py-spy's): its state first (it cannot
+    run), then its progress between the looks, then where it blocks."""
     if last is None:
-        return Verdict(
-            "gone",
-            "has exited",
-            "has exited (its process is gone)",
-            "see its exit status in the launcher's log, and `dmesg -T` there",
-        )
-    pid = last.pid
+        return _NO_PROCESS
     evidence = tuple(_evidence(last))
+    halted = _halted(host, last, evidence)
+    if halted is not None:
+        return halted
+    moved = Progress.between(first, last) if first is not None and first.t < last.t else None
+    if moved is not None and moved.busy:
+        return working(moved, frames, owns_gil, evidence)
+    return _in_kernel_io(host, last, evidence) or _waiting(host, last, frames, owns_gil, evidence)
+
+
+def _halted(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict | None:
+    """A process that cannot run whatever it would do: a zombie, stopped, or held by a
+    debugger; None for any other state."""
+    pid = last.pid
     if last.state == "Z":
         parent = f"its parent, pid {last.ppid}," if last.ppid else "its parent"
         return Verdict(
@@ -383,16 +400,12 @@ def judge(
             f"continue or detach the debugger (pid {last.tracer}) on {host}",
             evidence,
         )
-    moved = Progress.between(first, last) if first is not None and first.t < last.t else None
-    if moved is not None and moved.busy:
-        what = activity(frames) or ("in native code" if owns_gil else "working")
-        return Verdict(
-            "working",
-            f"is {what}, {moved.words()}",
-            f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
-            "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
-            evidence,
-        )
+    return None
+
+
+def _in_kernel_io(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict | None:
+    """A process blocked in the kernel on a file or a pipe (named by its call's target) or
+    on the network; None for any other call."""
     call = last.syscall
     if call in VERBS and last.target and not last.target.startswith(("socket:", "anon_inode:")):
         kind = "a FIFO" if last.fifo else "file"
@@ -411,9 +424,16 @@ def judge(
             "network",
             "is waiting on the network",
             f"is waiting on the network ({call} on {last.target or 'a socket'})",
-            f"see which peer it waits for: `ss -tnp | grep {pid}` on {host}",
+            f"see which peer it waits for: `ss -tnp | grep {last.pid}` on {host}",
             evidence,
         )
+    return None
+
+
+def _waiting(host: str, last: Sample, frames: list[Frame] | None, owns_gil: bool, evidence: tuple[str, ...]) -> Verdict:
+    """A process making no progress and blocked on nothing its call names: in native code
+    holding the GIL, on a lock, asleep, or (none of those) unknown."""
+    pid, call = last.pid, last.syscall
     entry = native_entry(frames or [])
     if owns_gil and entry is not None:
         return Verdict(
