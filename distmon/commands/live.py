@@ -1,36 +1,35 @@
-"""The monitor of running ranks, as ``watch`` and ``record`` start and stop it: the warning for
-an exposed endpoint, the responder, the monitor and its metrics port, over the channel to the
-ranks that each command owns (a receiver, a live feed)."""
+"""The monitor of running ranks, as ``watch`` and ``record`` start and stop it: the job's key and
+the options checked, the recording opened, the live feed bound on the endpoint, the warning for
+an exposed endpoint, the responder, the monitor and its metrics port."""
 
 from __future__ import annotations
 
 import argparse
 import sys
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING
 
-from distmon import values
+from distmon import keys, values
 from distmon.commands import acting, metrics_port
-from distmon.endpoint import exposure_warning
+from distmon.endpoint import exposure_warning, resolve
 from distmon.monitor.state.admission import MAX_WORLD
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Responder
-    from distmon.channel import Command, Dump
+    from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.monitor import Monitor
     from distmon.monitor.recording.file import RecordingWriter
 
 
-class Channel(Protocol):
-    def send(self, command: Command) -> int: ...
-
-    def take_dumps(self) -> list[Dump]: ...
-
-    def close(self) -> None: ...
-
-
 @dataclass
 class Live:
+    """A live monitor started: where it listens, with the job's key or without, its feed, the
+    recording it writes (if any), the monitor, its responder and its metrics port."""
+
+    address: str
+    keyed: bool
+    feed: LiveFeed
+    recorder: RecordingWriter | None
     monitor: Monitor
     responder: Responder
     metrics: metrics_port.Server | None
@@ -58,27 +57,71 @@ def forward(args: argparse.Namespace) -> list[str]:
     return [] if args.max_world == MAX_WORLD else ["--max-world", str(args.max_world)]
 
 
-def start(
+def open_live(args: argparse.Namespace, command: str, recording: str | None, job: str | None = None) -> Live | None:
+    """The start-up of ``distmon {command}``: the job's key, the options checked, the recording
+    (to the path ``recording``, if given), the feed bound on the endpoint, then the monitor. None
+    where a step fails, said in one line on stderr and what was opened closed."""
+    try:
+        return _open(args, recording, job)
+    except _Refused as e:
+        print(f"distmon {command}: {e}", file=sys.stderr)
+        return None
+
+
+class _Refused(Exception):
+    """A step of the start-up failed: why, in a few words."""
+
+
+def _open(args: argparse.Namespace, recording: str | None, job: str | None) -> Live:
+    from distmon.monitor.intake.feeds import LiveFeed
+    from distmon.monitor.intake.receiver import EndpointError
+    from distmon.monitor.recording.file import RecordingWriter
+
+    address = resolve(args.endpoint)
+    try:
+        key = keys.load_for(args.key_file)
+    except keys.KeyFileError as e:
+        raise _Refused(e) from None
+    problem = acting.check(args, address, key is not None)
+    if problem:
+        raise _Refused(problem)
+    try:
+        recorder = RecordingWriter(recording) if recording is not None else None
+    except OSError as e:
+        raise _Refused(f"cannot write {recording}: {e.strerror}") from None
+    try:
+        feed = LiveFeed(address, key=key)
+    except EndpointError as e:
+        if recorder is not None:
+            recorder.close()
+        raise _Refused(e) from None
+    try:
+        return _start(args, feed, recorder, address, key is not None, job)
+    except metrics_port.MetricsPortError as e:
+        raise _Refused(e) from None
+
+
+def _start(
     args: argparse.Namespace,
-    channel: Channel,
+    feed: LiveFeed,
     recorder: RecordingWriter | None,
     address: str,
     keyed: bool,
-    job: str | None = None,
+    job: str | None,
 ) -> Live:
-    """Raises :class:`~distmon.commands.metrics_port.MetricsPortError`, the channel and the
+    """Raises :class:`~distmon.commands.metrics_port.MetricsPortError`, the feed and the
     monitor closed."""
     from distmon.monitor.monitor import live_monitor
 
     warning = None if keyed else exposure_warning(address)
     if warning:
         print(warning, file=sys.stderr)
-    responder = acting.responder(args, channel)
+    responder = acting.responder(args, feed)
     monitor = live_monitor(recorder, job, responder, args.max_world)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError:
-        channel.close()
+        feed.close()
         monitor.close()
         raise
-    return Live(monitor, responder, metrics)
+    return Live(address, keyed, feed, recorder, monitor, responder, metrics)

@@ -16,12 +16,9 @@ from collections.abc import Iterable
 from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
 from distmon.commands.live import add_arguments as add_monitor_arguments
-from distmon.commands.live import start
+from distmon.commands.live import open_live
 from distmon.commands.signals import stop_on_signals
 from distmon.export.plain import alert_line
-from distmon.monitor.intake.feeds import LiveFeed
-from distmon.monitor.intake.receiver import EndpointError
-from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.words import count
@@ -42,38 +39,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()  # first: a batch system's SIGTERM during start-up still closes cleanly
-    address = endpoint.resolve(args.endpoint)
-    try:
-        key = keys.load_for(args.key_file)
-    except keys.KeyFileError as e:
-        print(f"distmon record: {e}", file=sys.stderr)
+    live = open_live(args, "record", args.out, args.job)
+    if live is None:
         return 2
-    problem = acting.check(args, address, key is not None)
-    if problem:
-        print(f"distmon record: {problem}", file=sys.stderr)
-        return 2
-    try:
-        recorder = RecordingWriter(args.out)
-    except OSError as e:
-        print(f"distmon record: cannot write {args.out}: {e.strerror}", file=sys.stderr)
-        return 2
-    try:
-        feed = LiveFeed(address, key=key)
-    except EndpointError as e:
-        recorder.close()
-        print(f"distmon record: {e}", file=sys.stderr)
-        return 2
-    try:
-        live = start(args, feed, recorder, address, key is not None, args.job)
-    except metrics_port.MetricsPortError as e:
-        print(f"distmon record: {e}", file=sys.stderr)
-        return 2
-    monitor = live.monitor
+    feed, monitor = live.feed, live.monitor
     session = Session(feed, monitor)
-    secured = " with the job's key" if key else ""
+    secured = " with the job's key" if live.keyed else ""
     serving = f", metrics on port {args.metrics_port}" if live.metrics else ""
     print(
-        f"distmon record: listening on {address}{secured}, recording to {args.out}{serving}",
+        f"distmon record: listening on {live.address}{secured}, recording to {args.out}{serving}",
         file=sys.stderr,
         flush=True,
     )
