@@ -3,14 +3,22 @@ a healthy job raises nothing."""
 
 from __future__ import annotations
 
+import math
+from copy import copy
+from dataclasses import replace
+
 import pytest
 from support.simulate import Layout, SimJob, drive
 
 from distmon.channel import Batch, Relay
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.outside.looks import Sample
+from distmon.monitor.outside.probe import SPAN, Seen
+from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, decode, encode, rank_runs
 
 
@@ -316,3 +324,103 @@ def test_the_peers_wait_on_a_rank_that_stopped_and_came_back_is_not_straggling()
         monitor.ingest(raw, t)
         kinds += [c.alert.kind for c in monitor.tick(t) if c.event == "raised"]
     assert kinds == ["hang"]
+
+
+def _seen(pid: int, state: str, syscall: str | None, cpu_per_s: float) -> Seen:
+    """Two seconds of looks at ``pid``: its state, the call it sits in, the CPU it uses."""
+    first, recent, last = (Sample(pid, t, state, syscall=syscall, cpu=cpu_per_s * t) for t in (0.0, 2.0 - SPAN, 2.0))
+    return Seen(first, last, recent)
+
+
+def _outside(culprit: int, state: str, syscall: str | None, cpu_per_s: float = 0.0) -> Outside:
+    """A prober that sees every rank work, and ``culprit`` (pid 10000 + rank) as given."""
+
+    def view(host: str, pid: int) -> Seen:
+        if pid == 10_000 + culprit:
+            return _seen(pid, state, syscall, cpu_per_s)
+        return _seen(pid, "R", "running", 1.0)
+
+    return view
+
+
+def hangs(sim: SimJob, outside: Outside, until: float = 40) -> list[tuple[float, Change]]:
+    """The hang alert's changes, each with the alert as it stood then (an alert is updated in place)."""
+    monitor = Monitor(Detector(probe=sim.probe, outside=outside))
+    seen: list[tuple[float, Change]] = []
+    tick = monitor.tick
+
+    def tick_and_keep(now: float) -> list[Change]:
+        changes = tick(now)
+        seen.extend((now - sim.start, replace(c, alert=copy(c.alert))) for c in changes if c.alert.kind == "hang")
+        return changes
+
+    monitor.tick = tick_and_keep  # type: ignore[method-assign]
+    drive(sim, monitor, until)
+    return seen
+
+
+STOPPED_NOW = [
+    # (what the prober sees of the culprit, the words of the early warning)
+    (("T", None), "rank 3 is stopped (SIGSTOP)"),
+    (("S", "clock_nanosleep"), "rank 3 is asleep in clock_nanosleep"),
+    (("S", "futex"), "rank 3 is waiting on a lock"),
+    (("D", "read"), "rank 3 is asleep in read"),
+]
+
+
+@pytest.mark.parametrize(("seen", "words"), STOPPED_NOW, ids=[w for _, w in STOPPED_NOW])
+def test_a_rank_seen_doing_nothing_is_named_early_as_a_warning_then_critical(seen, words) -> None:
+    """The others wait for rank 3 and the prober sees it do nothing: named at the early
+    threshold, a warning saying what it does, critical at the hang threshold, one alert."""
+    changes = hangs(SimJob(world=8).hang(3, at=20), _outside(3, *seen))
+    (t, raised), *later = changes
+    assert raised.event == "raised" and raised.alert.ranks == [3] and raised.alert.severity == "warning"
+    assert raised.alert.summary.startswith(words), raised.alert.summary
+    assert "A warning for now" in raised.alert.detail
+    hang_at = Thresholds().hang_after(0.2)
+    assert t - 20 < hang_at
+    critical = [(t, c) for t, c in later if c.alert.severity == "critical"]
+    assert critical and critical[0][0] - 20 >= hang_at and critical[0][1].escalated, changes
+    assert {c.event for _, c in changes} <= {"raised", "updated"}, "one incident, one alert"
+
+
+def test_a_rank_named_early_stays_named_while_the_wait_lasts() -> None:
+    """A sleeping rank's reporting thread makes it look busy for a second now and then, and
+    a prober on a loaded host falls behind: once named, the rank stays named until the wait
+    ends: one alert, never resolved and raised again."""
+    looks = 0
+
+    def flickering(host: str, pid: int) -> Seen:
+        nonlocal looks
+        if pid != 10_003:
+            return _seen(pid, "R", "running", 1.0)
+        looks += 1
+        return _seen(pid, "S", "clock_nanosleep", 0.0) if looks % 2 else _seen(pid, "R", "running", 1.0)
+
+    changes = hangs(SimJob(world=8).hang(3, at=20), flickering)
+    (t, raised), *_ = changes
+    assert raised.alert.severity == "warning" and raised.alert.summary.startswith("rank 3 is asleep"), changes
+    assert t - 20 < Thresholds().hang_after(0.2)
+    assert [c.event for _, c in changes].count("raised") == 1 and "resolved" not in {c.event for _, c in changes}
+
+
+def test_a_rank_that_works_waits_for_the_hang_threshold_as_before() -> None:
+    """A checkpoint, an evaluation: nothing early; at the hang threshold, a warning that says so."""
+    changes = hangs(SimJob(world=8).hang(3, at=20), _outside(3, "R", "running", 1.0))
+    t, raised = changes[0]
+    assert t - 20 >= Thresholds().hang_after(0.2), changes
+    assert raised.alert.severity == "warning" and "is writing a checkpoint" in raised.alert.summary
+
+
+@pytest.mark.parametrize("world", [8, 64])
+def test_a_healthy_job_seen_asleep_everywhere_raises_nothing(world: int) -> None:
+    """The waits of a healthy job are too short to look at anyone: even a prober that sees
+    every rank asleep (a loaded machine) names no one."""
+    sim = SimJob(world=world)
+    monitor = Monitor(Detector(probe=sim.probe, outside=lambda host, pid: _seen(pid, "S", "futex", 0.0)))
+    assert drive(sim, monitor, until=60) == []
+
+
+def test_before_the_first_step_nothing_is_named_early() -> None:
+    """Start-ups are slow: the early threshold starts with the job's pace."""
+    assert Thresholds().early_after(None) == math.inf

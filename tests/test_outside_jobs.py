@@ -84,13 +84,24 @@ def working(torchrun, new_endpoint, tmp_path_factory) -> Job:
 
 
 def one_alert(job: Job, kind: str, rank: int, within: float = 14.0) -> list[AlertEvent]:
-    """The one alert the fault raised, every event of it, and nothing else in its time."""
+    """The one alert the fault raised, every event of it, and nothing else in its time:
+    critical at the hang threshold, and before it, where the prober saw the rank do nothing
+    in time (on a loaded machine it may not), a warning saying what the rank does. How soon
+    is measured by ``benchmarks/bench_detection.py``, not here."""
     alerts = job.alerts_after(kind, within)
     assert len(alerts) == 1, [(e.alert.kind, e.alert.ranks, e.alert.summary) for a in alerts.values() for e in a]
     (events,) = alerts.values()
     assert {(e.alert.kind, tuple(e.alert.ranks)) for e in events} == {("hang", (rank,))}, events
-    assert events[0].alert.severity == "critical", "the prober looked before the hang was named"
+    first = events[0].alert
+    if first.severity == "warning":
+        assert first.summary.startswith(f"rank {rank} is "), ("named early, saying what it does", first.summary)
+    assert any(e.alert.severity == "critical" for e in events), "critical once the wait is a hang"
     return events
+
+
+def critical_saying(events: list[AlertEvent], words: str) -> Alert | None:
+    """The alert as it stood once critical and saying ``words``."""
+    return next((e.alert for e in events if words in e.alert.summary and e.alert.severity == "critical"), None)
 
 
 def test_the_frozen_job_ran_through_and_nobody_was_lost(frozen: Job) -> None:
@@ -104,7 +115,7 @@ def test_the_frozen_job_ran_through_and_nobody_was_lost(frozen: Job) -> None:
 
 def test_a_stopped_rank_is_one_alert_that_says_kill_cont(frozen: Job) -> None:
     events = one_alert(frozen, "stop", 2)
-    said = next((e.alert for e in events if "is stopped (SIGSTOP)" in e.alert.summary), None)
+    said = critical_saying(events, "is stopped (SIGSTOP)")
     assert said is not None, [e.alert.summary for e in events]
     assert said.severity == "critical"
     assert said.summary.startswith("rank 2 is stopped (SIGSTOP); 2 ranks wait for it"), said.summary
@@ -116,7 +127,7 @@ def test_a_stopped_rank_is_one_alert_that_says_kill_cont(frozen: Job) -> None:
 
 def test_a_rank_blocked_opening_its_checkpoint_names_the_file_and_the_mount(frozen: Job) -> None:
     events = one_alert(frozen, "fifo-save", 1)
-    said = next((e.alert for e in events if "blocked in the kernel opening" in e.alert.summary), None)
+    said = critical_saying(events, "blocked in the kernel opening")
     assert said is not None, [e.alert.summary for e in events]
     assert said.severity == "critical"
     assert re.match(r"rank 1 is blocked in the kernel opening /\S+/ckpt-\w+/step_45\.pt; ", said.summary), said.summary
@@ -126,7 +137,7 @@ def test_a_rank_blocked_opening_its_checkpoint_names_the_file_and_the_mount(froz
 
 def test_a_rank_holding_the_gil_names_the_native_function(frozen: Job) -> None:
     events = one_alert(frozen, "gil", 0)
-    said = next((e.alert for e in events if "holds the GIL in native code" in e.alert.summary), None)
+    said = critical_saying(events, "holds the GIL in native code")
     assert said is not None, [e.alert.summary for e in events]
     assert said.severity == "critical" and "(sleep);" in said.summary, said.summary
     assert "What to do about rank 0: that call does not release the GIL" in said.detail

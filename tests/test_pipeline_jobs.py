@@ -147,7 +147,8 @@ def test_pp_x_dp_the_stalled_rank_is_named_not_its_pipeline_peer(pp_dp: Run) -> 
 
 def test_a_replay_raises_what_the_live_monitor_raised(gpipe: Run) -> None:
     """One loop for live and replay: the detector run again over the GPipe job's recording,
-    headless, raises the same alerts (kind, ranks) at the same moments, within a tick."""
+    headless, raises the same alerts (kind, ranks) at the same moments, within a tick, but
+    for what only the live prober saw."""
     done = subprocess.run(
         [sys.executable, "-m", "distmon", "replay", str(gpipe.recording), "--headless", "--json"],
         capture_output=True,
@@ -157,4 +158,7 @@ def test_a_replay_raises_what_the_live_monitor_raised(gpipe: Run) -> None:
     replayed = json.loads(done.stdout)
     assert [(a["kind"], a["ranks"]) for a in replayed] == [(a["kind"], a["ranks"]) for a in gpipe.alerts]
     assert len(replayed) >= 2, "the stall and the deadlock"
-    assert all(abs(r["t"] - a["t"]) <= 1.0 for r, a in zip(replayed, gpipe.alerts, strict=True))
+    # the live monitor may raise a hang early, as a warning, on what its prober saw of the
+    # culprit's process from outside; a recording does not hold that, so a replay raises it
+    # at the hang threshold, a few seconds later, never earlier
+    assert all(-1.0 <= r["t"] - a["t"] <= 5.0 for r, a in zip(replayed, gpipe.alerts, strict=True))

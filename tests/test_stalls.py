@@ -7,17 +7,20 @@ from __future__ import annotations
 import subprocess
 import sys
 import time
+from dataclasses import replace
 
 import pytest
 
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.outside.looks import Sample
+from distmon.monitor.outside.probe import SPAN, Seen
 from distmon.monitor.overview import STOPPED, OverviewTracker
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.failures import rank_lost
 from distmon.monitor.rules.stalls import stall
-from distmon.monitor.state.alerts import CRITICAL, AlertBook, Finding
+from distmon.monitor.state.alerts import CRITICAL, WARNING, AlertBook, Finding
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.whereabouts import classify, frame_lines
@@ -134,7 +137,65 @@ def test_ranks_that_never_reported_are_the_culprits() -> None:
     job = job_of(*(report(r, INIT, world=8, stalled_since=T0) for r in range(6)), now=T0 + 40)
     (finding,) = stall(job, context(T0 + 40))
     assert finding.ranks == [6, 7]
-    assert "ranks 6-7 of 8: never reported" in finding.detail
+    assert "2 of 8 never reported" in finding.detail and "ranks 6-7 on hosts not heard from" in finding.detail
+
+
+def _asleep(host: str, pid: int) -> Seen:
+    """The prober's last second of a process asleep in clock_nanosleep."""
+    first, recent, last = (Sample(pid, t, "S", syscall="clock_nanosleep") for t in (0.0, 2.0 - SPAN, 2.0))
+    return Seen(first, last, recent)
+
+
+def test_a_rank_late_to_init_seen_asleep_is_named_early_as_a_warning() -> None:
+    """Seen from outside doing nothing while the others wait in init: named at the start-up's
+    early threshold with what it does; critical at the start-up threshold, as before."""
+
+    def job_at(now: float) -> JobState:
+        stalled = {"stalled_since": T0}
+        return job_of(*(report(r, INIT, **stalled) for r in (0, 1, 3)), report(2, SLEEPING, **stalled), now=now)
+
+    limits = Thresholds()
+    before = replace(context(T0 + limits.init_wait - 1), outside=_asleep)
+    assert stall(job_at(before.now), before) == []
+    early = replace(context(T0 + limits.init_wait), outside=_asleep)
+    (finding,) = stall(job_at(early.now), early)
+    assert finding.ranks == [2] and finding.severity == WARNING
+    assert finding.summary.startswith(
+        "rank 2 is asleep in clock_nanosleep; ranks 0-1, 3 wait 10s in init_process_group"
+    )
+    assert "A warning for now" in finding.detail
+    late = replace(context(T0 + limits.startup_hang + 1), outside=_asleep)
+    assert [f.severity for f in stall(job_at(late.now), late)] == [CRITICAL]
+
+
+def test_a_rank_late_to_init_that_works_waits_for_the_startup_threshold() -> None:
+    """A slow import or JIT build before init: nothing early, whatever the wait."""
+
+    def importing(host: str, pid: int) -> Seen:
+        first, recent, last = (Sample(pid, t, "R", syscall="running", cpu=t) for t in (0.0, 1.0, 2.0))
+        return Seen(first, last, recent)
+
+    ctx = replace(context(T0 + 20), outside=importing)
+    job = job_of(
+        *(report(r, INIT, stalled_since=T0) for r in (0, 1, 3)), report(2, SLEEPING, stalled_since=T0), now=ctx.now
+    )
+    assert stall(job, ctx) == []
+
+
+def test_at_scale_ranks_that_never_reported_are_listed_by_host_in_ranges() -> None:
+    """128 ranks on node001-node016, 8 a node: nodes 5-8 never came, and one rank of node013."""
+    heard = [r for r in range(128) if not 32 <= r < 64 and r != 100]
+
+    def on_its_node(r: int) -> Report:
+        return replace(report(r, INIT, world=128, stalled_since=T0), host=f"node{r // 8 + 1:03d}", local_rank=r % 8)
+
+    job = job_of(*(on_its_node(r) for r in heard), now=T0 + Thresholds().init_wait)
+    (finding,) = stall(job, context(job.last_message or 0.0))
+    assert finding.ranks == [*range(32, 64), 100] and finding.severity == WARNING
+    assert finding.summary.startswith("ranks 32-63 on node005-node008; rank 100 on node013 never reported;"), (
+        finding.summary
+    )
+    assert "    ranks 32-63 on node005-node008" in finding.detail
 
 
 def test_silent_while_a_collective_is_in_flight_or_a_rank_progresses() -> None:

@@ -26,6 +26,12 @@ WINDOW = 10
 """Looks kept per process: progress is judged over the last ten seconds."""
 FORGET = 30.0
 """A process not asked about for this long is no longer looked at."""
+FIRST_LOOKS = 5
+FIRST_PERIOD = 0.25
+"""The first looks at a process come this often: a second after the first, whether it moves
+is known, and a rank the others wait for can be named then."""
+SPAN = 1.0
+"""Seconds between two looks that tell whether a process moves now (:attr:`Seen.recent`)."""
 
 
 @dataclass(frozen=True)
@@ -36,14 +42,18 @@ class Seen:
     first: Sample | None
     """None for a process already gone at the first look."""
     last: Sample | None
+    recent: Sample | None = None
+    """The newest look at least :data:`SPAN` before ``last``: what it did over the last second
+    or so, whatever it did before."""
 
 
 class ProcessProbe:
     """Answers for processes on this host; None (unknown) for any other host.
 
     Called, it says whether a process is alive or gone. :meth:`view` returns the looks a
-    thread of its own takes every :data:`PERIOD` at each process asked about in the last
-    :data:`FORGET` seconds: the first call for a process starts looking and returns None.
+    thread of its own takes every :data:`PERIOD` (the first few every :data:`FIRST_PERIOD`) at
+    each process asked about in the last :data:`FORGET` seconds: the first call for a process
+    starts looking and returns None.
     """
 
     def __init__(self, host: str | None = None, period: float = PERIOD) -> None:
@@ -51,6 +61,8 @@ class ProcessProbe:
         self._period = period
         self._looks: dict[int, deque[Sample | None]] = {}
         self._asked: dict[int, float] = {}
+        self._due: dict[int, float] = {}
+        """When each process is due its next look (monotonic)."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -72,6 +84,7 @@ class ProcessProbe:
             return None
         with self._lock:
             self._asked[pid] = time.monotonic()
+            self._due.setdefault(pid, 0.0)
             looks = self._looks.get(pid)
             if self._thread is None:
                 self._thread = threading.Thread(target=self._run, name="distmon-probe", daemon=True)
@@ -79,22 +92,30 @@ class ProcessProbe:
         if not looks:
             self._wake.set()
             return None
-        return Seen(next((s for s in looks if s is not None), None), looks[-1])
+        last = looks[-1]
+        recent = next((s for s in reversed(looks) if s is not None and last is not None and last.t - s.t >= SPAN), None)
+        return Seen(next((s for s in looks if s is not None), None), last, recent)
 
     def _run(self) -> None:
         while True:
-            self._wake.wait(self._period)
-            self._wake.clear()
             now = time.monotonic()
             with self._lock:
                 for pid in [p for p, t in self._asked.items() if now - t > FORGET]:
                     del self._asked[pid]
                     self._looks.pop(pid, None)
-                pids = list(self._asked)
-            for pid in pids:
+                    self._due.pop(pid, None)
+                due = [pid for pid in self._asked if self._due.get(pid, 0.0) <= now]
+                soonest = min((self._due.get(pid, 0.0) for pid in self._asked), default=now + self._period)
+            if not due:
+                self._wake.wait(min(max(0.0, soonest - now), self._period))
+                self._wake.clear()
+                continue
+            for pid in due:
                 sample = look(pid, time.monotonic())
                 with self._lock:
                     looks = self._looks.setdefault(pid, deque(maxlen=WINDOW))
+                    first = len(looks) < FIRST_LOOKS - 1
+                    self._due[pid] = time.monotonic() + (min(FIRST_PERIOD, self._period) if first else self._period)
                     if looks and looks[-1] is None:
                         continue  # gone stays gone (a pid reused is another process)
                     looks.append(sample)

@@ -4,8 +4,9 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import Seen
 from distmon.monitor.rules.keeping_up import Behind
 from distmon.monitor.state.alerts import Finding
@@ -39,10 +40,22 @@ class Context:
     behind: Behind | None = None
     """Why the monitor itself is behind (it drops reports, or takes them in late); None
     while it keeps up. Silence it caused names no rank."""
+    named_early: dict[int, Verdict] = field(default_factory=dict)
+    """Ranks named before the thresholds for doing nothing, with what they were seen doing:
+    the detector's memory from tick to tick, kept while an alert names them."""
 
     @property
     def hang_after(self) -> float:
         return self.limits.hang_after(self.pace, self.interval)
+
+    @property
+    def early_after(self) -> float:
+        return self.limits.early_after(self.pace)
+
+    @property
+    def looked_after(self) -> float:
+        """Waits this long have the ranks they wait for looked at from outside."""
+        return min(self.hang_after, self.early_after / 2)
 
 
 Rule = Callable[[JobState, Context], list[Finding]]

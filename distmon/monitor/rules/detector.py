@@ -12,6 +12,7 @@ the incident ended.
 
 from __future__ import annotations
 
+from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.rules.keeping_up import KeepingUp
@@ -36,6 +37,7 @@ class Detector:
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
+        self._named_early: dict[int, Verdict] = {}
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
         context = Context(
@@ -46,6 +48,7 @@ class Detector:
             stacks=self.stacks,
             interval=state.interval(),
             outside=self.outside,
+            named_early=self._named_early,
         )
         context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []
@@ -60,4 +63,7 @@ class Detector:
             found = {f.key for f in findings}
             findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
         self._last = {f.key: f for f in findings}
+        named = {rank for f in findings for rank in f.ranks}
+        for rank in [rank for rank in self._named_early if rank not in named]:
+            del self._named_early[rank]
         return findings

@@ -29,9 +29,18 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
+from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import GONE
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, why_a_warning
+from distmon.monitor.rules.process import (
+    Look,
+    all_working,
+    doing_nothing,
+    look_at,
+    look_lines,
+    look_step,
+    why_a_warning,
+)
 from distmon.monitor.rules.waitfor import (
     Collective,
     Group,
@@ -59,8 +68,8 @@ MAX_GROUPS_SHOWN = 6
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     live = job.live(ctx.now, ctx.limits)
     waiting = waits(job, ctx, live)
-    hang_after = ctx.hang_after
-    if not any(w.age >= hang_after or w.op for w in waiting):
+    looked_after = ctx.looked_after
+    if not any(w.age >= looked_after or w.op for w in waiting):
         return []
     groups = collect_groups(job, waiting, live)
     findings = []
@@ -95,16 +104,10 @@ class Incidents(WaitFor):
 
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
-        first = [w for w in self.all if w.age >= hang_after]
-        if not first:
-            return []
-        stuck = np.zeros(len(self.collective), dtype=bool)
-        """The ranks that have waited too long."""
-        for w in first:
-            stuck[w.ranks[w.ages >= hang_after]] = True
-        first += [w for rank, mine in self.p2p_of.items() if stuck[rank] for w in mine if w.age < hang_after]
-        reach = self._reachable(first)
-        roots = sorted(n for n in reach if isinstance(n, int) and not self.waiting(n) and self._own_incident(n))
+        if not any(w.age >= hang_after for w in self.all):
+            return self._early()
+        _, stuck, reach = self._relation(hang_after)
+        roots = self._roots(reach)
         findings = []
         if roots:
             findings.append(self._hang(roots, reach, stuck))
@@ -119,6 +122,43 @@ class Incidents(WaitFor):
         if ring:
             findings.append(self._deadlock(ring))
         return findings
+
+    def _relation(self, after: float) -> tuple[list[Wait], npt.NDArray[np.bool_], set[Node]]:
+        """The waits at least ``after`` old (and the sends and receives of their ranks), the
+        ranks in them, and what the relation reaches from them."""
+        first = [w for w in self.all if w.age >= after]
+        stuck = np.zeros(len(self.collective), dtype=bool)
+        """The ranks that have waited too long."""
+        for w in first:
+            stuck[w.ranks[w.ages >= after]] = True
+        first += [w for rank, mine in self.p2p_of.items() if stuck[rank] for w in mine if w.age < after]
+        return first, stuck, self._reachable(first)
+
+    def _roots(self, reach: set[Node]) -> list[int]:
+        return sorted(n for n in reach if isinstance(n, int) and not self.waiting(n) and self._own_incident(n))
+
+    def _early(self) -> list[Finding]:
+        """Before a wait is a hang: the ranks that waits of half the early threshold lead to
+        are looked at from outside, and once a wait reaches it, ranks that the prober has
+        seen do nothing for a second (stopped, asleep, blocked, on a lock) are named, as a
+        warning saying so. A rank that works, or that the prober has yet to see, waits for
+        the hang threshold as before."""
+        first, stuck, reach = self._relation(self.ctx.looked_after)
+        if not first:
+            return []
+        roots = self._roots(reach)
+        if not roots or len(roots) > MAX_SHOWN:
+            return []
+        cols = self.job.cols
+        if any(rank in self.job.ranks and (cols.in_collective[rank] or cols.in_p2p[rank]) for rank in roots):
+            return []  # inside a collective its report does not call a wait yet: it may wait itself
+        views = [self.job.ranks.get(rank) for rank in roots]
+        # the first call for a rank starts the prober looking at it
+        seen = [doing_nothing(s, self.ctx) if s is not None and not s.finished else None for s in views]
+        verdicts = {rank: verdict for rank, verdict in zip(roots, seen, strict=True) if verdict is not None}
+        if len(verdicts) < len(roots) or max(w.age for w in first) < self.ctx.early_after:
+            return []
+        return [self._hang(roots, reach, stuck, verdicts)]
 
     def _everyone_waited(self, node: Collective, hang_after: float) -> bool:
         """Every rank in collective ``node`` has waited in it long enough: one that has just
@@ -190,7 +230,11 @@ class Incidents(WaitFor):
             return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.gid].name}"
         return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
 
-    def _hang(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> Finding:
+    def _hang(
+        self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_], early: dict[int, Verdict] | None = None
+    ) -> Finding:
+        """The hang's alert; ``early``, the verdicts of roots named before the hang threshold:
+        a warning saying what they do."""
         rows = self._waiting(roots, reach, stuck)
         waiting = distinct(np.concatenate([row.ranks for row in rows]))
         oldest = max(row.age for row in rows)
@@ -203,7 +247,7 @@ class Incidents(WaitFor):
         who = rank_word(roots)
         holds = "holds" if len(roots) == 1 else "hold"
         them = "it" if len(roots) == 1 else "them"
-        looks = {rank: self._look(rank) for rank in roots[:MAX_SHOWN]}
+        looks = {rank: Look(early[rank]) if early else self._look(rank) for rank in roots[:MAX_SHOWN]}
         doing = looks[roots[0]].verdict if len(roots) == 1 else None
         who_does = f"{who} {doing.summary}; " if doing is not None else f"{who} {holds} up the job: "
         summary = (
@@ -232,6 +276,11 @@ class Incidents(WaitFor):
         shortest = min((sample.timeout for _, sample in samples if sample.timeout), default=None)
         near = left is not None and shortest is not None and left <= self.ctx.limits.near_timeout * shortest
         working = all_working(list(looks.values())) and not near
+        if early:
+            detail.append(
+                f"A warning for now: {who} {'does' if len(roots) == 1 else 'do'} nothing, seen from outside, "
+                f"while the others wait; it turns critical once the wait reaches {duration(self.ctx.hang_after)}."
+            )
         if working:
             detail.append(
                 why_a_warning(
@@ -252,7 +301,8 @@ class Incidents(WaitFor):
                 "batches, or a pipeline stage stuck in its own compute. `py-spy dump --pid PID` on its "
                 "host shows every thread."
             )
-        return Finding("hang", "hang", WARNING if working else CRITICAL, roots, summary, "\n".join(detail))
+        severity = WARNING if working or early else CRITICAL
+        return Finding("hang", "hang", severity, roots, summary, "\n".join(detail))
 
     def _look(self, rank: int) -> Look:
         s = self.job.ranks.get(rank)

@@ -24,6 +24,9 @@ from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
 
+STOPS = frozenset({"stopped", "traced", "file_io", "gil", "lock", "sleeping"})
+"""Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,
+is named early (:attr:`distmon.monitor.state.limits.Thresholds.early_floor`)."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
 QUIET_INTERVALS = 2.0
@@ -84,6 +87,43 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look
     if seen.first is None or (seen.last is not None and seen.first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     return Look(judge(r.host, seen.first, seen.last, frames, owns_gil), stack=stack)
+
+
+def stopped_now(s: RankState, ctx: Context) -> Verdict | None:
+    """What rank ``s``'s process does if it does nothing now: stopped, or over the prober's
+    last second asleep, blocked or waiting on a lock. None while it moves, before the prober
+    has looked for a second (the first call starts it looking), or without a prober."""
+    r = s.report
+    seen = None
+    if ctx.outside is not None:
+        with contextlib.suppress(Exception):
+            seen = ctx.outside(r.host, r.pid)
+    if seen is None or seen.last is None:
+        return None
+    # over the last second, else over all the looks: one busy second (its reporting thread
+    # at work) does not make a rank that sleeps a working one, nor end its warning
+    if seen.last.state in "Tt":
+        windows = [seen.last]
+    else:
+        windows = [] if seen.recent is None else [seen.recent, *([seen.first] if seen.first is not None else [])]
+    for since in windows:
+        verdict = judge(r.host, since, seen.last, r.stack)
+        if verdict.kind in STOPS:
+            return verdict
+    return None
+
+
+def doing_nothing(s: RankState, ctx: Context) -> Verdict | None:
+    """What rank ``s`` does, named before the thresholds because it does nothing while the
+    others wait for it: :func:`stopped_now`, or what it was last seen doing so in this
+    incident. Once named, a rank stays named while the wait lasts (the detector forgets it
+    when no alert names it any more): one busy second of its reporting thread, or a prober
+    that falls behind on a loaded host, does not end the warning only to raise it again."""
+    verdict = stopped_now(s, ctx)
+    if verdict is None:
+        return ctx.named_early.get(s.rank)
+    ctx.named_early[s.rank] = verdict
+    return verdict
 
 
 def _on_this_host(s: RankState, ctx: Context) -> bool:

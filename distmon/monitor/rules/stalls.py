@@ -12,12 +12,22 @@ receive: that story is the wait-for relation's (:mod:`distmon.monitor.rules.grou
 
 from __future__ import annotations
 
+import re
 from collections import defaultdict
+from collections.abc import Callable
 
 import numpy as np
 
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, why_a_warning
+from distmon.monitor.rules.process import (
+    Look,
+    all_working,
+    doing_nothing,
+    look_at,
+    look_lines,
+    look_step,
+    why_a_warning,
+)
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import WAITING, Place, classify, frame_lines
@@ -25,6 +35,8 @@ from distmon.monitor.state.words import duration, rank_lines, rank_word
 
 MAX_SHOWN = 4
 """Culprits whose whereabouts the evidence shows."""
+MAX_HOSTS_SHOWN = 8
+"""Hosts whose missing ranks the evidence lists; the rest are counted."""
 
 
 def stall(job: JobState, ctx: Context) -> list[Finding]:
@@ -35,7 +47,9 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     if (c.in_collective | c.in_p2p)[present].any():
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
     age = float(job.ages(c.stalled_since[present], ctx.now, present).min())
-    if age < ctx.limits.stall_after(ctx.pace):
+    stall_after = ctx.limits.stall_after(ctx.pace)
+    early = age < stall_after
+    if early and (ctx.pace is not None or age < ctx.limits.init_wait):
         return []
     # Ranks with the same stack stand in the same place: one stack classified per place.
     stacks, first = np.unique(c.stack[present], return_index=True)
@@ -49,10 +63,34 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     victims_at = max(by_place, key=lambda k: (k[0] in WAITING, len(by_place[k])))
     victims = by_place[victims_at]
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
+    if early:
+        return _late_to_init(job, ctx, victims, places[victims[0].rank], odd, missing, age)
     if not odd and not missing:
         return [_everyone(victims, places[victims[0].rank], age)]
     looks = {s.rank: look_at(s, ctx, silent=False) for s in odd[:MAX_SHOWN]}
     return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age, looks)]
+
+
+def _late_to_init(
+    job: JobState,
+    ctx: Context,
+    victims: list[RankState],
+    place: Place,
+    odd: list[RankState],
+    missing: list[int],
+    age: float,
+) -> list[Finding]:
+    """Start-up, before the stall threshold: the others wait in ``init_process_group`` for
+    ranks that never reported or that, seen from outside, do nothing (asleep, stopped,
+    blocked): named now, as a warning. A rank that works (a slow import) waits for the
+    threshold, as before."""
+    if place.kind != "init" or (not odd and not missing) or len(odd) > MAX_SHOWN:
+        return []
+    verdicts = {s.rank: doing_nothing(s, ctx) for s in odd}  # the first call starts the prober looking
+    looks = {rank: Look(verdict) for rank, verdict in verdicts.items() if verdict is not None}
+    if len(looks) < len(odd):
+        return []
+    return [_odd_ones_out(job, victims, place, odd, missing, age, looks, critical_at=ctx.limits.startup_hang)]
 
 
 def _odd_ones_out(
@@ -63,15 +101,22 @@ def _odd_ones_out(
     missing: list[int],
     age: float,
     looks: dict[int, Look],
+    critical_at: float | None = None,
 ) -> Finding:
     """Ranks elsewhere than the many: culprits, unless every one of them is working (a slow
-    import or JIT build at start-up, a checkpoint), which is a warning saying so."""
+    import or JIT build at start-up, a checkpoint), which is a warning saying so; a warning too
+    when named before the stall threshold, ``critical_at``."""
     culprits = [s.rank for s in odd] + missing
     waiting = sorted(s.rank for s in victims)
     working = not missing and len(looks) == len(odd) and all_working(list(looks.values()))
     doing = looks[culprits[0]].verdict if len(culprits) == 1 and culprits[0] in looks else None
     if doing is not None:
         summary = f"rank {culprits[0]} {doing.summary}; {rank_word(waiting)} wait {duration(age)} {place.words} for it"
+    elif missing:
+        hosts = by_host(job, missing)
+        elsewhere = f" and {rank_word(s.rank for s in odd)}" if odd else ""
+        never = "; ".join(hosts[:2]) + (f" and {len(hosts) - 2} more" if len(hosts) > 2 else "")
+        summary = f"{never} never reported; {rank_word(waiting)} wait {duration(age)} {place.words} for them{elsewhere}"
     else:
         summary = f"{rank_word(waiting)} wait {duration(age)} {place.words} for {rank_word(culprits)}"
     lines = [
@@ -89,9 +134,13 @@ def _odd_ones_out(
         lines.append(f"  ... and {rank_word(s.rank for s in odd[MAX_SHOWN:])} elsewhere too")
     if missing:
         lines.append(
-            f"  {rank_word(missing)} of {job.world}: never reported (not started, stuck before importing "
-            "torch, or not monitored)"
+            f"  {len(missing)} of {job.world} never reported (not started, stuck before importing torch, "
+            "or not monitored):"
         )
+        hosts = by_host(job, missing)
+        lines.extend(f"    {words}" for words in hosts[:MAX_HOSTS_SHOWN])
+        if len(hosts) > MAX_HOSTS_SHOWN:
+            lines.append(f"    ... and {len(hosts) - MAX_HOSTS_SHOWN} more")
     steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
     if working:
         advice = why_a_warning(
@@ -111,8 +160,14 @@ def _odd_ones_out(
             f"What to do: find why {rank_word(culprits)} do not get to where the others wait; the "
             "stacks above show where they are. `py-spy dump --pid PID` on its host shows every thread."
         )
+    if critical_at is not None:
+        lines.append(
+            f"A warning for now, named before the start-up's {duration(critical_at)}: it turns critical then "
+            "unless they come."
+        )
     lines.append(advice)
-    return Finding("stall", "stall", WARNING if working else CRITICAL, culprits, summary, "\n".join(lines))
+    severity = WARNING if working or critical_at is not None else CRITICAL
+    return Finding("stall", "stall", severity, culprits, summary, "\n".join(lines))
 
 
 def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
@@ -144,3 +199,61 @@ def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
     # same place (a long checkpoint, a slow start) may only be slow.
     severity = CRITICAL if place.kind in WAITING else WARNING
     return Finding("stall", "stall", severity, names, summary, "\n".join(lines))
+
+
+def by_host(job: JobState, missing: list[int]) -> list[str]:
+    """Ranks that never reported, by the host they would run on, the most first: ``ranks
+    1024-1279 on node017-node048``. A launcher numbers ranks node by node (``node_rank * nproc +
+    local_rank``), so a missing rank's node is known from the ranks heard; a node none of
+    whose ranks reported is named by its neighbours' numbering (``node016``, ``node049``)
+    where the names follow the nodes' order, else ``hosts not heard from``."""
+    c = job.cols
+    present = job.present()
+    if not len(present):
+        return [f"{rank_word(missing)}"]
+    per_node = int(c.local_rank[present].max()) + 1
+    nodes, first = np.unique(present // per_node, return_index=True)
+    named = {
+        node: job.host_name(int(c.host[present[i]])) for node, i in zip(nodes.tolist(), first.tolist(), strict=True)
+    }
+    numbering = _numbering(named)
+    on_known: dict[str, list[int]] = defaultdict(list)
+    runs: list[list[int]] = []
+    """Ranks of nodes none of whose ranks reported, a list per run of consecutive nodes."""
+    unknown: list[int] = []
+    for rank in missing:
+        node = rank // per_node
+        if node in named:
+            on_known[named[node]].append(rank)
+        elif numbering is None:
+            unknown.append(rank)
+        elif runs and runs[-1][-1] // per_node >= node - 1:
+            runs[-1].append(rank)
+        else:
+            runs.append([rank])
+    phrases = [(ranks, host) for host, ranks in on_known.items()]
+    for ranks in runs:
+        assert numbering is not None
+        low, high = numbering(ranks[0] // per_node), numbering(ranks[-1] // per_node)
+        phrases.append((ranks, low if low == high else f"{low}-{high}"))
+    if unknown:
+        phrases.append((unknown, "hosts not heard from"))
+    phrases.sort(key=lambda phrase: (-len(phrase[0]), phrase[0][0]))
+    return [f"{rank_word(ranks)} on {hosts}" for ranks, hosts in phrases]
+
+
+def _numbering(named: dict[int, str]) -> Callable[[int], str] | None:
+    """The host of node ``n`` where every host heard from is a common prefix and the node's
+    number plus one offset, zero-padded alike (``node017`` is node 16 of ``node001``'s
+    numbering): None where they are not."""
+    parsed = [(node, re.fullmatch(r"(.*?)(\d+)", host)) for node, host in named.items()]
+    if not parsed or any(m is None for _, m in parsed):
+        return None
+    matches = [(node, m) for node, m in parsed if m is not None]
+    prefixes = {m.group(1) for _, m in matches}
+    widths = {len(m.group(2)) for _, m in matches}
+    offsets = {int(m.group(2)) - node for node, m in matches}
+    if len(prefixes) != 1 or len(offsets) != 1 or len(widths) != 1:
+        return None
+    prefix, offset, width = prefixes.pop(), offsets.pop(), widths.pop()
+    return lambda node: f"{prefix}{node + offset:0{width}d}"

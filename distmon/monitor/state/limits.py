@@ -7,6 +7,7 @@ rules, the job's state word in the terminal UI and the reports all read them her
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import overload
 
@@ -28,6 +29,16 @@ class Thresholds:
     hang_intervals: float = 2.0
     """And this many of the ranks' report intervals: with ``DISTMON_INTERVAL=8`` at scale, a
     rank not heard from since others began to wait has not said whether it waits too."""
+    early_floor: float = 1.0
+    """A rank the others have waited for this long (and ``early_steps`` step times), seen
+    from outside doing nothing for a second (stopped, asleep, blocked in the kernel, on a
+    lock), is named then, as a warning; critical follows at ``hang_after``. It is looked at
+    from half that."""
+    early_steps: float = 3.0
+    init_wait: float = 10.0
+    """Ranks waiting this long in ``init_process_group`` for ranks elsewhere that do nothing
+    (seen from outside), or that never reported, name those as a warning; critical follows
+    at ``startup_hang``. A rank that works (an import, a JIT build) waits for that, as before."""
     startup_hang: float = 30.0
     """Before the job's first step, collectives wait for slow starters this long."""
     stall_floor: float = 10.0
@@ -64,6 +75,13 @@ class Thresholds:
         if pace is None:
             return max(self.startup_hang, self.hang_intervals * interval)
         return max(self.hang_floor, self.hang_steps * pace, self.hang_intervals * interval)
+
+    def early_after(self, pace: float | None) -> float:
+        """When a wait is long enough to name, as a warning, the rank it waits for if that
+        rank does nothing; never before the job's first step (start-ups are slow)."""
+        if pace is None:
+            return math.inf
+        return max(self.early_floor, self.early_steps * pace)
 
     def progress_after(self, pace: float | None) -> float:
         """A job that has not progressed for this long shows as stalled, even at start-up."""
