@@ -32,7 +32,7 @@ from pathlib import Path
 from distmon.channel import Dump
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.whereabouts import frame_lines
-from distmon.monitor.state.words import ranks_text, stack_lines
+from distmon.monitor.state.words import date_time, ranks_text, stack_lines
 from distmon.pyspy import OutsideStack
 from distmon.wire import Report
 
@@ -83,7 +83,7 @@ class Bundle:
         (self.path / "stacks.txt").write_text("\n".join(_stack_text(reports, alert.ranks, stacks)) + "\n")
         missing = sorted(self.expected - self.received)
         lines = [
-            f"{alert.severity.upper()} {alert.headline} (raised {_clock(alert.t)})",
+            f"{alert.severity.upper()} {alert.headline} (raised {date_time(alert.t)})",
             "",
             alert.detail,
             "",
@@ -159,7 +159,7 @@ def _stack_text(reports: dict[int, Report], ranks: list[int], stacks: dict[int, 
         if r is None:
             lines += [f"rank {rank}: never reported", ""]
             continue
-        lines.append(f"rank {rank} ({r.host}, pid {r.pid}), last report {_clock(r.t)}:")
+        lines.append(f"rank {rank} ({r.host}, pid {r.pid}), last report {date_time(r.t)}:")
         lines.append("  Python, as the rank reported it:")
         lines += stack_lines(r.stack, depth=40, indent="    ")
         outside = stacks.get(rank)
@@ -181,7 +181,3 @@ def _write_json(path: Path, obj: object) -> None:
 
 def _size(path: Path) -> int:
     return sum(f.stat().st_size for f in path.rglob("*") if f.is_file())
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

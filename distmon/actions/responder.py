@@ -22,7 +22,6 @@ import signal
 import socket
 import sys
 import threading
-import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,7 @@ from distmon.actions.bundles import Bundle, EvidenceStore
 from distmon.channel import DUMP, END, Command, Dump
 from distmon.monitor.state.alerts import CRITICAL, Alert, Change
 from distmon.monitor.state.job import JobState
-from distmon.monitor.state.words import duration
+from distmon.monitor.state.words import duration, time_of_day
 from distmon.pyspy import OutsideStack
 from distmon.wire import Report
 
@@ -243,8 +242,7 @@ class Responder:
         self.channel.send(Command(END, monitor.state.job, reason))
         self.ended = Ended(alert, now, bundle.path if evidence and bundle is not None else None)
         _say(f"distmon: ending the job: {reason}: {alert.headline}{evidence}")
-        when = time.strftime("%H:%M:%S", time.localtime(now))
-        change = monitor.alerts.annotate(alert.key, f"distmon ended the job at {when}: {reason}{evidence}.")
+        change = monitor.alerts.annotate(alert.key, f"distmon ended the job at {time_of_day(now)}: {reason}{evidence}.")
         if change is None:
             return []
         if self.notifications is not None:

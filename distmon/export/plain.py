@@ -3,13 +3,11 @@ line per alert change for a batch job's log."""
 
 from __future__ import annotations
 
-import time
-
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import gone
 from distmon.monitor.state.job import rank_ending
-from distmon.monitor.state.words import count, duration, rank_word
+from distmon.monitor.state.words import count, date_time, duration, rank_word, time_of_day
 from distmon.visible import MAX_LINE, visible, visible_lines
 
 
@@ -18,7 +16,7 @@ def alert_line(change: Change, t: float) -> str | None:
     ``replay --headless``): one when it is raised, turns critical or is resolved; None for the
     rewording of its evidence at every tick."""
     a = change.alert
-    stamp, since = (time.strftime("%H:%M:%S", time.localtime(when)) for when in (t, a.t))
+    stamp, since = time_of_day(t), time_of_day(a.t)
     if change.event == "resolved":
         return f"distmon {stamp} resolved {visible(a.headline, MAX_LINE)}"
     if change.escalated:
@@ -34,7 +32,7 @@ def render(pm: Postmortem) -> str:
     span = (pm.last or start) - start
     lines = [
         f"Job {visible(state.job or '(no rank reported)')}: {count(state.world, 'rank')} on "
-        f"{count(len(state.hosts), 'host')}, recorded {_clock(start)} for {duration(span)}",
+        f"{count(len(state.hosts), 'host')}, recorded {date_time(start)} for {duration(span)}",
         count(state.received, "message") + _dropped(pm),
         f"Ended: {pm.ending()}",
         "",
@@ -88,7 +86,3 @@ def _dropped(pm: Postmortem) -> str:
     if not dropped:
         return ""
     return "; dropped: " + ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))

@@ -3,14 +3,13 @@ live incident, then where each rank stood; and the same as JSON for other tools.
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import evidence
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.ending import cause
-from distmon.monitor.state.words import count, duration, group_name, rank_word, ranks_text
+from distmon.monitor.state.words import count, date_time, duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
@@ -40,9 +39,10 @@ def summary(analysis: Analysis) -> str:
 
 
 def render(analysis: Analysis) -> str:
+    judged = date_time(analysis.t) if analysis.t else "an unknown time"
     lines = [
         f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {count(analysis.world, 'rank')} "
-        f"(world size from {analysis.world_from}), judged as of {_clock(analysis.t)}",
+        f"(world size from {analysis.world_from}), judged as of {judged}",
     ]
     if analysis.missing:
         lines.append(_missing(analysis.missing))
@@ -186,7 +186,3 @@ def _log_pending(f: RankFacts) -> dict[str, Any] | None:
         "state": None,
         "created": g.since,
     }
-
-
-def _clock(t: float) -> str:
-    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t)) if t else "an unknown time"

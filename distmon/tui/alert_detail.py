@@ -13,7 +13,7 @@ from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
 from distmon.monitor.state.alerts import Alert
-from distmon.tui import cells
+from distmon.monitor.state.words import time_of_day
 from distmon.tui.alerts_panel import SEVERITY_STYLE
 from distmon.visible import MAX_LINE, visible, visible_lines
 
@@ -22,9 +22,9 @@ def evidence(alert: Alert) -> Text:
     out = Text()
     out.append(f"{alert.severity.upper()} {alert.kind}\n", style=SEVERITY_STYLE.get(alert.severity))
     out.append(f"{visible(alert.summary, MAX_LINE)}\n\n", style="bold")
-    when = f"raised {cells.clock(alert.t)}"
+    when = f"raised {time_of_day(alert.t)}"
     if alert.resolved is not None:
-        when += f", resolved {cells.clock(alert.resolved)}"
+        when += f", resolved {time_of_day(alert.resolved)}"
     out.append(f"{when} · ranks {', '.join(map(str, alert.ranks)) or '-'}\n\n", style="dim")
     out.append(visible_lines(alert.detail))
     return out

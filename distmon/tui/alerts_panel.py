@@ -8,7 +8,7 @@ from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook
-from distmon.tui import cells
+from distmon.monitor.state.words import time_of_day
 from distmon.visible import visible
 
 SEVERITY_STYLE = {CRITICAL: "bold red", "warning": "yellow"}
@@ -25,7 +25,7 @@ def describe(alert: Alert) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
     style = "dim" if alert.resolved is not None else SEVERITY_STYLE.get(alert.severity, "")
     mark = "✓" if alert.resolved is not None else "●"
-    line.append(f"{mark} {cells.clock(alert.t)} ", style=style)
+    line.append(f"{mark} {time_of_day(alert.t)} ", style=style)
     line.append(f"{alert.severity[:4].upper():4} ", style=style)
     line.append(f"{alert.kind}: ", style=style)
     line.append(visible(alert.summary), style="dim" if alert.resolved is not None else "")

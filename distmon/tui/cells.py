@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import math
-import time
 
 from distmon.visible import visible
 
@@ -34,11 +33,6 @@ def duration(seconds: float | None) -> str:
     if seconds < 3600:
         return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
     return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
-
-
-def clock(t: float) -> str:
-    """A time of day in the local time zone."""
-    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 def percent(share: float | None) -> str:

@@ -4,6 +4,7 @@ lists, counts, sizes, durations, group names, and where a rank is (its stack, cl
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable
 
 import numpy as np
@@ -64,6 +65,18 @@ def duration(seconds: float) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def date_time(t: float) -> str:
+    """``2025-03-07 14:03:09``, in the local time zone: a moment in a report or a bundle, read
+    days later."""
+    return time.strftime("%Y-%m-%d %H:%M:%S", time.localtime(t))
+
+
+def time_of_day(t: float) -> str:
+    """``14:03:09``, in the local time zone: a moment in what is read as it happens (the terminal
+    UI, the log lines of alerts, a note on an alert)."""
+    return time.strftime("%H:%M:%S", time.localtime(t))
 
 
 def group_name(gid: str, g: GroupStatus) -> str:
