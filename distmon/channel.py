@@ -29,9 +29,10 @@ from distmon.wire import MAX_MESSAGE_BYTES, WireError
 RANK_SOCKET = zmq.DEALER
 MONITOR_SOCKET = zmq.ROUTER
 DUMP_TAG = b"distmon-fr-dump/1"
-MAX_DUMP_BYTES = 2 * MAX_MESSAGE_BYTES - 64 * 1024
-"""A dump's pickle fits one frame of the monitor's per-frame limit (``MAXMSGSIZE``): the rank
-drops its oldest entries until it does."""
+MAX_DUMP_MESSAGE_BYTES = 2 * MAX_MESSAGE_BYTES - 64 * 1024
+"""A Flight Recorder dump a rank sends the monitor, in one message: its pickle fits one frame
+of the monitor's per-frame limit (``MAXMSGSIZE``), and the rank drops its oldest entries until
+it does. (A dump file read from disk has its own bound, :data:`distmon.flightrecorder.MAX_DUMP_FILE_BYTES`.)"""
 
 DUMP = "dump"
 END = "end"
@@ -107,7 +108,7 @@ def decode_dump(frames: list[bytes]) -> Dump:
         raise WireError("malformed_dump", str(e)) from None
     if not (isinstance(job, str) and isinstance(rank, int) and isinstance(request, int)) or rank < 0:
         raise WireError("malformed_dump", "bad header")
-    if len(frames[2]) > MAX_DUMP_BYTES:
+    if len(frames[2]) > MAX_DUMP_MESSAGE_BYTES:
         raise WireError("oversized_dump", f"{len(frames[2])} bytes")
     return Dump(job, rank, request, frames[2])
 

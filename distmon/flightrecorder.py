@@ -29,8 +29,9 @@ from typing import Any
 
 from distmon.wire import P2P, RECV, SEND, GroupStatus, rank_runs
 
-MAX_DUMP_BYTES = 256 * 1024 * 1024
-"""A dump larger than this is refused unread: 2000 entries with stack traces are a few MB."""
+MAX_DUMP_FILE_BYTES = 256 * 1024 * 1024
+"""A dump file (or bytes) larger than this is refused unread: 2000 entries with stack traces are
+a few MB. (A dump a rank sends the monitor is bounded by the wire, :data:`distmon.channel.MAX_DUMP_MESSAGE_BYTES`.)"""
 MAX_ENTRIES = 1_000_000
 """Entries a dump may hold (torch's default ring is 2000)."""
 MAX_NAME = 1024
@@ -293,8 +294,8 @@ def load(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
     before it is parsed (its keys are strings, and the parser stops at Python's recursion
     limit). Not walked (``walk_first=False``, several times faster): a dump this process
     wrote itself, or one read in a process that may die of it (:mod:`distmon.forensics.parallel`)."""
-    if len(raw) > MAX_DUMP_BYTES:
-        raise DumpError(f"{len(raw) >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
+    if len(raw) > MAX_DUMP_FILE_BYTES:
+        raise DumpError(f"{len(raw) >> 20} MiB, over the {MAX_DUMP_FILE_BYTES >> 20} MiB a dump may have")
     try:
         if raw[:1] == b"\x80":
             if walk_first:

@@ -152,7 +152,7 @@ def test_hostile_and_broken_files_get_a_line_each_and_the_rest_is_analysed(tmp_p
 def test_a_huge_dump_is_refused_unread(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from distmon.forensics import parallel as module
 
-    monkeypatch.setattr(module, "MAX_DUMP_BYTES", 100)
+    monkeypatch.setattr(module, "MAX_DUMP_FILE_BYTES", 100)
     write(pipeline_hang()[:1], tmp_path)
     found = analyze([str(tmp_path)])
     assert found.problems == [f"{tmp_path}/nccl_trace_rank_0: 0 MiB, over the 0 MiB a dump may have"]

@@ -161,7 +161,7 @@ def test_too_many_entries_and_too_many_bytes_are_refused(monkeypatch: pytest.Mon
     monkeypatch.setattr(flightrecorder, "MAX_ENTRIES", 10)
     with pytest.raises(DumpError, match="11 entries"):
         load(pickle.dumps({"version": "2.10", "entries": [{}] * 11}, protocol=2))
-    monkeypatch.setattr(flightrecorder, "MAX_DUMP_BYTES", 1000)
+    monkeypatch.setattr(flightrecorder, "MAX_DUMP_FILE_BYTES", 1000)
     with pytest.raises(DumpError, match="over the 0 MiB"):
         load(b"\x80" + b"x" * 2000)
 

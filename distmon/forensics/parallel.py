@@ -24,7 +24,7 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
-from distmon.flightrecorder import MAX_DUMP_BYTES, MAX_SECONDS, DumpError, RankDump, group_ranks, load, read_dump
+from distmon.flightrecorder import MAX_DUMP_FILE_BYTES, MAX_SECONDS, DumpError, RankDump, group_ranks, load, read_dump
 from distmon.regular import open_regular, why_not
 
 MIN_PARALLEL = 16
@@ -33,7 +33,7 @@ BATCH = 8
 """Dumps a worker reads for one message back."""
 WORKER_MEMORY = 4 << 30
 """Address space a worker may grow by beyond what it started with: far more than the largest
-dump it may read (:data:`~distmon.flightrecorder.MAX_DUMP_BYTES`) makes."""
+dump it may read (:data:`~distmon.flightrecorder.MAX_DUMP_FILE_BYTES`) makes."""
 
 
 @dataclass
@@ -53,9 +53,9 @@ def read_one(path: str, rank: int, walk_first: bool = True) -> Read:
     try:
         with open_regular(path) as f:
             size = os.fstat(f.fileno()).st_size
-            if size > MAX_DUMP_BYTES:
-                raise DumpError(f"{size >> 20} MiB, over the {MAX_DUMP_BYTES >> 20} MiB a dump may have")
-            dump = load(f.read(MAX_DUMP_BYTES + 1), walk_first=walk_first)
+            if size > MAX_DUMP_FILE_BYTES:
+                raise DumpError(f"{size >> 20} MiB, over the {MAX_DUMP_FILE_BYTES >> 20} MiB a dump may have")
+            dump = load(f.read(MAX_DUMP_FILE_BYTES + 1), walk_first=walk_first)
         configs = {}
         for name, config in dump.get("pg_config", {}).items():
             members = group_ranks(config)

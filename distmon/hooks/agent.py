@@ -28,7 +28,7 @@ import torch.distributed as dist
 import zmq
 
 from distmon import keys
-from distmon.channel import DUMP, END, MAX_DUMP_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
+from distmon.channel import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
@@ -224,7 +224,7 @@ class Agent:
             if not command.concerns(self._job, rank):
                 continue
             if command.action == DUMP:
-                dump = _quietly(lambda: self._groups.trace_dump(MAX_DUMP_BYTES), None)
+                dump = _quietly(lambda: self._groups.trace_dump(MAX_DUMP_MESSAGE_BYTES), None)
                 if dump is not None:
                     with contextlib.suppress(zmq.Again):
                         sock.send_multipart(dump_frames(Dump(self._job, rank, command.request, dump)), zmq.NOBLOCK)

@@ -47,7 +47,7 @@ RECEIVE_BYTES = 4 * MAX_BATCH_BYTES
 """Bytes one :meth:`Receiver.receive` takes at most (and one message more): what it returns
 is held in memory at once."""
 DUMP_QUEUE = 64
-"""Flight Recorder dumps waiting to be written (up to 64 x ``MAX_DUMP_BYTES``); more are
+"""Flight Recorder dumps waiting to be written (each up to ``MAX_DUMP_MESSAGE_BYTES``); more are
 dropped and counted as ``dump_overflow``."""
 
 
