@@ -424,3 +424,26 @@ def test_a_healthy_job_seen_asleep_everywhere_raises_nothing(world: int) -> None
 def test_before_the_first_step_nothing_is_named_early() -> None:
     """Start-ups are slow: the early threshold starts with the job's pace."""
     assert Thresholds().early_after(None) == math.inf
+
+
+def test_a_straggler_short_of_cpu_is_named_so_once_the_prober_has_looked() -> None:
+    """Two jobs on too few cores: the rank the others wait for is named, saying its training
+    thread waits for a CPU, only once the prober has seen that (a second of looks)."""
+    asked: list[float] = []
+
+    def starved(host: str, pid: int) -> Seen | None:
+        if pid != 10_004:
+            return _seen(pid, "R", "running", 1.0)
+        asked.append(0.0)
+        if len(asked) == 1:
+            return None  # the first call starts the looking
+        first, last = (Sample(pid, t, "R", syscall="running", cpu=0.5 * t, queued=0.4 * t, load=6.3) for t in (0, 2))
+        return Seen(first, last, first)
+
+    sim = SimJob(world=8).straggler(4, 3.0)
+    changes = drive(sim, Monitor(Detector(probe=sim.probe, outside=starved)), until=60)
+    (raised,) = [c for _, c in changes if c.event == "raised"]
+    assert raised.alert.kind == "straggler" and raised.alert.ranks == [4]
+    assert raised.alert.summary.startswith("rank 4 is short of CPU: its training thread waited for a CPU 40% of the")
+    assert "host load 6.3" in raised.alert.summary and "OMP_NUM_THREADS" in raised.alert.detail
+    assert len(asked) >= 2, "named after a look, not before"

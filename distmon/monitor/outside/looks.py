@@ -25,6 +25,7 @@ from distmon.wire import Frame, Usage
 
 PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CPUS = os.cpu_count() or 1
 PATH_MAX = 4096
 BUSY_CPU = 0.2
 """Cores' worth of CPU time a process uses, at least, to count as working (its monitoring
@@ -131,6 +132,11 @@ class Sample:
     read: int = 0
     written: int = 0
     """Bytes read and written through system calls (``rchar``, ``wchar``), every thread's."""
+    queued: float = 0.0
+    """Seconds its main thread has waited, runnable, for a CPU (``schedstat``'s run delay):
+    what a rank starved of CPU by other processes on its host shows."""
+    load: float = 0.0
+    """The host's load average over the last minute, with :data:`CPUS` to read it against."""
 
 
 @dataclass(frozen=True)
@@ -170,6 +176,7 @@ def look(pid: int, t: float) -> Sample | None:
     with contextlib.suppress(OSError):
         io = _fields((base / "io").read_text())
     wchan = _read(base / "wchan")
+    queued = _queued(base)
     syscall, target, fifo = _syscall(pid) if state not in "ZX" else (None, None, False)
     mount = _mount(pid, target) if target and target.startswith("/") else None
     return Sample(
@@ -186,7 +193,22 @@ def look(pid: int, t: float) -> Sample | None:
         cpu=cpu,
         read=int(io.get("rchar", "0") or 0),
         written=int(io.get("wchar", "0") or 0),
+        queued=queued,
+        load=_load(),
     )
+
+
+def _queued(base: Path) -> float:
+    """Seconds the main thread has waited for a CPU, 0.0 where the kernel does not say."""
+    fields = (_read(base / "schedstat") or "").split()
+    return int(fields[1]) / 1e9 if len(fields) > 1 and fields[1].isdigit() else 0.0
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
 
 
 def _fields(text: str) -> dict[str, str]:
