@@ -31,11 +31,11 @@ GC_THRESHOLDS = (100_000, 50, 100)
 def relax_gc() -> None:
     """Collect cyclic garbage rarely: every command but ``doctor`` runs a monitor.
 
-    The monitor holds one decoded report per rank (at 8192 ranks, some 300,000 long-lived
-    objects, each replaced every second). Under the default thresholds the cyclic collector
-    rescans them all every few hundred milliseconds, and cost more than the detector itself
-    (``benchmarks/bench_detector.py`` measures the tick). Reports hold no reference cycles;
-    reference counting frees them either way."""
+    The monitor holds one decoded report per rank, many long-lived objects each, replaced
+    every second. Under the default thresholds that churn sets off the cyclic collector's full
+    passes often, and each rescans every one of those objects for nothing: reports hold no
+    reference cycles, and reference counting frees them either way
+    (``benchmarks/bench_detector.py`` measures the tick)."""
     gc.set_threshold(*GC_THRESHOLDS)
 
 

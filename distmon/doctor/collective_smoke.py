@@ -29,7 +29,8 @@ OPS = ("barrier", "all_reduce", "broadcast")
 SLOW_FACTOR = 3.0
 SLOW_MARGIN = 0.010
 """A rank is slow at an op when it takes SLOW_FACTOR times the ranks' median and SLOW_MARGIN
-seconds more: on loopback a collective takes well under a millisecond, and noise is not news."""
+seconds more: a loopback collective's times differ by noise well inside that margin, and noise
+is not news."""
 POLL = 0.1
 VERDICT = "verdict"
 

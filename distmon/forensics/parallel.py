@@ -2,11 +2,11 @@
 
 Unpickling is the floor of a post-mortem (8192 dumps of 2000 entries are gigabytes), so the
 dumps are spread over the machine's cores. A worker unpickles without walking the pickle
-first (the walk costs several times the unpickling), which a hostile file could turn into a
-crash (a tuple nested a million deep), a hang (keys built to share a hash) or a memory
-bomb: so a worker runs under an address-space limit and an alarm per file that ends it,
-and whatever its death leaves unread is read again here, one file at a time, by the walk
-that refuses such files and says why (:func:`distmon.flightrecorder.load`).
+first (the walk is a loop in Python over every instruction, the unpickler's is in C), which
+a hostile file could turn into a crash (a tuple nested a million deep), a hang (keys built to
+share a hash) or a memory bomb: so a worker runs under an address-space limit and an alarm
+per file that ends it, and whatever its death leaves unread is read again here, one file at a
+time, by the walk that refuses such files and says why (:func:`distmon.flightrecorder.load`).
 
 A worker sends back what the file says of its rank (:class:`~distmon.flightrecorder.RankDump`,
 a few groups and channels), never the dump itself.

@@ -1,17 +1,17 @@
 """Collective sequence numbers of every process group, from PyTorch's Flight Recorders.
 
 Each backend records into a Flight Recorder of its own: gloo (and any CPU backend) into the
-CPU recorder, NCCL into NCCL's. A status dump (a few microseconds) gives, per group, the
+CPU recorder, NCCL into NCCL's. A status dump (no entries: small) gives, per group, the
 last enqueued, started and completed sequence number; DDP's and FSDP's collectives, issued
 from C++, are counted there too.
 
 A status dump keys its groups by a process-local id (the order in which *this* process
 created the groups of that backend), not by the group's name; only the entries of a full
 dump carry both (``pg_id`` and ``process_group = (name, desc)``). So the reader learns the
-id-to-name map from a full dump (milliseconds) whenever a status dump shows an id it cannot
-name, and keeps it: ids are never reused within a process. A full dump also names the op
-and enqueue time of a collective that stays incomplete across two samples, once per stuck
-collective.
+id-to-name map from a full dump (the whole ring of entries) whenever a status dump shows an
+id it cannot name, and keeps it: ids are never reused within a process. A full dump also
+names the op and enqueue time of a collective that stays incomplete across two samples, once
+per stuck collective.
 
 The recorders are found by feature, never by torch version: a ``backend`` argument to
 ``_dump_fr_trace`` (newer torch: one call per backend in use), else ``_dump_fr_trace`` for
@@ -52,7 +52,7 @@ except ImportError:  # torch built without distributed
 
 Dump = Callable[[bool], bytes]
 """``dump(include_collectives) -> pickle``: one Flight Recorder, never with stack traces
-(symbolizing them took over a second and can need the GIL)."""
+(symbolizing them is slow and can need the GIL)."""
 
 NO_DESCRIPTION = "undefined"
 """What torch calls a group created without ``group_desc``."""
@@ -87,7 +87,7 @@ class Recorder:
         return {self.names[pg_id]: entry for pg_id, entry in status.items() if pg_id in self.names}
 
     def entries(self) -> list[dict[str, Any]]:
-        """The collectives of a full dump (milliseconds: only when something is unknown)."""
+        """The collectives of a full dump (the whole ring: only when something is unknown)."""
         entries: list[dict[str, Any]] = load(self.dump(True), walk_first=False).get("entries", [])
         return entries
 

@@ -14,7 +14,8 @@ MAX_FRAMES = 30
 def main_thread_stack(limit: int = MAX_FRAMES) -> list[Frame]:
     """The innermost ``limit`` frames of the main thread, outermost first.
 
-    Walks ``f_back`` by hand: ``traceback.extract_stack`` costs several times more.
+    Walks ``f_back`` by hand: ``traceback.extract_stack`` also builds a ``FrameSummary`` a frame
+    and stats every source file (``linecache.checkcache``), at every report of a stalled rank.
     """
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
     frames: list[Frame] = []

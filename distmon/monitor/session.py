@@ -41,7 +41,8 @@ class Session:
     TICK = 1.0
     AWAY = 2.0
     """Seconds of the feed's clock between two turns of the caller's loop beyond which the
-    monitor did not watch: the loop turns every 50 ms, a tick at 131,072 ranks takes 0.5 s."""
+    monitor did not watch: well above a turn of the loop (:data:`distmon.commands.record.POLL`)
+    and the longest tick (``benchmarks/bench_detector.py`` and ``bench_scale.py`` measure it)."""
 
     def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
         self.feed = feed

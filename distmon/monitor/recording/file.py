@@ -77,8 +77,9 @@ VERSIONS = (1, 2)
 SYNC_EVERY = 1.0
 """Seconds between flushes to disk: a crash loses at most this much."""
 LEVEL = 1
-"""zlib's fastest: the monitor's one loop compresses 8192 reports a second. Its default,
-6, writes 10-20% less for three times the CPU (benchmarks/bench_recording.py)."""
+"""zlib's fastest: the monitor's loop compresses every report as it arrives (a report per rank
+a second), so its CPU counts for more than the last bytes a higher level would save
+(``benchmarks/bench_recording.py`` compares it with zlib's default, 6)."""
 PIECE_BYTES = 1024 * 1024
 PIECE_FRAMES = MAX_WORLD
 """A batch record holds at most this many bytes of messages, and this many messages: a
@@ -98,8 +99,9 @@ READ = 4096
 CHUNK = 64 * 1024
 """Bytes inflated at most from them in one go."""
 MAX_RATIO = 256
-"""A version 2 stream inflates to at most this many times its size (plus 64 KiB):
-distmon's recordings are 10-40 times, a compression bomb up to 1032 times."""
+"""A version 2 stream inflates to at most this many times its size (plus :data:`RATIO_SLACK`):
+far more than distmon's recordings inflate (``benchmarks/bench_recording.py`` measures their
+sizes), far less than a compression bomb's 1032 times (deflate's most)."""
 RATIO_SLACK = 64 * 1024
 LATEST = 1e11
 """Times are unix seconds: anything outside [0, LATEST) was not written by a clock."""

@@ -2,7 +2,8 @@
 
 Failures and stops are judged every tick. Trends (straggling, memory growth, GPU health)
 build over tens of seconds, so they are judged every ``SLOW_PERIOD`` seconds and their
-findings stand in between: at 8192 ranks that halves the detector's cost.
+findings stand in between, so most ticks do not pay for them (``benchmarks/bench_detector.py``
+measures the tick).
 """
 
 from __future__ import annotations

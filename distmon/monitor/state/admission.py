@@ -16,11 +16,13 @@ import numpy.typing as npt
 
 MAX_WORLD = 262_144
 """The largest world size followed by default (``--max-world`` changes it): twice the largest
-jobs distmon is built for. The monitor's state takes about 10 KB a rank (8 KB of columns and
-two-minute histories, the latest report as received), allocated as ranks appear."""
+jobs distmon is built for. The monitor's state per rank (columns and two-minute histories,
+the latest report as received; ``benchmarks/README.md`` gives its size) is allocated as ranks
+appear."""
 MAX_RETAINED_BYTES = 1024 * 1024 * 1024
-"""The most report bytes (as received) kept across all ranks: 4 KB a rank at ``MAX_WORLD``
-ranks, where a real report is 1 to 2 KB, so only a flood of maximal reports reaches it."""
+"""The most report bytes (as received) kept across all ranks: 4 KiB a rank at ``MAX_WORLD``
+ranks, well above a real report (``benchmarks/bench_hook.py`` measures its bytes), so only a
+flood of maximal reports reaches it."""
 RESTART_QUIET = 1.0
 """A rank's new process (another pid or host) is a restart only once the old one has
 exited or has been silent this long, or two of its intervals if longer."""

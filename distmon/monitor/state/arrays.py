@@ -12,7 +12,7 @@ T = TypeVar("T", bound=np.generic)
 
 def distinct(values: npt.NDArray[T]) -> npt.NDArray[T]:
     """The sorted distinct values, as ``np.unique`` gives them. numpy 2's ``np.unique`` hashes
-    when asked for the values alone, many times slower than sorting over a job's host hashes
+    when asked for the values alone, slower than this sort over a job's host hashes
     (benchmarks/bench_detector.py measures the tick that calls this)."""
     ordered: npt.NDArray[T] = np.sort(values, axis=None)
     if len(ordered) < 2:
