@@ -1,10 +1,11 @@
-"""Where the monitor's messages come from, and the one loop that feeds them to it.
+"""Where the monitor's messages come from: the feeds, live or replayed.
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
 recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
 being a rank's raw report (a replay) or a :class:`~distmon.channel.Batch` of them (live:
 what a relay sent, or what came straight from the ranks together), and tells the time on
-its own clock. :class:`~distmon.monitor.session.Session` drives a monitor from any of them.
+its own clock. The loop that feeds them to a monitor is the one driver's,
+:class:`~distmon.monitor.session.Session`, which takes any of them.
 """
 
 from __future__ import annotations
