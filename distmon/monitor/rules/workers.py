@@ -79,18 +79,14 @@ def _finding(s: RankState, dead: list[Worker]) -> Finding:
 def _likely_cause(worker: Worker, s: RankState) -> str:
     memory = s.report.memory
     if worker.signal == "SIGKILL":
-        host = ""
-        if memory and memory.host_available is not None and memory.host_total:
-            host = f" (host memory available: {size(memory.host_available)} of {size(memory.host_total)})"
+        host = _room("host memory available", memory.host_available, memory.host_total) if memory else ""
         return (
             "the kernel's OOM killer, most often" + host + ". Check `dmesg -T | grep -i oom`; "
             "lower num_workers, prefetch_factor or batch size, or stop workers from copying "
             "large Python objects (copy-on-read of lists and dicts of the dataset)."
         )
     if worker.signal == "SIGBUS":
-        shm = ""
-        if memory and memory.shm_free is not None and memory.shm_total:
-            shm = f" (/dev/shm free: {size(memory.shm_free)} of {size(memory.shm_total)})"
+        shm = _room("/dev/shm free", memory.shm_free, memory.shm_total) if memory else ""
         return (
             "shared memory exhausted" + shm + ": batches pass through /dev/shm. Enlarge it "
             "(docker --shm-size, a larger tmpfs) or lower num_workers and prefetch_factor."
@@ -100,3 +96,9 @@ def _likely_cause(worker: Worker, s: RankState) -> str:
     if worker.signal:
         return f"something sent it {worker.signal}: check what else runs on the node."
     return "an exception in the worker (its traceback is in the rank's stderr) or os._exit in the dataset code."
+
+
+def _room(what: str, left: int | None, total: int | None) -> str:
+    """`` (what: 1.2 GiB of 64.0 GiB)``, the memory left of a kind where the rank reported both
+    numbers, else nothing."""
+    return f" ({what}: {size(left)} of {size(total)})" if left is not None and total else ""
