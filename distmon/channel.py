@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import itertools
 from array import array
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -34,6 +35,11 @@ MAX_DUMP_MESSAGE_BYTES = 2 * MAX_MESSAGE_BYTES - 64 * 1024
 of the monitor's per-frame limit (``MAXMSGSIZE``), and the rank drops its oldest entries until
 it does. (A dump file read from disk has its own bound, :data:`distmon.flightrecorder.MAX_DUMP_FILE_BYTES`.)"""
 
+RELAY_DROPPED = "relay_dropped"
+"""Why reports the monitor never saw went missing: a relay on the way dropped them, its
+upstream slow (counted in the monitor's refusals under this name)."""
+MAX_DROPPED = 2**40
+"""More frames than any relay could have dropped: a larger count is not believed."""
 DUMP = "dump"
 END = "end"
 ACTIONS = (DUMP, END)
@@ -162,6 +168,10 @@ class Batch:
     offsets: array[int] = field(default_factory=lambda: array("I", [0]))
     relays: list[Relay] = field(default_factory=list)
     via: array[int] = field(default_factory=lambda: array("i"))
+    dropped: dict[int, int] = field(default_factory=dict)
+    """Frames each relay (by index in ``relays``) dropped since its last batch that went
+    (its upstream slow): the monitor's sign that the silence of those ranks is the path's,
+    not theirs. Only live: a recording keeps the count as the monitor's ``relay_dropped``."""
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -204,6 +214,7 @@ class Batch:
         index: dict[Relay, int] = {}
         offsets = array("I", [0])
         via = array("i")
+        dropped: Counter[int] = Counter()
         for batch in batches:
             remap = []
             for relay in batch.relays:
@@ -214,7 +225,12 @@ class Batch:
             base = offsets[-1]
             offsets.extend(base + o for o in batch.offsets[1:])
             via.extend(remap[v] if v >= 0 else -1 for v in batch.via)
-        return cls(b"".join(b.payload for b in batches), offsets, relays, via)
+            dropped.update({remap[i]: n for i, n in batch.dropped.items()})
+        return cls(b"".join(b.payload for b in batches), offsets, relays, via, dict(dropped))
+
+    def losses(self) -> Counter[Relay]:
+        """Frames dropped on the way, by the relay that dropped them."""
+        return Counter({self.relays[i]: n for i, n in self.dropped.items()})
 
 
 def batch_frames(batch: Batch) -> list[bytes]:
@@ -223,6 +239,7 @@ def batch_frames(batch: Batch) -> list[bytes]:
             "offsets": batch.offsets.tobytes(),
             "relays": [[r.id, r.host] for r in batch.relays],
             "via": batch.via.tobytes(),
+            **({"dropped": sorted(batch.dropped.items())} if batch.dropped else {}),
         }
     )
     return [BATCH_TAG, header, batch.payload]
@@ -237,9 +254,14 @@ def decode_batch(frames: list[bytes]) -> Batch:
     try:
         header = msgpack.unpackb(frames[1], raw=False, max_bin_len=MAX_BATCH_BYTES, max_map_len=8)
         offsets, relays, via = header["offsets"], header["relays"], header["via"]
-    except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
+        dropped = {int(i): int(n) for i, n in header.get("dropped", [])}
+    except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:
         raise WireError("malformed_batch", str(e)) from None
-    return assemble_batch(frames[2], offsets, relays, via)
+    batch = assemble_batch(frames[2], offsets, relays, via)
+    if any(not 0 <= i < len(batch.relays) or not 0 < n <= MAX_DROPPED for i, n in dropped.items()):
+        raise WireError("malformed_batch", "dropped frames name no relay of the batch, or too many")
+    batch.dropped = dropped
+    return batch
 
 
 def assemble_batch(payload: bytes, offsets: Any, relays: Any, via: Any) -> Batch:

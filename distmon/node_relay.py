@@ -93,6 +93,8 @@ class NodeRelay:
         """What the relay did, and what it dropped, by name (its closing line)."""
         self._frames: list[bytes] = []
         self._below: list[Batch] = []
+        self._lost = 0
+        """Frames dropped on the way (here, or below and told here) not yet told upstream."""
         self._held_frames = 0
         self._held_bytes = 0
         self._peers: OrderedDict[bytes, None] = OrderedDict()
@@ -189,10 +191,13 @@ class NodeRelay:
             self.flush()
 
     def flush(self) -> None:
-        """Send the held frames upstream as one batch naming this relay (empty: a sign of life)."""
-        batch = Batch.of(self._frames, relay=self.me)
-        if self._below:
-            batch = Batch.merged([batch, *self._below])
+        """Send the held frames upstream as one batch naming this relay (empty: a sign of
+        life), with the frames dropped on the way since the last batch that went: the monitor
+        blames no rank for their silence. What a batch that could not go held (frames, and the
+        drops it told of) counts as this relay's own drop."""
+        batch = Batch.merged([Batch.of(self._frames, relay=self.me), *self._below])
+        if self._lost:
+            batch.dropped[0] = batch.dropped.get(0, 0) + self._lost  # this relay is the merged batch's first
         self._frames, self._below = [], []
         self._held_frames = self._held_bytes = 0
         try:
@@ -200,7 +205,9 @@ class NodeRelay:
         except zmq.Again:
             self.counts["batches_dropped"] += 1
             self.counts["frames_dropped"] += len(batch)
+            self._lost = len(batch) + sum(batch.dropped.values())
             return
+        self._lost = 0
         self.counts["batches"] += 1
         self.counts["frames"] += len(batch)
 

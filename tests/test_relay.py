@@ -41,6 +41,9 @@ from distmon.channel import (
 from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.recording.file import read_recording, received
 from distmon.monitor.recording.readback import load
+from distmon.monitor.rules.keeping_up import KeepingUp
+from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import Thresholds
 from distmon.wire import decode, encode
 
 REPO = Path(__file__).resolve().parent.parent
@@ -239,6 +242,39 @@ def test_a_full_batch_goes_before_the_interval(
         batches = collect(receiver, lambda b: len(frames_of(b)) >= len(sent))
         assert time.monotonic() - started < 5 and sorted(frames_of(batches)) == sorted(sent)
         assert [len(b) for b in batches] == [4, 4, 4, 4]
+
+
+def test_what_a_relay_drops_reaches_the_monitor_which_blames_no_rank_for_it(
+    new_endpoint: Callable[[], str], relays: Callable[..., RelayProcess]
+) -> None:
+    """No monitor upstream yet: the relay drops its batches at once (never queues them) and
+    says so in the first batch that goes; the monitor counts the drops by the relay's host and
+    names no rank for that silence (``monitor_behind``, which says where they went)."""
+    upstream, listen = new_endpoint(), new_endpoint()
+    with fake_ranks(listen, [0, 1, 2]) as ranks:
+        relay = relays(listen, upstream, "--interval", "0.1")
+        time.sleep(0.3)
+        sent = []
+        for _ in range(4):
+            sent += ranks.report()
+            time.sleep(0.15)
+        with receiving(upstream) as receiver:
+            batches = collect(receiver, lambda b: any(x.dropped for x in b))
+        told = [b for b in batches if b.dropped]
+        assert told, "the drops are told upstream"
+        (losses,) = [b.losses() for b in told]
+        assert [r.id for r in losses] == [relay.id] and losses[told[0].relays[0]] >= len(sent) - 3
+        state = JobState()
+        for batch in batches:
+            state.ingest_batch(batch, time.time())
+        assert state.dropped["relay_dropped"] == sum(losses.values())
+        assert state.lost_on_the_way == {socket.gethostname(): sum(losses.values())}
+        keeping_up = KeepingUp()
+        behind = keeping_up.behind(state, time.time(), 1.0, Thresholds())
+        assert behind is not None and behind.on_the_way
+        assert behind.summary == "relays drop reports on the way to the monitor; it names no rank for the silence"
+        assert f"their upstream slow: {socket.gethostname()} (" in behind.detail
+    assert "dropped: none" not in relay.stop(), "its closing line counts the drops"
 
 
 def test_chained_relays_merge_what_comes_from_below_and_the_monitor_learns_every_relay(

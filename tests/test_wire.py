@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from distmon.channel import Batch, Relay, batch_frames, decode_batch
 from distmon.wire import (
     EXITED,
     FRAME_VERSION,
@@ -337,3 +338,22 @@ def test_reports_with_one_field_replaced_raise_only_wire_errors(data):
     key = data.draw(st.sampled_from(sorted(message)))
     message[key] = data.draw(msgpack_values)
     decodes_or_refuses(msgpack.packb(message))
+
+
+def test_a_batch_tells_what_was_dropped_on_the_way_and_merging_keeps_it_by_relay() -> None:
+    near, far = Relay("node1:7", "node1"), Relay("node2:8", "node2")
+    below = Batch.of([encode(minimal_report())], relay=far)
+    below.dropped = {0: 5}
+    top = Batch.merged([Batch.of([], relay=near), below])
+    top.dropped[0] = 2
+    told = decode_batch(batch_frames(top))
+    assert told.losses() == {far: 5, near: 2} and len(told) == 1
+    assert decode_batch(batch_frames(Batch.of([], relay=near))).dropped == {}, "nothing dropped, nothing said"
+
+
+@pytest.mark.parametrize("dropped", [[[2, 1]], [[0, 0]], [[0, -3]], [[0, 2**41]], "x", [[0]]])
+def test_dropped_counts_that_name_no_relay_or_make_no_sense_are_refused(dropped: object) -> None:
+    tag, header, payload = batch_frames(Batch.of([], relay=Relay("node1:7", "node1")))
+    forged = msgpack.packb({**msgpack.unpackb(header), "dropped": dropped})
+    with pytest.raises(WireError):
+        decode_batch([tag, forged, payload])

@@ -16,6 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from distmon.channel import RELAY_DROPPED
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.words import duration
@@ -28,6 +29,8 @@ the drops: the silence of those seconds is not the job's."""
 JUMPED = "clock_jumped_s"
 """Seconds the monitor's clock jumped while its loop ran (a suspended VM resumed, the clock
 stepped): seconds it did not watch either."""
+MAX_RELAYS_SHOWN = 4
+"""Relays named where reports were dropped; the rest are counted."""
 CATCH_UP_INTERVALS = 2.0
 """Report intervals, once reports come in again after the last drop, by which every rank
 has reported again."""
@@ -44,6 +47,8 @@ class Behind:
     away: bool = False
     """Only because it did not watch for a while (its loop stood still, its clock jumped): it
     keeps up otherwise."""
+    on_the_way: bool = False
+    """Reports were lost by relays on the way (their upstream slow), none by the monitor itself."""
 
 
 class KeepingUp:
@@ -51,7 +56,7 @@ class KeepingUp:
     recording's ``d`` records do, so a replay sees them at the same ticks."""
 
     def __init__(self) -> None:
-        self._counted = 0
+        self._counted_lost: dict[str, int] = {OVERFLOW: 0, RELAY_DROPPED: 0}
         self._dropped_at: float | None = None
         """When the monitor last learned of a drop. It learns of them when its loop takes
         from the intake, which may be after a pause: the ticks of the paused seconds run
@@ -65,8 +70,8 @@ class KeepingUp:
         self._offset: float | None = None
         """The least the reports of a tick have been behind the monitor's clock: the clocks'
         skew and the transport, not lateness."""
-        self._lost = 0
-        """Reports dropped since the monitor fell behind."""
+        self._lost: dict[str, int] = {OVERFLOW: 0, RELAY_DROPPED: 0}
+        """Reports dropped since the monitor fell behind: by its own intake, by relays on the way."""
         self._away: dict[str, int] = {PAUSED: 0, JUMPED: 0}
         """Seconds it did not watch since it fell behind, by why."""
         self._counted_away: dict[str, int] = {PAUSED: 0, JUMPED: 0}
@@ -74,11 +79,12 @@ class KeepingUp:
     def behind(self, job: JobState, now: float, interval: float, limits: Thresholds) -> Behind | None:
         """Why the monitor is behind now; None once it has caught up: reports taken in
         again after its last drop, none of them late, for :data:`CATCH_UP_INTERVALS`."""
-        dropped = job.dropped.get(OVERFLOW, 0)
-        if dropped > self._counted:
-            self._fell_behind(now)
-            self._lost += dropped - self._counted
-        self._counted = dropped
+        for why in (OVERFLOW, RELAY_DROPPED):
+            dropped = job.dropped.get(why, 0)
+            if dropped > self._counted_lost[why]:
+                self._fell_behind(now)
+                self._lost[why] += dropped - self._counted_lost[why]
+            self._counted_lost[why] = dropped
         for why in (PAUSED, JUMPED):
             seconds = job.dropped.get(why, 0)
             if seconds > self._counted_away[why]:
@@ -94,7 +100,7 @@ class KeepingUp:
         if troubled:
             self._calm_since = None
             if self._since is None:
-                self._since, self._lost, self._away = now, 0, {PAUSED: 0, JUMPED: 0}
+                self._since, self._lost, self._away = now, {OVERFLOW: 0, RELAY_DROPPED: 0}, {PAUSED: 0, JUMPED: 0}
         elif self._since is None:
             return None
         else:
@@ -106,8 +112,14 @@ class KeepingUp:
                 self._since = self._dropped_at = self._heard_at = self._calm_since = None
                 return None
         facts = []
-        if self._lost:
-            facts.append(f"it has dropped {self._lost:,} reports in {duration(now - self._since)}")
+        if self._lost[OVERFLOW]:
+            facts.append(f"it has dropped {self._lost[OVERFLOW]:,} reports in {duration(now - self._since)}")
+        if self._lost[RELAY_DROPPED]:
+            by = _relays(job)
+            facts.append(
+                f"relays on the way dropped {self._lost[RELAY_DROPPED]:,} reports in {duration(now - self._since)}, "
+                f"their upstream slow{f': {by}' if by else ''}"
+            )
         if self._away[PAUSED]:
             facts.append(
                 f"its own loop did not run for {duration(self._away[PAUSED])} (its process was stopped, "
@@ -117,21 +129,24 @@ class KeepingUp:
             facts.append(f"its clock jumped by {duration(self._away[JUMPED])} while it ran")
         if late is not None:
             facts.append(f"the reports it takes in were sent {duration(late)} earlier")
-        away = not self._lost and late is None
-        return Behind(self._summary(), "; ".join(facts), self._offset or 0.0, away)
+        away = not any(self._lost.values()) and late is None
+        on_the_way = bool(self._lost[RELAY_DROPPED]) and not self._lost[OVERFLOW]
+        return Behind(self._summary(), "; ".join(facts), self._offset or 0.0, away, on_the_way)
 
     def _fell_behind(self, now: float) -> None:
         """It learned of a loss (drops, or seconds it did not watch): behind until reports
         arrive after it, on time."""
         if self._since is None:
-            self._since, self._lost, self._away = now, 0, {PAUSED: 0, JUMPED: 0}
+            self._since, self._lost, self._away = now, {OVERFLOW: 0, RELAY_DROPPED: 0}, {PAUSED: 0, JUMPED: 0}
         self._dropped_at, self._heard_at = now, None
 
     def _summary(self) -> str:
         """One plain line, the same for as long as it lasts: its own pause, unless it also
         dropped reports (the more to act on)."""
-        if self._lost:
+        if self._lost[OVERFLOW]:
             return "the monitor is behind: it drops reports it cannot take in; it names no rank for the silence"
+        if self._lost[RELAY_DROPPED]:
+            return "relays drop reports on the way to the monitor; it names no rank for the silence"
         if self._away[PAUSED] or self._away[JUMPED]:
             what = "its own loop stood still" if self._away[PAUSED] else "its clock jumped"
             return f"the monitor did not watch for a while ({what}); it names no rank for a silence it did not see"
@@ -149,3 +164,10 @@ class KeepingUp:
         self._offset = offset if self._offset is None else min(self._offset, offset)
         late = offset - self._offset
         return late if late >= silent_after / 2 else None
+
+
+def _relays(job: JobState) -> str:
+    """The relays that dropped reports, by host, the most first."""
+    relays = job.lost_on_the_way.most_common()
+    hosts = ", ".join(f"{host} ({n:,})" for host, n in relays[:MAX_RELAYS_SHOWN])
+    return hosts + (f" and {len(relays) - MAX_RELAYS_SHOWN} more" if len(relays) > MAX_RELAYS_SHOWN else "")

@@ -13,6 +13,10 @@ AWAY_ADVICE = (
     "What to do: nothing about the job. If the monitor's host suspends or swaps (a laptop, a busy "
     "login node), or something stops the monitor, run it where it keeps running."
 )
+ON_THE_WAY_ADVICE = (
+    "What to do: relieve the relays' upstream: relays in a tree (a relay per rack as the node relays' "
+    "--upstream), a longer --interval, or a monitor with a machine of its own."
+)
 BEHIND_ADVICE = (
     "What to do: give the monitor fewer reports to take in: a relay per node (distmon relay), "
     "a longer report interval (DISTMON_INTERVAL), or a machine of its own."
@@ -27,7 +31,7 @@ def monitor_behind(job: JobState, ctx: Context) -> list[Finding]:
             f"{ctx.behind.detail[:1].upper()}{ctx.behind.detail[1:]}." if ctx.behind.detail else "",
             "Ranks whose reports it lost or has yet to take in look silent: it names no rank for that "
             "silence until it has caught up, and names culprits again then.",
-            AWAY_ADVICE if ctx.behind.away else BEHIND_ADVICE,
+            AWAY_ADVICE if ctx.behind.away else ON_THE_WAY_ADVICE if ctx.behind.on_the_way else BEHIND_ADVICE,
         ]
     ).strip()
     return [Finding("monitor_behind", "monitor_behind", WARNING, [], ctx.behind.summary, detail)]

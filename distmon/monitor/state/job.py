@@ -27,7 +27,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.channel import Batch, Relay
+from distmon.channel import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.arrays import distinct
@@ -58,6 +58,10 @@ class JobState:
         self.pinned = pinned
         self.max_world = max_world
         self.dropped: Counter[str] = Counter()
+        self.lost_on_the_way: Counter[str] = Counter()
+        """Reports relays dropped (their upstream slow), by the host of the relay that dropped
+        them: whose silence is the path's. Live only; a recording keeps the total, under
+        ``dropped[RELAY_DROPPED]``."""
         self.received = 0
         self.last_message: float | None = None
         self.job_world: int | None = None
@@ -102,6 +106,10 @@ class JobState:
             for relay in batch.relays:
                 i = self._relay_index(relay)
                 self.relay_heard[i] = max(self.relay_heard[i], heard)
+        if batch.dropped:
+            losses = batch.losses()
+            self.dropped[RELAY_DROPPED] += sum(losses.values())
+            self.lost_on_the_way.update({relay.host: n for relay, n in losses.items()})
         parsed = parse(batch)
         self.dropped.update(+parsed.refused)
         if len(parsed) == 0:
