@@ -19,9 +19,10 @@ the job are admitted (:mod:`distmon.monitor.state.admission`), so no sender can 
 from __future__ import annotations
 
 import math
+import re
 from collections import Counter, OrderedDict
-from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any, Generic, TypeVar, overload
 
 import numpy as np
 import numpy.typing as npt
@@ -42,6 +43,18 @@ SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""
 DECODED = 4096
 """Reports kept decoded, the most recently asked for."""
+GROUP_COLUMNS = (("g_id", "id"), ("g_enq", "enqueued"), ("g_comp", "completed"), ("g_since", "since"), ("g_op", "op"))
+"""The column that keeps each field of a report's group rows (:mod:`distmon.monitor.state.frames`)."""
+CHANNEL_COLUMNS = (
+    ("c_group", "group"),
+    ("c_peer", "peer"),
+    ("c_dir", "dir"),
+    ("c_posted", "posted"),
+    ("c_completed", "completed"),
+    ("c_blocked", "blocked"),
+    ("c_blocked_since", "blocked_since"),
+)
+"""The column that keeps each field of a report's point-to-point channel rows."""
 
 
 class JobState:
@@ -266,19 +279,16 @@ class JobState:
         h = parsed.headers[frames]
         cols.widen(int(h["groups"].max(initial=0)), int(h["channels"].max(initial=0)))
         cols.groups[rank], cols.channels[rank] = h["groups"], h["channels"]
-        owner = position[parsed.group_of]
-        rows = owner >= 0
-        if rows.any():
-            g, who, slot = parsed.groups[rows], rank[owner[rows]], parsed.group_slot[rows]
-            cols.g_id[who, slot], cols.g_enq[who, slot], cols.g_comp[who, slot] = g["id"], g["enqueued"], g["completed"]
-            cols.g_since[who, slot], cols.g_op[who, slot] = g["since"], g["op"]
-        owner = position[parsed.channel_of]
-        rows = owner >= 0
-        if rows.any():
-            c, who, slot = parsed.channels[rows], rank[owner[rows]], parsed.channel_slot[rows]
-            cols.c_group[who, slot], cols.c_peer[who, slot], cols.c_dir[who, slot] = c["group"], c["peer"], c["dir"]
-            cols.c_posted[who, slot], cols.c_completed[who, slot] = c["posted"], c["completed"]
-            cols.c_blocked[who, slot], cols.c_blocked_since[who, slot] = c["blocked"], c["blocked_since"]
+        for of, slots, table, fields in (
+            (parsed.group_of, parsed.group_slot, parsed.groups, GROUP_COLUMNS),
+            (parsed.channel_of, parsed.channel_slot, parsed.channels, CHANNEL_COLUMNS),
+        ):
+            owner = position[of]
+            rows = owner >= 0
+            if rows.any():
+                found, who, slot = table[rows], rank[owner[rows]], slots[rows]
+                for column, name in fields:
+                    getattr(cols, column)[who, slot] = found[name]
         used = max(1, int(cols.groups[rank].max(initial=0)))
         flying = (np.arange(used) < cols.groups[rank, None]) & (cols.g_enq[rank, :used] > cols.g_comp[rank, :used])
         since = np.where(flying & ~np.isnan(cols.g_since[rank, :used]), cols.g_since[rank, :used], np.inf)
@@ -571,6 +581,27 @@ class JobState:
         return self.last_message is not None and now - self.last_message > quiet
 
 
+T = TypeVar("T")
+
+
+class _Column(Generic[T]):
+    """A :class:`RankState` attribute that is one column's value at the rank, as ``kind``."""
+
+    __slots__ = ("column", "kind")
+
+    def __init__(self, column: str, kind: Callable[[Any], T]) -> None:
+        self.column, self.kind = column, kind
+
+    @overload
+    def __get__(self, rank: None, owner: type[RankState]) -> _Column[T]: ...
+
+    @overload
+    def __get__(self, rank: RankState, owner: type[RankState]) -> T: ...
+
+    def __get__(self, rank: RankState | None, owner: type[RankState]) -> T | _Column[T]:
+        return self if rank is None else self.kind(rank._get(self.column))
+
+
 class RankState:
     """One rank, as the monitor knows it: a view of the columns, and its latest report."""
 
@@ -605,37 +636,20 @@ class RankState:
         """The whole latest report, decoded when first asked for."""
         return self._job.report_of(self.rank)
 
-    @property
-    def received(self) -> float:
-        """Monitor clock when the latest report arrived."""
-        return float(self._get("received"))
-
-    @property
-    def first_seen(self) -> float:
-        return float(self._get("first_seen"))
+    received = _Column("received", float)
+    """Monitor clock when the latest report arrived."""
+    first_seen = _Column("first_seen", float)
+    inflight_share = _Column("inflight_share", float)
+    """Running share of reports sampled inside a collective, while the job progresses:
+    low for the rank the others wait for."""
+    data_wait_share = _Column("data_wait_share", float)
+    size = _Column("bytes", int)
+    """Bytes of the latest report as received."""
+    steps = _Column("steps", int)
 
     @property
     def history(self) -> History:
         return History(self._job.cols, self.rank)
-
-    @property
-    def inflight_share(self) -> float:
-        """Running share of reports sampled inside a collective, while the job progresses:
-        low for the rank the others wait for."""
-        return float(self._get("inflight_share"))
-
-    @property
-    def data_wait_share(self) -> float:
-        return float(self._get("data_wait_share"))
-
-    @property
-    def size(self) -> int:
-        """Bytes of the latest report as received."""
-        return int(self._get("bytes"))
-
-    @property
-    def steps(self) -> int:
-        return int(self._get("steps"))
 
     @property
     def host(self) -> str:
@@ -691,13 +705,16 @@ class RankState:
 
     def lost_a_peer(self) -> bool:
         """It raised because a peer went away: a consequence of another rank's failure."""
-        exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
-        return exc is not None and bool(wire.PEER_LOST.search(exc.message))
+        return self._raised_for(wire.PEER_LOST)
 
     def lost_a_worker(self) -> bool:
         """It raised because one of its DataLoader workers died."""
+        return self._raised_for(wire.WORKER_DIED)
+
+    def _raised_for(self, consequence: re.Pattern[str]) -> bool:
+        """Its exception is one flagged at ingest as a consequence, and its message says which."""
         exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
-        return exc is not None and bool(wire.WORKER_DIED.search(exc.message))
+        return exc is not None and bool(consequence.search(exc.message))
 
     def failed_on_its_own(self) -> bool:
         """Raised, and not only because the job was being stopped around it: a rank stopped by
