@@ -43,18 +43,11 @@ SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""
 DECODED = 4096
 """Reports kept decoded, the most recently asked for."""
-GROUP_COLUMNS = (("g_id", "id"), ("g_enq", "enqueued"), ("g_comp", "completed"), ("g_since", "since"), ("g_op", "op"))
-"""The column that keeps each field of a report's group rows (:mod:`distmon.monitor.state.frames`)."""
-CHANNEL_COLUMNS = (
-    ("c_group", "group"),
-    ("c_peer", "peer"),
-    ("c_dir", "dir"),
-    ("c_posted", "posted"),
-    ("c_completed", "completed"),
-    ("c_blocked", "blocked"),
-    ("c_blocked_since", "blocked_since"),
-)
-"""The column that keeps each field of a report's point-to-point channel rows."""
+GROUP_COLUMNS = tuple(zip(Columns.GROUP_FIELDS, (name for name, _ in wire.GROUP_FIELDS), strict=True))
+"""(column, field): the column that keeps each field of a report's group rows, the columns
+being in the order of the wire's fields."""
+CHANNEL_COLUMNS = tuple(zip(Columns.CHANNEL_FIELDS, (name for name, _ in wire.CHANNEL_FIELDS), strict=True))
+"""(column, field), the same for its point-to-point channel rows."""
 
 
 class JobState:
