@@ -13,10 +13,9 @@ from pathlib import Path
 
 import psutil
 import pytest
-from listener import Listener
 
-REPO = Path(__file__).resolve().parent.parent
-TRAIN = REPO / "examples" / "train.py"
+from tests.support.listener import Listener
+from tests.support.paths import TRAIN
 
 
 class Torchrun:

@@ -17,9 +17,6 @@ from pathlib import Path
 
 import pytest
 import zmq
-from support.commands import TORCHRUN, free_port
-from support.waiting import wait_until
-from webhook import serving
 
 from distmon.actions.evidence import DUMP_PREFIX, Bundle, EvidenceStore
 from distmon.actions.responder import Responder
@@ -29,8 +26,11 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.receiver import Receiver
 from distmon.monitor.state import JobState
 from distmon.wire import Report, WireError, decode
+from tests.support.commands import TORCHRUN, free_port
+from tests.support.paths import TRAIN
+from tests.support.waiting import wait_until
+from tests.support.webhook import serving
 
-REPO = Path(__file__).resolve().parent.parent
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "0.5"}
 INJECTED = re.compile(r"\[train\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 
@@ -261,7 +261,7 @@ class RunningJob:
 
 
 def train(*args: str) -> list[str]:
-    return [str(REPO / "examples" / "train.py"), "--timeout", "120", *args]
+    return [str(TRAIN), "--timeout", "120", *args]
 
 
 @pytest.mark.torchrun

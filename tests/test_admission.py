@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import dataclasses
 
-from messages import message
-
 from distmon.channel import Batch
 from distmon.monitor import admission
 from distmon.monitor.state import JobState
 from distmon.wire import ExitInfo, Report
+from tests.support.messages import message
 
 T0 = 1_700_000_000.0
 

@@ -1,5 +1,5 @@
 """``distmon analyze`` on the Flight Recorder dumps of real gloo jobs that hung here
-(tests/jobs/fr_hang.py, 4 ranks under torchrun, torch's own dumps): each names the root alone,
+(tests/support/scripts/fr_hang.py, 4 ranks under torchrun, torch's own dumps): each names the root alone,
 and on the job watched live as well, the live monitor and ``analyze`` name the same rank."""
 
 from __future__ import annotations
@@ -13,11 +13,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.recorder import Recorder, recording
+
+from tests.support.paths import SCRIPTS
+from tests.support.recorder import Recorder, recording
 
 pytestmark = pytest.mark.torchrun
 
-JOB = Path(__file__).parent / "jobs" / "fr_hang.py"
+JOB = SCRIPTS / "fr_hang.py"
 CULPRIT = 1
 RAISED = re.compile(r"CRITICAL hang: rank (\d+)\b.*?(\d+) ranks wait for it")
 """The live monitor's hang line: the rank named, and how many wait for it (its words for the

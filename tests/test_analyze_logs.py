@@ -18,8 +18,9 @@ from distmon.cli import main
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.logs import MAX_LINE, read_log
 from distmon.forensics.render import NOTHING, culprits, render, summary
+from tests.support.paths import DATA
 
-LOGS = Path(__file__).parent / "data" / "logs"
+LOGS = DATA / "logs"
 
 SHAPES = [
     # file, --world, the culprits, words the summary holds

@@ -4,7 +4,6 @@ a healthy job raises nothing."""
 from __future__ import annotations
 
 import pytest
-from support.simulate import Layout, SimJob, drive
 
 from distmon.channel import Batch, Relay
 from distmon.monitor.alerts import Change
@@ -12,6 +11,7 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, decode, encode, rank_runs
+from tests.support.simulate import Layout, SimJob, drive
 
 
 def raised(sim: SimJob, until: float, probe: bool = True) -> list[tuple[float, Change]]:

@@ -22,12 +22,12 @@ from typing import TypeVar
 
 import psutil
 import pytest
-from support.commands import TORCHRUN, free_port
 
 from distmon.doctor.collectives import RankResult, assess
 from distmon.doctor.host import MiB, shm_check
 from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
+from tests.support.commands import TORCHRUN, free_port
 
 T = TypeVar("T")
 

@@ -4,11 +4,10 @@ never named as its cause, whichever of them raised first."""
 
 from __future__ import annotations
 
-from support.simulate import SimJob, drive
-
 from distmon.monitor.detector import Detector
 from distmon.monitor.ending import Ending, gone, rank_ending
 from distmon.monitor.monitor import Monitor
+from tests.support.simulate import SimJob, drive
 
 
 def killed(until: float) -> tuple[SimJob, Monitor]:

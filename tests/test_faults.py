@@ -16,10 +16,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.recorder import Recorder, recording
 
 from distmon.export.text import render
 from distmon.monitor.postmortem import load
+from tests.support.recorder import Recorder, recording
 
 pytestmark = pytest.mark.torchrun
 

@@ -11,8 +11,6 @@ from pathlib import Path
 
 import pytest
 import zmq
-from support.commands import free_port
-from support.simulate import SimJob
 
 from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.alerts import Alert, Change
@@ -22,6 +20,8 @@ from distmon.monitor.receiver import EndpointError, Receiver
 from distmon.monitor.recording import RecordingError, RecordingWriter
 from distmon.monitor.session import Session
 from distmon.wire import MAX_MESSAGE_BYTES
+from tests.support.commands import free_port
+from tests.support.simulate import SimJob
 
 START = 1_700_000_000.0
 

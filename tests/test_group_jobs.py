@@ -13,19 +13,19 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from jobs.many_groups import BARRIERS, GROUPS, MESSAGES
-from listener import Listener
-from support.alerts import is_root_hang
-from support.recorder import recording
 
 from distmon.monitor.recording import AlertEvent, read_recording
 from distmon.wire import Report, expand_runs
+from tests.support.alerts import is_root_hang
+from tests.support.listener import Listener
+from tests.support.paths import EXAMPLES, SCRIPTS
+from tests.support.recorder import recording
+from tests.support.scripts.many_groups import BARRIERS, GROUPS, MESSAGES
 
 pytestmark = pytest.mark.torchrun
 
-REPO = Path(__file__).resolve().parent.parent
-MANY_GROUPS = Path(__file__).parent / "jobs" / "many_groups.py"
-PARALLEL = REPO / "examples" / "parallel.py"
+MANY_GROUPS = SCRIPTS / "many_groups.py"
+PARALLEL = EXAMPLES / "parallel.py"
 INJECTED = re.compile(r"\[parallel\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 
 

@@ -15,9 +15,9 @@ from dataclasses import dataclass
 
 import psutil
 import pytest
-from listener import Listener
 
 from distmon.wire import GroupStatus, Report
+from tests.support.listener import Listener
 
 pytestmark = pytest.mark.torchrun
 

@@ -24,11 +24,11 @@ from pathlib import Path
 
 import pytest
 import zmq
-from listener import Listener
-from support.commands import free_port
 
 import distmon.hooks
 from distmon.channel import MONITOR_SOCKET
+from tests.support.commands import free_port
+from tests.support.listener import Listener
 
 INTERVAL = 0.2
 LAUNCHER_VARIABLES = (

@@ -21,7 +21,6 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from support.simulate import SimJob
 
 from distmon.channel import Batch, Relay
 from distmon.flightrecorder import DumpError
@@ -41,6 +40,8 @@ from distmon.monitor.recording import (
 from distmon.visible import visible, visible_lines
 from distmon.wire import Report, encode
 from tests.support.nccl_dumps import Group, RankRecorder
+from tests.support.paths import DATA
+from tests.support.simulate import SimJob
 
 HEADER = msgpack.packb({"format": "distmon-recording", "version": 1, "created": 1_700_000_000.0})
 HEADER_V2 = msgpack.packb({"format": "distmon-recording", "version": 2, "created": 1_700_000_000.0})
@@ -256,7 +257,7 @@ def test_a_version_1_file_still_reads_and_reports(tmp_path: Path) -> None:
     header, read = read_recording(str(v1))
     assert header["version"] == 1
     assert list(read) == [r for r in records if not isinstance(r, BatchRecord)]
-    header, read = read_recording(str(Path(__file__).parent / "data" / "hang-rank2.distmon"))
+    header, read = read_recording(str(DATA / "hang-rank2.distmon"))
     kinds = Counter(type(r).__name__ for r in read)
     assert header["version"] == 1 and kinds == {"Message": 52, "AlertEvent": 5}
 
@@ -513,7 +514,7 @@ def test_a_flipped_byte_skips_the_damaged_record_not_the_file(tmp_path: Path, ve
 
 
 def test_replay_without_a_terminal_runs_headless_and_ends(tmp_path: Path) -> None:
-    done = run_distmon("replay", str(Path(__file__).parent / "data" / "hang-rank2.distmon"), timeout=60)
+    done = run_distmon("replay", str(DATA / "hang-rank2.distmon"), timeout=60)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout
     assert re.search(r"CRITICAL hang: .*rank 2", done.stdout), done.stdout

@@ -8,15 +8,13 @@ import sys
 from html.parser import HTMLParser
 from pathlib import Path
 
-from support.commands import DISTMON
-from support.simulate import SimJob, drive
-
 from distmon.export.html import INSTALL_HTML, MAX_RANKS
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import RecordingWriter
-
-DATA = Path(__file__).parent / "data"
+from tests.support.commands import DISTMON
+from tests.support.paths import DATA
+from tests.support.simulate import SimJob, drive
 
 
 class Page(HTMLParser):

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 from distmon.cli import COMMANDS
+from tests.support.paths import DATA, REPO, TRAIN
 
-REPO = Path(__file__).resolve().parent.parent
-RECORDING = REPO / "tests" / "data" / "hang-rank2.distmon"
+RECORDING = DATA / "hang-rank2.distmon"
 
 pytestmark = pytest.mark.installed
 
@@ -156,7 +156,7 @@ def test_a_stalled_rank_of_a_real_job_is_named_by_report_json(trainer: Venv, scr
     recording = scratch / "run.distmon"
     job = trainer.run(
         *("distmon", "run", "--record", str(recording), "--"),
-        *("torchrun", "--standalone", "--nproc-per-node=2", str(REPO / "examples" / "train.py")),
+        *("torchrun", "--standalone", "--nproc-per-node=2", str(TRAIN)),
         *("--steps", "40", "--step-time", "0.02", "--workers", "0", "--timeout", "60"),
         *("--fault", "hang@10:1:12"),
         timeout=240,

@@ -11,11 +11,13 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from listener import Listener
-from support.commands import TORCHRUN
-from support.waiting import wait_until
 
-HOOKS = Path(__file__).resolve().parent.parent / "hooks"
+from tests.support.commands import TORCHRUN
+from tests.support.listener import Listener
+from tests.support.paths import REPO
+from tests.support.waiting import wait_until
+
+HOOKS = REPO / "hooks"
 
 LIGHTNING_SCRIPT = """
     import torch

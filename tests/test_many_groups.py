@@ -5,7 +5,6 @@ like one in the first; a job pays for its widest rank only."""
 from __future__ import annotations
 
 import numpy as np
-from support.simulate import Layout, SimJob, drive
 
 from distmon import wire
 from distmon.monitor.columns import SLOTS
@@ -13,6 +12,7 @@ from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState
 from distmon.wire import P2P, GroupStatus, Report, rank_runs
+from tests.support.simulate import Layout, SimJob, drive
 
 T = 1000.0
 WORLD = 4

@@ -1,4 +1,4 @@
-"""A real rank in 32 process groups (tests/jobs/thirty_two_groups.py, 3 gloo ranks under
+"""A real rank in 32 process groups (tests/support/scripts/thirty_two_groups.py, 3 gloo ranks under
 torchrun, watched by a real ``distmon record``), stalled before the collective of the last
 group created: it is named, with that group."""
 
@@ -8,11 +8,13 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from support.recorder import recording
+
+from tests.support.paths import SCRIPTS
+from tests.support.recorder import recording
 
 pytestmark = pytest.mark.torchrun
 
-JOB = Path(__file__).parent / "jobs" / "thirty_two_groups.py"
+JOB = SCRIPTS / "thirty_two_groups.py"
 CULPRIT = 2
 
 

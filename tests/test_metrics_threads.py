@@ -9,9 +9,6 @@ import math
 import threading
 
 from prometheus_client import CollectorRegistry
-from support.commands import free_port
-from support.metrics import scrape
-from support.simulate import SimJob, drive
 
 from distmon.commands import metrics_port
 from distmon.export.prometheus import MonitorCollector
@@ -20,6 +17,9 @@ from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording import Message
 from distmon.monitor.session import Session
+from tests.support.commands import free_port
+from tests.support.metrics import scrape
+from tests.support.simulate import SimJob, drive
 
 WORLD = 8192
 UNTIL = 12.0

@@ -17,13 +17,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.recorder import recording
-from support.waiting import wait_until
 
 from distmon.monitor.detector import Detector
 from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.session import Session
+from tests.support.recorder import recording
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.torchrun
 

@@ -10,10 +10,10 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from webhook import Receiver, serving
 
 from distmon.actions.notify import TEXT_LIMIT, Notifications, check_url, payload, site
 from distmon.monitor.alerts import CRITICAL, WARNING, Alert, AlertBook, Change, Finding
+from tests.support.webhook import Receiver, serving
 
 FAST = (0.01, 0.02, 0.04)
 

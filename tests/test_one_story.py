@@ -9,11 +9,8 @@ import os
 import re
 import subprocess
 import time
-from pathlib import Path
 
 import pytest
-from support.commands import DISTMON
-from support.simulate import SimJob, drive
 
 from distmon.export.text import render
 from distmon.monitor import overview
@@ -24,9 +21,11 @@ from distmon.monitor.outside import Sample
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.postmortem import load
 from distmon.monitor.probe import Seen
+from tests.support.commands import DISTMON
+from tests.support.paths import DATA, REPO
+from tests.support.simulate import SimJob, drive
 
-DATA = Path(__file__).parent / "data"
-CLI_DOC = Path(__file__).parent.parent / "docs" / "cli.md"
+CLI_DOC = REPO / "docs" / "cli.md"
 
 
 def distmon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:

@@ -22,11 +22,11 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.recorder import recording
 
 from distmon.monitor.alerts import Alert
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import AlertEvent, read_recording
+from tests.support.recorder import recording
 
 pytestmark = pytest.mark.torchrun
 

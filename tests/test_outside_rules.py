@@ -24,7 +24,6 @@ from pathlib import Path
 
 import pytest
 import zmq
-from support.simulate import SimJob
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Change, Finding
 from distmon.monitor.detector import Detector
@@ -38,6 +37,7 @@ from distmon.monitor.rules.stalls import stall
 from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.wire import Frame, Report, Usage, decode, encode
+from tests.support.simulate import SimJob
 
 HOST = socket.gethostname()
 T0 = 1000.0

@@ -20,17 +20,18 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.alerts import is_root_hang
-from support.recorder import recording
 
 from distmon.monitor.recording import read_recording, received
 from distmon.monitor.whereabouts import classify
 from distmon.monitor.words import rank_lines
 from distmon.wire import Report, decode
+from tests.support.alerts import is_root_hang
+from tests.support.paths import EXAMPLES
+from tests.support.recorder import recording
 
 pytestmark = pytest.mark.torchrun
 
-PIPELINE = Path(__file__).resolve().parent.parent / "examples" / "pipeline.py"
+PIPELINE = EXAMPLES / "pipeline.py"
 INJECTED = re.compile(r"\[pipeline\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 DETECTED_WITHIN = 10.0
 

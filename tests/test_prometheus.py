@@ -21,15 +21,16 @@ import pytest
 import zmq
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
-from support.commands import DISTMON, free_port
-from support.metrics import scrape
-from support.simulate import GiB, SimJob, drive
 
 from distmon.commands import metrics_port
 from distmon.export import prometheus
 from distmon.export.prometheus import RANK_SERIES, MonitorCollector
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
+from tests.support.commands import DISTMON, free_port
+from tests.support.metrics import scrape
+from tests.support.paths import REPO
+from tests.support.simulate import GiB, SimJob, drive
 
 RANK_LABELS = {"job_id", "rank", "host", "local_rank"}
 
@@ -269,7 +270,7 @@ arrive renamed (``exported_job``) and a dashboard filtering on it would find not
 
 
 def test_the_grafana_dashboard_queries_only_series_and_labels_that_survive_a_scrape() -> None:
-    dashboard = json.loads((Path(__file__).parent.parent / "dashboards" / "distmon.json").read_text())
+    dashboard = json.loads((REPO / "dashboards" / "distmon.json").read_text())
     queries = [t["expr"] for p in dashboard["panels"] for t in p["targets"]]
     queries.append(dashboard["templating"]["list"][1]["query"]["query"])
     used = {name for q in queries for name in re.findall(r"distmon_[a-z_]+", q)}

@@ -9,14 +9,13 @@ import importlib
 import re
 import shlex
 import subprocess
-from pathlib import Path
 
 import pytest
 import tomllib
 
 from distmon.cli import COMMANDS, Parser, build_parser
+from tests.support.paths import REPO
 
-REPO = Path(__file__).resolve().parent.parent
 README = (REPO / "README.md").read_text()
 
 

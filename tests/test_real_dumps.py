@@ -20,8 +20,9 @@ from distmon.monitor.alerts import CRITICAL
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from distmon.wire import Report, encode
+from tests.support.paths import DATA
 
-SETS = Path(__file__).parent / "data" / "nccl-dumps"
+SETS = DATA / "nccl-dumps"
 FAULTS = {"gpu_error_2nd": HARDWARE, "lock_gil_2nd": CODE}
 
 

@@ -12,9 +12,6 @@ import pytest
 import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from support.commands import DISTMON
-from support.recorder import recording
-from support.simulate import SimJob, drive
 
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
@@ -23,8 +20,11 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
+from tests.support.commands import DISTMON
+from tests.support.paths import DATA
+from tests.support.recorder import recording
+from tests.support.simulate import SimJob, drive
 
-DATA = Path(__file__).parent / "data"
 ALERT_FIELDS = {"kind", "severity", "ranks", "t", "summary", "detail"}
 
 

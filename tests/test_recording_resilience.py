@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 import zmq
-from support.commands import DISTMON
-from support.simulate import SimJob
 
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import RecordingWriter, read_recording, received
+from tests.support.commands import DISTMON
+from tests.support.paths import REPO
+from tests.support.simulate import SimJob
 
 LIMIT = 16 * 1024
 """Bytes the recorder's file may grow to: full within the first seconds of 32 ranks."""
@@ -101,8 +102,9 @@ def test_a_full_disk_mid_record_keeps_what_was_written_readable(tmp_path: Path, 
     path = tmp_path / "run.distmon"
     code = f"""
 import resource, signal, sys
-sys.path.insert(0, {str(Path(__file__).parent)!r})
-from support.simulate import SimJob
+sys.path.insert(0, {str(REPO)!r})
+from tests.support.paths import REPO
+from tests.support.simulate import SimJob
 from distmon.monitor.recording import RecordingWriter
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 writer = RecordingWriter({str(path)!r})

@@ -21,10 +21,6 @@ from pathlib import Path
 import psutil
 import pytest
 import zmq
-from support.commands import DISTMON, TORCHRUN, free_port
-from support.recorder import recording
-from support.simulate import SimJob
-from support.waiting import wait_until
 
 from distmon import keys
 from distmon.channel import (
@@ -42,8 +38,11 @@ from distmon.monitor.postmortem import load
 from distmon.monitor.receiver import Receiver
 from distmon.monitor.recording import read_recording, received
 from distmon.wire import decode, encode
-
-REPO = Path(__file__).resolve().parent.parent
+from tests.support.commands import DISTMON, TORCHRUN, free_port
+from tests.support.paths import TRAIN
+from tests.support.recorder import recording
+from tests.support.simulate import SimJob
+from tests.support.waiting import wait_until
 
 
 class RelayProcess:
@@ -482,7 +481,7 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
     upstream = f"tcp://127.0.0.1:{record_port}"
     out = tmp_path / "job.distmon"
     node_a = f"ipc://{tmp_path}/node-a.sock"
-    train = [str(REPO / "examples" / "train.py"), "--distmon", "--workers", "0", "--timeout", "60"]
+    train = [str(TRAIN), "--distmon", "--workers", "0", "--timeout", "60"]
     train += ["--steps", "160", "--step-time", "0.05", "--fault", "hang", "--fault-rank", "3"]
     train += ["--fault-step", "120", "--hang-seconds", "8"]
     launcher = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "2", "--rdzv-backend", "c10d"]

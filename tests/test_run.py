@@ -19,13 +19,13 @@ import time
 from pathlib import Path
 
 import pytest
-from listener import Listener
-from support.commands import TORCHRUN, free_port
-from support.waiting import wait_until
 
 from distmon.launch import PYTHONPATH_DIR
+from tests.support.commands import TORCHRUN, free_port
+from tests.support.listener import Listener
+from tests.support.paths import TRAIN
+from tests.support.waiting import wait_until
 
-REPO = Path(__file__).resolve().parent.parent
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "0.5"}
 
 DDP_SCRIPT = """
@@ -223,7 +223,7 @@ def test_signals_sent_to_distmon_reach_the_job(tmp_path: Path, signum: int, stat
 def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path: Path) -> None:
     """examples/train.py without --distmon; Ctrl-C (SIGINT to distmon) after the alert."""
     out = tmp_path / "run.distmon"
-    job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(REPO / "examples" / "train.py")]
+    job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN)]
     job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120"]
     process = subprocess.Popen(
         [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],

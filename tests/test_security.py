@@ -24,9 +24,6 @@ import msgpack
 import psutil
 import pytest
 import zmq
-from messages import message
-from support.commands import DISTMON, free_port
-from support.recorder import recording
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -38,6 +35,9 @@ from distmon.monitor.recording import Dropped, RecordingWriter, read_recording, 
 from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
+from tests.support.commands import DISTMON, free_port
+from tests.support.messages import message
+from tests.support.recorder import recording
 
 T0 = 1_700_000_000.0
 

@@ -19,15 +19,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from support.commands import TORCHRUN
-from support.recorder import alert_detail
-from support.waiting import wait_until
 
 from distmon.monitor.postmortem import load
+from tests.support.commands import TORCHRUN
+from tests.support.paths import TRAIN
+from tests.support.recorder import alert_detail
+from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.torchrun
 
-REPO = Path(__file__).resolve().parent.parent
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "1"}
 INJECTED = re.compile(r"\[train\] rank -?\d+: injecting \S+ at step \d+, t=([\d.]+)")
 
@@ -47,7 +47,7 @@ class StallingJob:
 
     def __init__(self, directory: Path, *args: str) -> None:
         self.out, self.log = directory / "run.distmon", directory / "job.log"
-        job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(REPO / "examples" / "train.py"), *args]
+        job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN), *args]
         with self.log.open("w") as output:
             self.process = subprocess.Popen(
                 [sys.executable, "-m", "distmon", "run", "--record", str(self.out), "--", *job],

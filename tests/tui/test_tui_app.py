@@ -9,8 +9,6 @@ from pathlib import Path
 
 import pytest
 import zmq
-from conftest import play_to_end
-from support.simulate import SimJob
 
 from distmon.monitor import overview
 from distmon.monitor.feeds import LiveFeed, ReplayFeed
@@ -20,6 +18,9 @@ from distmon.tui.app import build_app
 from distmon.tui.help_screen import HelpScreen
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable
+from tests.support.paths import DATA
+from tests.support.simulate import SimJob
+from tests.support.tui import play_to_end
 
 Recording = Callable[[str], Path]
 pytestmark = pytest.mark.anyio
@@ -168,7 +169,7 @@ async def test_live_waits_with_a_clear_line_then_shows_a_real_stream(endpoint: s
 
 async def test_a_job_killed_while_hung_shows_stopped_and_its_hang_unresolved() -> None:
     """A real 4-rank job recorded hanging, then stopped by torchrun's SIGTERM."""
-    app = replay(Path(__file__).resolve().parent.parent / "data" / "hang-rank2.distmon")
+    app = replay(DATA / "hang-rank2.distmon")
     async with app.run_test(size=(120, 36)) as pilot:
         await play_to_end(pilot)
         assert app.overview.state == overview.STOPPED

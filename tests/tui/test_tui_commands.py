@@ -7,9 +7,9 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support.commands import DISTMON, free_port
 
 from distmon.monitor.feeds import LiveFeed
+from tests.support.commands import DISTMON, free_port
 
 
 def run(*args: str) -> subprocess.CompletedProcess[str]:

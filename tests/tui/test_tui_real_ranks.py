@@ -25,11 +25,9 @@ from distmon.monitor.probe import ProcessProbe
 from distmon.tui.app import build_app
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable
+from tests.support.paths import TRAIN
 
 pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
-
-
-TRAIN = Path(__file__).resolve().parent.parent.parent / "examples" / "train.py"
 
 
 @contextlib.contextmanager

@@ -11,15 +11,14 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from conftest import play_to_end
 
 from distmon.commands import replay
 from distmon.monitor.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.session import Session
 from distmon.tui.app import build_app
-
-DATA = Path(__file__).parent.parent / "data"
+from tests.support.paths import DATA
+from tests.support.tui import play_to_end
 
 
 def facts(monitor: Monitor) -> list[tuple[object, ...]]:

@@ -8,12 +8,12 @@ import math
 from collections.abc import Callable
 from pathlib import Path
 
-from conftest import play_to_end
 from textual.pilot import Pilot
 
 from distmon.monitor.feeds import ReplayFeed
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable
+from tests.support.tui import play_to_end
 
 Recording = Callable[[str], Path]
 SIZE = (120, 36)

@@ -5,8 +5,6 @@ collective number, in the same words."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 from textual.pilot import Pilot
 
@@ -16,9 +14,10 @@ from distmon.tui import job_header
 from distmon.tui.app import DistmonApp, build_app
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable, Row
+from tests.support.paths import DATA
 
 pytestmark = pytest.mark.anyio
-HANG = Path(__file__).resolve().parent.parent / "data" / "hang-rank2.distmon"
+HANG = DATA / "hang-rank2.distmon"
 
 
 async def into_the_hang(pilot: Pilot, seconds: int = 2) -> None:
