@@ -2,69 +2,16 @@
 
 from __future__ import annotations
 
-import contextlib
 import itertools
 import os
-import signal
-import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from tests.support.listener import Listener
 from tests.support.paths import TRAIN
-
-
-class Torchrun:
-    """``torchrun --standalone examples/train.py`` in its own session; killed if left running.
-
-    Use as a context manager so a failing test never leaves ranks behind.
-    """
-
-    def __init__(self, nproc: int, args: list[str], env: dict[str, str], log: Path, script: Path = TRAIN) -> None:
-        self._log = log
-        self.output = ""
-        launcher = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-        with log.open("w") as out:
-            self.process = subprocess.Popen(
-                [*launcher, f"--nproc_per_node={nproc}", str(script), *args],
-                env=env,
-                stdout=out,
-                stderr=subprocess.STDOUT,
-                start_new_session=True,
-            )
-
-    def __enter__(self) -> Torchrun:
-        return self
-
-    def __exit__(self, *_: object) -> None:
-        if self.process.poll() is None:
-            self._kill()
-
-    def _kill(self) -> None:
-        """torchrun starts each rank in a session of its own: kill them by descent, then it."""
-        for child in psutil.Process(self.process.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
-        os.killpg(self.process.pid, signal.SIGKILL)
-        self.process.wait()
-
-    def wait(self, timeout: float) -> int:
-        """The job's exit code; fails the test with the job's output if it runs too long."""
-        try:
-            code = self.process.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self._kill()
-            self._read_output()
-            pytest.fail(f"torchrun still running after {timeout} s:\n{self.output[-4000:]}")
-        self._read_output()
-        return code
-
-    def _read_output(self) -> None:
-        self.output = self._log.read_text(errors="replace")
+from tests.support.torchrun import Torchrun
 
 
 @pytest.fixture(scope="session")

@@ -28,6 +28,7 @@ from distmon.monitor.state import JobState
 from distmon.wire import Report, WireError, decode
 from tests.support.commands import TORCHRUN, free_port
 from tests.support.paths import TRAIN
+from tests.support.processes import kill_tree, start
 from tests.support.waiting import wait_until
 from tests.support.webhook import serving
 
@@ -222,13 +223,12 @@ class RunningJob:
     """``distmon run`` and its job, stdout and stderr read as they come."""
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
-        self.process = subprocess.Popen(
+        self.process = start(
             [sys.executable, "-m", "distmon", "run", *argv],
             env=env or JOB_ENV,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             text=True,
-            start_new_session=True,
         )
         self.out: list[str] = []
         self.err: list[str] = []
@@ -244,8 +244,7 @@ class RunningJob:
         try:
             status = self.process.wait(timeout)
         finally:
-            if self.process.poll() is None:
-                os.killpg(self.process.pid, signal.SIGKILL)
+            kill_tree(self.process)
         ended = time.time()
         for reader in self._readers:
             reader.join(5)

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -28,6 +27,7 @@ from distmon.doctor.host import MiB, shm_check
 from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
 from tests.support.commands import TORCHRUN, free_port
+from tests.support.processes import kill_tree, start
 
 T = TypeVar("T")
 
@@ -260,13 +260,12 @@ def test_assess_reports_init_failures() -> None:
 
 def smoke_test(*args: str, nproc: int = 4) -> subprocess.Popen[str]:
     command = [TORCHRUN, "--standalone", f"--nproc_per_node={nproc}", "-m", "distmon.doctor", "--collectives", "--json"]
-    return subprocess.Popen(
+    return start(
         [*command, *args],
         env={**os.environ, "OMP_NUM_THREADS": "1"},
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
 
 
@@ -289,7 +288,7 @@ def smoke_test_with_rank_2_stopped() -> str:
         rank2.suspend()
         return _read_rank0_then_kill(job, rank2)
     finally:
-        _kill(job)
+        kill_tree(job)
 
 
 @pytest.mark.torchrun
@@ -300,7 +299,7 @@ def test_collectives_on_four_gloo_ranks(stopped_rank: Future[str] | None) -> Non
     try:
         out, err = job.communicate(timeout=180)
     finally:
-        _kill(job)
+        kill_tree(job)
     assert job.returncode == 0, err[-3000:]
     document = json.loads(out)
     checks = {c["name"]: c["status"] for c in document["checks"]}
@@ -339,12 +338,6 @@ def _read_rank0_then_kill(job: subprocess.Popen[str], stopped: psutil.Process) -
     rank0.wait(120)
     stopped.kill()
     return job.communicate(timeout=60)[0]
-
-
-def _kill(job: subprocess.Popen[str]) -> None:
-    if job.poll() is None:
-        os.killpg(job.pid, signal.SIGKILL)
-        job.wait()
 
 
 def test_the_doctor_says_a_gloo_machine_leaves_no_dumps(plain_doctor: tuple[int, dict[str, dict]]) -> None:

@@ -40,6 +40,7 @@ from distmon.monitor.recording import read_recording, received
 from distmon.wire import decode, encode
 from tests.support.commands import DISTMON, TORCHRUN, free_port
 from tests.support.paths import TRAIN
+from tests.support.processes import kill_tree, start
 from tests.support.recorder import recording
 from tests.support.simulate import SimJob
 from tests.support.waiting import wait_until
@@ -493,19 +494,17 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
         nodes: dict[str, subprocess.Popen[bytes]] = {}
         try:
             relay_a = relays(node_a, upstream, prefix=as_node("node-a", hosts))
-            nodes["a"] = subprocess.Popen(
+            nodes["a"] = start(
                 [*as_node("node-a", hosts), *launcher, *train],
                 env={**env, "DISTMON_ENDPOINT": node_a},
                 stdout=logs["a"],
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
-            nodes["b"] = subprocess.Popen(
+            nodes["b"] = start(
                 [*as_node("node-b", hosts), *DISTMON, "run", "--relay", upstream, "--", *launcher, *train],
                 env=env,
                 stdout=logs["b"],
                 stderr=subprocess.STDOUT,
-                start_new_session=True,
             )
 
             def every_rank_heard() -> set[int]:
@@ -565,14 +564,3 @@ def node_ranks(launcher: subprocess.Popen[bytes]) -> set[int]:
                 if environ.get("LOCAL_RANK") is not None and "RANK" in environ:
                     ranks.add(int(environ["RANK"]))
     return ranks
-
-
-def kill_tree(process: subprocess.Popen[bytes]) -> None:
-    if process.poll() is not None:
-        return
-    for child in psutil.Process(process.pid).children(recursive=True):
-        with contextlib.suppress(psutil.Error):
-            child.kill()
-    with contextlib.suppress(ProcessLookupError):
-        os.killpg(process.pid, signal.SIGKILL)
-    process.wait()

@@ -24,6 +24,7 @@ from distmon.launch import PYTHONPATH_DIR
 from tests.support.commands import TORCHRUN, free_port
 from tests.support.listener import Listener
 from tests.support.paths import TRAIN
+from tests.support.processes import kill_tree, start
 from tests.support.waiting import wait_until
 
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "0.5"}
@@ -225,13 +226,12 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
     out = tmp_path / "run.distmon"
     job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN)]
     job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120"]
-    process = subprocess.Popen(
+    process = start(
         [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],
         env={**JOB_ENV, "DISTMON_INTERVAL": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
         text=True,
-        start_new_session=True,
     )
     lines: list[str] = []
     reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
@@ -244,7 +244,7 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
         process.send_signal(signal.SIGINT)
         status = process.wait(60)
     finally:
-        os.killpg(process.pid, signal.SIGKILL) if process.poll() is None else None
+        kill_tree(process)
     reader.join(5)
     assert status != 0
     assert any(line.startswith("distmon record:") and f"wrote {out}" in line for line in lines), "".join(lines)
@@ -262,13 +262,12 @@ def test_watch_shows_the_ui_and_sends_the_job_output_to_the_log(tmp_path: Path) 
     command = [sys.executable, "-m", "distmon", "run", "--watch", "--log", str(log), "--"]
     command += [sys.executable, "-c", "print('hello from the job')"]
     controller, terminal = pty.openpty()
-    process = subprocess.Popen(
+    process = start(
         command,
         env={**JOB_ENV, "TERM": "xterm-256color"},
         stdin=terminal,
         stdout=terminal,
         stderr=terminal,
-        start_new_session=True,
     )
     os.close(terminal)
     screen = b""
@@ -280,8 +279,7 @@ def test_watch_shows_the_ui_and_sends_the_job_output_to_the_log(tmp_path: Path) 
         status = process.wait(30)
         screen += _drain(controller)
     finally:
-        if process.poll() is None:
-            os.killpg(process.pid, signal.SIGKILL)
+        kill_tree(process)
         os.close(controller)
     assert _read(log) == "hello from the job\n"
     assert status == 0

@@ -23,6 +23,7 @@ import pytest
 from distmon.monitor.postmortem import load
 from tests.support.commands import TORCHRUN
 from tests.support.paths import TRAIN
+from tests.support.processes import kill_tree, start
 from tests.support.recorder import alert_detail
 from tests.support.waiting import wait_until
 
@@ -49,13 +50,12 @@ class StallingJob:
         self.out, self.log = directory / "run.distmon", directory / "job.log"
         job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN), *args]
         with self.log.open("w") as output:
-            self.process = subprocess.Popen(
+            self.process = start(
                 [sys.executable, "-m", "distmon", "run", "--record", str(self.out), "--", *job],
                 env=JOB_ENV,
                 stdout=output,
                 stderr=subprocess.PIPE,
                 text=True,
-                start_new_session=True,
             )
         self.lines: list[str] = []
         self._reader = threading.Thread(target=self.lines.extend, args=(self.process.stderr,), daemon=True)
@@ -86,9 +86,7 @@ class StallingJob:
         return Stalled(alerts, text, float(injected.group(1)))
 
     def kill(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        kill_tree(self.process)
 
 
 @pytest.fixture(scope="module")

@@ -8,13 +8,11 @@ import contextlib
 import os
 import re
 import shlex
-import signal
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
-import psutil
 import pytest
 
 from distmon.monitor import overview
@@ -26,6 +24,7 @@ from distmon.tui.app import build_app
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable
 from tests.support.paths import TRAIN
+from tests.support.processes import session
 
 pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
 
@@ -36,18 +35,8 @@ def shell(command: str) -> Iterator[subprocess.Popen[bytes]]:
     on the path; the job and everything it started are killed on the way out."""
     env = {**os.environ, "PATH": f"{Path(sys.executable).parent}{os.pathsep}{os.environ['PATH']}"}
     env.update(OMP_NUM_THREADS="1", PYTHONUNBUFFERED="1")
-    process = subprocess.Popen(
-        ["bash", "-c", command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, start_new_session=True
-    )
-    try:
+    with session(["bash", "-c", command], env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL) as process:
         yield process
-    finally:
-        for child in psutil.Process(process.pid).children(recursive=True):
-            with contextlib.suppress(psutil.Error):
-                child.kill()
-        with contextlib.suppress(ProcessLookupError):
-            os.killpg(process.pid, signal.SIGKILL)
-        process.wait()
 
 
 def typed_from(hint: str, nproc: int, script: str) -> str:
