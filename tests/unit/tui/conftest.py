@@ -39,9 +39,3 @@ def recording(tmp_path_factory: pytest.TempPathFactory) -> Callable[[str], Path]
         return made[name]
 
     return get
-
-
-@pytest.fixture
-def anyio_backend() -> str:
-    """Textual runs on asyncio; the async tests run through anyio's pytest plugin."""
-    return "asyncio"
