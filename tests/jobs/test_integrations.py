@@ -1,5 +1,6 @@
 """The callbacks in :mod:`distmon.integrations`, each imported from the package and run
-against the real framework on CPU, and the launch examples in ``hooks/``."""
+against the real framework on CPU. The launch examples in ``hooks/``:
+tests/unit/test_launch_examples.py."""
 
 from __future__ import annotations
 
@@ -14,10 +15,7 @@ import pytest
 
 from tests.support.commands import TORCHRUN
 from tests.support.listener import Listener
-from tests.support.paths import REPO
 from tests.support.waiting import wait_until
-
-HOOKS = REPO / "hooks"
 
 LIGHTNING_SCRIPT = """
     import torch
@@ -125,23 +123,3 @@ def test_transformers_callback_reports_both_torchrun_ranks(tmp_path: Path, liste
     done = run_script(tmp_path, TRANSFORMERS_SCRIPT, launcher, listener.endpoint)
     assert done.returncode == 0, done.stderr[-3000:]
     assert steps_by_rank(listener) == {0: 5, 1: 5}
-
-
-def test_the_slurm_script_parses() -> None:
-    done = subprocess.run(["bash", "-n", str(HOOKS / "slurm" / "train.sbatch")], capture_output=True, text=True)
-    assert done.returncode == 0, done.stderr
-
-
-def test_the_kubernetes_example_is_a_pytorchjob_beside_its_monitor() -> None:
-    yaml = pytest.importorskip("yaml")
-    documents = list(yaml.safe_load_all((HOOKS / "kubernetes" / "pytorchjob.yaml").read_text()))
-    kinds = [d["kind"] for d in documents]
-    assert kinds == ["Service", "Pod", "PyTorchJob"]
-    replicas = documents[2]["spec"]["pytorchReplicaSpecs"]
-    for spec in replicas.values():
-        [container] = spec["template"]["spec"]["containers"]
-        assert container["command"][:2] == ["distmon", "run"]
-        env = {e["name"]: e.get("value") for e in container["env"]}
-        assert env["DISTMON_ENDPOINT"] == "tcp://distmon:5599"
-    monitor = documents[1]["spec"]["containers"][0]
-    assert "--metrics-port" in monitor["command"]

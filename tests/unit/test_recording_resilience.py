@@ -1,71 +1,21 @@
 """The recorder's own trouble is not the monitor's: a file that cannot grow (a file-size
 limit, /dev/full) or that is removed under it stops the recording, says so once in one line,
-and leaves what was written readable; ``distmon record`` keeps watching and alerting."""
+and leaves what was written readable; ``distmon record`` keeps watching and alerting (fed a
+job in real time, under a file-size limit: tests/jobs/test_recording_resilience_jobs.py)."""
 
 from __future__ import annotations
 
 import os
-import resource
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
-import zmq
 
-from distmon.monitor.postmortem import load
 from distmon.monitor.recording import RecordingWriter, read_recording, received
 from tests.support.commands import DISTMON
 from tests.support.paths import REPO
 from tests.support.simulate import SimJob
-
-LIMIT = 16 * 1024
-"""Bytes the recorder's file may grow to: full within the first seconds of 32 ranks."""
-
-
-def test_a_file_that_cannot_grow_stops_the_recording_not_the_monitor(tmp_path: Path, endpoint: str) -> None:
-    """``distmon record`` under a file-size limit (SIGXFSZ ignored, so writes fail with EFBIG
-    as on a full disk): the rank that hangs after the file is full is still named."""
-    out = tmp_path / "run.distmon"
-
-    def small_disk() -> None:
-        signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
-        resource.setrlimit(resource.RLIMIT_FSIZE, (LIMIT, LIMIT))
-
-    recorder = subprocess.Popen(
-        [*DISTMON, "record", "--out", str(out), "--endpoint", endpoint],
-        stderr=subprocess.PIPE,
-        text=True,
-        preexec_fn=small_disk,
-    )
-    sim = SimJob(world=32, start=time.time() + 1.0).hang(5, at=6)
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
-    push.connect(endpoint)
-    try:
-        for t, raw in sim.stream(until=18):
-            time.sleep(max(0.0, t - time.time()))
-            push.send(raw)
-    finally:
-        push.close(linger=0)
-        context.term()
-        recorder.send_signal(signal.SIGTERM)
-        _, err = recorder.communicate(timeout=30)
-    assert recorder.returncode == 0, err
-    lines = err.splitlines()
-    stopped = [i for i, line in enumerate(lines) if "stopped at" in line]
-    assert len(stopped) == 1, err
-    assert lines[stopped[0]].startswith(f"distmon: the recording {out} stopped at "), err
-    assert "File too large" in lines[stopped[0]] and "watching and alerting go on" in lines[stopped[0]], err
-    named = [i for i, line in enumerate(lines) if "hang" in line and "rank 5" in line]
-    assert named and named[0] > stopped[0], err  # named after the file was full
-    assert "Traceback" not in err, err
-    assert out.stat().st_size <= LIMIT
-    _, records = read_recording(str(out))
-    assert sum(1 for _ in received(records)) > 32  # the part written before reads back
-    load(str(out))
 
 
 def test_dev_full_is_refused_at_the_start_in_one_line() -> None:
