@@ -23,7 +23,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-import zmq
 
 from distmon.monitor.alerts import CRITICAL, WARNING, Change, Finding
 from distmon.monitor.detector import Detector
@@ -37,6 +36,7 @@ from distmon.monitor.rules.stalls import stall
 from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.wire import Frame, Report, Usage, decode, encode
+from tests.support.messages import sender
 from tests.support.simulate import SimJob
 
 HOST = socket.gethostname()
@@ -116,22 +116,18 @@ def test_a_monitor_that_falls_behind_says_so_and_blames_no_rank(endpoint: str) -
     feed = LiveFeed(endpoint, capacity=40)
     monitor = Monitor(Detector(probe=sim.probe))
     session = Session(feed, monitor)
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
-    push.connect(endpoint)
     changes: list[tuple[float, Change]] = []
     paused = (sim.start + 3, sim.start + 3 + PAUSE)
     try:
-        for t, raw in sim.stream(until=HANG + 11):
-            time.sleep(max(0.0, t - time.time()))
-            push.send(raw)
-            if not paused[0] <= t < paused[1]:
-                changes += session.run_timed()
-        feed.settle()
-        changes += session.run_timed()
+        with sender(endpoint, linger=0) as push:
+            for t, raw in sim.stream(until=HANG + 11):
+                time.sleep(max(0.0, t - time.time()))
+                push.send(raw)
+                if not paused[0] <= t < paused[1]:
+                    changes += session.run_timed()
+            feed.settle()
+            changes += session.run_timed()
     finally:
-        push.close(linger=0)
-        context.term()
         feed.close()
     raised = [(t - sim.start, c.alert) for t, c in changes if c.event == "raised"]
     summary = [(round(t), a.kind, a.ranks, a.summary) for t, a in raised]

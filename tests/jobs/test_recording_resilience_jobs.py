@@ -11,11 +11,10 @@ import subprocess
 import time
 from pathlib import Path
 
-import zmq
-
 from distmon.monitor.postmortem import load
 from distmon.monitor.recording import read_recording, received
 from tests.support.commands import DISTMON
+from tests.support.messages import sender
 from tests.support.simulate import SimJob
 
 LIMIT = 16 * 1024
@@ -38,16 +37,12 @@ def test_a_file_that_cannot_grow_stops_the_recording_not_the_monitor(tmp_path: P
         preexec_fn=small_disk,
     )
     sim = SimJob(world=32, start=time.time() + 1.0).hang(5, at=6)
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
-    push.connect(endpoint)
     try:
-        for t, raw in sim.stream(until=18):
-            time.sleep(max(0.0, t - time.time()))
-            push.send(raw)
+        with sender(endpoint, linger=0) as push:
+            for t, raw in sim.stream(until=18):
+                time.sleep(max(0.0, t - time.time()))
+                push.send(raw)
     finally:
-        push.close(linger=0)
-        context.term()
         recorder.send_signal(signal.SIGTERM)
         _, err = recorder.communicate(timeout=30)
     assert recorder.returncode == 0, err

@@ -15,8 +15,7 @@ import sys
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +35,7 @@ from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
 from tests.support.commands import DISTMON, free_port
-from tests.support.messages import message
+from tests.support.messages import message, sender
 from tests.support.recorder import recording
 
 T0 = 1_700_000_000.0
@@ -48,22 +47,6 @@ def distmon(*args: str) -> subprocess.CompletedProcess[str]:
 
 def tcp_endpoint(host: str = "127.0.0.1") -> str:
     return f"tcp://{host}:{free_port()}"
-
-
-@contextmanager
-def sender(address: str, key: keys.JobKey | None = None, linger: int = 2000) -> Iterator[zmq.Socket]:
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
-    push.setsockopt(zmq.LINGER, linger)
-    push.setsockopt(zmq.SNDHWM, 0)
-    if key is not None:
-        keys.as_client(push, key)
-    push.connect(address)
-    try:
-        yield push
-    finally:
-        push.close()
-        context.term()
 
 
 def report(rank: int, world: int = 4, pid: int | None = None, job: str = "job", **fields: object) -> bytes:

@@ -21,6 +21,7 @@ from distmon.monitor.recording import RecordingError, RecordingWriter
 from distmon.monitor.session import Session
 from distmon.wire import MAX_MESSAGE_BYTES
 from tests.support.commands import free_port
+from tests.support.messages import sender
 from tests.support.simulate import SimJob
 
 START = 1_700_000_000.0
@@ -140,43 +141,35 @@ def test_session_ingests_on_feed_time_and_ticks_once_a_second(tmp_path: Path) ->
 
 def test_live_feed_reads_a_real_stream_without_blocking(endpoint: str) -> None:
     feed = LiveFeed(endpoint)
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
     try:
         assert feed.take(10) == []
-        push.connect(endpoint)
-        for _, raw in SimJob(world=4).stream(until=3):
-            push.send(raw)
-        got: list[bytes] = []
-        deadline = time.monotonic() + 5
-        while len(got) < 12 and time.monotonic() < deadline:
-            taken = feed.take(5)
-            assert sum(len(batch) for _, batch in taken) <= 5
-            got += [frame for _, batch in taken for frame in batch.frames()]
-            time.sleep(0.01)
-        assert len(got) == 12 and feed.dropped == 0
+        with sender(endpoint, linger=0) as push:
+            for _, raw in SimJob(world=4).stream(until=3):
+                push.send(raw)
+            got: list[bytes] = []
+            deadline = time.monotonic() + 5
+            while len(got) < 12 and time.monotonic() < deadline:
+                taken = feed.take(5)
+                assert sum(len(batch) for _, batch in taken) <= 5
+                got += [frame for _, batch in taken for frame in batch.frames()]
+                time.sleep(0.01)
+            assert len(got) == 12 and feed.dropped == 0
     finally:
-        push.close(linger=0)
-        context.term()
         feed.close()
 
 
 def test_live_feed_drops_the_oldest_and_counts_when_far_behind(endpoint: str) -> None:
     feed = LiveFeed(endpoint, capacity=10)
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
     try:
-        push.connect(endpoint)
-        for i in range(25):
-            push.send(b"%d" % i)
-        deadline = time.monotonic() + 5
-        while feed.received < 25 and time.monotonic() < deadline:
-            time.sleep(0.01)
-        kept = [raw for _, batch in feed.take(100) for raw in batch.frames()]
-        assert feed.dropped == 15 and kept == [b"%d" % i for i in range(15, 25)]
+        with sender(endpoint, linger=0) as push:
+            for i in range(25):
+                push.send(b"%d" % i)
+            deadline = time.monotonic() + 5
+            while feed.received < 25 and time.monotonic() < deadline:
+                time.sleep(0.01)
+            kept = [raw for _, batch in feed.take(100) for raw in batch.frames()]
+            assert feed.dropped == 15 and kept == [b"%d" % i for i in range(15, 25)]
     finally:
-        push.close(linger=0)
-        context.term()
         feed.close()
 
 

@@ -28,6 +28,7 @@ from distmon.export.prometheus import RANK_SERIES, MonitorCollector
 from distmon.monitor.detector import Detector
 from distmon.monitor.monitor import Monitor
 from tests.support.commands import DISTMON, free_port
+from tests.support.messages import sender
 from tests.support.metrics import scrape
 from tests.support.paths import REPO
 from tests.support.simulate import GiB, SimJob, drive
@@ -133,14 +134,10 @@ def recorder(tmp_path: Path, endpoint: str) -> Iterator[tuple[int, zmq.Socket]]:
         stderr=subprocess.PIPE,
         text=True,
     )
-    context = zmq.Context()
-    push = context.socket(zmq.DEALER)
-    push.connect(endpoint)
     try:
-        yield port, push
+        with sender(endpoint, linger=0) as push:
+            yield port, push
     finally:
-        push.close(linger=0)
-        context.term()
         process.send_signal(signal.SIGTERM)
         _, err = process.communicate(timeout=30)
         assert process.returncode == 0, err

@@ -9,7 +9,6 @@ from pathlib import Path
 
 import msgpack
 import pytest
-import zmq
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -21,6 +20,7 @@ from distmon.monitor.postmortem import load
 from distmon.monitor.recording import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
 from tests.support.commands import DISTMON
+from tests.support.messages import sender
 from tests.support.paths import DATA
 from tests.support.recorder import recording
 from tests.support.simulate import SimJob, drive
@@ -50,10 +50,7 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
     out = tmp_path / "run.distmon"
     sim = SimJob(world=4).hang(2, at=3)
     with recording(out, endpoint) as recorder:
-        context = zmq.Context()
-        push = context.socket(zmq.DEALER)
-        push.connect(endpoint)
-        try:
+        with sender(endpoint, linger=0) as push:
             bad = bad_messages()
             sent = 0
             for i, (_, raw) in enumerate(sim.stream(until=4)):
@@ -64,9 +61,6 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
             # readable while the recorder runs
             recorder.wait_recorded(f"{sent} recorded", lambda reports: len(reports) == sent, timeout=30)
             assert recorder.process.poll() is None, "bad input must not stop the recorder"
-        finally:
-            push.close(linger=0)
-            context.term()
         err = recorder.stop()
     summary = err.strip().splitlines()[-1]
     assert f"{sent} messages from 4 ranks" in summary
