@@ -1,6 +1,6 @@
 """The README's commands are real: every ``distmon`` line in its code blocks parses with the
 real command line, every ``make`` target exists, every ``pip install`` names real extras.
-What they do when run is proven elsewhere (tests/test_installed.py runs the Install block,
+What they do when run is proven elsewhere (tests/installed/test_installed.py runs the Install block,
 ``distmon run --record`` and ``distmon report``; the other commands have tests of their own)."""
 
 from __future__ import annotations

@@ -19,7 +19,7 @@ writes ``PREFIX<rank>.at`` when it reaches step ``--at``, and dumps its recorder
 once ``PREFIX`` + ``go`` exists and its recorder stands still (or at once, when a collective
 fails because a peer died), then exits. The CPU recorder leaves ``pg_config`` empty where
 NCCL's lists every group: the dump is given the groups in NCCL's shape, as NCCL would have
-written them. Run by tests/test_analyze_jobs.py under torchrun.
+written them. Run by tests/jobs/test_analyze_jobs.py under torchrun.
 """
 
 from __future__ import annotations

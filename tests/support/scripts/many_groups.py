@@ -7,7 +7,7 @@ ids and the groups' names differ), one without a description, DeviceMesh dimensi
 one created after collectives have run. Some carry p2p messages between their collectives
 (gloo counts those in the group's sequence numbers, so the collective counts must not), by
 blocking send/recv, isend/irecv and batch_isend_irecv, and one message goes before distmon
-attaches. Run by tests/test_group_jobs.py under torchrun.
+attaches. Run by tests/jobs/test_group_jobs.py under torchrun.
 """
 
 from __future__ import annotations

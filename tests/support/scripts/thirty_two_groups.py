@@ -2,7 +2,7 @@
 distmon attached: each step all-reduces in every group, then steps an optimizer. At step
 ``--at`` rank ``--culprit`` sleeps before the all-reduce of the last group created (``g31``),
 so the others wait in it. A monitor that kept 16 groups a rank did not see that wait. Run by
-tests/test_many_groups_job.py under torchrun.
+tests/jobs/test_many_groups_job.py under torchrun.
 """
 
 from __future__ import annotations
