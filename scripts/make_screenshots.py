@@ -34,8 +34,8 @@ from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable
 
-sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from support.simulate import SimJob, drive
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+from tests.support.simulate import SimJob, drive
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "screenshots"

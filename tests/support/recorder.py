@@ -12,8 +12,8 @@ from pathlib import Path
 
 from distmon.monitor.recording.file import AlertEvent, RecordingError, read_recording, received
 from distmon.wire import Report, decode
-from support.commands import DISTMON
-from support.waiting import wait_until
+from tests.support.commands import DISTMON
+from tests.support.waiting import wait_until
 
 
 class Recorder:

@@ -1,0 +1,1 @@
+"""distmon's tests: a package, so that every test imports its helpers as ``tests.support``."""

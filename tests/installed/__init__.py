@@ -1,0 +1,1 @@
+"""The wheel as a user installs it, in fresh virtual environments."""

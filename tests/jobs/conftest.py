@@ -1,0 +1,43 @@
+"""Fixtures for the real-rank tests: a listening monitor, and real torchrun jobs."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from tests.support.listener import Listener
+from tests.support.paths import TRAIN
+from tests.support.torchrun import Torchrun
+
+
+@pytest.fixture
+def listener(endpoint: str) -> Iterator[Listener]:
+    with Listener(endpoint) as listening:
+        yield listening
+
+
+@pytest.fixture(scope="session")
+def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun]:
+    """Starts ``examples/train.py`` (or ``script``) under torchrun, reporting to ``endpoint``.
+
+    ``interval`` is the hook's report interval; the collective timeout is kept short so a
+    broken job fails the test instead of hanging it.
+    """
+
+    def start(nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN) -> Torchrun:
+        env = {
+            **os.environ,
+            "DISTMON_ENDPOINT": endpoint,
+            "DISTMON_INTERVAL": str(interval),
+            "OMP_NUM_THREADS": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        log = tmp_path_factory.mktemp("torchrun") / "output.log"
+        if script == TRAIN:
+            args = ("--distmon", "--timeout", "60", *args)
+        return Torchrun(nproc, list(args), env, log, script)
+
+    return start

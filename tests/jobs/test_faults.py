@@ -1,0 +1,161 @@
+"""Fault injection with real parts: 3 gloo ranks under torchrun with the hook, a real
+`distmon record` process listening, and the alerts read back with `distmon report --json`.
+
+Each fault asserts its alert's kind, its culprit rank, and, where it is a fault that stops
+the job, that the alert came within a bound far under the job's 120 s collective timeout.
+A fault that ends the job has a job of its own; the straggler and the leak pass, so they
+share one job with a healthy first epoch before them and a clean end after them.
+"""
+
+from __future__ import annotations
+
+import re
+import signal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from distmon.export.plain import render
+from distmon.monitor.recording.readback import load
+from tests.support.recorder import Recorder, recording
+
+pytestmark = pytest.mark.torchrun
+
+COLLECTIVE_TIMEOUT = 120.0
+INJECTED = re.compile(r"\[train\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
+RANKS = 3
+"""Enough for a culprit with more than one victim; a rank fewer than 4 starts seconds sooner."""
+
+
+@pytest.fixture
+def recorder(endpoint: str, tmp_path: Path) -> Iterator[Recorder]:
+    with recording(tmp_path / "run.distmon", endpoint) as listening:
+        yield listening
+
+
+def run_fault(
+    torchrun: Callable,
+    endpoint: str,
+    recorder: Recorder,
+    fault: str,
+    kind: str,
+    *extra: str,
+    wait: float = 60,
+    evidence: str = "",
+) -> tuple[list[dict], float | None]:
+    """Run the job until the alert shows, and its detail shows ``evidence`` (which may follow
+    the alert); the alerts and the injection time."""
+    args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
+    with torchrun(RANKS, *args, endpoint=endpoint, interval=1.0) as job:
+        recorder.wait_critical(kind, wait)
+        recorder.wait_detail(kind, evidence)
+        job.process.send_signal(signal.SIGTERM)
+        job.wait(30)
+    injected = INJECTED.search(job.output)
+    return recorder.alerts(), float(injected.group(3)) if injected else None
+
+
+FAULTS = [
+    # (fault, expected kind, bound in seconds after the injection, extra job arguments)
+    ("hang", "hang", 15, ()),
+    ("extra-collective", "divergence", 15, ()),
+    ("uneven", "divergence", 15, ("--steps", "30")),
+    ("exception", "rank_exception", 5, ()),
+    ("sigkill", "rank_lost", 10, ()),
+    ("worker-kill", "worker_crash", 5, ()),
+    ("gil", "hang", 15, ()),
+]
+
+
+@pytest.mark.parametrize(("fault", "kind", "bound", "extra"), FAULTS, ids=[f[0] for f in FAULTS])
+def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bound, extra) -> None:
+    evidence = "ctypes.PyDLL(None).sleep" if fault == "gil" else ""  # its stack, taken from outside
+    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra, evidence=evidence)
+    matching = [a for a in alerts if a["kind"] == kind]
+    assert matching, f"no {kind} alert: {[(a['kind'], a['ranks'], a['summary']) for a in alerts]}"
+    alert = matching[0]
+    assert alert["ranks"] == [2], alert
+    assert set(alert) == {"kind", "severity", "ranks", "t", "summary", "detail"}
+    assert injected_at is not None
+    assert alert["t"] - injected_at <= bound < COLLECTIVE_TIMEOUT
+    wrong = [a for a in alerts if a["severity"] == "critical" and a["ranks"] and 2 not in a["ranks"]]
+    assert not wrong, f"alerts naming victims: {wrong}"
+    if fault == "gil":  # its own frame, taken from outside: none of its threads can run
+        assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
+        assert not [a for a in alerts if a["kind"] == "rank_lost"], "its process lives: one incident, one alert"
+    if fault == "sigkill":  # the alerts, the ending and the table of ranks tell one story
+        ended = load(str(recorder.out))
+        assert ended.ending().startswith("failed: rank_lost: rank 2 "), ended.ending()
+        [row] = [line for line in render(ended).splitlines() if line.startswith("  rank     2 ")]
+        assert "its process is gone" in row, row
+    if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
+        ended = load(str(recorder.out))
+        every_rank = f"ranks 0-{RANKS - 1}"
+        assert ended.ending().startswith(f"stopped while hung: {every_rank} terminated by SIGTERM"), ended.ending()
+        assert all(a.resolved is None for a in ended.alerts), ended.alerts
+
+
+PASSING_FAULTS = 70
+"""The step at which rank 2 starts to straggle and leak, both for ``PASSING_SECONDS``: ten
+steps into the second of three epochs of 60, so the first epoch and a restart of the
+DataLoader workers come before. A straggling step takes 0.2 s at least, so the 110 steps
+left outlast the faults on the fastest machine."""
+PASSING_SECONDS = 20
+"""Both alerts come within 10 s on a loaded 2-core machine at a 0.5 s report interval."""
+
+
+@dataclass
+class PassingFaultsJob:
+    exit_code: int
+    output: str
+    alerts: list[dict]
+    injected: dict[str, float]
+    """Injection time by fault."""
+    recording: Path
+
+
+@pytest.fixture(scope="module")
+def passing_faults(torchrun, new_endpoint, tmp_path_factory) -> PassingFaultsJob:
+    """One job for the healthy run, the straggler and the leak: a job that needs no killing
+    can show all three, and each job start costs seconds of CPU for every rank."""
+    endpoint = new_endpoint()
+    args = ["--steps", "60", "--epochs", "3", "--timeout", str(COLLECTIVE_TIMEOUT)]
+    for fault in ("straggler", "leak"):
+        args += ["--fault", f"{fault}@{PASSING_FAULTS}:2:{PASSING_SECONDS}"]
+    args += ["--leak-mb", "16"]  # a straggling rank steps slowly: 64 MB/s leaked all the same
+    with recording(tmp_path_factory.mktemp("passing") / "run.distmon", endpoint) as recorder:
+        with torchrun(RANKS, *args, endpoint=endpoint, interval=0.5) as job:
+            exit_code = job.wait(180)
+        if exit_code == 0:
+            recorder.wait_recorded(
+                "every rank's exit", lambda reports: sum(r.exit is not None for r in reports) == RANKS
+            )
+        alerts = recorder.alerts()
+    injected = {fault: float(t) for _, fault, t in INJECTED.findall(job.output)}
+    return PassingFaultsJob(exit_code, job.output, alerts, injected, recorder.out)
+
+
+def test_healthy_run_raises_nothing(passing_faults: PassingFaultsJob) -> None:
+    """Start-up, first steps, DataLoader workers restarting between epochs, the clean end:
+    nothing before the first fault, and nothing after it but the faults' own alerts."""
+    job = passing_faults
+    assert job.exit_code == 0, job.output[-3000:]
+    assert sorted(job.injected) == ["leak", "straggler"], job.output[-3000:]
+    before = [a for a in job.alerts if a["t"] < min(job.injected.values())]
+    assert before == [], before
+    others = [a for a in job.alerts if a["kind"] not in ("straggler", "memory_pressure") or a["ranks"] != [2]]
+    assert others == [], others
+    assert load(str(job.recording)).ending() == "finished: every rank exited cleanly"
+
+
+def test_straggler_is_named(passing_faults: PassingFaultsJob) -> None:
+    stragglers = [a for a in passing_faults.alerts if a["kind"] == "straggler"]
+    assert stragglers and stragglers[0]["ranks"] == [2], passing_faults.alerts
+
+
+def test_memory_growth_is_named_before_the_oom(passing_faults: PassingFaultsJob) -> None:
+    leaks = [a for a in passing_faults.alerts if a["kind"] == "memory_pressure"]
+    assert leaks and leaks[0]["ranks"] == [2], passing_faults.alerts
+    assert leaks[0]["t"] - passing_faults.injected["leak"] <= 45

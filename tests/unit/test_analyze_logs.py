@@ -1,0 +1,257 @@
+"""``distmon analyze`` on job logs in every shape torch's watchdog and launchers have printed
+(``tests/data/logs/``, one shape a file, its first line saying which and the culprit): each
+names the rank the rules name, and none says that no rank waited."""
+
+from __future__ import annotations
+
+import io
+import json
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distmon.cli import main
+from distmon.forensics.analysis import Analysis, analyze
+from distmon.forensics.logs import MAX_LINE, read_log
+from distmon.forensics.render import NOTHING, culprits, render, summary
+from tests.support.paths import DATA
+
+LOGS = DATA / "logs"
+
+SHAPES = [
+    # file, --world, the culprits, words the summary holds
+    ("torch19_no_seqnum.log", None, [2], "rank 2 holds up the job"),
+    ("torch20_terminate.log", None, [1], "rank 1 holds up the job"),
+    ("torch24_pg_desc.log", None, [6], "rank 6 holds up the job"),
+    ("checkpoint_two_ranks.log", None, [0], "rank 0 holds up the job"),
+    ("first_collective.log", 4, [1], "rank 1 holds up the job"),
+    ("tp8_silent_rank.log", None, [5], "TENSOR_MODEL_PARALLEL_GROUP"),
+    ("init_options_last_rank.log", None, [7], "rank 7 holds up the job"),
+    ("traceback_oom_16.log", None, [11], "rank 11 raised torch.OutOfMemoryError: CUDA out of memory"),
+    ("traceback_node_torn_down.log", None, [11], "rank 11 raised torch.OutOfMemoryError: CUDA out of memory"),
+    ("docker_silent_rank0.log", None, [0], "rank 0 holds up the job"),
+    ("wrapped_padded.log", None, [2], "rank 2 holds up the job"),
+    ("indented_progress_bar.log", None, [3], "rank 3 holds up the job"),
+    ("host_prefixes.log", None, [9], "rank 9 holds up the job"),
+    ("heartbeat_only.log", None, [2], "rank 2 holds up the job"),
+    ("childfailed_root_cause.log", None, [3], "rank 3 raised ValueError: expected sequence of length 512"),
+    ("childfailed_sigkill.log", None, [5], "rank 5 raised Signal 9 (SIGKILL)"),
+    ("deepspeed_launcher.log", None, [2], "rank 2 holds up the job"),
+    ("lightning_last_rank.log", None, [3], "rank 3 holds up the job"),
+    ("accelerate_last_rank.log", None, [7], "rank 7 holds up the job"),
+    ("two_tracebacks.log", None, [5], "rank 5 raised KeyError: 'shard-00017'"),
+    ("spawn_process_error.log", None, [1], "rank 1 raised FileNotFoundError: [Errno 2]"),
+    ("op_mismatch.log", None, [3], "rank 3 in broadcast, the others in all_reduce"),
+]
+
+
+def test_every_fixture_is_listed() -> None:
+    assert sorted(p.name for p in LOGS.glob("*.log")) == sorted(name for name, *_ in SHAPES)
+
+
+@pytest.mark.parametrize(("name", "world", "expected", "words"), SHAPES, ids=[s[0] for s in SHAPES])
+def test_each_shape_names_the_rank_the_rules_name(
+    name: str, world: int | None, expected: list[int], words: str
+) -> None:
+    analysis = analyze([str(LOGS / name)], world=world)
+    said = summary(analysis)
+    assert culprits(analysis) == expected, render(analysis)
+    assert words in said
+    assert NOTHING not in said and "no rank was waiting" not in render(analysis)
+    assert analysis.problems == []
+    assert f"Culprit: rank {expected[0]}" in (LOGS / name).read_text().splitlines()[0]
+
+
+def test_the_json_names_the_culprit_and_the_exception(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(LOGS / "traceback_oom_16.log"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["culprits"] == [11]
+    cause = next(a for a in found["alerts"] if a["kind"] == "rank_exception")
+    assert cause["ranks"] == [11] and "torch.OutOfMemoryError" in cause["summary"]
+    assert all(a["ranks"] == [11] for a in found["alerts"]), "the peers' wait is on rank 11, not 'none behind'"
+    rank11 = next(r for r in found["ranks"] if r["rank"] == 11)
+    assert [(g["enqueued"], g["completed"]) for g in rank11["groups"]] == [(4020, 4020)]
+
+
+def test_a_64k_line_of_repeated_watchdog_prefixes_is_read_fast() -> None:
+    prefix = (
+        "[rank0]:[E1124 03:12:44.123 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, "
+        "detected by watchdog at work sequence id: 1 PG status: last enqueued work: "
+        "Timeout at NCCL work: 1, last enqueued NCCL work: "
+    )
+    line = (prefix * (MAX_LINE // len(prefix) + 1))[:MAX_LINE]
+    started = time.perf_counter()
+    read_log(io.StringIO("\n".join([line] * 8)))
+    assert time.perf_counter() - started < 1.0
+
+
+@pytest.mark.parametrize(
+    ("name", "world"),
+    [
+        ("torch19_no_seqnum.log", 4),
+        ("torch24_pg_desc.log", 8),
+        ("deepspeed_launcher.log", 4),
+        ("init_options_last_rank.log", 8),
+        ("lightning_last_rank.log", 4),
+        ("accelerate_last_rank.log", 8),
+    ],
+)
+def test_the_world_is_read_from_the_launchers_lines(name: str, world: int) -> None:
+    analysis = analyze([str(LOGS / name)])
+    assert (analysis.world, analysis.world_from) == (world, "the log")
+
+
+def test_a_traceback_is_the_ranks_last_words_with_its_frames() -> None:
+    analysis = analyze([str(LOGS / "traceback_oom_16.log")])
+    raised = analysis.monitor.state.ranks[11].report.exception
+    assert raised is not None and raised.type == "torch.OutOfMemoryError"
+    assert raised.where is not None and raised.where.func == "backward" and raised.where.line == 347
+    assert [f.func for f in raised.traceback] == ["<module>", "main", "backward", "backward"]
+    assert raised.traceback[1].code == "loss.backward()"
+    consequence = analysis.monitor.state.ranks[0].report.exception
+    assert consequence is not None and consequence.type == "torch.distributed.DistBackendError"
+
+
+def test_the_launchers_last_command_names_no_rank() -> None:
+    """DeepSpeed prints the last command it started with the failed one's return code."""
+    analysis = analyze([str(LOGS / "deepspeed_launcher.log")])
+    assert 3 in analysis.ranks and analysis.missing == {2: "no file"}
+
+
+def test_a_control_character_in_a_log_is_never_echoed() -> None:
+    log = "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: \x1b]0;owned\x07 \x1b[2J\n"
+    facts = read_log(io.StringIO(log))
+    message = facts.raised[1].message
+    assert "\x1b" not in message and "\x07" not in message and "\\x1b" in message
+
+
+def traceback(rank: int, frames: int, last: str) -> str:
+    lines = [f"[rank{rank}]: Traceback (most recent call last):"]
+    for k in range(frames):
+        lines += [f'[rank{rank}]:   File "/x/deep.py", line {k + 1}, in f{k}', f"[rank{rank}]:     f{k + 1}()"]
+    return "\n".join([*lines, f"[rank{rank}]: {last}"])
+
+
+def test_a_deep_traceback_keeps_its_innermost_frames() -> None:
+    raised = read_log(io.StringIO(traceback(0, 500, "RecursionError: maximum recursion depth exceeded"))).raised[0]
+    assert raised.type == "RecursionError" and len(raised.frames) == 64 and raised.frames[-1].func == "f499"
+
+
+def test_a_word_the_rank_printed_amid_its_traceback_is_not_its_exception() -> None:
+    log = traceback(3, 2, "KeyboardInterrupt").replace("[rank3]:     f1()", "[rank3]: Epoch")
+    assert read_log(io.StringIO(log)).raised[3].type == "KeyboardInterrupt"
+
+
+def test_sends_and_receives_are_not_compared_for_the_rank_behind() -> None:
+    """Their numbers count point-to-point ops, apart on each rank: the lower is not behind."""
+    line = (
+        "[rank{r}]:[E1124 03:12:44.1 ProcessGroupNCCL.cpp:632] [PG ID 1 PG GUID 5(PIPELINE_MODEL_PARALLEL_GROUP) "
+        "Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600000 milliseconds before timing out."
+    )
+    log = "\n".join([line.format(r=0, seq=40, op="SEND"), line.format(r=1, seq=38, op="RECV")])
+    statuses = read_log(io.StringIO(log)).statuses(2, 0.0)
+    assert [(s.enqueued, s.completed) for r in (0, 1) for s in statuses[r]] == [(40, 39), (38, 37)]
+
+
+def test_a_line_that_starts_a_record_is_never_joined_to_a_wrapped_one() -> None:
+    cut = "[E ProcessGroupNCCL.cpp:916] [Rank 7] NCCL watchdog thread terminated with exception: Watchdog caught "
+    whole = (
+        "  what():  [Rank 3] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+        "Timeout(ms)=1) ran for 5 milliseconds before timing out."
+    )
+    facts = read_log(io.StringIO(f"{cut}\n{whole}\n"))
+    assert sorted(facts.timeouts) == [3]
+
+
+FIXTURE_LINES = sorted({line for path in sorted(LOGS.glob("*.log")) for line in path.read_text().splitlines()})
+CONTROL = {chr(c) for c in range(32) if chr(c) != "\n"} | {"\x7f", "\x9b", "\u202e"}
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(FIXTURE_LINES),
+            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400)).map(lambda cut: cut[0][: cut[1]]),
+            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400)).map(lambda cut: cut[0][cut[1] :]),
+            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400), st.sampled_from(sorted(CONTROL))).map(
+                lambda put: put[0][: put[1]] + put[2] + put[0][put[1] :]
+            ),
+            st.text(alphabet=st.sampled_from(sorted(CONTROL) + list("[]:()=, 0123456789abkrPGI")), max_size=80),
+        ),
+        max_size=40,
+    )
+)
+def test_cut_and_shuffled_fixture_lines_are_read_without_raising(lines: list[str]) -> None:
+    facts = read_log(io.StringIO("\n".join(lines)))
+    assert all(rank >= 0 for rank in facts.timeouts) and all(rank >= 0 for rank in facts.raised)
+    analysis = analyze_text("\n".join(lines))
+    printed = render(analysis)
+    assert not CONTROL & set(printed) - {"\n"}
+
+
+def analyze_text(text: str) -> Analysis:
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text(text, errors="surrogatepass")
+        return analyze([folder])
+
+
+def test_wrapped_lines_without_padding_are_joined_too() -> None:
+    lines = (LOGS / "wrapped_padded.log").read_text().splitlines()
+    assert culprits(analyze_text("\n".join(line.rstrip() for line in lines))) == [2]
+
+
+def test_an_nccl_warning_before_torchruns_table_leaves_the_table_whole() -> None:
+    """A line of ProcessGroupNCCL's that is no watchdog message is joined to nothing that
+    follows it but the rest of a wrap."""
+    table = (LOGS / "childfailed_root_cause.log").read_text()
+    warning = (
+        "[rank0]:[W0214 08:41:07.000000000 ProcessGroupNCCL.cpp:1250] Warning: WARNING: process group has NOT "
+        "been destroyed before we destruct ProcessGroupNCCL. (function operator())"
+    )
+    text = table.replace("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", f"{warning}\nfailed:")
+    assert "rank 3 raised ValueError" in summary(analyze_text(text))
+
+
+def test_a_root_cause_that_timed_out_like_its_peers_is_no_failure_of_its_own() -> None:
+    text = (LOGS / "childfailed_sigkill.log").read_text()
+    timed_out = (
+        "[rank5]:[E0214 09:00:15.000000000 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+        "Timeout at NCCL work: 77, last enqueued NCCL work: 78, last completed NCCL work: 76."
+    )
+    analysis = analyze_text(text.replace("torch.distributed.elastic", f"{timed_out}\ntorch.distributed.elastic", 1))
+    assert 5 not in analysis.monitor.state.ranks or analysis.monitor.state.ranks[5].report.exception is None
+    assert "raised" not in summary(analysis)
+
+
+def test_a_groups_initialization_lines_give_its_members() -> None:
+    """Rank 7, the last of its tensor-parallel group, never timed out: its start names it a member."""
+    analysis = analyze([str(LOGS / "init_options_last_rank.log")])
+    tp = next(g for g in analysis.ranks[4].groups if g.id == "2")
+    assert (tp.size, tp.ranks) == (4, [[4, 4, 1]])
+    assert all(7 in a.ranks for a in analysis.alerts)
+
+
+def test_a_watchdog_line_of_no_known_rank_makes_a_job_log_said_so() -> None:
+    line = (
+        "(VllmWorkerProcess pid=4321) [E1124 03:12:44.1 ProcessGroupNCCL.cpp:632] [PG ID 2 PG GUID 3 Rank 1] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=5, OpType=ALLREDUCE, Timeout(ms)=1) ran for 9 ms"
+    )
+    analysis = analyze_text(line)
+    assert analysis.logs == 1 and analysis.problems == ["1 watchdog lines name no rank (no [rankN]: prefix): left out"]
+
+
+def test_after_a_restart_a_ranks_last_line_counts() -> None:
+    line = (
+        "[rank0]:[E1124 0{h}:00:00.0 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+        "Timeout at NCCL work: {seq}, last enqueued NCCL work: {seq}, last completed NCCL work: {done}."
+    )
+    log = "\n".join([line.format(h=1, seq=5000, done=4999), line.format(h=3, seq=12, done=11)])
+    [status] = read_log(io.StringIO(log)).statuses(1, 0.0)[0]
+    assert (status.enqueued, status.completed) == (12, 11)

@@ -1,0 +1,212 @@
+"""`distmon record` and `distmon report` as a user runs them: real processes, a real ZeroMQ
+stream with bad input mixed in, recordings cut off mid-write, and CLI mistakes."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from distmon.channel import Batch, Relay
+from distmon.export.html import read_series
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.recording.file import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
+from distmon.monitor.recording.readback import load
+from distmon.monitor.rules.detector import Detector
+from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
+from tests.support.commands import DISTMON
+from tests.support.messages import sender
+from tests.support.paths import DATA
+from tests.support.recorder import recording
+from tests.support.simulate import SimJob, drive
+
+ALERT_FIELDS = {"kind", "severity", "ranks", "t", "summary", "detail"}
+
+
+def distmon(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=60)
+
+
+def bad_messages() -> list[bytes]:
+    good = next(SimJob(world=1).stream(until=1))[1]
+    report = msgpack.unpackb(report_bytes(good))
+    return [
+        b"\x00garbage\xff",
+        good[: len(good) // 2],
+        b"x" * (MAX_MESSAGE_BYTES + 1),
+        msgpack.packb({**report, "v": 99}),
+        msgpack.packb({**report, "rank": "zero"}),
+        msgpack.packb([1, 2, 3]),
+        b"",
+    ]
+
+
+def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, endpoint: str) -> None:
+    out = tmp_path / "run.distmon"
+    sim = SimJob(world=4).hang(2, at=3)
+    with recording(out, endpoint) as recorder:
+        with sender(endpoint, linger=0) as push:
+            bad = bad_messages()
+            sent = 0
+            for i, (_, raw) in enumerate(sim.stream(until=4)):
+                push.send(raw)
+                sent += 1
+                if i % 2 == 0:
+                    push.send(bad[i // 2 % len(bad)])
+            # readable while the recorder runs
+            recorder.wait_recorded(f"{sent} recorded", lambda reports: len(reports) == sent, timeout=30)
+            assert recorder.process.poll() is None, "bad input must not stop the recorder"
+        err = recorder.stop()
+    summary = err.strip().splitlines()[-1]
+    assert f"{sent} messages from 4 ranks" in summary
+    for reason in ("malformed", "oversized", "version"):
+        assert reason in summary
+
+
+def test_a_recording_cut_off_mid_write_still_reports(tmp_path: Path) -> None:
+    path = tmp_path / "run.distmon"
+    writer = RecordingWriter(str(path))
+    sim = SimJob(world=4).exception(1, at=5)
+    drive(sim, Monitor(Detector(), recorder=writer), until=10)
+    writer.sync()  # as the recorder does each second
+    synced = path.stat().st_size
+    for t, raw in sim.stream(since=10, until=12):
+        writer.message(t, raw)
+    writer.close()
+    whole = path.read_bytes()  # the process died in the middle of writing what came after
+    path.write_bytes(whole[: synced + (len(whole) - synced) // 2])
+    result = distmon("report", str(path), "--json")
+    assert result.returncode == 0, result.stderr
+    alerts = json.loads(result.stdout)
+    assert [(a["kind"], a["ranks"]) for a in alerts] == [("rank_exception", [1])]
+    assert all(set(a) == ALERT_FIELDS for a in alerts)
+
+
+def test_report_puts_the_first_cause_on_top(tmp_path: Path) -> None:
+    path = tmp_path / "run.distmon"
+    sim = SimJob(world=8).kill(6, at=10)
+    monitor = Monitor(Detector(probe=sim.probe), recorder=RecordingWriter(str(path)))
+    drive(sim, monitor, until=20)
+    monitor.close()
+    text = distmon("report", str(path)).stdout
+    first = text.split("FIRST CAUSE", 1)[1].splitlines()[0]
+    assert "rank 6 stopped reporting" in first
+    assert "Ranks at the end of the recording:" in text
+
+
+def test_a_real_recording_replays_through_the_detector_to_the_same_culprit() -> None:
+    """A recording of a real 4-rank gloo job whose rank 2 hung at step 30 (tests/data)."""
+    _, records = read_recording(str(DATA / "hang-rank2.distmon"))
+    monitor = Monitor(Detector())
+    next_tick = None
+    raised = []
+    for t, frame in received(records):
+        next_tick = next_tick or t + 1
+        while t >= next_tick:
+            raised += [c.alert for c in monitor.tick(next_tick) if c.event == "raised"]
+            next_tick += 1
+        monitor.ingest(frame, t)
+    hangs = [a for a in raised if a.kind == "hang"]
+    assert hangs and hangs[0].ranks == [2]
+    assert "inject" in hangs[0].detail, "the culprit's stack shows where it stopped"
+    recorded = [a for a in load(str(DATA / "hang-rank2.distmon")).alerts if a.kind == "hang"]
+    assert recorded[0].ranks == [2]
+
+
+def test_a_rank_still_shown_in_a_barrier_its_peers_have_left_is_no_stuck_collective() -> None:
+    """A real 3-rank job (tests/jobs/test_outside_jobs.py's working job, on a loaded machine):
+    rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
+    ranks 0 and 2 report having passed the barrier before rank 1's report says it left: the
+    barrier is done, not stuck with "none behind". Only the checkpoint's warnings remain."""
+    done = distmon("replay", "--headless", "--json", "--speed", "max", str(DATA / "checkpoint-barrier.distmon"))
+    assert done.returncode == 0, done.stderr
+    alerts = json.loads(done.stdout)
+    assert [a for a in alerts if a["severity"] == "critical"] == []
+    checkpoints = [a for a in alerts if a["kind"] == "hang" and "rank 0 is writing a checkpoint" in a["summary"]]
+    assert len(checkpoints) == 2 and all(a["severity"] == "warning" for a in checkpoints)
+
+
+def test_a_batch_over_a_piece_is_recorded_in_pieces_and_reads_back_whole(tmp_path: Path) -> None:
+    frames = [raw for _, raw in SimJob(world=4096).stream(until=1)]
+    oversized = b"x" * (MAX_MESSAGE_BYTES + 1)
+    relays = [Relay("node-a:7", "node-a"), Relay("node-b:9", "node-b")]
+    batch = Batch.merged(
+        [Batch.of(frames[:2000], relays[0]), Batch.of([oversized]), Batch.of(frames[2000:], relays[1])]
+    )
+    assert len(batch.payload) > 2 * PIECE_BYTES
+    path = tmp_path / "pieces.distmon"
+    writer = RecordingWriter(str(path))
+    writer.batch(1.7e9, batch)
+    writer.close()
+    records = list(read_recording(str(path))[1])
+    assert len(records) > 2 and all(isinstance(r, BatchRecord) and r.t == 1.7e9 for r in records)
+    pieces = [r.batch for r in records if isinstance(r, BatchRecord)]
+    assert all(len(p.payload) <= PIECE_BYTES and p.relays == relays for p in pieces)
+    assert [f for p in pieces for f in p.frames()] == frames, "every message but the oversized one, in order"
+    assert [v for p in pieces for v in p.via] == [0] * 2000 + [1] * (len(frames) - 2000)
+
+
+def test_a_recording_of_batches_reports_as_one_of_messages(tmp_path: Path) -> None:
+    sim = SimJob(world=16).hang(3, at=5)
+    singles, batches = RecordingWriter(str(tmp_path / "m.distmon")), RecordingWriter(str(tmp_path / "b.distmon"))
+    frames: list[bytes] = []
+    for t, raw in sim.stream(until=12):
+        singles.message(t, raw)
+        frames.append(raw)
+        if len(frames) == 16:
+            batches.batch(t, Batch.of(frames))
+            frames = []
+    singles.close()
+    batches.close()
+    m, b = load(str(tmp_path / "m.distmon")), load(str(tmp_path / "b.distmon"))
+    assert m.state.received == b.state.received == 16 * 12
+    steps = {r: s.report.steps for r, s in m.state.ranks.items()}
+    assert steps == {r: s.report.steps for r, s in b.state.ranks.items()}
+    series = read_series(str(tmp_path / "b.distmon"), [3, 5], b.first or 0)
+    assert sorted(series.ranks) == [3, 5] and len(series.ranks[5].steps) == 12
+    assert series.ranks[5].steps[-1] == steps[5]
+
+
+@pytest.mark.parametrize(
+    ("content", "message"),
+    [
+        (None, "cannot open"),
+        (b"", "is empty"),
+        (b"PK\x03\x04 a zip file", "not a distmon recording"),
+        (msgpack.packb({"format": "distmon-recording", "version": 7}), "version 7"),
+    ],
+)
+def test_report_on_a_bad_file_is_one_line_and_exit_2(tmp_path: Path, content: bytes | None, message: str) -> None:
+    path = tmp_path / "file.distmon"
+    if content is not None:
+        path.write_bytes(content)
+    result = distmon("report", str(path))
+    assert result.returncode == 2
+    assert message in result.stderr and len(result.stderr.strip().splitlines()) == 1
+    assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    "args",
+    [("report",), ("report", "x", "--bogus"), ("record",), ("frobnicate",), ("record", "--out", "/nonexistent/dir/x")],
+)
+def test_cli_mistakes_are_one_line_and_exit_2(args: tuple[str, ...]) -> None:
+    result = distmon(*args)
+    assert result.returncode == 2
+    assert len(result.stderr.strip().splitlines()) == 1, result.stderr
+    assert "Traceback" not in result.stderr
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=2048) | st.sampled_from(bad_messages()), max_size=20))
+def test_the_monitor_pipeline_drops_and_counts_any_bytes(messages: list[bytes]) -> None:
+    monitor = Monitor(Detector())
+    for raw in messages:
+        monitor.ingest(raw, 1.0)
+    monitor.tick(2.0)
+    assert sum(monitor.state.dropped.values()) + monitor.state.received == len(messages)
