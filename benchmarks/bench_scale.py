@@ -81,8 +81,11 @@ def templates(ranks: Iterable[int], world: int, interval: int) -> Templates:
 def second(seconds: Templates, k: int, healthy: int, interval: int) -> Iterator[tuple[int, bytearray]]:
     """The frames sent in second ``k``: each rank's every ``interval`` seconds, the healthy
     one until ``healthy`` seconds have passed, the hung one after, ``t`` moved on by the
-    seconds since (each frame is stamped in place: send it before the next second)."""
-    frames, since = (seconds[0], 0) if k < healthy else (seconds[1], healthy)
+    seconds since so that the ranks' clocks run on evenly into the hang (the healthy second
+    is the simulation's ``HUNG - 2``, sent until the second before the hung one: a clock set
+    back there made every report look late to the monitor, which then named no one). Each
+    frame is stamped in place: send it before the next second."""
+    frames, since = (seconds[0], healthy - 2) if k < healthy else (seconds[1], healthy)
     for rank, frame, t in frames:
         if rank % interval == k % interval:
             struct.pack_into("<d", frame, T_OFFSET, t + k - since)

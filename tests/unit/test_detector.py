@@ -447,3 +447,27 @@ def test_a_straggler_short_of_cpu_is_named_so_once_the_prober_has_looked() -> No
     assert raised.alert.summary.startswith("rank 4 is short of CPU: its training thread waited for a CPU 40% of the")
     assert "host load 6.3" in raised.alert.summary and "OMP_NUM_THREADS" in raised.alert.detail
     assert len(asked) >= 2, "named after a look, not before"
+
+
+@pytest.mark.parametrize("behind", [False, True], ids=["keeping-up", "behind"])
+def test_ranks_never_heard_from_are_not_blamed_while_the_monitor_is_behind(behind: bool) -> None:
+    """Half the ranks' reports never reach the monitor (their sender fell behind, or the
+    monitor's intake dropped them) while rank 40 among them hangs: keeping up, the hang names
+    those the others wait for; behind (its intake dropping reports every second), it names
+    none of them (131,072 simulated ranks at 1 s named thousands of innocent ones before)."""
+    sim = SimJob(world=64).hang(40, at=10)
+    monitor = Monitor(Detector(probe=sim.probe))
+    named = set()
+    second = sim.start
+    for t, raw in sim.stream(until=30):
+        if decode(raw).rank < 32:
+            monitor.ingest(raw, t)
+        if t >= second + 1:
+            second += 1
+            if behind:
+                monitor.state.dropped["overflow"] += 100
+            named |= {tuple(c.alert.ranks) for c in monitor.tick(second) if c.alert.kind == "hang"}
+    if behind:
+        assert named == set(), named
+    else:
+        assert named and all(min(ranks) >= 32 for ranks in named), named

@@ -172,10 +172,13 @@ class Incidents(WaitFor):
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
-        names it), nor, while the monitor is behind, one whose latest report it has was sent
-        over two of its intervals ago (its newer ones may be dropped, or still queued)."""
+        names it), nor, while the monitor is behind, one it has never heard from or whose
+        latest report it has was sent over two of its intervals ago (its reports may be
+        dropped, or still queued)."""
         s = self.job.ranks.get(rank)
-        if s is None or s.finished:
+        if s is None:
+            return self.ctx.behind is None
+        if s.finished:
             return True
         if self.ctx.behind is not None and self._stale(rank):
             return False

@@ -31,6 +31,8 @@ JUMPED = "clock_jumped_s"
 stepped): seconds it did not watch either."""
 MAX_RELAYS_SHOWN = 4
 """Relays named where reports were dropped; the rest are counted."""
+LOSSES = (OVERFLOW, RELAY_DROPPED, PAUSED, JUMPED)
+"""What the monitor lost, as its state counts it: reports, then seconds."""
 CATCH_UP_INTERVALS = 2.0
 """Report intervals, once reports come in again after the last drop, by which every rank
 has reported again."""
@@ -56,7 +58,8 @@ class KeepingUp:
     recording's ``d`` records do, so a replay sees them at the same ticks."""
 
     def __init__(self) -> None:
-        self._counted_lost: dict[str, int] = {OVERFLOW: 0, RELAY_DROPPED: 0}
+        self._counted: dict[str, int] = dict.fromkeys(LOSSES, 0)
+        """Each loss as the state counted it at the last tick."""
         self._dropped_at: float | None = None
         """When the monitor last learned of a drop. It learns of them when its loop takes
         from the intake, which may be after a pause: the ticks of the paused seconds run
@@ -70,27 +73,19 @@ class KeepingUp:
         self._offset: float | None = None
         """The least the reports of a tick have been behind the monitor's clock: the clocks'
         skew and the transport, not lateness."""
-        self._lost: dict[str, int] = {OVERFLOW: 0, RELAY_DROPPED: 0}
-        """Reports dropped since the monitor fell behind: by its own intake, by relays on the way."""
-        self._away: dict[str, int] = {PAUSED: 0, JUMPED: 0}
-        """Seconds it did not watch since it fell behind, by why."""
-        self._counted_away: dict[str, int] = {PAUSED: 0, JUMPED: 0}
+        self._lost: dict[str, int] = dict.fromkeys(LOSSES, 0)
+        """Each loss since the monitor fell behind: reports dropped (by its own intake, by
+        relays on the way), seconds it did not watch (its loop stood still, its clock jumped)."""
 
     def behind(self, job: JobState, now: float, interval: float, limits: Thresholds) -> Behind | None:
         """Why the monitor is behind now; None once it has caught up: reports taken in
         again after its last drop, none of them late, for :data:`CATCH_UP_INTERVALS`."""
-        for why in (OVERFLOW, RELAY_DROPPED):
-            dropped = job.dropped.get(why, 0)
-            if dropped > self._counted_lost[why]:
+        for why in LOSSES:
+            counted = job.dropped.get(why, 0)
+            if counted > self._counted[why]:
                 self._fell_behind(now)
-                self._lost[why] += dropped - self._counted_lost[why]
-            self._counted_lost[why] = dropped
-        for why in (PAUSED, JUMPED):
-            seconds = job.dropped.get(why, 0)
-            if seconds > self._counted_away[why]:
-                self._fell_behind(now)
-                self._away[why] += seconds - self._counted_away[why]
-            self._counted_away[why] = seconds
+                self._lost[why] += counted - self._counted[why]
+            self._counted[why] = counted
         late = self._lateness(job, now, limits.silent_after(interval))
         if self._dropped_at is not None and self._heard_at is None:
             heard = job.cols.received[job.cols.present]
@@ -100,7 +95,7 @@ class KeepingUp:
         if troubled:
             self._calm_since = None
             if self._since is None:
-                self._since, self._lost, self._away = now, {OVERFLOW: 0, RELAY_DROPPED: 0}, {PAUSED: 0, JUMPED: 0}
+                self._since, self._lost = now, dict.fromkeys(LOSSES, 0)
         elif self._since is None:
             return None
         else:
@@ -120,16 +115,16 @@ class KeepingUp:
                 f"relays on the way dropped {self._lost[RELAY_DROPPED]:,} reports in {duration(now - self._since)}, "
                 f"their upstream slow{f': {by}' if by else ''}"
             )
-        if self._away[PAUSED]:
+        if self._lost[PAUSED]:
             facts.append(
-                f"its own loop did not run for {duration(self._away[PAUSED])} (its process was stopped, "
+                f"its own loop did not run for {duration(self._lost[PAUSED])} (its process was stopped, "
                 "or starved of CPU): it did not watch those seconds"
             )
-        if self._away[JUMPED]:
-            facts.append(f"its clock jumped by {duration(self._away[JUMPED])} while it ran")
+        if self._lost[JUMPED]:
+            facts.append(f"its clock jumped by {duration(self._lost[JUMPED])} while it ran")
         if late is not None:
             facts.append(f"the reports it takes in were sent {duration(late)} earlier")
-        away = not any(self._lost.values()) and late is None
+        away = not self._lost[OVERFLOW] and not self._lost[RELAY_DROPPED] and late is None
         on_the_way = bool(self._lost[RELAY_DROPPED]) and not self._lost[OVERFLOW]
         return Behind(self._summary(), "; ".join(facts), self._offset or 0.0, away, on_the_way)
 
@@ -137,7 +132,7 @@ class KeepingUp:
         """It learned of a loss (drops, or seconds it did not watch): behind until reports
         arrive after it, on time."""
         if self._since is None:
-            self._since, self._lost, self._away = now, {OVERFLOW: 0, RELAY_DROPPED: 0}, {PAUSED: 0, JUMPED: 0}
+            self._since, self._lost = now, dict.fromkeys(LOSSES, 0)
         self._dropped_at, self._heard_at = now, None
 
     def _summary(self) -> str:
@@ -147,8 +142,8 @@ class KeepingUp:
             return "the monitor is behind: it drops reports it cannot take in; it names no rank for the silence"
         if self._lost[RELAY_DROPPED]:
             return "relays drop reports on the way to the monitor; it names no rank for the silence"
-        if self._away[PAUSED] or self._away[JUMPED]:
-            what = "its own loop stood still" if self._away[PAUSED] else "its clock jumped"
+        if self._lost[PAUSED] or self._lost[JUMPED]:
+            what = "its own loop stood still" if self._lost[PAUSED] else "its clock jumped"
             return f"the monitor did not watch for a while ({what}); it names no rank for a silence it did not see"
         return "the monitor is behind: it takes reports in late; it names no rank for the silence"
 
