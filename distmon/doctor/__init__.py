@@ -1,4 +1,5 @@
-"""``distmon doctor``: what will go wrong with a job before it starts.
+"""``distmon doctor``: what will go wrong with a job before it starts. It imports ``launch``'s
+settings and, in a rank, torch; nothing of the watch side.
 
 Each check is a small function from facts about the machine (or the launch command) to a
 :class:`~distmon.doctor.results.Check`: pass, warn or fail, with a concrete fix. The

@@ -1,4 +1,5 @@
 """The launcher side of ``distmon run``: getting the hook into every rank of an unmodified job.
+It imports the hooks and the endpoint; nothing of the watch side.
 
 The job gets :data:`PYTHONPATH_DIR` first on its ``PYTHONPATH``; the ``sitecustomize``
 there runs at start-up in every Python process of the job and hands over to

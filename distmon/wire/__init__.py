@@ -1,4 +1,5 @@
 r"""The wire format between a training rank and the monitor: the one place the schema lives.
+The bottom layer: it imports nothing of distmon, and everything else may import it.
 
 Each rank reports in one kind of message, a :class:`Report`: its whole current state, every
 interval and at once when something changes (a stall, an exception, a dead DataLoader

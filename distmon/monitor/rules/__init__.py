@@ -1,4 +1,5 @@
 """The detection rules, one module per family. Each is ``rule(job, context) -> findings``.
+They read the state and what is seen from outside; only the monitor's core runs them.
 
 Failures and stops are judged every tick. Trends (straggling, memory growth, GPU health)
 build over tens of seconds, so they are judged every ``SLOW_PERIOD`` seconds and their
