@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from distmon import values
 from distmon.doctor import host, network
 from distmon.doctor.dumps import dumps_check
-from distmon.doctor.launch import Launch, check_launch, parse
+from distmon.doctor.launch_command import Launch, check_launch, parse
 from distmon.doctor.results import Check, exit_code, passed, table, to_json
 from distmon.doctor.torch_env import (
     cuda_check,
