@@ -471,3 +471,21 @@ def test_ranks_never_heard_from_are_not_blamed_while_the_monitor_is_behind(behin
         assert named == set(), named
     else:
         assert named and all(min(ranks) >= 32 for ranks in named), named
+
+
+def test_a_rank_whose_reports_are_held_up_on_the_way_is_not_blamed_for_the_hang() -> None:
+    """Rank 5 hangs while rank 3's reports reach the monitor 6 s late (a relay's queue): rank
+    3's old news shows it behind in the collective, but only rank 5 is named."""
+    sim = SimJob(world=8).hang(5, at=10)
+    late = sorted(
+        (t + 6.0 if decode(raw).rank == 3 and t >= sim.start + 8 else t, raw) for t, raw in sim.stream(until=30)
+    )
+    monitor = Monitor(Detector(probe=sim.probe))
+    named = set()
+    second = sim.start
+    for t, raw in late:
+        monitor.ingest(raw, t)
+        if t >= second + 1:
+            second += 1
+            named |= {tuple(c.alert.ranks) for c in monitor.tick(second) if c.alert.kind == "hang"}
+    assert named == {(5,)}, named

@@ -174,7 +174,9 @@ class Incidents(WaitFor):
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
         names it), nor, while the monitor is behind, one it has never heard from or whose
         latest report it has was sent over two of its intervals ago (its reports may be
-        dropped, or still queued)."""
+        dropped, or still queued), nor one whose latest report was held up on the way
+        (:meth:`~distmon.monitor.state.job.JobState.held_up`): named once its reports come
+        on time and still show it holding the others up."""
         s = self.job.ranks.get(rank)
         if s is None:
             return self.ctx.behind is None
@@ -182,6 +184,8 @@ class Incidents(WaitFor):
             return True
         if self.ctx.behind is not None and self._stale(rank):
             return False
+        if self.job.held_up(np.array([rank]))[0]:
+            return False  # its report is old news: held up on the way, it shows where the rank was
         if not s.silent(self.ctx.now, self.ctx.limits):
             return True
         try:

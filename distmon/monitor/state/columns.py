@@ -40,6 +40,7 @@ class Columns:
     SCALARS: ClassVar[dict[str, str]] = {
         "present": "?",
         "received": "f8",
+        "least_delay": "f8",
         "first_seen": "f8",
         "t": "f8",
         "n": "i8",
@@ -93,6 +94,9 @@ class Columns:
 
     present: Array
     received: Array
+    least_delay: Array
+    """The least a rank's reports have lately taken from its clock to the monitor's (skew and
+    transport): a report that took much longer was held up on the way."""
     first_seen: Array
     t: Array
     n: Array

@@ -41,6 +41,10 @@ from distmon.wire import TERMINATED, GroupStatus, Report, WireError
 
 SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""
+DELAY_CREEP = 0.1
+"""How much of an interval a rank's usual delay (:meth:`JobState.held_up`) may rise by each
+report: a lasting change (its clock stepped back, a slower path for good) becomes the usual
+within tens of reports instead of holding the rank up for ever."""
 DECODED = 4096
 """Reports kept decoded, the most recently asked for."""
 GROUP_COLUMNS = tuple(zip(Columns.GROUP_FIELDS, (name for name, _ in wire.GROUP_FIELDS), strict=True))
@@ -218,6 +222,8 @@ class JobState:
         self.received += len(frames)
         self.last_message = float(arrived.max())
         cols.received[rank] = arrived
+        creep = DELAY_CREEP * np.nan_to_num(h["interval"], nan=1.0)
+        cols.least_delay[rank] = np.fmin(cols.least_delay[rank] + creep, arrived - h["t"])
         for name in ("t", "n", "pid", "host", "local_rank", "steps", "forwards", "flags", "stack"):
             getattr(cols, name)[rank] = h[name]
         for name in ("interval", "data_wait", "step_p50", "stalled_since", "last_step_t", "rss"):
@@ -563,6 +569,15 @@ class JobState:
             words = f"stopped while hung: {who} while the {kinds} alert stood; it ended with the job, unresolved"
             return Ending(Ending.STOPPED, words)
         return Ending(Ending.STOPPED, f"stopped: {who}")
+
+    def held_up(self, ranks: I8) -> npt.NDArray[np.bool_]:
+        """Of ``ranks``, those whose latest report reached the monitor more than two of their
+        intervals later than their reports usually take: held up on the way (a relay's queue,
+        a sender behind), so it tells where they were, not where they are."""
+        c = self.cols
+        late = c.received[ranks] - c.t[ranks] - c.least_delay[ranks]
+        held: npt.NDArray[np.bool_] = late > 2 * np.nan_to_num(c.interval[ranks], nan=1.0)
+        return held
 
     def ended(self, now: float, quiet: float = 60.0) -> bool:
         """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
