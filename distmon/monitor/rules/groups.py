@@ -113,7 +113,8 @@ class Incidents(WaitFor):
         roots = self._roots(reach)
         findings = []
         if roots:
-            looks = {rank: self._look(rank) for rank in roots[:MAX_SHOWN]}
+            waited = max(w.age for w in self.all if w.node in reach)
+            looks = {rank: self._look(rank, waited=waited) for rank in roots[:MAX_SHOWN]}
             habit = self._observe(roots, reach, {rank: look.verdict for rank, look in looks.items()})
             if habit is None:
                 findings.append(self._hang(roots, reach, stuck, looks))
@@ -362,13 +363,15 @@ class Incidents(WaitFor):
             )
         return lines
 
-    def _look(self, rank: int, verdict: Verdict | None = None) -> Look:
-        """Rank ``rank``'s process, its stack taken from outside once its reports are overdue;
-        ``verdict``, what it was named early for, in place of the look's."""
+    def _look(self, rank: int, verdict: Verdict | None = None, waited: float | None = None) -> Look:
+        """Rank ``rank``'s process over the ``waited`` seconds the others waited for it, its
+        stack taken from outside once its reports are overdue; ``verdict``, what it was named
+        early for, in place of the look's."""
         s = self.job.ranks.get(rank)
         if s is None:
             return Look(verdict)
-        look = look_at(s, self.ctx, silent=s.silent(self.ctx.now, self.ctx.limits) or starved(s, self.ctx))
+        silent = s.silent(self.ctx.now, self.ctx.limits) or starved(s, self.ctx)
+        look = look_at(s, self.ctx, silent=silent, waited=waited)
         return look if verdict is None else replace(look, verdict=verdict, pending=False)
 
     def _root_lines(self, rank: int, outside: bool = False) -> list[str]:

@@ -65,10 +65,11 @@ class Look:
         return self.verdict is not None and self.verdict.working
 
 
-def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look:
-    """Rank ``s``'s process now. A ``silent`` rank's threads cannot report: its stack is
-    taken from outside, once per silence (with ``take`` False, only one taken before: the
-    process is gone)."""
+def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited: float | None = None) -> Look:
+    """Rank ``s``'s process now: over the prober's looks of the last ``waited`` seconds (what
+    it did while the others waited for it), or all it kept. A ``silent`` rank's threads
+    cannot report: its stack is taken from outside, once per silence (with ``take`` False,
+    only one taken before: the process is gone)."""
     r = s.report
     seen = None
     if ctx.outside is not None:
@@ -85,11 +86,13 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look
         return Look(told, stack=stack)
     if seen is None:
         return Look(told, pending=told is None and _on_this_host(s, ctx), stack=stack)
-    if seen.first is None or (seen.last is not None and seen.first.t == seen.last.t and seen.last.state not in "TtZ"):
+    looks = seen.within(waited) if waited is not None else ()
+    first = looks[0] if len(looks) > 1 else seen.first
+    if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
-    verdict = judge(r.host, seen.first, seen.last, frames, owns_gil)
+    verdict = judge(r.host, first, seen.last, frames, owns_gil)
     if verdict.working and seen.last is not None and starved(s, ctx):
-        moved = Progress.between(seen.first, seen.last)
+        moved = Progress.between(first, seen.last)
         verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
     return Look(verdict, stack=stack)
 
