@@ -163,4 +163,3 @@ def test_a_rank_that_burns_cpu_while_its_reports_stop_is_named_early_for_holding
     assert alert.ranks == [3] and alert.severity == "warning", alert
     assert alert.summary.startswith("rank 3 holds the GIL, burning CPU"), alert.summary
     assert t - FIRST < Thresholds().hang_after(0.2)
-
