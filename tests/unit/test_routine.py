@@ -163,3 +163,11 @@ def test_a_rank_that_burns_cpu_while_its_reports_stop_is_named_early_for_holding
     assert alert.ranks == [3] and alert.severity == "warning", alert
     assert alert.summary.startswith("rank 3 holds the GIL, burning CPU"), alert.summary
     assert t - FIRST < Thresholds().hang_after(0.2)
+
+
+def test_the_ranks_waits_for_a_routine_pause_make_no_straggler() -> None:
+    """Rank 0 uploads for 2 s every 3 s: its peers wait for it most of the time, which is the
+    job's rhythm, not a slow rank."""
+    sim = SimJob(world=8).pause(0, at=FIRST, every=3.0, seconds=2.0)
+    raised, _ = run(sim, Prober(sim, ("S", "poll", 0.0)), until=FIRST + 60)
+    assert [a.kind for _, a in raised] == ["hang", "hang"], [(t, a.summary) for t, a in raised]

@@ -160,11 +160,10 @@ class Incidents(WaitFor):
         roots = self._roots(reach)
         if not roots or len(roots) > MAX_SHOWN:
             return []
-        cols = self.job.cols
-        if any(rank in self.job.ranks and (cols.in_collective[rank] or cols.in_p2p[rank]) for rank in roots):
-            return []  # inside a collective its report does not call a wait yet: it may wait itself
-        waited = max(w.age for w in first)
         views = [self.job.ranks.get(rank) for rank in roots]
+        if any(s is not None and self._maybe_waiting(s) for s in views):
+            return []
+        waited = max(w.age for w in first)
         # the first call for a rank starts the prober looking
         seen = [doing_nothing(s, self.ctx, waited) if s is not None and not s.finished else None for s in views]
         verdicts = {rank: verdict for rank, verdict in zip(roots, seen, strict=True) if verdict is not None}
@@ -174,6 +173,12 @@ class Incidents(WaitFor):
             return []
         looks = {rank: self._look(rank, verdicts[rank]) for rank in roots}
         return [self._hang(roots, reach, stuck, looks, early=True)]
+
+    def _maybe_waiting(self, s: RankState) -> bool:
+        """Inside a collective or a send its report does not call a wait yet: it may wait
+        itself. Not a report its own thread has been starved of sending since (it is old)."""
+        cols = self.job.cols
+        return bool(cols.in_collective[s.rank] or cols.in_p2p[s.rank]) and not starved(s, self.ctx)
 
     def _observe(self, roots: list[int], reach: set[Node], verdicts: dict[int, Verdict | None]) -> Habit | None:
         """Tell the job's routine that ``roots`` hold the others up, each where its report's

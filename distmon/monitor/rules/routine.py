@@ -169,6 +169,11 @@ class Routine:
             return habit
         return None
 
+    def pauses(self, rank: int) -> bool:
+        """Whether ``rank`` pauses now or has paused before and come out of it, the others
+        waiting: their waits for it are the job's rhythm."""
+        return any(rank in key for key in self._pauses) or any(rank in h.ranks for h in self.habits)
+
     def outlasted(self, ranks: list[int]) -> None:
         """The pause of ``ranks`` is named for outlasting its habit: it will not be learned."""
         pause = self._pauses.get(tuple(ranks))
@@ -177,13 +182,13 @@ class Routine:
 
     def settle(self, went_on: Callable[[int], bool], learning: bool) -> None:
         """End the tick: a pause not seen in it is over. It is learned if it ended on its own
-        (every rank of it ``went_on``: still running, not silent) and ``learning`` (the
-        monitor saw it end: it kept up), and it was neither named for outlasting its habit nor
-        something no job does as a habit (:data:`NEVER_USUAL`)."""
-        for key in [k for k in self._pauses if k not in self._seen]:
+        (every rank of it ``went_on``: still running, not silent), and it was neither named for
+        outlasting its habit nor something no job does as a habit (:data:`NEVER_USUAL`). While
+        the monitor is not ``learning`` (it is behind, and may not see the waits), no pause ends."""
+        for key in [k for k in self._pauses if k not in self._seen and learning]:
             pause = self._pauses.pop(key)
             never = any(d.split(":")[0] in NEVER_USUAL for seen in pause.places.doings.values() for d in seen)
-            if learning and not pause.outlasted and not never and all(went_on(rank) for rank in key):
+            if not pause.outlasted and not never and all(went_on(rank) for rank in key):
                 self._learn(pause)
         self.pausing, self._pausing, self._seen = self._pausing, {}, set()
 
