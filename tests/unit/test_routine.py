@@ -10,7 +10,9 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import CLOSE_PERIOD, Seen
 from distmon.monitor.overview import Story
+from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.rules.process import look_at
 from distmon.monitor.rules.routine import MARGIN
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
@@ -171,3 +173,21 @@ def test_the_ranks_waits_for_a_routine_pause_make_no_straggler() -> None:
     sim = SimJob(world=8).pause(0, at=FIRST, every=3.0, seconds=2.0)
     raised, _ = run(sim, Prober(sim, ("S", "poll", 0.0)), until=FIRST + 60)
     assert [a.kind for _, a in raised] == ["hang", "hang"], [(t, a.summary) for t, a in raised]
+
+
+def test_a_main_thread_seen_in_one_call_after_another_over_the_wait_moves() -> None:
+    """The last look caught a sleep, the others running: over the wait, the rank steps. It
+    is not "asleep", whatever its last look."""
+    sim = SimJob(world=8).hang(3, at=FIRST)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, FIRST + 8)
+    looks = [
+        Sample(
+            10_003, t, "S" if i % 2 == 0 else "R", syscall="clock_nanosleep" if i % 2 == 0 else "running", cpu=0.05 * t
+        )
+        for i, t in enumerate(x * CLOSE_PERIOD for x in range(9))
+    ]
+    seen = Seen(looks[0], looks[-1], looks[-5], tuple(looks))
+    ctx = Context(now=sim.start + FIRST + 8, pace=0.2, probe=None, limits=Thresholds(), outside=lambda h, p: seen)
+    assert look_at(monitor.state.ranks[3], ctx, silent=False).verdict.kind == "sleeping", "one look: asleep"
+    assert look_at(monitor.state.ranks[3], ctx, silent=False, waited=2.0).verdict.kind == "working"

@@ -17,7 +17,16 @@ from dataclasses import dataclass
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.looks import SLEEP_CALLS, Progress, Sample, Verdict, holding_the_gil, judge, judge_usage
+from distmon.monitor.outside.looks import (
+    SLEEP_CALLS,
+    Progress,
+    Sample,
+    Verdict,
+    holding_the_gil,
+    judge,
+    judge_usage,
+    working,
+)
 from distmon.monitor.outside.probe import SPAN
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state.alerts import Finding
@@ -28,6 +37,8 @@ from distmon.pyspy import OutsideStack
 STOPS = frozenset({"stopped", "traced", "file_io", "gil", "lock", "sleeping"})
 """Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,
 is named early (:attr:`distmon.monitor.state.limits.Thresholds.early_floor`)."""
+MOVING = frozenset({"sleeping", "lock", "unknown"})
+"""Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
 QUIET_INTERVALS = 2.0
@@ -91,6 +102,9 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     verdict = judge(r.host, first, seen.last, frames, owns_gil)
+    if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
+        # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
+        verdict = working(Progress.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and starved(s, ctx):
         moved = Progress.between(first, seen.last)
         verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
@@ -130,7 +144,7 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
 def _doing(look: Sample) -> str | None:
     """What one look caught the main thread in, for telling whether looks agree: a sleep
     resumed after a signal (``restart_syscall``) is still the sleep."""
-    return "sleep" if look.syscall in SLEEP_CALLS else look.syscall
+    return "sleep" if look.syscall in SLEEP_CALLS else look.syscall or look.state
 
 
 def starved(s: RankState, ctx: Context) -> bool:
