@@ -159,6 +159,9 @@ class LogFacts:
     layouts: dict[str, Layout] = field(default_factory=dict)
     latest: float | None = None
     """The latest watchdog line's or exception's time."""
+    dated: bool = False
+    """A line gave its year (glog stamps do not: theirs is taken from such a line, else this
+    year's)."""
     unplaced_lines: int = 0
     """Watchdog lines whose rank the log does not say."""
     unplaced_said: list[str] = field(default_factory=list)
@@ -294,6 +297,7 @@ class _Reader:
         iso = ISO.search(line, 0, STAMP_SPAN)
         if iso:
             self.year = int(iso.group(1))
+            self.facts.dated = True
         glog = _GLOG.search(line)
         if glog:
             return utc(self.year, *glog.groups())

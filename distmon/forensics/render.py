@@ -3,6 +3,7 @@ live incident, then where each rank stood; and the same as JSON for other tools.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
@@ -23,7 +24,7 @@ def summary(analysis: Analysis) -> str:
 
 
 def render(analysis: Analysis) -> str:
-    judged = date_time(analysis.t) if analysis.t and analysis.timed else "an unknown time"
+    judged = _judged(analysis)
     lines = [
         f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {count(analysis.world, 'rank')} "
         f"(world size from {analysis.world_from}), judged as of {judged}",
@@ -41,6 +42,18 @@ def render(analysis: Analysis) -> str:
     if analysis.problems:
         lines += ["", "Files not read:"] + ["  " + visible(p, MAX_LINE) for p in analysis.problems]
     return visible_lines("\n".join(lines))
+
+
+def _judged(analysis: Analysis) -> str:
+    """The moment judged: a dump's in local time; a log's on the log's own clock, without a
+    year where no line gives one."""
+    if not analysis.t or not analysis.timed:
+        return "an unknown time"
+    if analysis.dumps:
+        return date_time(analysis.t)
+    if analysis.log.dated:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(analysis.t)) + " (the log's clock)"
+    return time.strftime("%m-%d %H:%M:%S", time.gmtime(analysis.t)) + " (the log's clock; it gives no year)"
 
 
 def _verdict(analysis: Analysis, verdict: Verdict) -> list[str]:
@@ -158,8 +171,9 @@ def _place(f: RankFacts, analysis: Analysis) -> str:
 def _in_collective(g: GroupStatus, rank: int, analysis: Analysis) -> str:
     """``in collective #N (op) of group G for 10m00s``; a watchdog stuck with no number of
     its own says so."""
-    waited = f" for {duration(analysis.t - g.since)}" if g.since is not None else ""
     said = analysis.log.timeouts.get(rank, {}).get(g.id)
+    stated = analysis.ranks[rank].dump is not None or (said is not None and (said.ran is not None or said.stuck))
+    waited = f" for {duration(analysis.t - g.since)}" if g.since is not None and stated else ""
     if said is not None and said.seq is None and said.stuck is not None:
         return f"with its watchdog stuck in {visible(group_name(g.id, g))}{waited}"
     op = f" ({visible(g.op)})" if g.op else ""

@@ -32,6 +32,11 @@ LOW_TIMEOUT_MS = 10_000
 any collective may take that long while a rank loads a batch."""
 MAX_SUSPECTS = 1024
 """Suspects listed: beyond, the ranks a log does not show are a crowd, not a lead."""
+SHORT_TIMEOUT_MS = 300_000
+"""A collective timeout shorter than this is tripped by a rank's routine work alone (a
+checkpoint, an evaluation): worth saying beside the ranks suspected."""
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+"""Ops with a root, rank 0 as a rule."""
 TOGETHER = 1.0
 """Seconds within which ranks that timed out in the same collective timed out together."""
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
@@ -104,12 +109,13 @@ def judge(analysis: Analysis) -> Verdict:
     proven = sorted(r for r in first.ranks if _proven(analysis, r))
     suspects = _suspects(analysis, [r for r in first.ranks if r not in proven])
     if proven:
-        return Verdict(proven, suspects, None, first.headline, first)
+        return Verdict(proven, suspects, None, first.headline + _short(log), first)
     waiting = _waiting(analysis) or first.headline
     if not suspects:
-        return Verdict([], [], None, f"{waiting}; the log does not show whom they wait for", first)
+        return Verdict([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
     lead = suspects[0]
-    return Verdict([], suspects, None, f"{waiting}; suspected: {rank_word([lead.rank])} ({lead.why})", first)
+    headline = f"{waiting}; suspected: {rank_word([lead.rank])} ({lead.why}){_short(log)}"
+    return Verdict([], suspects, None, headline, first)
 
 
 def _consequence(log: LogFacts, rank: int) -> bool:
@@ -224,12 +230,11 @@ def _alone(analysis: Analysis) -> Suspect | None:
     log = analysis.log
     if log.seen != {0} or log.waiting != {0}:
         return None
-    what = _waiting(analysis) or "rank 0 waits"
     return Suspect(
         0,
-        f"alone: {what}, and no other rank's line shows that collective; if the log is whole, the others "
-        "never issued it: a collective only rank 0 calls (a gather inside state_dict() while saving, a "
-        "metric it logs alone)",
+        "alone in that collective: no other rank's line shows it; if the log is whole, the others never "
+        "issued it: a collective only rank 0 calls (a gather inside state_dict() while saving, a metric it "
+        "logs alone)",
     )
 
 
@@ -248,6 +253,19 @@ def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:
 
 
 def _source(analysis: Analysis) -> str:
-    """``the broadcast's usual source; `` where the wait is a broadcast."""
-    ops = {g.op for f in analysis.ranks.values() for g in f.groups if g.enqueued > g.completed}
-    return "the usual source of the broadcast the others wait in; " if "broadcast" in ops else ""
+    """``the usual root of the broadcast the others wait in; `` where the wait has a root."""
+    ops = {g.op for f in analysis.ranks.values() for g in f.groups if g.op and g.enqueued > g.completed}
+    rooted = sorted(ops & set(ROOTED))
+    return f"the usual root of the {rooted[0]} the others wait in; " if rooted else ""
+
+
+def _short(log: LogFacts) -> str:
+    """``; the collective timeout is 1m00s, ...`` where it is short enough for one rank's
+    routine work alone (a checkpoint, an evaluation) to trip it."""
+    shortest = min(log.timeouts_ms, default=None)
+    if shortest is None or shortest >= SHORT_TIMEOUT_MS:
+        return ""
+    return (
+        f"; the collective timeout is {duration(shortest / 1000)}, short enough that a rank saving a checkpoint "
+        "or evaluating alone trips it: raise it (init_process_group's timeout)"
+    )

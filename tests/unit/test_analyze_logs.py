@@ -186,7 +186,7 @@ def test_a_line_that_starts_a_record_is_never_joined_to_a_wrapped_one() -> None:
     assert sorted(facts.timeouts) == [3]
 
 
-FIXTURE_LINES = sorted({line for path in sorted(LOGS.glob("*.log")) for line in path.read_text().splitlines()})
+FIXTURE_LINES = sorted({line for path in sorted(LOGS.rglob("*.log")) for line in path.read_text().splitlines()})
 CONTROL = {chr(c) for c in range(32) if chr(c) != "\n"} | {"\x7f", "\x9b", "\u202e"}
 
 
