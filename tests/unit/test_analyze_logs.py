@@ -23,6 +23,7 @@ from distmon.forensics.logs import read_log
 from distmon.forensics.pasted import MAX_LINE
 from distmon.forensics.render import culprits, render, summary
 from distmon.forensics.verdict import NOTHING, judge
+from distmon.wire import PEER_LOST
 from tests.support.paths import DATA
 
 LOGS = DATA / "logs"
@@ -274,3 +275,140 @@ def test_after_a_restart_a_ranks_last_line_counts() -> None:
     log = "\n".join([line.format(h=1, seq=5000, done=4999), line.format(h=3, seq=12, done=11)])
     [status] = standings.statuses(read_log(io.StringIO(log)), 1, 0.0)[0]
     assert (status.enqueued, status.completed) == (12, 11)
+
+
+# Shapes /work/shared/nccl-formats.md lists that no fixture holds yet: lines made up after its
+# examples, each test saying which rule it proves.
+CAUGHT = (
+    "[E ProcessGroupNCCL.cpp:458] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, "
+    "OpType=ALLREDUCE, Timeout(ms)={ms}) ran for {ran} milliseconds before timing out."
+)
+
+
+def test_the_python_side_timeout_is_a_wait_and_a_consequence_in_a_sentence_too() -> None:
+    """torch 1.12-2.0 with blocking wait raises it in Python; quoted in prose, it is still read."""
+    log = (
+        "RuntimeError: [Rank 1] Caught collective operation timeout: WorkNCCL(SeqNum=143, OpType=BROADCAST, "
+        "TensorShape=[1], Timeout(ms)=3600000) ran for 3600089 milliseconds before timing out.\n"
+        "We then saw `[Rank 2] Caught collective operation timeout: WorkNCCL(SeqNum=143, OpType=BROADCAST, "
+        "TensorShape=[1], Timeout(ms)=3600000) ran for 3600090 milliseconds before timing out.` on the other node\n"
+    )
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [0]
+    assert "ranks 1-2 wait in collective #143 (broadcast)" in verdict.headline and "1h00m" in verdict.headline
+    assert PEER_LOST.search("[Rank 1] Caught collective operation timeout: WorkNCCL(SeqNum=143, OpType=BROADCAST")
+
+
+def test_a_timeout_set_absurdly_low_blames_nobody() -> None:
+    log = "\n".join(CAUGHT.format(r=r, seq=9 + r, ms=1, ran=5) for r in range(3))
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
+    assert "Timeout(ms)=1" in verdict.nobody and "configuration" in verdict.nobody
+
+
+def test_every_rank_in_one_collective_together_blames_nobody() -> None:
+    log = "  global_world_sizes=[4, 4, 4, 4]\n" + "\n".join(
+        f"[rank{r}]:[E1124 03:12:44.{r}00000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=808, OpType=ALLREDUCE, NumelIn=4, "
+        "NumelOut=4, Timeout(ms)=600000) ran for 600020 milliseconds before timing out."
+        for r in range(4)
+    )
+    analysis = analyze_text(log)
+    verdict = judge(analysis)
+    assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
+    assert "within 0.3s of each other" in verdict.nobody and "transport" in verdict.nobody
+    assert "unless the job has more" not in verdict.nobody, "the world is the launcher's, not a guess"
+    assert "NOBODY TO BLAME" in render(analysis)
+
+
+def test_launcher_labels_are_no_ranks() -> None:
+    """srun's task label and a host with its local rank stand before torchrun's prefix."""
+    log = "\n".join(
+        [
+            "0: [rank0]:[E1124 03:12:44.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 0] "
+            "Timeout at NCCL work: 9, last enqueued NCCL work: 9, last completed NCCL work: 8.",
+            "[node12:5]: [rank5]:[E1124 03:12:44.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank 5] "
+            "Timeout at NCCL work: 7, last enqueued NCCL work: 7, last completed NCCL work: 6.",
+            "1: [rank3]: Traceback (most recent call last):",
+            '1: [rank3]:   File "/job/train.py", line 12, in <module>',
+            "1: [rank3]: ValueError: bad shard",
+        ]
+    )
+    analysis = analyze_text(log)
+    assert sorted(analysis.log.seen) == [0, 3, 5]
+    assert judge(analysis).culprits == [3] and analysis.log.raised[3].type == "ValueError"
+
+
+def test_a_traceback_cut_before_its_exception_line_is_the_first_cause() -> None:
+    log = "\n".join(
+        [
+            "[rank2]: Traceback (most recent call last):",
+            '[rank2]:   File "/job/train.py", line 40, in <module>',
+            "[rank2]:     main()",
+            '[rank2]:   File "/job/train.py", line 33, in main',
+            "[rank2]:     loss = model(batch)",
+            *(
+                f"[rank{r}]:[E1124 03:22:44.1 ProcessGroupNCCL.cpp:1785] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+                "Timeout at NCCL work: 50, last enqueued NCCL work: 50, last completed NCCL work: 49."
+                for r in (0, 1, 3)
+            ),
+        ]
+    )
+    analysis = analyze_text(log)
+    verdict = judge(analysis)
+    assert verdict.culprits == [2], render(analysis)
+    assert analysis.log.raised[2].cut and analysis.log.raised[2].frames[-1].func == "main"
+
+
+def test_a_cut_traceback_in_a_collective_call_is_no_cause() -> None:
+    """A rank that raised inside a collective waited: its cut traceback proves nothing of it."""
+    log = "\n".join(
+        [
+            "[rank2]: Traceback (most recent call last):",
+            '[rank2]:   File "/job/train.py", line 40, in <module>',
+            '[rank2]:   File "/py/torch/distributed/distributed_c10d.py", line 2421, in broadcast',
+            "[rank2]:     work = group.broadcast([tensor], opts)",
+        ]
+    )
+    assert read_log(io.StringIO(log)).raised == {}
+
+
+def test_interleaved_tracebacks_without_prefixes_are_read_and_their_exception_placed_where_one_rank_is_left() -> None:
+    log = "\n".join(
+        [
+            *(CAUGHT.format(r=r, seq=77, ms=600000, ran=600100) for r in (0, 2, 3)),
+            "Traceback (most recent call last):",
+            "Traceback (most recent call last):",
+            '  File "/job/train.py", line 9, in <module>',
+            '  File "/job/train.py", line 9, in <module>',
+            "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.",
+            "RuntimeError: NCCL communicator was aborted on rank 2.",
+        ]
+    )
+    analysis = analyze_text(log)
+    assert [r.type for r in analysis.log.unplaced] == ["torch.OutOfMemoryError", "RuntimeError"]
+    verdict = judge(analysis)
+    assert verdict.culprits == [] and verdict.suspects[0].rank == 1
+    assert "torch.OutOfMemoryError: CUDA out of memory" in verdict.suspects[0].why
+
+
+def test_a_group_rank_is_not_the_global_rank() -> None:
+    log = (
+        "[rank4]:[E1124 03:12:44.1 ProcessGroupNCCL.cpp:1785] [PG ID 5 PG GUID 5(TENSOR_MODEL_PARALLEL_GROUP) Rank 0] "
+        "Timeout at NCCL work: 21, last enqueued NCCL work: 21, last completed NCCL work: 20."
+    )
+    facts = read_log(io.StringIO(log))
+    [timeout] = facts.timeouts[4].values()
+    assert (timeout.group, timeout.desc, timeout.local) == ("5", "TENSOR_MODEL_PARALLEL_GROUP", 0)
+
+
+def test_a_stray_character_or_colour_code_before_a_line_hides_nothing() -> None:
+    log = "\n".join(
+        [
+            "`[36m(RayWorkerWrapper pid=9) [rank1]:[E ProcessGroupNCCL.cpp:1537] [PG 0 Rank 1] Timeout at NCCL work: "
+            "3, last enqueued NCCL work: 3, last completed NCCL work: 2.",
+            "x[E ProcessGroupNCCL.cpp:458] [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=3, "
+            "OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600000 milliseconds before timing out.",
+        ]
+    )
+    assert sorted(read_log(io.StringIO(log)).timeouts) == [1, 2]
