@@ -9,6 +9,7 @@ from typing import Any
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import Evidence, evidence
 from distmon.forensics.verdict import Verdict, judge
+from distmon.monitor.state.ending import FAILURE_KINDS
 from distmon.monitor.state.words import count, date_time, duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
@@ -66,7 +67,7 @@ def _verdict(analysis: Analysis, verdict: Verdict) -> list[str]:
         lines = [f"CULPRIT {rank_word(verdict.culprits)}: {headline}"]
         found = evidence(analysis, verdict.culprits)
         lines += ["  " + line for line in _grouped(found)]
-        if verdict.cause is not None:
+        if verdict.cause is not None and not (found and verdict.cause.kind in FAILURE_KINDS):
             lines += ["  " + line for line in _detail(verdict.cause.detail, bool(found))]
     elif verdict.suspects:
         lines = [f"SUSPECTED {rank_word([s.rank for s in verdict.suspects[:1]])}: {headline}"]
