@@ -154,8 +154,8 @@ def _world(
 ) -> tuple[int, str]:
     """The world size: ``--world`` unless the files hold ranks beyond it; the dumps' groups;
     a launcher's line or the world group's start; else the most ranks the log shows a group
-    or a communicator of (``nranks 8``, an all-gather's element counts), where that is more
-    than the highest rank seen."""
+    or a communicator of (``nranks 8``, an all-gather's element counts) or torchrun's failure
+    table lists, where that is more than the highest rank seen."""
     seen = max([*dumps, *log.seen], default=-1) + 1
     if given is not None and given >= seen:
         return given, "--world"
@@ -164,7 +164,7 @@ def _world(
         return from_dumps, "the dumps"
     if log.world and log.world >= seen:
         return log.world, "the log"
-    counted = max(log.nranks or 0, log.largest_group or 0)
+    counted = max(log.nranks or 0, log.largest_group or 0, (log.listed or -1) + 1)
     if counted > seen:
         return counted, "the log"
     return seen, "the highest rank seen"

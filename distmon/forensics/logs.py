@@ -57,6 +57,8 @@ _WORLD = re.compile(
 _WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
 """NCCL's own count of a communicator's ranks: the world's, or a subgroup's, never more."""
+_LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)")
+"""A rank torchrun's failure table lists: the world has at least as many."""
 _MONITORED = re.compile(
     r"waiting for send/recv from rank (\d{1,9})|Ranks? ([\d, ]{1,200}) failed to pass monitoredBarrier"
 )
@@ -156,6 +158,8 @@ class LogFacts:
     options`` line."""
     nranks: int | None = None
     """The most ranks an NCCL communicator of the log has (``nranks 8``)."""
+    listed: int | None = None
+    """The highest rank torchrun's failure table lists."""
     layouts: dict[str, Layout] = field(default_factory=dict)
     latest: float | None = None
     """The latest watchdog line's or exception's time."""
@@ -310,6 +314,9 @@ class _Reader:
         nranks = _NRANKS.search(line) if "NCCL INFO" in line else None
         if nranks and int(nranks.group(1)) <= MAX_GROUP:
             self.facts.nranks = max(self.facts.nranks or 0, int(nranks.group(1)))
+        listed = _LISTED.match(line) if "local_rank" in line else None
+        if listed and int(listed.group(1)) < MAX_GROUP:
+            self.facts.listed = max(self.facts.listed or 0, int(listed.group(1)))
 
     def _watchdog(self, found: Said, rank: int | None, at: float | None) -> None:
         """A watchdog line: the rank from its prefix, else its bare ``[Rank N]`` (old torch,

@@ -412,3 +412,19 @@ def test_a_stray_character_or_colour_code_before_a_line_hides_nothing() -> None:
         ]
     )
     assert sorted(read_log(io.StringIO(log)).timeouts) == [1, 2]
+
+
+def test_torchruns_failure_table_bounds_the_world() -> None:
+    """Its ranks are global: a rank it lists exists, though the log shows none of its lines."""
+    table = "\n".join(
+        [
+            CAUGHT.format(r=1, seq=5, ms=600000, ran=600100),
+            "Failures:",
+            "[1]:",
+            "  time      : 2024-09-11_09:17:37",
+            "  rank      : 6 (local_rank: 6)",
+            "  exitcode  : -6 (pid: 886327)",
+        ]
+    )
+    analysis = analyze_text(table)
+    assert (analysis.world, analysis.world_from) == (7, "the log")
