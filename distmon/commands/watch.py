@@ -95,5 +95,5 @@ def _monitor_option(args: argparse.Namespace) -> str | None:
     for name, value in vars(args).items():
         if name in defaults and name not in ("attach", "key_file") and value != defaults[name]:
             option = "--" + name.replace("_", "-")
-            return f"{option} is an option of the monitor itself; --attach shows a monitor running elsewhere as it runs"
+            return f"{option} is the monitor's own option: a screen attached with --attach shows the monitor as it runs"
     return None

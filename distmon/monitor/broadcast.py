@@ -34,7 +34,7 @@ from distmon.monitor.viewing import HELLO, MAX_TOLD, Snapshot, alert_message, nu
 
 MAX_SCREENS = 32
 """Screens attached at once; another one's hello makes the one attached longest go."""
-SEND_QUEUE = 16
+SEND_QUEUE = 4
 """Messages ZeroMQ holds for a screen (each up to ``PIECE_BYTES`` of reports)."""
 BACKLOG_BYTES = 16 * 1024 * 1024
 """Bytes of the stream held for a screen beyond its catch-up, at most: seconds of reports at
@@ -181,6 +181,10 @@ class Broadcast:
             relays=list(state.relays),
         )
 
+    def held(self) -> int:
+        """Bytes of the stream held for the screens, not yet taken by them."""
+        return sum(screen.held for screen in list(self._screens.values()))
+
     def close(self) -> None:
         self._stopping.set()
         self._thread.join(timeout=2.0)
@@ -244,7 +248,7 @@ class Broadcast:
             while screen.backlog:
                 message = screen.backlog[0]
                 try:
-                    self._socket.send_multipart([identity, numbered(screen.sent), message], zmq.NOBLOCK, copy=False)
+                    self._socket.send_multipart([identity, numbered(screen.sent), message], zmq.NOBLOCK)
                 except zmq.Again:
                     break  # its queue is full: what is left waits, up to its limit
                 except zmq.ZMQError:

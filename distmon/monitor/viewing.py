@@ -56,12 +56,15 @@ from distmon.monitor.recording.file import (
 )
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.columns import F8, I8
+from distmon.visible import visible
 from distmon.wire import WireError
 
 HELLO = b"distmon-view/1"
 """A screen's one message: send me the job as it stands, then everything after."""
 MAX_TOLD = 16
 """Ranks whose processes' verdicts a tick carries at most: the culprits a screen names."""
+MAX_EVIDENCE = 16
+"""Lines of a verdict's evidence a screen takes."""
 SEQUENCE = struct.Struct("<Q")
 
 
@@ -240,14 +243,24 @@ def _catch_up(t: float, meta: dict[str, Any]) -> CatchUp:
         None if marker is None else (int(marker[0]), int(marker[1])),
         None if last is None else float(last),
     )
-    return CatchUp(t, int(meta["max_world"]), history, active, progress)
+    max_world = int(meta["max_world"])
+    if not 1 <= max_world < 2**31:
+        raise ValueError(f"a world of {max_world} ranks")
+    return CatchUp(t, max_world, history, active, progress)
 
 
 def _verdict(v: Any) -> Verdict | None:
+    """A verdict as the monitor sent it, its words made safe to show (:func:`distmon.visible.visible`)."""
     if v is None:
         return None
-    kind, summary, words, next_step, evidence = v
-    return Verdict(str(kind), str(summary), str(words), str(next_step), tuple(str(e) for e in evidence))
+    kind, summary, words, next_step = (visible(_text(x)) for x in v[:4])
+    return Verdict(kind, summary, words, next_step, tuple(visible(_text(e)) for e in v[4][:MAX_EVIDENCE]))
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{type(value).__name__}, not text")
+    return value
 
 
 def _bytes(value: Any) -> bytes:

@@ -24,7 +24,7 @@ from distmon import keys
 from distmon.channel import Batch
 from distmon.endpoint import viewer_address
 from distmon.monitor.intake.feeds import Item, Stamped, weight
-from distmon.monitor.recording.file import PIECE_BYTES, AlertEvent, BatchRecord
+from distmon.monitor.recording.file import AlertEvent, BatchRecord
 from distmon.monitor.viewing import HELLO, CatchUp, Progress, Standing, Tick, ViewError, read
 
 SILENT_AFTER = 3.0
@@ -35,6 +35,9 @@ HELLO_EVERY = 2.0
 MAX_QUEUED = 512 * 1024 * 1024
 """Bytes of reports queued for the screen's loop at most; past that they are dropped and the
 screen catches up again."""
+MAX_MESSAGE = 64 * 1024 * 1024
+"""The largest message a screen takes: a catch-up's alerts (up to ``MAX_HISTORY`` of them, with
+their evidence); reports come in pieces of ``PIECE_BYTES``."""
 UNREACHABLE_AFTER = 2.0
 """Seconds of refused connections after which nothing listens at the address."""
 CONNECTION_EVENTS = (
@@ -84,7 +87,7 @@ class AttachedFeed:
         self._socket.setsockopt(zmq.LINGER, 0)
         self._socket.setsockopt(zmq.IMMEDIATE, 1)
         self._socket.setsockopt(zmq.SNDHWM, 4)
-        self._socket.setsockopt(zmq.MAXMSGSIZE, 2 * PIECE_BYTES)
+        self._socket.setsockopt(zmq.MAXMSGSIZE, MAX_MESSAGE)
         if key is not None:
             keys.as_client(self._socket, key)
         self._events = self._socket.get_monitor_socket(CONNECTION_EVENTS)
