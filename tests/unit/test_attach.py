@@ -34,6 +34,7 @@ from distmon.monitor.viewing import ViewError, read
 from distmon.tui.job_header import headline, story
 from tests.support.commands import DISTMON, free_port
 from tests.support.paths import REPO
+from tests.support.recorder import recording
 from tests.support.simulate import SimJob
 from tests.support.waiting import wait_until
 
@@ -216,9 +217,30 @@ def test_a_keyed_monitor_shows_the_job_only_to_screens_holding_its_key(tmp_path:
         feed.close()
         for wrong, words in ((None, "shows the job only to holders of its key"), (other, "another job's")):
             refused = AttachedFeed(endpoint, wrong)
-            problem = wait_until(lambda r=refused: r.problem, 10, "the refusal")  # type: ignore[misc]
+            problem = wait_until(refused.refused, 10, "the refusal")
             assert words in problem
             refused.close()
+
+
+def test_a_keyed_screen_told_the_monitor_has_no_key(endpoint: str, tmp_path: Path) -> None:
+    with live(endpoint):
+        keyed = AttachedFeed(endpoint, keys.generate(str(tmp_path / "job.key")))
+        assert wait_until(keyed.refused, 10, "the refusal") == (
+            f"the monitor at {endpoint} has no job key: attach without --key-file"
+        )
+        keyed.close()
+
+
+def test_a_keyed_recorder_refuses_a_screen_without_its_key_in_one_line(tmp_path: Path) -> None:
+    keys.generate(str(tmp_path / "job.key"))
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    with recording(tmp_path / "run.distmon", endpoint, "--key-file", str(tmp_path / "job.key")):
+        done = subprocess.run([*DISTMON, "watch", "--attach", endpoint], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"distmon watch: the monitor at {endpoint} shows the job only to holders of its key: "
+        "give --key-file FILE (or $DISTMON_KEY_FILE), the job's key file\n"
+    )
 
 
 def test_a_screen_with_no_monitor_at_the_address_says_so_in_one_line(new_endpoint: object) -> None:

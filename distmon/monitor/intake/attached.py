@@ -40,6 +40,10 @@ MAX_MESSAGE = 64 * 1024 * 1024
 their evidence); reports come in pieces of ``PIECE_BYTES``."""
 UNREACHABLE_AFTER = 2.0
 """Seconds of refused connections after which nothing listens at the address."""
+TELL_AFTER = 1.5
+"""Seconds of failed handshakes after which a screen with a key, none of whose tries said the
+monitor has no key, is told the monitor holds another job's (ZeroMQ tries every 0.1 s, and
+a try may fail without saying why)."""
 CONNECTION_EVENTS = (
     zmq.EVENT_CONNECTED
     | zmq.EVENT_CONNECT_RETRIED
@@ -65,8 +69,10 @@ class AttachedFeed:
         self.malformed = 0
         self.progress: Progress | None = None
         """The job's progress as the monitor followed it, as of the latest catch-up."""
-        self.problem: str | None = None
-        """Why the monitor refused this screen (its key), in words; None while it has not."""
+        self._failed_at: float | None = None
+        """When the monitor first refused this screen's handshake."""
+        self._mismatch = False
+        """A refusal said one side had a key and the other none."""
         self._queue: deque[Item] = deque()
         self._queued = 0
         self._told: deque[Told] = deque()
@@ -140,18 +146,25 @@ class AttachedFeed:
             elif kind == zmq.EVENT_CONNECT_RETRIED:
                 if self._refused_since is None:
                     self._refused_since = time.monotonic()
-            else:
-                self.problem = self._refusal(kind, value)
+            else:  # a handshake failed: ZeroMQ tries again, and the tries tell why
+                self._mismatch |= value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                if self._failed_at is None:
+                    self._failed_at = time.monotonic()
 
-    def _refusal(self, kind: int, value: int) -> str:
-        """Why the monitor's handshake failed, in words a user acts on."""
-        if kind == zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL and value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH:
-            if self.keyed:
-                return f"the monitor at {self.endpoint} has no job key: attach without --key-file"
+    def refused(self) -> str | None:
+        """Why the monitor refuses this screen, in words a user acts on; None while it has not
+        (or while its tries have yet to tell a monitor with no key from another job's key)."""
+        if self._failed_at is None:
+            return None
+        if not self.keyed:  # only a monitor with a key refuses a screen without one
             return (
                 f"the monitor at {self.endpoint} shows the job only to holders of its key: "
                 f"give --key-file FILE (or ${keys.ENV}), the job's key file"
             )
+        if self._mismatch:
+            return f"the monitor at {self.endpoint} has no job key: attach without --key-file"
+        if time.monotonic() - self._failed_at < TELL_AFTER:
+            return None
         return f"the monitor at {self.endpoint} refused this screen's key: it holds another job's"
 
     def _take(self, frames: list[bytes]) -> None:
@@ -208,10 +221,11 @@ class AttachedFeed:
         one line."""
         deadline = time.monotonic() + timeout
         while not self.caught_up.wait(0.02):
-            if self.problem is not None:
-                return self.problem
-            refused = self._refused_since
-            if not self._connected and refused is not None and time.monotonic() - refused > UNREACHABLE_AFTER:
+            refused = self.refused()
+            if refused is not None:
+                return refused
+            since = self._refused_since
+            if not self._connected and since is not None and time.monotonic() - since > UNREACHABLE_AFTER:
                 return f"no monitor at {self.endpoint}: nothing listens at {self.address}, where its screens attach"
             if time.monotonic() > deadline or not self._thread.is_alive():
                 return f"no monitor at {self.endpoint}: nothing answered at {self.address} in {timeout:g} s"
