@@ -226,7 +226,7 @@ def test_a_keyed_screen_told_the_monitor_has_no_key(endpoint: str, tmp_path: Pat
     with live(endpoint):
         keyed = AttachedFeed(endpoint, keys.generate(str(tmp_path / "job.key")))
         assert wait_until(keyed.refused, 10, "the refusal") == (
-            f"the monitor at {endpoint} has no job key: attach without --key-file"
+            f"the monitor at {endpoint} has no job key: attach without one (no --key-file, no $DISTMON_KEY_FILE)"
         )
         keyed.close()
 

@@ -162,7 +162,7 @@ class AttachedFeed:
                 f"give --key-file FILE (or ${keys.ENV}), the job's key file"
             )
         if self._mismatch:
-            return f"the monitor at {self.endpoint} has no job key: attach without --key-file"
+            return f"the monitor at {self.endpoint} has no job key: attach without one (no --key-file, no ${keys.ENV})"
         if time.monotonic() - self._failed_at < TELL_AFTER:
             return None
         return f"the monitor at {self.endpoint} refused this screen's key: it holds another job's"
