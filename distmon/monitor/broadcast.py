@@ -42,6 +42,9 @@ thousands of ranks. A screen that falls this far behind is skipped."""
 OUTBOX_BYTES = 64 * 1024 * 1024
 """Bytes of reports handed over by the monitor's thread and not yet taken by the broadcast's,
 at most: past that the oldest go, and every screen catches up again."""
+CATCH_UP_EVERY = 2.0
+"""Seconds of the monitor's clock between two catch-ups, at least: every screen waiting then
+takes the same one, and screens asking again and again cost the monitor one a while."""
 TURN = 0.02
 """Seconds the broadcast's thread waits for a hello before sending on."""
 HEARTBEAT_MS = 5000
@@ -104,6 +107,8 @@ class Broadcast:
         self._lost = False
         self._lock = threading.Lock()
         self._wanted = threading.Event()
+        self._caught_up = -CATCH_UP_EVERY
+        """When the job as it stands was last taken for screens (the monitor's clock)."""
         self._live = False
         self._screens: dict[bytes, _Screen] = {}
         self._context = zmq.Context(io_threads=1)
@@ -147,8 +152,9 @@ class Broadcast:
         if not self.attached:
             return
         handed: list[Handed] = [alert_message(now, change) for change in changes]
-        if self._wanted.is_set():
+        if self._wanted.is_set() and not now - CATCH_UP_EVERY < self._caught_up <= now:
             self._wanted.clear()
+            self._caught_up = now
             handed.append(self._snapshot(monitor, now))
         handed.append(tick_message(now, monitor.state.dropped, _told(monitor, now)))
         self._hand(handed)
@@ -228,11 +234,11 @@ class Broadcast:
             screen.sent += 1  # a gap in its stream: it asks for a catch-up at once
         for item in handed:
             if isinstance(item, Snapshot):
-                messages = list(item.messages())
-                for screen in self._screens.values():
-                    if screen.waiting:
-                        screen.start(messages)
-                        live.append(screen)
+                waiting = [s for s in self._screens.values() if s.waiting]
+                messages = list(item.messages()) if waiting else []
+                for screen in waiting:
+                    screen.start(messages)
+                live += waiting
                 continue
             if not live:
                 continue

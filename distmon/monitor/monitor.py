@@ -195,7 +195,7 @@ def _as_received(
     return [(float(t), batch.subset(admitted[arrived == t].tolist())) for t in distinct(arrived)]
 
 
-class Told(Protocol):
+class Telling(Protocol):
     """What a monitor tells the screens attached to it, besides its reports, in order
     (:class:`distmon.monitor.intake.attached.AttachedFeed`)."""
 
@@ -209,7 +209,7 @@ class Follower(Monitor):
     raised and its verdicts on the culprits' processes, as ``source`` hands them over: it has
     neither the prober nor py-spy of the job's hosts, and runs no detector."""
 
-    def __init__(self, source: Told) -> None:
+    def __init__(self, source: Telling) -> None:
         super().__init__()
         self.source = source
         self.told: dict[int, Verdict | None] = {}

@@ -12,7 +12,7 @@ import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 import numpy as np
@@ -30,6 +30,7 @@ from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.file import Message
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
 from distmon.monitor.viewing import ViewError, read
 from distmon.tui.job_header import headline, story
 from tests.support.commands import DISTMON, free_port
@@ -140,7 +141,7 @@ def test_a_screen_attached_late_shows_what_the_monitor_shows(endpoint: str) -> N
         feed.close()
 
 
-def test_alerts_raised_and_resolved_while_attached_reach_every_screen(endpoint: str) -> None:
+def test_an_alert_raised_while_screens_are_attached_reaches_each_with_the_verdict(endpoint: str) -> None:
     with live(endpoint) as job:
         job.advance(5)
         screens = [attach(job), attach(job)]
@@ -156,11 +157,26 @@ def test_alerts_raised_and_resolved_while_attached_reach_every_screen(endpoint: 
             feed.close()
 
 
+def test_a_screen_keeps_the_monitors_alerts_through_their_lives() -> None:
+    """Raised, escalated, resolved, as the monitor's book went: the same alerts, the same times."""
+    theirs, mine = AlertBook(), AlertBook()
+    found = Finding("hang:2", "hang", WARNING, [2], "rank 2 is writing a checkpoint", "what it does")
+    for findings, t in (([found], 10.0), ([replace(found, severity=CRITICAL)], 11.0), ([], 12.0)):
+        for change in theirs.update(findings, t):
+            told = Alert.from_json(change.alert.to_json(), key=change.alert.key)
+            followed = mine.follow(change.event, told, t)
+            assert followed is not None and (followed.event, followed.escalated) == (change.event, change.escalated)
+    assert [(a.key, a.t, a.resolved, a.severity) for a in mine.history] == [(found.key, 10.0, 12.0, CRITICAL)]
+    assert not mine.active
+    assert mine.follow("resolved", told, 13.0) is None, "a resolution of an alert not standing is dropped"
+
+
 SCREEN = """
 import sys
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.monitor import Follower
 from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
 feed = AttachedFeed(sys.argv[1])
 print(feed.attach(30) or "attached", flush=True)
 follower, first = Follower(feed), feed.catch_ups

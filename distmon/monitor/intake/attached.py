@@ -27,9 +27,10 @@ from distmon.monitor.intake.feeds import Item, Stamped, weight
 from distmon.monitor.recording.file import AlertEvent, BatchRecord
 from distmon.monitor.viewing import HELLO, CatchUp, Progress, Standing, Tick, ViewError, read
 
-SILENT_AFTER = 3.0
+SILENT_AFTER = 5.0
 """Seconds without a message (the monitor ticks every second) after which the screen says
-hello again: the monitor skipped it, restarted, or the network dropped it."""
+hello again: the monitor skipped it, restarted, or the network dropped it. Well above a
+monitor's loop standing still for a long tick (``Session.AWAY``)."""
 HELLO_EVERY = 2.0
 """Seconds between two hellos, at least."""
 MAX_QUEUED = 512 * 1024 * 1024
