@@ -9,7 +9,7 @@ rows, the reports, the metrics and the tests read the same facts.
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 import numpy as np
@@ -219,20 +219,24 @@ class Story:
     culprits: frozenset[int]
     waits: npt.NDArray[np.bool_]
     """Per rank: still running and waiting in a collective or a send or receive while the
-    culprits hold up the job. The hang rule found that every such wait leads to them,
-    directly or through a peer."""
+    culprits hold up the job (or the ranks :attr:`pausing` do, as usual). The hang rule
+    found that every such wait leads to them, directly or through a peer."""
+    pausing: dict[int, str] = field(default_factory=dict)
+    """Ranks in a pause the job takes as a habit, with what it is
+    (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
 
     @classmethod
     def of(cls, monitor: Monitor, now: float) -> Story:
         job = monitor.state
         found = cause(monitor.alerts.active.values())
         culprits = frozenset(found.ranks) if found is not None else frozenset[int]()
+        pausing = {} if found is not None else dict(monitor.detector.routine.pausing)
         waits = np.zeros(len(job.cols.present), dtype=bool)
-        if found is not None:
+        if found is not None or pausing:
             c = job.cols
             waits = job.live(now, monitor.limits) & (c.in_collective | c.in_p2p)
-            waits[sorted(culprits)] = False
-        return cls(found, culprits, waits)
+            waits[sorted(culprits | pausing.keys())] = False
+        return cls(found, culprits, waits, pausing)
 
     @property
     def waiting(self) -> int:
@@ -241,13 +245,18 @@ class Story:
     def status(self, monitor: Monitor, s: RankState, now: float) -> str | None:
         """Rank ``s``'s status in words a person reads at a glance: a culprit says what it
         is doing (``asleep``, ``stopped (SIGSTOP)``, ``blocked in I/O``, ``working - checkpointing``),
-        a rank that waits for one says for whom (``waits for 2``), one that raised on losing
+        a rank in a usual pause that it pauses (``pausing as usual: upload_metrics, about 3s
+        every 25 steps``), a rank that waits for one says for whom (``waits for 2``), one that raised on losing
         a peer after whom (``failed after 3``); None for the others,
         whose status is the word their flags give."""
         if s.rank in self.culprits:
             return doing_words(monitor, s, now)
+        if s.rank in self.pausing:
+            return self.pausing[s.rank]
         culprits = ranks_text(sorted(self.culprits))
         if s.rank < len(self.waits) and self.waits[s.rank]:
+            if self.pausing:
+                return f"waits for {ranks_text(sorted(self.pausing))}, as usual"
             return f"waits for {culprits}" if self.culprits else "waits, none behind"
         if self.culprits and s.finished and s.lost_a_peer():
             return f"failed after {culprits}"
