@@ -156,7 +156,7 @@ class Broadcast:
             self._wanted.clear()
             self._caught_up = now
             handed.append(self._snapshot(monitor, now))
-        handed.append(tick_message(now, monitor.state.dropped, _told(monitor, now)))
+        handed.append(tick_message(now, monitor.state.dropped, _told(monitor, now), monitor.pausing))
         self._hand(handed)
 
     def _hand(self, handed: list[Handed]) -> None:

@@ -133,6 +133,12 @@ class Monitor:
             self._idled = now
             self.viewers.tick(self, now, [])
 
+    @property
+    def pausing(self) -> dict[int, str]:
+        """Ranks in a pause the job takes as a habit, with what it is, as of the latest tick
+        (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
+        return self.detector.routine.pausing
+
     def verdict(self, s: RankState, now: float) -> Verdict | None:
         """What rank ``s``'s process is doing, as the prober last saw it (its own account where
         the prober cannot look at it); None where neither tells."""
@@ -215,6 +221,7 @@ class Follower(Monitor):
         self.told: dict[int, Verdict | None] = {}
         """The other monitor's verdicts, as of its latest tick, on the processes of the ranks
         its alerts name."""
+        self._pausing: dict[int, str] = {}
 
     def ingest_batch(self, batch: Batch, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
         self.follow()
@@ -237,8 +244,13 @@ class Follower(Monitor):
                 change = self.alerts.follow(told.event, told.alert, told.t)
                 changes += [change] if change is not None else []
             else:
-                self.told = told.told
+                self.told, self._pausing = told.told, told.pausing
         return changes
+
+    @property
+    def pausing(self) -> dict[int, str]:
+        """The other monitor's ranks in a usual pause, as of its latest tick."""
+        return self._pausing
 
     def idle(self, now: float) -> None:
         """No message has come yet, so nothing ticks: the screens attached still hear from the

@@ -230,7 +230,7 @@ class Story:
         job = monitor.state
         found = cause(monitor.alerts.active.values())
         culprits = frozenset(found.ranks) if found is not None else frozenset[int]()
-        pausing = {} if found is not None else dict(monitor.detector.routine.pausing)
+        pausing = {} if found is not None else dict(monitor.pausing)
         waits = np.zeros(len(job.cols.present), dtype=bool)
         if found is not None or pausing:
             c = job.cols

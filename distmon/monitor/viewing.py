@@ -21,10 +21,11 @@ msgpack, an array whose first element says what it is:
   the monitor followed it (:class:`Progress`). The job's state follows in:
 - ``["s", t, offsets, relays, via, payload, times]``: ranks' latest reports, as a batch
   record holds them, report ``i`` received at ``times[i]`` (float64, little-endian);
-- ``["t", t, dropped, told]``: the monitor ticked at ``t``: what it refused so far, by reason,
-  and what its prober made of the processes of the ranks its alerts name, ``[[rank,
+- ``["t", t, dropped, told, pausing]``: the monitor ticked at ``t``: what it refused so far,
+  by reason; what its prober made of the processes of the ranks its alerts name, ``[[rank,
   verdict], ...]``, a verdict ``[kind, summary, words, next step, [evidence, ...]]`` or nil
-  where it could not tell.
+  where it could not tell; and the ranks in a pause the job takes as a habit, ``[[rank,
+  words], ...]`` (:mod:`distmon.monitor.rules.routine`), which its detector alone learns.
 
 A screen reads these as it reads a file from another machine: within the recording's limits,
 and a message that is not one of them is dropped and counted (:class:`ViewError`).
@@ -63,6 +64,8 @@ HELLO = b"distmon-view/1"
 """A screen's one message: send me the job as it stands, then everything after."""
 MAX_TOLD = 16
 """Ranks whose processes' verdicts a tick carries at most: the culprits a screen names."""
+MAX_PAUSING = 1024
+"""Ranks in a usual pause a tick carries at most."""
 MAX_EVIDENCE = 16
 """Lines of a verdict's evidence a screen takes."""
 SEQUENCE = struct.Struct("<Q")
@@ -111,6 +114,7 @@ class Tick:
     t: float
     dropped: Counter[str]
     told: dict[int, Verdict | None] = field(default_factory=dict)
+    pausing: dict[int, str] = field(default_factory=dict)
 
 
 Streamed = BatchRecord | AlertEvent | CatchUp | Standing | Tick
@@ -130,12 +134,14 @@ def alert_message(t: float, change: Change) -> bytes:
     return pack(alert_record(t, change))
 
 
-def tick_message(t: float, dropped: Counter[str], told: dict[int, Verdict | None]) -> bytes:
+def tick_message(t: float, dropped: Counter[str], told: dict[int, Verdict | None], pausing: dict[int, str]) -> bytes:
     verdicts = [
         [rank, None if v is None else [v.kind, v.summary, v.words, v.next_step, list(v.evidence)]]
         for rank, v in told.items()
     ]
-    return pack(["t", t, dict(dropped), verdicts])
+    return pack(
+        ["t", t, dict(dropped), verdicts, [[rank, words] for rank, words in list(pausing.items())[:MAX_PAUSING]]]
+    )
 
 
 @dataclass
@@ -224,7 +230,9 @@ def _parse(item: list[Any]) -> Streamed | None:
         return Standing(t, batch, times)
     if kind == "t":
         dropped = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
-        return Tick(t, dropped, {int(rank): _verdict(v) for rank, v in item[3][:MAX_TOLD]})
+        told = {int(rank): _verdict(v) for rank, v in item[3][:MAX_TOLD]}
+        pausing = {int(rank): visible(_text(words)) for rank, words in item[4][:MAX_PAUSING]}
+        return Tick(t, dropped, told, pausing)
     return None
 
 

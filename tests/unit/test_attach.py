@@ -10,15 +10,18 @@ import signal
 import subprocess
 import sys
 import time
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from dataclasses import dataclass, replace
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
 
 from distmon import keys
+from distmon.channel import Batch
 from distmon.endpoint import EndpointError, viewer_address
 from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
@@ -26,13 +29,14 @@ from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Follower, Monitor
 from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import Seen
-from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.overview import OverviewTracker, Story
 from distmon.monitor.recording.file import Message
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
-from distmon.monitor.viewing import ViewError, read
+from distmon.monitor.viewing import ViewError, numbered, read, tick_message
 from distmon.tui.job_header import headline, story
+from distmon.wire import encode
 from tests.support.commands import DISTMON, free_port
 from tests.support.paths import REPO
 from tests.support.recorder import recording
@@ -169,6 +173,31 @@ def test_a_screen_keeps_the_monitors_alerts_through_their_lives() -> None:
     assert [(a.key, a.t, a.resolved, a.severity) for a in mine.history] == [(found.key, 10.0, 12.0, CRITICAL)]
     assert not mine.active
     assert mine.follow("resolved", told, 13.0) is None, "a resolution of an alert not standing is dropped"
+
+
+class Told:
+    """What a monitor told, handed over once: a screen's feed as its Follower reads it."""
+
+    def __init__(self, told: list[Any]) -> None:
+        self.told = told
+
+    def take_told(self) -> list[Any]:
+        told, self.told = self.told, []
+        return told
+
+
+def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> None:
+    """A habit is the monitor's detector's to learn (``rules/routine.py``): the screen shows the
+    rank's status and its peers' in the monitor's words, from its tick."""
+    sim = SimJob(world=4)
+    now = sim.start + 10
+    usual = "pausing as usual: upload_metrics, about 3s every 25 steps"
+    _, tick = read([numbered(0), tick_message(now, Counter(), {}, {0: usual})])
+    follower = Follower(Told([tick]))
+    follower.ingest_batch(Batch.of([encode(sim.report(rank, now)) for rank in range(4)]), now)  # type: ignore[arg-type]
+    follower.tick(now)
+    story = Story.of(follower, now)
+    assert story.status(follower, follower.state.ranks[0], now) == usual
 
 
 SCREEN = """
