@@ -95,8 +95,6 @@ class Broadcast:
 
     def __init__(self, endpoint: str, key: keys.JobKey | None = None) -> None:
         self.address = endpoints.viewer_address(endpoint)
-        self.attached_ever = 0
-        """Screens that attached, counting each hello from a new one."""
         self.skips = 0
         """Times a screen was skipped for falling behind."""
         self._tracker = OverviewTracker()
@@ -216,10 +214,8 @@ class Broadcast:
                 return
             if frames != [HELLO]:
                 continue  # a screen asks for nothing else
-            if identity not in self._screens:
-                self.attached_ever += 1
-                if len(self._screens) >= MAX_SCREENS:
-                    del self._screens[next(iter(self._screens))]
+            if identity not in self._screens and len(self._screens) >= MAX_SCREENS:
+                del self._screens[next(iter(self._screens))]
             self._screens[identity] = _Screen()
             self._wanted.set()
 
