@@ -144,7 +144,7 @@ class DistmonApp(App[None]):
                 f"Nothing connected yet. Listening on {endpoint}. Start the job with no change to it: "
                 f"DISTMON_ENDPOINT={endpoint} distmon run -- torchrun --nproc-per-node=N train.py "
                 f"(or put `import distmon.hooks; distmon.hooks.attach(model)` in the script and set "
-                f"DISTMON_ENDPOINT={endpoint} for its ranks)."
+                f"DISTMON_ENDPOINT={endpoint} for its ranks). More screens: distmon watch --attach {endpoint}"
             )
         if isinstance(self.feed, AttachedFeed):
             return f"Attached to the monitor at {self.feed.endpoint}: no rank has reported to it yet."
