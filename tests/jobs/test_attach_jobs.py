@@ -26,6 +26,8 @@ from tests.support.waiting import wait_until
 
 pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
 
+TMUX = ["tmux", "-L", f"distmon-tests-{os.getpid()}"]
+"""A tmux server of this test run's own: others' runs on the machine use their own."""
 NAMED = "rank 2 stopped (SIGSTOP)"
 """The header's culprit, in the words of the monitor's prober."""
 
@@ -59,12 +61,12 @@ class Pane:
         exited.unlink(missing_ok=True)
         command = f"{sys.executable} -m distmon watch --attach {endpoint}; echo $? > {exited}"
         env = {"TERM": "xterm-256color", "PATH": os.environ["PATH"]}
-        tmux = ["tmux", "-L", "distmon-tests", "new-session", "-d", "-s", name, "-x", "140", "-y", "36"]
+        tmux = [*TMUX, "new-session", "-d", "-s", name, "-x", "140", "-y", "36"]
         subprocess.run([*tmux, *(f"-e{k}={v}" for k, v in env.items()), command], check=True, timeout=30)
 
     def screen(self) -> str:
         captured = subprocess.run(
-            ["tmux", "-L", "distmon-tests", "capture-pane", "-p", "-t", self.name],
+            [*TMUX, "capture-pane", "-p", "-t", self.name],
             capture_output=True,
             text=True,
             timeout=30,
@@ -72,14 +74,14 @@ class Pane:
         return captured.stdout
 
     def press(self, key: str) -> None:
-        subprocess.run(["tmux", "-L", "distmon-tests", "send-keys", "-t", self.name, key], check=True, timeout=30)
+        subprocess.run([*TMUX, "send-keys", "-t", self.name, key], check=True, timeout=30)
 
     def exit_status(self) -> int:
         wait_until(self.exited.exists, 30, f"the screen in {self.name} to exit")
         return int(self.exited.read_text())
 
     def kill(self) -> None:
-        subprocess.run(["tmux", "-L", "distmon-tests", "kill-session", "-t", self.name], timeout=30)
+        subprocess.run([*TMUX, "kill-session", "-t", self.name], timeout=30)
 
 
 async def named_on_pilot(endpoint: str) -> tuple[str, list[tuple[str, float]]]:
