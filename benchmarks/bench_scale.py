@@ -27,7 +27,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import psutil
@@ -36,7 +36,7 @@ from simulated import SimJob
 
 from distmon.cli import relax_gc
 from distmon.monitor.intake.feeds import LiveFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.monitor import Monitor, Viewers
 from distmon.monitor.session import Session
 from distmon.monitor.state.ending import STOP_KINDS
 from distmon.wire import HEADER_FIELDS, encode
@@ -117,7 +117,18 @@ def sender(
     context.term()
 
 
-def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval: int) -> dict[str, object]:
+def run(
+    ranks: int,
+    relays: int,
+    senders: int,
+    healthy: int,
+    hung: int,
+    interval: int,
+    viewers: Callable[[str], Viewers] | None = None,
+    on_turn: Callable[[], None] | None = None,
+) -> dict[str, object]:
+    """``viewers``: the monitor's screens, made for its endpoint (``bench_attach.py``); ``on_turn``
+    called at each turn of the monitor's loop."""
     relax_gc()
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     upstream = f"ipc://{tmp}/monitor.sock"
@@ -142,7 +153,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
         )
         for listen in listens
     ]
-    monitor = Monitor()
+    monitor = Monitor(viewers=viewers(upstream) if viewers is not None else None)
     ticks: list[tuple[float, float]] = []
     tick = monitor.tick
 
@@ -167,6 +178,8 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
                 if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
                     alert = (t, change.alert.ranks)
             counted.append((time.time(), monitor.state.received))
+            if on_turn is not None:
+                on_turn()
             time.sleep(0.01)
     finally:
         for worker in workers:
@@ -175,6 +188,7 @@ def run(ranks: int, relays: int, senders: int, healthy: int, hung: int, interval
             process.terminate()
             process.wait(10)
         feed.close()
+        monitor.close()
     steady = [(t, n) for t, n in counted if start + 2 <= t <= start + seconds]
     rate = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]) if len(steady) > 1 else 0.0
     during = [ms for t, ms in ticks if t >= start + healthy + 1]

@@ -183,14 +183,11 @@ class RecordingWriter:
         self._write(["m", t, payload])
 
     def batch(self, t: float, batch: Batch) -> None:
-        """``batch`` in records of at most :data:`PIECE_BYTES` of messages each; a message
-        over ``MAX_MESSAGE_BYTES``, which the monitor refuses as oversized, is left out."""
-        relays = [[r.id, r.host] for r in batch.relays]
-        for piece in _pieces(batch):
-            self._write(["b", t, piece.offsets.tobytes(), relays, piece.via.tobytes(), piece.payload])
+        for record in batch_records(t, batch):
+            self._write(record)
 
     def alert(self, t: float, change: Change) -> None:
-        self._write(["a", t, change.event, change.alert.to_json(), change.alert.key])
+        self._write(alert_record(t, change))
 
     def dropped(self, t: float, counts: Counter[str]) -> None:
         self._write(["d", t, dict(counts)])
@@ -254,6 +251,19 @@ class RecordingWriter:
             self.sync()
             if self.stopped is None:
                 self._file.close()
+
+
+def batch_records(t: float, batch: Batch) -> Iterator[list[Any]]:
+    """``batch`` as ``"b"`` records of at most :data:`PIECE_BYTES` of messages each; a message
+    over ``MAX_MESSAGE_BYTES``, which the monitor refuses as oversized, is left out."""
+    relays = [[r.id, r.host] for r in batch.relays]
+    for piece in _pieces(batch):
+        yield ["b", t, piece.offsets.tobytes(), relays, piece.via.tobytes(), piece.payload]
+
+
+def alert_record(t: float, change: Change) -> list[Any]:
+    """An alert's change as an ``"a"`` record, the alert as it stands now."""
+    return ["a", t, change.event, change.alert.to_json(), change.alert.key]
 
 
 def _pieces(batch: Batch) -> Iterator[Batch]:
@@ -403,8 +413,8 @@ class Records:
     def _records(self) -> Generator[Record, None, None]:
         with self._f:
             for item, at in self._items():
-                record = _parse(item)
-                if record is _DAMAGED:
+                record = parse_record(item)
+                if record is DAMAGED:
                     self._damaged(at, "malformed")
                 elif record is not None and not _is_time(record.t):
                     self._damaged(at, f"a record at time {visible(repr(record.t), 40)}")
@@ -551,12 +561,12 @@ def _is_time(t: Any) -> bool:
     return type(t) in (int, float) and math.isfinite(t) and 0 <= t < LATEST
 
 
-_DAMAGED = Dropped(0.0, Counter())
-"""What :func:`_parse` returns for a record of a known kind that does not hold what it should."""
+DAMAGED = Dropped(0.0, Counter())
+"""What :func:`parse_record` returns for a record of a known kind that does not hold what it should."""
 
 
-def _parse(item: Any) -> Record | None:
-    """One record; None for a record this version does not know (skipped), :data:`_DAMAGED`
+def parse_record(item: Any) -> Record | None:
+    """One record; None for a record this version does not know (skipped), :data:`DAMAGED`
     for one of a known kind that is malformed."""
     if not isinstance(item, list) or not item or item[0] not in ("m", "b", "a", "d"):
         return None
@@ -571,8 +581,8 @@ def _parse(item: Any) -> Record | None:
             counts = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
             return Dropped(float(item[1]), counts)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError, WireError):
-        return _DAMAGED
-    return _DAMAGED
+        return DAMAGED
+    return DAMAGED
 
 
 def _alert_fields(alert: dict[str, Any]) -> bool:
