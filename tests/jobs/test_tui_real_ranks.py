@@ -26,7 +26,7 @@ from distmon.tui.rank_table import RankTable
 from tests.support.paths import TRAIN
 from tests.support.processes import session
 
-pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
+pytestmark = pytest.mark.anyio
 
 
 @contextlib.contextmanager
