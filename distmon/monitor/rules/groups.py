@@ -176,9 +176,10 @@ class Incidents(WaitFor):
 
     def _maybe_waiting(self, s: RankState) -> bool:
         """Inside a collective or a send its report does not call a wait yet: it may wait
-        itself. Not a report its own thread has been starved of sending since (it is old)."""
-        cols = self.job.cols
-        return bool(cols.in_collective[s.rank] or cols.in_p2p[s.rank]) and not starved(s, self.ctx)
+        itself. Not once that report is overdue: it is old news."""
+        cols, limits = self.job.cols, self.ctx.limits
+        inside = bool(cols.in_collective[s.rank] or cols.in_p2p[s.rank])
+        return inside and s.silent_for(self.ctx.now) <= limits.overdue_after(float(cols.interval[s.rank]))
 
     def _observe(self, roots: list[int], reach: set[Node], verdicts: dict[int, Verdict | None]) -> Habit | None:
         """Tell the job's routine that ``roots`` hold the others up, each where its report's

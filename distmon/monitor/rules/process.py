@@ -41,8 +41,6 @@ MOVING = frozenset({"sleeping", "lock", "unknown"})
 """Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
-QUIET_INTERVALS = 2.0
-"""Reports a rank may miss before the prober starts looking at it."""
 
 
 def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
@@ -52,7 +50,7 @@ def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
     if ctx.outside is None:
         return []
     c = job.cols
-    quiet = ctx.now - c.received > QUIET_INTERVALS * c.interval
+    quiet = ctx.now - c.received > ctx.limits.overdue_after(c.interval)
     maybe = c.present & ~job.flagged(wire.EXITED)
     maybe &= quiet | (job.flagged(wire.STALLED) & ~c.in_collective & ~c.in_p2p)
     for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
@@ -148,10 +146,11 @@ def _doing(look: Sample) -> str | None:
 
 
 def starved(s: RankState, ctx: Context) -> bool:
-    """Rank ``s``'s own reporting thread has not run for a second past the reports it may
-    miss (:data:`QUIET_INTERVALS`): a process that burns CPU meanwhile holds the GIL in one
-    long call. A garbage-collection pass delays a report; it does not silence it that long."""
-    return s.silent_for(ctx.now) >= QUIET_INTERVALS * float(s.job.cols.interval[s.rank]) + SPAN
+    """Rank ``s``'s own reporting thread has not run for a second past its being overdue
+    (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`): a process that burns CPU
+    meanwhile holds the GIL in one long call. A garbage-collection pass delays a report; it
+    does not silence it that long."""
+    return s.silent_for(ctx.now) >= ctx.limits.overdue_after(float(s.job.cols.interval[s.rank])) + SPAN
 
 
 def doing_nothing(s: RankState, ctx: Context, waited: float) -> Verdict | None:

@@ -203,6 +203,9 @@ class WaitFor:
         ctx: Context,
     ) -> None:
         self.job = job
+        # A rank that reported a collective its peers have completed since, and has been
+        # overdue since: what it said is over (it stopped, its reports starved), not a wait.
+        waiting = [w for w in waiting if not self._over(w, groups, ctx)]
         self.passed = [w for w in waiting if w.gid is not None and self._device_behind(w, groups[w.gid])]
         """Waits in a collective a member has completed, or in a message the other end
         completed, that the rank still reports pending in a report no older than the one
@@ -241,6 +244,13 @@ class WaitFor:
                     self.p2p_of[w.rank] = mine
                 else:
                     self.p2p_of.pop(w.rank, None)
+
+    def _over(self, w: Wait, groups: dict[str, Group], ctx: Context) -> bool:
+        """``w`` is in a collective a member has completed, and each of its ranks is overdue."""
+        if w.gid is None or groups[w.gid].completed < w.seq:
+            return False
+        c = self.job.cols
+        return bool((ctx.now - c.received[w.ranks] > ctx.limits.overdue_after(c.interval[w.ranks])).all())
 
     def _device_behind(self, w: Wait, group: Group) -> bool:
         """A member completed collective ``w`` waits in, and every rank of ``w`` reported it
