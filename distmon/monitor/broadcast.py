@@ -25,12 +25,11 @@ from distmon import endpoint as endpoints
 from distmon import keys
 from distmon.channel import Batch
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.file import batch_records
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import cause
-from distmon.monitor.viewing import HELLO, MAX_TOLD, Snapshot, alert_message, numbered, pack, tick_message
+from distmon.monitor.viewing import HELLO, Snapshot, alert_message, numbered, pack, tick_message
 
 MAX_SCREENS = 32
 """Screens attached at once; another one's hello makes the one attached longest go."""
@@ -154,7 +153,7 @@ class Broadcast:
             self._wanted.clear()
             self._caught_up = now
             handed.append(self._snapshot(monitor, now))
-        handed.append(tick_message(now, monitor.state.dropped, _told(monitor, now), monitor.pausing))
+        handed.append(tick_message(now, monitor.state.dropped, _doing(monitor), monitor.pausing))
         self._hand(handed)
 
     def _hand(self, handed: list[Handed]) -> None:
@@ -267,14 +266,11 @@ class Broadcast:
         self._context.term()
 
 
-def _told(monitor: Monitor, now: float) -> dict[int, Verdict | None]:
-    """The monitor's verdicts on the processes of the ranks its first cause names (a screen
-    has no prober of its own)."""
+def _doing(monitor: Monitor) -> dict[str, dict[int, str]]:
+    """What the ranks the monitor's first cause names do, in its rules' words: the words every
+    screen shows (:class:`distmon.monitor.overview.Story`)."""
     found = cause(monitor.alerts.active.values())
-    if found is None:
-        return {}
-    ranks = monitor.state.ranks
-    return {rank: monitor.verdict(ranks[rank], now) for rank in sorted(found.ranks)[:MAX_TOLD] if rank in ranks}
+    return {found.key: found.doing} if found is not None and found.doing else {}
 
 
 def _bytes(item: Handed) -> int:

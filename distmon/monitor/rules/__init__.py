@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from distmon.monitor.rules.base import Rule
 from distmon.monitor.rules.failures import rank_exception, rank_lost, relay_lost
-from distmon.monitor.rules.groups import hang_and_divergence
+from distmon.monitor.rules.hang import hang_and_divergence
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.monitor_behind import monitor_behind
 from distmon.monitor.rules.pace import straggler

@@ -12,7 +12,9 @@ another host) a rank that still reports tells whether it works itself (its repor
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
@@ -29,6 +31,7 @@ from distmon.monitor.outside.looks import (
 )
 from distmon.monitor.outside.probe import SPAN
 from distmon.monitor.rules.base import Context
+from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import classify, frame_lines
@@ -194,6 +197,29 @@ def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStac
     if taken.partial:
         lines.append(f"  (Python frames only: {taken.partial})")
     return taken, (*lines, *frame_lines(taken.frames, depth=4, indent="  "))
+
+
+def doing(s: RankState, ctx: Context, look: Look | None = None) -> str:
+    """What rank ``s``, named by a finding, does, in its status's words: how it ended, else
+    what ``look`` (the finding's own) saw its process do, else where its stack stands."""
+    r = s.report
+    if s.finished or r.exception is not None:
+        return statuses.ended(r)
+    if look is not None and look.verdict is not None:
+        return statuses.process_doing(look.verdict.kind, look.verdict.call)
+    place = classify(r.stack).kind if r.stack else None
+    return statuses.place_doing(place, s.silent(ctx.now, ctx.limits))
+
+
+def said(job: JobState, ranks: Iterable[int], ctx: Context, looks: Mapping[int, Look] | None = None) -> dict[int, str]:
+    """What each of ``ranks`` (the first :data:`~distmon.monitor.state.statuses.MAX_SAID` heard
+    from) does, for the finding that names them: :func:`doing`, with the look the finding took
+    at it, if any."""
+    looks = looks or {}
+    return {
+        rank: doing(job.ranks[rank], ctx, looks.get(rank))
+        for rank in islice((rank for rank in ranks if rank in job.ranks), statuses.MAX_SAID)
+    }
 
 
 def look_lines(look: Look, indent: str = "    ") -> list[str]:
