@@ -31,16 +31,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distmon.flightrecorder import (
+from distmon.flightrecorder.fields import (
     InFlight,
     collectives_of,
     enqueued,
     group_name,
-    load,
     p2p_in_flight,
     pg_names,
     started,
 )
+from distmon.flightrecorder.loading import load
 from distmon.hooks.p2p import Channel, P2PTracker
 from distmon.wire import ANY_SOURCE, P2P, GroupStatus, expand_runs, rank_runs
 

@@ -33,7 +33,7 @@ RATE_WINDOW = 10.0
 
 
 @dataclass(frozen=True)
-class InFlight:
+class OldestCollective:
     """The collective that has been in flight the longest, and when its timeout fires."""
 
     rank: int
@@ -54,7 +54,7 @@ class Overview:
     steps: int
     steps_per_second: float | None
     since_progress: float | None
-    oldest: InFlight | None
+    oldest: OldestCollective | None
     """Set while a collective has been in flight for longer than a stall: the oldest wait
     for the culprit, else the oldest of all."""
     culprits: frozenset[int]
@@ -135,7 +135,9 @@ class OverviewTracker:
         return max(0.0, (s1 - s0) / (t1 - t0))
 
 
-def _oldest_collective(job: JobState, now: float, among: npt.NDArray[np.bool_] | None = None) -> InFlight | None:
+def _oldest_collective(
+    job: JobState, now: float, among: npt.NDArray[np.bool_] | None = None
+) -> OldestCollective | None:
     """The collective in flight longest on a rank still running (of ``among``, a mask over
     ranks, if given), read off the columns; its group's words from that rank's report."""
     ages = np.where(job.flagged(wire.EXITED), np.nan, job.collective_age(now))
@@ -149,11 +151,11 @@ def _oldest_collective(job: JobState, now: float, among: npt.NDArray[np.bool_] |
     if g is None:
         return None
     remaining = None if g.timeout is None else g.timeout - age
-    return InFlight(int(rank), g.desc or g.id, g.op, g.completed + 1, age, remaining)
+    return OldestCollective(int(rank), g.desc or g.id, g.op, g.completed + 1, age, remaining)
 
 
 def _state(
-    monitor: Monitor, active: list[Alert], since: float | None, stall_after: float, oldest: InFlight | None
+    monitor: Monitor, active: list[Alert], since: float | None, stall_after: float, oldest: OldestCollective | None
 ) -> str:
     """The job's one state word: how it ended (:meth:`JobState.ending`) or, while it runs,
     whether it progresses."""

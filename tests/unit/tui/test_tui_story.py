@@ -79,7 +79,7 @@ async def test_the_header_the_culprit_and_a_waiting_row_tell_one_story() -> None
 def test_no_rank_is_named_before_an_alert_names_one() -> None:
     """While a collective is stuck and no alert has named a culprit yet, the header's second
     line says so, instead of naming the rank whose wait is oldest."""
-    stuck = overview.InFlight(rank=1, group="default_pg", op="all_reduce", seq=66, age=28.0, remaining=272.0)
+    stuck = overview.OldestCollective(rank=1, group="default_pg", op="all_reduce", seq=66, age=28.0, remaining=272.0)
     o = overview.Overview(
         job="j", world=4, ranks=4, hosts=1, state=statuses.STALLED, steps=60, steps_per_second=0.0,
         since_progress=27.0, oldest=stuck, culprits=frozenset(),
