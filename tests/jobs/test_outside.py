@@ -14,8 +14,9 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.outside.looks import Sample, activity, judge, look
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe, Seen
+from distmon.monitor.outside.proc import Sample, look
+from distmon.monitor.outside.verdicts import activity, judge
 from distmon.pyspy import STOPPED, OutsideStack, dump, executable
 from distmon.wire import Frame
 

@@ -27,8 +27,8 @@ from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Follower, Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.overview import OverviewTracker, Story
 from distmon.monitor.recording.file import Message
 from distmon.monitor.rules.detector import Detector

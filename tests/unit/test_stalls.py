@@ -12,8 +12,8 @@ from dataclasses import replace
 import pytest
 
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import SPAN, Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.rules.base import Context

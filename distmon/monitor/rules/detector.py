@@ -12,7 +12,7 @@ the incident ended.
 
 from __future__ import annotations
 
-from distmon.monitor.outside.looks import Verdict
+from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.rules.keeping_up import KeepingUp

@@ -1,5 +1,5 @@
 """What a culprit's process is doing, for the rules: the kernel's view of it (the prober on
-the monitor's host, :mod:`distmon.monitor.outside.looks`) judged with its stack, its own report's
+the monitor's host, :mod:`distmon.monitor.outside.verdicts`) judged with its stack, its own report's
 when it still reports, py-spy's from outside when it does not.
 
 The words decide the severity: a culprit making progress (CPU, bytes written) is working,
@@ -19,17 +19,9 @@ from itertools import islice
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.looks import (
-    SLEEP_CALLS,
-    Progress,
-    Sample,
-    Verdict,
-    holding_the_gil,
-    judge,
-    judge_usage,
-    working,
-)
 from distmon.monitor.outside.probe import SPAN
+from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import Finding
@@ -107,9 +99,9 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     verdict = judge(r.host, first, seen.last, frames, owns_gil)
     if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
-        verdict = working(Progress.between(first, seen.last), frames, owns_gil, verdict.evidence)
+        verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and starved(s, ctx):
-        moved = Progress.between(first, seen.last)
+        moved = Moved.between(first, seen.last)
         verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
     return Look(verdict, stack=stack)
 
@@ -139,7 +131,7 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
         return verdict
     if verdict.working and starved(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
-        moved = Progress.between(looks[0], seen.last)
+        moved = Moved.between(looks[0], seen.last)
         return holding_the_gil(moved, s.silent_for(ctx.now), taken.frames if taken else None, verdict.evidence)
     return None
 
