@@ -20,7 +20,7 @@ MAX_NAME = 1024
 """The longest name (group, op, description) read; longer ones are taken as absent."""
 MAX_GROUP_RANKS = 1 << 20
 """Members a group's ``ranks`` may list."""
-LATEST = 64
+LATEST_ENTRIES = 64
 """Entries, from the newest, in which the dump's latest moment is looked for."""
 InFlight = tuple[int, float]
 """(ops not completed, when the oldest was enqueued)."""
@@ -235,7 +235,7 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]], rank: int | N
     )
     names = pg_names(dump, named)
     out.unnamed = sorted(str(k)[:MAX_NAME] for k, v in status.items() if str(k) not in names and enqueued(v) > 0)
-    times = [t for e in entries[-LATEST:] for t in _times(e)]
+    times = [t for e in entries[-LATEST_ENTRIES:] for t in _times(e)]
     out.t = max(times) if times else None
     out.oldest_pending = min(pending, key=created_at) if pending else None
     held = out.oldest_pending

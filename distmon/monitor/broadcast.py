@@ -29,7 +29,7 @@ from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.file import batch_records
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import cause
-from distmon.monitor.viewing import HELLO, Snapshot, alert_message, numbered, pack, tick_message
+from distmon.monitor.viewing import HELLO, JobAsItStands, alert_message, numbered, pack, tick_message
 
 MAX_SCREENS = 32
 """Screens attached at once; another one's hello makes the one attached longest go."""
@@ -85,7 +85,7 @@ class _Screen:
         return not self.skipped
 
 
-Handed = tuple[float, Batch] | bytes | Snapshot
+Handed = tuple[float, Batch] | bytes | JobAsItStands
 
 
 class Broadcast:
@@ -165,13 +165,13 @@ class Broadcast:
                 self._handed_bytes -= _bytes(self._handed.popleft())
                 self._lost = True
 
-    def _snapshot(self, monitor: Monitor, now: float) -> Snapshot:
+    def _snapshot(self, monitor: Monitor, now: float) -> JobAsItStands:
         state, book = monitor.state, monitor.alerts
         kept = {id(alert) for alert in book.history}
         alerts = list(book.history) + [a for a in book.active.values() if id(a) not in kept]
         index = {id(alert): i for i, alert in enumerate(alerts)}
         ranks = state.present()
-        return Snapshot(
+        return JobAsItStands(
             t=now,
             max_world=state.max_world,
             history=[[a.key, a.to_json(), a.resolved] for a in alerts],
@@ -228,7 +228,7 @@ class Broadcast:
         for screen in live if lost else []:
             screen.sent += 1  # a gap in its stream: it asks for a catch-up at once
         for item in handed:
-            if isinstance(item, Snapshot):
+            if isinstance(item, JobAsItStands):
                 waiting = [s for s in self._screens.values() if s.waiting]
                 messages = list(item.messages()) if waiting else []
                 for screen in waiting:
@@ -276,6 +276,6 @@ def _doing(monitor: Monitor) -> dict[str, dict[int, str]]:
 def _bytes(item: Handed) -> int:
     if isinstance(item, bytes):
         return len(item)
-    if isinstance(item, Snapshot):
+    if isinstance(item, JobAsItStands):
         return 0
     return len(item[1].payload)

@@ -26,8 +26,8 @@ from distmon.monitor.state.snapshot import Snapshot, take
 from distmon.monitor.viewing import CatchUp, Tick
 
 
-class Responder(Protocol):
-    """Acts on each tick's alert changes (see :mod:`distmon.actions.responder`)."""
+class Acting(Protocol):
+    """Acts on each tick's alert changes (:class:`distmon.actions.responder.Responder`)."""
 
     def after_tick(self, monitor: Monitor, changes: list[Change], now: float) -> list[Change]: ...
 
@@ -58,7 +58,7 @@ class Monitor:
         detector: Detector | None = None,
         recorder: RecordingWriter | None = None,
         job: str | None = None,
-        responder: Responder | None = None,
+        responder: Acting | None = None,
         max_world: int = admission.MAX_WORLD,
         viewers: Viewers | None = None,
     ) -> None:
@@ -235,7 +235,7 @@ class Follower(Monitor):
 def live_monitor(
     recorder: RecordingWriter | None,
     job: str | None = None,
-    responder: Responder | None = None,
+    responder: Acting | None = None,
     max_world: int = admission.MAX_WORLD,
     viewers: Viewers | None = None,
 ) -> Monitor:

@@ -140,7 +140,7 @@ def tick_message(t: float, dropped: Counter[str], doing: dict[str, dict[int, str
 
 
 @dataclass
-class Snapshot:
+class JobAsItStands:
     """The job as it stands at the monitor's tick ``t``, taken on the monitor's thread (the
     reports are immutable bytes, the alerts already packed) and packed on another
     (:meth:`messages`)."""

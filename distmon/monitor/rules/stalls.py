@@ -31,7 +31,7 @@ from distmon.monitor.rules.process import (
 )
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.job import JobState, RankState
-from distmon.monitor.state.whereabouts import WAITING, Place, classify, frame_lines
+from distmon.monitor.state.whereabouts import WAITING_KINDS, Place, classify, frame_lines
 from distmon.monitor.state.words import duration, rank_lines, rank_word
 
 MAX_SHOWN = 4
@@ -61,7 +61,7 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     for s in ranks:
         by_place[places[s.rank].signature].append(s)
     missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
-    victims_at = max(by_place, key=lambda k: (k[0] in WAITING, len(by_place[k])))
+    victims_at = max(by_place, key=lambda k: (k[0] in WAITING_KINDS, len(by_place[k])))
     victims = by_place[victims_at]
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
     if early:
@@ -199,7 +199,7 @@ def _everyone(job: JobState, ranks: list[RankState], place: Place, age: float, c
         )
     # Every rank waiting on something that does not come is a stop; every rank busy in the
     # same place (a long checkpoint, a slow start) may only be slow.
-    severity = CRITICAL if place.kind in WAITING else WARNING
+    severity = CRITICAL if place.kind in WAITING_KINDS else WARNING
     return Finding("stall", "stall", severity, names, summary, "\n".join(lines), said(job, names, ctx))
 
 
