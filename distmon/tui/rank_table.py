@@ -274,7 +274,7 @@ class RankTable(ScrollView, can_focus=True):
         culprit = np.isin(ranks, list(self.culprits))
         keep = np.ones(len(ranks), dtype=bool)
         if self.filter_text:
-            keep &= matching(self.filter_text, job, ranks, severity, self._told)
+            keep &= matching(self.filter_text, job, ranks, severity, self._story_matches)
         if self.problems_only:
             keep &= culprit | (severity != statuses.SEVERITY[statuses.OK])
         shown = ranks[keep]
@@ -297,7 +297,7 @@ class RankTable(ScrollView, can_focus=True):
             self.cursor = self.rows.index(current)
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
 
-    def _told(self, word: str, ranks: I8) -> npt.NDArray[np.bool_]:
+    def _story_matches(self, word: str, ranks: I8) -> npt.NDArray[np.bool_]:
         """Which of ``ranks`` the story's words match ``word``: all the waiting ones share
         theirs, and only the culprits' are asked for."""
         said = np.zeros(len(ranks), dtype=bool)

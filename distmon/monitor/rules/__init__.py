@@ -1,5 +1,8 @@
 """The detection rules, one module per family. Each is ``rule(job, context) -> findings``.
-They read the state and what is seen from outside; only the monitor's core runs them.
+They read the state and what is seen from outside. The monitor's core runs them (its
+:class:`~distmon.monitor.rules.detector.Detector`, which analyze's monitor runs too); the session
+and the intake read only :mod:`~distmon.monitor.rules.keeping_up`'s names for why the monitor
+fell behind.
 
 Failures and stops are judged every tick. Trends (straggling, memory growth, GPU health)
 build over tens of seconds, so they are judged every ``SLOW_PERIOD`` seconds and their

@@ -62,3 +62,5 @@ class Context:
 
 
 Rule = Callable[[JobState, Context], list[Finding]]
+"""A rule: what it finds in the job's state, in the context of one tick; it may add to the
+detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`)."""
