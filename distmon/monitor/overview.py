@@ -18,12 +18,11 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.ending import STOP_KINDS, cause
 from distmon.monitor.state.job import JobState, RankState
-from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING
+from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING, ended, failed_after, waits_for
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import rank_word
 from distmon.monitor.viewing import Progress
@@ -213,16 +212,16 @@ class Story:
         (:meth:`~distmon.monitor.state.job.JobState.statuses`)."""
         if s.rank in self.culprits:
             if s.finished:  # an alert standing as the job ended keeps the words of before
-                return statuses.ended(s.report)
+                return ended(s.report)
             return self.cause.doing.get(s.rank) if self.cause is not None else None
         if s.rank in self.pausing:
             return self.pausing[s.rank]
         if s.rank < len(self.waits) and self.waits[s.rank]:
             if self.pausing:
-                return statuses.waits_for(sorted(self.pausing), usual=True)
-            return statuses.waits_for(sorted(self.culprits))
+                return waits_for(sorted(self.pausing), usual=True)
+            return waits_for(sorted(self.culprits))
         if self.culprits and s.finished and s.lost_a_peer():
-            return statuses.failed_after(sorted(self.culprits))
+            return failed_after(sorted(self.culprits))
         return None
 
 
