@@ -11,8 +11,8 @@ import pytest
 
 from distmon.channel import Batch, Relay
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import SPAN, Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import Change
