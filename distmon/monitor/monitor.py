@@ -13,7 +13,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from distmon.channel import Batch
+from distmon.channel import DETAILS, Command
+from distmon.columnar.batch import Incoming
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.rules.detector import Detector
@@ -23,6 +24,10 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
+
+MAX_ASKED = 4096
+"""Ranks one request for whole reports names at most (the ranks kept decoded): the lowest
+first; the others wait for the next tick's."""
 
 
 class Responder(Protocol):
@@ -65,19 +70,19 @@ class Monitor:
             self.recorder.message(now, raw)
         return state
 
-    def ingest_batch(self, batch: Batch, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
-        """A batch of frames (``times[i]`` when frame ``i`` arrived, ``now`` by default), the
-        admitted ones recorded as received (refused ones are counted, not recorded); returns
-        how many were admitted."""
+    def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
+        """A batch of frames or a relay's columns (``times[i]`` when frame ``i`` arrived,
+        ``now`` by default), the admitted ones recorded as received (refused ones are counted,
+        not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
         if self.recorder is not None:
             if times is None or not len(admitted):
                 if len(admitted) or batch.relays:  # an empty batch is a relay's sign of life
-                    self.recorder.batch(now, batch.subset(admitted.tolist()))
+                    self.recorder.batch(now, batch.subset(admitted))
             else:
                 arrived = times[admitted]
                 for t in distinct(arrived):  # a record per arrival time: a replay ingests as this did
-                    self.recorder.batch(float(t), batch.subset(admitted[arrived == t].tolist()))
+                    self.recorder.batch(float(t), batch.subset(admitted[arrived == t]))
         return len(admitted)
 
     def tick(self, now: float) -> list[Change]:
@@ -95,6 +100,15 @@ class Monitor:
         if self.publishing:
             self.publish(now)
         return changes
+
+    def asking(self) -> Command | None:
+        """What to ask the relays after a tick: the whole reports of the ranks looked at since
+        the last one, and of those none came from (:meth:`JobState.wanted`), with every report
+        from now on for a few seconds (:mod:`distmon.columnar.news`); None when there are none."""
+        wanted = self.state.wanted()
+        if not wanted:
+            return None
+        return Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED])
 
     def away(self, since: float, why: str, seconds: int) -> None:
         """The monitor did not watch ``seconds`` from ``since`` (``why``: its loop stood

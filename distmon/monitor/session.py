@@ -8,6 +8,7 @@ live monitor did, and every way of watching a job ends with the same closing tic
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from collections.abc import Callable
 import numpy as np
 
 from distmon.channel import Batch
+from distmon.columnar.batch import ColumnBatch
 from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, weight
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.keeping_up import JUMPED, PAUSED
@@ -116,15 +118,27 @@ class Session:
 
     def _ingest(self, items: list[Item]) -> None:
         """Messages that came between two ticks, taken in as one batch, each at its time: the
-        monitor reads a batch as arrays, one message at a time it would pay that a message."""
-        if not items:
-            return
+        monitor reads a batch as arrays, one message at a time it would pay that a message.
+        Relays' columns and frames are two kinds of batch: each run of one kind is one."""
+        for columns, run in itertools.groupby(items, key=lambda item: isinstance(item[1], ColumnBatch)):
+            if columns:
+                self._ingest_columns([(t, m) for t, m in run if isinstance(m, ColumnBatch)])
+            else:
+                self._ingest_frames(list(run))
+        items.clear()
+
+    def _ingest_columns(self, items: list[tuple[float, ColumnBatch]]) -> None:
+        times = np.concatenate([np.full(len(m), t) for t, m in items])
+        batch = items[0][1] if len(items) == 1 else ColumnBatch.merged([m for _, m in items])
+        self.monitor.ingest_batch(batch, max(t for t, _ in items), times)
+
+    def _ingest_frames(self, items: list[Item]) -> None:
         batches: list[Batch] = []
         straight: list[bytes] = []
         for _, message in items:
             if isinstance(message, Batch):
                 batches.append(message)
-            else:
+            elif isinstance(message, bytes):
                 straight.append(message)
         if straight:
             batches.append(Batch.of(straight))
@@ -134,7 +148,6 @@ class Session:
         )
         batch = batches[0] if len(batches) == 1 else Batch.merged(batches)
         self.monitor.ingest_batch(batch, float(max(t for t, _ in items)), times)
-        items.clear()
 
     def drain(self) -> Timed:
         """Everything the feed holds now, and the ticks up to its clock."""
@@ -168,6 +181,9 @@ class Session:
         while t >= self._next_tick:
             now = self._next_tick
             changes += [(now, change) for change in self.monitor.tick(now)]
+            asking = self.monitor.asking()
+            if asking is not None and isinstance(self.feed, LiveFeed):
+                self.feed.send(asking)
             if self.on_tick is not None:
                 self.on_tick(now)
             self._next_tick += self.TICK

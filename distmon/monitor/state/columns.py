@@ -1,5 +1,5 @@
 """The monitor's numbers, in columns: an array per field over the ranks, filled from a whole
-batch of frames at once (:mod:`distmon.monitor.state.frames`), with a short history per rank and
+batch at once (:mod:`distmon.columnar`), with a short history per rank and
 metric. A rule that looks at every rank looks at an array; :class:`History` and
 :class:`distmon.monitor.state.job.RankState` read one rank of them."""
 
@@ -62,6 +62,8 @@ class Columns:
         "gpu_total": "f8",
         "stack": "u8",
         "bytes": "i8",
+        "report_t": "f8",
+        "seq": "i8",
         "via": "i8",
         "inflight_share": "f8",
         "data_wait_share": "f8",
@@ -118,6 +120,12 @@ class Columns:
     gpu_total: Array
     stack: Array
     bytes: Array
+    """Bytes of the report kept, as received."""
+    report_t: Array
+    """The time (on the rank's clock) of the report kept; NaN: none came yet. Through a relay,
+    a rank's whole report comes only when it has news (:mod:`distmon.monitor.state.reports`)."""
+    seq: Array
+    """Frames taken in before this rank's latest, over the job: which frame it was."""
     via: Array
     inflight_share: Array
     data_wait_share: Array
