@@ -32,7 +32,7 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.file import ColumnRecord, Message, RecordingWriter, read_recording
 from distmon.monitor.recording.readback import load
 from distmon.monitor.session import Session
-from distmon.monitor.state.columns import Columns
+from distmon.monitor.state.columns import METRICS, Columns, History
 from distmon.monitor.state.job import JobState
 from distmon.wire import Report, WireError
 from tests.support.relayed import SimRelays, relayed
@@ -66,7 +66,12 @@ def same_columns(a: Columns, b: Columns) -> list[str]:
         x, y = getattr(a, name), getattr(b, name)
         if name not in KEPT_APART and not np.array_equal(x, y, equal_nan=x.dtype.kind == "f"):
             differ.append(name)
-    differ += [m for m in a.history if not np.array_equal(a.history[m], b.history[m], equal_nan=True)]
+    ranks = np.flatnonzero(a.present).tolist()
+    differ += [
+        m
+        for m in METRICS
+        if not all(np.array_equal(History(a, r).series(m), History(b, r).series(m), equal_nan=True) for r in ranks)
+    ]
     return differ
 
 

@@ -209,7 +209,7 @@ class JobState:
         h = parsed.headers[frames]
         rank = h["rank"].astype(np.int64)
         cols = self.cols
-        cols.reserve(int(rank.max()) + 1)
+        cols.reserve(max(int(rank.max()) + 1, self.job_world or 0))
         self.reports.reserve(cols.capacity)
         was_present = cols.present[rank]
         new = ~was_present | (cols.pid[rank] != h["pid"]) | (cols.host[rank] != h["host"])
@@ -342,7 +342,7 @@ class JobState:
             "data_wait": h["data_wait"],
         }
         for metric, value in values.items():
-            cols.history[metric][rank, slot] = value
+            cols.history[metric][slot, rank] = value
         cols.history_next[rank] = (slot + 1) % HISTORY
         cols.history_count[rank] += 1
 
