@@ -7,7 +7,10 @@ drive the same code.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections import Counter
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
@@ -27,7 +30,26 @@ from distmon.monitor.state.snapshot import Snapshot, take
 
 MAX_ASKED = 4096
 """Ranks one request for whole reports names at most (the ranks kept decoded): the lowest
-first; the others wait for the next tick's."""
+first; the others are asked for again if they are still looked at."""
+GIVE_BACK_EVERY = 60.0
+"""Seconds of the monitor's clock between two returns of freed memory to the system."""
+
+
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``, where there is one (Linux; not macOS). A whole job's hang
+    changes every rank's report at once, twice: the reports replaced, glibc keeps the memory
+    they held, in pieces it may not reuse for reports of another size, and the monitor's
+    resident memory would step up with each such incident. Given back, it stays flat
+    (``benchmarks/bench_soak.py``)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return lambda: trim(0)
+
+
+GIVE_BACK = _malloc_trim()
 
 
 class Responder(Protocol):
@@ -57,6 +79,7 @@ class Monitor:
         self.publishing = False
         self.last_tick = 0.0
         """The time of the latest tick (0 before the first)."""
+        self._given_back = 0.0
 
     @property
     def limits(self) -> Thresholds:
@@ -99,6 +122,9 @@ class Monitor:
         self.last_tick = now
         if self.publishing:
             self.publish(now)
+        if GIVE_BACK is not None and abs(now - self._given_back) >= GIVE_BACK_EVERY:
+            GIVE_BACK()
+            self._given_back = now
         return changes
 
     def asking(self) -> Command | None:

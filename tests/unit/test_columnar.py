@@ -156,8 +156,9 @@ def test_a_recording_of_columns_replays_and_reports_as_it_ran(tmp_path: Path) ->
 
 
 def test_old_recordings_of_frames_still_replay_beside_the_new(tmp_path: Path) -> None:
-    """A version 2 recording (frames) and the same job recorded from relays (version 3) name
-    the same culprit."""
+    """A recording of frames (as every recording was before relays sent columns; the real
+    version 1 and 2 files in tests/data replay in test_record_report.py) and the same job
+    recorded from relays: the same job read back."""
     sim = SimJob(world=16).hang(3, at=5)
     frames = RecordingWriter(str(tmp_path / "frames.distmon"))
     for t, raw in sim.stream(until=15):
