@@ -36,7 +36,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
 import zmq
@@ -44,7 +44,7 @@ from simulated import SimJob
 
 from distmon.cli import relax_gc
 from distmon.monitor.intake.feeds import LiveFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.monitor import Monitor, Viewers
 from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.ending import STOP_KINDS
@@ -127,8 +127,18 @@ def sender(
 
 
 def run(
-    ranks: int, relays: int, senders: int, healthy: int, hung: int, interval: int, record: str | None = None
+    ranks: int,
+    relays: int,
+    senders: int,
+    healthy: int,
+    hung: int,
+    interval: int,
+    viewers: Callable[[str], Viewers] | None = None,
+    on_turn: Callable[[], None] | None = None,
+    record: str | None = None,
 ) -> dict[str, object]:
+    """``viewers``: the monitor's screens, made for its endpoint (``bench_attach.py``); ``on_turn``
+    called at each turn of the monitor's loop; ``record``: the recording, if any."""
     relax_gc()
     load = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
@@ -154,7 +164,9 @@ def run(
         )
         for listen in listens
     ]
-    monitor = Monitor(recorder=RecordingWriter(record) if record else None)
+    monitor = Monitor(
+        recorder=RecordingWriter(record) if record else None, viewers=viewers(upstream) if viewers is not None else None
+    )
     ticks: list[tuple[float, float]] = []
     tick = monitor.tick
 
@@ -180,6 +192,8 @@ def run(
                 if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
                     alert = (t, change.alert.ranks)
             counted.append((time.time(), monitor.state.received, time.process_time()))
+            if on_turn is not None:
+                on_turn()
             time.sleep(0.01)
         session.finish()
     finally:
@@ -228,7 +242,7 @@ def main() -> None:
     parser.add_argument("--record", metavar="FILE", help="record what the monitor takes in, as distmon record does")
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = parser.parse_args()
-    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung, args.interval, args.record)
+    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung, args.interval, record=args.record)
     print("| " + " | ".join(result) + " |")
     print("|" + "---|" * len(result))
     said = result.pop("said")

@@ -10,6 +10,8 @@ import tempfile
 import zmq
 
 ENV = "DISTMON_ENDPOINT"
+VIEW_SUFFIX = ".view"
+"""A monitor's screens attach beside its ranks' ipc socket, at the same path with this added."""
 
 
 class EndpointError(Exception):
@@ -99,3 +101,16 @@ def bind_address(endpoint: str) -> str:
     except ValueError:
         return f"tcp://*:{port}" if host != "*" else endpoint
     return endpoint
+
+
+def viewer_address(endpoint: str) -> str:
+    """Where screens attach to the monitor whose ranks connect to ``endpoint``, so that a user
+    needs one address: the next port on TCP (``tcp://node001:5599`` -> ``tcp://node001:5600``),
+    else the same path with :data:`VIEW_SUFFIX` added. Raises :class:`EndpointError` for a port
+    with no next one."""
+    if not endpoint.startswith("tcp://"):
+        return endpoint + VIEW_SUFFIX
+    host, _, port = endpoint[len("tcp://") :].rpartition(":")
+    if not port.isdigit() or not 0 < int(port) < 65535:
+        raise EndpointError(f"{endpoint} has no port after its own for screens to attach to")
+    return f"tcp://{host}:{int(port) + 1}"

@@ -27,6 +27,10 @@ Faults (``--fault``), injected on ``--fault-rank`` at ``--fault-step``:
   and over) while the others wait at a barrier: a healthy pause, not a hang
 - ``slow-import``: before its first step the rank imports a module that takes SECONDS of
   CPU (a big library, a JIT build) while the others wait in the first collective
+- ``regex``: a regular expression that backtracks for SECONDS on the training thread: one
+  long C call that burns CPU and holds the GIL
+- ``upload-hang``: the rank's metrics upload at STEP (see ``--habit upload``) never returns:
+  the service does not answer for SECONDS
 
 ``--fault`` may be repeated, each as ``KIND@STEP[:RANK[:SECONDS]]`` (STEP counted across
 epochs; a part left out comes from ``--fault-step``, ``--fault-rank`` and ``--hang-seconds``),
@@ -35,7 +39,17 @@ last SECONDS and the job trains on, so they can come before a fault that ends it
 
     torchrun --nproc_per_node=4 examples/train.py --distmon --fault straggler@60:2:25 --fault leak@60:2:25
 
-Each fault prints its own ``[train] rank R: injecting KIND at step S, t=T`` line.
+Habits (``--habit KIND@EVERY[:RANK[:SECONDS]]``, rank 0 by default) are pauses a healthy
+job takes every EVERY steps and always comes out of, while the other ranks wait:
+
+- ``upload``: the rank posts its metrics to a slow service (a synchronous HTTP call, as an
+  experiment tracker's client makes), asleep in a socket read until it answers
+- ``evaluate``: the rank evaluates alone (CPU work) before its next collective
+- ``gc``: the rank holds the GIL while it burns CPU, as a long garbage-collection pass does
+- ``checkpoint``: the rank writes a checkpoint while the others wait at a barrier
+
+Each fault prints its own ``[train] rank R: injecting KIND at step S, t=T`` line; a habit
+prints none.
 """
 
 from __future__ import annotations
@@ -43,13 +57,18 @@ from __future__ import annotations
 import argparse
 import ctypes
 import datetime
+import http.server
 import importlib
+import math
 import os
+import re
 import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
+import urllib.request
 from dataclasses import dataclass
 
 import torch
@@ -73,9 +92,12 @@ FAULTS = (
     "fifo-save",
     "checkpoint",
     "slow-import",
+    "regex",
+    "upload-hang",
 )
-AT_A_STEP = ("hang", "extra-collective", "exception", "sigkill", "worker-kill", "gil", "stop", "fifo-save")
+AT_A_STEP = ("hang", "extra-collective", "exception", "sigkill", "worker-kill", "gil", "stop", "fifo-save", "regex")
 """Faults injected once, when the rank reaches their step."""
+HABITS = ("upload", "evaluate", "gc", "checkpoint")
 
 
 @dataclass(frozen=True)
@@ -126,6 +148,14 @@ def parse_args() -> argparse.Namespace:
         metavar="KIND[@STEP[:RANK[:SECONDS]]]",
         help=f"inject a fault, one of {', '.join(FAULTS)}; repeat for several",
     )
+    p.add_argument(
+        "--habit",
+        action="append",
+        default=[],
+        type=habit_spec,
+        metavar="KIND@EVERY[:RANK[:SECONDS]]",
+        help=f"a pause the job takes every EVERY steps, one of {', '.join(HABITS)}; repeat for several",
+    )
     p.add_argument("--fault-rank", type=int, default=1)
     p.add_argument("--fault-step", type=int, default=20)
     p.add_argument("--hang-seconds", type=float, default=600.0)
@@ -151,6 +181,18 @@ def fault_spec(text: str) -> Spec:
         return kind, int(step) if step else None, int(rank) if rank else None, float(seconds) if seconds else None
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not KIND[@STEP[:RANK[:SECONDS]]]: {', '.join(FAULTS)}") from None
+
+
+def habit_spec(text: str) -> Fault:
+    """``KIND@EVERY[:RANK[:SECONDS]]`` as a :class:`Fault` whose ``step`` is the period."""
+    kind, _, where = text.partition("@")
+    every, rank, seconds = [*where.split(":"), "", ""][:3]
+    try:
+        if kind not in HABITS or int(every) < 1:
+            raise ValueError
+        return Fault(kind, int(rank) if rank else 0, int(every), float(seconds) if seconds else 3.0)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not KIND@EVERY[:RANK[:SECONDS]]: {', '.join(HABITS)}") from None
 
 
 def resolve(spec: Spec, args: argparse.Namespace) -> Fault:
@@ -198,6 +240,8 @@ def main() -> None:
     checkpoints = {f.step: f for f in args.faults if f.kind == "checkpoint"}
     """Every rank takes part: the one that writes, and the others waiting at the barrier."""
     lasting = [f for f in args.faults if f.on(rank) and f.kind in ("straggler", "leak")]
+    uploads = any(h.kind == "upload" and h.on(rank) for h in args.habit)
+    service = SlowService(args.faults) if uploads else None
     started: dict[Fault, float] = {}
     """When each straggler or leak began: it lasts its seconds from then."""
     kept: list[torch.Tensor] = []
@@ -216,6 +260,9 @@ def main() -> None:
                     announce(rank, "checkpoint", now)
                     save_checkpoint(model, now, checkpoints[now].seconds)
                 dist.barrier()
+            for habit in args.habit:
+                if now and now % habit.step == 0:
+                    take_habit(habit, rank, now, model, service)
             for fault in lasting:
                 if fault.step == now:
                     announce(rank, fault.kind, now)
@@ -267,6 +314,8 @@ def inject(fault: Fault, worker_pids: list[int], model: torch.nn.Module) -> None
         # ctypes.PyDLL keeps the GIL during the call, like a C extension that forgets to
         # release it: every Python thread in the process, distmon's included, stops.
         ctypes.PyDLL(None).sleep(int(fault.seconds))
+    elif kind == "regex":
+        hold_the_gil(fault.seconds)
     elif kind == "stop":
         later(fault.seconds, f"kill -CONT {os.getpid()}")
         os.kill(os.getpid(), signal.SIGSTOP)
@@ -278,6 +327,77 @@ def inject(fault: Fault, worker_pids: list[int], model: torch.nn.Module) -> None
             torch.save(model.state_dict(), fifo)  # torch's C++ writer opens it holding the GIL
         except RuntimeError as e:  # a FIFO cannot be seeked: the save fails once it opens
             print(f"[train] rank {dist.get_rank()}: the save to {fifo} failed once open: {e}", flush=True)
+
+
+def take_habit(habit: Fault, rank: int, step: int, model: torch.nn.Module, service: SlowService | None) -> None:
+    """One of the job's routine pauses: the checkpoint's barrier every rank takes part in."""
+    if habit.on(rank):
+        if habit.kind == "upload" and service is not None:
+            upload_metrics(service, step, habit.seconds)
+        elif habit.kind == "evaluate":
+            evaluate(habit.seconds)
+        elif habit.kind == "gc":
+            hold_the_gil(habit.seconds)
+        elif habit.kind == "checkpoint":
+            save_checkpoint(model, step, habit.seconds)
+    if habit.kind == "checkpoint":
+        dist.barrier()
+
+
+class SlowService(http.server.ThreadingHTTPServer):
+    """A metrics service that answers each post after the seconds it is asked to take, or,
+    for the step of an ``upload-hang`` fault, after that fault's seconds."""
+
+    def __init__(self, faults: list[Fault]) -> None:
+        self.stuck = {f.step: f.seconds for f in faults if f.kind == "upload-hang"}
+        super().__init__(("127.0.0.1", 0), _SlowHandler)
+        threading.Thread(target=self.serve_forever, daemon=True).start()
+
+
+class _SlowHandler(http.server.BaseHTTPRequestHandler):
+    server: SlowService
+
+    def do_POST(self) -> None:
+        step, seconds = (float(v) for v in self.path.strip("/").split("/"))
+        time.sleep(self.server.stuck.get(int(step), seconds))
+        self.rfile.read(int(self.headers.get("Content-Length", 0)))
+        self.send_response(204)
+        self.end_headers()
+
+    def log_message(self, format: str, *args: object) -> None:
+        pass
+
+
+def upload_metrics(service: SlowService, step: int, seconds: float) -> None:
+    """A synchronous post to the metrics service, as an experiment tracker's client makes."""
+    if step in service.stuck:
+        announce(dist.get_rank(), "upload-hang", step)
+    url = f"http://127.0.0.1:{service.server_address[1]}/{step}/{seconds}"
+    urllib.request.urlopen(urllib.request.Request(url, data=b'{"loss": 0.1}'), timeout=3600).read()
+
+
+def evaluate(seconds: float) -> None:
+    """An evaluation pass this rank runs alone: CPU work with the GIL released now and then."""
+    end = time.time() + seconds
+    while time.time() < end:
+        sum(range(10_000))
+
+
+BACKTRACKING = re.compile(r"(a|aa)+b")
+"""Matching ``a`` * n takes time that grows by about 1.6 for each ``a``, in one C call."""
+
+
+def hold_the_gil(seconds: float) -> None:
+    """Burn CPU for about ``seconds`` in one C call that never releases the GIL (a regular
+    expression that backtracks), as a long garbage-collection pass or a C extension does."""
+    n, took = 20, 0.0
+    while took < 0.02:
+        n += 2
+        start = time.perf_counter()
+        BACKTRACKING.match("a" * n)
+        took = time.perf_counter() - start
+    n += max(0, round(math.log(seconds / took) / math.log(1.6)))
+    BACKTRACKING.match("a" * n)
 
 
 def later(seconds: float, command: str) -> None:

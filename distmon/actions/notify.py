@@ -1,6 +1,10 @@
 """Alert notifications: each alert change worth a person's attention, POSTed as JSON to a
 webhook (``--notify URL``) and piped to a command (``--on-alert CMD``).
 
+A page is for what needs a person: by default only critical alerts are told (an alert
+raised as a warning is told when it turns critical, as raised), and their resolution;
+``--notify-level warning`` tells warnings too.
+
 Delivery runs on one daemon thread per sink behind a bounded queue, so a slow or dead
 receiver never blocks ingest or the UI and never keeps the process from exiting. Only
 changes a person would act on are told: an alert's detail (and often its summary) carries
@@ -25,7 +29,7 @@ from collections import deque
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from distmon.monitor.state.alerts import Alert, Change
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, Change
 
 TEXT_LIMIT = 300
 """Characters of the one-line ``text``; the full story is in ``alert.detail``."""
@@ -36,6 +40,8 @@ HTTP_TIMEOUT = 5.0
 COMMAND_TIMEOUT = 30.0
 MAX_REMEMBERED = 10_000
 """Alerts whose last told state is kept; resolved ones are forgotten at once."""
+LEVELS = (CRITICAL, WARNING)
+"""What ``--notify-level`` takes: the least severity told."""
 
 
 def payload(event: str, alert: Alert) -> dict[str, Any]:
@@ -87,10 +93,13 @@ class Notifications:
         command_timeout: float = COMMAND_TIMEOUT,
         queue_limit: int = QUEUE_LIMIT,
         warn: Callable[[str], None] | None = None,
+        level: str = CRITICAL,
     ) -> None:
         """A webhook retries after each ``backoff`` delay; a command is not retried (it may have
-        done half its work). ``warn`` gets one line per sink on its first failure (default: stderr)."""
+        done half its work). ``warn`` gets one line per sink on its first failure (default:
+        stderr). ``level``: the least severity told, one of :data:`LEVELS`."""
         warn = warn or _to_stderr
+        self.level = level
         self.sinks: list[Sink] = []
         if url:
             deliver = functools.partial(post, url, http_timeout)
@@ -104,12 +113,17 @@ class Notifications:
         return bool(self.sinks)
 
     def changes(self, changes: list[Change]) -> None:
-        """Tell every raised and resolved alert, and an update only when its severity or ranks moved."""
+        """Tell every alert raised at the level or above, its updates when its severity or
+        ranks moved, and its resolution; an alert below the level is told, as raised, once it
+        reaches it, and only a resolution told before is told."""
         for change in changes:
             alert = change.alert
-            if change.event == "updated" and self._told.get(alert.key) == (alert.severity, alert.ranks):
-                continue
-            self.tell(change.event, alert)
+            told = self._told.get(alert.key)
+            if change.event == "resolved":
+                if told is not None or self.level == WARNING:
+                    self.tell("resolved", alert)
+            elif (alert.severity == CRITICAL or self.level == WARNING) and told != (alert.severity, alert.ranks):
+                self.tell("raised" if told is None else change.event, alert)
 
     def tell(self, event: str, alert: Alert) -> None:
         """Queue one change unconditionally; never blocks."""

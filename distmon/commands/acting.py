@@ -40,6 +40,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--on-alert", metavar="CMD", help="run CMD with each alert change as JSON on its stdin")
     parser.add_argument(
+        "--notify-level",
+        choices=("critical", "warning"),
+        default="critical",
+        help="the alerts --notify and --on-alert tell: critical ones and their resolution (the default), "
+        "or warnings too",
+    )
+    parser.add_argument(
         "--abort-on-hang",
         type=values.option(0, 7 * 24 * 3600),
         metavar="SECONDS",
@@ -80,6 +87,8 @@ def forward(args: argparse.Namespace) -> list[str]:
     ):
         if value is not None:
             out += [option, str(value)]
+    if args.notify_level != "critical":
+        out += ["--notify-level", args.notify_level]
     return out
 
 
@@ -95,7 +104,7 @@ def responder(args: argparse.Namespace, channel: Channel) -> Responder:
     return Responder(
         channel,
         evidence=EvidenceStore(args.evidence) if args.evidence is not None else None,
-        notifications=Notifications(args.notify, args.on_alert),
+        notifications=Notifications(args.notify, args.on_alert, level=args.notify_level),
         abort_after=args.abort_on_hang,
     )
 

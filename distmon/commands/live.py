@@ -1,6 +1,7 @@
 """The monitor of running ranks, as ``watch`` and ``record`` start and stop it: the job's key and
-the options checked, the recording opened, the live feed bound on the endpoint, the warning for
-an exposed endpoint, the responder, the monitor and its metrics port."""
+the options checked, the recording opened, the live feed bound on the endpoint, where screens
+attach to it, the warning for an exposed endpoint, the responder, the monitor and its metrics
+port."""
 
 from __future__ import annotations
 
@@ -16,6 +17,7 @@ from distmon.monitor.state.admission import MAX_WORLD
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Responder
+    from distmon.monitor.broadcast import Broadcast
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.monitor import Monitor
     from distmon.monitor.recording.file import RecordingWriter
@@ -62,7 +64,7 @@ def open_live(args: argparse.Namespace, command: str, recording: str | None, job
     (to the path ``recording``, if given), the feed bound on the endpoint, then the monitor. None
     where a step fails, said in one line on stderr and what was opened closed."""
     try:
-        return _open(args, recording, job)
+        return _open(args, command, recording, job)
     except _Refused as e:
         print(f"distmon {command}: {e}", file=sys.stderr)
         return None
@@ -72,7 +74,7 @@ class _Refused(Exception):
     """A step of the start-up failed: why, in a few words."""
 
 
-def _open(args: argparse.Namespace, recording: str | None, job: str | None) -> Live:
+def _open(args: argparse.Namespace, command: str, recording: str | None, job: str | None) -> Live:
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.intake.receiver import EndpointError
     from distmon.monitor.recording.file import RecordingWriter
@@ -96,9 +98,22 @@ def _open(args: argparse.Namespace, recording: str | None, job: str | None) -> L
             recorder.close()
         raise _Refused(e) from None
     try:
-        return _start(args, feed, recorder, address, key is not None, job)
+        return _start(args, feed, recorder, address, key is not None, job, _broadcast(command, address, key))
     except metrics_port.MetricsPortError as e:
         raise _Refused(e) from None
+
+
+def _broadcast(command: str, address: str, key: keys.JobKey | None) -> Broadcast | None:
+    """Where screens attach (``distmon watch --attach``); a monitor whose screens cannot attach
+    says so in one line and watches on."""
+    from distmon.endpoint import EndpointError
+    from distmon.monitor.broadcast import Broadcast
+
+    try:
+        return Broadcast(address, key)
+    except EndpointError as e:
+        print(f"distmon {command}: warning: no screen can attach: {e}", file=sys.stderr)
+        return None
 
 
 def _start(
@@ -108,6 +123,7 @@ def _start(
     address: str,
     keyed: bool,
     job: str | None,
+    viewers: Broadcast | None,
 ) -> Live:
     """Raises :class:`~distmon.commands.metrics_port.MetricsPortError`, the feed and the
     monitor closed."""
@@ -117,7 +133,7 @@ def _start(
     if warning:
         print(warning, file=sys.stderr)
     responder = acting.responder(args, feed)
-    monitor = live_monitor(recorder, job, responder, args.max_world)
+    monitor = live_monitor(recorder, job, responder, args.max_world, viewers)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError:

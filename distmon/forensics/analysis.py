@@ -27,6 +27,7 @@ from distmon.flightrecorder import (
 )
 from distmon.forensics.files import Files, walk
 from distmon.forensics.logs import LogFacts
+from distmon.forensics.standings import statuses
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
@@ -71,6 +72,10 @@ class Analysis:
     monitor: Monitor
     logs: int = 0
     """Logs read."""
+    log: LogFacts = field(default_factory=LogFacts)
+    """What the logs said, rank by rank."""
+    timed: bool = True
+    """:attr:`t` is a moment the files give; else only how long each wait ran is known."""
 
     @property
     def dumps(self) -> int:
@@ -92,59 +97,76 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
         problems.append(f"a world of {size} ranks (from {world_from}) is beyond the {MAX_WORLD} distmon judges")
         size = MAX_WORLD
     facts = {r: RankFacts(r, files.sources[r], d.groups, d, _stack(d.oldest_pending)) for r, d in dumps.items()}
-    t = _moment(dumps, log, files.written)
-    statuses = log.statuses(size, t)
-    for rank in sorted((statuses.keys() | log.raised.keys()) - facts.keys()):
-        facts[rank] = RankFacts(rank, "log", statuses.get(rank, []))
+    t, timed = _moment(dumps, log, files.written)
+    found = statuses(log, size, t)
+    for rank in sorted((found.keys() | log.raised.keys()) - facts.keys()):
+        facts[rank] = RankFacts(rank, "log", found.get(rank, []))
     _place(facts, files.configs, size)
-    silent = log.seen - facts.keys()
-    missing = {
-        r: "no watchdog line in the log" if r in silent else files.unread.get(r, "no file")
-        for r in range(size)
-        if r not in facts
-    }
+    missing = {r: _why_missing(r, log, files, bool(dumps)) for r in range(size) if r not in facts}
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
     reports = [_last_words(_report(f, size, t), log) for f in facts.values() if f.rank < size]
     if reports:
         monitor.ingest_batch(Batch.of([encode(r) for r in reports]), t)
         monitor.tick(t)
-    if log.unplaced:
-        problems.append(f"{log.unplaced} watchdog lines name no rank (no [rankN]: prefix): left out")
-    return Analysis(size, world_from, facts, missing, problems, list(monitor.alerts.history), t, monitor, files.logs)
+    if log.unplaced_lines:
+        problems.append(f"{log.unplaced_lines} watchdog lines name no global rank (no [rankN]: prefix): left out")
+    alerts = list(monitor.alerts.history)
+    return Analysis(size, world_from, facts, missing, problems, alerts, t, monitor, files.logs, log, timed)
 
 
-def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> float:
-    """When the ranks are judged: the moment the dumps were taken. Torch takes them when the
-    first watchdog fires, a collective timeout after the oldest work in flight was enqueued,
-    so a hang's entries are minutes older than its dump. A dump's file time is that moment
-    where it falls within a timeout of the entries (a copy's time, days later, is not); else
-    the first timeout's firing, read off each rank's oldest pending work; else the latest
-    moment the files record."""
+def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
+    """Why a rank has no report: its dump missing or unread, or, with logs alone, the log's
+    silence (its lines, but no watchdog line; or no line at all)."""
+    if dumps or rank in files.unread:
+        return files.unread.get(rank, "no file")
+    if rank in log.waiting:
+        return "its waits are in groups the log does not name"
+    return "no watchdog line in the log" if rank in log.seen else "no line in the log"
+
+
+def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> tuple[float, bool]:
+    """When the ranks are judged, and whether the files give that moment: the moment the dumps
+    were taken. Torch takes them when the first watchdog fires, a collective timeout after the
+    oldest work in flight was enqueued, so a hang's entries are minutes older than its dump. A
+    dump's file time is that moment where it falls within a timeout of the entries (a copy's
+    time, days later, is not); else the first timeout's firing, read off each rank's oldest
+    pending work; else the latest moment the files record; else, where no line has a time,
+    the longest wait a line states, so that each wait counts from when it began."""
     recorded = max([d.t for d in dumps.values() if d.t] + ([log.latest] if log.latest else []), default=0.0)
+    if not recorded:
+        ran = [t.ran or t.stuck or 0.0 for ts in log.timeouts.values() for t in ts.values()]
+        return max(ran, default=0.0), False
     timeout = max((g.timeout or 0.0 for d in dumps.values() for g in d.groups), default=0.0)
     fits = [w for w in written if recorded <= w <= recorded + timeout + DUMP_DELAY]
     if fits:
-        return max(fits)
+        return max(fits), True
     fired = [
         created_at(e) + number(e, "timeout_ms") / 1000
         for d in dumps.values()
         if (e := d.oldest_pending) is not None and created_at(e) > 0 and number(e, "timeout_ms") > 0
     ]
-    return max(recorded, min(fired, default=recorded))
+    return max(recorded, min(fired, default=recorded)), True
 
 
 def _world(
     given: int | None, dumps: dict[int, RankDump], configs: dict[str, list[int]], log: LogFacts
 ) -> tuple[int, str]:
-    if given is not None and given > max([*dumps, *log.seen], default=-1):
-        return given, "--world"  # a --world the files contradict is not taken: they hold ranks beyond it
+    """The world size: ``--world`` unless the files hold ranks beyond it; the dumps' groups;
+    a launcher's line or the world group's start; else the most ranks the log shows a group
+    or a communicator of (``nranks 8``, an all-gather's element counts) or torchrun's failure
+    table lists, where that is more than the highest rank seen."""
+    seen = max([*dumps, *log.seen], default=-1) + 1
+    if given is not None and given >= seen:
+        return given, "--world"
     from_dumps = max((max(m) + 1 for m in configs.values() if m), default=0)
     if from_dumps and from_dumps >= max(dumps, default=-1) + 1:
         return from_dumps, "the dumps"
-    if log.world:
+    if log.world and log.world >= seen:
         return log.world, "the log"
-    seen = max([*dumps, *log.seen], default=-1) + 1
+    counted = max(log.nranks or 0, log.largest_group or 0, (log.listed or -1) + 1)
+    if counted > seen:
+        return counted, "the log"
     return seen, "the highest rank seen"
 
 

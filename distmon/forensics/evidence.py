@@ -57,8 +57,8 @@ def evidence(analysis: Analysis, culprits: list[int]) -> list[Evidence]:
                 found.append(_no_dump(rank, analysis.missing[rank]))
             continue
         if f.dump is None:  # a log's rank: only what its and its peers' watchdog lines show
-            if (behind := _host_stopped(f, analysis)) is not None:
-                found.append(behind)
+            if (said := _device_error(f, analysis) or _host_stopped(f, analysis)) is not None:
+                found.append(said)
             continue
         found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
     return found
@@ -94,6 +94,26 @@ def _device_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
         HARDWARE,
         "drain its node before the restart; on its host, `nvidia-smi -q` (ECC, retired pages, "
         "the GPU's state) and `dmesg | grep -i xid` for the GPU's errors",
+    )
+
+
+def _device_error(f: RankFacts, analysis: Analysis) -> Evidence | None:
+    """Its watchdog found its own device failed (``CUDA error: ...``): the peers' timeouts
+    follow from it."""
+    raised = analysis.log.raised.get(f.rank)
+    if raised is None or raised.type != "CUDA error":
+        return None
+    return Evidence(
+        f.rank,
+        f"its device failed: CUDA error: {raised.message}",
+        [
+            "its own NCCL watchdog found the error on its GPU and took the process down; any peer that "
+            "timed out waited for it"
+        ],
+        HARDWARE,
+        "drain its node before the restart if the error comes again on the same GPU: on its host "
+        "`nvidia-smi -q` (ECC, retired pages) and `dmesg | grep -i xid`; an illegal memory access may be a "
+        "kernel's bug instead: rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
     )
 
 

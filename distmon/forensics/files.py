@@ -6,7 +6,7 @@ not be listed.
 Files come from other machines, other users and broken disks, so nothing but a regular file
 is opened (a FIFO would block the reader forever, a device never ends), a dump is read
 within :mod:`distmon.flightrecorder`'s limits, and a log line by line, each cut at
-:data:`~distmon.forensics.logs.MAX_LINE` characters, for at most :data:`MAX_LOG_SECONDS`.
+:data:`~distmon.forensics.pasted.MAX_LINE` characters, for at most :data:`MAX_LOG_SECONDS`.
 """
 
 from __future__ import annotations
@@ -21,8 +21,9 @@ from dataclasses import dataclass, field
 from typing import IO, cast
 
 from distmon.flightrecorder import RankDump
-from distmon.forensics.logs import MAX_LINE, LogFacts, read_log
+from distmon.forensics.logs import LogFacts, read_log
 from distmon.forensics.parallel import read_all
+from distmon.forensics.pasted import MAX_LINE
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.regular import open_regular, why_not
 
@@ -31,6 +32,8 @@ MAX_LOG_SECONDS = 300.0
 """Seconds one log may take to be read; the lines read by then are kept."""
 _TRAILING_RANK = re.compile(r"(\d{1,9})(?:\.(?:json|pkl|pickle|pt|bin))?$")
 SNIFF = 4096
+_JSON_OBJECT = re.compile(rb'\s*\{\s*"')
+"""A JSON dump's start; a log may start with a dict Python printed (``{'loss': 0.11}``)."""
 
 
 @dataclass
@@ -133,7 +136,7 @@ def sniff(path: str, problems: list[str]) -> str | None:
         if rank_of(path) is not None:  # a dump's name: cut before anything was written
             problems.append(f"{path}: empty (0 bytes), no dump in it")
         return None
-    if head[:1] == b"\x80" or head.lstrip()[:1] == b"{":
+    if head[:1] == b"\x80" or _JSON_OBJECT.match(head):
         return "dump"
     if b"\0" in head:
         problems.append(f"{path}: neither a Flight Recorder dump nor a log")

@@ -1,135 +1,79 @@
 """A job's log read for what each rank said last: the collective its NCCL watchdog timed out
-in, the Python exception it raised, or nothing at all.
-
-Watchdog shapes read, by torch era (``Rank`` in a PG prefix is the group-local rank)::
-
-    1.9-1.10  [E ProcessGroupNCCL.cpp:587] [Rank 1] Watchdog caught collective operation timeout:
-                  WorkNCCL(OpType=BROADCAST, Timeout(ms)=1800000) ran for 1800412 milliseconds ...
-    2.0-2.3   [E ProcessGroupNCCL.cpp:458] [Rank 7] Watchdog caught ... WorkNCCL(SeqNum=51207, ...
-    2.4       [PG 0 (default_pg) Rank 7] Exception (either an error or timeout) detected by watchdog
-                  at work: 3312, last enqueued NCCL work: 3313, last completed NCCL work: 3311.
-              [PG 3 Rank 2] Heartbeat monitor timed out! ...
-    2.5-2.6   [PG ID 0 PG GUID 0(default_pg) Rank 1] Timeout at NCCL work: 417, last enqueued NCCL
-                  work: 419, last completed NCCL work: 416.
-    2.6+      [PG ID 1 PG GUID 1 Rank 3]  failure detected by watchdog at work sequence id: 9120 PG
-                  status: last enqueued work: 9122, last completed work: 9119
-              [PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's watchdog got stuck for 480
-                  seconds without making progress in monitoring enqueued collectives.
+in (:mod:`~distmon.forensics.watchdog`), the Python exception it raised
+(:mod:`~distmon.forensics.tracebacks`), the error of its own device, or nothing at all.
 
 A line's rank is torchrun's ``[rankN]:`` prefix wherever it stands (after docker or logging
 stamps, a host name, a progress bar), else the bare ``[Rank N]`` of old torch, else the
-group-local rank of the default group. Lines a terminal wrapped are joined again. A rank's
+group-local rank of the default group. The log is first put back into the lines the ranks
+wrote (:mod:`~distmon.forensics.pasted`). A watchdog line that names no group (``[Rank 0]
+Watchdog caught ...`` of torch 2.0-2.5) is the work a line of the same rank with a PG prefix
+names, where one does; alone, it is of the world group, as in old torch, unless the rank has
+several such waits, which are then of groups the log does not name. A rank's
 ``[rankN]:``-prefixed Python traceback is its last words, as are the traceback under
 ``mp.spawn``'s ``-- Process N terminated`` and torchrun's root cause in a ``ChildFailedError``
-table. A rank the log shows without a watchdog line waits for nobody;
-one it never shows was never heard from.
+table; a traceback with no rank is kept apart (:attr:`LogFacts.unplaced`).
 """
 
 from __future__ import annotations
 
-import calendar
 import re
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
-from distmon.visible import visible
-from distmon.wire import PEER_LOST, ExceptionInfo, Frame, GroupStatus, rank_runs
+from distmon.forensics.pasted import lines_as_written
+from distmon.forensics.tracebacks import (
+    FRAME,
+    ISO,
+    ROOT_CAUSE,
+    TRACEBACK,
+    Raised,
+    Table,
+    Traceback,
+    ends_table,
+    utc,
+)
+from distmon.forensics.watchdog import GATHERS, OPTIONS, PG, SCATTERS, Said, said
+from distmon.wire import PEER_LOST, ExceptionInfo
 
-MAX_LINE = 64 * 1024
-"""Longer lines are cut there: a watchdog line is a few hundred characters."""
-MAX_WRAPS = 8
-"""Physical lines a terminal may have wrapped one watchdog line into."""
-MAX_FRAMES = 64
-MAX_TRACEBACK_LINES = 4096
-"""Lines a traceback may run without its exception line before it is given up (its innermost
-:data:`MAX_FRAMES` frames are kept)."""
 DEFAULT_PG = "default_pg"
 WORLD_GROUP = "0"
 """The world group's name: it is created first on every rank, in every torch era."""
-SIGABRT = -6
-"""torchrun's exit code of a rank its own watchdog aborted: a timeout's consequence, not a cause."""
-SIGTERM = -15
-"""torchrun's exit code of a rank it tore down after another failed."""
-
-_RANK = re.compile(r"\[rank(\d{1,9})\]: ?")
-_RECORD = re.compile(
-    r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{4} \d\d:| )"
-    r"|^\s*(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"
-)
-"""What starts a line of its own: a wrapped line's rest starts with none of these."""
-_GLOG = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
-_ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
-STAMP_SPAN = 80
-"""Where a docker or logging stamp may stand in a line: at its start, before the rank's prefix."""
-_PG = re.compile(
-    r"\[PG ?ID ?\d{1,9} ?PG ?GUID ?(\w{1,200})(?:\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"
-    r"|\[PG ?(\w{1,200})(?: ?\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"
-)
-_BARE_RANK = re.compile(r"\[Rank ?(\d{1,9})\]")
-_CAUGHT = re.compile(
-    r"Watchdog caught collective operation timeout: ?WorkNCCL\((?:SeqNum=(\d{1,18}), ?)?OpType=(\w{1,40})"
-)
-_RAN_FOR = re.compile(r"ran for ?(\d{1,18}) ?milli")
-_AT_WORK = re.compile(
-    r"(?:detected by watchdog at work|Timeout at NCCL work): ?(-?\d{1,18}), ?last enqueued NCCL work: ?"
-    r"(-?\d{1,18}), ?last completed NCCL work: ?(-?\d{1,18})"
-)
-_SEQ_ID = re.compile(
-    r"detected by watchdog at work sequence id: ?(-?\d{1,18}) ?PG status: ?last enqueued work: ?(-?\d{1,18}), ?"
-    r"last completed work: ?(-?\d{1,18})"
-)
-_STUCK = re.compile(r"watchdog got stuck for ?(\d{1,9}) ?seconds|Heartbeat monitor timed out|no heartbeat of its")
-"""The watchdog itself stuck, in collectives it could no longer follow: a wait with no number."""
-_WATCHDOG_WORDS = ("atchdog", "WorkNCCL", "NCCL work", "eartbeat", "ProcessGroupNCCL")
-"""Words of a line that may be the start of a watchdog line a terminal wrapped."""
-_OPTIONS = re.compile(r"ProcessGroupNCCL initialization options: ?size: ?(\d{1,9}), ?global rank: ?(\d{1,9})")
 MAX_GROUP = 1 << 20
 """Ranks a group's ``initialization options`` line may claim: more is no real job's."""
+MAX_UNPLACED = 16
+"""Exceptions with no rank kept from one log."""
+
+_RANK = re.compile(r"\[rank(\d{1,9})\]: ?")
+_GLOG = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+STAMP_SPAN = 80
+"""Where a docker or logging stamp may stand in a line: at its start, before the rank's prefix."""
 _WORLD = re.compile(
     r"global_world_sizes=\[(\d{1,9})|dist_world_size=(\d{1,9})|MEMBER: ?\d{1,9}/(\d{1,9})|Num processes: ?(\d{1,9})"
 )
 """The world as launchers print it: torchrun's rendezvous, DeepSpeed's launcher, Lightning's
 ``Initializing distributed``, accelerate's environment."""
 _WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
-
-_TRACEBACK = "Traceback (most recent call last):"
-_FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
-_EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
-_BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
-"""How the names of exceptions raised without a message end: a lone word of the rank's own
-output between its frames is not one."""
+_NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
+"""NCCL's own count of a communicator's ranks: the world's, or a subgroup's, never more."""
+_LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)")
+"""A rank torchrun's failure table lists: the world has at least as many."""
+_MONITORED = re.compile(
+    r"waiting for send/recv from rank (\d{1,9})|Ranks? ([\d, ]{1,200}) failed to pass monitoredBarrier"
+)
+"""A monitored barrier names the ranks that never answered it."""
 _SPAWNED = re.compile(r"-- Process (\d{1,9}) terminated with the following error:")
-_ROOT_CAUSE = "Root Cause (first observed failure):"
-_TABLE_FIELD = re.compile(r"\s{0,8}(rank|exitcode|time|traceback)\s{0,8}: ?(.*)")
-_TABLE_END = "=" * 20
-_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG\w{1,10})\)")
-
-OPS = {
-    "ALLREDUCE": "all_reduce",
-    "_ALLGATHER_BASE": "_all_gather_base",
-    "ALLGATHER": "all_gather",
-    "_REDUCE_SCATTER_BASE": "_reduce_scatter_base",
-    "REDUCE_SCATTER": "reduce_scatter",
-    "ALLTOALL_BASE": "all_to_all",
-    "ALLTOALL": "all_to_all",
-    "BROADCAST": "broadcast",
-    "REDUCE": "reduce",
-    "BARRIER": "barrier",
-    "COALESCED": "coalesced",
-    "SEND": "send",
-    "RECV": "recv",
-}
-"""The watchdog's ``OpType`` as the Flight Recorder names the op."""
-P2P_OPS = ("send", "recv")
+_DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
+"""Where a traceback that ends in a collective call stands: a rank that waited raised there."""
 
 
 @dataclass
 class Timeout:
-    """What a rank's watchdog said of one group."""
+    """What a rank's watchdog said of one group (or, :attr:`group` None, of a group it did not
+    name)."""
 
-    group: str
+    group: str | None
     desc: str | None = None
     local: int | None = None
     """The rank's place in the group (``Rank k`` of the PG prefix)."""
@@ -139,21 +83,50 @@ class Timeout:
     op: str | None = None
     enqueued: int = 0
     completed: int | None = None
-    since: float | None = None
-    """When that work was enqueued: the line's time less how long it ran."""
+    ran: float | None = None
+    """Seconds it ran before the watchdog gave up, as the line says."""
     said_at: float | None = None
     """When the watchdog said so."""
+    timeout_ms: int | None = None
+    numel: tuple[int, int] | None = None
+    stuck: float | None = None
+    """The watchdog itself stuck (its heartbeat lines): seconds, 0 where they do not say."""
 
+    def take(self, found: Said, at: float | None) -> None:
+        """What one more line says of the same work (the last line read counts: after a
+        restart, the numbers start again)."""
+        self.desc = found.desc or self.desc
+        self.local = found.local if found.local is not None else self.local
+        self.said_at = at if at is not None else self.said_at
+        if found.seq is not None:
+            self.seq = found.seq
+        self.op = found.op or self.op
+        self.ran = found.ran if found.ran is not None else self.ran
+        self.timeout_ms = found.timeout_ms or self.timeout_ms
+        self.numel = found.numel or self.numel
+        self.stuck = found.stuck if found.stuck is not None else self.stuck
+        if found.enqueued is not None:
+            self.enqueued, self.completed = found.enqueued, found.completed
+        if self.seq is not None and self.completed is not None and not -1 <= self.completed < self.seq:
+            self.completed = None  # a count no watchdog prints for the work it gave up on: garbled
+        self.enqueued = max(self.enqueued, self.seq or 0)
 
-@dataclass
-class Raised:
-    """A rank's last words: the exception its traceback ended in."""
+    @property
+    def since(self) -> float | None:
+        """When the work was enqueued: the line's time less how long it ran."""
+        if self.said_at is None:
+            return None
+        return self.said_at - (self.ran if self.ran is not None else self.stuck or 0.0)
 
-    type: str
-    message: str
-    frames: list[Frame]
-    at: float | None
-    """The time the log gives it (its own stamp, else the last one before it), if any."""
+    def size(self) -> int | None:
+        """The group's size, from an all-gather's or a reduce-scatter's element counts."""
+        if self.numel is None or not all(self.numel):
+            return None
+        n_in, n_out = self.numel
+        ratio, rest = (
+            divmod(n_out, n_in) if self.op in GATHERS else divmod(n_in, n_out) if self.op in SCATTERS else (0, 1)
+        )
+        return ratio if not rest and 1 < ratio <= MAX_GROUP else None
 
 
 @dataclass
@@ -171,55 +144,86 @@ class LogFacts:
 
     seen: set[int] = field(default_factory=set)
     timeouts: dict[int, dict[str, Timeout]] = field(default_factory=dict)
+    loose: dict[int, list[Timeout]] = field(default_factory=dict)
+    """Per rank, its watchdog lines that named no group, until :meth:`place` places them."""
+    unnamed: dict[int, list[Timeout]] = field(default_factory=dict)
+    """Per rank, its waits in groups the log does not name (several without a PG prefix)."""
     raised: dict[int, Raised] = field(default_factory=dict)
+    unplaced: list[Raised] = field(default_factory=list)
+    """Exceptions whose rank the log does not say."""
+    named: dict[int, str] = field(default_factory=dict)
+    """Ranks a peer's monitored barrier names as never answering, with its words."""
     world: int | None = None
     """As a launcher printed it (:data:`_WORLD`), or the world group's ``initialization
     options`` line."""
+    nranks: int | None = None
+    """The most ranks an NCCL communicator of the log has (``nranks 8``)."""
+    listed: int | None = None
+    """The highest rank torchrun's failure table lists."""
     layouts: dict[str, Layout] = field(default_factory=dict)
     latest: float | None = None
     """The latest watchdog line's or exception's time."""
-    unplaced: int = 0
+    dated: bool = False
+    """A line gave its year (glog stamps do not: theirs is taken from such a line, else this
+    year's)."""
+    unplaced_lines: int = 0
     """Watchdog lines whose rank the log does not say."""
+    unplaced_said: list[str] = field(default_factory=list)
+    """What the first of them say, in words."""
     matched: int = 0
     """Lines read that a rank's prefix, the watchdog or torchrun's failure table wrote."""
 
     def forget(self, rank: int) -> None:
         self.seen.discard(rank)
-        self.timeouts.pop(rank, None)
-        self.raised.pop(rank, None)
+        for kept in (self.timeouts, self.loose, self.unnamed, self.raised, self.named):
+            kept.pop(rank, None)
 
-    def statuses(self, world: int, moment: float) -> dict[int, list[GroupStatus]]:
-        """Each rank's timeouts as the group statuses its report would have held: the work
-        that timed out is the oldest in flight, unless the group's other members had completed
-        it (they passed it: this rank stopped short of it, and is the one behind). A wait the
-        log gives no start for counts from the watchdog's line, else from ``moment``: it waited
-        by then. A rank that raised without a watchdog line stood short of its peers' wait
-        (:meth:`_Standings.stopped_short`)."""
-        standings = _Standings(self, world)
-        statuses: dict[int, list[GroupStatus]] = {}
-        for rank, timeouts in self.timeouts.items():
-            for t in timeouts.values():
-                seq = standings.position(t)
-                behind = standings.passed(t.group, seq)
-                size, runs = standings.members(t.group)
-                status = GroupStatus(
-                    id=t.group,
-                    backend="nccl",
-                    size=size,
-                    ranks=[list(run) for run in runs],
-                    timeout=None,
-                    enqueued=seq - 1 if behind else max(t.enqueued, seq),
-                    completed=seq - 1,
-                    desc=t.desc,
-                    op=None if behind else t.op,
-                    since=None if behind else next(s for s in (t.since, t.said_at, moment) if s is not None),
-                )
-                statuses.setdefault(rank, []).append(status)
-        for rank in self.raised.keys() - self.timeouts.keys():
-            stopped = standings.stopped_short(rank, self.raised[rank])
-            if stopped is not None:
-                statuses[rank] = [stopped]
-        return statuses
+    def place(self) -> None:
+        """Each line that named no group joined to its rank's line that names the same work,
+        else to the group other ranks' lines name for the same work; else, alone, in the world
+        group; else (several), in groups the log does not name."""
+        rest: dict[int, list[Timeout]] = {}
+        named: dict[tuple[int | None, str | None], str] = {}
+        for rank, loose in self.loose.items():
+            placed = self.timeouts.get(rank, {})
+            for t in loose:
+                same = next((p for p in placed.values() if t.seq is not None and p.seq == t.seq), None)
+                if same is None:
+                    rest.setdefault(rank, []).append(t)
+                    continue
+                _merge(same, t)
+                named.setdefault((t.seq, t.op), same.group or WORLD_GROUP)
+        for rank, loose in rest.items():
+            placed = self.timeouts.setdefault(rank, {})
+            if placed and all(t.seq is None and t.stuck is None for t in loose):
+                continue  # the rank's watchdog fired: its numbered lines say on what
+            guessed = {named.get((t.seq, t.op), WORLD_GROUP) for t in loose}
+            if len({t.seq for t in loose if t.seq is not None}) > 1 or any(p.seq is not None for p in placed.values()):
+                self.unnamed[rank] = loose
+            else:
+                group = guessed.pop() if len(guessed) == 1 else WORLD_GROUP
+                world = group == WORLD_GROUP
+                into = placed.setdefault(group, Timeout(group, DEFAULT_PG if world else None, rank if world else None))
+                for t in loose:
+                    _merge(into, t)
+            if not placed:
+                del self.timeouts[rank]
+        self.loose.clear()
+
+    @property
+    def largest_group(self) -> int | None:
+        """The most ranks a group has, as its all-gathers' or reduce-scatters' element counts
+        say: the world has at least as many."""
+        return max((s for ts in self.timeouts.values() for t in ts.values() if (s := t.size())), default=None)
+
+    @property
+    def waiting(self) -> set[int]:
+        """Ranks the log shows waiting: in a collective, or with their watchdog stuck."""
+        return set(self.timeouts) | set(self.unnamed)
+
+    @property
+    def timeouts_ms(self) -> list[int]:
+        return [t.timeout_ms for ts in self.timeouts.values() for t in ts.values() if t.timeout_ms is not None]
 
     def last_words(self, rank: int, moment: float) -> ExceptionInfo | None:
         """The exception the rank raised, at its time in the log (at ``moment`` where the log
@@ -229,95 +233,18 @@ class LogFacts:
             return None
         where = raised.frames[-1] if raised.frames else None
         at = raised.at if raised.at is not None else moment
-        return ExceptionInfo(raised.type, raised.message, where, raised.frames, at)
+        return ExceptionInfo(raised.type, raised.said, where, raised.frames, at)
 
 
-class _Standings:
-    """Each group as the whole log shows it: how far its members went, and who they are."""
-
-    def __init__(self, facts: LogFacts, world: int) -> None:
-        self.world = world
-        self.layouts = facts.layouts
-        self.by_group: dict[str, list[tuple[int, Timeout]]] = {}
-        self.widest: dict[str | None, int] = {}
-        """Of each kind of group (its description), the most members a log line shows."""
-        for rank, groups in facts.timeouts.items():
-            for name, t in groups.items():
-                self.by_group.setdefault(name, []).append((rank, t))
-                if t.local is not None and t.desc is not None:
-                    self.widest[t.desc] = max(self.widest.get(t.desc, 0), t.local + 1)
-        self.furthest = {
-            name: max((p.seq - 1 if p.seq is not None else (p.completed or 0) for _, p in ts), default=0)
-            for name, ts in self.by_group.items()
-            if not any(p.op in P2P_OPS for _, p in ts)
-        }
-        """Of each group, the most work a member had completed; not of a group that timed out in
-        a send or receive, whose numbers count point-to-point ops apart on each rank."""
-        self.named = {
-            name: max((p.seq for _, p in ts if p.seq is not None), default=1) for name, ts in self.by_group.items()
-        }
-        """Of each group, the furthest work a member's line numbers."""
-        self.known: dict[str, tuple[int, list[list[int]]]] = {}
-
-    def stopped_short(self, rank: int, raised: Raised) -> GroupStatus | None:
-        """Where a rank that raised on its own and printed no watchdog line stood in the world
-        group: short of the oldest work its peers timed out in, which it never issued. None
-        for a rank that raised because a peer was lost (it waited like the others), or where
-        no peer timed out in the world group."""
-        world_group = next((name for name, ts in self.by_group.items() if ts[0][1].desc == DEFAULT_PG), None)
-        if world_group is None or rank >= self.world or PEER_LOST.search(raised.message):
-            return None
-        oldest = min(self.position(t) for _, t in self.by_group[world_group])
-        size, runs = self.members(world_group)
-        return GroupStatus(
-            id=world_group,
-            backend="nccl",
-            size=size,
-            ranks=[list(run) for run in runs],
-            timeout=None,
-            enqueued=oldest - 1,
-            completed=oldest - 1,
-            desc=DEFAULT_PG,
-        )
-
-    def position(self, t: Timeout) -> int:
-        """The work a rank timed out at; for a line without a number, the furthest its peers
-        name (the rank waited with them, and is not taken for behind), else 1."""
-        return max(t.seq, 1) if t.seq is not None else self.named[t.group]
-
-    def passed(self, group: str, seq: int) -> bool:
-        return group in self.furthest and self.furthest[group] >= seq
-
-    def members(self, group: str) -> tuple[int, list[list[int]]]:
-        """A group's size and global ranks as runs (none where the log cannot say)."""
-        if group not in self.known:
-            members = self._members(group)
-            self.known[group] = (len(members), rank_runs(members)) if members else (1, [])
-        return self.known[group]
-
-    def _members(self, group: str) -> list[int] | None:
-        """The world for the default group; else as the group's ``initialization options``
-        lines name them all; else from the members' group-local ranks where they fall on one
-        arithmetic run (as subgroups of a regular layout do), as many as the group's size or
-        the widest group of its kind shows."""
-        timeouts = self.by_group[group]
-        desc = timeouts[0][1].desc
-        if desc == DEFAULT_PG:
-            return list(range(self.world))
-        layout = self.layouts.get(group)
-        if layout is not None and len(layout.members) == layout.size:
-            return sorted(m for m in layout.members.values() if m < self.world) or None
-        told = layout.members.items() if layout else ()
-        pairs = sorted({(t.local, rank) for rank, t in timeouts if t.local is not None} | set(told))
-        if len(pairs) < 2 or pairs[1][0] == pairs[0][0]:
-            return None
-        (l0, g0), (l1, g1) = pairs[0], pairs[1]
-        stride, rest = divmod(g1 - g0, l1 - l0)
-        start = g0 - l0 * stride
-        if rest or stride <= 0 or start < 0 or any(g != start + local * stride for local, g in pairs):
-            return None
-        size = max(pairs[-1][0] + 1, self.widest.get(desc, 0), layout.size if layout else 0)
-        return [m for m in (start + k * stride for k in range(size)) if m < self.world] or None
+def _merge(into: Timeout, loose: Timeout) -> None:
+    into.op = into.op or loose.op
+    into.ran = into.ran if into.ran is not None else loose.ran
+    into.timeout_ms = into.timeout_ms or loose.timeout_ms
+    into.numel = into.numel or loose.numel
+    into.said_at = into.said_at if into.said_at is not None else loose.said_at
+    into.seq = into.seq if into.seq is not None else loose.seq
+    into.stuck = into.stuck if into.stuck is not None else loose.stuck
+    into.enqueued = max(into.enqueued, loose.enqueued)
 
 
 @dataclass
@@ -326,10 +253,14 @@ class _Reader:
     year: int
     stamp: float | None = None
     """The last time a line gave: an unstamped traceback's."""
-    tracebacks: dict[int, _Traceback] = field(default_factory=dict)
-    table: _Table | None = None
+    tracebacks: dict[int, Traceback] = field(default_factory=dict)
+    table: Table | None = None
     spawned: int | None = None
     """The process whose traceback ``torch.multiprocessing.spawn`` is printing."""
+    nameless: Traceback | None = None
+    """A traceback no rank prefixes, nor ``mp.spawn`` names."""
+    headers: int = 0
+    """Tracebacks of several processes begun in :attr:`nameless`, interleaved line by line."""
 
     def line(self, line: str) -> None:
         prefix = _RANK.search(line)
@@ -340,81 +271,88 @@ class _Reader:
         if rank is not None:
             self.facts.seen.add(rank)
             self.facts.matched += 1
-        world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None
-        if world:
-            self.facts.world = max(self.facts.world or 0, int(next(g for g in world.groups() if g)))
-        if _watchdog_words(line):
-            self._watchdog(line, rank, at)
+        self._world(line)
+        found = said(line)
+        if found is not None:
+            self._watchdog(found, rank, at)
+        elif "initialization options" in line:
             self._layout(line)
+        if "monitoredBarrier" in line:
+            self._monitored(line)
         body = line[prefix.end() :] if prefix else line
         if rank is not None:
             self._traceback(rank, body)
-        else:
-            self._spawn(body)
-            self._table(body)
+        elif not self._spawn(body) and not self._table(body):
+            self._nameless(body)
+
+    def finish(self) -> None:
+        """What the log ended in the middle of: tracebacks cut before their exception line."""
+        consequences = any(PEER_LOST.search(r.said) for r in self.facts.raised.values())
+        for rank, building in self.tracebacks.items():
+            cut = building.cut(self.stamp)
+            if cut is not None and not consequences and not _in_a_collective(cut):
+                self._raised(rank, cut)
+        self.facts.place()
 
     def _time(self, line: str) -> float | None:
         """The glog stamp ``[E1124 03:12:44.123456789`` (its year that of the log's other
         stamps, else this year's), else a docker or logging stamp at the line's start; read as
         UTC, as only the differences between lines count."""
-        iso = _ISO.search(line, 0, STAMP_SPAN)
+        iso = ISO.search(line, 0, STAMP_SPAN)
         if iso:
             self.year = int(iso.group(1))
+            self.facts.dated = True
         glog = _GLOG.search(line)
         if glog:
-            return _utc(self.year, *glog.groups())
-        return _utc(*iso.groups()) if iso else None
+            return utc(self.year, *glog.groups())
+        return utc(*iso.groups()) if iso else None
 
-    def _watchdog(self, line: str, rank: int | None, at: float | None) -> None:
-        """A watchdog line; of a rank's lines on one group the last read counts (after a
-        restart, its numbers start again)."""
-        caught, at_work, seq_id = _CAUGHT.search(line), _AT_WORK.search(line), _SEQ_ID.search(line)
-        stuck = None if (caught or at_work or seq_id) else _STUCK.search(line)
-        if not (caught or at_work or seq_id or stuck):
-            return
-        pg = _PG.search(line)
-        name, desc = (
-            (WORLD_GROUP, DEFAULT_PG) if pg is None else (pg.group(1) or pg.group(4), pg.group(2) or pg.group(5))
-        )
-        desc = visible(desc, 200) if desc else (DEFAULT_PG if name == WORLD_GROUP else None)
-        local = int(pg.group(3) or pg.group(6)) if pg else None
+    def _world(self, line: str) -> None:
+        world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None
+        if world:
+            self.facts.world = max(self.facts.world or 0, int(next(g for g in world.groups() if g)))
+        nranks = _NRANKS.search(line) if "NCCL INFO" in line else None
+        if nranks and int(nranks.group(1)) <= MAX_GROUP:
+            self.facts.nranks = max(self.facts.nranks or 0, int(nranks.group(1)))
+        listed = _LISTED.match(line) if "local_rank" in line else None
+        if listed and int(listed.group(1)) < MAX_GROUP:
+            self.facts.listed = max(self.facts.listed or 0, int(listed.group(1)))
+
+    def _watchdog(self, found: Said, rank: int | None, at: float | None) -> None:
+        """A watchdog line: the rank from its prefix, else its bare ``[Rank N]`` (old torch,
+        no group named), else its rank in the default group."""
+        desc = found.desc or (DEFAULT_PG if found.group == WORLD_GROUP else None)
         if rank is None:
-            bare = _BARE_RANK.search(line)
-            if pg is None and bare:
-                rank = int(bare.group(1))
-            elif desc == DEFAULT_PG:
-                rank = local
+            rank = found.bare if found.group is None else found.local if desc == DEFAULT_PG else None
         self.facts.matched += 1
+        if rank is None and found.fired:
+            return  # names no work, no rank: says nothing of anyone
         if rank is None:
-            self.facts.unplaced += 1
+            self.facts.unplaced_lines += 1
+            if len(self.facts.unplaced_said) < MAX_UNPLACED:
+                self.facts.unplaced_said.append(_unplaced(found))
             return
         self.facts.seen.add(rank)
         if at is not None:
             self.facts.latest = max(self.facts.latest or at, at)
-        timeout = self.facts.timeouts.setdefault(rank, {}).setdefault(name, Timeout(name))
-        timeout.desc = desc or timeout.desc
-        timeout.said_at = at if at is not None else timeout.said_at
-        timeout.local = local if local is not None else (rank if desc == DEFAULT_PG else timeout.local)
-        if caught:
-            if caught.group(1) is not None:
-                timeout.seq = int(caught.group(1))
-            timeout.op = OPS.get(caught.group(2), caught.group(2).lower())
-            ran = _RAN_FOR.search(line, caught.end())
-            if at is not None and ran:
-                timeout.since = at - int(ran.group(1)) / 1000
-        counts = at_work or seq_id
-        if counts:
-            if caught is None or caught.group(1) is None:
-                timeout.seq = int(counts.group(1))
-            timeout.enqueued, timeout.completed = int(counts.group(2)), int(counts.group(3))
-        if stuck and stuck.group(1) and at is not None and timeout.since is None:
-            timeout.since = at - int(stuck.group(1))
+        if found.device_error is not None:
+            kind, _, message = found.device_error.partition(": ")
+            self._raised(rank, Raised(kind, message, [], at))
+            return
+        if found.group is None:
+            timeout = Timeout(None)
+            self.facts.loose.setdefault(rank, []).append(timeout)
+        else:
+            groups = self.facts.timeouts.setdefault(rank, {})
+            timeout = groups.setdefault(found.group, Timeout(found.group))
+            found.desc = desc
+        timeout.take(found, at)
 
     def _layout(self, line: str) -> None:
         """A group's size and one member, from the line torch prints as it creates the group
         (with ``TORCH_CPP_LOG_LEVEL=INFO``): even a rank that later says nothing printed it."""
-        options = _OPTIONS.search(line)
-        pg = _PG.search(line) if options else None
+        options = OPTIONS.search(line)
+        pg = PG.search(line) if options else None
         if options is None or pg is None:
             return
         size, member = int(options.group(1)), int(options.group(2))
@@ -430,19 +368,29 @@ class _Reader:
         layout.size = max(layout.size, size)
         layout.members[int(pg.group(3) or pg.group(6))] = member
 
-    def _traceback(self, rank: int, body: str) -> None:
-        if body.startswith(_TRACEBACK):
-            if rank not in self.facts.raised:
-                self.tracebacks[rank] = _Traceback()
+    def _monitored(self, line: str) -> None:
+        found = _MONITORED.search(line)
+        if found is None:
             return
+        ranks = [found.group(1)] if found.group(1) else re.findall(r"\d{1,9}", found.group(2))
+        for rank in ranks:
+            self.facts.named.setdefault(int(rank), found.group(0))
+
+    def _traceback(self, rank: int, body: str) -> None:
         building = self.tracebacks.get(rank)
+        if body.startswith(TRACEBACK) or (building is None and FRAME.match(body)):
+            if rank in self.facts.raised:
+                return
+            building = self.tracebacks[rank] = Traceback()
+            if body.startswith(TRACEBACK):
+                return
         if building is None:
             return
         raised = building.line(body, self.stamp)
-        if raised is not None or building.lines > MAX_TRACEBACK_LINES:
-            del self.tracebacks[rank]
         if raised is not None:
             self._raised(rank, raised)
+        if building.done:
+            del self.tracebacks[rank]
 
     def _raised(self, rank: int, raised: Raised) -> None:
         self.facts.seen.add(rank)
@@ -450,182 +398,87 @@ class _Reader:
         if raised.at is not None:
             self.facts.latest = max(self.facts.latest or raised.at, raised.at)
 
-    def _spawn(self, body: str) -> None:
+    def _spawn(self, body: str) -> bool:
         """``mp.spawn``'s ``-- Process N terminated with the following error:``: the traceback
         under it is process N's, its rank on one node."""
         found = _SPAWNED.search(body)
         if found:
             self.spawned = int(found.group(1))
             self.facts.matched += 1
-        elif self.spawned is not None and body.strip():
-            self._traceback(self.spawned, body)
-            if self.spawned not in self.tracebacks:
-                self.spawned = None
+            return True
+        if self.spawned is None or not body.strip():
+            return False
+        self._traceback(self.spawned, body)
+        if self.spawned not in self.tracebacks:
+            self.spawned = None
+        return True
 
-    def _table(self, body: str) -> None:
+    def _table(self, body: str) -> bool:
         """torchrun's ``ChildFailedError`` table: its root cause, the rank that failed first."""
-        if _ROOT_CAUSE in body:
-            self.table = _Table()
-            return
+        if ROOT_CAUSE in body:
+            self.table = Table()
+            return True
         if self.table is None:
-            return
+            return False
         self.facts.matched += 1
-        if body.strip().startswith(_TABLE_END) or self.table.lines > MAX_TRACEBACK_LINES:
+        if ends_table(body) or self.table.done:
             table, self.table = self.table, None
             if table.rank is not None and table.rank not in self.facts.raised:
-                failure = table.failure(timed_out=table.rank in self.facts.timeouts)
+                timed_out = table.rank in self.facts.timeouts or table.rank in self.facts.loose
+                failure = table.failure(timed_out=timed_out)
                 if failure is not None:
                     self._raised(table.rank, failure)
-            return
+            return True
         self.table.line(body)
+        return True
 
-
-@dataclass
-class _Traceback:
-    """A Python traceback read line by line, up to its exception line."""
-
-    frames: list[Frame] = field(default_factory=list)
-    lines: int = 0
-
-    def line(self, body: str, stamp: float | None) -> Raised | None:
-        self.lines += 1
-        frame = _FRAME.match(body)
-        if frame:
-            if len(self.frames) == MAX_FRAMES:
-                del self.frames[0]
-            file, line, func = frame.groups()
-            self.frames.append(Frame(visible(file), int(line), visible(func.strip(), 200)))
-            return None
-        if not body.strip() or body[:1].isspace():
-            if self.frames and self.frames[-1].code is None and body.startswith("    "):
-                code = body.strip()
-                if code.strip("^~ "):
-                    self.frames[-1].code = visible(code)
-            return None
-        exception = _EXCEPTION.fullmatch(body.rstrip())
-        if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
-            return None
-        return Raised(visible(exception.group(1), 200), visible((exception.group(2) or "").strip()), self.frames, stamp)
-
-
-@dataclass
-class _Table:
-    """The root cause block of torchrun's failure table."""
-
-    rank: int | None = None
-    exitcode: int | None = None
-    at: float | None = None
-    traceback: _Traceback | None = None
-    raised: Raised | None = None
-    said: str = ""
-    lines: int = 0
-
-    def line(self, body: str) -> None:
-        self.lines += 1
-        if self.traceback is not None:
-            if self.raised is None:
-                self.raised = self.traceback.line(body[2:] if body.startswith("  ") else body, self.at)
+    def _nameless(self, body: str) -> None:
+        """A traceback no rank prefixes: its exception kept apart; several processes'
+        tracebacks interleaved line by line end in as many exception lines in a row."""
+        if body.startswith(TRACEBACK):
+            fresh = self.nameless is None or self.nameless.raised is not None
+            self.nameless = Traceback() if fresh else self.nameless
+            self.headers = 1 if fresh else self.headers + 1
             return
-        found = _TABLE_FIELD.match(body)
-        if found is None:
+        building = self.nameless
+        if building is None:
             return
-        key, value = found.groups()
-        number = re.match(r"-?\d{1,9}", value)
-        if key == "rank" and number:
-            self.rank = int(number.group())
-        elif key == "exitcode" and number:
-            self.exitcode = int(number.group())
-        elif key == "time" and (iso := _ISO.match(value)):
-            self.at = _utc(*iso.groups())
-        elif key == "traceback":
-            self.said = visible(value.strip())
-            if value.startswith(_TRACEBACK):
-                self.traceback = _Traceback()
+        if building.raised is not None and self.headers > 1:
+            again = Traceback(frames=building.frames).line(body, self.stamp)
+            if again is not None:
+                self.headers -= 1
+                self._unplaced(again)
+                return
+        raised = building.line(body, self.stamp)
+        if raised is not None:
+            self._unplaced(raised)
+        if building.done:
+            self.nameless = None
 
-    def failure(self, timed_out: bool) -> Raised | None:
-        """The root cause as last words: the exception it raised, or the signal that killed
-        it. None for a rank its own watchdog aborted or torchrun tore down, or one that timed
-        out like its peers and left only an exit code: torchrun observed it first, no more."""
-        if self.raised is not None:
-            return self.raised
-        if timed_out or self.exitcode is None or self.exitcode in (0, SIGABRT, SIGTERM):
-            return None
-        signal = _SIGNAL.search(self.said)
-        if self.exitcode < 0 or signal:
-            kind = f"Signal {signal.group(1)} ({signal.group(2)})" if signal else f"Signal {-self.exitcode}"
-            return Raised(kind, "killed: torchrun's first observed failure", [], self.at)
-        return Raised(
-            "Exception",
-            f"exit code {self.exitcode}, torchrun's first observed failure (its traceback not in the log)",
-            [],
-            self.at,
-        )
+    def _unplaced(self, raised: Raised) -> None:
+        if len(self.facts.unplaced) < MAX_UNPLACED:
+            self.facts.unplaced.append(raised)
 
 
-def read_log(stream: IO[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:
+def _unplaced(found: Said) -> str:
+    """``rank 5 of group 3: _all_gather_base #9141`` (its global rank not in the line)."""
+    who = f"rank {found.local} of group {found.group}" if found.group is not None else "a rank"
+    what = found.device_error or " ".join(
+        p for p in (found.op, f"#{found.seq}" if found.seq is not None else None) if p
+    )
+    return f"{who}: {what or 'its watchdog fired'}"
+
+
+def _in_a_collective(raised: Raised) -> bool:
+    """Its innermost frames are torch's collective calls: the rank raised while waiting."""
+    return any(part in f.file for f in raised.frames[-3:] for part in _DISTRIBUTED)
+
+
+def read_log(stream: IO[str] | Iterable[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:
     """What the ranks said in one log (any size: read line by line)."""
     facts = facts or LogFacts()
     reader = _Reader(facts, year or time.gmtime().tm_year)
-    for line in _joined(raw[:MAX_LINE] for raw in stream):
+    for line in lines_as_written(stream):
         reader.line(line)
+    reader.finish()
     return facts
-
-
-def _joined(lines: Iterable[str]) -> Iterator[str]:
-    """Lines as written: a watchdog line a terminal wrapped (in the middle of a number, padded
-    with spaces) is joined with the lines that carry on from it, up to :data:`MAX_WRAPS`. Every
-    piece of a wrapped line but the last fills the terminal's width: a line that follows a
-    shorter piece starts a line of its own."""
-    pending: str | None = None
-    width = wraps = 0
-    piece = ""
-    for line in lines:
-        line = line.rstrip("\r\n")
-        if pending is not None:
-            full = wraps == 0 or len(piece) == width
-            if full and wraps < MAX_WRAPS and line.strip() and not _RECORD.search(line):
-                pending = (pending.rstrip() + line.strip())[:MAX_LINE]
-                wraps, piece = wraps + 1, line
-                if _whole(pending):
-                    yield pending
-                    pending = None
-                continue
-            yield pending
-            pending = None
-        if _cut_short(line):
-            pending, width, wraps = line, len(line), 0
-        else:
-            yield line
-    if pending is not None:
-        yield pending
-
-
-def _watchdog_words(line: str) -> bool:
-    return any(word in line for word in _WATCHDOG_WORDS)
-
-
-def _whole(line: str) -> bool:
-    """Holds a whole watchdog message: one whose last number is followed by more text (a
-    wrap may cut ``work: 3311.`` after ``work: 33``)."""
-    caught = _CAUGHT.search(line)
-    if caught:
-        return bool(_RAN_FOR.search(line, caught.end()))
-    end = len(line.rstrip())
-    counts = _AT_WORK.search(line) or _SEQ_ID.search(line)
-    return bool((counts and counts.end() < end) or _STUCK.search(line))
-
-
-def _cut_short(line: str) -> bool:
-    """A line of the watchdog's that stops short of a whole message: a wrap may have cut it."""
-    return _watchdog_words(line) and not _whole(line)
-
-
-def _utc(year: int | str, *parts: str | None) -> float | None:
-    month, day, hour, minute, second, fraction = parts
-    try:
-        whole = calendar.timegm(
-            (int(year), int(month or 0), int(day or 0), int(hour or 0), int(minute or 0), int(second or 0), 0, 0, 0)
-        )
-    except (OverflowError, ValueError):
-        return None
-    return whole + (float("0." + fraction) if fraction else 0.0)

@@ -3,43 +3,29 @@ live incident, then where each rank stood; and the same as JSON for other tools.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
-from distmon.forensics.evidence import evidence
-from distmon.monitor.state.alerts import CRITICAL, Alert
-from distmon.monitor.state.ending import cause
+from distmon.forensics.evidence import Evidence, evidence
+from distmon.forensics.verdict import Verdict, judge
+from distmon.monitor.state.ending import FAILURE_KINDS
 from distmon.monitor.state.words import count, date_time, duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
-NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
-
-
-def first_cause(analysis: Analysis) -> Alert | None:
-    """The alert naming the root, picked as the live header and ``distmon report`` pick it
-    (:func:`~distmon.monitor.state.ending.cause`: a rank that raised before the peers it left
-    waiting), else the first critical, else the first."""
-    alerts = analysis.alerts
-    return cause(alerts) or next(iter([a for a in alerts if a.severity == CRITICAL] or alerts), None)
-
 
 def culprits(analysis: Analysis) -> list[int]:
-    cause = first_cause(analysis)
-    return sorted(cause.ranks) if cause else []
+    """The ranks the files prove at fault (:mod:`~distmon.forensics.verdict`)."""
+    return judge(analysis).culprits
 
 
 def summary(analysis: Analysis) -> str:
-    cause = first_cause(analysis)
-    if cause is not None:
-        return cause.headline
-    if not analysis.ranks:
-        return "nothing to judge: no dump or watchdog line was read"
-    return NOTHING
+    return judge(analysis).headline
 
 
 def render(analysis: Analysis) -> str:
-    judged = date_time(analysis.t) if analysis.t else "an unknown time"
+    judged = _judged(analysis)
     lines = [
         f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {count(analysis.world, 'rank')} "
         f"(world size from {analysis.world_from}), judged as of {judged}",
@@ -47,29 +33,70 @@ def render(analysis: Analysis) -> str:
     if analysis.missing:
         lines.append(_missing(analysis.missing))
     lines.append("")
-    cause = first_cause(analysis)
-    if cause is None:
-        lines.append(summary(analysis).capitalize() + ".")
-    else:
-        lines.append(
-            f"CULPRIT {rank_word(cause.ranks) if cause.ranks else '(none named)'}: {visible(cause.headline, MAX_LINE)}"
-        )
-        found = evidence(analysis, sorted(cause.ranks))
-        for item in found:
-            lines += ["  " + line for line in item.lines()]
-        lines += ["  " + line for line in _detail(cause.detail, bool(found))]
-        for a in analysis.alerts:
-            if a is not cause:
-                lines += [
-                    "",
-                    f"Also: {visible(a.headline, MAX_LINE)}",
-                    *("  " + line for line in a.detail.splitlines()),
-                ]
+    verdict = judge(analysis)
+    lines += _verdict(analysis, verdict)
+    for a in analysis.alerts:
+        if a is not verdict.cause:
+            lines += ["", f"Also: {visible(a.headline, MAX_LINE)}", *("  " + line for line in a.detail.splitlines())]
     lines += ["", "Where each rank stood:"]
-    lines += ["  " + line for line in _standing(analysis)]
+    lines += ["  " + line for line in _standing(analysis, verdict)]
     if analysis.problems:
         lines += ["", "Files not read:"] + ["  " + visible(p, MAX_LINE) for p in analysis.problems]
     return visible_lines("\n".join(lines))
+
+
+def _judged(analysis: Analysis) -> str:
+    """The moment judged: a dump's in local time; a log's on the log's own clock, without a
+    year where no line gives one."""
+    if not analysis.t or not analysis.timed:
+        return "an unknown time"
+    if analysis.dumps:
+        return date_time(analysis.t)
+    if analysis.log.dated:
+        return time.strftime("%Y-%m-%d %H:%M:%S", time.gmtime(analysis.t)) + " (the log's clock)"
+    return time.strftime("%m-%d %H:%M:%S", time.gmtime(analysis.t)) + " (the log's clock; it gives no year)"
+
+
+def _verdict(analysis: Analysis, verdict: Verdict) -> list[str]:
+    """The first cause: the culprits proven and their evidence, the ranks suspected and why,
+    or why nobody is to blame."""
+    headline = visible(verdict.headline, MAX_LINE)
+    if verdict.nobody is not None:
+        return [f"NOBODY TO BLAME: {visible(verdict.nobody, MAX_LINE)}"]
+    if verdict.culprits:
+        lines = [f"CULPRIT {rank_word(verdict.culprits)}: {headline}"]
+        found = evidence(analysis, verdict.culprits)
+        lines += ["  " + line for line in _grouped(found)]
+        if verdict.cause is not None and not (found and verdict.cause.kind in FAILURE_KINDS):
+            lines += ["  " + line for line in _detail(verdict.cause.detail, bool(found))]
+    elif verdict.suspects:
+        lines = [f"SUSPECTED {rank_word([s.rank for s in verdict.suspects[:1]])}: {headline}"]
+    else:
+        return [headline[:1].upper() + headline[1:] + "."]
+    if verdict.suspects:
+        lines.append("  Suspected, in order (no line proves it):" if not verdict.culprits else "  Also suspected:")
+        lines += ["    " + line for line in _suspected(verdict)]
+    return lines
+
+
+def _suspected(verdict: Verdict) -> list[str]:
+    """One line per reason, in the order suspected: ``ranks 1-2, 4-10: no line in the log``."""
+    by_why: dict[str, list[int]] = {}
+    for s in verdict.suspects:
+        by_why.setdefault(s.why, []).append(s.rank)
+    return [f"{rank_word(ranks)}: {visible(why, MAX_LINE)}" for why, ranks in by_why.items()]
+
+
+def _grouped(found: list[Evidence]) -> list[str]:
+    """The culprits' evidence, culprits with the same evidence on one entry."""
+    by_lines: dict[tuple[str, ...], list[int]] = {}
+    for item in found:
+        by_lines.setdefault(tuple(item.lines()[1:]), []).append(item.rank)
+    out = []
+    for rest, ranks in by_lines.items():
+        why = next(e.why for e in found if e.rank == ranks[0])
+        out += [f"{rank_word(ranks)}: {why}", *rest]
+    return out
 
 
 def _detail(detail: str, explained: bool) -> list[str]:
@@ -89,28 +116,39 @@ def _missing(missing: dict[int, str]) -> str:
     return "No evidence from: " + "; ".join(f"{rank_word(r)} ({why})" for why, r in sorted(by_why.items()))
 
 
-def _standing(analysis: Analysis) -> list[str]:
+def _standing(analysis: Analysis, verdict: Verdict) -> list[str]:
     """Ranks standing in the same place, one line each (thousands of ranks are a few lines)."""
     places: dict[str, list[int]] = {}
-    named = {e.rank: e.why for e in evidence(analysis, culprits(analysis))}
+    named = {e.rank: e.why for e in evidence(analysis, verdict.culprits)}
+    suspected = {s.rank for s in verdict.suspects}
     for rank, f in analysis.ranks.items():
-        place = _place(f, analysis.t)
+        place = _place(f, analysis)
         places.setdefault(f"CULPRIT, {named[rank]}; {place}" if rank in named else place, []).append(rank)
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
-            places.setdefault(f"no evidence ({why}): judged as never heard from", []).append(rank)
+            judged = "suspected" if rank in suspected else "judged as never heard from"
+            if rank in analysis.log.unnamed:
+                judged = _unnamed(analysis, rank)
+            places.setdefault(f"no evidence ({why}): {judged}", []).append(rank)
     ordered = sorted(places.items(), key=lambda item: min(item[1]))
     return [f"{rank_word(ranks)}: {place}" for place, ranks in ordered]
 
 
-def _place(f: RankFacts, t: float) -> str:
+def _unnamed(analysis: Analysis, rank: int) -> str:
+    waits = analysis.log.unnamed[rank]
+    numbers = ", ".join(f"#{t.seq}" + (f" ({t.op})" if t.op else "") for t in waits[:4] if t.seq is not None)
+    return f"waits in collectives {numbers} of groups the log does not name"
+
+
+def _place(f: RankFacts, analysis: Analysis) -> str:
     """Where the rank is held up (a dump's oldest pending work, a log's timed-out work), and
     how much of its work is queued behind that on its device."""
+    t = analysis.t
     flying = [g for g in f.groups if g.enqueued > g.completed]
     channels = f.dump.p2p if f.dump else []
     held = [g for g in flying if g.since] or ([] if f.dump else flying)
     blocked = [c for c in channels if c.blocked is not None]
-    parts = [_in_collective(g, t) for g in held]
+    parts = [_in_collective(g, f.rank, analysis) for g in held]
     for c in blocked:
         op = f"send #{c.blocked} to rank {c.peer}" if c.dir == SEND else f"recv #{c.blocked} from rank {c.peer}"
         waited = f" for {duration(t - c.blocked_since)}" if c.blocked_since else ""
@@ -120,7 +158,10 @@ def _place(f: RankFacts, t: float) -> str:
     if parts:
         return "waits " + "; ".join(parts) + behind
     if flying:
-        return "waits in " + "; ".join(_in_collective(g, t) for g in flying)
+        return "waits " + "; ".join(_in_collective(g, f.rank, analysis) for g in flying)
+    raised = analysis.log.raised.get(f.rank)
+    if raised is not None and f.dump is None:
+        return f"raised {visible(raised.type, 200)}: {visible(raised.message, 200)}"
     if f.dump is not None and not f.dump.groups:
         return "empty dump: no work recorded (it hung before any, or its dump was taken while stuck)"
     done = [g for g in f.groups if g.completed]
@@ -128,17 +169,26 @@ def _place(f: RankFacts, t: float) -> str:
     return f"nothing in flight (in its own code); completed {last or 'no collective'}"
 
 
-def _in_collective(g: GroupStatus, t: float) -> str:
+def _in_collective(g: GroupStatus, rank: int, analysis: Analysis) -> str:
+    """``in collective #N (op) of group G for 10m00s``; a watchdog stuck with no number of
+    its own says so."""
+    said = analysis.log.timeouts.get(rank, {}).get(g.id)
+    stated = analysis.ranks[rank].dump is not None or (said is not None and (said.ran is not None or said.stuck))
+    waited = f" for {duration(analysis.t - g.since)}" if g.since is not None and stated else ""
+    if said is not None and said.seq is None and said.stuck is not None:
+        return f"with its watchdog stuck in {visible(group_name(g.id, g))}{waited}"
     op = f" ({visible(g.op)})" if g.op else ""
-    waited = f" for {duration(t - g.since)}" if g.since else ""
     return f"in collective #{g.completed + 1}{op} of {visible(group_name(g.id, g))}{waited}"
 
 
 def to_json(analysis: Analysis) -> dict[str, Any]:
+    verdict = judge(analysis)
     return {
-        "culprits": culprits(analysis),
-        "evidence": [e.to_json() for e in evidence(analysis, culprits(analysis))],
-        "summary": summary(analysis),
+        "culprits": verdict.culprits,
+        "suspects": [s.to_json() for s in verdict.suspects],
+        "nobody": verdict.nobody,
+        "evidence": [e.to_json() for e in evidence(analysis, verdict.culprits)],
+        "summary": verdict.headline,
         "world": analysis.world,
         "t": analysis.t,
         "alerts": [a.to_json() for a in analysis.alerts],

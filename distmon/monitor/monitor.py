@@ -7,6 +7,7 @@ drive the same code.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import ctypes.util
 from collections import Counter
@@ -18,15 +19,19 @@ import numpy.typing as npt
 
 from distmon.channel import DETAILS, Command
 from distmon.columnar.batch import Incoming
+from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
-from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.file import AlertEvent, RecordingWriter
+from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.rules.process import look_at
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import AlertBook, Change
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
+from distmon.monitor.viewing import CatchUp, Tick
 
 MAX_ASKED = 4096
 """Ranks one request for whole reports names at most (the ranks kept decoded): the lowest
@@ -58,6 +63,26 @@ class Responder(Protocol):
     def after_tick(self, monitor: Monitor, changes: list[Change], now: float) -> list[Change]: ...
 
 
+IDLE_TICK = 1.0
+"""Seconds between two ticks told to the screens while no message has come (:meth:`Monitor.idle`)."""
+
+
+class Viewers(Protocol):
+    """The screens attached to a live monitor (:mod:`distmon.monitor.broadcast`): they are
+    handed every batch admitted, as the recording is, and every tick."""
+
+    @property
+    def attached(self) -> bool:
+        """Whether any screen is attached: with none, a batch costs nothing."""
+        ...
+
+    def batch(self, t: float, batch: Incoming) -> None: ...
+
+    def tick(self, monitor: Monitor, now: float, changes: list[Change]) -> None: ...
+
+    def close(self) -> None: ...
+
+
 class Monitor:
     def __init__(
         self,
@@ -66,12 +91,14 @@ class Monitor:
         job: str | None = None,
         responder: Responder | None = None,
         max_world: int = admission.MAX_WORLD,
+        viewers: Viewers | None = None,
     ) -> None:
         self.state = JobState(job=job, pinned=job is not None, max_world=max_world)
         self.detector = detector or Detector()
         self.alerts = AlertBook()
         self.recorder = recorder
         self.responder = responder
+        self.viewers = viewers
         self._dropped_recorded: Counter[str] = Counter()
         self.snapshot: Snapshot = take(self.state, self.limits, self.alerts, 0.0)
         """The state as of the latest tick (empty before the first), for readers on other
@@ -79,6 +106,7 @@ class Monitor:
         self.publishing = False
         self.last_tick = 0.0
         """The time of the latest tick (0 before the first)."""
+        self._idled = 0.0
         self._given_back = 0.0
 
     @property
@@ -98,14 +126,13 @@ class Monitor:
         ``now`` by default), the admitted ones recorded as received (refused ones are counted,
         not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
-        if self.recorder is not None:
-            if times is None or not len(admitted):
-                if len(admitted) or batch.relays:  # an empty batch is a relay's sign of life
-                    self.recorder.batch(now, batch.subset(admitted))
-            else:
-                arrived = times[admitted]
-                for t in distinct(arrived):  # a record per arrival time: a replay ingests as this did
-                    self.recorder.batch(float(t), batch.subset(admitted[arrived == t]))
+        viewers = self.viewers if self.viewers is not None and self.viewers.attached else None
+        if self.recorder is not None or viewers is not None:
+            for t, taken in _as_received(batch, admitted, now, times):
+                if self.recorder is not None:
+                    self.recorder.batch(t, taken)
+                if viewers is not None:
+                    viewers.batch(t, taken)
         return len(admitted)
 
     def tick(self, now: float) -> list[Change]:
@@ -122,6 +149,8 @@ class Monitor:
         self.last_tick = now
         if self.publishing:
             self.publish(now)
+        if self.viewers is not None:
+            self.viewers.tick(self, now, changes)
         if GIVE_BACK is not None and abs(now - self._given_back) >= GIVE_BACK_EVERY:
             GIVE_BACK()
             self._given_back = now
@@ -135,6 +164,37 @@ class Monitor:
         if not wanted:
             return None
         return Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED])
+
+    def idle(self, now: float) -> None:
+        """No message has come yet, so nothing ticks: the screens attached still hear from the
+        monitor every :data:`IDLE_TICK` of ``now``, and one attached now is told the job as it
+        stands (nobody has reported)."""
+        if self.viewers is not None and now >= self._idled + IDLE_TICK:
+            self._idled = now
+            self.viewers.tick(self, now, [])
+
+    @property
+    def pausing(self) -> dict[int, str]:
+        """Ranks in a pause the job takes as a habit, with what it is, as of the latest tick
+        (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
+        return self.detector.routine.pausing
+
+    def verdict(self, s: RankState, now: float) -> Verdict | None:
+        """What rank ``s``'s process is doing, as the prober last saw it (its own account where
+        the prober cannot look at it); None where neither tells."""
+        detector = self.detector
+        context = Context(
+            now=now,
+            pace=s.job.pace(),
+            probe=detector.probe,
+            limits=self.limits,
+            stacks=detector.stacks,
+            interval=s.job.interval(),
+            outside=detector.outside,
+        )
+        with contextlib.suppress(Exception):
+            return look_at(s, context, s.silent(now, self.limits), take=False).verdict
+        return None
 
     def away(self, since: float, why: str, seconds: int) -> None:
         """The monitor did not watch ``seconds`` from ``since`` (``why``: its loop stood
@@ -164,8 +224,86 @@ class Monitor:
             self._dropped_recorded = self.state.dropped.copy()
 
     def close(self) -> None:
+        if self.viewers is not None:
+            self.viewers.close()
         if self.recorder is not None:
             self.recorder.close()
+
+
+def _as_received(
+    batch: Incoming, admitted: npt.NDArray[np.int64], now: float, times: npt.NDArray[np.float64] | None
+) -> list[tuple[float, Incoming]]:
+    """The frames of ``batch`` admitted, a batch per arrival time, as the recording keeps them: a
+    replay ingests them as this monitor did. An empty batch is a relay's sign of life."""
+    if times is None or not len(admitted):
+        return [(now, batch.subset(admitted))] if len(admitted) or batch.relays else []
+    arrived = times[admitted]
+    return [(float(t), batch.subset(admitted[arrived == t])) for t in distinct(arrived)]
+
+
+class Telling(Protocol):
+    """What a monitor tells the screens attached to it, besides its reports, in order
+    (:class:`distmon.monitor.intake.attached.AttachedFeed`)."""
+
+    def take_told(self) -> list[CatchUp | AlertEvent | Tick]: ...
+
+
+class Follower(Monitor):
+    """A monitor that judges nothing itself: the screen attached to another (``distmon watch
+    --attach``). It takes in the reports that monitor admitted, as it received them (through
+    the one driver, :class:`distmon.monitor.session.Session`), and keeps the alerts that monitor
+    raised and its verdicts on the culprits' processes, as ``source`` hands them over: it has
+    neither the prober nor py-spy of the job's hosts, and runs no detector."""
+
+    def __init__(self, source: Telling) -> None:
+        super().__init__()
+        self.source = source
+        self.told: dict[int, Verdict | None] = {}
+        """The other monitor's verdicts, as of its latest tick, on the processes of the ranks
+        its alerts name."""
+        self._pausing: dict[int, str] = {}
+
+    def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
+        self.follow()
+        return super().ingest_batch(batch, now, times)
+
+    def tick(self, now: float) -> list[Change]:
+        """The other monitor's alert changes told since the last call, its ticks being ours."""
+        changes = self.follow()
+        self.last_tick = now
+        return changes
+
+    def follow(self) -> list[Change]:
+        """What the other monitor told since the last call, taken in; its alerts' changes."""
+        changes: list[Change] = []
+        for told in self.source.take_told():
+            if isinstance(told, CatchUp):
+                self.alerts.restore(told.history, told.active)
+                self.state.max_world = told.max_world
+            elif isinstance(told, AlertEvent):
+                change = self.alerts.follow(told.event, told.alert, told.t)
+                changes += [change] if change is not None else []
+            else:
+                self.told, self._pausing = told.told, told.pausing
+        return changes
+
+    @property
+    def pausing(self) -> dict[int, str]:
+        """The other monitor's ranks in a usual pause, as of its latest tick."""
+        return self._pausing
+
+    def idle(self, now: float) -> None:
+        """No message has come yet, so nothing ticks: the screens attached still hear from the
+        monitor every :data:`IDLE_TICK` of ``now``, and one attached now is told the job as it
+        stands (nobody has reported)."""
+        if self.viewers is not None and now >= self._idled + IDLE_TICK:
+            self._idled = now
+            self.viewers.tick(self, now, [])
+
+    def verdict(self, s: RankState, now: float) -> Verdict | None:
+        if s.rank in self.told:
+            return self.told[s.rank]
+        return super().verdict(s, now)
 
 
 def live_monitor(
@@ -173,10 +311,12 @@ def live_monitor(
     job: str | None = None,
     responder: Responder | None = None,
     max_world: int = admission.MAX_WORLD,
+    viewers: Viewers | None = None,
 ) -> Monitor:
     """A monitor of ranks running now, as ``watch`` and ``record`` run it: it may look at the
-    ranks' processes on this host (alive or gone), take their stacks from outside, and act
-    through ``responder``. Replays and tests judge the reports alone."""
+    ranks' processes on this host (alive or gone), take their stacks from outside, act
+    through ``responder``, and feed the screens attached to it. Replays and tests judge the
+    reports alone."""
     probe = ProcessProbe()
     detector = Detector(probe=probe, stacks=OutsideStacks(probe=probe), outside=probe.view)
-    return Monitor(detector, recorder=recorder, job=job, responder=responder, max_world=max_world)
+    return Monitor(detector, recorder=recorder, job=job, responder=responder, max_world=max_world, viewers=viewers)

@@ -8,9 +8,8 @@ rows, the reports, the metrics and the tests read the same facts.
 
 from __future__ import annotations
 
-import contextlib
 from collections import deque
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import PurePath
 
 import numpy as np
@@ -19,14 +18,13 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.looks import activity
-from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.process import look_at
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.ending import STOP_KINDS, Ending, cause
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import classify, user_frame
 from distmon.monitor.state.words import rank_word, ranks_text
+from distmon.monitor.viewing import Progress
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 WAITING = "waiting"
@@ -115,10 +113,16 @@ class OverviewTracker:
     """Follows the job's progress from tick to tick (steps/s, the last progress), so that
     the numbers depend on the feed's clock only, not on how often the screen is redrawn."""
 
-    def __init__(self) -> None:
-        self._samples: deque[tuple[float, int]] = deque()
-        self._marker: tuple[int, int] | None = None
-        self._last_progress: float | None = None
+    def __init__(self, memory: Progress | None = None) -> None:
+        """``memory``: where another tracker left off (the monitor a screen attaches to)."""
+        memory = memory or Progress()
+        self._samples: deque[tuple[float, int]] = deque(memory.samples)
+        self._marker: tuple[int, int] | None = memory.marker
+        self._last_progress: float | None = memory.last
+
+    def memory(self) -> Progress:
+        """What this tracker has followed, for another to go on from."""
+        return Progress(tuple(self._samples), self._marker, self._last_progress)
 
     def observe(self, monitor: Monitor, now: float) -> None:
         """Call once per tick."""
@@ -215,20 +219,24 @@ class Story:
     culprits: frozenset[int]
     waits: npt.NDArray[np.bool_]
     """Per rank: still running and waiting in a collective or a send or receive while the
-    culprits hold up the job. The hang rule found that every such wait leads to them,
-    directly or through a peer."""
+    culprits hold up the job (or the ranks :attr:`pausing` do, as usual). The hang rule
+    found that every such wait leads to them, directly or through a peer."""
+    pausing: dict[int, str] = field(default_factory=dict)
+    """Ranks in a pause the job takes as a habit, with what it is
+    (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
 
     @classmethod
     def of(cls, monitor: Monitor, now: float) -> Story:
         job = monitor.state
         found = cause(monitor.alerts.active.values())
         culprits = frozenset(found.ranks) if found is not None else frozenset[int]()
+        pausing = {} if found is not None else dict(monitor.pausing)
         waits = np.zeros(len(job.cols.present), dtype=bool)
-        if found is not None:
+        if found is not None or pausing:
             c = job.cols
             waits = job.live(now, monitor.limits) & (c.in_collective | c.in_p2p)
-            waits[sorted(culprits)] = False
-        return cls(found, culprits, waits)
+            waits[sorted(culprits | pausing.keys())] = False
+        return cls(found, culprits, waits, pausing)
 
     @property
     def waiting(self) -> int:
@@ -237,13 +245,18 @@ class Story:
     def status(self, monitor: Monitor, s: RankState, now: float) -> str | None:
         """Rank ``s``'s status in words a person reads at a glance: a culprit says what it
         is doing (``asleep``, ``stopped (SIGSTOP)``, ``blocked in I/O``, ``working - checkpointing``),
-        a rank that waits for one says for whom (``waits for 2``), one that raised on losing
+        a rank in a usual pause that it pauses (``pausing as usual: upload_metrics, about 3s
+        every 25 steps``), a rank that waits for one says for whom (``waits for 2``), one that raised on losing
         a peer after whom (``failed after 3``); None for the others,
         whose status is the word their flags give."""
         if s.rank in self.culprits:
             return doing_words(monitor, s, now)
+        if s.rank in self.pausing:
+            return self.pausing[s.rank]
         culprits = ranks_text(sorted(self.culprits))
         if s.rank < len(self.waits) and self.waits[s.rank]:
+            if self.pausing:
+                return f"waits for {ranks_text(sorted(self.pausing))}, as usual"
             return f"waits for {culprits}" if self.culprits else "waits, none behind"
         if self.culprits and s.finished and s.lost_a_peer():
             return f"failed after {culprits}"
@@ -258,20 +271,7 @@ def doing_words(monitor: Monitor, s: RankState, now: float) -> str:
         if r.exception is not None:
             return f"raised {r.exception.type}"
         return EXIT_WORDS.get(r.exit.how, "exited") if r.exit is not None else "exited"
-    silent = s.silent(now, monitor.limits)
-    detector = monitor.detector
-    context = Context(
-        now=now,
-        pace=s.job.pace(),
-        probe=detector.probe,
-        limits=monitor.limits,
-        stacks=detector.stacks,
-        interval=s.job.interval(),
-        outside=detector.outside,
-    )
-    verdict = None
-    with contextlib.suppress(Exception):
-        verdict = look_at(s, context, silent, take=False).verdict
+    verdict = monitor.verdict(s, now)
     if verdict is not None and verdict.working:
         work = activity(r.stack)
         return f"working - {WORK_WORDS[work]}" if work in WORK_WORDS else "working"
@@ -279,7 +279,7 @@ def doing_words(monitor: Monitor, s: RankState, now: float) -> str:
         return VERDICT_WORDS.get(verdict.kind, verdict.kind)
     if r.stack:
         return PLACE_WORDS.get(classify(r.stack).kind, "stalled")
-    return "silent" if silent else "stalled"
+    return "silent" if s.silent(now, monitor.limits) else "stalled"
 
 
 def where_words(s: RankState) -> str:

@@ -14,10 +14,11 @@ import time
 from collections.abc import Callable
 
 import numpy as np
+import numpy.typing as npt
 
 from distmon.channel import Batch
 from distmon.columnar.batch import ColumnBatch
-from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, weight
+from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.keeping_up import JUMPED, PAUSED
 from distmon.monitor.state.alerts import Change
@@ -87,6 +88,8 @@ class Session:
         self._ingest(pending)
         if self.taken < limit:  # the feed has handed over all it has up to its clock
             changes += self._tick_until(clock)
+        if self._next_tick is None:
+            self.monitor.idle(clock)
         return changes
 
     def _notice_away(self, now: float) -> None:
@@ -134,20 +137,22 @@ class Session:
 
     def _ingest_frames(self, items: list[Item]) -> None:
         batches: list[Batch] = []
+        times: list[npt.NDArray[np.float64]] = []
         straight: list[bytes] = []
-        for _, message in items:
-            if isinstance(message, Batch):
+        for t, message in items:
+            if isinstance(message, Stamped):
+                batches.append(message.batch)
+                times.append(message.times)
+            elif isinstance(message, Batch):
                 batches.append(message)
+                times.append(np.full(len(message), t))
             elif isinstance(message, bytes):
                 straight.append(message)
         if straight:
             batches.append(Batch.of(straight))
-        times = np.concatenate(
-            [np.full(len(m), t) for t, m in items if isinstance(m, Batch)]
-            + [np.array([t for t, m in items if not isinstance(m, Batch)])]
-        )
+            times.append(np.array([t for t, m in items if not isinstance(m, Batch | Stamped)]))
         batch = batches[0] if len(batches) == 1 else Batch.merged(batches)
-        self.monitor.ingest_batch(batch, float(max(t for t, _ in items)), times)
+        self.monitor.ingest_batch(batch, float(max(t for t, _ in items)), np.concatenate(times))
 
     def drain(self) -> Timed:
         """Everything the feed holds now, and the ticks up to its clock."""

@@ -1,4 +1,4 @@
-"""The terminal UI shared by ``distmon watch`` and ``distmon replay``.
+"""The terminal UI shared by ``distmon watch`` (``--attach`` too) and ``distmon replay``.
 
 Threading rule: the app never waits on the network. A feed (live or replay) queues
 messages; a fast timer steps the session (:class:`~distmon.monitor.session.Session`) that
@@ -20,6 +20,7 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
+from distmon.monitor.intake.attached import SILENT_AFTER, AttachedFeed
 from distmon.monitor.intake.feeds import Feed, LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
@@ -61,11 +62,11 @@ class DistmonApp(App[None]):
         Binding("minus", "slower", "Slower", key_display="-", show=False),
     ]
 
-    def __init__(self, feed: Feed, monitor: Monitor) -> None:
+    def __init__(self, feed: Feed, monitor: Monitor, tracker: OverviewTracker | None = None) -> None:
         super().__init__()
         self.feed = feed
         self.monitor = monitor
-        self.tracker = OverviewTracker()
+        self.tracker = tracker or OverviewTracker()
         self.session = Session(feed, monitor, on_tick=lambda now: self.tracker.observe(monitor, now))
         self.overview = self.tracker.overview(monitor, feed.now())
         # The widgets are held, not queried: the redraw timer can fire while they are
@@ -143,8 +144,10 @@ class DistmonApp(App[None]):
                 f"Nothing connected yet. Listening on {endpoint}. Start the job with no change to it: "
                 f"DISTMON_ENDPOINT={endpoint} distmon run -- torchrun --nproc-per-node=N train.py "
                 f"(or put `import distmon.hooks; distmon.hooks.attach(model)` in the script and set "
-                f"DISTMON_ENDPOINT={endpoint} for its ranks)."
+                f"DISTMON_ENDPOINT={endpoint} for its ranks). More screens: distmon watch --attach {endpoint}"
             )
+        if isinstance(self.feed, AttachedFeed):
+            return f"Attached to the monitor at {self.feed.endpoint}: no rank has reported to it yet."
         return "No rank has reported yet in this recording."
 
     def source(self) -> str:
@@ -153,6 +156,10 @@ class DistmonApp(App[None]):
         if isinstance(feed, LiveFeed):
             dropped = f" · {feed.dropped} dropped (UI behind)" if feed.dropped else ""
             return f"live · {feed.endpoint}{dropped}"
+        if isinstance(feed, AttachedFeed):
+            silent = feed.silent_for()
+            lost = f" · monitor silent for {cells.duration(silent)}" if silent > SILENT_AFTER else ""
+            return f"attached · {feed.endpoint}{lost}"
         if isinstance(feed, ReplayFeed):
             if feed.finished:
                 mode = "end of recording"
@@ -243,6 +250,8 @@ class DistmonApp(App[None]):
         self.redraw()
 
 
-def build_app(feed: Feed, monitor: Monitor | None = None) -> DistmonApp:
-    """The app for a feed: what ``distmon watch``, ``distmon replay`` and the tests run."""
-    return DistmonApp(feed, monitor or Monitor())
+def build_app(feed: Feed, monitor: Monitor | None = None, tracker: OverviewTracker | None = None) -> DistmonApp:
+    """The app for a feed: what ``distmon watch`` (``--attach``: a feed from a monitor running
+    elsewhere, a :class:`~distmon.monitor.monitor.Follower` of it, and its progress so far),
+    ``distmon replay`` and the tests run."""
+    return DistmonApp(feed, monitor or Monitor(), tracker)

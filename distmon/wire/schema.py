@@ -10,7 +10,7 @@ VERSION = 1
 
 PEER_LOST = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
-    r"|Watchdog caught collective operation timeout|communicator was aborted"
+    r"|caught collective operation timeout|communicator was aborted|monitoredBarrier"
     r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
     re.IGNORECASE,
 )

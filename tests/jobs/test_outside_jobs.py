@@ -2,7 +2,7 @@
 real parts: 3 gloo ranks under torchrun with the hook, `distmon record` in its own process
 looking at them from outside (/proc, py-spy), the alerts read back from the recording.
 
-Two jobs, each carrying several faults in turn, every one of which ends so the job trains on:
+Three jobs, each carrying several faults in turn, every one of which ends so the job trains on:
 
 - frozen: rank 2 stopped with SIGSTOP (continued after a while), rank 1 blocked opening a
   FIFO inside ``torch.save`` (a reader comes after a while), rank 0 holding the GIL in native
@@ -11,6 +11,10 @@ Two jobs, each carrying several faults in turn, every one of which ends so the j
 - working: rank 0 importing a slow module before its first step while the others wait in
   the first collective, then writing two slow checkpoints while the others wait at a barrier.
   No critical alert: warnings that say what it does ("checkpoint", "importing").
+- habits: rank 0 uploads its metrics to a slow service every 10 steps (2 s asleep in a socket
+  read, the others waiting); the fifth upload does not come back for 15 s. Quiet once the
+  uploads are learned; the stuck one named, rank 0 alone, critical, saying how long it
+  usually takes.
 """
 
 from __future__ import annotations
@@ -80,6 +84,13 @@ def working(torchrun, new_endpoint, tmp_path_factory) -> Job:
     args = ["--steps", "70", "--fault", "slow-import@0:0:40"]
     args += ["--fault", "checkpoint@20:0:12", "--fault", "checkpoint@45:0:12"]
     out = tmp_path_factory.mktemp("working") / "run.distmon"
+    return run_job(torchrun, new_endpoint(), out, *args, timeout=240)
+
+
+@pytest.fixture(scope="module")
+def habits(torchrun, new_endpoint, tmp_path_factory) -> Job:
+    args = ["--steps", "60", "--habit", "upload@10:0:2", "--fault", "upload-hang@50:0:15"]
+    out = tmp_path_factory.mktemp("habits") / "run.distmon"
     return run_job(torchrun, new_endpoint(), out, *args, timeout=240)
 
 
@@ -174,3 +185,18 @@ def test_a_slow_import_at_start_up_is_a_warning_that_says_importing(working: Job
     assert {(a.kind, tuple(a.ranks), a.severity) for a in during} == {("hang", (0,), "warning")}, during
     assert any(a.summary.startswith("rank 0 is importing modules, ") for a in during), [a.summary for a in during]
     assert len({id_of(a) for a in during}) == 1
+
+
+def test_a_pause_the_job_takes_every_10_steps_is_quiet_once_learned_and_named_when_stuck(habits: Job) -> None:
+    assert habits.exit_code == 0, habits.output[-3000:]
+    stuck_at = habits.injected["upload-hang"][1]
+    before = [e.alert for e in habits.events if e.event == "raised" and e.t < stuck_at]
+    assert len(before) <= 2, ("the first uploads may warn; the next are the job's rhythm", before)
+    assert all(a.ranks == [0] and a.severity == "warning" for a in before), before
+    after = habits.alerts_after("upload-hang", 20)
+    assert len(after) == 1, after
+    (events,) = after.values()
+    said = critical_saying(events, "this pause usually ends within")
+    assert said is not None and said.ranks == [0], [e.alert.summary for e in events]
+    assert said.summary.startswith("rank 0 is asleep in poll"), said.summary
+    assert "The job pauses so as a habit (" in said.detail and "upload_metrics" in said.detail, said.detail

@@ -80,6 +80,17 @@ STACKS = {
         _frame("train_one_epoch", 64, "dist.barrier()"),
         _frame("barrier", 5356, "work.wait()", "torch/distributed/distributed_c10d.py"),
     ],
+    "upload": [
+        *LOOP_STACK,
+        _frame("train_one_epoch", 66, "upload_metrics(step, loss)"),
+        _frame("upload_metrics", 21, "urlopen(request).read()"),
+        _frame("readinto", 718, "return self._sock.recv_into(b)", "/usr/lib/python3.11/socket.py"),
+    ],
+    "sleep_elsewhere": [
+        *LOOP_STACK,
+        _frame("train_one_epoch", 70, "wait_for_the_file(path)"),
+        _frame("wait_for_the_file", 12, "time.sleep(1)"),
+    ],
 }
 
 
@@ -145,6 +156,14 @@ class _Fault:
     message: str = ""
     factor: float = 1.0
     rate: float = 0.0
+    every: float = 0.0
+    """For a pause: seconds from the start of one to the start of the next."""
+    seconds: float = 0.0
+    """For a pause: how long each lasts."""
+    stuck: int | None = None
+    """For a pause: the one (counted from 0) that never ends."""
+    stack: str = "sleep"
+    """Where the rank stands once stalled (a key of ``STACKS``)."""
 
 
 class SimJob:
@@ -191,6 +210,16 @@ class SimJob:
     def gil(self, rank: int, at: float) -> SimJob:
         """``rank`` holds the GIL in native code: alive, but silent, and the others wait."""
         self.faults.append(_Fault("gil", rank, self.start + at))
+        return self
+
+    def pause(
+        self, rank: int, at: float, every: float, seconds: float, stuck: int | None = None, stack: str = "upload"
+    ) -> SimJob:
+        """``rank`` pauses for ``seconds`` before its next collective at ``start + at`` and
+        every ``every`` seconds after (a metrics upload, a checkpoint), the others waiting for
+        it; pause number ``stuck`` (from 0) never ends. Its stack once stalled: ``STACKS[stack]``."""
+        fault = _Fault("pause", rank, self.start + at, every=every, seconds=seconds, stuck=stuck, stack=stack)
+        self.faults.append(fault)
         return self
 
     def extra_collective(self, rank: int, at: float) -> SimJob:
@@ -282,10 +311,28 @@ class SimJob:
         factors = [f.factor for f in self.faults if f.kind == "straggler"]
         return self.step_time * max(factors, default=1.0)
 
-    def _freeze(self) -> _Fault | None:
-        """The first fault that stops the whole job's progress."""
-        stops = [f for f in self.faults if f.kind in ("hang", "gil", "extra", "uneven")]
-        return min(stops, key=lambda f: f.at) if stops else None
+    def _freeze(self, t: float) -> tuple[_Fault | None, float]:
+        """The fault that stops the whole job's progress at ``t`` (the first for good, else a
+        pause going on, as a fault that began when it did), and the seconds of pauses over by then."""
+        stops = [f for f in self.faults if f.kind in ("hang", "gil", "extra", "uneven") and f.at <= t]
+        end = min((f.at for f in stops), default=t)
+        over = 0.0
+        for f in (f for f in self.faults if f.kind == "pause"):
+            k = 0
+            while f.at + k * f.every <= end:
+                began = f.at + k * f.every
+                if k == f.stuck or t < began + f.seconds:
+                    if not stops:
+                        return _Fault("hang", f.rank, began, stack=f.stack), over
+                    break
+                over += max(0.0, f.seconds - self._period())  # the step it paused in ends as it comes back
+                k += 1
+        return (min(stops, key=lambda f: f.at) if stops else None), over
+
+    def holding_up(self, t: float) -> int | None:
+        """The rank the others wait for at ``t`` (stopped, or in a pause), None while all step."""
+        freeze, _ = self._freeze(t)
+        return freeze.rank if freeze is not None else None
 
     def report(self, rank: int, t: float) -> Report | None:
         """What ``rank`` sends at time ``t``, or None once it has stopped reporting."""
@@ -301,9 +348,9 @@ class SimJob:
                 return None  # said its last words already
             if t == death:
                 last_words, exit_info = self._last_words(rank, stop)
-        freeze = self._freeze()
-        frozen_at = freeze.at if freeze is not None and t >= freeze.at else None
-        elapsed = (min(t, frozen_at) if frozen_at else t) - self.start
+        freeze, paused = self._freeze(t)
+        frozen_at = freeze.at if freeze is not None else None
+        elapsed = (min(t, frozen_at) if frozen_at else t) - self.start - paused
         steps = int(elapsed / period)
         base = steps * self.per_step
         enqueued = completed = base
@@ -322,7 +369,7 @@ class SimJob:
                         STACKS["all_reduce"],
                     )
                 else:
-                    stack = STACKS["sleep"]
+                    stack = STACKS[freeze.stack]
             else:  # extra or uneven: everyone issues seq base+1, the culprit a different op
                 enqueued, since = base + 1, frozen_at
                 op = "barrier" if culprit else "all_reduce"

@@ -27,8 +27,10 @@ from distmon.columnar.batch import (
 from distmon.columnar.frames import HEADER, parse
 from distmon.columnar.news import WATCH, News
 from distmon.export.html import read_series
+from distmon.monitor.broadcast import Broadcast
+from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.monitor import Follower, Monitor
 from distmon.monitor.recording.file import ColumnRecord, Message, RecordingWriter, read_recording
 from distmon.monitor.recording.readback import load
 from distmon.monitor.session import Session
@@ -37,6 +39,7 @@ from distmon.monitor.state.job import JobState
 from distmon.wire import Report, WireError
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import Layout, SimJob, drive
+from tests.support.waiting import wait_until
 
 RELAY = Relay("node-a:7", "node-a")
 KEPT_APART = {"via", "bytes", "report_t", "seq"}
@@ -133,7 +136,7 @@ def test_the_monitor_names_the_same_culprits_through_relays(fault) -> None:  # t
 
 def test_a_recording_of_columns_replays_and_reports_as_it_ran(tmp_path: Path) -> None:
     """A monitor recording what two relays send while a rank hangs: the recording holds their
-    columns (``c`` records); replayed, it raises the very alerts, at the very times; read back
+    columns (``n`` records); replayed, it raises the very alerts, at the very times; read back
     for ``distmon report``, the same job at its end."""
     sim = SimJob(world=32).hang(7, at=6)
     out = tmp_path / "columns.distmon"
@@ -373,3 +376,43 @@ def test_the_html_reports_plots_read_a_recording_of_columns(tmp_path: Path) -> N
     groups = {g.id for rank in (3, 12) for g in sim.report(rank, sim.start).groups}  # type: ignore[union-attr]
     assert set(series.group_names) == groups
     assert all(len(times) == 10 for times, _, _ in series.ranks[3].groups.values())
+
+
+def test_a_screen_attached_to_a_monitor_fed_by_relays_shows_what_it_shows(endpoint: str) -> None:
+    """A monitor taking two relays' columns, a screen attached to it once a rank has hung:
+    the screen takes the relays' columns as the monitor admitted them (``n`` records) and
+    knows every rank's numbers and every alert as the monitor does."""
+    sim = SimJob(world=16).hang(5, at=20)
+    clock = [0.0]
+    records = relayed(sim.stream(until=120), SimRelays(2, 16), sim.start, until=120)
+    broadcast = Broadcast(endpoint)
+    monitor = Monitor(viewers=broadcast)
+    session = Session(ReplayFeed(records, speed=1.0, clock=lambda: clock[0]), monitor)
+
+    def advance(seconds: float) -> None:
+        for _ in range(round(seconds / 0.1)):
+            clock[0] += 0.1
+            session.run_timed(1_000_000)
+
+    try:
+        advance(30)
+        feed = AttachedFeed(endpoint)
+
+        def answered() -> bool:
+            advance(0.5)
+            return feed.caught_up.wait(0.05)
+
+        wait_until(answered, 20, "the monitor's answer")
+        follower = Follower(feed)
+        screen = Session(feed, follower)
+        advance(5)
+        wait_until(lambda: feed.now() >= session.feed.now(), 10, "the stream up to the monitor's clock")
+        screen.drain()
+        mine, theirs = follower.state, monitor.state
+        assert [a.kind for a in follower.alerts.history] == [a.kind for a in monitor.alerts.history] == ["hang"]
+        assert np.array_equal(mine.cols.steps[:16], theirs.cols.steps[:16])
+        assert np.array_equal(mine.cols.t[:16], theirs.cols.t[:16]) and mine.relays == theirs.relays
+        assert mine.report_of(5).stack == theirs.report_of(5).stack is not None
+        feed.close()
+    finally:
+        session.close()

@@ -70,6 +70,18 @@ def test_fault_is_named_with_its_culprit(name, inject, kind, culprits, within) -
         assert set(other[1].alert.ranks) <= set(culprits) or other[1].alert.kind != kind
 
 
+def test_a_timeout_raised_in_python_is_a_consequence_as_in_analyze() -> None:
+    """torch 1.12-2.0's blocking wait raises the peer's timeout in the rank that waited: live as
+    in ``distmon analyze`` (one rule, ``wire.PEER_LOST``), that rank is no first cause."""
+    timed_out = (
+        "[Rank 5] Caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, TensorShape=[1], "
+        "Timeout(ms)=1000) ran for 1003 milliseconds before timing out."
+    )
+    changes = raised(SimJob(world=8).exception(5, at=20, type="RuntimeError", message=timed_out), until=40)
+    named = [c.alert for _, c in changes if c.alert.kind == "rank_exception"]
+    assert named and all("rank 5 raised" not in a.summary for a in named)
+
+
 def test_victims_of_an_exception_are_not_culprits() -> None:
     changes = raised(SimJob(world=8).exception(2, at=20), until=40)
     kinds = {c.alert.kind: c.alert for _, c in changes}

@@ -86,7 +86,7 @@ def test_logs_name_the_site_not_the_secret_path():
 def test_alert_lifecycle_is_told_without_flooding(receiver: Receiver):
     """A standing hang's detail changes every tick: that alone is never a POST."""
     book = AlertBook()
-    notes = Notifications(receiver.url, None, backoff=FAST)
+    notes = Notifications(receiver.url, None, backoff=FAST, level=WARNING)
     notes.changes(book.update([finding([5], 0)], now=1.0))
     for age in range(1, 21):
         changes = book.update([finding([5], age)], now=1.0 + age)
@@ -106,6 +106,26 @@ def test_alert_lifecycle_is_told_without_flooding(receiver: Receiver):
     assert receiver.bodies[0]["text"] == "distmon: CRITICAL hang: rank [5] stuck in all_reduce for 0s"
     assert (notes.sent, notes.failed, notes.dropped) == (4, 0, 0)
     assert notes.summary() == "notifications: 4 sent, 0 failed, 0 dropped"
+
+
+def test_by_default_only_what_needs_a_person_is_told(receiver: Receiver):
+    """Warnings raised and resolved (a pause the job comes out of) are never told; a warning
+    that turns critical is told then, as raised, and its resolution with it."""
+    book = AlertBook()
+    notes = Notifications(receiver.url, None, backoff=FAST)
+    for t in range(3):  # a checkpoint the job waits for, three times: a warning each
+        notes.changes(book.update([finding([0], 1, severity=WARNING)], now=10.0 * t))
+        notes.changes(book.update([], now=10.0 * t + 5))
+    notes.changes(book.update([finding([2], 1, severity=WARNING)], now=40.0))
+    notes.changes(book.update([finding([2], 2, severity=WARNING)], now=41.0))
+    notes.changes(book.update([finding([2], 5)], now=44.0))
+    notes.changes(book.update([finding([2], 6)], now=45.0))
+    notes.changes(book.update([], now=50.0))
+    notes.close(wait=5)
+    assert [(b["event"], b["alert"]["ranks"], b["alert"]["severity"]) for b in receiver.bodies] == [
+        ("raised", [2], CRITICAL),
+        ("resolved", [2], CRITICAL),
+    ]
 
 
 def test_resolved_alerts_are_forgotten(receiver: Receiver):

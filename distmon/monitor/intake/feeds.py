@@ -18,9 +18,10 @@ import threading
 import time
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
-from distmon.channel import Command, Dump
+from distmon.channel import Batch, Command, Dump
 from distmon.columnar.batch import ColumnBatch, Incoming
 from distmon.keys import JobKey
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
@@ -36,18 +37,32 @@ from distmon.monitor.recording.file import (
     read_recording,
 )
 from distmon.monitor.rules.keeping_up import OVERFLOW
+from distmon.monitor.state.columns import F8
 
 MAX_GAP = 3600.0
 """Seconds of silence (no record at all) a replay plays at most: the detector has said all it
 will about a silent job long before, and a longer gap (a monitor idle over a weekend, a
 damaged clock) would take a tick a second to cross. Longer silences are played as this long."""
 Clock = Callable[[], float]
-Item = tuple[float, bytes | Incoming]
 
 
-def weight(message: bytes | Incoming) -> int:
+@dataclass
+class Stamped:
+    """Frames that arrived at different times, each with its own (``times``): the reports a
+    live monitor holds, handed to a screen attached to it (:mod:`.attached`)."""
+
+    batch: Batch
+    times: F8
+
+
+Item = tuple[float, bytes | Incoming | Stamped]
+
+
+def weight(message: bytes | Incoming | Stamped) -> int:
     """What a message counts for against a feed's limits: its frames (a batch with none, a
     relay's sign of life, counts as one)."""
+    if isinstance(message, Stamped):
+        return max(1, len(message.batch))
     return 1 if isinstance(message, bytes) else max(1, len(message))
 
 

@@ -153,10 +153,19 @@ class Verdict:
     next_step: str
     evidence: tuple[str, ...] = ()
     """Lines of what /proc showed."""
+    call: str = ""
+    """The system call it sits in, or the work it does: with ``kind``, what tells one of its
+    pauses from another (:attr:`habit`)."""
 
     @property
     def working(self) -> bool:
         return self.kind == "working"
+
+    @property
+    def habit(self) -> str:
+        """What it does, stable from one pause to the next (no sizes, files or times):
+        ``sleeping:poll``, ``working:writing a checkpoint``, ``stopped``."""
+        return f"{self.kind}:{self.call}" if self.call else self.kind
 
 
 def look(pid: int, t: float) -> Sample | None:
@@ -448,6 +457,7 @@ def _in_kernel_io(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict
             f"is waiting on the network ({call} on {last.target or 'a socket'})",
             f"see which peer it waits for: `ss -tnp | grep {last.pid}` on {host}",
             evidence,
+            call or "",
         )
     return None
 
@@ -466,6 +476,7 @@ def _waiting(host: str, last: Sample, frames: list[Frame] | None, owns_gil: bool
             "that call does not release the GIL (a C extension without Py_BEGIN_ALLOW_THREADS, ctypes.PyDLL): "
             "release it there, or move the call to a subprocess",
             evidence,
+            entry.func,
         )
     if call == "futex":
         return Verdict(
@@ -474,6 +485,7 @@ def _waiting(host: str, last: Sample, frames: list[Frame] | None, owns_gil: bool
             "is waiting on a lock (futex)",
             f"another thread holds it: `py-spy dump --pid {pid}` on {host} shows every thread",
             evidence,
+            call,
         )
     if call in SLEEP_CALLS or call in WAIT_CALLS or last.state in "SD":
         where = f" in {call}" if call and call != "running" else ""
@@ -483,6 +495,7 @@ def _waiting(host: str, last: Sample, frames: list[Frame] | None, owns_gil: bool
             f"is asleep{where} and uses no CPU (State: {last.state})",
             f"its stack shows what it waits for: `py-spy dump --native --pid {pid}` on {host}",
             evidence,
+            "sleep" if call in SLEEP_CALLS else call or "",
         )
     return Verdict(
         "unknown",
@@ -523,6 +536,30 @@ def working(
         f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
         "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
         evidence,
+        what,
+    )
+
+
+def holding_the_gil(
+    moved: Progress, quiet: float, frames: list[Frame] | None = None, evidence: tuple[str, ...] = ()
+) -> Verdict:
+    """A process that burns CPU while its own reporting thread has not run for ``quiet``
+    seconds: one thread holds the GIL in a long call (a regular expression that backtracks, a
+    C extension that does not release it), and no other Python thread gets to run. ``frames``
+    (py-spy's, where taken) name the call."""
+    entry = native_entry(frames or [])
+    python = next((f for f in reversed(frames or []) if _python(f)), None)
+    called = entry.func if entry is not None else python.func if python is not None else ""
+    where = f" in {called}" if called else ""
+    return Verdict(
+        "gil",
+        f"holds the GIL{where}, burning CPU",
+        f"holds the GIL{where}, burning CPU ({moved.words()}) while its own reporting thread has not "
+        f"run for {duration(quiet)}",
+        "find that call in its stack (below): a regular expression that backtracks, a C extension that does "
+        "not release the GIL (Py_BEGIN_ALLOW_THREADS); bound its input, or move it to a subprocess",
+        evidence,
+        called,
     )
 
 

@@ -21,17 +21,18 @@ from distmon.pyspy import OutsideStack, StackTaker
 ALIVE = "alive"
 GONE = "gone"
 PERIOD = 1.0
-"""Seconds between two looks at a process asked about."""
-WINDOW = 10
-"""Looks kept per process: progress is judged over the last ten seconds."""
+"""Seconds between two looks at a process asked about now and then."""
+CLOSE_PERIOD = 0.25
+"""Seconds between two looks at a process a rule asked about in the last :data:`CLOSE_FOR`
+seconds (a rank the others wait for): what it does over a second is then told by four
+looks that must agree, not by one that may catch an instant."""
+CLOSE_FOR = 2.0
+WINDOW = 40
+"""Looks kept per process: progress is judged over the last ten seconds or so."""
 FORGET = 30.0
 """A process not asked about for this long is no longer looked at."""
-FIRST_LOOKS = 5
-FIRST_PERIOD = 0.25
-"""The first looks at a process come this often: a second after the first, whether it moves
-is known, and a rank the others wait for can be named then."""
 SPAN = 1.0
-"""Seconds between two looks that tell whether a process moves now (:attr:`Seen.recent`)."""
+"""Seconds of looks that tell what a process does now (:attr:`Seen.recent`)."""
 
 
 @dataclass(frozen=True)
@@ -45,15 +46,24 @@ class Seen:
     recent: Sample | None = None
     """The newest look at least :data:`SPAN` before ``last``: what it did over the last second
     or so, whatever it did before."""
+    looks: tuple[Sample, ...] = ()
+    """Every look kept, oldest first, ``last`` included while the process lives."""
+
+    def within(self, seconds: float) -> tuple[Sample, ...]:
+        """The looks of the last ``seconds`` (by the prober's clock, up to ``last``)."""
+        kept = self.looks or tuple(s for s in (self.first, self.recent, self.last) if s is not None)
+        if self.last is None:
+            return ()
+        return tuple(s for s in kept if self.last.t - s.t <= seconds)
 
 
 class ProcessProbe:
     """Answers for processes on this host; None (unknown) for any other host.
 
     Called, it says whether a process is alive or gone. :meth:`view` returns the looks a
-    thread of its own takes every :data:`PERIOD` (the first few every :data:`FIRST_PERIOD`) at
-    each process asked about in the last :data:`FORGET` seconds: the first call for a process
-    starts looking and returns None.
+    thread of its own takes every :data:`PERIOD` (every :data:`CLOSE_PERIOD` while it is asked
+    about often) at each process asked about in the last :data:`FORGET` seconds: the first call
+    for a process starts looking and returns None.
     """
 
     def __init__(self, host: str | None = None, period: float = PERIOD) -> None:
@@ -94,7 +104,8 @@ class ProcessProbe:
             return None
         last = looks[-1]
         recent = next((s for s in reversed(looks) if s is not None and last is not None and last.t - s.t >= SPAN), None)
-        return Seen(next((s for s in looks if s is not None), None), last, recent)
+        alive = tuple(s for s in looks if s is not None)
+        return Seen(alive[0] if alive else None, last, recent, alive)
 
     def _run(self) -> None:
         while True:
@@ -114,8 +125,8 @@ class ProcessProbe:
                 sample = look(pid, time.monotonic())
                 with self._lock:
                     looks = self._looks.setdefault(pid, deque(maxlen=WINDOW))
-                    first = len(looks) < FIRST_LOOKS - 1
-                    self._due[pid] = time.monotonic() + (min(FIRST_PERIOD, self._period) if first else self._period)
+                    close = time.monotonic() - self._asked.get(pid, 0.0) < CLOSE_FOR
+                    self._due[pid] = time.monotonic() + (min(CLOSE_PERIOD, self._period) if close else self._period)
                     if looks and looks[-1] is None:
                         continue  # gone stays gone (a pid reused is another process)
                     looks.append(sample)

@@ -1,5 +1,5 @@
 """How a batch the monitor took in is stored in a recording, and read back: frames as ``b``
-records, a relay's columns as ``c`` records (:mod:`distmon.monitor.recording.file` describes
+records, a relay's columns as ``n`` records (:mod:`distmon.monitor.recording.file` describes
 both), cut into pieces a reader holds one at a time."""
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def batch_records(t: float, batch: Incoming) -> Iterator[list[Any]]:
         return
     for part in pieces(batch, PIECE_BYTES):
         yield [
-            "c",
+            "n",
             t,
             relays,
             part.via.astype("<i4").tobytes(),
@@ -43,7 +43,7 @@ def batch_records(t: float, batch: Incoming) -> Iterator[list[Any]]:
 
 
 def stored_batch(item: list[Any]) -> Incoming:
-    """The batch a ``b`` or ``c`` record stores; raises ``WireError`` (or, for values of the
+    """The batch a ``b`` or ``n`` record stores; raises ``WireError`` (or, for values of the
     wrong type, ``TypeError``, ``ValueError``, ``IndexError``) where it is not one."""
     if item[0] == "b":
         if not isinstance(item[5], bytes):

@@ -15,7 +15,7 @@ is:
   uint32 and ``via`` int32, little-endian, as bytes; ``relays`` is ``[[id, host], ...]``
   and ``via[i]`` the index there of the relay message ``i`` came through, -1 for none. A
   batch over :data:`PIECE_BYTES` is stored as several such records.
-- ``["c", t, relays, via, ends, headers, groups, channels, reports]`` (version 3): a relay's
+- ``["n", t, relays, via, ends, headers, groups, channels, reports]`` (version 3): a relay's
   columns taken in at ``t``, a :class:`distmon.columnar.batch.ColumnBatch` (its parts as it
   travels, the headers and rows each stored byte by byte of every record,
   :func:`~distmon.columnar.batch.shuffled`), in pieces of at most :data:`PIECE_BYTES`.
@@ -200,7 +200,7 @@ class RecordingWriter:
             self._write(record)
 
     def alert(self, t: float, change: Change) -> None:
-        self._write(["a", t, change.event, change.alert.to_json(), change.alert.key])
+        self._write(alert_record(t, change))
 
     def dropped(self, t: float, counts: Counter[str]) -> None:
         self._write(["d", t, dict(counts)])
@@ -266,6 +266,11 @@ class RecordingWriter:
                 self._file.close()
 
 
+def alert_record(t: float, change: Change) -> list[Any]:
+    """An alert's change as an ``"a"`` record, the alert as it stands now."""
+    return ["a", t, change.event, change.alert.to_json(), change.alert.key]
+
+
 def received(records: Iterable[Record]) -> Iterator[tuple[float, bytes]]:
     """Each rank message in ``records`` with the time it was received, whether it was
     recorded alone (version 1) or in a batch; a relay's columns hold no messages."""
@@ -328,9 +333,9 @@ def _header(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> dict[str, An
     return header
 
 
-_RECORD_START = re.compile(rb"[\x93-\x99]\xa1[mbadc]")
+_RECORD_START = re.compile(rb"[\x93-\x99]\xa1[mbnad]")
 """How every record begins (an array of 3 to 9 whose first element is ``"m"``, ``"b"``,
-``"c"``, ``"a"`` or ``"d"``): where reading starts again after a damaged record."""
+``"n"``, ``"a"`` or ``"d"``): where reading starts again after a damaged record."""
 
 
 class Records:
@@ -390,8 +395,8 @@ class Records:
     def _records(self) -> Generator[Record, None, None]:
         with self._f:
             for item, at in self._items():
-                record = _parse(item)
-                if record is _DAMAGED:
+                record = parse_record(item)
+                if record is DAMAGED:
                     self._damaged(at, "malformed")
                 elif record is not None and not _is_time(record.t):
                     self._damaged(at, f"a record at time {visible(repr(record.t), 40)}")
@@ -538,19 +543,19 @@ def _is_time(t: Any) -> bool:
     return type(t) in (int, float) and math.isfinite(t) and 0 <= t < LATEST
 
 
-_DAMAGED = Dropped(0.0, Counter())
-"""What :func:`_parse` returns for a record of a known kind that does not hold what it should."""
+DAMAGED = Dropped(0.0, Counter())
+"""What :func:`parse_record` returns for a record of a known kind that does not hold what it should."""
 
 
-def _parse(item: Any) -> Record | None:
-    """One record; None for a record this version does not know (skipped), :data:`_DAMAGED`
+def parse_record(item: Any) -> Record | None:
+    """One record; None for a record this version does not know (skipped), :data:`DAMAGED`
     for one of a known kind that is malformed."""
-    if not isinstance(item, list) or not item or item[0] not in ("m", "b", "c", "a", "d"):
+    if not isinstance(item, list) or not item or item[0] not in ("m", "b", "n", "a", "d"):
         return None
     try:
         if item[0] == "m" and isinstance(item[2], bytes):
             return Message(float(item[1]), item[2])
-        if item[0] in ("b", "c"):
+        if item[0] in ("b", "n"):
             batch = stored_batch(item)
             t = float(item[1])
             return BatchRecord(t, batch) if isinstance(batch, Batch) else ColumnRecord(t, batch)
@@ -560,8 +565,8 @@ def _parse(item: Any) -> Record | None:
             counts = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
             return Dropped(float(item[1]), counts)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError, WireError):
-        return _DAMAGED
-    return _DAMAGED
+        return DAMAGED
+    return DAMAGED
 
 
 def _alert_fields(alert: dict[str, Any]) -> bool:

@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import Seen
 from distmon.monitor.rules.keeping_up import Behind
+from distmon.monitor.rules.routine import Routine
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
@@ -43,6 +44,8 @@ class Context:
     named_early: dict[int, Verdict] = field(default_factory=dict)
     """Ranks named before the thresholds for doing nothing, with what they were seen doing:
     the detector's memory from tick to tick, kept while an alert names them."""
+    routine: Routine = field(default_factory=Routine)
+    """The job's routine pauses, learned from tick to tick (the detector's memory too)."""
 
     @property
     def hang_after(self) -> float:

@@ -16,6 +16,7 @@ from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.rules.keeping_up import KeepingUp
+from distmon.monitor.rules.routine import Routine
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
@@ -38,6 +39,8 @@ class Detector:
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
         self._named_early: dict[int, Verdict] = {}
+        self.routine = Routine()
+        """The pauses the job takes as a habit, learned as it runs."""
 
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
         context = Context(
@@ -49,6 +52,7 @@ class Detector:
             interval=state.interval(),
             outside=self.outside,
             named_early=self._named_early,
+            routine=self.routine,
         )
         context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []
@@ -63,6 +67,9 @@ class Detector:
             found = {f.key for f in findings}
             findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
         self._last = {f.key: f for f in findings}
+        self.routine.settle(
+            lambda rank: rank in state.ranks and state.ranks[rank].live(now, self.limits), context.behind is None
+        )
         named = {rank for f in findings for rank in f.ranks}
         for rank in [rank for rank in self._named_early if rank not in named]:
             del self._named_early[rank]

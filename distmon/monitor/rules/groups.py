@@ -23,7 +23,8 @@ other) is a deadlock.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from pathlib import PurePath
 
 import numpy as np
 import numpy.typing as npt
@@ -39,8 +40,10 @@ from distmon.monitor.rules.process import (
     look_at,
     look_lines,
     look_step,
+    starved,
     why_a_warning,
 )
+from distmon.monitor.rules.routine import Habit, Mark, about
 from distmon.monitor.rules.waitfor import (
     Collective,
     Group,
@@ -110,7 +113,14 @@ class Incidents(WaitFor):
         roots = self._roots(reach)
         findings = []
         if roots:
-            findings.append(self._hang(roots, reach, stuck))
+            waited = max(w.age for w in self.all if w.node in reach)
+            looks = {rank: self._look(rank, waited=waited) for rank in roots[:MAX_SHOWN]}
+            habit = self._observe(roots, reach, {rank: look.verdict for rank, look in looks.items()})
+            if habit is None:
+                findings.append(self._hang(roots, reach, stuck, looks))
+            elif self._outlasts(habit, reach):
+                self.ctx.routine.outlasted(roots)
+                findings.append(self._hang(roots, reach, stuck, looks, habit=habit))
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.diverged and self._everyone_waited(node, hang_after):
@@ -140,25 +150,58 @@ class Incidents(WaitFor):
     def _early(self) -> list[Finding]:
         """Before a wait is a hang: the ranks that waits of half the early threshold lead to
         are looked at from outside, and once a wait reaches it, ranks that the prober has
-        seen do nothing for a second (stopped, asleep, blocked, on a lock) are named, as a
-        warning saying so. A rank that works, or that the prober has yet to see, waits for
-        the hang threshold as before."""
+        seen do nothing for a second (stopped, asleep, blocked, on a lock, holding the GIL)
+        are named, as a warning saying so. A rank that works, or that the prober has yet to
+        see, waits for the hang threshold as before; a pause the job usually takes
+        (:mod:`~distmon.monitor.rules.routine`) is named only once it outlasts itself."""
         first, stuck, reach = self._relation(self.ctx.looked_after)
         if not first:
             return []
         roots = self._roots(reach)
         if not roots or len(roots) > MAX_SHOWN:
             return []
-        cols = self.job.cols
-        if any(rank in self.job.ranks and (cols.in_collective[rank] or cols.in_p2p[rank]) for rank in roots):
-            return []  # inside a collective its report does not call a wait yet: it may wait itself
         views = [self.job.ranks.get(rank) for rank in roots]
-        # the first call for a rank starts the prober looking at it
-        seen = [doing_nothing(s, self.ctx) if s is not None and not s.finished else None for s in views]
-        verdicts = {rank: verdict for rank, verdict in zip(roots, seen, strict=True) if verdict is not None}
-        if len(verdicts) < len(roots) or max(w.age for w in first) < self.ctx.early_after:
+        if any(s is not None and self._maybe_waiting(s) for s in views):
             return []
-        return [self._hang(roots, reach, stuck, verdicts)]
+        waited = max(w.age for w in first)
+        # the first call for a rank starts the prober looking
+        seen = [doing_nothing(s, self.ctx, waited) if s is not None and not s.finished else None for s in views]
+        verdicts = {rank: verdict for rank, verdict in zip(roots, seen, strict=True) if verdict is not None}
+        if self._observe(roots, reach, dict(verdicts)) is not None:
+            return []  # a pause the job usually takes: it outlasts itself only past the hang threshold
+        if len(verdicts) < len(roots) or waited < self.ctx.early_after:
+            return []
+        looks = {rank: self._look(rank, verdicts[rank]) for rank in roots}
+        return [self._hang(roots, reach, stuck, looks, early=True)]
+
+    def _maybe_waiting(self, s: RankState) -> bool:
+        """Inside a collective or a send its report does not call a wait yet: it may wait
+        itself. Not a report its own thread has been starved of sending since (it is old)."""
+        cols = self.job.cols
+        return bool(cols.in_collective[s.rank] or cols.in_p2p[s.rank]) and not starved(s, self.ctx)
+
+    def _observe(self, roots: list[int], reach: set[Node], verdicts: dict[int, Verdict | None]) -> Habit | None:
+        """Tell the job's routine that ``roots`` hold the others up, each where its report's
+        stack and ``verdicts`` say; the habit this pause is, if the job takes it usually."""
+        if len(roots) > MAX_SHOWN:
+            return None
+        waited = max((w.age for w in self.all if w.node in reach), default=0.0)
+        marks, steps = {}, {}
+        for rank in roots:
+            s = self.job.ranks.get(rank)
+            if s is None:
+                return None
+            frame = user_frame(s.report.stack or [])
+            verdict = verdicts.get(rank)
+            doing = verdict.habit if verdict is not None else "silent" if s.silent(self.ctx.now) else None
+            words = verdict.summary.removeprefix("is ") if verdict is not None else ""
+            marks[rank] = Mark(f"{PurePath(frame.file).name}:{frame.func}" if frame else None, doing, words)
+            steps[rank] = s.steps
+        return self.ctx.routine.observe(roots, waited, marks, steps)
+
+    def _outlasts(self, habit: Habit, reach: set[Node]) -> bool:
+        waited = max((w.age for w in self.all if w.node in reach), default=0.0)
+        return waited > habit.allowance(self.ctx.hang_after)
 
     def _everyone_waited(self, node: Collective, hang_after: float) -> bool:
         """Every rank in collective ``node`` has waited in it long enough: one that has just
@@ -238,33 +281,45 @@ class Incidents(WaitFor):
         return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
 
     def _hang(
-        self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_], early: dict[int, Verdict] | None = None
+        self,
+        roots: list[int],
+        reach: set[Node],
+        stuck: npt.NDArray[np.bool_],
+        looks: dict[int, Look],
+        early: bool = False,
+        habit: Habit | None = None,
     ) -> Finding:
-        """The hang's alert; ``early``, the verdicts of roots named before the hang threshold:
-        a warning saying what they do."""
+        """The hang's alert, with ``looks`` at the roots; ``early``, named before the hang
+        threshold: a warning saying what they do; ``habit``, the usual pause this one outlasts."""
         rows = self._waiting(roots, reach, stuck)
         waiting = distinct(np.concatenate([row.ranks for row in rows]))
         oldest = max(row.age for row in rows)
-        first = rows[0].wait
         samples = [(row.age, self.groups[row.wait.gid].sample) for row in rows if row.wait.gid is not None]
-        timeouts = [sample.timeout - age for age, sample in samples if sample.timeout]
-        left = min(timeouts, default=None)
+        left = min((sample.timeout - age for age, sample in samples if sample.timeout), default=None)
         countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
         more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
         who = rank_word(roots)
-        holds = "holds" if len(roots) == 1 else "hold"
         them = "it" if len(roots) == 1 else "them"
-        looks = {rank: Look(early[rank]) if early else self._look(rank) for rank in roots[:MAX_SHOWN]}
         doing = looks[roots[0]].verdict if len(roots) == 1 else None
-        who_does = f"{who} {doing.summary}; " if doing is not None else f"{who} {holds} up the job: "
+        who_does = (
+            f"{who} {doing.summary}; "
+            if doing is not None
+            else f"{who} {'holds' if len(roots) == 1 else 'hold'} up the job: "
+        )
+        usually = f"; this pause usually ends within {about(habit.longest)}" if habit is not None else ""
         summary = (
             f"{who_does}{len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
-            f"for {them}, in {self._what(first)}{more}, for up to {duration(oldest)}"
+            f"for {them}, in {self._what(rows[0].wait)}{more}, for up to {duration(oldest)}{usually}"
         )
         detail = [
             f"{who} {'waits' if len(roots) == 1 else 'wait'} for nobody, and every waiting rank waits for "
             f"{them}, directly or through a peer: the oldest wait is {duration(oldest)}{countdown}.",
         ]
+        if habit is not None:
+            detail.append(
+                f"The job pauses so as a habit ({habit.words()}, {habit.taken} times so far) and always came "
+                f"out within {about(habit.longest)}; this time it has not, after {duration(oldest)}."
+            )
         for rank in roots[:MAX_SHOWN]:
             detail.extend(self._root_lines(rank, bool(looks[rank].stack)))
             detail.extend(look_lines(looks[rank]))
@@ -279,43 +334,50 @@ class Incidents(WaitFor):
             rest = rows[MAX_GROUPS_SHOWN:]
             others = sum(len(r.ranks) for r in rest)
             detail.append(f"  ... and {others} more ranks in {len(rest)} more collectives or sends")
-        steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
         shortest = min((sample.timeout for _, sample in samples if sample.timeout), default=None)
         near = left is not None and shortest is not None and left <= self.ctx.limits.near_timeout * shortest
         working = all_working(list(looks.values())) and not near
+        detail.extend(self._advice(who, len(roots) > 1, looks, early, working))
+        severity = WARNING if working or early else CRITICAL
+        return Finding("hang", "hang", severity, roots, summary, "\n".join(detail))
+
+    def _advice(self, who: str, many: bool, looks: dict[int, Look], early: bool, working: bool) -> list[str]:
+        """What the hang's alert ends with: why it is a warning, or what to do."""
+        lines = []
         if early:
-            detail.append(
-                f"A warning for now: {who} {'does' if len(roots) == 1 else 'do'} nothing, seen from outside, "
+            lines.append(
+                f"A warning for now: {who} {'do' if many else 'does'} nothing, seen from outside, "
                 f"while the others wait; it turns critical once the wait reaches {duration(self.ctx.hang_after)}."
             )
+        steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
         if working:
-            detail.append(
+            lines.append(
                 why_a_warning(
-                    who,
-                    len(roots) > 1,
-                    list(looks.values()),
-                    "a hang",
-                    "the progress stops or the collective timeout nears",
+                    who, many, list(looks.values()), "a hang", "the progress stops or the collective timeout nears"
                 )
             )
         elif steps:
-            detail.extend(steps)
+            lines.extend(steps)
         if not steps and not working:
-            detail.append(
+            lines.append(
                 f"What to do: find why {who} stopped short of its next collective or send; the stack "
                 "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
                 "checkpoint, evaluation, logging), I/O or a lock on one rank, a rank with fewer "
                 "batches, or a pipeline stage stuck in its own compute. `py-spy dump --pid PID` on its "
                 "host shows every thread."
             )
-        severity = WARNING if working or early else CRITICAL
-        return Finding("hang", "hang", severity, roots, summary, "\n".join(detail))
+        return lines
 
-    def _look(self, rank: int) -> Look:
+    def _look(self, rank: int, verdict: Verdict | None = None, waited: float | None = None) -> Look:
+        """Rank ``rank``'s process over the ``waited`` seconds the others waited for it, its
+        stack taken from outside once its reports are overdue; ``verdict``, what it was named
+        early for, in place of the look's."""
         s = self.job.ranks.get(rank)
         if s is None:
-            return Look(None)
-        return look_at(s, self.ctx, silent=s.silent(self.ctx.now, self.ctx.limits))
+            return Look(verdict)
+        silent = s.silent(self.ctx.now, self.ctx.limits) or starved(s, self.ctx)
+        look = look_at(s, self.ctx, silent=silent, waited=waited)
+        return look if verdict is None else replace(look, verdict=verdict, pending=False)
 
     def _root_lines(self, rank: int, outside: bool = False) -> list[str]:
         """Where ``rank`` is, by its reports (its last stack: not for a silent rank whose

@@ -17,7 +17,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.looks import Verdict, judge, judge_usage
+from distmon.monitor.outside.looks import (
+    SLEEP_CALLS,
+    Progress,
+    Sample,
+    Verdict,
+    holding_the_gil,
+    judge,
+    judge_usage,
+    working,
+)
+from distmon.monitor.outside.probe import SPAN
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.job import JobState, RankState
@@ -27,6 +37,8 @@ from distmon.pyspy import OutsideStack
 STOPS = frozenset({"stopped", "traced", "file_io", "gil", "lock", "sleeping"})
 """Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,
 is named early (:attr:`distmon.monitor.state.limits.Thresholds.early_floor`)."""
+MOVING = frozenset({"sleeping", "lock", "unknown"})
+"""Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
 QUIET_INTERVALS = 2.0
@@ -64,10 +76,11 @@ class Look:
         return self.verdict is not None and self.verdict.working
 
 
-def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look:
-    """Rank ``s``'s process now. A ``silent`` rank's threads cannot report: its stack is
-    taken from outside, once per silence (with ``take`` False, only one taken before: the
-    process is gone)."""
+def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited: float | None = None) -> Look:
+    """Rank ``s``'s process now: over the prober's looks of the last ``waited`` seconds (what
+    it did while the others waited for it), or all it kept. A ``silent`` rank's threads
+    cannot report: its stack is taken from outside, once per silence (with ``take`` False,
+    only one taken before: the process is gone)."""
     r = s.report
     seen = None
     if ctx.outside is not None:
@@ -84,15 +97,28 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True) -> Look
         return Look(told, stack=stack)
     if seen is None:
         return Look(told, pending=told is None and _on_this_host(s, ctx), stack=stack)
-    if seen.first is None or (seen.last is not None and seen.first.t == seen.last.t and seen.last.state not in "TtZ"):
+    looks = seen.within(waited) if waited is not None else ()
+    first = looks[0] if len(looks) > 1 else seen.first
+    if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
-    return Look(judge(r.host, seen.first, seen.last, frames, owns_gil), stack=stack)
+    verdict = judge(r.host, first, seen.last, frames, owns_gil)
+    if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
+        # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
+        verdict = working(Progress.between(first, seen.last), frames, owns_gil, verdict.evidence)
+    if verdict.working and seen.last is not None and starved(s, ctx):
+        moved = Progress.between(first, seen.last)
+        verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
+    return Look(verdict, stack=stack)
 
 
-def stopped_now(s: RankState, ctx: Context) -> Verdict | None:
-    """What rank ``s``'s process does if it does nothing now: stopped, or over the prober's
-    last second asleep, blocked or waiting on a lock. None while it moves, before the prober
-    has looked for a second (the first call starts it looking), or without a prober."""
+def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
+    """What rank ``s``'s process does if it does nothing now: stopped; or, over the looks of
+    the ``waited`` seconds the others have waited for it (a second of them at least), asleep,
+    blocked or waiting on a lock in every look, or holding the GIL (:func:`starved`). None
+    while it moves, before the prober has looked for a second (the first call starts it
+    looking), or without a prober. What it says holds for the whole time it looked: a rank
+    busy for the wait and then back at its steps is not named for the sleep between two
+    steps that the last look caught."""
     r = s.report
     seen = None
     if ctx.outside is not None:
@@ -100,26 +126,42 @@ def stopped_now(s: RankState, ctx: Context) -> Verdict | None:
             seen = ctx.outside(r.host, r.pid)
     if seen is None or seen.last is None:
         return None
-    # over the last second, else over all the looks: one busy second (its reporting thread
-    # at work) does not make a rank that sleeps a working one, nor end its warning
     if seen.last.state in "Tt":
-        windows = [seen.last]
-    else:
-        windows = [] if seen.recent is None else [seen.recent, *([seen.first] if seen.first is not None else [])]
-    for since in windows:
-        verdict = judge(r.host, since, seen.last, r.stack)
-        if verdict.kind in STOPS:
-            return verdict
+        return judge(r.host, seen.last, seen.last, r.stack)
+    looks = seen.within(waited)
+    if not looks or seen.last.t - looks[0].t < SPAN:
+        return None
+    verdict = judge(r.host, looks[0], seen.last, r.stack)
+    if verdict.kind in STOPS and len({_doing(look) for look in looks}) == 1:
+        return verdict
+    if verdict.working and starved(s, ctx):
+        taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
+        moved = Progress.between(looks[0], seen.last)
+        return holding_the_gil(moved, s.silent_for(ctx.now), taken.frames if taken else None, verdict.evidence)
     return None
 
 
-def doing_nothing(s: RankState, ctx: Context) -> Verdict | None:
+def _doing(look: Sample) -> str | None:
+    """What one look caught the main thread in, for telling whether looks agree: a sleep
+    resumed after a signal (``restart_syscall``) is still the sleep."""
+    return "sleep" if look.syscall in SLEEP_CALLS else look.syscall or look.state
+
+
+def starved(s: RankState, ctx: Context) -> bool:
+    """Rank ``s``'s own reporting thread has not run for a second past the reports it may
+    miss (:data:`QUIET_INTERVALS`): a process that burns CPU meanwhile holds the GIL in one
+    long call. A garbage-collection pass delays a report; it does not silence it that long."""
+    return s.silent_for(ctx.now) >= QUIET_INTERVALS * float(s.job.cols.interval[s.rank]) + SPAN
+
+
+def doing_nothing(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     """What rank ``s`` does, named before the thresholds because it does nothing while the
-    others wait for it: :func:`stopped_now`, or what it was last seen doing so in this
-    incident. Once named, a rank stays named while the wait lasts (the detector forgets it
-    when no alert names it any more): one busy second of its reporting thread, or a prober
-    that falls behind on a loaded host, does not end the warning only to raise it again."""
-    verdict = stopped_now(s, ctx)
+    others have waited ``waited`` seconds for it: :func:`stopped_now`, or what it was last
+    seen doing so in this incident. Once named, a rank stays named while the wait lasts (the
+    detector forgets it when no alert names it any more): one busy second of its reporting
+    thread, or a prober that falls behind on a loaded host, does not end the warning only to
+    raise it again."""
+    verdict = stopped_now(s, ctx, waited)
     if verdict is None:
         return ctx.named_early.get(s.rank)
     ctx.named_early[s.rank] = verdict

@@ -86,7 +86,7 @@ def _late_to_init(
     threshold, as before."""
     if place.kind != "init" or (not odd and not missing) or len(odd) > MAX_SHOWN:
         return []
-    verdicts = {s.rank: doing_nothing(s, ctx) for s in odd}  # the first call starts the prober looking
+    verdicts = {s.rank: doing_nothing(s, ctx, age) for s in odd}  # the first call starts the prober looking
     looks = {rank: Look(verdict) for rank, verdict in verdicts.items() if verdict is not None}
     if len(looks) < len(odd):
         return []

@@ -133,6 +133,37 @@ class AlertBook:
                 changes.append(Change("resolved", alert))
         return changes
 
+    def follow(self, event: str, alert: Alert, t: float) -> Change | None:
+        """Another monitor's change to its alert ``alert`` (as it stands after the change), at
+        ``t``: how a screen attached to a monitor keeps its alerts, judging none itself. An
+        update or resolution of an alert not standing here is one this book missed: an update
+        raises it, a resolution is dropped."""
+        standing = self.active.get(alert.key)
+        if event == "resolved":
+            if standing is None:
+                return None
+            del self.active[alert.key]
+            standing.resolved = t
+            return Change("resolved", standing)
+        if standing is None:
+            self.active[alert.key] = alert
+            self.history.append(alert)
+            if len(self.history) > MAX_HISTORY:
+                self._forget_oldest()
+            return Change("raised", alert)
+        escalated = standing.severity != CRITICAL and alert.severity == CRITICAL
+        standing.severity, standing.ranks = alert.severity, alert.ranks
+        standing.summary, standing.detail = alert.summary, alert.detail
+        return Change("updated", standing, escalated)
+
+    def restore(self, history: list[Alert], active: list[Alert]) -> None:
+        """Another monitor's alerts as they stand: every alert it raised so far (resolved ones
+        with their ``resolved``), and those standing, the same objects where the history holds
+        them."""
+        self.history = history[-MAX_HISTORY:]
+        self.active = {alert.key: alert for alert in active}
+        self._notes = {}
+
     def _forget_oldest(self) -> None:
         for i, alert in enumerate(self.history):
             if alert.resolved is not None:

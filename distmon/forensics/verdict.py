@@ -1,0 +1,271 @@
+"""Who the files prove at fault, who they only point to, or that nobody is to blame.
+
+The monitor names the first cause (:func:`first_cause`, as the live header and ``distmon
+report`` pick it: a rank that raised before the peers it left waiting). Of the ranks it
+names, the files prove those whose own lines or dump show them at fault: a rank that raised,
+a rank whose own numbers stop short of its peers' or name another op, a rank whose dump
+shows it behind, a rank whose dump is missing from a set of dumps (a rank writes one unless
+killed). A rank a log does not show is not proven anything: a pasted log is an excerpt. It is
+suspected, in order: a rank whose lines are in the log but not a watchdog line (it was not
+waiting with the others), rank 0 (it most often works alone while the others wait), then the
+others the log does not show.
+
+Sometimes nobody is to blame: every rank waits in the same collective, which all of them
+issued (the transport, a GPU, NCCL); the timeout is set absurdly low (the configuration);
+every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then no rank is
+named.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from distmon.forensics.analysis import Analysis
+from distmon.forensics.logs import LogFacts
+from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.ending import FAILURE_KINDS, cause
+from distmon.monitor.state.words import duration, group_name, rank_word
+from distmon.wire import PEER_LOST, GroupStatus
+
+LOW_TIMEOUT_MS = 10_000
+"""A collective timeout shorter than this is no job's setting but a mistake (``Timeout(ms)=1``):
+any collective may take that long while a rank loads a batch."""
+MAX_SUSPECTS = 1024
+"""Suspects listed: beyond, the ranks a log does not show are a crowd, not a lead."""
+SHORT_TIMEOUT_MS = 300_000
+"""A collective timeout shorter than this is tripped by a rank's routine work alone (a
+checkpoint, an evaluation): worth saying beside the ranks suspected."""
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+"""Ops with a root, rank 0 as a rule."""
+TOGETHER = 1.0
+"""Seconds within which ranks that timed out in the same collective timed out together."""
+NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
+HABIT = (
+    "rank 0 most often works alone while the others wait: saving a checkpoint, evaluating, "
+    "preparing or downloading data"
+)
+TRANSPORT = (
+    "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
+    "InfiniBand), a GPU, or NCCL itself, not to a rank"
+)
+STUCK = (
+    "their watchdogs hung in a CUDA or NCCL call that never returned (the driver, a GPU, NCCL, or a "
+    "thread holding the GIL in a CUDA call), not in a wait for another rank"
+)
+
+
+@dataclass
+class Suspect:
+    rank: int
+    why: str
+
+    def to_json(self) -> dict[str, object]:
+        return {"rank": self.rank, "why": self.why}
+
+
+@dataclass
+class Verdict:
+    culprits: list[int]
+    """The ranks the files prove at fault."""
+    suspects: list[Suspect]
+    """In order, the ranks absence or habit points to."""
+    nobody: str | None
+    """Where no rank is to blame: what the files point to instead."""
+    headline: str
+    cause: Alert | None
+    """The monitor's first cause, where it has one."""
+
+
+def first_cause(analysis: Analysis) -> Alert | None:
+    """The alert naming the root, picked as the live header and ``distmon report`` pick it
+    (:func:`~distmon.monitor.state.ending.cause`: a rank that raised before the peers it left
+    waiting), else the first critical, else the first."""
+    alerts = analysis.alerts
+    return cause(alerts) or next(iter([a for a in alerts if a.severity == CRITICAL] or alerts), None)
+
+
+def judge(analysis: Analysis) -> Verdict:
+    first = first_cause(analysis)
+    log = analysis.log
+    if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
+        return Verdict(sorted(first.ranks), [], None, first.headline, first)
+    low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
+    if low:
+        why = (
+            f"the collective timeout is {min(low)} ms (Timeout(ms)={min(low)}), far below what any collective "
+            "may take: the configuration (init_process_group's timeout, or its unit), not a rank"
+        )
+        return Verdict([], [], why, f"nobody to blame: {why}", first)
+    named = sorted(r for r in log.named if r < analysis.world)
+    if named:
+        words = log.named[named[0]]
+        return Verdict(
+            named, [], None, f"{rank_word(named)} never answered a peer's monitored barrier ({words})", first
+        )
+    if first is None or first.kind in FAILURE_KINDS:
+        return Verdict([], [], None, _nothing(analysis), first)
+    if not first.ranks:
+        return _nobody(analysis, first)
+    proven = sorted(r for r in first.ranks if _proven(analysis, r))
+    suspects = _suspects(analysis, [r for r in first.ranks if r not in proven])
+    if proven:
+        return Verdict(proven, suspects, None, first.headline + _short(log), first)
+    waiting = _waiting(analysis) or first.headline
+    if not suspects:
+        return Verdict([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
+    lead = suspects[0]
+    headline = f"{waiting}; suspected: {rank_word([lead.rank])} ({lead.why}){_short(log)}"
+    return Verdict([], suspects, None, headline, first)
+
+
+def _consequence(log: LogFacts, rank: int) -> bool:
+    """The rank raised because a peer was lost: its exception is no cause of its own."""
+    raised = log.raised.get(rank)
+    return raised is not None and bool(PEER_LOST.search(raised.said))
+
+
+def _nothing(analysis: Analysis) -> str:
+    """What a log that shows no wait and no failure of a placed rank says."""
+    log = analysis.log
+    said = []
+    if log.unplaced_said:
+        said.append(f"the watchdog's lines name no global rank ({'; '.join(log.unplaced_said[:3])})")
+    primary = [r for r in log.unplaced if not PEER_LOST.search(r.said)]
+    if primary:
+        said.append(f"a process the log does not name raised {primary[0].type}: {primary[0].message[:200]}")
+    consequences = sorted(r for r in log.raised if _consequence(log, r))
+    if consequences:
+        said.append(f"{rank_word(consequences)} raised because a peer was lost, and no line says which")
+    if said:
+        return "; ".join(said)
+    return NOTHING if analysis.ranks else "nothing to judge: no dump or watchdog line was read"
+
+
+def _proven(analysis: Analysis, rank: int) -> bool:
+    """The rank's own dump or lines show it at fault, or its dump is missing from a set."""
+    f = analysis.ranks.get(rank)
+    if f is not None:
+        return f.dump is not None or bool(f.groups)
+    return analysis.dumps > 0
+
+
+def _nobody(analysis: Analysis, first: Alert) -> Verdict:
+    """Every rank waits in the same collective, or every rank's watchdog is stuck."""
+    log = analysis.log
+    stuck = all(t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values())
+    said = [t.said_at for ts in log.timeouts.values() for t in ts.values() if t.said_at is not None]
+    together = (
+        f", within {duration(max(said) - min(said))} of each other"
+        if said and max(said) - min(said) <= TOGETHER
+        else ""
+    )
+    caveat = ""
+    if analysis.world_from == "the highest rank seen":
+        caveat = (
+            f" (unless the job has more than the {analysis.world} ranks the log shows: one of those would be the one)"
+        )
+    if stuck:
+        why = f"every rank's watchdog got stuck{together}: {STUCK}{caveat}"
+    else:
+        why = f"{_waiting(analysis) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
+    return Verdict([], [], why, f"nobody to blame: {why}", first)
+
+
+def _waiting(analysis: Analysis) -> str | None:
+    """The wait most ranks are in, in words: ``ranks 1-3 wait in collective #N (op) of group
+    G for 10m00s``."""
+    places: dict[tuple[str, int], tuple[GroupStatus, list[int], float]] = {}
+    for f in analysis.ranks.values():
+        for g in f.groups:
+            if g.enqueued > g.completed and g.since is not None:
+                key = (g.id, g.completed + 1)
+                sample, ranks, since = places.get(key, (g, [], g.since))
+                places[key] = (sample if sample.op else g, [*ranks, f.rank], min(since, g.since))
+    if not places:
+        return None
+    (gid, seq), (g, ranks, since) = max(places.items(), key=lambda item: len(item[1][1]))
+    verb = "waits" if len(ranks) == 1 else "wait"
+    said = [analysis.log.timeouts.get(r, {}).get(gid) for r in ranks]
+    if all(t is not None and t.seq is None and t.stuck is not None for t in said):
+        what = f"with the watchdog stuck in {group_name(gid, g)}"
+    else:
+        what = f"in collective #{seq}" + (f" ({g.op})" if g.op else "") + f" of {group_name(gid, g)}"
+    stated = analysis.dumps or any(t is not None and (t.ran is not None or t.stuck) for t in said)
+    waited = f" for {duration(analysis.t - since)}" if stated else ""
+    return f"{rank_word(ranks)} {verb} {what}{waited}"
+
+
+def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
+    """The ranks a log leaves unproven, most likely first: one whose lines are in the log but
+    not a watchdog line; rank 0 alone in a collective nobody else shows, or rank 0 absent;
+    the one rank an exception the log places nowhere can be; the others absent."""
+    log = analysis.log
+    unproven = [r for r in unproven if r not in log.waiting]
+    found = [Suspect(r, _silent(log)) for r in unproven if r in log.seen]
+    alone = _alone(analysis)
+    if alone is not None:
+        found.insert(0, alone)
+    absent = [r for r in unproven if r not in log.seen]
+    lone = _unplaced_owner(analysis, absent)
+    if lone is not None:
+        found.append(lone)
+    if 0 in absent and all(s.rank != 0 for s in found):
+        found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
+    found += [Suspect(r, "no line in the log") for r in absent if all(s.rank != r for s in found)]
+    return found[:MAX_SUSPECTS]
+
+
+def _silent(log: LogFacts) -> str:
+    waiting = len(log.waiting)
+    return (
+        f"its lines are in the log, but no watchdog line: it was not waiting with the {waiting} "
+        f"{'rank' if waiting == 1 else 'ranks'} that timed out"
+    )
+
+
+def _alone(analysis: Analysis) -> Suspect | None:
+    """Rank 0 the only rank the log shows, waiting in a collective: the others may never have
+    issued it (one only rank 0 calls: a gather inside ``state_dict()`` while saving, a metric
+    it logs alone)."""
+    log = analysis.log
+    if log.seen != {0} or log.waiting != {0}:
+        return None
+    return Suspect(
+        0,
+        "alone in that collective: no other rank's line shows it; if the log is whole, the others never "
+        "issued it: a collective only rank 0 calls (a gather inside state_dict() while saving, a metric it "
+        "logs alone)",
+    )
+
+
+def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:
+    """An exception the log shows with no rank, not a lost peer's, and one rank absent: it is
+    likely that rank's."""
+    raised = next((r for r in analysis.log.unplaced if not r.cut and not PEER_LOST.search(r.said)), None)
+    if raised is None or len(absent) != 1:
+        return None
+    first = raised.message.splitlines()[0][:200] if raised.message else ""
+    return Suspect(
+        absent[0],
+        f"the log shows {raised.type}: {first} raised with no rank, and rank {absent[0]} is the only one it "
+        "does not show waiting",
+    )
+
+
+def _source(analysis: Analysis) -> str:
+    """``the usual root of the broadcast the others wait in; `` where the wait has a root."""
+    ops = {g.op for f in analysis.ranks.values() for g in f.groups if g.op and g.enqueued > g.completed}
+    rooted = sorted(ops & set(ROOTED))
+    return f"the usual root of the {rooted[0]} the others wait in; " if rooted else ""
+
+
+def _short(log: LogFacts) -> str:
+    """``; the collective timeout is 1m00s, ...`` where it is short enough for one rank's
+    routine work alone (a checkpoint, an evaluation) to trip it."""
+    shortest = min(log.timeouts_ms, default=None)
+    if shortest is None or shortest >= SHORT_TIMEOUT_MS:
+        return ""
+    return (
+        f"; the collective timeout is {duration(shortest / 1000)}, short enough that a rank saving a checkpoint "
+        "or evaluating alone trips it: raise it (init_process_group's timeout)"
+    )

@@ -1,0 +1,283 @@
+"""What a live monitor tells the screens attached to it (``distmon watch --attach``), and what
+they ask of it: the messages, both ways.
+
+A screen shows the monitor's verdicts, never its own. It takes in the reports the monitor
+admitted, each at the time the monitor received it, so that its state is the monitor's (the
+same facts, read off the same reports at the same times); and it takes the monitor's alerts
+as they change, with what the monitor's prober saw of the culprits' processes (a screen on a
+laptop has neither the prober nor py-spy, and runs no detector).
+
+A screen sends one message, :data:`HELLO`, when it attaches and whenever it finds it missed
+something; the monitor answers with a catch-up, then streams on. Every message the monitor
+sends is two frames: its number in that screen's stream (:func:`numbered`), and one record in
+msgpack, an array whose first element says what it is:
+
+- ``["b", t, ...]``, ``["n", t, ...]`` and ``["a", t, ...]``: the recording's own batch,
+  relay's columns and alert records (:mod:`distmon.monitor.recording.file`), as the monitor
+  records them;
+- ``["c", t, meta]``: a catch-up at the monitor's tick ``t``. ``meta`` is ``{"max_world": N,
+  "history": [[key, alert, resolved], ...], "active": [index, ...], "progress": [samples,
+  marker, last]}``: every alert raised so far (``alert`` as ``distmon report --json`` shows
+  it, ``resolved`` a time or nil), the indices of those standing, and the job's progress as
+  the monitor followed it (:class:`Progress`). The job's state follows in:
+- ``["s", t, offsets, relays, via, payload, times]``: ranks' latest reports, as a batch
+  record holds them, report ``i`` received at ``times[i]`` (float64, little-endian);
+- ``["t", t, dropped, told, pausing]``: the monitor ticked at ``t``: what it refused so far,
+  by reason; what its prober made of the processes of the ranks its alerts name, ``[[rank,
+  verdict], ...]``, a verdict ``[kind, summary, words, next step, [evidence, ...]]`` or nil
+  where it could not tell; and the ranks in a pause the job takes as a habit, ``[[rank,
+  words], ...]`` (:mod:`distmon.monitor.rules.routine`), which its detector alone learns.
+
+A screen reads these as it reads a file from another machine: within the recording's limits,
+and a message that is not one of them is dropped and counted (:class:`ViewError`).
+"""
+
+from __future__ import annotations
+
+import math
+import struct
+from collections import Counter
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+import numpy as np
+
+from distmon.channel import Batch, Relay, assemble_batch
+from distmon.monitor.outside.looks import Verdict
+from distmon.monitor.recording.batches import PIECE_BYTES
+from distmon.monitor.recording.file import (
+    DAMAGED,
+    LATEST,
+    LIMITS,
+    AlertEvent,
+    BatchRecord,
+    ColumnRecord,
+    alert_record,
+    parse_record,
+)
+from distmon.monitor.state.alerts import Alert, Change
+from distmon.monitor.state.columns import F8, I8
+from distmon.visible import visible
+from distmon.wire import WireError
+
+HELLO = b"distmon-view/1"
+"""A screen's one message: send me the job as it stands, then everything after."""
+MAX_TOLD = 16
+"""Ranks whose processes' verdicts a tick carries at most: the culprits a screen names."""
+MAX_PAUSING = 1024
+"""Ranks in a usual pause a tick carries at most."""
+MAX_EVIDENCE = 16
+"""Lines of a verdict's evidence a screen takes."""
+SEQUENCE = struct.Struct("<Q")
+
+
+class ViewError(Exception):
+    """A message from the monitor that is not one (a damaged or foreign one)."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """The job's progress as a monitor followed it from tick to tick
+    (:class:`distmon.monitor.overview.OverviewTracker`): its recent (time, furthest step)
+    samples, its marker of progress, and when that last moved."""
+
+    samples: tuple[tuple[float, int], ...] = ()
+    marker: tuple[int, int] | None = None
+    last: float | None = None
+
+
+@dataclass
+class CatchUp:
+    """The monitor's alerts and progress at its tick ``t``; its ranks' reports follow."""
+
+    t: float
+    max_world: int
+    history: list[Alert]
+    active: list[Alert]
+    progress: Progress
+
+
+@dataclass
+class Standing:
+    """Ranks' latest reports, each with when the monitor received it."""
+
+    t: float
+    batch: Batch
+    times: F8
+
+
+@dataclass
+class Tick:
+    """The monitor ticked at ``t``: its refusals so far, and its verdicts on the culprits'
+    processes."""
+
+    t: float
+    dropped: Counter[str]
+    told: dict[int, Verdict | None] = field(default_factory=dict)
+    pausing: dict[int, str] = field(default_factory=dict)
+
+
+Streamed = BatchRecord | ColumnRecord | AlertEvent | CatchUp | Standing | Tick
+
+
+def numbered(n: int) -> bytes:
+    """A message's number in a screen's stream: a gap tells the screen it missed some."""
+    return SEQUENCE.pack(n)
+
+
+def pack(record: list[Any]) -> bytes:
+    return msgpack.packb(record, use_bin_type=True)
+
+
+def alert_message(t: float, change: Change) -> bytes:
+    """An alert's change, packed on the monitor's thread: the alert changes after."""
+    return pack(alert_record(t, change))
+
+
+def tick_message(t: float, dropped: Counter[str], told: dict[int, Verdict | None], pausing: dict[int, str]) -> bytes:
+    verdicts = [
+        [rank, None if v is None else [v.kind, v.summary, v.words, v.next_step, list(v.evidence)]]
+        for rank, v in told.items()
+    ]
+    return pack(
+        ["t", t, dict(dropped), verdicts, [[rank, words] for rank, words in list(pausing.items())[:MAX_PAUSING]]]
+    )
+
+
+@dataclass
+class Snapshot:
+    """The job as it stands at the monitor's tick ``t``, taken on the monitor's thread (the
+    reports are immutable bytes, the alerts already packed) and packed on another
+    (:meth:`messages`)."""
+
+    t: float
+    max_world: int
+    history: list[list[Any]]
+    active: list[int]
+    progress: Progress
+    reports: Sequence[bytes | None]
+    """By rank, as :meth:`distmon.monitor.state.job.JobState.raw_reports` gives them."""
+    ranks: I8
+    """The ranks heard from, in rank order; ``times`` and ``via`` run over them."""
+    times: F8
+    via: I8
+    relays: list[Relay]
+
+    def messages(self) -> Iterator[bytes]:
+        """The catch-up record, then the reports in pieces of at most ``PIECE_BYTES``."""
+        meta = {
+            "max_world": self.max_world,
+            "history": self.history,
+            "active": self.active,
+            "progress": [[list(s) for s in self.progress.samples], self.progress.marker, self.progress.last],
+        }
+        yield pack(["c", self.t, meta])
+        relays = [[r.id, r.host] for r in self.relays]
+        reports = [self.reports[r] or b"" for r in self.ranks.tolist()]
+        ends = np.cumsum([len(r) for r in reports], dtype=np.int64)
+        start = 0
+        while start < len(reports):
+            base = int(ends[start - 1]) if start else 0
+            stop = max(start + 1, int(np.searchsorted(ends, base + PIECE_BYTES, side="right")))
+            offsets = np.concatenate([[0], ends[start:stop] - base]).astype(np.uint32)
+            via = self.via[start:stop].astype(np.int32)
+            times = self.times[start:stop].astype("<f8")
+            payload = b"".join(reports[start:stop])
+            yield pack(["s", self.t, offsets.tobytes(), relays, via.tobytes(), payload, times.tobytes()])
+            start = stop
+
+
+def read(frames: Sequence[bytes]) -> tuple[int, Streamed | None]:
+    """A message from the monitor: its number, and what it says (None for a record of a kind
+    this screen does not know, skipped); raises :class:`ViewError` for one that is not a
+    message of this protocol."""
+    if len(frames) != 2 or len(frames[0]) != SEQUENCE.size:
+        raise ViewError(f"{len(frames)} frames")
+    (n,) = SEQUENCE.unpack(frames[0])
+    try:
+        item = msgpack.unpackb(
+            frames[1],
+            raw=False,
+            max_bin_len=LIMITS["max_bin_len"],
+            max_str_len=LIMITS["max_str_len"],
+            max_array_len=LIMITS["max_array_len"],
+            max_map_len=LIMITS["max_map_len"],
+        )
+    except (ValueError, msgpack.UnpackException) as e:
+        raise ViewError(str(e) or type(e).__name__) from None
+    if not isinstance(item, list) or not item or not _is_time(item[1] if len(item) > 1 else None):
+        raise ViewError("not a record")
+    try:
+        return n, _parse(item)
+    except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, WireError) as e:
+        raise ViewError(f"a damaged {item[0]!r} record: {e}") from None
+
+
+def _parse(item: list[Any]) -> Streamed | None:
+    kind, t = item[0], float(item[1])
+    if kind in ("b", "n", "a"):
+        record = parse_record(item)
+        if record is DAMAGED or not isinstance(record, BatchRecord | ColumnRecord | AlertEvent):
+            raise ValueError("malformed")
+        return record
+    if kind == "c":
+        return _catch_up(t, item[2])
+    if kind == "s":
+        batch = assemble_batch(_bytes(item[5]), _bytes(item[2]), item[3], _bytes(item[4]))
+        times = np.frombuffer(_bytes(item[6]), dtype="<f8").astype(np.float64)
+        if len(times) != len(batch) or not all(_is_time(x) for x in times.tolist()):
+            raise ValueError("times do not fit the reports")
+        return Standing(t, batch, times)
+    if kind == "t":
+        dropped = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
+        told = {int(rank): _verdict(v) for rank, v in item[3][:MAX_TOLD]}
+        pausing = {int(rank): visible(_text(words)) for rank, words in item[4][:MAX_PAUSING]}
+        return Tick(t, dropped, told, pausing)
+    return None
+
+
+def _catch_up(t: float, meta: dict[str, Any]) -> CatchUp:
+    history = []
+    for key, alert, resolved in meta["history"]:
+        record = parse_record(["a", 0.0, "raised", alert, key])  # the recording's checks of an alert
+        if not isinstance(record, AlertEvent) or not (resolved is None or _is_time(resolved)):
+            raise ValueError("a malformed alert")
+        record.alert.resolved = None if resolved is None else float(resolved)
+        history.append(record.alert)
+    active = [history[int(i)] for i in meta["active"]]
+    samples, marker, last = meta["progress"]
+    progress = Progress(
+        tuple((float(s), int(n)) for s, n in samples),
+        None if marker is None else (int(marker[0]), int(marker[1])),
+        None if last is None else float(last),
+    )
+    max_world = int(meta["max_world"])
+    if not 1 <= max_world < 2**31:
+        raise ValueError(f"a world of {max_world} ranks")
+    return CatchUp(t, max_world, history, active, progress)
+
+
+def _verdict(v: Any) -> Verdict | None:
+    """A verdict as the monitor sent it, its words made safe to show (:func:`distmon.visible.visible`)."""
+    if v is None:
+        return None
+    kind, summary, words, next_step = (visible(_text(x)) for x in v[:4])
+    return Verdict(kind, summary, words, next_step, tuple(visible(_text(e)) for e in v[4][:MAX_EVIDENCE]))
+
+
+def _text(value: Any) -> str:
+    if not isinstance(value, str):
+        raise TypeError(f"{type(value).__name__}, not text")
+    return value
+
+
+def _bytes(value: Any) -> bytes:
+    if not isinstance(value, bytes):
+        raise TypeError(f"{type(value).__name__}, not bytes")
+    return value
+
+
+def _is_time(t: Any) -> bool:
+    return type(t) in (int, float) and math.isfinite(t) and 0 <= t < LATEST

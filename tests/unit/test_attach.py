@@ -1,0 +1,334 @@
+"""Screens attached to a live monitor (``distmon watch --attach``), with real sockets: a monitor
+fed a simulated job on a clock the test moves, its broadcast, and screens in this process or in
+processes of their own. What a real ``distmon record`` and a real job show two screens is in
+``tests/jobs/test_attach_jobs.py``."""
+
+from __future__ import annotations
+
+import random
+import signal
+import subprocess
+import sys
+import time
+from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager, suppress
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from distmon import keys
+from distmon.channel import Batch
+from distmon.endpoint import EndpointError, viewer_address
+from distmon.monitor.broadcast import Broadcast
+from distmon.monitor.intake.attached import AttachedFeed
+from distmon.monitor.intake.feeds import ReplayFeed
+from distmon.monitor.monitor import Follower, Monitor
+from distmon.monitor.outside.looks import Sample
+from distmon.monitor.outside.probe import Seen
+from distmon.monitor.overview import OverviewTracker, Story
+from distmon.monitor.recording.file import Message
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
+from distmon.monitor.viewing import ViewError, numbered, read, tick_message
+from distmon.tui.job_header import headline, story
+from distmon.wire import encode
+from tests.support.commands import DISTMON, free_port
+from tests.support.paths import REPO
+from tests.support.recorder import recording
+from tests.support.simulate import SimJob
+from tests.support.waiting import wait_until
+
+CULPRIT = 5
+
+
+@dataclass
+class Live:
+    """A monitor of a simulated job, fed on a clock the test moves, as ``distmon record``
+    feeds it (the one Session), its screens on a broadcast beside ``endpoint``."""
+
+    endpoint: str
+    sim: SimJob
+    monitor: Monitor
+    broadcast: Broadcast
+    session: Session
+    clock: list[float]
+    tracker: OverviewTracker
+
+    def advance(self, seconds: float, step: float = 0.1) -> None:
+        for _ in range(round(seconds / step)):
+            self.clock[0] += step
+            self.session.run_timed(1_000_000)
+
+    def now(self) -> float:
+        return self.session.feed.now()
+
+
+def stopped_outside(sim: SimJob) -> object:
+    """The prober's view on the monitor's host: the culprit's process stopped (SIGSTOP)."""
+    pid = sim.report(CULPRIT, sim.start).pid  # type: ignore[union-attr]
+
+    def view(host: str, p: int) -> Seen | None:
+        return Seen(Sample(p, 0.0, "T"), Sample(p, 1.0, "T")) if p == pid else None
+
+    return view
+
+
+@contextmanager
+def live(endpoint: str, world: int = 16, key: keys.JobKey | None = None) -> Iterator[Live]:
+    sim = SimJob(world=world, ranks_per_host=8).hang(CULPRIT, at=20)
+    clock = [0.0]
+    records = (Message(t, raw) for t, raw in sim.stream(until=600))
+    feed = ReplayFeed(records, speed=1.0, clock=lambda: clock[0])
+    broadcast = Broadcast(endpoint, key)
+    monitor = Monitor(Detector(probe=sim.probe, outside=stopped_outside(sim)), viewers=broadcast)  # type: ignore[arg-type]
+    tracker = OverviewTracker()
+    session = Session(feed, monitor, on_tick=lambda now: tracker.observe(monitor, now))
+    try:
+        yield Live(endpoint, sim, monitor, broadcast, session, clock, tracker)
+    finally:
+        session.close()
+
+
+def attach(job: Live, key: keys.JobKey | None = None) -> AttachedFeed:
+    """A screen's feed, attached once the monitor's next ticks have answered it."""
+    feed = AttachedFeed(job.endpoint, key)
+
+    def answered() -> bool:
+        job.advance(0.5)
+        return feed.caught_up.wait(0.05)
+
+    wait_until(answered, 20, "the monitor's answer")
+    assert feed.attach(0) is None
+    return feed
+
+
+def test_screens_attach_beside_the_ranks_address() -> None:
+    assert viewer_address("tcp://node001:5599") == "tcp://node001:5600"
+    assert viewer_address("tcp://[::1]:29555") == "tcp://[::1]:29556"
+    assert viewer_address("ipc:///tmp/distmon-1000/monitor.sock") == "ipc:///tmp/distmon-1000/monitor.sock.view"
+    with pytest.raises(EndpointError, match="no port after its own"):
+        viewer_address("tcp://node001:65535")
+
+
+def test_a_screen_attached_late_shows_what_the_monitor_shows(endpoint: str) -> None:
+    """The job as it stands, every alert so far, the monitor's verdict on the culprit's process
+    (a screen has no prober): the same header, word for word, and the same facts per rank."""
+    with live(endpoint) as job:
+        job.advance(30)  # healthy for 20 s, then rank 5 stops: named before the screen attaches
+        assert [a.kind for a in job.monitor.alerts.history] == ["hang"]
+        feed = attach(job)
+        follower = Follower(feed)
+        tracker = OverviewTracker(feed.progress)
+        screen = Session(feed, follower, on_tick=lambda now: tracker.observe(follower, now))
+        job.advance(10)
+        wait_until(lambda: feed.now() >= job.now(), 10, "the stream up to the monitor's clock")
+        screen.drain()
+        now = job.now()
+        assert feed.now() == now
+        seen, shown = job.tracker.overview(job.monitor, now), tracker.overview(follower, now)
+        assert shown.culprits == {CULPRIT} and shown.doing == "stopped (SIGSTOP)"
+        assert (headline(shown).plain, story(shown).plain) == (headline(seen).plain, story(seen).plain)
+        assert [(a.key, a.t, a.severity, a.summary, a.detail) for a in follower.alerts.history] == [
+            (a.key, a.t, a.severity, a.summary, a.detail) for a in job.monitor.alerts.history
+        ]
+        assert follower.alerts.active.keys() == job.monitor.alerts.active.keys()
+        mine, theirs = follower.state, job.monitor.state
+        assert np.array_equal(mine.silent(now), theirs.silent(now))
+        assert np.array_equal(mine.stalled(now), theirs.stalled(now))
+        assert np.array_equal(mine.cols.received[: theirs.world], theirs.cols.received[: theirs.world])
+        assert mine.raw_reports() == theirs.raw_reports()
+        feed.close()
+
+
+def test_an_alert_raised_while_screens_are_attached_reaches_each_with_the_verdict(endpoint: str) -> None:
+    with live(endpoint) as job:
+        job.advance(5)
+        screens = [attach(job), attach(job)]
+        followers = [Follower(feed) for feed in screens]
+        sessions = [Session(feed, f) for feed, f in zip(screens, followers, strict=True)]
+        job.advance(30)
+        wait_until(lambda: all(feed.now() >= job.now() for feed in screens), 10, "both streams")
+        for session, follower in zip(sessions, followers, strict=True):
+            session.drain()
+            assert [a.headline for a in follower.alerts.history] == [a.headline for a in job.monitor.alerts.history]
+            assert follower.told.keys() == {CULPRIT}
+        for feed in screens:
+            feed.close()
+
+
+def test_a_screen_keeps_the_monitors_alerts_through_their_lives() -> None:
+    """Raised, escalated, resolved, as the monitor's book went: the same alerts, the same times."""
+    theirs, mine = AlertBook(), AlertBook()
+    found = Finding("hang:2", "hang", WARNING, [2], "rank 2 is writing a checkpoint", "what it does")
+    for findings, t in (([found], 10.0), ([replace(found, severity=CRITICAL)], 11.0), ([], 12.0)):
+        for change in theirs.update(findings, t):
+            told = Alert.from_json(change.alert.to_json(), key=change.alert.key)
+            followed = mine.follow(change.event, told, t)
+            assert followed is not None and (followed.event, followed.escalated) == (change.event, change.escalated)
+    assert [(a.key, a.t, a.resolved, a.severity) for a in mine.history] == [(found.key, 10.0, 12.0, CRITICAL)]
+    assert not mine.active
+    assert mine.follow("resolved", told, 13.0) is None, "a resolution of an alert not standing is dropped"
+
+
+class Told:
+    """What a monitor told, handed over once: a screen's feed as its Follower reads it."""
+
+    def __init__(self, told: list[Any]) -> None:
+        self.told = told
+
+    def take_told(self) -> list[Any]:
+        told, self.told = self.told, []
+        return told
+
+
+def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> None:
+    """A habit is the monitor's detector's to learn (``rules/routine.py``): the screen shows the
+    rank's status and its peers' in the monitor's words, from its tick."""
+    sim = SimJob(world=4)
+    now = sim.start + 10
+    usual = "pausing as usual: upload_metrics, about 3s every 25 steps"
+    _, tick = read([numbered(0), tick_message(now, Counter(), {}, {0: usual})])
+    follower = Follower(Told([tick]))
+    follower.ingest_batch(Batch.of([encode(sim.report(rank, now)) for rank in range(4)]), now)  # type: ignore[arg-type]
+    follower.tick(now)
+    story = Story.of(follower, now)
+    assert story.status(follower, follower.state.ranks[0], now) == usual
+
+
+SCREEN = """
+import sys
+from distmon.monitor.intake.attached import AttachedFeed
+from distmon.monitor.monitor import Follower
+from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
+feed = AttachedFeed(sys.argv[1])
+print(feed.attach(30) or "attached", flush=True)
+follower, first = Follower(feed), feed.catch_ups
+session = Session(feed, follower)
+for line in sys.stdin:  # the test says when to tell what it shows
+    session.drain()
+    shown = sorted(r for a in follower.alerts.active.values() for r in a.ranks)
+    print(feed.catch_ups, follower.state.received, feed.now(), shown, flush=True)
+"""
+
+
+def test_a_stopped_screen_is_skipped_not_waited_for_and_catches_up_once_continued(endpoint: str) -> None:
+    """A screen stopped with SIGSTOP takes nothing: the monitor holds at most its backlog for
+    it, then skips it, and goes on; continued, the screen notices and catches up."""
+    with live(endpoint, world=2048) as job:
+        screen = subprocess.Popen(
+            [sys.executable, "-c", SCREEN, endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
+        )
+        assert screen.stdin is not None and screen.stdout is not None
+        try:
+            wait_until(lambda: job.broadcast.attached, 30, "the screen's hello")
+            job.advance(1.0)
+            assert screen.stdout.readline().strip() == "attached"
+            screen.send_signal(signal.SIGSTOP)
+            job.advance(40)  # 2048 ranks' reports for 40 s: about 40 MB, more than it may be held
+            assert job.broadcast.skips == 1
+            assert [a.kind for a in job.monitor.alerts.history] == ["hang"], "the monitor went on"
+            assert job.broadcast.held() == 0, "skipped: nothing held for it"
+            wait_until(lambda: not job.broadcast.attached, 10, "nothing handed over for it")
+            screen.send_signal(signal.SIGCONT)
+
+            def caught_up_again() -> list[str]:
+                job.advance(0.5)
+                screen.stdin.write("\n")  # type: ignore[union-attr]
+                screen.stdin.flush()  # type: ignore[union-attr]
+                said = screen.stdout.readline().strip().split(maxsplit=3)  # type: ignore[union-attr]
+                return said if int(said[0]) >= 2 else []
+
+            said = wait_until(caught_up_again, 60, "the continued screen to catch up again")
+            assert said[3] == f"[{CULPRIT}]", said
+            assert float(said[2]) >= job.now() - 1, ("on the monitor's clock again", said, job.now())
+        finally:
+            screen.kill()
+            screen.wait()
+
+
+def test_a_keyed_monitor_shows_the_job_only_to_screens_holding_its_key(tmp_path: Path) -> None:
+    key = keys.generate(str(tmp_path / "job.key"))
+    other = keys.generate(str(tmp_path / "other.key"))
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    with live(endpoint, key=key) as job:
+        feed = attach(job, key)
+        assert feed.catch_ups == 1
+        feed.close()
+        for wrong, words in ((None, "shows the job only to holders of its key"), (other, "another job's")):
+            refused = AttachedFeed(endpoint, wrong)
+            problem = wait_until(refused.refused, 10, "the refusal")
+            assert words in problem
+            refused.close()
+
+
+def test_a_keyed_screen_told_the_monitor_has_no_key(endpoint: str, tmp_path: Path) -> None:
+    with live(endpoint):
+        keyed = AttachedFeed(endpoint, keys.generate(str(tmp_path / "job.key")))
+        assert wait_until(keyed.refused, 10, "the refusal") == (
+            f"the monitor at {endpoint} has no job key: attach without one (no --key-file, no $DISTMON_KEY_FILE)"
+        )
+        keyed.close()
+
+
+def test_a_keyed_recorder_refuses_a_screen_without_its_key_in_one_line(tmp_path: Path) -> None:
+    keys.generate(str(tmp_path / "job.key"))
+    endpoint = f"tcp://127.0.0.1:{free_port()}"
+    with recording(tmp_path / "run.distmon", endpoint, "--key-file", str(tmp_path / "job.key")):
+        done = subprocess.run([*DISTMON, "watch", "--attach", endpoint], capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert done.stderr == (
+        f"distmon watch: the monitor at {endpoint} shows the job only to holders of its key: "
+        "give --key-file FILE (or $DISTMON_KEY_FILE), the job's key file\n"
+    )
+
+
+def test_a_screen_with_no_monitor_at_the_address_says_so_in_one_line(new_endpoint: object) -> None:
+    endpoint = new_endpoint()  # type: ignore[operator]
+    began = time.monotonic()
+    done = subprocess.run([*DISTMON, "watch", "--attach", endpoint], capture_output=True, text=True, timeout=60)
+    assert time.monotonic() - began < 15
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr == (
+        f"distmon watch: no monitor at {endpoint}: nothing listens at {endpoint}.view, where its screens attach\n"
+    )
+
+
+def test_the_monitors_own_options_are_refused_on_a_screen() -> None:
+    done = subprocess.run(
+        [*DISTMON, "watch", "--attach", "--evidence", "bundles"], capture_output=True, text=True, timeout=60
+    )
+    assert done.returncode == 2
+    assert (
+        done.stderr.startswith("distmon watch: --evidence is the monitor's own option") and done.stderr.count("\n") == 1
+    )
+
+
+def test_a_damaged_or_foreign_message_from_the_monitor_is_refused_never_raised(endpoint: str) -> None:
+    """Messages as the monitor sends them, cut and with bytes flipped: each is read or refused
+    as a :class:`ViewError`, never anything else."""
+    with live(endpoint) as job:
+        job.advance(25)
+        feed = AttachedFeed(endpoint)
+        captured: list[list[bytes]] = []
+        original = feed._take
+        feed._take = lambda frames: (captured.append(frames), original(frames))  # type: ignore[method-assign]
+        wait_until(lambda: job.broadcast.attached, 10, "the screen's hello")
+        job.advance(3)
+        wait_until(lambda: len(captured) > 5, 10, "messages")
+        feed.close()
+    rng = random.Random(40)
+    for _ in range(3000):
+        frames = [bytearray(f) for f in rng.choice(captured)]
+        record = frames[1]
+        for _ in range(rng.randint(1, 4)):
+            record[rng.randrange(len(record))] = rng.randrange(256)
+        if rng.random() < 0.3:
+            del record[rng.randrange(len(record)) :]
+        with suppress(ViewError):
+            read([bytes(f) for f in frames])

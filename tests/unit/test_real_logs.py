@@ -1,0 +1,128 @@
+"""``distmon analyze`` on logs users pasted into public GitHub issues (``tests/data/logs/real``,
+each one's source, the thread's answer where it gives one, and what its lines prove in its
+``NOTES.md``): every one is read, the ranks its lines prove are the culprits and no other, the
+ranks its silence points to are suspects in order, and a log that blames nobody names nobody.
+
+A paste is an excerpt: a rank it does not show is suspected, never proven."""
+
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from distmon.cli import main
+from distmon.forensics.analysis import analyze
+from distmon.forensics.render import render
+from distmon.forensics.verdict import judge
+from tests.support.paths import DATA
+
+REAL = DATA / "logs" / "real"
+NOBODY = "nobody"
+
+VERDICTS = [
+    # file, the culprits its lines prove, the first suspects in order (or NOBODY), words the summary holds
+    ("accelerate_dpo_nccl_info_nranks.log", [], [0, 1], "for 4h43m"),
+    ("ace_torch21_rank0_silent.log", [], [0], "ranks 1-3 wait in collective #1132079 (all_reduce)"),
+    ("arctic_failure_detected_seq_id.log", [], [0, 2, 4, 6], "ranks 1, 3, 5, 7 wait in collective #120049"),
+    ("automodel_consolidation_one_minute.log", [], [0, 1], "the collective timeout is 1m00s"),
+    ("axolotl_illegal_memory_progress_bar.log", [7], [], "rank 7 raised CUDA error: an illegal memory access"),
+    ("basicsr_three_ranks_808.log", [], NOBODY, "every rank issued it"),
+    ("deim_heartbeat_every_rank.log", [], NOBODY, "every rank's watchdog got stuck"),
+    ("diffsynth_coalesced_guid9.log", [], [0, 2], "of group 9"),
+    ("diffusers_blocking_wait.log", [], [0, 2, 3, 4, 6], "ranks 1, 5, 7 wait in collective #2521"),
+    ("discoscene_terminate_broadcast.log", [], [0, 1], "the usual root of the broadcast"),
+    ("fsdp2_failure_detected_enqueued_ahead.log", [], [0, 1], "ranks 2-3 wait in collective #1085"),
+    ("fsdp_ppo_generate_pg0_desc.log", [], [0, 3], "of group 0 (default_pg, ranks 0-3)"),
+    ("fsdp_t5_op_mismatch_rank0.log", [0], [], "rank 0 in reduce, the others in _all_gather_base"),
+    ("gcd_quoted_broadcast_rank0_silent.log", [], [0], "ranks 1-3 wait in collective #56693 (broadcast)"),
+    ("glm130b_sentence.log", [], [0, 1], "rank 2 waits in collective #10 (broadcast)"),
+    ("hf_peft_state_dict_rank0_alone.log", [], [0, 1, 2, 3], "suspected: rank 0 (alone in that collective"),
+    ("litgpt_slurm_broadcast_first.log", [], [0], "ranks 1-2 wait in collective #1 (broadcast)"),
+    ("llamafactory_heartbeat_rank144.log", [], [0, 1], "rank 144 waits with the watchdog stuck"),
+    ("llamafactory_line_numbers_pg1.log", [], [1, 2], "ranks 0, 3-4 wait in collective #1580 (all_reduce) of group 1"),
+    ("llamafactory_reduce_scatter_pg1.log", [], [1, 5, 7], "of group 1 (ranks 0-7)"),
+    ("lmdeploy_illegal_memory_rank0.log", [0], [], "rank 0 raised CUDA error: an illegal memory access"),
+    ("milabench_host_prefix_wrapped.log", [], [0, 1], "ranks 11-12, 14-15 wait in collective #2070 (reduce)"),
+    ("nemo_progress_bar_stuck_hours.log", [], [1, 2, 3, 4, 5, 6], "for 7h07m"),
+    ("ofa_torch112_two_absent.log", [], [0, 4, 5], "ranks 1-3, 6-7 wait in collective #469508"),
+    ("openr1_grpo_broadcast_wrapped.log", [], [0, 4], "ranks 1-3, 5-6 wait in collective #4 (broadcast)"),
+    ("pipelining_coalesced_first_work.log", [], [0], "rank 1 waits in collective #1 (coalesced)"),
+    ("ray_worker_alltoall_pg5.log", [], [0, 1, 2], "rank 3 waits in collective #8 (all_to_all) of group 5"),
+    ("sglang_what_pg3_allgather.log", [], [], "rank 5 of group 3: _all_gather_base #9141"),
+    ("swift_multinode_oom_rank11.log", [11], [], "rank 11 raised torch.OutOfMemoryError"),
+    ("torch21_terminate_broadcast_880.log", [], [0, 1], "rank 5 waits in collective #880 (broadcast)"),
+    ("torchtune_save_checkpoint_what.log", [], [0, 1], "ranks 3, 7 wait in collective #28956 (all_reduce)"),
+    ("trl_grpo_monitored_barrier_rank0.log", [0], [], "rank 0 never answered a peer's monitored barrier"),
+    ("ultralytics_broadcast_first_wrapped.log", [], [0, 1], "ranks 3, 5, 7 wait in collective #1 (broadcast)"),
+    ("verl_alltoall_epoch_guid9.log", [], [0, 1], "ranks 3, 7 wait in collective #4486 (all_to_all) of group 9"),
+    ("vllm_ci_view_illegal_memory.log", [3], [], "rank 3 raised CUDA error: an illegal memory access"),
+    ("vllm_ray_cuda_unknown_error_glued.log", [7], [], "rank 7 raised CUDA error: unknown error"),
+    ("vllm_ray_gather_pg1.log", [], [0], "rank 1 waits in collective #158046 (gather) of group 1"),
+    ("vllm_tp_first_allreduce.log", [], [0, 1, 2], "rank 3 waits in collective #1 (all_reduce)"),
+    ("vlmr1_watchdog_stuck_wrapped.log", [], [0, 1], "rank 6 waits with the watchdog stuck"),
+]
+
+ANSWERS = {
+    # file: the rank the thread (or the log's own words) says was at fault, or NOBODY
+    "hf_peft_state_dict_rank0_alone.log": 0,
+    "vllm_ci_view_illegal_memory.log": 3,
+    "swift_multinode_oom_rank11.log": 11,
+    "trl_grpo_monitored_barrier_rank0.log": 0,
+    "torchtune_save_checkpoint_what.log": 0,
+    "automodel_consolidation_one_minute.log": 0,
+    "vllm_ray_cuda_unknown_error_glued.log": 7,
+    "axolotl_illegal_memory_progress_bar.log": 7,
+    "lmdeploy_illegal_memory_rank0.log": 0,
+}
+
+
+def test_every_real_log_is_listed_and_has_notes() -> None:
+    assert sorted(p.name for p in REAL.glob("*.log")) == sorted(name for name, *_ in VERDICTS)
+    notes = (REAL / "NOTES.md").read_text()
+    sections = set(re.findall(r"^## (\S+\.log)$", notes, re.MULTILINE))
+    assert sections == {name for name, *_ in VERDICTS}
+
+
+@pytest.mark.parametrize(("name", "proven", "suspects", "words"), VERDICTS, ids=[v[0] for v in VERDICTS])
+def test_each_real_log_is_read_and_judged(name: str, proven: list[int], suspects: list[int] | str, words: str) -> None:
+    analysis = analyze([str(REAL / name)])
+    verdict = judge(analysis)
+    shown = render(analysis)
+    assert analysis.logs == 1, shown
+    assert verdict.culprits == proven, shown
+    if suspects == NOBODY:
+        assert verdict.nobody is not None and not verdict.suspects, shown
+        assert "NOBODY TO BLAME" in shown and "CULPRIT" not in shown
+    else:
+        assert verdict.nobody is None
+        assert [s.rank for s in verdict.suspects[: len(suspects)]] == suspects, shown
+    if verdict.suspects and not proven:
+        assert "suspected" in verdict.headline and "SUSPECTED" in shown and "CULPRIT" not in shown
+    assert words in verdict.headline, verdict.headline
+    assert "0.0s" not in shown
+
+
+@pytest.mark.parametrize(("name", "answer"), sorted(ANSWERS.items()))
+def test_the_threads_answer_leads_and_no_innocent_is_proven(name: str, answer: int | str) -> None:
+    verdict = judge(analyze([str(REAL / name)]))
+    lead = verdict.culprits[:1] or [s.rank for s in verdict.suspects[:1]]
+    assert lead == [answer]
+    assert set(verdict.culprits) <= {answer}
+
+
+def test_the_json_keeps_proven_and_suspected_apart(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(REAL / "ofa_torch112_two_absent.log"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["culprits"] == [] and found["nobody"] is None
+    assert [s["rank"] for s in found["suspects"]] == [0, 4, 5]
+    assert "rank 0 most often works alone" in found["suspects"][0]["why"]
+    assert {s["why"] for s in found["suspects"][1:]} == {"no line in the log"}
+    assert {"culprits", "summary", "ranks", "missing", "evidence", "alerts", "problems"} <= found.keys()
+
+
+def test_suspects_with_one_reason_are_one_line() -> None:
+    shown = render(analyze([str(REAL / "llamafactory_heartbeat_rank144.log")]))
+    assert "    ranks 1-143: no line in the log" in shown
+    assert shown.count("no line in the log") < 6

@@ -1,0 +1,193 @@
+"""The job's routine pauses (:mod:`distmon.monitor.rules.routine`) on simulated streams: a
+pause the job takes again and again is learned and raises nothing; one that outlasts itself
+is a hang, named as one; what is new is named as fast as before."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.outside.looks import Sample
+from distmon.monitor.outside.probe import CLOSE_PERIOD, Seen
+from distmon.monitor.overview import Story
+from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.rules.process import look_at
+from distmon.monitor.rules.routine import MARGIN
+from distmon.monitor.state.alerts import Alert
+from distmon.monitor.state.limits import Thresholds
+from tests.support.simulate import SimJob, drive
+
+EVERY, LASTS, FIRST = 8.0, 3.0, 20.0
+"""Rank 0 uploads its metrics every 8 s, for 3 s, from 20 s on."""
+
+
+Look = tuple[str, str, float]
+"""What one look sees: the process state, the call its main thread is in, cores of CPU used."""
+WORKING: Look = ("R", "running", 1.0)
+
+
+class Prober:
+    """What a prober on the ranks' host sees at the monitor's time, four looks a second:
+    every rank at work, and the rank the others wait for as ``held`` says (a look, or a
+    function of the time giving one); ``after``, what that rank does once it goes on."""
+
+    def __init__(
+        self, sim: SimJob, held: Look | Callable[[float], Look], after: Callable[[float], Look] | None = None
+    ) -> None:
+        self.sim, self.held, self.after, self.now = sim, held, after, sim.start
+        self.culprit: int | None = None
+
+    def __call__(self, host: str, pid: int) -> Seen:
+        rank, looks, cpu = pid - 10_000, [], 0.0
+        for i in range(9):
+            t = self.now - 2.0 + i * CLOSE_PERIOD
+            held = self.sim.holding_up(t) == rank
+            if held:
+                self.culprit = rank
+            if held:
+                state, call, cores = self.held(t) if callable(self.held) else self.held
+            elif rank == self.culprit and self.after is not None:
+                state, call, cores = self.after(t)
+            else:
+                state, call, cores = WORKING
+            cpu += cores * CLOSE_PERIOD
+            looks.append(Sample(pid, t, state, syscall=call, cpu=cpu))
+        return Seen(looks[0], looks[-1], looks[-5], tuple(looks))
+
+
+def run(sim: SimJob, prober: Prober, until: float) -> tuple[list[tuple[float, Alert]], dict[float, str]]:
+    """Each alert raised (with the time, from the start), copied as it stood when first
+    critical if it became so; and rank 0's status at each tick."""
+    monitor = Monitor(Detector(probe=sim.probe, outside=prober))
+    raised: list[tuple[float, Alert]] = []
+    status: dict[float, str] = {}
+    tick = monitor.tick
+
+    def tick_and_keep(now: float) -> list:
+        prober.now = now
+        changes = tick(now)
+        for c in changes:
+            if c.event == "raised" or c.escalated:
+                raised.append((now - sim.start, Alert(**{**c.alert.to_json()})))
+        said = Story.of(monitor, now).status(monitor, monitor.state.ranks[0], now) if 0 in monitor.state.ranks else None
+        if said:
+            status[now - sim.start] = said
+        return changes
+
+    monitor.tick = tick_and_keep  # type: ignore[method-assign]
+    drive(sim, monitor, until)
+    return raised, status
+
+
+def test_a_pause_the_job_takes_again_and_again_is_learned_and_raises_nothing() -> None:
+    """The first two uploads warn, as before; after that the job is quiet, and rank 0's
+    status says it pauses as usual, where and how long."""
+    sim = SimJob(world=8).pause(0, at=FIRST, every=EVERY, seconds=LASTS)
+    raised, status = run(sim, Prober(sim, ("S", "poll", 0.0)), until=FIRST + 12 * EVERY)
+    assert all(a.ranks == [0] and a.severity == "warning" for _, a in raised), raised
+    assert all(t < FIRST + 2 * EVERY for t, _ in raised), [(t, a.summary) for t, a in raised]
+    assert raised and raised[0][1].summary.startswith("rank 0 is asleep in poll")
+    usual = [words for t, words in status.items() if t > FIRST + 3 * EVERY and "as usual" in words]
+    assert usual and usual[0].startswith("pausing as usual: upload_metrics, about 3s"), status
+
+
+def test_a_routine_pause_that_outlasts_itself_is_a_hang_named_as_one() -> None:
+    """The sixth upload never returns: rank 0 alone is named, critical, once the pause has
+    lasted twice its longest, saying how long it usually takes."""
+    sim = SimJob(world=8).pause(0, at=FIRST, every=EVERY, seconds=LASTS, stuck=5)
+    stuck_at = FIRST + 5 * EVERY
+    raised, _ = run(sim, Prober(sim, ("S", "poll", 0.0)), until=stuck_at + 30)
+    late = [(t, a) for t, a in raised if t >= stuck_at]
+    assert [a.ranks for _, a in late] == [[0]], late
+    t, alert = late[0]
+    assert alert.severity == "critical" and "this pause usually ends within" in alert.summary, alert.summary
+    assert MARGIN * LASTS <= t - stuck_at < 20, t - stuck_at
+    assert "The job pauses so as a habit (upload_metrics" in alert.detail
+
+
+def test_a_rank_stopped_in_its_usual_pause_is_named_as_fast_as_before() -> None:
+    """Once the uploads are learned, rank 0 is SIGSTOPped in its sixth: nothing about the
+    upload fits a stopped process, so it is named early, a warning at once."""
+    stuck_at = FIRST + 5 * EVERY
+    sim = SimJob(world=8).pause(0, at=FIRST, every=EVERY, seconds=LASTS, stuck=5)
+    raised, _ = run(
+        sim, Prober(sim, lambda t: ("T", "", 0.0) if t >= stuck_at else ("S", "poll", 0.0)), until=stuck_at + 15
+    )
+    late = [(t, a) for t, a in raised if t >= stuck_at]
+    assert late and late[0][1].ranks == [0] and late[0][1].summary.startswith("rank 0 is stopped (SIGSTOP)"), late
+    assert late[0][0] - stuck_at < Thresholds().hang_after(0.2)
+
+
+def test_a_rank_asleep_where_it_never_slept_is_named_as_fast_as_before() -> None:
+    """Rank 0 asleep again, but in clock_nanosleep, not in the upload's poll: a new pause."""
+    stuck_at = FIRST + 5 * EVERY
+    sim = SimJob(world=8).pause(0, at=FIRST, every=EVERY, seconds=LASTS)
+    sim.pause(0, at=stuck_at + 1, every=1000, seconds=1000, stack="sleep_elsewhere")
+    doing = Prober(sim, lambda t: ("S", "clock_nanosleep", 0.0) if t >= stuck_at + 1 else ("S", "poll", 0.0))
+    raised, _ = run(sim, doing, until=stuck_at + 15)
+    late = [(t, a) for t, a in raised if t >= stuck_at]
+    assert late and late[0][1].summary.startswith("rank 0 is asleep in clock_nanosleep"), late
+    assert late[0][0] - (stuck_at + 1) < Thresholds().hang_after(0.2)
+
+
+def test_without_a_prober_a_long_routine_pause_is_learned_from_the_ranks_stacks() -> None:
+    """A replay has no prober: pauses past the hang threshold are named (by the rank's own
+    stack, in upload_metrics) the first two times, then learned."""
+    sim = SimJob(world=8).pause(0, at=FIRST, every=15.0, seconds=7.0)
+    monitor = Monitor(Detector(probe=sim.probe))
+    raised = [(t - sim.start, c.alert) for t, c in drive(sim, monitor, FIRST + 10 * 15) if c.event == "raised"]
+    assert [a.ranks for _, a in raised] == [[0], [0]], [(t, a.summary) for t, a in raised]
+    assert all(t < FIRST + 2 * 15 for t, _ in raised)
+
+
+def test_a_rank_busy_for_the_wait_then_back_at_its_steps_is_not_named_for_the_sleep_a_look_caught() -> None:
+    """Rank 0 is busy for 1.1 s (a garbage-collection pass) while the others wait, then steps
+    again, a short sleep in each step; the others' reports (every 2 s) show the wait for a
+    second more. What the monitor says holds for the time it looked: no warning that rank 0
+    is asleep (the last look caught it between two steps)."""
+    sim = SimJob(world=8, interval=2.0).pause(0, at=FIRST, every=1000.0, seconds=1.1)
+
+    def stepping(t: float) -> Look:
+        return ("R", "running", 0.1) if round(t / CLOSE_PERIOD) % 2 else ("S", "clock_nanosleep", 0.1)
+
+    raised, _ = run(sim, Prober(sim, WORKING, after=stepping), until=FIRST + 10)
+    assert raised == []
+
+
+def test_a_rank_that_burns_cpu_while_its_reports_stop_is_named_early_for_holding_the_gil() -> None:
+    """One long C call on the training thread (a regular expression that backtracks): the
+    process works, but its own reporting thread cannot run. Named a warning well before the
+    hang threshold, saying it holds the GIL."""
+    sim = SimJob(world=8).gil(3, at=FIRST)
+    raised, _ = run(sim, Prober(sim, WORKING), until=FIRST + 10)
+    (t, alert), *_ = raised
+    assert alert.ranks == [3] and alert.severity == "warning", alert
+    assert alert.summary.startswith("rank 3 holds the GIL, burning CPU"), alert.summary
+    assert t - FIRST < Thresholds().hang_after(0.2)
+
+
+def test_the_ranks_waits_for_a_routine_pause_make_no_straggler() -> None:
+    """Rank 0 uploads for 2 s every 3 s: its peers wait for it most of the time, which is the
+    job's rhythm, not a slow rank."""
+    sim = SimJob(world=8).pause(0, at=FIRST, every=3.0, seconds=2.0)
+    raised, _ = run(sim, Prober(sim, ("S", "poll", 0.0)), until=FIRST + 60)
+    assert [a.kind for _, a in raised] == ["hang", "hang"], [(t, a.summary) for t, a in raised]
+
+
+def test_a_main_thread_seen_in_one_call_after_another_over_the_wait_moves() -> None:
+    """The last look caught a sleep, the others running: over the wait, the rank steps. It
+    is not "asleep", whatever its last look."""
+    sim = SimJob(world=8).hang(3, at=FIRST)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, FIRST + 8)
+    looks = [
+        Sample(
+            10_003, t, "S" if i % 2 == 0 else "R", syscall="clock_nanosleep" if i % 2 == 0 else "running", cpu=0.05 * t
+        )
+        for i, t in enumerate(x * CLOSE_PERIOD for x in range(9))
+    ]
+    seen = Seen(looks[0], looks[-1], looks[-5], tuple(looks))
+    ctx = Context(now=sim.start + FIRST + 8, pace=0.2, probe=None, limits=Thresholds(), outside=lambda h, p: seen)
+    assert look_at(monitor.state.ranks[3], ctx, silent=False).verdict.kind == "sleeping", "one look: asleep"
+    assert look_at(monitor.state.ranks[3], ctx, silent=False, waited=2.0).verdict.kind == "working"
