@@ -13,10 +13,13 @@ took in per second, sustained), ``offered`` and ``taken`` (reports sent by the s
 and taken in by the monitor), ``cpu_us_per_report`` (the monitor's own process CPU time, every
 thread of it, per report taken in, over the steady seconds), ``core_share`` (that CPU over the
 wall time: the share of one core the monitor used) and ``headroom`` (one over it),
-``tick_ms_median`` and ``tick_ms_max`` (detector ticks during the hang), ``alert_s`` (stall to
+``tick_ms_median`` and ``tick_ms_max`` (detector ticks during the hang, wall time), and
+``tick_cpu_ms_median`` and ``tick_cpu_ms_max`` (the same ticks' CPU time: what they cost with
+the machine to themselves), ``alert_s`` (stall to
 the first alert naming a culprit, or null), ``named`` (the ranks it names), ``monitor_rss_mb``
 (its peak resident memory), ``dropped`` (reports the monitor's intake dropped, past its caps),
-``refused`` (everything the monitor counted as not taken in, by reason), ``load`` (the host's
+``refused`` (everything the monitor counted as not taken in, by reason), ``cpu_s_by_thread``
+(the process's CPU over the run: its loop, the feed's reader, ZeroMQ's), ``load`` (the host's
 load average at the start and the end) and ``said`` (every alert raised or resolved).
 
 The monitor shares the machine with the senders and the relays: its CPU per report is its
@@ -35,10 +38,12 @@ import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+import psutil
 import zmq
 from simulated import SimJob
 
@@ -167,13 +172,13 @@ def run(
     monitor = Monitor(
         recorder=RecordingWriter(record) if record else None, viewers=viewers(upstream) if viewers is not None else None
     )
-    ticks: list[tuple[float, float]] = []
+    ticks: list[tuple[float, float, float]] = []
     tick = monitor.tick
 
     def timed(now: float) -> list:  # type: ignore[type-arg]
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         changes = tick(now)
-        ticks.append((now, (time.perf_counter() - began) * 1000))
+        ticks.append((now, (time.perf_counter() - began) * 1000, (time.thread_time() - cpu) * 1000))
         return changes
 
     monitor.tick = timed  # type: ignore[method-assign]
@@ -196,6 +201,7 @@ def run(
                 on_turn()
             time.sleep(0.01)
         session.finish()
+        spent = by_thread()
     finally:
         for worker in workers:
             worker.join(30)
@@ -205,7 +211,8 @@ def run(
         session.close()
     steady = [(t, n, cpu) for t, n, cpu in counted if start + 2 <= t <= start + seconds]
     (t0, n0, cpu0), (t1, n1, cpu1) = (steady[0], steady[-1]) if len(steady) > 1 else ((0, 0, 0), (1, 0, 0))
-    during = [ms for t, ms in ticks if t >= start + healthy + 1]
+    during = [ms for t, ms, _ in ticks if t >= start + healthy + 1]
+    during_cpu = [ms for t, _, ms in ticks if t >= start + healthy + 1]
     share = (cpu1 - cpu0) / (t1 - t0)
     return {
         "ranks": ranks,
@@ -219,14 +226,29 @@ def run(
         "headroom": round(1 / share, 1) if share else None,
         "tick_ms_median": round(statistics.median(during), 1) if during else None,
         "tick_ms_max": round(max(during), 1) if during else None,
+        "tick_cpu_ms_median": round(statistics.median(during_cpu), 1) if during_cpu else None,
+        "tick_cpu_ms_max": round(max(during_cpu), 1) if during_cpu else None,
         "alert_s": round(alert[0] - stalled_at, 1) if alert else None,
         "named": alert[1] if alert else [],
         "monitor_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "dropped": feed.dropped,
         "refused": dict(monitor.state.dropped),
+        "cpu_s_by_thread": spent,
         "load": [round(load, 2), round(os.getloadavg()[0], 2)],
         "said": said,
     }
+
+
+def by_thread() -> dict[str, float]:
+    """This process's CPU seconds so far, by thread: the monitor's loop, the feed's reader, and
+    ZeroMQ's own (the socket's I/O)."""
+    names = {t.native_id: "feed" for t in threading.enumerate() if t.name == "distmon-feed"}
+    names[threading.main_thread().native_id] = "loop"
+    spent: dict[str, float] = {}
+    for thread in psutil.Process().threads():
+        name = names.get(thread.id, "zmq and others")
+        spent[name] = round(spent.get(name, 0.0) + thread.user_time + thread.system_time, 2)
+    return spent
 
 
 def main() -> None:

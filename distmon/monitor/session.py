@@ -122,18 +122,16 @@ class Session:
     def _ingest(self, items: list[Item]) -> None:
         """Messages that came between two ticks, taken in as one batch, each at its time: the
         monitor reads a batch as arrays, one message at a time it would pay that a message.
-        Relays' columns and frames are two kinds of batch: each run of one kind is one."""
+        A relay's columns are such a batch already, each taken in as it came (merged, the
+        reports a whole job's hang brings at once would be copied once more)."""
         for columns, run in itertools.groupby(items, key=lambda item: isinstance(item[1], ColumnBatch)):
             if columns:
-                self._ingest_columns([(t, m) for t, m in run if isinstance(m, ColumnBatch)])
+                for t, batch in run:
+                    if isinstance(batch, ColumnBatch):
+                        self.monitor.ingest_batch(batch, t)
             else:
                 self._ingest_frames(list(run))
         items.clear()
-
-    def _ingest_columns(self, items: list[tuple[float, ColumnBatch]]) -> None:
-        times = np.concatenate([np.full(len(m), t) for t, m in items])
-        batch = items[0][1] if len(items) == 1 else ColumnBatch.merged([m for _, m in items])
-        self.monitor.ingest_batch(batch, max(t for t, _ in items), times)
 
     def _ingest_frames(self, items: list[Item]) -> None:
         batches: list[Batch] = []

@@ -87,8 +87,10 @@ class LiveFeed:
     """A bound endpoint read by a daemon thread, so the UI never waits on the network.
 
     Batches are stamped with the clock when they arrive and queued up to ``capacity`` frames
-    and ``max_bytes`` of them; when the reader falls that far behind, the oldest frames are
-    dropped and counted (each report is a rank's complete state, so a newer one makes an
+    and ``max_bytes`` of them: seven seconds of 131,072 ranks' columns, two of the second in
+    which every rank's report comes whole (a whole job's hang), so that a loop held up a few
+    seconds (its host busy) loses nothing. When the reader falls that far behind, the oldest
+    frames are dropped and counted (each report is a rank's complete state, so a newer one makes an
     older one redundant), and handed over with the refusals as ``overflow``, so the monitor
     knows it is behind. Commands to the ranks and their Flight Recorder dumps pass through
     the same thread, which alone touches the socket.
@@ -98,7 +100,7 @@ class LiveFeed:
         self,
         endpoint: str,
         clock: Clock = time.time,
-        capacity: int = 200_000,
+        capacity: int = 1_000_000,
         key: JobKey | None = None,
         max_bytes: int = 256 * 1024 * 1024,
     ) -> None:
