@@ -290,18 +290,23 @@ class ReplayFeed:
         return self._position + (self._clock() - self._anchor) * self.speed
 
     def take(self, limit: int) -> list[Item]:
+        """Records due, their messages weighing at most ``limit`` (:func:`weight`: a batch
+        record its frames), the last one whole."""
         if self.paused and self._target is None:
             return []
         fast = self.jumping or math.isinf(self.speed)
         until = self._target if self._target is not None else (math.inf if fast else self.now())
         out: list[Item] = []
-        while self._next is not None and self._next.t <= until and len(out) < limit:
+        taken = 0
+        while self._next is not None and self._next.t <= until and taken < limit:
             record = self._next
             self._next = self._pull()
             if isinstance(record, Message):
                 out.append((record.t, record.payload))
+                taken += 1
             elif isinstance(record, BatchRecord | ColumnRecord):
                 out.append((record.t, record.batch))
+                taken += weight(record.batch)
             elif isinstance(record, Dropped):
                 self._dropped.update(record.counts)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":
