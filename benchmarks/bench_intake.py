@@ -1,12 +1,14 @@
 """The monitor's CPU per report taken in, in this process alone: no sockets, no relays or
 senders on the cores, so the figure is the monitor's own work and nothing else's.
 
-    .venv/bin/python benchmarks/bench_intake.py [--ranks 131072] [--seconds 5] [--json]
+    .venv/bin/python benchmarks/bench_intake.py [--ranks 131072] [--seconds 5] [--per-relay N] [--json]
 
 Seconds of a healthy job of N ranks (``bench_soak.py``'s, their clocks and counters moved on)
-arrive as four relays send them, in batches of 10,000 (``distmon relay``'s ``--batch``), two
-ways: as columns (what relays send, only news whole: after the first second, none), and as
-frames (what relays sent before columns, ``distmon-batch/1``, which the monitor still takes).
+arrive as four relays send them, in batches of 10,000 (``distmon relay``'s ``--batch``), or
+with ``--per-relay 8`` as a relay per node of eight ranks sends them (16,384 batches a second
+at 131,072 ranks, merged by the monitor's Session before it takes them in), two ways: as
+columns (what relays send, only news whole: after the first second, none), and as frames
+(what relays sent before columns, ``distmon-batch/1``, which the monitor still takes).
 Each batch is decoded as the Receiver decodes it and taken in as the Session takes it, then
 the detector ticks, with and without a recording. The first second (every rank new) is left
 out. With ``--json`` the last line is one JSON object: per way and recording, ``us_per_report``
@@ -23,34 +25,42 @@ import tempfile
 import time
 from pathlib import Path
 
-from bench_soak import RELAYS, templates
+from bench_soak import templates
 
-from distmon.channel import Batch, batch_frames, decode_batch
+from distmon.channel import Batch, Relay, batch_frames, decode_batch
 from distmon.cli import relax_gc
 from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
 from distmon.columnar.frames import parse
 from distmon.columnar.news import News
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.session import ALONE
 
 BATCH = 10_000
 
 
-def wire_seconds(ranks: int, seconds: int, columns: bool) -> list[list[list[bytes]]]:
+def wire_seconds(ranks: int, seconds: int, columns: bool, per_relay: int) -> list[list[list[bytes]]]:
     """Per second, the messages the relays send (each a list of ZeroMQ frames)."""
     healthy, _, _ = templates(ranks)
-    news = [News(seed=i) for i in range(RELAYS)]
+    news: dict[int, News] = {}
     out = []
     for k in range(seconds):
         now = healthy[0].second + k
         messages = []
         for i, template in enumerate(healthy):
             frames = template.at(now, now - template.second, template.ran + k)
-            for first in range(0, len(frames), BATCH):
-                batch = frames.slice(first, min(len(frames), first + BATCH))
+            size = per_relay or BATCH
+            for first in range(0, len(frames), size):
+                batch = frames.slice(first, min(len(frames), first + size))
+                if per_relay:  # a relay of its own
+                    node = i * len(frames) // size + first // size
+                    batch.relays = [Relay(f"node{node:05d}:1", f"node{node:05d}")]
+                else:
+                    node = i
                 if columns:
                     parsed = parse(batch)
-                    messages.append(column_frames(ColumnBatch.of(parsed, news[i].choose(parsed, now), batch.relays)))
+                    sent = news.setdefault(node, News(seed=node)).choose(parsed, now)
+                    messages.append(column_frames(ColumnBatch.of(parsed, sent, batch.relays)))
                 else:
                     messages.append(batch_frames(batch))
         out.append(messages)
@@ -64,11 +74,13 @@ def measure(seconds: list[list[list[bytes]]], columns: bool, record: bool, tmp: 
     for k, messages in enumerate(seconds):
         began = time.process_time()
         now = start + k + 0.5
-        for message in messages:
-            batch: Batch | ColumnBatch = decode_columns(message) if columns else decode_batch(message)
+        batches = [decode_columns(m) if columns else decode_batch(m) for m in messages]
+        frames = sum(len(b) for b in batches)
+        if len(batches[0]) < ALONE:  # as the Session merges small batches
+            batches = [ColumnBatch.merged(batches) if columns else Batch.merged(batches)]  # type: ignore[arg-type]
+        for batch in batches:
             monitor.ingest_batch(batch, now)
         monitor.tick(start + k + 1)
-        frames = sum(_frames(m) for m in messages)
         recorded += frames
         if k:  # the first second takes every rank in anew
             cpu += time.process_time() - began
@@ -80,24 +92,19 @@ def measure(seconds: list[list[list[bytes]]], columns: bool, record: bool, tmp: 
     }
 
 
-def _frames(message: list[bytes]) -> int:
-    if message[0] == b"distmon-batch/1":
-        return len(decode_batch(message))
-    return len(decode_columns(message))
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--ranks", type=int, default=131_072)
     parser.add_argument("--seconds", type=int, default=5)
+    parser.add_argument("--per-relay", type=int, default=0, help="ranks a relay: one relay a node (default: 4 relays)")
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = parser.parse_args()
     relax_gc()
     load = os.getloadavg()[0]
-    result: dict[str, object] = {"ranks": args.ranks}
+    result: dict[str, object] = {"ranks": args.ranks, "per_relay": args.per_relay or "4 relays"}
     with tempfile.TemporaryDirectory(prefix="bench-intake-") as tmp:
         for columns in (True, False):
-            seconds = wire_seconds(args.ranks, args.seconds, columns)
+            seconds = wire_seconds(args.ranks, args.seconds, columns, args.per_relay)
             for record in (False, True):
                 way = f"{'columns' if columns else 'frames'}{', recorded' if record else ''}"
                 result[way] = measure(seconds, columns, record, Path(tmp))

@@ -23,6 +23,8 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.keeping_up import JUMPED, PAUSED
 from distmon.monitor.state.alerts import Change
 
+ALONE = 1024
+"""A relay's columns of this many frames or more are taken in on their own."""
 Timed = list[tuple[float, Change]]
 """Alert changes, each with the time of the tick that made it."""
 
@@ -122,16 +124,32 @@ class Session:
     def _ingest(self, items: list[Item]) -> None:
         """Messages that came between two ticks, taken in as one batch, each at its time: the
         monitor reads a batch as arrays, one message at a time it would pay that a message.
-        A relay's columns are such a batch already, each taken in as it came (merged, the
-        reports a whole job's hang brings at once would be copied once more)."""
+        A relay's columns of :data:`ALONE` frames or more are such a batch already, taken in
+        as they came (merged, the reports a whole job's hang brings at once would be copied
+        once more); smaller ones (a relay per node of eight ranks) are merged."""
         for columns, run in itertools.groupby(items, key=lambda item: isinstance(item[1], ColumnBatch)):
             if columns:
-                for t, batch in run:
-                    if isinstance(batch, ColumnBatch):
-                        self.monitor.ingest_batch(batch, t)
+                self._ingest_columns([(t, batch) for t, batch in run if isinstance(batch, ColumnBatch)])
             else:
                 self._ingest_frames(list(run))
         items.clear()
+
+    def _ingest_columns(self, items: list[tuple[float, ColumnBatch]]) -> None:
+        small: list[tuple[float, ColumnBatch]] = []
+        for t, batch in items:
+            if len(batch) < ALONE:
+                small.append((t, batch))
+                continue
+            self._ingest_merged(small)
+            small = []
+            self.monitor.ingest_batch(batch, t)
+        self._ingest_merged(small)
+
+    def _ingest_merged(self, items: list[tuple[float, ColumnBatch]]) -> None:
+        if items:
+            times = np.concatenate([np.full(len(batch), t) for t, batch in items])
+            batch = items[0][1] if len(items) == 1 else ColumnBatch.merged([b for _, b in items])
+            self.monitor.ingest_batch(batch, max(t for t, _ in items), times)
 
     def _ingest_frames(self, items: list[Item]) -> None:
         batches: list[Batch] = []
