@@ -27,10 +27,14 @@ import zmq
 from distmon import keys
 from distmon.channel import (
     BATCH_TAG,
+    DETAILS,
     DUMP,
     DUMP_TAG,
+    Batch,
     Command,
     Dump,
+    Relay,
+    batch_frames,
     decode_command,
     dump_frames,
 )
@@ -363,6 +367,56 @@ def test_commands_go_down_to_every_rank_and_dumps_come_up_through_two_relays(
         assert dumps == [Dump(ranks.job.job, 1, 5, b"a pickle")]
         assert "1 dumps up, 1 commands down" in above.stop()
         assert "1 dumps up, 1 commands down" in below.stop()
+
+
+def test_a_relay_that_predates_columns_below_is_read_as_the_relays_own_ranks(
+    new_endpoint: Callable[[], str], relays: Callable[..., RelayProcess]
+) -> None:
+    """An older relay below sends frames (``distmon-batch/1``): the relay above sends them on as
+    columns, each frame named as come through the older relay."""
+    upstream, top = new_endpoint(), new_endpoint()
+    context = zmq.Context()
+    below = context.socket(zmq.DEALER)
+    below.connect(top)
+    try:
+        with receiving(upstream) as receiver:
+            above = relays(top, upstream, "--interval", "0.1")
+            job = SimJob(world=4, start=time.time())
+            frames = [encode(job.report(rank, time.time())) for rank in range(4)]  # type: ignore[arg-type]
+            old = Relay("old-node:7", "old-node")
+            time.sleep(0.3)
+            below.send_multipart(batch_frames(Batch.of(frames, relay=old)))
+            batches = collect(receiver, lambda b: len(numbers_of(b)) >= 4)
+            assert sorted(whole_of(batches)) == sorted(frames)
+            (batch,) = [b for b in columns(batches) if len(b)]
+            assert relay_ids(batch) == [above.id, "old-node:7"] and via_ids(batch) == ["old-node:7"] * 4
+    finally:
+        below.close(linger=0)
+        context.term()
+
+
+def test_the_monitor_asks_the_relays_for_whole_reports_and_the_ranks_never_hear_of_it(
+    new_endpoint: Callable[[], str], relays: Callable[..., RelayProcess]
+) -> None:
+    """After their first, a rank's reports go as numbers alone; asked for rank 1 (a details
+    command, through the relay above), the node relay sends its reports whole for a few
+    seconds. The ranks are not sent the command."""
+    upstream, top, node = new_endpoint(), new_endpoint(), new_endpoint()
+    with receiving(upstream) as receiver, fake_ranks(node, [0, 1, 2]) as ranks:
+        relays(top, upstream, "--interval", "0.1")
+        relays(node, top, "--interval", "0.1")
+        time.sleep(0.3)
+        ranks.report()
+        collect(receiver, lambda b: len(numbers_of(b)) >= 3)
+        ranks.report()
+        quiet = collect(receiver, lambda b: len(numbers_of(b)) >= 3)
+        assert whole_of(quiet) == [], "nothing new: numbers alone"
+        receiver.send(Command(DETAILS, ranks.job.job, "the monitor looks at them", ranks=[1]))
+        time.sleep(0.5)
+        sent = ranks.report() + ranks.report()
+        asked = collect(receiver, lambda b: len(numbers_of(b)) >= 6)
+        assert sorted(whole_of(asked)) == sorted(f for f in sent if decode(f).rank == 1)
+        assert ranks.commands(timeout=0.5) == {0: [], 1: [], 2: []}
 
 
 def test_foreign_messages_from_either_side_are_dropped_and_counted(
