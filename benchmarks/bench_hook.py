@@ -205,9 +205,9 @@ def own_cost(module: Any, x: object, calls: int = 200_000) -> tuple[float, float
     """Microseconds the hot-path hooks' own code adds, called directly, the best of several
     runs (a busy machine only adds): the forward wrapper against the forward it wraps, and
     the optimizer-step hook against an empty call."""
-    from distmon.hooks.progress import Progress, count_forwards, uncount_forwards
+    from distmon.hooks.progress import Counters, count_forwards, uncount_forwards
 
-    progress = Progress()
+    progress = Counters()
     plain = module.forward
     count_forwards(module, progress)
     try:

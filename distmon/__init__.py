@@ -2,11 +2,20 @@
 
 The package splits by where code runs:
 
-- ``distmon.hooks``: the rank side, inside each training process (imports torch).
-- ``distmon.wire``: the message schema both sides share.
-- ``distmon.monitor``: receiving, detecting and recording, on any machine (no torch).
-- ``distmon.tui``: the terminal UI over the monitor (no torch).
-- ``distmon.cli``: the ``distmon`` command.
+- in each training process (imports torch): ``distmon.hooks``, the rank side;
+  ``distmon.integrations``, framework callbacks over it; ``distmon.launch``, what ``distmon
+  run`` puts in every rank.
+- on any machine, never torch: ``distmon.monitor``, taking reports in, judging, recording
+  and feeding screens; ``distmon.tui``, the terminal UI over it; ``distmon.export``,
+  ``distmon.actions`` and ``distmon.forensics``, what reads the monitor or acts on it.
+- on each node: ``distmon.node_relay``, a node's relay.
+- shared: ``distmon.wire`` (a rank's message), ``distmon.channel`` (batches and commands),
+  and the small modules (the Flight Recorder reader, py-spy's wrapper, endpoints, keys).
+- ``distmon.cli`` and ``distmon.commands``: the ``distmon`` command; ``distmon.doctor``, its
+  checks before a job starts.
+
+Each layer imports only those below it (``pyproject.toml``'s import-linter contracts, drawn in
+docs/architecture.md).
 """
 
 __version__ = "0.1.0"

@@ -33,7 +33,7 @@ DUMP_TAG = b"distmon-fr-dump/1"
 MAX_DUMP_MESSAGE_BYTES = 2 * MAX_MESSAGE_BYTES - 64 * 1024
 """A Flight Recorder dump a rank sends the monitor, in one message: its pickle fits one frame
 of the monitor's per-frame limit (``MAXMSGSIZE``), and the rank drops its oldest entries until
-it does. (A dump file read from disk has its own bound, :data:`distmon.flightrecorder.MAX_DUMP_FILE_BYTES`.)"""
+it does. (A dump file read from disk has its own bound, :data:`distmon.flightrecorder.loading.MAX_DUMP_FILE_BYTES`.)"""
 
 RELAY_DROPPED = "relay_dropped"
 """Why reports the monitor never saw went missing: a relay on the way dropped them, its

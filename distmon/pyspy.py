@@ -55,7 +55,7 @@ class OutsideStack:
     """Why the native frames are missing from ``frames``, where they are."""
 
 
-STOPPED = "py-spy cannot suspend a stopped process (State: T) to unwind its native frames"
+CANNOT_SUSPEND = "py-spy cannot suspend a stopped process (State: T) to unwind its native frames"
 
 
 def executable() -> str | None:
@@ -74,7 +74,7 @@ def dump(pid: int, timeout: float = TIMEOUT, stopped: bool = False) -> OutsideSt
     python_only = [exe, "dump", "--pid", str(pid), "--json", "--full-filenames"]
     if stopped:
         result = _run([*python_only, "--nonblocking"], timeout)
-        return replace(result, partial=STOPPED) if result.frames is not None else result
+        return replace(result, partial=CANNOT_SUSPEND) if result.frames is not None else result
     result = _run([*python_only, "--native"], timeout)
     if result.error and "permission" not in result.error:
         # native unwinding reads every library's symbols (seconds on a loaded host, with

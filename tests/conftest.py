@@ -1,4 +1,5 @@
-"""Fixtures for every test: private ipc endpoints, and the event loop of the async tests."""
+"""Fixtures for every test: private ipc endpoints, and the event loop of the async tests; the
+markers each folder's tests carry."""
 
 from __future__ import annotations
 
@@ -6,6 +7,16 @@ import itertools
 from collections.abc import Callable
 
 import pytest
+
+MARKERS = {"jobs": "torchrun", "installed": "installed"}
+"""The marker every test of a folder carries (``-m "not torchrun"`` runs the quick ones)."""
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    for item in items:
+        folder = item.path.parent.name
+        if folder in MARKERS:
+            item.add_marker(MARKERS[folder])
 
 
 @pytest.fixture(scope="session")

@@ -52,7 +52,7 @@ END_GRACE = 10.0
 """Seconds the ranks get to end themselves before this host's are killed."""
 
 
-class Channel(Protocol):
+class Connection(Protocol):
     """The monitor's connection to the ranks (a :class:`~distmon.monitor.intake.receiver.Receiver`
     or a :class:`~distmon.monitor.intake.feeds.LiveFeed`)."""
 
@@ -97,7 +97,7 @@ class Writer:
 class Responder:
     def __init__(
         self,
-        channel: Channel,
+        channel: Connection,
         evidence: EvidenceStore | None = None,
         notifications: Notifications | None = None,
         abort_after: float | None = None,

@@ -11,7 +11,7 @@ from distmon.endpoint import exposure_warning
 from distmon.monitor.state.words import count
 
 if TYPE_CHECKING:
-    from distmon.actions.responder import Channel, Responder
+    from distmon.actions.responder import Connection, Responder
 
 ENDED_JOB = 3
 """Exit status of a monitor that ended its job (``--abort-on-hang``)."""
@@ -92,7 +92,7 @@ def forward(args: argparse.Namespace) -> list[str]:
     return out
 
 
-def responder(args: argparse.Namespace, channel: Channel) -> Responder:
+def responder(args: argparse.Namespace, channel: Connection) -> Responder:
     """The responder the options ask for; raises :class:`ActingError`."""
     from distmon.actions.bundles import EvidenceStore
     from distmon.actions.notify import Notifications

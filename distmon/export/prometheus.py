@@ -47,7 +47,7 @@ unless asked (a scrape of every rank's series of 8192 ranks takes seconds)."""
 
 
 @dataclass(frozen=True)
-class RankSeries:
+class RankMetric:
     """One per-rank metric: its name, help text, and how to read it off a snapshot for the
     ranks at the positions given (NaN: absent)."""
 
@@ -78,36 +78,36 @@ def _gpu_utilization(snapshot: Snapshot, at: I8) -> F8:
 
 
 RANK_SERIES = (
-    RankSeries("distmon_rank_steps", "Optimizer steps taken by the rank.", _field("steps"), counter=True),
-    RankSeries(
+    RankMetric("distmon_rank_steps", "Optimizer steps taken by the rank.", _field("steps"), counter=True),
+    RankMetric(
         "distmon_rank_steps_per_second",
         "Optimizer steps per second over the last ten reports.",
         _field("steps_per_second"),
     ),
-    RankSeries("distmon_rank_step_time_seconds", "Median step time over the rank's recent steps.", _field("step_p50")),
-    RankSeries(
+    RankMetric("distmon_rank_step_time_seconds", "Median step time over the rank's recent steps.", _field("step_p50")),
+    RankMetric(
         "distmon_rank_data_wait_ratio",
         "Share of the last interval the training loop waited for DataLoader batches.",
         _field("data_wait"),
     ),
-    RankSeries(
+    RankMetric(
         "distmon_rank_collective_age_seconds",
         "Age of the rank's oldest collective in flight; 0 when none is.",
         _collective_age,
     ),
-    RankSeries(
+    RankMetric(
         "distmon_rank_last_report_age_seconds",
         "Seconds since the rank's latest report arrived.",
         _field("silent_for"),
     ),
-    RankSeries("distmon_rank_rss_bytes", "Resident memory of the rank's process.", _field("rss")),
-    RankSeries(
+    RankMetric("distmon_rank_rss_bytes", "Resident memory of the rank's process.", _field("rss")),
+    RankMetric(
         "distmon_rank_gpu_memory_used_bytes",
         "Memory in use on the rank's GPU (NVML, else what torch's allocator reserved).",
         _field("gpu_used"),
     ),
-    RankSeries("distmon_rank_gpu_memory_total_bytes", "GPU memory of the rank's GPU.", _field("gpu_total")),
-    RankSeries("distmon_rank_gpu_utilization_ratio", "Utilization of the rank's GPU (NVML), 0 to 1.", _gpu_utilization),
+    RankMetric("distmon_rank_gpu_memory_total_bytes", "GPU memory of the rank's GPU.", _field("gpu_total")),
+    RankMetric("distmon_rank_gpu_utilization_ratio", "Utilization of the rank's GPU (NVML), 0 to 1.", _gpu_utilization),
 )
 
 

@@ -16,15 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distmon.channel import Batch
-from distmon.flightrecorder import (
-    Entry,
-    RankDump,
-    created_at,
-    group_name,
-    number,
-    op_name,
-    text,
-)
+from distmon.flightrecorder.fields import Entry, RankDump, created_at, group_name, number, op_name, text
 from distmon.forensics.files import Files, walk
 from distmon.forensics.logs import LogFacts
 from distmon.forensics.standings import statuses

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distmon.flightrecorder import Entry, created_at, number, op_name, text
+from distmon.flightrecorder.fields import Entry, created_at, number, op_name, text
 from distmon.forensics.analysis import Analysis, RankFacts
 from distmon.monitor.state.words import duration, group_name, rank_word
 from distmon.wire import GroupStatus, expand_runs

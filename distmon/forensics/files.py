@@ -20,7 +20,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import IO, cast
 
-from distmon.flightrecorder import RankDump
+from distmon.flightrecorder.fields import RankDump
 from distmon.forensics.logs import LogFacts, read_log
 from distmon.forensics.parallel import read_all
 from distmon.forensics.pasted import MAX_LINE

@@ -6,9 +6,9 @@ first (the walk is a loop in Python over every instruction, the unpickler's is i
 a hostile file could turn into a crash (a tuple nested a million deep), a hang (keys built to
 share a hash) or a memory bomb: so a worker runs under an address-space limit and an alarm
 per file that ends it, and whatever its death leaves unread is read again here, one file at a
-time, by the walk that refuses such files and says why (:func:`distmon.flightrecorder.load`).
+time, by the walk that refuses such files and says why (:func:`distmon.flightrecorder.loading.load`).
 
-A worker sends back what the file says of its rank (:class:`~distmon.flightrecorder.RankDump`,
+A worker sends back what the file says of its rank (:class:`~distmon.flightrecorder.fields.RankDump`,
 a few groups and channels), never the dump itself.
 """
 
@@ -24,7 +24,8 @@ from concurrent.futures import Future, ProcessPoolExecutor
 from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
-from distmon.flightrecorder import MAX_DUMP_FILE_BYTES, MAX_SECONDS, DumpError, RankDump, group_ranks, load, read_dump
+from distmon.flightrecorder.fields import RankDump, group_ranks, read_dump
+from distmon.flightrecorder.loading import MAX_DUMP_FILE_BYTES, MAX_SECONDS, DumpError, load
 from distmon.regular import open_regular, why_not
 
 MIN_PARALLEL = 16
@@ -33,7 +34,7 @@ BATCH = 8
 """Dumps a worker reads for one message back."""
 WORKER_MEMORY = 4 << 30
 """Address space a worker may grow by beyond what it started with: far more than the largest
-dump it may read (:data:`~distmon.flightrecorder.MAX_DUMP_FILE_BYTES`) makes."""
+dump it may read (:data:`~distmon.flightrecorder.loading.MAX_DUMP_FILE_BYTES`) makes."""
 
 
 @dataclass

@@ -8,7 +8,7 @@ from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import Evidence, evidence
-from distmon.forensics.verdict import Verdict, judge
+from distmon.forensics.verdict import Blame, judge
 from distmon.monitor.state.ending import FAILURE_KINDS
 from distmon.monitor.state.words import count, date_time, duration, group_name, rank_word, ranks_text
 from distmon.visible import MAX_LINE, visible, visible_lines
@@ -57,7 +57,7 @@ def _judged(analysis: Analysis) -> str:
     return time.strftime("%m-%d %H:%M:%S", time.gmtime(analysis.t)) + " (the log's clock; it gives no year)"
 
 
-def _verdict(analysis: Analysis, verdict: Verdict) -> list[str]:
+def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
     """The first cause: the culprits proven and their evidence, the ranks suspected and why,
     or why nobody is to blame."""
     headline = visible(verdict.headline, MAX_LINE)
@@ -79,7 +79,7 @@ def _verdict(analysis: Analysis, verdict: Verdict) -> list[str]:
     return lines
 
 
-def _suspected(verdict: Verdict) -> list[str]:
+def _suspected(verdict: Blame) -> list[str]:
     """One line per reason, in the order suspected: ``ranks 1-2, 4-10: no line in the log``."""
     by_why: dict[str, list[int]] = {}
     for s in verdict.suspects:
@@ -116,7 +116,7 @@ def _missing(missing: dict[int, str]) -> str:
     return "No evidence from: " + "; ".join(f"{rank_word(r)} ({why})" for why, r in sorted(by_why.items()))
 
 
-def _standing(analysis: Analysis, verdict: Verdict) -> list[str]:
+def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
     """Ranks standing in the same place, one line each (thousands of ranks are a few lines)."""
     places: dict[str, list[int]] = {}
     named = {e.rank: e.why for e in evidence(analysis, verdict.culprits)}

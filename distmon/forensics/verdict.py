@@ -64,7 +64,9 @@ class Suspect:
 
 
 @dataclass
-class Verdict:
+class Blame:
+    """Who the files prove at fault, who they only point to, or that nobody is to blame."""
+
     culprits: list[int]
     """The ranks the files prove at fault."""
     suspects: list[Suspect]
@@ -84,38 +86,36 @@ def first_cause(analysis: Analysis) -> Alert | None:
     return cause(alerts) or next(iter([a for a in alerts if a.severity == CRITICAL] or alerts), None)
 
 
-def judge(analysis: Analysis) -> Verdict:
+def judge(analysis: Analysis) -> Blame:
     first = first_cause(analysis)
     log = analysis.log
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
-        return Verdict(sorted(first.ranks), [], None, first.headline, first)
+        return Blame(sorted(first.ranks), [], None, first.headline, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
     if low:
         why = (
             f"the collective timeout is {min(low)} ms (Timeout(ms)={min(low)}), far below what any collective "
             "may take: the configuration (init_process_group's timeout, or its unit), not a rank"
         )
-        return Verdict([], [], why, f"nobody to blame: {why}", first)
+        return Blame([], [], why, f"nobody to blame: {why}", first)
     named = sorted(r for r in log.named if r < analysis.world)
     if named:
         words = log.named[named[0]]
-        return Verdict(
-            named, [], None, f"{rank_word(named)} never answered a peer's monitored barrier ({words})", first
-        )
+        return Blame(named, [], None, f"{rank_word(named)} never answered a peer's monitored barrier ({words})", first)
     if first is None or first.kind in FAILURE_KINDS:
-        return Verdict([], [], None, _nothing(analysis), first)
+        return Blame([], [], None, _nothing(analysis), first)
     if not first.ranks:
         return _nobody(analysis, first)
     proven = sorted(r for r in first.ranks if _proven(analysis, r))
     suspects = _suspects(analysis, [r for r in first.ranks if r not in proven])
     if proven:
-        return Verdict(proven, suspects, None, first.headline + _short(log), first)
+        return Blame(proven, suspects, None, first.headline + _short(log), first)
     waiting = _waiting(analysis) or first.headline
     if not suspects:
-        return Verdict([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
+        return Blame([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
     lead = suspects[0]
     headline = f"{waiting}; suspected: {rank_word([lead.rank])} ({lead.why}){_short(log)}"
-    return Verdict([], suspects, None, headline, first)
+    return Blame([], suspects, None, headline, first)
 
 
 def _consequence(log: LogFacts, rank: int) -> bool:
@@ -149,7 +149,7 @@ def _proven(analysis: Analysis, rank: int) -> bool:
     return analysis.dumps > 0
 
 
-def _nobody(analysis: Analysis, first: Alert) -> Verdict:
+def _nobody(analysis: Analysis, first: Alert) -> Blame:
     """Every rank waits in the same collective, or every rank's watchdog is stuck."""
     log = analysis.log
     stuck = all(t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values())
@@ -168,7 +168,7 @@ def _nobody(analysis: Analysis, first: Alert) -> Verdict:
         why = f"every rank's watchdog got stuck{together}: {STUCK}{caveat}"
     else:
         why = f"{_waiting(analysis) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
-    return Verdict([], [], why, f"nobody to blame: {why}", first)
+    return Blame([], [], why, f"nobody to blame: {why}", first)
 
 
 def _waiting(analysis: Analysis) -> str | None:

@@ -33,7 +33,7 @@ from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
 from distmon.hooks.p2p import P2PTracker
-from distmon.hooks.progress import Progress
+from distmon.hooks.progress import Counters
 from distmon.hooks.resources import GpuReader, UsageReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
@@ -64,7 +64,7 @@ class Agent:
         self.endpoint = endpoint
         self.interval = interval
         self._key = key
-        self.progress = Progress()
+        self.progress = Counters()
         self._p2p = P2PTracker()
         self._groups = GroupReader(self._p2p)
         self._gpu = GpuReader()

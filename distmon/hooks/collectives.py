@@ -31,16 +31,16 @@ from typing import Any
 import torch
 import torch.distributed as dist
 
-from distmon.flightrecorder import (
+from distmon.flightrecorder.fields import (
     InFlight,
     collectives_of,
     enqueued,
     group_name,
-    load,
     p2p_in_flight,
     pg_names,
     started,
 )
+from distmon.flightrecorder.loading import load
 from distmon.hooks.p2p import Channel, P2PTracker
 from distmon.wire import ANY_SOURCE, P2P, GroupStatus, expand_runs, rank_runs
 
@@ -50,7 +50,7 @@ try:
 except ImportError:  # torch built without distributed
     _c10d = None
 
-Dump = Callable[[bool], bytes]
+Dumper = Callable[[bool], bytes]
 """``dump(include_collectives) -> pickle``: one Flight Recorder, never with stack traces
 (symbolizing them is slow and can need the GIL)."""
 
@@ -63,7 +63,7 @@ class Recorder:
     """One Flight Recorder, and what this process has learnt of its group ids."""
 
     backend: str
-    dump: Dump
+    dump: Dumper
     names: dict[str, str] = field(default_factory=dict)
     """pg_id (as the status dump spells it) -> group name."""
     unnamed: dict[str, int] = field(default_factory=dict)
@@ -113,7 +113,7 @@ def find_recorders(backends: set[str]) -> dict[str, Recorder]:
     return recorders
 
 
-def _per_backend(fr_trace: Callable[..., bytes], backend: str) -> Dump:
+def _per_backend(fr_trace: Callable[..., bytes], backend: str) -> Dumper:
     return lambda collectives: fr_trace(includeCollectives=collectives, includeStackTraces=False, backend=backend)
 
 

@@ -29,7 +29,7 @@ from typing import Any
 import psutil
 from torch.utils.data import dataloader
 
-from distmon.hooks.progress import Progress
+from distmon.hooks.progress import Counters
 from distmon.pyspy import StackTaker, allow_tracer, yama_scope
 from distmon.wire import Loader, Worker
 
@@ -38,7 +38,7 @@ _tracing_children = False
 
 
 class LoaderWatch:
-    def __init__(self, progress: Progress) -> None:
+    def __init__(self, progress: Counters) -> None:
         self._progress = progress
         self._iterators: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.Lock()

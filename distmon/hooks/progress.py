@@ -17,7 +17,7 @@ from distmon.wire import StepStats
 STEP_HISTORY = 256
 
 
-class Progress:
+class Counters:
     """Counters written by the training thread and read by the sampler thread.
 
     No lock: each field has one writer, and the sampler tolerates reading a step count
@@ -54,7 +54,7 @@ class Progress:
         return time.time() - (time.monotonic() - self.step_ends[-1])
 
 
-def count_forwards(module: Any, progress: Progress) -> None:
+def count_forwards(module: Any, progress: Counters) -> None:
     """Count calls of ``module`` by wrapping its bound ``forward`` on the instance.
 
     A forward pre-hook would cost more: any hook sends ``Module.__call__`` down its slow

@@ -25,12 +25,11 @@ from distmon import endpoint as endpoints
 from distmon import keys
 from distmon.columnar.batch import Incoming
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import cause
-from distmon.monitor.viewing import HELLO, MAX_TOLD, Snapshot, alert_message, numbered, pack, tick_message
+from distmon.monitor.viewing import HELLO, JobAsItStands, alert_message, numbered, pack, tick_message
 
 MAX_SCREENS = 32
 """Screens attached at once; another one's hello makes the one attached longest go."""
@@ -86,7 +85,7 @@ class _Screen:
         return not self.skipped
 
 
-Handed = tuple[float, Incoming] | bytes | Snapshot
+Handed = tuple[float, Incoming] | bytes | JobAsItStands
 
 
 class Broadcast:
@@ -154,7 +153,7 @@ class Broadcast:
             self._wanted.clear()
             self._caught_up = now
             handed.append(self._snapshot(monitor, now))
-        handed.append(tick_message(now, monitor.state.dropped, _told(monitor, now), monitor.pausing))
+        handed.append(tick_message(now, monitor.state.dropped, _doing(monitor), monitor.pausing))
         self._hand(handed)
 
     def _hand(self, handed: list[Handed]) -> None:
@@ -166,13 +165,13 @@ class Broadcast:
                 self._handed_bytes -= _bytes(self._handed.popleft())
                 self._lost = True
 
-    def _snapshot(self, monitor: Monitor, now: float) -> Snapshot:
+    def _snapshot(self, monitor: Monitor, now: float) -> JobAsItStands:
         state, book = monitor.state, monitor.alerts
         kept = {id(alert) for alert in book.history}
         alerts = list(book.history) + [a for a in book.active.values() if id(a) not in kept]
         index = {id(alert): i for i, alert in enumerate(alerts)}
         ranks = state.present()
-        return Snapshot(
+        return JobAsItStands(
             t=now,
             max_world=state.max_world,
             history=[[a.key, a.to_json(), a.resolved] for a in alerts],
@@ -229,7 +228,7 @@ class Broadcast:
         for screen in live if lost else []:
             screen.sent += 1  # a gap in its stream: it asks for a catch-up at once
         for item in handed:
-            if isinstance(item, Snapshot):
+            if isinstance(item, JobAsItStands):
                 waiting = [s for s in self._screens.values() if s.waiting]
                 messages = list(item.messages()) if waiting else []
                 for screen in waiting:
@@ -267,19 +266,16 @@ class Broadcast:
         self._context.term()
 
 
-def _told(monitor: Monitor, now: float) -> dict[int, Verdict | None]:
-    """The monitor's verdicts on the processes of the ranks its first cause names (a screen
-    has no prober of its own)."""
+def _doing(monitor: Monitor) -> dict[str, dict[int, str]]:
+    """What the ranks the monitor's first cause names do, in its rules' words: the words every
+    screen shows (:class:`distmon.monitor.overview.Story`)."""
     found = cause(monitor.alerts.active.values())
-    if found is None:
-        return {}
-    ranks = monitor.state.ranks
-    return {rank: monitor.verdict(ranks[rank], now) for rank in sorted(found.ranks)[:MAX_TOLD] if rank in ranks}
+    return {found.key: found.doing} if found is not None and found.doing else {}
 
 
 def _bytes(item: Handed) -> int:
     if isinstance(item, bytes):
         return len(item)
-    if isinstance(item, Snapshot):
+    if isinstance(item, JobAsItStands):
         return 0
     return item[1].nbytes

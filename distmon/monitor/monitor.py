@@ -7,7 +7,6 @@ drive the same code.
 
 from __future__ import annotations
 
-import contextlib
 import ctypes
 import ctypes.util
 from collections import Counter
@@ -19,12 +18,9 @@ import numpy.typing as npt
 
 from distmon.channel import DETAILS, Command
 from distmon.columnar.batch import Incoming
-from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording.file import AlertEvent, RecordingWriter
-from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
-from distmon.monitor.rules.process import look_at
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import AlertBook, Change
 from distmon.monitor.state.arrays import distinct
@@ -57,8 +53,8 @@ def _malloc_trim() -> Callable[[], object] | None:
 GIVE_BACK = _malloc_trim()
 
 
-class Responder(Protocol):
-    """Acts on each tick's alert changes (see :mod:`distmon.actions.responder`)."""
+class Acting(Protocol):
+    """Acts on each tick's alert changes (:class:`distmon.actions.responder.Responder`)."""
 
     def after_tick(self, monitor: Monitor, changes: list[Change], now: float) -> list[Change]: ...
 
@@ -89,7 +85,7 @@ class Monitor:
         detector: Detector | None = None,
         recorder: RecordingWriter | None = None,
         job: str | None = None,
-        responder: Responder | None = None,
+        responder: Acting | None = None,
         max_world: int = admission.MAX_WORLD,
         viewers: Viewers | None = None,
     ) -> None:
@@ -179,23 +175,6 @@ class Monitor:
         (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
         return self.detector.routine.pausing
 
-    def verdict(self, s: RankState, now: float) -> Verdict | None:
-        """What rank ``s``'s process is doing, as the prober last saw it (its own account where
-        the prober cannot look at it); None where neither tells."""
-        detector = self.detector
-        context = Context(
-            now=now,
-            pace=s.job.pace(),
-            probe=detector.probe,
-            limits=self.limits,
-            stacks=detector.stacks,
-            interval=s.job.interval(),
-            outside=detector.outside,
-        )
-        with contextlib.suppress(Exception):
-            return look_at(s, context, s.silent(now, self.limits), take=False).verdict
-        return None
-
     def away(self, since: float, why: str, seconds: int) -> None:
         """The monitor did not watch ``seconds`` from ``since`` (``why``: its loop stood
         still, or its clock jumped): counted with the drops, and recorded at ``since``, so
@@ -252,15 +231,12 @@ class Follower(Monitor):
     """A monitor that judges nothing itself: the screen attached to another (``distmon watch
     --attach``). It takes in the reports that monitor admitted, as it received them (through
     the one driver, :class:`distmon.monitor.session.Session`), and keeps the alerts that monitor
-    raised and its verdicts on the culprits' processes, as ``source`` hands them over: it has
-    neither the prober nor py-spy of the job's hosts, and runs no detector."""
+    raised, with what their ranks do, as ``source`` hands them over: it has neither the prober
+    nor py-spy of the job's hosts, and runs no detector."""
 
     def __init__(self, source: Telling) -> None:
         super().__init__()
         self.source = source
-        self.told: dict[int, Verdict | None] = {}
-        """The other monitor's verdicts, as of its latest tick, on the processes of the ranks
-        its alerts name."""
         self._pausing: dict[int, str] = {}
 
     def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
@@ -284,7 +260,10 @@ class Follower(Monitor):
                 change = self.alerts.follow(told.event, told.alert, told.t)
                 changes += [change] if change is not None else []
             else:
-                self.told, self._pausing = told.told, told.pausing
+                self._pausing = told.pausing
+                for key, doing in told.doing.items():
+                    if key in self.alerts.active:
+                        self.alerts.active[key].doing = doing
         return changes
 
     @property
@@ -292,24 +271,11 @@ class Follower(Monitor):
         """The other monitor's ranks in a usual pause, as of its latest tick."""
         return self._pausing
 
-    def idle(self, now: float) -> None:
-        """No message has come yet, so nothing ticks: the screens attached still hear from the
-        monitor every :data:`IDLE_TICK` of ``now``, and one attached now is told the job as it
-        stands (nobody has reported)."""
-        if self.viewers is not None and now >= self._idled + IDLE_TICK:
-            self._idled = now
-            self.viewers.tick(self, now, [])
-
-    def verdict(self, s: RankState, now: float) -> Verdict | None:
-        if s.rank in self.told:
-            return self.told[s.rank]
-        return super().verdict(s, now)
-
 
 def live_monitor(
     recorder: RecordingWriter | None,
     job: str | None = None,
-    responder: Responder | None = None,
+    responder: Acting | None = None,
     max_world: int = admission.MAX_WORLD,
     viewers: Viewers | None = None,
 ) -> Monitor:

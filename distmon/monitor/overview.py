@@ -1,9 +1,10 @@
 """The job at a glance: one state word, its pace, how long until PyTorch gives up, and the
-one story every surface tells: the culprit (:func:`~distmon.monitor.state.ending.cause`, the alert that names it), what
-it is doing and whom the other ranks wait for (:func:`status_words`).
+one story every surface tells: the culprit (:func:`~distmon.monitor.state.ending.cause`, the
+alert that names it), what it is doing and whom the other ranks wait for (:meth:`Story.status`).
 
-Pure logic on the monitor's state and the feed's clock, so the terminal UI's header and
-rows, the reports, the metrics and the tests read the same facts.
+Pure logic on the monitor's state, its alerts and the feed's clock, so the terminal UI's header
+and rows and the tests read the same facts: it judges nothing itself (the words are the
+monitor's, :mod:`distmon.monitor.state.statuses`).
 """
 
 from __future__ import annotations
@@ -17,64 +18,21 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import activity
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.ending import STOP_KINDS, Ending, cause
+from distmon.monitor.state.ending import STOP_KINDS, cause
 from distmon.monitor.state.job import JobState, RankState
-from distmon.monitor.state.whereabouts import classify, user_frame
-from distmon.monitor.state.words import rank_word, ranks_text
+from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING, ended, failed_after, waits_for
+from distmon.monitor.state.whereabouts import user_frame
+from distmon.monitor.state.words import rank_word
 from distmon.monitor.viewing import Progress
-from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
-WAITING = "waiting"
-HEALTHY = "healthy"
-STALLED = "stalled"
-HUNG = "hung"
-FAILED, STOPPED, FINISHED = Ending.FAILED, Ending.STOPPED, Ending.FINISHED
 RATE_WINDOW = 10.0
 """Seconds of progress that steps/s is measured over."""
-"""Alerts whose ranks are the job's culprit: a failure, or a stop the others wait behind."""
-VERDICT_WORDS = {
-    "stopped": "stopped (SIGSTOP)",
-    "traced": "in a debugger",
-    "zombie": "exited",
-    "gone": "gone",
-    "file_io": "blocked in I/O",
-    "network": "on the network",
-    "gil": "holding the GIL",
-    "lock": "waits on a lock",
-    "sleeping": "asleep",
-    "unknown": "no progress",
-}
-"""What a culprit's process is doing, by the prober's verdict (:mod:`distmon.monitor.outside.looks`)."""
-PLACE_WORDS = {
-    "gil": "holding the GIL",
-    "dataloader": "in a DataLoader wait",
-    "init": "in rendezvous",
-    "p2p": "in a send/recv",
-    "collective": "in a collective",
-    "cuda": "in a CUDA sync",
-    "io": "blocked in I/O",
-    "sleep": "asleep",
-    "lock": "waits on a lock",
-    "user": "in its own code",
-    "unknown": "stalled",
-}
-"""The same, by its stack (:mod:`distmon.monitor.state.whereabouts`), where no prober looks (a replay)."""
-WORK_WORDS = {
-    "loading a checkpoint": "loading",
-    "writing a checkpoint": "checkpointing",
-    "importing modules": "importing",
-    "building a C++/CUDA extension": "building",
-    "compiling (torch.compile)": "compiling",
-    "running evaluation": "evaluating",
-}
-EXIT_WORDS = {TERMINATED: "terminated", INTERRUPTED: "interrupted", ENDED: "ended by distmon"}
 
 
 @dataclass(frozen=True)
-class Collective:
+class OldestCollective:
     """The collective that has been in flight the longest, and when its timeout fires."""
 
     rank: int
@@ -95,14 +53,14 @@ class Overview:
     steps: int
     steps_per_second: float | None
     since_progress: float | None
-    oldest: Collective | None
+    oldest: OldestCollective | None
     """Set while a collective has been in flight for longer than a stall: the oldest wait
     for the culprit, else the oldest of all."""
     culprits: frozenset[int]
     """The ranks the :func:`cause` names; empty when none does."""
     story: Story | None = None
     doing: str = ""
-    """What the culprit does, in :meth:`Story.status`' words (one culprit only)."""
+    """What the culprit does, in the words of the alert that names it (one culprit only)."""
     where: str = ""
     """Where it stands in its own code (:func:`where_words`; one culprit only)."""
     dropped: str = ""
@@ -162,7 +120,7 @@ class OverviewTracker:
             oldest=oldest if oldest is not None and oldest.age >= stall_after else None,
             culprits=culprits,
             story=story,
-            doing=doing_words(monitor, culprit, now) if culprit is not None else "",
+            doing=(story.status(culprit) or "") if culprit is not None else "",
             where=where_words(culprit) if culprit is not None else "",
             dropped=", ".join(f"{n} {why}" for why, n in sorted(monitor.state.dropped.items())),
         )
@@ -176,7 +134,9 @@ class OverviewTracker:
         return max(0.0, (s1 - s0) / (t1 - t0))
 
 
-def _oldest_collective(job: JobState, now: float, among: npt.NDArray[np.bool_] | None = None) -> Collective | None:
+def _oldest_collective(
+    job: JobState, now: float, among: npt.NDArray[np.bool_] | None = None
+) -> OldestCollective | None:
     """The collective in flight longest on a rank still running (of ``among``, a mask over
     ranks, if given), read off the columns; its group's words from that rank's report."""
     ages = np.where(job.flagged(wire.EXITED), np.nan, job.collective_age(now))
@@ -190,11 +150,11 @@ def _oldest_collective(job: JobState, now: float, among: npt.NDArray[np.bool_] |
     if g is None:
         return None
     remaining = None if g.timeout is None else g.timeout - age
-    return Collective(int(rank), g.desc or g.id, g.op, g.completed + 1, age, remaining)
+    return OldestCollective(int(rank), g.desc or g.id, g.op, g.completed + 1, age, remaining)
 
 
 def _state(
-    monitor: Monitor, active: list[Alert], since: float | None, stall_after: float, oldest: Collective | None
+    monitor: Monitor, active: list[Alert], since: float | None, stall_after: float, oldest: OldestCollective | None
 ) -> str:
     """The job's one state word: how it ended (:meth:`JobState.ending`) or, while it runs,
     whether it progresses."""
@@ -242,44 +202,27 @@ class Story:
     def waiting(self) -> int:
         return int(np.count_nonzero(self.waits))
 
-    def status(self, monitor: Monitor, s: RankState, now: float) -> str | None:
-        """Rank ``s``'s status in words a person reads at a glance: a culprit says what it
-        is doing (``asleep``, ``stopped (SIGSTOP)``, ``blocked in I/O``, ``working - checkpointing``),
-        a rank in a usual pause that it pauses (``pausing as usual: upload_metrics, about 3s
-        every 25 steps``), a rank that waits for one says for whom (``waits for 2``), one that raised on losing
-        a peer after whom (``failed after 3``); None for the others,
-        whose status is the word their flags give."""
+    def status(self, s: RankState) -> str | None:
+        """Rank ``s``'s status in words a person reads at a glance, as the monitor decided it: a
+        culprit says what it is doing, as the rule that names it wrote (``asleep``, ``stopped
+        (SIGSTOP)``, ``working - checkpointing``), or how it ended since; a rank in a usual pause
+        that it pauses (``pausing as usual: upload_metrics, about 3s every 25 steps``); a rank that
+        waits for one for whom (``waits for 2``); one that raised on losing a peer after whom
+        (``failed after 3``). None for the others, whose status is the word their flags give
+        (:meth:`~distmon.monitor.state.job.JobState.statuses`)."""
         if s.rank in self.culprits:
-            return doing_words(monitor, s, now)
+            if s.finished:  # an alert standing as the job ended keeps the words of before
+                return ended(s.report)
+            return self.cause.doing.get(s.rank) if self.cause is not None else None
         if s.rank in self.pausing:
             return self.pausing[s.rank]
-        culprits = ranks_text(sorted(self.culprits))
         if s.rank < len(self.waits) and self.waits[s.rank]:
             if self.pausing:
-                return f"waits for {ranks_text(sorted(self.pausing))}, as usual"
-            return f"waits for {culprits}" if self.culprits else "waits, none behind"
+                return waits_for(sorted(self.pausing), usual=True)
+            return waits_for(sorted(self.culprits))
         if self.culprits and s.finished and s.lost_a_peer():
-            return f"failed after {culprits}"
+            return failed_after(sorted(self.culprits))
         return None
-
-
-def doing_words(monitor: Monitor, s: RankState, now: float) -> str:
-    """What a culprit is doing: how it ended, else the prober's verdict on its process (the
-    one its alert was written from), else where its stack stands."""
-    r = s.report
-    if s.finished:
-        if r.exception is not None:
-            return f"raised {r.exception.type}"
-        return EXIT_WORDS.get(r.exit.how, "exited") if r.exit is not None else "exited"
-    verdict = monitor.verdict(s, now)
-    if verdict is not None and verdict.working:
-        work = activity(r.stack)
-        return f"working - {WORK_WORDS[work]}" if work in WORK_WORDS else "working"
-    if verdict is not None:
-        return VERDICT_WORDS.get(verdict.kind, verdict.kind)
-    if r.stack:
-        return PLACE_WORDS.get(classify(r.stack).kind, "stalled")
-    return "silent" if s.silent(now, monitor.limits) else "stalled"
 
 
 def where_words(s: RankState) -> str:

@@ -4,8 +4,8 @@ they ask of it: the messages, both ways.
 A screen shows the monitor's verdicts, never its own. It takes in the reports the monitor
 admitted, each at the time the monitor received it, so that its state is the monitor's (the
 same facts, read off the same reports at the same times); and it takes the monitor's alerts
-as they change, with what the monitor's prober saw of the culprits' processes (a screen on a
-laptop has neither the prober nor py-spy, and runs no detector).
+as they change, with what the ranks they name do in the words of the rules that named them
+(a screen on a laptop has neither the prober nor py-spy, and runs no detector).
 
 A screen sends one message, :data:`HELLO`, when it attaches and whenever it finds it missed
 something; the monitor answers with a catch-up, then streams on. Every message the monitor
@@ -22,10 +22,10 @@ msgpack, an array whose first element says what it is:
   the monitor followed it (:class:`Progress`). The job's state follows in:
 - ``["s", t, offsets, relays, via, payload, times]``: ranks' latest reports, as a batch
   record holds them, report ``i`` received at ``times[i]`` (float64, little-endian);
-- ``["t", t, dropped, told, pausing]``: the monitor ticked at ``t``: what it refused so far,
-  by reason; what its prober made of the processes of the ranks its alerts name, ``[[rank,
-  verdict], ...]``, a verdict ``[kind, summary, words, next step, [evidence, ...]]`` or nil
-  where it could not tell; and the ranks in a pause the job takes as a habit, ``[[rank,
+- ``["t", t, dropped, doing, pausing]``: the monitor ticked at ``t``: what it refused so far,
+  by reason; what the ranks its first cause names do, ``[[key, [[rank, words], ...]], ...]``
+  (:attr:`distmon.monitor.state.alerts.Alert.doing`, which the alert records leave out: it is
+  no change of the alert's); and the ranks in a pause the job takes as a habit, ``[[rank,
   words], ...]`` (:mod:`distmon.monitor.rules.routine`), which its detector alone learns.
 
 A screen reads these as it reads a file from another machine: within the recording's limits,
@@ -45,7 +45,6 @@ import msgpack
 import numpy as np
 
 from distmon.channel import Batch, Relay, assemble_batch
-from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.file import (
     DAMAGED,
@@ -59,17 +58,17 @@ from distmon.monitor.recording.file import (
 )
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.columns import F8, I8
+from distmon.monitor.state.statuses import MAX_SAID
 from distmon.visible import visible
 from distmon.wire import WireError
 
-HELLO = b"distmon-view/1"
-"""A screen's one message: send me the job as it stands, then everything after."""
-MAX_TOLD = 16
-"""Ranks whose processes' verdicts a tick carries at most: the culprits a screen names."""
+HELLO = b"distmon-view/2"
+"""A screen's one message: send me the job as it stands, then everything after. Version 1's
+ticks carried the prober's verdicts on the culprits' processes instead of their words."""
 MAX_PAUSING = 1024
 """Ranks in a usual pause a tick carries at most."""
-MAX_EVIDENCE = 16
-"""Lines of a verdict's evidence a screen takes."""
+MAX_DOING = 16
+"""Alerts whose ranks' words a tick carries at most (:data:`MAX_SAID` ranks each)."""
 SEQUENCE = struct.Struct("<Q")
 
 
@@ -110,12 +109,12 @@ class Standing:
 
 @dataclass
 class Tick:
-    """The monitor ticked at ``t``: its refusals so far, and its verdicts on the culprits'
-    processes."""
+    """The monitor ticked at ``t``: its refusals so far, what the ranks its alerts name do (by
+    alert key), and the ranks in a usual pause."""
 
     t: float
     dropped: Counter[str]
-    told: dict[int, Verdict | None] = field(default_factory=dict)
+    doing: dict[str, dict[int, str]] = field(default_factory=dict)
     pausing: dict[int, str] = field(default_factory=dict)
 
 
@@ -136,18 +135,14 @@ def alert_message(t: float, change: Change) -> bytes:
     return pack(alert_record(t, change))
 
 
-def tick_message(t: float, dropped: Counter[str], told: dict[int, Verdict | None], pausing: dict[int, str]) -> bytes:
-    verdicts = [
-        [rank, None if v is None else [v.kind, v.summary, v.words, v.next_step, list(v.evidence)]]
-        for rank, v in told.items()
-    ]
-    return pack(
-        ["t", t, dict(dropped), verdicts, [[rank, words] for rank, words in list(pausing.items())[:MAX_PAUSING]]]
-    )
+def tick_message(t: float, dropped: Counter[str], doing: dict[str, dict[int, str]], pausing: dict[int, str]) -> bytes:
+    said = [[key, [[rank, words] for rank, words in list(words.items())[:MAX_SAID]]] for key, words in doing.items()]
+    paused = [[rank, words] for rank, words in list(pausing.items())[:MAX_PAUSING]]
+    return pack(["t", t, dict(dropped), said[:MAX_DOING], paused])
 
 
 @dataclass
-class Snapshot:
+class JobAsItStands:
     """The job as it stands at the monitor's tick ``t``, taken on the monitor's thread (the
     reports are immutable bytes, the alerts already packed) and packed on another
     (:meth:`messages`)."""
@@ -232,9 +227,8 @@ def _parse(item: list[Any]) -> Streamed | None:
         return Standing(t, batch, times)
     if kind == "t":
         dropped = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
-        told = {int(rank): _verdict(v) for rank, v in item[3][:MAX_TOLD]}
-        pausing = {int(rank): visible(_text(words)) for rank, words in item[4][:MAX_PAUSING]}
-        return Tick(t, dropped, told, pausing)
+        doing = {_text(key): _words(said, MAX_SAID) for key, said in item[3][:MAX_DOING]}
+        return Tick(t, dropped, doing, _words(item[4], MAX_PAUSING))
     return None
 
 
@@ -259,12 +253,10 @@ def _catch_up(t: float, meta: dict[str, Any]) -> CatchUp:
     return CatchUp(t, max_world, history, active, progress)
 
 
-def _verdict(v: Any) -> Verdict | None:
-    """A verdict as the monitor sent it, its words made safe to show (:func:`distmon.visible.visible`)."""
-    if v is None:
-        return None
-    kind, summary, words, next_step = (visible(_text(x)) for x in v[:4])
-    return Verdict(kind, summary, words, next_step, tuple(visible(_text(e)) for e in v[4][:MAX_EVIDENCE]))
+def _words(pairs: Any, most: int) -> dict[int, str]:
+    """``[[rank, words], ...]`` as the monitor sent them, the words made safe to show
+    (:func:`distmon.visible.visible`)."""
+    return {int(rank): visible(_text(words)) for rank, words in pairs[:most]}
 
 
 def _text(value: Any) -> str:

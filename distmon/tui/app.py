@@ -120,21 +120,21 @@ class DistmonApp(App[None]):
         self.overview = self.tracker.overview(self.monitor, now)
         self.header.show(self.overview)
         self.table.empty_message = self.waiting_help()
-        self.table.show(self.monitor.state, now, self.overview.culprits, self.status_words(now), self.overview.story)
+        self.table.show(self.monitor.state, now, self.overview.culprits, self.status_words(), self.overview.story)
         self._show_summary()
         self.alerts_panel.show(self.monitor.alerts)
         if self.screen_stack and isinstance(self.screen, RankDetail):  # no screen: the app is closing
             rank = self.screen.rank
             state = self.monitor.state.ranks.get(rank)
-            told = self.status_words(now)(state) if state is not None else None
+            told = self.status_words()(state) if state is not None else None
             self.screen.show(state, now, rank in self.overview.culprits, told)
 
-    def status_words(self, now: float) -> StatusWords:
+    def status_words(self) -> StatusWords:
         """Each rank's status in the story's words, as of the latest redraw."""
         story = self.overview.story
         if story is None:
             return lambda _rank: None
-        return lambda rank: story.status(self.monitor, rank, now)
+        return story.status
 
     def waiting_help(self) -> str:
         """What to do while nothing has connected."""

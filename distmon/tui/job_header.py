@@ -7,26 +7,27 @@ from rich.text import Text
 from textual.widgets import Static
 
 from distmon.monitor import overview as ov
+from distmon.monitor.state import statuses
 from distmon.tui import cells
 from distmon.visible import visible
 
 JOB_WIDTH = 24
 """Job ids can be long (a torchrun run id is a UUID); the state and pace come first."""
 STATE_STYLE = {
-    ov.WAITING: "reverse",
-    ov.HEALTHY: "bold white on dark_green",
-    ov.STALLED: "bold black on yellow",
-    ov.HUNG: "bold white on red",
-    ov.FAILED: "bold white on red",
-    ov.FINISHED: "bold white on blue",
-    ov.STOPPED: "bold white on dark_red",
+    statuses.WAITING: "reverse",
+    statuses.HEALTHY: "bold white on dark_green",
+    statuses.STALLED: "bold black on yellow",
+    statuses.HUNG: "bold white on red",
+    statuses.FAILED: "bold white on red",
+    statuses.FINISHED: "bold white on blue",
+    statuses.STOPPED: "bold white on dark_red",
 }
 
 
 def headline(o: ov.Overview) -> Text:
     line = Text(no_wrap=True, overflow="ellipsis")
     line.append(f" {o.state.upper()} ", style=STATE_STYLE[o.state])
-    if o.state == ov.WAITING:
+    if o.state == statuses.WAITING:
         line.append("  No rank has reported yet.")
         if o.dropped:
             line.append(f" Refused: {o.dropped}.", style="yellow")

@@ -1,6 +1,7 @@
 """What the rank table shows: each rank's status and its cells, column by column. The
 status is the word the rank's flags give (what the table sorts and filters by), or, where
-an alert names a culprit, the words :class:`distmon.monitor.overview.Story` gives.
+an alert names a culprit, the words :class:`distmon.monitor.overview.Story` gives: the
+monitor's words (:mod:`distmon.monitor.state.statuses`), never the table's own.
 
 Plain functions of a :class:`RankState` and the feed's clock, computed only for the rows
 on screen.
@@ -15,44 +16,18 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.overview import where_words
-from distmon.monitor.state.columns import I8
-from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.job import RankState
 from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.statuses import STATUSES
 from distmon.tui import cells
-
-OK = "ok"
-STALLED = "stalled"
-SILENT = "silent"
-FAILED = "failed"
-WORKER = "worker"
-EXITED = "exited"
-STOPPED = "stopped"
-"""Ended by a signal: the launcher's SIGTERM or Ctrl-C, not its own clean exit."""
 
 STATUS_WIDTH = 20
 """Wide enough for a culprit's words (``working - importing``) and ``waits for 2-3``."""
 
-STATUSES = (EXITED, OK, STOPPED, WORKER, STALLED, SILENT, FAILED)
-"""By severity: the worst last, first when sorting by status."""
-SEVERITY = {word: i for i, word in enumerate(STATUSES)}
-
-
-def severities(job: JobState, ranks: I8, now: float, limits: Thresholds = LIMITS) -> I8:
-    """Each of ``ranks``' status, as its severity (an index into :data:`STATUSES`), read off
-    the header flags: the table sorts and filters 131,072 ranks by it."""
-    flags = job.cols.flags[ranks]
-    severity = np.full(len(ranks), SEVERITY[OK])
-    severity[(flags & wire.WORKER_DEAD) != 0] = SEVERITY[WORKER]
-    severity[(flags & wire.STALLED) != 0] = SEVERITY[STALLED]
-    severity[job.silent(now, limits, ranks)] = SEVERITY[SILENT]
-    stopped = np.where((flags & wire.STOPPED_BY_SIGNAL) != 0, SEVERITY[STOPPED], SEVERITY[EXITED])
-    severity = np.where((flags & wire.EXITED) != 0, stopped, severity)
-    severity[(flags & wire.RAISED) != 0] = SEVERITY[FAILED]
-    return severity
-
 
 def status(rank: RankState, now: float, limits: Thresholds = LIMITS) -> str:
-    return STATUSES[int(severities(rank.job, np.array([rank.rank]), now, limits)[0])]
+    """The word rank ``rank``'s flags give (:meth:`~distmon.monitor.state.job.JobState.statuses`)."""
+    return STATUSES[int(rank.job.statuses(np.array([rank.rank]), now, limits)[0])]
 
 
 def collectives(rank: RankState, now: float) -> str:

@@ -28,6 +28,7 @@ from textual.strip import Strip
 
 from distmon import wire
 from distmon.monitor.overview import Story
+from distmon.monitor.state import statuses
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.job import JobState, RankState
@@ -42,13 +43,13 @@ RESORT_EVERY = 1.0
 """Seconds of feed time between re-sorts by a live value."""
 
 BADGE = {
-    rank_columns.OK: Style(color="green"),
-    rank_columns.STALLED: Style(color="yellow", bold=True),
-    rank_columns.SILENT: Style(color="magenta", bold=True),
-    rank_columns.FAILED: Style(color="bright_white", bgcolor="red", bold=True),
-    rank_columns.WORKER: Style(color="red", bold=True),
-    rank_columns.EXITED: Style(dim=True),
-    rank_columns.STOPPED: Style(color="red"),
+    statuses.OK: Style(color="green"),
+    statuses.STALLED: Style(color="yellow", bold=True),
+    statuses.SILENT: Style(color="magenta", bold=True),
+    statuses.FAILED: Style(color="bright_white", bgcolor="red", bold=True),
+    statuses.WORKER: Style(color="red", bold=True),
+    statuses.EXITED: Style(dim=True),
+    statuses.STOPPED: Style(color="red"),
 }
 CULPRIT_BADGE = Style(color="bright_white", bgcolor="red", bold=True)
 WAITING_BADGE = Style(color="yellow")
@@ -58,7 +59,7 @@ None where its flags' word stands."""
 
 
 def _worst_first(job: JobState, ranks: I8, now: float) -> F8:
-    return -rank_columns.severities(job, ranks, now).astype(np.float64)
+    return -job.statuses(ranks, now).astype(np.float64)
 
 
 def _memory(job: JobState, ranks: I8, now: float) -> F8:
@@ -135,11 +136,13 @@ class Rows(Sequence[Row]):
         return int(np.count_nonzero(self.ranks >= 0))
 
 
-Told = Callable[[str, I8], npt.NDArray[np.bool_]]
+StoryMatch = Callable[[str, I8], npt.NDArray[np.bool_]]
 """Which of the ranks have a status in the story's words that holds ``word``."""
 
 
-def matching(query: str, job: JobState, ranks: I8, severity: I8, told: Told | None = None) -> npt.NDArray[np.bool_]:
+def matching(
+    query: str, job: JobState, ranks: I8, severity: I8, told: StoryMatch | None = None
+) -> npt.NDArray[np.bool_]:
     """Which of ``ranks`` match every word of ``query``: a rank (``12``), a range (``8-15``),
     or part of the host name or status word (the flags' word, or the story's: ``waits``,
     ``asleep``)."""
@@ -153,7 +156,7 @@ def matching(query: str, job: JobState, ranks: I8, severity: I8, told: Told | No
             keep &= (lo <= ranks) & (ranks <= hi)
         else:
             named = [h for h in distinct(hosts).tolist() if word in job.host_name(h).lower()]
-            worded = [i for i, status in enumerate(rank_columns.STATUSES) if word in status]
+            worded = [i for i, status in enumerate(statuses.STATUSES) if word in status]
             said = told(word, ranks) if told is not None else False
             keep &= np.isin(hosts, np.array(named, dtype=np.uint64)) | np.isin(severity, worded) | said
     return keep
@@ -267,13 +270,13 @@ class RankTable(ScrollView, can_focus=True):
         current = self.chosen
         ranks = job.present()
         hosts = job.cols.host[ranks]
-        severity = rank_columns.severities(job, ranks, now)
+        severity = job.statuses(ranks, now)
         culprit = np.isin(ranks, list(self.culprits))
         keep = np.ones(len(ranks), dtype=bool)
         if self.filter_text:
-            keep &= matching(self.filter_text, job, ranks, severity, self._told)
+            keep &= matching(self.filter_text, job, ranks, severity, self._story_matches)
         if self.problems_only:
-            keep &= culprit | (severity != rank_columns.SEVERITY[rank_columns.OK])
+            keep &= culprit | (severity != statuses.SEVERITY[statuses.OK])
         shown = ranks[keep]
         order = np.lexsort((shown, ~culprit[keep], SORTS[self.sort](job, shown, now)))
         shown = shown[order[::-1] if self.reverse else order]
@@ -294,7 +297,7 @@ class RankTable(ScrollView, can_focus=True):
             self.cursor = self.rows.index(current)
         self.cursor = min(self.cursor, max(0, len(self.rows) - 1))
 
-    def _told(self, word: str, ranks: I8) -> npt.NDArray[np.bool_]:
+    def _story_matches(self, word: str, ranks: I8) -> npt.NDArray[np.bool_]:
         """Which of ``ranks`` the story's words match ``word``: all the waiting ones share
         theirs, and only the culprits' are asked for."""
         said = np.zeros(len(ranks), dtype=bool)
@@ -451,12 +454,12 @@ class RankTable(ScrollView, can_focus=True):
         culprits = [r for r in ranks.tolist() if r in self.culprits]
         waiting = self.story.waits[ranks] if self.story is not None else np.zeros(len(ranks), dtype=bool)
         others = ranks[~waiting & ~np.isin(ranks, culprits)]
-        counts = np.bincount(rank_columns.severities(job, others, self.now), minlength=len(rank_columns.STATUSES))
+        counts = np.bincount(job.statuses(others, self.now), minlength=len(statuses.STATUSES))
         span = f"{ranks[0]}-{ranks[-1]}" if len(ranks) else "-"
         marker = "▸" if name in self.collapsed else "▾"
-        words = sorted((word, int(n)) for word, n in zip(rank_columns.STATUSES, counts, strict=True) if n)
+        words = sorted((word, int(n)) for word, n in zip(statuses.STATUSES, counts, strict=True) if n)
         told = [f"{np.count_nonzero(waiting)} waiting"] if waiting.any() else []
-        health = ", ".join(told + [f"{n} {word}" for word, n in words if word != rank_columns.OK])
+        health = ", ".join(told + [f"{n} {word}" for word, n in words if word != statuses.OK])
         style = base + self.get_component_rich_style("rank-table--node")
         if culprits:
             style += self.get_component_rich_style("rank-table--culprit")

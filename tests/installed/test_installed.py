@@ -25,8 +25,6 @@ from tests.support.paths import DATA, REPO, TRAIN
 
 RECORDING = DATA / "hang-rank2.distmon"
 
-pytestmark = pytest.mark.installed
-
 
 class Venv:
     """A fresh virtual environment; commands run in ``cwd``, away from the checkout."""
@@ -151,7 +149,6 @@ def trainer(user: Venv) -> Venv:
     return user
 
 
-@pytest.mark.torchrun
 def test_a_stalled_rank_of_a_real_job_is_named_by_report_json(trainer: Venv, scratch: Path) -> None:
     recording = scratch / "run.distmon"
     job = trainer.run(

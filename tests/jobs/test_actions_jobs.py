@@ -16,8 +16,6 @@ import threading
 import time
 from pathlib import Path
 
-import pytest
-
 from distmon.actions.bundles import DUMP_PREFIX
 from distmon.channel import END, Command
 from distmon.monitor.intake.receiver import Receiver
@@ -114,7 +112,6 @@ def train(*args: str) -> list[str]:
     return [str(TRAIN), "--timeout", "120", *args]
 
 
-@pytest.mark.torchrun
 def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_path: Path) -> None:
     out = tmp_path / "run.distmon"
     told = tmp_path / "told.jsonl"
@@ -170,7 +167,6 @@ def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_
     assert [json.loads(line) for line in told.read_text().splitlines()] == posts
 
 
-@pytest.mark.torchrun
 def test_every_nodes_ranks_end_over_the_keyed_channel(tmp_path: Path) -> None:
     """Two "nodes" (two torchruns, each under its own ``distmon run``) and one monitor on
     TCP with a job key. Rank 3, on the node without the monitor, holds the GIL: it can

@@ -17,8 +17,6 @@ import pytest
 from tests.support.paths import SCRIPTS
 from tests.support.recorder import Recorder, recording
 
-pytestmark = pytest.mark.torchrun
-
 JOB = SCRIPTS / "fr_hang.py"
 CULPRIT = 1
 RAISED = re.compile(r"CRITICAL hang: rank (\d+)\b.*?(\d+) ranks wait for it")

@@ -24,7 +24,7 @@ from tests.support.recorder import Recorder, recording
 from tests.support.torchrun import Torchrun
 from tests.support.waiting import wait_until
 
-pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
+pytestmark = pytest.mark.anyio
 
 TMUX = ["tmux", "-L", f"distmon-tests-{os.getpid()}"]
 """A tmux server of this test run's own: others' runs on the machine use their own."""

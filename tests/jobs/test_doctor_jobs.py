@@ -224,7 +224,6 @@ def smoke_test_with_rank_2_stopped() -> str:
         kill_tree(job)
 
 
-@pytest.mark.torchrun
 def test_collectives_on_four_gloo_ranks(stopped_rank: Future[str] | None) -> None:
     if stopped_rank is not None:
         wait([stopped_rank])  # alone on the machine: it checks that no rank is slower than the others
@@ -241,7 +240,6 @@ def test_collectives_on_four_gloo_ranks(stopped_rank: Future[str] | None) -> Non
     assert all(row["result"] == "ok" and row["all_reduce"] > 0 for row in document["ranks"])
 
 
-@pytest.mark.torchrun
 def test_collectives_name_a_stopped_rank(stopped_rank: Future[str] | None) -> None:
     assert stopped_rank is not None
     document = json.loads(stopped_rank.result(timeout=180))

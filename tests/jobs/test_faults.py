@@ -21,8 +21,6 @@ from distmon.export.plain import render
 from distmon.monitor.recording.readback import load
 from tests.support.recorder import Recorder, recording
 
-pytestmark = pytest.mark.torchrun
-
 COLLECTIVE_TIMEOUT = 120.0
 INJECTED = re.compile(r"\[train\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 RANKS = 3

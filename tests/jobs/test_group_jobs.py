@@ -22,8 +22,6 @@ from tests.support.paths import EXAMPLES, SCRIPTS
 from tests.support.recorder import recording
 from tests.support.scripts.many_groups import BARRIERS, GROUPS, MESSAGES
 
-pytestmark = pytest.mark.torchrun
-
 MANY_GROUPS = SCRIPTS / "many_groups.py"
 PARALLEL = EXAMPLES / "parallel.py"
 INJECTED = re.compile(r"\[parallel\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")

@@ -19,8 +19,6 @@ import pytest
 from distmon.wire import GroupStatus, Report
 from tests.support.listener import Listener
 
-pytestmark = pytest.mark.torchrun
-
 RANKS = 3
 STEPS = 30
 PAUSE_STEP = 10

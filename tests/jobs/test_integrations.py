@@ -104,7 +104,6 @@ def forwards_by_rank(listener: Listener) -> dict[int, int]:
     return forwards
 
 
-@pytest.mark.torchrun
 @pytest.mark.skipif(importlib.util.find_spec("lightning") is None, reason="lightning is not installed")
 def test_lightning_callback_reports_both_ddp_ranks(tmp_path: Path, listener: Listener) -> None:
     done = run_script(tmp_path, LIGHTNING_SCRIPT, [sys.executable], listener.endpoint)
@@ -113,7 +112,6 @@ def test_lightning_callback_reports_both_ddp_ranks(tmp_path: Path, listener: Lis
     assert forwards_by_rank(listener) == {0: 5, 1: 5}
 
 
-@pytest.mark.torchrun
 @pytest.mark.skipif(
     importlib.util.find_spec("transformers") is None or importlib.util.find_spec("accelerate") is None,
     reason="transformers[torch] (transformers and accelerate) is not installed",

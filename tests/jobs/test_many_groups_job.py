@@ -7,12 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from pathlib import Path
 
-import pytest
-
 from tests.support.paths import SCRIPTS
 from tests.support.recorder import recording
-
-pytestmark = pytest.mark.torchrun
 
 JOB = SCRIPTS / "thirty_two_groups.py"
 CULPRIT = 2

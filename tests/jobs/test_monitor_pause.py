@@ -25,8 +25,6 @@ from distmon.monitor.session import Session
 from tests.support.recorder import recording
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.torchrun
-
 RANKS = 4
 PAUSE = 20.0
 """Seconds the recorder stands still: four times the silence floor."""

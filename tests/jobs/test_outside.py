@@ -14,9 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.outside.looks import Sample, activity, judge, look
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe, Seen
-from distmon.pyspy import STOPPED, OutsideStack, dump, executable
+from distmon.monitor.outside.proc import Sample, look
+from distmon.monitor.outside.verdicts import activity, judge
+from distmon.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
 from distmon.wire import Frame
 
 HOST = "here"
@@ -156,7 +157,7 @@ def test_a_stopped_process_still_shows_its_python_frames(python) -> None:
     wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "T")
     taken = dump(p.pid, stopped=True)
     assert taken.frames and taken.frames[-1].func == "checkpoint", taken
-    assert taken.partial == STOPPED
+    assert taken.partial == CANNOT_SUSPEND
 
 
 def test_the_prober_looks_on_its_own_thread(python) -> None:
@@ -170,7 +171,7 @@ def test_the_prober_looks_on_its_own_thread(python) -> None:
     stacks = OutsideStacks(host=HOST, probe=probe)
     if executable() is not None:
         taken = wait_for(lambda: stacks(HOST, p.pid, since=1.0))
-        assert isinstance(taken, OutsideStack) and taken.partial == STOPPED, taken
+        assert isinstance(taken, OutsideStack) and taken.partial == CANNOT_SUSPEND, taken
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
     gone = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is None and v)

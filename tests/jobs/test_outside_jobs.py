@@ -32,8 +32,6 @@ from distmon.monitor.recording.readback import load
 from distmon.monitor.state.alerts import Alert
 from tests.support.recorder import recording
 
-pytestmark = pytest.mark.torchrun
-
 RANKS = 3
 INJECTED = re.compile(r"\[train\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 PID = re.compile(r"pid (\d+)")

@@ -29,8 +29,6 @@ from tests.support.alerts import is_root_hang
 from tests.support.paths import EXAMPLES
 from tests.support.recorder import recording
 
-pytestmark = pytest.mark.torchrun
-
 PIPELINE = EXAMPLES / "pipeline.py"
 INJECTED = re.compile(r"\[pipeline\] rank (\d+): injecting (\S+) at step \d+, t=([\d.]+)")
 DETECTED_WITHIN = 10.0

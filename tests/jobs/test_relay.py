@@ -604,7 +604,6 @@ def silence(port: int) -> dict[int, float]:
     return {}
 
 
-@pytest.mark.torchrun
 def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restart_and_its_hang_named(
     tmp_path: Path, relays: Callable[..., RelayProcess]
 ) -> None:

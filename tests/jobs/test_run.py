@@ -127,7 +127,6 @@ def reported(listener: Listener, expected: dict[int, tuple[set[int], int]]) -> N
     assert reporting(listener) == expected
 
 
-@pytest.mark.torchrun
 def test_unmodified_torchrun_job_reports_from_its_ranks_only(tmp_path: Path, listener: Listener) -> None:
     """Not torchrun's agent, not the spawned DataLoader workers, not a helper subprocess."""
     train = script(tmp_path, DDP_SCRIPT)
@@ -138,7 +137,6 @@ def test_unmodified_torchrun_job_reports_from_its_ranks_only(tmp_path: Path, lis
     reported(listener, {0: ({pids[0]}, 8), 1: ({pids[1]}, 8)})
 
 
-@pytest.mark.torchrun
 def test_ranks_started_by_mp_spawn_report_and_their_parent_does_not(tmp_path: Path, listener: Listener) -> None:
     train = script(tmp_path, SPAWN_SCRIPT.format(port=free_port()))
     done = distmon_run("--endpoint", listener.endpoint, "--", sys.executable, train)
@@ -220,7 +218,6 @@ def test_signals_sent_to_distmon_reach_the_job(tmp_path: Path, signum: int, stat
         process.wait()
 
 
-@pytest.mark.torchrun
 def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path: Path) -> None:
     """examples/train.py without --distmon; Ctrl-C (SIGINT to distmon) after the alert."""
     out = tmp_path / "run.distmon"

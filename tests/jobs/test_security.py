@@ -237,7 +237,6 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
     assert "100000 rank_out_of_range" not in report_text and "99998 rank_out_of_range" in report_text
 
 
-@pytest.mark.torchrun
 def test_a_keyed_job_is_heard_and_senders_without_its_key_are_refused_and_counted(
     tmp_path: Path, key_file: Path, torchrun: Callable[..., Any], monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -27,8 +27,6 @@ from tests.support.processes import kill_tree, start
 from tests.support.recorder import alert_detail
 from tests.support.waiting import wait_until
 
-pytestmark = pytest.mark.torchrun
-
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "1"}
 INJECTED = re.compile(r"\[train\] rank -?\d+: injecting \S+ at step \d+, t=([\d.]+)")
 

@@ -15,18 +15,18 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor import overview
 from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.probe import ProcessProbe
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state import statuses
 from distmon.tui.app import build_app
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable
 from tests.support.paths import TRAIN
 from tests.support.processes import session
 
-pytestmark = [pytest.mark.anyio, pytest.mark.torchrun]
+pytestmark = pytest.mark.anyio
 
 
 @contextlib.contextmanager
@@ -60,7 +60,7 @@ async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str) -> None:
                     break
                 await pilot.pause(0.1)
             assert app.overview.culprits == {2}, command
-            assert app.overview.state == overview.HUNG
+            assert app.overview.state == statuses.HUNG
             assert app.overview.ranks == 3
             table = app.query_one(RankTable)
             table.action_jump([row.rank for row in table.rows].index(2))

@@ -27,13 +27,14 @@ from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Follower, Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.overview import OverviewTracker, Story
 from distmon.monitor.recording.file import Message
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
+from distmon.monitor.state.ending import cause
 from distmon.monitor.viewing import ViewError, numbered, read, tick_message
 from distmon.tui.job_header import headline, story
 from distmon.wire import encode
@@ -145,7 +146,7 @@ def test_a_screen_attached_late_shows_what_the_monitor_shows(endpoint: str) -> N
         feed.close()
 
 
-def test_an_alert_raised_while_screens_are_attached_reaches_each_with_the_verdict(endpoint: str) -> None:
+def test_an_alert_raised_while_screens_are_attached_reaches_each_with_its_words(endpoint: str) -> None:
     with live(endpoint) as job:
         job.advance(5)
         screens = [attach(job), attach(job)]
@@ -156,7 +157,8 @@ def test_an_alert_raised_while_screens_are_attached_reaches_each_with_the_verdic
         for session, follower in zip(sessions, followers, strict=True):
             session.drain()
             assert [a.headline for a in follower.alerts.history] == [a.headline for a in job.monitor.alerts.history]
-            assert follower.told.keys() == {CULPRIT}
+            named = cause(follower.alerts.active.values())
+            assert named is not None and named.doing.keys() == {CULPRIT}, "what the culprit does, in the alert's words"
         for feed in screens:
             feed.close()
 
@@ -197,7 +199,7 @@ def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> Non
     follower.ingest_batch(Batch.of([encode(sim.report(rank, now)) for rank in range(4)]), now)  # type: ignore[arg-type]
     follower.tick(now)
     story = Story.of(follower, now)
-    assert story.status(follower, follower.state.ranks[0], now) == usual
+    assert story.status(follower.state.ranks[0]) == usual
 
 
 SCREEN = """
@@ -206,6 +208,7 @@ from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.monitor import Follower
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
+from distmon.monitor.state.ending import cause
 feed = AttachedFeed(sys.argv[1])
 print(feed.attach(30) or "attached", flush=True)
 follower, first = Follower(feed), feed.catch_ups

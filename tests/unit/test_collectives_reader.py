@@ -12,8 +12,8 @@ from typing import Any
 
 import pytest
 
-from distmon.flightrecorder import collectives_of as _collectives_of
-from distmon.flightrecorder import p2p_in_flight
+from distmon.flightrecorder.fields import collectives_of as _collectives_of
+from distmon.flightrecorder.fields import p2p_in_flight
 from distmon.hooks.collectives import GroupReader, Recorder, _backends, find_recorders
 from distmon.hooks.p2p import MAX_CHANNELS, P2PTracker, Traffic, _on_the_gpu
 from distmon.wire import P2P, SEND, GroupStatus

@@ -11,14 +11,14 @@ import pytest
 
 from distmon.channel import Batch, Relay
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import SPAN, Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
-from distmon.wire import P2P, GpuStatus, GroupStatus, Report, decode, encode, rank_runs
+from distmon.wire import P2P, GpuStatus, GroupStatus, Report, StepStats, decode, encode, rank_runs
 from tests.support.simulate import Layout, SimJob, drive
 
 
@@ -501,3 +501,27 @@ def test_a_rank_whose_reports_are_held_up_on_the_way_is_not_blamed_for_the_hang(
             second += 1
             named |= {tuple(c.alert.ranks) for c in monitor.tick(second) if c.alert.kind == "hang"}
     assert named == {(5,)}, named
+
+
+def test_a_rank_stopped_just_after_reporting_a_collective_its_peers_have_finished_is_named_early() -> None:
+    """Rank 2's last report, 0.7 s before it was stopped, caught it inside collective #15;
+    its peers finished #15 and wait in #26 for it. Once its reports are overdue that old wait
+    is over, not a rank waiting: rank 2 is named as soon as the prober sees it stopped."""
+    state, t = JobState(), 1000.0
+    pace = StepStats(n=64, mean=0.05, p50=0.05, max=0.06, last=0.05)
+
+    def report(rank: int, sent: float, group: GroupStatus) -> Report:
+        return replace(_waiting_report(rank, [group], sent), steps=20, step_time=pace)
+
+    state.apply(report(2, t - 0.7, _group("world", [0, 1, 2, 3], 15, 14, None, t - 0.7)), t - 0.7)
+    for sent in (t + 0.1, t + 1.1, t + 2.1):
+        for rank in (0, 1, 3):
+            state.apply(report(rank, sent, _group("world", [0, 1, 2, 3], 26, 25, "all_reduce", t)), sent)
+    stopped = Sample(102, 0.0, "T")
+
+    def outside(host: str, pid: int) -> Seen:
+        return Seen(stopped, stopped, stopped, (stopped,)) if pid == 102 else _seen(pid, "R", "running", 1.0)
+
+    findings = Detector(outside=outside).evaluate(state, t + 2.2)
+    assert [(f.kind, f.ranks, f.severity) for f in findings] == [("hang", [2], "warning")], findings
+    assert findings[0].summary.startswith("rank 2 is stopped (SIGSTOP)")

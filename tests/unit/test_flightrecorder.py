@@ -10,8 +10,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distmon import flightrecorder
-from distmon.flightrecorder import DumpError, group_ranks, load, read_dump
+from distmon.flightrecorder import fields, loading
+from distmon.flightrecorder.fields import group_ranks, read_dump
+from distmon.flightrecorder.loading import DumpError, load
 from distmon.wire import RECV, SEND, expand_runs
 from tests.support.nccl_dumps import VERSIONS, Group, RankRecorder, megatron, member_group
 
@@ -36,7 +37,7 @@ def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
     assert group.backend == "nccl" and group.timeout == 600 and group.desc == "default_pg"
     assert expand_runs(group.ranks) == [0, 1]
     assert group.since == recorder.entries[1]["time_created_ns"] / 1e9
-    assert flightrecorder.enqueued(dump["pg_status"]["0"]) == 2
+    assert fields.enqueued(dump["pg_status"]["0"]) == 2
 
 
 def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
@@ -158,10 +159,10 @@ def test_hostile_and_broken_dumps_get_one_line(raw: bytes, words: str) -> None:
 
 
 def test_too_many_entries_and_too_many_bytes_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(flightrecorder, "MAX_ENTRIES", 10)
+    monkeypatch.setattr(loading, "MAX_ENTRIES", 10)
     with pytest.raises(DumpError, match="11 entries"):
         load(pickle.dumps({"version": "2.10", "entries": [{}] * 11}, protocol=2))
-    monkeypatch.setattr(flightrecorder, "MAX_DUMP_FILE_BYTES", 1000)
+    monkeypatch.setattr(loading, "MAX_DUMP_FILE_BYTES", 1000)
     with pytest.raises(DumpError, match="over the 0 MiB"):
         load(b"\x80" + b"x" * 2000)
 

@@ -18,7 +18,8 @@ from hypothesis import strategies as st
 
 from distmon.channel import Batch
 from distmon.export.plain import render
-from distmon.flightrecorder import MAX_DEPTH, DumpError, load, read_dump
+from distmon.flightrecorder.fields import read_dump
+from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load
 from distmon.forensics.analysis import analyze
 from distmon.forensics.logs import read_log
 from distmon.monitor.recording.file import RecordingError, RecordingWriter, read_recording

@@ -23,8 +23,8 @@ import msgpack
 import pytest
 
 from distmon.channel import Batch, Relay
-from distmon.flightrecorder import DumpError
-from distmon.flightrecorder import load as load_dump
+from distmon.flightrecorder.loading import DumpError
+from distmon.flightrecorder.loading import load as load_dump
 from distmon.forensics.analysis import analyze
 from distmon.monitor.recording import readback
 from distmon.monitor.recording.file import (

@@ -15,8 +15,8 @@ import pytest
 from distmon.export.plain import render
 from distmon.monitor import overview
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.detector import Detector
@@ -118,8 +118,34 @@ def test_the_culprit_row_says_what_the_prober_saw(state: str, syscall: str | Non
     seen = tracker.overview(monitor, now)
     assert seen.culprits == {2} and seen.doing == words
     assert seen.story is not None and seen.story.waiting == 3
-    assert seen.story.status(monitor, monitor.state.ranks[2], now) == words
-    assert seen.story.status(monitor, monitor.state.ranks[0], now) == "waits for 2"
+    assert seen.story.status(monitor.state.ranks[2]) == words
+    assert seen.story.status(monitor.state.ranks[0]) == "waits for 2"
     assert overview.culprit_words(seen).startswith(f"rank 2 {words}")
     hang = overview.cause(monitor.alerts.active.values())
-    assert hang is not None and hang.ranks == [2]
+    assert hang is not None and hang.ranks == [2] and hang.doing == {2: words}, "the row's words are the alert's"
+
+
+def test_the_screen_asks_no_prober_what_a_culprit_does() -> None:
+    """The words on the screen are those the hang rule wrote at its tick: what the prober sees
+    in between (a rank resumed by SIGCONT, asleep now) shows at the next tick, alert and row
+    alike, never on a redraw of its own."""
+    sim = SimJob(world=4, ranks_per_host=4).hang(2, at=5)
+    seen = {"state": "T", "syscall": None}
+
+    def outside(host: str, pid: int) -> Seen | None:
+        t = time.monotonic()
+        return Seen(
+            Sample(pid, t - 2, seen["state"], syscall=seen["syscall"]),
+            Sample(pid, t, seen["state"], syscall=seen["syscall"]),
+        )
+
+    monitor = Monitor(Detector(probe=sim.probe, outside=outside))
+    drive(sim, monitor, until=40)
+    now = monitor.last_tick
+    seen.update(state="S", syscall="clock_nanosleep")
+    tracker = OverviewTracker()
+    assert tracker.overview(monitor, now + 0.5).doing == "stopped (SIGSTOP)"
+    monitor.tick(now + 1)
+    hang = overview.cause(monitor.alerts.active.values())
+    assert hang is not None and hang.doing == {2: "asleep"} and "is asleep" in hang.summary
+    assert tracker.overview(monitor, now + 1).doing == "asleep"

@@ -59,3 +59,8 @@ def test_each_make_target_and_extra_in_the_readme_exists() -> None:
         elif line.startswith("pip install "):
             named = re.findall(r"\[([a-z,]+)\]", line)
             assert {e for group in named for e in group.split(",")} <= extras, line
+
+
+def test_the_readme_stays_a_front_door() -> None:
+    """The reference lives in docs/; the README says what distmon is and how to start."""
+    assert len(README.encode()) <= 15_000, len(README.encode())

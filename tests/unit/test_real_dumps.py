@@ -12,7 +12,8 @@ from pathlib import Path
 import pytest
 
 from distmon.cli import main
-from distmon.flightrecorder import group_ranks, load, read_dump
+from distmon.flightrecorder.fields import group_ranks, read_dump
+from distmon.flightrecorder.loading import load
 from distmon.forensics.analysis import analyze
 from distmon.forensics.evidence import CODE, HARDWARE, evidence
 from distmon.forensics.render import culprits, render

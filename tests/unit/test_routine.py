@@ -7,8 +7,8 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import CLOSE_PERIOD, Seen
+from distmon.monitor.outside.proc import Sample
 from distmon.monitor.overview import Story
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
@@ -70,7 +70,7 @@ def run(sim: SimJob, prober: Prober, until: float) -> tuple[list[tuple[float, Al
         for c in changes:
             if c.event == "raised" or c.escalated:
                 raised.append((now - sim.start, Alert(**{**c.alert.to_json()})))
-        said = Story.of(monitor, now).status(monitor, monitor.state.ranks[0], now) if 0 in monitor.state.ranks else None
+        said = Story.of(monitor, now).status(monitor.state.ranks[0]) if 0 in monitor.state.ranks else None
         if said:
             status[now - sim.start] = said
         return changes

@@ -12,9 +12,9 @@ from dataclasses import replace
 import pytest
 
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.looks import Sample
 from distmon.monitor.outside.probe import SPAN, Seen
-from distmon.monitor.overview import STOPPED, OverviewTracker
+from distmon.monitor.outside.proc import Sample
+from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
@@ -23,6 +23,7 @@ from distmon.monitor.rules.stalls import stall
 from distmon.monitor.state.alerts import CRITICAL, WARNING, AlertBook, Finding
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.statuses import STOPPED
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.monitor.state.words import stack_lines
 from distmon.pyspy import OutsideStack, dump

@@ -1,6 +1,6 @@
 """A rank's process seen from the monitor's host: whether it still exists, what it is doing
-(:mod:`distmon.monitor.outside.looks`), and its stack from outside when its own threads cannot
-report it.
+(:mod:`distmon.monitor.outside.proc` reads /proc, :mod:`distmon.monitor.outside.verdicts`
+judges it), and its stack from outside when its own threads cannot report it.
 
 Reading /proc and running py-spy are I/O: both happen on threads of their own, and the
 monitor's thread only reads what they found (a replay has neither and judges without)."""
@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import psutil
 
-from distmon.monitor.outside.looks import Sample, look
+from distmon.monitor.outside.proc import Sample, look
 from distmon.pyspy import OutsideStack, StackTaker
 
 ALIVE = "alive"

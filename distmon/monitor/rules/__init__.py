@@ -1,5 +1,8 @@
 """The detection rules, one module per family. Each is ``rule(job, context) -> findings``.
-They read the state and what is seen from outside; only the monitor's core runs them.
+They read the state and what is seen from outside. The monitor's core runs them (its
+:class:`~distmon.monitor.rules.detector.Detector`, which analyze's monitor runs too); the session
+and the intake read only :mod:`~distmon.monitor.rules.keeping_up`'s names for why the monitor
+fell behind.
 
 Failures and stops are judged every tick. Trends (straggling, memory growth, GPU health)
 build over tens of seconds, so they are judged every ``SLOW_PERIOD`` seconds and their
@@ -11,7 +14,7 @@ from __future__ import annotations
 
 from distmon.monitor.rules.base import Rule
 from distmon.monitor.rules.failures import rank_exception, rank_lost, relay_lost
-from distmon.monitor.rules.groups import hang_and_divergence
+from distmon.monitor.rules.hang import hang_and_divergence
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.monitor_behind import monitor_behind
 from distmon.monitor.rules.pace import straggler

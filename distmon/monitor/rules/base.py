@@ -6,8 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import Seen
+from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.keeping_up import Behind
 from distmon.monitor.rules.routine import Routine
 from distmon.monitor.state.alerts import Finding
@@ -62,3 +62,5 @@ class Context:
 
 
 Rule = Callable[[JobState, Context], list[Finding]]
+"""A rule: what it finds in the job's state, in the context of one tick; it may add to the
+detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`)."""

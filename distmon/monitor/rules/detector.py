@@ -1,4 +1,17 @@
-"""The detector: a pure function of the job's state and the time, returning findings.
+"""The detector: at each tick it runs the rules on the job's state at the time given, and
+returns their findings. It is no pure function of the state: it keeps what the rules learn
+from tick to tick, and the prober starts looking at a rank the first time a rule asks of it.
+What it keeps:
+
+- the job's routine pauses (:class:`~distmon.monitor.rules.routine.Routine`), learned as it runs;
+- the ranks named early, with what they were seen doing, while an alert names them;
+- the findings of each slower rule, which stand between its turns
+  (:data:`~distmon.monitor.rules.SLOW_PERIOD`);
+- while the monitor is behind, the incidents found before.
+
+So the same findings come of the same ticks in the same order: a replay runs the live
+monitor's every tick from the start (:class:`distmon.monitor.session.Session`), never one
+tick alone.
 
 Each rule in :mod:`distmon.monitor.rules` looks at the whole job and names culprits, not
 victims: the rank the others wait for, the rank that failed first. Thresholds follow the
@@ -12,7 +25,7 @@ the incident ended.
 
 from __future__ import annotations
 
-from distmon.monitor.outside.looks import Verdict
+from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.rules.keeping_up import KeepingUp

@@ -13,7 +13,7 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.monitor.outside.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context
-from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step
+from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, said
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.words import duration, rank_word, stack_lines, traceback_lines, where
@@ -74,13 +74,13 @@ def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
             (s for s in primary if s.report.exception.t - first <= SIMULTANEOUS),  # type: ignore[union-attr]
             key=lambda s: s.rank,
         )
-        return [_exception_finding(culprits, secondary)]
+        return [_exception_finding(job, culprits, secondary, ctx)]
     if secondary and not _suspects(job).any() and not any(s.lost_a_worker() for s in raised):
-        return [_orphan_finding(secondary)]
+        return [_orphan_finding(job, secondary, ctx)]
     return []
 
 
-def _exception_finding(culprits: list[RankState], victims: list[RankState]) -> Finding:
+def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:
     lead = culprits[0].report
     exc = lead.exception
     assert exc is not None
@@ -104,10 +104,12 @@ def _exception_finding(culprits: list[RankState], victims: list[RankState]) -> F
         "rank's stderr (torchrun prefixes it with [rank"
         f"{ranks[0]}]). The other ranks' timeouts and ChildFailedError follow from it."
     )
-    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, "\n".join(lines))
+    return Finding(
+        "rank_exception", "rank_exception", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx)
+    )
 
 
-def _orphan_finding(victims: list[RankState]) -> Finding:
+def _orphan_finding(job: JobState, victims: list[RankState], ctx: Context) -> Finding:
     ranks = [s.rank for s in victims]
     exc = victims[0].report.exception
     assert exc is not None
@@ -121,7 +123,7 @@ def _orphan_finding(victims: list[RankState]) -> Finding:
             "killer, segfaults) for the process that exited first.",
         ]
     )
-    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, detail)
+    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, detail, said(job, ranks, ctx))
 
 
 def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
@@ -142,7 +144,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]
     findings = [_lost(job, dead, states, ctx)] if dead else []
     if alive and not waited_for:
-        findings.append(_silent(alive, ctx))
+        findings.append(_silent(job, alive, ctx))
     return findings
 
 
@@ -167,13 +169,14 @@ def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], c
     silent = ctx.now - lost[0].received
     summary = f"{rank_word(ranks)} stopped reporting {duration(silent)} ago: {cause}"
     lines = [f"{rank_word(ranks)}: {why}."]
+    looks = {}
     for s in lost[:8]:
         r = s.report
         lines.append(
             f"  rank {r.rank} on {r.host} (pid {r.pid}): last report {duration(ctx.now - s.received)} "
             f"ago at step {r.steps}, process {states[r.rank] or 'state unknown'}"
         )
-        look = look_at(s, ctx, silent=True, take=False) if states[r.rank] == GONE else Look(None)
+        look = looks[r.rank] = look_at(s, ctx, silent=True, take=False) if states[r.rank] == GONE else Look(None)
         if look.stack:
             lines.extend(look_lines(look))
         elif r.stack:
@@ -186,10 +189,10 @@ def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], c
         "What to do: check the node's kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`) "
         "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
     )
-    return Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines))
+    return Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
 
 
-def _silent(silent: list[RankState], ctx: Context) -> Finding:
+def _silent(job: JobState, silent: list[RankState], ctx: Context) -> Finding:
     """Ranks that stopped reporting while their processes live, and nobody waits for them
     (yet): what their processes do, and what to do about it."""
     ranks = [s.rank for s in silent]
@@ -207,7 +210,7 @@ def _silent(silent: list[RankState], ctx: Context) -> Finding:
         steps or [f"What to do: `py-spy dump --native --pid {silent[0].report.pid}` on {silent[0].report.host}."]
     )
     severity = WARNING if all_working(list(looks.values())) else CRITICAL
-    return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines))
+    return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
 
 
 def relay_lost(job: JobState, ctx: Context) -> list[Finding]:

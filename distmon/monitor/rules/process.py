@@ -1,5 +1,5 @@
 """What a culprit's process is doing, for the rules: the kernel's view of it (the prober on
-the monitor's host, :mod:`distmon.monitor.outside.looks`) judged with its stack, its own report's
+the monitor's host, :mod:`distmon.monitor.outside.verdicts`) judged with its stack, its own report's
 when it still reports, py-spy's from outside when it does not.
 
 The words decide the severity: a culprit making progress (CPU, bytes written) is working,
@@ -12,23 +12,18 @@ another host) a rank that still reports tells whether it works itself (its repor
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from itertools import islice
 
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.looks import (
-    SLEEP_CALLS,
-    Progress,
-    Sample,
-    Verdict,
-    holding_the_gil,
-    judge,
-    judge_usage,
-    working,
-)
 from distmon.monitor.outside.probe import SPAN
+from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
 from distmon.monitor.rules.base import Context
+from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import classify, frame_lines
@@ -41,8 +36,6 @@ MOVING = frozenset({"sleeping", "lock", "unknown"})
 """Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
-QUIET_INTERVALS = 2.0
-"""Reports a rank may miss before the prober starts looking at it."""
 
 
 def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
@@ -52,7 +45,7 @@ def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
     if ctx.outside is None:
         return []
     c = job.cols
-    quiet = ctx.now - c.received > QUIET_INTERVALS * c.interval
+    quiet = ctx.now - c.received > ctx.limits.overdue_after(c.interval)
     maybe = c.present & ~job.flagged(wire.EXITED)
     maybe &= quiet | (job.flagged(wire.STALLED) & ~c.in_collective & ~c.in_p2p)
     for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
@@ -104,9 +97,9 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     verdict = judge(r.host, first, seen.last, frames, owns_gil)
     if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
-        verdict = working(Progress.between(first, seen.last), frames, owns_gil, verdict.evidence)
+        verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and starved(s, ctx):
-        moved = Progress.between(first, seen.last)
+        moved = Moved.between(first, seen.last)
         verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
     return Look(verdict, stack=stack)
 
@@ -136,7 +129,7 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
         return verdict
     if verdict.working and starved(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
-        moved = Progress.between(looks[0], seen.last)
+        moved = Moved.between(looks[0], seen.last)
         return holding_the_gil(moved, s.silent_for(ctx.now), taken.frames if taken else None, verdict.evidence)
     return None
 
@@ -148,10 +141,11 @@ def _doing(look: Sample) -> str | None:
 
 
 def starved(s: RankState, ctx: Context) -> bool:
-    """Rank ``s``'s own reporting thread has not run for a second past the reports it may
-    miss (:data:`QUIET_INTERVALS`): a process that burns CPU meanwhile holds the GIL in one
-    long call. A garbage-collection pass delays a report; it does not silence it that long."""
-    return s.silent_for(ctx.now) >= QUIET_INTERVALS * float(s.job.cols.interval[s.rank]) + SPAN
+    """Rank ``s``'s own reporting thread has not run for a second past its being overdue
+    (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`): a process that burns CPU
+    meanwhile holds the GIL in one long call. A garbage-collection pass delays a report; it
+    does not silence it that long."""
+    return s.silent_for(ctx.now) >= ctx.limits.overdue_after(float(s.job.cols.interval[s.rank])) + SPAN
 
 
 def doing_nothing(s: RankState, ctx: Context, waited: float) -> Verdict | None:
@@ -194,6 +188,29 @@ def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStac
     if taken.partial:
         lines.append(f"  (Python frames only: {taken.partial})")
     return taken, (*lines, *frame_lines(taken.frames, depth=4, indent="  "))
+
+
+def doing(s: RankState, ctx: Context, look: Look | None = None) -> str:
+    """What rank ``s``, named by a finding, does, in its status's words: how it ended, else
+    what ``look`` (the finding's own) saw its process do, else where its stack stands."""
+    r = s.report
+    if s.finished or r.exception is not None:
+        return statuses.ended(r)
+    if look is not None and look.verdict is not None:
+        return statuses.process_doing(look.verdict.kind, look.verdict.call)
+    place = classify(r.stack).kind if r.stack else None
+    return statuses.place_doing(place, s.silent(ctx.now, ctx.limits))
+
+
+def said(job: JobState, ranks: Iterable[int], ctx: Context, looks: Mapping[int, Look] | None = None) -> dict[int, str]:
+    """What each of ``ranks`` (the first :data:`~distmon.monitor.state.statuses.MAX_SAID` heard
+    from) does, for the finding that names them: :func:`doing`, with the look the finding took
+    at it, if any."""
+    looks = looks or {}
+    return {
+        rank: doing(job.ranks[rank], ctx, looks.get(rank))
+        for rank in islice((rank for rank in ranks if rank in job.ranks), statuses.MAX_SAID)
+    }
 
 
 def look_lines(look: Look, indent: str = "    ") -> list[str]:

@@ -40,7 +40,7 @@ NEVER_USUAL = frozenset({"stopped", "traced", "zombie", "gone"})
 class Mark:
     """Where one rank of a pause is, as far as the monitor can tell now: its own code (the
     user's frame, ``train.py:upload_metrics``) and what its process does (a verdict's
-    :attr:`~distmon.monitor.outside.looks.Verdict.habit`, ``sleeping:poll``); either may be
+    :attr:`~distmon.monitor.outside.verdicts.Verdict.habit`, ``sleeping:poll``); either may be
     unknown (no stack reported yet, no prober)."""
 
     frame: str | None = None

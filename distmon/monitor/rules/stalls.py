@@ -7,7 +7,7 @@ are: grouped by the place in the user's code their stacks show, the large group 
 the same place are the victims, the odd ones out and the ranks that never reported are the
 culprits; a culprit that is working (CPU, bytes read or written: a slow import, a JIT
 build) is a warning until it stops. Silent while any collective is in flight, or any rank is blocked in a send or
-receive: that story is the wait-for relation's (:mod:`distmon.monitor.rules.groups`).
+receive: that story is the wait-for relation's (:mod:`distmon.monitor.rules.hang`).
 """
 
 from __future__ import annotations
@@ -26,11 +26,12 @@ from distmon.monitor.rules.process import (
     look_at,
     look_lines,
     look_step,
+    said,
     why_a_warning,
 )
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.job import JobState, RankState
-from distmon.monitor.state.whereabouts import WAITING, Place, classify, frame_lines
+from distmon.monitor.state.whereabouts import WAITING_KINDS, Place, classify, frame_lines
 from distmon.monitor.state.words import duration, rank_lines, rank_word
 
 MAX_SHOWN = 4
@@ -60,15 +61,15 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     for s in ranks:
         by_place[places[s.rank].signature].append(s)
     missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
-    victims_at = max(by_place, key=lambda k: (k[0] in WAITING, len(by_place[k])))
+    victims_at = max(by_place, key=lambda k: (k[0] in WAITING_KINDS, len(by_place[k])))
     victims = by_place[victims_at]
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
     if early:
         return _late_to_init(job, ctx, victims, places[victims[0].rank], odd, missing, age)
     if not odd and not missing:
-        return [_everyone(victims, places[victims[0].rank], age)]
+        return [_everyone(job, victims, places[victims[0].rank], age, ctx)]
     looks = {s.rank: look_at(s, ctx, silent=False) for s in odd[:MAX_SHOWN]}
-    return [_odd_ones_out(job, victims, places[victims[0].rank], odd, missing, age, looks)]
+    return [_odd_ones_out(job, ctx, victims, places[victims[0].rank], odd, missing, age, looks)]
 
 
 def _late_to_init(
@@ -90,11 +91,12 @@ def _late_to_init(
     looks = {rank: Look(verdict) for rank, verdict in verdicts.items() if verdict is not None}
     if len(looks) < len(odd):
         return []
-    return [_odd_ones_out(job, victims, place, odd, missing, age, looks, critical_at=ctx.limits.startup_hang)]
+    return [_odd_ones_out(job, ctx, victims, place, odd, missing, age, looks, critical_at=ctx.limits.startup_hang)]
 
 
 def _odd_ones_out(
     job: JobState,
+    ctx: Context,
     victims: list[RankState],
     place: Place,
     odd: list[RankState],
@@ -167,10 +169,10 @@ def _odd_ones_out(
         )
     lines.append(advice)
     severity = WARNING if working or critical_at is not None else CRITICAL
-    return Finding("stall", "stall", severity, culprits, summary, "\n".join(lines))
+    return Finding("stall", "stall", severity, culprits, summary, "\n".join(lines), said(job, culprits, ctx, looks))
 
 
-def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
+def _everyone(job: JobState, ranks: list[RankState], place: Place, age: float, ctx: Context) -> Finding:
     """Every rank stopped in the same place: no odd one out, the place itself is the news."""
     names = sorted(s.rank for s in ranks)
     summary = f"all {len(names)} ranks {place.words} for {duration(age)}, none progresses"
@@ -197,8 +199,8 @@ def _everyone(ranks: list[RankState], place: Place, age: float) -> Finding:
         )
     # Every rank waiting on something that does not come is a stop; every rank busy in the
     # same place (a long checkpoint, a slow start) may only be slow.
-    severity = CRITICAL if place.kind in WAITING else WARNING
-    return Finding("stall", "stall", severity, names, summary, "\n".join(lines))
+    severity = CRITICAL if place.kind in WAITING_KINDS else WARNING
+    return Finding("stall", "stall", severity, names, summary, "\n".join(lines), said(job, names, ctx))
 
 
 def by_host(job: JobState, missing: list[int]) -> list[str]:

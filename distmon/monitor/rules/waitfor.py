@@ -1,5 +1,5 @@
 """The wait-for relation over every process group and point-to-point channel, built from the
-ranks' waits at one moment (:mod:`distmon.monitor.rules.groups` reads it into incidents):
+ranks' waits at one moment (:mod:`distmon.monitor.rules.hang` reads it into incidents):
 
 - a rank waiting in collective N of group G waits for the members of G that have not
   issued N;
@@ -31,10 +31,10 @@ from distmon.wire import ANY_SOURCE, RECV, SEND, GroupStatus
 
 Collective = tuple[str, int]
 """Collective N of group G, as ``(G, N)``."""
-Message = tuple[str, int, int, int]
+Transfer = tuple[str, int, int, int]
 """Message k from rank s to rank d in group G, as ``(G, s, d, k)``: a send #k and its receive."""
-Node = int | Collective | Message | str
-"""A rank, or what ranks wait in: a collective, or a message."""
+Node = int | Collective | Transfer | str
+"""A rank, or what ranks wait in: a collective, or a message (a transfer)."""
 DELIVERED = "delivered"
 """Where a message leads that one end reports completed: a wait that is over, not an end."""
 
@@ -46,7 +46,7 @@ class Wait:
     of these, not 8192."""
 
     job: JobState
-    node: Collective | Message
+    node: Collective | Transfer
     ranks: I8
     ages: F8
     """How long each rank has waited, in the order of ``ranks``."""
@@ -64,6 +64,13 @@ class Wait:
 
     def state(self, rank: int | None = None) -> RankState:
         return RankState(self.job, self.rank if rank is None else rank)
+
+
+def op_name(w: Wait) -> str | None:
+    """The op of the collective ``w`` waits in, from its rank's report."""
+    if not w.op:
+        return None
+    return next((g.op for g in w.state().report.groups if g.id == w.gid), None)
 
 
 @dataclass
@@ -191,6 +198,20 @@ def collect_groups(job: JobState, waiting: list[Wait], live: npt.NDArray[np.bool
     return groups
 
 
+def current(job: JobState, waiting: list[Wait], groups: dict[str, Group], ctx: Context) -> list[Wait]:
+    """``waiting`` but the waits that are over: in a collective a member has completed since,
+    reported by ranks overdue since (stopped, or their reports starved): old news, not a rank
+    waiting. A rank still reporting such a wait is another matter (:meth:`WaitFor._device_behind`)."""
+    c = job.cols
+
+    def over(w: Wait) -> bool:
+        if w.gid is None or groups[w.gid].completed < w.seq:
+            return False
+        return bool((ctx.now - c.received[w.ranks] > ctx.limits.overdue_after(c.interval[w.ranks])).all())
+
+    return [w for w in waiting if not over(w)]
+
+
 class WaitFor:
     """The wait-for relation of one moment: who waits in what, and what waits for whom."""
 
@@ -200,7 +221,6 @@ class WaitFor:
         waiting: list[Wait],
         groups: dict[str, Group],
         diverged: set[str],
-        ctx: Context,
     ) -> None:
         self.job = job
         self.passed = [w for w in waiting if w.gid is not None and self._device_behind(w, groups[w.gid])]
@@ -212,7 +232,6 @@ class WaitFor:
         waiting = [w for w in waiting if not any(w is p for p in self.passed)]
         self.all = waiting
         self.groups = groups
-        self.ctx = ctx
         self.diverged = diverged
         """Groups with a divergence alert of their own: the ends of the relation they hold."""
         self.collectives = [w for w in waiting if w.gid is not None]
@@ -317,7 +336,7 @@ class WaitFor:
         at = slot[0]
         return int(c.c_posted[rank, at]), int(c.c_completed[rank, at]), int(c.c_blocked[rank, at])
 
-    def _reachable(self, first: list[Wait]) -> set[Node]:
+    def reachable(self, first: list[Wait]) -> set[Node]:
         """What the stuck ranks wait in (``first``), and all that leads to: the collectives
         and messages, and the ranks they wait for (not the ranks waiting in them, which may
         be all but one of 131,072)."""
@@ -330,18 +349,18 @@ class WaitFor:
                     todo.append(nxt)
         return seen
 
-    def _awaited_ranks(self, reach: set[Node]) -> set[Node]:
+    def awaited_ranks(self, reach: set[Node]) -> set[Node]:
         """The ranks some collective or message in ``reach`` waits for: of the ranks, the only
         ones a path through the relation can pass."""
         return {n for node in reach if not isinstance(node, int) for n in self.edges.get(node, ())}
 
-    def _ring(self, reach: set[Node]) -> list[int]:
+    def ring(self, reach: set[Node]) -> list[int]:
         """Ranks on a cycle of the relation. A rank waits for all it waits in, so a cycle is a
         deadlock even where some of its ranks also wait for others: found as the strongly
         connected components of more than one node (Tarjan's, without recursion). A rank
         nobody waits for is on no cycle: only the collectives and messages waited in, and the
         ranks they wait for, are walked."""
-        awaited = self._awaited_ranks(reach)
+        awaited = self.awaited_ranks(reach)
         index: dict[Node, int] = {}
         low: dict[Node, int] = {}
         on_stack: set[Node] = set()
@@ -383,7 +402,7 @@ class WaitFor:
 
     # --- what a person reads -------------------------------------------------------------
 
-    def _hops(self, roots: list[int], reach: set[Node]) -> dict[Node, int]:
+    def hops(self, roots: list[int], reach: set[Node]) -> dict[Node, int]:
         """How many waits separate each collective or message from the roots (a breadth-first
         walk back, through the ranks that are waited for)."""
         waiters: dict[Node, list[Node]] = defaultdict(list)
@@ -391,7 +410,7 @@ class WaitFor:
             if not isinstance(node, int):
                 for nxt in self.edges.get(node, ()):
                     waiters[nxt].append(node)
-        for rank in self._awaited_ranks(reach):
+        for rank in self.awaited_ranks(reach):
             if isinstance(rank, int):
                 for w in self.waits_of(rank):
                     waiters[w.node].append(rank)

@@ -6,6 +6,7 @@ import re
 
 from distmon import wire
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.process import said
 from distmon.monitor.state.alerts import CRITICAL, Finding
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.words import size
@@ -34,7 +35,7 @@ def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
             continue  # stopped by a signal: its workers died in the same teardown (torchrun kills the group)
         dead = _dead_workers(s)
         if dead:
-            findings.append(_finding(s, dead))
+            findings.append(_finding(s, dead, ctx))
     return findings
 
 
@@ -60,7 +61,7 @@ def _dead_workers(s: RankState) -> list[Worker]:
     return sorted((w for w in dead.values() if w.signal not in DELIBERATE), key=lambda w: w.pid)
 
 
-def _finding(s: RankState, dead: list[Worker]) -> Finding:
+def _finding(s: RankState, dead: list[Worker], ctx: Context) -> Finding:
     r = s.report
     first = dead[0]
     how = f"killed by {first.signal}" if first.signal else f"exited with code {first.exitcode}"
@@ -73,7 +74,8 @@ def _finding(s: RankState, dead: list[Worker]) -> Finding:
     lines.append(f"Likely cause: {_likely_cause(first, s)}")
     if r.exception is not None:
         lines.append(f"The rank then raised {r.exception.type}: {r.exception.message.strip()[:200]}")
-    return Finding(f"worker_crash:{r.rank}", "worker_crash", CRITICAL, [r.rank], summary, "\n".join(lines))
+    doing = said(s.job, [r.rank], ctx)
+    return Finding(f"worker_crash:{r.rank}", "worker_crash", CRITICAL, [r.rank], summary, "\n".join(lines), doing)
 
 
 def _likely_cause(worker: Worker, s: RankState) -> str:

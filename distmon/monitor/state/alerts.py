@@ -22,6 +22,9 @@ class Finding:
     summary: str
     """One line that names the culprits; it does not repeat ``kind`` (see :attr:`Alert.headline`)."""
     detail: str
+    doing: dict[int, str] = field(default_factory=dict)
+    """What the ranks it names do, in their status's words (:mod:`distmon.monitor.state.statuses`),
+    as the rule saw them when it wrote the rest: the words their rows show."""
 
 
 @dataclass
@@ -37,6 +40,10 @@ class Alert:
     detail: str
     key: str = field(default="", compare=False)
     resolved: float | None = field(default=None, compare=False)
+    doing: dict[int, str] = field(default_factory=dict, compare=False)
+    """:attr:`Finding.doing`, as of the latest tick: for the screens, not part of the JSON shape
+    and no change of the alert's (a recording's alerts come without it, and a replay's rules
+    write it again)."""
 
     @property
     def headline(self) -> str:
@@ -107,20 +114,18 @@ class AlertBook:
             seen.add(f.key)
             alert = self.active.get(f.key)
             if alert is None:
-                alert = Alert(f.kind, f.severity, f.ranks, now, f.summary, f.detail, key=f.key)
+                alert = Alert(f.kind, f.severity, f.ranks, now, f.summary, f.detail, key=f.key, doing=f.doing)
                 self.active[f.key] = alert
                 self.history.append(alert)
                 if len(self.history) > MAX_HISTORY:
                     self._forget_oldest()
                 changes.append(Change("raised", alert))
                 continue
+            if not resolve:
+                continue
+            alert.doing = f.doing  # the words of the moment: no change to tell of
             detail = f.detail + self._notes.get(f.key, "")
-            if resolve and (alert.severity, alert.ranks, alert.summary, alert.detail) != (
-                f.severity,
-                f.ranks,
-                f.summary,
-                detail,
-            ):
+            if (alert.severity, alert.ranks, alert.summary, alert.detail) != (f.severity, f.ranks, f.summary, detail):
                 escalated = alert.severity != CRITICAL and f.severity == CRITICAL
                 alert.severity, alert.ranks = f.severity, f.ranks
                 alert.summary, alert.detail = f.summary, detail

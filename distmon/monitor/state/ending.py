@@ -1,5 +1,6 @@
 """How a job ended, or is ending, and its first cause, decided once: the report's "how it
-ended", the terminal UI's state word and culprit, and the post-mortem read them from here."""
+ended", the terminal UI's state word and culprit, and the post-mortem read them from here (how
+each rank ended is said in :mod:`distmon.monitor.state.statuses`)."""
 
 from __future__ import annotations
 
@@ -7,19 +8,13 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import ClassVar, Protocol, TypeVar
 
+from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import CRITICAL, Alert
-from distmon.wire import ENDED, INTERRUPTED, TERMINATED
 
 FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
 STORY_KINDS = FAILURE_KINDS | STOP_KINDS
 """The kinds of alert that tell how a job ends: a first cause is one of these."""
-STOP_WORDS = {TERMINATED: "terminated by SIGTERM", INTERRUPTED: "interrupted (SIGINT)", ENDED: "ended by distmon"}
-RANK_ENDINGS = {
-    TERMINATED: "terminated by SIGTERM (the launcher's teardown)",
-    INTERRUPTED: "interrupted (Ctrl-C)",
-    ENDED: "ended by distmon (--abort-on-hang)",
-}
 
 
 @dataclass(frozen=True)
@@ -29,10 +24,10 @@ class Ending:
     state: str
     words: str
 
-    FAILED: ClassVar[str] = "failed"
-    STOPPED: ClassVar[str] = "stopped"
+    FAILED: ClassVar[str] = statuses.FAILED
+    STOPPED: ClassVar[str] = statuses.STOPPED
     """Ended by signals (the launcher's teardown, Ctrl-C, distmon), not on its own."""
-    FINISHED: ClassVar[str] = "finished"
+    FINISHED: ClassVar[str] = statuses.FINISHED
 
 
 def gone(alerts: Iterable[Alert]) -> set[int]:

@@ -38,9 +38,10 @@ from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import ALL, F8, HISTORY, I8, INITIAL, Columns, History
-from distmon.monitor.state.ending import FAILURE_KINDS, RANK_ENDINGS, STOP_KINDS, STOP_WORDS, Ending
+from distmon.monitor.state.ending import FAILURE_KINDS, STOP_KINDS, Ending
 from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.monitor.state.reports import Reports
+from distmon.monitor.state.statuses import EXITED, FAILED, OK, SEVERITY, SILENT, STALLED, STOPPED, WORKER, stop
 from distmon.monitor.state.words import duration, rank_word
 from distmon.wire import TERMINATED, GroupStatus, Report, WireError
 
@@ -522,6 +523,21 @@ class JobState:
         mask: npt.NDArray[np.bool_] = self.flagged(wire.RAISED) & ~teardown
         return mask
 
+    def statuses(self, ranks: I8, now: float, limits: Thresholds = LIMITS) -> I8:
+        """Each of ``ranks``' status, as its severity (an index into
+        :data:`~distmon.monitor.state.statuses.STATUSES`), read off the header flags: the rank
+        table sorts and filters 131,072 ranks by it. A rank that raised fails only on its own
+        (:meth:`failed_on_their_own`); one stopped around it is stopped."""
+        flags = self.cols.flags[ranks]
+        severity = np.full(len(ranks), SEVERITY[OK])
+        severity[(flags & wire.WORKER_DEAD) != 0] = SEVERITY[WORKER]
+        severity[(flags & wire.STALLED) != 0] = SEVERITY[STALLED]
+        severity[self.silent(now, limits, ranks)] = SEVERITY[SILENT]
+        stopped = np.where((flags & wire.STOPPED_BY_SIGNAL) != 0, SEVERITY[STOPPED], SEVERITY[EXITED])
+        severity = np.where((flags & wire.EXITED) != 0, stopped, severity)
+        severity[self.failed_on_their_own()[ranks]] = SEVERITY[FAILED]
+        return severity
+
     def being_stopped(self) -> bool:
         """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
         torn down after a failure), so its ranks leaving does not resolve what stood."""
@@ -567,9 +583,7 @@ class JobState:
         stopped = np.flatnonzero(self.flagged(wire.STOPPED_BY_SIGNAL)).tolist()
         if not stopped:
             return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
-        how = " and ".join(
-            sorted({STOP_WORDS.get(e.how, e.how) for r in stopped[:64] if (e := self.report_of(r).exit)})
-        )
+        how = " and ".join(sorted({stop(e.how).job for r in stopped[:64] if (e := self.report_of(r).exit)}))
         who = f"{rank_word(stopped)} {how}"
         stops = sorted({a.kind for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL})
         if stops:
@@ -786,7 +800,7 @@ def rank_ending(s: RankState, end: float, lost: set[int]) -> str:
         after = " (after losing a peer)" if s.lost_a_peer() else ""
         return f"raised {r.exception.type}: {first_line[:80]}{after}"
     if r.exit is not None:
-        return RANK_ENDINGS.get(r.exit.how, "exited cleanly")
+        return stop(r.exit.how).rank
     if s.rank in lost:
         return "its process is gone, without last words (killed: see the rank_lost alert)"
     return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"

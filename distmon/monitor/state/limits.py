@@ -23,6 +23,9 @@ class Thresholds:
     """A rank is silent after this many seconds without a report, or ``silence_intervals``
     of its own report intervals if longer."""
     silence_intervals: float = 4.0
+    overdue_intervals: float = 2.0
+    """A rank not heard from for this many of its report intervals is overdue: what its last
+    report said it was doing may be over (it stopped reporting before it was silent)."""
     hang_floor: float = 5.0
     """A collective or send in flight this long, and ``hang_steps`` step times, is a hang."""
     hang_steps: float = 5.0
@@ -68,6 +71,15 @@ class Thresholds:
         makes it silent. The one definition: :meth:`JobState.silent` and every reader use it."""
         after: float | F8 = np.maximum(self.silence_floor, self.silence_intervals * interval)
         return after
+
+    @overload
+    def overdue_after(self, interval: float) -> float: ...
+    @overload
+    def overdue_after(self, interval: F8) -> F8: ...
+    def overdue_after(self, interval: float | F8) -> float | F8:
+        """Given a rank's report interval (or an array of them): how long without a report
+        makes it overdue (:attr:`overdue_intervals`); silent comes later (:meth:`silent_after`)."""
+        return self.overdue_intervals * interval
 
     def hang_after(self, pace: float | None, interval: float = 1.0) -> float:
         """``pace`` is the job's median step time, None before any rank has stepped;

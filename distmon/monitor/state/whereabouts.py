@@ -41,7 +41,7 @@ PIPELINES = {
     "deepspeed/": "DeepSpeed",
 }
 LOCK_PATHS = ("/threading.py", "/queue.py", "multiprocessing/synchronize.py", "multiprocessing/queues.py", "/futures/")
-WAITING = frozenset({"init", "collective", "p2p", "dataloader"})
+WAITING_KINDS = frozenset({"init", "collective", "p2p", "dataloader"})
 """Places where a rank waits on others: the large group found there are victims."""
 
 

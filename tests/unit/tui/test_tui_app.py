@@ -10,8 +10,8 @@ from pathlib import Path
 import pytest
 import zmq
 
-from distmon.monitor import overview
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
+from distmon.monitor.state import statuses
 from distmon.tui.alert_detail import AlertDetail
 from distmon.tui.alerts_panel import AlertsPanel
 from distmon.tui.app import build_app
@@ -38,7 +38,7 @@ async def test_a_hang_names_its_culprit_and_enter_shows_its_stack(recording: Rec
     app = replay(recording("hang"))
     async with app.run_test(size=(120, 36)) as pilot:
         await play_to_end(pilot)
-        assert app.overview.state == overview.HUNG
+        assert app.overview.state == statuses.HUNG
         assert app.overview.culprits == {5}
         assert app.overview.oldest is not None and app.overview.oldest.remaining is not None
         table = app.query_one(RankTable)
@@ -144,7 +144,7 @@ async def test_live_waits_with_a_clear_line_then_shows_a_real_stream(endpoint: s
     app = build_app(LiveFeed(endpoint))
     async with app.run_test(size=(120, 30)) as pilot:
         await pilot.pause()
-        assert app.overview.state == overview.WAITING
+        assert app.overview.state == statuses.WAITING
         assert f"DISTMON_ENDPOINT={endpoint}" in app.query_one(RankTable).empty_message
         context = zmq.Context()
         sockets = [context.socket(zmq.DEALER) for _ in range(4)]
@@ -172,6 +172,6 @@ async def test_a_job_killed_while_hung_shows_stopped_and_its_hang_unresolved() -
     app = replay(DATA / "hang-rank2.distmon")
     async with app.run_test(size=(120, 36)) as pilot:
         await play_to_end(pilot)
-        assert app.overview.state == overview.STOPPED
+        assert app.overview.state == statuses.STOPPED
         hangs = [a for a in app.monitor.alerts.history if a.kind == "hang"]
         assert hangs and all(a.resolved is None for a in hangs)

@@ -10,6 +10,7 @@ from textual.pilot import Pilot
 
 from distmon.monitor import overview
 from distmon.monitor.intake.feeds import ReplayFeed
+from distmon.monitor.state import statuses
 from distmon.tui import job_header
 from distmon.tui.app import DistmonApp, build_app
 from distmon.tui.rank_detail import RankDetail
@@ -43,7 +44,7 @@ async def test_the_header_the_culprit_and_a_waiting_row_tell_one_story() -> None
     app = build_app(ReplayFeed(str(HANG), speed=1.0))
     async with app.run_test(size=(120, 30)) as pilot:
         await into_the_hang(pilot)
-        assert app.overview.state == overview.HUNG
+        assert app.overview.state == statuses.HUNG
         assert app.overview.culprits == {2}
         hang = next(a for a in app.monitor.alerts.active.values() if a.kind == "hang")
         assert hang.ranks == [2] and "collective #36 (all_reduce)" in hang.summary
@@ -78,11 +79,15 @@ async def test_the_header_the_culprit_and_a_waiting_row_tell_one_story() -> None
 def test_no_rank_is_named_before_an_alert_names_one() -> None:
     """While a collective is stuck and no alert has named a culprit yet, the header's second
     line says so, instead of naming the rank whose wait is oldest."""
-    stuck = overview.Collective(rank=1, group="default_pg", op="all_reduce", seq=66, age=28.0, remaining=272.0)
+    stuck = overview.OldestCollective(rank=1, group="default_pg", op="all_reduce", seq=66, age=28.0, remaining=272.0)
     o = overview.Overview(
-        job="j", world=4, ranks=4, hosts=1, state=overview.STALLED, steps=60, steps_per_second=0.0,
+        job="j", world=4, ranks=4, hosts=1, state=statuses.STALLED, steps=60, steps_per_second=0.0,
         since_progress=27.0, oldest=stuck, culprits=frozenset(),
     )  # fmt: skip
     line = job_header.story(o).plain
     assert "no rank named yet · all_reduce #66 on default_pg in flight for 28s" in line
     assert "rank 1" not in line
+
+
+def test_the_header_styles_every_state_the_monitor_gives_the_job() -> None:
+    assert set(job_header.STATE_STYLE) == set(statuses.JOB_STATES)

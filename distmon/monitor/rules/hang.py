@@ -1,28 +1,21 @@
-"""Stops across process groups: ``hang`` (ranks wait for a rank that does not come) and
-``divergence`` (ranks issued different collectives, or different numbers of them).
+"""``hang``: ranks wait for a rank that does not come, across every process group and
+point-to-point channel.
 
 A job of several groups (tensor, pipeline and data parallel; FSDP/HSDP; DeviceMesh) stops
 as a whole within seconds of one rank stopping: its tensor-parallel peers wait for it, its
 pipeline neighbours block in a send or receive to it, each data-parallel group then waits
-for one of those, and so on. Judging each group alone names victims. So the hang rule builds
-one wait-for relation over all groups and all point-to-point traffic:
-
-- a rank waiting in collective N of group G waits for the members of G that have not
-  issued N;
-- a rank blocked in receive #k from rank p waits for p if p has posted fewer than k sends
-  to it, and a rank blocked in send #k to p waits for p if p has posted fewer than k
-  receives from it (ops on a channel match in the order posted).
-
-The ranks at its end, waiting for nobody (stalled elsewhere, exited, silent, never heard),
-are the root; everyone else is evidence. A collective every member issued, or a send and
-its receive both posted, that still does not complete, is the transport. A cycle of the
-relation (two collectives issued in different orders, two blocking receives facing each
-other) is a deadlock.
+for one of those, and so on. Judging each group alone names victims. So the hang is read off
+one wait-for relation over all groups and all point-to-point traffic
+(:mod:`distmon.monitor.rules.waitfor` builds it). The ranks at its end, waiting for nobody
+(stalled elsewhere, exited, silent, never heard), are the root; everyone else is evidence. A
+collective every member issued, or a send and its receive both posted, that still does not
+complete, is the transport. A cycle of the relation (two collectives issued in different
+orders, two blocking receives facing each other) is a deadlock. A group whose ranks diverged
+(:mod:`distmon.monitor.rules.divergence`) has its own alert, and the relation ends there.
 """
 
 from __future__ import annotations
 
-from collections import Counter
 from dataclasses import dataclass, replace
 from pathlib import PurePath
 
@@ -30,9 +23,10 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.outside.looks import Verdict
 from distmon.monitor.outside.probe import GONE
+from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.divergence import divergence_in
 from distmon.monitor.rules.process import (
     Look,
     all_working,
@@ -40,18 +34,20 @@ from distmon.monitor.rules.process import (
     look_at,
     look_lines,
     look_step,
+    said,
     starved,
     why_a_warning,
 )
 from distmon.monitor.rules.routine import Habit, Mark, about
 from distmon.monitor.rules.waitfor import (
     Collective,
-    Group,
-    Message,
     Node,
+    Transfer,
     Wait,
     WaitFor,
     collect_groups,
+    current,
+    op_name,
     waits,
 )
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
@@ -59,7 +55,7 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import user_frame
-from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, stack_lines, where
+from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, where
 from distmon.wire import ANY_SOURCE, SEND, STOPPED
 
 MAX_SHOWN = 4
@@ -78,17 +74,17 @@ def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
     diverged = set()
     for gid in sorted(groups):
-        found = _divergence_in(groups[gid], ctx)
+        found = divergence_in(groups[gid], ctx)
         if found:
             diverged.add(gid)
             findings.append(found)
-    findings.extend(Incidents(job, waiting, groups, diverged, ctx).findings())
+    findings.extend(Incidents(WaitFor(job, current(job, waiting, groups, ctx), groups, diverged), ctx).findings())
     return findings
 
 
 @dataclass
-class Row:
-    """The ranks of the relation waiting in one collective or message, for the evidence."""
+class WaitLine:
+    """The ranks of the relation waiting in one collective or message: a line of the evidence."""
 
     age: float
     node: Node
@@ -96,7 +92,7 @@ class Row:
     wait: Wait
 
 
-class Incidents(WaitFor):
+class Incidents:
     """The incidents at the ends of the relation, in words.
 
     Following the relation from the ranks that have waited too long ends in one of: a rank
@@ -105,15 +101,21 @@ class Incidents(WaitFor):
     ranks diverged (its own alert), or a cycle (a deadlock).
     """
 
+    def __init__(self, relation: WaitFor, ctx: Context) -> None:
+        self.relation = relation
+        self.job = relation.job
+        self.groups = relation.groups
+        self.ctx = ctx
+
     def findings(self) -> list[Finding]:
         hang_after = self.ctx.hang_after
-        if not any(w.age >= hang_after for w in self.all):
+        if not any(w.age >= hang_after for w in self.relation.all):
             return self._early()
         _, stuck, reach = self._relation(hang_after)
         roots = self._roots(reach)
         findings = []
         if roots:
-            waited = max(w.age for w in self.all if w.node in reach)
+            waited = max(w.age for w in self.relation.all if w.node in reach)
             looks = {rank: self._look(rank, waited=waited) for rank in roots[:MAX_SHOWN]}
             habit = self._observe(roots, reach, {rank: look.verdict for rank, look in looks.items()})
             if habit is None:
@@ -121,14 +123,14 @@ class Incidents(WaitFor):
             elif self._outlasts(habit, reach):
                 self.ctx.routine.outlasted(roots)
                 findings.append(self._hang(roots, reach, stuck, looks, habit=habit))
-        for node in sorted((n for n in reach if isinstance(n, tuple) and not self.edges[n]), key=str):
+        for node in sorted((n for n in reach if isinstance(n, tuple) and not self.relation.edges[n]), key=str):
             # a collective or message that waits for nobody yet does not complete
-            if len(node) == 2 and node[0] not in self.diverged and self._everyone_waited(node, hang_after):
+            if len(node) == 2 and node[0] not in self.relation.diverged and self._everyone_waited(node, hang_after):
                 gid, seq = node
                 findings.append(self._stuck_collective(gid, seq, reach))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
                 findings.append(self._stuck_message(node))
-        ring = self._ring(reach)
+        ring = self.relation.ring(reach)
         if ring:
             findings.append(self._deadlock(ring))
         return findings
@@ -136,16 +138,16 @@ class Incidents(WaitFor):
     def _relation(self, after: float) -> tuple[list[Wait], npt.NDArray[np.bool_], set[Node]]:
         """The waits at least ``after`` old (and the sends and receives of their ranks), the
         ranks in them, and what the relation reaches from them."""
-        first = [w for w in self.all if w.age >= after]
-        stuck = np.zeros(len(self.collective), dtype=bool)
+        first = [w for w in self.relation.all if w.age >= after]
+        stuck = np.zeros(len(self.relation.collective), dtype=bool)
         """The ranks that have waited too long."""
         for w in first:
             stuck[w.ranks[w.ages >= after]] = True
-        first += [w for rank, mine in self.p2p_of.items() if stuck[rank] for w in mine if w.age < after]
-        return first, stuck, self._reachable(first)
+        first += [w for rank, mine in self.relation.p2p_of.items() if stuck[rank] for w in mine if w.age < after]
+        return first, stuck, self.relation.reachable(first)
 
     def _roots(self, reach: set[Node]) -> list[int]:
-        return sorted(n for n in reach if isinstance(n, int) and not self.waiting(n) and self._own_incident(n))
+        return sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n) and self._own_incident(n))
 
     def _early(self) -> list[Finding]:
         """Before a wait is a hang: the ranks that waits of half the early threshold lead to
@@ -176,16 +178,17 @@ class Incidents(WaitFor):
 
     def _maybe_waiting(self, s: RankState) -> bool:
         """Inside a collective or a send its report does not call a wait yet: it may wait
-        itself. Not a report its own thread has been starved of sending since (it is old)."""
-        cols = self.job.cols
-        return bool(cols.in_collective[s.rank] or cols.in_p2p[s.rank]) and not starved(s, self.ctx)
+        itself. Not once that report is overdue: it is old news."""
+        cols, limits = self.job.cols, self.ctx.limits
+        inside = bool(cols.in_collective[s.rank] or cols.in_p2p[s.rank])
+        return inside and s.silent_for(self.ctx.now) <= limits.overdue_after(float(cols.interval[s.rank]))
 
     def _observe(self, roots: list[int], reach: set[Node], verdicts: dict[int, Verdict | None]) -> Habit | None:
         """Tell the job's routine that ``roots`` hold the others up, each where its report's
         stack and ``verdicts`` say; the habit this pause is, if the job takes it usually."""
         if len(roots) > MAX_SHOWN:
             return None
-        waited = max((w.age for w in self.all if w.node in reach), default=0.0)
+        waited = max((w.age for w in self.relation.all if w.node in reach), default=0.0)
         marks, steps = {}, {}
         for rank in roots:
             s = self.job.ranks.get(rank)
@@ -200,7 +203,7 @@ class Incidents(WaitFor):
         return self.ctx.routine.observe(roots, waited, marks, steps)
 
     def _outlasts(self, habit: Habit, reach: set[Node]) -> bool:
-        waited = max((w.age for w in self.all if w.node in reach), default=0.0)
+        waited = max((w.age for w in self.relation.all if w.node in reach), default=0.0)
         return waited > habit.allowance(self.ctx.hang_after)
 
     def _everyone_waited(self, node: Collective, hang_after: float) -> bool:
@@ -243,13 +246,13 @@ class Incidents(WaitFor):
         sent_ago = self.ctx.now - float(c.t[rank]) - offset
         return max(sent_ago, float(self.ctx.now - c.received[rank])) > 2 * float(c.interval[rank])
 
-    def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[Row]:
+    def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[WaitLine]:
         """A row per collective or message the ranks of the relation (those ``stuck``, and
         those reached) wait in: those waiting for the roots themselves first, then those
         waiting for them, and so on."""
         reached = np.array([n for n in reach if isinstance(n, int)], dtype=np.int64)
-        rows: dict[Node, Row] = {}
-        for w in self.all:
+        rows: dict[Node, WaitLine] = {}
+        for w in self.relation.all:
             if w.node not in reach:
                 continue
             mine = stuck[w.ranks] | np.isin(w.ranks, reached)
@@ -258,10 +261,10 @@ class Incidents(WaitFor):
             ranks, age = w.ranks[mine], float(w.ages[mine].max())
             row = rows.get(w.node)
             if row is None:
-                rows[w.node] = Row(age, w.node, ranks, w)
+                rows[w.node] = WaitLine(age, w.node, ranks, w)
             else:
                 row.ranks, row.age = np.concatenate([row.ranks, ranks]), max(row.age, age)
-        hops = self._hops(roots, reach)
+        hops = self.relation.hops(roots, reach)
         return sorted(
             rows.values(), key=lambda row: (hops.get(row.node, len(reach)), -len(row.ranks), -row.age, str(row.node))
         )
@@ -276,7 +279,7 @@ class Incidents(WaitFor):
     def _what(self, w: Wait) -> str:
         """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3 (...)``."""
         if w.gid is not None:
-            op = next((_op_name(m) for m in self.groups[w.gid].waits if m.op), None)
+            op = next((op_name(m) for m in self.groups[w.gid].waits if m.op), None)
             return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.gid].name}"
         return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
 
@@ -327,7 +330,7 @@ class Incidents(WaitFor):
             detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
         detail.append("Waiting:")
         for row in rows[:MAX_GROUPS_SHOWN]:
-            awaited = [n for n in self.edges[row.node] if isinstance(n, int)]
+            awaited = [n for n in self.relation.edges[row.node] if isinstance(n, int)]
             for_whom = f" for {rank_word(awaited)}" if awaited else ""
             detail.append(f"  {rank_word(row.ranks)} in {self._what(row.wait)}{for_whom}, {duration(row.age)}")
         if len(rows) > MAX_GROUPS_SHOWN:
@@ -339,7 +342,9 @@ class Incidents(WaitFor):
         working = all_working(list(looks.values())) and not near
         detail.extend(self._advice(who, len(roots) > 1, looks, early, working))
         severity = WARNING if working or early else CRITICAL
-        return Finding("hang", "hang", severity, roots, summary, "\n".join(detail))
+        return Finding(
+            "hang", "hang", severity, roots, summary, "\n".join(detail), said(self.job, roots, self.ctx, looks)
+        )
 
     def _advice(self, who: str, many: bool, looks: dict[int, Look], early: bool, working: bool) -> list[str]:
         """What the hang's alert ends with: why it is a warning, or what to do."""
@@ -414,12 +419,12 @@ class Incidents(WaitFor):
         view = self.groups[gid]
         members = [w for w in view.waits if w.seq == seq]
         age = max((m.age for m in members), default=0.0)
-        op = next((_op_name(m) for m in members if m.op), None)
+        op = next((op_name(m) for m in members if m.op), None)
         what = f"collective #{seq}" + (f" ({op})" if op else "")
         timeout = view.sample.timeout
         left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
         inside = {int(r) for m in members for r in m.ranks}
-        suspects = sorted(inside & {n for n in self._awaited_ranks(reach) if isinstance(n, int)})
+        suspects = sorted(inside & {n for n in self.relation.awaited_ranks(reach) if isinstance(n, int)})
         summary = f"all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
         detail = [
             f"Every rank of {view.name} issued {what} and has waited {duration(age)}{left}.",
@@ -436,11 +441,12 @@ class Incidents(WaitFor):
             "What to do: suspect the transport or a device: NCCL's network (NCCL_DEBUG=INFO, "
             "NCCL_SOCKET_IFNAME), a GPU fault (dmesg, nvidia-smi -q), or an overloaded host."
         )
-        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, "\n".join(detail))
+        doing = said(self.job, suspects, self.ctx)
+        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, "\n".join(detail), doing)
 
-    def _stuck_message(self, node: Message) -> Finding:
+    def _stuck_message(self, node: Transfer) -> Finding:
         gid, src, dst, k = node
-        waiting = [w for w in self.all if w.node == node]
+        waiting = [w for w in self.relation.all if w.node == node]
         age = max(w.age for w in waiting)
         where = self._group_label(gid)
         summary = (
@@ -454,13 +460,15 @@ class Incidents(WaitFor):
             "What to do: suspect the link between the two ranks' hosts (NCCL_DEBUG=INFO, a firewall between "
             "nodes, NCCL_SOCKET_IFNAME), or sends and receives that disagree on tag, size or dtype.",
         ]
-        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, sorted({src, dst}), summary, "\n".join(detail))
+        ends = sorted({src, dst})
+        doing = said(self.job, ends, self.ctx)
+        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, ends, summary, "\n".join(detail), doing)
 
     def _deadlock(self, ring: list[int]) -> Finding:
         lines = []
         for rank in ring[: MAX_SHOWN * 2]:
-            for w in self.waits_of(rank):
-                awaited = [n for n in self.edges[w.node] if isinstance(n, int)]
+            for w in self.relation.waits_of(rank):
+                awaited = [n for n in self.relation.edges[w.node] if isinstance(n, int)]
                 if not set(awaited) & set(ring):
                     continue
                 age = float(w.ages[w.ranks == rank][0])
@@ -468,9 +476,9 @@ class Incidents(WaitFor):
             stack = RankState(self.job, rank).report.stack
             if stack:
                 lines.append(f"    at {where(user_frame(stack) or stack[-1])}")
-        collective = any(w.gid is not None for r in ring for w in self.waits_of(r))
-        p2p = any(w.gid is None for r in ring for w in self.waits_of(r))
-        groups = sorted({str(w.node[0]) for r in ring for w in self.waits_of(r)})
+        collective = any(w.gid is not None for r in ring for w in self.relation.waits_of(r))
+        p2p = any(w.gid is None for r in ring for w in self.relation.waits_of(r))
+        groups = sorted({str(w.node[0]) for r in ring for w in self.relation.waits_of(r)})
         if p2p and not collective:
             how = "their sends and receives are ordered so that each waits for the other"
             advice = (
@@ -497,91 +505,13 @@ class Incidents(WaitFor):
             *lines,
             advice,
         ]
-        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail))
+        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail), said(self.job, ring, self.ctx))
 
 
-def message_words(node: Message, rank: int, group: str) -> str:
+def message_words(node: Transfer, rank: int, group: str) -> str:
     """The op ``rank`` waits in on message ``node``, from its own side."""
     _, src, dst, k = node
     if rank == src:
         return f"send #{k} to rank {dst} in {group}"
     peer = "any rank" if src == ANY_SOURCE else f"rank {src}"
     return f"recv #{k} from {peer} in {group}"
-
-
-def _divergence_in(group: Group, ctx: Context) -> Finding | None:
-    # A wait in a collective a member has completed is a report older than that member's,
-    # not a rank at another count: judged on the waits that are current.
-    current = [w for w in group.waits if w.seq > group.completed]
-    mismatch = _op_mismatch(current)
-    if mismatch:
-        return _divergence(group, *mismatch, reason="op")
-    waiting = sum(len(w.ranks) for w in current)
-    if len(group.missing) or group.live > waiting or not any(w.age >= ctx.hang_after for w in current):
-        return None
-    by_seq: Counter[int] = Counter()
-    for w in sorted(current, key=lambda w: w.rank):
-        by_seq[w.seq] += len(w.ranks)
-    if len(by_seq) < 2:
-        return None
-    usual = by_seq.most_common(1)[0][0]
-    odd = [w for w in current if w.seq != usual]
-    return _divergence(group, odd, [w for w in current if w.seq == usual], reason="count")
-
-
-def _op_name(w: Wait) -> str | None:
-    """The op of the collective ``w`` waits in, from its rank's report."""
-    if not w.op:
-        return None
-    return next((g.op for g in w.state().report.groups if g.id == w.gid), None)
-
-
-def _op_mismatch(waiting: list[Wait]) -> tuple[list[Wait], list[Wait]] | None:
-    """Ranks in flight at the same seq with different ops: (odd ones, the usual ones)."""
-    by_seq: dict[int, list[Wait]] = {}
-    for m in sorted(waiting, key=lambda m: m.rank):
-        if m.op:
-            by_seq.setdefault(m.seq, []).append(m)
-    for members in by_seq.values():
-        ops: Counter[int] = Counter()
-        for m in members:
-            ops[m.op] += len(m.ranks)
-        if len(ops) > 1:
-            usual = ops.most_common(1)[0][0]
-            return [m for m in members if m.op != usual], [m for m in members if m.op == usual]
-    return None
-
-
-def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str) -> Finding:
-    odd_ranks = np.sort(np.concatenate([m.ranks for m in odd]))
-    usual_ranks = np.concatenate([m.ranks for m in usual])
-    odd_m, usual_m = odd[0], usual[0]
-    if reason == "op":
-        what = (
-            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {_op_name(odd_m)} while "
-            f"{rank_word(usual_ranks)} issued {_op_name(usual_m)}"
-        )
-        summary = f"{rank_word(odd_ranks)} in {_op_name(odd_m)}, the others in {_op_name(usual_m)} (#{odd_m.seq})"
-    else:
-        what = (
-            f"{rank_word(odd_ranks)} issued {abs(odd_m.seq - usual_m.seq)} "
-            f"{'more' if odd_m.seq > usual_m.seq else 'fewer'} collectives than {rank_word(usual_ranks)} "
-            f"(#{odd_m.seq} against #{usual_m.seq}), and all wait"
-        )
-        summary = f"{rank_word(odd_ranks)} at collective #{odd_m.seq}, the others at #{usual_m.seq}"
-    lines = [f"In {view.name}, {what}."]
-    values, counts = np.unique(odd_m.job.cols.steps[usual_ranks], return_counts=True)
-    steps = int(values[counts.argmax()])
-    for rank in odd_ranks[:MAX_SHOWN].tolist():
-        r = odd_m.state(rank).report
-        gap = f" (the others are at step {steps}: uneven batch counts?)" if r.steps != steps else ""
-        top = r.stack[-1] if r.stack else None
-        lines.append(f"  rank {r.rank} ({r.host}): step {r.steps}{gap}, at {where(top)}")
-        lines.extend(stack_lines(r.stack, 3, "    "))
-    lines.append(
-        "What to do: every rank must issue the same collectives in the same order. Move the "
-        "collective out of any `if rank == ...` branch, and give every rank the same number "
-        "of batches (DistributedSampler(drop_last=True), equal shards for an IterableDataset)."
-    )
-    key = f"divergence:{view.sample.id}"
-    return Finding(key, "divergence", CRITICAL, odd_ranks.tolist(), summary, "\n".join(lines))

@@ -1,0 +1,256 @@
+"""A rank's process seen through /proc, one moment at a time: what the kernel knows of a
+process that cannot say itself (every thread frozen by SIGSTOP, a native call holding the GIL,
+a kernel call that does not return). :func:`look` reads the process state
+(``/proc/PID/status``), where it sleeps (``wchan``), the system call its main thread sits in
+and on which file (``/proc/PID/syscall``, its fd or its path argument, ``mountinfo``), and its
+running totals of CPU and bytes moved (``stat``, ``io``). What two looks mean is
+:mod:`distmon.monitor.outside.verdicts`' to judge.
+
+Reading /proc is I/O: :class:`distmon.monitor.outside.probe.ProcessProbe` calls :func:`look` on a
+thread of its own, never on the monitor's.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import stat
+from dataclasses import dataclass
+from pathlib import Path
+
+PROC = Path("/proc")
+CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+CPUS = os.cpu_count() or 1
+PATH_MAX = 4096
+STATES = {
+    "R": "running",
+    "S": "sleeping",
+    "D": "in disk sleep (uninterruptible)",
+    "T": "stopped",
+    "t": "stopped by a debugger",
+    "Z": "a zombie",
+    "X": "dead",
+    "I": "idle",
+}
+
+# System calls by number, for the architectures distmon runs on: the ones a stuck process
+# sits in. Those whose first argument is a file descriptor are in FD_CALLS; those that take
+# a path, with the argument that holds it, in PATH_CALLS.
+SYSCALLS = {
+    "x86_64": {
+        0: "read", 1: "write", 2: "open", 4: "stat", 5: "fstat", 6: "lstat", 7: "poll", 17: "pread64",
+        18: "pwrite64", 19: "readv", 20: "writev", 23: "select", 34: "pause", 35: "nanosleep",
+        40: "sendfile", 42: "connect", 43: "accept", 44: "sendto", 45: "recvfrom", 46: "sendmsg",
+        47: "recvmsg", 61: "wait4", 62: "kill", 73: "flock", 74: "fsync", 75: "fdatasync", 76: "truncate",
+        77: "ftruncate", 78: "getdents", 82: "rename", 87: "unlink", 202: "futex", 217: "getdents64",
+        219: "restart_syscall", 230: "clock_nanosleep", 232: "epoll_wait", 247: "waitid", 257: "openat",
+        262: "newfstatat", 270: "pselect6", 271: "ppoll", 275: "splice", 277: "sync_file_range", 281: "epoll_pwait",
+        285: "fallocate", 288: "accept4", 295: "preadv", 296: "pwritev", 299: "recvmmsg",
+        306: "syncfs", 307: "sendmmsg", 326: "copy_file_range", 332: "statx", 426: "io_uring_enter",
+        437: "openat2", 441: "epoll_pwait2",
+    },
+    "aarch64": {
+        22: "epoll_pwait", 32: "flock", 47: "fallocate", 56: "openat", 61: "getdents64", 63: "read",
+        64: "write", 65: "readv", 66: "writev", 67: "pread64", 68: "pwrite64", 72: "pselect6",
+        73: "ppoll", 79: "newfstatat", 80: "fstat", 82: "fsync", 83: "fdatasync", 84: "sync_file_range",
+        95: "waitid", 98: "futex", 101: "nanosleep", 115: "clock_nanosleep", 202: "accept",
+        129: "kill", 203: "connect", 206: "sendto", 207: "recvfrom", 211: "sendmsg", 212: "recvmsg", 242: "accept4",
+        260: "wait4", 267: "syncfs", 291: "statx", 426: "io_uring_enter", 437: "openat2",
+    },
+}  # fmt: skip
+FD_CALLS = frozenset(
+    {
+        "read", "write", "pread64", "pwrite64", "readv", "writev", "preadv", "pwritev", "fstat", "fsync",
+        "fdatasync", "ftruncate", "fallocate", "getdents", "getdents64", "sync_file_range", "flock",
+        "sendto", "recvfrom", "sendmsg", "recvmsg", "recvmmsg", "sendmmsg", "connect", "accept",
+        "accept4", "sendfile", "splice", "copy_file_range", "syncfs",
+    }
+)  # fmt: skip
+PATH_CALLS = {"open": 0, "stat": 0, "lstat": 0, "truncate": 0, "unlink": 0, "rename": 0, "openat": 1,
+              "openat2": 1, "newfstatat": 1, "statx": 1}  # fmt: skip
+"""Calls that take a path, and which argument holds it."""
+AT_FDCWD = -100
+
+
+@dataclass(frozen=True)
+class Mount:
+    point: str
+    fstype: str
+    source: str
+
+    def words(self) -> str:
+        return f"{self.point} ({self.fstype} from {self.source})"
+
+
+@dataclass(frozen=True)
+class Sample:
+    """One look at a process: its state, where its main thread is, and its running totals."""
+
+    pid: int
+    t: float
+    """When it was taken (the prober's clock)."""
+    state: str
+    """The state letter of ``/proc/PID/status``: R, S, D, T, t, Z, X or I."""
+    ppid: int = 0
+    tracer: int = 0
+    wchan: str | None = None
+    syscall: str | None = None
+    """The call the main thread sits in by name (``syscall 318`` for one not known here),
+    ``running`` in user space, None outside any call or where it cannot be read."""
+    target: str | None = None
+    """The file (a path), pipe or socket the call works on."""
+    fifo: bool = False
+    mount: Mount | None = None
+    cpu: float = 0.0
+    """Seconds of CPU, every thread's."""
+    read: int = 0
+    written: int = 0
+    """Bytes read and written through system calls (``rchar``, ``wchar``), every thread's."""
+    queued: float = 0.0
+    """Seconds its main thread has waited, runnable, for a CPU (``schedstat``'s run delay):
+    what a rank starved of CPU by other processes on its host shows."""
+    load: float = 0.0
+    """The host's load average over the last minute, with :data:`CPUS` to read it against."""
+
+
+def look(pid: int, t: float) -> Sample | None:
+    """The process ``pid`` now, None if it is gone. Fields it may not read stay empty."""
+    base = PROC / str(pid)
+    try:
+        status = _fields((base / "status").read_text())
+        stat_line = (base / "stat").read_text()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+    except OSError:
+        return Sample(pid, t, "?")
+    state = status.get("State", "?")[:1]
+    after = stat_line.rsplit(")", 1)[-1].split()
+    cpu = (int(after[11]) + int(after[12])) / CLOCK_TICKS if len(after) > 12 else 0.0
+    io = {}
+    with contextlib.suppress(OSError):
+        io = _fields((base / "io").read_text())
+    wchan = _read(base / "wchan")
+    queued = _queued(base)
+    syscall, target, fifo = _syscall(pid) if state not in "ZX" else (None, None, False)
+    mount = _mount(pid, target) if target and target.startswith("/") else None
+    return Sample(
+        pid,
+        t,
+        state,
+        ppid=int(status.get("PPid", "0") or 0),
+        tracer=int(status.get("TracerPid", "0") or 0),
+        wchan=wchan if wchan and wchan != "0" else None,
+        syscall=syscall,
+        target=target,
+        fifo=fifo,
+        mount=mount,
+        cpu=cpu,
+        read=int(io.get("rchar", "0") or 0),
+        written=int(io.get("wchar", "0") or 0),
+        queued=queued,
+        load=_load(),
+    )
+
+
+def _queued(base: Path) -> float:
+    """Seconds the main thread has waited for a CPU, 0.0 where the kernel does not say."""
+    fields = (_read(base / "schedstat") or "").split()
+    return int(fields[1]) / 1e9 if len(fields) > 1 and fields[1].isdigit() else 0.0
+
+
+def _load() -> float:
+    try:
+        return os.getloadavg()[0]
+    except OSError:
+        return 0.0
+
+
+def _fields(text: str) -> dict[str, str]:
+    pairs = (line.split(":", 1) for line in text.splitlines() if ":" in line)
+    return {k.strip(): v.strip() for k, v in pairs}
+
+
+def _read(path: Path) -> str | None:
+    with contextlib.suppress(OSError, UnicodeDecodeError):
+        return path.read_text().strip()
+    return None
+
+
+def _syscall(pid: int) -> tuple[str | None, str | None, bool]:
+    """The main thread's system call by name, the file it works on, and whether that is a FIFO."""
+    text = _read(PROC / str(pid) / "syscall")
+    if not text:
+        return None, None, False
+    parts = text.split()
+    if parts[0] == "running":
+        return "running", None, False
+    number = int(parts[0])
+    if number < 0 or len(parts) < 7:
+        return None, None, False
+    name = SYSCALLS.get(os.uname().machine, {}).get(number, f"syscall {number}")
+    args = [int(a, 16) for a in parts[1:7]]
+    target = None
+    if name in FD_CALLS:
+        target = _read_link(PROC / str(pid) / "fd" / str(_signed(args[0])))
+    elif name in PATH_CALLS:
+        which = PATH_CALLS[name]
+        target = _path_argument(pid, args[which], _signed(args[0]) if which == 1 else AT_FDCWD)
+    fifo = False
+    if target and target.startswith("/"):
+        with contextlib.suppress(OSError):
+            fifo = stat.S_ISFIFO(os.stat(f"/proc/{pid}/root{target}").st_mode)
+    elif target and target.startswith("pipe:"):
+        fifo = True
+    return name, target, fifo
+
+
+def _signed(value: int) -> int:
+    """A file descriptor argument as the kernel reads it (an int: AT_FDCWD is -100)."""
+    value &= 0xFFFFFFFF
+    return value - (1 << 32) if value >= 1 << 31 else value
+
+
+def _read_link(path: Path) -> str | None:
+    with contextlib.suppress(OSError):
+        return os.readlink(path)
+    return None
+
+
+def _path_argument(pid: int, pointer: int, dirfd: int) -> str | None:
+    """The path a call was given, read from the process's memory (root, or its tracer may),
+    made absolute against its working directory or ``dirfd``."""
+    try:
+        with open(f"/proc/{pid}/mem", "rb", buffering=0) as mem:
+            mem.seek(pointer)
+            raw = mem.read(PATH_MAX).split(b"\0", 1)[0]
+    except (OSError, OverflowError, ValueError):
+        return None
+    path = os.fsdecode(raw)
+    if not path or path.startswith("/"):
+        return path or None
+    base = _read_link(PROC / str(pid) / ("cwd" if dirfd == AT_FDCWD else f"fd/{dirfd}"))
+    return os.path.normpath(os.path.join(base, path)) if base else path
+
+
+def _mount(pid: int, path: str) -> Mount | None:
+    """The mount ``path`` lies on, as the process sees its mounts: the longest mount point
+    that is a prefix of it."""
+    text = _read(PROC / str(pid) / "mountinfo")
+    best: Mount | None = None
+    for line in (text or "").splitlines():
+        left, _, right = line.partition(" - ")
+        fields, rest = left.split(), right.split()
+        if len(fields) < 5 or len(rest) < 2:
+            continue
+        point = _unescape(fields[4])
+        inside = path == point or path.startswith(point.rstrip("/") + "/")
+        if inside and (best is None or len(point) >= len(best.point)):
+            best = Mount(point, rest[0], _unescape(rest[1]))
+    return best
+
+
+def _unescape(field: str) -> str:
+    """mountinfo writes space, tab, newline and backslash as octal escapes."""
+    for code, char in (("\\040", " "), ("\\011", "\t"), ("\\012", "\n"), ("\\134", "\\")):
+        field = field.replace(code, char)
+    return field
