@@ -9,8 +9,10 @@ relays; prints a markdown table.
    reach it per second, over ``SECONDS`` after a warm-up.
 2. **The Receiver** (the monitor's socket, :class:`~distmon.monitor.intake.receiver.Receiver`) in
    this process: fake relays in two other processes (16 DEALER sockets in all) send pre-built batches
-   of N frames as fast as ZeroMQ takes them; the figure is the batches and frames that
-   ``receive()`` hands out per second, each batch decoded and checked.
+   of N frames as fast as ZeroMQ takes them, as a relay sends them (columns, no report whole:
+   a healthy job's usual second) or as relays before columns did (``distmon-batch/1``); the
+   figure is the batches and frames that ``receive()`` hands out per second, each batch
+   decoded and checked.
 
 Senders and receivers share the machine's cores, so on a small machine the figures are a
 floor: the sender's Python loop competes with what it measures.
@@ -29,11 +31,14 @@ import time
 from multiprocessing.process import BaseProcess
 from multiprocessing.synchronize import Event
 
+import numpy as np
 import psutil
 import zmq
 from simulated import SimJob
 
-from distmon.channel import Batch, Relay, batch_frames, decode_batch
+from distmon.channel import Batch, Relay, batch_frames
+from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
+from distmon.columnar.frames import parse
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import encode
 
@@ -160,7 +165,7 @@ def relay_rate(directory: str) -> tuple[str, str, str, str]:
     window = Window(psutil.Process(relay.pid))
     while not window.done:
         if monitor.poll(100):
-            batch = decode_batch(monitor.recv_multipart()[1:])
+            batch = decode_columns(monitor.recv_multipart()[1:])
             window.add(1, len(batch))
     stop_senders(processes, stop)
     relay.send_signal(signal.SIGTERM)
@@ -170,12 +175,18 @@ def relay_rate(directory: str) -> tuple[str, str, str, str]:
     return window.row(f"one relay process: {RANKS} fake ranks, {len(frames[0])} B reports")
 
 
-def receiver_rate(directory: str, size: int) -> tuple[str, str, str, str]:
-    """Batches and frames per second the Receiver takes in, batches of ``size`` frames."""
-    endpoint = f"ipc://{directory}/monitor-{size}.sock"
+def receiver_rate(directory: str, size: int, columns: bool) -> tuple[str, str, str, str]:
+    """Batches and frames per second the Receiver takes in, batches of ``size`` frames, as
+    columns or as frames."""
+    endpoint = f"ipc://{directory}/monitor-{size}-{columns}.sock"
     receiver = Receiver(endpoint)
     frames = reports(size)
-    batches = [batch_frames(Batch.of(frames, relay=Relay(f"node-{i}:1", f"node-{i}"))) for i in range(RELAYS)]
+    batches = []
+    for i in range(RELAYS):
+        batch = Batch.of(frames, relay=Relay(f"node-{i}:1", f"node-{i}"))
+        parsed = parse(batch)
+        numbers = ColumnBatch.of(parsed, np.zeros(len(parsed), dtype=bool), batch.relays)
+        batches.append(column_frames(numbers) if columns else batch_frames(batch))
     processes, stop = senders(endpoint, batches, RELAYS)
     window = Window(psutil.Process())
     while not window.done:
@@ -183,12 +194,14 @@ def receiver_rate(directory: str, size: int) -> tuple[str, str, str, str]:
         window.add(len(taken), sum(len(b) for b in taken))
     stop_senders(processes, stop)
     receiver.close()
-    return window.row(f"Receiver: {RELAYS} fake relays, batches of {size}")
+    kind = "columns" if columns else "frames (distmon-batch/1)"
+    return window.row(f"Receiver: {RELAYS} fake relays, batches of {size}, {kind}")
 
 
 def main() -> None:
     with tempfile.TemporaryDirectory(prefix="bench-relay-") as directory:
-        rows = [relay_rate(directory), *(receiver_rate(directory, size) for size in BATCH_SIZES)]
+        rows = [relay_rate(directory)]
+        rows += [receiver_rate(directory, size, columns) for columns in (True, False) for size in BATCH_SIZES]
     load = ", ".join(f"{x:.1f}" for x in os.getloadavg())
     print(f"{os.cpu_count()} cores (load average {load}), {SECONDS:.0f} s each after {WARM_UP:.0f} s of warm-up\n")
     print("| measure | batches/s | frames/s | frames per CPU second of the relay / Receiver |")

@@ -7,12 +7,23 @@ Sender processes stand in for the ranks: each pre-encodes its ranks' reports fro
 simulator (a healthy second, then a second of the hang) and sends them, their clocks moved on
 each second, one message per rank per second, to the relay of the rank's node. The relays
 (``distmon relay``) batch them to the monitor, which runs as ``distmon record`` does (a
-LiveFeed and the Session). With ``--json`` the last line is one JSON object: ``ranks``,
-``relays``, ``reports_per_s`` (rank reports the monitor took in per second, sustained),
-``tick_ms_median`` (detector ticks during the hang), ``alert_s`` (stall to the first alert
-naming a culprit, or null), ``named`` (the ranks it names), ``monitor_rss_mb``, ``dropped``
-(reports the monitor's intake dropped, past its caps) and ``said`` (every alert raised or
-resolved).
+LiveFeed and the Session), recording to ``--record FILE`` if asked. With ``--json`` the last
+line is one JSON object: ``ranks``, ``relays``, ``reports_per_s`` (rank reports the monitor
+took in per second, sustained), ``offered`` and ``taken`` (reports sent by the senders in all,
+and taken in by the monitor), ``cpu_us_per_report`` (the monitor's own process CPU time, every
+thread of it, per report taken in, over the steady seconds), ``core_share`` (that CPU over the
+wall time: the share of one core the monitor used) and ``headroom`` (one over it),
+``tick_ms_median`` and ``tick_ms_max`` (detector ticks during the hang, wall time), and
+``tick_cpu_ms_median`` and ``tick_cpu_ms_max`` (the same ticks' CPU time: what they cost with
+the machine to themselves), ``alert_s`` (stall to
+the first alert naming a culprit, or null), ``named`` (the ranks it names), ``monitor_rss_mb``
+(its peak resident memory), ``dropped`` (reports the monitor's intake dropped, past its caps),
+``refused`` (everything the monitor counted as not taken in, by reason), ``cpu_s_by_thread``
+(the process's CPU over the run: its loop, the feed's reader, ZeroMQ's), ``load`` (the host's
+load average at the start and the end) and ``said`` (every alert raised or resolved).
+
+The monitor shares the machine with the senders and the relays: its CPU per report is its
+own process's CPU time, which the others' load does not add to (it only delays it).
 """
 
 from __future__ import annotations
@@ -21,11 +32,13 @@ import argparse
 import json
 import multiprocessing
 import os
+import resource
 import statistics
 import struct
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
@@ -37,6 +50,7 @@ from simulated import SimJob
 from distmon.cli import relax_gc
 from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor, Viewers
+from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.ending import STOP_KINDS
 from distmon.wire import HEADER_FIELDS, encode
@@ -126,10 +140,12 @@ def run(
     interval: int,
     viewers: Callable[[str], Viewers] | None = None,
     on_turn: Callable[[], None] | None = None,
+    record: str | None = None,
 ) -> dict[str, object]:
     """``viewers``: the monitor's screens, made for its endpoint (``bench_attach.py``); ``on_turn``
-    called at each turn of the monitor's loop."""
+    called at each turn of the monitor's loop; ``record``: the recording, if any."""
     relax_gc()
+    load = os.getloadavg()[0]
     tmp = Path(tempfile.mkdtemp(prefix="bench-scale-"))
     upstream = f"ipc://{tmp}/monitor.sock"
     listens = [f"ipc://{tmp}/relay-{i}.sock" for i in range(relays)]
@@ -153,20 +169,23 @@ def run(
         )
         for listen in listens
     ]
-    monitor = Monitor(viewers=viewers(upstream) if viewers is not None else None)
-    ticks: list[tuple[float, float]] = []
+    monitor = Monitor(
+        recorder=RecordingWriter(record) if record else None, viewers=viewers(upstream) if viewers is not None else None
+    )
+    ticks: list[tuple[float, float, float]] = []
     tick = monitor.tick
 
     def timed(now: float) -> list:  # type: ignore[type-arg]
-        began = time.perf_counter()
+        began, cpu = time.perf_counter(), time.thread_time()
         changes = tick(now)
-        ticks.append((now, (time.perf_counter() - began) * 1000))
+        ticks.append((now, (time.perf_counter() - began) * 1000, (time.thread_time() - cpu) * 1000))
         return changes
 
     monitor.tick = timed  # type: ignore[method-assign]
     session = Session(feed, monitor)
     stalled_at = start + healthy - (HUNG - HANG_AT)
-    counted: list[tuple[float, int]] = []
+    counted: list[tuple[float, int, float]] = []
+    """(time, reports taken in, the process's CPU seconds)"""
     alert: tuple[float, list[int]] | None = None
     said: list[str] = []
     """Every alert raised, in one line each."""
@@ -177,33 +196,59 @@ def run(
                     said.append(f"+{t - start:.0f}s {change.event} {change.alert.headline[:160]}")
                 if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
                     alert = (t, change.alert.ranks)
-            counted.append((time.time(), monitor.state.received))
+            counted.append((time.time(), monitor.state.received, time.process_time()))
             if on_turn is not None:
                 on_turn()
             time.sleep(0.01)
+        session.finish()
+        spent = by_thread()
     finally:
         for worker in workers:
             worker.join(30)
         for process in relay_processes:
             process.terminate()
             process.wait(10)
-        feed.close()
-        monitor.close()
-    steady = [(t, n) for t, n in counted if start + 2 <= t <= start + seconds]
-    rate = (steady[-1][1] - steady[0][1]) / (steady[-1][0] - steady[0][0]) if len(steady) > 1 else 0.0
-    during = [ms for t, ms in ticks if t >= start + healthy + 1]
+        session.close()
+    steady = [(t, n, cpu) for t, n, cpu in counted if start + 2 <= t <= start + seconds]
+    (t0, n0, cpu0), (t1, n1, cpu1) = (steady[0], steady[-1]) if len(steady) > 1 else ((0, 0, 0), (1, 0, 0))
+    during = [ms for t, ms, _ in ticks if t >= start + healthy + 1]
+    during_cpu = [ms for t, _, ms in ticks if t >= start + healthy + 1]
+    share = (cpu1 - cpu0) / (t1 - t0)
     return {
         "ranks": ranks,
         "relays": relays,
-        "reports_per_s": round(rate),
+        "interval": interval,
+        "reports_per_s": round((n1 - n0) / (t1 - t0)),
+        "offered": ranks * seconds // interval,
+        "taken": monitor.state.received,
+        "cpu_us_per_report": round((cpu1 - cpu0) / max(1, n1 - n0) * 1e6, 2),
+        "core_share": round(share, 3),
+        "headroom": round(1 / share, 1) if share else None,
         "tick_ms_median": round(statistics.median(during), 1) if during else None,
+        "tick_ms_max": round(max(during), 1) if during else None,
+        "tick_cpu_ms_median": round(statistics.median(during_cpu), 1) if during_cpu else None,
+        "tick_cpu_ms_max": round(max(during_cpu), 1) if during_cpu else None,
         "alert_s": round(alert[0] - stalled_at, 1) if alert else None,
         "named": alert[1] if alert else [],
-        "interval": interval,
-        "monitor_rss_mb": round(psutil.Process(os.getpid()).memory_info().rss / 2**20),
+        "monitor_rss_mb": round(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024),
         "dropped": feed.dropped,
+        "refused": dict(monitor.state.dropped),
+        "cpu_s_by_thread": spent,
+        "load": [round(load, 2), round(os.getloadavg()[0], 2)],
         "said": said,
     }
+
+
+def by_thread() -> dict[str, float]:
+    """This process's CPU seconds so far, by thread: the monitor's loop, the feed's reader, and
+    ZeroMQ's own (the socket's I/O)."""
+    names = {t.native_id: "feed" for t in threading.enumerate() if t.name == "distmon-feed"}
+    names[threading.main_thread().native_id] = "loop"
+    spent: dict[str, float] = {}
+    for thread in psutil.Process().threads():
+        name = names.get(thread.id, "zmq and others")
+        spent[name] = round(spent.get(name, 0.0) + thread.user_time + thread.system_time, 2)
+    return spent
 
 
 def main() -> None:
@@ -216,9 +261,10 @@ def main() -> None:
     parser.add_argument(
         "--interval", type=int, default=1, help="seconds between a rank's reports, DISTMON_INTERVAL (default: 1)"
     )
+    parser.add_argument("--record", metavar="FILE", help="record what the monitor takes in, as distmon record does")
     parser.add_argument("--json", action="store_true", help="print one JSON object on the last line")
     args = parser.parse_args()
-    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung, args.interval)
+    result = run(args.ranks, args.relays, args.senders, args.healthy, args.hung, args.interval, record=args.record)
     print("| " + " | ".join(result) + " |")
     print("|" + "---|" * len(result))
     said = result.pop("said")

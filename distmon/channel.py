@@ -42,7 +42,10 @@ MAX_DROPPED = 2**40
 """More frames than any relay could have dropped: a larger count is not believed."""
 DUMP = "dump"
 END = "end"
-ACTIONS = (DUMP, END)
+DETAILS = "details"
+"""For relays, not ranks: send the whole reports of ``ranks`` with their columns for a few
+seconds (:mod:`distmon.columnar.news`); a rank ignores it."""
+ACTIONS = (DUMP, END, DETAILS)
 
 
 @dataclass
@@ -176,6 +179,15 @@ class Batch:
     def __len__(self) -> int:
         return len(self.offsets) - 1
 
+    @property
+    def nbytes(self) -> int:
+        return len(self.payload)
+
+    def frame_ends(self) -> array[int]:
+        """Where each frame's bytes end, counted from the first frame's start: one more than
+        the frames, from 0."""
+        return self.offsets
+
     def frames(self) -> list[bytes]:
         o = self.offsets
         return [self.payload[o[i] : o[i + 1]] for i in range(len(self))]
@@ -191,9 +203,11 @@ class Batch:
         via = array("i", [0 if relay is not None else -1]) * len(frames)
         return cls(b"".join(frames), offsets, [relay] if relay is not None else [], via)
 
-    def subset(self, chosen: Sequence[int]) -> Batch:
-        """The frames at ``chosen``, in that order, with the relays they came through."""
-        if len(chosen) == len(self) and list(chosen) == list(range(len(self))):
+    def subset(self, chosen: Sequence[int] | Any) -> Batch:
+        """The frames at ``chosen`` (a sequence or an array of indices), in that order, with the
+        relays they came through."""
+        chosen = [int(i) for i in chosen]
+        if len(chosen) == len(self) and chosen == list(range(len(self))):
             return self
         o = self.offsets
         frames = [self.payload[o[i] : o[i + 1]] for i in chosen]
@@ -201,10 +215,12 @@ class Batch:
         return Batch(b"".join(frames), offsets, self.relays, array("i", [self.via[i] for i in chosen]))
 
     def slice(self, start: int, stop: int) -> Batch:
-        """Frames ``start`` to ``stop`` - 1: one copy of their bytes, none a frame."""
+        """Frames ``start`` to ``stop`` - 1: one copy of their bytes, none a frame; what the
+        batch says of drops stays with its first frames."""
         o = self.offsets
         offsets = array("I", (offset - o[start] for offset in o[start : stop + 1]))
-        return Batch(self.payload[o[start] : o[stop]], offsets, self.relays, self.via[start:stop])
+        dropped = dict(self.dropped) if start == 0 else {}
+        return Batch(self.payload[o[start] : o[stop]], offsets, self.relays, self.via[start:stop], dropped)
 
     @classmethod
     def merged(cls, batches: Sequence[Batch]) -> Batch:

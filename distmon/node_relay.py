@@ -1,22 +1,28 @@
 """A node's relay: the node's ranks report to it, and it forwards their reports upstream, to
-the monitor or to the relay above it, as one :class:`~distmon.channel.Batch` an interval.
+the monitor or to the relay above it, as one :class:`~distmon.columnar.batch.ColumnBatch` an
+interval.
 
 Why: a job of 131,072 ranks would otherwise hold that many connections open at the monitor
-and send it that many messages a second. Through a relay per node the monitor holds one
-connection per node and takes one message per node a second; through a tree of relays
-(a relay's upstream may be another relay) fewer still.
+and send it that many messages a second, each read on its own. Through a relay per node the
+monitor holds one connection per node and takes one message per node a second, already in
+columns; through a tree of relays (a relay's upstream may be another relay) fewer still.
 
-What flows where (see :mod:`distmon.channel`):
+What flows where (see :mod:`distmon.channel`, :mod:`distmon.columnar.batch`):
 
-- up, batched: each rank frame (a single-frame message, forwarded as the rank sent it, never
-  decoded) goes into the next batch, each named as come through this relay. So do the
-  frames of batches from relays below, merged in with the relays they name, so that the
-  monitor learns every relay of the tree. A batch goes every interval, or as soon as it
+- up, batched: each rank frame (a single-frame message) is read, with the interval's others,
+  as arrays (:mod:`distmon.columnar.frames`): its header and rows go up as columns, its
+  report only when it has news or the monitor asked for it (:mod:`distmon.columnar.news`),
+  each frame named as come through this relay. A frame that cannot be read is counted, and
+  told upstream with the batch. Batches from relays below are merged in with the relays
+  they name, so that the monitor learns every relay of the tree (the frames of a relay that
+  predates columns read as this relay's own). A batch goes every interval, or as soon as it
   holds ``batch`` frames or ``MAX_BATCH_BYTES``;
 - up, every interval, even empty: the batch names this relay, the monitor's sign that the
   relay (and the relays below it) are alive;
 - up, at once: Flight Recorder dumps, unchanged;
-- down: the monitor's commands, unchanged, to every peer heard from (ranks, relays below).
+- down: the monitor's commands, unchanged, to every peer heard from (ranks, relays below);
+  a request for whole reports (``details``) is the relays' alone: kept, and passed only to
+  the relays below.
 
 The relay is the ranks' endpoint, so it keeps their rule: it never blocks. Upstream it is
 connected as a rank's agent is (``IMMEDIATE``, a short ``SNDHWM``): a batch that cannot go
@@ -33,6 +39,7 @@ import time
 from collections import Counter, OrderedDict
 from collections.abc import Callable
 
+import numpy as np
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
 
@@ -40,17 +47,20 @@ from distmon import endpoint as endpoints
 from distmon import keys
 from distmon.channel import (
     BATCH_TAG,
+    DETAILS,
     DUMP_TAG,
     MAX_BATCH_BYTES,
     RANK_SOCKET,
     Batch,
     Relay,
-    batch_frames,
     decode_batch,
     decode_command,
     decode_dump,
     listening_socket,
 )
+from distmon.columnar.batch import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
+from distmon.columnar.frames import parse
+from distmon.columnar.news import REFRESH, News
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 BATCH_FRAMES = 10_000
@@ -82,6 +92,7 @@ class NodeRelay:
         key: keys.JobKey | None = None,
         interval: float = 1.0,
         batch: int = BATCH_FRAMES,
+        refresh: float = REFRESH,
     ) -> None:
         host = socket.gethostname()
         self.me = Relay(f"{host}:{os.getpid()}", host)
@@ -93,11 +104,18 @@ class NodeRelay:
         """What the relay did, and what it dropped, by name (its closing line)."""
         self._frames: list[bytes] = []
         self._below: list[Batch] = []
+        """Frames from relays below that predate columns: read as this relay's own."""
+        self._columns: list[ColumnBatch] = []
         self._lost = 0
         """Frames dropped on the way (here, or below and told here) not yet told upstream."""
+        self._refused: Counter[str] = Counter()
+        """Frames this relay could not read, not yet told upstream."""
         self._held_frames = 0
         self._held_bytes = 0
+        self._news = News(refresh)
         self._peers: OrderedDict[bytes, None] = OrderedDict()
+        self._relays_below: OrderedDict[bytes, None] = OrderedDict()
+        """The peers that sent batches: relays, which a request for whole reports goes down to."""
         self._context = zmq.Context(io_threads=1)
         self._authenticator: ThreadAuthenticator | None = None
         self._ranks = listening_socket(self._context)
@@ -153,7 +171,11 @@ class NodeRelay:
             self._heard(peer)
             if len(frames) == 1:
                 self._hold_frame(frames[0])
+            elif frames[0] == COLUMNS_TAG:
+                self._heard(peer, self._relays_below)
+                self._hold_columns(frames)
             elif frames[0] == BATCH_TAG:
+                self._heard(peer, self._relays_below)
                 self._hold_batch(frames)
             elif frames[0] == DUMP_TAG:
                 self._send_dump(frames)
@@ -163,6 +185,7 @@ class NodeRelay:
     def _hold_frame(self, frame: bytes) -> None:
         if len(frame) > MAX_MESSAGE_BYTES:
             self.counts["oversized"] += 1
+            self._refused["oversized"] += 1
             return
         self._make_room(1, len(frame))
         self._frames.append(frame)
@@ -178,6 +201,16 @@ class NodeRelay:
         self._below.append(batch)
         self._held(len(batch), len(batch.payload))
 
+    def _hold_columns(self, frames: list[bytes]) -> None:
+        try:
+            batch = decode_columns(frames)
+        except WireError as e:
+            self.counts[e.reason] += 1
+            return
+        self._make_room(len(batch), batch.nbytes)
+        self._columns.append(batch)
+        self._held(len(batch), batch.nbytes)
+
     def _make_room(self, frames: int, size: int) -> None:
         """Send what is held first if ``frames`` more of ``size`` bytes would overfill the batch."""
         if self._held_frames and (self._held_frames + frames > self.batch or self._held_bytes + size > MAX_BATCH_BYTES):
@@ -191,25 +224,40 @@ class NodeRelay:
             self.flush()
 
     def flush(self) -> None:
-        """Send the held frames upstream as one batch naming this relay (empty: a sign of
-        life), with the frames dropped on the way since the last batch that went: the monitor
-        blames no rank for their silence. What a batch that could not go held (frames, and the
-        drops it told of) counts as this relay's own drop."""
-        batch = Batch.merged([Batch.of(self._frames, relay=self.me), *self._below])
+        """Send what is held upstream as one batch of columns naming this relay (empty: a sign
+        of life), with the frames dropped on the way since the last batch that went (the
+        monitor blames no rank for their silence) and those that could not be read. What a
+        batch that could not go held (frames, and the drops it told of) counts as this relay's
+        own drop, and its ranks' reports go whole with their next frames."""
+        own = self._own_columns()
+        batch = ColumnBatch.merged([own, *self._columns])
         if self._lost:
             batch.dropped[0] = batch.dropped.get(0, 0) + self._lost  # this relay is the merged batch's first
-        self._frames, self._below = [], []
+        batch.refused.update(self._refused)
+        self._frames, self._below, self._columns, self._refused = [], [], [], Counter()
         self._held_frames = self._held_bytes = 0
         try:
-            self._up.send_multipart(batch_frames(batch), zmq.NOBLOCK)
+            self._up.send_multipart(column_frames(batch), zmq.NOBLOCK)
         except zmq.Again:
             self.counts["batches_dropped"] += 1
             self.counts["frames_dropped"] += len(batch)
             self._lost = len(batch) + sum(batch.dropped.values())
+            sent = np.diff(own.ends.astype(np.int64)) > 0
+            self._news.unsent(own.headers["rank"][sent].astype(np.int64))
             return
         self._lost = 0
         self.counts["batches"] += 1
         self.counts["frames"] += len(batch)
+        self.counts["whole"] += int(np.count_nonzero(np.diff(batch.ends.astype(np.int64))))
+
+    def _own_columns(self) -> ColumnBatch:
+        """The frames held from ranks (and from relays below that predate columns) as columns,
+        their reports chosen; those that cannot be read counted."""
+        frames = Batch.merged([Batch.of(self._frames, relay=self.me), *self._below])
+        parsed = parse(frames)
+        self.counts.update(parsed.refused)
+        send = self._news.choose(parsed, time.monotonic())
+        return ColumnBatch.of(parsed, send, frames.relays)
 
     def _send_dump(self, frames: list[bytes]) -> None:
         try:
@@ -233,22 +281,29 @@ class NodeRelay:
             try:
                 if len(frames) != 1:
                     raise WireError("malformed_command", f"{len(frames)} frames")
-                decode_command(frames[0])
+                command = decode_command(frames[0])
             except WireError as e:
                 self.counts[e.reason] += 1
                 continue
-            self.counts["commands"] += 1
-            for peer in list(self._peers):
+            if command.action == DETAILS:
+                self._news.watch(command.ranks or [], time.monotonic())
+                self.counts["asked"] += 1
+                peers = self._relays_below
+            else:
+                self.counts["commands"] += 1
+                peers = self._peers
+            for peer in list(peers):
                 try:
                     self._ranks.send_multipart([peer, frames[0]], zmq.NOBLOCK)
                 except zmq.ZMQError:
-                    self._peers.pop(peer, None)
+                    peers.pop(peer, None)
 
-    def _heard(self, peer: bytes) -> None:
-        self._peers[peer] = None
-        self._peers.move_to_end(peer)
-        if len(self._peers) > MAX_PEERS:
-            self._peers.popitem(last=False)
+    def _heard(self, peer: bytes, peers: OrderedDict[bytes, None] | None = None) -> None:
+        heard = self._peers if peers is None else peers
+        heard[peer] = None
+        heard.move_to_end(peer)
+        if len(heard) > MAX_PEERS:
+            heard.popitem(last=False)
 
     def close(self) -> None:
         self._ranks.close(linger=0)

@@ -83,9 +83,10 @@ def run(args: argparse.Namespace) -> int:
 def summary(counts: dict[str, int]) -> str:
     """The closing line: what went up and down, and what was dropped."""
     sent = (
-        f"{counts.get('frames', 0)} reports in {counts.get('batches', 0)} batches, "
+        f"{counts.get('frames', 0)} reports in {counts.get('batches', 0)} batches "
+        f"({counts.get('whole', 0)} of them whole), "
         f"{counts.get('dumps', 0)} dumps up, {counts.get('commands', 0)} commands down"
     )
-    done = {"frames", "batches", "dumps", "commands"}
+    done = {"frames", "batches", "whole", "dumps", "commands", "asked"}
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()) if why not in done and n) or "none"
     return f"{sent}; dropped: {dropped}"

@@ -10,18 +10,22 @@ slowest and fastest of *all* ranks, so a sample never hides an outlier's pace.
 
 from __future__ import annotations
 
+import contextlib
 import html
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
 
-from distmon.monitor.recording.file import BatchRecord, Message, read_recording
+import numpy as np
+
+from distmon.columnar.batch import ColumnBatch
+from distmon.monitor.recording.file import BatchRecord, ColumnRecord, Message, read_recording
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.job import gpu_allocated
 from distmon.monitor.state.words import count, duration, rank_word, ranks_text
-from distmon.wire import WireError, decode
+from distmon.wire import GroupStatus, WireError, decode, name_hash
 
 MAX_RANKS = 32
 """Ranks drawn in the per-rank plots; ranks named by alerts count first."""
@@ -89,10 +93,13 @@ def read_series(path: str, ranks: Iterable[int], start: float) -> Series:
     wanted = set(ranks)
     series = Series(start, {r: RankSeries() for r in wanted}, {}, {})
     _, records = read_recording(path)
+    groups: dict[int, GroupStatus] = {}
     for record in records:
         if isinstance(record, Message | BatchRecord):
             for frame in record.frames():
                 _add(series, frame, record.t)
+        elif isinstance(record, ColumnRecord):
+            _add_columns(series, record.batch, record.t, groups)
     return series
 
 
@@ -118,6 +125,43 @@ def _add(series: Series, frame: bytes, received: float) -> None:
         times.append(t)
         issued.append(g.enqueued)
         completed.append(g.completed)
+
+
+def _add_columns(series: Series, batch: ColumnBatch, received: float, groups: dict[int, GroupStatus]) -> None:
+    """A relay's columns: the step range over all its frames, the chosen ranks' numbers, and
+    the names of their groups from the reports that came whole (each rank's first did)."""
+    h = batch.headers
+    if len(h):
+        second = int(received - series.start)
+        low, high = series.step_range.get(second, (int(h["steps"].min()), int(h["steps"].max())))
+        series.step_range[second] = (min(low, int(h["steps"].min())), max(high, int(h["steps"].max())))
+    ends = batch.ends.astype(np.int64)
+    first_row = np.concatenate([[0], np.cumsum(h["groups"].astype(np.int64))])
+    t = received - series.start
+    for i in np.flatnonzero(np.isin(h["rank"], list(series.ranks))).tolist():
+        if ends[i + 1] > ends[i]:
+            with contextlib.suppress(WireError):
+                groups.update({name_hash(g.id): g for g in decode(batch.reports[ends[i] : ends[i + 1]]).groups})
+        s = series.ranks[int(h["rank"][i])]
+        s.t.append(t)
+        s.steps.append(int(h["steps"][i]))
+        s.rss.append(_number(h["rss"][i]))
+        s.gpu.append(
+            _number(h["gpu_allocated"][i]) if _number(h["gpu_allocated"][i]) is not None else _number(h["gpu_used"][i])
+        )
+        for row in batch.groups[first_row[i] : first_row[i + 1]]:
+            g = groups.get(int(row["id"]))
+            if g is None:
+                continue
+            series.group_names.setdefault(g.id, g.desc or f"group {g.id}")
+            times, issued, completed = s.groups.setdefault(g.id, ([], [], []))
+            times.append(t)
+            issued.append(int(row["enqueued"]))
+            completed.append(int(row["completed"]))
+
+
+def _number(value: Any) -> float | None:
+    return None if np.isnan(value) else float(value)
 
 
 def render_page(pm: Postmortem, path: str, text_report: str) -> str:

@@ -23,10 +23,10 @@ import zmq
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.channel import Batch
+from distmon.columnar.batch import Incoming
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.recording.file import batch_records
+from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import cause
 from distmon.monitor.viewing import HELLO, JobAsItStands, alert_message, numbered, pack, tick_message
@@ -85,7 +85,7 @@ class _Screen:
         return not self.skipped
 
 
-Handed = tuple[float, Batch] | bytes | JobAsItStands
+Handed = tuple[float, Incoming] | bytes | JobAsItStands
 
 
 class Broadcast:
@@ -139,7 +139,7 @@ class Broadcast:
         """A screen takes the stream, or waits to: only then is anything handed over."""
         return self._live or self._wanted.is_set()
 
-    def batch(self, t: float, batch: Batch) -> None:
+    def batch(self, t: float, batch: Incoming) -> None:
         self._hand([(t, batch)])
 
     def tick(self, monitor: Monitor, now: float, changes: list[Change]) -> None:
@@ -278,4 +278,4 @@ def _bytes(item: Handed) -> int:
         return len(item)
     if isinstance(item, JobAsItStands):
         return 0
-    return len(item[1].payload)
+    return item[1].nbytes

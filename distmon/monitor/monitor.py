@@ -7,13 +7,17 @@ drive the same code.
 
 from __future__ import annotations
 
+import ctypes
+import ctypes.util
 from collections import Counter
+from collections.abc import Callable
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from distmon.channel import Batch
+from distmon.channel import DETAILS, Command
+from distmon.columnar.batch import Incoming
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording.file import AlertEvent, RecordingWriter
 from distmon.monitor.rules.detector import Detector
@@ -24,6 +28,29 @@ from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
 from distmon.monitor.viewing import CatchUp, Tick
+
+MAX_ASKED = 4096
+"""Ranks one request for whole reports names at most (the ranks kept decoded): the lowest
+first; the others are asked for again if they are still looked at."""
+GIVE_BACK_EVERY = 60.0
+"""Seconds of the monitor's clock between two returns of freed memory to the system."""
+
+
+def _malloc_trim() -> Callable[[], object] | None:
+    """glibc's ``malloc_trim(0)``, where there is one (Linux; not macOS). A whole job's hang
+    changes every rank's report at once, twice: the reports replaced, glibc keeps the memory
+    they held, in pieces it may not reuse for reports of another size, and the monitor's
+    resident memory would step up with each such incident. Given back, it stays flat
+    (``benchmarks/bench_soak.py``)."""
+    try:
+        libc = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
+        trim = libc.malloc_trim
+    except (OSError, AttributeError):
+        return None
+    return lambda: trim(0)
+
+
+GIVE_BACK = _malloc_trim()
 
 
 class Acting(Protocol):
@@ -45,7 +72,7 @@ class Viewers(Protocol):
         """Whether any screen is attached: with none, a batch costs nothing."""
         ...
 
-    def batch(self, t: float, batch: Batch) -> None: ...
+    def batch(self, t: float, batch: Incoming) -> None: ...
 
     def tick(self, monitor: Monitor, now: float, changes: list[Change]) -> None: ...
 
@@ -76,6 +103,7 @@ class Monitor:
         self.last_tick = 0.0
         """The time of the latest tick (0 before the first)."""
         self._idled = 0.0
+        self._given_back = 0.0
 
     @property
     def limits(self) -> Thresholds:
@@ -89,10 +117,10 @@ class Monitor:
             self.recorder.message(now, raw)
         return state
 
-    def ingest_batch(self, batch: Batch, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
-        """A batch of frames (``times[i]`` when frame ``i`` arrived, ``now`` by default), the
-        admitted ones recorded as received (refused ones are counted, not recorded); returns
-        how many were admitted."""
+    def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
+        """A batch of frames or a relay's columns (``times[i]`` when frame ``i`` arrived,
+        ``now`` by default), the admitted ones recorded as received (refused ones are counted,
+        not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
         viewers = self.viewers if self.viewers is not None and self.viewers.attached else None
         if self.recorder is not None or viewers is not None:
@@ -119,7 +147,19 @@ class Monitor:
             self.publish(now)
         if self.viewers is not None:
             self.viewers.tick(self, now, changes)
+        if GIVE_BACK is not None and abs(now - self._given_back) >= GIVE_BACK_EVERY:
+            GIVE_BACK()
+            self._given_back = now
         return changes
+
+    def asking(self) -> Command | None:
+        """What to ask the relays after a tick: the whole reports of the ranks looked at since
+        the last one, and of those none came from (:meth:`JobState.wanted`), with every report
+        from now on for a few seconds (:mod:`distmon.columnar.news`); None when there are none."""
+        wanted = self.state.wanted()
+        if not wanted:
+            return None
+        return Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED])
 
     def idle(self, now: float) -> None:
         """No message has come yet, so nothing ticks: the screens attached still hear from the
@@ -170,14 +210,14 @@ class Monitor:
 
 
 def _as_received(
-    batch: Batch, admitted: npt.NDArray[np.int64], now: float, times: npt.NDArray[np.float64] | None
-) -> list[tuple[float, Batch]]:
+    batch: Incoming, admitted: npt.NDArray[np.int64], now: float, times: npt.NDArray[np.float64] | None
+) -> list[tuple[float, Incoming]]:
     """The frames of ``batch`` admitted, a batch per arrival time, as the recording keeps them: a
     replay ingests them as this monitor did. An empty batch is a relay's sign of life."""
     if times is None or not len(admitted):
-        return [(now, batch.subset(admitted.tolist()))] if len(admitted) or batch.relays else []
+        return [(now, batch.subset(admitted))] if len(admitted) or batch.relays else []
     arrived = times[admitted]
-    return [(float(t), batch.subset(admitted[arrived == t].tolist())) for t in distinct(arrived)]
+    return [(float(t), batch.subset(admitted[arrived == t])) for t in distinct(arrived)]
 
 
 class Telling(Protocol):
@@ -199,7 +239,7 @@ class Follower(Monitor):
         self.source = source
         self._pausing: dict[int, str] = {}
 
-    def ingest_batch(self, batch: Batch, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
+    def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
         self.follow()
         return super().ingest_batch(batch, now, times)
 

@@ -8,6 +8,7 @@ live monitor did, and every way of watching a job ends with the same closing tic
 
 from __future__ import annotations
 
+import itertools
 import math
 import time
 from collections.abc import Callable
@@ -16,11 +17,14 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.channel import Batch
+from distmon.columnar.batch import ColumnBatch
 from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.keeping_up import JUMPED, PAUSED
 from distmon.monitor.state.alerts import Change
 
+ALONE = 1024
+"""A relay's columns of this many frames or more are taken in on their own."""
 Timed = list[tuple[float, Change]]
 """Alert changes, each with the time of the tick that made it."""
 
@@ -119,9 +123,35 @@ class Session:
 
     def _ingest(self, items: list[Item]) -> None:
         """Messages that came between two ticks, taken in as one batch, each at its time: the
-        monitor reads a batch as arrays, one message at a time it would pay that a message."""
-        if not items:
-            return
+        monitor reads a batch as arrays, one message at a time it would pay that a message.
+        A relay's columns of :data:`ALONE` frames or more are such a batch already, taken in
+        as they came (merged, the reports a whole job's hang brings at once would be copied
+        once more); smaller ones (a relay per node of eight ranks) are merged."""
+        for columns, run in itertools.groupby(items, key=lambda item: isinstance(item[1], ColumnBatch)):
+            if columns:
+                self._ingest_columns([(t, batch) for t, batch in run if isinstance(batch, ColumnBatch)])
+            else:
+                self._ingest_frames(list(run))
+        items.clear()
+
+    def _ingest_columns(self, items: list[tuple[float, ColumnBatch]]) -> None:
+        small: list[tuple[float, ColumnBatch]] = []
+        for t, batch in items:
+            if len(batch) < ALONE:
+                small.append((t, batch))
+                continue
+            self._ingest_merged(small)
+            small = []
+            self.monitor.ingest_batch(batch, t)
+        self._ingest_merged(small)
+
+    def _ingest_merged(self, items: list[tuple[float, ColumnBatch]]) -> None:
+        if items:
+            times = np.concatenate([np.full(len(batch), t) for t, batch in items])
+            batch = items[0][1] if len(items) == 1 else ColumnBatch.merged([b for _, b in items])
+            self.monitor.ingest_batch(batch, max(t for t, _ in items), times)
+
+    def _ingest_frames(self, items: list[Item]) -> None:
         batches: list[Batch] = []
         times: list[npt.NDArray[np.float64]] = []
         straight: list[bytes] = []
@@ -132,14 +162,13 @@ class Session:
             elif isinstance(message, Batch):
                 batches.append(message)
                 times.append(np.full(len(message), t))
-            else:
+            elif isinstance(message, bytes):
                 straight.append(message)
         if straight:
             batches.append(Batch.of(straight))
             times.append(np.array([t for t, m in items if not isinstance(m, Batch | Stamped)]))
         batch = batches[0] if len(batches) == 1 else Batch.merged(batches)
         self.monitor.ingest_batch(batch, float(max(t for t, _ in items)), np.concatenate(times))
-        items.clear()
 
     def drain(self) -> Timed:
         """Everything the feed holds now, and the ticks up to its clock."""
@@ -173,6 +202,9 @@ class Session:
         while t >= self._next_tick:
             now = self._next_tick
             changes += [(now, change) for change in self.monitor.tick(now)]
+            asking = self.monitor.asking()
+            if asking is not None and isinstance(self.feed, LiveFeed):
+                self.feed.send(asking)
             if self.on_tick is not None:
                 self.on_tick(now)
             self._next_tick += self.TICK

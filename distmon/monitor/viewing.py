@@ -12,8 +12,9 @@ something; the monitor answers with a catch-up, then streams on. Every message t
 sends is two frames: its number in that screen's stream (:func:`numbered`), and one record in
 msgpack, an array whose first element says what it is:
 
-- ``["b", t, ...]`` and ``["a", t, ...]``: the recording's own batch and alert records
-  (:mod:`distmon.monitor.recording.file`), as the monitor records them;
+- ``["b", t, ...]``, ``["n", t, ...]`` and ``["a", t, ...]``: the recording's own batch,
+  relay's columns and alert records (:mod:`distmon.monitor.recording.file`), as the monitor
+  records them;
 - ``["c", t, meta]``: a catch-up at the monitor's tick ``t``. ``meta`` is ``{"max_world": N,
   "history": [[key, alert, resolved], ...], "active": [index, ...], "progress": [samples,
   marker, last]}``: every alert raised so far (``alert`` as ``distmon report --json`` shows
@@ -44,13 +45,14 @@ import msgpack
 import numpy as np
 
 from distmon.channel import Batch, Relay, assemble_batch
+from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.file import (
     DAMAGED,
     LATEST,
     LIMITS,
-    PIECE_BYTES,
     AlertEvent,
     BatchRecord,
+    ColumnRecord,
     alert_record,
     parse_record,
 )
@@ -116,7 +118,7 @@ class Tick:
     pausing: dict[int, str] = field(default_factory=dict)
 
 
-Streamed = BatchRecord | AlertEvent | CatchUp | Standing | Tick
+Streamed = BatchRecord | ColumnRecord | AlertEvent | CatchUp | Standing | Tick
 
 
 def numbered(n: int) -> bytes:
@@ -210,9 +212,9 @@ def read(frames: Sequence[bytes]) -> tuple[int, Streamed | None]:
 
 def _parse(item: list[Any]) -> Streamed | None:
     kind, t = item[0], float(item[1])
-    if kind in ("b", "a"):
+    if kind in ("b", "n", "a"):
         record = parse_record(item)
-        if record is DAMAGED or not isinstance(record, BatchRecord | AlertEvent):
+        if record is DAMAGED or not isinstance(record, BatchRecord | ColumnRecord | AlertEvent):
             raise ValueError("malformed")
         return record
     if kind == "c":

@@ -12,7 +12,7 @@ process group (:data:`GROUP_FIELDS`) and per point-to-point channel
 (:data:`CHANNEL_FIELDS`), then the whole report in msgpack (a map per dataclass, keyed by
 field name, a field that is ``None`` left out). A monitor of thousands of ranks reads the
 headers and rows of a whole batch of frames at once, as arrays, and decodes a report only
-when it needs the rest (a stack, an exception): see :mod:`distmon.monitor.state.frames`. Strings
+when it needs the rest (a stack, an exception): see :mod:`distmon.columnar.frames`. Strings
 in the header and rows (the job, the host, group ids and ops) are :func:`name_hash`\ es;
 the report names them. All little-endian.
 

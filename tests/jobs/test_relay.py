@@ -15,9 +15,11 @@ import sys
 import threading
 import time
 import urllib.request
-from collections.abc import Callable, Iterator
+from collections import Counter
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 
+import numpy as np
 import psutil
 import pytest
 import zmq
@@ -25,22 +27,25 @@ import zmq
 from distmon import keys
 from distmon.channel import (
     BATCH_TAG,
+    DETAILS,
     DUMP,
     DUMP_TAG,
     Batch,
     Command,
     Dump,
-    decode_batch,
+    Relay,
+    batch_frames,
     decode_command,
     dump_frames,
 )
+from distmon.columnar.batch import ColumnBatch, Incoming, decode_columns
 from distmon.monitor.intake.receiver import Receiver
-from distmon.monitor.recording.file import read_recording, received
+from distmon.monitor.recording.file import ColumnRecord, read_recording
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
-from distmon.wire import decode, encode
+from distmon.wire import Report, decode, encode, report_bytes
 from tests.support.commands import DISTMON, TORCHRUN, free_port
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
@@ -181,26 +186,64 @@ def receiving(endpoint: str, key: keys.JobKey | None = None) -> Iterator[Receive
         receiver.close()
 
 
-def collect(receiver: Receiver, done: Callable[[list[Batch]], bool], timeout: float = 10.0) -> list[Batch]:
+def collect(receiver: Receiver, done: Callable[[list[Incoming]], bool], timeout: float = 10.0) -> list[Incoming]:
     """Batches received until ``done(batches)``, or ``timeout`` seconds."""
-    batches: list[Batch] = []
+    batches: list[Incoming] = []
     deadline = time.monotonic() + timeout
     while not done(batches) and time.monotonic() < deadline:
         batches += receiver.receive(0.05)
     return batches
 
 
-def frames_of(batches: list[Batch]) -> list[bytes]:
-    return [frame for batch in batches for frame in batch.frames()]
+def columns(batches: list[Incoming]) -> list[ColumnBatch]:
+    assert all(isinstance(b, ColumnBatch) for b in batches), "a relay sends columns"
+    return [b for b in batches if isinstance(b, ColumnBatch)]
 
 
-def relay_ids(batch: Batch) -> list[str]:
+def numbers(frame: bytes) -> bytes:
+    """A frame without its report: its header and rows, what a relay always sends of it."""
+    return frame[: len(frame) - len(report_bytes(frame))]
+
+
+def numbers_of(batches: list[Incoming]) -> list[bytes]:
+    """Every frame's header and rows, as the relay sent them."""
+    found = []
+    for batch in columns(batches):
+        groups = np.concatenate([[0], np.cumsum(batch.headers["groups"].astype(np.int64))])
+        channels = np.concatenate([[0], np.cumsum(batch.headers["channels"].astype(np.int64))])
+        for i in range(len(batch)):
+            rows = (
+                batch.groups[groups[i] : groups[i + 1]].tobytes()
+                + batch.channels[channels[i] : channels[i + 1]].tobytes()
+            )
+            found.append(batch.headers[i : i + 1].tobytes() + rows)
+    return found
+
+
+def whole_of(batches: list[Incoming]) -> list[bytes]:
+    """The frames whose reports came whole, each as its rank sent it."""
+    found = []
+    heads = iter(numbers_of(batches))
+    for batch in columns(batches):
+        ends = batch.ends.astype(np.int64)
+        for i in range(len(batch)):
+            head = next(heads)
+            if ends[i + 1] > ends[i]:
+                found.append(head + batch.reports[ends[i] : ends[i + 1]])
+    return found
+
+
+def ranks_of(batches: list[Incoming]) -> set[int]:
+    return {int(rank) for batch in columns(batches) for rank in batch.headers["rank"]}
+
+
+def relay_ids(batch: Incoming) -> list[str]:
     return [relay.id for relay in batch.relays]
 
 
-def via_ids(batch: Batch) -> list[str]:
+def via_ids(batch: Incoming) -> list[str]:
     """For each frame, the relay nearest the rank it came through."""
-    return [batch.relays[v].id if v >= 0 else "" for v in batch.via]
+    return [batch.relays[v].id if v >= 0 else "" for v in batch.via.tolist()]
 
 
 # --- fake ranks -----------------------------------------------------------------------------
@@ -218,16 +261,17 @@ def test_rank_frames_arrive_as_batches_naming_the_relay_and_an_idle_relay_still_
         for _ in range(5):
             sent += ranks.report()
             time.sleep(0.05)
-        batches = collect(receiver, lambda b: len(frames_of(b)) >= len(sent))
-        assert ranks.dropped == 0 and sorted(frames_of(batches)) == sorted(sent)
+        batches = collect(receiver, lambda b: len(numbers_of(b)) >= len(sent))
+        assert ranks.dropped == 0 and sorted(numbers_of(batches)) == sorted(numbers(f) for f in sent)
         assert all(relay_ids(b) == [relay.id] and set(via_ids(b)) <= {relay.id} for b in batches)
         assert 2 <= len(batches) <= 8, "the frames of an interval travel together"
-        assert {decode(f).rank for f in frames_of(batches)} == {0, 1, 2}
+        assert whole_of(batches) == sent[:3], "a rank's report goes whole when it has news: the first"
         idle = collect(receiver, lambda b: len(b) >= 5)
         assert [len(b) for b in idle] == [0] * 5 and all(relay_ids(b) == [relay.id] for b in idle)
         assert relay.id.split(":") == [socket.gethostname(), str(relay.process.pid)]
         closing = relay.stop()
-    assert closing.startswith(f"distmon relay: {len(sent)} reports in ") and "dropped: none" in closing
+    assert closing.startswith(f"distmon relay: {len(sent)} reports in ") and "(3 of them whole)" in closing
+    assert "dropped: none" in closing
 
 
 def test_a_full_batch_goes_before_the_interval(
@@ -239,8 +283,8 @@ def test_a_full_batch_goes_before_the_interval(
         time.sleep(0.3)
         sent = ranks.report() + ranks.report()
         started = time.monotonic()
-        batches = collect(receiver, lambda b: len(frames_of(b)) >= len(sent))
-        assert time.monotonic() - started < 5 and sorted(frames_of(batches)) == sorted(sent)
+        batches = collect(receiver, lambda b: len(numbers_of(b)) >= len(sent))
+        assert time.monotonic() - started < 5 and sorted(numbers_of(batches)) == sorted(map(numbers, sent))
         assert [len(b) for b in batches] == [4, 4, 4, 4]
 
 
@@ -292,12 +336,13 @@ def test_chained_relays_merge_what_comes_from_below_and_the_monitor_learns_every
         assert {r for b in alive for r in relay_ids(b)} == everyone
         time.sleep(0.2)
         sent_a, sent_b = a.report() + a.report(), b.report() + b.report()
-        batches = collect(receiver, lambda bs: len(frames_of(bs)) >= 8)
-        assert sorted(frames_of(batches)) == sorted(sent_a + sent_b)
-        for batch in batches:
+        batches = collect(receiver, lambda bs: len(numbers_of(bs)) >= 8)
+        assert sorted(numbers_of(batches)) == sorted(map(numbers, sent_a + sent_b))
+        assert sorted(whole_of(batches)) == sorted(sent_a[:2] + sent_b[:2])
+        for batch in columns(batches):
             assert relay_ids(batch)[0] == above.id
-            for frame, via in zip(batch.frames(), via_ids(batch), strict=True):
-                assert via == (relay_a.id if decode(frame).rank in (0, 1) else relay_b.id)
+            for rank, via in zip(batch.headers["rank"].tolist(), via_ids(batch), strict=True):
+                assert via == (relay_a.id if rank in (0, 1) else relay_b.id)
 
 
 def test_commands_go_down_to_every_rank_and_dumps_come_up_through_two_relays(
@@ -309,7 +354,7 @@ def test_commands_go_down_to_every_rank_and_dumps_come_up_through_two_relays(
         below = relays(node, top, "--interval", "0.2")
         time.sleep(0.3)
         ranks.report()  # the node relay learns its ranks, the monitor the relay above
-        collect(receiver, lambda b: len(frames_of(b)) >= 3)
+        collect(receiver, lambda b: len(numbers_of(b)) >= 3)
         dump = Command(DUMP, ranks.job.job, "evidence of a hang", request=5, ranks=[1])
         assert receiver.send(dump) == 1  # one connection: the relay above
         got = ranks.commands(timeout=5)
@@ -322,6 +367,56 @@ def test_commands_go_down_to_every_rank_and_dumps_come_up_through_two_relays(
         assert dumps == [Dump(ranks.job.job, 1, 5, b"a pickle")]
         assert "1 dumps up, 1 commands down" in above.stop()
         assert "1 dumps up, 1 commands down" in below.stop()
+
+
+def test_a_relay_that_predates_columns_below_is_read_as_the_relays_own_ranks(
+    new_endpoint: Callable[[], str], relays: Callable[..., RelayProcess]
+) -> None:
+    """An older relay below sends frames (``distmon-batch/1``): the relay above sends them on as
+    columns, each frame named as come through the older relay."""
+    upstream, top = new_endpoint(), new_endpoint()
+    context = zmq.Context()
+    below = context.socket(zmq.DEALER)
+    below.connect(top)
+    try:
+        with receiving(upstream) as receiver:
+            above = relays(top, upstream, "--interval", "0.1")
+            job = SimJob(world=4, start=time.time())
+            frames = [encode(job.report(rank, time.time())) for rank in range(4)]  # type: ignore[arg-type]
+            old = Relay("old-node:7", "old-node")
+            time.sleep(0.3)
+            below.send_multipart(batch_frames(Batch.of(frames, relay=old)))
+            batches = collect(receiver, lambda b: len(numbers_of(b)) >= 4)
+            assert sorted(whole_of(batches)) == sorted(frames)
+            (batch,) = [b for b in columns(batches) if len(b)]
+            assert relay_ids(batch) == [above.id, "old-node:7"] and via_ids(batch) == ["old-node:7"] * 4
+    finally:
+        below.close(linger=0)
+        context.term()
+
+
+def test_the_monitor_asks_the_relays_for_whole_reports_and_the_ranks_never_hear_of_it(
+    new_endpoint: Callable[[], str], relays: Callable[..., RelayProcess]
+) -> None:
+    """After their first, a rank's reports go as numbers alone; asked for rank 1 (a details
+    command, through the relay above), the node relay sends its reports whole for a few
+    seconds. The ranks are not sent the command."""
+    upstream, top, node = new_endpoint(), new_endpoint(), new_endpoint()
+    with receiving(upstream) as receiver, fake_ranks(node, [0, 1, 2]) as ranks:
+        relays(top, upstream, "--interval", "0.1")
+        relays(node, top, "--interval", "0.1")
+        time.sleep(0.3)
+        ranks.report()
+        collect(receiver, lambda b: len(numbers_of(b)) >= 3)
+        ranks.report()
+        quiet = collect(receiver, lambda b: len(numbers_of(b)) >= 3)
+        assert whole_of(quiet) == [], "nothing new: numbers alone"
+        receiver.send(Command(DETAILS, ranks.job.job, "the monitor looks at them", ranks=[1]))
+        time.sleep(0.5)
+        sent = ranks.report() + ranks.report()
+        asked = collect(receiver, lambda b: len(numbers_of(b)) >= 6)
+        assert sorted(whole_of(asked)) == sorted(f for f in sent if decode(f).rank == 1)
+        assert ranks.commands(timeout=0.5) == {0: [], 1: [], 2: []}
 
 
 def test_foreign_messages_from_either_side_are_dropped_and_counted(
@@ -345,17 +440,21 @@ def test_foreign_messages_from_either_side_are_dropped_and_counted(
             rank.send(b"\0" * (300 * 1024))
             monitor.send_multipart([peer, b"not a command"])
             monitor.send_multipart([peer, b"two", b"frames"])
+            rank.send(b"\2" + b"\0" * 200)
             good = ranks.report()
-            deadline, frames = time.monotonic() + 5, []
+            deadline, frames, refused = time.monotonic() + 5, [], Counter[str]()
             while good[0] not in frames and time.monotonic() < deadline:
                 if monitor.poll(50):
-                    frames += decode_batch(monitor.recv_multipart()[1:]).frames()
+                    batch = decode_columns(monitor.recv_multipart()[1:])
+                    frames += whole_of([batch])
+                    refused += batch.refused
             assert good[0] in frames
             closing = relay.stop()
     finally:
         monitor.close(linger=0)
         context.term()
-    assert "malformed_batch" in closing and "malformed_dump" in closing and "1 malformed" in closing
+    assert refused == {"oversized": 1, "malformed": 1}, "what it could not read is told upstream"
+    assert "malformed_batch" in closing and "malformed_dump" in closing and "2 malformed" in closing
     assert "1 oversized" in closing and "2 malformed_command" in closing
 
 
@@ -376,10 +475,10 @@ def test_a_keyed_relay_hears_only_ranks_holding_the_job_key(
             keyed.report()
             keyless.report()
             time.sleep(0.1)
-        batches = collect(receiver, lambda b: len(frames_of(b)) >= 5, timeout=5)
+        batches = collect(receiver, lambda b: len(numbers_of(b)) >= 5, timeout=5)
         time.sleep(0.5)
         batches += receiver.receive(0.3)
-        assert {decode(f).rank for f in frames_of(batches)} == {0} and len(frames_of(batches)) == 5
+        assert ranks_of(batches) == {0} and len(numbers_of(batches)) == 5
         assert keyless.dropped == 5, "a sender without the key never connects: its reports are dropped at once"
         assert not receiver.take_refused(), "the relay itself is let in with the job's key"
 
@@ -404,15 +503,15 @@ def test_a_relay_killed_and_restarted_costs_the_ranks_nothing_but_the_reports_in
         sender = threading.Thread(target=keep_reporting, daemon=True)
         sender.start()
         try:
-            assert collect(receiver, lambda b: len({decode(f).rank for f in frames_of(b)}) == 4)
+            assert collect(receiver, lambda b: len(ranks_of(b)) == 4)
             relay.kill()
             dropped_before = ranks.dropped
             wait_until(lambda: ranks.dropped > dropped_before, 10, "with no relay, the reports dropped at once")
             receiver.receive(0.2)
             relay.start()
             restarted = time.monotonic()
-            heard = collect(receiver, lambda b: len({decode(f).rank for f in frames_of(b)}) == 4)
-            assert {decode(f).rank for f in frames_of(heard)} == {0, 1, 2, 3}
+            heard = collect(receiver, lambda b: len(ranks_of(b)) == 4)
+            assert ranks_of(heard) == {0, 1, 2, 3}
             assert time.monotonic() - restarted < 3
             assert all(relay_ids(b) == [relay.id] for b in heard)
         finally:
@@ -442,12 +541,12 @@ def test_distmon_run_reports_through_a_relay_of_its_own_up_to_the_last_words(
         env = {**os.environ, "DISTMON_INTERVAL": "0.3", "OMP_NUM_THREADS": "1"}
         command = [*DISTMON, "run", "--relay", upstream, "--", sys.executable, str(script)]
         run = subprocess.Popen(command, env=env, stderr=subprocess.PIPE, text=True)
-        batches: list[Batch] = []
+        batches: list[Incoming] = []
         while run.poll() is None:
             batches += receiver.receive(0.05)
         batches += collect(receiver, lambda b: False, timeout=0.5)
         assert run.returncode == 0, run.stderr.read() if run.stderr else ""
-    reports = [decode(f) for f in frames_of(batches)]
+    reports = [decode(f) for f in whole_of(batches)]
     assert reports and reports[-1].exit is not None and reports[-1].exit.how == "clean"
     names = {r.id for b in batches for r in b.relays}
     assert len(names) == 1 and names.pop().startswith(f"{socket.gethostname()}:")
@@ -576,8 +675,8 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
     hangs = [a for a in alerts if a.kind == "hang"]
     assert hangs and hangs[0].ranks == [3], alerts
     _, records = read_recording(str(out))
-    reports = [(t, decode(frame)) for t, frame in received(records)]
-    hosts_of = {r.rank: r.host for _, r in reports}
+    reports = heard_in(records)
+    hosts_of = {r.rank: r.host for _, r in reports if r.host}
     if hosts:
         assert set(hosts_of.values()) == {"node-a", "node-b"}
         assert {hosts_of[rank] for rank in ranks_a} == {"node-a"}
@@ -587,6 +686,23 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
         after = [r for t, r in reports if r.rank == rank and t > restarted]
         assert after and max(r.steps for r in after) > before
         assert after[-1].exit is not None and after[-1].exit.how == "clean"
+
+
+def heard_in(records: Iterable[object]) -> list[tuple[float, Report]]:
+    """Every frame a recording of relays' columns holds, as a report with its time: the whole
+    report where it came, else its numbers alone (its steps; no host, no exit)."""
+    heard: list[tuple[float, Report]] = []
+    for record in records:
+        if not isinstance(record, ColumnRecord):
+            continue
+        ends = record.batch.ends.astype(np.int64)
+        for i, h in enumerate(record.batch.headers):
+            whole = record.batch.reports[ends[i] : ends[i + 1]]
+            report = (
+                decode(whole) if whole else Report("", int(h["rank"]), 0, "", 0, 0.0, 0, 1.0, steps=int(h["steps"]))
+            )
+            heard.append((record.t, report))
+    return heard
 
 
 def node_ranks(launcher: subprocess.Popen[bytes]) -> set[int]:

@@ -8,7 +8,7 @@ import dataclasses
 from distmon.channel import Batch
 from distmon.monitor.state import admission
 from distmon.monitor.state.job import JobState
-from distmon.wire import ExitInfo, Report
+from distmon.wire import ExitInfo, Report, report_bytes
 from tests.support.messages import message
 
 T0 = 1_700_000_000.0
@@ -90,7 +90,7 @@ def test_an_absurd_interval_does_not_stretch_the_restart_wait_beyond_a_minute() 
 def test_the_bytes_kept_are_capped(monkeypatch) -> None:
     monkeypatch.setattr("distmon.monitor.state.admission.MAX_RETAINED_BYTES", 1000)
     state = JobState()
-    big = message(report(0, world=64, host="h" * 300))
+    big = report_bytes(message(report(0, world=64, host="h" * 300)))
     for rank in range(64):
         state.ingest(message(report(rank, world=64, host="h" * 300)), T0)
     kept = len(state.ranks)

@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import PIECE_BYTES, BatchRecord, RecordingWriter, read_recording, received
+from distmon.monitor.recording.batches import PIECE_BYTES
+from distmon.monitor.recording.file import BatchRecord, RecordingWriter, read_recording, received
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES, report_bytes

@@ -21,10 +21,10 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from distmon import keys
-from distmon.channel import Batch
+from distmon.columnar.batch import Incoming
 from distmon.endpoint import viewer_address
 from distmon.monitor.intake.feeds import Item, Stamped, weight
-from distmon.monitor.recording.file import AlertEvent, BatchRecord
+from distmon.monitor.recording.file import AlertEvent, BatchRecord, ColumnRecord
 from distmon.monitor.viewing import HELLO, CatchUp, Progress, Standing, Tick, ViewError, read
 
 SILENT_AFTER = 5.0
@@ -192,9 +192,9 @@ class AttachedFeed:
         if record is not None:
             self._hand_over(record)
 
-    def _hand_over(self, record: BatchRecord | AlertEvent | Standing | Tick) -> None:
+    def _hand_over(self, record: BatchRecord | ColumnRecord | AlertEvent | Standing | Tick) -> None:
         with self._lock:
-            if isinstance(record, BatchRecord | Standing):
+            if isinstance(record, BatchRecord | ColumnRecord | Standing):
                 self._enqueue(record)
             else:
                 self._told.append(record)
@@ -204,12 +204,12 @@ class AttachedFeed:
             if not isinstance(record, AlertEvent):
                 self._now = max(self._now, record.t)
 
-    def _enqueue(self, record: BatchRecord | Standing) -> None:
-        message: Batch | Stamped = (
-            record.batch if isinstance(record, BatchRecord) else Stamped(record.batch, record.times)
+    def _enqueue(self, record: BatchRecord | ColumnRecord | Standing) -> None:
+        message: Incoming | Stamped = (
+            Stamped(record.batch, record.times) if isinstance(record, Standing) else record.batch
         )
         self._queue.append((record.t, message))
-        self._queued += len(record.batch.payload)
+        self._queued += _size(message)
         if self._queued > MAX_QUEUED:  # the screen's loop is far behind: start again from the monitor's state
             self._queue.clear()
             self._queued = 0
@@ -277,16 +277,16 @@ class AttachedFeed:
 
 
 def _size(message: Any) -> int:
-    batch: Batch = message.batch if isinstance(message, Stamped) else message
-    return len(batch.payload)
+    batch: Incoming = message.batch if isinstance(message, Stamped) else message
+    return batch.nbytes
 
 
-def _split(message: Batch | Stamped | bytes, k: int) -> tuple[Batch | Stamped, Batch | Stamped]:
+def _split(message: Incoming | Stamped | bytes, k: int) -> tuple[Incoming | Stamped, Incoming | Stamped]:
     """The first ``k`` frames of a batch, and the rest."""
     if isinstance(message, Stamped):
         n = len(message.batch)
         return Stamped(message.batch.slice(0, k), message.times[:k]), Stamped(
             message.batch.slice(k, n), message.times[k:]
         )
-    assert isinstance(message, Batch)
+    assert not isinstance(message, bytes)
     return message.slice(0, k), message.slice(k, len(message))

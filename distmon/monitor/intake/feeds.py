@@ -2,10 +2,11 @@
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
 recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
-being a rank's raw report (a replay) or a :class:`~distmon.channel.Batch` of them (live:
-what a relay sent, or what came straight from the ranks together), and tells the time on
-its own clock. The loop that feeds them to a monitor is the one driver's,
-:class:`~distmon.monitor.session.Session`, which takes any of them.
+being a rank's raw report (a replay), a :class:`~distmon.channel.Batch` of them (what came
+straight from the ranks together, or from a relay that predates columns) or a relay's
+:class:`~distmon.columnar.batch.ColumnBatch`, and tells the time on its own clock. The loop
+that feeds them to a monitor is the one driver's, :class:`~distmon.monitor.session.Session`,
+which takes any of them.
 """
 
 from __future__ import annotations
@@ -15,18 +16,19 @@ import dataclasses
 import math
 import threading
 import time
-from array import array
 from collections import Counter, deque
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
 from distmon.channel import Batch, Command, Dump
+from distmon.columnar.batch import ColumnBatch, Incoming
 from distmon.keys import JobKey
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording.file import (
     AlertEvent,
     BatchRecord,
+    ColumnRecord,
     Dropped,
     Message,
     Record,
@@ -53,15 +55,15 @@ class Stamped:
     times: F8
 
 
-Item = tuple[float, bytes | Batch | Stamped]
+Item = tuple[float, bytes | Incoming | Stamped]
 
 
-def weight(message: bytes | Batch | Stamped) -> int:
+def weight(message: bytes | Incoming | Stamped) -> int:
     """What a message counts for against a feed's limits: its frames (a batch with none, a
     relay's sign of life, counts as one)."""
     if isinstance(message, Stamped):
         return max(1, len(message.batch))
-    return max(1, len(message)) if isinstance(message, Batch) else 1
+    return 1 if isinstance(message, bytes) else max(1, len(message))
 
 
 class Feed(Protocol):
@@ -85,8 +87,10 @@ class LiveFeed:
     """A bound endpoint read by a daemon thread, so the UI never waits on the network.
 
     Batches are stamped with the clock when they arrive and queued up to ``capacity`` frames
-    and ``max_bytes`` of them; when the reader falls that far behind, the oldest frames are
-    dropped and counted (each report is a rank's complete state, so a newer one makes an
+    and ``max_bytes`` of them: seven seconds of 131,072 ranks' columns, two of the second in
+    which every rank's report comes whole (a whole job's hang), so that a loop held up a few
+    seconds (its host busy) loses nothing. When the reader falls that far behind, the oldest
+    frames are dropped and counted (each report is a rank's complete state, so a newer one makes an
     older one redundant), and handed over with the refusals as ``overflow``, so the monitor
     knows it is behind. Commands to the ranks and their Flight Recorder dumps pass through
     the same thread, which alone touches the socket.
@@ -96,7 +100,7 @@ class LiveFeed:
         self,
         endpoint: str,
         clock: Clock = time.time,
-        capacity: int = 200_000,
+        capacity: int = 1_000_000,
         key: JobKey | None = None,
         max_bytes: int = 256 * 1024 * 1024,
     ) -> None:
@@ -105,7 +109,7 @@ class LiveFeed:
         self.received = 0
         self._clock = clock
         self._receiver = Receiver(endpoint, key)
-        self._queue: deque[tuple[float, Batch]] = deque()
+        self._queue: deque[tuple[float, Incoming]] = deque()
         self._queued_frames = 0
         self._queued_bytes = 0
         self._capacity = capacity
@@ -143,10 +147,10 @@ class LiveFeed:
         finally:
             self._receiver.close()
 
-    def _enqueue(self, t: float, batch: Batch) -> None:
+    def _enqueue(self, t: float, batch: Incoming) -> None:
         self._queue.append((t, batch))
         self._queued_frames += weight(batch)
-        self._queued_bytes += len(batch.payload)
+        self._queued_bytes += batch.nbytes
         while self._queue and (self._queued_frames > self._capacity or self._queued_bytes > self._max_bytes):
             self._drop_oldest()
 
@@ -155,35 +159,35 @@ class LiveFeed:
         batch if it holds none)."""
         t, oldest = self._queue.popleft()
         self._queued_frames -= weight(oldest)
-        self._queued_bytes -= len(oldest.payload)
+        self._queued_bytes -= oldest.nbytes
         n = len(oldest)
         if n == 0:
             return
         over_count = n - (self._capacity - self._queued_frames)
-        over_bytes = bisect.bisect_left(oldest.offsets, len(oldest.payload) - (self._max_bytes - self._queued_bytes))
+        over_bytes = bisect.bisect_left(oldest.frame_ends(), oldest.nbytes - (self._max_bytes - self._queued_bytes))
         k = min(n, max(1, over_count, over_bytes))
         self.dropped += k
         self._refused[OVERFLOW] += k  # the monitor's own loss: it must not blame the ranks for it
         if k < n:
-            rest = _frames_from(oldest, k)
+            rest = _telling(oldest.slice(k, n), oldest)
             self._queue.appendleft((t, rest))
             self._queued_frames += weight(rest)
-            self._queued_bytes += len(rest.payload)
+            self._queued_bytes += rest.nbytes
 
-    def take(self, limit: int) -> list[tuple[float, Batch]]:
+    def take(self, limit: int) -> list[tuple[float, Incoming]]:
         """Batches due, weighing at most ``limit``: the last one split if need be."""
-        items: list[tuple[float, Batch]] = []
+        items: list[tuple[float, Incoming]] = []
         taken = 0
         with self._lock:
             while self._queue and taken < limit:
                 t, batch = self._queue.popleft()
                 self._queued_frames -= weight(batch)
-                self._queued_bytes -= len(batch.payload)
+                self._queued_bytes -= batch.nbytes
                 if weight(batch) > limit - taken:
-                    batch, rest = _frames_to(batch, limit - taken), _frames_from(batch, limit - taken)
+                    batch, rest = batch.slice(0, limit - taken), batch.slice(limit - taken, len(batch))
                     self._queue.appendleft((t, rest))
                     self._queued_frames += weight(rest)
-                    self._queued_bytes += len(rest.payload)
+                    self._queued_bytes += rest.nbytes
                 items.append((t, batch))
                 taken += weight(batch)
             return items
@@ -220,16 +224,13 @@ class LiveFeed:
         self._thread.join(timeout=2.0)
 
 
-def _frames_to(batch: Batch, end: int) -> Batch:
-    """The first ``end`` frames of ``batch``, naming the same relays."""
-    return Batch(batch.payload[: batch.offsets[end]], batch.offsets[: end + 1], batch.relays, batch.via[:end])
-
-
-def _frames_from(batch: Batch, start: int) -> Batch:
-    """``batch`` without its first ``start`` frames, naming the same relays."""
-    base = batch.offsets[start]
-    offsets = array("I", (o - base for o in batch.offsets[start:]))
-    return Batch(batch.payload[base:], offsets, batch.relays, batch.via[start:])
+def _telling(rest: Incoming, batch: Incoming) -> Incoming:
+    """``rest`` of ``batch``, its first frames dropped, still telling what ``batch`` told of
+    frames dropped or refused on the way."""
+    rest.dropped = dict(batch.dropped)
+    if isinstance(rest, ColumnBatch) and isinstance(batch, ColumnBatch):
+        rest.refused = Counter(batch.refused)
+    return rest
 
 
 class ReplayFeed:
@@ -289,18 +290,23 @@ class ReplayFeed:
         return self._position + (self._clock() - self._anchor) * self.speed
 
     def take(self, limit: int) -> list[Item]:
+        """Records due, their messages weighing at most ``limit`` (:func:`weight`: a batch
+        record its frames), the last one whole."""
         if self.paused and self._target is None:
             return []
         fast = self.jumping or math.isinf(self.speed)
         until = self._target if self._target is not None else (math.inf if fast else self.now())
         out: list[Item] = []
-        while self._next is not None and self._next.t <= until and len(out) < limit:
+        taken = 0
+        while self._next is not None and self._next.t <= until and taken < limit:
             record = self._next
             self._next = self._pull()
             if isinstance(record, Message):
                 out.append((record.t, record.payload))
-            elif isinstance(record, BatchRecord):
+                taken += 1
+            elif isinstance(record, BatchRecord | ColumnRecord):
                 out.append((record.t, record.batch))
+                taken += weight(record.batch)
             elif isinstance(record, Dropped):
                 self._dropped.update(record.counts)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":

@@ -31,6 +31,7 @@ from distmon.channel import (
     encode_command,
     listening_socket,
 )
+from distmon.columnar.batch import COLUMNS_TAG, Incoming, decode_columns
 from distmon.endpoint import EndpointError as EndpointError
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
@@ -118,11 +119,12 @@ class Receiver:
             self.close()
             raise
 
-    def receive(self, timeout: float, limit: int = 10_000) -> list[Batch]:
+    def receive(self, timeout: float, limit: int = 10_000) -> list[Incoming]:
         """What arrives within ``timeout`` seconds, up to ``limit`` messages and about
-        ``RECEIVE_BYTES``: the relays' batches, and one batch of the frames that came straight
-        from ranks (none if no rank sent any). The dumps among them wait in :meth:`take_dumps`."""
-        batches: list[Batch] = []
+        ``RECEIVE_BYTES``: the relays' batches (columns, or frames from a relay that predates
+        them), and one batch of the frames that came straight from ranks (none if no rank sent
+        any). The dumps among them wait in :meth:`take_dumps`."""
+        batches: list[Incoming] = []
         if not self._poller.poll(int(timeout * 1000)):
             return batches
         self._count_refusals()
@@ -142,6 +144,8 @@ class Receiver:
                     self._malformed["oversized"] += 1
                 else:
                     straight.append(frames[0])
+            elif frames[0] == COLUMNS_TAG:
+                self._take_columns(frames, batches)
             elif frames[0] == BATCH_TAG:
                 self._take_batch(frames, batches)
             else:
@@ -156,9 +160,15 @@ class Receiver:
         if len(self._peers) > MAX_PEERS:
             self._peers.popitem(last=False)
 
-    def _take_batch(self, frames: list[bytes], batches: list[Batch]) -> None:
+    def _take_batch(self, frames: list[bytes], batches: list[Incoming]) -> None:
         try:
             batches.append(decode_batch(frames))
+        except WireError as e:
+            self._malformed[e.reason] += 1
+
+    def _take_columns(self, frames: list[bytes], batches: list[Incoming]) -> None:
+        try:
+            batches.append(decode_columns(frames))
         except WireError as e:
             self._malformed[e.reason] += 1
 

@@ -1,10 +1,11 @@
 """The recording file: every rank message as received, and every alert change.
 
 A recording starts with a header, one msgpack map in clear:
-``{"format": "distmon-recording", "version": 2, "created": <unix time>}``. In version 2, what
-distmon writes, one zlib stream follows to the end of the file and holds the records, each a
-msgpack value; in version 1 (older files, still read) the records follow the header as they
-are. A record is an array whose first element says what it is:
+``{"format": "distmon-recording", "version": 3, "created": <unix time>}``. In versions 2 and 3
+(3 is what distmon writes: 2 and a relay's columns) one zlib stream follows to the end of the
+file and holds the records, each a msgpack value; in version 1 (older files, still read) the
+records follow the header as they are. A record is an array whose first element says what it
+is:
 
 - ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
   the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
@@ -14,6 +15,10 @@ are. A record is an array whose first element says what it is:
   uint32 and ``via`` int32, little-endian, as bytes; ``relays`` is ``[[id, host], ...]``
   and ``via[i]`` the index there of the relay message ``i`` came through, -1 for none. A
   batch over :data:`PIECE_BYTES` is stored as several such records.
+- ``["n", t, relays, via, ends, headers, groups, channels, reports]`` (version 3): a relay's
+  columns taken in at ``t``, a :class:`distmon.columnar.batch.ColumnBatch` (its parts as it
+  travels, the headers and rows each stored byte by byte of every record,
+  :func:`~distmon.columnar.batch.shuffled`), in pieces of at most :data:`PIECE_BYTES`.
 - ``["a", t, event, alert, key]``: an alert ``raised``, ``updated`` or ``resolved`` at
   ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
   alert across its events.
@@ -61,18 +66,19 @@ from dataclasses import dataclass
 from typing import IO, Any
 
 import msgpack
-import numpy as np
 
-from distmon.channel import Batch, assemble_batch
+from distmon.channel import Batch
+from distmon.columnar.batch import ColumnBatch, Incoming
+from distmon.monitor.recording.batches import PIECE_BYTES, batch_records, stored_batch
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.regular import open_regular, why_not
 from distmon.visible import visible
-from distmon.wire import MAX_MESSAGE_BYTES, WireError
+from distmon.wire import WireError
 
 FORMAT = "distmon-recording"
-VERSION = 2
-VERSIONS = (1, 2)
+VERSION = 3
+VERSIONS = (1, 2, 3)
 """The versions this distmon reads."""
 SYNC_EVERY = 1.0
 """Seconds between flushes to disk: a crash loses at most this much."""
@@ -80,10 +86,6 @@ LEVEL = 1
 """zlib's fastest: the monitor's loop compresses every report as it arrives (a report per rank
 a second), so its CPU counts for more than the last bytes a higher level would save
 (``benchmarks/bench_recording.py`` compares it with zlib's default, 6)."""
-PIECE_BYTES = 1024 * 1024
-PIECE_FRAMES = MAX_WORLD
-"""A batch record holds at most this many bytes of messages, and this many messages: a
-relay's batch can be 64 MiB, a reader holds one record at a time."""
 LIMITS = {
     "max_buffer_size": 4 * 1024 * 1024,
     "max_bin_len": PIECE_BYTES,
@@ -130,6 +132,14 @@ class BatchRecord:
 
 
 @dataclass
+class ColumnRecord:
+    """A relay's columns, taken in at ``t``: numbers, and the reports that came with them."""
+
+    t: float
+    batch: ColumnBatch
+
+
+@dataclass
 class AlertEvent:
     t: float
     event: str
@@ -142,7 +152,7 @@ class Dropped:
     counts: Counter[str]
 
 
-Record = Message | BatchRecord | AlertEvent | Dropped
+Record = Message | BatchRecord | ColumnRecord | AlertEvent | Dropped
 
 
 def _say(line: str) -> None:
@@ -182,7 +192,10 @@ class RecordingWriter:
     def message(self, t: float, payload: bytes) -> None:
         self._write(["m", t, payload])
 
-    def batch(self, t: float, batch: Batch) -> None:
+    def batch(self, t: float, batch: Incoming) -> None:
+        """``batch`` in records of at most :data:`PIECE_BYTES` of messages (or columns) each;
+        a message over ``MAX_MESSAGE_BYTES``, which the monitor refuses as oversized, is left
+        out."""
         for record in batch_records(t, batch):
             self._write(record)
 
@@ -253,45 +266,14 @@ class RecordingWriter:
                 self._file.close()
 
 
-def batch_records(t: float, batch: Batch) -> Iterator[list[Any]]:
-    """``batch`` as ``"b"`` records of at most :data:`PIECE_BYTES` of messages each; a message
-    over ``MAX_MESSAGE_BYTES``, which the monitor refuses as oversized, is left out."""
-    relays = [[r.id, r.host] for r in batch.relays]
-    for piece in _pieces(batch):
-        yield ["b", t, piece.offsets.tobytes(), relays, piece.via.tobytes(), piece.payload]
-
-
 def alert_record(t: float, change: Change) -> list[Any]:
     """An alert's change as an ``"a"`` record, the alert as it stands now."""
     return ["a", t, change.event, change.alert.to_json(), change.alert.key]
 
 
-def _pieces(batch: Batch) -> Iterator[Batch]:
-    """``batch`` cut between messages into batches of at most :data:`PIECE_BYTES` and
-    :data:`PIECE_FRAMES`, oversized messages left out; the batch itself when it fits. The
-    pieces are runs of consecutive messages, cut where the offsets say, not message by
-    message: a relay's batch of 131,072."""
-    o = np.frombuffer(batch.offsets, dtype=np.uint32).astype(np.int64)
-    sizes = np.diff(o)
-    oversized = np.flatnonzero(sizes > MAX_MESSAGE_BYTES)
-    if len(batch.payload) <= PIECE_BYTES and len(sizes) <= PIECE_FRAMES and not len(oversized):
-        yield batch
-        return
-    start = 0
-    while start < len(sizes):
-        after = oversized[np.searchsorted(oversized, start) :]
-        if len(after) and after[0] == start:
-            start += 1
-            continue
-        fits = int(np.searchsorted(o, o[start] + PIECE_BYTES, side="right")) - 1
-        stop = min(int(after[0]) if len(after) else len(sizes), start + PIECE_FRAMES, max(start + 1, fits))
-        yield batch.slice(start, stop)
-        start = stop
-
-
 def received(records: Iterable[Record]) -> Iterator[tuple[float, bytes]]:
     """Each rank message in ``records`` with the time it was received, whether it was
-    recorded alone (version 1) or in a batch."""
+    recorded alone (version 1) or in a batch; a relay's columns hold no messages."""
     for record in records:
         if isinstance(record, Message):
             yield record.t, record.payload
@@ -315,7 +297,7 @@ def read_recording(path: str) -> tuple[dict[str, Any], Records]:
         raise
     start = unpacker.tell()
     f.seek(start)
-    return header, Records(path, f, start, inflated=header["version"] == 2)
+    return header, Records(path, f, start, inflated=header["version"] >= 2)
 
 
 def check_recording(path: str) -> None:
@@ -342,7 +324,7 @@ def _header(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> dict[str, An
     version = header.get("version")
     if type(version) is not int or version not in VERSIONS:
         raise RecordingError(
-            f"{path} is a version {visible(repr(version), 40)} recording; this distmon reads versions 1 and 2"
+            f"{path} is a version {visible(repr(version), 40)} recording; this distmon reads versions 1 to 3"
         )
     if not _is_time(header.get("created", 0.0)):
         raise RecordingError(
@@ -351,9 +333,9 @@ def _header(path: str, f: IO[bytes], unpacker: msgpack.Unpacker) -> dict[str, An
     return header
 
 
-_RECORD_START = re.compile(rb"[\x93-\x96]\xa1[mbad]")
-"""How every record begins (an array of 3 to 6 whose first element is ``"m"``, ``"b"``,
-``"a"`` or ``"d"``): where reading starts again after a damaged record."""
+_RECORD_START = re.compile(rb"[\x93-\x99]\xa1[mbnad]")
+"""How every record begins (an array of 3 to 9 whose first element is ``"m"``, ``"b"``,
+``"n"``, ``"a"`` or ``"d"``): where reading starts again after a damaged record."""
 
 
 class Records:
@@ -568,13 +550,15 @@ DAMAGED = Dropped(0.0, Counter())
 def parse_record(item: Any) -> Record | None:
     """One record; None for a record this version does not know (skipped), :data:`DAMAGED`
     for one of a known kind that is malformed."""
-    if not isinstance(item, list) or not item or item[0] not in ("m", "b", "a", "d"):
+    if not isinstance(item, list) or not item or item[0] not in ("m", "b", "n", "a", "d"):
         return None
     try:
         if item[0] == "m" and isinstance(item[2], bytes):
             return Message(float(item[1]), item[2])
-        if item[0] == "b" and isinstance(item[5], bytes):
-            return BatchRecord(float(item[1]), assemble_batch(item[5], item[2], item[3], item[4]))
+        if item[0] in ("b", "n"):
+            batch = stored_batch(item)
+            t = float(item[1])
+            return BatchRecord(t, batch) if isinstance(batch, Batch) else ColumnRecord(t, batch)
         if item[0] == "a" and isinstance(item[3], dict) and _alert_fields(item[3]):
             return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3], key=str(item[4])))
         if item[0] == "d":

@@ -9,7 +9,16 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.channel import Batch
-from distmon.monitor.recording.file import AlertEvent, BatchRecord, Dropped, Message, RecordingError, read_recording
+from distmon.columnar.batch import Incoming
+from distmon.monitor.recording.file import (
+    AlertEvent,
+    BatchRecord,
+    ColumnRecord,
+    Dropped,
+    Message,
+    RecordingError,
+    read_recording,
+)
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.ending import cause
 from distmon.monitor.state.job import JobState
@@ -85,7 +94,7 @@ def load(path: str) -> Postmortem:
                 _ingest(pm.state, messages)
             continue
         _ingest(pm.state, messages)
-        if isinstance(record, BatchRecord):
+        if isinstance(record, BatchRecord | ColumnRecord):
             _take(pm.state, record.batch, record.t)
         elif isinstance(record, Dropped):
             pm.state.dropped.update(record.counts)
@@ -108,13 +117,15 @@ def _ingest(state: JobState, messages: list[Message]) -> None:
         messages.clear()
 
 
-def _take(state: JobState, batch: Batch, t: float, times: npt.NDArray[np.float64] | None = None) -> None:
+def _take(state: JobState, batch: Incoming, t: float, times: npt.NDArray[np.float64] | None = None) -> None:
     """``batch`` taken in at ``t`` (each message at ``times``); a message the state cannot
     decode (a damaged file's) is counted as malformed and the batch taken in again without
     it, one message at a time."""
     try:
         state.ingest_batch(batch, t, times)
     except WireError:
+        if not isinstance(batch, Batch):
+            raise
         for i, frame in enumerate(batch.frames()):
             at = t if times is None else float(times[i])
             try:

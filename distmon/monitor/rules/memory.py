@@ -32,8 +32,8 @@ def _grown(job: JobState, metric: str, ctx: Context) -> npt.NDArray[np.bool_]:
     :func:`_growth`, which also asks that it rose at nearly every report)."""
     c, window = job.cols, ctx.limits.growth_window
     ring = c.history[metric]
-    newest = ring[np.arange(c.capacity), (c.history_next - 1) % HISTORY]
-    oldest = ring[np.arange(c.capacity), (c.history_next - 1 - window) % HISTORY]
+    newest = ring[(c.history_next - 1) % HISTORY, np.arange(c.capacity)]
+    oldest = ring[(c.history_next - 1 - window) % HISTORY, np.arange(c.capacity)]
     oldest = np.where(c.history_count > window, oldest, np.nan)
     with np.errstate(invalid="ignore"):
         grown: npt.NDArray[np.bool_] = newest - oldest >= np.maximum(

@@ -1,5 +1,5 @@
 """The monitor's numbers, in columns: an array per field over the ranks, filled from a whole
-batch of frames at once (:mod:`distmon.monitor.state.frames`), with a short history per rank and
+batch at once (:mod:`distmon.columnar`), with a short history per rank and
 metric. A rule that looks at every rank looks at an array; :class:`History` and
 :class:`distmon.monitor.state.job.RankState` read one rank of them."""
 
@@ -12,9 +12,12 @@ import numpy.typing as npt
 
 HISTORY = 120
 """Samples kept per rank and metric: two minutes at the default interval."""
-METRICS = ("t", "steps", "step_time", "rss", "gpu", "inflight", "data_wait")
-"""Per-rank time series. ``inflight`` is 1.0 when the rank sat in a collective when it
-sampled itself; averaged over the ring it is the share of time spent waiting on peers."""
+METRICS = {"t": "f8", "steps": "f8", "step_time": "f4", "rss": "f4", "gpu": "f4", "inflight": "f4", "data_wait": "f4"}
+"""Per-rank time series, each with its type. ``inflight`` is 1.0 when the rank sat in a
+collective when it sampled itself; averaged over the ring it is the share of time spent
+waiting on peers. Times and steps keep every digit; for the rest seven digits are plenty (a
+byte count is off by at most a 16-millionth), and the histories, the bulk of the monitor's
+memory at 131,072 ranks, take half the room."""
 SLOTS = 8
 """Group and channel slots a rank starts with, and the step they grow by: every group and
 channel a rank reports is kept, the slots growing to the widest rank seen (a 3-D DeviceMesh
@@ -62,6 +65,8 @@ class Columns:
         "gpu_total": "f8",
         "stack": "u8",
         "bytes": "i8",
+        "report_t": "f8",
+        "seq": "i8",
         "via": "i8",
         "inflight_share": "f8",
         "data_wait_share": "f8",
@@ -118,6 +123,12 @@ class Columns:
     gpu_total: Array
     stack: Array
     bytes: Array
+    """Bytes of the report kept, as received."""
+    report_t: Array
+    """The time (on the rank's clock) of the report kept; NaN: none came yet. Through a relay,
+    a rank's whole report comes only when it has news (:mod:`distmon.monitor.state.reports`)."""
+    seq: Array
+    """Frames taken in before this rank's latest, over the job: which frame it was."""
     via: Array
     inflight_share: Array
     data_wait_share: Array
@@ -155,7 +166,11 @@ class Columns:
             setattr(self, name, blank((capacity, SLOTS), dtype))
         for name, dtype in self.CHANNEL_FIELDS.items():
             setattr(self, name, blank((capacity, SLOTS), dtype))
-        self.history = {m: blank((capacity, HISTORY), "f8") for m in METRICS}
+        self.history = {m: np.empty((HISTORY, capacity), dtype) for m, dtype in METRICS.items()}
+        """Per metric, a ring of samples per rank: ``history[m][k, rank]``, the samples of
+        every rank side by side and only the first ``history_count`` of a rank's valid. Left
+        unwritten until a sample comes, the memory of a job of 131,072 ranks is taken up a
+        second's samples at a time, not all at once."""
         zero_shares(self, slice(None))
 
     def reserve(self, capacity: int) -> None:
@@ -163,6 +178,7 @@ class Columns:
         if capacity <= self.capacity:
             return
         new = max(capacity, 2 * self.capacity, 64)
+        sampled = bool(self.history_count.any())
         for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
             old = getattr(self, name)
             grown = blank((new, *old.shape[1:]), old.dtype)
@@ -170,8 +186,9 @@ class Columns:
             setattr(self, name, grown)
         zero_shares(self, slice(self.capacity, None))
         for metric, old in self.history.items():
-            grown = blank((new, HISTORY), old.dtype)
-            grown[: self.capacity] = old
+            grown = np.empty((HISTORY, new), old.dtype)
+            if sampled:  # else untouched: the rings are taken up as samples come
+                grown[:, : self.capacity] = old
             self.history[metric] = grown
         self.capacity = new
 
@@ -202,12 +219,11 @@ class Columns:
             setattr(self, name, grown)
 
     def forget(self, ranks: I8) -> None:
-        """Start ``ranks`` afresh: a new process of theirs starts a new history."""
+        """Start ``ranks`` afresh: a new process of theirs starts a new history (none of the
+        samples before count)."""
         for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
             array = getattr(self, name)
             array[ranks] = blank(array[ranks].shape, array.dtype)
-        for ring in self.history.values():
-            ring[ranks] = np.nan
         zero_shares(self, ranks)
 
 
@@ -241,11 +257,11 @@ class History:
         if ago >= min(self.count, HISTORY):
             return float("nan")
         i = (int(self._cols.history_next[self._rank]) - 1 - ago) % HISTORY
-        return float(self._cols.history[metric][self._rank, i])
+        return float(self._cols.history[metric][i, self._rank])
 
     def series(self, metric: str, last: int | None = None) -> list[float]:
         """Oldest first; at most ``last`` samples."""
         n = min(self.count, HISTORY, last or HISTORY)
         start = (int(self._cols.history_next[self._rank]) - n) % HISTORY
-        ring = self._cols.history[metric][self._rank]
+        ring = self._cols.history[metric][:, self._rank]
         return [float(ring[(start + k) % HISTORY]) for k in range(n)]

@@ -5,10 +5,12 @@ its own; how the job ended). The rules, the terminal UI, the reports and the exp
 format these.
 
 The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
-filled from a whole batch of frames at once (:mod:`distmon.monitor.state.frames`): taking in the
-reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
-looks at every rank looks at an array. A rank's whole report (its stack, its exception) is
-kept as the bytes it came in and decoded only when someone asks (:attr:`RankState.report`).
+filled from a whole batch at once: frames straight from ranks read as arrays
+(:mod:`distmon.columnar.frames`), or a relay's columns (:mod:`distmon.columnar.batch`), both
+the one way in (:meth:`JobState.ingest_batch`). Taking in the reports of 131,072 ranks a second
+costs a few array operations per batch, and a rule that looks at every rank looks at an array.
+A rank's whole report (its stack, its exception) is kept as the bytes it came in and decoded
+only when someone asks (:attr:`RankState.report`, :mod:`distmon.monitor.state.reports`).
 :class:`RankState` is a view of one rank over the columns.
 
 Memory is bounded by design: a fixed set of numbers and one report per rank, so a
@@ -18,9 +20,10 @@ the job are admitted (:mod:`distmon.monitor.state.admission`), so no sender can 
 
 from __future__ import annotations
 
+import contextlib
 import math
 import re
-from collections import Counter, OrderedDict
+from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, Generic, TypeVar, overload
 
@@ -29,13 +32,15 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.channel import RELAY_DROPPED, Batch, Relay
+from distmon.columnar.batch import ColumnBatch
+from distmon.columnar.frames import Parsed, parse
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import ALL, F8, HISTORY, I8, INITIAL, Columns, History
 from distmon.monitor.state.ending import FAILURE_KINDS, STOP_KINDS, Ending
-from distmon.monitor.state.frames import Parsed, parse
 from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.reports import Reports
 from distmon.monitor.state.statuses import EXITED, FAILED, OK, SEVERITY, SILENT, STALLED, STOPPED, WORKER, stop
 from distmon.monitor.state.words import duration, rank_word
 from distmon.wire import TERMINATED, GroupStatus, Report, WireError
@@ -46,8 +51,6 @@ DELAY_CREEP = 0.1
 """How much of an interval a rank's usual delay (:meth:`JobState.held_up`) may rise by each
 report: a lasting change (its clock stepped back, a slower path for good) becomes the usual
 within tens of reports instead of holding the rank up for ever."""
-DECODED = 4096
-"""Reports kept decoded, the most recently asked for."""
 GROUP_COLUMNS = tuple(zip(Columns.GROUP_FIELDS, (name for name, _ in wire.GROUP_FIELDS), strict=True))
 """(column, field): the column that keeps each field of a report's group rows, the columns
 being in the order of the wire's fields."""
@@ -77,7 +80,7 @@ class JobState:
         self.last_message: float | None = None
         self.job_world: int | None = None
         self.retained = 0
-        """Bytes of the ranks' latest reports, as received."""
+        """Bytes of the ranks' reports kept, as received."""
         self.reporting = 0
         self.cols = Columns(INITIAL)
         self.ranks = Ranks(self)
@@ -87,10 +90,7 @@ class JobState:
         """Per relay, when a batch last named it (an empty one is a relay's sign of life)."""
         self._relay_of: dict[Relay, int] = {}
         self._job_hash = wire.name_hash(job) if job is not None else None
-        self._reports: list[bytes | None] = []
-        self._decoded: OrderedDict[int, Report] = OrderedDict()
-        self._names: dict[int, str] = {}
-        self._groups: dict[int, GroupStatus] = {}
+        self.reports = Reports()
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -104,13 +104,13 @@ class JobState:
         """Take in ``report`` as if it had just arrived (tests build states this way)."""
         return self.ingest(wire.encode(report), now) is not None
 
-    def ingest_batch(self, batch: Batch, now: float, times: F8 | None = None) -> I8:
-        """Take in a batch of frames (``times[i]`` when frame ``i`` arrived, ``now`` for all by
-        default), each admitted or counted by why not; returns the indices of the frames
-        admitted."""
+    def ingest_batch(self, batch: Batch | ColumnBatch, now: float, times: F8 | None = None) -> I8:
+        """Take in a batch of frames, or a relay's columns (``times[i]`` when frame ``i``
+        arrived, ``now`` for all by default), each admitted or counted by why not; returns the
+        indices of the frames admitted."""
         return self._take(batch, now, times)[0]
 
-    def _take(self, batch: Batch, now: float, times: F8 | None) -> tuple[I8, I8]:
+    def _take(self, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
         """The indices of the frames admitted, and their ranks."""
         if batch.relays:
             heard = now if times is None or not len(times) else max(now, float(np.max(times)))
@@ -121,7 +121,7 @@ class JobState:
             losses = batch.losses()
             self.dropped[RELAY_DROPPED] += sum(losses.values())
             self.lost_on_the_way.update({relay.host: n for relay, n in losses.items()})
-        parsed = parse(batch)
+        parsed = parse(batch) if isinstance(batch, Batch) else batch.parsed()
         self.dropped.update(+parsed.refused)
         if len(parsed) == 0:
             return parsed.index, parsed.index
@@ -167,10 +167,10 @@ class JobState:
         for code in np.unique(reason[keep & (reason > 0)]):
             self._refuse(str(admission.REASONS[code]), keep & (reason == code))
         keep &= reason == 0
-        sizes = parsed.sizes()
         if keep.any():
             old = np.where(alive, cols.bytes[current], 0)
-            total = self.retained + np.cumsum(np.where(keep, sizes - old, 0))
+            added = np.where(parsed.has_report(), parsed.sizes() - old, 0)
+            total = self.retained + np.cumsum(np.where(keep, added, 0))
             over = keep & (total > admission.MAX_RETAINED_BYTES)
             self._refuse(admission.OVER_BUDGET, over)
             keep &= ~over
@@ -182,12 +182,14 @@ class JobState:
             self.dropped[reason] += n
 
     def _follow(self, parsed: Parsed, i: int) -> None:
-        """Follow the job of frame ``i``: forget the one before."""
-        report = wire.decode(parsed.report(i))
-        self.job, self._job_hash = report.job, wire.name_hash(report.job)
+        """Follow the job of frame ``i``: forget the one before. Its name is its report's; a
+        relay's frame may come without it, and the name then comes with the first report of the
+        job that does (:meth:`_learn_names`)."""
+        job = wire.decode(parsed.report(i)).job if parsed.has_report()[i] else None
+        self.job, self._job_hash = job, int(parsed.headers["job"][i])
         self.job_world = int(parsed.headers["world"][i])
         self.cols = Columns(INITIAL)
-        self._reports, self._decoded = [], OrderedDict()
+        self.reports = Reports()
         self.retained = self.reporting = 0
 
     def _apply(self, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
@@ -208,18 +210,21 @@ class JobState:
         h = parsed.headers[frames]
         rank = h["rank"].astype(np.int64)
         cols = self.cols
-        cols.reserve(int(rank.max()) + 1)
-        while len(self._reports) < cols.capacity:
-            self._reports.append(None)
+        cols.reserve(max(int(rank.max()) + 1, self.job_world or 0))
+        self.reports.reserve(cols.capacity)
         was_present = cols.present[rank]
         new = ~was_present | (cols.pid[rank] != h["pid"]) | (cols.host[rank] != h["host"])
         if new.any():
             self.reporting += int(np.count_nonzero(~was_present))
+            self.retained -= int(cols.bytes[rank[new]].sum())
+            self.reports.forget(rank[new & was_present].tolist())
             cols.forget(rank[new])
             cols.first_seen[rank[new]] = arrived[new]
             cols.present[rank[new]] = True
-        sizes = parsed.sizes()[frames]
+        sent = parsed.has_report()[frames]
+        sizes = np.where(sent, parsed.sizes()[frames], cols.bytes[rank])
         self.retained += int(np.sum(sizes - cols.bytes[rank]))
+        cols.seq[rank] = self.received + 1 + np.arange(len(frames))
         self.received += len(frames)
         self.last_message = float(arrived.max())
         cols.received[rank] = arrived
@@ -232,27 +237,33 @@ class JobState:
         for name in ("gpu_used", "gpu_reserved", "gpu_allocated", "gpu_total"):
             getattr(cols, name)[rank] = h[name]
         cols.bytes[rank] = sizes
+        cols.report_t[rank[sent]] = h["t"][sent]
         cols.via[rank] = self._relay_indices(parsed.via[frames], relays)
         inflight = self._rows(parsed, frames, rank)
         self._shares(rank, h, inflight)
         self._history(rank, h, inflight)
-        ranks, payload, reports = rank.tolist(), parsed.payload, self._reports
-        starts, ends = parsed.report_start[frames].tolist(), parsed.report_end[frames].tolist()
-        for r, start, end in zip(ranks, starts, ends, strict=True):
-            reports[r] = payload[start:end]
-        for r in self._decoded.keys() & ranks:
-            del self._decoded[r]
-        self._name_hosts(h["host"], rank)
+        kept = frames[sent]
+        starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
+        self.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
+        self._learn_names(h["host"][sent], rank[sent])
 
-    def _name_hosts(self, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
-        """Learn the names of hosts not seen before, a report of each read for its name: the
-        table of 131,072 ranks groups them by node name, without decoding a report a rank."""
+    def _learn_names(self, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
+        """From the reports just kept (of ``rank``, on ``hosts``): the job's name if a relay's
+        frames without reports made it followed, and the names of hosts not seen before, a report
+        of each read for its name: the table of 131,072 ranks groups them by node name, without
+        decoding a report a rank."""
+        raw, names = self.reports.raw, self.reports.names
+        if self.job is None and len(rank):
+            with contextlib.suppress(WireError):
+                report = wire.decode(raw[int(rank[0])] or b"")
+                if wire.name_hash(report.job) == self._job_hash:
+                    self.job = report.job
         values, first = np.unique(hosts, return_index=True)
         for host, i in zip(values.tolist(), first.tolist(), strict=True):
-            if host not in self._names:
-                name = wire.host_of(self._reports[int(rank[i])] or b"")
+            if host not in names:
+                name = wire.host_of(raw[int(rank[i])] or b"")
                 if name is not None and wire.name_hash(name) == host:
-                    self._names[host] = name
+                    names[host] = name
 
     def _relay_indices(self, via: I8, relays: list[Any]) -> I8:
         """The batch's relay indices as indices into :attr:`relays`."""
@@ -332,7 +343,7 @@ class JobState:
             "data_wait": h["data_wait"],
         }
         for metric, value in values.items():
-            cols.history[metric][rank, slot] = value
+            cols.history[metric][slot, rank] = value
         cols.history_next[rank] = (slot + 1) % HISTORY
         cols.history_count[rank] += 1
 
@@ -349,43 +360,40 @@ class JobState:
         return [RankState(self, rank) for rank in chosen.tolist()]
 
     def report_of(self, rank: int) -> Report:
-        """Rank ``rank``'s latest report, decoded once and kept among the last few asked for."""
-        report = self._decoded.get(rank)
-        if report is not None:
-            self._decoded.move_to_end(rank)
-            return report
-        raw = self._reports[rank] if 0 <= rank < len(self._reports) else None
-        if raw is None:
+        """Rank ``rank``'s latest report as of its latest numbers (see
+        :mod:`distmon.monitor.state.reports`), decoded once and kept among the last few asked
+        for; KeyError for a rank not heard from."""
+        c = self.cols
+        if not (0 <= rank < c.capacity and c.present[rank]):
             raise KeyError(rank)
-        try:
-            report = wire.decode(raw)
-        except WireError:
-            self.dropped["malformed"] += 1
-            report = Report(job=self.job or "", rank=rank, world=self.world, host="?", pid=0, t=0.0, n=0, interval=1.0)
-        self._names.setdefault(wire.name_hash(report.host), report.host)
-        for g in report.groups:
-            self._groups.setdefault(wire.name_hash(g.id), g)
-        self._decoded[rank] = report
-        if len(self._decoded) > DECODED:
-            self._decoded.popitem(last=False)
-        return report
+        return self.reports.get(rank, c, self.job, self.world, self.dropped)
+
+    def wanted(self) -> list[int]:
+        """Ranks whose whole reports the monitor wants from their relays: those asked for since
+        the last call, and those heard from whose report has not come (it started late)."""
+        c = self.cols
+        missing = np.flatnonzero(c.present & np.isnan(c.report_t) & (c.via >= 0))
+        return sorted(self.reports.take_asked().union(missing.tolist()))
 
     def host_name(self, host: int) -> str:
         """A host's name, from a report of one of its ranks."""
-        name = self._names.get(host)
+        name = self.reports.names.get(host)
         if name is None:
-            ranks = np.flatnonzero(self.cols.present & (self.cols.host == host))
+            c = self.cols
+            ranks = np.flatnonzero(c.present & (c.host == host))
+            reported = ranks[~np.isnan(c.report_t[ranks])]
+            ranks = reported if len(reported) else ranks
             name = self.report_of(int(ranks[0])).host if len(ranks) else "?"
         return name
 
     def group(self, gid: int) -> GroupStatus | None:
         """A group's description (its name, members, timeout), from a report of a member."""
-        found = self._groups.get(gid)
+        found = self.reports.groups.get(gid)
         if found is None:
             members = np.flatnonzero((self.cols.g_id == gid).any(axis=1) & self.cols.present)
             for rank in members[:1].tolist():
                 self.report_of(rank)
-            found = self._groups.get(gid)
+            found = self.reports.groups.get(gid)
         return found
 
     def group_id(self, gid: int, rank: int | None = None) -> str:
@@ -447,13 +455,13 @@ class JobState:
         """Of ``ranks``: the utilization of each one's GPU, 0 to 100, from its latest report
         (NaN: none). The header does not carry it; the reports are read for it, not kept
         decoded."""
-        reports = self._reports
+        reports = self.reports.raw
         util = [wire.gpu_util(raw) if r < len(reports) and (raw := reports[r]) else None for r in ranks.tolist()]
         return np.array(util, dtype=np.float64)
 
     def raw_reports(self) -> tuple[bytes | None, ...]:
-        """By rank: the latest report of each as received (immutable bytes), copied."""
-        return tuple(self._reports)
+        """By rank: the report kept of each as received (immutable bytes), copied."""
+        return tuple(self.reports.raw)
 
     def silent_for(self, now: float) -> F8:
         """Per rank: seconds since its latest report arrived."""

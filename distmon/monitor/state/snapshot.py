@@ -129,8 +129,9 @@ def _steps_per_second(state: JobState, ranks: I8) -> F8:
     newest = (c.history_next[ranks] - 1) % HISTORY
     oldest = (newest - ago) % HISTORY
     t, steps = c.history["t"], c.history["steps"]
-    dt = t[ranks, newest] - t[ranks, oldest]
+    with np.errstate(over="ignore", invalid="ignore"):  # samples not yet taken are not read
+        dt = np.where(ago >= 1, t[newest, ranks] - t[oldest, ranks], np.nan)
     moving = (ago >= 1) & (dt > 0)
     rate: F8 = np.full(len(ranks), np.nan)
-    rate[moving] = (steps[ranks, newest] - steps[ranks, oldest])[moving] / dt[moving]
+    rate[moving] = (steps[newest, ranks] - steps[oldest, ranks])[moving] / dt[moving]
     return rate

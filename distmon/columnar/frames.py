@@ -1,7 +1,8 @@
 """A batch of rank frames read as arrays: every header, group row and channel row of the batch
 in a few numpy calls, without a Python object per field per rank (see :mod:`distmon.wire`
-for the layout). This is what lets one monitor take in the reports of 131,072 ranks a
-second: only the reports it then looks at are decoded.
+for the layout). A relay reads its ranks' frames so before it sends them on as columns
+(:mod:`distmon.columnar.batch`), and the monitor reads so the frames that reach it straight
+from ranks: only the reports it then looks at are decoded.
 """
 
 from __future__ import annotations
@@ -42,7 +43,8 @@ class Parsed:
     """The valid frames of a batch: ``headers[i]`` is frame ``index[i]`` of the batch; each
     group row belongs to header ``group_of`` at position ``group_slot`` among that frame's
     rows, and likewise each channel row; the report of header ``i`` lies at
-    ``payload[report_start[i]:report_end[i]]``."""
+    ``payload[report_start[i]:report_end[i]]``, empty where it was not sent (a relay sends a
+    rank's report only when it says something new, :mod:`distmon.columnar.batch`)."""
 
     payload: bytes
     index: Ints
@@ -53,7 +55,6 @@ class Parsed:
     channels: npt.NDArray[np.void]
     channel_of: Ints
     channel_slot: Ints
-    frame_start: Ints
     report_start: Ints
     report_end: Ints
     via: Ints
@@ -65,13 +66,15 @@ class Parsed:
     def report(self, i: int) -> bytes:
         return self.payload[int(self.report_start[i]) : int(self.report_end[i])]
 
-    def frame(self, i: int) -> bytes:
-        return self.payload[int(self.frame_start[i]) : int(self.report_end[i])]
-
     def sizes(self) -> Ints:
-        """Each frame's bytes, as received."""
-        sizes: Ints = self.report_end - self.frame_start
+        """Each frame's report bytes, as received (0: not sent)."""
+        sizes: Ints = self.report_end - self.report_start
         return sizes
+
+    def has_report(self) -> npt.NDArray[np.bool_]:
+        """Per frame: its report came with it."""
+        sent: npt.NDArray[np.bool_] = self.report_end > self.report_start
+        return sent
 
 
 def parse(batch: Batch) -> Parsed:
@@ -86,16 +89,18 @@ def parse(batch: Batch) -> Parsed:
     refused["malformed"] += int(np.count_nonzero(lengths < wire.HEADER.size)) - refused.total()
     index = np.flatnonzero(ok)
     headers = _gather(buf, starts[index], HEADER)
-    fits = (headers["version"] == wire.FRAME_VERSION) & (
-        wire.HEADER.size + _rows_bytes(headers) + headers["report"].astype(np.int64) == lengths[index]
+    fits = (
+        (headers["version"] == wire.FRAME_VERSION)
+        & (headers["report"] > 0)
+        & (wire.HEADER.size + rows_bytes(headers) + headers["report"].astype(np.int64) == lengths[index])
     )
     refused["malformed"] += int(np.count_nonzero(~fits))
     index, headers = index[fits], headers[fits]
     starts, ends = starts[index], offsets[index + 1]
     n_groups, n_channels = headers["groups"].astype(np.int64), headers["channels"].astype(np.int64)
-    group_of, group_slot = _rows(n_groups)
+    group_of, group_slot = rows(n_groups)
     group_starts = starts[group_of] + wire.HEADER.size + wire.GROUP_ROW.size * group_slot
-    channel_of, channel_slot = _rows(n_channels)
+    channel_of, channel_slot = rows(n_channels)
     channel_starts = (
         starts[channel_of]
         + wire.HEADER.size
@@ -113,7 +118,6 @@ def parse(batch: Batch) -> Parsed:
         channels=_gather(buf, channel_starts, CHANNEL),
         channel_of=channel_of,
         channel_slot=channel_slot,
-        frame_start=starts,
         report_start=ends - headers["report"].astype(np.int64),
         report_end=ends,
         via=via,
@@ -121,7 +125,7 @@ def parse(batch: Batch) -> Parsed:
     )
 
 
-def _rows_bytes(headers: npt.NDArray[np.void]) -> Ints:
+def rows_bytes(headers: npt.NDArray[np.void]) -> Ints:
     return wire.GROUP_ROW.size * headers["groups"].astype(np.int64) + wire.CHANNEL_ROW.size * headers[
         "channels"
     ].astype(np.int64)
@@ -138,7 +142,7 @@ def _gather(buf: npt.NDArray[np.uint8], starts: Ints, dtype: np.dtype[np.void]) 
     return rows
 
 
-def _rows(counts: Ints) -> tuple[Ints, Ints]:
+def rows(counts: Ints) -> tuple[Ints, Ints]:
     """For ``counts[i]`` rows after frame ``i``: each row's frame, and its place among them."""
     owner = np.repeat(np.arange(len(counts)), counts)
     first = np.cumsum(counts) - counts
