@@ -61,8 +61,10 @@ class AttachedFeed:
     monitor's clock (:class:`distmon.monitor.intake.feeds.Feed`), and what it told, for a
     :class:`distmon.monitor.monitor.Follower` (:meth:`take_told`)."""
 
-    def __init__(self, endpoint: str, key: keys.JobKey | None = None) -> None:
+    def __init__(self, endpoint: str, key: keys.JobKey | None = None, silent_after: float = SILENT_AFTER) -> None:
+        """``silent_after``: :data:`SILENT_AFTER`, but for a monitor whose clock a test moves."""
         self.endpoint = endpoint
+        self._silent_after = silent_after
         self.address = viewer_address(endpoint)
         self.keyed = key is not None
         self.catch_ups = 0
@@ -130,7 +132,7 @@ class AttachedFeed:
 
     def _hello_if_due(self) -> None:
         now = time.monotonic()
-        silent = self._heard_at is None or now - self._heard_at > SILENT_AFTER
+        silent = self._heard_at is None or now - self._heard_at > self._silent_after
         if (self._next is None or silent) and now - self._hello_at >= HELLO_EVERY:
             try:
                 self._socket.send(HELLO, zmq.NOBLOCK)
