@@ -12,7 +12,7 @@ Three jobs, each carrying several faults in turn, every one of which ends so the
   the first collective, then writing two slow checkpoints while the others wait at a barrier.
   No critical alert: warnings that say what it does ("checkpoint", "importing").
 - habits: rank 0 uploads its metrics to a slow service every 10 steps (2 s asleep in a socket
-  read, the others waiting); the fifth upload does not come back for 15 s. Quiet once the
+  read, the others waiting); the fifth upload does not come back for 12 s. Quiet once the
   uploads are learned; the stuck one named, rank 0 alone, critical, saying how long it
   usually takes.
 """
@@ -80,14 +80,14 @@ def frozen(torchrun, new_endpoint, tmp_path_factory) -> Job:
 @pytest.fixture(scope="module")
 def working(torchrun, new_endpoint, tmp_path_factory) -> Job:
     args = ["--steps", "70", "--fault", "slow-import@0:0:40"]
-    args += ["--fault", "checkpoint@20:0:12", "--fault", "checkpoint@45:0:12"]
+    args += ["--fault", "checkpoint@20:0:9", "--fault", "checkpoint@45:0:9"]
     out = tmp_path_factory.mktemp("working") / "run.distmon"
     return run_job(torchrun, new_endpoint(), out, *args, timeout=240)
 
 
 @pytest.fixture(scope="module")
 def habits(torchrun, new_endpoint, tmp_path_factory) -> Job:
-    args = ["--steps", "60", "--habit", "upload@10:0:2", "--fault", "upload-hang@50:0:15"]
+    args = ["--steps", "60", "--habit", "upload@10:0:2", "--fault", "upload-hang@50:0:12"]
     out = tmp_path_factory.mktemp("habits") / "run.distmon"
     return run_job(torchrun, new_endpoint(), out, *args, timeout=240)
 
