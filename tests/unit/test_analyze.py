@@ -4,22 +4,17 @@ formats; the same verdict as a Monitor fed the same reports."""
 
 from __future__ import annotations
 
-import io
 import json
 import os
 import pickle
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from distmon.cli import main
 from distmon.forensics.analysis import POST_MORTEM, analyze
-from distmon.forensics.logs import read_log
 from distmon.forensics.render import culprits, render, to_json
 from distmon.forensics.verdict import judge
 from distmon.monitor.monitor import Monitor
@@ -226,38 +221,6 @@ def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> N
     done = run(str(tmp_path), *args)
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
-
-
-@settings(max_examples=150, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.text(max_size=200),
-            st.sampled_from(NEW_LOG.splitlines() + OLD_LOG.splitlines()).map(lambda line: line[: len(line) // 2]),
-            st.builds(
-                "[rank{}]:[E{} ...] [PG ID {} PG GUID {}({}) Rank {}] Watchdog caught collective operation timeout: "
-                "WorkNCCL(SeqNum={}, OpType={}, ...) ran for {} milliseconds".format,
-                st.one_of(st.integers(-5, 64), st.integers(10**6, 10**12)),  # a world of 131,072 takes seconds
-                st.text(max_size=12),
-                st.integers(0, 99),
-                st.text(max_size=6),
-                st.text(max_size=20),
-                st.integers(0, 10**12),
-                st.integers(0, 10**30),
-                st.text(max_size=12),
-                st.integers(0, 10**30),
-            ),
-        ),
-        max_size=20,
-    )
-)
-def test_fuzzed_logs_are_read_without_raising(lines: list[str]) -> None:
-    facts = read_log(io.StringIO("\n".join(lines)))
-    for rank, timeouts in facts.timeouts.items():
-        assert rank >= 0 and all(t.group for t in timeouts.values())
-    with tempfile.TemporaryDirectory() as folder:
-        (Path(folder) / "job.log").write_text("\n".join(lines), errors="surrogatepass")
-        render(analyze([folder]))
 
 
 def test_ranks_and_worlds_beyond_what_distmon_judges_get_a_line(tmp_path: Path) -> None:

@@ -13,8 +13,6 @@ import time
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from distmon.cli import main
 from distmon.forensics import standings
@@ -185,33 +183,6 @@ def test_a_line_that_starts_a_record_is_never_joined_to_a_wrapped_one() -> None:
     )
     facts = read_log(io.StringIO(f"{cut}\n{whole}\n"))
     assert sorted(facts.timeouts) == [3]
-
-
-FIXTURE_LINES = sorted({line for path in sorted(LOGS.rglob("*.log")) for line in path.read_text().splitlines()})
-CONTROL = {chr(c) for c in range(32) if chr(c) != "\n"} | {"\x7f", "\x9b", "\u202e"}
-
-
-@settings(max_examples=50, deadline=None)
-@given(
-    st.lists(
-        st.one_of(
-            st.sampled_from(FIXTURE_LINES),
-            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400)).map(lambda cut: cut[0][: cut[1]]),
-            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400)).map(lambda cut: cut[0][cut[1] :]),
-            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400), st.sampled_from(sorted(CONTROL))).map(
-                lambda put: put[0][: put[1]] + put[2] + put[0][put[1] :]
-            ),
-            st.text(alphabet=st.sampled_from(sorted(CONTROL) + list("[]:()=, 0123456789abkrPGI")), max_size=80),
-        ),
-        max_size=40,
-    )
-)
-def test_cut_and_shuffled_fixture_lines_are_read_without_raising(lines: list[str]) -> None:
-    facts = read_log(io.StringIO("\n".join(lines)))
-    assert all(rank >= 0 for rank in facts.timeouts) and all(rank >= 0 for rank in facts.raised)
-    analysis = analyze_text("\n".join(lines))
-    printed = render(analysis)
-    assert not CONTROL & set(printed) - {"\n"}
 
 
 def analyze_text(text: str) -> Analysis:

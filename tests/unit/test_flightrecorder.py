@@ -7,8 +7,6 @@ import os
 import pickle
 
 import pytest
-from hypothesis import HealthCheck, given, settings
-from hypothesis import strategies as st
 
 from distmon.flightrecorder import fields, loading
 from distmon.flightrecorder.fields import group_ranks, read_dump
@@ -182,64 +180,6 @@ def test_a_structure_that_doubles_at_each_level_is_never_walked() -> None:
     assert len(raw) < 2000
     (group,) = read_dump(load(raw), {}).groups
     assert group.op is None and group.desc == "default_pg"  # from pg_config, not the bomb
-
-
-ENTRY_VALUES = st.one_of(
-    st.none(),
-    st.booleans(),
-    st.integers(min_value=-(2**70), max_value=2**70),
-    st.floats(),
-    st.text(max_size=30),
-    st.sampled_from(["nccl:send 0->1", "nccl:recv 1<-0", "nccl:coalesced", "nccl:all_reduce", "completed"]),
-    st.lists(st.integers(), max_size=3),
-    st.tuples(st.text(max_size=4), st.text(max_size=4)),
-)
-FIELDS = st.sampled_from(
-    [
-        "pg_id",
-        "process_group",
-        "collective_seq_id",
-        "p2p_seq_id",
-        "profiling_name",
-        "time_created_ns",
-        "state",
-        "retired",
-        "is_p2p",
-        "timeout_ms",
-        "input_sizes",
-        "time_discovered_completed_ns",
-    ]
-)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(
-    entries=st.lists(st.dictionaries(FIELDS, ENTRY_VALUES, max_size=12), max_size=8),
-    status=st.dictionaries(st.text(max_size=3), st.dictionaries(st.text(max_size=30), ENTRY_VALUES), max_size=3),
-    ranks=st.one_of(st.text(max_size=20), st.lists(st.integers(), max_size=5), st.none()),
-)
-def test_fuzzed_dumps_read_or_refuse_never_raise_otherwise(entries: list, status: dict, ranks: object) -> None:
-    dump = {"version": "2.10", "entries": entries, "pg_status": status, "pg_config": {"0": {"ranks": ranks}}}
-    for raw in (pickle.dumps(dump, protocol=2), json.dumps(dump, default=str).encode()):
-        try:
-            loaded = load(raw)
-        except DumpError:
-            continue
-        members = {"0": group_ranks(loaded["pg_config"].get("0")) or []}
-        read_dump(loaded, members)
-
-
-@settings(max_examples=300, deadline=None)
-@given(st.binary(max_size=400), st.integers(min_value=0, max_value=400))
-def test_fuzzed_bytes_and_cut_dumps_are_refused_in_one_line(noise: bytes, cut: int) -> None:
-    real = RankRecorder(0)
-    real.join(Group("0", "default_pg", [0, 1]))
-    real.collective("0", "all_reduce", done=False)
-    for raw in (noise, b"\x80\x02" + noise, real.pickle()[:cut], real.json()[:cut]):
-        try:
-            read_dump(load(raw), {})
-        except DumpError as e:
-            assert "\n" not in str(e)
 
 
 def test_a_huge_string_where_a_name_belongs_is_taken_as_absent() -> None:

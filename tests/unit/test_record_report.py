@@ -9,8 +9,6 @@ from pathlib import Path
 
 import msgpack
 import pytest
-from hypothesis import given, settings
-from hypothesis import strategies as st
 
 from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
@@ -19,9 +17,9 @@ from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.file import BatchRecord, RecordingWriter, read_recording, received
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.detector import Detector
-from distmon.wire import MAX_MESSAGE_BYTES, report_bytes
+from distmon.wire import MAX_MESSAGE_BYTES
 from tests.support.commands import DISTMON
-from tests.support.messages import sender
+from tests.support.messages import bad_messages, sender
 from tests.support.paths import DATA
 from tests.support.recorder import recording
 from tests.support.simulate import SimJob, drive
@@ -31,20 +29,6 @@ ALERT_FIELDS = {"kind", "severity", "ranks", "t", "summary", "detail"}
 
 def distmon(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=60)
-
-
-def bad_messages() -> list[bytes]:
-    good = next(SimJob(world=1).stream(until=1))[1]
-    report = msgpack.unpackb(report_bytes(good))
-    return [
-        b"\x00garbage\xff",
-        good[: len(good) // 2],
-        b"x" * (MAX_MESSAGE_BYTES + 1),
-        msgpack.packb({**report, "v": 99}),
-        msgpack.packb({**report, "rank": "zero"}),
-        msgpack.packb([1, 2, 3]),
-        b"",
-    ]
 
 
 def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, endpoint: str) -> None:
@@ -201,13 +185,3 @@ def test_cli_mistakes_are_one_line_and_exit_2(args: tuple[str, ...]) -> None:
     assert result.returncode == 2
     assert len(result.stderr.strip().splitlines()) == 1, result.stderr
     assert "Traceback" not in result.stderr
-
-
-@settings(max_examples=200, deadline=None)
-@given(st.lists(st.binary(max_size=2048) | st.sampled_from(bad_messages()), max_size=20))
-def test_the_monitor_pipeline_drops_and_counts_any_bytes(messages: list[bytes]) -> None:
-    monitor = Monitor(Detector())
-    for raw in messages:
-        monitor.ingest(raw, 1.0)
-    monitor.tick(2.0)
-    assert sum(monitor.state.dropped.values()) + monitor.state.received == len(messages)

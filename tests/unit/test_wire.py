@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import contextlib
-
 import msgpack
 import pytest
 from hypothesis import given
@@ -25,16 +23,7 @@ from distmon.wire import (
     VERSION,
     WORKER_DEAD,
     ExceptionInfo,
-    ExitInfo,
-    Frame,
-    GpuStatus,
-    GroupStatus,
-    Loader,
-    Memory,
-    Report,
-    StepStats,
     WireError,
-    Worker,
     decode,
     encode,
     expand_runs,
@@ -43,84 +32,7 @@ from distmon.wire import (
     rank_runs,
     report_bytes,
 )
-
-
-def minimal_report() -> Report:
-    return Report(job="j", rank=3, world=8, host="node-1", pid=4242, t=1.7e9, n=5, interval=1.0)
-
-
-def full_report() -> Report:
-    """Every field set, every nested type present."""
-    frame = Frame(file="train.py", line=42, func="step", code="loss.backward()")
-    return Report(
-        job="job-7",
-        rank=3,
-        world=8,
-        host="node-1",
-        pid=4242,
-        t=1_700_000_000.5,
-        n=17,
-        interval=1.0,
-        local_rank=3,
-        torch="2.13.0",
-        backend="nccl",
-        steps=120,
-        forwards=121,
-        last_step_t=1_700_000_000.25,
-        step_time=StepStats(n=100, mean=0.21, p50=0.2, max=0.9, last=0.19),
-        data_wait=0.05,
-        groups=[
-            GroupStatus(
-                id="0",
-                backend="nccl",
-                size=8,
-                ranks=[[0, 8, 1]],
-                timeout=600.0,
-                enqueued=241,
-                completed=240,
-                started=241,
-                desc="default_pg",
-                op="all_reduce",
-                since=1_700_000_000.1,
-            )
-        ],
-        stalled_since=1_699_999_990.0,
-        stack=[frame],
-        memory=Memory(rss=2**31, host_total=2**36, host_available=2**35, shm_total=2**30, shm_free=2**29),
-        gpu=GpuStatus(
-            index=3,
-            allocated=2**33,
-            reserved=2**34,
-            peak=2**34,
-            used=2**34,
-            total=2**36,
-            util=97.0,
-            temp=71.0,
-            power=310.5,
-            throttle=["sw_power_cap"],
-            xid=79,
-            ecc=0,
-        ),
-        loaders=[
-            Loader(
-                id=1,
-                expected=2,
-                workers=[
-                    Worker(pid=5000, alive=True, rss=2**27),
-                    Worker(pid=5001, alive=False, signal="SIGKILL"),
-                ],
-            )
-        ],
-        exception=ExceptionInfo(
-            type="RuntimeError", message="CUDA out of memory", where=frame, traceback=[frame], t=1.7e9
-        ),
-        exit=ExitInfo(how="exception", t=1.7e9),
-    )
-
-
-def raw(report: Report) -> dict:
-    """The report inside the frame, as a map: what a bare (version 1) message was."""
-    return msgpack.unpackb(report_bytes(encode(report)))
+from tests.support.messages import full_report, minimal_report, report_map
 
 
 def reason_of(data: bytes) -> str:
@@ -177,21 +89,21 @@ def test_a_frame_whose_parts_do_not_add_up_is_malformed():
 
 
 def test_absent_fields_cost_nothing_on_the_wire():
-    message = raw(minimal_report())
+    message = report_map(minimal_report())
     assert None not in message.values()
     assert "exception" not in message and "gpu" not in message
     assert message["v"] == VERSION
 
 
 def test_integers_are_accepted_for_floats():
-    message = raw(minimal_report())
+    message = report_map(minimal_report())
     message["t"] = 1_700_000_000
     report = decode(msgpack.packb(message))
     assert report.t == 1_700_000_000.0 and isinstance(report.t, float)
 
 
 def test_fields_from_a_newer_sender_of_the_same_version_are_ignored():
-    message = raw(full_report())
+    message = report_map(full_report())
     message["future_field"] = {"anything": [1, 2]}
     message["groups"][0]["future_field"] = "x"
     assert decode(msgpack.packb(message)) == full_report()
@@ -199,7 +111,7 @@ def test_fields_from_a_newer_sender_of_the_same_version_are_ignored():
 
 @pytest.mark.parametrize("version", [None, 0, VERSION + 1, "1"])
 def test_other_schema_versions_are_refused(version):
-    message = raw(minimal_report())
+    message = report_map(minimal_report())
     message["v"] = version
     assert reason_of(msgpack.packb(message)) == "version"
 
@@ -255,7 +167,7 @@ def test_trailing_bytes_are_malformed():
     ],
 )
 def test_wrong_fields_are_malformed_and_named(change, names):
-    message = raw(full_report())
+    message = report_map(full_report())
     change(message)
     with pytest.raises(WireError) as caught:
         decode(msgpack.packb(message))
@@ -291,53 +203,6 @@ def test_rank_runs_round_trip(ranks):
     runs = rank_runs(ordered)
     assert expand_runs(runs) == ordered
     assert len(runs) <= max(1, len(ordered))
-
-
-def decodes_or_refuses(data: bytes) -> None:
-    """A report or a :class:`WireError`: anything else escaping ``decode`` fails the test."""
-    with contextlib.suppress(WireError):
-        assert isinstance(decode(data), Report)
-
-
-@given(st.binary(max_size=2048))
-def test_random_bytes_raise_only_wire_errors(data):
-    decodes_or_refuses(data)
-
-
-msgpack_values = st.recursive(
-    st.none()
-    | st.booleans()
-    | st.integers(-(2**63), 2**64 - 1)
-    | st.floats()
-    | st.text(max_size=20)
-    | st.binary(max_size=20),
-    lambda inner: (
-        st.lists(inner, max_size=4) | st.dictionaries(st.sampled_from(sorted(raw(full_report()))), inner, max_size=6)
-    ),
-    max_leaves=30,
-)
-
-
-@given(msgpack_values)
-def test_random_structures_raise_only_wire_errors(value):
-    decodes_or_refuses(msgpack.packb(value))
-
-
-@given(st.data())
-def test_corrupted_reports_raise_only_wire_errors(data):
-    """A real report with bytes overwritten: the nearest a fuzzer gets to valid messages."""
-    message = bytearray(encode(full_report()))
-    for _ in range(data.draw(st.integers(1, 8))):
-        message[data.draw(st.integers(0, len(message) - 1))] = data.draw(st.integers(0, 255))
-    decodes_or_refuses(bytes(message))
-
-
-@given(st.data())
-def test_reports_with_one_field_replaced_raise_only_wire_errors(data):
-    message = raw(full_report())
-    key = data.draw(st.sampled_from(sorted(message)))
-    message[key] = data.draw(msgpack_values)
-    decodes_or_refuses(msgpack.packb(message))
 
 
 def test_a_batch_tells_what_was_dropped_on_the_way_and_merging_keeps_it_by_relay() -> None:

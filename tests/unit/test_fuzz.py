@@ -1,0 +1,398 @@
+"""Fuzzing, in one place: every reader of what comes from elsewhere. Messages on the wire and
+the monitor's intake, and the files a user hands us (issue 31): dump pickles and JSON, job
+logs and recordings, mutated from valid ones or built nested and oversized. Whatever the
+bytes, a reader returns or raises its own one-line error, never another exception, and each
+file ends within :data:`LIMIT` seconds."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import pickle
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+import msgpack
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from distmon.channel import Batch
+from distmon.export.plain import render
+from distmon.flightrecorder.fields import group_ranks, read_dump
+from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load
+from distmon.forensics.analysis import Analysis, analyze
+from distmon.forensics.logs import read_log
+from distmon.forensics.render import render as render_analysis
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.recording.file import RecordingError, RecordingWriter, read_recording
+from distmon.monitor.recording.readback import load as load_recording
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.alerts import Alert, Change
+from distmon.wire import Report, WireError, decode, encode
+from tests.support.messages import bad_messages, full_report, report_map
+from tests.support.nccl_dumps import Group, RankRecorder
+from tests.support.paths import DATA
+
+LIMIT = 2.0
+"""Seconds one fuzzed file may take to read, on a loaded 2-core machine."""
+LOGS = DATA / "logs"
+FUZZ = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+
+
+def timed(read: object, *args: object) -> None:
+    started = time.monotonic()
+    read(*args)  # type: ignore[operator]
+    assert time.monotonic() - started < LIMIT
+
+
+def a_dump() -> dict[str, object]:
+    r = RankRecorder(0)
+    r.join(Group("0", "default_pg", [0, 1]))
+    for _ in range(3):
+        r.collective("0", "all_reduce")
+    r.collective("0", "all_reduce", done=False)
+    return r.dump()
+
+
+PICKLE = pickle.dumps(a_dump(), protocol=2)
+JSON = json.dumps(a_dump()).encode()
+
+MUTATIONS = st.lists(
+    st.tuples(st.sampled_from(["flip", "insert", "delete"]), st.floats(0, 1), st.binary(min_size=1, max_size=8)),
+    min_size=1,
+    max_size=6,
+)
+
+
+def mutated(raw: bytes, mutations: list[tuple[str, float, bytes]]) -> bytes:
+    out = bytearray(raw)
+    for how, where, data in mutations:
+        at = min(int(where * len(out)), max(0, len(out) - 1))
+        if how == "flip" and out:
+            out[at] ^= data[0] or 1
+        elif how == "insert":
+            out[at:at] = data
+        else:
+            del out[at : at + len(data)]
+    return bytes(out)
+
+
+def read_a_dump(raw: bytes) -> None:
+    try:
+        read_dump(load(raw), {})
+    except DumpError as e:
+        assert "\n" not in str(e)
+
+
+@FUZZ
+@given(MUTATIONS, st.sampled_from([PICKLE, JSON]))
+def test_mutated_dumps_are_read_or_refused(mutations: list[tuple[str, float, bytes]], raw: bytes) -> None:
+    timed(read_a_dump, mutated(raw, mutations))
+
+
+STRUCTURE = st.sampled_from(
+    [
+        *(bytes([op]) for op in b"()]}\x85\x86\x87tldaesu012N\x94"),
+        *(b"K\x01", b"\x8c\x01a", b"\x8a\x09" + b"\xff" * 9, b"G" + b"\x00" * 8, b"h\x00", b"q\x00"),
+    ]
+)
+
+
+@FUZZ
+@given(st.lists(STRUCTURE, max_size=300), st.integers(0, 3), st.integers(0, 200_000))
+def test_built_pickles_nested_or_oversized_are_read_or_refused(program: list[bytes], wrap: int, depth: int) -> None:
+    """Pickles written instruction by instruction: random structure, then a tuple, list or
+    dict nested ``depth`` deep, or a list holding itself ``depth`` times."""
+    nested = [
+        b")" + b"\x85" * depth,
+        b"(" * depth + b"K\x01" + b"l" * depth,
+        b"(\x8c\x01a" * depth + b"N" + b"d" * depth,
+        b"]\x94" + b"h\x00\x85a" * depth,
+    ][wrap]
+    raw = b"\x80\x02}\x8c\x09pg_status" + b"".join(program) + nested + b"s."
+    timed(read_a_dump, raw)
+    if depth > MAX_DEPTH and wrap != 3:
+        with pytest.raises(DumpError):
+            load(raw)
+
+
+@FUZZ
+@given(st.integers(1, 100_000), st.sampled_from([b"[", b'{"a":', b"[{}, "]))
+def test_deep_json_is_read_or_refused(depth: int, opening: bytes) -> None:
+    timed(read_a_dump, b'{"version": "2.10", "entries": ' + opening * depth)
+
+
+WATCHDOG = (
+    "[rank{rank}]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank {rank}] "
+    "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, "
+    "NumelOut=4, Timeout(ms)=600000) ran for 600060 milliseconds before timing out."
+)
+LOG = "\n".join(
+    [WATCHDOG.format(rank=r) for r in range(4)]
+    + ["[rank2]:Traceback (most recent call last):", '[rank2]:  File "train.py", line 3, in <module>', "x"]
+)
+
+
+def read_a_log(text: str) -> None:
+    read_log(io.StringIO(text))
+
+
+@FUZZ
+@given(MUTATIONS)
+def test_mutated_logs_are_read(mutations: list[tuple[str, float, bytes]]) -> None:
+    timed(read_a_log, mutated(LOG.encode(), mutations).decode("utf-8", "replace"))
+
+
+PREFIXES = [WATCHDOG.format(rank=1)[:n] for n in (8, 60, 100, 150, 200)] + ["WorkNCCL(", "Timeout at NCCL work: "]
+
+
+@settings(max_examples=20, deadline=None)
+@given(st.integers(1_000, 64 * 1024), st.sampled_from(PREFIXES))
+def test_long_lines_repeating_a_prefix_are_read_in_time(length: int, prefix: str) -> None:
+    timed(read_a_log, (prefix * (length // len(prefix)) + "\n") * 3)
+
+
+def a_recording(path: Path) -> bytes:
+    writer = RecordingWriter(str(path))
+    frames = [encode(Report("j", r, 4, "h", 100 + r, 1.7e9, 0, 1.0)) for r in range(4)]
+    for i, frame in enumerate(frames):
+        writer.message(1.7e9 + i, frame)
+    writer.batch(1.7e9 + 5, Batch.of(frames))
+    writer.alert(1.7e9 + 6, Change("raised", Alert("hang", "critical", [2], 1.7e9 + 6, "stuck", "evidence")))
+    writer.dropped(1.7e9 + 7, Counter({"malformed": 2}))
+    writer.close()
+    return path.read_bytes()
+
+
+@pytest.fixture(scope="module")
+def recording(tmp_path_factory: pytest.TempPathFactory) -> bytes:
+    return a_recording(tmp_path_factory.mktemp("fuzz") / "valid.distmon")
+
+
+def read_a_recording(path: str) -> None:
+    try:
+        _, records = read_recording(path)
+        sum(1 for _ in records)
+        records.trouble()
+        render(load_recording(path))
+    except RecordingError as e:
+        assert "\n" not in str(e)
+
+
+@FUZZ
+@given(MUTATIONS)
+def test_mutated_recordings_are_read_or_refused(
+    recording: bytes, tmp_path_factory: pytest.TempPathFactory, mutations: list[tuple[str, float, bytes]]
+) -> None:
+    path = tmp_path_factory.mktemp("mutated") / "r.distmon"
+    path.write_bytes(mutated(recording, mutations))
+    timed(read_a_recording, str(path))
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(MUTATIONS, st.integers(0, 3))
+def test_a_set_of_mutated_dumps_is_analysed(
+    tmp_path_factory: pytest.TempPathFactory, mutations: list[tuple[str, float, bytes]], which: int
+) -> None:
+    folder = tmp_path_factory.mktemp("dumps")
+    for rank in range(4):
+        raw = [PICKLE, JSON][rank % 2]
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(mutated(raw, mutations) if rank == which else raw)
+    timed(analyze, [str(folder)])
+
+
+# --- the wire ---------------------------------------------------------------------------
+
+
+def decodes_or_refuses(data: bytes) -> None:
+    """A report or a :class:`WireError`: anything else escaping ``decode`` fails the test."""
+    with contextlib.suppress(WireError):
+        assert isinstance(decode(data), Report)
+
+
+@given(st.binary(max_size=2048))
+def test_random_bytes_raise_only_wire_errors(data):
+    decodes_or_refuses(data)
+
+
+msgpack_values = st.recursive(
+    st.none()
+    | st.booleans()
+    | st.integers(-(2**63), 2**64 - 1)
+    | st.floats()
+    | st.text(max_size=20)
+    | st.binary(max_size=20),
+    lambda inner: (
+        st.lists(inner, max_size=4)
+        | st.dictionaries(st.sampled_from(sorted(report_map(full_report()))), inner, max_size=6)
+    ),
+    max_leaves=30,
+)
+
+
+@given(msgpack_values)
+def test_random_structures_raise_only_wire_errors(value):
+    decodes_or_refuses(msgpack.packb(value))
+
+
+@given(st.data())
+def test_corrupted_reports_raise_only_wire_errors(data):
+    """A real report with bytes overwritten: the nearest a fuzzer gets to valid messages."""
+    message = bytearray(encode(full_report()))
+    for _ in range(data.draw(st.integers(1, 8))):
+        message[data.draw(st.integers(0, len(message) - 1))] = data.draw(st.integers(0, 255))
+    decodes_or_refuses(bytes(message))
+
+
+@given(st.data())
+def test_reports_with_one_field_replaced_raise_only_wire_errors(data):
+    message = report_map(full_report())
+    key = data.draw(st.sampled_from(sorted(message)))
+    message[key] = data.draw(msgpack_values)
+    decodes_or_refuses(msgpack.packb(message))
+
+
+# --- the monitor's intake -------------------------------------------------------------
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.binary(max_size=2048) | st.sampled_from(bad_messages()), max_size=20))
+def test_the_monitor_pipeline_drops_and_counts_any_bytes(messages: list[bytes]) -> None:
+    monitor = Monitor(Detector())
+    for raw in messages:
+        monitor.ingest(raw, 1.0)
+    monitor.tick(2.0)
+    assert sum(monitor.state.dropped.values()) + monitor.state.received == len(messages)
+
+
+# --- Flight Recorder dumps, field by field -------------------------------------------
+
+
+ENTRY_VALUES = st.one_of(
+    st.none(),
+    st.booleans(),
+    st.integers(min_value=-(2**70), max_value=2**70),
+    st.floats(),
+    st.text(max_size=30),
+    st.sampled_from(["nccl:send 0->1", "nccl:recv 1<-0", "nccl:coalesced", "nccl:all_reduce", "completed"]),
+    st.lists(st.integers(), max_size=3),
+    st.tuples(st.text(max_size=4), st.text(max_size=4)),
+)
+FIELDS = st.sampled_from(
+    [
+        "pg_id",
+        "process_group",
+        "collective_seq_id",
+        "p2p_seq_id",
+        "profiling_name",
+        "time_created_ns",
+        "state",
+        "retired",
+        "is_p2p",
+        "timeout_ms",
+        "input_sizes",
+        "time_discovered_completed_ns",
+    ]
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(
+    entries=st.lists(st.dictionaries(FIELDS, ENTRY_VALUES, max_size=12), max_size=8),
+    status=st.dictionaries(st.text(max_size=3), st.dictionaries(st.text(max_size=30), ENTRY_VALUES), max_size=3),
+    ranks=st.one_of(st.text(max_size=20), st.lists(st.integers(), max_size=5), st.none()),
+)
+def test_fuzzed_dumps_read_or_refuse_never_raise_otherwise(entries: list, status: dict, ranks: object) -> None:
+    dump = {"version": "2.10", "entries": entries, "pg_status": status, "pg_config": {"0": {"ranks": ranks}}}
+    for raw in (pickle.dumps(dump, protocol=2), json.dumps(dump, default=str).encode()):
+        try:
+            loaded = load(raw)
+        except DumpError:
+            continue
+        members = {"0": group_ranks(loaded["pg_config"].get("0")) or []}
+        read_dump(loaded, members)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=400), st.integers(min_value=0, max_value=400))
+def test_fuzzed_bytes_and_cut_dumps_are_refused_in_one_line(noise: bytes, cut: int) -> None:
+    real = RankRecorder(0)
+    real.join(Group("0", "default_pg", [0, 1]))
+    real.collective("0", "all_reduce", done=False)
+    for raw in (noise, b"\x80\x02" + noise, real.pickle()[:cut], real.json()[:cut]):
+        try:
+            read_dump(load(raw), {})
+        except DumpError as e:
+            assert "\n" not in str(e)
+
+
+# --- job logs, line by line ------------------------------------------------------------
+
+
+FIXTURE_LINES = sorted({line for path in sorted(LOGS.rglob("*.log")) for line in path.read_text().splitlines()})
+CONTROL = {chr(c) for c in range(32) if chr(c) != "\n"} | {"\x7f", "\x9b", "\u202e"}
+
+
+@settings(max_examples=50, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.sampled_from(FIXTURE_LINES),
+            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400)).map(lambda cut: cut[0][: cut[1]]),
+            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400)).map(lambda cut: cut[0][cut[1] :]),
+            st.tuples(st.sampled_from(FIXTURE_LINES), st.integers(0, 400), st.sampled_from(sorted(CONTROL))).map(
+                lambda put: put[0][: put[1]] + put[2] + put[0][put[1] :]
+            ),
+            st.text(alphabet=st.sampled_from(sorted(CONTROL) + list("[]:()=, 0123456789abkrPGI")), max_size=80),
+        ),
+        max_size=40,
+    )
+)
+def test_cut_and_shuffled_fixture_lines_are_read_without_raising(lines: list[str]) -> None:
+    facts = read_log(io.StringIO("\n".join(lines)))
+    assert all(rank >= 0 for rank in facts.timeouts) and all(rank >= 0 for rank in facts.raised)
+    analysis = _analyze_text("\n".join(lines))
+    printed = render_analysis(analysis)
+    assert not CONTROL & set(printed) - {"\n"}
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    st.lists(
+        st.one_of(
+            st.text(max_size=200),
+            st.sampled_from(FIXTURE_LINES).map(lambda line: line[: len(line) // 2]),
+            st.builds(
+                "[rank{}]:[E{} ...] [PG ID {} PG GUID {}({}) Rank {}] Watchdog caught collective operation timeout: "
+                "WorkNCCL(SeqNum={}, OpType={}, ...) ran for {} milliseconds".format,
+                st.one_of(st.integers(-5, 64), st.integers(10**6, 10**12)),  # a world of 131,072 takes seconds
+                st.text(max_size=12),
+                st.integers(0, 99),
+                st.text(max_size=6),
+                st.text(max_size=20),
+                st.integers(0, 10**12),
+                st.integers(0, 10**30),
+                st.text(max_size=12),
+                st.integers(0, 10**30),
+            ),
+        ),
+        max_size=20,
+    )
+)
+def test_fuzzed_logs_are_read_without_raising(lines: list[str]) -> None:
+    facts = read_log(io.StringIO("\n".join(lines)))
+    for rank, timeouts in facts.timeouts.items():
+        assert rank >= 0 and all(t.group for t in timeouts.values())
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text("\n".join(lines), errors="surrogatepass")
+        render_analysis(analyze([folder]))
+
+
+def _analyze_text(text: str) -> Analysis:
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text(text, errors="surrogatepass")
+        return analyze([folder])
