@@ -21,8 +21,8 @@ import numpy as np
 import zmq
 from simulated import Layout, SimJob, drive
 
-from distmon.channel import Batch
 from distmon.cli import relax_gc
+from distmon.link import Batch
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.file import RecordingWriter, read_recording, received
 from distmon.monitor.rules.detector import Detector

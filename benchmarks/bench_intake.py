@@ -27,11 +27,11 @@ from pathlib import Path
 
 from bench_soak import templates
 
-from distmon.channel import Batch, Relay, batch_frames, decode_batch
 from distmon.cli import relax_gc
 from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
 from distmon.columnar.frames import parse
 from distmon.columnar.news import News
+from distmon.link import Batch, Relay, batch_frames, decode_batch
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.session import ALONE

@@ -30,7 +30,7 @@ from pathlib import Path
 import msgpack
 from simulated import SimJob
 
-from distmon.channel import Batch
+from distmon.link import Batch
 from distmon.monitor.recording import file as recording
 from distmon.monitor.recording.file import (
     FORMAT,

@@ -36,9 +36,9 @@ import psutil
 import zmq
 from simulated import SimJob
 
-from distmon.channel import Batch, Relay, batch_frames
 from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
 from distmon.columnar.frames import parse
+from distmon.link import Batch, Relay, batch_frames
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import encode
 

@@ -47,11 +47,11 @@ import numpy as np
 import numpy.typing as npt
 from simulated import SimJob
 
-from distmon.channel import Batch, Relay
 from distmon.cli import relax_gc
 from distmon.columnar.batch import ColumnBatch
 from distmon.columnar.frames import CHANNEL, GROUP, HEADER, Parsed, parse
 from distmon.columnar.news import News
+from distmon.link import Batch, Relay
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.file import ColumnRecord, RecordingWriter

@@ -27,7 +27,7 @@ import zmq
 from bench_scale import second, templates
 from simulated import SimJob, drive
 
-from distmon.channel import Batch
+from distmon.link import Batch
 from distmon.monitor.monitor import Monitor
 from distmon.tui.app import build_app
 

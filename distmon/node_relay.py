@@ -7,7 +7,7 @@ and send it that many messages a second, each read on its own. Through a relay p
 monitor holds one connection per node and takes one message per node a second, already in
 columns; through a tree of relays (a relay's upstream may be another relay) fewer still.
 
-What flows where (see :mod:`distmon.channel`, :mod:`distmon.columnar.batch`):
+What flows where (see :mod:`distmon.link`, :mod:`distmon.columnar.batch`):
 
 - up, batched: each rank frame (a single-frame message) is read, with the interval's others,
   as arrays (:mod:`distmon.columnar.frames`): its header and rows go up as columns, its
@@ -45,7 +45,10 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.channel import (
+from distmon.columnar.batch import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
+from distmon.columnar.frames import parse
+from distmon.columnar.news import REFRESH, News
+from distmon.link import (
     BATCH_TAG,
     DETAILS,
     DUMP_TAG,
@@ -58,9 +61,6 @@ from distmon.channel import (
     decode_dump,
     listening_socket,
 )
-from distmon.columnar.batch import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
-from distmon.columnar.frames import parse
-from distmon.columnar.news import REFRESH, News
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 BATCH_FRAMES = 10_000

@@ -30,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from distmon.wire import Frame
+from distmon.wire import StackFrame
 
 TIMEOUT = 5.0
 """Seconds a py-spy run may take before it is killed."""
@@ -48,7 +48,7 @@ starts) trace it, which Yama ``ptrace_scope`` 1 forbids a sibling by default."""
 class OutsideStack:
     """The main thread's stack, innermost last, or why it could not be taken."""
 
-    frames: list[Frame] | None = None
+    frames: list[StackFrame] | None = None
     error: str | None = None
     owns_gil: bool = False
     partial: str | None = None
@@ -108,12 +108,12 @@ def _run(command: list[str], timeout: float) -> OutsideStack:
     return OutsideStack(frames=frames, owns_gil=bool(main.get("owns_gil")))
 
 
-def _frame(f: dict[str, Any]) -> Frame:
+def _frame(f: dict[str, Any]) -> StackFrame:
     file, line = str(f.get("filename", "?")), int(f.get("line") or 0)
     code = None
     if file.endswith(".py") and line:
         code = linecache.getline(file, line).strip() or None
-    return Frame(file=file, line=line, func=str(f.get("name", "?")), code=code)
+    return StackFrame(file=file, line=line, func=str(f.get("name", "?")), code=code)
 
 
 def _explain(stderr: str, pid: int) -> str:

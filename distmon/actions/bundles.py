@@ -29,7 +29,7 @@ import shutil
 import time
 from pathlib import Path
 
-from distmon.channel import Dump
+from distmon.link import Dump
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import date_time, ranks_text, stack_lines

@@ -5,7 +5,7 @@ A hung collective never becomes a process failure, so without this the job idles
 collective timeout (NCCL 10 min, gloo 30 min) and the launcher's restart policy never fires.
 With ``abort_after``, once a ``hang``, ``divergence`` or ``rank_lost`` alert has stood that
 long the responder writes the evidence, then tells every rank of the job to end (over the
-reports' own connection, see :mod:`distmon.channel`): each rank's agent sends its last
+reports' own connection, see :mod:`distmon.link`): each rank's agent sends its last
 report and dies of SIGTERM, as if torchrun had torn it down, so torchrun's
 ``--max-restarts`` or a scheduler's requeue takes over. A rank of this host that has not
 ended ``END_GRACE`` seconds later (its agent thread starved by a native call) is killed.
@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Protocol
 import psutil
 
 from distmon.actions.bundles import Bundle, EvidenceStore
-from distmon.channel import DUMP, END, Command, Dump
+from distmon.link import DUMP, END, Command, Dump
 from distmon.monitor.state.alerts import CRITICAL, Alert, Change
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.words import duration, time_of_day
@@ -97,12 +97,12 @@ class Writer:
 class Responder:
     def __init__(
         self,
-        channel: Connection,
+        link: Connection,
         evidence: EvidenceStore | None = None,
         notifications: Notifications | None = None,
         abort_after: float | None = None,
     ) -> None:
-        self.channel = channel
+        self.link = link
         self.evidence = evidence
         self.notifications = notifications
         self.abort_after = abort_after
@@ -121,7 +121,7 @@ class Responder:
 
     def after_tick(self, monitor: Monitor, changes: list[Change], now: float) -> list[Change]:
         """Act on one tick's alert changes; returns the changes it made itself."""
-        for dump in self.channel.take_dumps():
+        for dump in self.link.take_dumps():
             for bundle in self._pending:
                 if bundle.accept(dump) and self._writer is not None:
                     self._writer.submit(functools.partial(bundle.write, dump))
@@ -152,7 +152,7 @@ class Responder:
         assert self._writer is not None
         self._writer.submit(functools.partial(self.evidence.place, bundle, now))
         whole = len(asked) == len(alive)
-        self.channel.send(Command(DUMP, state.job, f"evidence of {alert.kind}", request, None if whole else asked))
+        self.link.send(Command(DUMP, state.job, f"evidence of {alert.kind}", request, None if whole else asked))
         self._outside_stacks(monitor, alert, take=True)
         self._pending.append(bundle)
         return bundle
@@ -239,7 +239,7 @@ class Responder:
         stood = duration(now - alert.t)
         evidence = f"; evidence in {bundle.path}" if bundle is not None and bundle.path in self.written else ""
         reason = f"the {alert.kind} alert stood {stood} (--abort-on-hang {duration(self.abort_after)})"
-        self.channel.send(Command(END, monitor.state.job, reason))
+        self.link.send(Command(END, monitor.state.job, reason))
         self.ended = Ended(alert, now, bundle.path if evidence and bundle is not None else None)
         _say(f"distmon: ending the job: {reason}: {alert.headline}{evidence}")
         change = monitor.alerts.annotate(alert.key, f"distmon ended the job at {time_of_day(now)}: {reason}{evidence}.")

@@ -2,5 +2,5 @@
 arrays (:mod:`~distmon.columnar.frames`), and the columnar batch a relay sends the monitor
 (:mod:`~distmon.columnar.batch`): its ranks' numbers as columns, their reports only when
 they say something new. Shared by the relays (which build the batches) and the monitor
-(which takes them in); imports only :mod:`distmon.channel` and :mod:`distmon.wire` below it,
+(which takes them in); imports only :mod:`distmon.link` and :mod:`distmon.wire` below it,
 and numpy, which the rank side never needs."""

@@ -25,7 +25,7 @@ On the wire, six frames (``COLUMNS_TAG`` then five parts), all little-endian:
 5. their channel rows (:data:`distmon.wire.CHANNEL_FIELDS`), likewise;
 6. the reports sent, end to end.
 
-A relay that predates it sends ``distmon-batch/1`` batches (:mod:`distmon.channel`), which
+A relay that predates it sends ``distmon-batch/1`` batches (:mod:`distmon.link`), which
 the monitor still reads; a monitor that predates it reads none of it, so the monitor is
 upgraded before its relays. Whatever a batch claims, the monitor checks it as it checks a
 frame (:func:`parsed`, then admission): the columns are claims, not facts.
@@ -44,8 +44,8 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.channel import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay
 from distmon.columnar.frames import CHANNEL, GROUP, HEADER, Ints, Parsed, rows
+from distmon.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay
 from distmon.wire import WireError
 
 COLUMNS_TAG = b"distmon-columns/1"
@@ -68,7 +68,7 @@ class ColumnBatch:
     rows follow those of the frames before it in ``groups`` (and its channel rows in
     ``channels``), its report is ``reports[ends[i]:ends[i + 1]]`` (empty: not sent), and
     ``via[i]`` the relay nearest its rank (an index in ``relays``, -1 for none). As with a
-    :class:`~distmon.channel.Batch`, an empty one naming a relay is its sign of life."""
+    :class:`~distmon.link.Batch`, an empty one naming a relay is its sign of life."""
 
     headers: Records = field(default_factory=lambda: _none(HEADER))
     groups: Records = field(default_factory=lambda: _none(GROUP))

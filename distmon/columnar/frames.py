@@ -15,7 +15,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from distmon import wire
-from distmon.channel import Batch
+from distmon.link import Batch
 
 _NUMPY = {"B": "u1", "i": "i4", "I": "u4", "Q": "u8", "q": "i8", "d": "f8", "f": "f4"}
 

@@ -15,17 +15,17 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from distmon.channel import Batch
 from distmon.flightrecorder.fields import Entry, RankDump, created_at, group_name, number, op_name, text
 from distmon.forensics.files import Files, walk
 from distmon.forensics.logs import LogFacts
 from distmon.forensics.standings import statuses
+from distmon.link import Batch
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
-from distmon.wire import Frame, GroupStatus, Report, encode, rank_runs
+from distmon.wire import GroupStatus, Report, StackFrame, encode, rank_runs
 
 JOB = "analyzed"
 """The job name the reports carry (the files do not say)."""
@@ -45,7 +45,7 @@ class RankFacts:
     """The dump's path, or ``log``: the reports name it where a live rank names its host."""
     groups: list[GroupStatus] = field(default_factory=list)
     dump: RankDump | None = None
-    stack: list[Frame] | None = None
+    stack: list[StackFrame] | None = None
 
 
 @dataclass
@@ -202,14 +202,14 @@ def _report(f: RankFacts, world: int, t: float) -> Report:
     )
 
 
-def _stack(entry: Entry | None) -> list[Frame] | None:
+def _stack(entry: Entry | None) -> list[StackFrame] | None:
     """Where the rank's oldest op in flight was issued (its ``frames``, with stack traces on),
     innermost last."""
     frames = entry.get("frames") if entry else None
     if not isinstance(frames, list) or not frames:
         return None
     out = [
-        Frame(text(f, "filename") or "?", number(f, "line"), text(f, "name") or "?")
+        StackFrame(text(f, "filename") or "?", number(f, "line"), text(f, "name") or "?")
         for f in frames[:MAX_FRAMES]
         if isinstance(f, dict)
     ]

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from distmon.visible import visible
-from distmon.wire import Frame
+from distmon.wire import StackFrame
 
 MAX_FRAMES = 64
 MAX_TRACEBACK_LINES = 4096
@@ -47,7 +47,7 @@ class Raised:
 
     type: str
     message: str
-    frames: list[Frame]
+    frames: list[StackFrame]
     at: float | None
     """The time the log gives it (its own stamp, else the last one before it), if any."""
     cut: bool = False
@@ -65,7 +65,7 @@ class Raised:
 class Traceback:
     """A Python traceback read line by line, up to its exception line, then its message."""
 
-    frames: list[Frame] = field(default_factory=list)
+    frames: list[StackFrame] = field(default_factory=list)
     lines: int = 0
     raised: Raised | None = None
     """Once its exception line is read: the lines after it carry on its message."""
@@ -82,7 +82,7 @@ class Traceback:
             if len(self.frames) == MAX_FRAMES:
                 del self.frames[0]
             file, line, func = frame.groups()
-            self.frames.append(Frame(visible(file), int(line), visible(func.strip(), 200)))
+            self.frames.append(StackFrame(visible(file), int(line), visible(func.strip(), 200)))
             return None
         if not body.strip() or body[:1].isspace():
             if self.frames and self.frames[-1].code is None and body.startswith("    "):

@@ -3,7 +3,7 @@
 The training thread only bumps counters (:mod:`distmon.hooks.progress`). This thread
 reads them, the Flight Recorder, memory and DataLoader workers once per interval, or at
 once when woken (an exception, the exit), and sends one :class:`Report` over ZeroMQ. The
-same socket brings the monitor's commands (:mod:`distmon.channel`), which this thread
+same socket brings the monitor's commands (:mod:`distmon.link`), which this thread
 carries out: a Flight Recorder dump for the evidence, or ending the rank.
 
 ZeroMQ is set up so that it can never hurt training: sends never block, nothing is
@@ -28,7 +28,6 @@ import torch.distributed as dist
 import zmq
 
 from distmon import keys
-from distmon.channel import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
@@ -37,6 +36,7 @@ from distmon.hooks.progress import Counters
 from distmon.hooks.resources import GpuReader, UsageReader, host_memory
 from distmon.hooks.stacks import main_thread_stack
 from distmon.hooks.termination import TerminationWatch
+from distmon.link import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 from distmon.pyspy import TRACER_ENV, allow_tracer
 from distmon.wire import (
     ENDED,
@@ -210,7 +210,7 @@ class Agent:
             self._obey(sock)
 
     def _obey(self, sock: zmq.Socket[bytes]) -> None:
-        """Carry out the monitor's commands for this rank (see :mod:`distmon.channel`)."""
+        """Carry out the monitor's commands for this rank (see :mod:`distmon.link`)."""
         while True:
             try:
                 data = sock.recv(zmq.NOBLOCK)

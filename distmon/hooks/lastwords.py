@@ -13,7 +13,7 @@ import traceback
 from collections.abc import Callable
 from types import TracebackType
 
-from distmon.wire import ExceptionInfo, Frame
+from distmon.wire import ExceptionInfo, StackFrame
 
 MAX_TRACEBACK = 40
 MAX_MESSAGE = 4000
@@ -21,7 +21,8 @@ MAX_MESSAGE = 4000
 
 def exception_info(exc_type: type[BaseException], exc: BaseException, tb: TracebackType | None) -> ExceptionInfo:
     frames = [
-        Frame(file=f.filename, line=f.lineno or 0, func=f.name, code=f.line or None) for f in traceback.extract_tb(tb)
+        StackFrame(file=f.filename, line=f.lineno or 0, func=f.name, code=f.line or None)
+        for f in traceback.extract_tb(tb)
     ][-MAX_TRACEBACK:]
     message = str(exc)
     if len(message) > MAX_MESSAGE:

@@ -6,24 +6,24 @@ import linecache
 import sys
 import threading
 
-from distmon.wire import Frame
+from distmon.wire import StackFrame
 
 MAX_FRAMES = 30
 
 
-def main_thread_stack(limit: int = MAX_FRAMES) -> list[Frame]:
+def main_thread_stack(limit: int = MAX_FRAMES) -> list[StackFrame]:
     """The innermost ``limit`` frames of the main thread, outermost first.
 
     Walks ``f_back`` by hand: ``traceback.extract_stack`` also builds a ``FrameSummary`` a frame
     and stats every source file (``linecache.checkcache``), at every report of a stalled rank.
     """
     frame = sys._current_frames().get(threading.main_thread().ident or -1)
-    frames: list[Frame] = []
+    frames: list[StackFrame] = []
     while frame is not None and len(frames) < limit:
         code = frame.f_code
         line = frame.f_lineno or 0
         text = linecache.getline(code.co_filename, line).strip() or None
-        frames.append(Frame(file=code.co_filename, line=line, func=code.co_name, code=text))
+        frames.append(StackFrame(file=code.co_filename, line=line, func=code.co_name, code=text))
         frame = frame.f_back
     frames.reverse()
     return frames

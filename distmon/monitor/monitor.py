@@ -16,8 +16,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from distmon.channel import DETAILS, Command
 from distmon.columnar.batch import Incoming
+from distmon.link import DETAILS, Command
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording.file import AlertEvent, RecordingWriter
 from distmon.monitor.rules.detector import Detector

@@ -139,7 +139,7 @@ def _oldest_collective(
 ) -> OldestCollective | None:
     """The collective in flight longest on a rank still running (of ``among``, a mask over
     ranks, if given), read off the columns; its group's words from that rank's report."""
-    ages = np.where(job.flagged(wire.EXITED), np.nan, job.collective_age(now))
+    ages = np.where(job.flagged(wire.FLAG_EXITED), np.nan, job.collective_age(now))
     if among is not None:
         ages = np.where(among, ages, np.nan)
     if np.isnan(ages).all():

@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from distmon.channel import Batch
 from distmon.columnar.batch import ColumnBatch
+from distmon.link import Batch
 from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.keeping_up import JUMPED, PAUSED

@@ -44,7 +44,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from distmon.channel import Batch, Relay, assemble_batch
+from distmon.link import Batch, Relay, assemble_batch
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.file import (
     DAMAGED,

@@ -18,7 +18,7 @@ from distmon.monitor.state.job import RankState
 from distmon.monitor.state.words import group_name
 from distmon.tui import cells, rank_columns
 from distmon.visible import visible
-from distmon.wire import Frame, Loader
+from distmon.wire import Loader, StackFrame
 
 TRENDS = (
     ("step_time", "step time", cells.duration),
@@ -35,7 +35,7 @@ def short_path(path: str) -> str:
     return "/".join(path.split("/")[-2:])
 
 
-def frames(stack: list[Frame]) -> Text:
+def frames(stack: list[StackFrame]) -> Text:
     out = Text()
     for f in stack:
         out.append(f"\n  {visible(short_path(f.file))}:{f.line} ", style="dim")

@@ -291,7 +291,7 @@ class RankTable(ScrollView, can_focus=True):
         self._order_stale = False
         self._sorted_at = now
         self.virtual_size = Size(self.size.width, len(self.rows) + 1)
-        gpu = bool(job.flagged(wire.HAS_GPU).any())
+        gpu = bool(job.flagged(wire.FLAG_HAS_GPU).any())
         self._hidden = frozenset({"host"} if self.is_grouped else ()) | frozenset(() if gpu else ("GPU memory", "util"))
         if self._moved and current is not None and current in self.rows:
             self.cursor = self.rows.index(current)

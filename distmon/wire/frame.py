@@ -16,11 +16,11 @@ from distmon.wire.schema import (
     HARDWARE_THROTTLE,
     PEER_LOST,
     SEND,
-    STOPPED,
+    STOPPED_HOWS,
     VERSION,
     WORKER_DIED,
-    Frame,
     Report,
+    StackFrame,
     WireError,
 )
 
@@ -78,15 +78,15 @@ GROUP_ROW = struct.Struct("<" + "".join(code for _, code in GROUP_FIELDS))
 CHANNEL_ROW = struct.Struct("<" + "".join(code for _, code in CHANNEL_FIELDS))
 MAX_ROWS = 255
 
-EXITED = 1
-STOPPED_BY_SIGNAL = 2
-RAISED = 4
-STALLED = 8
-WORKER_DEAD = 16
-GPU_FAULT = 32
-HAS_GPU = 64
-CONSEQUENCE = 128
-"""The header's ``flags``; ``CONSEQUENCE``: the exception raised says a peer or a DataLoader
+FLAG_EXITED = 1
+FLAG_STOPPED_BY_SIGNAL = 2
+FLAG_RAISED = 4
+FLAG_STALLED = 8
+FLAG_WORKER_DEAD = 16
+FLAG_GPU_FAULT = 32
+FLAG_HAS_GPU = 64
+FLAG_CONSEQUENCE = 128
+"""The header's ``flags``; ``FLAG_CONSEQUENCE``: the exception raised says a peer or a DataLoader
 worker went away first (:data:`PEER_LOST`, :data:`WORKER_DIED`)."""
 
 
@@ -162,28 +162,28 @@ def name_hash(name: str) -> int:
     return value or 1
 
 
-def stack_hash(frames: list[Frame]) -> int:
+def stack_hash(frames: list[StackFrame]) -> int:
     return name_hash("\n".join(f"{f.file}:{f.line}:{f.func}" for f in frames))
 
 
 def _flags(report: Report) -> int:
     flags = 0
     if report.exit is not None:
-        flags |= EXITED | (STOPPED_BY_SIGNAL if report.exit.how in STOPPED else 0)
+        flags |= FLAG_EXITED | (FLAG_STOPPED_BY_SIGNAL if report.exit.how in STOPPED_HOWS else 0)
     if report.exception is not None:
-        flags |= RAISED
+        flags |= FLAG_RAISED
         message = report.exception.message
         if PEER_LOST.search(message) or WORKER_DIED.search(message):
-            flags |= CONSEQUENCE
+            flags |= FLAG_CONSEQUENCE
     if report.stalled_since is not None:
-        flags |= STALLED
+        flags |= FLAG_STALLED
     if any(not w.alive and (w.signal or w.exitcode) for loader in report.loaders for w in loader.workers):
-        flags |= WORKER_DEAD
+        flags |= FLAG_WORKER_DEAD
     gpu = report.gpu
     if gpu is not None:
-        flags |= HAS_GPU
+        flags |= FLAG_HAS_GPU
         if gpu.xid or gpu.ecc or set(gpu.throttle or ()) & HARDWARE_THROTTLE:
-            flags |= GPU_FAULT
+            flags |= FLAG_GPU_FAULT
     return flags
 
 

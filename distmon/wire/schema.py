@@ -31,7 +31,7 @@ class WireError(ValueError):
 
 
 @dataclass
-class Frame:
+class StackFrame:
     """One Python stack frame."""
 
     file: str
@@ -164,7 +164,7 @@ class Worker:
     rss: int | None = None
     id: int | None = None
     """The worker's id in its DataLoader (``torch.utils.data.get_worker_info().id``)."""
-    stack: list[Frame] | None = None
+    stack: list[StackFrame] | None = None
     """Taken from outside with py-spy, innermost last, while a stalled rank waits on this worker."""
     stack_error: str | None = None
     """Why ``stack`` could not be taken."""
@@ -192,15 +192,15 @@ class ExceptionInfo:
 
     type: str
     message: str
-    where: Frame | None
-    traceback: list[Frame]
+    where: StackFrame | None
+    traceback: list[StackFrame]
     t: float
 
 
 TERMINATED = "terminated"
 INTERRUPTED = "interrupted"
 ENDED = "ended"
-STOPPED = frozenset({TERMINATED, INTERRUPTED, ENDED})
+STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 """The ways a rank is stopped from outside rather than ending on its own."""
 
 
@@ -241,8 +241,8 @@ class Report:
     """Point-to-point channels this rank has used; their ops are not counted in ``groups``."""
     stalled_since: float | None = None
     """Set while the rank has made no progress (steps or collectives) for :func:`stall_after`:
-    the moment its progress stopped. The header's ``STALLED`` flag says the same."""
-    stack: list[Frame] | None = None
+    the moment its progress stopped. The header's ``FLAG_STALLED`` says the same."""
+    stack: list[StackFrame] | None = None
     """The main thread's stack, innermost last, while stalled."""
     memory: Memory | None = None
     usage: Usage | None = None

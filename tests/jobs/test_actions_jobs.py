@@ -17,7 +17,7 @@ import time
 from pathlib import Path
 
 from distmon.actions.bundles import DUMP_PREFIX
-from distmon.channel import END, Command
+from distmon.link import END, Command
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import decode
 from tests.support.commands import TORCHRUN, free_port

@@ -18,7 +18,7 @@ from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe, Seen
 from distmon.monitor.outside.proc import Sample, look
 from distmon.monitor.outside.verdicts import activity, judge
 from distmon.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
-from distmon.wire import Frame
+from distmon.wire import StackFrame
 
 HOST = "here"
 
@@ -193,7 +193,7 @@ def test_the_prober_looks_on_its_own_thread(python) -> None:
     ],
 )
 def test_the_work_a_stack_shows(frames: list[tuple[str, str]], what: str | None) -> None:
-    assert activity([Frame(file=file, line=1, func=func) for file, func in frames]) == what
+    assert activity([StackFrame(file=file, line=1, func=func) for file, func in frames]) == what
 
 
 def test_a_rank_reports_what_its_process_did_lately(tmp_path: Path) -> None:

@@ -35,20 +35,20 @@ from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change, Finding
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
-from distmon.wire import Frame, Report, Usage, decode, encode
+from distmon.wire import Report, StackFrame, Usage, decode, encode
 from tests.support.messages import sender
 from tests.support.simulate import SimJob
 
 HOST = socket.gethostname()
 T0 = 1000.0
 INIT = [
-    Frame("/home/me/train.py", 40, "main", 'dist.init_process_group("nccl")'),
-    Frame("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 1899, "init_process_group"),
+    StackFrame("/home/me/train.py", 40, "main", 'dist.init_process_group("nccl")'),
+    StackFrame("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 1899, "init_process_group"),
 ]
 IMPORTING = [
-    Frame("/home/me/train.py", 3, "<module>", "import megatron.core"),
-    Frame("<frozen importlib._bootstrap>", 1360, "_find_and_load"),
-    Frame("/venv/lib/python3.11/site-packages/megatron/core/__init__.py", 1, "<module>"),
+    StackFrame("/home/me/train.py", 3, "<module>", "import megatron.core"),
+    StackFrame("<frozen importlib._bootstrap>", 1360, "_find_and_load"),
+    StackFrame("/venv/lib/python3.11/site-packages/megatron/core/__init__.py", 1, "<module>"),
 ]
 
 

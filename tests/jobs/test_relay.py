@@ -25,7 +25,8 @@ import pytest
 import zmq
 
 from distmon import keys
-from distmon.channel import (
+from distmon.columnar.batch import ColumnBatch, Incoming, decode_columns
+from distmon.link import (
     BATCH_TAG,
     DETAILS,
     DUMP,
@@ -38,7 +39,6 @@ from distmon.channel import (
     decode_command,
     dump_frames,
 )
-from distmon.columnar.batch import ColumnBatch, Incoming, decode_columns
 from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.recording.file import ColumnRecord, read_recording
 from distmon.monitor.recording.readback import load

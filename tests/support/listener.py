@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import zmq
 
-from distmon.channel import MONITOR_SOCKET
+from distmon.link import MONITOR_SOCKET
 from distmon.wire import Report, WireError, decode
 
 

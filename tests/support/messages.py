@@ -16,12 +16,12 @@ from distmon.wire import (
     MAX_MESSAGE_BYTES,
     ExceptionInfo,
     ExitInfo,
-    Frame,
     GpuStatus,
     GroupStatus,
     Loader,
     Memory,
     Report,
+    StackFrame,
     StepStats,
     Worker,
     encode,
@@ -64,7 +64,7 @@ def minimal_report() -> Report:
 
 def full_report() -> Report:
     """Every field set, every nested type present."""
-    frame = Frame(file="train.py", line=42, func="step", code="loss.backward()")
+    frame = StackFrame(file="train.py", line=42, func="step", code="loss.backward()")
     return Report(
         job="job-7",
         rank=3,

@@ -9,10 +9,10 @@ import math
 import struct
 from collections.abc import Iterable, Iterator
 
-from distmon.channel import Batch, Relay
 from distmon.columnar.batch import ColumnBatch
 from distmon.columnar.frames import parse
 from distmon.columnar.news import REFRESH, News
+from distmon.link import Batch, Relay
 from distmon.monitor.recording.file import ColumnRecord
 from distmon.wire import HEADER_FIELDS
 

@@ -30,12 +30,12 @@ from distmon.wire import (
     SEND,
     ExceptionInfo,
     ExitInfo,
-    Frame,
     GpuStatus,
     GroupStatus,
     Loader,
     Memory,
     Report,
+    StackFrame,
     StepStats,
     Worker,
     encode,
@@ -50,8 +50,8 @@ CONNECTION_CLOSED = (
 _TRAIN = "train.py"
 
 
-def _frame(func: str, line: int, code: str, file: str = _TRAIN) -> Frame:
-    return Frame(file=file, line=line, func=func, code=code)
+def _frame(func: str, line: int, code: str, file: str = _TRAIN) -> StackFrame:
+    return StackFrame(file=file, line=line, func=func, code=code)
 
 
 LOOP_STACK = [

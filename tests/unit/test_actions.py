@@ -19,7 +19,7 @@ import zmq
 
 from distmon.actions.bundles import DUMP_PREFIX, Bundle, EvidenceStore
 from distmon.actions.responder import Responder
-from distmon.channel import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
+from distmon.link import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
 from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 
-from distmon.channel import Batch
+from distmon.link import Batch
 from distmon.monitor.state import admission
 from distmon.monitor.state.job import JobState
 from distmon.wire import ExitInfo, Report, report_bytes

@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from distmon import keys
-from distmon.channel import Batch
 from distmon.endpoint import EndpointError, viewer_address
+from distmon.link import Batch
 from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed

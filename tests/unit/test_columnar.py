@@ -14,7 +14,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distmon import wire
-from distmon.channel import DETAILS, Batch, Relay
 from distmon.columnar.batch import (
     ColumnBatch,
     assemble_columns,
@@ -27,6 +26,7 @@ from distmon.columnar.batch import (
 from distmon.columnar.frames import HEADER, parse
 from distmon.columnar.news import WATCH, News
 from distmon.export.html import read_series
+from distmon.link import DETAILS, Batch, Relay
 from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed
@@ -184,7 +184,7 @@ def test_old_recordings_of_frames_still_replay_beside_the_new(tmp_path: Path) ->
 def test_a_rank_report_goes_whole_only_with_news_when_asked_or_now_and_then() -> None:
     sim = SimJob(world=4)
     news = News(refresh=100.0, seed=1)
-    stalled = {"stalled_since": sim.start + 5, "stack": [wire.Frame("train.py", 7, "step")]}
+    stalled = {"stalled_since": sim.start + 5, "stack": [wire.StackFrame("train.py", 7, "step")]}
 
     def sent(t: float, now: float) -> list[int]:
         reports = [sim.report(rank, sim.start + t) for rank in range(4)]

@@ -9,7 +9,7 @@ from dataclasses import replace
 
 import pytest
 
-from distmon.channel import Batch, Relay
+from distmon.link import Batch, Relay
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.probe import SPAN, Seen
 from distmon.monitor.outside.proc import Sample

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 import zmq
 
-from distmon.channel import BATCH_TAG, Batch, Relay, batch_frames
+from distmon.link import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.intake.receiver import EndpointError, Receiver
 from distmon.monitor.monitor import Monitor

@@ -20,13 +20,13 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from distmon.channel import Batch
 from distmon.export.plain import render
 from distmon.flightrecorder.fields import group_ranks, read_dump
 from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.logs import read_log
 from distmon.forensics.render import render as render_analysis
+from distmon.link import Batch
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.file import RecordingError, RecordingWriter, read_recording
 from distmon.monitor.recording.readback import load as load_recording

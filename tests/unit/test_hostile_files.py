@@ -22,10 +22,10 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from distmon.channel import Batch, Relay
 from distmon.flightrecorder.loading import DumpError
 from distmon.flightrecorder.loading import load as load_dump
 from distmon.forensics.analysis import analyze
+from distmon.link import Batch, Relay
 from distmon.monitor.recording import readback
 from distmon.monitor.recording.file import (
     AlertEvent,

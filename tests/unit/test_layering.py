@@ -43,7 +43,7 @@ def test_watch_side_never_imports_torch():
     modules = imported_after(
         f"""
         import importlib, pkgutil
-        import distmon.channel, distmon.cli, distmon.endpoint, distmon.node_relay, distmon.wire
+        import distmon.link, distmon.cli, distmon.endpoint, distmon.node_relay, distmon.wire
         import distmon.actions, distmon.export, distmon.monitor, distmon.tui
         for package in (distmon.actions, distmon.export, distmon.monitor, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):

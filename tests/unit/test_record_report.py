@@ -10,8 +10,8 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from distmon.channel import Batch, Relay
 from distmon.export.html import read_series
+from distmon.link import Batch, Relay
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.file import BatchRecord, RecordingWriter, read_recording, received

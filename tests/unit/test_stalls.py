@@ -27,40 +27,40 @@ from distmon.monitor.state.statuses import STOPPED
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.monitor.state.words import stack_lines
 from distmon.pyspy import OutsideStack, dump
-from distmon.wire import ExceptionInfo, ExitInfo, Frame, GroupStatus, Loader, Report, StepStats, Worker
+from distmon.wire import ExceptionInfo, ExitInfo, GroupStatus, Loader, Report, StackFrame, StepStats, Worker
 
 TORCH = "/venv/lib/python3.11/site-packages/torch"
 USER = "/home/me/train.py"
 T0 = 1000.0
 
 INIT = [
-    Frame(USER, 120, "<module>"),
-    Frame(USER, 40, "main", 'dist.init_process_group("nccl")'),
-    Frame(f"{TORCH}/distributed/c10d_logger.py", 83, "wrapper"),
-    Frame(f"{TORCH}/distributed/distributed_c10d.py", 1899, "init_process_group"),
+    StackFrame(USER, 120, "<module>"),
+    StackFrame(USER, 40, "main", 'dist.init_process_group("nccl")'),
+    StackFrame(f"{TORCH}/distributed/c10d_logger.py", 83, "wrapper"),
+    StackFrame(f"{TORCH}/distributed/distributed_c10d.py", 1899, "init_process_group"),
 ]
-SLEEPING = [Frame(USER, 120, "<module>"), Frame(USER, 37, "main", "time.sleep(600)")]
+SLEEPING = [StackFrame(USER, 120, "<module>"), StackFrame(USER, 37, "main", "time.sleep(600)")]
 NEXT_BATCH = [
-    Frame(USER, 120, "<module>"),
-    Frame(USER, 55, "main", "for step, (x, y) in enumerate(loader):"),
-    Frame(f"{TORCH}/utils/data/dataloader.py", 733, "__next__"),
-    Frame(f"{TORCH}/utils/data/dataloader.py", 1468, "_next_data"),
-    Frame("/usr/lib/python3.11/multiprocessing/connection.py", 440, "_poll"),
-    Frame("/usr/lib/python3.11/selectors.py", 415, "select"),
+    StackFrame(USER, 120, "<module>"),
+    StackFrame(USER, 55, "main", "for step, (x, y) in enumerate(loader):"),
+    StackFrame(f"{TORCH}/utils/data/dataloader.py", 733, "__next__"),
+    StackFrame(f"{TORCH}/utils/data/dataloader.py", 1468, "_next_data"),
+    StackFrame("/usr/lib/python3.11/multiprocessing/connection.py", 440, "_poll"),
+    StackFrame("/usr/lib/python3.11/selectors.py", 415, "select"),
 ]
 IN_GETITEM = [
-    Frame(f"{TORCH}/utils/data/_utils/worker.py", 349, "_worker_loop"),
-    Frame(f"{TORCH}/utils/data/_utils/fetch.py", 52, "fetch"),
-    Frame("/home/me/data.py", 31, "__getitem__", "with open(self.paths[i], 'rb') as f:"),
+    StackFrame(f"{TORCH}/utils/data/_utils/worker.py", 349, "_worker_loop"),
+    StackFrame(f"{TORCH}/utils/data/_utils/fetch.py", 52, "fetch"),
+    StackFrame("/home/me/data.py", 31, "__getitem__", "with open(self.paths[i], 'rb') as f:"),
 ]
 GIL = [
-    Frame(USER, 60, "main", "native.decode(buf)"),
-    Frame("/home/me/native.so", 0, "decode_frames"),
-    Frame("/usr/lib/x86_64-linux-gnu/libc.so.6", 0, "clock_nanosleep"),
+    StackFrame(USER, 60, "main", "native.decode(buf)"),
+    StackFrame("/home/me/native.so", 0, "decode_frames"),
+    StackFrame("/usr/lib/x86_64-linux-gnu/libc.so.6", 0, "clock_nanosleep"),
 ]
 
 
-def report(rank: int, stack: list[Frame] | None, *, world: int = 4, t: float = T0, **fields: object) -> Report:
+def report(rank: int, stack: list[StackFrame] | None, *, world: int = 4, t: float = T0, **fields: object) -> Report:
     return Report(
         job="j", rank=rank, world=world, host="node", pid=100 + rank, t=t, n=1, interval=1.0, stack=stack, **fields
     )
@@ -86,11 +86,11 @@ def context(now: float, pace: float | None = None, stacks: object = None) -> Con
         (SLEEPING, "sleep"),
         (NEXT_BATCH, "dataloader"),
         (IN_GETITEM, "io"),
-        ([*SLEEPING[:1], Frame(f"{TORCH}/distributed/distributed_c10d.py", 2800, "all_reduce")], "collective"),
-        ([*SLEEPING[:1], Frame(f"{TORCH}/serialization.py", 1400, "load")], "io"),
-        ([*SLEEPING[:1], Frame(f"{TORCH}/cuda/__init__.py", 980, "synchronize")], "cuda"),
-        ([*SLEEPING[:1], Frame("/usr/lib/python3.11/threading.py", 320, "wait")], "lock"),
-        ([Frame(USER, 9, "main", "x = compute(y)")], "user"),
+        ([*SLEEPING[:1], StackFrame(f"{TORCH}/distributed/distributed_c10d.py", 2800, "all_reduce")], "collective"),
+        ([*SLEEPING[:1], StackFrame(f"{TORCH}/serialization.py", 1400, "load")], "io"),
+        ([*SLEEPING[:1], StackFrame(f"{TORCH}/cuda/__init__.py", 980, "synchronize")], "cuda"),
+        ([*SLEEPING[:1], StackFrame("/usr/lib/python3.11/threading.py", 320, "wait")], "lock"),
+        ([StackFrame(USER, 9, "main", "x = compute(y)")], "user"),
         (None, "unknown"),
     ],
 )
@@ -295,7 +295,7 @@ def test_py_spy_takes_the_stack_of_a_process_holding_the_gil() -> None:
 
 
 def test_every_rank_busy_in_the_same_place_is_only_a_warning() -> None:
-    saving = [*SLEEPING[:1], Frame(f"{TORCH}/serialization.py", 900, "save")]
+    saving = [*SLEEPING[:1], StackFrame(f"{TORCH}/serialization.py", 900, "save")]
     job = job_of(*(report(r, saving, stalled_since=T0) for r in range(4)), now=T0 + 31)
     (finding,) = stall(job, context(T0 + 31))
     assert finding.severity == "warning" and finding.ranks == [0, 1, 2, 3]

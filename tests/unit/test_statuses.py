@@ -16,7 +16,7 @@ from tests.support.simulate import CONNECTION_CLOSED, SimJob
 
 
 def test_every_way_a_rank_is_stopped_is_worded_in_one_table() -> None:
-    assert set(STOPS) == wire.STOPPED
+    assert set(STOPS) == wire.STOPPED_HOWS
 
 
 def test_a_rank_torn_down_around_a_failure_is_stopped_not_failed() -> None:

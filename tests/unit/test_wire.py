@@ -7,21 +7,21 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distmon.channel import Batch, Relay, batch_frames, decode_batch
+from distmon.link import Batch, Relay, batch_frames, decode_batch
 from distmon.wire import (
-    EXITED,
+    FLAG_EXITED,
+    FLAG_GPU_FAULT,
+    FLAG_HAS_GPU,
+    FLAG_RAISED,
+    FLAG_STALLED,
+    FLAG_WORKER_DEAD,
     FRAME_VERSION,
-    GPU_FAULT,
     GROUP_FIELDS,
     GROUP_ROW,
-    HAS_GPU,
     HEADER,
     HEADER_FIELDS,
     MAX_MESSAGE_BYTES,
-    RAISED,
-    STALLED,
     VERSION,
-    WORKER_DEAD,
     ExceptionInfo,
     WireError,
     decode,
@@ -55,7 +55,9 @@ def test_a_frame_leads_with_the_numbers_the_monitor_judges_by():
     assert (header["version"], header["rank"], header["world"], header["n"]) == (FRAME_VERSION, 3, 8, 17)
     assert (header["job"], header["host"]) == (name_hash("job-7"), name_hash("node-1"))
     assert (header["steps"], header["t"], header["gpu_total"]) == (120, 1_700_000_000.5, 2**36)
-    assert header["flags"] == EXITED | RAISED | STALLED | WORKER_DEAD | GPU_FAULT | HAS_GPU
+    assert (
+        header["flags"] == FLAG_EXITED | FLAG_RAISED | FLAG_STALLED | FLAG_WORKER_DEAD | FLAG_GPU_FAULT | FLAG_HAS_GPU
+    )
     assert (header["groups"], header["channels"], header["stack"] != 0) == (1, 0, True)
     group = dict(zip((name for name, _ in GROUP_FIELDS), GROUP_ROW.unpack_from(frame, HEADER.size), strict=True))
     assert group == {"id": name_hash("0"), "enqueued": 241, "completed": 240, "since": 1_700_000_000.1,

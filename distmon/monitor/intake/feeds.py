@@ -2,7 +2,7 @@
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
 recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
-being a rank's raw report (a replay), a :class:`~distmon.channel.Batch` of them (what came
+being a rank's raw report (a replay), a :class:`~distmon.link.Batch` of them (what came
 straight from the ranks together, or from a relay that predates columns) or a relay's
 :class:`~distmon.columnar.batch.ColumnBatch`, and tells the time on its own clock. The loop
 that feeds them to a monitor is the one driver's, :class:`~distmon.monitor.session.Session`,
@@ -21,9 +21,9 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from distmon.channel import Batch, Command, Dump
 from distmon.columnar.batch import ColumnBatch, Incoming
 from distmon.keys import JobKey
+from distmon.link import Batch, Command, Dump
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording.file import (
     AlertEvent,

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from distmon.monitor.outside.proc import STATES, Sample
 from distmon.monitor.state.words import duration, size
-from distmon.wire import Frame, Usage
+from distmon.wire import StackFrame, Usage
 
 BUSY_CPU = 0.2
 """Cores' worth of CPU time a process uses, at least, to count as working (its monitoring
@@ -116,7 +116,7 @@ ACTIVITIES = (
 first; where both are given, a frame must match both."""
 
 
-def activity(frames: list[Frame] | None) -> str | None:
+def activity(frames: list[StackFrame] | None) -> str | None:
     """What the work in ``frames`` is: ``writing a checkpoint``, ``importing modules``..."""
     for what, parts, funcs in ACTIVITIES:
         for f in frames or []:
@@ -137,7 +137,7 @@ _NO_PROCESS = Verdict(
 
 
 def judge(
-    host: str, first: Sample | None, last: Sample | None, frames: list[Frame] | None = None, owns_gil: bool = False
+    host: str, first: Sample | None, last: Sample | None, frames: list[StackFrame] | None = None, owns_gil: bool = False
 ) -> Verdict:
     """The process in words, from the first and the latest look at it (``last`` None: gone)
     and its main thread's stack (its own report's, or py-spy's): its state first (it cannot
@@ -215,7 +215,9 @@ def _in_kernel_io(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict
     return None
 
 
-def _waiting(host: str, last: Sample, frames: list[Frame] | None, owns_gil: bool, evidence: tuple[str, ...]) -> Verdict:
+def _waiting(
+    host: str, last: Sample, frames: list[StackFrame] | None, owns_gil: bool, evidence: tuple[str, ...]
+) -> Verdict:
     """A process making no progress and blocked on nothing its call names: in native code
     holding the GIL, on a lock, asleep, or (none of those) unknown."""
     pid, call = last.pid, last.syscall
@@ -263,7 +265,7 @@ GLUE = ("libffi", "_ctypes", "libpython", "python3")
 """Native frames between Python and the function it called: not the one to name."""
 
 
-def native_entry(frames: list[Frame]) -> Frame | None:
+def native_entry(frames: list[StackFrame]) -> StackFrame | None:
     """The native function Python code called (``sleep``, not the ``clock_nanosleep`` it
     sits in, nor libffi's glue); None when the innermost frame is Python's."""
     if not frames or _python(frames[-1]):
@@ -273,13 +275,13 @@ def native_entry(frames: list[Frame]) -> Frame | None:
     return next((f for f in called if not any(g in f.file for g in GLUE)), called[-1] if called else frames[-1])
 
 
-def _python(frame: Frame) -> bool:
+def _python(frame: StackFrame) -> bool:
     """A Python frame has a line number; a native one (py-spy's ``--native``) has none."""
     return frame.file.endswith(".py") or frame.line > 0
 
 
 def working(
-    moved: Moved, frames: list[Frame] | None, owns_gil: bool = False, evidence: tuple[str, ...] = ()
+    moved: Moved, frames: list[StackFrame] | None, owns_gil: bool = False, evidence: tuple[str, ...] = ()
 ) -> Verdict:
     """A process making progress, and what the work is by its stack."""
     what = activity(frames) or ("in native code" if owns_gil else "working")
@@ -294,7 +296,7 @@ def working(
 
 
 def holding_the_gil(
-    moved: Moved, quiet: float, frames: list[Frame] | None = None, evidence: tuple[str, ...] = ()
+    moved: Moved, quiet: float, frames: list[StackFrame] | None = None, evidence: tuple[str, ...] = ()
 ) -> Verdict:
     """A process that burns CPU while its own reporting thread has not run for ``quiet``
     seconds: one thread holds the GIL in a long call (a regular expression that backtracks, a
@@ -316,7 +318,7 @@ def holding_the_gil(
     )
 
 
-def judge_usage(usage: Usage | None, frames: list[Frame] | None) -> Verdict | None:
+def judge_usage(usage: Usage | None, frames: list[StackFrame] | None) -> Verdict | None:
     """A rank's own account of its process (its report's ``usage``), where the monitor cannot
     look at it: working, or None (nothing more can be told from it)."""
     if usage is None:

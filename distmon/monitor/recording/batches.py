@@ -9,9 +9,9 @@ from typing import Any
 
 import numpy as np
 
-from distmon.channel import Batch, assemble_batch
 from distmon.columnar.batch import Incoming, assemble_columns, pieces, shuffled, unshuffled
 from distmon.columnar.frames import CHANNEL, GROUP, HEADER
+from distmon.link import Batch, assemble_batch
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES
 

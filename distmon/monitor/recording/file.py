@@ -10,7 +10,7 @@ is:
 - ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
   the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
 - ``["b", t, offsets, relays, via, payload]`` (version 2): rank messages that arrived
-  together at ``t``, a :class:`distmon.channel.Batch`. The messages lie end to end in
+  together at ``t``, a :class:`distmon.link.Batch`. The messages lie end to end in
   ``payload``, message ``i`` at ``payload[offsets[i]:offsets[i + 1]]``; ``offsets`` holds
   uint32 and ``via`` int32, little-endian, as bytes; ``relays`` is ``[[id, host], ...]``
   and ``via[i]`` the index there of the relay message ``i`` came through, -1 for none. A
@@ -67,8 +67,8 @@ from typing import IO, Any
 
 import msgpack
 
-from distmon.channel import Batch
 from distmon.columnar.batch import ColumnBatch, Incoming
+from distmon.link import Batch
 from distmon.monitor.recording.batches import PIECE_BYTES, batch_records, stored_batch
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert, Change

@@ -8,8 +8,8 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from distmon.channel import Batch
 from distmon.columnar.batch import Incoming
+from distmon.link import Batch
 from distmon.monitor.recording.file import (
     AlertEvent,
     BatchRecord,

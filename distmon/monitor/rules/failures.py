@@ -28,7 +28,7 @@ MAX_LOOKED_AT = 4
 
 def first_failure(job: JobState) -> float | None:
     """When the first rank raised something that is not a consequence of another's death."""
-    times = [s.report.exception.t for s in job.views(job.flagged(wire.RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
+    times = [s.report.exception.t for s in job.views(job.flagged(wire.FLAG_RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
     return min(times, default=None)
 
 
@@ -41,8 +41,8 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     """
     failed_at = first_failure(job)
     peers_lost_at = min(
-        [s.report.exception.t for s in job.views(job.flagged(wire.CONSEQUENCE)) if s.lost_a_peer()]  # type: ignore[union-attr]
-        + [s.report.exit.t for s in job.views(job.flagged(wire.STOPPED_BY_SIGNAL)) if s.torn_down()],  # type: ignore[union-attr]
+        [s.report.exception.t for s in job.views(job.flagged(wire.FLAG_CONSEQUENCE)) if s.lost_a_peer()]  # type: ignore[union-attr]
+        + [s.report.exit.t for s in job.views(job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)) if s.torn_down()],  # type: ignore[union-attr]
         default=None,
     )
     c = job.cols
@@ -60,12 +60,12 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
 
 def _suspects(job: JobState) -> npt.NDArray[np.bool_]:
     """Per rank: neither exited nor said last words, so it may yet turn out to be lost."""
-    mask: npt.NDArray[np.bool_] = job.cols.present & ~job.flagged(wire.EXITED | wire.RAISED)
+    mask: npt.NDArray[np.bool_] = job.cols.present & ~job.flagged(wire.FLAG_EXITED | wire.FLAG_RAISED)
     return mask
 
 
 def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
-    raised = job.views(job.flagged(wire.RAISED))
+    raised = job.views(job.flagged(wire.FLAG_RAISED))
     primary = [s for s in raised if not s.lost_a_peer() and not s.lost_a_worker()]
     secondary = [s for s in raised if s.lost_a_peer()]
     if primary:
@@ -151,7 +151,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
 def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], ctx: Context) -> Finding:
     ranks = [s.rank for s in lost]
     gone = [r for r, st in states.items() if st == GONE and r in ranks]
-    consequences = job.flagged(wire.CONSEQUENCE | wire.STOPPED_BY_SIGNAL)
+    consequences = job.flagged(wire.FLAG_CONSEQUENCE | wire.FLAG_STOPPED_BY_SIGNAL)
     victims = [s.rank for s in job.views(consequences) if s.lost_a_peer() or s.torn_down()]
     if gone:
         cause, why = (

@@ -56,7 +56,7 @@ from distmon.monitor.state.columns import I8
 from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, where
-from distmon.wire import ANY_SOURCE, SEND, STOPPED
+from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS
 
 MAX_SHOWN = 4
 """Root ranks whose stacks the evidence shows."""
@@ -403,7 +403,7 @@ class Incidents:
             how = r.exit.how if r.exit else ""
             if r.exception:
                 return [head + f"raised {r.exception.type}: it left while the others still expect it"]
-            if how in STOPPED:
+            if how in STOPPED_HOWS:
                 return [head + f"was {how} while the others still expect it"]
             return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
         if s.silent(self.ctx.now, self.ctx.limits):

@@ -18,7 +18,7 @@ from distmon.monitor.state.words import duration, size
 
 
 def memory_pressure(job: JobState, ctx: Context) -> list[Finding]:
-    running = job.cols.present & ~job.flagged(wire.EXITED)
+    running = job.cols.present & ~job.flagged(wire.FLAG_EXITED)
     with np.errstate(invalid="ignore", divide="ignore"):
         full = running & (job.gpu_used() / job.cols.gpu_total >= ctx.limits.memory_near_limit)
     findings = [f for s in job.views(full) for f in _near_limit(s, ctx)]
@@ -125,7 +125,7 @@ def _gpu_headroom(s: RankState) -> float | None:
 
 def gpu_fault(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
-    for s in job.views(job.flagged(wire.GPU_FAULT)):
+    for s in job.views(job.flagged(wire.FLAG_GPU_FAULT)):
         gpu, r = s.report.gpu, s.report
         if gpu is None:
             continue

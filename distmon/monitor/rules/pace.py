@@ -30,7 +30,10 @@ named as short of CPU."""
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
     limits, c = ctx.limits, job.cols
     ranks = np.flatnonzero(
-        c.present & (c.samples >= limits.straggler_min_samples) & ~job.flagged(wire.EXITED) & np.isnan(c.stalled_since)
+        c.present
+        & (c.samples >= limits.straggler_min_samples)
+        & ~job.flagged(wire.FLAG_EXITED)
+        & np.isnan(c.stalled_since)
     )
     if len(ranks) < 2:
         return []

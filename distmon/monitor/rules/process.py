@@ -46,8 +46,8 @@ def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
         return []
     c = job.cols
     quiet = ctx.now - c.received > ctx.limits.overdue_after(c.interval)
-    maybe = c.present & ~job.flagged(wire.EXITED)
-    maybe &= quiet | (job.flagged(wire.STALLED) & ~c.in_collective & ~c.in_p2p)
+    maybe = c.present & ~job.flagged(wire.FLAG_EXITED)
+    maybe &= quiet | (job.flagged(wire.FLAG_STALLED) & ~c.in_collective & ~c.in_p2p)
     for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
         with contextlib.suppress(Exception):
             ctx.outside(s.report.host, s.report.pid)

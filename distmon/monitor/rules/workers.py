@@ -30,7 +30,7 @@ SIGNAL_WORDS = {
 
 def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
     findings = []
-    for s in job.views(job.flagged(wire.WORKER_DEAD | wire.RAISED)):
+    for s in job.views(job.flagged(wire.FLAG_WORKER_DEAD | wire.FLAG_RAISED)):
         if s.report.exception is not None and not s.failed_on_its_own():
             continue  # stopped by a signal: its workers died in the same teardown (torchrun kills the group)
         dead = _dead_workers(s)

@@ -31,9 +31,9 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.channel import RELAY_DROPPED, Batch, Relay
 from distmon.columnar.batch import ColumnBatch
 from distmon.columnar.frames import Parsed, parse
+from distmon.link import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.arrays import distinct
@@ -159,7 +159,7 @@ class JobState:
         current = np.where(known, rank, 0)
         alive = known & cols.present[current]
         other_process = alive & ((cols.pid[current] != h["pid"]) | (cols.host[current] != h["host"]))
-        gone = ((cols.flags[current] & wire.EXITED) != 0) | (
+        gone = ((cols.flags[current] & wire.FLAG_EXITED) != 0) | (
             arrived - cols.received[current] >= admission.restart_quiet(cols.interval[current])
         )
         churn = other_process & ~gone
@@ -320,7 +320,7 @@ class JobState:
         so the seconds of waiting before the stall was flagged do not make the rank that held
         everyone up look, once back, like the one that waits least."""
         cols = self.cols
-        moving = (h["flags"] & wire.STALLED) == 0
+        moving = (h["flags"] & wire.FLAG_STALLED) == 0
         cols.samples[rank[~moving]] = 0
         r = rank[moving]
         weight = np.where(cols.samples[r] > 0, SHARE_SMOOTHING, 1.0)
@@ -488,7 +488,7 @@ class JobState:
         if not self.relays:
             return lost
         c = self.cols
-        behind = c.present & ~self.flagged(wire.EXITED) & (c.via >= 0)
+        behind = c.present & ~self.flagged(wire.FLAG_EXITED) & (c.via >= 0)
         silent = self.silent(now, limits)
         for i in distinct(c.via[behind]).tolist():
             ranks = np.flatnonzero(behind & (c.via == i))
@@ -502,25 +502,27 @@ class JobState:
         allow."""
         c = self.cols
         after = limits.silent_after(c.interval[ranks])
-        exited = self.flagged(wire.EXITED, ranks)
+        exited = self.flagged(wire.FLAG_EXITED, ranks)
         mask: npt.NDArray[np.bool_] = c.present[ranks] & ~exited & (now - c.received[ranks] >= after)
         return mask
 
     def live(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
-        mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.EXITED) & ~self.silent(now, limits)
+        mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.FLAG_EXITED) & ~self.silent(now, limits)
         return mask
 
     def stalled(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
         """Per rank: live, no exception raised, and making no progress by its own account."""
-        mask: npt.NDArray[np.bool_] = self.live(now, limits) & ~self.flagged(wire.RAISED) & self.flagged(wire.STALLED)
+        mask: npt.NDArray[np.bool_] = (
+            self.live(now, limits) & ~self.flagged(wire.FLAG_RAISED) & self.flagged(wire.FLAG_STALLED)
+        )
         return mask
 
     def failed_on_their_own(self) -> npt.NDArray[np.bool_]:
         """Per rank: raised, and not only because the job was being stopped around it (a rank
         stopped by a signal whose peers or DataLoader workers went in the same teardown did not
         fail)."""
-        teardown = self.flagged(wire.STOPPED_BY_SIGNAL) & self.flagged(wire.CONSEQUENCE)
-        mask: npt.NDArray[np.bool_] = self.flagged(wire.RAISED) & ~teardown
+        teardown = self.flagged(wire.FLAG_STOPPED_BY_SIGNAL) & self.flagged(wire.FLAG_CONSEQUENCE)
+        mask: npt.NDArray[np.bool_] = self.flagged(wire.FLAG_RAISED) & ~teardown
         return mask
 
     def statuses(self, ranks: I8, now: float, limits: Thresholds = LIMITS) -> I8:
@@ -530,18 +532,18 @@ class JobState:
         (:meth:`failed_on_their_own`); one stopped around it is stopped."""
         flags = self.cols.flags[ranks]
         severity = np.full(len(ranks), SEVERITY[OK])
-        severity[(flags & wire.WORKER_DEAD) != 0] = SEVERITY[WORKER]
-        severity[(flags & wire.STALLED) != 0] = SEVERITY[STALLED]
+        severity[(flags & wire.FLAG_WORKER_DEAD) != 0] = SEVERITY[WORKER]
+        severity[(flags & wire.FLAG_STALLED) != 0] = SEVERITY[STALLED]
         severity[self.silent(now, limits, ranks)] = SEVERITY[SILENT]
-        stopped = np.where((flags & wire.STOPPED_BY_SIGNAL) != 0, SEVERITY[STOPPED], SEVERITY[EXITED])
-        severity = np.where((flags & wire.EXITED) != 0, stopped, severity)
+        stopped = np.where((flags & wire.FLAG_STOPPED_BY_SIGNAL) != 0, SEVERITY[STOPPED], SEVERITY[EXITED])
+        severity = np.where((flags & wire.FLAG_EXITED) != 0, stopped, severity)
         severity[self.failed_on_their_own()[ranks]] = SEVERITY[FAILED]
         return severity
 
     def being_stopped(self) -> bool:
         """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
         torn down after a failure), so its ranks leaving does not resolve what stood."""
-        return bool(self.flagged(wire.STOPPED_BY_SIGNAL).any())
+        return bool(self.flagged(wire.FLAG_STOPPED_BY_SIGNAL).any())
 
     def interval(self) -> float:
         """The longest report interval among the ranks (1 s before any reports)."""
@@ -578,9 +580,9 @@ class JobState:
                 Ending.FAILED, f"failed: {rank_word(raised)} raised on losing a peer, which went without a word"
             )
         present = self.present()
-        if not len(present) or not self.flagged(wire.EXITED)[present].all():
+        if not len(present) or not self.flagged(wire.FLAG_EXITED)[present].all():
             return None
-        stopped = np.flatnonzero(self.flagged(wire.STOPPED_BY_SIGNAL)).tolist()
+        stopped = np.flatnonzero(self.flagged(wire.FLAG_STOPPED_BY_SIGNAL)).tolist()
         if not stopped:
             return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
         how = " and ".join(sorted({stop(e.how).job for r in stopped[:64] if (e := self.report_of(r).exit)}))
@@ -606,7 +608,7 @@ class JobState:
         present = self.present()
         if not len(present):
             return True
-        if self.flagged(wire.EXITED)[present].all():
+        if self.flagged(wire.FLAG_EXITED)[present].all():
             return True
         return self.last_message is not None and now - self.last_message > quiet
 
@@ -687,7 +689,7 @@ class RankState:
 
     @property
     def finished(self) -> bool:
-        return bool(self._get("flags") & wire.EXITED)
+        return bool(self._get("flags") & wire.FLAG_EXITED)
 
     def silent_for(self, now: float) -> float:
         return now - self.received
@@ -726,8 +728,8 @@ class RankState:
         return present(self._get("rss"))
 
     def stopped(self) -> bool:
-        """Ended by a signal or distmon rather than on its own (see :data:`distmon.wire.STOPPED`)."""
-        return bool(self._get("flags") & wire.STOPPED_BY_SIGNAL)
+        """Ended by a signal or distmon rather than on its own (see :data:`distmon.wire.STOPPED_HOWS`)."""
+        return bool(self._get("flags") & wire.FLAG_STOPPED_BY_SIGNAL)
 
     def torn_down(self) -> bool:
         """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
@@ -743,7 +745,7 @@ class RankState:
 
     def _raised_for(self, consequence: re.Pattern[str]) -> bool:
         """Its exception is one flagged at ingest as a consequence, and its message says which."""
-        exc = self.report.exception if self._get("flags") & wire.CONSEQUENCE else None
+        exc = self.report.exception if self._get("flags") & wire.FLAG_CONSEQUENCE else None
         return exc is not None and bool(consequence.search(exc.message))
 
     def failed_on_its_own(self) -> bool:

@@ -12,9 +12,8 @@ from dataclasses import dataclass
 from typing import overload
 
 import numpy as np
-import numpy.typing as npt
 
-F8 = npt.NDArray[np.float64]
+from distmon.monitor.state.columns import F8
 
 
 @dataclass(frozen=True)

@@ -61,7 +61,7 @@ STOPS = {
     INTERRUPTED: Stop("interrupted", "interrupted (SIGINT)", "interrupted (Ctrl-C)"),
     ENDED: Stop("ended by distmon", "ended by distmon", "ended by distmon (--abort-on-hang)"),
 }
-"""By :attr:`distmon.wire.ExitInfo.how`: every way a rank is stopped (:data:`distmon.wire.STOPPED`)."""
+"""By :attr:`distmon.wire.ExitInfo.how`: every way a rank is stopped (:data:`distmon.wire.STOPPED_HOWS`)."""
 CLEAN = Stop(EXITED, "exited", "exited cleanly")
 """A rank that ended on its own."""
 

@@ -12,7 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from distmon.wire import Frame
+from distmon.wire import StackFrame
 
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/distmon/hooks/")
 """Path parts of frames that are not the user's: installed packages, the standard library."""
@@ -51,7 +51,7 @@ class Place:
     """``gil``, ``dataloader``, ``init``, ``p2p``, ``collective``, ``cuda``, ``io``, ``sleep``, ``lock``
     or ``user``."""
     words: str
-    user: Frame | None
+    user: StackFrame | None
     """The user's innermost frame."""
 
     @property
@@ -60,15 +60,15 @@ class Place:
         return (self.kind, self.user.file if self.user else "", self.user.line if self.user else 0)
 
 
-def is_library(frame: Frame) -> bool:
+def is_library(frame: StackFrame) -> bool:
     return not frame.file.endswith(".py") or any(part in frame.file for part in LIBRARY)
 
 
-def user_frame(frames: list[Frame]) -> Frame | None:
+def user_frame(frames: list[StackFrame]) -> StackFrame | None:
     return next((f for f in reversed(frames) if not is_library(f)), None)
 
 
-def classify(frames: list[Frame] | None, owns_gil: bool = False) -> Place:
+def classify(frames: list[StackFrame] | None, owns_gil: bool = False) -> Place:
     """The first matching place, from the most specific to the user's own code."""
     if not frames:
         return Place("unknown", "at an unknown place (no stack)", None)
@@ -80,26 +80,26 @@ def classify(frames: list[Frame] | None, owns_gil: bool = False) -> Place:
     return Place("user", "in its own code", user)
 
 
-def _gil(frames: list[Frame], owns_gil: bool) -> str | None:
+def _gil(frames: list[StackFrame], owns_gil: bool) -> str | None:
     inner = frames[-1]
     if owns_gil and not inner.file.endswith(".py"):
         return f"holding the GIL in a native call ({inner.func} in {_short(inner.file)})"
     return None
 
 
-def _dataloader(frames: list[Frame], _gil: bool) -> str | None:
+def _dataloader(frames: list[StackFrame], _gil: bool) -> str | None:
     if any(f.func in NEXT_FUNCS and f.file.endswith("torch/utils/data/dataloader.py") for f in frames):
         return "waiting for a DataLoader batch"
     return None
 
 
-def _init(frames: list[Frame], _gil: bool) -> str | None:
+def _init(frames: list[StackFrame], _gil: bool) -> str | None:
     if any(f.func in INIT_FUNCS and "torch/distributed/" in f.file for f in frames):
         return "in init_process_group (rendezvous: waiting for every rank to join)"
     return None
 
 
-def _p2p(frames: list[Frame], _gil: bool) -> str | None:
+def _p2p(frames: list[StackFrame], _gil: bool) -> str | None:
     ops = [f for f in frames for part, funcs in P2P_FRAMES if part in f.file and (funcs is None or f.func in funcs)]
     if not ops:
         return None
@@ -107,7 +107,7 @@ def _p2p(frames: list[Frame], _gil: bool) -> str | None:
     return f"in a pipeline send/recv ({library})" if library else f"in a point-to-point {ops[-1].func}"
 
 
-def _collective(frames: list[Frame], _gil: bool) -> str | None:
+def _collective(frames: list[StackFrame], _gil: bool) -> str | None:
     op = next((f.func for f in reversed(frames) if f.file.endswith("torch/distributed/distributed_c10d.py")), None)
     if op:
         return f"in a collective ({op})"
@@ -116,13 +116,13 @@ def _collective(frames: list[Frame], _gil: bool) -> str | None:
     return None
 
 
-def _cuda(frames: list[Frame], _gil: bool) -> str | None:
+def _cuda(frames: list[StackFrame], _gil: bool) -> str | None:
     if any(f.func == "synchronize" and "torch/cuda/" in f.file for f in frames):
         return "in a CUDA synchronize (waiting for the GPU)"
     return None
 
 
-def _io(frames: list[Frame], _gil: bool) -> str | None:
+def _io(frames: list[StackFrame], _gil: bool) -> str | None:
     inner = frames[-1]
     if any(part in f.file for f in frames for part in IO_PATHS) or IO_NATIVE.match(inner.func):
         return "in checkpoint or file I/O"
@@ -132,20 +132,20 @@ def _io(frames: list[Frame], _gil: bool) -> str | None:
     return None
 
 
-def _sleep(frames: list[Frame], _gil: bool) -> str | None:
+def _sleep(frames: list[StackFrame], _gil: bool) -> str | None:
     inner = frames[-1]
     if (inner.code and "sleep(" in inner.code) or "nanosleep" in inner.func:
         return "sleeping"
     return None
 
 
-def _lock(frames: list[Frame], _gil: bool) -> str | None:
+def _lock(frames: list[StackFrame], _gil: bool) -> str | None:
     if any(part in f.file for f in frames[-3:] for part in LOCK_PATHS):
         return "waiting on a lock, a queue or a thread"
     return None
 
 
-CHECKS: list[tuple[str, Callable[[list[Frame], bool], str | None]]] = [
+CHECKS: list[tuple[str, Callable[[list[StackFrame], bool], str | None]]] = [
     ("gil", _gil),
     ("dataloader", _dataloader),
     ("init", _init),
@@ -158,7 +158,7 @@ CHECKS: list[tuple[str, Callable[[list[Frame], bool], str | None]]] = [
 ]
 
 
-def frame_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
+def frame_lines(frames: list[StackFrame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
     """The user's innermost frame first, then the library frames it called, innermost last."""
     if not frames:
         return [f"{indent}(no stack)"]
@@ -178,7 +178,7 @@ def frame_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    "
     return lines
 
 
-def _place(f: Frame) -> str:
+def _place(f: StackFrame) -> str:
     """A library frame in one line; a native one has no line number."""
     return f"{_short(f.file)}:{f.line} in {f.func}" if f.line else f"{f.func} ({_short(f.file)})"
 

@@ -12,7 +12,7 @@ import numpy.typing as npt
 
 from distmon.monitor.state.arrays import distinct, expand
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.wire import ANY_SOURCE, SEND, Frame, GroupStatus, Loader, Report
+from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame
 
 MAX_LISTED = 16
 
@@ -85,13 +85,13 @@ def group_name(gid: str, g: GroupStatus) -> str:
     return f"group {gid} ({desc}ranks {ranks_text(expand(g.ranks))})"
 
 
-def where(frame: Frame | None) -> str:
+def where(frame: StackFrame | None) -> str:
     if frame is None:
         return "an unknown place"
     return f"{frame.file}:{frame.line} in {frame.func}"
 
 
-def stack_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
+def stack_lines(frames: list[StackFrame] | None, depth: int = 4, indent: str = "    ") -> list[str]:
     """Where a stalled rank is, in words, then the user's innermost frame first and the
     ``depth`` innermost library frames it called (see :mod:`distmon.monitor.state.whereabouts`)."""
     if not frames:
@@ -99,7 +99,7 @@ def stack_lines(frames: list[Frame] | None, depth: int = 4, indent: str = "    "
     return [f"{indent}{classify(frames).words}:", *frame_lines(frames, depth, indent + "  ")]
 
 
-def traceback_lines(frames: list[Frame], depth: int = 8, indent: str = "    ") -> list[str]:
+def traceback_lines(frames: list[StackFrame], depth: int = 8, indent: str = "    ") -> list[str]:
     """The innermost ``depth`` frames of a traceback, innermost last, with their source lines."""
     lines = []
     for f in frames[-depth:]:
