@@ -14,8 +14,8 @@ from distmon import wire
 from distmon.monitor.outside.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, said
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.words import duration, rank_word, stack_lines, traceback_lines, where
 
 SIMULTANEOUS = 1.0
