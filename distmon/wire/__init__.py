@@ -33,7 +33,6 @@ from distmon.wire.convert import Convert, converter, to_wire
 from distmon.wire.frame import (
     CHANNEL_FIELDS,
     CHANNEL_ROW,
-    FLAG_CONSEQUENCE,
     FLAG_EXITED,
     FLAG_GPU_FAULT,
     FLAG_HAS_GPU,
@@ -93,7 +92,6 @@ __all__ = [
     "CHANNEL_FIELDS",
     "CHANNEL_ROW",
     "ENDED",
-    "FLAG_CONSEQUENCE",
     "FLAG_EXITED",
     "FLAG_GPU_FAULT",
     "FLAG_HAS_GPU",

@@ -49,6 +49,7 @@ class Columns:
         "n": "i8",
         "interval": "f8",
         "flags": "u1",
+        "consequence": "u1",
         "pid": "i8",
         "host": "u8",
         "local_rank": "i8",
@@ -107,6 +108,9 @@ class Columns:
     n: Array
     interval: Array
     flags: Array
+    consequence: Array
+    """The monitor's verdict on the rank's exception: whether a peer or a DataLoader worker went
+    away first (:mod:`distmon.monitor.state.consequences`); 0 until judged."""
     pid: Array
     host: Array
     local_rank: Array

@@ -19,6 +19,7 @@ from distmon.columnar.frames import Parsed, parse
 from distmon.link import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
 from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns
+from distmon.monitor.state.consequences import judge_new
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 
@@ -178,6 +179,7 @@ def _apply_once(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays
     kept = frames[sent]
     starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
     state.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
+    judge_new(cols, state.reports.raw, rank, h["flags"], sent)
     _learn_names(state, h["host"][sent], rank[sent])
 
 

@@ -33,6 +33,7 @@ from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, INITIAL, Columns
+from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import take_in
 from distmon.monitor.state.limits import LIMITS, Thresholds
@@ -229,6 +230,14 @@ class JobState:
         mask: npt.NDArray[np.bool_] = c.present[ranks] & ((c.flags[ranks] & flag) != 0)
         return mask
 
+    def consequences(self, of: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
+        """Per rank (of ``ranks``): heard from, and its exception judged a consequence of
+        ``of`` (:data:`~distmon.monitor.state.consequences.LOST_PEER`, ``LOST_WORKER``, or
+        both) as its report came in."""
+        c = self.cols
+        mask: npt.NDArray[np.bool_] = c.present[ranks] & ((c.consequence[ranks] & of) != 0)
+        return mask
+
     def lost_relays(self, now: float, limits: Thresholds = LIMITS) -> dict[int, I8]:
         """Relays gone silent, by index, with the ranks last heard through them: not heard for
         longer than those ranks' reports allow, and every such rank silent (ranks heard again,
@@ -270,7 +279,7 @@ class JobState:
         """Per rank: raised, and not only because the job was being stopped around it (a rank
         stopped by a signal whose peers or DataLoader workers went in the same teardown did not
         fail)."""
-        teardown = self.flagged(wire.FLAG_STOPPED_BY_SIGNAL) & self.flagged(wire.FLAG_CONSEQUENCE)
+        teardown = self.flagged(wire.FLAG_STOPPED_BY_SIGNAL) & self.consequences(LOST_PEER | LOST_WORKER)
         mask: npt.NDArray[np.bool_] = self.flagged(wire.FLAG_RAISED) & ~teardown
         return mask
 

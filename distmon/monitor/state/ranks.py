@@ -5,7 +5,6 @@ its own row of them, so a rank and the job never disagree."""
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
@@ -13,6 +12,7 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.state.columns import History
+from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import TERMINATED, Report
 
@@ -143,16 +143,11 @@ class RankState:
 
     def lost_a_peer(self) -> bool:
         """It raised because a peer went away: a consequence of another rank's failure."""
-        return self._raised_for(wire.PEER_LOST)
+        return bool(self._get("consequence") & LOST_PEER)
 
     def lost_a_worker(self) -> bool:
         """It raised because one of its DataLoader workers died."""
-        return self._raised_for(wire.WORKER_DIED)
-
-    def _raised_for(self, consequence: re.Pattern[str]) -> bool:
-        """Its exception is one flagged at ingest as a consequence, and its message says which."""
-        exc = self.report.exception if self._get("flags") & wire.FLAG_CONSEQUENCE else None
-        return exc is not None and bool(consequence.search(exc.message))
+        return bool(self._get("consequence") & LOST_WORKER)
 
     def failed_on_its_own(self) -> bool:
         """Raised, and not only because the job was being stopped around it: a rank stopped by
