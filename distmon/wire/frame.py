@@ -219,6 +219,17 @@ def host_of(data: bytes) -> str | None:
     return host if isinstance(host, str) else None
 
 
+def exception_message(data: bytes) -> str | None:
+    """A message's exception message, read without building the whole report: for a reader
+    of that one field as reports come in. None when absent or malformed."""
+    try:
+        exception = _unpack(data).get("exception")
+    except WireError:
+        return None
+    message = exception.get("message") if isinstance(exception, dict) else None
+    return message if isinstance(message, str) else None
+
+
 def _unpack(data: bytes) -> dict[Any, Any]:
     """The report's map, of the version this reads; raise :class:`WireError` otherwise."""
     if len(data) > MAX_MESSAGE_BYTES:

@@ -6,8 +6,9 @@ live monitor did.
 
 The verdict is a column (:attr:`Columns.consequence
 <distmon.monitor.state.columns.Columns.consequence>`), so a rule reads it over every rank as an
-array. Taking a batch in costs a few array operations more; a report is decoded only for a rank
-that newly raised, once, since a process raises once (its uncaught exception). Ranks before
+array. Taking a batch in costs a few array operations more; a report is read (its exception's
+message alone) only for a rank that newly raised, once, since a process raises once (its
+uncaught exception). Ranks before
 issue 42 decided it themselves, as header bit 128; the monitor ignores that bit and decides for
 their exceptions as for any other.
 """
@@ -19,7 +20,6 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.state.columns import I8, Columns
-from distmon.wire import WireError
 
 JUDGED = 1
 """The rank's exception was read; without it, the rank raised nothing, or the report with its
@@ -32,13 +32,9 @@ LOST_WORKER = 4
 
 def judge(raw: bytes | None) -> int:
     """The verdict on the exception in a report as received: :data:`JUDGED`, with the bits of
-    what went away first. A report that does not decode is judged to be no consequence (it is
-    counted as malformed when read)."""
-    try:
-        exception = wire.decode(raw or b"").exception
-    except WireError:
-        return JUDGED
-    message = exception.message if exception is not None else ""
+    what went away first. Only the message is read, not the whole report built; a report
+    without one is judged to be no consequence (a malformed one is counted when read)."""
+    message = wire.exception_message(raw or b"") or ""
     lost_peer = LOST_PEER if wire.PEER_LOST.search(message) else 0
     lost_worker = LOST_WORKER if wire.WORKER_DIED.search(message) else 0
     return JUDGED | lost_peer | lost_worker
