@@ -31,8 +31,8 @@ import psutil
 
 from distmon.actions.bundles import Bundle, EvidenceStore
 from distmon.link import DUMP, END, Command, Dump
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, Change
-from distmon.monitor.state.job import JobState
 from distmon.monitor.state.words import duration, time_of_day
 from distmon.pyspy import OutsideStack
 from distmon.wire import Report

@@ -23,7 +23,7 @@ from distmon.columnar.batch import ColumnBatch
 from distmon.monitor.recording.file import BatchRecord, ColumnRecord, Message, read_recording
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import CRITICAL, Alert
-from distmon.monitor.state.job import gpu_allocated
+from distmon.monitor.state.ranks import gpu_allocated
 from distmon.monitor.state.words import count, duration, rank_word, ranks_text
 from distmon.wire import GroupStatus, WireError, decode, name_hash
 

@@ -5,8 +5,7 @@ from __future__ import annotations
 
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.ending import gone
-from distmon.monitor.state.job import rank_ending
+from distmon.monitor.state.ending import gone, rank_ending
 from distmon.monitor.state.words import count, date_time, duration, rank_word, time_of_day
 from distmon.visible import MAX_LINE, visible, visible_lines
 

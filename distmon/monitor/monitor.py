@@ -21,10 +21,9 @@ from distmon.link import DETAILS, Command
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
 from distmon.monitor.recording.file import AlertEvent, RecordingWriter
 from distmon.monitor.rules.detector import Detector
-from distmon.monitor.state import admission
+from distmon.monitor.state import JobState, RankState, admission
 from distmon.monitor.state.alerts import AlertBook, Change
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
 from distmon.monitor.viewing import CatchUp, Tick

@@ -18,10 +18,10 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.ending import STOP_KINDS, cause
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING, ended, failed_after, waits_for
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import rank_word

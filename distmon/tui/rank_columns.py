@@ -16,7 +16,7 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.overview import where_words
-from distmon.monitor.state.job import RankState
+from distmon.monitor.state import RankState
 from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.monitor.state.statuses import STATUSES
 from distmon.tui import cells

@@ -14,7 +14,7 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon import wire
-from distmon.monitor.state.job import RankState
+from distmon.monitor.state import RankState
 from distmon.monitor.state.words import group_name
 from distmon.tui import cells, rank_columns
 from distmon.visible import visible

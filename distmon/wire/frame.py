@@ -14,11 +14,9 @@ import msgpack
 from distmon.wire.convert import converter, to_wire
 from distmon.wire.schema import (
     HARDWARE_THROTTLE,
-    PEER_LOST,
     SEND,
     STOPPED_HOWS,
     VERSION,
-    WORKER_DIED,
     Report,
     StackFrame,
     WireError,
@@ -85,9 +83,10 @@ FLAG_STALLED = 8
 FLAG_WORKER_DEAD = 16
 FLAG_GPU_FAULT = 32
 FLAG_HAS_GPU = 64
-FLAG_CONSEQUENCE = 128
-"""The header's ``flags``; ``FLAG_CONSEQUENCE``: the exception raised says a peer or a DataLoader
-worker went away first (:data:`PEER_LOST`, :data:`WORKER_DIED`)."""
+"""The header's ``flags``: facts about the rank, never a judgement of them. Bit 128 is not sent:
+ranks before issue 42 set it when their exception said a peer or a DataLoader worker went away
+first; the monitor now decides that itself and ignores the bit
+(:mod:`distmon.monitor.state.consequences`)."""
 
 
 def encode(report: Report) -> bytes:
@@ -172,9 +171,6 @@ def _flags(report: Report) -> int:
         flags |= FLAG_EXITED | (FLAG_STOPPED_BY_SIGNAL if report.exit.how in STOPPED_HOWS else 0)
     if report.exception is not None:
         flags |= FLAG_RAISED
-        message = report.exception.message
-        if PEER_LOST.search(message) or WORKER_DIED.search(message):
-            flags |= FLAG_CONSEQUENCE
     if report.stalled_since is not None:
         flags |= FLAG_STALLED
     if any(not w.alive and (w.signal or w.exitcode) for loader in report.loaders for w in loader.workers):
@@ -221,6 +217,17 @@ def host_of(data: bytes) -> str | None:
     except WireError:
         return None
     return host if isinstance(host, str) else None
+
+
+def exception_message(data: bytes) -> str | None:
+    """A message's exception message, read without building the whole report: for a reader
+    of that one field as reports come in. None when absent or malformed."""
+    try:
+        exception = _unpack(data).get("exception")
+    except WireError:
+        return None
+    message = exception.get("message") if isinstance(exception, dict) else None
+    return message if isinstance(message, str) else None
 
 
 def _unpack(data: bytes) -> dict[Any, Any]:

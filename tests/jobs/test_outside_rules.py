@@ -32,8 +32,8 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.stalls import stall
 from distmon.monitor.session import Session
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change, Finding
-from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.wire import Report, StackFrame, Usage, decode, encode
 from tests.support.messages import sender

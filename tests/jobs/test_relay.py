@@ -43,7 +43,7 @@ from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.recording.file import ColumnRecord, read_recording
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.keeping_up import KeepingUp
-from distmon.monitor.state.job import JobState
+from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.wire import Report, decode, encode, report_bytes
 from tests.support.commands import DISTMON, TORCHRUN, free_port

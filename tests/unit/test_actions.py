@@ -22,8 +22,8 @@ from distmon.actions.responder import Responder
 from distmon.link import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
 from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.monitor import Monitor
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
-from distmon.monitor.state.job import JobState
 from distmon.wire import Report, WireError
 from tests.support.commands import free_port
 

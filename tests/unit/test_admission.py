@@ -6,8 +6,7 @@ from __future__ import annotations
 import dataclasses
 
 from distmon.link import Batch
-from distmon.monitor.state import admission
-from distmon.monitor.state.job import JobState
+from distmon.monitor.state import JobState, admission
 from distmon.wire import ExitInfo, Report, report_bytes
 from tests.support.messages import message
 

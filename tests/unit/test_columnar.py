@@ -34,8 +34,8 @@ from distmon.monitor.monitor import Follower, Monitor
 from distmon.monitor.recording.file import ColumnRecord, Message, RecordingWriter, read_recording
 from distmon.monitor.recording.readback import load
 from distmon.monitor.session import Session
+from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import METRICS, Columns, History
-from distmon.monitor.state.job import JobState
 from distmon.wire import Report, WireError
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import Layout, SimJob, drive

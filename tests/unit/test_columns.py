@@ -9,8 +9,8 @@ import numpy as np
 from distmon import wire
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import SLOTS
-from distmon.monitor.state.job import JobState
 from distmon.wire import P2P, GroupStatus, Report, rank_runs
 from tests.support.simulate import Layout, SimJob, drive
 

@@ -15,8 +15,8 @@ from distmon.monitor.outside.probe import SPAN, Seen
 from distmon.monitor.outside.proc import Sample
 from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, StepStats, decode, encode, rank_runs
 from tests.support.simulate import Layout, SimJob, drive

@@ -6,8 +6,7 @@ from __future__ import annotations
 
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
-from distmon.monitor.state.ending import Ending, gone
-from distmon.monitor.state.job import rank_ending
+from distmon.monitor.state.ending import Ending, gone, rank_ending
 from tests.support.simulate import SimJob, drive
 
 

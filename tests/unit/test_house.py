@@ -18,3 +18,15 @@ def test_no_function_is_over_80_lines() -> None:
                 if lines > MAX_FUNCTION_LINES:
                     long.append(f"{path.relative_to(REPO)}:{node.lineno} {node.name}: {lines} lines")
     assert not long, long
+
+
+MAX_MODULE_LINES = 600
+
+
+def test_no_module_is_over_600_lines() -> None:
+    long = []
+    for path in sorted((REPO / "distmon").rglob("*.py")):
+        lines = len(path.read_text().splitlines())
+        if lines > MAX_MODULE_LINES:
+            long.append(f"{path.relative_to(REPO)}: {lines} lines")
+    assert not long, long

@@ -20,8 +20,8 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.failures import rank_lost
 from distmon.monitor.rules.stalls import stall
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, AlertBook, Finding
-from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.statuses import STOPPED
 from distmon.monitor.state.whereabouts import classify, frame_lines

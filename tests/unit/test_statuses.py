@@ -7,8 +7,8 @@ from __future__ import annotations
 from dataclasses import replace
 
 from distmon import wire
-from distmon.monitor.state.ending import gone
-from distmon.monitor.state.job import JobState, rank_ending
+from distmon.monitor.state import JobState
+from distmon.monitor.state.ending import gone, rank_ending
 from distmon.monitor.state.statuses import EXITED, FAILED, STOPPED, STOPS, ended
 from distmon.tui import rank_columns
 from distmon.wire import ExceptionInfo, ExitInfo

@@ -26,6 +26,7 @@ from distmon.wire import (
     WireError,
     decode,
     encode,
+    exception_message,
     expand_runs,
     gpu_util,
     name_hash,
@@ -71,6 +72,16 @@ def test_the_gpu_utilization_reads_without_the_rest_of_the_report():
     assert gpu_util(encode(full_report())[:-1]) is None, "malformed"
     foreign = msgpack.packb({"v": VERSION + 1, "gpu": {"util": 50.0}})
     assert gpu_util(foreign) is None, "another version"
+
+
+def test_the_exception_message_reads_without_the_rest_of_the_report():
+    """What the monitor reads of a rank that newly raised, to judge it (issue 42)."""
+    report = full_report()
+    assert report.exception is not None and exception_message(encode(report)) == report.exception.message
+    assert exception_message(encode(minimal_report())) is None
+    assert exception_message(encode(report)[:-1]) is None, "malformed"
+    foreign = msgpack.packb({"v": VERSION, "exception": {"message": 7}})
+    assert exception_message(foreign) is None, "not a message"
 
 
 def test_an_exception_raised_where_no_frame_was_kept_travels():

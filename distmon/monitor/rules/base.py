@@ -10,8 +10,8 @@ from distmon.monitor.outside.probe import Seen
 from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.keeping_up import Behind
 from distmon.monitor.rules.routine import Routine
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
-from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.pyspy import OutsideStack
 

@@ -30,8 +30,8 @@ from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
 from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.rules.routine import Routine
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
-from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import Thresholds
 
 

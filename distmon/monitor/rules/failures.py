@@ -14,8 +14,9 @@ from distmon import wire
 from distmon.monitor.outside.probe import ALIVE, GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, said
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.state.job import JobState, RankState
+from distmon.monitor.state.consequences import LOST_PEER
 from distmon.monitor.state.words import duration, rank_word, stack_lines, traceback_lines, where
 
 SIMULTANEOUS = 1.0
@@ -41,7 +42,7 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     """
     failed_at = first_failure(job)
     peers_lost_at = min(
-        [s.report.exception.t for s in job.views(job.flagged(wire.FLAG_CONSEQUENCE)) if s.lost_a_peer()]  # type: ignore[union-attr]
+        [s.report.exception.t for s in job.views(job.consequences(LOST_PEER))]  # type: ignore[union-attr]
         + [s.report.exit.t for s in job.views(job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)) if s.torn_down()],  # type: ignore[union-attr]
         default=None,
     )
@@ -151,7 +152,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
 def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], ctx: Context) -> Finding:
     ranks = [s.rank for s in lost]
     gone = [r for r, st in states.items() if st == GONE and r in ranks]
-    consequences = job.flagged(wire.FLAG_CONSEQUENCE | wire.FLAG_STOPPED_BY_SIGNAL)
+    consequences = job.consequences(LOST_PEER) | job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)
     victims = [s.rank for s in job.views(consequences) if s.lost_a_peer() or s.torn_down()]
     if gone:
         cause, why = (

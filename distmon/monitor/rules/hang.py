@@ -50,10 +50,10 @@ from distmon.monitor.rules.waitfor import (
     op_name,
     waits,
 )
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, where
 from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS

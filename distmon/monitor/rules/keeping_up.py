@@ -17,7 +17,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distmon.link import RELAY_DROPPED
-from distmon.monitor.state.job import JobState
+from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.words import duration
 

@@ -11,9 +11,9 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.rules.base import Context
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.columns import HISTORY
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.words import duration, size
 
 

@@ -6,8 +6,8 @@ resolves when the monitor has caught up."""
 from __future__ import annotations
 
 from distmon.monitor.rules.base import Context
+from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import WARNING, Finding
-from distmon.monitor.state.job import JobState
 
 AWAY_ADVICE = (
     "What to do: nothing about the job. If the monitor's host suspends or swaps (a laptop, a busy "

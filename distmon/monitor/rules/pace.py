@@ -18,9 +18,9 @@ import numpy as np
 from distmon import wire
 from distmon.monitor.outside.proc import CPUS
 from distmon.monitor.rules.base import Context
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import WARNING, Finding
 from distmon.monitor.state.columns import F8
-from distmon.monitor.state.job import JobState, RankState
 
 STARVED_SHARE = 0.2
 """A straggler whose training thread waited for a CPU this share of the time or more is

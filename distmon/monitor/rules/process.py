@@ -23,9 +23,8 @@ from distmon.monitor.outside.probe import SPAN
 from distmon.monitor.outside.proc import Sample
 from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
 from distmon.monitor.rules.base import Context
-from distmon.monitor.state import statuses
+from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.pyspy import OutsideStack
 

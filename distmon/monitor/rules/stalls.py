@@ -29,8 +29,8 @@ from distmon.monitor.rules.process import (
     said,
     why_a_warning,
 )
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.whereabouts import WAITING_KINDS, Place, classify, frame_lines
 from distmon.monitor.state.words import duration, rank_lines, rank_word
 

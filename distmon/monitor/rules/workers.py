@@ -7,8 +7,8 @@ import re
 from distmon import wire
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import said
+from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, Finding
-from distmon.monitor.state.job import JobState, RankState
 from distmon.monitor.state.words import size
 from distmon.wire import Worker
 

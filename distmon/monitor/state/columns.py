@@ -1,7 +1,7 @@
 """The monitor's numbers, in columns: an array per field over the ranks, filled from a whole
 batch at once (:mod:`distmon.columnar`), with a short history per rank and
 metric. A rule that looks at every rank looks at an array; :class:`History` and
-:class:`distmon.monitor.state.job.RankState` read one rank of them."""
+:class:`distmon.monitor.state.ranks.RankState` read one rank of them."""
 
 from __future__ import annotations
 
@@ -49,6 +49,7 @@ class Columns:
         "n": "i8",
         "interval": "f8",
         "flags": "u1",
+        "consequence": "u1",
         "pid": "i8",
         "host": "u8",
         "local_rank": "i8",
@@ -107,6 +108,9 @@ class Columns:
     n: Array
     interval: Array
     flags: Array
+    consequence: Array
+    """The monitor's verdict on the rank's exception: whether a peer or a DataLoader worker went
+    away first (:mod:`distmon.monitor.state.consequences`); 0 until judged."""
     pid: Array
     host: Array
     local_rank: Array

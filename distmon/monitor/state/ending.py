@@ -1,15 +1,24 @@
 """How a job ended, or is ending, and its first cause, decided once: the report's "how it
-ended", the terminal UI's state word and culprit, and the post-mortem read them from here (how
-each rank ended is said in :mod:`distmon.monitor.state.statuses`)."""
+ended", the terminal UI's state word and culprit, and the post-mortem read them from here; and
+how each rank ended, in words (the words of each status are in
+:mod:`distmon.monitor.state.statuses`)."""
 
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import ClassVar, Protocol, TypeVar
+from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
+import numpy as np
+
+from distmon import wire
 from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.words import duration, rank_word
+
+if TYPE_CHECKING:
+    from distmon.monitor.state.job import JobState
+    from distmon.monitor.state.ranks import RankState
 
 FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
@@ -62,3 +71,54 @@ def cause(alerts: Iterable[A]) -> A | None:
         default=None,
     )
     return found[1] if found is not None else None
+
+
+def job_ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
+    """How the job ended, given the alerts that stand (not resolved); None while it runs.
+
+    A failure alert fails it (even while other ranks still run): the rules that raise them
+    have already told the rank that failed first from those that raised because it went
+    (:mod:`distmon.monitor.rules.failures`), so their verdict comes first. Before a rule has
+    spoken (a recording that ends within a tick of the failure), a rank that raised on its
+    own fails it; ranks that only raised on losing a peer are never named as its cause. Once
+    every rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or
+    it finished."""
+    standing = list(standing)
+    failures = sorted((a for a in standing if a.kind in FAILURE_KINDS), key=lambda a: a.t)
+    if failures:
+        return Ending(Ending.FAILED, f"failed: {failures[0].headline}")
+    raised = np.flatnonzero(job.failed_on_their_own()).tolist()
+    culprits = [r for r in raised if not job.ranks[r].lost_a_peer()]
+    if culprits:
+        return Ending(Ending.FAILED, f"failed: {rank_word(culprits)} raised an exception")
+    if raised:
+        return Ending(Ending.FAILED, f"failed: {rank_word(raised)} raised on losing a peer, which went without a word")
+    present = job.present()
+    if not len(present) or not job.flagged(wire.FLAG_EXITED)[present].all():
+        return None
+    stopped = np.flatnonzero(job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)).tolist()
+    if not stopped:
+        return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
+    how = " and ".join(sorted({statuses.stop(e.how).job for r in stopped[:64] if (e := job.report_of(r).exit)}))
+    who = f"{rank_word(stopped)} {how}"
+    stops = sorted({a.kind for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL})
+    if stops:
+        kinds = ", ".join(stops)
+        words = f"stopped while hung: {who} while the {kinds} alert stood; it ended with the job, unresolved"
+        return Ending(Ending.STOPPED, words)
+    return Ending(Ending.STOPPED, f"stopped: {who}")
+
+
+def rank_ending(s: RankState, end: float, lost: set[int]) -> str:
+    """How one rank ended, in words, for the table of ranks at the end: its last words, else
+    what the monitor saw (``lost``: from :func:`gone`), else its silence."""
+    r = s.report
+    if r.exception is not None:
+        first_line = (r.exception.message.strip().splitlines() or [""])[0]
+        after = " (after losing a peer)" if s.lost_a_peer() else ""
+        return f"raised {r.exception.type}: {first_line[:80]}{after}"
+    if r.exit is not None:
+        return statuses.stop(r.exit.how).rank
+    if s.rank in lost:
+        return "its process is gone, without last words (killed: see the rank_lost alert)"
+    return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"

@@ -1,0 +1,289 @@
+"""How a batch of reports goes into the state: the frames the job admits (the rest counted
+by reason, :mod:`distmon.monitor.state.admission`), then each admitted frame's numbers into
+the columns and its report kept as received, a few array operations per batch whatever its
+size. What is read off the numbers once, here rather than by every tick, is written beside
+them: what each rank waits in, its running shares, its history."""
+
+from __future__ import annotations
+
+import contextlib
+import math
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import numpy.typing as npt
+
+from distmon import wire
+from distmon.columnar.batch import ColumnBatch
+from distmon.columnar.frames import Parsed, parse
+from distmon.link import RELAY_DROPPED, Batch, Relay
+from distmon.monitor.state import admission
+from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns
+from distmon.monitor.state.consequences import judge_new
+from distmon.monitor.state.reports import Reports
+from distmon.wire import WireError
+
+if TYPE_CHECKING:
+    from distmon.monitor.state.job import JobState
+
+SHARE_SMOOTHING = 0.15
+"""Weight of the newest report in the running shares: about the last dozen reports count."""
+DELAY_CREEP = 0.1
+"""How much of an interval a rank's usual delay (:meth:`JobState.held_up`) may rise by each
+report: a lasting change (its clock stepped back, a slower path for good) becomes the usual
+within tens of reports instead of holding the rank up for ever."""
+GROUP_COLUMNS = tuple(zip(Columns.GROUP_FIELDS, (name for name, _ in wire.GROUP_FIELDS), strict=True))
+"""(column, field): the column that keeps each field of a report's group rows, the columns
+being in the order of the wire's fields."""
+CHANNEL_COLUMNS = tuple(zip(Columns.CHANNEL_FIELDS, (name for name, _ in wire.CHANNEL_FIELDS), strict=True))
+"""(column, field), the same for its point-to-point channel rows."""
+
+
+def take_in(state: JobState, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
+    """The indices of the frames admitted, and their ranks."""
+    if batch.relays:
+        heard = now if times is None or not len(times) else max(now, float(np.max(times)))
+        for relay in batch.relays:
+            i = _relay_index(state, relay)
+            state.relay_heard[i] = max(state.relay_heard[i], heard)
+    if batch.dropped:
+        losses = batch.losses()
+        state.dropped[RELAY_DROPPED] += sum(losses.values())
+        state.lost_on_the_way.update({relay.host: n for relay, n in losses.items()})
+    parsed = parse(batch) if isinstance(batch, Batch) else batch.parsed()
+    state.dropped.update(+parsed.refused)
+    if len(parsed) == 0:
+        return parsed.index, parsed.index
+    arrived = np.full(len(parsed), now) if times is None else np.asarray(times, dtype=np.float64)[parsed.index]
+    keep = _admit(state, parsed, arrived)
+    if keep.any():
+        _apply(state, parsed, np.flatnonzero(keep), arrived, batch.relays)
+    return parsed.index[keep], parsed.headers["rank"][keep].astype(np.int64)
+
+
+def _admit(state: JobState, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]:
+    """Which frames the job lets in; the others are counted by reason."""
+    h = parsed.headers
+    keep = np.ones(len(parsed), dtype=bool)
+    fits = (h["world"] >= 1) & (h["world"] <= state.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
+    while fits.any():
+        i = int(np.argmax(fits))
+        first, ended = h[i], state.job_hash is not None and state.ended(float(arrived[i]))
+        another = first["job"] != state.job_hash and not state.pinned
+        resized = first["job"] == state.job_hash and state.job_world is not None and first["world"] != state.job_world
+        if not (state.job_hash is None or (ended and (another or resized))):
+            break
+        try:
+            _follow(state, parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
+            break
+        except wire.WireError:  # its header fits, its report does not decode: dropped, the next one judged
+            state.dropped["malformed"] += 1
+            keep[i] = fits[i] = False
+    if state.job_hash is not None:
+        other = (h["job"] != state.job_hash) & keep
+        _refuse(state, "other_job", other)
+        keep &= ~other
+    rank, world = h["rank"].astype(np.int64), h["world"].astype(np.int64)
+    cols = state.cols
+    known = (rank >= 0) & (rank < cols.capacity)
+    current = np.where(known, rank, 0)
+    alive = known & cols.present[current]
+    other_process = alive & ((cols.pid[current] != h["pid"]) | (cols.host[current] != h["host"]))
+    gone = ((cols.flags[current] & wire.FLAG_EXITED) != 0) | (
+        arrived - cols.received[current] >= admission.restart_quiet(cols.interval[current])
+    )
+    churn = other_process & ~gone
+    reason = admission.refusals(world, rank, state.job_world, state.max_world, churn & keep)
+    for code in np.unique(reason[keep & (reason > 0)]):
+        _refuse(state, str(admission.REASONS[code]), keep & (reason == code))
+    keep &= reason == 0
+    if keep.any():
+        old = np.where(alive, cols.bytes[current], 0)
+        added = np.where(parsed.has_report(), parsed.sizes() - old, 0)
+        total = state.retained + np.cumsum(np.where(keep, added, 0))
+        over = keep & (total > admission.MAX_RETAINED_BYTES)
+        _refuse(state, admission.OVER_BUDGET, over)
+        keep &= ~over
+    return keep
+
+
+def _refuse(state: JobState, reason: str, frames: npt.NDArray[np.bool_]) -> None:
+    n = int(np.count_nonzero(frames))
+    if n:
+        state.dropped[reason] += n
+
+
+def _follow(state: JobState, parsed: Parsed, i: int) -> None:
+    """Follow the job of frame ``i``: forget the one before. Its name is its report's; a
+    relay's frame may come without it, and the name then comes with the first report of the
+    job that does (:func:`_learn_names`)."""
+    state.job = wire.decode(parsed.report(i)).job if parsed.has_report()[i] else None
+    state.job_hash = int(parsed.headers["job"][i])
+    state.job_world = int(parsed.headers["world"][i])
+    state.cols = Columns(INITIAL)
+    state.reports = Reports()
+    state.retained = state.reporting = 0
+
+
+def _apply(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+    """Every admitted frame, in order: a rank's second frame in the batch goes in a round
+    after its first (arrays take one value per rank at a time)."""
+    rank = parsed.headers["rank"][frames].astype(np.int64)
+    order = np.argsort(rank, kind="stable")
+    first = np.r_[True, rank[order][1:] != rank[order][:-1]]
+    starts = np.flatnonzero(first)
+    occurrence = np.empty(len(rank), dtype=np.int64)
+    occurrence[order] = np.arange(len(rank)) - np.repeat(starts, np.diff(np.r_[starts, len(rank)]))
+    for k in range(int(occurrence.max()) + 1):
+        mine = frames[occurrence == k]
+        _apply_once(state, parsed, mine, arrived[mine], relays)
+
+
+def _apply_once(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+    """Frames of distinct ranks."""
+    h = parsed.headers[frames]
+    rank = h["rank"].astype(np.int64)
+    cols = state.cols
+    cols.reserve(max(int(rank.max()) + 1, state.job_world or 0))
+    state.reports.reserve(cols.capacity)
+    was_present = cols.present[rank]
+    new = ~was_present | (cols.pid[rank] != h["pid"]) | (cols.host[rank] != h["host"])
+    if new.any():
+        state.reporting += int(np.count_nonzero(~was_present))
+        state.retained -= int(cols.bytes[rank[new]].sum())
+        state.reports.forget(rank[new & was_present].tolist())
+        cols.forget(rank[new])
+        cols.first_seen[rank[new]] = arrived[new]
+        cols.present[rank[new]] = True
+    sent = parsed.has_report()[frames]
+    sizes = np.where(sent, parsed.sizes()[frames], cols.bytes[rank])
+    state.retained += int(np.sum(sizes - cols.bytes[rank]))
+    cols.seq[rank] = state.received + 1 + np.arange(len(frames))
+    state.received += len(frames)
+    state.last_message = float(arrived.max())
+    cols.received[rank] = arrived
+    creep = DELAY_CREEP * np.nan_to_num(h["interval"], nan=1.0)
+    cols.least_delay[rank] = np.fmin(cols.least_delay[rank] + creep, arrived - h["t"])
+    for name in ("t", "n", "pid", "host", "local_rank", "steps", "forwards", "flags", "stack"):
+        getattr(cols, name)[rank] = h[name]
+    for name in ("interval", "data_wait", "step_p50", "stalled_since", "last_step_t", "rss"):
+        getattr(cols, name)[rank] = h[name]
+    for name in ("gpu_used", "gpu_reserved", "gpu_allocated", "gpu_total"):
+        getattr(cols, name)[rank] = h[name]
+    cols.bytes[rank] = sizes
+    cols.report_t[rank[sent]] = h["t"][sent]
+    cols.via[rank] = _relay_indices(state, parsed.via[frames], relays)
+    inflight = _rows(state, parsed, frames, rank)
+    _shares(state, rank, h, inflight)
+    _history(state, rank, h, inflight)
+    kept = frames[sent]
+    starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
+    state.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
+    judge_new(cols, state.reports.raw, rank, h["flags"], sent)
+    _learn_names(state, h["host"][sent], rank[sent])
+
+
+def _learn_names(state: JobState, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
+    """From the reports just kept (of ``rank``, on ``hosts``): the job's name if a relay's
+    frames without reports made it followed, and the names of hosts not seen before, a report
+    of each read for its name: the table of 131,072 ranks groups them by node name, without
+    decoding a report a rank."""
+    raw, names = state.reports.raw, state.reports.names
+    if state.job is None and len(rank):
+        with contextlib.suppress(WireError):
+            report = wire.decode(raw[int(rank[0])] or b"")
+            if wire.name_hash(report.job) == state.job_hash:
+                state.job = report.job
+    values, first = np.unique(hosts, return_index=True)
+    for host, i in zip(values.tolist(), first.tolist(), strict=True):
+        if host not in names:
+            name = wire.host_of(raw[int(rank[i])] or b"")
+            if name is not None and wire.name_hash(name) == host:
+                names[host] = name
+
+
+def _relay_indices(state: JobState, via: I8, relays: list[Any]) -> I8:
+    """The batch's relay indices as indices into the state's ``relays``."""
+    if not relays:
+        return np.full(len(via), -1, dtype=np.int64)
+    mine = np.array([_relay_index(state, relay) for relay in relays] + [-1], dtype=np.int64)
+    return mine[via]
+
+
+def _relay_index(state: JobState, relay: Relay) -> int:
+    i = state.relay_of.get(relay)
+    if i is None:
+        i = state.relay_of[relay] = len(state.relays)
+        state.relays.append(relay)
+        state.relay_heard.append(-math.inf)
+    return i
+
+
+def _rows(state: JobState, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
+    """Group and channel rows into the ranks' slots, and what the ranks wait in read off
+    them once here, not by every tick; whether each frame's rank had a collective in
+    flight."""
+    cols = state.cols
+    position = np.full(len(parsed), -1, dtype=np.int64)
+    position[frames] = np.arange(len(frames))
+    h = parsed.headers[frames]
+    cols.widen(int(h["groups"].max(initial=0)), int(h["channels"].max(initial=0)))
+    cols.groups[rank], cols.channels[rank] = h["groups"], h["channels"]
+    for of, slots, table, fields in (
+        (parsed.group_of, parsed.group_slot, parsed.groups, GROUP_COLUMNS),
+        (parsed.channel_of, parsed.channel_slot, parsed.channels, CHANNEL_COLUMNS),
+    ):
+        owner = position[of]
+        rows = owner >= 0
+        if rows.any():
+            found, who, slot = table[rows], rank[owner[rows]], slots[rows]
+            for column, name in fields:
+                getattr(cols, column)[who, slot] = found[name]
+    used = max(1, int(cols.groups[rank].max(initial=0)))
+    flying = (np.arange(used) < cols.groups[rank, None]) & (cols.g_enq[rank, :used] > cols.g_comp[rank, :used])
+    since = np.where(flying & ~np.isnan(cols.g_since[rank, :used]), cols.g_since[rank, :used], np.inf)
+    oldest = since.argmin(axis=1)
+    first = since[np.arange(len(rank)), oldest]
+    cols.in_collective[rank] = flying.any(axis=1)
+    cols.collective_since[rank] = np.where(np.isfinite(first), first, np.nan)
+    cols.collective_slot[rank] = oldest
+    used = int(cols.channels[rank].max(initial=0))
+    blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
+    cols.in_p2p[rank] = blocked.any(axis=1)
+    inflight: npt.NDArray[np.bool_] = cols.in_collective[rank]
+    return inflight
+
+
+def _shares(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+    """Running shares of time in collectives and waiting for data, while the rank progresses.
+    A stall is the hang rule's business, not pace: a stalled report starts the shares over,
+    so the seconds of waiting before the stall was flagged do not make the rank that held
+    everyone up look, once back, like the one that waits least."""
+    cols = state.cols
+    moving = (h["flags"] & wire.FLAG_STALLED) == 0
+    cols.samples[rank[~moving]] = 0
+    r = rank[moving]
+    weight = np.where(cols.samples[r] > 0, SHARE_SMOOTHING, 1.0)
+    cols.inflight_share[r] += weight * (inflight[moving] - cols.inflight_share[r])
+    wait = h["data_wait"][moving].astype(np.float64)
+    wait[np.isnan(wait)] = 0.0
+    cols.data_wait_share[r] += weight * (wait - cols.data_wait_share[r])
+    cols.samples[r] += 1
+
+
+def _history(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+    cols = state.cols
+    slot = cols.history_next[rank]
+    values = {
+        "t": h["t"],
+        "steps": h["steps"].astype(np.float64),
+        "step_time": h["step_p50"],
+        "rss": h["rss"],
+        "gpu": np.where(np.isnan(h["gpu_allocated"]), h["gpu_used"], h["gpu_allocated"]),
+        "inflight": inflight.astype(np.float64),
+        "data_wait": h["data_wait"],
+    }
+    for metric, value in values.items():
+        cols.history[metric][slot, rank] = value
+    cols.history_next[rank] = (slot + 1) % HISTORY
+    cols.history_count[rank] += 1

@@ -1,0 +1,194 @@
+"""One rank as the monitor knows it: :class:`RankState`, a view of the job's columns at one
+rank with its latest report, and :class:`Ranks`, the ranks heard from as such views. The
+facts over ranks are the job's (:class:`~distmon.monitor.state.job.JobState`); a view reads
+its own row of them, so a rank and the job never disagree."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+
+import numpy as np
+
+from distmon import wire
+from distmon.monitor.state.columns import History
+from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
+from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.wire import TERMINATED, Report
+
+if TYPE_CHECKING:
+    from distmon.monitor.state.job import JobState
+
+T = TypeVar("T")
+
+
+class _Column(Generic[T]):
+    """A :class:`RankState` attribute that is one column's value at the rank, as ``kind``."""
+
+    __slots__ = ("column", "kind")
+
+    def __init__(self, column: str, kind: Callable[[Any], T]) -> None:
+        self.column, self.kind = column, kind
+
+    @overload
+    def __get__(self, rank: None, owner: type[RankState]) -> _Column[T]: ...
+
+    @overload
+    def __get__(self, rank: RankState, owner: type[RankState]) -> T: ...
+
+    def __get__(self, rank: RankState | None, owner: type[RankState]) -> T | _Column[T]:
+        return self if rank is None else self.kind(rank._get(self.column))
+
+
+class RankState:
+    """One rank, as the monitor knows it: a view of the columns, and its latest report."""
+
+    __slots__ = ("_job", "rank")
+
+    def __init__(self, job: JobState, rank: int) -> None:
+        self._job, self.rank = job, rank
+
+    def __repr__(self) -> str:
+        return f"RankState(rank={self.rank})"
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, RankState) and other._job is self._job and other.rank == self.rank
+
+    def __hash__(self) -> int:
+        return hash((id(self._job), self.rank))
+
+    def _get(self, column: str) -> Any:
+        return getattr(self._job.cols, column)[self.rank]
+
+    @property
+    def job(self) -> JobState:
+        return self._job
+
+    @property
+    def _mine(self) -> slice:
+        """This rank, as an index into the columns that a fact over ranks takes."""
+        return slice(self.rank, self.rank + 1)
+
+    @property
+    def report(self) -> Report:
+        """The whole latest report, decoded when first asked for."""
+        return self._job.report_of(self.rank)
+
+    received = _Column("received", float)
+    """Monitor clock when the latest report arrived."""
+    first_seen = _Column("first_seen", float)
+    inflight_share = _Column("inflight_share", float)
+    """Running share of reports sampled inside a collective, while the job progresses:
+    low for the rank the others wait for."""
+    data_wait_share = _Column("data_wait_share", float)
+    size = _Column("bytes", int)
+    """Bytes of the latest report as received."""
+    steps = _Column("steps", int)
+
+    @property
+    def history(self) -> History:
+        return History(self._job.cols, self.rank)
+
+    @property
+    def host(self) -> str:
+        return self._job.host_name(int(self._get("host")))
+
+    @property
+    def finished(self) -> bool:
+        return bool(self._get("flags") & wire.FLAG_EXITED)
+
+    def silent_for(self, now: float) -> float:
+        return now - self.received
+
+    def silent(self, now: float, limits: Thresholds = LIMITS) -> bool:
+        """Not heard from for longer than its reports allow (and not because it exited): one
+        rank of :meth:`distmon.monitor.state.job.JobState.silent`."""
+        return bool(self._job.silent(now, limits, self._mine)[0])
+
+    def live(self, now: float, limits: Thresholds = LIMITS) -> bool:
+        """Still reporting: neither exited nor silent."""
+        return not self.finished and not self.silent(now, limits)
+
+    def age(self, t: float, now: float) -> float:
+        """How long before ``now`` (the monitor's clock) the moment ``t`` of the rank's own
+        clock was: measured on the rank's clock, so skew between hosts does not enter."""
+        return float(self._get("t")) - t + (now - self.received)
+
+    def stalled_for(self, now: float) -> float | None:
+        """How long the rank has made no progress, by its own account; None while it does."""
+        since = float(self._get("stalled_since"))
+        return None if np.isnan(since) else self.age(since, now)
+
+    def gpu_used(self) -> float | None:
+        """Memory in use on the rank's GPU, as nvidia-smi counts it (NVML), else what torch's
+        caching allocator holds; the measure to hold against :meth:`gpu_total`."""
+        return present(self._job.gpu_used(self._mine)[0])
+
+    def gpu_total(self) -> float | None:
+        return present(float(gpu_total(self._get("gpu_total"))))
+
+    def gpu_allocated(self) -> float | None:
+        return present(self._job.gpu_allocated(self._mine)[0])
+
+    def rss(self) -> float | None:
+        return present(self._get("rss"))
+
+    def stopped(self) -> bool:
+        """Ended by a signal or distmon rather than on its own (see :data:`distmon.wire.STOPPED_HOWS`)."""
+        return bool(self._get("flags") & wire.FLAG_STOPPED_BY_SIGNAL)
+
+    def torn_down(self) -> bool:
+        """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
+        return self.stopped() and self.report.exit is not None and self.report.exit.how == TERMINATED
+
+    def lost_a_peer(self) -> bool:
+        """It raised because a peer went away: a consequence of another rank's failure."""
+        return bool(self._get("consequence") & LOST_PEER)
+
+    def lost_a_worker(self) -> bool:
+        """It raised because one of its DataLoader workers died."""
+        return bool(self._get("consequence") & LOST_WORKER)
+
+    def failed_on_its_own(self) -> bool:
+        """Raised, and not only because the job was being stopped around it: a rank stopped by
+        a signal whose DataLoader workers died in the same teardown, or whose peers went, did
+        not fail."""
+        return bool(self._job.failed_on_their_own()[self.rank])
+
+
+def present(value: float) -> float | None:
+    return None if np.isnan(value) else float(value)
+
+
+def gpu_total(total: Any) -> Any:
+    """A GPU's memory as reported, an array or one value; NaN for none (a report of 0 is none)."""
+    return np.where(total == 0, np.nan, total)
+
+
+def gpu_allocated(report: Report) -> float | None:
+    """Memory held by live tensors (torch's allocator, else NVML's count): what grows when a
+    rank leaks. A function of one report, for readers of a recording's reports too."""
+    gpu = report.gpu
+    if gpu is None:
+        return None
+    value = gpu.allocated if gpu.allocated is not None else gpu.used
+    return None if value is None else float(value)
+
+
+class Ranks(Mapping[int, RankState]):
+    """The ranks heard from, as views, by rank."""
+
+    def __init__(self, job: JobState) -> None:
+        self._job = job
+
+    def __getitem__(self, rank: int) -> RankState:
+        cols = self._job.cols
+        if not (isinstance(rank, int | np.integer) and 0 <= rank < cols.capacity and cols.present[rank]):
+            raise KeyError(rank)
+        return RankState(self._job, int(rank))
+
+    def __iter__(self) -> Iterator[int]:
+        return iter(self._job.present().tolist())
+
+    def __len__(self) -> int:
+        return self._job.reporting
