@@ -19,7 +19,8 @@ import numpy.typing as npt
 from distmon.columnar.batch import Incoming
 from distmon.link import DETAILS, Command
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
-from distmon.monitor.recording.file import AlertEvent, RecordingWriter
+from distmon.monitor.recording.format import AlertEvent
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import AlertBook, Change

@@ -14,8 +14,10 @@ from distmon.export.html import read_series
 from distmon.link import Batch, Relay
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.batches import PIECE_BYTES
-from distmon.monitor.recording.file import BatchRecord, RecordingWriter, read_recording, received
+from distmon.monitor.recording.format import BatchRecord, received
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES
 from tests.support.commands import DISTMON

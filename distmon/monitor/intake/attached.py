@@ -24,7 +24,7 @@ from distmon import keys
 from distmon.columnar.batch import Incoming
 from distmon.endpoint import viewer_address
 from distmon.monitor.intake.feeds import Item, Stamped, weight
-from distmon.monitor.recording.file import AlertEvent, BatchRecord, ColumnRecord
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord
 from distmon.monitor.viewing import HELLO, CatchUp, Progress, Standing, Tick, ViewError, read
 
 SILENT_AFTER = 5.0

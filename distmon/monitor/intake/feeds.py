@@ -25,17 +25,8 @@ from distmon.columnar.batch import ColumnBatch, Incoming
 from distmon.keys import JobKey
 from distmon.link import Batch, Command, Dump
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
-from distmon.monitor.recording.file import (
-    AlertEvent,
-    BatchRecord,
-    ColumnRecord,
-    Dropped,
-    Message,
-    Record,
-    Records,
-    check_recording,
-    read_recording,
-)
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord, Dropped, MessageRecord, Record
+from distmon.monitor.recording.reader import Records, check_recording, read_recording
 from distmon.monitor.rules.keeping_up import OVERFLOW
 from distmon.monitor.state.columns import F8
 
@@ -301,7 +292,7 @@ class ReplayFeed:
         while self._next is not None and self._next.t <= until and taken < limit:
             record = self._next
             self._next = self._pull()
-            if isinstance(record, Message):
+            if isinstance(record, MessageRecord):
                 out.append((record.t, record.payload))
                 taken += 1
             elif isinstance(record, BatchRecord | ColumnRecord):
