@@ -53,7 +53,7 @@ def write_v1(path: str, records: list[Record]) -> None:
             elif isinstance(r, AlertEvent):
                 f.write(msgpack.packb(["a", r.t, r.event, r.alert.to_json(), r.alert.key]))
             elif isinstance(r, Dropped):
-                f.write(msgpack.packb(["d", r.t, dict(r.counts)]))
+                f.write(msgpack.packb(["d", r.t, dict(r.dropped + r.unwatched)]))
 
 
 def rewrite(path: str, records: list[Record], level: int) -> float:
@@ -78,7 +78,7 @@ def rewrite(path: str, records: list[Record], level: int) -> float:
         elif isinstance(r, AlertEvent):
             writer._write(["a", r.t, r.event, r.alert.to_json(), r.alert.key])
         elif isinstance(r, Dropped):
-            writer.dropped(r.t, r.counts)
+            writer.dropped(r.t, r.dropped, r.unwatched)
         took += time.perf_counter() - start
     writer.close()
     return took / len(records) * 1e6

@@ -23,10 +23,12 @@ msgpack, an array whose first element says what it is:
 - ``["s", t, offsets, relays, via, payload, times]``: ranks' latest reports, as a batch
   record holds them, report ``i`` received at ``times[i]`` (float64, little-endian);
 - ``["t", t, dropped, doing, pausing]``: the monitor ticked at ``t``: what it refused so far,
-  by reason; what the ranks its first cause names do, ``[[key, [[rank, words], ...]], ...]``
-  (:attr:`distmon.monitor.state.alerts.Alert.doing`, which the alert records leave out: it is
-  no change of the alert's); and the ranks in a pause the job takes as a habit, ``[[rank,
-  words], ...]`` (:mod:`distmon.monitor.rules.routine`), which its detector alone learns.
+  by reason, with the seconds it did not watch under their own reasons, as a recording's ``d``
+  record holds both (:mod:`distmon.monitor.state.unwatched`); what the ranks its first cause
+  names do, ``[[key, [[rank, words], ...]], ...]`` (:attr:`distmon.monitor.state.alerts.Alert.doing`,
+  which the alert records leave out: it is no change of the alert's); and the ranks in a pause
+  the job takes as a habit, ``[[rank, words], ...]`` (:mod:`distmon.monitor.rules.routine`),
+  which its detector alone learns.
 
 A screen reads these as it reads a file from another machine: within the recording's limits,
 and a message that is not one of them is dropped and counted (:class:`ViewError`).
@@ -58,6 +60,7 @@ from distmon.monitor.recording.reader import READ_LIMITS
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.statuses import MAX_SAID
+from distmon.monitor.state.unwatched import apart
 from distmon.visible import visible
 from distmon.wire import WireError
 
@@ -108,11 +111,12 @@ class Standing:
 
 @dataclass
 class Tick:
-    """The monitor ticked at ``t``: its refusals so far, what the ranks its alerts name do (by
-    alert key), and the ranks in a usual pause."""
+    """The monitor ticked at ``t``: its refusals and the seconds it did not watch so far, what
+    the ranks its alerts name do (by alert key), and the ranks in a usual pause."""
 
     t: float
     dropped: Counter[str]
+    unwatched: Counter[str] = field(default_factory=Counter)
     doing: dict[str, dict[int, str]] = field(default_factory=dict)
     pausing: dict[int, str] = field(default_factory=dict)
 
@@ -134,10 +138,12 @@ def alert_message(t: float, change: Change) -> bytes:
     return pack(alert_record(t, change))
 
 
-def tick_message(t: float, dropped: Counter[str], doing: dict[str, dict[int, str]], pausing: dict[int, str]) -> bytes:
+def tick_message(
+    t: float, dropped: Counter[str], unwatched: Counter[str], doing: dict[str, dict[int, str]], pausing: dict[int, str]
+) -> bytes:
     said = [[key, [[rank, words] for rank, words in list(words.items())[:MAX_SAID]]] for key, words in doing.items()]
     paused = [[rank, words] for rank, words in list(pausing.items())[:MAX_PAUSING]]
-    return pack(["t", t, dict(dropped), said[:MAX_DOING], paused])
+    return pack(["t", t, dict(dropped + unwatched), said[:MAX_DOING], paused])
 
 
 @dataclass
@@ -225,9 +231,9 @@ def _parse(item: list[Any]) -> Streamed | None:
             raise ValueError("times do not fit the reports")
         return Standing(t, batch, times)
     if kind == "t":
-        dropped = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
+        dropped, unwatched = apart({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
         doing = {_text(key): _words(said, MAX_SAID) for key, said in item[3][:MAX_DOING]}
-        return Tick(t, dropped, doing, _words(item[4], MAX_PAUSING))
+        return Tick(t, dropped, unwatched, doing, _words(item[4], MAX_PAUSING))
     return None
 
 

@@ -286,7 +286,7 @@ def test_the_recording_stores_no_refused_message_but_their_counts(tmp_path: Path
     dropped: Counter[str] = Counter()
     for record in records:
         if isinstance(record, Dropped):
-            dropped.update(record.counts)
+            dropped.update(record.dropped)
     assert dropped == {"rank_out_of_range": 1, "malformed": 1}
 
 

@@ -203,7 +203,7 @@ def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> Non
     sim = SimJob(world=4)
     now = sim.start + 10
     usual = "pausing as usual: upload_metrics, about 3s every 25 steps"
-    _, tick = read([numbered(0), tick_message(now, Counter(), {}, {0: usual})])
+    _, tick = read([numbered(0), tick_message(now, Counter(), Counter(), {}, {0: usual})])
     follower = Follower(Told([tick]))
     follower.ingest_batch(Batch.of([encode(sim.report(rank, now)) for rank in range(4)]), now)  # type: ignore[arg-type]
     follower.tick(now)

@@ -244,7 +244,7 @@ def test_a_version_1_file_still_reads_and_reports(tmp_path: Path) -> None:
     written = [
         ["m", r.t, r.payload] if isinstance(r, MessageRecord) else
         ["a", r.t, r.event, r.alert.to_json(), r.alert.key] if isinstance(r, AlertEvent) else
-        ["d", r.t, dict(r.counts)]
+        ["d", r.t, dict(r.dropped + r.unwatched)]
         for r in records
         if not isinstance(r, BatchRecord)
     ]  # fmt: skip

@@ -67,8 +67,10 @@ class Feed(Protocol):
         """The feed's clock: what ``now`` means for the monitor."""
         ...
 
-    def take_dropped(self) -> Counter[str]:
-        """What was refused before the monitor saw it, by reason, since the last call."""
+    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+        """Since the last call: the messages refused before the monitor saw them, by reason,
+        and the seconds it did not watch, by why (:mod:`distmon.monitor.state.unwatched`; a
+        recording's, or those of the monitor a screen is attached to)."""
         ...
 
     def close(self) -> None: ...
@@ -183,10 +185,10 @@ class LiveFeed:
                 taken += weight(batch)
             return items
 
-    def take_dropped(self) -> Counter[str]:
+    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
         with self._lock:
             refused, self._refused = self._refused, Counter()
-            return refused
+            return refused, Counter()
 
     def send(self, command: Command) -> int:
         """Queue ``command`` for every rank heard from; sent within a tenth of a second."""
@@ -255,6 +257,7 @@ class ReplayFeed:
         else:
             self._records = iter(source)
         self._dropped: Counter[str] = Counter()
+        self._unwatched: Counter[str] = Counter()
         self._clock = clock
         self._end = end
         self._last: float | None = None
@@ -299,7 +302,8 @@ class ReplayFeed:
                 out.append((record.t, record.batch))
                 taken += weight(record.batch)
             elif isinstance(record, Dropped):
-                self._dropped.update(record.counts)
+                self._dropped.update(record.dropped)
+                self._unwatched.update(record.unwatched)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":
                 self._set_position(record.t)
                 self.jumping = False
@@ -314,9 +318,10 @@ class ReplayFeed:
             self._target = None
         return out
 
-    def take_dropped(self) -> Counter[str]:
-        dropped, self._dropped = self._dropped, Counter()
-        return dropped
+    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+        taken = self._dropped, self._unwatched
+        self._dropped, self._unwatched = Counter(), Counter()
+        return taken
 
     def _pull(self) -> Record | None:
         """The next record, a silence before it over :data:`MAX_GAP` played as ``MAX_GAP``."""

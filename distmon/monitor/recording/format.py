@@ -25,8 +25,10 @@ is:
   ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
   alert across its events.
 - ``["d", t, counts]``: messages and connections refused since the previous such record,
-  a map from reason (see :mod:`distmon.monitor.state.admission`) to count. Refused messages
-  are not recorded themselves.
+  a map from reason (see :mod:`distmon.monitor.state.admission`) to count, and the seconds
+  the monitor did not watch, from ``t`` on, under their own reasons (``monitor_paused_s``,
+  ``clock_jumped_s``: :mod:`distmon.monitor.state.unwatched`), read apart as :class:`Dropped`.
+  Refused messages are not recorded themselves.
 
 :mod:`~distmon.monitor.recording.writer` writes it, :mod:`~distmon.monitor.recording.reader`
 reads it, each record as one of the classes here. Reading version 2 takes a few lines
@@ -58,6 +60,7 @@ from distmon.link import Batch
 from distmon.monitor.recording.batches import stored_batch
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert, Change
+from distmon.monitor.state.unwatched import apart
 from distmon.wire import WireError
 
 FORMAT = "distmon-recording"
@@ -107,8 +110,12 @@ class AlertEvent:
 
 @dataclass
 class Dropped:
+    """A ``d`` record: messages refused since the last one, by reason, and seconds the monitor
+    did not watch from ``t`` on, by why."""
+
     t: float
-    counts: Counter[str]
+    dropped: Counter[str]
+    unwatched: Counter[str]
 
 
 Record = MessageRecord | BatchRecord | ColumnRecord | AlertEvent | Dropped
@@ -135,7 +142,7 @@ def is_time(t: Any) -> bool:
     return type(t) in (int, float) and math.isfinite(t) and 0 <= t < LATEST
 
 
-DAMAGED = Dropped(0.0, Counter())
+DAMAGED = Dropped(0.0, Counter(), Counter())
 """What :func:`parse_record` returns for a record of a known kind that does not hold what it should."""
 
 
@@ -154,8 +161,8 @@ def parse_record(item: Any) -> Record | None:
         if item[0] == "a" and isinstance(item[3], dict) and _alert_fields(item[3]):
             return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3], key=str(item[4])))
         if item[0] == "d":
-            counts = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
-            return Dropped(float(item[1]), counts)
+            counts = {str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63}
+            return Dropped(float(item[1]), *apart(counts))
     except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, RecursionError, WireError):
         return DAMAGED
     return DAMAGED

@@ -90,7 +90,8 @@ def load(path: str) -> Postmortem:
         if isinstance(record, BatchRecord | ColumnRecord):
             _take(pm.state, record.batch, record.t)
         elif isinstance(record, Dropped):
-            pm.state.dropped.update(record.counts)
+            pm.state.dropped.update(record.dropped)
+            pm.state.unwatched.update(record.unwatched)
         elif isinstance(record, AlertEvent):
             alert = record.alert
             alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)

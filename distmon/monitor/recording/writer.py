@@ -81,8 +81,9 @@ class RecordingWriter:
     def alert(self, t: float, change: Change) -> None:
         self._write(alert_record(t, change))
 
-    def dropped(self, t: float, counts: Counter[str]) -> None:
-        self._write(["d", t, dict(counts)])
+    def dropped(self, t: float, dropped: Counter[str], unwatched: Counter[str] | None = None) -> None:
+        """Messages refused, and seconds not watched from ``t`` on, in one ``d`` record."""
+        self._write(["d", t, dict(dropped + (unwatched or Counter()))])
 
     def _write(self, record: list[Any]) -> None:
         if self.stopped is not None:
