@@ -43,7 +43,7 @@ class StillFeed:
     def take(self, limit: int) -> list[tuple[float, bytes]]:
         return []
 
-    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
         return Counter(), Counter()
 
     def now(self) -> float:

@@ -78,7 +78,7 @@ class Session:
         if self._live:
             self._notice_away(clock)
         self.taken = sum(weight(message) for _, message in items)
-        dropped, unwatched = self.feed.take_dropped()
+        dropped, unwatched = self.feed.take_losses()
         self.monitor.state.dropped.update(dropped)
         self.monitor.state.unwatched.update(unwatched)
         pending: list[Item] = []

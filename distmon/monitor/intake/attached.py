@@ -260,7 +260,7 @@ class AttachedFeed:
             self._told.clear()
             return told
 
-    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
         """What the monitor refused since the last call, by reason, and the seconds it did not
         watch, by why."""
         with self._lock:

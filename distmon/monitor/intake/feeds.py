@@ -67,7 +67,7 @@ class Feed(Protocol):
         """The feed's clock: what ``now`` means for the monitor."""
         ...
 
-    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
         """Since the last call: the messages refused before the monitor saw them, by reason,
         and the seconds it did not watch, by why (:mod:`distmon.monitor.state.unwatched`; a
         recording's, or those of the monitor a screen is attached to)."""
@@ -185,7 +185,7 @@ class LiveFeed:
                 taken += weight(batch)
             return items
 
-    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
         with self._lock:
             refused, self._refused = self._refused, Counter()
             return refused, Counter()
@@ -318,7 +318,7 @@ class ReplayFeed:
             self._target = None
         return out
 
-    def take_dropped(self) -> tuple[Counter[str], Counter[str]]:
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
         taken = self._dropped, self._unwatched
         self._dropped, self._unwatched = Counter(), Counter()
         return taken
