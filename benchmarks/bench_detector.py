@@ -24,7 +24,9 @@ from simulated import Layout, SimJob, drive
 from distmon.cli import relax_gc
 from distmon.link import Batch
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingWriter, read_recording, received
+from distmon.monitor.recording.format import received
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 
 HERE = Path(__file__).resolve().parent

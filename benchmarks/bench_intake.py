@@ -33,7 +33,7 @@ from distmon.columnar.frames import parse
 from distmon.columnar.news import News
 from distmon.link import Batch, Relay, batch_frames, decode_batch
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import ALONE
 
 BATCH = 10_000

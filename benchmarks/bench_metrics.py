@@ -27,7 +27,7 @@ from simulated import SimJob
 from distmon.export.prometheus import MonitorCollector
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import Message
+from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 
@@ -39,7 +39,7 @@ def hung_job(world: int, window: float) -> tuple[Monitor, float]:
     """A monitor that has seen the last ``window`` seconds of a hung job, and the job's end."""
     sim = SimJob(world=world, ranks_per_host=8, gpu=True).hang(world // 3, at=10)
     monitor = Monitor(Detector(probe=sim.probe))
-    records = (Message(t, raw) for t, raw in sim.stream(until=UNTIL, since=UNTIL - window))
+    records = (MessageRecord(t, raw) for t, raw in sim.stream(until=UNTIL, since=UNTIL - window))
     for _ in Session(ReplayFeed(records, speed=math.inf, end=sim.start + UNTIL), monitor).drain():
         pass
     return monitor, sim.start + UNTIL

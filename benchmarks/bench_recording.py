@@ -31,18 +31,10 @@ import msgpack
 from simulated import SimJob
 
 from distmon.link import Batch
-from distmon.monitor.recording import file as recording
-from distmon.monitor.recording.file import (
-    FORMAT,
-    AlertEvent,
-    BatchRecord,
-    Dropped,
-    Message,
-    Record,
-    RecordingWriter,
-    read_recording,
-    received,
-)
+from distmon.monitor.recording import writer as recording
+from distmon.monitor.recording.format import FORMAT, AlertEvent, BatchRecord, Dropped, MessageRecord, Record, received
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3600
@@ -53,7 +45,7 @@ def write_v1(path: str, records: list[Record]) -> None:
     with open(path, "wb") as f:
         f.write(msgpack.packb({"format": FORMAT, "version": 1, "created": time.time()}))
         for r in records:
-            if isinstance(r, Message):
+            if isinstance(r, MessageRecord):
                 f.write(msgpack.packb(["m", r.t, r.payload]))
             elif isinstance(r, BatchRecord):
                 for frame in r.frames():
@@ -61,7 +53,7 @@ def write_v1(path: str, records: list[Record]) -> None:
             elif isinstance(r, AlertEvent):
                 f.write(msgpack.packb(["a", r.t, r.event, r.alert.to_json(), r.alert.key]))
             elif isinstance(r, Dropped):
-                f.write(msgpack.packb(["d", r.t, dict(r.counts)]))
+                f.write(msgpack.packb(["d", r.t, dict(r.dropped + r.unwatched)]))
 
 
 def rewrite(path: str, records: list[Record], level: int) -> float:
@@ -79,14 +71,14 @@ def rewrite(path: str, records: list[Record], level: int) -> float:
             writer.sync()
             second = r.t
         start = time.perf_counter()
-        if isinstance(r, Message):
+        if isinstance(r, MessageRecord):
             writer.message(r.t, r.payload)
         elif isinstance(r, BatchRecord):
             writer.batch(r.t, r.batch)
         elif isinstance(r, AlertEvent):
             writer._write(["a", r.t, r.event, r.alert.to_json(), r.alert.key])
         elif isinstance(r, Dropped):
-            writer.dropped(r.t, r.counts)
+            writer.dropped(r.t, r.dropped, r.unwatched)
         took += time.perf_counter() - start
     writer.close()
     return took / len(records) * 1e6
@@ -122,7 +114,7 @@ def per_rank_hour(size: int, ranks: int, seconds: float) -> str:
 
 def sizes(workdir: Path, name: str, records: list[Record], ranks: int, seconds: float) -> list[str]:
     """Rows for ``records`` written in version 1, and in version 2 at zlib levels 1 and 6."""
-    messages = sum(len(r.frames()) for r in records if isinstance(r, Message | BatchRecord))
+    messages = sum(len(r.frames()) for r in records if isinstance(r, MessageRecord | BatchRecord))
     v1 = str(workdir / f"{name}-v1.distmon")
     write_v1(v1, records)
     size1 = os.path.getsize(v1)
@@ -202,7 +194,7 @@ def bench_real(workdir: Path, seconds: float = 60.0) -> list[str]:
 
 READ = """
 import resource, sys, time
-from distmon.monitor.recording.file import read_recording
+from distmon.monitor.recording.reader import read_recording
 start = time.perf_counter()
 n = sum(1 for _ in read_recording(sys.argv[1])[1])
 print(n, time.perf_counter() - start, resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024)

@@ -50,7 +50,7 @@ from simulated import SimJob
 from distmon.cli import relax_gc
 from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor, Viewers
-from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.ending import STOP_KINDS
 from distmon.wire import HEADER_FIELDS, encode

@@ -54,7 +54,8 @@ from distmon.columnar.news import News
 from distmon.link import Batch, Relay
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import ColumnRecord, RecordingWriter
+from distmon.monitor.recording.format import ColumnRecord
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.wire import encode
 

@@ -43,8 +43,8 @@ class StillFeed:
     def take(self, limit: int) -> list[tuple[float, bytes]]:
         return []
 
-    def take_dropped(self) -> Counter[str]:
-        return Counter()
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
+        return Counter(), Counter()
 
     def now(self) -> float:
         return self.t

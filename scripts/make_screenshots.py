@@ -28,8 +28,8 @@ from distmon.export.html import render_page
 from distmon.export.plain import render
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import build_app
 from distmon.tui.rank_table import RankTable

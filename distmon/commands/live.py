@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from distmon.monitor.broadcast import Broadcast
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.monitor import Monitor
-    from distmon.monitor.recording.file import RecordingWriter
+    from distmon.monitor.recording.writer import RecordingWriter
 
 
 @dataclass
@@ -77,7 +77,7 @@ class _Refused(Exception):
 def _open(args: argparse.Namespace, command: str, recording: str | None, job: str | None) -> Live:
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.intake.receiver import EndpointError
-    from distmon.monitor.recording.file import RecordingWriter
+    from distmon.monitor.recording.writer import RecordingWriter
 
     address = resolve(args.endpoint)
     try:

@@ -21,7 +21,7 @@ from distmon.commands.signals import stop_on_signals
 from distmon.export.plain import alert_line
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.words import count
+from distmon.monitor.state.words import count, dropped_words, unwatched_words
 
 POLL = 0.05
 """Seconds between turns of the loop: the feed's reader thread queues what arrives."""
@@ -61,10 +61,12 @@ def run(args: argparse.Namespace) -> int:
         session.close()
         acted = live.stop()
     state = monitor.state
-    dropped = ", ".join(f"{n} {why}" for why, n in sorted(state.dropped.items())) or "none"
+    dropped = dropped_words(state.dropped) or "none"
+    unwatched = unwatched_words(state.unwatched)
     print(
         f"distmon record: {count(state.received, 'message')} from {count(len(state.ranks), 'rank')}, "
-        f"{count(len(monitor.alerts.history), 'alert')}, dropped: {dropped}{'; ' + acted if acted else ''}; "
+        f"{count(len(monitor.alerts.history), 'alert')}, dropped: {dropped}"
+        f"{'; not watched: ' + unwatched if unwatched else ''}{'; ' + acted if acted else ''}; "
         f"wrote {args.out}",
         file=sys.stderr,
     )

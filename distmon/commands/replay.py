@@ -47,7 +47,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from distmon.monitor.intake.feeds import ReplayFeed
-    from distmon.monitor.recording.file import RecordingError
+    from distmon.monitor.recording.reader import RecordingError
 
     if args.json and not args.headless:
         print("distmon replay: --json goes with --headless", file=sys.stderr)

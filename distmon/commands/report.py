@@ -17,8 +17,8 @@ import json
 import sys
 
 from distmon.export.plain import render
-from distmon.monitor.recording.file import RecordingError
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import RecordingError
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -20,8 +20,9 @@ from typing import Any
 import numpy as np
 
 from distmon.columnar.batch import ColumnBatch
-from distmon.monitor.recording.file import BatchRecord, ColumnRecord, Message, read_recording
+from distmon.monitor.recording.format import BatchRecord, ColumnRecord, MessageRecord
 from distmon.monitor.recording.readback import Postmortem
+from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.ranks import gpu_allocated
 from distmon.monitor.state.words import count, duration, rank_word, ranks_text
@@ -95,7 +96,7 @@ def read_series(path: str, ranks: Iterable[int], start: float) -> Series:
     _, records = read_recording(path)
     groups: dict[int, GroupStatus] = {}
     for record in records:
-        if isinstance(record, Message | BatchRecord):
+        if isinstance(record, MessageRecord | BatchRecord):
             for frame in record.frames():
                 _add(series, frame, record.t)
         elif isinstance(record, ColumnRecord):

@@ -6,7 +6,15 @@ from __future__ import annotations
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import gone, rank_ending
-from distmon.monitor.state.words import count, date_time, duration, rank_word, time_of_day
+from distmon.monitor.state.words import (
+    count,
+    date_time,
+    dropped_words,
+    duration,
+    rank_word,
+    time_of_day,
+    unwatched_words,
+)
 from distmon.visible import MAX_LINE, visible, visible_lines
 
 
@@ -81,7 +89,6 @@ def render(pm: Postmortem) -> str:
 
 
 def _dropped(pm: Postmortem) -> str:
-    dropped = pm.state.dropped
-    if not dropped:
-        return ""
-    return "; dropped: " + ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+    """Messages dropped, and seconds the monitor did not watch, each in its own unit."""
+    dropped, unwatched = dropped_words(pm.state.dropped), unwatched_words(pm.state.unwatched)
+    return (f"; dropped: {dropped}" if dropped else "") + (f"; not watched: {unwatched}" if unwatched else "")

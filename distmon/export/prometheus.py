@@ -9,9 +9,9 @@ utilization is read off the reports, which alone carry it, for the ranks served.
 Per job, labelled ``job``: the ranks heard from, silent, stalled, exited and failed; steps
 (min, median, max), step time (median, max), the oldest collective in flight and the
 longest silence among the running ranks, memory (max, sum); the messages taken in and
-dropped, the active alerts by kind and severity and the ranks they name, and the job's
-culprit: the ranks the terminal UI's header and ``distmon report`` name
-(:func:`distmon.monitor.state.ending.cause`).
+dropped, the seconds the monitor did not watch, the active alerts by kind and severity and the
+ranks they name, and the job's culprit: the ranks the terminal UI's header and ``distmon
+report`` name (:func:`distmon.monitor.state.ending.cause`).
 
 Per rank, labelled ``job``, ``rank``, ``host`` and ``local_rank``: the :data:`RANK_SERIES`
 (GPU ones only for ranks that have a GPU), for every rank of a job of at most
@@ -184,6 +184,15 @@ def _job_metrics(s: Snapshot) -> Iterator[Metric]:
     for reason, n in sorted(s.dropped.items()):
         dropped.add_metric([reason], n)
     yield dropped
+    unwatched = CounterMetricFamily(
+        "distmon_unwatched_seconds",
+        "Seconds the monitor did not watch, by reason (monitor_paused_s: its loop stood still, "
+        "clock_jumped_s: its clock jumped).",
+        labels=["reason"],
+    )
+    for reason, n in sorted(s.unwatched.items()):
+        unwatched.add_metric([reason], n)
+    yield unwatched
 
 
 def _rank_metrics(s: Snapshot, at: I8) -> Iterator[Metric]:

@@ -153,7 +153,9 @@ class Broadcast:
             self._wanted.clear()
             self._caught_up = now
             handed.append(self._snapshot(monitor, now))
-        handed.append(tick_message(now, monitor.state.dropped, _doing(monitor), monitor.pausing))
+        handed.append(
+            tick_message(now, monitor.state.dropped, monitor.state.unwatched, _doing(monitor), monitor.pausing)
+        )
         self._hand(handed)
 
     def _hand(self, handed: list[Handed]) -> None:

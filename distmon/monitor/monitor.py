@@ -19,7 +19,8 @@ import numpy.typing as npt
 from distmon.columnar.batch import Incoming
 from distmon.link import DETAILS, Command
 from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
-from distmon.monitor.recording.file import AlertEvent, RecordingWriter
+from distmon.monitor.recording.format import AlertEvent
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState, RankState, admission
 from distmon.monitor.state.alerts import AlertBook, Change
@@ -94,7 +95,8 @@ class Monitor:
         self.recorder = recorder
         self.responder = responder
         self.viewers = viewers
-        self._dropped_recorded: Counter[str] = Counter()
+        self._recorded: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
+        """The drops and the seconds not watched as of the last ``d`` record."""
         self.snapshot: Snapshot = take(self.state, self.limits, self.alerts, 0.0)
         """The state as of the latest tick (empty before the first), for readers on other
         threads, once :meth:`start_publishing` is called."""
@@ -176,9 +178,10 @@ class Monitor:
 
     def away(self, since: float, why: str, seconds: int) -> None:
         """The monitor did not watch ``seconds`` from ``since`` (``why``: its loop stood
-        still, or its clock jumped): counted with the drops, and recorded at ``since``, so
-        that a replay is behind over the same seconds and names no rank for them either."""
-        self.state.dropped[why] += seconds
+        still, or its clock jumped): counted in :attr:`JobState.unwatched`, and recorded at
+        ``since``, so that a replay is behind over the same seconds and names no rank for them
+        either."""
+        self.state.unwatched[why] += seconds
         if self.recorder is not None:
             self._record_dropped(self.recorder, since)
 
@@ -195,11 +198,13 @@ class Monitor:
         self.snapshot = take(self.state, self.limits, self.alerts, now)
 
     def _record_dropped(self, recorder: RecordingWriter, now: float) -> None:
-        """What was refused since the last tick: refused messages are not recorded."""
-        new = self.state.dropped - self._dropped_recorded
-        if new:
-            recorder.dropped(now, new)
-            self._dropped_recorded = self.state.dropped.copy()
+        """What was refused, and the seconds not watched, since the last ``d`` record: refused
+        messages are not recorded."""
+        dropped, unwatched = self.state.dropped, self.state.unwatched
+        new = (dropped - self._recorded[0], unwatched - self._recorded[1])
+        if any(new):
+            recorder.dropped(now, *new)
+            self._recorded = (dropped.copy(), unwatched.copy())
 
     def close(self) -> None:
         if self.viewers is not None:

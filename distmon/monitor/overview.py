@@ -24,7 +24,7 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.ending import STOP_KINDS, cause
 from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING, ended, failed_after, waits_for
 from distmon.monitor.state.whereabouts import user_frame
-from distmon.monitor.state.words import rank_word
+from distmon.monitor.state.words import dropped_words, rank_word, unwatched_words
 from distmon.monitor.viewing import Progress
 
 RATE_WINDOW = 10.0
@@ -65,6 +65,8 @@ class Overview:
     """Where it stands in its own code (:func:`where_words`; one culprit only)."""
     dropped: str = ""
     """What the monitor refused, by reason (``3 no_key, 1 rank_out_of_range``); empty if nothing."""
+    unwatched: str = ""
+    """The seconds the monitor did not watch, by why (``21s monitor_paused_s``); empty if none."""
 
 
 class OverviewTracker:
@@ -122,7 +124,8 @@ class OverviewTracker:
             story=story,
             doing=(story.status(culprit) or "") if culprit is not None else "",
             where=where_words(culprit) if culprit is not None else "",
-            dropped=", ".join(f"{n} {why}" for why, n in sorted(monitor.state.dropped.items())),
+            dropped=dropped_words(monitor.state.dropped),
+            unwatched=unwatched_words(monitor.state.unwatched),
         )
 
     def _rate(self) -> float | None:

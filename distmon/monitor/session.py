@@ -20,8 +20,8 @@ from distmon.columnar.batch import ColumnBatch
 from distmon.link import Batch
 from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.rules.keeping_up import JUMPED, PAUSED
 from distmon.monitor.state.alerts import Change
+from distmon.monitor.state.unwatched import JUMPED, PAUSED
 
 ALONE = 1024
 """A relay's columns of this many frames or more are taken in on their own."""
@@ -78,7 +78,9 @@ class Session:
         if self._live:
             self._notice_away(clock)
         self.taken = sum(weight(message) for _, message in items)
-        self.monitor.state.dropped.update(self.feed.take_dropped())
+        dropped, unwatched = self.feed.take_losses()
+        self.monitor.state.dropped.update(dropped)
+        self.monitor.state.unwatched.update(unwatched)
         pending: list[Item] = []
         for t, message in items:
             if self._next_tick is None:

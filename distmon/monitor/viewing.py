@@ -13,7 +13,7 @@ sends is two frames: its number in that screen's stream (:func:`numbered`), and 
 msgpack, an array whose first element says what it is:
 
 - ``["b", t, ...]``, ``["n", t, ...]`` and ``["a", t, ...]``: the recording's own batch,
-  relay's columns and alert records (:mod:`distmon.monitor.recording.file`), as the monitor
+  relay's columns and alert records (:mod:`distmon.monitor.recording.format`), as the monitor
   records them;
 - ``["c", t, meta]``: a catch-up at the monitor's tick ``t``. ``meta`` is ``{"max_world": N,
   "history": [[key, alert, resolved], ...], "active": [index, ...], "progress": [samples,
@@ -23,10 +23,12 @@ msgpack, an array whose first element says what it is:
 - ``["s", t, offsets, relays, via, payload, times]``: ranks' latest reports, as a batch
   record holds them, report ``i`` received at ``times[i]`` (float64, little-endian);
 - ``["t", t, dropped, doing, pausing]``: the monitor ticked at ``t``: what it refused so far,
-  by reason; what the ranks its first cause names do, ``[[key, [[rank, words], ...]], ...]``
-  (:attr:`distmon.monitor.state.alerts.Alert.doing`, which the alert records leave out: it is
-  no change of the alert's); and the ranks in a pause the job takes as a habit, ``[[rank,
-  words], ...]`` (:mod:`distmon.monitor.rules.routine`), which its detector alone learns.
+  by reason, with the seconds it did not watch under their own reasons, as a recording's ``d``
+  record holds both (:mod:`distmon.monitor.state.unwatched`); what the ranks its first cause
+  names do, ``[[key, [[rank, words], ...]], ...]`` (:attr:`distmon.monitor.state.alerts.Alert.doing`,
+  which the alert records leave out: it is no change of the alert's); and the ranks in a pause
+  the job takes as a habit, ``[[rank, words], ...]`` (:mod:`distmon.monitor.rules.routine`),
+  which its detector alone learns.
 
 A screen reads these as it reads a file from another machine: within the recording's limits,
 and a message that is not one of them is dropped and counted (:class:`ViewError`).
@@ -34,7 +36,6 @@ and a message that is not one of them is dropped and counted (:class:`ViewError`
 
 from __future__ import annotations
 
-import math
 import struct
 from collections import Counter
 from collections.abc import Iterator, Sequence
@@ -46,19 +47,20 @@ import numpy as np
 
 from distmon.link import Batch, Relay, assemble_batch
 from distmon.monitor.recording.batches import PIECE_BYTES
-from distmon.monitor.recording.file import (
+from distmon.monitor.recording.format import (
     DAMAGED,
-    LATEST,
-    LIMITS,
     AlertEvent,
     BatchRecord,
     ColumnRecord,
     alert_record,
+    is_time,
     parse_record,
 )
+from distmon.monitor.recording.reader import READ_LIMITS
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.statuses import MAX_SAID
+from distmon.monitor.state.unwatched import apart
 from distmon.visible import visible
 from distmon.wire import WireError
 
@@ -109,11 +111,12 @@ class Standing:
 
 @dataclass
 class Tick:
-    """The monitor ticked at ``t``: its refusals so far, what the ranks its alerts name do (by
-    alert key), and the ranks in a usual pause."""
+    """The monitor ticked at ``t``: its refusals and the seconds it did not watch so far, what
+    the ranks its alerts name do (by alert key), and the ranks in a usual pause."""
 
     t: float
     dropped: Counter[str]
+    unwatched: Counter[str] = field(default_factory=Counter)
     doing: dict[str, dict[int, str]] = field(default_factory=dict)
     pausing: dict[int, str] = field(default_factory=dict)
 
@@ -135,10 +138,12 @@ def alert_message(t: float, change: Change) -> bytes:
     return pack(alert_record(t, change))
 
 
-def tick_message(t: float, dropped: Counter[str], doing: dict[str, dict[int, str]], pausing: dict[int, str]) -> bytes:
+def tick_message(
+    t: float, dropped: Counter[str], unwatched: Counter[str], doing: dict[str, dict[int, str]], pausing: dict[int, str]
+) -> bytes:
     said = [[key, [[rank, words] for rank, words in list(words.items())[:MAX_SAID]]] for key, words in doing.items()]
     paused = [[rank, words] for rank, words in list(pausing.items())[:MAX_PAUSING]]
-    return pack(["t", t, dict(dropped), said[:MAX_DOING], paused])
+    return pack(["t", t, dict(dropped + unwatched), said[:MAX_DOING], paused])
 
 
 @dataclass
@@ -195,14 +200,14 @@ def read(frames: Sequence[bytes]) -> tuple[int, Streamed | None]:
         item = msgpack.unpackb(
             frames[1],
             raw=False,
-            max_bin_len=LIMITS["max_bin_len"],
-            max_str_len=LIMITS["max_str_len"],
-            max_array_len=LIMITS["max_array_len"],
-            max_map_len=LIMITS["max_map_len"],
+            max_bin_len=READ_LIMITS["max_bin_len"],
+            max_str_len=READ_LIMITS["max_str_len"],
+            max_array_len=READ_LIMITS["max_array_len"],
+            max_map_len=READ_LIMITS["max_map_len"],
         )
     except (ValueError, msgpack.UnpackException) as e:
         raise ViewError(str(e) or type(e).__name__) from None
-    if not isinstance(item, list) or not item or not _is_time(item[1] if len(item) > 1 else None):
+    if not isinstance(item, list) or not item or not is_time(item[1] if len(item) > 1 else None):
         raise ViewError("not a record")
     try:
         return n, _parse(item)
@@ -222,13 +227,13 @@ def _parse(item: list[Any]) -> Streamed | None:
     if kind == "s":
         batch = assemble_batch(_bytes(item[5]), _bytes(item[2]), item[3], _bytes(item[4]))
         times = np.frombuffer(_bytes(item[6]), dtype="<f8").astype(np.float64)
-        if len(times) != len(batch) or not all(_is_time(x) for x in times.tolist()):
+        if len(times) != len(batch) or not all(is_time(x) for x in times.tolist()):
             raise ValueError("times do not fit the reports")
         return Standing(t, batch, times)
     if kind == "t":
-        dropped = Counter({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
+        dropped, unwatched = apart({str(k): int(v) for k, v in item[2].items() if type(v) is int and 0 < v < 2**63})
         doing = {_text(key): _words(said, MAX_SAID) for key, said in item[3][:MAX_DOING]}
-        return Tick(t, dropped, doing, _words(item[4], MAX_PAUSING))
+        return Tick(t, dropped, unwatched, doing, _words(item[4], MAX_PAUSING))
     return None
 
 
@@ -236,7 +241,7 @@ def _catch_up(t: float, meta: dict[str, Any]) -> CatchUp:
     history = []
     for key, alert, resolved in meta["history"]:
         record = parse_record(["a", 0.0, "raised", alert, key])  # the recording's checks of an alert
-        if not isinstance(record, AlertEvent) or not (resolved is None or _is_time(resolved)):
+        if not isinstance(record, AlertEvent) or not (resolved is None or is_time(resolved)):
             raise ValueError("a malformed alert")
         record.alert.resolved = None if resolved is None else float(resolved)
         history.append(record.alert)
@@ -269,7 +274,3 @@ def _bytes(value: Any) -> bytes:
     if not isinstance(value, bytes):
         raise TypeError(f"{type(value).__name__}, not bytes")
     return value
-
-
-def _is_time(t: Any) -> bool:
-    return type(t) in (int, float) and math.isfinite(t) and 0 <= t < LATEST

@@ -39,6 +39,8 @@ def headline(o: ov.Overview) -> Text:
     line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
     if o.dropped:
         line.append(f" · dropped: {o.dropped}", style="yellow")
+    if o.unwatched:
+        line.append(f" · not watched: {o.unwatched}", style="yellow")
     return line
 
 

@@ -102,7 +102,8 @@ async def named_on_pilot(endpoint: str) -> tuple[str, list[tuple[str, float]]]:
 
 
 def recorded_alerts(recorder: Recorder) -> list[tuple[str, float]]:
-    from distmon.monitor.recording.file import AlertEvent, read_recording
+    from distmon.monitor.recording.format import AlertEvent
+    from distmon.monitor.recording.reader import read_recording
 
     _, records = read_recording(str(recorder.out))
     return [(r.alert.kind, r.alert.t) for r in records if isinstance(r, AlertEvent) and r.event == "raised"]

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.recording.file import AlertEvent, read_recording
+from distmon.monitor.recording.format import AlertEvent
+from distmon.monitor.recording.reader import read_recording
 from distmon.wire import Report, expand_runs
 from tests.support.alerts import is_root_hang
 from tests.support.listener import Listener

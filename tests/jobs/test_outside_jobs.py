@@ -27,8 +27,9 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.recording.file import AlertEvent, read_recording
+from distmon.monitor.recording.format import AlertEvent
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.alerts import Alert
 from tests.support.recorder import recording
 

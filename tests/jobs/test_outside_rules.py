@@ -27,7 +27,9 @@ import pytest
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.probe import ProcessProbe
-from distmon.monitor.recording.file import AlertEvent, Message, RecordingWriter, read_recording
+from distmon.monitor.recording.format import AlertEvent, MessageRecord
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.stalls import stall
@@ -152,12 +154,12 @@ def test_a_rank_on_another_host_says_itself_that_it_works(tmp_path: Path) -> Non
     writing = Usage(seconds=10.0, cpu=0.5, read=0, written=600 * 1024 * 1024)
     stuck = Usage(seconds=10.0, cpu=0.01, read=0, written=0)
 
-    def records(usage_after: Callable[[float], Usage]) -> Iterator[Message]:
+    def records(usage_after: Callable[[float], Usage]) -> Iterator[MessageRecord]:
         for t, raw in sim.stream(until=30):
             report = decode(raw)
             if report.rank == 3 and t >= sim.start + 10:
                 report.usage = usage_after(t - sim.start)
-            yield Message(t, encode(report))
+            yield MessageRecord(t, encode(report))
 
     def hangs(usage_after: Callable[[float], Usage]) -> list[AlertEvent]:
         path = tmp_path / "run.distmon"

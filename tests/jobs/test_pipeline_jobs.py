@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.recording.file import read_recording, received
+from distmon.monitor.recording.format import received
+from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.whereabouts import classify
 from distmon.monitor.state.words import rank_lines
 from distmon.wire import Report, decode

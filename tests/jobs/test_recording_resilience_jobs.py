@@ -11,8 +11,9 @@ import subprocess
 import time
 from pathlib import Path
 
-from distmon.monitor.recording.file import read_recording, received
+from distmon.monitor.recording.format import received
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
 from tests.support.commands import DISTMON
 from tests.support.messages import sender
 from tests.support.simulate import SimJob

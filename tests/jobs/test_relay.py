@@ -40,8 +40,9 @@ from distmon.link import (
     dump_frames,
 )
 from distmon.monitor.intake.receiver import Receiver
-from distmon.monitor.recording.file import ColumnRecord, read_recording
+from distmon.monitor.recording.format import ColumnRecord
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import Thresholds

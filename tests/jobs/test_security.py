@@ -30,7 +30,9 @@ from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.intake.receiver import EndpointError, Handshakes, Receiver
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.recording.file import Dropped, RecordingWriter, read_recording, received
+from distmon.monitor.recording.format import Dropped, received
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
 from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
@@ -284,7 +286,7 @@ def test_the_recording_stores_no_refused_message_but_their_counts(tmp_path: Path
     dropped: Counter[str] = Counter()
     for record in records:
         if isinstance(record, Dropped):
-            dropped.update(record.counts)
+            dropped.update(record.dropped)
     assert dropped == {"rank_out_of_range": 1, "malformed": 1}
 
 

@@ -10,7 +10,8 @@ from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
-from distmon.monitor.recording.file import AlertEvent, RecordingError, read_recording, received
+from distmon.monitor.recording.format import AlertEvent, received
+from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.wire import Report, decode
 from tests.support.commands import DISTMON
 from tests.support.waiting import wait_until

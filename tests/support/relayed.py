@@ -13,7 +13,7 @@ from distmon.columnar.batch import ColumnBatch
 from distmon.columnar.frames import parse
 from distmon.columnar.news import REFRESH, News
 from distmon.link import Batch, Relay
-from distmon.monitor.recording.file import ColumnRecord
+from distmon.monitor.recording.format import ColumnRecord
 from distmon.wire import HEADER_FIELDS
 
 RANK = struct.Struct("<i")

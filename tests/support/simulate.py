@@ -21,7 +21,7 @@ from dataclasses import dataclass
 
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import Message
+from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Change
 from distmon.wire import (
@@ -629,6 +629,6 @@ def drive(sim: SimJob, monitor: Monitor, until: float) -> list[tuple[float, Chan
     Returns every alert change with the time of the tick that made it, as a live monitor
     would see them.
     """
-    records = (Message(t, raw) for t, raw in sim.stream(until=until))
+    records = (MessageRecord(t, raw) for t, raw in sim.stream(until=until))
     session = Session(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor)
     return list(session.drain())

@@ -10,7 +10,7 @@ from textual.pilot import Pilot
 
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import DistmonApp
 from tests.support.simulate import SimJob, drive

@@ -30,7 +30,7 @@ from distmon.monitor.monitor import Follower, Monitor
 from distmon.monitor.outside.probe import Seen
 from distmon.monitor.outside.proc import Sample
 from distmon.monitor.overview import OverviewTracker, Story
-from distmon.monitor.recording.file import Message
+from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
@@ -83,7 +83,7 @@ def stopped_outside(sim: SimJob) -> object:
 def live(endpoint: str, world: int = 16, key: keys.JobKey | None = None) -> Iterator[Live]:
     sim = SimJob(world=world, ranks_per_host=8).hang(CULPRIT, at=20)
     clock = [0.0]
-    records = (Message(t, raw) for t, raw in sim.stream(until=600))
+    records = (MessageRecord(t, raw) for t, raw in sim.stream(until=600))
     feed = ReplayFeed(records, speed=1.0, clock=lambda: clock[0])
     broadcast = Broadcast(endpoint, key)
     monitor = Monitor(Detector(probe=sim.probe, outside=stopped_outside(sim)), viewers=broadcast)  # type: ignore[arg-type]
@@ -203,7 +203,7 @@ def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> Non
     sim = SimJob(world=4)
     now = sim.start + 10
     usual = "pausing as usual: upload_metrics, about 3s every 25 steps"
-    _, tick = read([numbered(0), tick_message(now, Counter(), {}, {0: usual})])
+    _, tick = read([numbered(0), tick_message(now, Counter(), Counter(), {}, {0: usual})])
     follower = Follower(Told([tick]))
     follower.ingest_batch(Batch.of([encode(sim.report(rank, now)) for rank in range(4)]), now)  # type: ignore[arg-type]
     follower.tick(now)

@@ -31,8 +31,10 @@ from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Follower, Monitor
-from distmon.monitor.recording.file import ColumnRecord, Message, RecordingWriter, read_recording
+from distmon.monitor.recording.format import ColumnRecord, MessageRecord
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import METRICS, Columns, History
@@ -335,7 +337,7 @@ def test_a_recording_of_columns_stores_each_batch_in_pieces_a_reader_holds(tmp_p
     assert len(records) > 1 and all(isinstance(r, ColumnRecord) for r in records)
     back = ColumnBatch.merged([r.batch for r in records if isinstance(r, ColumnRecord)])
     assert back.headers.tobytes() == batch.headers.tobytes() and back.reports == batch.reports
-    assert not any(isinstance(r, Message) for r in records)
+    assert not any(isinstance(r, MessageRecord) for r in records)
 
 
 def test_what_a_monitor_asks_of_the_relays_is_what_it_looked_at() -> None:

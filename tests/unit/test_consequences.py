@@ -15,8 +15,8 @@ import pytest
 
 from distmon import wire
 from distmon.columnar.batch import column_frames, decode_columns
-from distmon.monitor.recording.file import RecordingWriter
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state import JobState, consequences
 from distmon.wire import ExceptionInfo
 from tests.support.relayed import SimRelays, relayed

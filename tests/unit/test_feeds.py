@@ -16,7 +16,8 @@ from distmon.link import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.intake.receiver import EndpointError, Receiver
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingError, RecordingWriter
+from distmon.monitor.recording.reader import RecordingError
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import MAX_MESSAGE_BYTES

@@ -28,8 +28,9 @@ from distmon.forensics.logs import read_log
 from distmon.forensics.render import render as render_analysis
 from distmon.link import Batch
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingError, RecordingWriter, read_recording
 from distmon.monitor.recording.readback import load as load_recording
+from distmon.monitor.recording.reader import RecordingError, read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import Report, WireError, decode, encode

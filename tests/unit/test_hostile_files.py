@@ -27,15 +27,10 @@ from distmon.flightrecorder.loading import load as load_dump
 from distmon.forensics.analysis import analyze
 from distmon.link import Batch, Relay
 from distmon.monitor.recording import readback
-from distmon.monitor.recording.file import (
-    AlertEvent,
-    BatchRecord,
-    Message,
-    RecordingError,
-    RecordingWriter,
-    read_recording,
-)
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, MessageRecord
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import RecordingError, read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.visible import visible, visible_lines
 from distmon.wire import Report, encode
@@ -206,7 +201,7 @@ def test_a_recording_cut_at_any_byte_reads_up_to_its_last_whole_record(tmp_path:
     whole = tmp_path / "whole.distmon"
     records = small_recording(whole)
     assert [type(r).__name__ for r in records] == [
-        "Message", "BatchRecord", "AlertEvent", "Dropped", "BatchRecord", "Message"
+        "MessageRecord", "BatchRecord", "AlertEvent", "Dropped", "BatchRecord", "MessageRecord"
     ]  # fmt: skip
     content = whole.read_bytes()
     cut = tmp_path / "cut.distmon"
@@ -247,9 +242,9 @@ def test_a_version_1_file_still_reads_and_reports(tmp_path: Path) -> None:
     records = small_recording(v2)
     v1 = tmp_path / "v1.distmon"
     written = [
-        ["m", r.t, r.payload] if isinstance(r, Message) else
+        ["m", r.t, r.payload] if isinstance(r, MessageRecord) else
         ["a", r.t, r.event, r.alert.to_json(), r.alert.key] if isinstance(r, AlertEvent) else
-        ["d", r.t, dict(r.counts)]
+        ["d", r.t, dict(r.dropped + r.unwatched)]
         for r in records
         if not isinstance(r, BatchRecord)
     ]  # fmt: skip
@@ -259,7 +254,7 @@ def test_a_version_1_file_still_reads_and_reports(tmp_path: Path) -> None:
     assert list(read) == [r for r in records if not isinstance(r, BatchRecord)]
     header, read = read_recording(str(DATA / "hang-rank2.distmon"))
     kinds = Counter(type(r).__name__ for r in read)
-    assert header["version"] == 1 and kinds == {"Message": 52, "AlertEvent": 5}
+    assert header["version"] == 1 and kinds == {"MessageRecord": 52, "AlertEvent": 5}
 
 
 # Issue 31: every file a user hands us is safe to open.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from distmon.export.html import INSTALL_HTML, MAX_RANKS
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from tests.support.commands import DISTMON
 from tests.support.paths import DATA

@@ -4,7 +4,10 @@ stream with bad input mixed in, recordings cut off mid-write, and CLI mistakes."
 from __future__ import annotations
 
 import json
+import re
+import signal
 import subprocess
+import time
 from pathlib import Path
 
 import msgpack
@@ -14,8 +17,10 @@ from distmon.export.html import read_series
 from distmon.link import Batch, Relay
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.batches import PIECE_BYTES
-from distmon.monitor.recording.file import BatchRecord, RecordingWriter, read_recording, received
+from distmon.monitor.recording.format import BatchRecord, received
 from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES
 from tests.support.commands import DISTMON
@@ -51,6 +56,30 @@ def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, 
     assert f"{sent} messages from 4 ranks" in summary
     for reason in ("malformed", "oversized", "version"):
         assert reason in summary
+
+
+def test_record_says_the_seconds_it_did_not_watch_apart_from_the_messages_it_dropped(
+    tmp_path: Path, endpoint: str
+) -> None:
+    """A recorder stopped a few seconds (SIGSTOP, as a suspended VM) did not watch them: its
+    closing line and the report say them in seconds, apart from the messages it dropped."""
+    out = tmp_path / "run.distmon"
+    stream = SimJob(world=2).stream(until=60)
+    with recording(out, endpoint) as recorder:
+        with sender(endpoint, linger=0) as push:
+            push.send(b"\x00garbage\xff")
+            for _ in range(4):
+                push.send(next(stream)[1])
+            recorder.wait_recorded("the reports", lambda reports: len(reports) == 4, timeout=30)
+            recorder.process.send_signal(signal.SIGSTOP)
+            time.sleep(3)  # the scenario itself: the recorder stands still this long
+            recorder.process.send_signal(signal.SIGCONT)
+        closing = recorder.stop().strip().splitlines()[-1]
+    said = re.search(r"dropped: (.*); not watched: (.*); wrote", closing)
+    assert said is not None, closing
+    assert said[1] == "1 malformed" and re.fullmatch(r"\d+(\.0)?s monitor_paused_s", said[2]), closing
+    done = distmon("report", str(out))
+    assert f"4 messages; dropped: 1 malformed; not watched: {said[2]}" in done.stdout.splitlines(), done.stdout
 
 
 def test_a_recording_cut_off_mid_write_still_reports(tmp_path: Path) -> None:

@@ -12,7 +12,9 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.recording.file import RecordingWriter, read_recording, received
+from distmon.monitor.recording.format import received
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.recording.writer import RecordingWriter
 from tests.support.commands import DISTMON
 from tests.support.paths import REPO
 from tests.support.simulate import SimJob
@@ -55,7 +57,7 @@ import resource, signal, sys
 sys.path.insert(0, {str(REPO)!r})
 from tests.support.paths import REPO
 from tests.support.simulate import SimJob
-from distmon.monitor.recording.file import RecordingWriter
+from distmon.monitor.recording.writer import RecordingWriter
 signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
 writer = RecordingWriter({str(path)!r})
 sim = SimJob(world=16)

@@ -14,7 +14,7 @@ from distmon.commands import metrics_port
 from distmon.export.prometheus import MonitorCollector
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.recording.file import Message
+from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from tests.support.commands import free_port
@@ -66,7 +66,7 @@ def at_tick(monitor: Monitor, now: float) -> tuple[float, ...]:
 
 def test_scrapes_under_an_8192_rank_stream_are_never_torn() -> None:
     sim = SimJob(world=WORLD).hang(4097, at=6)
-    records = [Message(t, raw) for t, raw in sim.stream(until=UNTIL)]
+    records = [MessageRecord(t, raw) for t, raw in sim.stream(until=UNTIL)]
     monitor = Monitor(Detector(probe=sim.probe))
     ticks = [(0, 0, 0, 0, -1.0, 0)]
     session = Session(
@@ -109,7 +109,7 @@ def test_the_scrape_reads_the_latest_tick_not_the_live_state() -> None:
     monitor = Monitor(Detector(probe=sim.probe))
     registry = CollectorRegistry()
     registry.register(MonitorCollector(monitor))
-    records = iter(Message(t, raw) for t, raw in sim.stream(until=6))
+    records = iter(MessageRecord(t, raw) for t, raw in sim.stream(until=6))
     session = Session(ReplayFeed(records, speed=math.inf), monitor)
     session.drain()
     ticked = monitor.snapshot

@@ -24,7 +24,7 @@ from distmon import keys
 from distmon.columnar.batch import Incoming
 from distmon.endpoint import viewer_address
 from distmon.monitor.intake.feeds import Item, Stamped, weight
-from distmon.monitor.recording.file import AlertEvent, BatchRecord, ColumnRecord
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord
 from distmon.monitor.viewing import HELLO, CatchUp, Progress, Standing, Tick, ViewError, read
 
 SILENT_AFTER = 5.0
@@ -80,8 +80,10 @@ class AttachedFeed:
         self._queued = 0
         self._told: deque[Told] = deque()
         self._dropped: Counter[str] = Counter()
-        self._totals: Counter[str] = Counter()
-        """What the monitor had refused, as of its latest tick: the increments are handed over."""
+        self._unwatched: Counter[str] = Counter()
+        self._totals: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
+        """What the monitor had refused, and the seconds it had not watched, as of its latest
+        tick: the increments are handed over."""
         self._now = 0.0
         self._next: int | None = None
         """The number of the next message in the stream; None while waiting for a catch-up."""
@@ -201,8 +203,9 @@ class AttachedFeed:
             else:
                 self._told.append(record)
             if isinstance(record, Tick):
-                self._dropped.update(record.dropped - self._totals)
-                self._totals = record.dropped
+                self._dropped.update(record.dropped - self._totals[0])
+                self._unwatched.update(record.unwatched - self._totals[1])
+                self._totals = (record.dropped, record.unwatched)
             if not isinstance(record, AlertEvent):
                 self._now = max(self._now, record.t)
 
@@ -257,11 +260,13 @@ class AttachedFeed:
             self._told.clear()
             return told
 
-    def take_dropped(self) -> Counter[str]:
-        """What the monitor refused since the last call, by reason."""
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
+        """What the monitor refused since the last call, by reason, and the seconds it did not
+        watch, by why."""
         with self._lock:
-            dropped, self._dropped = self._dropped, Counter()
-            return dropped
+            taken = self._dropped, self._unwatched
+            self._dropped, self._unwatched = Counter(), Counter()
+            return taken
 
     def now(self) -> float:
         """The monitor's clock, as of what it sent last."""

@@ -25,17 +25,8 @@ from distmon.columnar.batch import ColumnBatch, Incoming
 from distmon.keys import JobKey
 from distmon.link import Batch, Command, Dump
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
-from distmon.monitor.recording.file import (
-    AlertEvent,
-    BatchRecord,
-    ColumnRecord,
-    Dropped,
-    Message,
-    Record,
-    Records,
-    check_recording,
-    read_recording,
-)
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord, Dropped, MessageRecord, Record
+from distmon.monitor.recording.reader import Records, check_recording, read_recording
 from distmon.monitor.rules.keeping_up import OVERFLOW
 from distmon.monitor.state.columns import F8
 
@@ -76,8 +67,10 @@ class Feed(Protocol):
         """The feed's clock: what ``now`` means for the monitor."""
         ...
 
-    def take_dropped(self) -> Counter[str]:
-        """What was refused before the monitor saw it, by reason, since the last call."""
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
+        """Since the last call: the messages refused before the monitor saw them, by reason,
+        and the seconds it did not watch, by why (:mod:`distmon.monitor.state.unwatched`; a
+        recording's, or those of the monitor a screen is attached to)."""
         ...
 
     def close(self) -> None: ...
@@ -192,10 +185,10 @@ class LiveFeed:
                 taken += weight(batch)
             return items
 
-    def take_dropped(self) -> Counter[str]:
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
         with self._lock:
             refused, self._refused = self._refused, Counter()
-            return refused
+            return refused, Counter()
 
     def send(self, command: Command) -> int:
         """Queue ``command`` for every rank heard from; sent within a tenth of a second."""
@@ -264,6 +257,7 @@ class ReplayFeed:
         else:
             self._records = iter(source)
         self._dropped: Counter[str] = Counter()
+        self._unwatched: Counter[str] = Counter()
         self._clock = clock
         self._end = end
         self._last: float | None = None
@@ -301,14 +295,15 @@ class ReplayFeed:
         while self._next is not None and self._next.t <= until and taken < limit:
             record = self._next
             self._next = self._pull()
-            if isinstance(record, Message):
+            if isinstance(record, MessageRecord):
                 out.append((record.t, record.payload))
                 taken += 1
             elif isinstance(record, BatchRecord | ColumnRecord):
                 out.append((record.t, record.batch))
                 taken += weight(record.batch)
             elif isinstance(record, Dropped):
-                self._dropped.update(record.counts)
+                self._dropped.update(record.dropped)
+                self._unwatched.update(record.unwatched)
             elif self.jumping and isinstance(record, AlertEvent) and record.event == "raised":
                 self._set_position(record.t)
                 self.jumping = False
@@ -323,9 +318,10 @@ class ReplayFeed:
             self._target = None
         return out
 
-    def take_dropped(self) -> Counter[str]:
-        dropped, self._dropped = self._dropped, Counter()
-        return dropped
+    def take_losses(self) -> tuple[Counter[str], Counter[str]]:
+        taken = self._dropped, self._unwatched
+        self._dropped, self._unwatched = Counter(), Counter()
+        return taken
 
     def _pull(self) -> Record | None:
         """The next record, a silence before it over :data:`MAX_GAP` played as ``MAX_GAP``."""

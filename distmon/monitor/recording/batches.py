@@ -1,5 +1,5 @@
 """How a batch the monitor took in is stored in a recording, and read back: frames as ``b``
-records, a relay's columns as ``n`` records (:mod:`distmon.monitor.recording.file` describes
+records, a relay's columns as ``n`` records (:mod:`distmon.monitor.recording.format` describes
 both), cut into pieces a reader holds one at a time."""
 
 from __future__ import annotations

@@ -10,15 +10,8 @@ import numpy.typing as npt
 
 from distmon.columnar.batch import Incoming
 from distmon.link import Batch
-from distmon.monitor.recording.file import (
-    AlertEvent,
-    BatchRecord,
-    ColumnRecord,
-    Dropped,
-    Message,
-    RecordingError,
-    read_recording,
-)
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord, Dropped, MessageRecord
+from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.ending import cause
 from distmon.monitor.state.job import JobState
@@ -78,17 +71,17 @@ class Postmortem:
 
 
 def load(path: str) -> Postmortem:
-    """Read a recording; raises :class:`distmon.monitor.recording.file.RecordingError` for a file
+    """Read a recording; raises :class:`distmon.monitor.recording.reader.RecordingError` for a file
     that is no recording, or that is damaged and of which nothing could be read."""
     header, records = read_recording(path)
     pm = Postmortem(header=header)
     by_key: dict[str, Alert] = {}
     alert_bytes = 0
-    messages: list[Message] = []
+    messages: list[MessageRecord] = []
     for record in records:
         pm.first = record.t if pm.first is None else pm.first
         pm.last = record.t
-        if isinstance(record, Message):
+        if isinstance(record, MessageRecord):
             messages.append(record)  # taken in by the thousand: the state reads a batch as arrays
             if len(messages) >= BATCH:
                 _ingest(pm.state, messages)
@@ -97,7 +90,8 @@ def load(path: str) -> Postmortem:
         if isinstance(record, BatchRecord | ColumnRecord):
             _take(pm.state, record.batch, record.t)
         elif isinstance(record, Dropped):
-            pm.state.dropped.update(record.counts)
+            pm.state.dropped.update(record.dropped)
+            pm.state.unwatched.update(record.unwatched)
         elif isinstance(record, AlertEvent):
             alert = record.alert
             alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)
@@ -111,7 +105,7 @@ def load(path: str) -> Postmortem:
     return pm
 
 
-def _ingest(state: JobState, messages: list[Message]) -> None:
+def _ingest(state: JobState, messages: list[MessageRecord]) -> None:
     if messages:
         _take(state, Batch.of([m.payload for m in messages]), messages[-1].t, np.array([m.t for m in messages]))
         messages.clear()

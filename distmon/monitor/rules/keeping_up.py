@@ -5,9 +5,10 @@ caps, :class:`distmon.monitor.intake.feeds.LiveFeed`, counted under :data:`OVERF
 in late. Either way ranks look silent that are not: their reports were lost or are still
 queued. Or the monitor itself stood still: its process stopped (SIGSTOP, a suspended VM, a
 swapping login node) or its clock jumped, and it did not watch the seconds in between
-(:class:`distmon.monitor.session.Session` notices, counted under :data:`PAUSED` and
-:data:`JUMPED`). :class:`KeepingUp` says when that is so, until every rank has had time to report
-again; the rules then name no rank for its silence (:mod:`distmon.monitor.rules.monitor_behind`).
+(:class:`distmon.monitor.session.Session` notices, counted in seconds under
+:data:`~distmon.monitor.state.unwatched.PAUSED` and :data:`~distmon.monitor.state.unwatched.JUMPED`).
+:class:`KeepingUp` says when that is so, until every rank has had time to report again; the
+rules then name no rank for its silence (:mod:`distmon.monitor.rules.monitor_behind`).
 """
 
 from __future__ import annotations
@@ -19,20 +20,17 @@ import numpy as np
 from distmon.link import RELAY_DROPPED
 from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.unwatched import JUMPED, PAUSED
 from distmon.monitor.state.words import duration
 
 OVERFLOW = "overflow"
 """The reason the monitor's own intake drops reports under (the oldest, past its caps)."""
-PAUSED = "monitor_paused_s"
-"""Seconds the monitor's own loop did not run (its process stopped or starved), counted with
-the drops: the silence of those seconds is not the job's."""
-JUMPED = "clock_jumped_s"
-"""Seconds the monitor's clock jumped while its loop ran (a suspended VM resumed, the clock
-stepped): seconds it did not watch either."""
 MAX_RELAYS_SHOWN = 4
 """Relays named where reports were dropped; the rest are counted."""
-LOSSES = (OVERFLOW, RELAY_DROPPED, PAUSED, JUMPED)
-"""What the monitor lost, as its state counts it: reports, then seconds."""
+DROPS = (OVERFLOW, RELAY_DROPPED)
+"""Reports the monitor lost, as its state counts them."""
+LOSSES = (*DROPS, PAUSED, JUMPED)
+"""What the monitor lost: reports, then seconds it did not watch."""
 CATCH_UP_INTERVALS = 2.0
 """Report intervals, once reports come in again after the last drop, by which every rank
 has reported again."""
@@ -81,7 +79,7 @@ class KeepingUp:
         """Why the monitor is behind now; None once it has caught up: reports taken in
         again after its last drop, none of them late, for :data:`CATCH_UP_INTERVALS`."""
         for why in LOSSES:
-            counted = job.dropped.get(why, 0)
+            counted = (job.dropped if why in DROPS else job.unwatched).get(why, 0)
             if counted > self._counted[why]:
                 self._fell_behind(now)
                 self._lost[why] += counted - self._counted[why]

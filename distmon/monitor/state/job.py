@@ -57,6 +57,8 @@ class JobState:
         self.pinned = pinned
         self.max_world = max_world
         self.dropped: Counter[str] = Counter()
+        self.unwatched: Counter[str] = Counter()
+        """Seconds the monitor did not watch, by why (:mod:`distmon.monitor.state.unwatched`)."""
         self.lost_on_the_way: Counter[str] = Counter()
         """Reports relays dropped (their upstream slow), by the host of the relay that dropped
         them: whose silence is the path's. Live only; a recording keeps the total, under

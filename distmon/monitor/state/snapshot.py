@@ -46,6 +46,9 @@ class Snapshot:
     world: int
     received: int
     dropped: dict[str, int]
+    """Messages refused, by reason."""
+    unwatched: dict[str, int]
+    """Seconds the monitor did not watch, by why."""
     pace: float | None
     ranks: I8
     host: I8
@@ -96,6 +99,7 @@ def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> 
         world=state.world,
         received=state.received,
         dropped=dict(state.dropped),
+        unwatched=dict(state.unwatched),
         pace=state.pace(),
         ranks=ranks,
         host=host,

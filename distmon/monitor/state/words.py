@@ -5,7 +5,7 @@ lists, counts, sizes, durations, group names, and where a rank is (its stack, cl
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -65,6 +65,16 @@ def duration(seconds: float) -> str:
         return f"{minutes}m{secs:02d}s"
     hours, minutes = divmod(minutes, 60)
     return f"{hours}h{minutes:02d}m"
+
+
+def dropped_words(dropped: Mapping[str, int]) -> str:
+    """``3 malformed, 1 no_key``: messages dropped, by reason; empty for none."""
+    return ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
+
+
+def unwatched_words(unwatched: Mapping[str, int]) -> str:
+    """``21s monitor_paused_s``: seconds the monitor did not watch, by why; empty for none."""
+    return ", ".join(f"{duration(n)} {why}" for why, n in sorted(unwatched.items()))
 
 
 def date_time(t: float) -> str:
