@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import itertools
 import os
+import re
 import signal
 import time
 from collections.abc import Callable
@@ -26,8 +27,8 @@ from tests.support.recorder import recording
 from tests.support.waiting import wait_until
 
 RANKS = 4
-PAUSE = 20.0
-"""Seconds the recorder stands still: four times the silence floor."""
+PAUSE = 12.0
+"""Seconds the recorder stands still: over twice the silence floor."""
 CULPRIT = 2
 
 
@@ -75,7 +76,8 @@ def test_the_pause_is_said_in_one_line_naming_no_rank(paused: PausedMonitor) -> 
     behind = [a for a in paused.alerts if a["kind"] == "monitor_behind"]
     assert len(behind) == 1 and behind[0]["ranks"] == [], paused.alerts
     assert "did not watch" in behind[0]["summary"] and "stood still" in behind[0]["summary"], behind[0]
-    assert "Its own loop did not run for 2" in behind[0]["detail"], behind[0]["detail"]
+    paused_for = re.search(r"Its own loop did not run for (\d+)s", behind[0]["detail"])
+    assert paused_for and int(paused_for.group(1)) >= PAUSE - 1, behind[0]["detail"]
     lines = [line for line in paused.stderr.splitlines() if "monitor_behind:" in line and "resolved" not in line]
     assert len(lines) == 1, paused.stderr
 

@@ -183,7 +183,7 @@ def test_a_slow_import_at_start_up_is_a_warning_that_says_importing(working: Job
     assert during, [(e.t - start, e.alert.summary) for e in working.events]
     assert {(a.kind, tuple(a.ranks), a.severity) for a in during} == {("hang", (0,), "warning")}, during
     assert any(a.summary.startswith("rank 0 is importing modules, ") for a in during), [a.summary for a in during]
-    assert len({id_of(a) for a in during}) == 1
+    assert len({id_of(a) for a in during}) == 1, [(e.t - start, e.event, e.alert.summary) for e in working.events]
 
 
 def test_a_pause_the_job_takes_every_10_steps_is_quiet_once_learned_and_named_when_stuck(habits: Job) -> None:

@@ -6,8 +6,11 @@ every output says each in its own unit."""
 from __future__ import annotations
 
 import itertools
+import math
 from collections import Counter
 from pathlib import Path
+
+import pytest
 
 from distmon.export.plain import render
 from distmon.export.prometheus import MonitorCollector
@@ -73,14 +76,15 @@ def old_recording(path: Path) -> SimJob:
     return sim
 
 
-def test_an_old_recording_reads_its_seconds_apart_and_replays_behind_over_them(tmp_path: Path) -> None:
+@pytest.mark.parametrize("speed", [10.0, math.inf], ids=["in time", "as fast as it reads"])
+def test_an_old_recording_reads_its_seconds_apart_and_replays_behind_over_them(tmp_path: Path, speed: float) -> None:
     path = tmp_path / "old.distmon"
     sim = old_recording(path)
     pm = load(str(path))
     assert pm.state.dropped == {"malformed": 3} and pm.state.unwatched == {PAUSED: 21}
     assert "276 messages; dropped: 3 malformed; not watched: 21s monitor_paused_s" in render(pm).splitlines()
     looks = itertools.count()
-    feed = ReplayFeed(str(path), speed=10.0, clock=lambda: next(looks) * 0.01)
+    feed = ReplayFeed(str(path), speed=speed, clock=lambda: next(looks) * 0.01)
     session = Session(feed, Monitor(Detector()))
     changes = []
     while not feed.finished:

@@ -294,6 +294,8 @@ class ReplayFeed:
         taken = 0
         while self._next is not None and self._next.t <= until and taken < limit:
             record = self._next
+            if isinstance(record, Dropped) and out:
+                break  # its seconds count from its time: what came before is ticked through first
             self._next = self._pull()
             if isinstance(record, MessageRecord):
                 out.append((record.t, record.payload))
