@@ -39,11 +39,11 @@ lint: setup
 check: lint
 	$(BIN)/pytest -n 2 -q tests/unit
 
-# Two test files at a time: most of a real-rank test is waiting (for a step, a threshold, an
-# alert), so two share the 2 cores of a small CI machine; a file's module-scoped jobs stay in
+# Three test files at a time: most of a real-rank test is waiting (for a step, a threshold, an
+# alert), so three share the 2 cores of a small CI machine; a file's module-scoped jobs stay in
 # one worker.
 test: lint
-	$(BIN)/pytest -n 2 --dist loadfile --durations=25
+	$(BIN)/pytest -n 3 --dist loadfile --durations=25
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

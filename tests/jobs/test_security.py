@@ -336,7 +336,7 @@ def test_a_replay_shows_what_the_recorded_monitor_refused(tmp_path: Path) -> Non
     writer.close()
     monitor = Monitor()
     session = Session(ReplayFeed(str(path), speed=math.inf), monitor)
-    session.run()
+    session.drain()
     assert monitor.state.dropped == {"no_key": 4, "rank_out_of_range": 2}
     assert list(monitor.state.ranks) == [0]
 
