@@ -4,6 +4,9 @@ never named as its cause, whichever of them raised first."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
+from distmon import wire
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.ending import Ending, gone, rank_ending
@@ -37,3 +40,30 @@ def test_before_any_rule_has_spoken_the_ranks_that_lost_a_peer_are_not_the_cause
     ending = monitor.state.ending([])
     assert ending is not None and ending.state == Ending.FAILED
     assert ending.words == "failed: ranks 0-1, 3 raised on losing a peer, which went without a word"
+
+
+def test_a_hang_that_runs_into_the_collective_timeout_stays_the_one_alert_and_the_cause() -> None:
+    """Rank 0 stuck (still reporting, in its own code); at 41 s the others' collective times
+    out (gloo's words), then the launcher stops rank 0. The hang stays one critical alert,
+    naming rank 0 and what the others then raised; nobody is 'a peer that did not report'."""
+    sim = SimJob(world=4).pause(0, at=10, every=1000, seconds=2, stuck=0)
+    monitor = Monitor(Detector())
+    drive(sim, monitor, until=40)
+    t = sim.start + 41
+    timeout = "[gloo/transport/tcp/unbound_buffer.cc:81] Timed out waiting 120000ms for recv operation to complete"
+    for rank in (1, 2, 3):
+        exc = wire.ExceptionInfo("RuntimeError", timeout, where=None, traceback=[], t=t)
+        monitor.ingest(wire.encode(replace(sim.report(rank, t), exception=exc, exit=wire.ExitInfo("exception", t))), t)
+    monitor.ingest(wire.encode(sim.report(0, t)), t)
+    monitor.tick(t + 0.9)
+    end = replace(sim.report(0, t + 1), exit=wire.ExitInfo("terminated", t + 1))
+    monitor.ingest(wire.encode(end), t + 1)
+    for k in range(2, 8):
+        monitor.tick(t + k)
+    alerts = monitor.alerts.history
+    assert [(a.kind, a.ranks, a.severity, a.resolved) for a in alerts] == [("hang", [0], "critical", None)], alerts
+    assert alerts[0].summary.startswith("rank 0 stood still 31s, until ranks 1-3 gave up waiting for it (RuntimeError")
+    assert "train.py:21 in upload_metrics" in alerts[0].detail and "consequences" in alerts[0].detail, alerts[0].detail
+    ending = monitor.state.ending(alerts)
+    assert ending is not None and ending.state == Ending.FAILED
+    assert ending.words.startswith("failed: hang: rank 0 stood still"), ending.words

@@ -76,9 +76,60 @@ def rank_exception(job: JobState, ctx: Context) -> list[Finding]:
             key=lambda s: s.rank,
         )
         return [_exception_finding(job, culprits, secondary, ctx)]
-    if secondary and not _suspects(job).any() and not any(s.lost_a_worker() for s in raised):
+    lost_a_worker = any(s.lost_a_worker() for s in raised)
+    # the peer is unknown unless they gave up waiting for a rank standing still (the hang names it)
+    if secondary and not _suspects(job).any() and not lost_a_worker and not died_waiting(job)[1]:
         return [_orphan_finding(job, secondary, ctx)]
     return []
+
+
+def died_waiting(job: JobState) -> tuple[list[RankState], list[RankState]]:
+    """When ranks raised only on losing a peer (their collective timed out, the connection
+    closed): those ranks, and the ranks that had stood still since before the first of them
+    raised without raising themselves, the peers they gave up waiting for, whether still there
+    or since torn down by the launcher. Either list empty when there is none."""
+    raised = job.views(job.flagged(wire.FLAG_RAISED))
+    if any(not s.lost_a_peer() and not s.lost_a_worker() for s in raised):
+        return [], []
+    victims = [s for s in raised if s.lost_a_peer()]
+    if not victims:
+        return [], []
+    gave_up = min(s.report.exception.t for s in victims)  # type: ignore[union-attr]
+    c = job.cols
+    stood = c.present & ~job.flagged(wire.FLAG_RAISED) & (c.stalled_since < gave_up)
+    return victims, job.views(stood)
+
+
+def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
+    """The end of a hang nobody ended: the ranks that waited for a rank standing still gave up
+    (a collective timeout, ten minutes on NCCL), so nobody waits any more, but the incident is
+    still the rank they waited for. Named under the hang's key, so that the hang stays one
+    alert, and the job's first cause, as the timeouts and the launcher's teardown follow."""
+    victims, roots = died_waiting(job)
+    if not roots:
+        return []
+    ranks = [s.rank for s in roots]
+    exc = victims[0].report.exception
+    assert exc is not None
+    gave_up = min(s.report.exception.t for s in victims)  # type: ignore[union-attr]
+    stood = gave_up - float(np.min(job.cols.stalled_since[ranks]))
+    summary = (
+        f"{rank_word(ranks)} stood still {duration(stood)}, until {rank_word(s.rank for s in victims)} "
+        f"gave up waiting for it ({exc.type}: {_first_line(exc.message, 100)})"
+    )
+    lines = []
+    for s in roots[:MAX_LOOKED_AT]:
+        r = s.report
+        ended = f"; its process then ended ({r.exit.how})" if r.exit else ""
+        lines.append(f"rank {r.rank} ({r.host}, pid {r.pid}) made no progress after step {r.steps}{ended}, at:")
+        lines.extend(stack_lines(r.stack, depth=6))
+    lines += [
+        f"Then {rank_word(s.rank for s in victims)} raised {exc.type}: {_first_line(exc.message, 300)}",
+        "(waiting for it: consequences, not causes).",
+        f"What to do: look at where {rank_word(ranks)} stood (above): that is what the others waited for. "
+        "Their timeouts and torchrun's ChildFailedError follow from it.",
+    ]
+    return [Finding("hang", "hang", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
 
 
 def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:

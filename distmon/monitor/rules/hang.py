@@ -27,6 +27,7 @@ from distmon.monitor.outside.probe import GONE
 from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.divergence import divergence_in
+from distmon.monitor.rules.failures import gave_up_waiting
 from distmon.monitor.rules.process import (
     Look,
     all_working,
@@ -67,6 +68,8 @@ MAX_GROUPS_SHOWN = 6
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
     live = job.live(ctx.now, ctx.limits)
     waiting = waits(job, ctx, live)
+    if not waiting:
+        return gave_up_waiting(job, ctx)
     looked_after = ctx.looked_after
     if not any(w.age >= looked_after or w.op for w in waiting):
         return []

@@ -76,13 +76,14 @@ def cause(alerts: Iterable[A]) -> A | None:
 def job_ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
     """How the job ended, given the alerts that stand (not resolved); None while it runs.
 
-    A failure alert fails it (even while other ranks still run): the rules that raise them
-    have already told the rank that failed first from those that raised because it went
-    (:mod:`distmon.monitor.rules.failures`), so their verdict comes first. Before a rule has
-    spoken (a recording that ends within a tick of the failure), a rank that raised on its
-    own fails it; ranks that only raised on losing a peer are never named as its cause. Once
-    every rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or
-    it finished."""
+        A failure alert fails it (even while other ranks still run): the rules that raise them
+        have already told the rank that failed first from those that raised because it went
+        (:mod:`distmon.monitor.rules.failures`), so their verdict comes first. Before a rule has
+        spoken (a recording that ends within a tick of the failure), a rank that raised on its
+        own fails it; ranks that only raised on losing a peer are never named as its cause (a
+    critical hang standing names the rank they gave up waiting for). Once
+        every rank has exited, it was stopped (by a signal, while hung if a stop alert stood) or
+        it finished."""
     standing = list(standing)
     failures = sorted((a for a in standing if a.kind in FAILURE_KINDS), key=lambda a: a.t)
     if failures:
@@ -91,6 +92,9 @@ def job_ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
     culprits = [r for r in raised if not job.ranks[r].lost_a_peer()]
     if culprits:
         return Ending(Ending.FAILED, f"failed: {rank_word(culprits)} raised an exception")
+    hung = [a for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL]
+    if raised and hung:  # they gave up waiting for the rank the hang names
+        return Ending(Ending.FAILED, f"failed: {hung[0].headline}")
     if raised:
         return Ending(Ending.FAILED, f"failed: {rank_word(raised)} raised on losing a peer, which went without a word")
     present = job.present()
