@@ -260,8 +260,9 @@ def test_late_monitor_gets_fresh_reports_within_an_interval(tmp_path, endpoint):
         process.kill()
         process.wait()
     assert seen, "a monitor that starts late hears from the rank within an interval or so"
-    # The first report may wait out the agent's connect grace, so four intervals hold three.
-    assert reports[0].n >= 3, "reports from before the monitor existed"
+    # Five intervals before the monitor, the rank has made a report or more (fewer than five on a
+    # loaded host, where its agent starts late): none of them was kept for the monitor.
+    assert reports[0].n >= 1, "reports from before the monitor existed"
     assert all(r.t > bound_at - INTERVAL for r in reports), "nothing stale was queued"
     assert [r.n for r in reports] == list(range(reports[0].n, reports[0].n + len(reports)))
 
