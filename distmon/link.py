@@ -226,18 +226,11 @@ class Batch:
     def merged(cls, batches: Sequence[Batch]) -> Batch:
         """One batch of several (a relay forwarding what the relays below it sent), their
         relays listed once each."""
-        relays: list[Relay] = []
-        index: dict[Relay, int] = {}
+        relays, remaps = merge_relays([batch.relays for batch in batches])
         offsets = array("I", [0])
         via = array("i")
         dropped: Counter[int] = Counter()
-        for batch in batches:
-            remap = []
-            for relay in batch.relays:
-                if relay not in index:
-                    index[relay] = len(relays)
-                    relays.append(relay)
-                remap.append(index[relay])
+        for batch, remap in zip(batches, remaps, strict=True):
             base = offsets[-1]
             offsets.extend(base + o for o in batch.offsets[1:])
             via.extend(remap[v] if v >= 0 else -1 for v in batch.via)
@@ -247,6 +240,23 @@ class Batch:
     def losses(self) -> Counter[Relay]:
         """Frames dropped on the way, by the relay that dropped them."""
         return Counter({self.relays[i]: n for i, n in self.dropped.items()})
+
+
+def merge_relays(lists: Sequence[Sequence[Relay]]) -> tuple[list[Relay], list[list[int]]]:
+    """Several batches' relay lists as one, each relay once, and per batch where each of its
+    relays went: what merging batches renumbers their ``via`` and ``dropped`` by."""
+    relays: list[Relay] = []
+    index: dict[Relay, int] = {}
+    remaps = []
+    for listed in lists:
+        remap = []
+        for relay in listed:
+            if relay not in index:
+                index[relay] = len(relays)
+                relays.append(relay)
+            remap.append(index[relay])
+        remaps.append(remap)
+    return relays, remaps
 
 
 def batch_frames(batch: Batch) -> list[bytes]:

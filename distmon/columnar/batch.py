@@ -45,7 +45,7 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.columnar.frames import CHANNEL, GROUP, HEADER, Ints, Parsed, rows
-from distmon.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay
+from distmon.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay, merge_relays
 from distmon.wire import WireError
 
 COLUMNS_TAG = b"distmon-columns/1"
@@ -142,17 +142,10 @@ class ColumnBatch:
     def merged(cls, batches: Sequence[ColumnBatch]) -> ColumnBatch:
         """One batch of several (a relay forwarding what the relays below it sent, the monitor
         taking in what came between two ticks), their relays listed once each."""
-        relays: list[Relay] = []
-        index: dict[Relay, int] = {}
+        relays, remaps = merge_relays([batch.relays for batch in batches])
         vias, ends, dropped, refused = [], [np.zeros(1, dtype=np.int64)], Counter[int](), Counter[str]()
         base = 0
-        for batch in batches:
-            remap = []
-            for relay in batch.relays:
-                if relay not in index:
-                    index[relay] = len(relays)
-                    relays.append(relay)
-                remap.append(index[relay])
+        for batch, remap in zip(batches, remaps, strict=True):
             vias.append(np.array([*remap, -1], dtype=np.int32)[batch.via])
             ends.append(batch.ends[1:].astype(np.int64) + base)
             base += len(batch.reports)
