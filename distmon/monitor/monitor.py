@@ -149,12 +149,13 @@ class Monitor:
                 looks += eye_looks.decode(blob)
             except WireError as e:
                 self.state.dropped[e.reason] += 1
-        new = self.sight.saw(looks)
+        new = self.sight.saw(looks, now)
         if new and self.recorder is not None:
             self.recorder.looks(now, eye_looks.encode(new))
 
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""
+        self.sight.now = now
         findings = self.detector.evaluate(self.state, now)
         changes = self.alerts.update(findings, now, resolve=not self.state.being_stopped())
         if self.responder is not None:

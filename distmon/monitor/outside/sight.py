@@ -47,13 +47,17 @@ class Seen:
     or so, whatever it did before."""
     looks: tuple[Sample, ...] = ()
     """Every look kept, oldest first, ``last`` included while the process lives."""
+    now: float | None = None
+    """The monitor's time of this view on the eye's clock (the looks' times), where known:
+    the latest look may be a batch old."""
 
     def within(self, seconds: float) -> tuple[Sample, ...]:
-        """The looks of the last ``seconds`` (by the eye's clock, up to ``last``)."""
+        """The looks of the last ``seconds`` (by the eye's clock, up to now, else up to ``last``)."""
         kept = self.looks or tuple(s for s in (self.first, self.recent, self.last) if s is not None)
         if self.last is None:
             return ()
-        return tuple(s for s in kept if self.last.t - s.t <= seconds)
+        until = self.now if self.now is not None else self.last.t
+        return tuple(s for s in kept if until - s.t <= seconds)
 
 
 Process = tuple[str, int]
@@ -69,14 +73,22 @@ class Sight:
         self._asked: dict[Process, float | None] = {}
         """Processes asked about since :meth:`wanted` last ran, with a stack's stall if one was asked for."""
         self._stopped: set[Process] = set()
+        self._offsets: dict[str, float] = {}
+        """Per node, the monitor's time less its eye's clock: the least seen, when a look
+        came (the least delay on the way is the truest)."""
+        self.now = 0.0
+        """The monitor's time of the tick the rules run in (set by the monitor)."""
 
-    def saw(self, looks: list[Looks]) -> list[Looks]:
-        """Take in what the eyes say; returns what is new (a node's first word, or looks),
-        for the recording."""
+    def saw(self, looks: list[Looks], t: float) -> list[Looks]:
+        """Take in what the eyes say, come at ``t``; returns what is new (a node's first word,
+        or looks), for the recording."""
         new = []
         for one in looks:
             first = one.host not in self.eyes
             self._bounded(self.eyes, one.host, MAX_EYES)
+            if one.samples:
+                offset = t - max(sample.t for sample in one.samples)
+                self._offsets[one.host] = min(offset, self._offsets.get(one.host, offset))
             for sample in one.samples:
                 self._take(one.host, sample)
             for taken in one.stacks:
@@ -139,7 +151,8 @@ class Sight:
         alive = tuple(s for s in kept if s.state != "X")
         last = None if gone else kept[-1]
         recent = next((s for s in reversed(alive) if last is not None and last.t - s.t >= SPAN), None)
-        return Seen(alive[0] if alive else None, last, recent, alive)
+        offset = self._offsets.get(host)
+        return Seen(alive[0] if alive else None, last, recent, alive, None if offset is None else self.now - offset)
 
     def stack(self, host: str, pid: int, since: float, take: bool = True) -> OutsideStack | None:
         """The process's stack taken from outside on its node for the stall that began at
