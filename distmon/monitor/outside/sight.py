@@ -76,7 +76,7 @@ class Sight:
         self._offsets: dict[str, float] = {}
         """Per node, the monitor's time less its eye's clock: the least seen, when a look
         came (the least delay on the way is the truest)."""
-        self.now = 0.0
+        self.now: float | None = None
         """The monitor's time of the tick the rules run in (set by the monitor)."""
 
     def saw(self, looks: list[Looks], t: float) -> list[Looks]:
@@ -152,7 +152,8 @@ class Sight:
         last = None if gone else kept[-1]
         recent = next((s for s in reversed(alive) if last is not None and last.t - s.t >= SPAN), None)
         offset = self._offsets.get(host)
-        return Seen(alive[0] if alive else None, last, recent, alive, None if offset is None else self.now - offset)
+        now = None if offset is None or self.now is None else self.now - offset
+        return Seen(alive[0] if alive else None, last, recent, alive, now)
 
     def stack(self, host: str, pid: int, since: float, take: bool = True) -> OutsideStack | None:
         """The process's stack taken from outside on its node for the stall that began at
