@@ -10,6 +10,7 @@ the hang threshold), in the words used for a rank on the monitor's host, with it
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import shutil
@@ -134,3 +135,19 @@ def test_a_remote_rank_stopped_is_named_alone_with_the_step_to_take_on_its_node(
     assert alert.alert.summary.startswith("rank 1 is stopped (SIGSTOP);"), alert.alert.summary
     assert "`kill -CONT " in alert.alert.detail and "` on node-a" in alert.alert.detail, alert.alert.detail
     assert alert.alert.severity == "warning", "named early, for doing nothing: how soon is bench_nodes.py's to say"
+
+
+def test_a_replay_tells_the_story_the_live_monitor_told(job: Job) -> None:
+    """What the eyes saw is in the recording: a replay raises every live alert, same kind and
+    ranks, within a second, its summary the same up to the first comma."""
+    job.recorder.stop()
+    live = [a.alert for a in job.raised(0)]
+    done = subprocess.run(
+        [*DISTMON, "replay", "--headless", "--json", str(job.out)], capture_output=True, text=True, timeout=120
+    )
+    replayed = json.loads(done.stdout)
+    assert len(replayed) == len(live) and live, (live, replayed)
+    for was, again in zip(live, replayed, strict=True):
+        assert (again["kind"], again["ranks"]) == (was.kind, was.ranks), (was, again)
+        assert abs(again["t"] - was.t) <= 1.0, (was, again)
+        assert again["summary"].split(",")[0] == was.summary.split(",")[0], (was, again)

@@ -17,10 +17,11 @@ from distmon.link import LOOK, Command, decode_command, encode_command
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import ALIVE, GONE, Sight
+from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.pyspy import OutsideStack
-from distmon.wire import StackFrame, WireError
+from distmon.wire import Report, StackFrame, WireError, encode
 
 T0 = 1.7e9
 
@@ -133,3 +134,13 @@ def test_looks_that_are_not_are_counted_as_refused() -> None:
     monitor = Monitor()
     monitor.ingest_batch(ColumnBatch(looks=[b"\x00not looks"]), T0)
     assert monitor.state.dropped["malformed_looks"] == 1 and not monitor.sight.eyes
+
+
+def test_a_node_no_eye_watches_is_said_once_where_the_job_is_shown() -> None:
+    monitor = Monitor()
+    for rank, host in enumerate(["node-a", "node-a", "node-b", "node-b"]):
+        monitor.ingest(encode(Report("j", rank, 4, host, 100 + rank, T0, 1, 1.0)), T0)
+    assert monitor.state.unwatched_hosts() == [], "no eye has spoken at all: an old recording says nothing of them"
+    monitor.ingest_batch(ColumnBatch(looks=[eye_looks.encode([Looks("node-a")])]), T0 + 0.5)
+    assert monitor.state.unwatched_hosts() == ["node-b"]
+    assert OverviewTracker().overview(monitor, T0 + 1).blind == "node-b: no relay, judged from its reports only"

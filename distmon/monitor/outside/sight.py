@@ -64,9 +64,10 @@ Process = tuple[str, int]
 
 
 class Sight:
-    def __init__(self) -> None:
-        self.eyes: OrderedDict[str, None] = OrderedDict()
-        """The nodes whose eye has spoken, by host name."""
+    def __init__(self, eyes: OrderedDict[str, None] | None = None) -> None:
+        self.eyes: OrderedDict[str, None] = OrderedDict() if eyes is None else eyes
+        """The nodes whose eye has spoken, by host name (the job's state's, where given:
+        :attr:`distmon.monitor.state.job.JobState.eyes`)."""
         self._looks: OrderedDict[Process, deque[Sample]] = OrderedDict()
         self._gone: OrderedDict[Process, None] = OrderedDict()
         self._stacks: OrderedDict[tuple[str, int, float], OutsideStack] = OrderedDict()
