@@ -13,9 +13,11 @@ Both sides know the signal and the file from here, without the rank's help:
 code, Lightning's SLURM requeue included, uses SIGUSR1 and SIGUSR2, and glibc reserves the
 real-time signals below ``SIGRTMIN``), ``DISTMON_FAULTHANDLER=0`` (not armed, never
 signalled), and ``$TMPDIR/distmon-<uid>/stacks/<pid>`` (a directory of the rank's user,
-0700). The reader signals a process only when that file is there and the process catches
-the signal (``SigCgt`` in ``/proc/<pid>/status``): the signal's default action ends a
-process. It truncates the file once read, so the file holds one dump at most between two.
+0700), read through ``/proc/<pid>/root`` where the reader may (a rank in a container of
+its own, beside a sidecar with a /tmp of its own; its pid as the rank knows it, ``NSpid``).
+The reader signals a process only when that file is there and the process catches the
+signal (``SigCgt`` in ``/proc/<pid>/status``): the signal's default action ends a process.
+It empties the file once read, so the file holds one dump at most between two reads.
 
 The file is read as hostile input: a bounded number of bytes, threads and frames;
 faulthandler writes printable ASCII only (it escapes everything else itself), so any line
@@ -170,10 +172,10 @@ def take(pid: int, timeout: float = WAIT, env: Mapping[str, str] = os.environ) -
 
 
 def _take(pid: int, sig: int, timeout: float) -> FaultStacks:
-    uid, catches = _status(pid, sig)
+    uid, own_pid, catches = _status(pid, sig)
     if uid is None:
         return FaultStacks(error=f"pid {pid} is gone", armed=False)
-    path = stack_file(pid, uid)
+    path = _located(pid, stack_file(own_pid, uid))
     if not path.exists():
         return FaultStacks(error=f"pid {pid} has not armed faulthandler (no {path})", armed=False)
     if not catches:
@@ -198,16 +200,31 @@ def _take(pid: int, sig: int, timeout: float) -> FaultStacks:
     return parse(data.decode("ascii", errors="replace"))
 
 
-def _status(pid: int, sig: int) -> tuple[int | None, bool]:
-    """``pid``'s user (None when it is gone) and whether it catches ``sig``."""
-    uid, caught = None, 0
+def _status(pid: int, sig: int) -> tuple[int | None, int, bool]:
+    """``pid``'s user (None when it is gone), its pid as it knows itself (in its own pid
+    namespace: a container's), and whether it catches ``sig``."""
+    uid, own_pid, caught = None, pid, 0
     with contextlib.suppress(OSError, ValueError, IndexError):
         for line in Path(f"/proc/{pid}/status").read_text().splitlines():
             if line.startswith("Uid:"):
                 uid = int(line.split()[1])
+            elif line.startswith("NSpid:"):
+                own_pid = int(line.split()[-1])
             elif line.startswith("SigCgt:"):
                 caught = int(line.split()[1], 16)
-    return uid, bool(caught >> (sig - 1) & 1)
+    return uid, own_pid, bool(caught >> (sig - 1) & 1)
+
+
+def _located(pid: int, path: Path) -> Path:
+    """``path`` as process ``pid`` sees it, through its root (a container of its own, a
+    sidecar's private /tmp), where this process may look there (the rank's user, with no
+    capability the rank lacks); else as this process sees it."""
+    root = Path(f"/proc/{pid}/root")
+    try:
+        os.stat(root)
+    except OSError:
+        return path
+    return root / path.relative_to(path.anchor)
 
 
 def _lock(fd: int, deadline: float) -> bool:

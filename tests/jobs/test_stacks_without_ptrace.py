@@ -2,7 +2,8 @@
 that attached distmon's hook holds the GIL in a catastrophic regex, and a reader that may
 not trace it (``capsh --drop=cap_sys_ptrace``, or a sibling under Yama) still gets its
 threads' stacks from the faulthandler the hook armed; ``dump()`` says py-spy was refused
-and that the stack came from faulthandler."""
+and that the stack came from faulthandler. A rank whose /tmp is its own (a container, a
+sidecar's) is read through ``/proc/<pid>/root``."""
 
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ from pathlib import Path
 
 import pytest
 
-from distmon.faultstacks import stack_file
+from distmon.faultstacks import stack_file, take
 from distmon.pyspy import executable, yama_scope
 
 RANK = textwrap.dedent(
@@ -73,6 +74,7 @@ def rank(tmp_path: Path) -> Iterator[subprocess.Popen[bytes]]:
     finally:
         process.kill()
         process.wait()
+        stack_file(process.pid, os.getuid()).unlink(missing_ok=True)  # killed: no exit to remove it
 
 
 def _read(pid: int, prefix: list[str]) -> dict[str, dict[str, object]]:
@@ -89,7 +91,9 @@ def _funcs(frames: object) -> list[str]:
     return [frame["func"] for frame in frames]
 
 
-def test_a_rank_holding_the_gil_in_a_regex_gives_its_stack_to_a_reader_refused_ptrace(rank) -> None:
+def test_a_rank_holding_the_gil_in_a_regex_gives_its_stack_to_a_reader_refused_ptrace(
+    rank: subprocess.Popen[bytes],
+) -> None:
     prefix = _refused()
     assert stack_file(rank.pid, os.getuid()).exists()
     deadline = time.monotonic() + 30
@@ -137,3 +141,32 @@ def test_a_rank_whose_training_took_the_signal_is_never_signalled(tmp_path: Path
         process.kill()
         out, _ = process.communicate()
     assert b"signalled" not in out
+
+
+def test_a_rank_with_a_tmp_of_its_own_is_read_through_its_root() -> None:
+    """A sidecar beside the rank's container shares its pids, not its /tmp."""
+    unshare = shutil.which("unshare")
+    if os.getuid() != 0 or unshare is None:
+        pytest.skip("a /tmp of its own needs root and unshare (util-linux)")
+    code = (
+        "import re\n"
+        "from distmon.hooks import stacksignal\n"
+        "def catastrophic():\n"
+        "    return re.match(r'(a+)+$', 'a' * 40 + 'b')\n"
+        "print(stacksignal.arm(), flush=True)\n"
+        "catastrophic()\n"
+    )
+    private_tmp = 'mount -t tmpfs tmpfs /tmp && exec "$0" -c "$1"'
+    command = [unshare, "--mount", "--propagation", "private", "sh", "-c", private_tmp, sys.executable, code]
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    try:
+        assert process.stdout is not None
+        path = process.stdout.readline().strip()
+        assert path == str(stack_file(process.pid, 0)) and not Path(path).exists()  # not in this /tmp
+        deadline = time.monotonic() + 30
+        while (main := take(process.pid).choose()) is None or main.frames[-1].func != "match":
+            assert time.monotonic() < deadline, main
+        assert [f.func for f in main.frames][-2:] == ["catastrophic", "match"]
+    finally:
+        process.kill()
+        process.wait()
