@@ -7,8 +7,8 @@ handler installed from C or by the training's own ``faulthandler.register`` too,
 is armed. A handler the training installs
 later wins: :func:`keep` then removes the file, so that no reader signals a handler that is
 not faulthandler's. The file is opened once, append-only (the reader empties it after each
-dump), and removed at exit; a forked child (a DataLoader worker) drops it. Nothing here
-raises.
+dump), and removed at exit, or by the next rank to arm on the host where its process was
+killed; a forked child (a DataLoader worker) drops it. Nothing here raises.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ import atexit
 import contextlib
 import ctypes
 import faulthandler
+import itertools
 import os
 import stat
 from dataclasses import dataclass
@@ -24,6 +25,8 @@ from pathlib import Path
 
 from distmon import faultstacks
 
+MAX_SWEPT = 4096
+"""Files looked at when arming, for those of processes gone."""
 SIGACTION_BYTES = 512
 """Room for libc's ``struct sigaction`` (152 bytes on x86-64 and aarch64)."""
 
@@ -54,6 +57,7 @@ def arm() -> Path | None:
             return None
         path = faultstacks.stack_file(os.getpid(), os.getuid())
         _private(path.parent)
+        _sweep(path.parent)
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_APPEND | os.O_NOFOLLOW | os.O_CLOEXEC
         fd = os.open(path, flags, 0o600)
         try:
@@ -130,6 +134,16 @@ def _private(directory: Path) -> None:
             raise OSError(f"{path} is not a directory of this user")
         if info.st_mode & 0o077:
             os.chmod(path, 0o700)
+
+
+def _sweep(directory: Path) -> None:
+    """Remove the files of processes gone: one killed (SIGKILL, the OOM killer) ran no exit
+    to remove its own. Names are pids as the ranks know themselves, as this /proc does."""
+    with os.scandir(directory) as entries:
+        for entry in itertools.islice(entries, MAX_SWEPT):
+            if entry.name.isdigit() and not os.path.exists(f"/proc/{entry.name}"):
+                with contextlib.suppress(OSError):
+                    os.unlink(entry.path)
 
 
 def _handler(sig: int) -> int | None:

@@ -202,3 +202,13 @@ def test_the_fallback_says_how_and_why(clean_signal: None) -> None:
     assert take(os.getpid(), env={faultstacks.OFF_ENV: "0"}) == FaultStacks(
         error=f"faulthandler stacks are turned off ({faultstacks.OFF_ENV}=0)", armed=False
     )
+
+
+def test_arming_removes_the_files_of_killed_processes(clean_signal: None) -> None:
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    killed = stack_file(gone.pid, os.getuid())
+    killed.parent.mkdir(parents=True, exist_ok=True)
+    killed.write_text("")
+    assert stacksignal.arm() is not None
+    assert not killed.exists()
