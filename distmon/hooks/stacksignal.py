@@ -4,11 +4,11 @@ outside a rank that may not be traced (see :mod:`distmon.faultstacks`, which rea
 Armed only where the signal is free: its handler, as the kernel has it (``sigaction``: a
 handler installed from C or by the training's own ``faulthandler.register`` too, which
 ``signal.getsignal`` does not see), is the default one; where that cannot be read, nothing
-is armed. A handler the training installs
-later wins: :func:`keep` then removes the file, so that no reader signals a handler that is
-not faulthandler's. The file is opened once, append-only (the reader empties it after each
-dump), and removed at exit, or by the next rank to arm on the host where its process was
-killed; a forked child (a DataLoader worker) drops it. Nothing here raises.
+is armed. A handler the training installs later wins: :func:`keep` then removes the file,
+so that no reader signals a handler that is not faulthandler's. The file is opened once,
+append-only (the reader empties it after each dump), and removed at exit, or by the next
+rank to arm on the host where its process was killed; a forked child (a DataLoader worker)
+drops it. Nothing here raises.
 """
 
 from __future__ import annotations
@@ -139,11 +139,10 @@ def _private(directory: Path) -> None:
 def _sweep(directory: Path) -> None:
     """Remove the files of processes gone: one killed (SIGKILL, the OOM killer) ran no exit
     to remove its own. Names are pids as the ranks know themselves, as this /proc does."""
-    with os.scandir(directory) as entries:
+    with contextlib.suppress(OSError), os.scandir(directory) as entries:
         for entry in itertools.islice(entries, MAX_SWEPT):
             if entry.name.isdigit() and not os.path.exists(f"/proc/{entry.name}"):
-                with contextlib.suppress(OSError):
-                    os.unlink(entry.path)
+                os.unlink(entry.path)
 
 
 def _handler(sig: int) -> int | None:
