@@ -11,6 +11,9 @@ DataLoader workers), or a process that named it with ``PR_SET_PTRACER``
 
 :class:`StackTaker` runs py-spy on a thread of its own, once per (pid, stall), each run
 bounded in time, so neither the training thread nor a monitor's intake ever waits for it.
+
+Where py-spy cannot take a stack (refused, absent, failed), :func:`dump` asks the rank's own
+faulthandler for it (:mod:`distmon.faultstacks`): Python frames only, and it says so and why.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from distmon import faultstacks
 from distmon.wire import StackFrame
 
 TIMEOUT = 5.0
@@ -39,6 +43,8 @@ KEPT = 64
 """Results remembered; older ones are forgotten (one per stall is all that is asked for)."""
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 PR_SET_PTRACER = 0x59616D61
+PY_SPY = "py-spy"
+FAULTHANDLER = "faulthandler"
 TRACER_ENV = "DISTMON_TRACER_PID"
 """Set by ``distmon run`` to its monitor's pid: each rank lets that monitor (and the py-spy it
 starts) trace it, which Yama ``ptrace_scope`` 1 forbids a sibling by default."""
@@ -53,6 +59,9 @@ class OutsideStack:
     owns_gil: bool = False
     partial: str | None = None
     """Why the native frames are missing from ``frames``, where they are."""
+    how: str = PY_SPY
+    """How it was taken: :data:`PY_SPY` (ptrace: Python and native frames) or
+    :data:`FAULTHANDLER` (the rank's own handler, on a signal: Python frames only)."""
 
 
 CANNOT_SUSPEND = "py-spy cannot suspend a stopped process (State: T) to unwind its native frames"
@@ -67,7 +76,33 @@ def executable() -> str | None:
 def dump(pid: int, timeout: float = TIMEOUT, stopped: bool = False) -> OutsideStack:
     """The main thread of ``pid``, Python and native frames; falls back to Python frames
     alone where native unwinding fails, and says why. A ``stopped`` process (SIGSTOP) cannot
-    be suspended to unwind: its Python frames are read as it stands. Never raises."""
+    be suspended to unwind: its Python frames are read as it stands. Where py-spy takes
+    nothing (refused, absent, failed), a running process's Python frames are asked of its
+    faulthandler (a stopped one would answer only once continued). Never raises."""
+    taken = _py_spy(pid, timeout, stopped)
+    if taken.frames is not None or stopped:
+        return taken
+    return from_faulthandler(pid, taken.error or "py-spy found no thread")
+
+
+def from_faulthandler(pid: int, refused: str, thread: int | None = None) -> OutsideStack:
+    """Thread ``thread`` (its ``threading.get_ident()``; default the main thread) of ``pid``,
+    from the faulthandler its hook armed, saying why py-spy did not take it (``refused``);
+    ``refused`` alone where it armed none, with faulthandler's error where that failed too.
+    Never raises."""
+    stacks = faultstacks.take(pid)
+    if not stacks.armed:
+        return OutsideStack(error=refused)
+    chosen = stacks.choose(thread)
+    if chosen is None or not chosen.frames:
+        why = stacks.error or ("it listed no Python frame for that thread" if chosen else "it listed no thread")
+        return OutsideStack(error=f"{refused}; nor with faulthandler: {why}")
+    return OutsideStack(
+        frames=chosen.frames[-MAX_FRAMES:], how=FAULTHANDLER, partial=f"py-spy did not take it: {refused}"
+    )
+
+
+def _py_spy(pid: int, timeout: float, stopped: bool) -> OutsideStack:
     exe = executable()
     if exe is None:
         return OutsideStack(error="py-spy is not installed (pip install '.[stacks]' in distmon's checkout)")

@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 
 from distmon.eye.proc import Mount, Sample
-from distmon.pyspy import OutsideStack
+from distmon.pyspy import FAULTHANDLER, PY_SPY, OutsideStack
 from distmon.wire import StackFrame, WireError
 
 MALFORMED = "malformed_looks"
@@ -34,6 +34,7 @@ MAX_TEXT = 4096
 SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 TEXT_FIELDS = frozenset({"state", "wchan", "syscall", "target"})
 NUMBER_FIELDS = frozenset({"t", "cpu", "queued", "load"})
+HOWS = (PY_SPY, FAULTHANDLER)
 INT_FIELDS = frozenset({"pid", "ppid", "tracer", "read", "written", "cpus", "tid"})
 
 
@@ -108,7 +109,7 @@ def _value(value: Any) -> Any:
 def _stack(taken: Taken) -> list[Any]:
     s = taken.stack
     frames = None if s.frames is None else [[f.file, f.line, f.func, f.code] for f in s.frames[:MAX_FRAMES]]
-    return [taken.pid, taken.since, frames, s.error, s.owns_gil, s.partial, getattr(s, "how", None)]
+    return [taken.pid, taken.since, frames, s.error, s.owns_gil, s.partial, s.how]
 
 
 def decode(data: bytes) -> list[Looks]:
@@ -168,12 +169,9 @@ def _read_stack(item: list[Any]) -> Taken:
     read = None
     if frames is not None:
         read = [_read_frame(f) for f in frames[:MAX_FRAMES]]
-    texts = (error, partial, how)
-    if not all(t is None or isinstance(t, str) for t in texts):
+    if not all(t is None or isinstance(t, str) for t in (error, partial)) or how not in HOWS:
         raise TypeError("a stack's words are not text")
-    stack = OutsideStack(frames=read, error=error, owns_gil=bool(owns_gil), partial=partial)
-    if how is not None and "how" in {f.name for f in dataclasses.fields(OutsideStack)}:
-        stack = dataclasses.replace(stack, how=how)  # type: ignore[call-arg]
+    stack = OutsideStack(frames=read, error=error, owns_gil=bool(owns_gil), partial=partial, how=how)
     return Taken(pid, float(since), stack)
 
 

@@ -10,7 +10,11 @@ a plain script, and never raises: a monitor problem must not stop training.
 Environment: ``DISTMON_ENDPOINT`` (where the monitor listens), ``DISTMON_INTERVAL``
 (seconds between reports, default 1), ``DISTMON_JOB_ID`` (overrides the job id derived
 from the launcher), ``DISTMON_KEY_FILE`` (the job's key: reports are authenticated and
-encrypted, see :mod:`distmon.keys`), ``DISTMON_DISABLE=1`` (attach does nothing).
+encrypted, see :mod:`distmon.keys`), ``DISTMON_DISABLE=1`` (attach does nothing),
+``DISTMON_STACK_SIGNAL`` (the real-time signal on which faulthandler writes every thread's
+stack for a reader that may not trace the rank, default ``SIGRTMIN + 5``; never armed over
+a handler the training installed, see :mod:`distmon.hooks.stacksignal`),
+``DISTMON_FAULTHANDLER=0`` (not armed).
 """
 
 from __future__ import annotations

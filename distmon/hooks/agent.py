@@ -28,6 +28,7 @@ import torch.distributed as dist
 import zmq
 
 from distmon import keys
+from distmon.hooks import stacksignal
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
@@ -104,6 +105,7 @@ class Agent:
         self._termination.install()
         if os.environ.get(TRACER_ENV, "").isdigit():  # the monitor may take this rank's stack
             allow_tracer(int(os.environ[TRACER_ENV]))
+        stacksignal.arm()  # where it may not be traced: its threads' stacks on a signal
         self._started = time.monotonic()
         self._thread.start()
 
@@ -116,6 +118,7 @@ class Agent:
         self._p2p.uninstall()
         self._last_words.uninstall()
         self._termination.uninstall()
+        stacksignal.disarm()
         self._stopping = True
         self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -176,6 +179,7 @@ class Agent:
             while True:
                 stopping = self._stopping
                 self._send(sock)
+                stacksignal.keep()
                 if stopping:
                     break
                 self._sleep(sock)
