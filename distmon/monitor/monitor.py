@@ -16,7 +16,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.batch import ColumnBatch, Incoming
+from distmon.columnar.batch import Incoming
 from distmon.eye import looks as eye_looks
 from distmon.link import DETAILS, LOOK, MAX_LOOKED, Command
 from distmon.monitor.outside.sight import Sight
@@ -129,8 +129,6 @@ class Monitor:
         ``now`` by default), the admitted ones recorded as received (refused ones are counted,
         not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
-        if isinstance(batch, ColumnBatch) and batch.looks:
-            self._saw(batch.looks, now if times is None or not len(times) else float(times.max()))
         viewers = self.viewers if self.viewers is not None and self.viewers.attached else None
         if self.recorder is not None or viewers is not None:
             for t, taken in _as_received(batch, admitted, now, times):
@@ -140,9 +138,10 @@ class Monitor:
                     viewers.batch(t, taken)
         return len(admitted)
 
-    def _saw(self, blobs: list[bytes], now: float) -> None:
-        """What the nodes' eyes saw, taken into the sight; what is new recorded. A blob that
-        is not looks is counted, as a malformed message is."""
+    def saw(self, blobs: list[bytes], now: float) -> None:
+        """What the nodes' eyes saw (a batch's looks), come at ``now``, taken into the sight;
+        what is new recorded at that time. A blob that is not looks is counted, as a malformed
+        message is."""
         looks = []
         for blob in blobs:
             try:
