@@ -163,7 +163,7 @@ class Agent:
         """The rank's training ended while its process stays (it destroyed its process group,
         its training thread returned): one last report says so, and the agent stops, so that
         however the launcher then ends the process (Ray Train kills its workers) is no loss."""
-        if os.getpid() != self._pid or self._exit is not None:
+        if os.getpid() != self._pid or self._exit is not None or self.training.trains_elsewhere():
             return
         self._exit = ExitInfo(how="exception" if self._exception else FINISHED, t=time.time())
         self._stopping = True

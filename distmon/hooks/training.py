@@ -50,6 +50,17 @@ class TrainingThread:
             return None
         return Trainer(thread.ident, thread.native_id)
 
+    def trains_elsewhere(self) -> bool:
+        """The thread that attached is not the calling one, nor the main thread, and still runs:
+        the caller tears the rank down around it (Ray Train destroys the process group of every
+        worker once one of them failed), which is no goodbye."""
+        attached = self._attached
+        return (
+            attached is not threading.current_thread()
+            and attached is not threading.main_thread()
+            and attached.is_alive()
+        )
+
     def ended(self, stepped: int | None) -> bool:
         """The thread that attached, not the main thread and not one that only set up while
         another trains (``stepped``), has ended: its training function returned or raised."""
