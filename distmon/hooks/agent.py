@@ -160,10 +160,11 @@ class Agent:
         self.stop()
 
     def say_goodbye(self) -> None:
-        """The rank's training ended while its process stays (it destroyed its process group,
-        its training thread returned): one last report says so, and the agent stops, so that
-        however the launcher then ends the process (Ray Train kills its workers) is no loss."""
-        if os.getpid() != self._pid or self._exit is not None or self.training.trains_elsewhere():
+        """The rank left its process group, its training done while its process stays (see
+        :meth:`TrainingThread.done_with_the_group`): one last report says so, and the agent
+        stops, so that however the launcher then ends the process (Ray Train kills its
+        workers) is no loss."""
+        if os.getpid() != self._pid or self._exit is not None or not self.training.done_with_the_group():
             return
         self._exit = ExitInfo(how="exception" if self._exception else FINISHED, t=time.time())
         self._stopping = True

@@ -50,16 +50,16 @@ class TrainingThread:
             return None
         return Trainer(thread.ident, thread.native_id)
 
-    def trains_elsewhere(self) -> bool:
-        """The thread that attached is not the calling one, nor the main thread, and still runs:
-        the caller tears the rank down around it (Ray Train destroys the process group of every
-        worker once one of them failed), which is no goodbye."""
+    def done_with_the_group(self) -> bool:
+        """Whether the rank leaving its process group now ends its training: it trains in a
+        thread of its own (under torchrun the main thread trains, and the process's own exit
+        says how it ended), and that thread leaves itself or has ended. Not while it still runs
+        and another thread tears the rank down around it (Ray Train destroys the process group
+        of every worker once one of them failed)."""
         attached = self._attached
-        return (
-            attached is not threading.current_thread()
-            and attached is not threading.main_thread()
-            and attached.is_alive()
-        )
+        if attached is threading.main_thread():
+            return False
+        return attached is threading.current_thread() or not attached.is_alive()
 
     def ended(self, stepped: int | None) -> bool:
         """The thread that attached, not the main thread and not one that only set up while
