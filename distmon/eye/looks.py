@@ -63,15 +63,20 @@ class Looks:
 @dataclass(frozen=True)
 class Wanted:
     """A process the monitor asks the eye on ``host`` to look at, and the stack it wants
-    taken, if any: the stall it answers (``since``) and whether the process is stopped."""
+    taken, if any: the stall it answers (``since``) and whether the process is stopped. Where
+    known, the thread that trains in it: its native id ``tid`` (``/proc/PID/task/TID``,
+    py-spy's) and its ``threading.get_ident()`` (faulthandler's)."""
 
     host: str
     pid: int
     since: float | None = None
     stopped: bool = False
+    tid: int | None = None
+    thread: int | None = None
 
     def encoded(self) -> list[Any]:
-        return [self.host, self.pid, None if self.since is None else [self.since, self.stopped]]
+        stack = None if self.since is None else [self.since, self.stopped]
+        return [self.host, self.pid, stack, self.tid, self.thread]
 
 
 def wanted(raw: list[list[Any]]) -> list[Wanted]:
@@ -81,12 +86,18 @@ def wanted(raw: list[list[Any]]) -> list[Wanted]:
     for item in raw:
         if len(item) < 3 or not isinstance(item[0], str) or type(item[1]) is not int or item[1] <= 0:
             continue
+        tid, thread = (_id(x) for x in (*item[3:5], None, None)[:2])
         stack = item[2]
         if isinstance(stack, list) and len(stack) >= 2 and _finite(stack[0]):
-            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1])))
+            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1]), tid, thread))
         elif stack is None:
-            out.append(Wanted(item[0], item[1]))
+            out.append(Wanted(item[0], item[1], tid=tid, thread=thread))
     return out
+
+
+def _id(value: Any) -> int | None:
+    """A thread's id, if ``value`` is one."""
+    return value if type(value) is int and 0 < value < 2**64 else None
 
 
 def encode(looks: list[Looks]) -> bytes:

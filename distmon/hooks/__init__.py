@@ -40,7 +40,9 @@ _models: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def attach(model: Any = None, *, endpoint: str | None = None, interval: float | None = None) -> Any:
-    """Start reporting this rank (once per process) and count ``model``'s forward calls.
+    """Start reporting this rank (once per process) and count ``model``'s forward calls. The
+    calling thread is taken for the one that trains (its stack is the rank's), unless another
+    is seen stepping the optimizer: call it from the training function, wherever that runs.
 
     Returns the agent, or None when disabled or when it could not start.
     """
@@ -56,6 +58,8 @@ def attach(model: Any = None, *, endpoint: str | None = None, interval: float | 
                 period = _interval(interval)
                 _agent = Agent(_endpoint.resolve(endpoint), period, _keys.load_for(None))
                 _agent.start()
+            else:
+                _agent.training.claim()
             if model is not None and model not in _models:
                 count_forwards(model, _agent.progress)
                 _models.add(model)

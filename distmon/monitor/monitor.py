@@ -11,6 +11,7 @@ import ctypes
 import ctypes.util
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
@@ -18,6 +19,7 @@ import numpy.typing as npt
 
 from distmon.columnar.batch import Incoming
 from distmon.eye import looks as eye_looks
+from distmon.eye.looks import Wanted
 from distmon.link import DETAILS, LOOK, MAX_LOOKED, Command
 from distmon.monitor.outside.sight import Sight
 from distmon.monitor.recording.format import AlertEvent
@@ -186,9 +188,18 @@ class Monitor:
             asking.append(Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED]))
         looks = self.sight.wanted()
         if looks:
-            encoded = [w.encoded() for w in looks[:MAX_LOOKED]]
+            encoded = [self._training(w).encoded() for w in looks[:MAX_LOOKED]]
             asking.append(Command(LOOK, self.state.job or "", "the rules look at them", looks=encoded))
         return asking
+
+    def _training(self, wanted: Wanted) -> Wanted:
+        """``wanted`` with the thread that trains in its process, where a rank's report says
+        (the one to look at: not the main thread under Ray Train)."""
+        rank = self.state.rank_of_process(wanted.host, wanted.pid)
+        if rank is None:
+            return wanted
+        report = self.state.report_of(rank)
+        return replace(wanted, tid=report.tid, thread=report.thread)
 
     def idle(self, now: float) -> None:
         """No message has come yet, so nothing ticks: the screens attached still hear from the

@@ -80,7 +80,7 @@ def test_looks_travel_with_a_relays_columns_and_merge_up_a_tree() -> None:
 
 
 def test_a_look_command_reaches_the_eyes_and_names_what_to_take() -> None:
-    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True)]
+    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True, tid=44, thread=7 << 40)]
     command = decode_command(encode_command(Command(LOOK, "j", "why", looks=[w.encoded() for w in asked])))
     assert wanted(command.looks or []) == asked
     assert wanted([["node-b", -1, None], ["node-b"], [3, 4, None], ["node-b", 5, ["x", True]]]) == []
@@ -144,3 +144,13 @@ def test_a_node_no_eye_watches_is_said_once_where_the_job_is_shown() -> None:
     monitor.saw([eye_looks.encode([Looks("node-a")])], T0 + 0.5)
     assert monitor.state.unwatched_hosts() == ["node-b"]
     assert OverviewTracker().overview(monitor, T0 + 1).blind == "node-b: no relay, judged from its reports only"
+
+
+def test_the_eyes_are_asked_to_look_at_the_thread_that_trains() -> None:
+    """Under Ray Train a rank trains in a thread of its own: that thread is the one looked at."""
+    monitor = Monitor()
+    monitor.ingest(encode(Report("j", 0, 1, "node-b", 42, T0, 1, 1.0, thread=7 << 40, tid=43)), T0)
+    monitor.saw([eye_looks.encode([Looks("node-b")])], T0)
+    monitor.sight.view("node-b", 42)
+    (look,) = [c for c in monitor.asking() if c.action == LOOK]
+    assert wanted(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40)]

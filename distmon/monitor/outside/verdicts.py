@@ -336,7 +336,7 @@ def judge_usage(usage: Usage | None, frames: list[StackFrame] | None) -> Verdict
 
 
 def _evidence(s: Sample) -> list[str]:
-    """What /proc showed, in one line."""
+    """What /proc showed, in one line: of the training thread where the look was of it."""
     parts = [f"State: {s.state} ({STATES.get(s.state, '?')})"]
     if s.wchan:
         parts.append(f"wchan {s.wchan}")
@@ -344,4 +344,5 @@ def _evidence(s: Sample) -> list[str]:
         parts.append("running in user space")
     elif s.syscall:
         parts.append(f"in {s.syscall}" + (f" on {s.target}" if s.target else ""))
-    return [f"/proc/{s.pid}: " + ", ".join(parts)]
+    where = f"/proc/{s.pid}/task/{s.tid}" if s.tid is not None else f"/proc/{s.pid}"
+    return [f"{where}: " + ", ".join(parts)]
