@@ -45,7 +45,12 @@ END = "end"
 DETAILS = "details"
 """For relays, not ranks: send the whole reports of ``ranks`` with their columns for a few
 seconds (:mod:`distmon.columnar.news`); a rank ignores it."""
-ACTIONS = (DUMP, END, DETAILS)
+LOOK = "look"
+"""For the nodes' eyes (relays, and the monitor's own): look at the processes ``looks`` names,
+and take the stacks it asks for (:mod:`distmon.eye`); a rank ignores it."""
+ACTIONS = (DUMP, END, DETAILS, LOOK)
+MAX_LOOKED = 4096
+"""Processes one ``look`` command names at most."""
 
 
 @dataclass
@@ -58,6 +63,9 @@ class Command:
     request: int = 0
     """Numbers a dump request, so that the dumps answering it land in the right bundle."""
     ranks: list[int] | None = None
+    looks: list[list[Any]] | None = None
+    """For ``look``: ``[host, pid, stack]`` each, ``stack`` None or ``[since, stopped]`` (the
+    stall it answers, whether the process is stopped); read by :mod:`distmon.eye.looks`."""
 
     def concerns(self, job: str, rank: int) -> bool:
         return self.job == job and (self.ranks is None or rank in self.ranks)
@@ -81,6 +89,7 @@ def encode_command(command: Command) -> bytes:
             "reason": command.reason,
             "request": command.request,
             "ranks": command.ranks,
+            **({"looks": command.looks} if command.looks is not None else {}),
         }
     )
 
@@ -89,7 +98,7 @@ def decode_command(data: bytes) -> Command:
     """Raises :class:`WireError` for anything that is not a command."""
     try:
         obj = msgpack.unpackb(data, raw=False, max_str_len=4096, max_array_len=100_000, max_map_len=16)
-        command = Command(obj["action"], obj["job"], obj["reason"], obj["request"], obj["ranks"])
+        command = Command(obj["action"], obj["job"], obj["reason"], obj["request"], obj["ranks"], obj.get("looks"))
     except (ValueError, TypeError, KeyError, msgpack.UnpackException) as e:
         raise WireError("malformed_command", str(e)) from None
     ranks_ok = command.ranks is None or (
@@ -99,6 +108,11 @@ def decode_command(data: bytes) -> Command:
         raise WireError("malformed_command", f"action {command.action!r}")
     if not ranks_ok:
         raise WireError("malformed_command", "ranks")
+    looks = command.looks
+    if looks is not None and not (
+        isinstance(looks, list) and len(looks) <= MAX_LOOKED and all(isinstance(x, list) for x in looks)
+    ):
+        raise WireError("malformed_command", "looks")
     return command
 
 

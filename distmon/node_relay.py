@@ -20,9 +20,14 @@ What flows where (see :mod:`distmon.link`, :mod:`distmon.columnar.batch`):
 - up, every interval, even empty: the batch names this relay, the monitor's sign that the
   relay (and the relays below it) are alive;
 - up, at once: Flight Recorder dumps, unchanged;
+- up, with each batch: what the node's eye saw (:mod:`distmon.eye`): the relay is the
+  monitor's eye on its node, looking at the processes the monitor asks about as it looks at its
+  own host's, and taking their stacks from outside; while it looks closely (a rank the others
+  wait for) a batch goes every :data:`~distmon.eye.prober.CLOSE_PERIOD`, so that what it saw
+  reaches the monitor as soon as the monitor's own eye's would;
 - down: the monitor's commands, unchanged, to every peer heard from (ranks, relays below);
-  a request for whole reports (``details``) is the relays' alone: kept, and passed only to
-  the relays below.
+  a request for whole reports (``details``) or looks (``look``) is the relays' alone: kept,
+  and passed only to the relays below.
 
 The relay is the ranks' endpoint, so it keeps their rule: it never blocks. Upstream it is
 connected as a rank's agent is (``IMMEDIATE``, a short ``SNDHWM``): a batch that cannot go
@@ -48,10 +53,14 @@ from distmon import keys
 from distmon.columnar.batch import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
 from distmon.columnar.frames import parse
 from distmon.columnar.news import REFRESH, News
+from distmon.eye import looks as eye_looks
+from distmon.eye.node import NodeEye
+from distmon.eye.prober import CLOSE_PERIOD
 from distmon.link import (
     BATCH_TAG,
     DETAILS,
     DUMP_TAG,
+    LOOK,
     MAX_BATCH_BYTES,
     RANK_SOCKET,
     Batch,
@@ -113,6 +122,12 @@ class NodeRelay:
         self._held_frames = 0
         self._held_bytes = 0
         self._news = News(refresh)
+        self.eye = NodeEye(host)
+        """The monitor's eye on this node."""
+        self._seen: eye_looks.Looks | None = None
+        """What the eye saw that has yet to go up."""
+        self._flushed = 0.0
+        """When the last batch went (monotonic)."""
         self._peers: OrderedDict[bytes, None] = OrderedDict()
         self._relays_below: OrderedDict[bytes, None] = OrderedDict()
         """The peers that sent batches: relays, which a request for whole reports goes down to."""
@@ -155,11 +170,19 @@ class NodeRelay:
             if self._up in ready:
                 self.pass_commands_down()
             now = time.monotonic()
-            if now >= due:
+            if now >= due or self._looking_closely(now):
                 self.flush()
-                due = max(due + self.interval, now)
+                due = max(due + self.interval, now) if now >= due else due
         self.take_from_below()
         self.flush()
+
+    def _looking_closely(self, now: float) -> bool:
+        """Whether what the eye saw should go up before the interval ends: it has looks, and
+        the last batch went over :data:`CLOSE_PERIOD` ago."""
+        seen = self.eye.take()
+        if seen:
+            self._seen = _joined(self._seen, seen)
+        return self._seen is not None and bool(self._seen) and now - self._flushed >= CLOSE_PERIOD
 
     def take_from_below(self) -> None:
         """Take what the ranks and the relays below have sent, up to ``TAKE_LIMIT`` messages."""
@@ -230,6 +253,9 @@ class NodeRelay:
         batch that could not go held (frames, and the drops it told of) counts as this relay's
         own drop, and its ranks' reports go whole with their next frames."""
         own = self._own_columns()
+        own.looks = [eye_looks.encode([_joined(self._seen, self.eye.take())])]
+        self._seen = None
+        self._flushed = time.monotonic()
         batch = ColumnBatch.merged([own, *self._columns])
         if self._lost:
             batch.dropped[0] = batch.dropped.get(0, 0) + self._lost  # this relay is the merged batch's first
@@ -289,6 +315,10 @@ class NodeRelay:
                 self._news.watch(command.ranks or [], time.monotonic())
                 self.counts["asked"] += 1
                 peers = self._relays_below
+            elif command.action == LOOK:
+                self.eye.want(eye_looks.wanted(command.looks or []))
+                self.counts["looks_asked"] += 1
+                peers = self._relays_below
             else:
                 self.counts["commands"] += 1
                 peers = self._peers
@@ -311,3 +341,10 @@ class NodeRelay:
         if self._authenticator is not None:
             self._authenticator.stop()
         self._context.term()
+
+
+def _joined(held: eye_looks.Looks | None, seen: eye_looks.Looks) -> eye_looks.Looks:
+    """What the eye saw before (``held``, not yet sent) and since."""
+    if held is None:
+        return seen
+    return eye_looks.Looks(seen.host, held.samples + seen.samples, held.stacks + seen.stacks)

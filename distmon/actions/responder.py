@@ -203,7 +203,7 @@ class Responder:
 
     def _outside_stacks(self, monitor: Monitor, alert: Alert, take: bool) -> dict[int, OutsideStack | None]:
         """The named ranks' stacks from outside, asked once per alert and collected later."""
-        source = monitor.detector.stacks
+        _, source, _ = monitor.detector.sources
         if source is None:
             return {}
         stacks: dict[int, OutsideStack | None] = {}

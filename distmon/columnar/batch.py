@@ -17,8 +17,9 @@ On the wire, six frames (``COLUMNS_TAG`` then five parts), all little-endian:
    ``relays`` of the relay nearest its rank, -1 for none), ``ends`` (uint32, one more than the
    frames: frame ``i``'s report is ``reports[ends[i]:ends[i + 1]]``, empty where it was not
    sent), and where there were any, ``dropped`` (``[[relay index, frames]]``, as a
-   ``distmon-batch/1`` batch says it) and ``refused`` (``{reason: frames}``, frames the relays
-   could not read: ``malformed``, ``oversized``, ``version``);
+   ``distmon-batch/1`` batch says it), ``refused`` (``{reason: frames}``, frames the relays
+   could not read: ``malformed``, ``oversized``, ``version``) and ``looks`` (what the nodes'
+   eyes saw since their last batch, one msgpack blob a node, opaque here: :mod:`distmon.eye.looks`);
 3. the frames' headers, :data:`distmon.wire.HEADER_FIELDS` each, end to end;
 4. their group rows (:data:`distmon.wire.GROUP_FIELDS`), frame by frame, as many a frame as
    its header's ``groups`` says;
@@ -51,6 +52,8 @@ from distmon.wire import WireError
 COLUMNS_TAG = b"distmon-columns/1"
 MAX_FRAMES = MAX_BATCH_BYTES // HEADER.itemsize
 """The most frames a columnar batch holds: its headers fit one batch's bytes."""
+MAX_LOOKS = 1 << 17
+"""Nodes' looks one batch carries at most (a node per rank at the most ranks distmon admits)."""
 REFUSALS = ("malformed", "oversized", "version")
 """Why a relay could not read a frame: the monitor counts these as it counts its own."""
 MALFORMED = "malformed_columns"
@@ -81,13 +84,16 @@ class ColumnBatch:
     """Frames each relay (by index in ``relays``) dropped since its last batch that went."""
     refused: Counter[str] = field(default_factory=Counter)
     """Frames the relays could not read, by reason (one of :data:`REFUSALS`)."""
+    looks: list[bytes] = field(default_factory=list)
+    """What the eyes of the nodes it came through saw, a blob each (:mod:`distmon.eye.looks`)."""
 
     def __len__(self) -> int:
         return len(self.headers)
 
     @property
     def nbytes(self) -> int:
-        return self.headers.nbytes + self.groups.nbytes + self.channels.nbytes + len(self.reports)
+        looks = sum(len(blob) for blob in self.looks)
+        return self.headers.nbytes + self.groups.nbytes + self.channels.nbytes + len(self.reports) + looks
 
     def frame_ends(self) -> Ints:
         """Where each frame's bytes (header, rows, report) end, counted from the first frame's
@@ -102,7 +108,7 @@ class ColumnBatch:
 
     def slice(self, start: int, stop: int) -> ColumnBatch:
         """Frames ``start`` to ``stop`` - 1, naming the same relays; what the batch says of
-        drops and refusals stays with its first frames."""
+        drops and refusals, and its looks, stay with its first frames."""
         g, c = _row_starts(self.headers, "groups"), _row_starts(self.headers, "channels")
         e0, e1 = int(self.ends[start]), int(self.ends[stop])
         first = start == 0
@@ -116,6 +122,7 @@ class ColumnBatch:
             self.via[start:stop],
             dict(self.dropped) if first else {},
             Counter(self.refused) if first else Counter(),
+            list(self.looks) if first else [],
         )
 
     def subset(self, chosen: Sequence[int] | Ints) -> ColumnBatch:
@@ -144,6 +151,7 @@ class ColumnBatch:
         taking in what came between two ticks), their relays listed once each."""
         relays, remaps = merge_relays([batch.relays for batch in batches])
         vias, ends, dropped, refused = [], [np.zeros(1, dtype=np.int64)], Counter[int](), Counter[str]()
+        looks = [blob for batch in batches for blob in batch.looks]
         base = 0
         for batch, remap in zip(batches, remaps, strict=True):
             vias.append(np.array([*remap, -1], dtype=np.int32)[batch.via])
@@ -163,6 +171,7 @@ class ColumnBatch:
             np.concatenate(vias) if vias else np.zeros(0, dtype=np.int32),
             dict(dropped),
             refused,
+            looks,
         )
 
     @classmethod
@@ -257,6 +266,7 @@ def column_frames(batch: ColumnBatch) -> list[bytes]:
             "ends": batch.ends.astype("<u4").tobytes(),
             **({"dropped": sorted(batch.dropped.items())} if batch.dropped else {}),
             **({"refused": dict(batch.refused)} if batch.refused else {}),
+            **({"looks": batch.looks} if batch.looks else {}),
         }
     )
     return [
@@ -280,6 +290,7 @@ def decode_columns(frames: list[bytes]) -> ColumnBatch:
         relays, via, ends = header["relays"], header["via"], header["ends"]
         dropped = {int(i): int(n) for i, n in header.get("dropped", [])}
         refused = Counter({str(why): int(n) for why, n in header.get("refused", {}).items()})
+        looks = header.get("looks", [])
     except (ValueError, TypeError, KeyError, AttributeError, msgpack.UnpackException) as e:
         raise WireError(MALFORMED, str(e)) from None
     batch = assemble_columns(relays, via, ends, *frames[2:])
@@ -287,7 +298,9 @@ def decode_columns(frames: list[bytes]) -> ColumnBatch:
         raise WireError(MALFORMED, "dropped frames name no relay of the batch, or too many")
     if any(why not in REFUSALS or not 0 < n <= MAX_DROPPED for why, n in refused.items()):
         raise WireError(MALFORMED, "refusals of no known reason, or too many")
-    batch.dropped, batch.refused = dropped, refused
+    if not isinstance(looks, list) or len(looks) > MAX_LOOKS or not all(isinstance(b, bytes) for b in looks):
+        raise WireError(MALFORMED, "looks that are not one blob a node")
+    batch.dropped, batch.refused, batch.looks = dropped, refused, looks
     return batch
 
 

@@ -75,6 +75,7 @@ class _Refused(Exception):
 
 
 def _open(args: argparse.Namespace, command: str, recording: str | None, job: str | None) -> Live:
+    from distmon.eye.node import NodeEye
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.intake.receiver import EndpointError
     from distmon.monitor.recording.writer import RecordingWriter
@@ -92,7 +93,7 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
     except OSError as e:
         raise _Refused(f"cannot write {recording}: {e.strerror}") from None
     try:
-        feed = LiveFeed(address, key=key)
+        feed = LiveFeed(address, key=key, eye=NodeEye())
     except EndpointError as e:
         if recorder is not None:
             recorder.close()

@@ -7,6 +7,7 @@ from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import gone, rank_ending
 from distmon.monitor.state.words import (
+    blind_words,
     count,
     date_time,
     dropped_words,
@@ -42,6 +43,7 @@ def render(pm: Postmortem) -> str:
         f"{count(len(state.hosts), 'host')}, recorded {date_time(start)} for {duration(span)}",
         count(state.received, "message") + _dropped(pm),
         f"Ended: {pm.ending()}",
+        *([f"Not seen from outside: {visible(blind)}"] if (blind := blind_words(state.unwatched_hosts())) else []),
         "",
     ]
     cause = pm.first_cause

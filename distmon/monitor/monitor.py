@@ -16,9 +16,10 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.batch import Incoming
-from distmon.link import DETAILS, Command
-from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe
+from distmon.columnar.batch import ColumnBatch, Incoming
+from distmon.eye import looks as eye_looks
+from distmon.link import DETAILS, LOOK, MAX_LOOKED, Command
+from distmon.monitor.outside.sight import Sight
 from distmon.monitor.recording.format import AlertEvent
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
@@ -28,6 +29,7 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
 from distmon.monitor.viewing import CatchUp, Tick
+from distmon.wire import WireError
 
 MAX_ASKED = 4096
 """Ranks one request for whole reports names at most (the ranks kept decoded): the lowest
@@ -90,7 +92,11 @@ class Monitor:
         viewers: Viewers | None = None,
     ) -> None:
         self.state = JobState(job=job, pinned=job is not None, max_world=max_world)
+        self.sight = Sight(self.state.eyes)
+        """What the nodes' eyes saw of the job's processes, as they handed it over."""
         self.detector = detector or Detector()
+        if self.detector.sight is None:
+            self.detector.sight = self.sight
         self.alerts = AlertBook()
         self.recorder = recorder
         self.responder = responder
@@ -123,6 +129,8 @@ class Monitor:
         ``now`` by default), the admitted ones recorded as received (refused ones are counted,
         not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
+        if isinstance(batch, ColumnBatch) and batch.looks:
+            self._saw(batch.looks, now if times is None or not len(times) else float(times.max()))
         viewers = self.viewers if self.viewers is not None and self.viewers.attached else None
         if self.recorder is not None or viewers is not None:
             for t, taken in _as_received(batch, admitted, now, times):
@@ -132,8 +140,22 @@ class Monitor:
                     viewers.batch(t, taken)
         return len(admitted)
 
+    def _saw(self, blobs: list[bytes], now: float) -> None:
+        """What the nodes' eyes saw, taken into the sight; what is new recorded. A blob that
+        is not looks is counted, as a malformed message is."""
+        looks = []
+        for blob in blobs:
+            try:
+                looks += eye_looks.decode(blob)
+            except WireError as e:
+                self.state.dropped[e.reason] += 1
+        new = self.sight.saw(looks, now)
+        if new and self.recorder is not None:
+            self.recorder.looks(now, eye_looks.encode(new))
+
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""
+        self.sight.now = now
         findings = self.detector.evaluate(self.state, now)
         changes = self.alerts.update(findings, now, resolve=not self.state.being_stopped())
         if self.responder is not None:
@@ -153,14 +175,21 @@ class Monitor:
             self._given_back = now
         return changes
 
-    def asking(self) -> Command | None:
-        """What to ask the relays after a tick: the whole reports of the ranks looked at since
+    def asking(self) -> list[Command]:
+        """What to ask after a tick: the relays, the whole reports of the ranks looked at since
         the last one, and of those none came from (:meth:`JobState.wanted`), with every report
-        from now on for a few seconds (:mod:`distmon.columnar.news`); None when there are none."""
+        from now on for a few seconds (:mod:`distmon.columnar.news`); the nodes' eyes, to look
+        at the processes the rules asked about and take the stacks they want
+        (:meth:`Sight.wanted`)."""
+        asking = []
         wanted = self.state.wanted()
-        if not wanted:
-            return None
-        return Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED])
+        if wanted:
+            asking.append(Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED]))
+        looks = self.sight.wanted()
+        if looks:
+            encoded = [w.encoded() for w in looks[:MAX_LOOKED]]
+            asking.append(Command(LOOK, self.state.job or "", "the rules look at them", looks=encoded))
+        return asking
 
     def idle(self, now: float) -> None:
         """No message has come yet, so nothing ticks: the screens attached still hear from the
@@ -283,10 +312,7 @@ def live_monitor(
     max_world: int = admission.MAX_WORLD,
     viewers: Viewers | None = None,
 ) -> Monitor:
-    """A monitor of ranks running now, as ``watch`` and ``record`` run it: it may look at the
-    ranks' processes on this host (alive or gone), take their stacks from outside, act
-    through ``responder``, and feed the screens attached to it. Replays and tests judge the
-    reports alone."""
-    probe = ProcessProbe()
-    detector = Detector(probe=probe, stacks=OutsideStacks(probe=probe), outside=probe.view)
-    return Monitor(detector, recorder=recorder, job=job, responder=responder, max_world=max_world, viewers=viewers)
+    """A monitor of ranks running now, as ``watch`` and ``record`` run it: it acts through
+    ``responder`` and feeds the screens attached to it. What it sees of the ranks' processes
+    comes with its feed, from the nodes' eyes (its own host's among them), as a replay's does."""
+    return Monitor(recorder=recorder, job=job, responder=responder, max_world=max_world, viewers=viewers)

@@ -24,7 +24,7 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.ending import STOP_KINDS, cause
 from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING, ended, failed_after, waits_for
 from distmon.monitor.state.whereabouts import user_frame
-from distmon.monitor.state.words import dropped_words, rank_word, unwatched_words
+from distmon.monitor.state.words import blind_words, dropped_words, rank_word, unwatched_words
 from distmon.monitor.viewing import Progress
 
 RATE_WINDOW = 10.0
@@ -67,6 +67,8 @@ class Overview:
     """What the monitor refused, by reason (``3 no_key, 1 rank_out_of_range``); empty if nothing."""
     unwatched: str = ""
     """The seconds the monitor did not watch, by why (``21s monitor_paused_s``); empty if none."""
+    blind: str = ""
+    """The hosts no eye watches (``node-b: no relay, judged from its reports only``); empty if none."""
 
 
 class OverviewTracker:
@@ -126,6 +128,7 @@ class OverviewTracker:
             where=where_words(culprit) if culprit is not None else "",
             dropped=dropped_words(monitor.state.dropped),
             unwatched=unwatched_words(monitor.state.unwatched),
+            blind=blind_words(monitor.state.unwatched_hosts()),
         )
 
     def _rate(self) -> float | None:

@@ -204,9 +204,9 @@ class Session:
         while t >= self._next_tick:
             now = self._next_tick
             changes += [(now, change) for change in self.monitor.tick(now)]
-            asking = self.monitor.asking()
-            if asking is not None and isinstance(self.feed, LiveFeed):
-                self.feed.send(asking)
+            for command in self.monitor.asking():
+                if isinstance(self.feed, LiveFeed):
+                    self.feed.send(command)
             if self.on_tick is not None:
                 self.on_tick(now)
             self._next_tick += self.TICK

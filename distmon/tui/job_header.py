@@ -41,6 +41,8 @@ def headline(o: ov.Overview) -> Text:
         line.append(f" · dropped: {o.dropped}", style="yellow")
     if o.unwatched:
         line.append(f" · not watched: {o.unwatched}", style="yellow")
+    if o.blind:
+        line.append(f" · {visible(o.blind)}", style="yellow")
     return line
 
 

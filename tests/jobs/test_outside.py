@@ -14,11 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.outside.probe import OutsideStacks, ProcessProbe, Seen
-from distmon.monitor.outside.proc import Sample, look
+from distmon.eye.proc import Sample, look
+from distmon.monitor.outside.sight import ALIVE, GONE, Seen
 from distmon.monitor.outside.verdicts import activity, judge
 from distmon.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
 from distmon.wire import StackFrame
+from tests.support.eyes import Watching
 
 HOST = "here"
 
@@ -160,22 +161,24 @@ def test_a_stopped_process_still_shows_its_python_frames(python) -> None:
     assert taken.partial == CANNOT_SUSPEND
 
 
-def test_the_prober_looks_on_its_own_thread(python) -> None:
+def test_a_nodes_eye_looks_on_its_own_thread_and_the_sight_holds_what_it_said(python) -> None:
     p = python(SLEEPER)
-    probe = ProcessProbe(host=HOST, period=0.1)
-    assert probe.view("elsewhere", p.pid) is None
-    seen = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is not None and v.first != v.last and v)
+    watching = Watching(HOST)
+    sight = watching.sight
+    assert sight.view("elsewhere", p.pid) is None and not sight.watched("elsewhere")
+    assert "no distmon relay runs on elsewhere" in (sight.stack("elsewhere", p.pid, 1.0) or OutsideStack()).error
+    seen = wait_for(lambda: (v := watching.pump().view(HOST, p.pid)) and v.last and v.first != v.last and v)
     assert isinstance(seen, Seen) and seen.first is not None and seen.first.t < seen.last.t
+    assert sight.state(HOST, p.pid) == ALIVE
     os.kill(p.pid, signal.SIGSTOP)
-    wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last and v.last.state == "T")
-    stacks = OutsideStacks(host=HOST, probe=probe)
+    wait_for(lambda: (v := watching.pump().view(HOST, p.pid)) and v.last and v.last.state == "T")
     if executable() is not None:
-        taken = wait_for(lambda: stacks(HOST, p.pid, since=1.0))
+        taken = wait_for(lambda: watching.pump().stack(HOST, p.pid, since=1.0))
         assert isinstance(taken, OutsideStack) and taken.partial == CANNOT_SUSPEND, taken
     os.kill(p.pid, signal.SIGKILL)
     p.wait()
-    gone = wait_for(lambda: (v := probe.view(HOST, p.pid)) and v.last is None and v)
-    assert gone.first is not None and gone.first.state in "SRT"
+    gone = wait_for(lambda: (v := watching.pump().view(HOST, p.pid)) and v.last is None and v)
+    assert gone.first is not None and gone.first.state in "SRT" and sight.state(HOST, p.pid) == GONE
 
 
 @pytest.mark.parametrize(

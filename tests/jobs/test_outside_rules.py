@@ -26,7 +26,6 @@ import pytest
 
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.probe import ProcessProbe
 from distmon.monitor.recording.format import AlertEvent, MessageRecord
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
@@ -38,6 +37,7 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change, Finding
 from distmon.monitor.state.limits import Thresholds
 from distmon.wire import Report, StackFrame, Usage, decode, encode
+from tests.support.eyes import Watching
 from tests.support.messages import sender
 from tests.support.simulate import SimJob
 
@@ -75,14 +75,15 @@ def start_up(importer_pid: int, now: float) -> JobState:
     return job
 
 
-def judged(probe: ProcessProbe, job: JobState, now: float, state: str) -> Finding:
-    """The stall finding once the prober has looked at the importer twice, in ``state``."""
+def judged(watching: Watching, job: JobState, now: float, state: str) -> Finding:
+    """The stall finding once the node's eye has looked at the importer twice, in ``state``."""
     deadline = time.monotonic() + 10
     while time.monotonic() < deadline:
-        seen = probe.view(HOST, job.report_of(3).pid)
+        sight = watching.pump()
+        seen = sight.view(HOST, job.report_of(3).pid)
         first, last = (seen.first, seen.last) if seen is not None else (None, None)
         if first is not None and last is not None and last.state == state and last.t - first.t >= 0.5:
-            ctx = Context(now=now, pace=None, probe=probe, limits=Thresholds(), outside=probe.view)
+            ctx = Context(now=now, pace=None, probe=sight.state, limits=Thresholds(), outside=sight.view)
             (finding,) = stall(job, ctx)
             return finding
         time.sleep(0.05)
@@ -90,17 +91,16 @@ def judged(probe: ProcessProbe, job: JobState, now: float, state: str) -> Findin
 
 
 def test_a_slow_import_at_start_up_is_a_warning_until_it_stops(busy: subprocess.Popen[bytes]) -> None:
-    probe = ProcessProbe(host=HOST, period=0.2)
     job = start_up(busy.pid, T0 + 40)
-    finding = judged(probe, job, T0 + 40, "R")
+    finding = judged(Watching(HOST), job, T0 + 40, "R")
     assert finding.ranks == [3] and finding.severity == WARNING, finding
     assert finding.summary.startswith("rank 3 is importing modules, "), finding.summary
     assert "ranks 0-2 wait 40s in init_process_group" in finding.summary
     assert "making progress: a pause, not a stop" in finding.detail
 
     os.kill(busy.pid, signal.SIGSTOP)
-    probe = ProcessProbe(host=HOST, period=0.2)  # a fresh window: the progress before is past
-    finding = judged(probe, start_up(busy.pid, T0 + 45), T0 + 45, "T")
+    # a fresh eye: the progress before is past
+    finding = judged(Watching(HOST), start_up(busy.pid, T0 + 45), T0 + 45, "T")
     assert finding.ranks == [3] and finding.severity == CRITICAL, finding
     assert finding.summary.startswith("rank 3 is stopped (SIGSTOP); ranks 0-2 wait"), finding.summary
     assert f"What to do about rank 3: `kill -CONT {busy.pid}` on {HOST}" in finding.detail

@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
+from distmon.eye.node import NodeEye
 from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.probe import ProcessProbe
-from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import statuses
 from distmon.tui.app import build_app
 from distmon.tui.rank_detail import RankDetail
@@ -47,7 +46,7 @@ def typed_from(hint: str, nproc: int, script: str) -> str:
 
 
 async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str) -> None:
-    app = build_app(LiveFeed(endpoint), Monitor(Detector(probe=ProcessProbe())))
+    app = build_app(LiveFeed(endpoint, eye=NodeEye()), Monitor())
     async with app.run_test(size=(120, 36)) as pilot:
         await pilot.pause()
         # The stuck rank wakes after 30 s, so that no rank outlives the test for long even

@@ -22,13 +22,13 @@ import pytest
 
 from distmon import keys
 from distmon.endpoint import EndpointError, viewer_address
+from distmon.eye.proc import Sample
 from distmon.link import Batch
 from distmon.monitor.broadcast import Broadcast
 from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.monitor import Follower, Monitor
-from distmon.monitor.outside.probe import Seen
-from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import OverviewTracker, Story
 from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector

@@ -233,8 +233,8 @@ def test_a_monitor_started_late_knows_the_ranks_at_once_and_asks_for_their_repor
     state = monitor.state
     assert len(state.ranks) == 8 and state.job is None and state.cols.steps[3] > 0
     assert state.report_of(3).steps == int(state.cols.steps[3]) and state.report_of(3).host == "?"
-    asking = monitor.asking()
-    assert asking is not None and asking.action == DETAILS and asking.ranks == list(range(8))
+    (asking,) = monitor.asking()
+    assert asking.action == DETAILS and asking.ranks == list(range(8))
     news.watch(asking.ranks or [], 2.0)
     monitor.ingest_batch(
         columns_of([raw for _, raw in sim.stream(until=3, since=2)], news=news, now=2.5), sim.start + 3
@@ -343,11 +343,11 @@ def test_a_recording_of_columns_stores_each_batch_in_pieces_a_reader_holds(tmp_p
 def test_what_a_monitor_asks_of_the_relays_is_what_it_looked_at() -> None:
     monitor = Monitor()
     monitor.ingest_batch(columns_of([raw for _, raw in SimJob(world=8).stream(until=1)]), 1.7e9 + 1)
-    assert monitor.asking() is None, "every report came whole, none looked at"
+    assert monitor.asking() == [], "every report came whole, none looked at"
     monitor.state.report_of(5)
     monitor.state.ranks[2].report  # noqa: B018 -- a screen's row reads it
-    asking = monitor.asking()
-    assert asking is not None and asking.ranks == [2, 5] and monitor.asking() is None
+    (asking,) = monitor.asking()
+    assert asking.ranks == [2, 5] and monitor.asking() == []
 
 
 def test_a_report_kept_from_before_is_brought_up_to_date_by_the_numbers() -> None:

@@ -9,9 +9,9 @@ from dataclasses import replace
 
 import pytest
 
+from distmon.eye.proc import Sample
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.probe import SPAN, Seen
-from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.sight import SPAN, Seen
 from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState

@@ -21,6 +21,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distmon.export.plain import render
+from distmon.eye import looks as eye_looks
+from distmon.eye.looks import Looks, Taken
+from distmon.eye.proc import Sample
 from distmon.flightrecorder.fields import group_ranks, read_dump
 from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load
 from distmon.forensics.analysis import Analysis, analyze
@@ -33,7 +36,8 @@ from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import Alert, Change
-from distmon.wire import Report, WireError, decode, encode
+from distmon.pyspy import OutsideStack
+from distmon.wire import Report, StackFrame, WireError, decode, encode
 from tests.support.messages import bad_messages, full_report, report_map
 from tests.support.nccl_dumps import Group, RankRecorder
 from tests.support.paths import DATA
@@ -397,3 +401,28 @@ def _analyze_text(text: str) -> Analysis:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "job.log").write_text(text, errors="surrogatepass")
         return analyze([folder])
+
+
+# --- what the nodes' eyes saw -------------------------------------------------------------
+
+
+def looks_or_refusal(data: bytes) -> None:
+    """Looks or a :class:`WireError`: anything else escaping ``decode`` fails the test."""
+    with contextlib.suppress(WireError):
+        assert isinstance(eye_looks.decode(data), list)
+
+
+@given(st.data())
+def test_corrupted_looks_raise_only_wire_errors(data):
+    sample = Sample(42, 100.0, "S", wchan="hrtimer_nanosleep", syscall="clock_nanosleep", cpu=1.0)
+    stack = OutsideStack(frames=[StackFrame("train.py", 1, "step")], error="x")
+    message = bytearray(eye_looks.encode([Looks("node-b", [sample, sample], [Taken(42, 1.0, stack)])]))
+    for _ in range(data.draw(st.integers(1, 8))):
+        message[data.draw(st.integers(0, len(message) - 1))] = data.draw(st.integers(0, 255))
+    looks_or_refusal(bytes(message))
+
+
+@given(msgpack_values)
+def test_random_structures_are_no_looks(value):
+    looks_or_refusal(msgpack.packb([{"host": "b", "fields": ["pid", "t", "state"], "samples": [value], "stacks": []}]))
+    looks_or_refusal(msgpack.packb(value))

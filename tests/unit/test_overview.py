@@ -13,10 +13,10 @@ import time
 import pytest
 
 from distmon.export.plain import render
+from distmon.eye.proc import Sample
 from distmon.monitor import overview
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.probe import Seen
-from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.detector import Detector

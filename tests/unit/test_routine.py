@@ -6,9 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from distmon.eye.prober import CLOSE_PERIOD
+from distmon.eye.proc import Sample
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.probe import CLOSE_PERIOD, Seen
-from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import Story
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector

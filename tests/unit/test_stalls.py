@@ -11,9 +11,9 @@ from dataclasses import replace
 
 import pytest
 
+from distmon.eye.proc import Sample
 from distmon.monitor.monitor import Monitor
-from distmon.monitor.outside.probe import SPAN, Seen
-from distmon.monitor.outside.proc import Sample
+from distmon.monitor.outside.sight import SPAN, Seen
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.rules.base import Context

@@ -22,10 +22,20 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from distmon.columnar.batch import ColumnBatch, Incoming
+from distmon.eye import looks as eye_looks
+from distmon.eye.node import NodeEye
 from distmon.keys import JobKey
-from distmon.link import Batch, Command, Dump
+from distmon.link import LOOK, Batch, Command, Dump
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
-from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord, Dropped, MessageRecord, Record
+from distmon.monitor.recording.format import (
+    AlertEvent,
+    BatchRecord,
+    ColumnRecord,
+    Dropped,
+    LooksRecord,
+    MessageRecord,
+    Record,
+)
 from distmon.monitor.recording.reader import Records, check_recording, read_recording
 from distmon.monitor.rules.keeping_up import OVERFLOW
 from distmon.monitor.state.columns import F8
@@ -87,6 +97,10 @@ class LiveFeed:
     older one redundant), and handed over with the refusals as ``overflow``, so the monitor
     knows it is behind. Commands to the ranks and their Flight Recorder dumps pass through
     the same thread, which alone touches the socket.
+
+    The monitor's host is a node like the others: its ``eye`` (:class:`~distmon.eye.node.NodeEye`)
+    is asked what a ``look`` command asks of this host, and what it saw is handed over as a
+    relay's eye's is, an empty batch of columns carrying its looks, stamped when taken.
     """
 
     def __init__(
@@ -96,8 +110,11 @@ class LiveFeed:
         capacity: int = 1_000_000,
         key: JobKey | None = None,
         max_bytes: int = 256 * 1024 * 1024,
+        eye: NodeEye | None = None,
     ) -> None:
         self.endpoint = endpoint
+        self.eye = eye
+        self._eye_spoke = False
         self.dropped = 0
         self.received = 0
         self._clock = clock
@@ -126,7 +143,11 @@ class LiveFeed:
                     self._commands.clear()
                 for command in commands:
                     self._receiver.send(command)
+                    if command.action == LOOK and self.eye is not None:
+                        self.eye.want(eye_looks.wanted(command.looks or []))
                 batches = self._receiver.receive(0.1)
+                if self.eye is not None and (seen := self._seen(self.eye)) is not None:
+                    batches.append(seen)
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
                 t = self._clock()
@@ -139,6 +160,15 @@ class LiveFeed:
                     self._watermark = t
         finally:
             self._receiver.close()
+
+    def _seen(self, eye: NodeEye) -> ColumnBatch | None:
+        """What this host's eye saw since the last turn, if anything; at the first turn, even
+        nothing: that this host has an eye."""
+        looks = eye.take()
+        if not looks and self._eye_spoke:
+            return None
+        self._eye_spoke = True
+        return ColumnBatch(looks=[eye_looks.encode([looks])])
 
     def _enqueue(self, t: float, batch: Incoming) -> None:
         self._queue.append((t, batch))
@@ -303,6 +333,9 @@ class ReplayFeed:
             elif isinstance(record, BatchRecord | ColumnRecord):
                 out.append((record.t, record.batch))
                 taken += weight(record.batch)
+            elif isinstance(record, LooksRecord):
+                out.append((record.t, ColumnBatch(looks=[record.looks])))  # as the monitor's own eye hands them over
+                taken += 1
             elif isinstance(record, Dropped):
                 self._dropped.update(record.dropped)
                 self._unwatched.update(record.unwatched)

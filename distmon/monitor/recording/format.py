@@ -21,6 +21,10 @@ is:
   travels, the headers and rows each stored byte by byte of every record,
   :func:`~distmon.columnar.batch.shuffled`), in pieces of at most ``PIECE_BYTES``
   (:mod:`distmon.monitor.recording.batches`).
+- ``["o", t, looks]`` (version 3, from distmon 0.1 with nodes' eyes; older readers skip it):
+  what the nodes' eyes saw of the job's processes, taken in at ``t``: their looks through
+  /proc and the stacks taken from outside, as :mod:`distmon.eye.looks` encodes them (bytes).
+  The monitor's rules read them, so a replay judges with what the live monitor saw.
 - ``["a", t, event, alert, key]``: an alert ``raised``, ``updated`` or ``resolved`` at
   ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
   alert across its events.
@@ -67,7 +71,7 @@ FORMAT = "distmon-recording"
 VERSION = 3
 VERSIONS = (1, 2, 3)
 """The versions this distmon reads."""
-KINDS = ("m", "b", "n", "a", "d")
+KINDS = ("m", "b", "n", "o", "a", "d")
 """The record kinds this distmon knows."""
 LATEST = 1e11
 """Times are unix seconds: anything outside [0, LATEST) was not written by a clock."""
@@ -102,6 +106,15 @@ class ColumnRecord:
 
 
 @dataclass
+class LooksRecord:
+    """What the nodes' eyes saw, taken in at ``t``: :mod:`distmon.eye.looks`' bytes, read
+    when replayed (and checked there: they are claims from other machines)."""
+
+    t: float
+    looks: bytes
+
+
+@dataclass
 class AlertEvent:
     t: float
     event: str
@@ -118,7 +131,7 @@ class Dropped:
     unwatched: Counter[str]
 
 
-Record = MessageRecord | BatchRecord | ColumnRecord | AlertEvent | Dropped
+Record = MessageRecord | BatchRecord | ColumnRecord | LooksRecord | AlertEvent | Dropped
 
 
 def alert_record(t: float, change: Change) -> list[Any]:
@@ -158,6 +171,8 @@ def parse_record(item: Any) -> Record | None:
             batch = stored_batch(item)
             t = float(item[1])
             return BatchRecord(t, batch) if isinstance(batch, Batch) else ColumnRecord(t, batch)
+        if item[0] == "o" and isinstance(item[2], bytes):
+            return LooksRecord(float(item[1]), item[2])
         if item[0] == "a" and isinstance(item[3], dict) and _alert_fields(item[3]):
             return AlertEvent(float(item[1]), str(item[2]), Alert.from_json(item[3], key=str(item[4])))
         if item[0] == "d":

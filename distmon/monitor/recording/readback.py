@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -9,8 +10,16 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.columnar.batch import Incoming
+from distmon.eye import looks as eye_looks
 from distmon.link import Batch
-from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord, Dropped, MessageRecord
+from distmon.monitor.recording.format import (
+    AlertEvent,
+    BatchRecord,
+    ColumnRecord,
+    Dropped,
+    LooksRecord,
+    MessageRecord,
+)
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.ending import cause
@@ -89,6 +98,8 @@ def load(path: str) -> Postmortem:
         _ingest(pm.state, messages)
         if isinstance(record, BatchRecord | ColumnRecord):
             _take(pm.state, record.batch, record.t)
+        elif isinstance(record, LooksRecord):
+            _eyes(pm.state, record.looks)
         elif isinstance(record, Dropped):
             pm.state.dropped.update(record.dropped)
             pm.state.unwatched.update(record.unwatched)
@@ -103,6 +114,13 @@ def load(path: str) -> Postmortem:
     if pm.trouble is not None and not records.count:
         raise RecordingError(pm.trouble)
     return pm
+
+
+def _eyes(state: JobState, looks: bytes) -> None:
+    """The nodes whose eyes spoke in a ``o`` record: their ranks were seen from outside."""
+    with contextlib.suppress(WireError):
+        for one in eye_looks.decode(looks):
+            state.eyes[one.host] = None
 
 
 def _ingest(state: JobState, messages: list[MessageRecord]) -> None:

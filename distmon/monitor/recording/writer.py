@@ -78,6 +78,10 @@ class RecordingWriter:
         for record in batch_records(t, batch):
             self._write(record)
 
+    def looks(self, t: float, looks: bytes) -> None:
+        """What the nodes' eyes saw, taken in at ``t`` (:mod:`distmon.eye.looks`)."""
+        self._write(["o", t, looks])
+
     def alert(self, t: float, change: Change) -> None:
         self._write(alert_record(t, change))
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from distmon.monitor.outside.probe import Seen
+from distmon.monitor.outside.sight import Seen
 from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.keeping_up import Behind
 from distmon.monitor.rules.routine import Routine

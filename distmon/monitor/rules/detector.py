@@ -25,6 +25,7 @@ the incident ended.
 
 from __future__ import annotations
 
+from distmon.monitor.outside.sight import Sight
 from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules import RULES, Rule
 from distmon.monitor.rules.base import Context, Outside, Probe, StackSource
@@ -42,10 +43,14 @@ class Detector:
         limits: Thresholds | None = None,
         stacks: StackSource | None = None,
         outside: Outside | None = None,
+        sight: Sight | None = None,
     ) -> None:
         self.probe = probe
         self.stacks = stacks
         self.outside = outside
+        self.sight = sight
+        """What the nodes' eyes saw: once any eye has spoken, the rules ask it, not the
+        callables above (which tests hand in)."""
         self.intake = KeepingUp()
         self._last: dict[str, Finding] = {}
         self.limits = limits or Thresholds()
@@ -55,15 +60,25 @@ class Detector:
         self.routine = Routine()
         """The pauses the job takes as a habit, learned as it runs."""
 
+    @property
+    def sources(self) -> tuple[Probe | None, StackSource | None, Outside | None]:
+        """Where the rules learn of processes: what the nodes' eyes saw, once one has spoken
+        (a live monitor's own eye at once; a replay's once the recording says so; an old
+        recording never), else the callables handed in."""
+        if self.sight is not None and self.sight.eyes:
+            return self.sight.state, self.sight.stack, self.sight.view
+        return self.probe, self.stacks, self.outside
+
     def evaluate(self, state: JobState, now: float) -> list[Finding]:
+        probe, stacks, outside = self.sources
         context = Context(
             now=now,
             pace=state.pace(),
-            probe=self.probe,
+            probe=probe,
             limits=self.limits,
-            stacks=self.stacks,
+            stacks=stacks,
             interval=state.interval(),
-            outside=self.outside,
+            outside=outside,
             named_early=self._named_early,
             routine=self.routine,
         )

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.outside.probe import ALIVE, GONE
+from distmon.monitor.outside.sight import ALIVE, GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.nodes import TEARDOWN_SLACK, node_ranks, process_state
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, said

@@ -24,7 +24,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.outside.probe import GONE
+from distmon.monitor.outside.sight import GONE
 from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.divergence import divergence_in

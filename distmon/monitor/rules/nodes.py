@@ -62,8 +62,8 @@ class Steps:
 
 
 def process_state(s: RankState, ctx: Context) -> str | None:
-    """What the prober says of ``s``'s process: alive, gone, or None (another host, or it
-    cannot tell)."""
+    """What its node's eye says of ``s``'s process: alive, gone, or None (no eye watches its
+    node, or it cannot tell)."""
     if ctx.probe is None:
         return None
     try:
@@ -92,7 +92,7 @@ def node_ranks(job: JobState, ctx: Context, training: bool = True) -> I8:
 
 def judged(job: JobState, ctx: Context, overdue: bool = False) -> list[Judged]:
     """The silent (or ``overdue``) nodes this rule judges, with the others' evidence: those last
-    heard before the teardown began, and either training on or out of the prober's sight (the
+    heard before the teardown began, and either training on or out of every eye's sight (the
     ranks of a node the monitor runs on are seen: their own rules tell)."""
     nodes = job.silent_nodes(ctx.now, ctx.limits, overdue)
     if not nodes:
@@ -109,9 +109,16 @@ def judged(job: JobState, ctx: Context, overdue: bool = False) -> list[Judged]:
             continue  # it went with the job
         waits_for = _waits_for(job, ctx, node, waiting, groups)
         steps = None if waits_for else _trains_on(job, ctx, node)
-        if steps is not None or process_state(RankState(job, int(node.ranks[0])), ctx) is None:
+        if steps is not None or not _seen(job, ctx, node):
             found.append(Judged(node, waits_for, steps))
     return found
+
+
+def _seen(job: JobState, ctx: Context, node: SilentNode) -> bool:
+    """Whether an eye still sees ``node``'s processes: the monitor's own, on its host. A node
+    that reported through a relay was watched by that relay, silent now: what it last said of
+    them is old news."""
+    return node.relay is None and process_state(RankState(job, int(node.ranks[0])), ctx) is not None
 
 
 def node_lost(job: JobState, ctx: Context) -> list[Finding]:

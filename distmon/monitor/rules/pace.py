@@ -16,7 +16,7 @@ import contextlib
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.proc import CPUS
+from distmon.eye.proc import CPUS
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import WARNING, Finding

@@ -19,8 +19,8 @@ from itertools import islice
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.probe import SPAN
-from distmon.monitor.outside.proc import Sample
+from distmon.eye.proc import Sample
+from distmon.monitor.outside.sight import SPAN
 from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses

@@ -20,7 +20,7 @@ the job are admitted (:mod:`distmon.monitor.state.admission`), so no sender can 
 
 from __future__ import annotations
 
-from collections import Counter
+from collections import Counter, OrderedDict
 from collections.abc import Iterable
 
 import numpy as np
@@ -74,6 +74,10 @@ class JobState:
         self.ranks = Ranks(self)
         self.relays: list[Relay] = []
         """Relays the ranks' reports came through, by the index in ``cols.via``."""
+        self.eyes: OrderedDict[str, None] = OrderedDict()
+        """The nodes whose eye has spoken (the monitor's own host, a relay's node), by host
+        name: where a rank's process is seen from outside, not judged from its reports alone
+        (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
         self.relay_heard: list[float] = []
         """Per relay, when a batch last named it (an empty one is a relay's sign of life)."""
         self.relay_of: dict[Relay, int] = {}
@@ -186,6 +190,12 @@ class JobState:
     @property
     def hosts(self) -> list[str]:
         return sorted({self.host_name(int(h)) for h in distinct(self.cols.host[self.present()])})
+
+    def unwatched_hosts(self) -> list[str]:
+        """The job's hosts no eye watches, so that their ranks are judged from their reports
+        alone; none where no eye has spoken at all (a replay of a recording older than the
+        eyes says nothing of them)."""
+        return [host for host in self.hosts if host not in self.eyes] if self.eyes else []
 
     def gpu_used(self, ranks: I8 | slice = ALL) -> F8:
         """Per rank (of ``ranks``): NVML's used memory, else what torch's allocator reserved

@@ -77,6 +77,21 @@ def unwatched_words(unwatched: Mapping[str, int]) -> str:
     return ", ".join(f"{duration(n)} {why}" for why, n in sorted(unwatched.items()))
 
 
+MAX_HOSTS_NAMED = 4
+
+
+def blind_words(hosts: list[str]) -> str:
+    """``node-b: no relay, judged from its reports only``: the hosts no eye watches
+    (:meth:`~distmon.monitor.state.job.JobState.unwatched_hosts`); empty for none."""
+    if not hosts:
+        return ""
+    named = ", ".join(hosts[:MAX_HOSTS_NAMED]) + (
+        f" and {len(hosts) - MAX_HOSTS_NAMED} more" if len(hosts) > MAX_HOSTS_NAMED else ""
+    )
+    its = "its" if len(hosts) == 1 else "their"
+    return f"{named}: no relay, judged from {its} reports only"
+
+
 def date_time(t: float) -> str:
     """``2025-03-07 14:03:09``, in the local time zone: a moment in a report or a bundle, read
     days later."""

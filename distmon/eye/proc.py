@@ -6,8 +6,8 @@ and on which file (``/proc/PID/syscall``, its fd or its path argument, ``mountin
 running totals of CPU and bytes moved (``stat``, ``io``). What two looks mean is
 :mod:`distmon.monitor.outside.verdicts`' to judge.
 
-Reading /proc is I/O: :class:`distmon.monitor.outside.probe.ProcessProbe` calls :func:`look` on a
-thread of its own, never on the monitor's.
+Reading /proc is I/O: :class:`distmon.eye.prober.Prober` calls :func:`look` on a thread of its
+own, on the node where the process runs (the monitor's host, or a relay's node).
 """
 
 from __future__ import annotations

@@ -1,0 +1,188 @@
+"""What a node's eye saw, as plain data: the looks at its processes and the stacks it took.
+
+They travel upstream with a relay's batches (:mod:`distmon.columnar.batch`), the monitor's own
+eye hands them over the same way, and recordings keep them (:mod:`distmon.monitor.recording`),
+so that the rules judge a rank on any node, live or replayed, from the same facts.
+
+Encoded as msgpack, a list of maps, one per node: ``host``, ``fields`` (the names of a
+look's fields, in the order each look lists them: fields added later are read by name, those
+a reader does not know are skipped), ``samples`` (the looks, oldest first) and ``stacks``
+(``[pid, since, frames, error, owns_gil, partial, how]``, frames as ``[file, line, func, code]``).
+Whatever a node claims is read within limits (text, arrays, maps) and checked field by field:
+these are bytes from another machine.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any
+
+import msgpack
+
+from distmon.eye.proc import Mount, Sample
+from distmon.pyspy import OutsideStack
+from distmon.wire import StackFrame, WireError
+
+MALFORMED = "malformed_looks"
+MAX_SAMPLES = 8192
+"""Looks one batch carries at most, over its nodes."""
+MAX_STACKS = 256
+MAX_FRAMES = 64
+MAX_TEXT = 4096
+SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
+TEXT_FIELDS = frozenset({"state", "wchan", "syscall", "target"})
+NUMBER_FIELDS = frozenset({"t", "cpu", "queued", "load"})
+INT_FIELDS = frozenset({"pid", "ppid", "tracer", "read", "written", "cpus", "tid"})
+
+
+@dataclass(frozen=True)
+class Taken:
+    """A stack taken from outside process ``pid``, answering the stall that began at ``since``
+    (the monitor's key for it)."""
+
+    pid: int
+    since: float
+    stack: OutsideStack
+
+
+@dataclass
+class Looks:
+    """What the eye on ``host`` saw since it last said."""
+
+    host: str
+    samples: list[Sample] = field(default_factory=list)
+    stacks: list[Taken] = field(default_factory=list)
+
+    def __bool__(self) -> bool:
+        return bool(self.samples or self.stacks)
+
+
+@dataclass(frozen=True)
+class Wanted:
+    """A process the monitor asks the eye on ``host`` to look at, and the stack it wants
+    taken, if any: the stall it answers (``since``) and whether the process is stopped."""
+
+    host: str
+    pid: int
+    since: float | None = None
+    stopped: bool = False
+
+    def encoded(self) -> list[Any]:
+        return [self.host, self.pid, None if self.since is None else [self.since, self.stopped]]
+
+
+def wanted(raw: list[list[Any]]) -> list[Wanted]:
+    """The requests of a ``look`` command (:attr:`distmon.link.Command.looks`); those that are
+    not one are skipped."""
+    out = []
+    for item in raw:
+        if len(item) < 3 or not isinstance(item[0], str) or type(item[1]) is not int or item[1] <= 0:
+            continue
+        stack = item[2]
+        if isinstance(stack, list) and len(stack) >= 2 and _finite(stack[0]):
+            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1])))
+        elif stack is None:
+            out.append(Wanted(item[0], item[1]))
+    return out
+
+
+def encode(looks: list[Looks]) -> bytes:
+    return msgpack.packb([_node(one) for one in looks], use_bin_type=True)
+
+
+def _node(looks: Looks) -> dict[str, Any]:
+    return {
+        "host": looks.host,
+        "fields": list(SAMPLE_FIELDS),
+        "samples": [[_value(getattr(s, name)) for name in SAMPLE_FIELDS] for s in looks.samples],
+        "stacks": [_stack(taken) for taken in looks.stacks],
+    }
+
+
+def _value(value: Any) -> Any:
+    return [value.point, value.fstype, value.source] if isinstance(value, Mount) else value
+
+
+def _stack(taken: Taken) -> list[Any]:
+    s = taken.stack
+    frames = None if s.frames is None else [[f.file, f.line, f.func, f.code] for f in s.frames[:MAX_FRAMES]]
+    return [taken.pid, taken.since, frames, s.error, s.owns_gil, s.partial, getattr(s, "how", None)]
+
+
+def decode(data: bytes) -> list[Looks]:
+    """What :func:`encode` wrote; raises :class:`WireError` for anything else."""
+    try:
+        nodes = msgpack.unpackb(
+            data, raw=False, max_str_len=MAX_TEXT, max_bin_len=0, max_array_len=65536, max_map_len=16, max_ext_len=0
+        )
+        if not isinstance(nodes, list):
+            raise TypeError("not a list")
+        looks = [_read_node(node) for node in nodes]
+    except (ValueError, TypeError, KeyError, IndexError, OverflowError, msgpack.UnpackException) as e:
+        raise WireError(MALFORMED, str(e)) from None
+    if sum(len(one.samples) for one in looks) > MAX_SAMPLES or sum(len(one.stacks) for one in looks) > MAX_STACKS:
+        raise WireError(MALFORMED, "more looks than a batch carries")
+    return looks
+
+
+def _read_node(node: Any) -> Looks:
+    host, names = node["host"], node["fields"]
+    if not isinstance(host, str) or not isinstance(names, list) or not all(isinstance(n, str) for n in names):
+        raise TypeError("a node's looks without a host or field names")
+    samples = [_read_sample(names, values) for values in node["samples"]]
+    stacks = [_read_stack(item) for item in node["stacks"]]
+    return Looks(host, samples, stacks)
+
+
+def _read_sample(names: list[str], values: list[Any]) -> Sample:
+    known: dict[str, Any] = {}
+    for name, value in zip(names, values, strict=True):
+        if name in SAMPLE_FIELDS and value is not None:
+            known[name] = _checked(name, value)
+    if "pid" not in known or "t" not in known or "state" not in known:
+        raise KeyError("a look without its process, time or state")
+    return Sample(**known)
+
+
+def _checked(name: str, value: Any) -> Any:
+    """``value`` of a look's field ``name``, if it is of the field's type; raises otherwise."""
+    if name in TEXT_FIELDS and isinstance(value, str):
+        return value
+    if name in NUMBER_FIELDS and _finite(value):
+        return float(value)
+    if name in INT_FIELDS and type(value) is int and 0 <= value < 2**63:
+        return value
+    if name == "fifo" and isinstance(value, bool):
+        return value
+    if name == "mount" and isinstance(value, list) and len(value) == 3 and all(isinstance(v, str) for v in value):
+        return Mount(*value)
+    raise TypeError(f"a look's {name} is not what it should be")
+
+
+def _read_stack(item: list[Any]) -> Taken:
+    pid, since, frames, error, owns_gil, partial, how = item[:7]
+    if type(pid) is not int or not _finite(since):
+        raise TypeError("a stack without its process or stall")
+    read = None
+    if frames is not None:
+        read = [_read_frame(f) for f in frames[:MAX_FRAMES]]
+    texts = (error, partial, how)
+    if not all(t is None or isinstance(t, str) for t in texts):
+        raise TypeError("a stack's words are not text")
+    stack = OutsideStack(frames=read, error=error, owns_gil=bool(owns_gil), partial=partial)
+    if how is not None and "how" in {f.name for f in dataclasses.fields(OutsideStack)}:
+        stack = dataclasses.replace(stack, how=how)  # type: ignore[call-arg]
+    return Taken(pid, float(since), stack)
+
+
+def _read_frame(f: list[Any]) -> StackFrame:
+    file, line, func, code = f[:4]
+    if not (isinstance(file, str) and type(line) is int and isinstance(func, str)):
+        raise TypeError("a frame is not a file, a line and a function")
+    return StackFrame(file=file, line=line, func=func, code=code if isinstance(code, str) else None)
+
+
+def _finite(value: Any) -> bool:
+    return type(value) in (int, float) and math.isfinite(value)

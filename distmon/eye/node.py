@@ -1,0 +1,71 @@
+"""The eye on one node: it looks at the processes the monitor asks about and takes the stacks
+it wants, and hands over what it saw since it last said (:class:`~distmon.eye.looks.Looks`).
+
+A relay runs one for its node, the monitor one for its own host. Both only ask and take:
+the looks are taken on the prober's thread, the stacks on py-spy's, so a relay never waits on
+a process, and the stacks a node takes are capped (:data:`STACKS_PER_SECOND`).
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+
+from distmon.eye.looks import Looks, Taken, Wanted
+from distmon.eye.prober import Prober
+from distmon.pyspy import OutsideStack, StackTaker
+
+STACKS_PER_SECOND = 2.0
+"""Stacks a node's eye starts taking a second at most, whatever it is asked: each pauses its
+process for a moment."""
+MAX_PENDING = 64
+"""Stacks asked for and not yet handed over, at most."""
+
+
+class NodeEye:
+    def __init__(self, host: str | None = None) -> None:
+        self.host = host or socket.gethostname()
+        self.prober = Prober()
+        self._taker = StackTaker()
+        self._pending: dict[tuple[int, float], bool] = {}
+        """Stacks asked for, not yet handed over: (pid, since) -> whether the process is stopped."""
+        self._started: set[tuple[int, float]] = set()
+        self._budget = 0.0
+        self._refilled = time.monotonic()
+        self.counts = {"looks": 0, "stacks": 0}
+
+    def want(self, wanted: list[Wanted]) -> None:
+        """Look at the processes of this node that ``wanted`` names, and take the stacks asked
+        for (those of other nodes are another eye's)."""
+        mine = [w for w in wanted if w.host == self.host]
+        self.prober.ask([w.pid for w in mine])
+        for w in mine:
+            if w.since is not None and (w.pid, w.since) not in self._pending and len(self._pending) < MAX_PENDING:
+                self._pending[(w.pid, w.since)] = w.stopped
+
+    def take(self) -> Looks:
+        """What this eye saw since the last call: the looks, and the stacks taken meanwhile
+        (each handed over once)."""
+        samples = self.prober.take()
+        stacks = [Taken(pid, since, stack) for (pid, since), stack in self._stacks_done()]
+        self.counts["looks"] += len(samples)
+        self.counts["stacks"] += len(stacks)
+        return Looks(self.host, samples, stacks)
+
+    def _stacks_done(self) -> list[tuple[tuple[int, float], OutsideStack]]:
+        now = time.monotonic()
+        self._budget = min(STACKS_PER_SECOND, self._budget + (now - self._refilled) * STACKS_PER_SECOND)
+        self._refilled = now
+        done = []
+        for key, stopped in list(self._pending.items()):
+            if key not in self._started:
+                if self._budget < 1.0:
+                    continue
+                self._budget -= 1.0
+                self._started.add(key)
+            result = self._taker.request(key[0], key[1], take=True, stopped=stopped)
+            if result is not None:
+                done.append((key, result))
+                del self._pending[key]
+                self._started.discard(key)
+        return done

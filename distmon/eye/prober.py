@@ -1,0 +1,92 @@
+"""Looks at processes through /proc on a thread of its own: the eye's hands.
+
+Reading /proc is I/O and a process may be stuck in the kernel, so neither a relay's loop nor
+the monitor's ever reads it: they ask (:meth:`Prober.ask`) and take what was seen since
+(:meth:`Prober.take`).
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from distmon.eye.proc import Sample, look
+
+PERIOD = 1.0
+"""Seconds between two looks at a process asked about now and then."""
+CLOSE_PERIOD = 0.25
+"""Seconds between two looks at a process asked about in the last :data:`CLOSE_FOR` seconds (a
+rank the others wait for): what it does over a second is then told by four looks that must
+agree, not by one that may catch an instant."""
+CLOSE_FOR = 2.0
+FORGET = 30.0
+"""A process not asked about for this long is no longer looked at."""
+MAX_WATCHED = 256
+"""Processes looked at, at most: those asked about most recently."""
+
+
+def gone(pid: int, t: float) -> Sample:
+    """What a look at a process that no longer exists records: state ``X`` (dead)."""
+    return Sample(pid, t, "X")
+
+
+class Prober:
+    """Looks at each process asked about in the last :data:`FORGET` seconds, every
+    :data:`PERIOD` (every :data:`CLOSE_PERIOD` while it is asked about often), on a thread
+    started by the first :meth:`ask`; a process found gone is looked at no more unless asked
+    again."""
+
+    def __init__(self, period: float = PERIOD) -> None:
+        self._period = period
+        self._asked: dict[int, float] = {}
+        self._due: dict[int, float] = {}
+        self._seen: list[Sample] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._thread: threading.Thread | None = None
+
+    def ask(self, pids: list[int]) -> None:
+        """Look at ``pids`` from now on, closely for :data:`CLOSE_FOR` seconds."""
+        now = time.monotonic()
+        with self._lock:
+            for pid in pids:
+                self._asked[pid] = now
+                self._due.setdefault(pid, 0.0)
+            while len(self._asked) > MAX_WATCHED:
+                oldest = min(self._asked, key=self._asked.__getitem__)
+                del self._asked[oldest]
+                self._due.pop(oldest, None)
+            if self._thread is None and pids:
+                self._thread = threading.Thread(target=self._run, name="distmon-probe", daemon=True)
+                self._thread.start()
+        self._wake.set()
+
+    def take(self) -> list[Sample]:
+        """The looks taken since the last call, oldest first (a process gone: :func:`gone`)."""
+        with self._lock:
+            seen, self._seen = self._seen, []
+            return seen
+
+    def _run(self) -> None:
+        while True:
+            now = time.monotonic()
+            with self._lock:
+                for pid in [p for p, t in self._asked.items() if now - t > FORGET]:
+                    del self._asked[pid]
+                    self._due.pop(pid, None)
+                due = [p for p in self._asked if self._due.get(p, 0.0) <= now]
+                soonest = min((self._due.get(p, 0.0) for p in self._asked), default=now + self._period)
+            if not due:
+                self._wake.wait(min(max(0.0, soonest - now), self._period))
+                self._wake.clear()
+                continue
+            for pid in due:
+                t = time.monotonic()
+                sample = look(pid, t) or gone(pid, t)
+                with self._lock:
+                    close = time.monotonic() - self._asked.get(pid, 0.0) < CLOSE_FOR
+                    self._due[pid] = time.monotonic() + (min(CLOSE_PERIOD, self._period) if close else self._period)
+                    if sample.state == "X":  # gone stays gone: a pid reused is another process
+                        self._asked.pop(pid, None)
+                        self._due.pop(pid, None)
+                    self._seen.append(sample)

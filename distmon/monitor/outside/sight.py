@@ -1,0 +1,185 @@
+"""What the nodes' eyes saw of the job's processes, as the rules read it.
+
+Every node's eye (:mod:`distmon.eye`: a relay's for its node, the monitor's own for its host)
+hands its looks over as data, taken in here at the time they came, live or replayed
+(:meth:`Sight.saw`). The rules ask about a process by host and pid (:meth:`Sight.view`,
+:meth:`Sight.state`, :meth:`Sight.stack`): the answer is what its node's eye has said by then,
+None where no eye watches that node, and the asking is kept, for the monitor to send to the
+eyes after the tick (:meth:`Sight.wanted`): the first question about a process starts its
+eye looking. The monitor's host is a node like any other.
+
+It changes only as looks are taken in, on the monitor's thread: a tick reads one consistent
+sight, and a replay, fed the same looks at the same times, reads the same one.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from dataclasses import dataclass
+
+from distmon.eye.looks import Looks, Wanted
+from distmon.eye.proc import Sample
+from distmon.pyspy import OutsideStack
+
+ALIVE = "alive"
+GONE = "gone"
+WINDOW = 40
+"""Looks kept per process: progress is judged over the last ten seconds or so."""
+SPAN = 1.0
+"""Seconds of looks that tell what a process does now (:attr:`Seen.recent`)."""
+MAX_PROCESSES = 4096
+"""Processes whose looks are kept: those looked at most recently."""
+MAX_STACKS = 256
+MAX_EYES = 1 << 17
+"""Nodes known to have an eye, at most (a node per rank at the most ranks distmon admits)."""
+
+
+@dataclass(frozen=True)
+class Seen:
+    """What a node's eye saw of a process: the oldest look kept and the latest (None once it
+    is gone)."""
+
+    first: Sample | None
+    """None for a process already gone at the first look."""
+    last: Sample | None
+    recent: Sample | None = None
+    """The newest look at least :data:`SPAN` before ``last``: what it did over the last second
+    or so, whatever it did before."""
+    looks: tuple[Sample, ...] = ()
+    """Every look kept, oldest first, ``last`` included while the process lives."""
+    now: float | None = None
+    """The monitor's time of this view on the eye's clock (the looks' times), where known:
+    the latest look may be a batch old."""
+
+    def within(self, seconds: float) -> tuple[Sample, ...]:
+        """The looks of the last ``seconds`` (by the eye's clock, up to now, else up to ``last``)."""
+        kept = self.looks or tuple(s for s in (self.first, self.recent, self.last) if s is not None)
+        if self.last is None:
+            return ()
+        until = self.now if self.now is not None else self.last.t
+        return tuple(s for s in kept if until - s.t <= seconds)
+
+
+Process = tuple[str, int]
+
+
+class Sight:
+    def __init__(self, eyes: OrderedDict[str, None] | None = None) -> None:
+        self.eyes: OrderedDict[str, None] = OrderedDict() if eyes is None else eyes
+        """The nodes whose eye has spoken, by host name (the job's state's, where given:
+        :attr:`distmon.monitor.state.job.JobState.eyes`)."""
+        self._looks: OrderedDict[Process, deque[Sample]] = OrderedDict()
+        self._gone: OrderedDict[Process, None] = OrderedDict()
+        self._stacks: OrderedDict[tuple[str, int, float], OutsideStack] = OrderedDict()
+        self._asked: dict[Process, float | None] = {}
+        """Processes asked about since :meth:`wanted` last ran, with a stack's stall if one was asked for."""
+        self._stopped: set[Process] = set()
+        self._offsets: dict[str, float] = {}
+        """Per node, the monitor's time less its eye's clock: the least seen, when a look
+        came (the least delay on the way is the truest)."""
+        self.now: float | None = None
+        """The monitor's time of the tick the rules run in (set by the monitor)."""
+
+    def saw(self, looks: list[Looks], t: float) -> list[Looks]:
+        """Take in what the eyes say, come at ``t``; returns what is new (a node's first word,
+        or looks), for the recording."""
+        new = []
+        for one in looks:
+            first = one.host not in self.eyes
+            self._bounded(self.eyes, one.host, MAX_EYES)
+            if one.samples:
+                offset = t - max(sample.t for sample in one.samples)
+                self._offsets[one.host] = min(offset, self._offsets.get(one.host, offset))
+            for sample in one.samples:
+                self._take(one.host, sample)
+            for taken in one.stacks:
+                self._stacks[(one.host, taken.pid, taken.since)] = taken.stack
+                while len(self._stacks) > MAX_STACKS:
+                    self._stacks.popitem(last=False)
+            if first or one:
+                new.append(one)
+        return new
+
+    def _take(self, host: str, sample: Sample) -> None:
+        key = (host, sample.pid)
+        if key in self._gone:
+            return  # gone stays gone: a pid reused is another process
+        kept = self._looks.get(key)
+        if kept is None:
+            kept = self._looks[key] = deque(maxlen=WINDOW)
+            while len(self._looks) > MAX_PROCESSES:
+                old, _ = self._looks.popitem(last=False)
+                self._gone.pop(old, None)
+        if kept and sample.t < kept[-1].t:
+            return  # older than what its eye said before: out of order on the way
+        kept.append(sample)
+        self._looks.move_to_end(key)
+        if sample.state == "X":
+            self._bounded(self._gone, key, MAX_PROCESSES)
+
+    @staticmethod
+    def _bounded(seen: OrderedDict[str, None] | OrderedDict[Process, None], key: object, most: int) -> None:
+        seen[key] = None  # type: ignore[index]
+        seen.move_to_end(key)  # type: ignore[arg-type]
+        while len(seen) > most:
+            seen.popitem(last=False)
+
+    def watched(self, host: str) -> bool:
+        """Whether an eye watches ``host``: the monitor's own, or a relay's there."""
+        return host in self.eyes
+
+    def state(self, host: str, pid: int) -> str | None:
+        """``alive`` or ``gone`` as its node's eye last saw the process; None before its first
+        look, or where no eye watches the node (asking starts it looking)."""
+        if host not in self.eyes:
+            return None
+        self._asked.setdefault((host, pid), None)
+        kept = self._looks.get((host, pid))
+        if not kept:
+            return None
+        return GONE if (host, pid) in self._gone else ALIVE
+
+    def view(self, host: str, pid: int) -> Seen | None:
+        """The looks at the process so far; None where no eye watches its node, or before the
+        first look (asking starts it looking)."""
+        if host not in self.eyes:
+            return None
+        self._asked.setdefault((host, pid), None)
+        kept = self._looks.get((host, pid))
+        if not kept:
+            return None
+        gone = (host, pid) in self._gone
+        alive = tuple(s for s in kept if s.state != "X")
+        last = None if gone else kept[-1]
+        recent = next((s for s in reversed(alive) if last is not None and last.t - s.t >= SPAN), None)
+        offset = self._offsets.get(host)
+        now = None if offset is None or self.now is None else self.now - offset
+        return Seen(alive[0] if alive else None, last, recent, alive, now)
+
+    def stack(self, host: str, pid: int, since: float, take: bool = True) -> OutsideStack | None:
+        """The process's stack taken from outside on its node for the stall that began at
+        ``since``; None while it is being taken (asking starts it, once its eye has looked at
+        the process, which tells whether it is stopped); with ``take`` False, only one taken
+        before. Where no eye watches the node, why not."""
+        if host not in self.eyes:
+            return OutsideStack(
+                error=f"no distmon relay runs on {host}: run `py-spy dump --native --pid {pid}` there, "
+                "or a relay per node (docs/deployment.md)"
+            )
+        taken = self._stacks.get((host, pid, since))
+        if taken is not None or not take:
+            return taken
+        seen = self.view(host, pid)
+        if seen is None:
+            return None  # the first look tells how to take its stack
+        if seen.last is not None:
+            self._asked[(host, pid)] = since
+            if seen.last.state in "Tt":
+                self._stopped.add((host, pid))
+        return None
+
+    def wanted(self) -> list[Wanted]:
+        """What the rules asked about since the last call, for the eyes."""
+        asked, self._asked = self._asked, {}
+        stopped, self._stopped = self._stopped, set()
+        return [Wanted(host, pid, since, (host, pid) in stopped) for (host, pid), since in asked.items()]

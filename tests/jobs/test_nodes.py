@@ -1,0 +1,153 @@
+"""Every node seen as closely as the monitor's own: a real two-node job over network
+namespaces (each node its own address and host name, gloo over the link between them), a
+``distmon relay`` per node, ``distmon record`` on the head, outside both. Node B's relay runs
+without CAP_SYS_PTRACE, as in a container: py-spy is refused there, the ranks' faulthandler is not.
+
+One job carries the incidents in turn, each on a rank of a node the monitor is not on: rank 1
+asleep in ``time.sleep``, rank 3 holding the GIL in a C regex call, rank 1 stopped (SIGSTOP,
+resumed by itself). Each is named alone, early (a warning saying what the process does, before
+the hang threshold), in the words used for a rank on the monitor's host, with its stack."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import subprocess
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from distmon.monitor.recording.format import AlertEvent
+from distmon.monitor.recording.reader import RecordingError, read_recording
+from tests.support.commands import DISTMON, TORCHRUN, free_port
+from tests.support.nodes import Node, can_make_nodes, nodes
+from tests.support.paths import TRAIN
+from tests.support.processes import kill_tree, start
+from tests.support.recorder import Recorder, recording
+from tests.support.waiting import wait_until
+
+pytestmark = pytest.mark.skipif(bool(can_make_nodes()), reason=can_make_nodes() or "")
+
+ASLEEP, GIL, STOPPED = 60, 140, 220
+"""The steps at which the faults come (a job's first steps are slow: the eyes learn the job)."""
+FAULTS = [f"hang@{ASLEEP}:1:6", f"regex@{GIL}:3:6", f"stop@{STOPPED}:1:6"]
+WITHOUT_PTRACE = ["capsh", "--drop=cap_sys_ptrace", "--"]
+
+
+@dataclass
+class Job:
+    out: Path
+    logs: Path
+    recorder: Recorder
+    nodes: list[Node]
+
+    def injected(self, fault: str) -> float:
+        """When the job says it injected ``fault`` (its own clock, this machine's)."""
+        text = "".join(p.read_text() for p in self.logs.glob("job-*.log"))
+        found = re.search(rf"injecting {fault} at step \d+, t=([\d.]+)", text)
+        return float(found.group(1)) if found else 0.0
+
+    def raised(self, after: float) -> list[AlertEvent]:
+        """The alerts raised after ``after`` so far, in order."""
+        try:
+            _, records = read_recording(str(self.out))
+        except RecordingError:
+            return []
+        return [r for r in records if isinstance(r, AlertEvent) and r.event == "raised" and r.t >= after]
+
+    def first_alert_after(self, fault: str, timeout: float = 60) -> tuple[float, AlertEvent]:
+        at = wait_until(lambda: self.injected(fault), timeout, f"the job to inject {fault}")
+        alert = wait_until(lambda: next(iter(self.raised(at - 1)), None), 30, f"an alert after {fault}")
+        return at, alert
+
+    def detail(self, alert: AlertEvent, evidence: str, timeout: float = 20) -> str:
+        """The alert's latest detail once it shows ``evidence`` (a stack lands in an update)."""
+
+        def latest() -> str:
+            _, records = read_recording(str(self.out))
+            details = [r.alert.detail for r in records if isinstance(r, AlertEvent) and r.alert.key == alert.alert.key]
+            return details[-1] if details and evidence in details[-1] else ""
+
+        return wait_until(latest, timeout, f"{evidence!r} in the alert's detail")
+
+
+@pytest.fixture(scope="module")
+def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
+    if shutil.which("capsh") is None:
+        pytest.skip("capsh (libcap2-bin) is not installed")
+    logs = tmp_path_factory.mktemp("nodes")
+    out = logs / "job.distmon"
+    rdzv, port = free_port(), free_port()
+    with nodes(["node-a", "node-b"]) as (head, made):
+        upstream = f"tcp://{head}:{port}"
+        with recording(out, upstream) as recorder:
+            started: list[subprocess.Popen[bytes]] = []
+            env = {**os.environ, "DISTMON_INTERVAL": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+            try:
+                for k, node in enumerate(made):
+                    listen = f"tcp://127.0.0.1:{7000 + k}"
+                    relay = [*DISTMON, "relay", "--listen", listen, "--upstream", upstream]
+                    if node.name == "node-b":
+                        relay = [*WITHOUT_PTRACE, "-c", " ".join(relay)]
+                    log = (logs / f"relay-{node.name}.log").open("w")
+                    started.append(start(node.command(relay), stderr=log))
+                    train = [str(TRAIN), "--distmon", "--workers", "0", "--timeout", "120", "--steps", "400"]
+                    train += ["--step-time", "0.05", *(arg for fault in FAULTS for arg in ("--fault", fault))]
+                    launcher = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(k)]
+                    launcher += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{made[0].address}:{rdzv}"]
+                    launcher += ["--rdzv-id", "nodes", "--local-addr", node.address]
+                    ranks = {**env, "DISTMON_ENDPOINT": listen, "GLOO_SOCKET_IFNAME": node.inside}
+                    log = (logs / f"job-{node.name}.log").open("w")
+                    started.append(
+                        start(node.command([*launcher, *train]), env=ranks, stdout=log, stderr=subprocess.STDOUT)
+                    )
+                yield Job(out, logs, recorder, made)
+            finally:
+                for process in started:
+                    kill_tree(process)
+
+
+def test_a_remote_rank_asleep_is_named_alone_early_with_its_stack(job: Job) -> None:
+    _, alert = job.first_alert_after("hang")
+    assert alert.alert.kind == "hang" and alert.alert.ranks == [1], alert.alert
+    assert alert.alert.summary.startswith("rank 1 is asleep in clock_nanosleep;"), alert.alert.summary
+    assert alert.alert.severity == "warning", "named early, for doing nothing, before the hang threshold"
+    detail = job.detail(alert, "time.sleep")
+    assert "rank 1 (node-a, pid" in detail and "train.py" in detail, detail
+
+
+def test_a_remote_rank_holding_the_gil_is_named_with_its_stack_though_ptrace_is_refused(job: Job) -> None:
+    _, alert = job.first_alert_after("regex")
+    assert alert.alert.ranks == [3], alert.alert
+    assert alert.alert.summary.startswith("rank 3 holds the GIL in "), alert.alert.summary
+    detail = job.detail(alert, "faulthandler")
+    assert "hold_the_gil" in detail and "train.py" in detail, detail
+    assert "py-spy" in detail and "CAP_SYS_PTRACE" in detail, "why py-spy could not take it"
+
+
+def test_a_remote_rank_stopped_is_named_alone_with_the_step_to_take_on_its_node(job: Job) -> None:
+    _, alert = job.first_alert_after("stop")
+    assert alert.alert.ranks == [1], alert.alert
+    assert alert.alert.summary.startswith("rank 1 is stopped (SIGSTOP);"), alert.alert.summary
+    assert "`kill -CONT " in alert.alert.detail and "` on node-a" in alert.alert.detail, alert.alert.detail
+    assert alert.alert.severity == "warning", "named early, for doing nothing: how soon is bench_nodes.py's to say"
+
+
+def test_a_replay_tells_the_story_the_live_monitor_told(job: Job) -> None:
+    """What the eyes saw is in the recording: a replay raises every live alert, same kind and
+    ranks, within a second, its summary the same up to the first comma."""
+    job.recorder.stop()
+    live = [a.alert for a in job.raised(0)]
+    done = subprocess.run(
+        [*DISTMON, "replay", "--headless", "--json", str(job.out)], capture_output=True, text=True, timeout=120
+    )
+    replayed = json.loads(done.stdout)
+    assert len(replayed) == len(live) and live, (live, replayed)
+    for was, again in zip(live, replayed, strict=True):
+        assert (again["kind"], again["ranks"]) == (was.kind, was.ranks), (was, again)
+        assert abs(again["t"] - was.t) <= 1.0, (was, again)
+        assert again["summary"].split(",")[0] == was.summary.split(",")[0], (was, again)

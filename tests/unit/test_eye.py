@@ -1,0 +1,146 @@
+"""What a node's eye saw, as data: encoded and read back within limits, carried through a
+relay's columns and merged up a tree of relays, taken into the monitor's sight, recorded and
+replayed to the same rules (:mod:`distmon.eye.looks`, :mod:`distmon.monitor.outside.sight`)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import msgpack
+import pytest
+
+from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
+from distmon.eye import looks as eye_looks
+from distmon.eye.looks import Looks, Taken, Wanted, wanted
+from distmon.eye.proc import Mount, Sample
+from distmon.link import LOOK, Command, decode_command, encode_command
+from distmon.monitor.intake.feeds import ReplayFeed
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.outside.sight import ALIVE, GONE, Sight
+from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.recording.writer import RecordingWriter
+from distmon.monitor.session import Session
+from distmon.pyspy import OutsideStack
+from distmon.wire import Report, StackFrame, WireError, encode
+
+T0 = 1.7e9
+
+
+def a_look(pid: int, t: float, state: str = "S", syscall: str | None = "clock_nanosleep") -> Sample:
+    return Sample(pid, t, state, ppid=1, wchan="hrtimer_nanosleep", syscall=syscall, cpu=1.5, load=0.5)
+
+
+def node_b() -> Looks:
+    stack = OutsideStack(frames=[StackFrame("train.py", 12, "step", "time.sleep(5)")], owns_gil=False)
+    samples = [
+        a_look(42, 100.0),
+        Sample(42, 100.25, "D", syscall="write", target="/ckpt/step.pt", mount=Mount("/ckpt", "nfs", "srv:/x")),
+    ]
+    return Looks("node-b", samples, [Taken(42, T0 + 3, stack)])
+
+
+def test_looks_read_back_as_sent() -> None:
+    (back,) = eye_looks.decode(eye_looks.encode([node_b()]))
+    assert back == node_b()
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        b"\xc1",
+        msgpack.packb({"host": "b"}),
+        msgpack.packb([{"host": 3, "fields": [], "samples": [], "stacks": []}]),
+        msgpack.packb([{"host": "b", "fields": ["pid", "t"], "samples": [[1, 2.0]], "stacks": []}]),
+        msgpack.packb([{"host": "b", "fields": ["pid", "t", "state"], "samples": [[1, "x", "S"]], "stacks": []}]),
+        msgpack.packb([{"host": "b", "fields": ["pid", "t", "state"], "samples": [[-1, 1.0, "S"]], "stacks": []}]),
+        msgpack.packb([{"host": "b", "fields": [], "samples": [], "stacks": [[1, float("nan"), None, None, 0, 0, 0]]}]),
+        msgpack.packb([{"host": "b", "fields": [], "samples": [], "stacks": [[1, 1.0, [[1, 2, 3, 4]], 0, 0, 0, 0]]}]),
+        msgpack.packb([{"host": "b" * 5000, "fields": [], "samples": [], "stacks": []}]),
+    ],
+)
+def test_what_is_not_looks_is_refused(claim: bytes) -> None:
+    with pytest.raises(WireError, match="malformed_looks"):
+        eye_looks.decode(claim)
+
+
+def test_a_field_a_reader_does_not_know_is_skipped_and_one_it_lacks_is_empty() -> None:
+    node = {"host": "b", "fields": ["pid", "t", "state", "later"], "samples": [[7, 1.0, "R", "x"]], "stacks": []}
+    (back,) = eye_looks.decode(msgpack.packb([node]))
+    assert back.samples == [Sample(7, 1.0, "R")]
+
+
+def test_looks_travel_with_a_relays_columns_and_merge_up_a_tree() -> None:
+    here, there = eye_looks.encode([Looks("node-a", [a_look(1, 5.0)])]), eye_looks.encode([node_b()])
+    merged = ColumnBatch.merged([ColumnBatch(looks=[here]), ColumnBatch(looks=[there])])
+    back = decode_columns(column_frames(merged))
+    assert back.looks == [here, there]
+    assert back.slice(0, 0).looks == [here, there], "they stay with a batch's first piece"
+    header = msgpack.unpackb(column_frames(ColumnBatch())[1])
+    assert "looks" not in header, "a batch without looks is the batch older monitors read"
+
+
+def test_a_look_command_reaches_the_eyes_and_names_what_to_take() -> None:
+    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True)]
+    command = decode_command(encode_command(Command(LOOK, "j", "why", looks=[w.encoded() for w in asked])))
+    assert wanted(command.looks or []) == asked
+    assert wanted([["node-b", -1, None], ["node-b"], [3, 4, None], ["node-b", 5, ["x", True]]]) == []
+
+
+def test_the_sight_holds_what_each_node_said_and_asks_for_what_the_rules_asked() -> None:
+    sight = Sight()
+    assert sight.view("node-b", 42) is None and sight.state("node-b", 42) is None
+    assert "no distmon relay runs on node-b" in (sight.stack("node-b", 42, T0 + 3) or OutsideStack()).error
+    assert sight.wanted() == [], "no eye there: nothing to ask"
+    sight.saw([Looks("node-b")], T0)
+    assert sight.view("node-b", 42) is None and sight.stack("node-b", 42, T0 + 3) is None
+    assert sight.wanted() == [Wanted("node-b", 42)], "the first question starts its eye looking"
+    sight.saw([Looks("node-b", [a_look(42, 100.0), a_look(42, 101.0), a_look(42, 100.5, state="R")])], T0 + 1)
+    seen = sight.view("node-b", 42)
+    assert seen is not None and seen.first is not None and seen.last is not None
+    assert (seen.first.t, seen.last.t) == (100.0, 101.0), "a look older than the last one said is out of order"
+    assert sight.state("node-b", 42) == ALIVE
+    sight.now = T0 + 1.5
+    assert seen is not None and sight.view("node-b", 42).now == pytest.approx(101.5), "the monitor's now, on its clock"  # type: ignore[union-attr]
+    assert sight.stack("node-b", 42, T0 + 3) is None
+    assert Wanted("node-b", 42, T0 + 3) in sight.wanted()
+    sight.saw([Looks("node-b", [Sample(42, 102.0, "X"), a_look(42, 103.0)], [node_b().stacks[0]])], T0 + 2)
+    assert sight.state("node-b", 42) == GONE and sight.view("node-b", 42).last is None  # type: ignore[union-attr]
+    assert sight.stack("node-b", 42, T0 + 3, take=False) == node_b().stacks[0].stack
+
+
+def test_what_the_eyes_saw_is_recorded_and_a_replay_sees_it_at_the_same_ticks(tmp_path: Path) -> None:
+    out = tmp_path / "r.distmon"
+    live = Monitor(recorder=RecordingWriter(str(out)))
+    said = [(T0 + 0.5, Looks("node-b")), (T0 + 1.2, node_b()), (T0 + 2.4, Looks("node-b", [a_look(42, 102.0)]))]
+    for t, looks in said:
+        live.ingest_batch(ColumnBatch(looks=[eye_looks.encode([looks])]), t)
+    live.close()
+    replayed = Monitor()
+    seen_at: dict[float, tuple[float, ...]] = {}
+
+    def tick(now: float) -> None:
+        seen = replayed.sight.view("node-b", 42)
+        seen_at[now] = tuple(s.t for s in seen.looks) if seen is not None else ()
+
+    session = Session(ReplayFeed(str(out), speed=float("inf")), replayed, on_tick=tick)
+    session.drain()
+    session.finish()
+    assert replayed.sight.eyes.keys() == {"node-b"}
+    assert seen_at == {T0 + 1.5: (100.0, 100.25), T0 + 2.5: (100.0, 100.25, 102.0)}
+    assert replayed.sight.stack("node-b", 42, T0 + 3, take=False) == node_b().stacks[0].stack
+
+
+def test_looks_that_are_not_are_counted_as_refused() -> None:
+    monitor = Monitor()
+    monitor.ingest_batch(ColumnBatch(looks=[b"\x00not looks"]), T0)
+    assert monitor.state.dropped["malformed_looks"] == 1 and not monitor.sight.eyes
+
+
+def test_a_node_no_eye_watches_is_said_once_where_the_job_is_shown() -> None:
+    monitor = Monitor()
+    for rank, host in enumerate(["node-a", "node-a", "node-b", "node-b"]):
+        monitor.ingest(encode(Report("j", rank, 4, host, 100 + rank, T0, 1, 1.0)), T0)
+    assert monitor.state.unwatched_hosts() == [], "no eye has spoken at all: an old recording says nothing of them"
+    monitor.ingest_batch(ColumnBatch(looks=[eye_looks.encode([Looks("node-a")])]), T0 + 0.5)
+    assert monitor.state.unwatched_hosts() == ["node-b"]
+    assert OverviewTracker().overview(monitor, T0 + 1).blind == "node-b: no relay, judged from its reports only"
