@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+import pytest
+
 from distmon.link import Batch, Relay
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
@@ -62,11 +64,21 @@ def cut(second: int) -> list[Relay]:
     return [NODE_A] if second >= CUT else [NODE_A, NODE_B]
 
 
-def test_a_node_cut_off_is_one_critical_alert_naming_it_its_ranks_and_the_wait_within_10_s() -> None:
+def stale(host: str, pid: int) -> str:
+    """What a node's eye last said of every process before it went silent: alive."""
+    return "alive"
+
+
+@pytest.mark.parametrize("probe", [elsewhere, stale], ids=["unseen", "its eye said alive before"])
+def test_a_node_cut_off_is_one_critical_alert_naming_it_its_ranks_and_the_wait_within_10_s(
+    probe: Callable[[str, int], str | None],
+) -> None:
     """Node B (ranks 2-3, its relay) cut off at 20 s: ranks 2-3 stop short of their next
-    all-reduce, and ranks 0-1 wait in it. One alert, node_lost, not a hang of ranks 2-3 besides."""
+    all-reduce, and ranks 0-1 wait in it. One alert, node_lost, not a hang of ranks 2-3 besides;
+    whatever node B's eye (its relay) said before, it is silent too."""
     sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
-    monitor, changes = run(sim, 60, lambda rank, second: rank < 2 or second < CUT, cut)
+    monitor = Monitor(Detector(probe=probe))
+    monitor, changes = run(sim, 60, lambda rank, second: rank < 2 or second < CUT, cut, monitor)
     raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
     assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [2, 3])], raised
     t, alert = raised[0]

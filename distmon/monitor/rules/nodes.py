@@ -184,7 +184,8 @@ def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
         return None
     best: Steps | None = None
     for gid in theirs.tolist():
-        mine, others = c.g_id[node.ranks, :used] == gid, c.g_id[stepped, :used] == gid
+        mine = (c.g_id[node.ranks, :used] == gid) & rows[node.ranks]
+        others = (c.g_id[stepped, :used] == gid) & rows[stepped]
         issued = int(c.g_enq[node.ranks, :used][mine].max(initial=0))
         completed = int(c.g_comp[stepped, :used][others].max(initial=0))
         if completed > issued and (best is None or completed - issued > best.completed - best.theirs):
