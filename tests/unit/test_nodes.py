@@ -4,6 +4,7 @@ naming it and its ranks; a relay that dies while its ranks train on is a warning
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 
 import pytest
 
@@ -97,10 +98,14 @@ def test_a_link_the_nodes_relay_said_went_down_is_quoted_once_it_is_told() -> No
     monitor, _ = run(sim, 30, lambda rank, second: rank < 2 or second < CUT, cut)
     assert "eth0" not in monitor.alerts.active["node_lost:node001"].detail
     down = LinkChange(sim.start + CUT, "eth0", "eth0 went down (carrier lost)", down=True)
-    monitor.state.links["node001"] = NodeLinks(sim.start + 29, (Link("eth0", NET, "down", False, 1),), (down,))
+    up = Link("eth0", NET, "up", True, 0)
+    flaps = [LinkChange(sim.start - 100 + k, "eth0", f"eth0 carrier losses {k} -> {k + 1}", True) for k in range(40)]
+    links = NodeLinks(sim.start + 10, (up,)).then(sim.start + 11, (up,), flaps)
+    monitor.state.links["node001"] = links.then(sim.start + 29, (replace(up, state="down", carrier=False),), (down,))
+    assert len(monitor.state.links["node001"].said) == 32
     run(sim, 31, lambda rank, second: rank < 2 or second < CUT, cut, monitor, since=30)
     detail = monitor.alerts.active["node_lost:node001"].detail
-    assert f"eth0 went down (carrier lost) at {time_of_day(sim.start + CUT)}" in detail, detail
+    assert f"Its links, as its relay told: eth0 went down (carrier lost) at {time_of_day(sim.start + CUT)}.\n" in detail
 
 
 def test_without_relays_the_ranks_of_one_host_falling_silent_together_are_the_node_lost() -> None:

@@ -48,6 +48,8 @@ cannot."""
 LINKS_BEFORE = 60.0
 """Seconds before a node fell silent from which the alert quotes its links going down."""
 MAX_WAITS_SHOWN = 4
+MAX_LINKS_SHOWN = 3
+"""Link changes the alert quotes: the first after :data:`LINKS_BEFORE`, the rest counted."""
 
 
 @dataclass(frozen=True)
@@ -263,7 +265,8 @@ def _links_lines(job: JobState, node: SilentNode) -> list[str]:
     downs = links.downs(node.since - LINKS_BEFORE)
     down = links.down()
     if downs:
-        return [f"Its links, as its relay told: {'; '.join(c.said() for c in downs)}."]
+        more = f"; and {len(downs) - MAX_LINKS_SHOWN} more" if len(downs) > MAX_LINKS_SHOWN else ""
+        return [f"Its links, as its relay told: {'; '.join(c.said() for c in downs[:MAX_LINKS_SHOWN])}{more}."]
     if down:
         return [f"Its links down when its relay last read them: {', '.join(link.name for link in down)}."]
     return [f"Its links were up when its relay last read them, at {time_of_day(links.t)}."]

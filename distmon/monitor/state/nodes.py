@@ -10,6 +10,7 @@ train on), the rules judge (:mod:`distmon.monitor.rules.nodes`).
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -44,10 +45,15 @@ class NodeLinks:
     links: tuple[Link, ...] = ()
     said: tuple[LinkChange, ...] = ()
 
+    def then(self, t: float, links: Iterable[Link], said: Iterable[LinkChange]) -> NodeLinks:
+        """This record after a new reading (``links``, at ``t``) and the changes said with it,
+        the latest :data:`MAX_SAID` kept."""
+        return NodeLinks(t, tuple(links), (*self.said, *said)[-MAX_SAID:])
+
     def downs(self, since: float) -> list[LinkChange]:
         """The changes said at or after ``since`` that went against the network (a link
         down, a carrier lost, a port's down counter moved)."""
-        return [c for c in self.said[-MAX_SAID:] if c.down and c.t >= since]
+        return [c for c in self.said if c.down and c.t >= since]
 
     def down(self) -> list[Link]:
         """The links down in the latest reading."""
