@@ -11,6 +11,9 @@ rank is stuck (read 3 s after the alert: a stack taken from outside comes in an 
 ``init_process_group``); ``loader-block`` measures from the moment the worker blocks, which
 prefetching puts a little before the training loop waits for that batch.
 
+``slow-every-step`` is a job of 12.5 ms steps whose rank 2 sleeps 50 ms in every step from
+step 40 (the job's steps take 60 ms): a straggler, timed from step 40, not a routine pause.
+
 ``messy`` is a healthy job with the habits of real ones (rank 0 uploads its metrics to a slow
 service every 25 steps, evaluates alone every 40, writes a checkpoint every 60, its first step
 takes 6 s where the others take 2; rank 2 holds the GIL 1.5 s every 30 steps): every alert
@@ -78,6 +81,7 @@ SCENARIOS = {
     "stop": Scenario("hang", "stop"),
     "fifo-save": Scenario("hang", "fifo-save"),
     "straggler": Scenario("straggler", "straggler"),
+    "slow-every-step": Scenario("straggler", "straggler@40:2:600", ("--step-time", "0.0125")),
     "leak": Scenario("memory_pressure", "leak"),
     "late-init": Scenario("stall", "late-init", frame="time.sleep(fault.seconds)", unmodified=True),
     "loader-block": Scenario("hang", "loader-block", frame="Noise.__getitem__"),

@@ -48,6 +48,7 @@ import zmq
 from simulated import SimJob
 
 from distmon.cli import relax_gc
+from distmon.eye.node import NodeEye
 from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.monitor import Monitor, Viewers
 from distmon.monitor.recording.writer import RecordingWriter
@@ -159,7 +160,7 @@ def run(
     ]
     for worker in workers:
         worker.start()
-    feed = LiveFeed(upstream)
+    feed = LiveFeed(upstream, eye=NodeEye())  # as distmon record runs it: the relays' eyes are theirs
     relay_processes = [
         subprocess.Popen(
             [sys.executable, "-m", "distmon", "relay", "--listen", listen, "--upstream", upstream],

@@ -128,6 +128,9 @@ class NodeRelay:
         """What the eye saw that has yet to go up."""
         self._flushed = 0.0
         """When the last batch went (monotonic)."""
+        self._said = -REFRESH
+        """When the eye last said anything upstream (monotonic): a monitor started late learns
+        of it within :data:`~distmon.columnar.news.REFRESH`."""
         self._peers: OrderedDict[bytes, None] = OrderedDict()
         self._relays_below: OrderedDict[bytes, None] = OrderedDict()
         """The peers that sent batches: relays, which a request for whole reports goes down to."""
@@ -253,9 +256,12 @@ class NodeRelay:
         batch that could not go held (frames, and the drops it told of) counts as this relay's
         own drop, and its ranks' reports go whole with their next frames."""
         own = self._own_columns()
-        own.looks = [eye_looks.encode([_joined(self._seen, self.eye.take())])]
+        seen, now = _joined(self._seen, self.eye.take()), time.monotonic()
+        if seen or now - self._said >= REFRESH:  # an eye with nothing to say says it is there now and then
+            own.looks = [eye_looks.encode([seen])]
+            self._said = now
         self._seen = None
-        self._flushed = time.monotonic()
+        self._flushed = now
         batch = ColumnBatch.merged([own, *self._columns])
         if self._lost:
             batch.dropped[0] = batch.dropped.get(0, 0) + self._lost  # this relay is the merged batch's first

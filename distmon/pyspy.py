@@ -11,6 +11,9 @@ DataLoader workers), or a process that named it with ``PR_SET_PTRACER``
 
 :class:`StackTaker` runs py-spy on a thread of its own, once per (pid, stall), each run
 bounded in time, so neither the training thread nor a monitor's intake ever waits for it.
+
+Where py-spy cannot take a stack (refused, absent, failed), :func:`dump` asks the rank's own
+faulthandler for it (:mod:`distmon.faultstacks`): Python frames only, and it says so and why.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
+from distmon import faultstacks
 from distmon.wire import StackFrame
 
 TIMEOUT = 5.0
@@ -39,6 +43,8 @@ KEPT = 64
 """Results remembered; older ones are forgotten (one per stall is all that is asked for)."""
 YAMA = Path("/proc/sys/kernel/yama/ptrace_scope")
 PR_SET_PTRACER = 0x59616D61
+PY_SPY = "py-spy"
+FAULTHANDLER = "faulthandler"
 TRACER_ENV = "DISTMON_TRACER_PID"
 """Set by ``distmon run`` to its monitor's pid: each rank lets that monitor (and the py-spy it
 starts) trace it, which Yama ``ptrace_scope`` 1 forbids a sibling by default."""
@@ -46,13 +52,17 @@ starts) trace it, which Yama ``ptrace_scope`` 1 forbids a sibling by default."""
 
 @dataclass(frozen=True)
 class OutsideStack:
-    """The main thread's stack, innermost last, or why it could not be taken."""
+    """The training thread's stack (the main thread's unless told which), innermost last, or
+    why it could not be taken."""
 
     frames: list[StackFrame] | None = None
     error: str | None = None
     owns_gil: bool = False
     partial: str | None = None
     """Why the native frames are missing from ``frames``, where they are."""
+    how: str = PY_SPY
+    """How it was taken: :data:`PY_SPY` (ptrace: Python and native frames) or
+    :data:`FAULTHANDLER` (the rank's own handler, on a signal: Python frames only)."""
 
 
 CANNOT_SUSPEND = "py-spy cannot suspend a stopped process (State: T) to unwind its native frames"
@@ -64,29 +74,59 @@ def executable() -> str | None:
     return shutil.which("py-spy") or (str(beside) if beside.exists() else None)
 
 
-def dump(pid: int, timeout: float = TIMEOUT, stopped: bool = False) -> OutsideStack:
-    """The main thread of ``pid``, Python and native frames; falls back to Python frames
+def dump(
+    pid: int, timeout: float = TIMEOUT, stopped: bool = False, tid: int | None = None, thread: int | None = None
+) -> OutsideStack:
+    """The thread ``tid`` of ``pid`` (its native id, ``thread`` its ``threading.get_ident()``;
+    the main thread when None or not found),
+    Python and native frames; falls back to Python frames
     alone where native unwinding fails, and says why. A ``stopped`` process (SIGSTOP) cannot
-    be suspended to unwind: its Python frames are read as it stands. Never raises."""
+    be suspended to unwind: its Python frames are read as it stands. Where py-spy takes
+    nothing (refused, absent, failed), a running process's Python frames are asked of its
+    faulthandler (a stopped one would answer only once continued). Never raises."""
+    taken = _py_spy(pid, timeout, stopped, tid)
+    if taken.frames is not None or stopped:
+        return taken
+    return from_faulthandler(pid, taken.error or "py-spy found no thread", thread)
+
+
+def from_faulthandler(pid: int, refused: str, thread: int | None = None) -> OutsideStack:
+    """Thread ``thread`` (its ``threading.get_ident()``; default the main thread) of ``pid``,
+    from the faulthandler its hook armed, saying why py-spy did not take it (``refused``);
+    ``refused`` alone where it armed none, with faulthandler's error where that failed too.
+    Never raises."""
+    stacks = faultstacks.take(pid)
+    if not stacks.armed:
+        return OutsideStack(error=refused)
+    chosen = stacks.choose(thread)
+    if chosen is None or not chosen.frames:
+        why = stacks.error or ("it listed no Python frame for that thread" if chosen else "it listed no thread")
+        return OutsideStack(error=f"{refused}; nor with faulthandler: {why}")
+    return OutsideStack(
+        frames=chosen.frames[-MAX_FRAMES:], how=FAULTHANDLER, partial=f"py-spy did not take it: {refused}"
+    )
+
+
+def _py_spy(pid: int, timeout: float, stopped: bool, tid: int | None) -> OutsideStack:
     exe = executable()
     if exe is None:
         return OutsideStack(error="py-spy is not installed (pip install '.[stacks]' in distmon's checkout)")
     python_only = [exe, "dump", "--pid", str(pid), "--json", "--full-filenames"]
     if stopped:
-        result = _run([*python_only, "--nonblocking"], timeout)
+        result = _run([*python_only, "--nonblocking"], timeout, tid)
         return replace(result, partial=CANNOT_SUSPEND) if result.frames is not None else result
-    result = _run([*python_only, "--native"], timeout)
+    result = _run([*python_only, "--native"], timeout, tid)
     if result.error and "permission" not in result.error:
         # native unwinding reads every library's symbols (seconds on a loaded host, with
         # torch's): the Python frames alone still say where the rank is
         why = result.error
-        result = _run(python_only, timeout)
+        result = _run(python_only, timeout, tid)
         if result.frames is not None:
             result = replace(result, partial=f"native unwinding failed ({why})")
     return result if result.frames is not None or result.error else OutsideStack(error="py-spy found no thread")
 
 
-def _run(command: list[str], timeout: float) -> OutsideStack:
+def _run(command: list[str], timeout: float, tid: int | None = None) -> OutsideStack:
     pid = int(command[command.index("--pid") + 1])
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
@@ -100,7 +140,8 @@ def _run(command: list[str], timeout: float) -> OutsideStack:
         threads = json.loads(done.stdout)
     except ValueError:
         return OutsideStack(error="py-spy's output was not JSON")
-    main = next((t for t in threads if t.get("os_thread_id") == pid), threads[0] if threads else None)
+    by_id = {t.get("os_thread_id"): t for t in threads}
+    main = by_id.get(tid) or by_id.get(pid) or (threads[0] if threads else None)
     if main is None:
         return OutsideStack()
     frames = [_frame(f) for f in main.get("frames", [])[:MAX_FRAMES]]
@@ -150,19 +191,28 @@ class StackTaker:
     """Takes stacks with py-spy on a thread of its own, started on the first request.
 
     ``request(pid, stall)`` returns the result once there is one, ``None`` while it is being
-    taken; a new ``stall`` (its start time, say) for the same pid asks for a fresh one. With
-    ``take`` False it only returns what was taken before (for a process since gone).
+    taken (of thread ``tid``, by its native id, ``thread`` by its ident, where given); a new ``stall`` (its start
+    time, say) for the same pid asks for a fresh one. With ``take`` False it only returns what
+    was taken before (for a process since gone).
     """
 
     def __init__(self, timeout: float = TIMEOUT) -> None:
         self._timeout = timeout
         self._results: OrderedDict[tuple[int, float], OutsideStack | None] = OrderedDict()
         self._lock = threading.Lock()
-        self._todo: queue.SimpleQueue[tuple[tuple[int, float], bool]] = queue.SimpleQueue()
+        self._todo: queue.SimpleQueue[tuple[tuple[int, float], bool, int | None, int | None]] = queue.SimpleQueue()
         self._thread: threading.Thread | None = None
         self._owner = os.getpid()
 
-    def request(self, pid: int, stall: float, take: bool = True, stopped: bool = False) -> OutsideStack | None:
+    def request(
+        self,
+        pid: int,
+        stall: float,
+        take: bool = True,
+        stopped: bool = False,
+        tid: int | None = None,
+        thread: int | None = None,
+    ) -> OutsideStack | None:
         key = (pid, stall)
         with self._lock:
             if key in self._results or not take:
@@ -174,13 +224,13 @@ class StackTaker:
                 self._owner = os.getpid()
                 self._thread = threading.Thread(target=self._work, name="distmon-py-spy", daemon=True)
                 self._thread.start()
-        self._todo.put((key, stopped))
+        self._todo.put((key, stopped, tid, thread))
         return None
 
     def _work(self) -> None:
         while True:
-            key, stopped = self._todo.get()
-            result = dump(key[0], self._timeout, stopped)
+            key, stopped, tid, thread = self._todo.get()
+            result = dump(key[0], self._timeout, stopped, tid, thread)
             with self._lock:
                 if key in self._results:
                     self._results[key] = result

@@ -1,9 +1,11 @@
 """A small DDP training job on CPU (gloo) that can break in each of the ways real jobs do.
 
-Run it under torchrun; distmon watches it when ``--distmon`` is given (the one line a user
+Run it under torchrun (or one process per rank with ``srun`` or ``mpirun``, ``MASTER_ADDR``
+and ``MASTER_PORT`` set); distmon watches it when ``--distmon`` is given (the one line a user
 adds) or when launched with ``distmon run``::
 
     torchrun --nproc_per_node=4 examples/train.py --distmon --fault hang --fault-rank 2
+    MASTER_ADDR=$(hostname) MASTER_PORT=29500 distmon run --record run.distmon -- srun -n 4 python examples/train.py
 
 Faults (``--fault``), injected on ``--fault-rank`` at ``--fault-step``:
 
@@ -209,13 +211,32 @@ def resolve(spec: Spec, args: argparse.Namespace) -> Fault:
     )
 
 
+LAUNCHERS = (
+    ("RANK", "WORLD_SIZE"),  # torchrun, accelerate launch, deepspeed
+    ("SLURM_PROCID", "SLURM_NTASKS"),  # srun, one process per rank
+    ("OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE"),  # Open MPI's mpirun
+    ("PMI_RANK", "PMI_SIZE"),  # MPICH's mpiexec
+)
+
+
+def launched_as() -> tuple[int, int]:
+    """This process's rank and world size, as its launcher gave them: srun and mpirun start
+    one process per rank and set only their own variables (``MASTER_ADDR`` and
+    ``MASTER_PORT`` are the job's to set)."""
+    for rank, size in LAUNCHERS:
+        if rank in os.environ and size in os.environ:
+            return int(os.environ[rank]), int(os.environ[size])
+    return 0, 1
+
+
 def main() -> None:
     args = parse_args()
-    rank = int(os.environ.get("RANK", "0"))
+    rank, world = launched_as()
     for fault in faults_of(args, rank, "late-init"):
         announce(rank, fault.kind, 0)
         time.sleep(fault.seconds)  # loading a checkpoint, or a node slow to come up
-    dist.init_process_group("gloo", timeout=datetime.timedelta(seconds=args.timeout))
+    timeout = datetime.timedelta(seconds=args.timeout)
+    dist.init_process_group("gloo", rank=rank, world_size=world, timeout=timeout)
     rank, world = dist.get_rank(), dist.get_world_size()
     if args.distmon:
         import distmon.hooks

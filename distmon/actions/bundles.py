@@ -164,12 +164,15 @@ def _stack_text(reports: dict[int, Report], ranks: list[int], stacks: dict[int, 
         lines += stack_lines(r.stack, depth=40, indent="    ")
         outside = stacks.get(rank)
         if outside is None:
-            lines.append("  From outside (py-spy): not taken (no answer before the bundle was written)")
+            lines.append("  From outside: not taken (no answer before the bundle was written)")
         elif outside.frames is None:
-            lines.append(f"  From outside (py-spy): not taken: {outside.error}")
+            lines.append(f"  From outside: not taken: {outside.error}")
         else:
             gil = ", holding the GIL" if outside.owns_gil else ""
-            lines.append(f"  Python and native, from outside (py-spy){gil}:")
+            kind = "Python" if outside.partial else "Python and native"
+            lines.append(f"  {kind}, from outside ({outside.how}){gil}:")
+            if outside.partial:
+                lines.append(f"    (Python frames only: {outside.partial})")
             lines += frame_lines(outside.frames, 40, "    ")
         lines.append("")
     return lines

@@ -126,7 +126,7 @@ def machine_checks(
     checks.extend(rendezvous_checks(launch, env))
     checks.extend(host.machine_host_checks(ranks or 1, workers, len(facts.gpus)))
     if launch is not None:
-        checks.extend(check_launch(launch, os.getcwd()))
+        checks.extend(check_launch(launch, os.getcwd(), env))
     return checks
 
 

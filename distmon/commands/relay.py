@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from collections import Counter
 
 from distmon import endpoint, keys, values
 from distmon.commands.signals import stop_on_signals
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
         relay.run(lambda: bool(stop))
     finally:
         relay.close()
-    print(f"distmon relay: {summary(relay.counts)}", file=sys.stderr)
+    print(f"distmon relay: {summary(relay.counts + Counter(relay.eye.counts))}", file=sys.stderr)
     return 0
 
 
@@ -85,8 +86,9 @@ def summary(counts: dict[str, int]) -> str:
     sent = (
         f"{counts.get('frames', 0)} reports in {counts.get('batches', 0)} batches "
         f"({counts.get('whole', 0)} of them whole), "
-        f"{counts.get('dumps', 0)} dumps up, {counts.get('commands', 0)} commands down"
+        f"{counts.get('dumps', 0)} dumps up, {counts.get('commands', 0)} commands down, "
+        f"{counts.get('looks', 0)} looks and {counts.get('stacks', 0)} stacks taken on its node"
     )
-    done = {"frames", "batches", "whole", "dumps", "commands", "asked"}
+    done = {"frames", "batches", "whole", "dumps", "commands", "asked", "looks_asked", "looks", "stacks"}
     dropped = ", ".join(f"{n} {why}" for why, n in sorted(counts.items()) if why not in done and n) or "none"
     return f"{sent}; dropped: {dropped}"

@@ -40,6 +40,7 @@ from distmon import endpoint, keys
 from distmon.commands import acting, metrics_port
 from distmon.commands.live import add_arguments as add_monitor_arguments
 from distmon.commands.live import forward
+from distmon.doctor.launch_command import PER_RANK, parse
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
 from distmon.pyspy import TRACER_ENV
@@ -117,6 +118,9 @@ def run(args: argparse.Namespace) -> int:
         relay = None
         if args.relay:
             relay = LocalRelay(f"ipc://{private}/relay.sock", args.relay, keyed)
+        note = _remote_ranks_note(command, relay.listen if relay else job_endpoint)
+        if note:
+            print(f"distmon run: {note}", file=sys.stderr)
         env = job_environment(relay.listen if relay else job_endpoint, os.environ)
         if key_file:
             env[keys.ENV] = key_file
@@ -129,6 +133,22 @@ def run(args: argparse.Namespace) -> int:
             record += forward(args)
             return _run_recorded(command, env, job_endpoint, record, relay)
         return _run_job(Job(command, env), relay)
+
+
+def _remote_ranks_note(command: list[str], ranks_endpoint: str) -> str | None:
+    """What a launcher that may start ranks on other nodes (``srun``, ``mpirun``) means for an
+    endpoint on this node only, said before the job starts rather than left to silence."""
+    launcher = parse(command).launcher
+    if launcher not in PER_RANK or not ranks_endpoint.startswith("ipc://"):
+        return None
+    forwarded = ""
+    if launcher != "srun":
+        forwarded = f"; {launcher} passes PYTHONPATH and DISTMON_ENDPOINT to other nodes only when told (-x NAME)"
+    return (
+        f"{launcher} starts the ranks; those on this node report to {ranks_endpoint}, those on other nodes cannot "
+        f"reach it: for a job of several nodes give --endpoint tcp://{socket.gethostname()}:PORT with --record or "
+        f"--watch{forwarded}"
+    )
 
 
 def default_evidence(recording: str) -> str:

@@ -1,4 +1,6 @@
-"""The launch command a job is about to run, as torchrun will read it, and its mistakes."""
+"""The launch command a job is about to run, as torchrun will read it, and its mistakes; and
+the launchers that start one process per rank without torchrun (``srun``, ``mpirun``) or run
+it themselves (``accelerate launch``, ``deepspeed``), and what each rank then needs."""
 
 from __future__ import annotations
 
@@ -6,9 +8,10 @@ import os
 import re
 import shlex
 import shutil
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
-from distmon.doctor.results import Check, failed, passed
+from distmon.doctor.results import Check, failed, passed, warned
 
 LAUNCHER_MODULES = ("torch.distributed.run", "torch.distributed.launch")
 FLAGS = frozenset(
@@ -26,6 +29,16 @@ FLAGS = frozenset(
 )
 """torchrun's options that take no value; every other option takes one."""
 PYTHON = re.compile(r"python[0-9.]*$")
+PER_RANK = {
+    "srun": "SLURM_PROCID, SLURM_NTASKS and SLURM_LOCALID",
+    "mpirun": "OMPI_COMM_WORLD_RANK, OMPI_COMM_WORLD_SIZE and OMPI_COMM_WORLD_LOCAL_RANK (Open MPI)",
+    "mpiexec": "OMPI_COMM_WORLD_RANK or PMI_RANK, and their sizes (Open MPI, MPICH)",
+}
+"""Launchers that start one process per rank and set only their own variables, which distmon
+reads for each rank's identity (:mod:`distmon.hooks.identity`)."""
+WRAPPERS = ("accelerate", "deepspeed")
+"""Launchers that set ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``, ``MASTER_ADDR`` and ``MASTER_PORT``
+in each rank they start, as torchrun does."""
 
 
 @dataclass
@@ -34,6 +47,9 @@ class Launch:
 
     argv: list[str]
     torchrun: bool = False
+    launcher: str | None = None
+    """The outermost launcher in ``argv``: ``srun``, ``mpirun``, ``mpiexec``, ``accelerate``,
+    ``deepspeed`` or ``torchrun``; None for a plain ``python train.py``."""
     options: dict[str, str] = field(default_factory=dict)
     flags: set[str] = field(default_factory=set)
     script: str | None = None
@@ -59,22 +75,28 @@ class Launch:
 
 
 def parse(argv: list[str]) -> Launch:
-    """Find the torchrun in ``argv`` (also behind ``srun``, ``env`` or ``python -m``) and read it."""
+    """Find the torchrun in ``argv`` (also behind ``srun``, ``env`` or ``python -m``) and read
+    it; else the script after ``python``, ``accelerate launch`` or ``deepspeed``."""
+    names = [os.path.basename(arg) for arg in argv]
+    launcher = next((n for n in names if n in (*PER_RANK, *WRAPPERS, "torchrun")), None)
     for i, arg in enumerate(argv):
-        if os.path.basename(arg) == "torchrun":
-            return _parse_torchrun(argv, i + 1)
+        if names[i] == "torchrun":
+            return _parse_torchrun(argv, i + 1, launcher)
         if arg == "-m" and i + 1 < len(argv) and argv[i + 1] in LAUNCHER_MODULES:
-            return _parse_torchrun(argv, i + 2)
-    for i, arg in enumerate(argv):
-        if PYTHON.match(os.path.basename(arg)):
+            return _parse_torchrun(argv, i + 2, launcher or "torchrun")
+    if launcher in WRAPPERS:
+        script = next((a for a in argv[names.index(launcher) + 1 :] if a.endswith(".py")), None)
+        return Launch(argv, launcher=launcher, script=script, script_index=argv.index(script) if script else -1)
+    for i, name in enumerate(names):
+        if PYTHON.match(name):
             script = next((a for a in argv[i + 1 :] if not a.startswith("-")), None)
             module = "-m" in argv[i + 1 :]
-            return Launch(argv, script=None if module else script)
-    return Launch(argv)
+            return Launch(argv, launcher=launcher, script=None if module else script)
+    return Launch(argv, launcher=launcher)
 
 
-def _parse_torchrun(argv: list[str], start: int) -> Launch:
-    launch = Launch(argv, torchrun=True)
+def _parse_torchrun(argv: list[str], start: int, launcher: str | None) -> Launch:
+    launch = Launch(argv, torchrun=True, launcher=launcher)
     rest = iter(enumerate(argv[start:], start))
     for i, arg in rest:
         if not arg.startswith("-"):
@@ -91,13 +113,34 @@ def _parse_torchrun(argv: list[str], start: int) -> Launch:
     return launch
 
 
-def check_launch(launch: Launch, cwd: str) -> list[Check]:
+def check_launch(launch: Launch, cwd: str, env: Mapping[str, str]) -> list[Check]:
     """The launch mistakes that fail every rank at once."""
+    checks = [] if launch.launcher is None else [_check_launcher(launch, env)]
     if launch.torchrun:
-        return [_check_torchrun_script(launch, cwd)]
+        return [*checks, _check_torchrun_script(launch, cwd)]
     if launch.script is not None:
-        return [_check_script(launch.script, cwd)]
-    return []
+        return [*checks, _check_script(launch.script, cwd)]
+    return checks
+
+
+def _check_launcher(launch: Launch, env: Mapping[str, str]) -> Check:
+    """What each rank the launcher starts learns from it, and what the job must add."""
+    name = launch.launcher
+    if launch.torchrun and name != "torchrun":
+        return passed("launcher", f"{name} starts torchrun, which starts the ranks and sets RANK and WORLD_SIZE")
+    if name not in PER_RANK:
+        return passed("launcher", f"{name} sets RANK, WORLD_SIZE and LOCAL_RANK in each rank it starts")
+    said = f"{name} starts one process per rank and sets {PER_RANK[name]}: distmon reads each rank from them"
+    missing = [v for v in ("MASTER_ADDR", "MASTER_PORT") if not env.get(v)]
+    if not missing:
+        return passed("launcher", said)
+    return warned(
+        "launcher",
+        f"{said}; init_process_group also needs {' and '.join(missing)}, which {name} does not set",
+        'export MASTER_ADDR (the first node: $(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) '
+        "under Slurm) and MASTER_PORT (29500), and pass init_process_group rank= and world_size= from "
+        f"{PER_RANK[name].split(',')[0]} and its size",
+    )
 
 
 def _check_torchrun_script(launch: Launch, cwd: str) -> Check:

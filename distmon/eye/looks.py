@@ -22,7 +22,7 @@ from typing import Any
 import msgpack
 
 from distmon.eye.proc import Mount, Sample
-from distmon.pyspy import OutsideStack
+from distmon.pyspy import FAULTHANDLER, PY_SPY, OutsideStack
 from distmon.wire import StackFrame, WireError
 
 MALFORMED = "malformed_looks"
@@ -34,6 +34,7 @@ MAX_TEXT = 4096
 SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 TEXT_FIELDS = frozenset({"state", "wchan", "syscall", "target"})
 NUMBER_FIELDS = frozenset({"t", "cpu", "queued", "load"})
+HOWS = (PY_SPY, FAULTHANDLER)
 INT_FIELDS = frozenset({"pid", "ppid", "tracer", "read", "written", "cpus", "tid"})
 
 
@@ -62,15 +63,20 @@ class Looks:
 @dataclass(frozen=True)
 class Wanted:
     """A process the monitor asks the eye on ``host`` to look at, and the stack it wants
-    taken, if any: the stall it answers (``since``) and whether the process is stopped."""
+    taken, if any: the stall it answers (``since``) and whether the process is stopped. Where
+    known, the thread that trains in it: its native id ``tid`` (``/proc/PID/task/TID``,
+    py-spy's) and its ``threading.get_ident()`` (faulthandler's)."""
 
     host: str
     pid: int
     since: float | None = None
     stopped: bool = False
+    tid: int | None = None
+    thread: int | None = None
 
     def encoded(self) -> list[Any]:
-        return [self.host, self.pid, None if self.since is None else [self.since, self.stopped]]
+        stack = None if self.since is None else [self.since, self.stopped]
+        return [self.host, self.pid, stack, self.tid, self.thread]
 
 
 def wanted(raw: list[list[Any]]) -> list[Wanted]:
@@ -80,12 +86,18 @@ def wanted(raw: list[list[Any]]) -> list[Wanted]:
     for item in raw:
         if len(item) < 3 or not isinstance(item[0], str) or type(item[1]) is not int or item[1] <= 0:
             continue
+        tid, thread = (_id(x) for x in (*item[3:5], None, None)[:2])
         stack = item[2]
         if isinstance(stack, list) and len(stack) >= 2 and _finite(stack[0]):
-            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1])))
+            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1]), tid, thread))
         elif stack is None:
-            out.append(Wanted(item[0], item[1]))
+            out.append(Wanted(item[0], item[1], tid=tid, thread=thread))
     return out
+
+
+def _id(value: Any) -> int | None:
+    """A thread's id, if ``value`` is one."""
+    return value if type(value) is int and 0 < value < 2**64 else None
 
 
 def encode(looks: list[Looks]) -> bytes:
@@ -108,7 +120,7 @@ def _value(value: Any) -> Any:
 def _stack(taken: Taken) -> list[Any]:
     s = taken.stack
     frames = None if s.frames is None else [[f.file, f.line, f.func, f.code] for f in s.frames[:MAX_FRAMES]]
-    return [taken.pid, taken.since, frames, s.error, s.owns_gil, s.partial, getattr(s, "how", None)]
+    return [taken.pid, taken.since, frames, s.error, s.owns_gil, s.partial, s.how]
 
 
 def decode(data: bytes) -> list[Looks]:
@@ -168,12 +180,9 @@ def _read_stack(item: list[Any]) -> Taken:
     read = None
     if frames is not None:
         read = [_read_frame(f) for f in frames[:MAX_FRAMES]]
-    texts = (error, partial, how)
-    if not all(t is None or isinstance(t, str) for t in texts):
+    if not all(t is None or isinstance(t, str) for t in (error, partial)) or how not in HOWS:
         raise TypeError("a stack's words are not text")
-    stack = OutsideStack(frames=read, error=error, owns_gil=bool(owns_gil), partial=partial)
-    if how is not None and "how" in {f.name for f in dataclasses.fields(OutsideStack)}:
-        stack = dataclasses.replace(stack, how=how)  # type: ignore[call-arg]
+    stack = OutsideStack(frames=read, error=error, owns_gil=bool(owns_gil), partial=partial, how=how)
     return Taken(pid, float(since), stack)
 
 

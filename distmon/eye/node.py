@@ -27,8 +27,8 @@ class NodeEye:
         self.host = host or socket.gethostname()
         self.prober = Prober()
         self._taker = StackTaker()
-        self._pending: dict[tuple[int, float], bool] = {}
-        """Stacks asked for, not yet handed over: (pid, since) -> whether the process is stopped."""
+        self._pending: dict[tuple[int, float], Wanted] = {}
+        """Stacks asked for, not yet handed over, by (pid, since)."""
         self._started: set[tuple[int, float]] = set()
         self._budget = 0.0
         self._refilled = time.monotonic()
@@ -38,10 +38,10 @@ class NodeEye:
         """Look at the processes of this node that ``wanted`` names, and take the stacks asked
         for (those of other nodes are another eye's)."""
         mine = [w for w in wanted if w.host == self.host]
-        self.prober.ask([w.pid for w in mine])
+        self.prober.ask([(w.pid, w.tid) for w in mine])
         for w in mine:
             if w.since is not None and (w.pid, w.since) not in self._pending and len(self._pending) < MAX_PENDING:
-                self._pending[(w.pid, w.since)] = w.stopped
+                self._pending[(w.pid, w.since)] = w
 
     def take(self) -> Looks:
         """What this eye saw since the last call: the looks, and the stacks taken meanwhile
@@ -57,13 +57,13 @@ class NodeEye:
         self._budget = min(STACKS_PER_SECOND, self._budget + (now - self._refilled) * STACKS_PER_SECOND)
         self._refilled = now
         done = []
-        for key, stopped in list(self._pending.items()):
+        for key, w in list(self._pending.items()):
             if key not in self._started:
                 if self._budget < 1.0:
                     continue
                 self._budget -= 1.0
                 self._started.add(key)
-            result = self._taker.request(key[0], key[1], take=True, stopped=stopped)
+            result = self._taker.request(key[0], key[1], take=True, stopped=w.stopped, tid=w.tid, thread=w.thread)
             if result is not None:
                 done.append((key, result))
                 del self._pending[key]

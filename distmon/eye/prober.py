@@ -23,6 +23,8 @@ FORGET = 30.0
 """A process not asked about for this long is no longer looked at."""
 MAX_WATCHED = 256
 """Processes looked at, at most: those asked about most recently."""
+MAX_SEEN = 4096
+"""Looks held for the next :meth:`Prober.take`, at most: the latest."""
 
 
 def gone(pid: int, t: float) -> Sample:
@@ -40,23 +42,26 @@ class Prober:
         self._period = period
         self._asked: dict[int, float] = {}
         self._due: dict[int, float] = {}
+        self._threads: dict[int, int] = {}
+        """The thread to look at in a process (its native id), where it is not the main one."""
         self._seen: list[Sample] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def ask(self, pids: list[int]) -> None:
-        """Look at ``pids`` from now on, closely for :data:`CLOSE_FOR` seconds."""
+    def ask(self, processes: list[tuple[int, int | None]]) -> None:
+        """Look at each ``(pid, tid)`` from now on (at its thread ``tid`` where given, the
+        thread that trains), closely for :data:`CLOSE_FOR` seconds."""
         now = time.monotonic()
         with self._lock:
-            for pid in pids:
+            for pid, tid in processes:
                 self._asked[pid] = now
                 self._due.setdefault(pid, 0.0)
+                if tid is not None:
+                    self._threads[pid] = tid
             while len(self._asked) > MAX_WATCHED:
-                oldest = min(self._asked, key=self._asked.__getitem__)
-                del self._asked[oldest]
-                self._due.pop(oldest, None)
-            if self._thread is None and pids:
+                self._forget(min(self._asked, key=self._asked.__getitem__))
+            if self._thread is None and processes:
                 self._thread = threading.Thread(target=self._run, name="distmon-probe", daemon=True)
                 self._thread.start()
         self._wake.set()
@@ -67,13 +72,17 @@ class Prober:
             seen, self._seen = self._seen, []
             return seen
 
+    def _forget(self, pid: int) -> None:
+        self._asked.pop(pid, None)
+        self._due.pop(pid, None)
+        self._threads.pop(pid, None)
+
     def _run(self) -> None:
         while True:
             now = time.monotonic()
             with self._lock:
                 for pid in [p for p, t in self._asked.items() if now - t > FORGET]:
-                    del self._asked[pid]
-                    self._due.pop(pid, None)
+                    self._forget(pid)
                 due = [p for p in self._asked if self._due.get(p, 0.0) <= now]
                 soonest = min((self._due.get(p, 0.0) for p in self._asked), default=now + self._period)
             if not due:
@@ -82,11 +91,11 @@ class Prober:
                 continue
             for pid in due:
                 t = time.monotonic()
-                sample = look(pid, t) or gone(pid, t)
+                sample = look(pid, t, self._threads.get(pid)) or gone(pid, t)
                 with self._lock:
                     close = time.monotonic() - self._asked.get(pid, 0.0) < CLOSE_FOR
                     self._due[pid] = time.monotonic() + (min(CLOSE_PERIOD, self._period) if close else self._period)
                     if sample.state == "X":  # gone stays gone: a pid reused is another process
-                        self._asked.pop(pid, None)
-                        self._due.pop(pid, None)
+                        self._forget(pid)
                     self._seen.append(sample)
+                    del self._seen[:-MAX_SEEN]

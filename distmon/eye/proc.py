@@ -3,7 +3,10 @@ process that cannot say itself (every thread frozen by SIGSTOP, a native call ho
 a kernel call that does not return). :func:`look` reads the process state
 (``/proc/PID/status``), where it sleeps (``wchan``), the system call its main thread sits in
 and on which file (``/proc/PID/syscall``, its fd or its path argument, ``mountinfo``), and its
-running totals of CPU and bytes moved (``stat``, ``io``). What two looks mean is
+running totals of CPU and bytes moved (``stat``, ``io``). Given the native id of the thread
+that trains (a Ray Train worker's training thread, not the event loop in its main thread), the
+state, wchan, system call, CPU and run delay are that thread's (``/proc/PID/task/TID``), the
+bytes moved still the process's. What two looks mean is
 :mod:`distmon.monitor.outside.verdicts`' to judge.
 
 Reading /proc is I/O: :class:`distmon.eye.prober.Prober` calls :func:`look` on a thread of its
@@ -84,7 +87,7 @@ class Mount:
 
 @dataclass(frozen=True)
 class Sample:
-    """One look at a process: its state, where its main thread is, and its running totals."""
+    """One look at a process: its state, where its training thread is, and its running totals."""
 
     pid: int
     t: float
@@ -95,27 +98,36 @@ class Sample:
     tracer: int = 0
     wchan: str | None = None
     syscall: str | None = None
-    """The call the main thread sits in by name (``syscall 318`` for one not known here),
-    ``running`` in user space, None outside any call or where it cannot be read."""
+    """The call the thread looked at (``tid``, else the main thread) sits in by name (``syscall
+    318`` for one not known here), ``running`` in user space, None outside any call or where it
+    cannot be read."""
     target: str | None = None
     """The file (a path), pipe or socket the call works on."""
     fifo: bool = False
     mount: Mount | None = None
     cpu: float = 0.0
-    """Seconds of CPU, every thread's."""
+    """Seconds of CPU: the thread's looked at when ``tid`` is set, else every thread's."""
     read: int = 0
     written: int = 0
     """Bytes read and written through system calls (``rchar``, ``wchar``), every thread's."""
     queued: float = 0.0
-    """Seconds its main thread has waited, runnable, for a CPU (``schedstat``'s run delay):
+    """Seconds the thread looked at has waited, runnable, for a CPU (``schedstat``'s run delay):
     what a rank starved of CPU by other processes on its host shows."""
     load: float = 0.0
     """The host's load average over the last minute, with :data:`CPUS` to read it against."""
+    tid: int | None = None
+    """The thread looked at, when it is not the process as a whole (its main thread)."""
 
 
-def look(pid: int, t: float) -> Sample | None:
-    """The process ``pid`` now, None if it is gone. Fields it may not read stay empty."""
-    base = PROC / str(pid)
+def look(pid: int, t: float, tid: int | None = None) -> Sample | None:
+    """The process ``pid`` now, None if it is gone; with ``tid``, its thread ``tid`` (the
+    process as a whole once that thread has ended). Fields it may not read stay empty."""
+    if tid is not None and tid != pid and (PROC / str(pid) / "task" / str(tid)).is_dir():
+        return _look(pid, t, PROC / str(pid) / "task" / str(tid), tid)
+    return _look(pid, t, PROC / str(pid), None)
+
+
+def _look(pid: int, t: float, base: Path, tid: int | None) -> Sample | None:
     try:
         status = _fields((base / "status").read_text())
         stat_line = (base / "stat").read_text()
@@ -128,10 +140,10 @@ def look(pid: int, t: float) -> Sample | None:
     cpu = (int(after[11]) + int(after[12])) / CLOCK_TICKS if len(after) > 12 else 0.0
     io = {}
     with contextlib.suppress(OSError):
-        io = _fields((base / "io").read_text())
+        io = _fields((PROC / str(pid) / "io").read_text())
     wchan = _read(base / "wchan")
     queued = _queued(base)
-    syscall, target, fifo = _syscall(pid) if state not in "ZX" else (None, None, False)
+    syscall, target, fifo = _syscall(pid, base) if state not in "ZX" else (None, None, False)
     mount = _mount(pid, target) if target and target.startswith("/") else None
     return Sample(
         pid,
@@ -149,11 +161,12 @@ def look(pid: int, t: float) -> Sample | None:
         written=int(io.get("wchar", "0") or 0),
         queued=queued,
         load=_load(),
+        tid=tid,
     )
 
 
 def _queued(base: Path) -> float:
-    """Seconds the main thread has waited for a CPU, 0.0 where the kernel does not say."""
+    """Seconds the thread has waited for a CPU, 0.0 where the kernel does not say."""
     fields = (_read(base / "schedstat") or "").split()
     return int(fields[1]) / 1e9 if len(fields) > 1 and fields[1].isdigit() else 0.0
 
@@ -176,9 +189,10 @@ def _read(path: Path) -> str | None:
     return None
 
 
-def _syscall(pid: int) -> tuple[str | None, str | None, bool]:
-    """The main thread's system call by name, the file it works on, and whether that is a FIFO."""
-    text = _read(PROC / str(pid) / "syscall")
+def _syscall(pid: int, base: Path) -> tuple[str | None, str | None, bool]:
+    """The system call of the thread at ``base`` by name, the file it works on (the process's
+    file descriptors), and whether that is a FIFO."""
+    text = _read(base / "syscall")
     if not text:
         return None, None, False
     parts = text.split()

@@ -10,7 +10,11 @@ a plain script, and never raises: a monitor problem must not stop training.
 Environment: ``DISTMON_ENDPOINT`` (where the monitor listens), ``DISTMON_INTERVAL``
 (seconds between reports, default 1), ``DISTMON_JOB_ID`` (overrides the job id derived
 from the launcher), ``DISTMON_KEY_FILE`` (the job's key: reports are authenticated and
-encrypted, see :mod:`distmon.keys`), ``DISTMON_DISABLE=1`` (attach does nothing).
+encrypted, see :mod:`distmon.keys`), ``DISTMON_DISABLE=1`` (attach does nothing),
+``DISTMON_STACK_SIGNAL`` (the real-time signal on which faulthandler writes every thread's
+stack for a reader that may not trace the rank, default ``SIGRTMIN + 5``; never armed over
+a handler the training installed, see :mod:`distmon.hooks.stacksignal`),
+``DISTMON_FAULTHANDLER=0`` (not armed).
 """
 
 from __future__ import annotations
@@ -36,7 +40,9 @@ _models: weakref.WeakSet[Any] = weakref.WeakSet()
 
 
 def attach(model: Any = None, *, endpoint: str | None = None, interval: float | None = None) -> Any:
-    """Start reporting this rank (once per process) and count ``model``'s forward calls.
+    """Start reporting this rank (once per process) and count ``model``'s forward calls. The
+    calling thread is taken for the one that trains (its stack is the rank's), unless another
+    is seen stepping the optimizer: call it from the training function, wherever that runs.
 
     Returns the agent, or None when disabled or when it could not start.
     """
@@ -52,6 +58,8 @@ def attach(model: Any = None, *, endpoint: str | None = None, interval: float | 
                 period = _interval(interval)
                 _agent = Agent(_endpoint.resolve(endpoint), period, _keys.load_for(None))
                 _agent.start()
+            else:
+                _agent.training.claim()
             if model is not None and model not in _models:
                 count_forwards(model, _agent.progress)
                 _models.add(model)

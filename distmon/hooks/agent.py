@@ -28,18 +28,22 @@ import torch.distributed as dist
 import zmq
 
 from distmon import keys
+from distmon.hooks import identity, stacksignal
 from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
 from distmon.hooks.p2p import P2PTracker
 from distmon.hooks.progress import Counters
+from distmon.hooks.raytrain import RayTrainErrors
 from distmon.hooks.resources import GpuReader, UsageReader, host_memory
-from distmon.hooks.stacks import main_thread_stack
+from distmon.hooks.stacks import thread_stack
 from distmon.hooks.termination import TerminationWatch
+from distmon.hooks.training import LeavingWatch, TrainingThread
 from distmon.link import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 from distmon.pyspy import TRACER_ENV, allow_tracer
 from distmon.wire import (
     ENDED,
+    FINISHED,
     INTERRUPTED,
     MAX_ROWS,
     TERMINATED,
@@ -71,6 +75,9 @@ class Agent:
         self._usage = UsageReader()
         self._loaders = LoaderWatch(self.progress)
         self._last_words = LastWords(self._report_exception, self._report_exit, self._report_interrupt)
+        self._ray_errors = RayTrainErrors(self._report_exception)
+        self.training = TrainingThread()
+        self._leaving = LeavingWatch(self.say_goodbye)
         self._optimizer_hook: Any = None
         self._termination = TerminationWatch()
         self._thread = threading.Thread(target=self._run, name="distmon-agent", daemon=True)
@@ -87,8 +94,8 @@ class Agent:
         self._last_progress = time.time()
         self._last_wait = (0.0, time.monotonic())
         self._wait_share: float | None = None
-        self._job = _job_id()
-        self._topology = _Topology()
+        self._job = identity.job_id()
+        self._topology = identity.Topology()
         self._pid = os.getpid()
         self._host = socket.gethostname()
 
@@ -101,9 +108,12 @@ class Agent:
             _quietly(self._groups.baseline, None)
         self._loaders.install()
         self._last_words.install()
+        self._ray_errors.install()
+        self._leaving.install()
         self._termination.install()
         if os.environ.get(TRACER_ENV, "").isdigit():  # the monitor may take this rank's stack
             allow_tracer(int(os.environ[TRACER_ENV]))
+        stacksignal.arm()  # where it may not be traced: its threads' stacks on a signal
         self._started = time.monotonic()
         self._thread.start()
 
@@ -115,7 +125,10 @@ class Agent:
         self._loaders.uninstall()
         self._p2p.uninstall()
         self._last_words.uninstall()
+        self._ray_errors.uninstall()
+        self._leaving.uninstall()
         self._termination.uninstall()
+        stacksignal.disarm()
         self._stopping = True
         self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -148,6 +161,17 @@ class Agent:
             self._exit = ExitInfo(how="exception" if self._exception else "clean", t=time.time())
         self.stop()
 
+    def say_goodbye(self) -> None:
+        """The rank left its process group, its training done while its process stays (see
+        :meth:`TrainingThread.done_with_the_group`): one last report says so, and the agent
+        stops, so that however the launcher then ends the process (Ray Train kills its
+        workers) is no loss."""
+        if os.getpid() != self._pid or self._exit is not None or not self.training.done_with_the_group():
+            return
+        self._exit = ExitInfo(how="exception" if self._exception else FINISHED, t=time.time())
+        self._stopping = True
+        self._send_now()
+
     def _send_now(self) -> None:
         """Wake the agent and wait (bounded) until it has sent a fresh report."""
         if not self._thread.is_alive():
@@ -176,11 +200,15 @@ class Agent:
             while True:
                 stopping = self._stopping
                 self._send(sock)
+                stacksignal.keep()
                 if stopping:
                     break
                 self._sleep(sock)
                 if self._termination.terminated():
                     self._exit = ExitInfo(how=TERMINATED, t=time.time())
+                    self._stopping = True
+                elif self._exit is None and self.training.ended(self.progress.thread):
+                    self._exit = ExitInfo(how="exception" if self._exception else FINISHED, t=time.time())
                     self._stopping = True
         except Exception:
             pass  # the monitor must never take the rank down with it
@@ -263,6 +291,7 @@ class Agent:
         step_time = progress.step_stats()
         stalled = now - self._last_progress >= stall_after(step_time.p50 if step_time else None) and self._exit is None
         rank, world, backend = self._topology()
+        trainer = _quietly(lambda: self.training.current(progress.thread), None)
         return Report(
             job=self._job,
             rank=rank,
@@ -272,7 +301,7 @@ class Agent:
             t=now,
             n=self._reports,
             interval=self.interval,
-            local_rank=int(os.environ.get("LOCAL_RANK", "0")),
+            local_rank=identity.local_rank(),
             torch=torch.__version__,
             backend=backend,
             steps=progress.steps,
@@ -283,13 +312,15 @@ class Agent:
             groups=groups,
             p2p=p2p,
             stalled_since=self._last_progress if stalled else None,
-            stack=_quietly(main_thread_stack, None) if stalled else None,
+            stack=_quietly(lambda: thread_stack(trainer.ident if trainer else None), None) if stalled else None,
             memory=_quietly(host_memory, None),
             usage=_quietly(self._usage.read, None),
             gpu=_quietly(self._gpu.read, None),
             loaders=_quietly(lambda: self._loaders.read(self._last_progress if stalled else None), []),
             exception=self._exception,
             exit=self._exit,
+            thread=trainer.ident if trainer else None,
+            tid=trainer.native_id if trainer else None,
         )
 
     def _say_if_over(self, groups: int, channels: int) -> None:
@@ -326,32 +357,3 @@ def _quietly(read: Any, default: Any) -> Any:
     with contextlib.suppress(Exception):
         return read()
     return default
-
-
-class _Topology:
-    """Rank, world size and backend: from the process group while there is one, and as last
-    seen once it is destroyed (an mp.spawn rank has no RANK variable to fall back on)."""
-
-    def __init__(self) -> None:
-        self.seen: tuple[int, int, str | None] | None = None
-
-    def __call__(self) -> tuple[int, int, str | None]:
-        if dist.is_available() and dist.is_initialized():
-            self.seen = (dist.get_rank(), dist.get_world_size(), str(dist.get_backend()))
-        if self.seen is not None:
-            return self.seen
-        return int(os.environ.get("RANK", "0")), int(os.environ.get("WORLD_SIZE", "1")), None
-
-
-def _job_id() -> str:
-    """The same for every rank of a job, with no configuration, under the usual launchers."""
-    env = os.environ
-    if env.get("DISTMON_JOB_ID"):
-        return env["DISTMON_JOB_ID"]
-    if env.get("SLURM_JOB_ID"):
-        return f"slurm-{env['SLURM_JOB_ID']}"
-    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":
-        return env["TORCHELASTIC_RUN_ID"]
-    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
-        return f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
-    return f"{socket.gethostname()}:{os.getpid()}"

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import itertools
 import statistics
+import threading
 import time
 from collections import deque
 from typing import Any
@@ -29,9 +30,13 @@ class Counters:
         self.forwards = 0
         self.data_wait = 0.0
         self.step_ends: deque[float] = deque(maxlen=STEP_HISTORY)
+        self.thread: int | None = None
+        """The thread that last stepped or ran a forward (its ``threading.get_ident()``): the
+        one that trains (:mod:`distmon.hooks.training`)."""
 
     def on_optimizer_step(self, _optimizer: Any, _args: Any, _kwargs: Any) -> None:
         self.steps += 1
+        self.thread = threading.get_ident()
         self.step_ends.append(time.monotonic())
 
     def step_stats(self) -> StepStats | None:
@@ -66,6 +71,7 @@ def count_forwards(module: Any, progress: Counters) -> None:
 
     def forward(*args: Any, **kwargs: Any) -> Any:
         progress.forwards += 1
+        progress.thread = threading.get_ident()
         return original(*args, **kwargs)
 
     forward._distmon_wrapped = True  # type: ignore[attr-defined]

@@ -4,14 +4,15 @@ Runs at start-up in every Python process of a job started by ``distmon run`` (fr
 ``sitecustomize`` in ``pythonpath/``). Which processes are ranks is decided without the
 script's help:
 
-- a process its launcher gave a rank (``RANK`` or ``LOCAL_RANK`` set: torchrun's children,
-  srun tasks) attaches as soon as the script has imported torch, so a rank that stalls
-  before ``init_process_group`` is seen too;
+- a process its launcher gave a rank (:data:`RANK_VARIABLES`: torchrun's children, srun
+  tasks, mpirun's processes) attaches as soon as the script has imported torch, so a rank
+  that stalls before ``init_process_group`` is seen too;
 - any other process attaches when ``init_process_group`` returns in it (ranks started by
   ``torch.multiprocessing.spawn``) or at its first optimizer step (a single-process job);
-- the launcher (torchrun) never attaches, and neither does any process started by an
-  attached rank (spawned DataLoader workers, helper scripts): they inherit ``RANK`` and
-  :data:`MARKER`, and only the rank itself may report as that rank.
+- the launcher (torchrun, accelerate, deepspeed: :data:`LAUNCHERS`) never attaches, and
+  neither does any process started by an attached rank (spawned DataLoader workers, helper
+  scripts): they inherit ``RANK`` and :data:`MARKER`, and only the rank itself may report as
+  that rank.
 
 Nothing happens before the script imports torch: processes that never do pay nothing, and
 a script may still set environment variables before ``import torch``.
@@ -33,8 +34,23 @@ from typing import Any
 MARKER = "DISTMON_RANK_PID"
 """Set to the pid of the process that reports as this rank; its descendants stay silent."""
 
-LAUNCHERS = frozenset({"torchrun", "torch.distributed.run", "torch.distributed.launch"})
-RANK_VARIABLES = ("RANK", "LOCAL_RANK")
+LAUNCHERS = frozenset(
+    {
+        "torchrun",
+        "torch.distributed.run",
+        "torch.distributed.launch",
+        "accelerate",
+        "accelerate.commands.launch",
+        "accelerate.commands.accelerate_cli",
+        "deepspeed",
+        "deepspeed.launcher.runner",
+        "deepspeed.launcher.launch",
+    }
+)
+"""Python launchers that start the ranks and are none: under ``srun`` they inherit a rank's
+variables too (``srun torchrun ...``, ``srun accelerate launch ...``)."""
+RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
+"""Set by torchrun (and accelerate, deepspeed), srun, Open MPI's mpirun, MPICH's mpiexec."""
 
 
 def install() -> None:

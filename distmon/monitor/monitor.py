@@ -11,13 +11,15 @@ import ctypes
 import ctypes.util
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.batch import ColumnBatch, Incoming
+from distmon.columnar.batch import Incoming
 from distmon.eye import looks as eye_looks
+from distmon.eye.looks import Wanted
 from distmon.link import DETAILS, LOOK, MAX_LOOKED, Command
 from distmon.monitor.outside.sight import Sight
 from distmon.monitor.recording.format import AlertEvent
@@ -129,8 +131,6 @@ class Monitor:
         ``now`` by default), the admitted ones recorded as received (refused ones are counted,
         not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
-        if isinstance(batch, ColumnBatch) and batch.looks:
-            self._saw(batch.looks, now if times is None or not len(times) else float(times.max()))
         viewers = self.viewers if self.viewers is not None and self.viewers.attached else None
         if self.recorder is not None or viewers is not None:
             for t, taken in _as_received(batch, admitted, now, times):
@@ -140,9 +140,10 @@ class Monitor:
                     viewers.batch(t, taken)
         return len(admitted)
 
-    def _saw(self, blobs: list[bytes], now: float) -> None:
-        """What the nodes' eyes saw, taken into the sight; what is new recorded. A blob that
-        is not looks is counted, as a malformed message is."""
+    def saw(self, blobs: list[bytes], now: float) -> None:
+        """What the nodes' eyes saw (a batch's looks), come at ``now``, taken into the sight;
+        what is new recorded at that time. A blob that is not looks is counted, as a malformed
+        message is."""
         looks = []
         for blob in blobs:
             try:
@@ -187,9 +188,18 @@ class Monitor:
             asking.append(Command(DETAILS, self.state.job or "", "the monitor looks at them", ranks=wanted[:MAX_ASKED]))
         looks = self.sight.wanted()
         if looks:
-            encoded = [w.encoded() for w in looks[:MAX_LOOKED]]
+            encoded = [self._training(w).encoded() for w in looks[:MAX_LOOKED]]
             asking.append(Command(LOOK, self.state.job or "", "the rules look at them", looks=encoded))
         return asking
+
+    def _training(self, wanted: Wanted) -> Wanted:
+        """``wanted`` with the thread that trains in its process, where a rank's report says
+        (the one to look at: not the main thread under Ray Train)."""
+        rank = self.state.rank_of_process(wanted.host, wanted.pid)
+        if rank is None:
+            return wanted
+        report = self.state.report_of(rank)
+        return replace(wanted, tid=report.tid, thread=report.thread)
 
     def idle(self, now: float) -> None:
         """No message has come yet, so nothing ticks: the screens attached still hear from the

@@ -139,6 +139,8 @@ class Session:
     def _ingest_columns(self, items: list[tuple[float, ColumnBatch]]) -> None:
         small: list[tuple[float, ColumnBatch]] = []
         for t, batch in items:
+            if batch.looks:  # at the very time they came, whatever the batch is merged with
+                self.monitor.saw(batch.looks, t)
             if len(batch) < ALONE:
                 small.append((t, batch))
                 continue

@@ -59,6 +59,7 @@ from distmon.wire.frame import (
 from distmon.wire.schema import (
     ANY_SOURCE,
     ENDED,
+    FINISHED,
     HARDWARE_THROTTLE,
     INTERRUPTED,
     P2P,
@@ -93,6 +94,7 @@ __all__ = [
     "CHANNEL_FIELDS",
     "CHANNEL_ROW",
     "ENDED",
+    "FINISHED",
     "FLAG_EXITED",
     "FLAG_GPU_FAULT",
     "FLAG_HAS_GPU",

@@ -200,6 +200,10 @@ class ExceptionInfo:
 TERMINATED = "terminated"
 INTERRUPTED = "interrupted"
 ENDED = "ended"
+FINISHED = "finished"
+"""Its training ended before its process did (the training function returned, the process
+group was destroyed): the rank said goodbye, and its process may go any way after (Ray Train
+kills its workers). A monitor that predates it reads it as ``clean``."""
 STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 """The ways a rank is stopped from outside rather than ending on its own."""
 
@@ -207,8 +211,9 @@ STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 @dataclass
 class ExitInfo:
     """How the process ended: ``how`` is ``clean``, ``exception``, ``interrupted`` (Ctrl-C),
-    ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails), or
-    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``)."""
+    ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails),
+    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``), or ``finished``
+    (:data:`FINISHED`: its training ended cleanly, its process still there)."""
 
     how: str
     t: float
@@ -243,13 +248,20 @@ class Report:
     """Set while the rank has made no progress (steps or collectives) for :func:`stall_after`:
     the moment its progress stopped. The header's ``FLAG_STALLED`` says the same."""
     stack: list[StackFrame] | None = None
-    """The main thread's stack, innermost last, while stalled."""
+    """The training thread's stack (``thread``), innermost last, while stalled."""
     memory: Memory | None = None
     usage: Usage | None = None
     gpu: GpuStatus | None = None
     loaders: list[Loader] = field(default_factory=list)
     exception: ExceptionInfo | None = None
     exit: ExitInfo | None = None
+    thread: int | None = None
+    """The thread that trains, by ``threading.get_ident()``: the main thread under torchrun, a
+    thread of its own under Ray Train. Absent from ranks that predate it."""
+    tid: int | None = None
+    """The same thread's native id (``threading.get_native_id()``): where to look at it from
+    outside (``/proc/PID/task/TID``, py-spy's ``os_thread_id``). Equals ``pid`` for the main
+    thread; absent from ranks that predate it."""
     v: int = VERSION
 
 

@@ -246,6 +246,51 @@ def test_stalled_process_reports_its_main_thread_stack(tmp_path, listener, endpo
     assert report.stack[-1].code == "time.sleep(30)"
 
 
+IN_A_THREAD = """
+import threading
+import time
+import torch
+import distmon.hooks
+
+def train():
+    model = torch.nn.Linear(8, 1)
+    distmon.hooks.attach(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    for _ in range(3):
+        model(torch.randn(4, 8)).sum().backward()
+        optimizer.step()
+    wait_for_checkpoint()
+
+def wait_for_checkpoint():
+    time.sleep(4)
+
+thread = threading.Thread(target=train, name="TrainingThread(train)")
+thread.start()
+thread.join()
+print("done", flush=True)
+time.sleep(30)  # the launcher kills the process after the training function returned
+"""
+
+
+def test_a_rank_training_in_a_thread_reports_that_thread_and_says_goodbye_when_it_returns(tmp_path, listener, endpoint):
+    process = start_script(tmp_path, IN_A_THREAD, script_env(endpoint))
+    try:
+        assert listener.wait_for(lambda reports: any(r.stack for r in reports), timeout=20)
+        assert listener.wait_for(lambda reports: any(r.exit for r in reports), timeout=20)
+    finally:
+        process.kill()
+        process.wait()
+    reports = listener.snapshot()
+    stalled = [r for r in reports if r.stack][-1]
+    assert stalled.stack[-1].code == "time.sleep(4)"
+    assert [f.func for f in stalled.stack[-2:]] == ["train", "wait_for_checkpoint"]
+    assert stalled.tid is not None and stalled.tid != stalled.pid
+    assert stalled.thread is not None
+    last = reports[-1]
+    assert last.exit is not None and last.exit.how == "finished"
+    assert process.returncode == -signal.SIGKILL  # the goodbye came while the process was there
+
+
 def test_late_monitor_gets_fresh_reports_within_an_interval(tmp_path, endpoint):
     process = start_script(tmp_path, SLOW_TRAINING, script_env(endpoint))
     try:

@@ -147,6 +147,47 @@ def test_a_process_holding_the_gil_in_native_code(python) -> None:
     assert "release it there" in verdict.next_step
 
 
+IN_A_THREAD = """
+import sys, threading, time
+def train():
+    time.sleep(60)
+thread = threading.Thread(target=train)
+thread.start()
+time.sleep(0.2)
+print(thread.native_id, flush=True)
+print('ready', flush=True)
+while True:
+    sum(range(1000))
+"""
+
+
+def test_the_training_thread_is_looked_at_by_its_native_id(python) -> None:
+    """A Ray Train worker's training function runs in a thread while its main thread runs
+    Ray's loop: /proc's task directory and py-spy's os_thread_id tell that thread apart."""
+    process = subprocess.Popen([sys.executable, "-c", IN_A_THREAD], stdout=subprocess.PIPE)
+    try:
+        assert process.stdout is not None
+        tid = int(process.stdout.readline())
+        assert process.stdout.readline() == b"ready\n"
+        whole = wait_for(lambda: (s := look(process.pid, time.monotonic())) and s)
+        assert whole.tid is None and whole.syscall != "clock_nanosleep"
+        first = wait_for(
+            lambda: (s := look(process.pid, time.monotonic(), tid)) and s.syscall == "clock_nanosleep" and s
+        )
+        time.sleep(0.5)
+        last = look(process.pid, time.monotonic(), tid)
+        assert last is not None and (last.tid, last.state) == (tid, "S")
+        verdict = judge(HOST, first, last)
+        assert verdict.kind == "sleeping" and "asleep in clock_nanosleep" in verdict.words, verdict
+        assert f"/proc/{process.pid}/task/{tid}: State: S" in "\n".join(verdict.evidence)
+        if executable() is not None:
+            taken = dump(process.pid, tid=tid)
+            assert taken.frames and any(f.func == "train" for f in taken.frames), taken
+    finally:
+        process.kill()
+        process.wait()
+
+
 def test_a_stopped_process_still_shows_its_python_frames(python) -> None:
     """py-spy cannot suspend a stopped process: its Python frames are read as it stands,
     and the result says why the native ones are missing."""

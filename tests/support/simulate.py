@@ -156,6 +156,7 @@ class _Fault:
     message: str = ""
     factor: float = 1.0
     rate: float = 0.0
+    """For a leak: bytes a second; for a straggler: its share of time waiting for data."""
     every: float = 0.0
     """For a pause: seconds from the start of one to the start of the next."""
     seconds: float = 0.0
@@ -246,8 +247,10 @@ class SimJob:
         self.faults.append(_Fault("worker_kill", rank, self.start + at))
         return self
 
-    def straggler(self, rank: int, factor: float = 3.0) -> SimJob:
-        self.faults.append(_Fault("straggler", rank, self.start, factor=factor))
+    def straggler(self, rank: int, factor: float = 3.0, data_wait: float = 0.3) -> SimJob:
+        """``rank`` takes ``factor`` times as long a step, waiting for data ``data_wait`` of the
+        time (0.02: slow at its own work, a sleep in every step)."""
+        self.faults.append(_Fault("straggler", rank, self.start, factor=factor, rate=data_wait))
         return self
 
     def leak(self, rank: int, bytes_per_second: float, at: float = 0.0) -> SimJob:
@@ -381,10 +384,10 @@ class SimJob:
                 op = op if t - frozen_at >= self.interval else None
         sampled_in = frozen_at is None and self._in_collective(rank, t)
         if sampled_in:
-            enqueued = base + 1
+            enqueued, since = base + 1, self._waiting_since(rank, t)
         if frozen_at is None and self.ahead:
             enqueued, since = base + self.ahead, self.start + steps * period
-        straggling = any(f.kind == "straggler" and f.rank == rank for f in self.faults)
+        data_wait = max((f.rate for f in self.faults if f.kind == "straggler" and f.rank == rank), default=0.02)
         step_time = StepStats(n=64, mean=period, p50=period, max=period * 1.1, last=period)
         group = GroupStatus(
             id="0",
@@ -426,7 +429,7 @@ class SimJob:
             forwards=steps,
             last_step_t=self.start + steps * period,
             step_time=step_time if steps >= 2 else None,
-            data_wait=0.3 if straggling else 0.02,
+            data_wait=data_wait,
             groups=groups,
             p2p=channels,
             stalled_since=stalled_since,
@@ -552,6 +555,15 @@ class SimJob:
         own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank), 1.0)
         share = 0.05 + 0.9 * (1 - own / factor)
         return _unit(rank, round(t * 1000)) < share
+
+    def _waiting_since(self, rank: int, t: float) -> float | None:
+        """Caught in a collective behind a straggler, since when: a moment of the part of its
+        step it waits for the straggler (None in a job without one: the start is not shown)."""
+        factor = max([f.factor for f in self.faults if f.kind == "straggler"], default=1.0)
+        if factor == 1.0:
+            return None
+        own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank), 1.0)
+        return t - _unit(rank, round(t * 1000), 1) * self.step_time * (factor - own)
 
     def _leaked(self, rank: int, t: float) -> float:
         return sum(f.rate * max(0.0, t - f.at) for f in self.faults if f.kind == "leak" and f.rank == rank)

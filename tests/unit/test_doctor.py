@@ -11,6 +11,7 @@ import pytest
 
 from distmon.doctor.collective_smoke import RankResult, assess
 from distmon.doctor.host import MiB, shm_check
+from distmon.doctor.launch_command import check_launch, parse
 from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
 
@@ -96,3 +97,29 @@ def test_the_doctor_says_when_an_nccl_jobs_dumps_will_not_be_written(
     check = dumps_check({k: v.format(tmp=tmp_path) for k, v in env.items()}, nccl=True)
     assert check.status.value == status and words.format(tmp=tmp_path) in check.detail, check
     assert status == "pass" or check.fix
+
+
+@pytest.mark.parametrize(
+    ("argv", "launcher", "script"),
+    [
+        (["srun", "-n", "4", "python", "train.py"], "srun", "train.py"),
+        (["mpirun", "-np", "4", "python3", "train.py", "--lr", "1"], "mpirun", "train.py"),
+        (["accelerate", "launch", "--num_processes", "4", "train.py"], "accelerate", "train.py"),
+        (["deepspeed", "--num_gpus", "4", "train.py", "--deepspeed"], "deepspeed", "train.py"),
+        (["srun", "torchrun", "--nproc-per-node", "4", "train.py"], "srun", "train.py"),
+        (["python", "train.py"], None, "train.py"),
+    ],
+)
+def test_launch_commands_are_recognised(argv: list[str], launcher: str | None, script: str) -> None:
+    launch = parse(argv)
+    assert (launch.launcher, launch.script) == (launcher, script)
+
+
+def test_ranks_started_one_per_process_need_the_rendezvous_address(tmp_path) -> None:
+    launch = parse(["srun", "-n", "4", "python", "train.py"])
+    (tmp_path / "train.py").write_text("")
+    bare = check_launch(launch, str(tmp_path), {})
+    assert [(c.name, c.status) for c in bare] == [("launcher", Status.WARN), ("launch", Status.PASS)]
+    assert "SLURM_PROCID" in bare[0].detail and "MASTER_ADDR and MASTER_PORT" in bare[0].detail
+    ready = check_launch(launch, str(tmp_path), {"MASTER_ADDR": "node1", "MASTER_PORT": "29500"})
+    assert ready[0].status is Status.PASS

@@ -80,7 +80,7 @@ def test_looks_travel_with_a_relays_columns_and_merge_up_a_tree() -> None:
 
 
 def test_a_look_command_reaches_the_eyes_and_names_what_to_take() -> None:
-    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True)]
+    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True, tid=44, thread=7 << 40)]
     command = decode_command(encode_command(Command(LOOK, "j", "why", looks=[w.encoded() for w in asked])))
     assert wanted(command.looks or []) == asked
     assert wanted([["node-b", -1, None], ["node-b"], [3, 4, None], ["node-b", 5, ["x", True]]]) == []
@@ -113,7 +113,7 @@ def test_what_the_eyes_saw_is_recorded_and_a_replay_sees_it_at_the_same_ticks(tm
     live = Monitor(recorder=RecordingWriter(str(out)))
     said = [(T0 + 0.5, Looks("node-b")), (T0 + 1.2, node_b()), (T0 + 2.4, Looks("node-b", [a_look(42, 102.0)]))]
     for t, looks in said:
-        live.ingest_batch(ColumnBatch(looks=[eye_looks.encode([looks])]), t)
+        live.saw([eye_looks.encode([looks])], t)
     live.close()
     replayed = Monitor()
     seen_at: dict[float, tuple[float, ...]] = {}
@@ -132,7 +132,7 @@ def test_what_the_eyes_saw_is_recorded_and_a_replay_sees_it_at_the_same_ticks(tm
 
 def test_looks_that_are_not_are_counted_as_refused() -> None:
     monitor = Monitor()
-    monitor.ingest_batch(ColumnBatch(looks=[b"\x00not looks"]), T0)
+    monitor.saw([b"\x00not looks"], T0)
     assert monitor.state.dropped["malformed_looks"] == 1 and not monitor.sight.eyes
 
 
@@ -141,6 +141,16 @@ def test_a_node_no_eye_watches_is_said_once_where_the_job_is_shown() -> None:
     for rank, host in enumerate(["node-a", "node-a", "node-b", "node-b"]):
         monitor.ingest(encode(Report("j", rank, 4, host, 100 + rank, T0, 1, 1.0)), T0)
     assert monitor.state.unwatched_hosts() == [], "no eye has spoken at all: an old recording says nothing of them"
-    monitor.ingest_batch(ColumnBatch(looks=[eye_looks.encode([Looks("node-a")])]), T0 + 0.5)
+    monitor.saw([eye_looks.encode([Looks("node-a")])], T0 + 0.5)
     assert monitor.state.unwatched_hosts() == ["node-b"]
     assert OverviewTracker().overview(monitor, T0 + 1).blind == "node-b: no relay, judged from its reports only"
+
+
+def test_the_eyes_are_asked_to_look_at_the_thread_that_trains() -> None:
+    """Under Ray Train a rank trains in a thread of its own: that thread is the one looked at."""
+    monitor = Monitor()
+    monitor.ingest(encode(Report("j", 0, 1, "node-b", 42, T0, 1, 1.0, thread=7 << 40, tid=43)), T0)
+    monitor.saw([eye_looks.encode([Looks("node-b")])], T0)
+    monitor.sight.view("node-b", 42)
+    (look,) = [c for c in monitor.asking() if c.action == LOOK]
+    assert wanted(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40)]

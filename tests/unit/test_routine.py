@@ -192,3 +192,15 @@ def test_a_main_thread_seen_in_one_call_after_another_over_the_wait_moves() -> N
     ctx = Context(now=sim.start + FIRST + 8, pace=0.2, probe=None, limits=Thresholds(), outside=lambda h, p: seen)
     assert look_at(monitor.state.ranks[3], ctx, silent=False).verdict.kind == "sleeping", "one look: asleep"
     assert look_at(monitor.state.ranks[3], ctx, silent=False, waited=2.0).verdict.kind == "working"
+
+
+def test_a_rank_slower_in_every_step_is_a_straggler_not_a_habit() -> None:
+    """Rank 3 sleeps 50 ms in every step: the job's 10 ms steps take 60 ms. Its peers wait for
+    it in every step, a fraction of a step each time; read once a second, their waits age
+    between two reports as if the job stood still for it. That is the job's pace, not a
+    routine pause: rank 3 is named a straggler, and nothing is learned as a habit."""
+    sim = SimJob(world=8, step_time=0.01).straggler(3, 6.0, data_wait=0.02)
+    monitor = Monitor(Detector(probe=sim.probe))
+    raised = [c.alert for _, c in drive(sim, monitor, 60) if c.event == "raised"]
+    assert [(a.kind, a.ranks) for a in raised] == [("straggler", [3])], [a.summary for a in raised]
+    assert monitor.detector.routine.habits == []

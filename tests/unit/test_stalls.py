@@ -235,6 +235,12 @@ def test_a_silent_rank_gets_its_stack_from_outside() -> None:
     refused = OutsideStack(error="permission denied tracing pid 100: Yama ptrace_scope is 1")
     (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since, take: refused))
     assert "its stack could not be taken from outside: permission denied tracing pid 100" in finding.detail
+    regex = [GIL[0], StackFrame("/usr/lib/python3.11/re/__init__.py", 166, "match")]
+    why = "py-spy did not take it: permission denied tracing pid 100: Yama ptrace_scope is 2"
+    fallback = OutsideStack(frames=regex, how="faulthandler", partial=why)
+    (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since, take: fallback))
+    assert "its main thread, from outside with faulthandler: in its own code" in finding.detail
+    assert f"(Python frames only: {why})" in finding.detail and f"your code: {USER}:60 in main" in finding.detail
 
 
 def test_alerts_standing_when_the_job_is_stopped_end_with_it() -> None:

@@ -72,6 +72,9 @@ class Moved:
     cpu: float
     read: int
     written: int
+    queued: float = 0.0
+    """Seconds its main thread waited, runnable, for a CPU: a process that wants to run but
+    whose host gives it little CPU (a loaded machine) works all the same."""
 
     @classmethod
     def of(cls, usage: Usage) -> Moved:
@@ -81,15 +84,20 @@ class Moved:
     @classmethod
     def between(cls, first: Sample, last: Sample) -> Moved:
         return cls(
-            last.t - first.t, last.cpu - first.cpu, max(0, last.read - first.read), max(0, last.written - first.written)
+            last.t - first.t,
+            last.cpu - first.cpu,
+            max(0, last.read - first.read),
+            max(0, last.written - first.written),
+            max(0.0, last.queued - first.queued),
         )
 
     @property
     def busy(self) -> bool:
+        """It used, or waited for, a fifth of a core at least, or moved bytes."""
         if self.seconds <= 0:
             return False
         moved = (self.read + self.written) / self.seconds
-        return self.cpu / self.seconds >= BUSY_CPU or moved >= BUSY_BYTES
+        return (self.cpu + self.queued) / self.seconds >= BUSY_CPU or moved >= BUSY_BYTES
 
     def words(self) -> str:
         """``wrote 410.0 MiB in 12s, 3.1s of CPU``: the larger of its reads and writes, and its CPU."""
@@ -328,7 +336,7 @@ def judge_usage(usage: Usage | None, frames: list[StackFrame] | None) -> Verdict
 
 
 def _evidence(s: Sample) -> list[str]:
-    """What /proc showed, in one line."""
+    """What /proc showed, in one line: of the training thread where the look was of it."""
     parts = [f"State: {s.state} ({STATES.get(s.state, '?')})"]
     if s.wchan:
         parts.append(f"wchan {s.wchan}")
@@ -336,4 +344,5 @@ def _evidence(s: Sample) -> list[str]:
         parts.append("running in user space")
     elif s.syscall:
         parts.append(f"in {s.syscall}" + (f" on {s.target}" if s.target else ""))
-    return [f"/proc/{s.pid}: " + ", ".join(parts)]
+    where = f"/proc/{s.pid}/task/{s.tid}" if s.tid is not None else f"/proc/{s.pid}"
+    return [f"{where}: " + ", ".join(parts)]

@@ -58,6 +58,7 @@ from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
+from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, where
 from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS
@@ -198,7 +199,8 @@ class Incidents:
         stack and ``verdicts`` say; the habit this pause is, if the job takes it usually."""
         if len(roots) > MAX_SHOWN:
             return None
-        waited = max((w.age for w in self.relation.all if w.node in reach), default=0.0)
+        mine = [w for w in self.relation.all if w.node in reach]
+        waited = max((w.age for w in mine), default=0.0)
         marks, steps = {}, {}
         for rank in roots:
             s = self.job.ranks.get(rank)
@@ -210,7 +212,19 @@ class Incidents:
             words = verdict.summary.removeprefix("is ") if verdict is not None else ""
             marks[rank] = Mark(f"{PurePath(frame.file).name}:{frame.func}" if frame else None, doing, words)
             steps[rank] = s.steps
-        return self.ctx.routine.observe(roots, waited, marks, steps)
+        return self.ctx.routine.observe(roots, waited, marks, steps, self._paused(mine))
+
+    def _paused(self, waits: list[Wait]) -> bool:
+        """Whether the waiting ranks' own reports show one of them waiting longer than a few of
+        the job's steps (:func:`~distmon.monitor.state.limits.pause_after`): how long it had
+        waited when it reported, not how old its wait looks by the monitor's clock, which
+        ages between two reports even if it ended a moment after the first. Before the job's
+        first step it has no pace to keep: any wait is a pause."""
+        if self.ctx.pace is None:
+            return True
+        received = self.job.cols.received
+        shown = (float(np.max(w.ages - (self.ctx.now - received[w.ranks]))) for w in waits)
+        return max(shown, default=0.0) > pause_after(self.ctx.pace)
 
     def _outlasts(self, habit: Habit, reach: set[Node]) -> bool:
         waited = max((w.age for w in self.relation.all if w.node in reach), default=0.0)

@@ -4,9 +4,12 @@ Step rates stay equal, because every rank waits for the slowest in each collecti
 the straggler shows as the rank that waits least. Each rank samples itself every
 interval: inside a collective or not. Averaged, that is the share of time it waits on
 its peers: high for the ranks held up, near zero for the one holding them up. A rank
-whose DataLoader wait dwarfs its peers' is slow for want of data. A rank the others wait
-for because of the pauses it takes as a habit (:mod:`~distmon.monitor.rules.routine`: a
-metrics upload every N steps) is the job's rhythm, not a straggler.
+whose DataLoader wait dwarfs its peers' is slow for want of data. The shares are of the
+job's pace, not of its pauses (:data:`~distmon.monitor.state.limits.PAUSE_STEPS`): the
+waits for a pause the job takes as a habit every N steps (a metrics upload,
+:mod:`~distmon.monitor.rules.routine`) are left out of them, so its rank is no straggler,
+while a rank the others wait for in every step, or every other one, is one whatever the
+routine has seen.
 """
 
 from __future__ import annotations
@@ -43,8 +46,6 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
     slow_data = (data >= limits.straggler_data_wait) & (data >= 3 * peer_data + 0.05)
     findings = []
     for i in np.flatnonzero(slow_compute | slow_data).tolist():
-        if slow_compute[i] and not slow_data[i] and ctx.routine.pauses(int(ranks[i])):
-            continue  # its peers wait for the pauses it takes as a habit: the job's rhythm
         s = RankState(job, int(ranks[i]))
         looked, starved = _starved(s, ctx)
         if looked:

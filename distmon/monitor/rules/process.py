@@ -183,7 +183,7 @@ def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStac
         return taken, (f"its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}",)
     place = classify(taken.frames, taken.owns_gil)
     gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
-    lines = [f"its main thread, from outside with py-spy{gil}: {place.words}"]
+    lines = [f"its main thread, from outside with {taken.how}{gil}: {place.words}"]
     if taken.partial:
         lines.append(f"  (Python frames only: {taken.partial})")
     return taken, (*lines, *frame_lines(taken.frames, depth=4, indent="  "))

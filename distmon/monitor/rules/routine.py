@@ -13,7 +13,13 @@ the GIL, asleep where it never slept) fits no habit and is named as fast as ever
 Nothing is configured. A pause counts once it ended on its own (its ranks went on), unless a
 person or a debugger stopped the rank, or it was named for outlasting its habit (an
 exception, not the rule); it is a habit once the job has taken it :data:`USUAL_AFTER` times,
-so its first times may warn.
+so its first times may warn. It counts only if it was one: the waiting ranks' own reports
+showed a wait longer than a few of the job's steps
+(:data:`~distmon.monitor.state.limits.PAUSE_STEPS`). A rank the others wait for in every
+step holds them up for a fraction of a step each time; the monitor, reading reports sent
+once a second, sees their waits age between two reports as if the job stood still, but
+that is the job's pace, and the rank a straggler (:mod:`~distmon.monitor.rules.pace`),
+never a habit.
 """
 
 from __future__ import annotations
@@ -136,6 +142,9 @@ class _Pause:
     places: _Places
     outlasted: bool = False
     """It was named for lasting longer than its habit: an exception, not learned."""
+    paused: bool = False
+    """The waiting ranks' own reports showed the job standing still for it: a pause, not the
+    job's pace."""
 
 
 class Routine:
@@ -149,17 +158,21 @@ class Routine:
         self._seen: set[tuple[int, ...]] = set()
         self._pausing: dict[int, str] = {}
 
-    def observe(self, ranks: list[int], waited: float, marks: dict[int, Mark], steps: dict[int, int]) -> Habit | None:
+    def observe(
+        self, ranks: list[int], waited: float, marks: dict[int, Mark], steps: dict[int, int], paused: bool
+    ) -> Habit | None:
         """One tick of a pause: ``ranks`` have held the others up for ``waited`` seconds, each
-        where its ``marks`` say, at the ``steps`` they report. Returns the habit it is, if the
-        job has taken it often enough and it fits: the caller names nobody while it lasts no
-        longer than :meth:`Habit.allowance`."""
+        where its ``marks`` say, at the ``steps`` they report; ``paused``, whether the waiting
+        ranks' own reports show them waiting longer than a few steps. Returns the habit it
+        is, if the job has taken it often enough and it fits: the caller names nobody while it
+        lasts no longer than :meth:`Habit.allowance`."""
         key = tuple(ranks)
         self._seen.add(key)
         pause = self._pauses.get(key)
         if pause is None:
             pause = self._pauses[key] = _Pause(key, min(steps.values(), default=0), waited, _Places())
         pause.longest = max(pause.longest, waited)
+        pause.paused |= paused
         if all(step <= pause.step for step in steps.values()):
             pause.places.add(marks)  # past its step, a rank is out of it: the waits shown are old
         habit = self._habit(key, marks)
@@ -169,11 +182,6 @@ class Routine:
             return habit
         return None
 
-    def pauses(self, rank: int) -> bool:
-        """Whether ``rank`` pauses now or has paused before and come out of it, the others
-        waiting: their waits for it are the job's rhythm."""
-        return any(rank in key for key in self._pauses) or any(rank in h.ranks for h in self.habits)
-
     def outlasted(self, ranks: list[int]) -> None:
         """The pause of ``ranks`` is named for outlasting its habit: it will not be learned."""
         pause = self._pauses.get(tuple(ranks))
@@ -181,14 +189,15 @@ class Routine:
             pause.outlasted = True
 
     def settle(self, went_on: Callable[[int], bool], learning: bool) -> None:
-        """End the tick: a pause not seen in it is over. It is learned if it ended on its own
-        (every rank of it ``went_on``: still running, not silent), and it was neither named for
-        outlasting its habit nor something no job does as a habit (:data:`NEVER_USUAL`). While
+        """End the tick: a pause not seen in it is over. It is learned if it was one (the job
+        stood still for it), it ended on its own (every rank of it ``went_on``: still running,
+        not silent), and it was neither named for outlasting its habit nor something no job
+        does as a habit (:data:`NEVER_USUAL`). While
         the monitor is not ``learning`` (it is behind, and may not see the waits), no pause ends."""
         for key in [k for k in self._pauses if k not in self._seen and learning]:
             pause = self._pauses.pop(key)
             never = any(d.split(":")[0] in NEVER_USUAL for seen in pause.places.doings.values() for d in seen)
-            if not pause.outlasted and not never and all(went_on(rank) for rank in key):
+            if pause.paused and not pause.outlasted and not never and all(went_on(rank) for rank in key):
                 self._learn(pause)
         self.pausing, self._pausing, self._seen = self._pausing, {}, set()
 

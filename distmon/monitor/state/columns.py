@@ -72,6 +72,9 @@ class Columns:
         "inflight_share": "f8",
         "data_wait_share": "f8",
         "samples": "i8",
+        "pending_wait": "f8",
+        "pending_data": "f8",
+        "pending_since": "f8",
         "groups": "i8",
         "channels": "i8",
         "in_collective": "?",
@@ -137,6 +140,12 @@ class Columns:
     inflight_share: Array
     data_wait_share: Array
     samples: Array
+    pending_wait: Array
+    """The latest report's sample of the shares, taken in once the next report says whether it
+    was a pause: whether it was in a collective (NaN: none waits), its data wait, and since when
+    it waited in that collective (:func:`~distmon.monitor.state.ingest._shares`)."""
+    pending_data: Array
+    pending_since: Array
     groups: Array
     channels: Array
     in_collective: Array

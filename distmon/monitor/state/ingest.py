@@ -20,6 +20,7 @@ from distmon.link import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
 from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns
 from distmon.monitor.state.consequences import judge_new
+from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 
@@ -255,20 +256,31 @@ def _rows(state: JobState, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[
 
 
 def _shares(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
-    """Running shares of time in collectives and waiting for data, while the rank progresses.
-    A stall is the hang rule's business, not pace: a stalled report starts the shares over,
-    so the seconds of waiting before the stall was flagged do not make the rank that held
-    everyone up look, once back, like the one that waits least."""
+    """Running shares of time in collectives and waiting for data, at the job's pace. A stall
+    is the hang rule's business, not pace: a stalled report starts the shares over, so the
+    seconds of waiting before the stall was flagged do not make the rank that held everyone
+    up look, once back, like the one that waits least. So is a pause
+    (:data:`~distmon.monitor.state.limits.PAUSE_STEPS`): a report's sample counts once the
+    rank's next report has said whether its wait went on into one, and a pause's samples count
+    for nothing. The others' waits for a metrics upload every 25 steps make no straggler of
+    the rank uploading; their waits for a rank slower in every step do."""
     cols = state.cols
     moving = (h["flags"] & wire.FLAG_STALLED) == 0
     cols.samples[rank[~moving]] = 0
-    r = rank[moving]
-    weight = np.where(cols.samples[r] > 0, SHARE_SMOOTHING, 1.0)
-    cols.inflight_share[r] += weight * (inflight[moving] - cols.inflight_share[r])
+    cols.pending_wait[rank[~moving]] = np.nan
+    r, t = rank[moving], h["t"][moving]
+    since, after = cols.collective_since[r], pause_after(h["step_p50"][moving].astype(np.float64))
+    went_on = (cols.pending_since[r] == since) & (t - since > after)
+    taken = r[~np.isnan(cols.pending_wait[r]) & ~went_on]
+    weight = np.where(cols.samples[taken] > 0, SHARE_SMOOTHING, 1.0)
+    cols.inflight_share[taken] += weight * (cols.pending_wait[taken] - cols.inflight_share[taken])
+    cols.data_wait_share[taken] += weight * (cols.pending_data[taken] - cols.data_wait_share[taken])
+    cols.samples[taken] += 1
     wait = h["data_wait"][moving].astype(np.float64)
-    wait[np.isnan(wait)] = 0.0
-    cols.data_wait_share[r] += weight * (wait - cols.data_wait_share[r])
-    cols.samples[r] += 1
+    paused = inflight[moving] & (t - since > after)
+    cols.pending_wait[r] = np.where(paused, np.nan, inflight[moving])
+    cols.pending_data[r] = np.where(np.isnan(wait), 0.0, wait)
+    cols.pending_since[r] = since
 
 
 def _history(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:

@@ -191,6 +191,13 @@ class JobState:
     def hosts(self) -> list[str]:
         return sorted({self.host_name(int(h)) for h in distinct(self.cols.host[self.present()])})
 
+    def rank_of_process(self, host: str, pid: int) -> int | None:
+        """The rank whose process is ``pid`` on ``host``, if any has reported so."""
+        for rank in np.flatnonzero(self.cols.present & (self.cols.pid == pid)).tolist():
+            if self.host_name(int(self.cols.host[rank])) == host:
+                return int(rank)
+        return None
+
     def unwatched_hosts(self) -> list[str]:
         """The job's hosts no eye watches, so that their ranks are judged from their reports
         alone; none where no eye has spoken at all (a replay of a recording older than the

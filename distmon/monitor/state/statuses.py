@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distmon import wire
 from distmon.monitor.state.words import ranks_text
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED, Report
 
@@ -64,11 +65,14 @@ STOPS = {
 """By :attr:`distmon.wire.ExitInfo.how`: every way a rank is stopped (:data:`distmon.wire.STOPPED_HOWS`)."""
 CLEAN = Stop(EXITED, "exited", "exited cleanly")
 """A rank that ended on its own."""
+DONE = Stop(EXITED, "finished", "finished training (its training function returned or it left the process group)")
+"""A rank that said goodbye before its process went (:data:`distmon.wire.FINISHED`: Ray Train's
+workers, which Ray ends after their training function returns)."""
 
 
 def stop(how: str) -> Stop:
     """How a rank whose process ended ``how`` ended, in words."""
-    return STOPS.get(how, CLEAN)
+    return DONE if how == wire.FINISHED else STOPS.get(how, CLEAN)
 
 
 def ended(report: Report) -> str:

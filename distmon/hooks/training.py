@@ -1,0 +1,106 @@
+"""Which thread of the process trains: the rank, as far as a stack or a look from outside goes.
+
+Under torchrun it is the main thread. Ray Train runs the training function in a thread of
+its worker while the main thread runs Ray's event loop, and Lightning, a notebook or a
+user's own launcher may do the same. The thread that trains is the one that steps the
+optimizer or calls the model's forward (the counters note it, :mod:`distmon.hooks.progress`),
+else the one that called :func:`distmon.hooks.attach`. When that thread is not the main one,
+its end is the end of the rank's training: the training function returned (or raised), and
+the launcher may then end the process however it likes.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import functools
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+import torch.distributed as dist
+
+
+@dataclass(frozen=True)
+class Trainer:
+    """The training thread as a report names it."""
+
+    ident: int
+    """``threading.get_ident()``: the key of ``sys._current_frames()``."""
+    native_id: int | None
+    """``threading.get_native_id()``: the kernel's id, ``/proc/PID/task/TID``, py-spy's ``os_thread_id``."""
+
+
+class TrainingThread:
+    """The thread that attached, and the one seen training, told apart from the others."""
+
+    def __init__(self) -> None:
+        self._attached = threading.current_thread()
+
+    def claim(self) -> None:
+        """The calling thread attached: it trains, unless another is seen stepping."""
+        self._attached = threading.current_thread()
+
+    def current(self, stepped: int | None) -> Trainer | None:
+        """The training thread now: the one that last stepped (``stepped``, an ident), else the
+        one that attached; None once it has ended."""
+        ident = stepped if stepped is not None else self._attached.ident
+        thread = next((t for t in threading.enumerate() if t.ident == ident), None)
+        if thread is None or thread.ident is None:
+            return None
+        return Trainer(thread.ident, thread.native_id)
+
+    def done_with_the_group(self) -> bool:
+        """Whether the rank leaving its process group now ends its training: it trains in a
+        thread of its own (under torchrun the main thread trains, and the process's own exit
+        says how it ended), and that thread leaves itself or has ended. Not while it still runs
+        and another thread tears the rank down around it (Ray Train destroys the process group
+        of every worker once one of them failed)."""
+        attached = self._attached
+        if attached is threading.main_thread():
+            return False
+        return attached is threading.current_thread() or not attached.is_alive()
+
+    def ended(self, stepped: int | None) -> bool:
+        """The thread that attached, not the main thread and not one that only set up while
+        another trains (``stepped``), has ended: its training function returned or raised."""
+        attached = self._attached
+        if attached is threading.main_thread() or stepped not in (None, attached.ident):
+            return False
+        return not attached.is_alive()
+
+
+class LeavingWatch:
+    """Calls ``on_leave`` once the rank destroys its default process group: it has left the
+    job (Ray Train does so for its workers once their training function returns, scripts
+    at their end), and what its process does after is no longer the job's."""
+
+    def __init__(self, on_leave: Callable[[], None]) -> None:
+        self._on_leave = on_leave
+        self._modules: list[Any] = []
+        self._original: Any = None
+
+    def install(self) -> None:
+        if not dist.is_available() or self._modules:
+            return
+        from torch.distributed import distributed_c10d
+
+        original = distributed_c10d.destroy_process_group
+        on_leave = self._on_leave
+
+        @functools.wraps(original)
+        def destroy_process_group(group: Any = None) -> Any:
+            result = original(group)
+            if group is None or group is distributed_c10d.GroupMember.WORLD:
+                with contextlib.suppress(Exception):
+                    on_leave()
+            return result
+
+        self._modules, self._original = [dist, distributed_c10d], original
+        for module in self._modules:
+            module.destroy_process_group = destroy_process_group
+
+    def uninstall(self) -> None:
+        for module in self._modules:
+            module.destroy_process_group = self._original
+        self._modules = []
