@@ -73,21 +73,23 @@ class SilentNode:
 
 
 def silent_nodes(job: JobState, now: float, limits: Thresholds = LIMITS, overdue: bool = False) -> list[SilentNode]:
-    """The nodes silent as a whole at ``now`` (``overdue``: not heard for two of their
-    intervals, the moment before silent): a relay not heard, not even its empty batch, with
+    """The nodes silent as a whole at ``now``: a relay not heard, not even its empty batch, with
     every rank last heard through it; or two or more ranks of one host, straight to the
-    monitor, last heard within an interval of each other, and none of that host's since."""
-    after = limits.overdue_after if overdue else limits.silent_after
+    monitor, last heard within an interval of each other, and none of that host's since
+    (``overdue``: such a host not heard for two of its intervals, the moment before silent;
+    its ranks' last reports come up to an interval apart, while a relay's ranks come in its
+    batches and fall silent with it)."""
     c = job.cols
     watched = c.present & ~job.flagged(wire.FLAG_EXITED)
-    quiet = watched & (now - c.received >= after(c.interval))
+    silent = watched & (now - c.received >= limits.silent_after(c.interval))
     nodes = []
     relayed = watched & (c.via >= 0)
-    for i in distinct(c.via[relayed & quiet]).tolist():
+    for i in distinct(c.via[relayed & silent]).tolist():
         ranks = np.flatnonzero(relayed & (c.via == i))
-        if now - job.relay_heard[i] >= after(float(np.nanmax(c.interval[ranks]))) and quiet[ranks].all():
+        if now - job.relay_heard[i] >= limits.silent_after(float(np.nanmax(c.interval[ranks]))) and silent[ranks].all():
             relay = job.relays[i]
             nodes.append(SilentNode(relay.host, ranks, job.relay_heard[i], relay))
+    quiet = watched & (now - c.received >= limits.overdue_after(c.interval)) if overdue else silent
     direct = watched & (c.via < 0)
     for host in distinct(c.host[direct & quiet]).tolist():
         ranks = np.flatnonzero(direct & (c.host == host))
