@@ -43,8 +43,10 @@ CHANNEL_COLUMNS = tuple(zip(Columns.CHANNEL_FIELDS, (name for name, _ in wire.CH
 def take_in(state: JobState, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
     """The indices of the frames admitted, and their ranks."""
     if batch.relays:
-        heard = now if times is None or not len(times) else max(now, float(np.max(times)))
-        for relay in batch.relays:
+        via = np.asarray(batch.via)
+        for j, relay in enumerate(batch.relays):
+            mine = times[via == j] if times is not None and len(times) == len(via) else ()
+            heard = float(np.max(mine)) if len(mine) else now  # when its own frames came, merged or not
             i = _relay_index(state, relay)
             state.relay_heard[i] = max(state.relay_heard[i], heard)
     if batch.dropped:
