@@ -3,12 +3,38 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 DISTMON = [sys.executable, "-m", "distmon"]
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 """torchrun as installed beside this interpreter: the launcher a user types."""
+
+
+def distmon(
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    stdin: str | None = None,
+    timeout: float = 60,
+    cwd: Path | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``distmon ARGS`` run to its end as a user runs it, its output captured as text. ``stdin``
+    is what it reads; without it, nothing (never the test runner's own input). ``env`` replaces
+    this process's environment; ``check`` raises on a non-zero exit."""
+    return subprocess.run(
+        [*DISTMON, *map(str, args)],
+        env=env,
+        input=stdin,
+        stdin=subprocess.DEVNULL if stdin is None else None,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=check,
+    )
 
 
 def free_port() -> int:

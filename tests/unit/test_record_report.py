@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,17 +22,13 @@ from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES
-from tests.support.commands import DISTMON
+from tests.support.commands import distmon
 from tests.support.messages import bad_messages, sender
 from tests.support.paths import DATA
 from tests.support.recorder import recording
 from tests.support.simulate import SimJob, drive
 
 ALERT_FIELDS = {"kind", "severity", "ranks", "t", "summary", "detail"}
-
-
-def distmon(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=60)
 
 
 def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, endpoint: str) -> None:
