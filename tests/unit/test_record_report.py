@@ -128,8 +128,8 @@ def test_a_real_recording_replays_through_the_detector_to_the_same_culprit() -> 
 
 
 def test_a_rank_still_shown_in_a_barrier_its_peers_have_left_is_no_stuck_collective() -> None:
-    """A real 3-rank job (tests/jobs/test_outside_jobs.py's working job, on a loaded machine):
-    rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
+    """A real 3-rank job (the working job of tests/jobs/test_stopped_and_working_ranks_jobs.py, on
+    a loaded machine): rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
     ranks 0 and 2 report having passed the barrier before rank 1's report says it left: the
     barrier is done, not stuck with "none behind". Only the checkpoint's warnings remain."""
     done = distmon("replay", "--headless", "--json", "--speed", "max", str(DATA / "checkpoint-barrier.distmon"))
