@@ -16,19 +16,17 @@ TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 def distmon(
     *args: str | Path,
     env: Mapping[str, str] | None = None,
-    stdin: str | None = None,
     timeout: float = 60,
     cwd: Path | None = None,
     check: bool = False,
 ) -> subprocess.CompletedProcess[str]:
-    """``distmon ARGS`` run to its end as a user runs it, its output captured as text. ``stdin``
-    is what it reads; without it, nothing (never the test runner's own input). ``env`` replaces
-    this process's environment; ``check`` raises on a non-zero exit."""
+    """``distmon ARGS`` run to its end as a user runs it, its output captured as text. Its input
+    is empty, never the test runner's own: a command that reads ends rather than waits.
+    ``env`` replaces this process's environment; ``check`` raises on a non-zero exit."""
     return subprocess.run(
         [*DISTMON, *map(str, args)],
         env=env,
-        input=stdin,
-        stdin=subprocess.DEVNULL if stdin is None else None,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
         text=True,
         timeout=timeout,
