@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 
 import pytest
@@ -21,15 +20,11 @@ from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.readback import load
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL
-from tests.support.commands import DISTMON
+from tests.support.commands import distmon
 from tests.support.paths import DATA, REPO
 from tests.support.simulate import SimJob, drive
 
 CLI_DOC = REPO / "docs" / "cli.md"
-
-
-def distmon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def replayed_criticals(name: str) -> list[dict[str, object]]:
