@@ -94,7 +94,7 @@ class Monitor:
         viewers: Viewers | None = None,
     ) -> None:
         self.state = JobState(job=job, pinned=job is not None, max_world=max_world)
-        self.sight = Sight(self.state.eyes)
+        self.sight = Sight(self.state.eyes, self.state.links)
         """What the nodes' eyes saw of the job's processes, as they handed it over."""
         self.detector = detector or Detector()
         if self.detector.sight is None:

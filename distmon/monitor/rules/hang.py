@@ -17,6 +17,7 @@ orders, two blocking receives facing each other) is a deadlock. A group whose ra
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import PurePath
 
 import numpy as np
@@ -28,6 +29,7 @@ from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.divergence import divergence_in
 from distmon.monitor.rules.failures import gave_up_waiting
+from distmon.monitor.rules.nodes import node_ranks
 from distmon.monitor.rules.process import (
     Look,
     all_working,
@@ -48,6 +50,7 @@ from distmon.monitor.rules.waitfor import (
     WaitFor,
     collect_groups,
     current,
+    message_words,
     op_name,
     waits,
 )
@@ -159,6 +162,10 @@ class Incidents:
         first += [w for rank, mine in self.relation.p2p_of.items() if stuck[rank] for w in mine if w.age < after]
         return first, stuck, self.relation.reachable(first)
 
+    @cached_property
+    def _node_ranks(self) -> set[int]:
+        return set(node_ranks(self.job, self.ctx, training=False).tolist())
+
     def _roots(self, reach: set[Node]) -> list[int]:
         return sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n) and self._own_incident(n))
 
@@ -244,16 +251,19 @@ class Incidents:
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
-        names it), nor, while the monitor is behind, one it has never heard from or whose
-        latest report it has was sent over two of its intervals ago (its reports may be
-        dropped, or still queued), nor one whose latest report was held up on the way
-        (:meth:`~distmon.monitor.state.job.JobState.held_up`): named once its reports come
-        on time and still show it holding the others up."""
+        names it), nor one whose node fell silent as a whole (``node_lost`` names it), nor,
+        while the monitor is behind, one it has never heard from or whose latest report it
+        has is overdue (:meth:`_stale`: its reports may be dropped, or still queued), nor one
+        whose latest report was held up on the way
+        (:meth:`~distmon.monitor.state.job.JobState.held_up`): named once its reports come on
+        time and still show it holding the others up."""
         s = self.job.ranks.get(rank)
         if s is None:
             return self.ctx.behind is None
         if s.finished:
             return True
+        if rank in self._node_ranks:
+            return False  # its node fell silent as a whole: node_lost names it
         if self.ctx.behind is not None and self._stale(rank):
             return False
         if self.job.held_up(np.array([rank]))[0]:
@@ -538,12 +548,3 @@ class Incidents:
             advice,
         ]
         return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail), said(self.job, ring, self.ctx))
-
-
-def message_words(node: Transfer, rank: int, group: str) -> str:
-    """The op ``rank`` waits in on message ``node``, from its own side."""
-    _, src, dst, k = node
-    if rank == src:
-        return f"send #{k} to rank {dst} in {group}"
-    peer = "any rank" if src == ANY_SOURCE else f"rank {src}"
-    return f"recv #{k} from {peer} in {group}"

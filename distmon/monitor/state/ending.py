@@ -20,7 +20,7 @@ if TYPE_CHECKING:
     from distmon.monitor.state.job import JobState
     from distmon.monitor.state.ranks import RankState
 
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
+FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "node_lost", "worker_crash"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
 STORY_KINDS = FAILURE_KINDS | STOP_KINDS
 """The kinds of alert that tell how a job ends: a first cause is one of these."""

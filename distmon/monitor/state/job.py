@@ -37,6 +37,7 @@ from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import take_in
 from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState, gpu_total
 from distmon.monitor.state.reports import Reports
 from distmon.monitor.state.statuses import EXITED, FAILED, OK, SEVERITY, SILENT, STALLED, STOPPED, WORKER
@@ -84,6 +85,8 @@ class JobState:
         self.job_hash = wire.name_hash(job) if job is not None else None
         """The followed job's name as headers carry it (:func:`~distmon.wire.name_hash`)."""
         self.reports = Reports()
+        self.links: dict[str, NodeLinks] = {}
+        """Per host, its network links as its relay last read them, and the changes said."""
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -254,22 +257,9 @@ class JobState:
         mask: npt.NDArray[np.bool_] = c.present[ranks] & ((c.consequence[ranks] & of) != 0)
         return mask
 
-    def lost_relays(self, now: float, limits: Thresholds = LIMITS) -> dict[int, I8]:
-        """Relays gone silent, by index, with the ranks last heard through them: not heard for
-        longer than those ranks' reports allow, and every such rank silent (ranks heard again,
-        through the relay restarted or another, no longer count)."""
-        lost: dict[int, I8] = {}
-        if not self.relays:
-            return lost
-        c = self.cols
-        behind = c.present & ~self.flagged(wire.FLAG_EXITED) & (c.via >= 0)
-        silent = self.silent(now, limits)
-        for i in distinct(c.via[behind]).tolist():
-            ranks = np.flatnonzero(behind & (c.via == i))
-            after = limits.silent_after(float(np.nanmax(c.interval[ranks])))
-            if now - self.relay_heard[i] >= after and silent[ranks].all():
-                lost[i] = ranks
-        return lost
+    def silent_nodes(self, now: float, limits: Thresholds = LIMITS, overdue: bool = False) -> list[SilentNode]:
+        """The nodes silent as a whole (:func:`~distmon.monitor.state.nodes.silent_nodes`)."""
+        return silent_nodes(self, now, limits, overdue)
 
     def silent(self, now: float, limits: Thresholds = LIMITS, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
         """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
@@ -313,6 +303,11 @@ class JobState:
         severity = np.where((flags & wire.FLAG_EXITED) != 0, stopped, severity)
         severity[self.failed_on_their_own()[ranks]] = SEVERITY[FAILED]
         return severity
+
+    def first_failure(self) -> float | None:
+        """When the first rank raised something that is not a consequence of another's death."""
+        times = [s.report.exception.t for s in self.views(self.flagged(wire.FLAG_RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
+        return min(times, default=None)
 
     def being_stopped(self) -> bool:
         """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
