@@ -34,7 +34,7 @@ from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.ending import first_cause
 from distmon.monitor.viewing import ViewError, numbered, read, tick_message
 from distmon.tui.job_header import headline, story
 from distmon.wire import encode
@@ -166,7 +166,7 @@ def test_an_alert_raised_while_screens_are_attached_reaches_each_with_its_words(
         for session, follower in zip(sessions, followers, strict=True):
             session.drain()
             assert [a.headline for a in follower.alerts.history] == [a.headline for a in job.monitor.alerts.history]
-            named = cause(follower.alerts.active.values())
+            named = first_cause(follower.alerts.active.values())
             assert named is not None and named.doing.keys() == {CULPRIT}, "what the culprit does, in the alert's words"
         for feed in screens:
             feed.close()
@@ -217,7 +217,7 @@ from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.monitor import Follower
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.ending import first_cause
 feed = AttachedFeed(sys.argv[1])
 print(feed.attach(30) or "attached", flush=True)
 follower, first = Follower(feed), feed.catch_ups

@@ -19,7 +19,15 @@ from distmon.monitor.rules.process import Look, all_working, look_at, look_lines
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.consequences import LOST_PEER
-from distmon.monitor.state.words import duration, rank_word, stack_lines, traceback_lines, where
+from distmon.monitor.state.words import (
+    FIRST_LINE_IN_DETAIL,
+    duration,
+    first_line,
+    rank_word,
+    stack_lines,
+    traceback_lines,
+    where,
+)
 
 SIMULTANEOUS = 1.0
 """Primary exceptions this close to the first are failures of their own, not consequences."""
@@ -112,7 +120,7 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
     stood = gave_up - float(np.min(job.cols.stalled_since[ranks]))
     summary = (
         f"{rank_word(ranks)} stood still {duration(stood)}, until {rank_word(s.rank for s in victims)} "
-        f"gave up waiting for it ({exc.type}: {_first_line(exc.message, 100)})"
+        f"gave up waiting for it ({exc.type}: {first_line(exc.message)})"
     )
     lines = []
     for s in roots[:MAX_LOOKED_AT]:
@@ -121,7 +129,7 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
         lines.append(f"rank {r.rank} ({r.host}, pid {r.pid}) made no progress after step {r.steps}{ended}, at:")
         lines.extend(stack_lines(r.stack, depth=6))
     lines += [
-        f"Then {rank_word(s.rank for s in victims)} raised {exc.type}: {_first_line(exc.message, 300)}",
+        f"Then {rank_word(s.rank for s in victims)} raised {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
         "(waiting for it: consequences, not causes).",
         f"What to do: look at where {rank_word(ranks)} stood (above): that is what the others waited for. "
         "Their timeouts and torchrun's ChildFailedError follow from it.",
@@ -134,11 +142,11 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
     exc = lead.exception
     assert exc is not None
     ranks = [s.rank for s in culprits]
-    summary = f"{rank_word(ranks)} raised {exc.type}: {_first_line(exc.message)}"
+    summary = f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message)}"
     lines = [
         f"{rank_word(ranks)} ({lead.host}, pid {lead.pid}) raised {exc.type} "
         f"at step {lead.steps}, at {where(exc.where)}:",
-        f"    {exc.type}: {_first_line(exc.message, 400)}",
+        f"    {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
         "Traceback (innermost last):",
         *traceback_lines(exc.traceback, depth=8),
     ]
@@ -165,7 +173,7 @@ def _orphan_finding(job: JobState, victims: list[RankState], ctx: Context) -> Fi
     summary = f"{rank_word(ranks)} lost the connection to a peer that did not report its failure"
     detail = "\n".join(
         [
-            f"{rank_word(ranks)} raised {exc.type}: {_first_line(exc.message, 300)}",
+            f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
             "No monitored rank reported a failure of its own: the peer that died first was "
             "not monitored, or died before its first report.",
             "What to do: check every rank's stderr and the nodes' kernel logs (dmesg: OOM "
@@ -260,8 +268,3 @@ def _silent(job: JobState, silent: list[RankState], ctx: Context) -> Finding:
     )
     severity = WARNING if all_working(list(looks.values())) else CRITICAL
     return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
-
-
-def _first_line(message: str, limit: int = 160) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"

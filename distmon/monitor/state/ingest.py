@@ -18,7 +18,7 @@ from distmon.columnar.batch import ColumnBatch
 from distmon.columnar.frames import Parsed, parse
 from distmon.link import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
-from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns
+from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.reports import Reports
@@ -293,7 +293,7 @@ def _history(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.N
         "steps": h["steps"].astype(np.float64),
         "step_time": h["step_p50"],
         "rss": h["rss"],
-        "gpu": np.where(np.isnan(h["gpu_allocated"]), h["gpu_used"], h["gpu_allocated"]),
+        "gpu": gpu_held(h["gpu_allocated"], h["gpu_used"]),
         "inflight": inflight.astype(np.float64),
         "data_wait": h["data_wait"],
     }

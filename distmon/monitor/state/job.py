@@ -32,7 +32,7 @@ from distmon.link import Batch, Relay
 from distmon.monitor.state import admission
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.columns import ALL, F8, I8, INITIAL, Columns
+from distmon.monitor.state.columns import ALL, F8, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import take_in
@@ -213,10 +213,7 @@ class JobState:
         return used
 
     def gpu_allocated(self, ranks: I8 | slice = ALL) -> F8:
-        c = self.cols
-        torch = c.gpu_allocated[ranks]
-        allocated: F8 = np.where(np.isnan(torch), c.gpu_used[ranks], torch)
-        return allocated
+        return gpu_held(self.cols.gpu_allocated[ranks], self.cols.gpu_used[ranks])
 
     def gpu_total(self) -> F8:
         """Per rank: its GPU's memory (NaN: no GPU, or none reported)."""
