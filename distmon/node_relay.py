@@ -185,7 +185,8 @@ class NodeRelay:
         seen = self.eye.take()
         if seen:
             self._seen = _joined(self._seen, seen)
-        return self._seen is not None and bool(self._seen) and now - self._flushed >= CLOSE_PERIOD
+        looked = self._seen is not None and bool(self._seen.samples or self._seen.stacks)
+        return looked and now - self._flushed >= CLOSE_PERIOD  # its links can wait for the interval
 
     def take_from_below(self) -> None:
         """Take what the ranks and the relays below have sent, up to ``TAKE_LIMIT`` messages."""
