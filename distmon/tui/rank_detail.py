@@ -16,7 +16,7 @@ from textual.widgets import Footer, Label, Sparkline, Static
 from distmon import wire
 from distmon.monitor.state import RankState
 from distmon.monitor.state.words import group_name
-from distmon.tui import cells, rank_columns
+from distmon.tui import cells
 from distmon.visible import visible
 from distmon.wire import Loader, StackFrame
 
@@ -49,7 +49,7 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
     """Its status in the words of its row (``told``: the story's, where it has some)."""
     r = rank.report
     line = Text(no_wrap=True, overflow="ellipsis")
-    word = told or rank_columns.status(rank, now)
+    word = told or rank.status(now)
     line.append(f" rank {r.rank} ", style="bold reverse")
     line.append(f" {word}", style="bold")
     if culprit:

@@ -17,7 +17,7 @@ from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, StepStats, decode, encode, rank_runs
 from tests.support.simulate import Layout, SimJob, drive
 
@@ -201,7 +201,7 @@ def _group(gid: str, ranks: list[int], enqueued: int, completed: int, op: str | 
 def test_a_cycle_across_two_groups_is_a_deadlock() -> None:
     """Rank 0 entered the world barrier before its TP all-reduce, rank 1 the other way round;
     ranks 2 and 3 wait in the barrier for rank 1."""
-    state = JobState()
+    state = JobState(LIMITS)
     t = 1000.0
     tp = [0, 1]
     reports = {
@@ -218,7 +218,7 @@ def test_a_cycle_across_two_groups_is_a_deadlock() -> None:
 
 
 def test_a_collective_every_member_issued_is_the_transport() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     t = 1000.0
     for rank in range(4):
         state.apply(_waiting_report(rank, [_group("world", [0, 1, 2, 3], 7, 6, "all_reduce", t)], t + 30), t + 30)
@@ -251,7 +251,7 @@ def _channel(gid: str, peer: int, direction: str, posted: int, completed: int, b
 
 
 def _pipeline(channels: dict[int, list[P2P]], t: float) -> JobState:
-    state = JobState()
+    state = JobState(LIMITS)
     pp = [_group("pp", [0, 1, 2, 3], 0, 0, None, None)]
     for rank in range(4):
         report = _waiting_report(rank, pp, t + 30)
@@ -507,7 +507,7 @@ def test_a_rank_stopped_just_after_reporting_a_collective_its_peers_have_finishe
     """Rank 2's last report, 0.7 s before it was stopped, caught it inside collective #15;
     its peers finished #15 and wait in #26 for it. Once its reports are overdue that old wait
     is over, not a rank waiting: rank 2 is named as soon as the prober sees it stopped."""
-    state, t = JobState(), 1000.0
+    state, t = JobState(LIMITS), 1000.0
     pace = StepStats(n=64, mean=0.05, p50=0.05, max=0.06, last=0.05)
 
     def report(rank: int, sent: float, group: GroupStatus) -> Report:

@@ -48,11 +48,11 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     )
     c = job.cols
     suspects = _suspects(job)
-    silent = job.silent(ctx.now, ctx.limits)
+    silent = job.silent(ctx.now)
     if peers_lost_at is not None:
         silent |= (c.received < peers_lost_at) & (ctx.now - c.received >= c.interval + TEARDOWN_SLACK)
     lost = suspects & silent
-    for ranks in job.lost_relays(ctx.now, ctx.limits).values():
+    for ranks in job.lost_relays(ctx.now).values():
         lost[ranks] = False  # unheard because their relay is: relay_lost names the node instead
     if failed_at is not None:
         lost &= c.received + c.interval + TEARDOWN_SLACK < failed_at  # alive at the failure: killed in the teardown
@@ -191,7 +191,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
         return []
     lost.sort(key=lambda s: s.received)
     states = {s.rank: _process_state(s, ctx) for s in lost}
-    waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now, ctx.limits)].any())
+    waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now)].any())
     alive = [s for s in lost if states[s.rank] == ALIVE]
     dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]
     findings = [_lost(job, dead, states, ctx)] if dead else []
@@ -272,7 +272,7 @@ def relay_lost(job: JobState, ctx: Context) -> list[Finding]:
     if ctx.behind is not None:
         return []
     findings = []
-    for i, ranks in job.lost_relays(ctx.now, ctx.limits).items():
+    for i, ranks in job.lost_relays(ctx.now).items():
         relay = job.relays[i]
         silent = ctx.now - job.relay_heard[i]
         names = ranks.tolist()
