@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from distmon.actions.notify import Notifications
     from distmon.monitor.monitor import Monitor
 
-ABORT_KINDS = frozenset({"hang", "divergence", "rank_lost"})
+ABORT_KINDS = frozenset({"hang", "divergence", "rank_lost", "node_lost"})
 EVIDENCE_WAIT = 8.0
 """Seconds a bundle waits for the ranks' Flight Recorder dumps and the outside stacks."""
 MAX_DUMPS = 512

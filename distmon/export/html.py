@@ -24,8 +24,9 @@ from distmon.monitor.recording.format import BatchRecord, ColumnRecord, MessageR
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.columns import gpu_held
 from distmon.monitor.state.ranks import gpu_allocated
-from distmon.monitor.state.words import count, duration, rank_word, ranks_text
+from distmon.monitor.state.words import count, duration, group_label, rank_word, ranks_text
 from distmon.wire import GroupStatus, WireError, decode, name_hash
 
 MAX_RANKS = 32
@@ -121,7 +122,7 @@ def _add(series: Series, frame: bytes, received: float) -> None:
     s.rss.append(report.memory.rss if report.memory else None)
     s.gpu.append(gpu_allocated(report))
     for g in report.groups:
-        series.group_names.setdefault(g.id, g.desc or f"group {g.id}")
+        series.group_names.setdefault(g.id, group_label(g.id, g.desc))
         times, issued, completed = s.groups.setdefault(g.id, ([], [], []))
         times.append(t)
         issued.append(g.enqueued)
@@ -139,6 +140,7 @@ def _add_columns(series: Series, batch: ColumnBatch, received: float, groups: di
     ends = batch.ends.astype(np.int64)
     first_row = np.concatenate([[0], np.cumsum(h["groups"].astype(np.int64))])
     t = received - series.start
+    gpu = gpu_held(h["gpu_allocated"], h["gpu_used"])
     for i in np.flatnonzero(np.isin(h["rank"], list(series.ranks))).tolist():
         if ends[i + 1] > ends[i]:
             with contextlib.suppress(WireError):
@@ -147,14 +149,12 @@ def _add_columns(series: Series, batch: ColumnBatch, received: float, groups: di
         s.t.append(t)
         s.steps.append(int(h["steps"][i]))
         s.rss.append(_number(h["rss"][i]))
-        s.gpu.append(
-            _number(h["gpu_allocated"][i]) if _number(h["gpu_allocated"][i]) is not None else _number(h["gpu_used"][i])
-        )
+        s.gpu.append(_number(gpu[i]))
         for row in batch.groups[first_row[i] : first_row[i + 1]]:
             g = groups.get(int(row["id"]))
             if g is None:
                 continue
-            series.group_names.setdefault(g.id, g.desc or f"group {g.id}")
+            series.group_names.setdefault(g.id, group_label(g.id, g.desc))
             times, issued, completed = s.groups.setdefault(g.id, ([], [], []))
             times.append(t)
             issued.append(int(row["enqueued"]))
@@ -340,10 +340,7 @@ def _summary(pm: Postmortem, start: float) -> str:
 def _cause(pm: Postmortem, start: float) -> str:
     cause = pm.first_cause
     if cause is None and pm.alerts:
-        return (
-            f'<p class="healthy">No first cause: {count(len(pm.alerts), "alert")} raised, none standing at the '
-            "end; each resolved itself while the job went on.</p>"
-        )
+        return f'<p class="healthy">{html.escape(pm.no_cause())}</p>'
     if cause is None:
         return '<p class="healthy">No alerts: the job looked healthy for the whole recording.</p>'
     return (

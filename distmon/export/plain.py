@@ -54,10 +54,7 @@ def render(pm: Postmortem) -> str:
     elif cause is None and not pm.alerts:
         lines.append("No alerts: the job looked healthy for the whole recording.")
     elif cause is None:
-        lines.append(
-            f"No first cause: {count(len(pm.alerts), 'alert')} raised, none standing at the end; each resolved "
-            "itself while the job went on."
-        )
+        lines.append(pm.no_cause())
     else:
         lines += [
             f"FIRST CAUSE (+{duration(cause.t - start)}): {visible(cause.headline, MAX_LINE)}",

@@ -11,7 +11,7 @@ Per job, labelled ``job``: the ranks heard from, silent, stalled, exited and fai
 longest silence among the running ranks, memory (max, sum); the messages taken in and
 dropped, the seconds the monitor did not watch, the active alerts by kind and severity and the
 ranks they name, and the job's culprit: the ranks the terminal UI's header and ``distmon
-report`` name (:func:`distmon.monitor.state.ending.cause`).
+report`` name (:func:`distmon.monitor.state.ending.first_cause`).
 
 Per rank, labelled ``job``, ``rank``, ``host`` and ``local_rank``: the :data:`RANK_SERIES`
 (GPU ones only for ranks that have a GPU), for every rank of a job of at most
@@ -34,7 +34,7 @@ from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metri
 from prometheus_client.registry import Collector
 
 from distmon.monitor.state.columns import F8, I8, Array
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.snapshot import AlertFacts, Snapshot
 
 if TYPE_CHECKING:
@@ -233,7 +233,7 @@ def _alert_metrics(job: str, active: tuple[AlertFacts, ...], raised: frozenset[t
         "1 for each rank of the job's culprit, as the terminal UI and the report name it, by its alert's kind.",
         labels=["job_id", "kind", "rank"],
     )
-    found = cause(active)
+    found = first_cause(active)
     if found is not None:
         for rank in sorted(found.ranks):
             culprit.add_metric([job, found.kind, str(rank)], 1)

@@ -7,7 +7,9 @@ so that the rules judge a rank on any node, live or replayed, from the same fact
 Encoded as msgpack, a list of maps, one per node: ``host``, ``fields`` (the names of a
 look's fields, in the order each look lists them: fields added later are read by name, those
 a reader does not know are skipped), ``samples`` (the looks, oldest first) and ``stacks``
-(``[pid, since, frames, error, owns_gil, partial, how]``, frames as ``[file, line, func, code]``).
+(``[pid, since, frames, error, owns_gil, partial, how]``, frames as ``[file, line, func, code]``)
+and, where the node's network links changed since it last said, ``links``
+(``[name, kind, state, carrier, flaps, phys]`` each, :mod:`distmon.nodelinks`).
 Whatever a node claims is read within limits (text, arrays, maps) and checked field by field:
 these are bytes from another machine.
 """
@@ -22,6 +24,7 @@ from typing import Any
 import msgpack
 
 from distmon.eye.proc import Mount, Sample
+from distmon.nodelinks import MAX_LINKS, Link
 from distmon.pyspy import FAULTHANDLER, PY_SPY, OutsideStack
 from distmon.wire import StackFrame, WireError
 
@@ -55,9 +58,11 @@ class Looks:
     host: str
     samples: list[Sample] = field(default_factory=list)
     stacks: list[Taken] = field(default_factory=list)
+    links: list[Link] | None = None
+    """The node's network links, where they changed (or were first read) since it last said."""
 
     def __bool__(self) -> bool:
-        return bool(self.samples or self.stacks)
+        return bool(self.samples or self.stacks or self.links is not None)
 
 
 @dataclass(frozen=True)
@@ -110,7 +115,12 @@ def _node(looks: Looks) -> dict[str, Any]:
         "fields": list(SAMPLE_FIELDS),
         "samples": [[_value(getattr(s, name)) for name in SAMPLE_FIELDS] for s in looks.samples],
         "stacks": [_stack(taken) for taken in looks.stacks],
+        **({"links": [_link(link) for link in looks.links]} if looks.links is not None else {}),
     }
+
+
+def _link(link: Link) -> list[Any]:
+    return [link.name, link.kind, link.state, link.carrier, link.flaps, link.phys]
 
 
 def _value(value: Any) -> Any:
@@ -145,7 +155,18 @@ def _read_node(node: Any) -> Looks:
         raise TypeError("a node's looks without a host or field names")
     samples = [_read_sample(names, values) for values in node["samples"]]
     stacks = [_read_stack(item) for item in node["stacks"]]
-    return Looks(host, samples, stacks)
+    links = node.get("links")
+    if links is not None and (not isinstance(links, list) or len(links) > MAX_LINKS):
+        raise TypeError("a node's links are not a list of its links")
+    return Looks(host, samples, stacks, None if links is None else [_read_link(item) for item in links])
+
+
+def _read_link(item: list[Any]) -> Link:
+    name, kind, state, carrier, flaps, phys = item[:6]
+    texts = all(isinstance(t, str) for t in (name, kind, state, phys))
+    if not texts or not (carrier is None or isinstance(carrier, bool)) or not (flaps is None or type(flaps) is int):
+        raise TypeError("a link is not a name, a kind, a state and its counters")
+    return Link(name, kind, state, carrier, flaps, phys)
 
 
 def _read_sample(names: list[str], values: list[Any]) -> Sample:

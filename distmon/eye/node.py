@@ -13,6 +13,7 @@ import time
 
 from distmon.eye.looks import Looks, Taken, Wanted
 from distmon.eye.prober import Prober
+from distmon.nodelinks import Link, read_links
 from distmon.pyspy import OutsideStack, StackTaker
 
 STACKS_PER_SECOND = 2.0
@@ -20,6 +21,8 @@ STACKS_PER_SECOND = 2.0
 process for a moment."""
 MAX_PENDING = 64
 """Stacks asked for and not yet handed over, at most."""
+LINKS_EVERY = 1.0
+"""Seconds between two readings of the node's network links (a few dozen sysfs files)."""
 
 
 class NodeEye:
@@ -33,6 +36,9 @@ class NodeEye:
         self._budget = 0.0
         self._refilled = time.monotonic()
         self.counts = {"looks": 0, "stacks": 0}
+        self._links: list[Link] | None = None
+        """The links as last handed over."""
+        self._links_read = -LINKS_EVERY
 
     def want(self, wanted: list[Wanted]) -> None:
         """Look at the processes of this node that ``wanted`` names, and take the stacks asked
@@ -50,7 +56,20 @@ class NodeEye:
         stacks = [Taken(pid, since, stack) for (pid, since), stack in self._stacks_done()]
         self.counts["looks"] += len(samples)
         self.counts["stacks"] += len(stacks)
-        return Looks(self.host, samples, stacks)
+        return Looks(self.host, samples, stacks, self._links_changed())
+
+    def _links_changed(self) -> list[Link] | None:
+        """The node's network links, read every :data:`LINKS_EVERY`, where they changed since
+        last handed over (the first reading too); None otherwise."""
+        now = time.monotonic()
+        if now - self._links_read < LINKS_EVERY:
+            return None
+        self._links_read = now
+        links = read_links()
+        if links == self._links:
+            return None
+        self._links = links
+        return links
 
     def _stacks_done(self) -> list[tuple[tuple[int, float], OutsideStack]]:
         now = time.monotonic()

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 from distmon.flightrecorder.fields import Entry, created_at, number, op_name, text
 from distmon.forensics.analysis import Analysis, RankFacts
-from distmon.monitor.state.words import duration, group_name, rank_word
+from distmon.monitor.state.words import duration, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus, expand_runs
 
 HARDWARE = "hardware"
@@ -126,7 +126,7 @@ def _host_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
         ]
         if not ahead:
             continue
-        waiting = [(r, g) for r, g in ahead if g.enqueued > g.completed]
+        waiting = [(r, g) for r, g in ahead if in_flight(g)]
         seq = min((g.completed + 1 for _, g in waiting), default=group.enqueued + 1)
         op = next((g.op for _, g in waiting if g.op), None)
         pending = [e for r, _ in waiting if (e := _pending_entry(analysis.ranks[r], group.id)) is not None]

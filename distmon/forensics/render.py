@@ -10,7 +10,17 @@ from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import Evidence, evidence
 from distmon.forensics.verdict import Blame, judge
 from distmon.monitor.state.ending import FAILURE_KINDS
-from distmon.monitor.state.words import count, date_time, duration, group_name, rank_word, ranks_text
+from distmon.monitor.state.words import (
+    count,
+    date_time,
+    duration,
+    first_line,
+    group_label,
+    group_name,
+    in_flight,
+    rank_word,
+    ranks_text,
+)
 from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
@@ -144,7 +154,7 @@ def _place(f: RankFacts, analysis: Analysis) -> str:
     """Where the rank is held up (a dump's oldest pending work, a log's timed-out work), and
     how much of its work is queued behind that on its device."""
     t = analysis.t
-    flying = [g for g in f.groups if g.enqueued > g.completed]
+    flying = [g for g in f.groups if in_flight(g)]
     channels = f.dump.p2p if f.dump else []
     held = [g for g in flying if g.since] or ([] if f.dump else flying)
     blocked = [c for c in channels if c.blocked is not None]
@@ -161,11 +171,11 @@ def _place(f: RankFacts, analysis: Analysis) -> str:
         return "waits " + "; ".join(_in_collective(g, f.rank, analysis) for g in flying)
     raised = analysis.log.raised.get(f.rank)
     if raised is not None and f.dump is None:
-        return f"raised {visible(raised.type, 200)}: {visible(raised.message, 200)}"
+        return f"raised {visible(raised.type, 200)}: {visible(first_line(raised.message))}"
     if f.dump is not None and not f.dump.groups:
         return "empty dump: no work recorded (it hung before any, or its dump was taken while stuck)"
     done = [g for g in f.groups if g.completed]
-    last = ", ".join(f"#{g.completed} in {visible(g.desc or 'group ' + g.id)}" for g in done[:4])
+    last = ", ".join(f"#{g.completed} in {visible(group_label(g.id, g.desc))}" for g in done[:4])
     return f"nothing in flight (in its own code); completed {last or 'no collective'}"
 
 
@@ -225,7 +235,7 @@ def _rank_json(f: RankFacts) -> dict[str, Any]:
 
 def _log_pending(f: RankFacts) -> dict[str, Any] | None:
     """From a log: the work the watchdog timed out in."""
-    g = next((g for g in f.groups if g.enqueued > g.completed), None)
+    g = next((g for g in f.groups if in_flight(g)), None)
     if g is None:
         return None
     return {

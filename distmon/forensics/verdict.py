@@ -1,14 +1,14 @@
 """Who the files prove at fault, who they only point to, or that nobody is to blame.
 
-The monitor names the first cause (:func:`first_cause`, as the live header and ``distmon
-report`` pick it: a rank that raised before the peers it left waiting). Of the ranks it
-names, the files prove those whose own lines or dump show them at fault: a rank that raised,
-a rank whose own numbers stop short of its peers' or name another op, a rank whose dump
-shows it behind, a rank whose dump is missing from a set of dumps (a rank writes one unless
-killed). A rank a log does not show is not proven anything: a pasted log is an excerpt. It is
-suspected, in order: a rank whose lines are in the log but not a watchdog line (it was not
-waiting with the others), rank 0 (it most often works alone while the others wait), then the
-others the log does not show.
+The monitor names the first cause (:func:`~distmon.monitor.state.ending.first_cause`, as the
+live header and ``distmon report`` pick it: a rank that raised before the peers it left
+waiting). Of the ranks it names, the files prove those whose own lines or dump show them at
+fault: a rank that raised, a rank whose own numbers stop short of its peers' or name another
+op, a rank whose dump shows it behind, a rank whose dump is missing from a set of dumps (a
+rank writes one unless killed). A rank a log does not show is not proven anything: a pasted
+log is an excerpt. It is suspected, in order: a rank whose lines are in the log but not a
+watchdog line (it was not waiting with the others), rank 0 (it most often works alone while
+the others wait), then the others the log does not show.
 
 Sometimes nobody is to blame: every rank waits in the same collective, which all of them
 issued (the transport, a GPU, NCCL); the timeout is set absurdly low (the configuration);
@@ -22,9 +22,9 @@ from dataclasses import dataclass
 
 from distmon.forensics.analysis import Analysis
 from distmon.forensics.logs import LogFacts
-from distmon.monitor.state.alerts import CRITICAL, Alert
-from distmon.monitor.state.ending import FAILURE_KINDS, cause
-from distmon.monitor.state.words import duration, group_name, rank_word
+from distmon.monitor.state.alerts import Alert
+from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
+from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import PEER_LOST, GroupStatus
 
 LOW_TIMEOUT_MS = 10_000
@@ -78,16 +78,8 @@ class Blame:
     """The monitor's first cause, where it has one."""
 
 
-def first_cause(analysis: Analysis) -> Alert | None:
-    """The alert naming the root, picked as the live header and ``distmon report`` pick it
-    (:func:`~distmon.monitor.state.ending.cause`: a rank that raised before the peers it left
-    waiting), else the first critical, else the first."""
-    alerts = analysis.alerts
-    return cause(alerts) or next(iter([a for a in alerts if a.severity == CRITICAL] or alerts), None)
-
-
 def judge(analysis: Analysis) -> Blame:
-    first = first_cause(analysis)
+    first = first_cause(analysis.alerts)
     log = analysis.log
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
         return Blame(sorted(first.ranks), [], None, first.headline, first)
@@ -132,7 +124,7 @@ def _nothing(analysis: Analysis) -> str:
         said.append(f"the watchdog's lines name no global rank ({'; '.join(log.unplaced_said[:3])})")
     primary = [r for r in log.unplaced if not PEER_LOST.search(r.said)]
     if primary:
-        said.append(f"a process the log does not name raised {primary[0].type}: {primary[0].message[:200]}")
+        said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
     consequences = sorted(r for r in log.raised if _consequence(log, r))
     if consequences:
         said.append(f"{rank_word(consequences)} raised because a peer was lost, and no line says which")
@@ -177,7 +169,7 @@ def _waiting(analysis: Analysis) -> str | None:
     places: dict[tuple[str, int], tuple[GroupStatus, list[int], float]] = {}
     for f in analysis.ranks.values():
         for g in f.groups:
-            if g.enqueued > g.completed and g.since is not None:
+            if in_flight(g) and g.since is not None:
                 key = (g.id, g.completed + 1)
                 sample, ranks, since = places.get(key, (g, [], g.since))
                 places[key] = (sample if sample.op else g, [*ranks, f.rank], min(since, g.since))
@@ -244,17 +236,16 @@ def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:
     raised = next((r for r in analysis.log.unplaced if not r.cut and not PEER_LOST.search(r.said)), None)
     if raised is None or len(absent) != 1:
         return None
-    first = raised.message.splitlines()[0][:200] if raised.message else ""
     return Suspect(
         absent[0],
-        f"the log shows {raised.type}: {first} raised with no rank, and rank {absent[0]} is the only one it "
-        "does not show waiting",
+        f"the log shows {raised.type}: {first_line(raised.message)} raised with no rank, and rank {absent[0]} is "
+        "the only one it does not show waiting",
     )
 
 
 def _source(analysis: Analysis) -> str:
     """``the usual root of the broadcast the others wait in; `` where the wait has a root."""
-    ops = {g.op for f in analysis.ranks.values() for g in f.groups if g.op and g.enqueued > g.completed}
+    ops = {g.op for f in analysis.ranks.values() for g in f.groups if g.op and in_flight(g)}
     rooted = sorted(ops & set(ROOTED))
     return f"the usual root of the {rooted[0]} the others wait in; " if rooted else ""
 

@@ -28,7 +28,7 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.ending import first_cause
 from distmon.monitor.viewing import HELLO, JobAsItStands, alert_message, numbered, pack, tick_message
 
 MAX_SCREENS = 32
@@ -271,7 +271,7 @@ class Broadcast:
 def _doing(monitor: Monitor) -> dict[str, dict[int, str]]:
     """What the ranks the monitor's first cause names do, in its rules' words: the words every
     screen shows (:class:`distmon.monitor.overview.Story`)."""
-    found = cause(monitor.alerts.active.values())
+    found = first_cause(monitor.alerts.active.values())
     return {found.key: found.doing} if found is not None and found.doing else {}
 
 

@@ -95,7 +95,7 @@ class Monitor:
     ) -> None:
         self.detector = detector or Detector()
         self.state = JobState(self.detector.limits, job=job, pinned=job is not None, max_world=max_world)
-        self.sight = Sight(self.state.eyes)
+        self.sight = Sight(self.state.eyes, self.state.links)
         """What the nodes' eyes saw of the job's processes, as they handed it over."""
         if self.detector.sight is None:
             self.detector.sight = self.sight

@@ -1,5 +1,5 @@
 """The job at a glance: one state word, its pace, how long until PyTorch gives up, and the
-one story every surface tells: the culprit (:func:`~distmon.monitor.state.ending.cause`, the
+one story every surface tells: the culprit (:func:`~distmon.monitor.state.ending.first_cause`, the
 alert that names it), what it is doing and whom the other ranks wait for (:meth:`Story.status`).
 
 Pure logic on the monitor's state, its alerts and the feed's clock, so the terminal UI's header
@@ -21,10 +21,17 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.ending import STOP_KINDS, cause
-from distmon.monitor.state.statuses import HEALTHY, HUNG, STALLED, WAITING, ended, failed_after, waits_for
+from distmon.monitor.state.ending import STOP_KINDS, first_cause
+from distmon.monitor.state.statuses import WAITING, ended, failed_after, running_state, waits_for
 from distmon.monitor.state.whereabouts import user_frame
-from distmon.monitor.state.words import blind_words, dropped_words, rank_word, unwatched_words
+from distmon.monitor.state.words import (
+    blind_words,
+    dropped_words,
+    group_label,
+    rank_word,
+    timeout_left,
+    unwatched_words,
+)
 from distmon.monitor.viewing import Progress
 
 RATE_WINDOW = 10.0
@@ -57,7 +64,7 @@ class Overview:
     """Set while a collective has been in flight for longer than a stall: the oldest wait
     for the culprit, else the oldest of all."""
     culprits: frozenset[int]
-    """The ranks the :func:`cause` names; empty when none does."""
+    """The ranks the :func:`first_cause` names; empty when none does."""
     story: Story | None = None
     doing: str = ""
     """What the culprit does, in the words of the alert that names it (one culprit only)."""
@@ -155,8 +162,7 @@ def _oldest_collective(
     g = next((g for g in job.report_of(int(rank)).groups if wire.name_hash(g.id) == gid), None)
     if g is None:
         return None
-    remaining = None if g.timeout is None else g.timeout - age
-    return OldestCollective(int(rank), g.desc or g.id, g.op, g.completed + 1, age, remaining)
+    return OldestCollective(int(rank), group_label(g.id, g.desc), g.op, g.completed + 1, age, timeout_left(g, age))
 
 
 def _state(
@@ -166,23 +172,20 @@ def _state(
     no_progress_after: float,
     oldest: OldestCollective | None,
 ) -> str:
-    """The job's one state word: how it ended (:meth:`JobState.ending`) or, while it runs,
-    whether it progresses."""
+    """The job's one state word, as the monitor decides it: how it ended
+    (:meth:`JobState.ending`) or, while it runs, whether it progresses (:func:`running_state`)."""
     if not monitor.state.ranks:
         return WAITING
     ending = monitor.state.ending(active)
     if ending is not None:
         return ending.state
-    if {a.kind for a in active} & STOP_KINDS:
-        return HUNG
-    if since is not None and since >= no_progress_after:
-        return HUNG if oldest is not None and oldest.age >= monitor.limits.hung_after else STALLED
-    return HEALTHY
+    stopping = bool({a.kind for a in active} & STOP_KINDS)
+    return running_state(stopping, since, no_progress_after, oldest.age if oldest is not None else None, monitor.limits)
 
 
 @dataclass(frozen=True)
 class Story:
-    """The culprit of the job now, from the alert that names it (:func:`cause`), and the
+    """The culprit of the job now, from the alert that names it (:func:`first_cause`), and the
     ranks that wait for it: what the header, the rank rows and the metrics say."""
 
     cause: Alert | None
@@ -198,7 +201,7 @@ class Story:
     @classmethod
     def of(cls, monitor: Monitor, now: float) -> Story:
         job = monitor.state
-        found = cause(monitor.alerts.active.values())
+        found = first_cause(monitor.alerts.active.values())
         culprits = frozenset(found.ranks) if found is not None else frozenset[int]()
         pausing = {} if found is not None else dict(monitor.pausing)
         waits = np.zeros(len(job.cols.present), dtype=bool)

@@ -141,6 +141,9 @@ class Session:
         for t, batch in items:
             if batch.looks:  # at the very time they came, whatever the batch is merged with
                 self.monitor.saw(batch.looks, t)
+            if not len(batch):  # a relay's sign of life, heard at its own time
+                self.monitor.ingest_batch(batch, t)
+                continue
             if len(batch) < ALONE:
                 small.append((t, batch))
                 continue

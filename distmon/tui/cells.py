@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+from distmon.monitor.state import words
 from distmon.visible import visible
 
 BAR_CELLS = " ▏▎▍▌▋▊▉█"
@@ -21,18 +22,12 @@ def size(n: float | None) -> str:
 
 
 def duration(seconds: float | None) -> str:
-    """``0.21s``, ``12s``, ``3m04s``, ``2h05m``."""
+    """``0.21s``, ``12s``, ``3m04s``, ``2h05m`` (:func:`~distmon.monitor.state.words.duration`,
+    with hundredths under a second: a step time), ``-`` for none."""
     if seconds is None or math.isnan(seconds):
         return "-"
-    if seconds < 0:
-        seconds = 0.0
-    if seconds < 10:
-        return f"{seconds:.2f}s" if seconds < 1 else f"{seconds:.1f}s"
-    if seconds < 60:
-        return f"{seconds:.0f}s"
-    if seconds < 3600:
-        return f"{int(seconds // 60)}m{int(seconds % 60):02d}s"
-    return f"{int(seconds // 3600)}h{int(seconds % 3600 // 60):02d}m"
+    seconds = max(0.0, seconds)
+    return f"{seconds:.2f}s" if seconds < 1 else words.duration(seconds)
 
 
 def percent(share: float | None) -> str:

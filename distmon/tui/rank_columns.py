@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from distmon import wire
 from distmon.monitor.overview import where_words
 from distmon.monitor.state import RankState
+from distmon.monitor.state.words import in_flight
 from distmon.tui import cells
 
 STATUS_WIDTH = 20
@@ -28,7 +29,7 @@ def collectives(rank: RankState, now: float) -> str:
     in none of them starts with where it stands in its own code (``at train.py:118 inject``)."""
     parts = []
     for g in rank.report.groups:
-        if g.enqueued > g.completed:
+        if in_flight(g):
             age = f" {cells.duration(rank.age(g.since, now))}" if g.since else ""
             parts.append(f"{g.op or '…'} #{g.completed + 1}{age}")
         else:
@@ -40,7 +41,7 @@ def collectives(rank: RankState, now: float) -> str:
             arrow = "→" if c.dir == wire.SEND else "←"
             peer = "*" if c.peer == wire.ANY_SOURCE else str(c.peer)
             parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {cells.duration(rank.age(c.blocked_since, now))}")
-    waiting = blocked or any(g.enqueued > g.completed for g in rank.report.groups)
+    waiting = blocked or any(in_flight(g) for g in rank.report.groups)
     where = where_words(rank) if not waiting else ""
     listed = " | ".join(parts) or "-"
     return f"at {where} · {listed}" if where else listed

@@ -15,7 +15,8 @@ from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon import wire
 from distmon.monitor.state import RankState
-from distmon.monitor.state.words import group_name
+from distmon.monitor.state.whereabouts import short_path
+from distmon.monitor.state.words import group_name, in_flight, timeout_left
 from distmon.tui import cells
 from distmon.visible import visible
 from distmon.wire import Loader, StackFrame
@@ -25,14 +26,6 @@ TRENDS = (
     ("gpu", "GPU allocated", cells.size),
     ("rss", "host RSS", cells.size),
 )
-
-
-def short_path(path: str) -> str:
-    """``torch/_tensor.py`` rather than the whole site-packages path; the last two parts of
-    any other path."""
-    if "site-packages/" in path:
-        return path.rsplit("site-packages/", 1)[1]
-    return "/".join(path.split("/")[-2:])
 
 
 def frames(stack: list[StackFrame]) -> Text:
@@ -75,13 +68,14 @@ def collectives_section(rank: RankState, now: float) -> Text:
     for g in rank.report.groups:
         out.append(visible(group_name(g.id, g)), style="bold")
         out.append(f" {g.backend}  completed #{g.completed}")
-        if g.enqueued > g.completed:
+        if in_flight(g):
             age = rank.age(g.since, now) if g.since else None
             ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
             out.append(f"  in flight: {visible(g.op or '?')} #{g.completed + 1}{ahead}", style="yellow")
             out.append(f" for {cells.duration(age)}", style="yellow")
-            if g.timeout and age is not None:
-                out.append(f", timeout in {cells.duration(g.timeout - age)}", style="yellow")
+            left = timeout_left(g, age) if age is not None else None
+            if left is not None:
+                out.append(f", timeout in {cells.duration(left)}", style="yellow")
         out.append("\n")
     for c in rank.report.p2p:
         toward = "to" if c.dir == wire.SEND else "from"

@@ -20,7 +20,7 @@ from distmon.actions.bundles import DUMP_PREFIX
 from distmon.link import END, Command
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import decode
-from tests.support.commands import TORCHRUN, free_port
+from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
 from tests.support.waiting import wait_until
@@ -73,7 +73,7 @@ class RunningJob:
 
     def __init__(self, argv: list[str], env: dict[str, str] | None = None) -> None:
         self.process = start(
-            [sys.executable, "-m", "distmon", "run", *argv],
+            [*DISTMON, "run", *argv],
             env=env or JOB_ENV,
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
@@ -155,9 +155,7 @@ def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_
     assert analysis.returncode == 0, analysis.stderr
     assert "missing ranks: {2}" in analysis.stdout + analysis.stderr
 
-    report = subprocess.run(
-        [sys.executable, "-m", "distmon", "report", str(out)], capture_output=True, text=True, timeout=60
-    )
+    report = distmon("report", out)
     assert "ended by distmon" in report.stdout and "distmon ended the job at" in report.stdout
 
     events = [(p["event"], p["alert"]["kind"]) for p in posts]
@@ -173,7 +171,7 @@ def test_every_nodes_ranks_end_over_the_keyed_channel(tmp_path: Path) -> None:
     neither dump nor end itself. Every other rank ends at the monitor's command; rank 3
     goes with its launcher's teardown or distmon's kill."""
     key = tmp_path / "job.key"
-    subprocess.run([sys.executable, "-m", "distmon", "keygen", str(key)], check=True, capture_output=True)
+    distmon("keygen", key, check=True)
     monitor, master = f"tcp://127.0.0.1:{free_port()}", str(free_port())
     out = tmp_path / "run.distmon"
 
@@ -190,9 +188,7 @@ def test_every_nodes_ranks_end_over_the_keyed_channel(tmp_path: Path) -> None:
     first_status, _ = first.wait(60)
     assert first_status != 0 and second_status != 0, first.stderr()[-3000:]
     assert "distmon: ending the job:" in first.stderr()
-    report = subprocess.run(
-        [sys.executable, "-m", "distmon", "report", str(out)], capture_output=True, text=True, timeout=60
-    )
+    report = distmon("report", out)
     ends = dict(re.findall(r"rank\s+(\d+)\s+\S+\s+step\s+\d+\s+(.*)", report.stdout))
     assert {r: ends.get(r) for r in "012"} == dict.fromkeys("012", "ended by distmon (--abort-on-hang)"), report.stdout
     assert "ended by distmon" not in ends.get("3", ""), report.stdout

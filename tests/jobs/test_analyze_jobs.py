@@ -6,14 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
 
 import pytest
 
+from tests.support.commands import distmon
 from tests.support.paths import SCRIPTS
 from tests.support.recorder import Recorder, recording
 
@@ -44,12 +43,6 @@ def hung_job(torchrun: Callable, endpoint: str, out: Path, fault: str, recorder:
     return prefix
 
 
-def analyze(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "distmon", "analyze", *args], capture_output=True, text=True, timeout=120
-    )
-
-
 def test_a_stalled_rank_is_named_alone_and_the_live_monitor_agrees(
     torchrun: Callable, endpoint: str, tmp_path: Path
 ) -> None:
@@ -60,7 +53,7 @@ def test_a_stalled_rank_is_named_alone_and_the_live_monitor_agrees(
         recorder.stop()
     (tmp_path / "live.distmon").unlink()
     recorder.log.unlink()
-    done = analyze(str(tmp_path), "--json")
+    done = distmon("analyze", str(tmp_path), "--json")
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["culprits"] == [CULPRIT], found["summary"]
@@ -83,7 +76,7 @@ def test_a_rank_in_its_own_code_or_a_stage_that_never_sends_is_named_alone(
     torchrun: Callable, endpoint: str, tmp_path: Path, fault: str
 ) -> None:
     hung_job(torchrun, endpoint, tmp_path, fault)
-    done = analyze(str(tmp_path))
+    done = distmon("analyze", str(tmp_path))
     assert done.returncode == 0, done.stderr
     headline = next(line for line in done.stdout.splitlines() if line.startswith("CULPRIT"))
     assert headline.startswith(f"CULPRIT rank {CULPRIT}: hang: rank {CULPRIT} holds up the job"), done.stdout
@@ -99,7 +92,7 @@ def test_a_killed_rank_has_no_dump_and_is_named_from_the_others(
     prefix = hung_job(torchrun, endpoint, tmp_path, "kill")
     dumps = sorted(str(p) for p in tmp_path.iterdir() if p.name.startswith(prefix.name))
     assert len(dumps) == 3
-    done = analyze(*dumps, "--json")
+    done = distmon("analyze", *dumps, "--json")
     assert done.returncode == 0, done.stderr
     found = json.loads(done.stdout)
     assert found["culprits"] == [CULPRIT]

@@ -23,7 +23,7 @@ from typing import TypeVar
 import psutil
 import pytest
 
-from tests.support.commands import TORCHRUN, free_port
+from tests.support.commands import TORCHRUN, distmon, free_port
 from tests.support.processes import kill_tree, start
 
 T = TypeVar("T")
@@ -33,13 +33,7 @@ def doctor(*args: str, **env: str) -> tuple[int, dict[str, dict]]:
     """Exit code and the checks by name, from ``distmon doctor --json``."""
     environment = {k: v for k, v in os.environ.items() if k not in ("MASTER_ADDR", "MASTER_PORT", "NODE_RANK")}
     environment.update({"MASTER_PORT": str(free_port()), **env})
-    done = subprocess.run(
-        [sys.executable, "-m", "distmon", "doctor", "--json", *args],
-        env=environment,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = distmon("doctor", "--json", *args, env=environment, timeout=120)
     document = json.loads(done.stdout)
     assert document["ok"] == (done.returncode == 0)
     return done.returncode, {c["name"]: c for c in document["checks"]}
@@ -83,13 +77,7 @@ def test_the_flight_recorder_is_proven_on_and_told_off_when_its_buffer_is_zero(
 
 
 def test_the_table_has_a_line_per_check_and_a_verdict() -> None:
-    done = subprocess.run(
-        [sys.executable, "-m", "distmon", "doctor"],
-        env={**os.environ, "MASTER_PORT": str(free_port())},
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = distmon("doctor", env={**os.environ, "MASTER_PORT": str(free_port())}, timeout=120)
     lines = done.stdout.splitlines()
     assert any(line.startswith("WARN  cuda ") for line in lines)
     assert any(line.strip().startswith("fix: ") for line in lines)
@@ -134,13 +122,7 @@ def test_loopback_for_a_multi_node_job_fails(tmp_path: Path) -> None:
 
 
 def _doctor_in(cwd: Path, *launch: str) -> tuple[int, dict[str, dict]]:
-    done = subprocess.run(
-        [sys.executable, "-m", "distmon", "doctor", "--json", "--", *launch],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    done = distmon("doctor", "--json", "--", *launch, cwd=cwd, timeout=120)
     return done.returncode, {c["name"]: c for c in json.loads(done.stdout)["checks"]}
 
 

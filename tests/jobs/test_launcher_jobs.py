@@ -24,7 +24,7 @@ from distmon.monitor.recording.format import received
 from distmon.monitor.recording.reader import read_recording
 from distmon.wire import decode
 from tests.support import launchers
-from tests.support.commands import free_port
+from tests.support.commands import DISTMON, distmon, free_port
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
 from tests.support.waiting import wait_until
@@ -41,7 +41,7 @@ def test_a_hang_among_ranks_started_by_the_launcher_names_the_rank(tmp_path: Pat
     job = [launcher, "-n", "3", sys.executable, str(TRAIN), "--fault", "hang", "--fault-rank", "2"]
     job += ["--workers", "0", "--timeout", "120"]
     process = start(
-        [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],
+        [*DISTMON, "run", "--record", str(out), "--", *job],
         env=env,
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -60,9 +60,7 @@ def test_a_hang_among_ranks_started_by_the_launcher_names_the_rank(tmp_path: Pat
         kill_tree(process)
     reader.join(5)
     assert status != 0
-    report = subprocess.run(
-        [sys.executable, "-m", "distmon", "report", str(out), "--json"], capture_output=True, text=True, timeout=60
-    )
+    report = distmon("report", out, "--json")
     hangs = [a for a in json.loads(report.stdout) if a["kind"] == "hang"]
     assert hangs and hangs[0]["ranks"] == [2], report.stdout
     reports = [decode(frame) for _, frame in received(read_recording(str(out))[1])]

@@ -15,6 +15,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -44,6 +45,14 @@ class Job:
     logs: Path
     recorder: Recorder
     nodes: list[Node]
+    relays: dict[str, list[str]]
+    """Each node's relay command, as started."""
+    started: list[subprocess.Popen[bytes]]
+
+    def restart_relay(self, name: str) -> subprocess.Popen[bytes]:
+        log = (self.logs / f"relay-{name}-again.log").open("w")
+        self.started.append(start(self.relays[name], stderr=log))
+        return self.started[-1]
 
     def injected(self, fault: str) -> float:
         """When the job says it injected ``fault`` (its own clock, this machine's)."""
@@ -63,6 +72,15 @@ class Job:
         at = wait_until(lambda: self.injected(fault), timeout, f"the job to inject {fault}")
         alert = wait_until(lambda: next(iter(self.raised(at - 1)), None), 30, f"an alert after {fault}")
         return at, alert
+
+    def resolved(self, key: str) -> bool:
+        _, records = read_recording(str(self.out))
+        return any(isinstance(r, AlertEvent) and r.event == "resolved" and r.alert.key == key for r in records)
+
+    def alive_for(self, alert: AlertEvent, seconds: float) -> bool:
+        """The recording has gone on ``seconds`` past ``alert``'s raising."""
+        _, records = read_recording(str(self.out))
+        return max((r.t for r in records), default=0.0) >= alert.t + seconds
 
     def detail(self, alert: AlertEvent, evidence: str, timeout: float = 20) -> str:
         """The alert's latest detail once it shows ``evidence`` (a stack lands in an update)."""
@@ -86,6 +104,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
         upstream = f"tcp://{head}:{port}"
         with recording(out, upstream) as recorder:
             started: list[subprocess.Popen[bytes]] = []
+            relays: dict[str, list[str]] = {}
             env = {**os.environ, "DISTMON_INTERVAL": "1", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
             try:
                 for k, node in enumerate(made):
@@ -94,8 +113,9 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
                     if node.name == "node-b":
                         relay = [*WITHOUT_PTRACE, "-c", " ".join(relay)]
                     log = (logs / f"relay-{node.name}.log").open("w")
-                    started.append(start(node.command(relay), stderr=log))
-                    train = [str(TRAIN), "--distmon", "--workers", "0", "--timeout", "120", "--steps", "400"]
+                    relays[node.name] = node.command(relay)
+                    started.append(start(relays[node.name], stderr=log))
+                    train = [str(TRAIN), "--distmon", "--workers", "0", "--timeout", "120", "--steps", "4000"]
                     train += ["--step-time", "0.05", *(arg for fault in FAULTS for arg in ("--fault", fault))]
                     launcher = [TORCHRUN, "--nnodes", "2", "--nproc-per-node", "2", "--node-rank", str(k)]
                     launcher += ["--rdzv-backend", "c10d", "--rdzv-endpoint", f"{made[0].address}:{rdzv}"]
@@ -105,7 +125,7 @@ def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
                     started.append(
                         start(node.command([*launcher, *train]), env=ranks, stdout=log, stderr=subprocess.STDOUT)
                     )
-                yield Job(out, logs, recorder, made)
+                yield Job(out, logs, recorder, made, relays, started)
             finally:
                 for process in started:
                     kill_tree(process)
@@ -135,6 +155,31 @@ def test_a_remote_rank_stopped_is_named_alone_with_the_step_to_take_on_its_node(
     assert alert.alert.summary.startswith("rank 1 is stopped (SIGSTOP);"), alert.alert.summary
     assert "`kill -CONT " in alert.alert.detail and "` on node-a" in alert.alert.detail, alert.alert.detail
     assert alert.alert.severity == "warning", "named early, for doing nothing: how soon is bench_nodes.py's to say"
+
+
+def test_a_dead_relay_whose_ranks_train_on_is_a_warning_naming_no_rank(job: Job) -> None:
+    """Node B's relay killed: its ranks train on (ranks 0-1 complete all-reduces with them),
+    so node B is unwatched, not lost: a warning, no rank named, resolved when it is back."""
+    killed = time.time()
+    kill_tree(job.started[2])  # node B's relay: after node A's relay and job
+    alert = wait_until(lambda: next((a for a in job.raised(killed) if a.alert.kind == "node_unwatched"), None), 30,
+                       "node B said unwatched")  # fmt: skip
+    assert alert.alert.severity == "warning" and alert.alert.ranks == [], alert.alert
+    assert "node-b" in alert.alert.summary, alert.alert.summary
+    assert not [a for a in job.raised(killed) if a.alert.severity == "critical"], "nothing critical"
+    job.restart_relay("node-b")
+    wait_until(lambda: job.resolved(alert.alert.key), 30, "the warning resolved once the relay is back")
+
+
+def test_a_node_cut_off_is_one_alert_naming_the_node_and_its_ranks(job: Job) -> None:
+    cut = time.time()
+    job.nodes[1].cut()
+    alert = wait_until(lambda: next(iter(job.raised(cut)), None), 30, "an alert after node B was cut off")
+    assert alert.alert.kind == "node_lost" and alert.alert.ranks == [2, 3], alert.alert
+    assert alert.alert.severity == "critical" and "node-b" in alert.alert.summary, alert.alert.summary
+    assert "code path" not in alert.alert.detail, "advice about the node and its network, never about code"
+    # node A's ranks wait on for node B: no second alert for the same incident
+    wait_until(lambda: len(job.raised(cut)) == 1 and job.alive_for(alert, 5), 20, "five seconds of the alert alone")
 
 
 def test_a_replay_tells_the_story_the_live_monitor_told(job: Job) -> None:

@@ -13,8 +13,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,6 +25,7 @@ from distmon.monitor.state.whereabouts import classify
 from distmon.monitor.state.words import rank_lines
 from distmon.wire import Report, decode
 from tests.support.alerts import is_root_hang
+from tests.support.commands import distmon
 from tests.support.paths import EXAMPLES
 from tests.support.recorder import recording
 
@@ -149,12 +148,7 @@ def test_a_replay_raises_what_the_live_monitor_raised(gpipe: Run) -> None:
     """One loop for live and replay: the detector run again over the GPipe job's recording,
     headless, raises the same alerts (kind, ranks) at the same moments, within a tick, but
     for what only the live prober saw."""
-    done = subprocess.run(
-        [sys.executable, "-m", "distmon", "replay", str(gpipe.recording), "--headless", "--json"],
-        capture_output=True,
-        text=True,
-        check=True,
-    )
+    done = distmon("replay", gpipe.recording, "--headless", "--json", check=True, timeout=120)
     replayed = json.loads(done.stdout)
     assert [(a["kind"], a["ranks"]) for a in replayed] == [(a["kind"], a["ranks"]) for a in gpipe.alerts]
     assert len(replayed) >= 2, "the stall and the deadlock"

@@ -47,7 +47,7 @@ from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import Report, decode, encode, report_bytes
-from tests.support.commands import DISTMON, TORCHRUN, free_port
+from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
 from tests.support.recorder import recording
@@ -562,7 +562,7 @@ def test_distmon_run_reports_through_a_relay_of_its_own_up_to_the_last_words(
     ],
 )
 def test_run_relay_mistakes_are_one_line(args: list[str], message: str) -> None:
-    done = subprocess.run([*DISTMON, "run", *args, "--", "true"], capture_output=True, text=True, timeout=60)
+    done = distmon("run", *args, "--", "true")
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1
 
 
@@ -578,7 +578,7 @@ def test_run_relay_mistakes_are_one_line(args: list[str], message: str) -> None:
     ],
 )
 def test_relay_mistakes_are_one_line(args: list[str], message: str) -> None:
-    done = subprocess.run([*DISTMON, "relay", *args], capture_output=True, text=True, timeout=60)
+    done = distmon("relay", *args)
     assert done.returncode == 2 and message in done.stderr and len(done.stderr.splitlines()) == 1
 
 

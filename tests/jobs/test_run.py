@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from distmon.launch import PYTHONPATH_DIR
-from tests.support.commands import TORCHRUN, free_port
+from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.listener import Listener
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
@@ -86,17 +86,9 @@ SINGLE_SCRIPT = """
 """
 
 
-def distmon_run(
-    *args: str, env: dict[str, str] | None = None, timeout: float = 180, **kwargs
-) -> subprocess.CompletedProcess:
-    return subprocess.run(
-        [sys.executable, "-m", "distmon", "run", *args],
-        env=env or JOB_ENV,
-        capture_output=True,
-        text=True,
-        timeout=timeout,
-        **kwargs,
-    )
+def distmon_run(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """``distmon run ARGS`` to its end, in the jobs' environment unless ``env`` says otherwise."""
+    return distmon("run", *args, env=env or JOB_ENV, timeout=180)
 
 
 def script(tmp_path: Path, source: str, name: str = "train.py") -> str:
@@ -203,7 +195,7 @@ WAITS_FOR_SIGNALS = """
 def test_signals_sent_to_distmon_reach_the_job(tmp_path: Path, signum: int, status: int) -> None:
     job = script(tmp_path, WAITS_FOR_SIGNALS, "job.py")
     process = subprocess.Popen(
-        [sys.executable, "-m", "distmon", "run", "--", sys.executable, job],
+        [*DISTMON, "run", "--", sys.executable, job],
         env=JOB_ENV,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
@@ -224,7 +216,7 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
     job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN)]
     job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120"]
     process = start(
-        [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],
+        [*DISTMON, "run", "--record", str(out), "--", *job],
         env={**JOB_ENV, "DISTMON_INTERVAL": "1"},
         stdout=subprocess.DEVNULL,
         stderr=subprocess.PIPE,
@@ -245,9 +237,7 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
     reader.join(5)
     assert status != 0
     assert any(line.startswith("distmon record:") and f"wrote {out}" in line for line in lines), "".join(lines)
-    report = subprocess.run(
-        [sys.executable, "-m", "distmon", "report", str(out), "--json"], capture_output=True, text=True, timeout=60
-    )
+    report = distmon("report", out, "--json")
     assert report.returncode == 0, report.stderr
     hangs = [a for a in json.loads(report.stdout) if a["kind"] == "hang"]
     assert hangs and hangs[0]["ranks"] == [2], report.stdout
@@ -256,7 +246,7 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
 def test_watch_shows_the_ui_and_sends_the_job_output_to_the_log(tmp_path: Path) -> None:
     """The terminal UI runs on a real pseudo-terminal; the job's output goes to the log; q quits."""
     log = tmp_path / "job.log"
-    command = [sys.executable, "-m", "distmon", "run", "--watch", "--log", str(log), "--"]
+    command = [*DISTMON, "run", "--watch", "--log", str(log), "--"]
     command += [sys.executable, "-c", "print('hello from the job')"]
     controller, terminal = pty.openpty()
     process = start(

@@ -35,27 +35,14 @@ from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.tui.job_header import headline
-from distmon.wire import MAX_MESSAGE_BYTES, Report, decode
-from tests.support.commands import DISTMON, free_port
-from tests.support.messages import message, sender
+from distmon.wire import MAX_MESSAGE_BYTES, decode
+from tests.support.commands import distmon, free_port
+from tests.support.messages import T0, message, report, sender
 from tests.support.recorder import recording
-
-T0 = 1_700_000_000.0
-
-
-def distmon(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=60)
 
 
 def tcp_endpoint(host: str = "127.0.0.1") -> str:
     return f"tcp://{host}:{free_port()}"
-
-
-def report(rank: int, world: int = 4, pid: int | None = None, job: str = "job", **fields: object) -> bytes:
-    r = Report(job=job, rank=rank, world=world, host="node-a", pid=pid or 1000 + rank, t=T0, n=0, interval=1.0)
-    for name, value in fields.items():
-        setattr(r, name, value)
-    return message(r)
 
 
 def summary_counts(stderr: str) -> dict[str, int]:
@@ -200,26 +187,26 @@ def test_a_flood_is_refused_counted_and_costs_bounded_memory(tmp_path: Path) -> 
     rng = random.Random(12)
     with recording(out, address) as recorder, sender(address) as push:
         for rank in range(4):  # ranks that report every 30 s: alive throughout, however slow the machine
-            push.send(report(rank, interval=30.0))
+            push.send(message(report(rank, interval=30.0)))
         recorder.wait_recorded("the four ranks", lambda rs: {r.rank for r in rs} == {0, 1, 2, 3})
         baseline = psutil.Process(recorder.process.pid).memory_info().rss
         peak, stop_watching = rss_watch(recorder.process.pid)
         for rank in range(100_000):
-            push.send(report(rank, pid=7))
+            push.send(message(report(rank, pid=7)))
         for rank in (-1, 10**18):
-            push.send(report(rank))
+            push.send(message(report(rank)))
         for i in range(1000):
-            push.send(report(i % 4, pid=50_000 + i))
+            push.send(message(report(i % 4, pid=50_000 + i)))
         for i in range(500):
-            push.send(report(i % 4, world=8 + i))
+            push.send(message(report(i % 4, world=8 + i)))
         for _ in range(5000):
-            push.send(report(0, job="another"))
+            push.send(message(report(0, job="another")))
         for _ in range(20_000):
             push.send(rng.randbytes(rng.randrange(1, 200)))
         for _ in range(200):
             push.send(b"\x00" * (MAX_MESSAGE_BYTES + 1))
         for rank in range(4):
-            push.send(report(rank, interval=30.0, steps=1))
+            push.send(message(report(rank, interval=30.0, steps=1)))
         recorder.wait_recorded(
             "the last reports, after the flood", lambda rs: {r.rank for r in rs if r.steps} == {0, 1, 2, 3}
         )
@@ -257,9 +244,9 @@ def test_a_keyed_job_is_heard_and_senders_without_its_key_are_refused_and_counte
     ):
         for rank in range(2):  # never delivered: a send may find no connection to queue to
             with contextlib.suppress(zmq.Again):
-                plain.send(report(rank, world=2), zmq.NOBLOCK)
+                plain.send(message(report(rank, world=2)), zmq.NOBLOCK)
             with contextlib.suppress(zmq.Again):
-                wrong.send(report(rank, world=2), zmq.NOBLOCK)
+                wrong.send(message(report(rank, world=2)), zmq.NOBLOCK)
         assert job.wait(120) == 0, job.output[-3000:]
         log = recorder.stop()
     assert "with the job's key" in log
@@ -276,9 +263,9 @@ def test_the_recording_stores_no_refused_message_but_their_counts(tmp_path: Path
     address = tcp_endpoint()
     out = tmp_path / "r.distmon"
     with recording(out, address) as recorder, sender(address) as push:
-        push.send(report(5, world=1))
+        push.send(message(report(5, world=1)))
         push.send(msgpack.packb({"v": 1}))
-        push.send(report(0, world=1))
+        push.send(message(report(0, world=1)))
         recorder.wait_recorded("rank 0's report, after the refused ones", bool)
         recorder.stop()
     records = list(read_recording(str(out))[1])
@@ -300,7 +287,7 @@ def test_watch_shows_refused_senders_while_no_rank_is_heard(key_file: Path) -> N
     try:
         with sender(address, linger=0) as plain:
             with contextlib.suppress(zmq.Again):
-                plain.send(report(0), zmq.NOBLOCK)
+                plain.send(message(report(0)), zmq.NOBLOCK)
             deadline = time.monotonic() + 10
             while not monitor.state.dropped and time.monotonic() < deadline:
                 session.run()
@@ -330,7 +317,7 @@ def test_a_refusal_the_monitor_only_sees_as_a_closed_connection_is_counted_once(
 def test_a_replay_shows_what_the_recorded_monitor_refused(tmp_path: Path) -> None:
     path = tmp_path / "r.distmon"
     writer = RecordingWriter(str(path))
-    writer.message(T0, report(0, world=1))
+    writer.message(T0, message(report(0, world=1)))
     writer.dropped(T0 + 1, Counter(no_key=3, rank_out_of_range=2))
     writer.dropped(T0 + 2, Counter(no_key=1))
     writer.close()

@@ -13,7 +13,6 @@ import os
 import re
 import signal
 import subprocess
-import sys
 import threading
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from distmon.monitor.recording.readback import load
-from tests.support.commands import TORCHRUN
+from tests.support.commands import DISTMON, TORCHRUN, distmon
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
 from tests.support.recorder import alert_detail
@@ -49,7 +48,7 @@ class StallingJob:
         job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN), *args]
         with self.log.open("w") as output:
             self.process = start(
-                [sys.executable, "-m", "distmon", "run", "--record", str(self.out), "--", *job],
+                [*DISTMON, "run", "--record", str(self.out), "--", *job],
                 env=JOB_ENV,
                 stdout=output,
                 stderr=subprocess.PIPE,
@@ -75,9 +74,8 @@ class StallingJob:
         finally:
             self.kill()
         self._reader.join(5)
-        report = [sys.executable, "-m", "distmon", "report", str(self.out)]
-        alerts = json.loads(subprocess.run([*report, "--json"], capture_output=True, text=True, check=True).stdout)
-        text = subprocess.run(report, capture_output=True, text=True, check=True).stdout
+        alerts = json.loads(distmon("report", self.out, "--json", check=True).stdout)
+        text = distmon("report", self.out, check=True).stdout
         injected = INJECTED.search(self.log.read_text())
         assert injected, self.log.read_text()[-3000:]
         assert all(a.resolved is None for a in load(str(self.out)).alerts), "an alert resolved by the kill"

@@ -3,12 +3,36 @@
 from __future__ import annotations
 
 import socket
+import subprocess
 import sys
+from collections.abc import Mapping
 from pathlib import Path
 
 DISTMON = [sys.executable, "-m", "distmon"]
 TORCHRUN = str(Path(sys.executable).parent / "torchrun")
 """torchrun as installed beside this interpreter: the launcher a user types."""
+
+
+def distmon(
+    *args: str | Path,
+    env: Mapping[str, str] | None = None,
+    timeout: float = 60,
+    cwd: Path | None = None,
+    check: bool = False,
+) -> subprocess.CompletedProcess[str]:
+    """``distmon ARGS`` run to its end as a user runs it, its output captured as text. Its input
+    is empty, never the test runner's own: a command that reads ends rather than waits.
+    ``env`` replaces this process's environment; ``check`` raises on a non-zero exit."""
+    return subprocess.run(
+        [*DISTMON, *map(str, args)],
+        env=env,
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        cwd=cwd,
+        check=check,
+    )
 
 
 def free_port() -> int:

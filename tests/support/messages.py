@@ -7,6 +7,7 @@ import dataclasses
 import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
+from typing import Any
 
 import msgpack
 import zmq
@@ -28,6 +29,9 @@ from distmon.wire import (
     report_bytes,
 )
 from tests.support.simulate import SimJob
+
+T0 = 1_700_000_000.0
+"""When the reports :func:`report` builds were sent, unless a test says otherwise."""
 
 
 def message(report: Report) -> bytes:
@@ -56,6 +60,13 @@ def sender(address: str, key: keys.JobKey | None = None, linger: int = 2000) -> 
     finally:
         push.close()
         context.term()
+
+
+def report(rank: int, world: int = 4, **fields: Any) -> Report:
+    """Rank ``rank``'s report in a job of ``world``: process 1000 + rank on node-a, sent at
+    :data:`T0`, with ``fields`` set on top (any of the report's, its identity too)."""
+    identity: dict[str, Any] = {"job": "job", "host": "node-a", "pid": 1000 + rank, "t": T0, "n": 0, "interval": 1.0}
+    return Report(rank=rank, world=world, **(identity | fields))
 
 
 def minimal_report() -> Report:

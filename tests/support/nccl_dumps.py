@@ -141,6 +141,13 @@ class RankRecorder:
         return json.dumps(dump).encode()
 
 
+def nested_tuple_key(depth: int) -> bytes:
+    """A dump whose ``pg_status`` is keyed by a tuple ``depth`` deep: hashing it overflows
+    the C stack (a million deep) or raises RecursionError."""
+    head = pickle.dumps({"version": "2.10", "entries": []}, protocol=2)[:-2]  # the dict, open
+    return head + b"\x8c\x09pg_status}" + b")" + b"\x85" * depth + b"}s" + b"s."
+
+
 def megatron(tp: int, pp: int, dp: int) -> tuple[list[RankRecorder], dict[str, Group]]:
     """Recorders of a TP x PP x DP job in Megatron's shape: the world group, then per rank its
     tensor, pipeline, data, model, embedding and position groups, ... (each rank creates every

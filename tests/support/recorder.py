@@ -13,7 +13,7 @@ from pathlib import Path
 from distmon.monitor.recording.format import AlertEvent, received
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.wire import Report, decode
-from tests.support.commands import DISTMON
+from tests.support.commands import DISTMON, distmon
 from tests.support.waiting import wait_until
 
 
@@ -79,9 +79,7 @@ class Recorder:
         """Stop it as a person would (Ctrl-C); the alerts of its recording, as
         ``distmon report --json`` gives them."""
         self.stop(signal.SIGINT)
-        report = subprocess.run(
-            [*DISTMON, "report", str(self.out), "--json"], capture_output=True, text=True, check=True, timeout=60
-        )
+        report = distmon("report", self.out, "--json", check=True)
         alerts: list[dict] = json.loads(report.stdout)
         return alerts
 

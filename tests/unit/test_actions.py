@@ -8,8 +8,6 @@ from __future__ import annotations
 
 import json
 import re
-import subprocess
-import sys
 import threading
 import time
 from pathlib import Path
@@ -26,7 +24,7 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import Report, WireError
-from tests.support.commands import free_port
+from tests.support.commands import distmon, free_port
 
 
 def hang_alert(t: float = 1000.0) -> Alert:
@@ -165,10 +163,10 @@ def test_abort_on_hang_is_refused_where_anyone_could_trigger_it(tmp_path: Path, 
     """Without a key, anyone who reaches a network endpoint can send fake reports: a fake hang
     must not end the job."""
     endpoint = f"tcp://0.0.0.0:{free_port()}"
-    argv = [sys.executable, "-m", "distmon", *command, "--endpoint", endpoint, "--abort-on-hang", "5"]
+    argv = [*command, "--endpoint", endpoint, "--abort-on-hang", "5"]
     if command[0] == "run":
         argv += ["--", "true"]
-    done = subprocess.run(argv, cwd=tmp_path, capture_output=True, text=True, timeout=60)
+    done = distmon(*argv, cwd=tmp_path)
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "without a key would let anyone" in done.stderr, done.stderr
     assert not (tmp_path / "x.distmon").exists()

@@ -8,15 +8,8 @@ import dataclasses
 from distmon.link import Batch
 from distmon.monitor.state import JobState, admission
 from distmon.monitor.state.limits import LIMITS
-from distmon.wire import ExitInfo, Report, report_bytes
-from tests.support.messages import message
-
-T0 = 1_700_000_000.0
-
-
-def report(rank: int, world: int = 4, pid: int | None = None, host: str = "node-a", **fields: object) -> Report:
-    base = Report(job="job", rank=rank, world=world, host=host, pid=pid or 1000 + rank, t=T0, n=0, interval=1.0)
-    return dataclasses.replace(base, **fields)
+from distmon.wire import ExitInfo, report_bytes
+from tests.support.messages import T0, message, report
 
 
 def job_of_four() -> JobState:

@@ -7,8 +7,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -20,6 +18,7 @@ from distmon.forensics.verdict import judge
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode
+from tests.support.commands import distmon
 from tests.support.nccl_dumps import VERSIONS, RankRecorder, megatron, member_group
 
 STUCK = 5
@@ -193,10 +192,6 @@ def test_torchruns_rendezvous_gives_the_world(tmp_path: Path) -> None:
     assert analysis.world == 4 and analysis.world_from == "the log"
 
 
-def run(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "distmon", "analyze", *args], capture_output=True, text=True)
-
-
 def test_the_command_prints_json_with_the_contract_fields(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     write(pipeline_hang(), tmp_path)
     assert main(["analyze", str(tmp_path), "--json"]) == 0
@@ -218,7 +213,7 @@ def test_the_command_prints_json_with_the_contract_fields(tmp_path: Path, capsys
     ],
 )
 def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> None:
-    done = run(str(tmp_path), *args)
+    done = distmon("analyze", str(tmp_path), *args)
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
 

@@ -34,11 +34,11 @@ from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.ending import first_cause
 from distmon.monitor.viewing import ViewError, numbered, read, tick_message
 from distmon.tui.job_header import headline, story
 from distmon.wire import encode
-from tests.support.commands import DISTMON, free_port
+from tests.support.commands import distmon, free_port
 from tests.support.paths import REPO
 from tests.support.recorder import recording
 from tests.support.simulate import SimJob
@@ -166,7 +166,7 @@ def test_an_alert_raised_while_screens_are_attached_reaches_each_with_its_words(
         for session, follower in zip(sessions, followers, strict=True):
             session.drain()
             assert [a.headline for a in follower.alerts.history] == [a.headline for a in job.monitor.alerts.history]
-            named = cause(follower.alerts.active.values())
+            named = first_cause(follower.alerts.active.values())
             assert named is not None and named.doing.keys() == {CULPRIT}, "what the culprit does, in the alert's words"
         for feed in screens:
             feed.close()
@@ -217,7 +217,7 @@ from distmon.monitor.intake.attached import AttachedFeed
 from distmon.monitor.monitor import Follower
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.ending import first_cause
 feed = AttachedFeed(sys.argv[1])
 print(feed.attach(30) or "attached", flush=True)
 follower, first = Follower(feed), feed.catch_ups
@@ -292,7 +292,7 @@ def test_a_keyed_recorder_refuses_a_screen_without_its_key_in_one_line(tmp_path:
     keys.generate(str(tmp_path / "job.key"))
     endpoint = f"tcp://127.0.0.1:{free_port()}"
     with recording(tmp_path / "run.distmon", endpoint, "--key-file", str(tmp_path / "job.key")):
-        done = subprocess.run([*DISTMON, "watch", "--attach", endpoint], capture_output=True, text=True, timeout=60)
+        done = distmon("watch", "--attach", endpoint)
     assert done.returncode == 2
     assert done.stderr == (
         f"distmon watch: the monitor at {endpoint} shows the job only to holders of its key: "
@@ -303,7 +303,7 @@ def test_a_keyed_recorder_refuses_a_screen_without_its_key_in_one_line(tmp_path:
 def test_a_screen_with_no_monitor_at_the_address_says_so_in_one_line(new_endpoint: object) -> None:
     endpoint = new_endpoint()  # type: ignore[operator]
     began = time.monotonic()
-    done = subprocess.run([*DISTMON, "watch", "--attach", endpoint], capture_output=True, text=True, timeout=60)
+    done = distmon("watch", "--attach", endpoint)
     assert time.monotonic() - began < 15
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr == (
@@ -312,9 +312,7 @@ def test_a_screen_with_no_monitor_at_the_address_says_so_in_one_line(new_endpoin
 
 
 def test_the_monitors_own_options_are_refused_on_a_screen() -> None:
-    done = subprocess.run(
-        [*DISTMON, "watch", "--attach", "--evidence", "bundles"], capture_output=True, text=True, timeout=60
-    )
+    done = distmon("watch", "--attach", "--evidence", "bundles")
     assert done.returncode == 2
     assert (
         done.stderr.startswith("distmon watch: --evidence is the monitor's own option") and done.stderr.count("\n") == 1

@@ -12,7 +12,8 @@ from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import SLOTS
 from distmon.monitor.state.limits import LIMITS
-from distmon.wire import P2P, GroupStatus, Report, rank_runs
+from distmon.wire import P2P, GroupStatus, rank_runs
+from tests.support.messages import report
 from tests.support.simulate import Layout, SimJob, drive
 
 T = 1000.0
@@ -36,18 +37,10 @@ def channel(gid: str, peer: int, direction: str, posted: int, blocked: bool = Fa
     )  # fmt: skip
 
 
-def report(rank: int, groups: list[GroupStatus], p2p: list[P2P] | None = None) -> Report:
-    t = T + 30
-    return Report(
-        job="j", rank=rank, world=WORLD, host="h", pid=100 + rank, t=t, n=30, interval=1.0,
-        groups=groups, p2p=p2p or [],
-    )  # fmt: skip
-
-
 def test_a_rank_in_forty_groups_keeps_every_group() -> None:
     state = JobState(LIMITS)
     mine = [group(k, EVERYONE, 5, 5) for k in range(GROUPS)]
-    assert state.apply(report(0, mine), T + 30)
+    assert state.apply(report(0, WORLD, t=T + 30, groups=mine), T + 30)
     c = state.cols
     assert int(c.groups[0]) == GROUPS and c.group_slots >= GROUPS
     assert c.g_id[0, :GROUPS].tolist() == [wire.name_hash(g.id) for g in mine]
@@ -62,7 +55,7 @@ def test_every_channel_a_rank_reports_is_kept_and_the_last_is_seen_blocked() -> 
     p2p = [channel(pp.id, peer, d, 3) for peer in (1, 2, 3) for d in ("send", "recv")] * 3
     p2p = [channel(str(100 + k), c.peer, c.dir, c.posted) for k, c in enumerate(p2p)]
     p2p.append(channel(pp.id, 3, "recv", 4, blocked=True))
-    state.apply(report(0, [pp], p2p), T + 30)
+    state.apply(report(0, WORLD, t=T + 30, groups=[pp], p2p=p2p), T + 30)
     c = state.cols
     assert int(c.channels[0]) == len(p2p) == 19 and c.channel_slots >= 19
     blocked = state.blocked(np.array([0]))
@@ -78,7 +71,7 @@ def test_a_hang_in_the_fortieth_group_names_its_culprit_and_that_group() -> None
     for rank in EVERYONE:
         done = [group(k, EVERYONE, 5, 5) for k in range(GROUPS - 1)]
         last = group(GROUPS - 1, EVERYONE, 4, 4) if rank == 3 else group(GROUPS - 1, EVERYONE, 5, 4, "all_reduce")
-        state.apply(report(rank, [*done, last]), T + 30)
+        state.apply(report(rank, WORLD, t=T + 30, groups=[*done, last]), T + 30)
     findings = Detector().evaluate(state, T + 30.5)
     hangs = [f for f in findings if f.kind == "hang"]
     assert [f.ranks for f in hangs] == [[3]], [f.summary for f in findings]
@@ -101,16 +94,16 @@ def test_a_stall_behind_thirty_two_more_groups_a_rank_names_the_one_root() -> No
 def test_a_job_pays_for_its_widest_rank_and_widening_keeps_what_was_there() -> None:
     state = JobState(LIMITS)
     few = [group(k, EVERYONE, 2, 2) for k in range(3)]
-    state.apply(report(0, few, [channel(few[0].id, 1, "send", 2)]), T + 30)
+    state.apply(report(0, WORLD, t=T + 30, groups=few, p2p=[channel(few[0].id, 1, "send", 2)]), T + 30)
     c = state.cols
     assert (c.group_slots, c.channel_slots) == (SLOTS, SLOTS), "a small job keeps the smallest width"
-    state.apply(report(1, [group(k, EVERYONE, 7, 7) for k in range(GROUPS)]), T + 30)
+    state.apply(report(1, WORLD, t=T + 30, groups=[group(k, EVERYONE, 7, 7) for k in range(GROUPS)]), T + 30)
     c = state.cols
     assert c.group_slots == GROUPS and c.g_id.shape == c.g_since.shape == (c.capacity, GROUPS)
     assert int(c.groups[0]) == 3 and c.g_id[0, :3].tolist() == [wire.name_hash(g.id) for g in few]
     assert c.g_enq[0, :3].tolist() == [2, 2, 2] and c.g_enq[1, GROUPS - 1] == 7
     assert int(c.channels[0]) == 1 and int(c.c_posted[0, 0]) == 2
-    state.apply(report(WORLD - 1, few), T + 30)
+    state.apply(report(WORLD - 1, WORLD, t=T + 30, groups=few), T + 30)
     assert state.cols.group_slots == GROUPS, "the width never shrinks back"
 
 

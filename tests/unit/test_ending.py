@@ -4,12 +4,13 @@ never named as its cause, whichever of them raised first."""
 
 from __future__ import annotations
 
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 
 from distmon import wire
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
-from distmon.monitor.state.ending import Ending, gone, rank_ending
+from distmon.monitor.state.alerts import CRITICAL, WARNING
+from distmon.monitor.state.ending import Ending, first_cause, gone, rank_ending
 from tests.support.simulate import SimJob, drive
 
 
@@ -67,3 +68,31 @@ def test_a_hang_that_runs_into_the_collective_timeout_stays_the_one_alert_and_th
     ending = monitor.state.ending(alerts)
     assert ending is not None and ending.state == Ending.FAILED
     assert ending.words.startswith("failed: hang: rank 0 stood still"), ending.words
+
+
+@dataclass(frozen=True)
+class Said:
+    """An alert as :func:`first_cause` reads it."""
+
+    kind: str
+    severity: str = CRITICAL
+    ranks: list[int] = field(default_factory=lambda: [1])
+
+
+def test_the_first_cause_is_a_failure_before_a_stop_a_critical_before_a_warning_then_the_earliest() -> None:
+    hang, lost, crash = Said("hang", ranks=[2]), Said("rank_lost", ranks=[3]), Said("worker_crash", ranks=[0])
+    assert first_cause([hang, lost, crash]) is lost, "a failure before a stop; of failures, the earliest"
+    warned = Said("rank_exception", WARNING)
+    assert first_cause([warned, hang]) is hang, "a critical before a warning"
+    nobody = Said("hang", ranks=[])
+    assert first_cause([nobody, hang]) is hang, "one that names ranks before one that names none"
+    assert first_cause([nobody]) is nobody
+
+
+def test_no_other_alert_is_a_first_cause_however_critical() -> None:
+    """The live header's rule, which the report, the post-mortem and ``distmon analyze`` now
+    share: no fallback to the earliest critical alert, nor to the first alert."""
+    others = [Said("gpu_fault"), Said("relay_lost"), Said("straggler", WARNING)]
+    assert first_cause(others) is None
+    stall = Said("stall", WARNING)
+    assert first_cause([*others, stall]) is stall, "a warning of the kinds that end a job still is one"

@@ -20,6 +20,7 @@ from distmon.monitor.outside.sight import ALIVE, GONE, Sight
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
+from distmon.nodelinks import NET, Link
 from distmon.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, encode
 
@@ -154,3 +155,16 @@ def test_the_eyes_are_asked_to_look_at_the_thread_that_trains() -> None:
     monitor.sight.view("node-b", 42)
     (look,) = [c for c in monitor.asking() if c.action == LOOK]
     assert wanted(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40)]
+
+
+def test_a_nodes_links_travel_with_its_looks_and_what_changed_is_said() -> None:
+    up, cut = Link("eth0", NET, "up", True, 0), Link("eth0", NET, "down", False, 1)
+    usual = Link("docker0", NET, "down")
+    (back,) = eye_looks.decode(eye_looks.encode([Looks("node-b", links=[up, usual])]))
+    assert back.links == [up, usual]
+    monitor = Monitor()
+    monitor.saw([eye_looks.encode([Looks("node-b", links=[up, usual])])], T0)
+    assert monitor.state.links["node-b"].said == (), "a link always down says nothing"
+    monitor.saw([eye_looks.encode([Looks("node-b", links=[cut, usual])])], T0 + 5)
+    (change,) = monitor.state.links["node-b"].downs(T0)
+    assert change.words == "eth0 went down (carrier lost)" and change.t == T0 + 5

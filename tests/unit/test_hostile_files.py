@@ -34,7 +34,8 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.visible import visible, visible_lines
 from distmon.wire import Report, encode
-from tests.support.nccl_dumps import Group, RankRecorder
+from tests.support.commands import distmon
+from tests.support.nccl_dumps import Group, RankRecorder, nested_tuple_key
 from tests.support.paths import DATA
 from tests.support.simulate import SimJob
 
@@ -262,16 +263,6 @@ def test_a_version_1_file_still_reads_and_reports(tmp_path: Path) -> None:
 ESCAPES = "\x1b]0;owned\x07\x1b[2J\x1b[31mFAKE CULPRIT rank 99\x1b[0m"
 
 
-def run_distmon(*args: str, timeout: float = 60) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "distmon", *args],
-        capture_output=True,
-        text=True,
-        stdin=subprocess.DEVNULL,
-        timeout=timeout,
-    )
-
-
 def hang_dumps(folder: Path, world: int = 8, stuck: int = 5) -> dict[int, RankRecorder]:
     """A job whose rank ``stuck`` never issues its third all-reduce: one dump per rank."""
     folder.mkdir(exist_ok=True)
@@ -287,17 +278,10 @@ def hang_dumps(folder: Path, world: int = 8, stuck: int = 5) -> dict[int, RankRe
     return recorders
 
 
-def nested_tuple_key(depth: int) -> bytes:
-    """A dump whose ``pg_status`` is keyed by a tuple ``depth`` deep: hashing it overflows
-    the C stack (a million deep) or raises RecursionError."""
-    head = pickle.dumps({"version": "2.10", "entries": []}, protocol=2)[:-2]  # the dict, open
-    return head + b"\x8c\x09pg_status}" + b")" + b"\x85" * depth + b"}s" + b"s."
-
-
 def test_a_million_deep_tuple_key_is_one_line_and_the_other_dumps_are_analysed(tmp_path: Path) -> None:
     hang_dumps(tmp_path)
     (tmp_path / "nccl_trace_rank_2").write_bytes(nested_tuple_key(1_000_000))
-    done = run_distmon("analyze", str(tmp_path))
+    done = distmon("analyze", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "nccl_trace_rank_2: nested deeper than 100 levels" in done.stdout
     assert done.stdout.startswith("Read 7 dumps")  # the other ranks' dumps
@@ -327,14 +311,14 @@ def test_a_fifo_is_refused_unopened(tmp_path: Path, command: str) -> None:
         os.unlink(tmp_path / "nccl_trace_rank_3")
         fifo = tmp_path / "nccl_trace_rank_3"
         os.mkfifo(fifo)
-        done = run_distmon("analyze", str(tmp_path), timeout=30)
+        done = distmon("analyze", str(tmp_path), timeout=30)
         assert done.returncode == 0, done.stderr
         assert f"{fifo}: a FIFO, not a file: not opened" in done.stdout
         assert done.stdout.startswith("Read 7 dumps")
         return
     fifo = tmp_path / "x.distmon"
     os.mkfifo(fifo)
-    done = run_distmon(command, str(fifo), timeout=30)
+    done = distmon(command, str(fifo), timeout=30)
     assert done.returncode == 2
     assert done.stderr.strip() == f"distmon {command}: cannot open {fifo}: a FIFO, not a file: not opened"
 
@@ -354,7 +338,7 @@ def an_alert(**fields: object) -> dict[str, object]:
 def test_an_alert_at_an_infinite_time_is_skipped_and_counted(tmp_path: Path, form: list[str]) -> None:
     path = tmp_path / "inf.distmon"
     recording_with_alert(path, an_alert(t=float("inf")))
-    done = run_distmon("report", str(path), *form)
+    done = distmon("report", str(path), *form)
     assert done.returncode == 0, done.stderr
     assert "Traceback" not in done.stderr
     (line,) = done.stderr.splitlines()
@@ -367,7 +351,7 @@ def test_records_three_thousand_years_apart_replay_in_a_few_seconds(tmp_path: Pa
     for t in (1.0, 3000 * 365.25 * 86400):
         writer.message(t, encode(Report("j", 0, 1, "h", 100, t, 0, 1.0)))
     writer.close()
-    done = run_distmon("replay", "--headless", str(path), timeout=60)
+    done = distmon("replay", "--headless", str(path), timeout=60)
     assert done.returncode == 0, done.stderr
     assert "1 silence(s) with no record" in done.stderr and "played as 3600 s" in done.stderr
 
@@ -384,20 +368,20 @@ def test_escapes_in_a_dump_are_shown_not_obeyed(tmp_path: Path) -> None:
             e["process_group"] = ("0", "default_pg" + ESCAPES)
             e["profiling_name"] = "nccl:all_reduce" + ESCAPES
         (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(r.pickle())
-    done = run_distmon("analyze", str(tmp_path))
+    done = distmon("analyze", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert_shown_not_obeyed(done.stdout)
-    ranks = json.loads(run_distmon("analyze", "--json", str(tmp_path)).stdout)["ranks"]
+    ranks = json.loads(distmon("analyze", "--json", str(tmp_path)).stdout)["ranks"]
     assert any(g["op"] == "all_reduce" + ESCAPES for r in ranks for g in r["groups"])  # kept as data
 
 
 def test_escapes_in_a_recorded_alert_are_shown_not_obeyed(tmp_path: Path) -> None:
     path = tmp_path / "escapes.distmon"
     recording_with_alert(path, an_alert(summary=ESCAPES, detail=ESCAPES + "\nsecond line"))
-    done = run_distmon("report", str(path))
+    done = distmon("report", str(path))
     assert done.returncode == 0, done.stderr
     assert_shown_not_obeyed(done.stdout)
-    assert json.loads(run_distmon("report", "--json", str(path)).stdout)[0]["summary"] == ESCAPES
+    assert json.loads(distmon("report", "--json", str(path)).stdout)[0]["summary"] == ESCAPES
 
 
 def test_visible_escapes_controls_and_cuts_long_values() -> None:
@@ -409,7 +393,7 @@ def test_visible_escapes_controls_and_cuts_long_values() -> None:
 def test_a_huge_version_in_a_header_is_not_echoed(tmp_path: Path) -> None:
     path = tmp_path / "version.distmon"
     path.write_bytes(msgpack.packb({"format": "distmon-recording", "version": "9" * 1_000_000, "created": 1.0}))
-    done = run_distmon("report", str(path))
+    done = distmon("report", str(path))
     assert done.returncode == 2
     (line,) = done.stderr.splitlines()
     assert "is a version '999" in line and len(line) < 300 + len(str(path))
@@ -453,7 +437,7 @@ def test_a_folder_that_cannot_be_read_is_said(tmp_path: Path, monkeypatch: pytes
 
 def test_a_world_smaller_than_the_files_is_said_and_the_files_win(tmp_path: Path) -> None:
     hang_dumps(tmp_path, world=8)
-    done = run_distmon("analyze", "--world", "4", str(tmp_path))
+    done = distmon("analyze", "--world", "4", str(tmp_path))
     assert done.returncode == 0, done.stderr
     assert "--world 4 is fewer ranks than the files hold: judged as 8 ranks" in done.stderr
     assert "8 ranks" in done.stdout and "never reported" not in done.stdout
@@ -474,7 +458,7 @@ def test_a_recording_cut_mid_record_says_where(tmp_path: Path) -> None:
     small_recording(whole)
     cut = tmp_path / "cut.distmon"
     cut.write_bytes(whole.read_bytes()[:-40])
-    done = run_distmon("report", str(cut))
+    done = distmon("report", str(cut))
     assert done.returncode == 0, done.stderr
     (line,) = done.stderr.splitlines()
     assert re.fullmatch(
@@ -499,7 +483,7 @@ def test_a_flipped_byte_skips_the_damaged_record_not_the_file(tmp_path: Path, ve
     content = bytearray(path.read_bytes())
     content[flip or len(content) // 2] ^= 0xFF
     path.write_bytes(bytes(content))
-    done = run_distmon("report", str(path))
+    done = distmon("report", str(path))
     assert done.returncode == 0, done.stderr
     (line,) = done.stderr.splitlines()
     assert f"{path} is damaged at record" in line
@@ -509,7 +493,7 @@ def test_a_flipped_byte_skips_the_damaged_record_not_the_file(tmp_path: Path, ve
 
 
 def test_replay_without_a_terminal_runs_headless_and_ends(tmp_path: Path) -> None:
-    done = run_distmon("replay", str(DATA / "hang-rank2.distmon"), timeout=60)
+    done = distmon("replay", str(DATA / "hang-rank2.distmon"), timeout=60)
     assert done.returncode == 0, done.stderr
     assert "\x1b" not in done.stdout
     assert re.search(r"CRITICAL hang: .*rank 2", done.stdout), done.stdout
@@ -523,7 +507,7 @@ def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path
     writer = RecordingWriter(str(path))
     writer.message(1.7e9, encode(Report("j", 0, 1, "HOSTX", 100, 1.7e9, 0, 1.0)).replace(b"HOSTX", b"HOST\xfc"))
     writer.close()
-    done = run_distmon(*([command] if command == "report" else [command, "--headless"]), str(path))
+    done = distmon(*([command] if command == "report" else [command, "--headless"]), str(path))
     assert "Traceback" not in done.stderr, done.stderr
     if command == "report":
         assert done.returncode == 0 and "1 malformed" in done.stdout, done.stdout

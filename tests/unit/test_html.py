@@ -12,7 +12,7 @@ from distmon.export.html import INSTALL_HTML, MAX_RANKS
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
-from tests.support.commands import DISTMON
+from tests.support.commands import distmon
 from tests.support.paths import DATA
 from tests.support.simulate import SimJob, drive
 
@@ -40,7 +40,7 @@ class Page(HTMLParser):
 
 
 def report_html(recording: Path, out: Path) -> tuple[str, Page]:
-    done = subprocess.run([*DISTMON, "report", str(recording), "--html", str(out)], capture_output=True, text=True)
+    done = distmon("report", recording, "--html", out)
     assert done.returncode == 0, done.stderr
     text = out.read_text()
     return text, Page(text)
@@ -75,11 +75,7 @@ def test_a_large_job_draws_a_sample_with_the_culprit_and_says_so(tmp_path: Path)
 
 
 def test_an_unwritable_page_is_one_line_and_exit_2(tmp_path: Path) -> None:
-    done = subprocess.run(
-        [*DISTMON, "report", str(DATA / "hang-rank2.distmon"), "--html", str(tmp_path / "no" / "x.html")],
-        capture_output=True,
-        text=True,
-    )
+    done = distmon("report", DATA / "hang-rank2.distmon", "--html", tmp_path / "no" / "x.html")
     assert done.returncode == 2
     assert "cannot write" in done.stderr and len(done.stderr.strip().splitlines()) == 1
 

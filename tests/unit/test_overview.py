@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import time
 
 import pytest
@@ -18,18 +17,16 @@ from distmon.monitor import overview
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import Postmortem, load
 from distmon.monitor.rules.detector import Detector
-from distmon.monitor.state.alerts import CRITICAL
-from tests.support.commands import DISTMON
+from distmon.monitor.state import JobState
+from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.limits import LIMITS
+from tests.support.commands import distmon
 from tests.support.paths import DATA, REPO
 from tests.support.simulate import SimJob, drive
 
 CLI_DOC = REPO / "docs" / "cli.md"
-
-
-def distmon(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def replayed_criticals(name: str) -> list[dict[str, object]]:
@@ -50,6 +47,23 @@ def test_a_false_alarm_that_resolved_in_a_job_that_finished_is_no_first_cause() 
     assert "FIRST CAUSE" not in text
     assert "No first cause: 4 alerts raised, none standing at the end" in text
     assert "Timeline:" in text
+
+
+def test_a_critical_alert_that_tells_no_ending_is_no_first_cause_in_the_report_as_in_the_header() -> None:
+    """The report picks its first cause as the live header does
+    (:func:`~distmon.monitor.state.ending.first_cause`): a critical alert that stands but
+    neither fails nor stops a job (a lost relay) is in the timeline, not on top."""
+    sim, job = SimJob(world=2), JobState(LIMITS)
+    for rank in (0, 1):
+        report = sim.report(rank, sim.start + 1)
+        assert report is not None and job.apply(report, sim.start + 1)
+    lost = Alert("relay_lost", CRITICAL, [0, 1], sim.start + 1, "relay on node-b lost", "")
+    pm = Postmortem(header={}, state=job, alerts=[lost], first=sim.start, last=sim.start + 2)
+    assert pm.first_cause is None
+    text = render(pm)
+    assert "FIRST CAUSE" not in text
+    assert "No first cause: 1 alert stood at the end, none a failure, a hang, a divergence or a stall" in text
+    assert "relay_lost" in text.split("Timeline:")[1]
 
 
 def test_report_and_replay_name_the_same_culprit_of_a_job_killed_while_hung() -> None:
@@ -121,7 +135,7 @@ def test_the_culprit_row_says_what_the_prober_saw(state: str, syscall: str | Non
     assert seen.story.status(monitor.state.ranks[2]) == words
     assert seen.story.status(monitor.state.ranks[0]) == "waits for 2"
     assert overview.culprit_words(seen).startswith(f"rank 2 {words}")
-    hang = overview.cause(monitor.alerts.active.values())
+    hang = overview.first_cause(monitor.alerts.active.values())
     assert hang is not None and hang.ranks == [2] and hang.doing == {2: words}, "the row's words are the alert's"
 
 
@@ -146,6 +160,6 @@ def test_the_screen_asks_no_prober_what_a_culprit_does() -> None:
     tracker = OverviewTracker()
     assert tracker.overview(monitor, now + 0.5).doing == "stopped (SIGSTOP)"
     monitor.tick(now + 1)
-    hang = overview.cause(monitor.alerts.active.values())
+    hang = overview.first_cause(monitor.alerts.active.values())
     assert hang is not None and hang.doing == {2: "asleep"} and "is asleep" in hang.summary
     assert tracker.overview(monitor, now + 1).doing == "asleep"

@@ -4,7 +4,6 @@ when hashed) is read again within the limits, said in one line, the others kept.
 
 from __future__ import annotations
 
-import pickle
 from pathlib import Path
 
 import pytest
@@ -12,7 +11,7 @@ import pytest
 from distmon.forensics import parallel
 from distmon.forensics.analysis import analyze
 from distmon.forensics.render import culprits, to_json
-from tests.support.nccl_dumps import Group, RankRecorder
+from tests.support.nccl_dumps import Group, RankRecorder, nested_tuple_key
 
 WORLD = 24
 STUCK = 17
@@ -30,11 +29,6 @@ def hang(folder: Path) -> None:
             if step < 2 or rank != STUCK:
                 r.collective(pair.name, "all_reduce", done=step < 2 or rank // 2 != STUCK // 2)
         (folder / f"nccl_trace_rank_{rank}").write_bytes(r.pickle())
-
-
-def nested_tuple_key(depth: int) -> bytes:
-    head = pickle.dumps({"version": "2.10", "entries": []}, protocol=2)[:-2]
-    return head + b"\x8c\x09pg_status}" + b")" + b"\x85" * depth + b"}s" + b"s."
 
 
 def test_on_every_core_the_verdict_is_the_same_as_one_at_a_time(

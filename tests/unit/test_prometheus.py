@@ -27,7 +27,7 @@ from distmon.export import prometheus
 from distmon.export.prometheus import RANK_SERIES, MonitorCollector
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
-from tests.support.commands import DISTMON, free_port
+from tests.support.commands import DISTMON, distmon, free_port
 from tests.support.messages import sender
 from tests.support.metrics import scrape
 from tests.support.paths import REPO
@@ -200,13 +200,7 @@ def test_a_port_in_use_is_one_line_and_exit_2(tmp_path: Path, endpoint: str, com
         taken.bind(("0.0.0.0", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        done = subprocess.run(
-            [*DISTMON, *command, "--endpoint", endpoint, "--metrics-port", str(port)],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=60,
-        )
+        done = distmon(*command, "--endpoint", endpoint, "--metrics-port", str(port), cwd=tmp_path)
     assert done.returncode == 2
     assert f"cannot serve metrics on port {port}" in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1, done.stderr
@@ -226,37 +220,21 @@ def test_run_hands_the_port_to_its_recorder(tmp_path: Path) -> None:
                 time.sleep(0.1)
         """
     )
-    done = subprocess.run(
-        [
-            *DISTMON,
-            "run",
-            "--record",
-            str(tmp_path / "run.distmon"),
-            "--metrics-port",
-            str(port),
-            "--",
-            sys.executable,
-            "-c",
-            job,
-        ],
-        capture_output=True,
-        text=True,
-        timeout=60,
+    done = distmon(
+        "run", "--record", tmp_path / "run.distmon", "--metrics-port", str(port), "--", sys.executable, "-c", job
     )
     assert done.returncode == 0, done.stderr
     assert "distmon_job_ranks_reporting" in done.stdout
 
 
 def test_run_metrics_without_a_monitor_is_a_usage_error() -> None:
-    done = subprocess.run([*DISTMON, "run", "--metrics-port", "9400", "--", "true"], capture_output=True, text=True)
+    done = distmon("run", "--metrics-port", "9400", "--", "true")
     assert done.returncode == 2
     assert "--metrics-port goes with --watch or --record" in done.stderr
 
 
 def test_per_rank_series_without_a_port_is_a_usage_error() -> None:
-    done = subprocess.run(
-        [*DISTMON, "run", "--watch", "--metrics-per-rank", "--", "true"], capture_output=True, text=True
-    )
+    done = distmon("run", "--watch", "--metrics-per-rank", "--", "true")
     assert done.returncode == 2
     assert done.stderr == "distmon run: --metrics-per-rank goes with --metrics-port\n"
 

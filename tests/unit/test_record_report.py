@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import re
 import signal
-import subprocess
 import time
 from pathlib import Path
 
@@ -23,17 +22,13 @@ from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES
-from tests.support.commands import DISTMON
+from tests.support.commands import distmon
 from tests.support.messages import bad_messages, sender
 from tests.support.paths import DATA
 from tests.support.recorder import recording
 from tests.support.simulate import SimJob, drive
 
 ALERT_FIELDS = {"kind", "severity", "ranks", "t", "summary", "detail"}
-
-
-def distmon(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([*DISTMON, *args], capture_output=True, text=True, timeout=60)
 
 
 def test_record_survives_bad_input_counts_it_and_keeps_the_good(tmp_path: Path, endpoint: str) -> None:
@@ -133,8 +128,8 @@ def test_a_real_recording_replays_through_the_detector_to_the_same_culprit() -> 
 
 
 def test_a_rank_still_shown_in_a_barrier_its_peers_have_left_is_no_stuck_collective() -> None:
-    """A real 3-rank job (tests/jobs/test_outside_jobs.py's working job, on a loaded machine):
-    rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
+    """A real 3-rank job (the working job of tests/jobs/test_stopped_and_working_ranks_jobs.py, on
+    a loaded machine): rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
     ranks 0 and 2 report having passed the barrier before rank 1's report says it left: the
     barrier is done, not stuck with "none behind". Only the checkpoint's warnings remain."""
     done = distmon("replay", "--headless", "--json", "--speed", "max", str(DATA / "checkpoint-barrier.distmon"))

@@ -15,18 +15,13 @@ import pytest
 from distmon.monitor.recording.format import received
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
-from tests.support.commands import DISTMON
+from tests.support.commands import distmon
 from tests.support.paths import REPO
 from tests.support.simulate import SimJob
 
 
 def test_dev_full_is_refused_at_the_start_in_one_line() -> None:
-    result = subprocess.run(
-        [*DISTMON, "record", "--out", "/dev/full", "--endpoint", "ipc:///tmp/distmon-dev-full-test.sock"],
-        capture_output=True,
-        text=True,
-        timeout=30,
-    )
+    result = distmon("record", "--out", "/dev/full", "--endpoint", "ipc:///tmp/distmon-dev-full-test.sock", timeout=30)
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == "distmon record: cannot write /dev/full: No space left on device"
 

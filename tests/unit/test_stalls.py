@@ -28,6 +28,7 @@ from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.monitor.state.words import stack_lines
 from distmon.pyspy import OutsideStack, dump
 from distmon.wire import ExceptionInfo, ExitInfo, GroupStatus, Loader, Report, StackFrame, StepStats, Worker
+from tests.support.messages import report
 
 TORCH = "/venv/lib/python3.11/site-packages/torch"
 USER = "/home/me/train.py"
@@ -58,12 +59,6 @@ GIL = [
     StackFrame("/home/me/native.so", 0, "decode_frames"),
     StackFrame("/usr/lib/x86_64-linux-gnu/libc.so.6", 0, "clock_nanosleep"),
 ]
-
-
-def report(rank: int, stack: list[StackFrame] | None, *, world: int = 4, t: float = T0, **fields: object) -> Report:
-    return Report(
-        job="j", rank=rank, world=world, host="node", pid=100 + rank, t=t, n=1, interval=1.0, stack=stack, **fields
-    )
 
 
 def job_of(*reports: Report, now: float = T0) -> JobState:
@@ -122,7 +117,9 @@ def test_every_alert_shows_a_stalled_stack_in_words_user_frame_first() -> None:
 def test_a_rank_late_to_init_is_named_after_the_startup_wait() -> None:
     def job_at(now: float) -> JobState:
         stalled = {"stalled_since": T0}
-        return job_of(*(report(r, INIT, **stalled) for r in (0, 1, 3)), report(2, SLEEPING, **stalled), now=now)
+        return job_of(
+            *(report(r, stack=INIT, **stalled) for r in (0, 1, 3)), report(2, stack=SLEEPING, **stalled), now=now
+        )
 
     assert stall(job_at(T0 + 29), context(T0 + 29)) == []
     (finding,) = stall(job_at(T0 + 31), context(T0 + 31))
@@ -135,7 +132,7 @@ def test_a_rank_late_to_init_is_named_after_the_startup_wait() -> None:
 
 
 def test_ranks_that_never_reported_are_the_culprits() -> None:
-    job = job_of(*(report(r, INIT, world=8, stalled_since=T0) for r in range(6)), now=T0 + 40)
+    job = job_of(*(report(r, stack=INIT, world=8, stalled_since=T0) for r in range(6)), now=T0 + 40)
     (finding,) = stall(job, context(T0 + 40))
     assert finding.ranks == [6, 7]
     assert "2 of 8 never reported" in finding.detail and "ranks 6-7 on hosts not heard from" in finding.detail
@@ -153,7 +150,9 @@ def test_a_rank_late_to_init_seen_asleep_is_named_early_as_a_warning() -> None:
 
     def job_at(now: float) -> JobState:
         stalled = {"stalled_since": T0}
-        return job_of(*(report(r, INIT, **stalled) for r in (0, 1, 3)), report(2, SLEEPING, **stalled), now=now)
+        return job_of(
+            *(report(r, stack=INIT, **stalled) for r in (0, 1, 3)), report(2, stack=SLEEPING, **stalled), now=now
+        )
 
     limits = Thresholds()
     before = replace(context(T0 + limits.init_wait - 1), outside=_asleep)
@@ -178,7 +177,9 @@ def test_a_rank_late_to_init_that_works_waits_for_the_startup_threshold() -> Non
 
     ctx = replace(context(T0 + 20), outside=importing)
     job = job_of(
-        *(report(r, INIT, stalled_since=T0) for r in (0, 1, 3)), report(2, SLEEPING, stalled_since=T0), now=ctx.now
+        *(report(r, stack=INIT, stalled_since=T0) for r in (0, 1, 3)),
+        report(2, stack=SLEEPING, stalled_since=T0),
+        now=ctx.now,
     )
     assert stall(job, ctx) == []
 
@@ -188,7 +189,9 @@ def test_at_scale_ranks_that_never_reported_are_listed_by_host_in_ranges() -> No
     heard = [r for r in range(128) if not 32 <= r < 64 and r != 100]
 
     def on_its_node(r: int) -> Report:
-        return replace(report(r, INIT, world=128, stalled_since=T0), host=f"node{r // 8 + 1:03d}", local_rank=r % 8)
+        return replace(
+            report(r, stack=INIT, world=128, stalled_since=T0), host=f"node{r // 8 + 1:03d}", local_rank=r % 8
+        )
 
     job = job_of(*(on_its_node(r) for r in heard), now=T0 + Thresholds().init_wait)
     (finding,) = stall(job, context(job.last_message or 0.0))
@@ -201,9 +204,9 @@ def test_at_scale_ranks_that_never_reported_are_listed_by_host_in_ranges() -> No
 
 def test_silent_while_a_collective_is_in_flight_or_a_rank_progresses() -> None:
     in_flight = GroupStatus(id="0", backend="gloo", size=4, ranks=[[0, 4, 1]], timeout=60.0, enqueued=5, completed=4)
-    job = job_of(*(report(r, INIT, stalled_since=T0, groups=[in_flight]) for r in range(4)), now=T0 + 60)
+    job = job_of(*(report(r, stack=INIT, stalled_since=T0, groups=[in_flight]) for r in range(4)), now=T0 + 60)
     assert stall(job, context(T0 + 60)) == []
-    job = job_of(*(report(r, INIT, stalled_since=T0 if r else None) for r in range(4)), now=T0 + 60)
+    job = job_of(*(report(r, stack=INIT, stalled_since=T0 if r else None) for r in range(4)), now=T0 + 60)
     assert stall(job, context(T0 + 60)) == []
 
 
@@ -213,7 +216,7 @@ def test_every_dataloader_blocked_names_the_worker_and_shows_its_frame() -> None
         loader = Loader(id=1, expected=2, workers=[Worker(pid=400, alive=True, id=0), worker], waiting=20, worker=1)
         loader.since = T0 - 12
         step = StepStats(n=10, mean=0.1, p50=0.1, max=0.1, last=0.1)
-        return report(rank, NEXT_BATCH, stalled_since=T0 - 12, steps=20, step_time=step, loaders=[loader])
+        return report(rank, stack=NEXT_BATCH, stalled_since=T0 - 12, steps=20, step_time=step, loaders=[loader])
 
     job = job_of(*(waiting(r) for r in range(4)))
     assert stall(job, context(T0 - 3, pace=0.1)) == []
@@ -227,8 +230,8 @@ def test_every_dataloader_blocked_names_the_worker_and_shows_its_frame() -> None
 
 def test_a_silent_rank_gets_its_stack_from_outside() -> None:
     taken = OutsideStack(frames=GIL, owns_gil=True)
-    job = job_of(report(0, None), now=T0)
-    job.apply(report(1, None, t=T0 + 9), T0 + 9)
+    job = job_of(report(0), now=T0)
+    job.apply(report(1, t=T0 + 9), T0 + 9)
     (finding,) = rank_lost(job, context(T0 + 10, stacks=lambda host, pid, since, take: taken))
     assert "from outside with py-spy: holding the GIL in a native call (clock_nanosleep" in finding.detail
     assert f"your code: {USER}:60 in main" in finding.detail
@@ -251,12 +254,12 @@ def test_alerts_standing_when_the_job_is_stopped_end_with_it() -> None:
 
     monitor = Monitor(Detector())
     for r in range(4):
-        monitor.state.apply(report(r, INIT, t=T0 + 31, stalled_since=T0, world=5), T0 + 31)
+        monitor.state.apply(report(r, stack=INIT, t=T0 + 31, stalled_since=T0, world=5), T0 + 31)
     monitor.tick(T0 + 31)
     assert [a.kind for a in monitor.alerts.active.values()] == ["stall"]
     for r in range(4):
         exit = ExitInfo(how="terminated", t=T0 + 40)
-        monitor.state.apply(report(r, None, t=T0 + 40, exit=exit, world=5), T0 + 40)
+        monitor.state.apply(report(r, t=T0 + 40, exit=exit, world=5), T0 + 40)
     assert not [c for c in monitor.tick(T0 + 41) if c.event == "resolved"]
     tracker = OverviewTracker()
     tracker.observe(monitor, T0 + 41)
@@ -302,7 +305,7 @@ def test_py_spy_takes_the_stack_of_a_process_holding_the_gil() -> None:
 
 def test_every_rank_busy_in_the_same_place_is_only_a_warning() -> None:
     saving = [*SLEEPING[:1], StackFrame(f"{TORCH}/serialization.py", 900, "save")]
-    job = job_of(*(report(r, saving, stalled_since=T0) for r in range(4)), now=T0 + 31)
+    job = job_of(*(report(r, stack=saving, stalled_since=T0) for r in range(4)), now=T0 + 31)
     (finding,) = stall(job, context(T0 + 31))
     assert finding.severity == "warning" and finding.ranks == [0, 1, 2, 3]
     assert finding.summary == "all 4 ranks in checkpoint or file I/O for 31s, none progresses"
@@ -314,7 +317,7 @@ def test_the_rank_screen_shows_the_worker_that_owes_the_batch_and_its_frame() ->
     worker = Worker(pid=501, alive=True, id=1, stack=IN_GETITEM)
     loader = Loader(id=1, expected=2, workers=[Worker(pid=500, alive=True, id=0), worker], waiting=7, worker=1)
     loader.since = T0 - 12
-    job = job_of(report(0, NEXT_BATCH, stalled_since=T0 - 12, loaders=[loader]))
+    job = job_of(report(0, stack=NEXT_BATCH, stalled_since=T0 - 12, loaders=[loader]))
     shown = workers_section(job.ranks[0]).plain
     assert "the training loop waits for 12s for batch #7, owed by worker 1 (pid 501)" in shown
     assert "data.py:31 in __getitem__" in shown
@@ -324,7 +327,7 @@ def test_workers_killed_in_the_teardown_are_no_crash() -> None:
     from distmon.monitor.rules.workers import worker_crash
 
     died = ExceptionInfo("RuntimeError", "DataLoader worker (pid(s) 28306) exited unexpectedly", None, [], T0)
-    torn_down = report(0, None, exception=died, exit=ExitInfo(how="terminated", t=T0))
+    torn_down = report(0, exception=died, exit=ExitInfo(how="terminated", t=T0))
     assert worker_crash(job_of(torn_down), context(T0)) == []
-    crashed = report(0, None, exception=died, exit=ExitInfo(how="exception", t=T0))
+    crashed = report(0, exception=died, exit=ExitInfo(how="exception", t=T0))
     assert [f.kind for f in worker_crash(job_of(crashed), context(T0))] == ["worker_crash"]

@@ -10,7 +10,7 @@ from distmon import wire
 from distmon.monitor.state import JobState
 from distmon.monitor.state.ending import gone, rank_ending
 from distmon.monitor.state.limits import LIMITS
-from distmon.monitor.state.statuses import EXITED, FAILED, STOPPED, STOPS, ended
+from distmon.monitor.state.statuses import EXITED, FAILED, HEALTHY, HUNG, STALLED, STOPPED, STOPS, ended, running_state
 from distmon.wire import ExceptionInfo, ExitInfo
 from tests.support.simulate import CONNECTION_CLOSED, SimJob
 
@@ -45,3 +45,15 @@ def test_a_rank_torn_down_around_a_failure_is_stopped_not_failed() -> None:
     assert words == ["raised ValueError", "raised RuntimeError", "terminated", EXITED]
     endings = [rank_ending(job.ranks[rank], t + 1, gone([])) for rank in range(4)]
     assert endings[2:] == [STOPS[wire.TERMINATED].rank, "exited cleanly"]
+
+
+def test_a_running_job_is_hung_stalled_or_healthy_by_the_thresholds() -> None:
+    """Hung while a stop alert stands; without one, stalled after ``stall_after`` without
+    progress, and hung once its oldest collective has also waited ``hung_after``."""
+    hung_after = LIMITS.hung_after
+    assert running_state(True, None, 10.0, None, LIMITS) == HUNG, "an alert that stops a job stands"
+    assert running_state(False, None, 10.0, None, LIMITS) == HEALTHY, "no progress measured yet"
+    assert running_state(False, 9.9, 10.0, hung_after, LIMITS) == HEALTHY
+    assert running_state(False, 10.0, 10.0, None, LIMITS) == STALLED, "nothing in flight"
+    assert running_state(False, 10.0, 10.0, hung_after - 1, LIMITS) == STALLED
+    assert running_state(False, 10.0, 10.0, hung_after, LIMITS) == HUNG

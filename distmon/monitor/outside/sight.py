@@ -19,6 +19,8 @@ from dataclasses import dataclass
 
 from distmon.eye.looks import Looks, Wanted
 from distmon.eye.proc import Sample
+from distmon.monitor.state.nodes import NodeLinks
+from distmon.nodelinks import Link, changes
 from distmon.pyspy import OutsideStack
 
 ALIVE = "alive"
@@ -64,10 +66,13 @@ Process = tuple[str, int]
 
 
 class Sight:
-    def __init__(self, eyes: OrderedDict[str, None] | None = None) -> None:
+    def __init__(self, eyes: OrderedDict[str, None] | None = None, links: dict[str, NodeLinks] | None = None) -> None:
         self.eyes: OrderedDict[str, None] = OrderedDict() if eyes is None else eyes
         """The nodes whose eye has spoken, by host name (the job's state's, where given:
         :attr:`distmon.monitor.state.job.JobState.eyes`)."""
+        self.links: dict[str, NodeLinks] = {} if links is None else links
+        """Per node, its network links as its eye last read them and the changes said (the
+        job's state's, where given: :attr:`distmon.monitor.state.job.JobState.links`)."""
         self._looks: OrderedDict[Process, deque[Sample]] = OrderedDict()
         self._gone: OrderedDict[Process, None] = OrderedDict()
         self._stacks: OrderedDict[tuple[str, int, float], OutsideStack] = OrderedDict()
@@ -90,6 +95,8 @@ class Sight:
             if one.samples:
                 offset = t - max(sample.t for sample in one.samples)
                 self._offsets[one.host] = min(offset, self._offsets.get(one.host, offset))
+            if one.links is not None:
+                self._links(one.host, one.links, t)
             for sample in one.samples:
                 self._take(one.host, sample)
             for taken in one.stacks:
@@ -99,6 +106,16 @@ class Sight:
             if first or one:
                 new.append(one)
         return new
+
+    def _links(self, host: str, links: list[Link], t: float) -> None:
+        """A node's new reading of its links: the first sets what is usual there (a link
+        always down says nothing), each later one says what changed since."""
+        before = self.links.get(host)
+        if before is None:
+            if len(self.links) < MAX_EYES:
+                self.links[host] = NodeLinks(t, tuple(links))
+            return
+        self.links[host] = before.then(t, links, changes(list(before.links), links, t))
 
     def _take(self, host: str, sample: Sample) -> None:
         key = (host, sample.pid)

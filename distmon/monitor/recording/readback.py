@@ -21,11 +21,11 @@ from distmon.monitor.recording.format import (
     MessageRecord,
 )
 from distmon.monitor.recording.reader import RecordingError, read_recording
-from distmon.monitor.state.alerts import CRITICAL, Alert
-from distmon.monitor.state.ending import cause
+from distmon.monitor.state.alerts import Alert
+from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import LIMITS
-from distmon.monitor.state.words import rank_word
+from distmon.monitor.state.words import count, rank_word
 from distmon.wire import WireError
 
 BATCH = 4096
@@ -53,12 +53,23 @@ class Postmortem:
     @property
     def first_cause(self) -> Alert | None:
         """What the monitor concluded by the end: the alert that names the job's culprit
-        among those that stood (:func:`distmon.monitor.state.ending.cause`, as the live header
-        names it), else the earliest critical one that stood. An alarm that resolved itself
-        while the job went on is no cause, however critical it was."""
+        among those that stood (:func:`distmon.monitor.state.ending.first_cause`, as the live
+        header names it). An alarm that resolved itself while the job went on is no cause,
+        however critical it was."""
+        return first_cause(self.standing)
+
+    def no_cause(self) -> str:
+        """Why alerts were raised yet none is the first cause, in one line."""
         standing = self.standing
-        critical = [a for a in standing if a.severity == CRITICAL]
-        return cause(standing) or min(critical, key=lambda a: a.t, default=None)
+        if standing:
+            return (
+                f"No first cause: {count(len(standing), 'alert')} stood at the end, none a failure, a hang, a "
+                "divergence or a stall (see the timeline)."
+            )
+        return (
+            f"No first cause: {count(len(self.alerts), 'alert')} raised, none standing at the end; each resolved "
+            "itself while the job went on."
+        )
 
     @property
     def progressed(self) -> bool:

@@ -13,10 +13,11 @@ measures the tick).
 from __future__ import annotations
 
 from distmon.monitor.rules.base import Rule
-from distmon.monitor.rules.failures import rank_exception, rank_lost, relay_lost
+from distmon.monitor.rules.failures import rank_exception, rank_lost
 from distmon.monitor.rules.hang import hang_and_divergence
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.monitor_behind import monitor_behind
+from distmon.monitor.rules.nodes import node_lost
 from distmon.monitor.rules.pace import straggler
 from distmon.monitor.rules.process import watch_ahead
 from distmon.monitor.rules.stalls import stall
@@ -29,7 +30,7 @@ RULES: list[tuple[Rule, float]] = [
     (watch_ahead, 0.0),
     (rank_exception, 0.0),
     (rank_lost, 0.0),
-    (relay_lost, 0.0),
+    (node_lost, 0.0),
     (worker_crash, 0.0),
     (hang_and_divergence, 0.0),
     (stall, 0.0),

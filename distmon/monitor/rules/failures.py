@@ -1,4 +1,5 @@
-"""Deaths: ``rank_exception`` (a rank raised) and ``rank_lost`` (a rank's process is gone).
+"""Deaths: ``rank_exception`` (a rank raised) and ``rank_lost`` (a rank's process is gone; a
+node gone with its ranks is :mod:`~distmon.monitor.rules.nodes`').
 
 When one rank dies, its peers die of it: gloo raises "Connection closed by peer" in them
 within milliseconds, NCCL's watchdog times out, and torchrun then kills whoever is left.
@@ -13,24 +14,25 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.monitor.outside.sight import ALIVE, GONE
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.nodes import TEARDOWN_SLACK, node_ranks, process_state
 from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, said
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.consequences import LOST_PEER
-from distmon.monitor.state.words import duration, rank_word, stack_lines, traceback_lines, where
+from distmon.monitor.state.words import (
+    FIRST_LINE_IN_DETAIL,
+    duration,
+    first_line,
+    rank_word,
+    stack_lines,
+    traceback_lines,
+    where,
+)
 
 SIMULTANEOUS = 1.0
 """Primary exceptions this close to the first are failures of their own, not consequences."""
-TEARDOWN_SLACK = 0.5
-"""Jitter allowed when deciding whether a silent rank was still alive at the first failure."""
 MAX_LOOKED_AT = 4
 """Silent ranks whose processes an alert describes."""
-
-
-def first_failure(job: JobState) -> float | None:
-    """When the first rank raised something that is not a consequence of another's death."""
-    times = [s.report.exception.t for s in job.views(job.flagged(wire.FLAG_RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
-    return min(times, default=None)
 
 
 def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
@@ -40,7 +42,7 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     since before that is the one that died: it is named after one missed report instead of
     the usual several.
     """
-    failed_at = first_failure(job)
+    failed_at = job.first_failure()
     peers_lost_at = min(
         [s.report.exception.t for s in job.views(job.consequences(LOST_PEER))]  # type: ignore[union-attr]
         + [s.report.exit.t for s in job.views(job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)) if s.torn_down()],  # type: ignore[union-attr]
@@ -52,8 +54,7 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     if peers_lost_at is not None:
         silent |= (c.received < peers_lost_at) & (ctx.now - c.received >= c.interval + TEARDOWN_SLACK)
     lost = suspects & silent
-    for ranks in job.lost_relays(ctx.now).values():
-        lost[ranks] = False  # unheard because their relay is: relay_lost names the node instead
+    lost[node_ranks(job, ctx)] = False  # their node fell silent as a whole: node_lost names it instead
     if failed_at is not None:
         lost &= c.received + c.interval + TEARDOWN_SLACK < failed_at  # alive at the failure: killed in the teardown
     return job.views(lost)
@@ -104,8 +105,12 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
     """The end of a hang nobody ended: the ranks that waited for a rank standing still gave up
     (a collective timeout, ten minutes on NCCL), so nobody waits any more, but the incident is
     still the rank they waited for. Named under the hang's key, so that the hang stays one
-    alert, and the job's first cause, as the timeouts and the launcher's teardown follow."""
+    alert, and the job's first cause, as the timeouts and the launcher's teardown follow. Not
+    the ranks of a node lost as a whole: ``node_lost`` names them."""
     victims, roots = died_waiting(job)
+    if roots:
+        nodes = node_ranks(job, ctx, training=False)
+        roots = [s for s in roots if s.rank not in nodes]
     if not roots:
         return []
     ranks = [s.rank for s in roots]
@@ -115,7 +120,7 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
     stood = gave_up - float(np.min(job.cols.stalled_since[ranks]))
     summary = (
         f"{rank_word(ranks)} stood still {duration(stood)}, until {rank_word(s.rank for s in victims)} "
-        f"gave up waiting for it ({exc.type}: {_first_line(exc.message, 100)})"
+        f"gave up waiting for it ({exc.type}: {first_line(exc.message)})"
     )
     lines = []
     for s in roots[:MAX_LOOKED_AT]:
@@ -124,7 +129,7 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
         lines.append(f"rank {r.rank} ({r.host}, pid {r.pid}) made no progress after step {r.steps}{ended}, at:")
         lines.extend(stack_lines(r.stack, depth=6))
     lines += [
-        f"Then {rank_word(s.rank for s in victims)} raised {exc.type}: {_first_line(exc.message, 300)}",
+        f"Then {rank_word(s.rank for s in victims)} raised {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
         "(waiting for it: consequences, not causes).",
         f"What to do: look at where {rank_word(ranks)} stood (above): that is what the others waited for. "
         "Their timeouts and torchrun's ChildFailedError follow from it.",
@@ -137,11 +142,11 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
     exc = lead.exception
     assert exc is not None
     ranks = [s.rank for s in culprits]
-    summary = f"{rank_word(ranks)} raised {exc.type}: {_first_line(exc.message)}"
+    summary = f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message)}"
     lines = [
         f"{rank_word(ranks)} ({lead.host}, pid {lead.pid}) raised {exc.type} "
         f"at step {lead.steps}, at {where(exc.where)}:",
-        f"    {exc.type}: {_first_line(exc.message, 400)}",
+        f"    {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
         "Traceback (innermost last):",
         *traceback_lines(exc.traceback, depth=8),
     ]
@@ -168,7 +173,7 @@ def _orphan_finding(job: JobState, victims: list[RankState], ctx: Context) -> Fi
     summary = f"{rank_word(ranks)} lost the connection to a peer that did not report its failure"
     detail = "\n".join(
         [
-            f"{rank_word(ranks)} raised {exc.type}: {_first_line(exc.message, 300)}",
+            f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
             "No monitored rank reported a failure of its own: the peer that died first was "
             "not monitored, or died before its first report.",
             "What to do: check every rank's stderr and the nodes' kernel logs (dmesg: OOM "
@@ -190,7 +195,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     if not lost:
         return []
     lost.sort(key=lambda s: s.received)
-    states = {s.rank: _process_state(s, ctx) for s in lost}
+    states = {s.rank: process_state(s, ctx) for s in lost}
     waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now)].any())
     alive = [s for s in lost if states[s.rank] == ALIVE]
     dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]
@@ -263,46 +268,3 @@ def _silent(job: JobState, silent: list[RankState], ctx: Context) -> Finding:
     )
     severity = WARNING if all_working(list(looks.values())) else CRITICAL
     return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
-
-
-def relay_lost(job: JobState, ctx: Context) -> list[Finding]:
-    """A node's relay went silent and every rank behind it with it: one alert naming the
-    node, not a ``rank_lost`` per rank (the ranks may well be training on). Nothing while the
-    monitor is behind: the relay's batches may be among those it dropped."""
-    if ctx.behind is not None:
-        return []
-    findings = []
-    for i, ranks in job.lost_relays(ctx.now).items():
-        relay = job.relays[i]
-        silent = ctx.now - job.relay_heard[i]
-        names = ranks.tolist()
-        summary = f"the relay on {relay.host} went silent {duration(silent)} ago: {rank_word(names)} unheard since"
-        detail = "\n".join(
-            [
-                f"distmon relay {relay.id} on {relay.host} sent nothing for {duration(silent)}, and "
-                f"{rank_word(names)}, which report through it, have been unheard since. Either the relay "
-                "died (its ranks may be training on, unwatched) or the whole node went down with it.",
-                f"The other {job.world - len(names)} ranks are heard through their own relays or directly: "
-                "whether they still progress tells the two apart (a dead node stops the job within "
-                "seconds; a dead relay does not).",
-                f"What to do: on {relay.host}, see whether `distmon relay` is still running and restart it "
-                "with the same --listen endpoint (its ranks reconnect by themselves); if the node is down, "
-                "check the scheduler's and the node's logs (dmesg) for why.",
-            ]
-        )
-        findings.append(Finding(f"relay_lost:{relay.id}", "relay_lost", CRITICAL, names, summary, detail))
-    return findings
-
-
-def _process_state(s: RankState, ctx: Context) -> str | None:
-    if ctx.probe is None:
-        return None
-    try:
-        return ctx.probe(s.report.host, s.report.pid)
-    except Exception:
-        return None
-
-
-def _first_line(message: str, limit: int = 160) -> str:
-    line = message.strip().splitlines()[0] if message.strip() else ""
-    return line if len(line) <= limit else line[: limit - 1] + "…"

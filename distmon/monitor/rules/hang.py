@@ -17,6 +17,7 @@ orders, two blocking receives facing each other) is a deadlock. A group whose ra
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 from pathlib import PurePath
 
 import numpy as np
@@ -28,6 +29,7 @@ from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.divergence import divergence_in
 from distmon.monitor.rules.failures import gave_up_waiting
+from distmon.monitor.rules.nodes import node_ranks
 from distmon.monitor.rules.process import (
     Look,
     all_working,
@@ -48,6 +50,7 @@ from distmon.monitor.rules.waitfor import (
     WaitFor,
     collect_groups,
     current,
+    message_words,
     op_name,
     waits,
 )
@@ -57,7 +60,16 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.whereabouts import user_frame
-from distmon.monitor.state.words import duration, group_name, rank_lines, rank_word, ranks_text, where
+from distmon.monitor.state.words import (
+    duration,
+    group_label,
+    group_name,
+    rank_lines,
+    rank_word,
+    ranks_text,
+    timeout_left,
+    where,
+)
 from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS
 
 MAX_SHOWN = 4
@@ -150,6 +162,10 @@ class Incidents:
         first += [w for rank, mine in self.relation.p2p_of.items() if stuck[rank] for w in mine if w.age < after]
         return first, stuck, self.relation.reachable(first)
 
+    @cached_property
+    def _node_ranks(self) -> set[int]:
+        return set(node_ranks(self.job, self.ctx, training=False).tolist())
+
     def _roots(self, reach: set[Node]) -> list[int]:
         return sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n) and self._own_incident(n))
 
@@ -235,16 +251,19 @@ class Incidents:
 
     def _own_incident(self, rank: int) -> bool:
         """Whether the hang names ``rank``: not a rank whose process is gone (``rank_lost``
-        names it), nor, while the monitor is behind, one it has never heard from or whose
-        latest report it has was sent over two of its intervals ago (its reports may be
-        dropped, or still queued), nor one whose latest report was held up on the way
-        (:meth:`~distmon.monitor.state.job.JobState.held_up`): named once its reports come
-        on time and still show it holding the others up."""
+        names it), nor one whose node fell silent as a whole (``node_lost`` names it), nor,
+        while the monitor is behind, one it has never heard from or whose latest report it
+        has is overdue (:meth:`_stale`: its reports may be dropped, or still queued), nor one
+        whose latest report was held up on the way
+        (:meth:`~distmon.monitor.state.job.JobState.held_up`): named once its reports come on
+        time and still show it holding the others up."""
         s = self.job.ranks.get(rank)
         if s is None:
             return self.ctx.behind is None
         if s.finished:
             return True
+        if rank in self._node_ranks:
+            return False  # its node fell silent as a whole: node_lost names it
         if self.ctx.behind is not None and self._stale(rank):
             return False
         if self.job.held_up(np.array([rank]))[0]:
@@ -257,11 +276,13 @@ class Incidents:
             return True
 
     def _stale(self, rank: int) -> bool:
-        """Its latest report was sent over two of its intervals ago, by its own clock set
-        against the monitor's (a report taken in late is old), or arrived that long ago."""
+        """Its latest report is overdue (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`):
+        sent that long ago, by its own clock set against the monitor's (a report taken in late is
+        old), or arrived that long ago."""
         c, offset = self.job.cols, self.ctx.behind.offset if self.ctx.behind is not None else 0.0
         sent_ago = self.ctx.now - float(c.t[rank]) - offset
-        return max(sent_ago, float(self.ctx.now - c.received[rank])) > 2 * float(c.interval[rank])
+        overdue = self.ctx.limits.overdue_after(float(c.interval[rank]))
+        return max(sent_ago, float(self.ctx.now - c.received[rank])) > overdue
 
     def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[WaitLine]:
         """A row per collective or message the ranks of the relation (those ``stuck``, and
@@ -291,7 +312,7 @@ class Incidents:
         if view is not None:
             return view.name
         sample = self.job.group(wire.name_hash(gid))
-        return group_name(gid, sample) if sample is not None else f"group {gid}"
+        return group_name(gid, sample) if sample is not None else group_label(gid, None)
 
     def _what(self, w: Wait) -> str:
         """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3 (...)``."""
@@ -315,7 +336,7 @@ class Incidents:
         waiting = distinct(np.concatenate([row.ranks for row in rows]))
         oldest = max(row.age for row in rows)
         samples = [(row.age, self.groups[row.wait.gid].sample) for row in rows if row.wait.gid is not None]
-        left = min((sample.timeout - age for age, sample in samples if sample.timeout), default=None)
+        left = min((t for age, sample in samples if (t := timeout_left(sample, age)) is not None), default=None)
         countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
         more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
         who = rank_word(roots)
@@ -408,7 +429,7 @@ class Incidents:
         if s is None:
             return [f"  rank {rank}: never reported (not monitored, or not started)"]
         r = s.report
-        last = ", ".join(f"#{g.enqueued} in {g.desc or 'group ' + g.id}" for g in r.groups if g.enqueued)
+        last = ", ".join(f"#{g.enqueued} in {group_label(g.id, g.desc)}" for g in r.groups if g.enqueued)
         sent = [
             f"{'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
             for c in r.p2p
@@ -438,8 +459,12 @@ class Incidents:
         age = max((m.age for m in members), default=0.0)
         op = next((op_name(m) for m in members if m.op), None)
         what = f"collective #{seq}" + (f" ({op})" if op else "")
-        timeout = view.sample.timeout
-        left = f"; the {duration(timeout)} collective timeout fires in {duration(timeout - age)}" if timeout else ""
+        timeout, fires = view.sample.timeout, timeout_left(view.sample, age)
+        left = (
+            f"; the {duration(timeout)} collective timeout fires in {duration(fires)}"
+            if timeout and fires is not None
+            else ""
+        )
         inside = {int(r) for m in members for r in m.ranks}
         suspects = sorted(inside & {n for n in self.relation.awaited_ranks(reach) if isinstance(n, int)})
         summary = f"all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
@@ -523,12 +548,3 @@ class Incidents:
             advice,
         ]
         return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail), said(self.job, ring, self.ctx))
-
-
-def message_words(node: Transfer, rank: int, group: str) -> str:
-    """The op ``rank`` waits in on message ``node``, from its own side."""
-    _, src, dst, k = node
-    if rank == src:
-        return f"send #{k} to rank {dst} in {group}"
-    peer = "any rank" if src == ANY_SOURCE else f"rank {src}"
-    return f"recv #{k} from {peer} in {group}"

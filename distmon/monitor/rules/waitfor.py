@@ -425,3 +425,12 @@ class WaitFor:
                         later.append(prev)
             frontier = later
         return hops
+
+
+def message_words(node: Transfer, rank: int, group: str) -> str:
+    """The op ``rank`` waits in on message ``node``, from its own side."""
+    _, src, dst, k = node
+    if rank == src:
+        return f"send #{k} to rank {dst} in {group}"
+    peer = "any rank" if src == ANY_SOURCE else f"rank {src}"
+    return f"recv #{k} from {peer} in {group}"

@@ -9,7 +9,7 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import said
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, Finding
-from distmon.monitor.state.words import size
+from distmon.monitor.state.words import FIRST_LINE_IN_DETAIL, first_line, size
 from distmon.wire import Worker
 
 PYTORCH_MESSAGE = re.compile(
@@ -73,7 +73,8 @@ def _finding(job: JobState, s: RankState, dead: list[Worker], ctx: Context) -> F
         lines.append(f"  loader: {alive}/{loader.expected} workers alive")
     lines.append(f"Likely cause: {_likely_cause(first, s)}")
     if r.exception is not None:
-        lines.append(f"The rank then raised {r.exception.type}: {r.exception.message.strip()[:200]}")
+        said_first = first_line(r.exception.message, FIRST_LINE_IN_DETAIL)
+        lines.append(f"The rank then raised {r.exception.type}: {said_first}")
     doing = said(job, [r.rank], ctx)
     return Finding(f"worker_crash:{r.rank}", "worker_crash", CRITICAL, [r.rank], summary, "\n".join(lines), doing)
 

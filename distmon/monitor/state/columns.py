@@ -278,3 +278,11 @@ class History:
         start = (int(self._cols.history_next[self._rank]) - n) % HISTORY
         ring = self._cols.history[metric][:, self._rank]
         return [float(ring[(start + k) % HISTORY]) for k in range(n)]
+
+
+def gpu_held(allocated: npt.NDArray[Any], used: npt.NDArray[Any]) -> F8:
+    """GPU memory held by live tensors: torch's allocator's count, else NVML's where torch's
+    is unknown (NaN), as in a report (:func:`distmon.monitor.state.ranks.gpu_allocated`):
+    what grows when a rank leaks."""
+    held: F8 = np.where(np.isnan(allocated), used, allocated)
+    return held

@@ -17,13 +17,13 @@ from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.columns import ALL, I8
 from distmon.monitor.state.consequences import LOST_PEER
-from distmon.monitor.state.words import duration, rank_word
+from distmon.monitor.state.words import duration, first_line, rank_word
 from distmon.wire import Report
 
 if TYPE_CHECKING:
     from distmon.monitor.state.ranks import RankState
 
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "worker_crash"})
+FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "node_lost", "worker_crash"})
 STOP_KINDS = frozenset({"hang", "divergence", "stall"})
 STORY_KINDS = FAILURE_KINDS | STOP_KINDS
 """The kinds of alert that tell how a job ends: a first cause is one of these."""
@@ -48,7 +48,7 @@ def gone(alerts: Iterable[Alert]) -> set[int]:
 
 
 class Named(Protocol):
-    """An alert as far as :func:`cause` reads it: an :class:`Alert`, or a snapshot's facts."""
+    """An alert as far as :func:`first_cause` reads it: an :class:`Alert`, or a snapshot's facts."""
 
     @property
     def kind(self) -> str: ...
@@ -61,12 +61,14 @@ class Named(Protocol):
 A = TypeVar("A", bound=Named)
 
 
-def cause(alerts: Iterable[A]) -> A | None:
+def first_cause(alerts: Iterable[A]) -> A | None:
     """Of ``alerts`` (those that stand, in the order raised), the one whose ranks are the
     job's culprit: a critical alert before a warning, a failure before a stop (hang,
     divergence, stall), one that names ranks before one that names none, the earliest
-    raised first. The header, the rank rows, the report's first cause and the metrics all
-    name this one, so they never name different ranks."""
+    raised first. None where no alert of those kinds (:data:`STORY_KINDS`) stands: any
+    other alert, however critical, tells no first cause. The header, the rank rows, the
+    metrics, the report and ``distmon analyze`` all name this one, so they never name
+    different ranks."""
     ranked = [(i, a) for i, a in enumerate(alerts) if a.kind in STORY_KINDS]
     found = min(
         ranked,
@@ -132,9 +134,8 @@ def rank_ending(s: RankState, end: float, lost: set[int]) -> str:
     what the monitor saw (``lost``: from :func:`gone`), else its silence."""
     r = s.report
     if r.exception is not None:
-        first_line = (r.exception.message.strip().splitlines() or [""])[0]
         after = " (after losing a peer)" if s.lost_a_peer() else ""
-        return f"raised {r.exception.type}: {first_line[:80]}{after}"
+        return f"raised {r.exception.type}: {first_line(r.exception.message)}{after}"
     if r.exit is not None:
         return statuses.stop(r.exit.how).rank
     if s.rank in lost:

@@ -12,7 +12,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.state.columns import ALL, F8, I8, Columns
+from distmon.monitor.state.columns import ALL, F8, I8, Columns, gpu_held
 from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.statuses import EXITED, FAILED, OK, SEVERITY, SILENT, STALLED, STOPPED, WORKER
@@ -78,9 +78,7 @@ def gpu_used(cols: Columns, ranks: Ranks = ALL) -> F8:
 
 def gpu_allocated(cols: Columns, ranks: Ranks = ALL) -> F8:
     """Per rank: memory held by live tensors (torch's allocator, else NVML's count)."""
-    torch = cols.gpu_allocated[ranks]
-    allocated: F8 = np.where(np.isnan(torch), cols.gpu_used[ranks], torch)
-    return allocated
+    return gpu_held(cols.gpu_allocated[ranks], cols.gpu_used[ranks])
 
 
 def gpu_total(total: Any) -> Any:

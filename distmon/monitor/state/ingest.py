@@ -19,7 +19,7 @@ from distmon.columnar.batch import ColumnBatch
 from distmon.columnar.frames import Parsed, parse
 from distmon.link import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
-from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns
+from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.reports import Reports
@@ -79,8 +79,10 @@ class Intake:
     def take_in(self, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
         """The indices of the frames admitted, and their ranks."""
         if batch.relays:
-            heard = now if times is None or not len(times) else max(now, float(np.max(times)))
-            for relay in batch.relays:
+            via = np.asarray(batch.via)
+            for j, relay in enumerate(batch.relays):
+                mine = times[via == j] if times is not None and len(times) == len(via) else ()
+                heard = float(np.max(mine)) if len(mine) else now  # when its own frames came, merged or not
                 i = _relay_index(self, relay)
                 self.relay_heard[i] = max(self.relay_heard[i], heard)
         if batch.dropped:
@@ -337,7 +339,7 @@ def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.ND
         "steps": h["steps"].astype(np.float64),
         "step_time": h["step_p50"],
         "rss": h["rss"],
-        "gpu": np.where(np.isnan(h["gpu_allocated"]), h["gpu_used"], h["gpu_allocated"]),
+        "gpu": gpu_held(h["gpu_allocated"], h["gpu_used"]),
         "inflight": inflight.astype(np.float64),
         "data_wait": h["data_wait"],
     }

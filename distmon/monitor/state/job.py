@@ -37,6 +37,7 @@ from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
 from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.wire import GroupStatus, Report
@@ -63,6 +64,8 @@ class JobState:
         """The nodes whose eye has spoken (the monitor's own host, a relay's node), by host
         name: where a rank's process is seen from outside, not judged from its reports alone
         (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
+        self.links: dict[str, NodeLinks] = {}
+        """Per host, its network links as its relay last read them, and the changes said."""
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -278,22 +281,9 @@ class JobState:
         """Per rank (of ``ranks``): :func:`~distmon.monitor.state.facts.consequences`."""
         return facts.consequences(self.cols, of, ranks)
 
-    def lost_relays(self, now: float) -> dict[int, I8]:
-        """Relays gone silent, by index, with the ranks last heard through them: not heard for
-        longer than those ranks' reports allow, and every such rank silent (ranks heard again,
-        through the relay restarted or another, no longer count)."""
-        lost: dict[int, I8] = {}
-        if not self.relays:
-            return lost
-        c = self.cols
-        behind = c.present & ~self.flagged(wire.FLAG_EXITED) & (c.via >= 0)
-        silent = self.silent(now)
-        for i in distinct(c.via[behind]).tolist():
-            ranks = np.flatnonzero(behind & (c.via == i))
-            after = self.limits.silent_after(float(np.nanmax(c.interval[ranks])))
-            if now - self.relay_heard[i] >= after and silent[ranks].all():
-                lost[i] = ranks
-        return lost
+    def silent_nodes(self, now: float, overdue: bool = False) -> list[SilentNode]:
+        """The nodes silent as a whole (:func:`~distmon.monitor.state.nodes.silent_nodes`)."""
+        return silent_nodes(self, now, overdue)
 
     def silent(self, now: float, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
         """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
@@ -316,6 +306,11 @@ class JobState:
     def severities(self, ranks: I8, now: float) -> I8:
         """Each of ``ranks``' status, as its severity (:func:`~distmon.monitor.state.facts.severities`)."""
         return facts.severities(self.cols, self.limits, now, ranks)
+
+    def first_failure(self) -> float | None:
+        """When the first rank raised something that is not a consequence of another's death."""
+        times = [s.report.exception.t for s in self.views(self.flagged(wire.FLAG_RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
+        return min(times, default=None)
 
     def being_taken_down(self) -> bool:
         """Some rank was ended by a signal: the job is being taken down (killed while hung, or

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distmon import wire
+from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.words import ranks_text
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED, Report
 
@@ -43,6 +44,25 @@ JOB_STATES = (WAITING, HEALTHY, STALLED, HUNG, FAILED, STOPPED, FINISHED)
 """The job's one state word (:func:`distmon.monitor.overview.OverviewTracker.overview`): waiting
 for a first report, then whether it progresses, then how it ended
 (:class:`~distmon.monitor.state.ending.Ending`)."""
+
+
+def running_state(
+    stopping: bool,
+    without_progress: float | None,
+    no_progress_after: float,
+    oldest_wait: float | None,
+    limits: Thresholds,
+) -> str:
+    """The state word of a job that runs: hung while an alert that stops a job stands
+    (``stopping``: a hang, a divergence, a stall), or once it has gone ``no_progress_after``
+    seconds without progress and its oldest collective in flight has waited
+    :attr:`~distmon.monitor.state.limits.Thresholds.hung_after`, whatever the rules have said
+    yet; stalled when only the first holds; else healthy."""
+    if stopping:
+        return HUNG
+    if without_progress is None or without_progress < no_progress_after:
+        return HEALTHY
+    return HUNG if oldest_wait is not None and oldest_wait >= limits.hung_after else STALLED
 
 
 @dataclass(frozen=True)

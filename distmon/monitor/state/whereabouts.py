@@ -83,7 +83,7 @@ def classify(frames: list[StackFrame] | None, owns_gil: bool = False) -> Place:
 def _gil(frames: list[StackFrame], owns_gil: bool) -> str | None:
     inner = frames[-1]
     if owns_gil and not inner.file.endswith(".py"):
-        return f"holding the GIL in a native call ({inner.func} in {_short(inner.file)})"
+        return f"holding the GIL in a native call ({inner.func} in {short_path(inner.file)})"
     return None
 
 
@@ -180,11 +180,12 @@ def frame_lines(frames: list[StackFrame] | None, depth: int = 4, indent: str = "
 
 def _place(f: StackFrame) -> str:
     """A library frame in one line; a native one has no line number."""
-    return f"{_short(f.file)}:{f.line} in {f.func}" if f.line else f"{f.func} ({_short(f.file)})"
+    return f"{short_path(f.file)}:{f.line} in {f.func}" if f.line else f"{f.func} ({short_path(f.file)})"
 
 
-def _short(path: str) -> str:
-    """A library path from its package on: ``torch/utils/data/dataloader.py``."""
+def short_path(path: str) -> str:
+    """A library path from its package on: ``torch/utils/data/dataloader.py``; the user's own
+    ``.py`` files whole (where the culprit is in their code); a native library by its name."""
     for marker in ("/site-packages/", "/dist-packages/"):
         if marker in path:
             return path.split(marker, 1)[1]

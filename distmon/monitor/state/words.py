@@ -1,6 +1,8 @@
-"""Evidence in words for people, shared by the rules, the reports and the terminal UI: rank
-lists, counts, sizes, durations, group names, and where a rank is (its stack, classified by
-:mod:`distmon.monitor.state.whereabouts`, its DataLoader wait, the send or receive it blocks in)."""
+"""Evidence in words for people, shared by the rules, the reports, ``distmon analyze`` and the
+terminal UI, each phrase written once: rank lists, counts, sizes, durations, group names, an
+exception's first line, a collective in flight and the time left to its timeout, and where a
+rank is (its stack, classified by :mod:`distmon.monitor.state.whereabouts`, its DataLoader
+wait, the send or receive it blocks in)."""
 
 from __future__ import annotations
 
@@ -67,6 +69,19 @@ def duration(seconds: float) -> str:
     return f"{hours}h{minutes:02d}m"
 
 
+FIRST_LINE = 160
+"""Characters of an exception's first line quoted in a headline or a row."""
+FIRST_LINE_IN_DETAIL = 400
+"""Characters of it quoted in an alert's detail, which has the width."""
+
+
+def first_line(message: str, limit: int = FIRST_LINE) -> str:
+    """An exception's message as a headline or a row quotes it: its first line, cut to
+    ``limit`` characters with an ellipsis (:data:`FIRST_LINE_IN_DETAIL` in an alert's detail)."""
+    line = (message.strip().splitlines() or [""])[0]
+    return line if len(line) <= limit else line[: limit - 1] + "…"
+
+
 def dropped_words(dropped: Mapping[str, int]) -> str:
     """``3 malformed, 1 no_key``: messages dropped, by reason; empty for none."""
     return ", ".join(f"{n} {why}" for why, n in sorted(dropped.items()))
@@ -108,6 +123,24 @@ def group_name(gid: str, g: GroupStatus) -> str:
     """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
     desc = f"{g.desc}, " if g.desc else ""
     return f"group {gid} ({desc}ranks {ranks_text(expand(g.ranks))})"
+
+
+def group_label(gid: str, desc: str | None) -> str:
+    """``mesh_tp``, else ``group 7``: a group named short, where its ranks are said beside it
+    or do not matter (a chart's legend, a list of last collectives); else :func:`group_name`."""
+    return desc or f"group {gid}"
+
+
+def in_flight(g: GroupStatus) -> bool:
+    """The group has collectives issued and not completed (its oldest, ``completed + 1``, is
+    the one ``op`` and ``since`` describe)."""
+    return g.enqueued > g.completed
+
+
+def timeout_left(g: GroupStatus, age: float) -> float | None:
+    """Seconds until the collective timeout of ``g`` fires for a collective in flight ``age``
+    seconds (negative: past it); None where the group has no timeout."""
+    return g.timeout - age if g.timeout else None
 
 
 def where(frame: StackFrame | None) -> str:

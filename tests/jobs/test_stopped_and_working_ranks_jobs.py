@@ -1,6 +1,8 @@
-"""Ranks that stop the ways production ranks do, and ranks that only pause to work, with
-real parts: 3 gloo ranks under torchrun with the hook, `distmon record` in its own process
-looking at them from outside (/proc, py-spy), the alerts read back from the recording.
+"""Real jobs whose ranks stop the ways production ranks do, or only pause to work, watched
+from end to end: 3 gloo ranks under torchrun with the hook, `distmon record` in its own
+process looking at them from outside (/proc, py-spy), the alerts read back from the
+recording. (One process seen alone is ``test_process_sight.py``; the rules on real processes
+without a job, ``test_rules_on_real_processes.py``.)
 
 Three jobs, each carrying several faults in turn, every one of which ends so the job trains on:
 

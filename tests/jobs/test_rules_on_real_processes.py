@@ -1,4 +1,6 @@
-"""The rules with a prober looking at real processes, and a monitor that falls behind.
+"""The rules' verdicts on real processes, with no job: reports built in the test, a prober
+looking at real processes (what it sees of one alone is ``test_process_sight.py``), and a
+monitor that falls behind.
 
 - start-up: a rank still importing (a real process burning CPU) while the others wait in
   init_process_group is a warning that says so; stopped, it turns critical and says

@@ -1,6 +1,8 @@
-"""A process seen from outside, through /proc, on real processes: sleeping, stopped, a
-zombie, blocked opening a FIFO, holding the GIL in native code, busy, writing; each judged
-in words with its next step, and the prober and py-spy doing it off the caller's thread."""
+"""What /proc and py-spy see of one real process, with no job and no rule: a process
+sleeping, stopped, a zombie, blocked opening a FIFO, holding the GIL in native code, busy,
+writing; each judged in words with its next step, and the prober and py-spy doing it off the
+caller's thread. The rules' verdicts on such sights are in ``test_rules_on_real_processes.py``,
+whole jobs whose ranks stop so in ``test_stopped_and_working_ranks_jobs.py``."""
 
 from __future__ import annotations
 

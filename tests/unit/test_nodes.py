@@ -1,0 +1,162 @@
+"""distmon/monitor/rules/nodes.py on simulated two-node jobs: a node that fails is one alert
+naming it and its ranks; a relay that dies while its ranks train on is a warning naming none."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+import pytest
+
+from distmon.link import Batch, Relay
+from distmon.monitor.monitor import Monitor
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Change
+from distmon.monitor.state.nodes import NodeLinks
+from distmon.monitor.state.words import time_of_day
+from distmon.nodelinks import NET, Link, LinkChange
+from distmon.wire import decode
+from tests.support.simulate import SimJob
+
+CUT = 20
+"""The second node B's relay or link goes."""
+NODE_A, NODE_B = Relay("node000:1", "node000"), Relay("node001:1", "node001")
+
+
+def elsewhere(host: str, pid: int) -> None:
+    """The prober of a monitor on a head node: it sees none of the ranks' processes."""
+    return None
+
+
+def run(
+    sim: SimJob,
+    until: int,
+    heard: Callable[[int, int], bool],
+    relays: Callable[[int], list[Relay]] | None = None,
+    monitor: Monitor | None = None,
+    since: int = 0,
+) -> tuple[Monitor, list[tuple[float, Change]]]:
+    """Feed ``sim`` second by second from ``since``, each rank's frame only if ``heard(rank, second)``: through
+    the relays ``relays(second)`` lists as alive (two ranks a node, a batch a relay at the
+    second's end), or straight to the monitor at each frame's time without ``relays``; a tick
+    at each second's end. Returns the monitor and every alert change, at its second."""
+    monitor = monitor or Monitor(Detector(probe=elsewhere))
+    changes = []
+    for second in range(since, until):
+        now = sim.start + second + 1
+        frames = [(t, raw) for t, raw in sim.stream(until=second + 1, since=second) if heard(decode(raw).rank, second)]
+        if relays is None:
+            for t, raw in frames:
+                monitor.ingest(raw, t)
+        else:
+            for i, relay in enumerate(relays(second)):
+                mine = [raw for _, raw in frames if decode(raw).rank // 2 == i]
+                monitor.ingest_batch(Batch.of(mine, relay), now)
+        changes += [(float(second + 1), c) for c in monitor.tick(now)]
+    return monitor, changes
+
+
+def both(second: int) -> list[Relay]:
+    return [NODE_A, NODE_B]
+
+
+def cut(second: int) -> list[Relay]:
+    """Node B cut off at ``CUT``: its relay's batches no longer come."""
+    return [NODE_A] if second >= CUT else [NODE_A, NODE_B]
+
+
+def stale(host: str, pid: int) -> str:
+    """What a node's eye last said of every process before it went silent: alive."""
+    return "alive"
+
+
+@pytest.mark.parametrize("probe", [elsewhere, stale], ids=["unseen", "its eye said alive before"])
+def test_a_node_cut_off_is_one_critical_alert_naming_it_its_ranks_and_the_wait_within_10_s(
+    probe: Callable[[str, int], str | None],
+) -> None:
+    """Node B (ranks 2-3, its relay) cut off at 20 s: ranks 2-3 stop short of their next
+    all-reduce, and ranks 0-1 wait in it. One alert, node_lost, not a hang of ranks 2-3 besides;
+    whatever node B's eye (its relay) said before, it is silent too."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
+    monitor = Monitor(Detector(probe=probe))
+    monitor, changes = run(sim, 60, lambda rank, second: rank < 2 or second < CUT, cut, monitor)
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [2, 3])], raised
+    t, alert = raised[0]
+    assert t - CUT <= 10, t
+    since = time_of_day(sim.start + CUT)
+    assert alert.summary.startswith(f"node001 lost: its relay and ranks 2-3 unheard since {since}; "), alert.summary
+    assert "ranks 0-1 wait for them in all_reduce #" in alert.summary
+    assert "of group 0 (default_pg, ranks 0-3)" in alert.summary
+    assert "Ping node001" in alert.detail and "code path" not in alert.detail
+    ending = monitor.state.ending(monitor.alerts.active.values())
+    assert ending is not None and ending.words.startswith("failed: node_lost: node001 lost: "), ending
+
+
+def test_a_link_the_nodes_relay_said_went_down_is_quoted_once_it_is_told() -> None:
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
+    monitor, _ = run(sim, 30, lambda rank, second: rank < 2 or second < CUT, cut)
+    assert "eth0" not in monitor.alerts.active["node_lost:node001"].detail
+    down = LinkChange(sim.start + CUT, "eth0", "eth0 went down (carrier lost)", down=True)
+    up = Link("eth0", NET, "up", True, 0)
+    flaps = [LinkChange(sim.start - 100 + k, "eth0", f"eth0 carrier losses {k} -> {k + 1}", True) for k in range(40)]
+    links = NodeLinks(sim.start + 10, (up,)).then(sim.start + 11, (up,), flaps)
+    monitor.state.links["node001"] = links.then(sim.start + 29, (replace(up, state="down", carrier=False),), (down,))
+    assert len(monitor.state.links["node001"].said) == 32
+    run(sim, 31, lambda rank, second: rank < 2 or second < CUT, cut, monitor, since=30)
+    detail = monitor.alerts.active["node_lost:node001"].detail
+    assert f"Its links, as its relay told: eth0 went down (carrier lost) at {time_of_day(sim.start + CUT)}.\n" in detail
+
+
+def test_without_relays_the_ranks_of_one_host_falling_silent_together_are_the_node_lost() -> None:
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
+    _, changes = run(sim, 60, lambda rank, second: rank < 2 or second < CUT)
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [2, 3])], raised
+    t, alert = raised[0]
+    assert t - CUT <= 10, t
+    assert alert.summary.startswith("node001 lost: ranks 2-3, all its ranks, unheard since "), alert.summary
+    assert "ranks 0-1 wait for them in all_reduce #" in alert.summary
+
+
+def test_a_dead_relay_whose_ranks_train_on_is_a_warning_naming_no_rank_resolved_when_it_is_back() -> None:
+    """Node B's relay dies at 20 s, its ranks train on (ranks 0-1 keep completing all-reduces
+    with them); a new relay takes them back at 40 s."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False)
+    back = Relay("node001:2", "node001")
+
+    def relays(second: int) -> list[Relay]:
+        return [NODE_A, NODE_B] if second < CUT else [NODE_A] if second < 40 else [NODE_A, back]
+
+    _, changes = run(sim, 60, lambda rank, second: True, relays)
+    events = [(t, c.event, c.alert) for t, c in changes if c.event != "updated"]
+    assert [(e, a.kind, a.severity, a.ranks) for _, e, a in events] == [
+        ("raised", "node_unwatched", WARNING, []),
+        ("resolved", "node_unwatched", WARNING, []),
+    ], events
+    (raised_at, _, alert), (resolved_at, _, _) = events
+    assert raised_at - CUT <= 10 and 40 < resolved_at <= 42, (raised_at, resolved_at)
+    since = time_of_day(sim.start + CUT)
+    assert alert.summary.startswith(f"node001 unwatched: its relay is silent since {since}; its ranks 2-3 train on")
+    assert "(ranks 0-1 complete collectives with them)" in alert.summary
+    assert "restart `distmon relay` on node001 with the same --listen" in alert.detail
+
+
+def test_one_silent_rank_of_a_two_rank_host_is_still_the_hang_of_that_rank() -> None:
+    """Rank 2 holds the GIL (silent, its process alive); rank 3 on its host reports on: not a node."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).gil(2, at=CUT)
+    _, changes = run(sim, 45, lambda rank, second: True)
+    raised = [c.alert for _, c in changes if c.event == "raised"]
+    assert [(a.kind, a.ranks) for a in raised] == [("hang", [2])], raised
+
+
+def test_a_node_silent_as_a_whole_with_nobody_to_tell_is_lost_a_hang_threshold_after_its_silence() -> None:
+    """A one-node job whose node is cut off: no other rank waits or steps to tell a dead node
+    from a dead relay; once the silence has lasted a hang threshold (5 s) past the ranks'
+    silence threshold (5 s), the node is lost, whatever the others do."""
+    sim = SimJob(world=2, ranks_per_host=2, gpu=False)
+    _, changes = run(sim, 45, lambda rank, second: second < CUT, lambda second: [NODE_A] if second < CUT else [])
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [0, 1])], raised
+    assert 10 <= raised[0][0] - CUT <= 11, raised
+    assert "No other rank has stepped with them since" in raised[0][1].detail
