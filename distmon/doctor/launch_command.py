@@ -116,6 +116,8 @@ def _parse_torchrun(argv: list[str], start: int, launcher: str | None) -> Launch
 def check_launch(launch: Launch, cwd: str, env: Mapping[str, str]) -> list[Check]:
     """The launch mistakes that fail every rank at once."""
     checks = [] if launch.launcher is None else [_check_launcher(launch, env)]
+    if launch.torchrun and launch.nnodes > 1:
+        checks.append(_check_eyes(launch, env))
     if launch.torchrun:
         return [*checks, _check_torchrun_script(launch, cwd)]
     if launch.script is not None:
@@ -140,6 +142,22 @@ def _check_launcher(launch: Launch, env: Mapping[str, str]) -> Check:
         'export MASTER_ADDR (the first node: $(scontrol show hostnames "$SLURM_JOB_NODELIST" | head -n 1) '
         "under Slurm) and MASTER_PORT (29500), and pass init_process_group rank= and world_size= from "
         f"{PER_RANK[name].split(',')[0]} and its size",
+    )
+
+
+def _check_eyes(launch: Launch, env: Mapping[str, str]) -> Check:
+    """Whether every node of a multi-node job has its eye: a relay on the node, which its
+    ranks reach on a node-local socket (``ipc://``)."""
+    endpoint = env.get("DISTMON_ENDPOINT", "")
+    if endpoint.startswith("ipc://"):
+        return passed("eyes", f"the ranks report to a relay on their node ({endpoint}): every node has its eye")
+    return warned(
+        "eyes",
+        f"a job of up to {launch.nnodes} nodes whose ranks report straight to the monitor: the nodes but "
+        "the monitor's own are judged from their ranks' reports only (no process seen from outside, no "
+        "stack of a rank holding the GIL or stopped, a lost node not told from a dead relay)",
+        "give every node a relay: `distmon run --relay tcp://MONITOR:PORT -- torchrun ...` on each node "
+        "(docs/deployment.md#a-relay-per-node)",
     )
 
 

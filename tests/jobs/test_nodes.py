@@ -83,14 +83,19 @@ class Job:
         return max((r.t for r in records), default=0.0) >= alert.t + seconds
 
     def detail(self, alert: AlertEvent, evidence: str, timeout: float = 20) -> str:
-        """The alert's latest detail once it shows ``evidence`` (a stack lands in an update)."""
+        """The alert's detail once one of its updates shows ``evidence`` (a stack lands in an
+        update; the alert may be resolved since)."""
 
-        def latest() -> str:
+        def shown() -> str:
             _, records = read_recording(str(self.out))
-            details = [r.alert.detail for r in records if isinstance(r, AlertEvent) and r.alert.key == alert.alert.key]
-            return details[-1] if details and evidence in details[-1] else ""
+            mine = (
+                r.alert.detail
+                for r in records
+                if isinstance(r, AlertEvent) and r.alert.key == alert.alert.key and r.t >= alert.t
+            )
+            return next((detail for detail in mine if evidence in detail), "")
 
-        return wait_until(latest, timeout, f"{evidence!r} in the alert's detail")
+        return wait_until(shown, timeout, f"{evidence!r} in the alert's detail")
 
 
 @pytest.fixture(scope="module")

@@ -123,3 +123,15 @@ def test_ranks_started_one_per_process_need_the_rendezvous_address(tmp_path) -> 
     assert "SLURM_PROCID" in bare[0].detail and "MASTER_ADDR and MASTER_PORT" in bare[0].detail
     ready = check_launch(launch, str(tmp_path), {"MASTER_ADDR": "node1", "MASTER_PORT": "29500"})
     assert ready[0].status is Status.PASS
+
+
+def test_a_multi_node_launch_without_a_relay_per_node_is_told_its_nodes_have_no_eye(tmp_path) -> None:
+    (tmp_path / "train.py").write_text("")
+    launch = parse(["torchrun", "--nnodes=2", "--nproc-per-node=4", "train.py"])
+    (eyes,) = [c for c in check_launch(launch, str(tmp_path), {}) if c.name == "eyes"]
+    assert eyes.status is Status.WARN and "judged from their ranks' reports only" in eyes.detail
+    assert "distmon run --relay" in (eyes.fix or "")
+    relayed = check_launch(launch, str(tmp_path), {"DISTMON_ENDPOINT": "ipc:///tmp/distmon-node.sock"})
+    assert [c.status for c in relayed if c.name == "eyes"] == [Status.PASS]
+    single = parse(["torchrun", "--nproc-per-node=4", "train.py"])
+    assert not [c for c in check_launch(single, str(tmp_path), {}) if c.name == "eyes"]
