@@ -93,10 +93,10 @@ class Monitor:
         max_world: int = admission.MAX_WORLD,
         viewers: Viewers | None = None,
     ) -> None:
-        self.state = JobState(job=job, pinned=job is not None, max_world=max_world)
+        self.detector = detector or Detector()
+        self.state = JobState(self.detector.limits, job=job, pinned=job is not None, max_world=max_world)
         self.sight = Sight(self.state.eyes, self.state.links)
         """What the nodes' eyes saw of the job's processes, as they handed it over."""
-        self.detector = detector or Detector()
         if self.detector.sight is None:
             self.detector.sight = self.sight
         self.alerts = AlertBook()
@@ -105,7 +105,7 @@ class Monitor:
         self.viewers = viewers
         self._recorded: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
         """The drops and the seconds not watched as of the last ``d`` record."""
-        self.snapshot: Snapshot = take(self.state, self.limits, self.alerts, 0.0)
+        self.snapshot: Snapshot = take(self.state, self.alerts, 0.0)
         """The state as of the latest tick (empty before the first), for readers on other
         threads, once :meth:`start_publishing` is called."""
         self.publishing = False
@@ -158,7 +158,7 @@ class Monitor:
         """Run the detector; returns the alerts raised, updated or resolved."""
         self.sight.now = now
         findings = self.detector.evaluate(self.state, now)
-        changes = self.alerts.update(findings, now, resolve=not self.state.being_stopped())
+        changes = self.alerts.update(findings, now, resolve=not self.state.being_taken_down())
         if self.responder is not None:
             changes += self.responder.after_tick(self, changes, now)
         if self.recorder is not None:
@@ -234,7 +234,7 @@ class Monitor:
     def publish(self, now: float) -> None:
         """Replace :attr:`snapshot` with the state at ``now``: a reader on another thread takes
         the reference once and reads a tick whole, never the live state."""
-        self.snapshot = take(self.state, self.limits, self.alerts, now)
+        self.snapshot = take(self.state, self.alerts, now)
 
     def _record_dropped(self, recorder: RecordingWriter, now: float) -> None:
         """What was refused, and the seconds not watched, since the last ``d`` record: refused
@@ -298,7 +298,7 @@ class Follower(Monitor):
         for told in self.source.take_told():
             if isinstance(told, CatchUp):
                 self.alerts.restore(told.history, told.active)
-                self.state.max_world = told.max_world
+                self.state.intake.max_world = told.max_world
             elif isinstance(told, AlertEvent):
                 change = self.alerts.follow(told.event, told.alert, told.t)
                 changes += [change] if change is not None else []

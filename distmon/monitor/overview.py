@@ -113,7 +113,7 @@ class OverviewTracker:
         job = monitor.state
         present = job.present()
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
-        stall_after = monitor.limits.progress_after(job.pace())
+        no_progress_after = monitor.limits.progress_after(job.pace())
         active = list(monitor.alerts.active.values())
         story = Story.of(monitor, now)
         oldest = _oldest_collective(job, now, story.waits if story.waits.any() else None)
@@ -124,11 +124,11 @@ class OverviewTracker:
             world=monitor.state.world,
             ranks=len(present),
             hosts=len(distinct(job.cols.host[present])),
-            state=_state(monitor, active, since, stall_after, oldest),
+            state=_state(monitor, active, since, no_progress_after, oldest),
             steps=int(job.cols.steps[present].max(initial=0)),
             steps_per_second=self._rate(),
             since_progress=since,
-            oldest=oldest if oldest is not None and oldest.age >= stall_after else None,
+            oldest=oldest if oldest is not None and oldest.age >= no_progress_after else None,
             culprits=culprits,
             story=story,
             doing=(story.status(culprit) or "") if culprit is not None else "",
@@ -166,7 +166,11 @@ def _oldest_collective(
 
 
 def _state(
-    monitor: Monitor, active: list[Alert], since: float | None, stall_after: float, oldest: OldestCollective | None
+    monitor: Monitor,
+    active: list[Alert],
+    since: float | None,
+    no_progress_after: float,
+    oldest: OldestCollective | None,
 ) -> str:
     """The job's one state word, as the monitor decides it: how it ended
     (:meth:`JobState.ending`) or, while it runs, whether it progresses (:func:`running_state`)."""
@@ -176,7 +180,7 @@ def _state(
     if ending is not None:
         return ending.state
     stopping = bool({a.kind for a in active} & STOP_KINDS)
-    return running_state(stopping, since, stall_after, oldest.age if oldest is not None else None, monitor.limits)
+    return running_state(stopping, since, no_progress_after, oldest.age if oldest is not None else None, monitor.limits)
 
 
 @dataclass(frozen=True)
@@ -203,7 +207,7 @@ class Story:
         waits = np.zeros(len(job.cols.present), dtype=bool)
         if found is not None or pausing:
             c = job.cols
-            waits = job.live(now, monitor.limits) & (c.in_collective | c.in_p2p)
+            waits = job.live(now) & (c.in_collective | c.in_p2p)
             waits[sorted(culprits | pausing.keys())] = False
         return cls(found, culprits, waits, pausing)
 

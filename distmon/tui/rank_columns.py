@@ -12,23 +12,14 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
-import numpy as np
-
 from distmon import wire
 from distmon.monitor.overview import where_words
 from distmon.monitor.state import RankState
-from distmon.monitor.state.limits import LIMITS, Thresholds
-from distmon.monitor.state.statuses import STATUSES
 from distmon.monitor.state.words import in_flight
 from distmon.tui import cells
 
 STATUS_WIDTH = 20
 """Wide enough for a culprit's words (``working - importing``) and ``waits for 2-3``."""
-
-
-def status(rank: RankState, now: float, limits: Thresholds = LIMITS) -> str:
-    """The word rank ``rank``'s flags give (:meth:`~distmon.monitor.state.job.JobState.statuses`)."""
-    return STATUSES[int(rank.job.statuses(np.array([rank.rank]), now, limits)[0])]
 
 
 def collectives(rank: RankState, now: float) -> str:
@@ -99,7 +90,7 @@ def _rss(r: RankState, now: float, width: int) -> str:
 
 
 COLUMNS = (
-    Column("status", STATUS_WIDTH, lambda r, now, w: status(r, now)),
+    Column("status", STATUS_WIDTH, lambda r, now, w: r.status(now)),
     Column("rank", 5, lambda r, now, w: str(r.rank), right=True),
     Column("host", 9, lambda r, now, w: r.report.host, drop=1),
     Column("step", 7, lambda r, now, w: str(r.report.steps), right=True),

@@ -17,7 +17,7 @@ from distmon import wire
 from distmon.monitor.state import RankState
 from distmon.monitor.state.whereabouts import short_path
 from distmon.monitor.state.words import group_name, in_flight, timeout_left
-from distmon.tui import cells, rank_columns
+from distmon.tui import cells
 from distmon.visible import visible
 from distmon.wire import Loader, StackFrame
 
@@ -42,7 +42,7 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
     """Its status in the words of its row (``told``: the story's, where it has some)."""
     r = rank.report
     line = Text(no_wrap=True, overflow="ellipsis")
-    word = told or rank_columns.status(rank, now)
+    word = told or rank.status(now)
     line.append(f" rank {r.rank} ", style="bold reverse")
     line.append(f" {word}", style="bold")
     if culprit:

@@ -58,7 +58,7 @@ None where its flags' word stands."""
 
 
 def _worst_first(job: JobState, ranks: I8, now: float) -> F8:
-    return -job.statuses(ranks, now).astype(np.float64)
+    return -job.severities(ranks, now).astype(np.float64)
 
 
 def _memory(job: JobState, ranks: I8, now: float) -> F8:
@@ -269,7 +269,7 @@ class RankTable(ScrollView, can_focus=True):
         current = self.chosen
         ranks = job.present()
         hosts = job.cols.host[ranks]
-        severity = job.statuses(ranks, now)
+        severity = job.severities(ranks, now)
         culprit = np.isin(ranks, list(self.culprits))
         keep = np.ones(len(ranks), dtype=bool)
         if self.filter_text:
@@ -438,7 +438,7 @@ class RankTable(ScrollView, can_focus=True):
             cell_style = style
             if col.title == "status":
                 told = self.status_words(rank)
-                word = told or rank_columns.status(rank, self.now)
+                word = told or rank.status(self.now)
                 badge = BADGE[word] if told is None else CULPRIT_BADGE if culprit else WAITING_BADGE
                 cell, cell_style = cells.fit(word, col.width, col.right), style + badge
             else:
@@ -453,7 +453,7 @@ class RankTable(ScrollView, can_focus=True):
         culprits = [r for r in ranks.tolist() if r in self.culprits]
         waiting = self.story.waits[ranks] if self.story is not None else np.zeros(len(ranks), dtype=bool)
         others = ranks[~waiting & ~np.isin(ranks, culprits)]
-        counts = np.bincount(job.statuses(others, self.now), minlength=len(statuses.STATUSES))
+        counts = np.bincount(job.severities(others, self.now), minlength=len(statuses.STATUSES))
         span = f"{ranks[0]}-{ranks[-1]}" if len(ranks) else "-"
         marker = "▸" if name in self.collapsed else "▾"
         words = sorted((word, int(n)) for word, n in zip(statuses.STATUSES, counts, strict=True) if n)

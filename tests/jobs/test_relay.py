@@ -45,7 +45,7 @@ from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.state import JobState
-from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import Report, decode, encode, report_bytes
 from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.paths import TRAIN
@@ -309,7 +309,7 @@ def test_what_a_relay_drops_reaches_the_monitor_which_blames_no_rank_for_it(
         assert told, "the drops are told upstream"
         (losses,) = [b.losses() for b in told]
         assert [r.id for r in losses] == [relay.id] and losses[told[0].relays[0]] >= len(sent) - 3
-        state = JobState()
+        state = JobState(LIMITS)
         for batch in batches:
             state.ingest_batch(batch, time.time())
         assert state.dropped["relay_dropped"] == sum(losses.values())

@@ -37,7 +37,7 @@ from distmon.monitor.rules.stalls import stall
 from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change, Finding
-from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import Report, StackFrame, Usage, decode, encode
 from tests.support.eyes import Watching
 from tests.support.messages import sender
@@ -67,7 +67,7 @@ def busy() -> Iterator[subprocess.Popen[bytes]]:
 
 def start_up(importer_pid: int, now: float) -> JobState:
     """Ranks 0-2 wait in init_process_group; rank 3, process ``importer_pid``, imports."""
-    job = JobState()
+    job = JobState(LIMITS)
     for rank in range(4):
         pid, stack = (importer_pid, IMPORTING) if rank == 3 else (100 + rank, INIT)
         report = Report(

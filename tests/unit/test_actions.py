@@ -22,6 +22,7 @@ from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.monitor import Monitor
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
+from distmon.monitor.state.limits import LIMITS
 from distmon.wire import Report, WireError
 from tests.support.commands import distmon, free_port
 
@@ -65,7 +66,7 @@ def test_dumps_come_apart_from_reports_and_bad_frames_are_counted(endpoint: str)
 def test_bundles_are_named_by_time_and_kind_and_the_store_stays_bounded(tmp_path: Path) -> None:
     store = EvidenceStore(str(tmp_path), keep=3, max_bytes=10_000)
     (tmp_path / "notes.txt").write_text("the user's own file")
-    state = JobState()
+    state = JobState(LIMITS)
     paths = []
     for i in range(5):
         bundle = Bundle(hang_alert(), request=i, expected=[0, 2], deadline=0.0)

@@ -7,12 +7,13 @@ import dataclasses
 
 from distmon.link import Batch
 from distmon.monitor.state import JobState, admission
+from distmon.monitor.state.limits import LIMITS
 from distmon.wire import ExitInfo, report_bytes
 from tests.support.messages import T0, message, report
 
 
 def job_of_four() -> JobState:
-    state = JobState()
+    state = JobState(LIMITS)
     for rank in range(4):
         assert state.ingest(message(report(rank)), T0)
     return state
@@ -34,7 +35,7 @@ def test_the_world_size_is_the_one_the_job_started_with() -> None:
 
 
 def test_a_world_beyond_the_cap_is_refused_even_first() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     for world in (0, -4, admission.MAX_WORLD + 1, 10**18):
         assert state.ingest(message(report(0, world=world)), T0) is None
     assert not state.ranks and state.job is None
@@ -73,7 +74,7 @@ def test_a_restart_replaces_the_process_after_its_exit_or_its_silence() -> None:
 
 
 def test_an_absurd_interval_does_not_stretch_the_restart_wait_beyond_a_minute() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     state.ingest(message(report(0, interval=1e300)), T0)
     assert state.ingest(message(report(0, pid=9)), T0 + 30) is None
     assert state.ingest(message(report(0, pid=9)), T0 + admission.RESTART_QUIET_MAX)
@@ -81,7 +82,7 @@ def test_an_absurd_interval_does_not_stretch_the_restart_wait_beyond_a_minute() 
 
 def test_the_bytes_kept_are_capped(monkeypatch) -> None:
     monkeypatch.setattr("distmon.monitor.state.admission.MAX_RETAINED_BYTES", 1000)
-    state = JobState()
+    state = JobState(LIMITS)
     big = report_bytes(message(report(0, world=64, host="h" * 300)))
     for rank in range(64):
         state.ingest(message(report(rank, world=64, host="h" * 300)), T0)
@@ -112,7 +113,7 @@ def test_the_same_job_id_relaunched_at_another_size_after_it_ended_starts_afresh
 def test_a_first_frame_whose_report_does_not_decode_is_dropped_not_raised() -> None:
     """Its header fits the job, its report is garbage: counted as malformed, and the next
     frame is the one the monitor follows (it raised out of the monitor's loop before)."""
-    state = JobState()
+    state = JobState(LIMITS)
     good = message(report(0))
     broken = good[: len(good) - 8] + b"\xc1" * 8  # 0xc1: never used by msgpack
     assert state.ingest(broken, T0) is None

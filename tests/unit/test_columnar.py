@@ -38,6 +38,7 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import METRICS, Columns, History
+from distmon.monitor.state.limits import LIMITS
 from distmon.wire import Report, WireError
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import Layout, SimJob, drive
@@ -89,7 +90,7 @@ def test_a_relays_columns_land_in_the_columns_the_frames_fill() -> None:
     same times. Every column and history is the same, and every rank's report reads the same
     where its frame carries the numbers."""
     sim = SimJob(world=64, layout=Layout(tp=4, pp=4)).hang(21, at=6)
-    straight, through = JobState(), JobState()
+    straight, through = JobState(LIMITS), JobState(LIMITS)
     news = News()
     for k, frames in enumerate(seconds_of(sim, 12)):
         now = sim.start + k + 1
@@ -253,14 +254,14 @@ def test_the_relays_refusals_and_claims_that_do_not_fit_the_job_are_counted() ->
     other = wire.encode(dataclasses.replace(sim.report(1, sim.start), job="other"))  # type: ignore[type-var]
     batch = columns_of([*frames, b"\x02 not a frame", outside, other])
     assert batch.refused == {"malformed": 1}
-    state = JobState()
+    state = JobState(LIMITS)
     admitted = state.ingest_batch(decode_columns(column_frames(batch)), sim.start + 1)
     assert len(admitted) == 4 and state.dropped == {"malformed": 1, "rank_out_of_range": 1, "other_job": 1}
     lying = decode_columns(column_frames(batch))
     lying.ends = lying.ends.copy()
     lying.ends[-1] += np.uint32(1)  # its last report one byte longer than its header says
     lying.reports += b"x"
-    fresh = JobState()
+    fresh = JobState(LIMITS)
     fresh.ingest_batch(lying, sim.start + 1)
     assert fresh.dropped == {"malformed": 2, "rank_out_of_range": 1} and len(fresh.ranks) == 4
 
@@ -293,7 +294,7 @@ def test_no_bytes_make_decoding_columns_raise_anything_but_a_wire_error(data: st
         batch = decode_columns(frames)
     except WireError:
         return
-    JobState().ingest_batch(batch, 1.7e9)
+    JobState(LIMITS).ingest_batch(batch, 1.7e9)
 
 
 # --- cut, merged, stored ----------------------------------------------------------------------
@@ -353,7 +354,7 @@ def test_what_a_monitor_asks_of_the_relays_is_what_it_looked_at() -> None:
 def test_a_report_kept_from_before_is_brought_up_to_date_by_the_numbers() -> None:
     sim = SimJob(world=4, layout=Layout(tp=2, pp=2))
     news = News()
-    state = JobState()
+    state = JobState(LIMITS)
     for k in range(1, 6):
         state.ingest_batch(
             columns_of([raw for _, raw in sim.stream(until=k, since=k - 1)], news=news, now=k), sim.start + k

@@ -11,6 +11,7 @@ from distmon.monitor.monitor import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import SLOTS
+from distmon.monitor.state.limits import LIMITS
 from distmon.wire import P2P, GroupStatus, rank_runs
 from tests.support.messages import report
 from tests.support.simulate import Layout, SimJob, drive
@@ -37,7 +38,7 @@ def channel(gid: str, peer: int, direction: str, posted: int, blocked: bool = Fa
 
 
 def test_a_rank_in_forty_groups_keeps_every_group() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     mine = [group(k, EVERYONE, 5, 5) for k in range(GROUPS)]
     assert state.apply(report(0, WORLD, t=T + 30, groups=mine), T + 30)
     c = state.cols
@@ -49,7 +50,7 @@ def test_a_rank_in_forty_groups_keeps_every_group() -> None:
 
 
 def test_every_channel_a_rank_reports_is_kept_and_the_last_is_seen_blocked() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     pp = group(0, EVERYONE, 0, 0)
     p2p = [channel(pp.id, peer, d, 3) for peer in (1, 2, 3) for d in ("send", "recv")] * 3
     p2p = [channel(str(100 + k), c.peer, c.dir, c.posted) for k, c in enumerate(p2p)]
@@ -66,7 +67,7 @@ def test_every_channel_a_rank_reports_is_kept_and_the_last_is_seen_blocked() -> 
 def test_a_hang_in_the_fortieth_group_names_its_culprit_and_that_group() -> None:
     """Four ranks in the same forty groups; ranks 0-2 wait in the all-reduce of the last one,
     rank 3 never issued it."""
-    state = JobState()
+    state = JobState(LIMITS)
     for rank in EVERYONE:
         done = [group(k, EVERYONE, 5, 5) for k in range(GROUPS - 1)]
         last = group(GROUPS - 1, EVERYONE, 4, 4) if rank == 3 else group(GROUPS - 1, EVERYONE, 5, 4, "all_reduce")
@@ -91,7 +92,7 @@ def test_a_stall_behind_thirty_two_more_groups_a_rank_names_the_one_root() -> No
 
 
 def test_a_job_pays_for_its_widest_rank_and_widening_keeps_what_was_there() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     few = [group(k, EVERYONE, 2, 2) for k in range(3)]
     state.apply(report(0, WORLD, t=T + 30, groups=few, p2p=[channel(few[0].id, 1, "send", 2)]), T + 30)
     c = state.cols

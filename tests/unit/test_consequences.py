@@ -18,6 +18,7 @@ from distmon.columnar.batch import column_frames, decode_columns
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state import JobState, consequences
+from distmon.monitor.state.limits import LIMITS
 from distmon.wire import ExceptionInfo
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import CONNECTION_CLOSED, SimJob
@@ -55,7 +56,7 @@ def as_old_ranks_sent(raw: bytes, everywhere: bool = False) -> bytes:
 
 
 def straight(stream: Iterable[tuple[float, bytes]]) -> JobState:
-    state = JobState()
+    state = JobState(LIMITS)
     for t, raw in stream:
         state.ingest(raw, t)
     return state
@@ -63,7 +64,7 @@ def straight(stream: Iterable[tuple[float, bytes]]) -> JobState:
 
 def through_relays(sim: SimJob, stream: Iterable[tuple[float, bytes]]) -> JobState:
     """``stream`` as two relays send it, each batch over the wire as columns."""
-    state = JobState()
+    state = JobState(LIMITS)
     for record in relayed(stream, SimRelays(2, sim.world), sim.start, until=UNTIL):
         state.ingest_batch(decode_columns(column_frames(record.batch)), record.t)
     return state
@@ -140,7 +141,7 @@ def test_a_report_is_decoded_for_its_verdict_only_when_its_rank_newly_raises(mon
     real = consequences.judge
     monkeypatch.setattr(consequences, "judge", judge)
     sim = SimJob(world=64)
-    state = JobState()
+    state = JobState(LIMITS)
     lost = ExceptionInfo("RuntimeError", CONNECTION_CLOSED, None, [], sim.start)
     for k in range(20):
         t = sim.start + k

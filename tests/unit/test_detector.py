@@ -16,7 +16,7 @@ from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, StepStats, decode, encode, rank_runs
 from tests.support.messages import report
 from tests.support.simulate import Layout, SimJob, drive
@@ -197,7 +197,7 @@ def _group(gid: str, ranks: list[int], enqueued: int, completed: int, op: str | 
 def test_a_cycle_across_two_groups_is_a_deadlock() -> None:
     """Rank 0 entered the world barrier before its TP all-reduce, rank 1 the other way round;
     ranks 2 and 3 wait in the barrier for rank 1."""
-    state = JobState()
+    state = JobState(LIMITS)
     t = 1000.0
     tp = [0, 1]
     reports = {
@@ -214,7 +214,7 @@ def test_a_cycle_across_two_groups_is_a_deadlock() -> None:
 
 
 def test_a_collective_every_member_issued_is_the_transport() -> None:
-    state = JobState()
+    state = JobState(LIMITS)
     t = 1000.0
     for rank in range(4):
         state.apply(report(rank, t=t + 30, groups=[_group("world", [0, 1, 2, 3], 7, 6, "all_reduce", t)]), t + 30)
@@ -247,7 +247,7 @@ def _channel(gid: str, peer: int, direction: str, posted: int, completed: int, b
 
 
 def _pipeline(channels: dict[int, list[P2P]], t: float) -> JobState:
-    state = JobState()
+    state = JobState(LIMITS)
     pp = [_group("pp", [0, 1, 2, 3], 0, 0, None, None)]
     for rank in range(4):
         state.apply(report(rank, t=t + 30, groups=pp, p2p=channels.get(rank, [])), t + 30)
@@ -475,7 +475,7 @@ def test_a_rank_stopped_just_after_reporting_a_collective_its_peers_have_finishe
     """Rank 2's last report, 0.7 s before it was stopped, caught it inside collective #15;
     its peers finished #15 and wait in #26 for it. Once its reports are overdue that old wait
     is over, not a rank waiting: rank 2 is named as soon as the prober sees it stopped."""
-    state, t = JobState(), 1000.0
+    state, t = JobState(LIMITS), 1000.0
     pace = StepStats(n=64, mean=0.05, p50=0.05, max=0.06, last=0.05)
 
     def sent(rank: int, at: float, group: GroupStatus) -> Report:

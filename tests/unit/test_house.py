@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import ast
 
+import grimp
+
 from tests.support.paths import REPO
 
 MAX_FUNCTION_LINES = 80
@@ -30,3 +32,32 @@ def test_no_module_is_over_600_lines() -> None:
         if lines > MAX_MODULE_LINES:
             long.append(f"{path.relative_to(REPO)}: {lines} lines")
     assert not long, long
+
+
+def test_no_modules_import_one_another_in_a_circle() -> None:
+    """A circle of imports (type-checking ones too) is a seam missing: each file of it can be
+    read, changed and tested only with all the others."""
+    graph = grimp.build_graph("distmon")
+    circles = set()
+    for module in graph.modules:
+        for imported in graph.find_modules_directly_imported_by(module):
+            back = graph.find_shortest_chain(importer=imported, imported=module)
+            if back is not None:
+                circles.add(" -> ".join((module, *back)))
+    assert not circles, sorted(circles)
+
+
+def test_no_signature_defaults_to_the_default_thresholds() -> None:
+    """The monitor's thresholds are its detector's, held by the job and handed to whoever
+    judges: a parameter defaulting to ``LIMITS`` judges by others when its caller forgets."""
+    defaulted = []
+    for path in sorted((REPO / "distmon").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.Lambda):
+                defaults = [*node.args.defaults, *(d for d in node.args.kw_defaults if d is not None)]
+                if any(
+                    isinstance(d, ast.Name | ast.Attribute) and ast.unparse(d).split(".")[-1] == "LIMITS"
+                    for d in defaults
+                ):
+                    defaulted.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert not defaulted, defaulted

@@ -21,6 +21,7 @@ from distmon.monitor.recording.readback import Postmortem, load
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.limits import LIMITS
 from tests.support.commands import distmon
 from tests.support.paths import DATA, REPO
 from tests.support.simulate import SimJob, drive
@@ -52,7 +53,7 @@ def test_a_critical_alert_that_tells_no_ending_is_no_first_cause_in_the_report_a
     """The report picks its first cause as the live header does
     (:func:`~distmon.monitor.state.ending.first_cause`): a critical alert that stands but
     neither fails nor stops a job (a lost relay) is in the timeline, not on top."""
-    sim, job = SimJob(world=2), JobState()
+    sim, job = SimJob(world=2), JobState(LIMITS)
     for rank in (0, 1):
         report = sim.report(rank, sim.start + 1)
         assert report is not None and job.apply(report, sim.start + 1)

@@ -57,8 +57,8 @@ def at_tick(monitor: Monitor, now: float) -> tuple[float, ...]:
     return (
         state.received,
         len(present),
-        int(state.silent(now, monitor.limits).sum()),
-        int(state.stalled(now, monitor.limits).sum()),
+        int(state.silent(now).sum()),
+        int(state.stalled(now).sum()),
         steps,
         len(monitor.alerts.active),
     )

@@ -22,7 +22,7 @@ from distmon.monitor.rules.failures import rank_lost
 from distmon.monitor.rules.stalls import stall
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, AlertBook, Finding
-from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.monitor.state.statuses import STOPPED
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.monitor.state.words import stack_lines
@@ -63,7 +63,7 @@ GIL = [
 
 def job_of(*reports: Report, now: float = T0) -> JobState:
     """The job as the monitor has it at ``now``, each report just received and sent then."""
-    job = JobState()
+    job = JobState(LIMITS)
     for r in reports:
         r.t = now
         job.apply(r, now)

@@ -11,7 +11,6 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.ending import gone, rank_ending
 from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.statuses import EXITED, FAILED, HEALTHY, HUNG, STALLED, STOPPED, STOPS, ended, running_state
-from distmon.tui import rank_columns
 from distmon.wire import ExceptionInfo, ExitInfo
 from tests.support.simulate import CONNECTION_CLOSED, SimJob
 
@@ -35,13 +34,13 @@ def test_a_rank_torn_down_around_a_failure_is_stopped_not_failed() -> None:
         2: {"exit": ExitInfo(wire.TERMINATED, t + 0.2)},
         3: {"exit": ExitInfo("clean", t + 0.3)},
     }
-    job = JobState()
+    job = JobState(LIMITS)
     for rank, how in ends.items():
         report = sim.report(rank, t)
         assert report is not None
         assert job.apply(replace(report, **how), t + 0.5)
     assert job.failed_on_their_own().tolist()[:4] == [True, False, False, False]
-    assert [rank_columns.status(job.ranks[rank], t + 1) for rank in range(4)] == [FAILED, STOPPED, STOPPED, EXITED]
+    assert [job.ranks[rank].status(t + 1) for rank in range(4)] == [FAILED, STOPPED, STOPPED, EXITED]
     words = [ended(job.ranks[rank].report) for rank in range(4)]
     assert words == ["raised ValueError", "raised RuntimeError", "terminated", EXITED]
     endings = [rank_ending(job.ranks[rank], t + 1, gone([])) for rank in range(4)]

@@ -24,6 +24,7 @@ from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.job import JobState
+from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.words import count, rank_word
 from distmon.wire import WireError
 
@@ -36,7 +37,7 @@ MAX_ALERT_BYTES = 256 * 1024 * 1024
 @dataclass
 class Postmortem:
     header: dict[str, Any]
-    state: JobState = field(default_factory=JobState)
+    state: JobState = field(default_factory=lambda: JobState(LIMITS))
     alerts: list[Alert] = field(default_factory=list)
     """In the order raised, each as last updated, with ``resolved`` set if it ended."""
     first: float | None = None
@@ -119,7 +120,7 @@ def load(path: str) -> Postmortem:
             alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)
             if alert_bytes > MAX_ALERT_BYTES:
                 raise RecordingError(f"{path} holds over {MAX_ALERT_BYTES >> 20} MiB of alerts: not a recording")
-            _apply(record, by_key, pm.alerts, stopping=pm.state.being_stopped())
+            _apply(record, by_key, pm.alerts, stopping=pm.state.being_taken_down())
     _ingest(pm.state, messages)
     pm.trouble = records.trouble()
     if pm.trouble is not None and not records.count:

@@ -95,9 +95,7 @@ class Detector:
             found = {f.key for f in findings}
             findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
         self._last = {f.key: f for f in findings}
-        self.routine.settle(
-            lambda rank: rank in state.ranks and state.ranks[rank].live(now, self.limits), context.behind is None
-        )
+        self.routine.settle(lambda rank: rank in state.ranks and state.ranks[rank].live(now), context.behind is None)
         named = {rank for f in findings for rank in f.ranks}
         for rank in [rank for rank in self._named_early if rank not in named]:
             del self._named_early[rank]

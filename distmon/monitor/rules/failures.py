@@ -50,7 +50,7 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     )
     c = job.cols
     suspects = _suspects(job)
-    silent = job.silent(ctx.now, ctx.limits)
+    silent = job.silent(ctx.now)
     if peers_lost_at is not None:
         silent |= (c.received < peers_lost_at) & (ctx.now - c.received >= c.interval + TEARDOWN_SLACK)
     lost = suspects & silent
@@ -196,7 +196,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
         return []
     lost.sort(key=lambda s: s.received)
     states = {s.rank: process_state(s, ctx) for s in lost}
-    waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now, ctx.limits)].any())
+    waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now)].any())
     alive = [s for s in lost if states[s.rank] == ALIVE]
     dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]
     findings = [_lost(job, dead, states, ctx)] if dead else []

@@ -79,7 +79,7 @@ MAX_GROUPS_SHOWN = 6
 
 
 def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
-    live = job.live(ctx.now, ctx.limits)
+    live = job.live(ctx.now)
     waiting = waits(job, ctx, live)
     if not waiting:
         return gave_up_waiting(job, ctx)
@@ -268,7 +268,7 @@ class Incidents:
             return False
         if self.job.held_up(np.array([rank]))[0]:
             return False  # its report is old news: held up on the way, it shows where the rank was
-        if not s.silent(self.ctx.now, self.ctx.limits):
+        if not s.silent(self.ctx.now):
             return True
         try:
             return self.ctx.probe is None or self.ctx.probe(s.report.host, s.report.pid) != GONE
@@ -418,7 +418,7 @@ class Incidents:
         s = self.job.ranks.get(rank)
         if s is None:
             return Look(verdict)
-        silent = s.silent(self.ctx.now, self.ctx.limits) or starved(s, self.ctx)
+        silent = s.silent(self.ctx.now) or starved(s, self.ctx)
         look = look_at(s, self.ctx, silent=silent, waited=waited)
         return look if verdict is None else replace(look, verdict=verdict, pending=False)
 
@@ -444,7 +444,7 @@ class Incidents:
             if how in STOPPED_HOWS:
                 return [head + f"was {how} while the others still expect it"]
             return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
-        if s.silent(self.ctx.now, self.ctx.limits):
+        if s.silent(self.ctx.now):
             stack = [] if outside else rank_lines(r, 3, "    ")
             return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *stack]
         stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""

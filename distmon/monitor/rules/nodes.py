@@ -96,13 +96,13 @@ def judged(job: JobState, ctx: Context, overdue: bool = False) -> list[Judged]:
     """The silent (or ``overdue``) nodes this rule judges, with the others' evidence: those last
     heard before the teardown began, and either training on or out of every eye's sight (the
     ranks of a node the monitor runs on are seen: their own rules tell)."""
-    nodes = job.silent_nodes(ctx.now, ctx.limits, overdue)
+    nodes = job.silent_nodes(ctx.now, overdue)
     if not nodes:
         return []
     c = job.cols
     stops = c.received[job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)]
     began = min(float(stops.min(initial=np.inf)), job.first_failure() or np.inf)
-    live = job.live(ctx.now, ctx.limits)
+    live = job.live(ctx.now)
     waiting = waits(job, ctx, live)
     groups = collect_groups(job, waiting, live)
     found = []
@@ -177,7 +177,7 @@ def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
     used = int(c.groups.max(initial=0))
     rows = np.arange(used) < c.groups[:, None]
     theirs = distinct(c.g_id[node.ranks, :used][rows[node.ranks]])
-    live = job.live(ctx.now, ctx.limits)
+    live = job.live(ctx.now)
     shares = live & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
     peers = np.flatnonzero(shares)[:PEERS_LOOKED_AT]
     cut_by = node.since + float(np.nanmax(c.interval[node.ranks]))

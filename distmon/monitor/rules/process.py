@@ -144,7 +144,7 @@ def starved(s: RankState, ctx: Context) -> bool:
     (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`): a process that burns CPU
     meanwhile holds the GIL in one long call. A garbage-collection pass delays a report; it
     does not silence it that long."""
-    return s.silent_for(ctx.now) >= ctx.limits.overdue_after(float(s.job.cols.interval[s.rank])) + SPAN
+    return s.silent_for(ctx.now) >= ctx.limits.overdue_after(s.interval) + SPAN
 
 
 def doing_nothing(s: RankState, ctx: Context, waited: float) -> Verdict | None:
@@ -198,7 +198,7 @@ def doing(s: RankState, ctx: Context, look: Look | None = None) -> str:
     if look is not None and look.verdict is not None:
         return statuses.process_doing(look.verdict.kind, look.verdict.call)
     place = classify(r.stack).kind if r.stack else None
-    return statuses.place_doing(place, s.silent(ctx.now, ctx.limits))
+    return statuses.place_doing(place, s.silent(ctx.now))
 
 
 def said(job: JobState, ranks: Iterable[int], ctx: Context, looks: Mapping[int, Look] | None = None) -> dict[int, str]:

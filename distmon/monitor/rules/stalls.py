@@ -43,13 +43,12 @@ MAX_HOSTS_SHOWN = 8
 def stall(job: JobState, ctx: Context) -> list[Finding]:
     present = job.present()
     c = job.cols
-    if not len(present) or not job.stalled(ctx.now, ctx.limits)[present].all():
+    if not len(present) or not job.stalled(ctx.now)[present].all():
         return []  # someone progresses, or died or left: not a stall of the job
     if (c.in_collective | c.in_p2p)[present].any():
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
     age = float(job.ages(c.stalled_since[present], ctx.now, present).min())
-    stall_after = ctx.limits.stall_after(ctx.pace)
-    early = age < stall_after
+    early = age < ctx.limits.stall_alert_after(ctx.pace)
     if early and (ctx.pace is not None or age < ctx.limits.init_wait):
         return []
     # Ranks with the same stack stand in the same place: one stack classified per place.

@@ -35,7 +35,7 @@ def worker_crash(job: JobState, ctx: Context) -> list[Finding]:
             continue  # stopped by a signal: its workers died in the same teardown (torchrun kills the group)
         dead = _dead_workers(s)
         if dead:
-            findings.append(_finding(s, dead, ctx))
+            findings.append(_finding(job, s, dead, ctx))
     return findings
 
 
@@ -61,7 +61,7 @@ def _dead_workers(s: RankState) -> list[Worker]:
     return sorted((w for w in dead.values() if w.signal not in DELIBERATE), key=lambda w: w.pid)
 
 
-def _finding(s: RankState, dead: list[Worker], ctx: Context) -> Finding:
+def _finding(job: JobState, s: RankState, dead: list[Worker], ctx: Context) -> Finding:
     r = s.report
     first = dead[0]
     how = f"killed by {first.signal}" if first.signal else f"exited with code {first.exitcode}"
@@ -75,7 +75,7 @@ def _finding(s: RankState, dead: list[Worker], ctx: Context) -> Finding:
     if r.exception is not None:
         said_first = first_line(r.exception.message, FIRST_LINE_IN_DETAIL)
         lines.append(f"The rank then raised {r.exception.type}: {said_first}")
-    doing = said(s.job, [r.rank], ctx)
+    doing = said(job, [r.rank], ctx)
     return Finding(f"worker_crash:{r.rank}", "worker_crash", CRITICAL, [r.rank], summary, "\n".join(lines), doing)
 
 

@@ -10,14 +10,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
 import numpy as np
+import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import CRITICAL, Alert
+from distmon.monitor.state.columns import ALL, I8
+from distmon.monitor.state.consequences import LOST_PEER
 from distmon.monitor.state.words import duration, first_line, rank_word
+from distmon.wire import Report
 
 if TYPE_CHECKING:
-    from distmon.monitor.state.job import JobState
     from distmon.monitor.state.ranks import RankState
 
 FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "node_lost", "worker_crash"})
@@ -75,7 +78,17 @@ def first_cause(alerts: Iterable[A]) -> A | None:
     return found[1] if found is not None else None
 
 
-def job_ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
+class EndingFacts(Protocol):
+    """What :func:`job_ending` reads of a job (:class:`~distmon.monitor.state.job.JobState`)."""
+
+    def present(self) -> I8: ...
+    def flagged(self, flag: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
+    def consequences(self, of: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
+    def failed_on_their_own(self) -> npt.NDArray[np.bool_]: ...
+    def report_of(self, rank: int) -> Report: ...
+
+
+def job_ending(job: EndingFacts, standing: Iterable[Alert]) -> Ending | None:
     """How the job ended, given the alerts that stand (not resolved); None while it runs.
 
         A failure alert fails it (even while other ranks still run): the rules that raise them
@@ -91,7 +104,8 @@ def job_ending(job: JobState, standing: Iterable[Alert]) -> Ending | None:
     if failures:
         return Ending(Ending.FAILED, f"failed: {failures[0].headline}")
     raised = np.flatnonzero(job.failed_on_their_own()).tolist()
-    culprits = [r for r in raised if not job.ranks[r].lost_a_peer()]
+    lost_a_peer = job.consequences(LOST_PEER)
+    culprits = [r for r in raised if not lost_a_peer[r]]
     if culprits:
         return Ending(Ending.FAILED, f"failed: {rank_word(culprits)} raised an exception")
     hung = [a for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL]

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import contextlib
 import math
-from typing import TYPE_CHECKING, Any
+from collections import Counter
+from typing import Any
 
 import numpy as np
 import numpy.typing as npt
@@ -24,9 +25,6 @@ from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 
-if TYPE_CHECKING:
-    from distmon.monitor.state.job import JobState
-
 SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""
 DELAY_CREEP = 0.1
@@ -40,54 +38,102 @@ CHANNEL_COLUMNS = tuple(zip(Columns.CHANNEL_FIELDS, (name for name, _ in wire.CH
 """(column, field), the same for its point-to-point channel rows."""
 
 
-def take_in(state: JobState, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
-    """The indices of the frames admitted, and their ranks."""
-    if batch.relays:
-        via = np.asarray(batch.via)
-        for j, relay in enumerate(batch.relays):
-            mine = times[via == j] if times is not None and len(times) == len(via) else ()
-            heard = float(np.max(mine)) if len(mine) else now  # when its own frames came, merged or not
-            i = _relay_index(state, relay)
-            state.relay_heard[i] = max(state.relay_heard[i], heard)
-    if batch.dropped:
-        losses = batch.losses()
-        state.dropped[RELAY_DROPPED] += sum(losses.values())
-        state.lost_on_the_way.update({relay.host: n for relay, n in losses.items()})
-    parsed = parse(batch) if isinstance(batch, Batch) else batch.parsed()
-    state.dropped.update(+parsed.refused)
-    if len(parsed) == 0:
-        return parsed.index, parsed.index
-    arrived = np.full(len(parsed), now) if times is None else np.asarray(times, dtype=np.float64)[parsed.index]
-    keep = _admit(state, parsed, arrived)
-    if keep.any():
-        _apply(state, parsed, np.flatnonzero(keep), arrived, batch.relays)
-    return parsed.index[keep], parsed.headers["rank"][keep].astype(np.int64)
+class Intake:
+    """What taking reports in writes, owned here: the followed job, the columns and the
+    reports kept, the relays heard through, and the counts of what came and what was refused.
+    :class:`~distmon.monitor.state.job.JobState` holds one and reads it.
+
+    The first job to report is followed; a report from another job is counted and dropped,
+    unless the followed job has ended, in which case the new one replaces it (the same
+    monitor across a relaunch). Its first admitted report fixes the job's world size until
+    it ends; ``dropped`` counts refusals by reason.
+    """
+
+    def __init__(self, job: str | None, pinned: bool, max_world: int) -> None:
+        self.job = job
+        self.job_hash = wire.name_hash(job) if job is not None else None
+        """The followed job's name as headers carry it (:func:`~distmon.wire.name_hash`)."""
+        self.job_world: int | None = None
+        self.pinned = pinned
+        self.max_world = max_world
+        """The largest world admitted (a monitor told another's by its catch-up sets it)."""
+        self.dropped: Counter[str] = Counter()
+        self.lost_on_the_way: Counter[str] = Counter()
+        """Reports relays dropped (their upstream slow), by the host of the relay that dropped
+        them: whose silence is the path's. Live only; a recording keeps the total, under
+        ``dropped[RELAY_DROPPED]``."""
+        self.received = 0
+        self.last_message: float | None = None
+        self.retained = 0
+        """Bytes of the ranks' reports kept, as received."""
+        self.reporting = 0
+        self.cols = Columns(INITIAL)
+        self.reports = Reports()
+        self.relays: list[Relay] = []
+        """Relays the ranks' reports came through, by the index in ``cols.via``."""
+        self.relay_heard: list[float] = []
+        """Per relay, when a batch last named it (an empty one is a relay's sign of life)."""
+        self.relay_of: dict[Relay, int] = {}
+        """Each relay's index in :attr:`relays`."""
+
+    def take_in(self, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
+        """The indices of the frames admitted, and their ranks."""
+        if batch.relays:
+            via = np.asarray(batch.via)
+            for j, relay in enumerate(batch.relays):
+                mine = times[via == j] if times is not None and len(times) == len(via) else ()
+                heard = float(np.max(mine)) if len(mine) else now  # when its own frames came, merged or not
+                i = _relay_index(self, relay)
+                self.relay_heard[i] = max(self.relay_heard[i], heard)
+        if batch.dropped:
+            losses = batch.losses()
+            self.dropped[RELAY_DROPPED] += sum(losses.values())
+            self.lost_on_the_way.update({relay.host: n for relay, n in losses.items()})
+        parsed = parse(batch) if isinstance(batch, Batch) else batch.parsed()
+        self.dropped.update(+parsed.refused)
+        if len(parsed) == 0:
+            return parsed.index, parsed.index
+        arrived = np.full(len(parsed), now) if times is None else np.asarray(times, dtype=np.float64)[parsed.index]
+        keep = _admit(self, parsed, arrived)
+        if keep.any():
+            _apply(self, parsed, np.flatnonzero(keep), arrived, batch.relays)
+        return parsed.index[keep], parsed.headers["rank"][keep].astype(np.int64)
+
+    def ended(self, now: float, quiet: float = 60.0) -> bool:
+        """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
+        c = self.cols
+        if not c.present.any():
+            return True
+        if ((c.flags[c.present] & wire.FLAG_EXITED) != 0).all():
+            return True
+        return self.last_message is not None and now - self.last_message > quiet
 
 
-def _admit(state: JobState, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]:
+def _admit(intake: Intake, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]:
     """Which frames the job lets in; the others are counted by reason."""
     h = parsed.headers
     keep = np.ones(len(parsed), dtype=bool)
-    fits = (h["world"] >= 1) & (h["world"] <= state.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
+    fits = (h["world"] >= 1) & (h["world"] <= intake.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
     while fits.any():
         i = int(np.argmax(fits))
-        first, ended = h[i], state.job_hash is not None and state.ended(float(arrived[i]))
-        another = first["job"] != state.job_hash and not state.pinned
-        resized = first["job"] == state.job_hash and state.job_world is not None and first["world"] != state.job_world
-        if not (state.job_hash is None or (ended and (another or resized))):
+        first, ended = h[i], intake.job_hash is not None and intake.ended(float(arrived[i]))
+        another = first["job"] != intake.job_hash and not intake.pinned
+        followed = intake.job_world
+        resized = first["job"] == intake.job_hash and followed is not None and first["world"] != followed
+        if not (intake.job_hash is None or (ended and (another or resized))):
             break
         try:
-            _follow(state, parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
+            _follow(intake, parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
             break
         except wire.WireError:  # its header fits, its report does not decode: dropped, the next one judged
-            state.dropped["malformed"] += 1
+            intake.dropped["malformed"] += 1
             keep[i] = fits[i] = False
-    if state.job_hash is not None:
-        other = (h["job"] != state.job_hash) & keep
-        _refuse(state, "other_job", other)
+    if intake.job_hash is not None:
+        other = (h["job"] != intake.job_hash) & keep
+        _refuse(intake, "other_job", other)
         keep &= ~other
     rank, world = h["rank"].astype(np.int64), h["world"].astype(np.int64)
-    cols = state.cols
+    cols = intake.cols
     known = (rank >= 0) & (rank < cols.capacity)
     current = np.where(known, rank, 0)
     alive = known & cols.present[current]
@@ -96,39 +142,39 @@ def _admit(state: JobState, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_
         arrived - cols.received[current] >= admission.restart_quiet(cols.interval[current])
     )
     churn = other_process & ~gone
-    reason = admission.refusals(world, rank, state.job_world, state.max_world, churn & keep)
+    reason = admission.refusals(world, rank, intake.job_world, intake.max_world, churn & keep)
     for code in np.unique(reason[keep & (reason > 0)]):
-        _refuse(state, str(admission.REASONS[code]), keep & (reason == code))
+        _refuse(intake, str(admission.REASONS[code]), keep & (reason == code))
     keep &= reason == 0
     if keep.any():
         old = np.where(alive, cols.bytes[current], 0)
         added = np.where(parsed.has_report(), parsed.sizes() - old, 0)
-        total = state.retained + np.cumsum(np.where(keep, added, 0))
+        total = intake.retained + np.cumsum(np.where(keep, added, 0))
         over = keep & (total > admission.MAX_RETAINED_BYTES)
-        _refuse(state, admission.OVER_BUDGET, over)
+        _refuse(intake, admission.OVER_BUDGET, over)
         keep &= ~over
     return keep
 
 
-def _refuse(state: JobState, reason: str, frames: npt.NDArray[np.bool_]) -> None:
+def _refuse(intake: Intake, reason: str, frames: npt.NDArray[np.bool_]) -> None:
     n = int(np.count_nonzero(frames))
     if n:
-        state.dropped[reason] += n
+        intake.dropped[reason] += n
 
 
-def _follow(state: JobState, parsed: Parsed, i: int) -> None:
+def _follow(intake: Intake, parsed: Parsed, i: int) -> None:
     """Follow the job of frame ``i``: forget the one before. Its name is its report's; a
     relay's frame may come without it, and the name then comes with the first report of the
     job that does (:func:`_learn_names`)."""
-    state.job = wire.decode(parsed.report(i)).job if parsed.has_report()[i] else None
-    state.job_hash = int(parsed.headers["job"][i])
-    state.job_world = int(parsed.headers["world"][i])
-    state.cols = Columns(INITIAL)
-    state.reports = Reports()
-    state.retained = state.reporting = 0
+    intake.job = wire.decode(parsed.report(i)).job if parsed.has_report()[i] else None
+    intake.job_hash = int(parsed.headers["job"][i])
+    intake.job_world = int(parsed.headers["world"][i])
+    intake.cols = Columns(INITIAL)
+    intake.reports = Reports()
+    intake.retained = intake.reporting = 0
 
 
-def _apply(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+def _apply(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
     """Every admitted frame, in order: a rank's second frame in the batch goes in a round
     after its first (arrays take one value per rank at a time)."""
     rank = parsed.headers["rank"][frames].astype(np.int64)
@@ -139,31 +185,31 @@ def _apply(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays: lis
     occurrence[order] = np.arange(len(rank)) - np.repeat(starts, np.diff(np.r_[starts, len(rank)]))
     for k in range(int(occurrence.max()) + 1):
         mine = frames[occurrence == k]
-        _apply_once(state, parsed, mine, arrived[mine], relays)
+        _apply_once(intake, parsed, mine, arrived[mine], relays)
 
 
-def _apply_once(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+def _apply_once(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
     """Frames of distinct ranks."""
     h = parsed.headers[frames]
     rank = h["rank"].astype(np.int64)
-    cols = state.cols
-    cols.reserve(max(int(rank.max()) + 1, state.job_world or 0))
-    state.reports.reserve(cols.capacity)
+    cols = intake.cols
+    cols.reserve(max(int(rank.max()) + 1, intake.job_world or 0))
+    intake.reports.reserve(cols.capacity)
     was_present = cols.present[rank]
     new = ~was_present | (cols.pid[rank] != h["pid"]) | (cols.host[rank] != h["host"])
     if new.any():
-        state.reporting += int(np.count_nonzero(~was_present))
-        state.retained -= int(cols.bytes[rank[new]].sum())
-        state.reports.forget(rank[new & was_present].tolist())
+        intake.reporting += int(np.count_nonzero(~was_present))
+        intake.retained -= int(cols.bytes[rank[new]].sum())
+        intake.reports.forget(rank[new & was_present].tolist())
         cols.forget(rank[new])
         cols.first_seen[rank[new]] = arrived[new]
         cols.present[rank[new]] = True
     sent = parsed.has_report()[frames]
     sizes = np.where(sent, parsed.sizes()[frames], cols.bytes[rank])
-    state.retained += int(np.sum(sizes - cols.bytes[rank]))
-    cols.seq[rank] = state.received + 1 + np.arange(len(frames))
-    state.received += len(frames)
-    state.last_message = float(arrived.max())
+    intake.retained += int(np.sum(sizes - cols.bytes[rank]))
+    cols.seq[rank] = intake.received + 1 + np.arange(len(frames))
+    intake.received += len(frames)
+    intake.last_message = float(arrived.max())
     cols.received[rank] = arrived
     creep = DELAY_CREEP * np.nan_to_num(h["interval"], nan=1.0)
     cols.least_delay[rank] = np.fmin(cols.least_delay[rank] + creep, arrived - h["t"])
@@ -175,28 +221,28 @@ def _apply_once(state: JobState, parsed: Parsed, frames: I8, arrived: F8, relays
         getattr(cols, name)[rank] = h[name]
     cols.bytes[rank] = sizes
     cols.report_t[rank[sent]] = h["t"][sent]
-    cols.via[rank] = _relay_indices(state, parsed.via[frames], relays)
-    inflight = _rows(state, parsed, frames, rank)
-    _shares(state, rank, h, inflight)
-    _history(state, rank, h, inflight)
+    cols.via[rank] = _relay_indices(intake, parsed.via[frames], relays)
+    inflight = _rows(intake, parsed, frames, rank)
+    _shares(intake, rank, h, inflight)
+    _history(intake, rank, h, inflight)
     kept = frames[sent]
     starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
-    state.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
-    judge_new(cols, state.reports.raw, rank, h["flags"], sent)
-    _learn_names(state, h["host"][sent], rank[sent])
+    intake.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
+    judge_new(cols, intake.reports.raw, rank, h["flags"], sent)
+    _learn_names(intake, h["host"][sent], rank[sent])
 
 
-def _learn_names(state: JobState, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
+def _learn_names(intake: Intake, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
     """From the reports just kept (of ``rank``, on ``hosts``): the job's name if a relay's
     frames without reports made it followed, and the names of hosts not seen before, a report
     of each read for its name: the table of 131,072 ranks groups them by node name, without
     decoding a report a rank."""
-    raw, names = state.reports.raw, state.reports.names
-    if state.job is None and len(rank):
+    raw, names = intake.reports.raw, intake.reports.names
+    if intake.job is None and len(rank):
         with contextlib.suppress(WireError):
             report = wire.decode(raw[int(rank[0])] or b"")
-            if wire.name_hash(report.job) == state.job_hash:
-                state.job = report.job
+            if wire.name_hash(report.job) == intake.job_hash:
+                intake.job = report.job
     values, first = np.unique(hosts, return_index=True)
     for host, i in zip(values.tolist(), first.tolist(), strict=True):
         if host not in names:
@@ -205,28 +251,28 @@ def _learn_names(state: JobState, hosts: npt.NDArray[np.uint64], rank: I8) -> No
                 names[host] = name
 
 
-def _relay_indices(state: JobState, via: I8, relays: list[Any]) -> I8:
+def _relay_indices(intake: Intake, via: I8, relays: list[Any]) -> I8:
     """The batch's relay indices as indices into the state's ``relays``."""
     if not relays:
         return np.full(len(via), -1, dtype=np.int64)
-    mine = np.array([_relay_index(state, relay) for relay in relays] + [-1], dtype=np.int64)
+    mine = np.array([_relay_index(intake, relay) for relay in relays] + [-1], dtype=np.int64)
     return mine[via]
 
 
-def _relay_index(state: JobState, relay: Relay) -> int:
-    i = state.relay_of.get(relay)
+def _relay_index(intake: Intake, relay: Relay) -> int:
+    i = intake.relay_of.get(relay)
     if i is None:
-        i = state.relay_of[relay] = len(state.relays)
-        state.relays.append(relay)
-        state.relay_heard.append(-math.inf)
+        i = intake.relay_of[relay] = len(intake.relays)
+        intake.relays.append(relay)
+        intake.relay_heard.append(-math.inf)
     return i
 
 
-def _rows(state: JobState, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
+def _rows(intake: Intake, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
     """Group and channel rows into the ranks' slots, and what the ranks wait in read off
     them once here, not by every tick; whether each frame's rank had a collective in
     flight."""
-    cols = state.cols
+    cols = intake.cols
     position = np.full(len(parsed), -1, dtype=np.int64)
     position[frames] = np.arange(len(frames))
     h = parsed.headers[frames]
@@ -257,7 +303,7 @@ def _rows(state: JobState, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[
     return inflight
 
 
-def _shares(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+def _shares(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
     """Running shares of time in collectives and waiting for data, at the job's pace. A stall
     is the hang rule's business, not pace: a stalled report starts the shares over, so the
     seconds of waiting before the stall was flagged do not make the rank that held everyone
@@ -266,7 +312,7 @@ def _shares(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.ND
     rank's next report has said whether its wait went on into one, and a pause's samples count
     for nothing. The others' waits for a metrics upload every 25 steps make no straggler of
     the rank uploading; their waits for a rank slower in every step do."""
-    cols = state.cols
+    cols = intake.cols
     moving = (h["flags"] & wire.FLAG_STALLED) == 0
     cols.samples[rank[~moving]] = 0
     cols.pending_wait[rank[~moving]] = np.nan
@@ -285,8 +331,8 @@ def _shares(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.ND
     cols.pending_since[r] = since
 
 
-def _history(state: JobState, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
-    cols = state.cols
+def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+    cols = intake.cols
     slot = cols.history_next[rank]
     values = {
         "t": h["t"],

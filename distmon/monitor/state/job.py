@@ -1,10 +1,11 @@
 """What the monitor knows about a job: each rank's latest numbers, a short history of them and
-its latest report, and the facts read off them, each defined once here (a rank's GPU
-memory, whether it is silent, how long ago a moment on its clock was, whether it failed on
-its own). The rules, the terminal UI, the reports and the exporters only format these.
+its latest report, and the facts read off them, each defined once (here, or over the columns in
+:mod:`distmon.monitor.state.facts`: a rank's GPU memory, whether it is silent, how long ago a
+moment on its clock was, whether it failed on its own). The rules, the terminal UI, the
+reports and the exporters only format these.
 
 The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
-filled from a whole batch at once (:mod:`distmon.monitor.state.ingest`): frames straight from
+filled from a whole batch at once by the job's intake (:mod:`distmon.monitor.state.ingest`): frames straight from
 ranks read as arrays (:mod:`distmon.columnar.frames`), or a relay's columns
 (:mod:`distmon.columnar.batch`), both the one way in (:meth:`JobState.ingest_batch`). Taking in
 the reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
@@ -29,62 +30,40 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.columnar.batch import ColumnBatch
 from distmon.link import Batch, Relay
-from distmon.monitor.state import admission
+from distmon.monitor.state import admission, facts
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.columns import ALL, F8, I8, INITIAL, Columns, gpu_held
-from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
+from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
-from distmon.monitor.state.ingest import take_in
-from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.ingest import Intake
+from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
-from distmon.monitor.state.ranks import Ranks, RankState, gpu_total
+from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
-from distmon.monitor.state.statuses import EXITED, FAILED, OK, SEVERITY, SILENT, STALLED, STOPPED, WORKER
 from distmon.wire import GroupStatus, Report
 
 
 class JobState:
-    """The ranks of the one job this monitor follows.
+    """The ranks of the one job this monitor follows, judged by the monitor's thresholds
+    (``limits``: its detector's; a report or a replay, without a detector, the defaults).
 
-    The first job to report is followed; a report from another job is counted and dropped,
-    unless the followed job has ended, in which case the new one replaces it (the same
-    monitor across a relaunch). Its first admitted report fixes the job's world size until
-    it ends; ``dropped`` counts refusals by reason.
+    What comes in is taken in by its :class:`~distmon.monitor.state.ingest.Intake`, which
+    alone writes the columns, the reports kept and the counts (``dropped`` counts refusals by
+    reason); the job reads them.
     """
 
-    def __init__(self, job: str | None = None, pinned: bool = False, max_world: int = admission.MAX_WORLD) -> None:
-        self.job = job
-        self.pinned = pinned
-        self.max_world = max_world
-        self.dropped: Counter[str] = Counter()
+    def __init__(
+        self, limits: Thresholds, job: str | None = None, pinned: bool = False, max_world: int = admission.MAX_WORLD
+    ) -> None:
+        self.limits = limits
+        self.intake = Intake(job, pinned, max_world)
         self.unwatched: Counter[str] = Counter()
         """Seconds the monitor did not watch, by why (:mod:`distmon.monitor.state.unwatched`)."""
-        self.lost_on_the_way: Counter[str] = Counter()
-        """Reports relays dropped (their upstream slow), by the host of the relay that dropped
-        them: whose silence is the path's. Live only; a recording keeps the total, under
-        ``dropped[RELAY_DROPPED]``."""
-        self.received = 0
-        self.last_message: float | None = None
-        self.job_world: int | None = None
-        self.retained = 0
-        """Bytes of the ranks' reports kept, as received."""
-        self.reporting = 0
-        self.cols = Columns(INITIAL)
         self.ranks = Ranks(self)
-        self.relays: list[Relay] = []
-        """Relays the ranks' reports came through, by the index in ``cols.via``."""
         self.eyes: OrderedDict[str, None] = OrderedDict()
         """The nodes whose eye has spoken (the monitor's own host, a relay's node), by host
         name: where a rank's process is seen from outside, not judged from its reports alone
         (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
-        self.relay_heard: list[float] = []
-        """Per relay, when a batch last named it (an empty one is a relay's sign of life)."""
-        self.relay_of: dict[Relay, int] = {}
-        """Each relay's index in :attr:`relays`."""
-        self.job_hash = wire.name_hash(job) if job is not None else None
-        """The followed job's name as headers carry it (:func:`~distmon.wire.name_hash`)."""
-        self.reports = Reports()
         self.links: dict[str, NodeLinks] = {}
         """Per host, its network links as its relay last read them, and the changes said."""
 
@@ -93,7 +72,7 @@ class JobState:
     def ingest(self, raw: bytes, now: float) -> RankState | None:
         """Take in one message (a frame, or a bare report); a bad or refused one is counted by
         reason, never raised. Returns the rank it was admitted for."""
-        _, ranks = take_in(self, Batch.of([raw]), now, None)
+        _, ranks = self.intake.take_in(Batch.of([raw]), now, None)
         return RankState(self, int(ranks[0])) if len(ranks) else None
 
     def apply(self, report: Report, now: float) -> bool:
@@ -104,7 +83,62 @@ class JobState:
         """Take in a batch of frames, or a relay's columns (``times[i]`` when frame ``i``
         arrived, ``now`` for all by default), each admitted or counted by why not; returns the
         indices of the frames admitted."""
-        return take_in(self, batch, now, times)[0]
+        return self.intake.take_in(batch, now, times)[0]
+
+    # --- what the intake wrote --------------------------------------------------------------
+
+    @property
+    def job(self) -> str | None:
+        return self.intake.job
+
+    @property
+    def job_world(self) -> int | None:
+        return self.intake.job_world
+
+    @property
+    def max_world(self) -> int:
+        return self.intake.max_world
+
+    @property
+    def cols(self) -> Columns:
+        return self.intake.cols
+
+    @property
+    def reports(self) -> Reports:
+        return self.intake.reports
+
+    @property
+    def dropped(self) -> Counter[str]:
+        return self.intake.dropped
+
+    @property
+    def lost_on_the_way(self) -> Counter[str]:
+        return self.intake.lost_on_the_way
+
+    @property
+    def received(self) -> int:
+        return self.intake.received
+
+    @property
+    def last_message(self) -> float | None:
+        return self.intake.last_message
+
+    @property
+    def retained(self) -> int:
+        """Bytes of the ranks' reports kept, as received."""
+        return self.intake.retained
+
+    @property
+    def reporting(self) -> int:
+        return self.intake.reporting
+
+    @property
+    def relays(self) -> list[Relay]:
+        return self.intake.relays
+
+    @property
+    def relay_heard(self) -> list[float]:
+        return self.intake.relay_heard
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -205,19 +239,15 @@ class JobState:
         return [host for host in self.hosts if host not in self.eyes] if self.eyes else []
 
     def gpu_used(self, ranks: I8 | slice = ALL) -> F8:
-        """Per rank (of ``ranks``): NVML's used memory, else what torch's allocator reserved
-        (NaN: no GPU)."""
-        c = self.cols
-        nvml = c.gpu_used[ranks]
-        used: F8 = np.where(np.isnan(nvml), c.gpu_reserved[ranks], nvml)
-        return used
+        """Per rank (of ``ranks``): :func:`~distmon.monitor.state.facts.gpu_used`."""
+        return facts.gpu_used(self.cols, ranks)
 
     def gpu_allocated(self, ranks: I8 | slice = ALL) -> F8:
-        return gpu_held(self.cols.gpu_allocated[ranks], self.cols.gpu_used[ranks])
+        return facts.gpu_allocated(self.cols, ranks)
 
     def gpu_total(self) -> F8:
         """Per rank: its GPU's memory (NaN: no GPU, or none reported)."""
-        total: F8 = gpu_total(self.cols.gpu_total)
+        total: F8 = facts.gpu_total(self.cols.gpu_total)
         return total
 
     def gpu_util(self, ranks: I8) -> F8:
@@ -244,73 +274,46 @@ class JobState:
         return age
 
     def flagged(self, flag: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
-        """Per rank (of ``ranks``): heard from, and its latest report's header carries ``flag``."""
-        c = self.cols
-        mask: npt.NDArray[np.bool_] = c.present[ranks] & ((c.flags[ranks] & flag) != 0)
-        return mask
+        """Per rank (of ``ranks``): :func:`~distmon.monitor.state.facts.flagged`."""
+        return facts.flagged(self.cols, flag, ranks)
 
     def consequences(self, of: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
-        """Per rank (of ``ranks``): heard from, and its exception judged a consequence of
-        ``of`` (:data:`~distmon.monitor.state.consequences.LOST_PEER`, ``LOST_WORKER``, or
-        both) as its report came in."""
-        c = self.cols
-        mask: npt.NDArray[np.bool_] = c.present[ranks] & ((c.consequence[ranks] & of) != 0)
-        return mask
+        """Per rank (of ``ranks``): :func:`~distmon.monitor.state.facts.consequences`."""
+        return facts.consequences(self.cols, of, ranks)
 
-    def silent_nodes(self, now: float, limits: Thresholds = LIMITS, overdue: bool = False) -> list[SilentNode]:
+    def silent_nodes(self, now: float, overdue: bool = False) -> list[SilentNode]:
         """The nodes silent as a whole (:func:`~distmon.monitor.state.nodes.silent_nodes`)."""
-        return silent_nodes(self, now, limits, overdue)
+        return silent_nodes(self, now, overdue)
 
-    def silent(self, now: float, limits: Thresholds = LIMITS, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
+    def silent(self, now: float, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
         """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
-        allow."""
-        c = self.cols
-        after = limits.silent_after(c.interval[ranks])
-        exited = self.flagged(wire.FLAG_EXITED, ranks)
-        mask: npt.NDArray[np.bool_] = c.present[ranks] & ~exited & (now - c.received[ranks] >= after)
+        allow (:func:`~distmon.monitor.state.facts.silent`)."""
+        return facts.silent(self.cols, self.limits, now, ranks)
+
+    def live(self, now: float) -> npt.NDArray[np.bool_]:
+        mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.FLAG_EXITED) & ~self.silent(now)
         return mask
 
-    def live(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
-        mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.FLAG_EXITED) & ~self.silent(now, limits)
-        return mask
-
-    def stalled(self, now: float, limits: Thresholds = LIMITS) -> npt.NDArray[np.bool_]:
+    def stalled(self, now: float) -> npt.NDArray[np.bool_]:
         """Per rank: live, no exception raised, and making no progress by its own account."""
-        mask: npt.NDArray[np.bool_] = (
-            self.live(now, limits) & ~self.flagged(wire.FLAG_RAISED) & self.flagged(wire.FLAG_STALLED)
-        )
+        mask: npt.NDArray[np.bool_] = self.live(now) & ~self.flagged(wire.FLAG_RAISED) & self.flagged(wire.FLAG_STALLED)
         return mask
 
     def failed_on_their_own(self) -> npt.NDArray[np.bool_]:
-        """Per rank: raised, and not only because the job was being stopped around it (a rank
-        stopped by a signal whose peers or DataLoader workers went in the same teardown did not
-        fail)."""
-        teardown = self.flagged(wire.FLAG_STOPPED_BY_SIGNAL) & self.consequences(LOST_PEER | LOST_WORKER)
-        mask: npt.NDArray[np.bool_] = self.flagged(wire.FLAG_RAISED) & ~teardown
-        return mask
+        """Per rank: :func:`~distmon.monitor.state.facts.failed_on_their_own`."""
+        return facts.failed_on_their_own(self.cols)
 
-    def statuses(self, ranks: I8, now: float, limits: Thresholds = LIMITS) -> I8:
-        """Each of ``ranks``' status, as its severity (an index into
-        :data:`~distmon.monitor.state.statuses.STATUSES`), read off the header flags: the rank
-        table sorts and filters 131,072 ranks by it. A rank that raised fails only on its own
-        (:meth:`failed_on_their_own`); one stopped around it is stopped."""
-        flags = self.cols.flags[ranks]
-        severity = np.full(len(ranks), SEVERITY[OK])
-        severity[(flags & wire.FLAG_WORKER_DEAD) != 0] = SEVERITY[WORKER]
-        severity[(flags & wire.FLAG_STALLED) != 0] = SEVERITY[STALLED]
-        severity[self.silent(now, limits, ranks)] = SEVERITY[SILENT]
-        stopped = np.where((flags & wire.FLAG_STOPPED_BY_SIGNAL) != 0, SEVERITY[STOPPED], SEVERITY[EXITED])
-        severity = np.where((flags & wire.FLAG_EXITED) != 0, stopped, severity)
-        severity[self.failed_on_their_own()[ranks]] = SEVERITY[FAILED]
-        return severity
+    def severities(self, ranks: I8, now: float) -> I8:
+        """Each of ``ranks``' status, as its severity (:func:`~distmon.monitor.state.facts.severities`)."""
+        return facts.severities(self.cols, self.limits, now, ranks)
 
     def first_failure(self) -> float | None:
         """When the first rank raised something that is not a consequence of another's death."""
         times = [s.report.exception.t for s in self.views(self.flagged(wire.FLAG_RAISED)) if not s.lost_a_peer()]  # type: ignore[union-attr]
         return min(times, default=None)
 
-    def being_stopped(self) -> bool:
-        """Some rank was stopped by a signal: the job is being taken down (killed while hung, or
+    def being_taken_down(self) -> bool:
+        """Some rank was ended by a signal: the job is being taken down (killed while hung, or
         torn down after a failure), so its ranks leaving does not resolve what stood."""
         return bool(self.flagged(wire.FLAG_STOPPED_BY_SIGNAL).any())
 
@@ -342,9 +345,4 @@ class JobState:
 
     def ended(self, now: float, quiet: float = 60.0) -> bool:
         """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
-        present = self.present()
-        if not len(present):
-            return True
-        if self.flagged(wire.FLAG_EXITED)[present].all():
-            return True
-        return self.last_message is not None and now - self.last_message > quiet
+        return self.intake.ended(now, quiet)

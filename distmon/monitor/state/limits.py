@@ -114,7 +114,9 @@ class Thresholds:
         """A job that has not progressed for this long shows as stalled, even at start-up."""
         return max(self.hang_floor, self.hang_steps * (pace or 0.0))
 
-    def stall_after(self, pace: float | None) -> float:
+    def stall_alert_after(self, pace: float | None) -> float:
+        """How long a job stalled with nothing in flight waits before the stall rule names it
+        (a rank says it is stalled far sooner: :func:`distmon.wire.stall_after`)."""
         if pace is None:
             return self.startup_hang
         return max(self.stall_floor, self.hang_steps * pace)

@@ -12,19 +12,17 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import numpy as np
 
 from distmon import wire
 from distmon.link import Relay
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.columns import I8
-from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.columns import I8, Columns
+from distmon.monitor.state.facts import flagged
+from distmon.monitor.state.limits import Thresholds
 from distmon.nodelinks import Link, LinkChange
-
-if TYPE_CHECKING:
-    from distmon.monitor.state.job import JobState
 
 TOGETHER = 0.5
 """Seconds beyond one report interval within which a host's ranks last heard fell silent
@@ -72,15 +70,31 @@ class SilentNode:
     relay: Relay | None
 
 
-def silent_nodes(job: JobState, now: float, limits: Thresholds = LIMITS, overdue: bool = False) -> list[SilentNode]:
+class NodeFacts(Protocol):
+    """What :func:`silent_nodes` reads of a job (:class:`~distmon.monitor.state.job.JobState`):
+    the columns, the thresholds the monitor runs with, the relays and when each was heard, and
+    the hosts' names."""
+
+    @property
+    def cols(self) -> Columns: ...
+    @property
+    def limits(self) -> Thresholds: ...
+    @property
+    def relays(self) -> list[Relay]: ...
+    @property
+    def relay_heard(self) -> list[float]: ...
+    def host_name(self, host: int) -> str: ...
+
+
+def silent_nodes(job: NodeFacts, now: float, overdue: bool = False) -> list[SilentNode]:
     """The nodes silent as a whole at ``now``: a relay not heard, not even its empty batch, with
     every rank last heard through it; or two or more ranks of one host, straight to the
     monitor, last heard within an interval of each other, and none of that host's since
     (``overdue``: such a host not heard for two of its intervals, the moment before silent;
     its ranks' last reports come up to an interval apart, while a relay's ranks come in its
     batches and fall silent with it)."""
-    c = job.cols
-    watched = c.present & ~job.flagged(wire.FLAG_EXITED)
+    c, limits = job.cols, job.limits
+    watched = c.present & ~flagged(c, wire.FLAG_EXITED)
     silent = watched & (now - c.received >= limits.silent_after(c.interval))
     nodes = []
     relayed = watched & (c.via >= 0)

@@ -1,25 +1,39 @@
 """One rank as the monitor knows it: :class:`RankState`, a view of the job's columns at one
-rank with its latest report, and :class:`Ranks`, the ranks heard from as such views. The
-facts over ranks are the job's (:class:`~distmon.monitor.state.job.JobState`); a view reads
-its own row of them, so a rank and the job never disagree."""
+rank with its latest report, and :class:`Ranks`, the ranks heard from as such views. A view
+reads its own row of the facts (:mod:`distmon.monitor.state.facts`), by the thresholds its
+job holds, so a rank and the job never disagree; of its job it reads only :class:`Rows`."""
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Mapping
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import Any, Generic, Protocol, TypeVar, overload
 
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.state.columns import History
+from distmon.monitor.state import facts
+from distmon.monitor.state.columns import I8, Columns, History
 from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
-from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.statuses import STATUSES
 from distmon.wire import TERMINATED, Report
 
-if TYPE_CHECKING:
-    from distmon.monitor.state.job import JobState
-
 T = TypeVar("T")
+
+
+class Rows(Protocol):
+    """What a rank's view reads of its job (:class:`~distmon.monitor.state.job.JobState`):
+    the columns, the thresholds the monitor runs with, the reports and the hosts' names."""
+
+    @property
+    def cols(self) -> Columns: ...
+    @property
+    def limits(self) -> Thresholds: ...
+    @property
+    def reporting(self) -> int: ...
+    def present(self) -> I8: ...
+    def report_of(self, rank: int) -> Report: ...
+    def host_name(self, host: int) -> str: ...
 
 
 class _Column(Generic[T]):
@@ -45,7 +59,7 @@ class RankState:
 
     __slots__ = ("_job", "rank")
 
-    def __init__(self, job: JobState, rank: int) -> None:
+    def __init__(self, job: Rows, rank: int) -> None:
         self._job, self.rank = job, rank
 
     def __repr__(self) -> str:
@@ -59,10 +73,6 @@ class RankState:
 
     def _get(self, column: str) -> Any:
         return getattr(self._job.cols, column)[self.rank]
-
-    @property
-    def job(self) -> JobState:
-        return self._job
 
     @property
     def _mine(self) -> slice:
@@ -81,6 +91,8 @@ class RankState:
     """Running share of reports sampled inside a collective, while the job progresses:
     low for the rank the others wait for."""
     data_wait_share = _Column("data_wait_share", float)
+    interval = _Column("interval", float)
+    """Seconds between its reports, as it reports them."""
     size = _Column("bytes", int)
     """Bytes of the latest report as received."""
     steps = _Column("steps", int)
@@ -100,14 +112,18 @@ class RankState:
     def silent_for(self, now: float) -> float:
         return now - self.received
 
-    def silent(self, now: float, limits: Thresholds = LIMITS) -> bool:
-        """Not heard from for longer than its reports allow (and not because it exited): one
-        rank of :meth:`distmon.monitor.state.job.JobState.silent`."""
-        return bool(self._job.silent(now, limits, self._mine)[0])
+    def silent(self, now: float) -> bool:
+        """Not heard from for longer than its reports allow (and not because it exited): its
+        row of :func:`distmon.monitor.state.facts.silent`."""
+        return bool(facts.silent(self._job.cols, self._job.limits, now, self._mine)[0])
 
-    def live(self, now: float, limits: Thresholds = LIMITS) -> bool:
+    def live(self, now: float) -> bool:
         """Still reporting: neither exited nor silent."""
-        return not self.finished and not self.silent(now, limits)
+        return not self.finished and not self.silent(now)
+
+    def status(self, now: float) -> str:
+        """The word its flags give (:func:`distmon.monitor.state.facts.severities`)."""
+        return STATUSES[int(facts.severities(self._job.cols, self._job.limits, now, np.array([self.rank]))[0])]
 
     def age(self, t: float, now: float) -> float:
         """How long before ``now`` (the monitor's clock) the moment ``t`` of the rank's own
@@ -122,24 +138,24 @@ class RankState:
     def gpu_used(self) -> float | None:
         """Memory in use on the rank's GPU, as nvidia-smi counts it (NVML), else what torch's
         caching allocator holds; the measure to hold against :meth:`gpu_total`."""
-        return present(self._job.gpu_used(self._mine)[0])
+        return present(facts.gpu_used(self._job.cols, self._mine)[0])
 
     def gpu_total(self) -> float | None:
-        return present(float(gpu_total(self._get("gpu_total"))))
+        return present(float(facts.gpu_total(self._get("gpu_total"))))
 
     def gpu_allocated(self) -> float | None:
-        return present(self._job.gpu_allocated(self._mine)[0])
+        return present(facts.gpu_allocated(self._job.cols, self._mine)[0])
 
     def rss(self) -> float | None:
         return present(self._get("rss"))
 
-    def stopped(self) -> bool:
+    def ended_by_signal(self) -> bool:
         """Ended by a signal or distmon rather than on its own (see :data:`distmon.wire.STOPPED_HOWS`)."""
         return bool(self._get("flags") & wire.FLAG_STOPPED_BY_SIGNAL)
 
     def torn_down(self) -> bool:
         """Terminated by SIGTERM: what torchrun does to every survivor once a rank has failed."""
-        return self.stopped() and self.report.exit is not None and self.report.exit.how == TERMINATED
+        return self.ended_by_signal() and self.report.exit is not None and self.report.exit.how == TERMINATED
 
     def lost_a_peer(self) -> bool:
         """It raised because a peer went away: a consequence of another rank's failure."""
@@ -150,19 +166,13 @@ class RankState:
         return bool(self._get("consequence") & LOST_WORKER)
 
     def failed_on_its_own(self) -> bool:
-        """Raised, and not only because the job was being stopped around it: a rank stopped by
-        a signal whose DataLoader workers died in the same teardown, or whose peers went, did
-        not fail."""
-        return bool(self._job.failed_on_their_own()[self.rank])
+        """Raised, and not only because the job was being stopped around it: its row of
+        :func:`distmon.monitor.state.facts.failed_on_their_own`."""
+        return bool(facts.failed_on_their_own(self._job.cols, self._mine)[0])
 
 
 def present(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
-
-
-def gpu_total(total: Any) -> Any:
-    """A GPU's memory as reported, an array or one value; NaN for none (a report of 0 is none)."""
-    return np.where(total == 0, np.nan, total)
 
 
 def gpu_allocated(report: Report) -> float | None:
@@ -178,7 +188,7 @@ def gpu_allocated(report: Report) -> float | None:
 class Ranks(Mapping[int, RankState]):
     """The ranks heard from, as views, by rank."""
 
-    def __init__(self, job: JobState) -> None:
+    def __init__(self, job: Rows) -> None:
         self._job = job
 
     def __getitem__(self, rank: int) -> RankState:

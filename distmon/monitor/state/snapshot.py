@@ -19,7 +19,6 @@ from distmon.monitor.state.alerts import AlertBook
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import F8, HISTORY, I8
 from distmon.monitor.state.job import JobState
-from distmon.monitor.state.limits import Thresholds
 
 Mask = npt.NDArray[np.bool_]
 
@@ -88,7 +87,7 @@ class Snapshot:
         return np.array(util, dtype=np.float64)
 
 
-def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> Snapshot:
+def take(state: JobState, alerts: AlertBook, now: float) -> Snapshot:
     """The state at ``now`` (a tick's time), copied; on the monitor's thread."""
     c = state.cols
     ranks = state.present()
@@ -116,8 +115,8 @@ def take(state: JobState, limits: Thresholds, alerts: AlertBook, now: float) -> 
         gpu_total=state.gpu_total()[ranks],
         has_gpu=state.flagged(wire.FLAG_HAS_GPU, ranks),
         exited=state.flagged(wire.FLAG_EXITED, ranks),
-        silent=state.silent(now, limits, ranks),
-        stalled=state.stalled(now, limits)[ranks],
+        silent=state.silent(now, ranks),
+        stalled=state.stalled(now)[ranks],
         failed=state.failed_on_their_own()[ranks],
         reports=state.raw_reports(),
         active=tuple(AlertFacts(a.kind, a.severity, tuple(a.ranks)) for a in list(alerts.active.values())),

@@ -47,16 +47,20 @@ for a first report, then whether it progresses, then how it ended
 
 
 def running_state(
-    stopping: bool, without_progress: float | None, stall_after: float, oldest_wait: float | None, limits: Thresholds
+    stopping: bool,
+    without_progress: float | None,
+    no_progress_after: float,
+    oldest_wait: float | None,
+    limits: Thresholds,
 ) -> str:
     """The state word of a job that runs: hung while an alert that stops a job stands
-    (``stopping``: a hang, a divergence, a stall), or once it has gone ``stall_after`` seconds
-    without progress and its oldest collective in flight has waited
+    (``stopping``: a hang, a divergence, a stall), or once it has gone ``no_progress_after``
+    seconds without progress and its oldest collective in flight has waited
     :attr:`~distmon.monitor.state.limits.Thresholds.hung_after`, whatever the rules have said
     yet; stalled when only the first holds; else healthy."""
     if stopping:
         return HUNG
-    if without_progress is None or without_progress < stall_after:
+    if without_progress is None or without_progress < no_progress_after:
         return HEALTHY
     return HUNG if oldest_wait is not None and oldest_wait >= limits.hung_after else STALLED
 
