@@ -13,6 +13,7 @@ import shlex
 import shutil
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 from collections.abc import Iterator
@@ -143,8 +144,9 @@ def test_a_rank_whose_training_took_the_signal_is_never_signalled(tmp_path: Path
     assert b"signalled" not in out
 
 
-def test_a_rank_with_a_tmp_of_its_own_is_read_through_its_root() -> None:
-    """A sidecar beside the rank's container shares its pids, not its /tmp."""
+def test_a_rank_with_a_tmp_of_its_own_is_read_through_its_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sidecar beside the rank's container shares its pids, not its temporary directory
+    (a private one of the test's, not /tmp, which may hold the checkout and its venv)."""
     unshare = shutil.which("unshare")
     if os.getuid() != 0 or unshare is None:
         pytest.skip("a /tmp of its own needs root and unshare (util-linux)")
@@ -156,9 +158,13 @@ def test_a_rank_with_a_tmp_of_its_own_is_read_through_its_root() -> None:
         "print(stacksignal.arm(), flush=True)\n"
         "catastrophic()\n"
     )
-    private_tmp = 'mount -t tmpfs tmpfs /tmp && exec "$0" -c "$1"'
+    private = tmp_path / "tmp"
+    private.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(private))
+    private_tmp = 'mount -t tmpfs tmpfs "$TMPDIR" && exec "$0" -c "$1"'
     command = [unshare, "--mount", "--propagation", "private", "sh", "-c", private_tmp, sys.executable, code]
-    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True)
+    env = {**os.environ, "TMPDIR": str(private)}
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env)
     try:
         assert process.stdout is not None
         path = process.stdout.readline().strip()
