@@ -180,13 +180,15 @@ class NodeRelay:
         self.flush()
 
     def _looking_closely(self, now: float) -> bool:
-        """Whether what the eye saw should go up before the interval ends: it has looks, and
-        the last batch went over :data:`CLOSE_PERIOD` ago."""
+        """Whether what the eye saw should go up before the interval ends: the last batch went
+        over :data:`CLOSE_PERIOD` ago (asked first: the loop turns for every message), and it
+        has looks."""
+        if now - self._flushed < CLOSE_PERIOD:
+            return False
         seen = self.eye.take()
         if seen:
             self._seen = _joined(self._seen, seen)
-        looked = self._seen is not None and bool(self._seen.samples or self._seen.stacks)
-        return looked and now - self._flushed >= CLOSE_PERIOD  # its links can wait for the interval
+        return self._seen is not None and bool(self._seen.samples or self._seen.stacks)  # links wait
 
     def take_from_below(self) -> None:
         """Take what the ranks and the relays below have sent, up to ``TAKE_LIMIT`` messages."""

@@ -195,7 +195,7 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     if not lost:
         return []
     lost.sort(key=lambda s: s.received)
-    states = {s.rank: process_state(s, ctx) for s in lost}
+    states = {s.rank: process_state(job, s.rank, ctx) for s in lost}
     waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now)].any())
     alive = [s for s in lost if states[s.rank] == ALIVE]
     dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]

@@ -167,7 +167,31 @@ class Incidents:
         return set(node_ranks(self.job, self.ctx, training=False).tolist())
 
     def _roots(self, reach: set[Node]) -> list[int]:
-        return sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n) and self._own_incident(n))
+        """The ranks of ``reach`` that wait for nobody and are this incident's
+        (:meth:`_own_incident`): decided as arrays where the answer needs no more (a
+        collective of 131,072 ranks may reach tens of thousands yet to enter it), rank by
+        rank where it does (silent: its process asked about; a silent node; the monitor
+        behind)."""
+        ranks = np.array(sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n)), np.int64)
+        if not len(ranks):
+            return []
+        present = self.job.cols.present[ranks]
+        ours = np.full(len(ranks), self.ctx.behind is None)
+        known = ranks[present]
+        finished = self.job.flagged(wire.FLAG_EXITED, known)
+        plain = finished | (~self.job.held_up(known) & ~self.job.silent(self.ctx.now, known))
+        held = ~finished & self.job.held_up(known)
+        if self.ctx.behind is None:
+            doubt = ~plain & ~held
+            doubt |= np.isin(known, list(self._node_ranks)) & ~finished
+        else:
+            doubt = np.ones(len(known), dtype=bool)
+        decided = np.where(held, False, True)
+        for i in np.flatnonzero(doubt).tolist():
+            decided[i] = self._own_incident(int(known[i]))
+        ours[present] = decided
+        roots: list[int] = ranks[ours].tolist()
+        return roots
 
     def _early(self) -> list[Finding]:
         """Before a wait is a hang: the ranks that waits of half the early threshold lead to
@@ -271,7 +295,7 @@ class Incidents:
         if not s.silent(self.ctx.now):
             return True
         try:
-            return self.ctx.probe is None or self.ctx.probe(s.report.host, s.report.pid) != GONE
+            return self.ctx.probe is None or self.ctx.probe(*self.job.process_of(rank)) != GONE
         except Exception:
             return True
 

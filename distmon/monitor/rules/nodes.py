@@ -63,13 +63,14 @@ class Steps:
     theirs: int
 
 
-def process_state(s: RankState, ctx: Context) -> str | None:
-    """What its node's eye says of ``s``'s process: alive, gone, or None (no eye watches its
-    node, or it cannot tell)."""
+def process_state(job: JobState, rank: int, ctx: Context) -> str | None:
+    """What its node's eye says of ``rank``'s process: alive, gone, or None (no eye watches its
+    node, or it cannot tell). Its host and pid come from the columns: its report is not
+    decoded (nor its whole report asked of the relays) to ask."""
     if ctx.probe is None:
         return None
     try:
-        return ctx.probe(s.report.host, s.report.pid)
+        return ctx.probe(*job.process_of(rank))
     except Exception:
         return None
 
@@ -120,7 +121,7 @@ def _seen(job: JobState, ctx: Context, node: SilentNode) -> bool:
     """Whether an eye still sees ``node``'s processes: the monitor's own, on its host. A node
     that reported through a relay was watched by that relay, silent now: what it last said of
     them is old news."""
-    return node.relay is None and process_state(RankState(job, int(node.ranks[0])), ctx) is not None
+    return node.relay is None and process_state(job, int(node.ranks[0]), ctx) is not None
 
 
 def node_lost(job: JobState, ctx: Context) -> list[Finding]:

@@ -47,9 +47,9 @@ def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
     quiet = ctx.now - c.received > ctx.limits.overdue_after(c.interval)
     maybe = c.present & ~job.flagged(wire.FLAG_EXITED)
     maybe &= quiet | (job.flagged(wire.FLAG_STALLED) & ~c.in_collective & ~c.in_p2p)
-    for s in job.views(np.flatnonzero(maybe)[:MAX_WATCHED]):
+    for rank in np.flatnonzero(maybe)[:MAX_WATCHED].tolist():
         with contextlib.suppress(Exception):
-            ctx.outside(s.report.host, s.report.pid)
+            ctx.outside(*job.process_of(rank))  # from the columns: no report decoded to ask
     return []
 
 

@@ -179,6 +179,11 @@ class JobState:
             name = self.report_of(int(ranks[0])).host if len(ranks) else "?"
         return name
 
+    def process_of(self, rank: int) -> tuple[str, int]:
+        """Rank ``rank``'s host and pid, from the columns: what asking about its process needs,
+        without decoding its report (a rule may ask of thousands of ranks in a tick)."""
+        return self.host_name(int(self.cols.host[rank])), int(self.cols.pid[rank])
+
     def group(self, gid: int) -> GroupStatus | None:
         """A group's description (its name, members, timeout), from a report of a member."""
         found = self.reports.groups.get(gid)
