@@ -16,13 +16,14 @@ from distmon.monitor.state.limits import Thresholds
 from distmon.pyspy import OutsideStack
 
 Probe = Callable[[str, int], "str | None"]
-"""(host, pid) -> "alive", "gone", or None when the monitor cannot tell (another host)."""
+"""(host, pid) -> "alive", "gone", or None when the monitor cannot tell (no eye on that node,
+or none has looked yet): :meth:`distmon.monitor.outside.sight.Sight.state`."""
 StackSource = Callable[..., "OutsideStack | None"]
 """(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
 taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
 Outside = Callable[[str, int], "Seen | None"]
-"""(host, pid) -> the prober's looks at it (:meth:`distmon.monitor.outside.probe.ProcessProbe.view`),
-None for another host or before its first look."""
+"""(host, pid) -> its node's eye's looks at it (:meth:`distmon.monitor.outside.sight.Sight.view`),
+None where no eye watches that node, or before its first look."""
 
 
 @dataclass
