@@ -13,9 +13,7 @@ from __future__ import annotations
 import json
 import os
 import signal
-import subprocess
 import sys
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,9 +22,9 @@ from distmon.monitor.recording.format import received
 from distmon.monitor.recording.reader import read_recording
 from distmon.wire import decode
 from tests.support import launchers
-from tests.support.commands import DISTMON, distmon, free_port
+from tests.support.commands import distmon, free_port
 from tests.support.paths import TRAIN
-from tests.support.processes import kill_tree, start
+from tests.support.processes import kill_tree, recorded_run
 from tests.support.waiting import wait_until
 
 JOB_NAMES = {"srun": "slurm-4242", "mpirun": "mpi-prterun-vm-4242@1"}
@@ -40,16 +38,7 @@ def test_a_hang_among_ranks_started_by_the_launcher_names_the_rank(tmp_path: Pat
     env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     job = [launcher, "-n", "3", sys.executable, str(TRAIN), "--fault", "hang", "--fault-rank", "2"]
     job += ["--workers", "0", "--timeout", "120"]
-    process = start(
-        [*DISTMON, "run", "--record", str(out), "--", *job],
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
-    reader.start()
+    process, lines, reader = recorded_run(out, job, env)
     try:
         wait_until(lambda: any(" hang: " in line for line in lines), 150, "a hang alert")
         process.send_signal(signal.SIGINT)

@@ -14,7 +14,6 @@ import signal
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
@@ -24,7 +23,7 @@ from distmon.launch import PYTHONPATH_DIR
 from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.listener import Listener
 from tests.support.paths import TRAIN
-from tests.support.processes import kill_tree, start
+from tests.support.processes import kill_tree, recorded_run, start
 from tests.support.waiting import wait_until
 
 JOB_ENV = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "0.5"}
@@ -215,16 +214,7 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
     out = tmp_path / "run.distmon"
     job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN)]
     job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120"]
-    process = start(
-        [*DISTMON, "run", "--record", str(out), "--", *job],
-        env={**JOB_ENV, "DISTMON_INTERVAL": "1"},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
-    lines: list[str] = []
-    reader = threading.Thread(target=lambda: lines.extend(process.stderr), daemon=True)
-    reader.start()
+    process, lines, reader = recorded_run(out, job, {**JOB_ENV, "DISTMON_INTERVAL": "1"})
     try:
         deadline = time.monotonic() + 150
         while not any(" hang: " in line for line in lines) and time.monotonic() < deadline:

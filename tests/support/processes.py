@@ -12,7 +12,10 @@ import contextlib
 import os
 import signal
 import subprocess
-from collections.abc import Iterator, Sequence
+import sys
+import threading
+from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any
 
 import psutil
@@ -46,3 +49,21 @@ def session(argv: Sequence[str], **options: Any) -> Iterator[subprocess.Popen[An
         yield process
     finally:
         kill_tree(process)
+
+
+def recorded_run(
+    out: Path, job: Sequence[str], env: Mapping[str, str]
+) -> tuple[subprocess.Popen[str], list[str], threading.Thread]:
+    """``distmon run --record OUT -- JOB`` in a new session, its stderr's lines as they come, and
+    the thread reading them (join it for the last lines); end it with :func:`kill_tree`."""
+    process = start(
+        [sys.executable, "-m", "distmon", "run", "--record", str(out), "--", *job],
+        env=dict(env),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    lines: list[str] = []
+    reader = threading.Thread(target=lambda: lines.extend(process.stderr or ()), daemon=True)
+    reader.start()
+    return process, lines, reader

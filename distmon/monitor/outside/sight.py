@@ -145,25 +145,27 @@ class Sight:
         """Whether an eye watches ``host``: the monitor's own, or a relay's there."""
         return host in self.eyes
 
-    def state(self, host: str, pid: int) -> str | None:
-        """``alive`` or ``gone`` as its node's eye last saw the process; None before its first
-        look, or where no eye watches the node (asking starts it looking)."""
+    def _kept(self, host: str, pid: int) -> deque[Sample] | None:
+        """The looks kept at the process, None before the first or where no eye watches its
+        node; the asking noted, for its eye to look (:meth:`wanted`)."""
         if host not in self.eyes:
             return None
         self._asked.setdefault((host, pid), None)
-        kept = self._looks.get((host, pid))
-        if not kept:
+        return self._looks.get((host, pid)) or None
+
+    def state(self, host: str, pid: int) -> str | None:
+        """``alive`` or ``gone`` as its node's eye last saw the process; None before its first
+        look, or where no eye watches the node (asking starts it looking)."""
+        kept = self._kept(host, pid)
+        if kept is None:
             return None
         return GONE if (host, pid) in self._gone else ALIVE
 
     def view(self, host: str, pid: int) -> Seen | None:
         """The looks at the process so far; None where no eye watches its node, or before the
         first look (asking starts it looking)."""
-        if host not in self.eyes:
-            return None
-        self._asked.setdefault((host, pid), None)
-        kept = self._looks.get((host, pid))
-        if not kept:
+        kept = self._kept(host, pid)
+        if kept is None:
             return None
         gone = (host, pid) in self._gone
         alive = tuple(s for s in kept if s.state != "X")
