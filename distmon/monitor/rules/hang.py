@@ -175,7 +175,7 @@ class Incidents:
         ranks = np.array(sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n)), np.int64)
         if not len(ranks):
             return []
-        present = self.job.cols.present[ranks]
+        present = self.job.heard(ranks)
         ours = np.full(len(ranks), self.ctx.behind is None)
         known = ranks[present]
         finished = self.job.flagged(wire.FLAG_EXITED, known)

@@ -75,6 +75,7 @@ class Columns:
         "pending_wait": "f8",
         "pending_data": "f8",
         "pending_since": "f8",
+        "pending_step": "f8",
         "groups": "i8",
         "channels": "i8",
         "in_collective": "?",
@@ -142,10 +143,12 @@ class Columns:
     samples: Array
     pending_wait: Array
     """The latest report's sample of the shares, taken in once the next report says whether it
-    was a pause: whether it was in a collective (NaN: none waits), its data wait, and since when
-    it waited in that collective (:func:`~distmon.monitor.state.ingest._shares`)."""
+    was a pause: whether it was in a collective (NaN: none waits), its data wait, since when it
+    waited in that collective and when its last step ended
+    (:func:`~distmon.monitor.state.ingest._shares`)."""
     pending_data: Array
     pending_since: Array
+    pending_step: Array
     groups: Array
     channels: Array
     in_collective: Array

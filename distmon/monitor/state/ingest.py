@@ -308,27 +308,33 @@ def _shares(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDA
     is the hang rule's business, not pace: a stalled report starts the shares over, so the
     seconds of waiting before the stall was flagged do not make the rank that held everyone
     up look, once back, like the one that waits least. So is a pause
-    (:data:`~distmon.monitor.state.limits.PAUSE_STEPS`): a report's sample counts once the
-    rank's next report has said whether its wait went on into one, and a pause's samples count
-    for nothing. The others' waits for a metrics upload every 25 steps make no straggler of
-    the rank uploading; their waits for a rank slower in every step do."""
+    (:data:`~distmon.monitor.state.limits.PAUSE_STEPS`), for the rank that takes it as for those
+    waiting for it: a report's sample counts once the rank's next report has said whether its
+    step, or its wait in a collective, went on into one, and a pause's samples count for
+    nothing. The others' waits for a metrics upload every 25 steps, and the uploading rank's
+    own seconds outside any collective, make no straggler of it; the others' waits for a rank
+    slower in every step do."""
     cols = intake.cols
     moving = (h["flags"] & wire.FLAG_STALLED) == 0
     cols.samples[rank[~moving]] = 0
     cols.pending_wait[rank[~moving]] = np.nan
     r, t = rank[moving], h["t"][moving]
-    since, after = cols.collective_since[r], pause_after(h["step_p50"][moving].astype(np.float64))
-    went_on = (cols.pending_since[r] == since) & (t - since > after)
+    since, step = cols.collective_since[r], h["last_step_t"][moving].astype(np.float64)
+    after = pause_after(h["step_p50"][moving].astype(np.float64))
+    went_on = ((cols.pending_since[r] == since) & (t - since > after)) | (
+        (cols.pending_step[r] == step) & (t - step > after)
+    )
     taken = r[~np.isnan(cols.pending_wait[r]) & ~went_on]
     weight = np.where(cols.samples[taken] > 0, SHARE_SMOOTHING, 1.0)
     cols.inflight_share[taken] += weight * (cols.pending_wait[taken] - cols.inflight_share[taken])
     cols.data_wait_share[taken] += weight * (cols.pending_data[taken] - cols.data_wait_share[taken])
     cols.samples[taken] += 1
     wait = h["data_wait"][moving].astype(np.float64)
-    paused = inflight[moving] & (t - since > after)
+    paused = (inflight[moving] & (t - since > after)) | (t - step > after)
     cols.pending_wait[r] = np.where(paused, np.nan, inflight[moving])
     cols.pending_data[r] = np.where(np.isnan(wait), 0.0, wait)
     cols.pending_since[r] = since
+    cols.pending_step[r] = step
 
 
 def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:

@@ -146,6 +146,14 @@ class JobState:
         """The ranks heard from, in order."""
         return np.flatnonzero(self.cols.present)
 
+    def heard(self, ranks: I8) -> npt.NDArray[np.bool_]:
+        """Which of ``ranks`` have been heard from: a rank another's log or group names may lie
+        beyond every rank that reported."""
+        inside = (ranks >= 0) & (ranks < self.cols.capacity)
+        heard = np.zeros(len(ranks), dtype=bool)
+        heard[inside] = self.cols.present[ranks[inside]]
+        return heard
+
     def views(self, ranks: npt.NDArray[np.bool_] | I8) -> list[RankState]:
         """The ranks of a mask over ranks (or an array of ranks), as views, in order: the
         rules pick the few ranks worth a look off the columns, then read those."""

@@ -16,10 +16,11 @@ import numpy as np
 from distmon.monitor.state.columns import F8
 
 PAUSE_STEPS = 3.0
-"""A wait that the waiting rank's own report shows lasting longer than this many of its
-step times is a pause: the job stood still for a rank (a habit, or a hang), the business of
-the hang rule and the job's routine. A shorter one, however often it comes, is the job's
-pace: a rank the others wait for in every step, or every other one, is a straggler."""
+"""A step, or a wait in a collective, that a rank's own report shows lasting longer than this
+many of its step times is a pause: the job stood still for a rank (a habit, or a hang), the
+business of the hang rule and the job's routine, for the rank that takes it as for those
+waiting. A shorter one, however often it comes, is the job's pace: a rank the others wait for
+in every step, or every other one, is a straggler."""
 
 
 @overload
@@ -27,8 +28,8 @@ def pause_after(step_time: float) -> float: ...
 @overload
 def pause_after(step_time: F8) -> F8: ...
 def pause_after(step_time: float | F8) -> float | F8:
-    """Given a step time (or an array of them; NaN: none yet), how long a wait must have
-    lasted, by the waiting rank's own report, to be a pause (:data:`PAUSE_STEPS`)."""
+    """Given a step time (or an array of them; NaN: none yet), how long a step or a wait must
+    have lasted, by the rank's own report, to be a pause (:data:`PAUSE_STEPS`)."""
     return PAUSE_STEPS * step_time
 
 
