@@ -7,7 +7,7 @@
   binds it);
 - ``stopped``: a screen attaches, shows the job once its ranks report, and is then stopped
   with SIGSTOP for the rest of the run: the monitor must skip it, not wait for it;
-- ``reading``: a screen attaches and keeps reading (its feed and its Follower through the
+- ``reading``: a screen attaches and keeps reading (its feed and its AttachedMonitor through the
   Session, as ``distmon watch --attach`` runs them, without drawing).
 
 Each way runs in a process of its own. Each row: the monitor's sustained intake
@@ -30,18 +30,18 @@ from pathlib import Path
 
 import bench_scale
 
-from distmon.monitor.broadcast import Broadcast
+from distmon.monitor.attach.serve import AttachServer
 
 SCREEN = """
 import sys, time
-from distmon.monitor.intake.attached import AttachedFeed
-from distmon.monitor.monitor import Follower
+from distmon.monitor.attach.feed import AttachedFeed
+from distmon.monitor.attach.follow import AttachedMonitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.session import Session
 feed = AttachedFeed(sys.argv[1])
 problem = feed.attach(120)
 assert problem is None, problem
-follower = Follower(feed)
+follower = AttachedMonitor(feed)
 tracker = OverviewTracker(feed.progress)
 session = Session(feed, follower, on_tick=lambda now: tracker.observe(follower, now))
 end, said = time.time() + float(sys.argv[2]), False
@@ -100,11 +100,11 @@ class Screen:
 
 def run(ranks: int, mode: str, healthy: int, hung: int, interval: int = 1) -> dict[str, object]:
     """One run of ``bench_scale`` with a screen ``mode``."""
-    made: list[Broadcast] = []
+    made: list[AttachServer] = []
     screens: list[Screen] = []
 
-    def bind(endpoint: str) -> Broadcast:
-        made.append(Broadcast(endpoint))
+    def bind(endpoint: str) -> AttachServer:
+        made.append(AttachServer(endpoint))
         if mode != "none":
             screens.append(Screen(endpoint, mode, 20 + ranks / 4000 + healthy + hung))  # bench_scale's start
         return made[0]
@@ -113,7 +113,7 @@ def run(ranks: int, mode: str, healthy: int, hung: int, interval: int = 1) -> di
         for screen in screens:
             screen.turn()
 
-    result = bench_scale.run(ranks, 4, 2, healthy, hung, interval, viewers=bind, on_turn=turn)
+    result = bench_scale.run(ranks, 4, 2, healthy, hung, interval, screens=bind, on_turn=turn)
     result.pop("said")
     result = {"screen": mode, **result, "skips": made[0].skips}
     for screen in screens:

@@ -22,12 +22,12 @@ import zmq
 from simulated import Layout, SimJob, drive
 
 from distmon.cli import relax_gc
-from distmon.link import Batch
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import received
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
+from distmon.wire.link import Batch
 
 HERE = Path(__file__).resolve().parent
 LAYOUT = Layout(tp=8, pp=4)

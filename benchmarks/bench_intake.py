@@ -28,13 +28,13 @@ from pathlib import Path
 from bench_soak import templates
 
 from distmon.cli import relax_gc
-from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
-from distmon.columnar.frames import parse
-from distmon.columnar.news import News
-from distmon.link import Batch, Relay, batch_frames, decode_batch
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import ALONE
+from distmon.node.news import News
+from distmon.wire.arrays import parse
+from distmon.wire.columns import ColumnBatch, column_frames, decode_columns
+from distmon.wire.link import Batch, Relay, batch_frames, decode_batch
 
 BATCH = 10_000
 

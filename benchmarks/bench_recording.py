@@ -30,11 +30,11 @@ from pathlib import Path
 import msgpack
 from simulated import SimJob
 
-from distmon.link import Batch
 from distmon.monitor.recording import writer as recording
 from distmon.monitor.recording.format import FORMAT, AlertEvent, BatchRecord, Dropped, MessageRecord, Record, received
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
+from distmon.wire.link import Batch
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3600

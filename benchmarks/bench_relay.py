@@ -36,11 +36,11 @@ import psutil
 import zmq
 from simulated import SimJob
 
-from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
-from distmon.columnar.frames import parse
-from distmon.link import Batch, Relay, batch_frames
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import encode
+from distmon.wire.arrays import parse
+from distmon.wire.columns import ColumnBatch, column_frames, decode_columns
+from distmon.wire.link import Batch, Relay, batch_frames
 
 SECONDS = 5.0
 WARM_UP = 1.0

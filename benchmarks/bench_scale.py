@@ -48,12 +48,12 @@ import zmq
 from simulated import SimJob
 
 from distmon.cli import relax_gc
-from distmon.eye.node import NodeEye
 from distmon.monitor.intake.feeds import LiveFeed
-from distmon.monitor.monitor import Monitor, Viewers
+from distmon.monitor.pipeline import Monitor, Screens
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.ending import STOP_KINDS
+from distmon.node.eye import NodeEye
 from distmon.wire import HEADER_FIELDS, encode
 
 HANG_AT = 20.0
@@ -139,11 +139,11 @@ def run(
     healthy: int,
     hung: int,
     interval: int,
-    viewers: Callable[[str], Viewers] | None = None,
+    screens: Callable[[str], Screens] | None = None,
     on_turn: Callable[[], None] | None = None,
     record: str | None = None,
 ) -> dict[str, object]:
-    """``viewers``: the monitor's screens, made for its endpoint (``bench_attach.py``); ``on_turn``
+    """``screens``: the monitor's screens, made for its endpoint (``bench_attach.py``); ``on_turn``
     called at each turn of the monitor's loop; ``record``: the recording, if any."""
     relax_gc()
     load = os.getloadavg()[0]
@@ -171,7 +171,7 @@ def run(
         for listen in listens
     ]
     monitor = Monitor(
-        recorder=RecordingWriter(record) if record else None, viewers=viewers(upstream) if viewers is not None else None
+        recorder=RecordingWriter(record) if record else None, screens=screens(upstream) if screens is not None else None
     )
     ticks: list[tuple[float, float, float]] = []
     tick = monitor.tick

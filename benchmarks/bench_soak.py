@@ -48,16 +48,16 @@ import numpy.typing as npt
 from simulated import SimJob
 
 from distmon.cli import relax_gc
-from distmon.columnar.batch import ColumnBatch
-from distmon.columnar.frames import CHANNEL, GROUP, HEADER, Parsed, parse
-from distmon.columnar.news import News
-from distmon.link import Batch, Relay
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import ColumnRecord
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
+from distmon.node.news import News
 from distmon.wire import encode
+from distmon.wire.arrays import CHANNEL, GROUP, HEADER, Parsed, parse
+from distmon.wire.columns import ColumnBatch
+from distmon.wire.link import Batch, Relay
 
 HANG_AT = 30.0
 """The template job's second at which its culprit stalls."""

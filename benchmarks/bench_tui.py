@@ -27,9 +27,9 @@ import zmq
 from bench_scale import second, templates
 from simulated import SimJob, drive
 
-from distmon.link import Batch
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.tui.app import build_app
+from distmon.wire.link import Batch
 
 START = 1_700_000_000.0
 

@@ -8,8 +8,8 @@ The package splits by where code runs:
 - on any machine, never torch: ``distmon.monitor``, taking reports in, judging, recording
   and feeding screens; ``distmon.tui``, the terminal UI over it; ``distmon.export``,
   ``distmon.actions`` and ``distmon.forensics``, what reads the monitor or acts on it.
-- on each node: ``distmon.node_relay``, a node's relay.
-- shared: ``distmon.wire`` (a rank's message), ``distmon.link`` (batches and commands),
+- on each node: ``distmon.node.relay``, a node's relay.
+- shared: ``distmon.wire`` (a rank's message), ``distmon.wire.link`` (batches and commands),
   and the small modules (the Flight Recorder reader, py-spy's wrapper, endpoints, keys).
 - ``distmon.cli`` and ``distmon.commands``: the ``distmon`` command; ``distmon.doctor``, its
   checks before a job starts.

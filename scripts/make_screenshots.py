@@ -27,7 +27,7 @@ from pathlib import Path
 from distmon.export.html import render_page
 from distmon.export.plain import render
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector

@@ -29,12 +29,12 @@ import shutil
 import time
 from pathlib import Path
 
-from distmon.link import Dump
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import date_time, ranks_text, stack_lines
-from distmon.pyspy import OutsideStack
+from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report
+from distmon.wire.link import Dump
 
 DUMP_PREFIX = "nccl_trace_rank_"
 KEEP = 20

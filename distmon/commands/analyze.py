@@ -21,8 +21,8 @@ import sys
 
 from distmon.forensics.analysis import analyze
 from distmon.forensics.render import render, to_json
+from distmon.guards.text import MAX_LINE, visible
 from distmon.monitor.state.admission import MAX_WORLD
-from distmon.visible import MAX_LINE, visible
 
 
 def world_size(value: str) -> int:

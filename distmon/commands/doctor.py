@@ -16,7 +16,6 @@ import os
 import sys
 from collections.abc import Mapping
 
-from distmon import values
 from distmon.doctor import host, network
 from distmon.doctor.dumps import dumps_check
 from distmon.doctor.launch_command import Launch, check_launch, parse
@@ -30,6 +29,7 @@ from distmon.doctor.torch_env import (
     torch_facts,
     visible_devices_check,
 )
+from distmon.guards import values
 
 C10D_PORT = 29400
 """torchrun's port for ``--rdzv-endpoint`` given without one."""

@@ -14,10 +14,10 @@ import time
 from collections.abc import Iterable
 
 from distmon import endpoint, keys
-from distmon.commands import acting, metrics_port
-from distmon.commands.live import add_arguments as add_monitor_arguments
-from distmon.commands.live import open_live
-from distmon.commands.signals import stop_on_signals
+from distmon.commands.shared import acting, metrics_port
+from distmon.commands.shared.live import add_arguments as add_monitor_arguments
+from distmon.commands.shared.live import open_live
+from distmon.commands.shared.signals import stop_on_signals
 from distmon.export.plain import alert_line
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Change

@@ -5,7 +5,7 @@
 One per node: the node's ranks report to ``--listen`` (their ``DISTMON_ENDPOINT``), and the
 relay sends their reports on to ``--upstream`` (``distmon record`` or ``watch``, or the relay
 above it) in one batch a second, so that the monitor of a large job holds one connection per
-node (:mod:`distmon.node_relay`). Stops on SIGINT or SIGTERM, after sending what it holds.
+node (:mod:`distmon.node.relay`). Stops on SIGINT or SIGTERM, after sending what it holds.
 """
 
 from __future__ import annotations
@@ -14,9 +14,10 @@ import argparse
 import sys
 from collections import Counter
 
-from distmon import endpoint, keys, values
-from distmon.commands.signals import stop_on_signals
-from distmon.node_relay import BATCH_FRAMES, MAX_BATCH_FRAMES, NodeRelay
+from distmon import endpoint, keys
+from distmon.commands.shared.signals import stop_on_signals
+from distmon.guards import values
+from distmon.node.relay import BATCH_FRAMES, MAX_BATCH_FRAMES, NodeRelay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

@@ -75,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _headless(feed: ReplayFeed, as_json: bool) -> int:
     from distmon.export.plain import alert_line
-    from distmon.monitor.monitor import Monitor
+    from distmon.monitor.pipeline import Monitor
     from distmon.monitor.session import Session
 
     monitor = Monitor()

@@ -13,7 +13,7 @@ evidence is kept beside it (``FILE`` without its extension, plus ``.evidence``) 
 ``--evidence`` says where.
 
 On a job of several nodes, ``--relay UPSTREAM`` gives this node's ranks a relay of their own
-(:mod:`distmon.node_relay`) on a private socket, forwarding to the monitor at ``UPSTREAM``: run
+(:mod:`distmon.node.relay`) on a private socket, forwarding to the monitor at ``UPSTREAM``: run
 it so on every node, and the monitor holds one connection per node. On the node that also
 runs the monitor, ``--record`` or ``--watch`` with ``--endpoint`` (where every node's relay
 connects) runs both. The relay is started before the job and stopped after the ranks' last
@@ -37,13 +37,13 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 
 from distmon import endpoint, keys
-from distmon.commands import acting, metrics_port
-from distmon.commands.live import add_arguments as add_monitor_arguments
-from distmon.commands.live import forward
+from distmon.commands.shared import acting, metrics_port
+from distmon.commands.shared.live import add_arguments as add_monitor_arguments
+from distmon.commands.shared.live import forward
 from distmon.doctor.launch_command import PER_RANK, parse
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
-from distmon.pyspy import TRACER_ENV
+from distmon.node.pyspy import TRACER_ENV
 
 LISTEN_WAIT = 15.0
 """Seconds the monitor gets to start listening before the job starts without waiting for it."""

@@ -8,9 +8,9 @@ import argparse
 import sys
 
 from distmon import keys
-from distmon.commands import acting, metrics_port
-from distmon.commands.live import add_arguments as add_monitor_arguments
-from distmon.commands.live import open_live
+from distmon.commands.shared import acting, metrics_port
+from distmon.commands.shared.live import add_arguments as add_monitor_arguments
+from distmon.commands.shared.live import open_live
 from distmon.endpoint import ENV
 
 ATTACH_TIMEOUT = 10.0
@@ -66,7 +66,7 @@ def _attach(args: argparse.Namespace) -> int:
         print(f"distmon watch: {problem}", file=sys.stderr)
         return 2
 
-    from distmon.monitor.intake.attached import AttachedFeed
+    from distmon.monitor.attach.feed import AttachedFeed
 
     try:
         feed = AttachedFeed(resolve(args.attach or None), key)
@@ -79,11 +79,11 @@ def _attach(args: argparse.Namespace) -> int:
         print(f"distmon watch: {problem}", file=sys.stderr)
         return 2
 
-    from distmon.monitor.monitor import Follower
+    from distmon.monitor.attach.follow import AttachedMonitor
     from distmon.monitor.overview import OverviewTracker
     from distmon.tui.app import build_app
 
-    build_app(feed, Follower(feed), OverviewTracker(feed.progress)).run()
+    build_app(feed, AttachedMonitor(feed), OverviewTracker(feed.progress)).run()
     return 0
 
 

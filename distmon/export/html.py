@@ -19,7 +19,6 @@ from typing import Any
 
 import numpy as np
 
-from distmon.columnar.batch import ColumnBatch
 from distmon.monitor.recording.format import BatchRecord, ColumnRecord, MessageRecord
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.recording.reader import read_recording
@@ -28,6 +27,7 @@ from distmon.monitor.state.columns import gpu_held
 from distmon.monitor.state.ranks import gpu_allocated
 from distmon.monitor.state.words import count, duration, group_label, rank_word, ranks_text
 from distmon.wire import GroupStatus, WireError, decode, name_hash
+from distmon.wire.columns import ColumnBatch
 
 MAX_RANKS = 32
 """Ranks drawn in the per-rank plots; ranks named by alerts count first."""

@@ -3,6 +3,7 @@ line per alert change for a batch job's log."""
 
 from __future__ import annotations
 
+from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import gone, rank_ending
@@ -16,7 +17,6 @@ from distmon.monitor.state.words import (
     time_of_day,
     unwatched_words,
 )
-from distmon.visible import MAX_LINE, visible, visible_lines
 
 
 def alert_line(change: Change, t: float) -> str | None:

@@ -38,7 +38,7 @@ from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.snapshot import AlertFacts, Snapshot
 
 if TYPE_CHECKING:
-    from distmon.monitor.monitor import Monitor
+    from distmon.monitor.pipeline import Monitor
 
 RANK_LABELS = ("job_id", "rank", "host", "local_rank")
 PER_RANK_WORLD = 1024
@@ -112,7 +112,7 @@ RANK_SERIES = (
 
 
 class MonitorCollector(Collector):
-    """Serves the :attr:`~distmon.monitor.monitor.Monitor.snapshot` of a live monitor when
+    """Serves the :attr:`~distmon.monitor.pipeline.Monitor.snapshot` of a live monitor when
     scraped: one read of that reference, nothing else of the monitor's, so it is safe on the
     HTTP server's thread. Made on the monitor's thread, it has the monitor publish its
     snapshots. ``per_rank``: every rank's series at any world size."""

@@ -19,13 +19,13 @@ from distmon.flightrecorder.fields import Entry, RankDump, created_at, group_nam
 from distmon.forensics.files import Files, walk
 from distmon.forensics.logs import LogFacts
 from distmon.forensics.standings import statuses
-from distmon.link import Batch
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
 from distmon.wire import GroupStatus, Report, StackFrame, encode, rank_runs
+from distmon.wire.link import Batch
 
 JOB = "analyzed"
 """The job name the reports carry (the files do not say)."""

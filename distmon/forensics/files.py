@@ -24,8 +24,8 @@ from distmon.flightrecorder.fields import RankDump
 from distmon.forensics.logs import LogFacts, read_log
 from distmon.forensics.parallel import read_all
 from distmon.forensics.pasted import MAX_LINE
+from distmon.guards.files import open_regular, why_not
 from distmon.monitor.state.admission import MAX_WORLD
-from distmon.regular import open_regular, why_not
 
 MAX_FILES = 1 << 20
 MAX_LOG_SECONDS = 300.0

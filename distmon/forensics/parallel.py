@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import RankDump, group_ranks, read_dump
 from distmon.flightrecorder.loading import MAX_DUMP_FILE_BYTES, MAX_SECONDS, DumpError, load
-from distmon.regular import open_regular, why_not
+from distmon.guards.files import open_regular, why_not
 
 MIN_PARALLEL = 16
 """Fewer dumps than this are read here: starting workers costs more than it saves."""

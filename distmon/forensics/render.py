@@ -9,6 +9,7 @@ from typing import Any
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import Evidence, evidence
 from distmon.forensics.verdict import Blame, judge
+from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.ending import FAILURE_KINDS
 from distmon.monitor.state.words import (
     count,
@@ -21,7 +22,6 @@ from distmon.monitor.state.words import (
     rank_word,
     ranks_text,
 )
-from distmon.visible import MAX_LINE, visible, visible_lines
 from distmon.wire import SEND, GroupStatus, expand_runs
 
 

@@ -12,7 +12,7 @@ import calendar
 import re
 from dataclasses import dataclass, field
 
-from distmon.visible import visible
+from distmon.guards.text import visible
 from distmon.wire import StackFrame
 
 MAX_FRAMES = 64

@@ -29,7 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from distmon.visible import visible
+from distmon.guards.text import visible
 
 MAX_MESSAGE = 300
 

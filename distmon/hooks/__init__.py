@@ -27,7 +27,7 @@ from typing import Any
 
 from distmon import endpoint as _endpoint
 from distmon import keys as _keys
-from distmon import values as _values
+from distmon.guards import values as _values
 
 DEFAULT_INTERVAL = 1.0
 INTERVALS = (0.05, 600.0)

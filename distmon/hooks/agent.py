@@ -3,7 +3,7 @@
 The training thread only bumps counters (:mod:`distmon.hooks.progress`). This thread
 reads them, the Flight Recorder, memory and DataLoader workers once per interval, or at
 once when woken (an exception, the exit), and sends one :class:`Report` over ZeroMQ. The
-same socket brings the monitor's commands (:mod:`distmon.link`), which this thread
+same socket brings the monitor's commands (:mod:`distmon.wire.link`), which this thread
 carries out: a Flight Recorder dump for the evidence, or ending the rank.
 
 ZeroMQ is set up so that it can never hurt training: sends never block, nothing is
@@ -39,8 +39,7 @@ from distmon.hooks.resources import GpuReader, UsageReader, host_memory
 from distmon.hooks.stacks import thread_stack
 from distmon.hooks.termination import TerminationWatch
 from distmon.hooks.training import LeavingWatch, TrainingThread
-from distmon.link import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
-from distmon.pyspy import TRACER_ENV, allow_tracer
+from distmon.node.pyspy import TRACER_ENV, allow_tracer
 from distmon.wire import (
     ENDED,
     FINISHED,
@@ -54,6 +53,7 @@ from distmon.wire import (
     encode,
     stall_after,
 )
+from distmon.wire.link import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 
 CONNECT_GRACE = 0.5
 """How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
@@ -238,7 +238,7 @@ class Agent:
             self._obey(sock)
 
     def _obey(self, sock: zmq.Socket[bytes]) -> None:
-        """Carry out the monitor's commands for this rank (see :mod:`distmon.link`)."""
+        """Carry out the monitor's commands for this rank (see :mod:`distmon.wire.link`)."""
         while True:
             try:
                 data = sock.recv(zmq.NOBLOCK)

@@ -30,7 +30,7 @@ import psutil
 from torch.utils.data import dataloader
 
 from distmon.hooks.progress import Counters
-from distmon.pyspy import StackTaker, allow_tracer, yama_scope
+from distmon.node.pyspy import StackTaker, allow_tracer, yama_scope
 from distmon.wire import Loader, Worker
 
 CRASHED_KEPT = 4

@@ -1,5 +1,5 @@
 """faulthandler armed on a signal, so that every thread's Python stack can be taken from
-outside a rank that may not be traced (see :mod:`distmon.faultstacks`, which reads it).
+outside a rank that may not be traced (see :mod:`distmon.node.faultstacks`, which reads it).
 
 Armed only where the signal is free: its handler, as the kernel has it (``sigaction``: a
 handler installed from C or by the training's own ``faulthandler.register`` too, which
@@ -23,7 +23,7 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
-from distmon import faultstacks
+from distmon.node import faultstacks
 
 MAX_SWEPT = 4096
 """Files looked at when arming, for those of processes gone."""
@@ -46,7 +46,7 @@ _hooked = False
 
 
 def arm() -> Path | None:
-    """Arm faulthandler on :func:`distmon.faultstacks.stack_signal` for this process; its
+    """Arm faulthandler on :func:`distmon.node.faultstacks.stack_signal` for this process; its
     file, or None where it is turned off, the signal is taken, or anything fails."""
     global _armed
     try:

@@ -17,7 +17,8 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.attach.messages import Progress
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
@@ -32,7 +33,6 @@ from distmon.monitor.state.words import (
     timeout_left,
     unwatched_words,
 )
-from distmon.monitor.viewing import Progress
 
 RATE_WINDOW = 10.0
 """Seconds of progress that steps/s is measured over."""

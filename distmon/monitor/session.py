@@ -16,12 +16,12 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.batch import ColumnBatch
-from distmon.link import Batch
 from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
+from distmon.wire.columns import ColumnBatch
+from distmon.wire.link import Batch
 
 ALONE = 1024
 """A relay's columns of this many frames or more are taken in on their own."""

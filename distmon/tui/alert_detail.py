@@ -12,10 +12,10 @@ from textual.message import Message
 from textual.screen import ModalScreen
 from textual.widgets import Footer, Static
 
+from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.words import time_of_day
 from distmon.tui.alerts_panel import SEVERITY_STYLE
-from distmon.visible import MAX_LINE, visible, visible_lines
 
 
 def evidence(alert: Alert) -> Text:

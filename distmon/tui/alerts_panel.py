@@ -7,9 +7,9 @@ from textual.message import Message
 from textual.widgets import OptionList
 from textual.widgets.option_list import Option
 
+from distmon.guards.text import visible
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook
 from distmon.monitor.state.words import time_of_day
-from distmon.visible import visible
 
 SEVERITY_STYLE = {CRITICAL: "bold red", "warning": "yellow"}
 

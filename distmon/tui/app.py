@@ -20,10 +20,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
-from distmon.monitor.intake.attached import SILENT_AFTER, AttachedFeed
+from distmon.monitor.attach.feed import SILENT_AFTER, AttachedFeed
 from distmon.monitor.intake.feeds import Feed, LiveFeed, ReplayFeed
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.session import Session, Timed
 from distmon.tui import cells
 from distmon.tui.alert_detail import AlertDetail
@@ -252,6 +252,6 @@ class DistmonApp(App[None]):
 
 def build_app(feed: Feed, monitor: Monitor | None = None, tracker: OverviewTracker | None = None) -> DistmonApp:
     """The app for a feed: what ``distmon watch`` (``--attach``: a feed from a monitor running
-    elsewhere, a :class:`~distmon.monitor.monitor.Follower` of it, and its progress so far),
+    elsewhere, a :class:`~distmon.monitor.attach.follow.AttachedMonitor` of it, and its progress so far),
     ``distmon replay`` and the tests run."""
     return DistmonApp(feed, monitor or Monitor(), tracker)

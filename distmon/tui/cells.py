@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from distmon.guards.text import visible
 from distmon.monitor.state import words
-from distmon.visible import visible
 
 BAR_CELLS = " ▏▎▍▌▋▊▉█"
 

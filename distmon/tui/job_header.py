@@ -6,10 +6,10 @@ from __future__ import annotations
 from rich.text import Text
 from textual.widgets import Static
 
+from distmon.guards.text import visible
 from distmon.monitor import overview as ov
 from distmon.monitor.state import statuses
 from distmon.tui import cells
-from distmon.visible import visible
 
 JOB_WIDTH = 24
 """Job ids can be long (a torchrun run id is a UUID); the state and pace come first."""

@@ -14,11 +14,11 @@ from textual.screen import Screen
 from textual.widgets import Footer, Label, Sparkline, Static
 
 from distmon import wire
+from distmon.guards.text import visible
 from distmon.monitor.state import RankState
 from distmon.monitor.state.whereabouts import short_path
 from distmon.monitor.state.words import group_name, in_flight, timeout_left
 from distmon.tui import cells
-from distmon.visible import visible
 from distmon.wire import Loader, StackFrame
 
 TRENDS = (

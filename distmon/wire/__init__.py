@@ -1,5 +1,6 @@
-r"""The wire format between a training rank and the monitor: the one place the schema lives.
-The bottom layer: it imports nothing of distmon, and everything else may import it.
+r"""The wire between processes: what a training rank sends, how it travels, and what a relay
+sends the monitor; the one place the schema lives. The bottom layer: it imports nothing of
+distmon, and everything else may import it.
 
 Each rank reports in one kind of message, a :class:`Report`: its whole current state, every
 interval and at once when something changes (a stall, an exception, a dead DataLoader
@@ -12,7 +13,7 @@ process group (:data:`GROUP_FIELDS`) and per point-to-point channel
 (:data:`CHANNEL_FIELDS`), then the whole report in msgpack (a map per dataclass, keyed by
 field name, a field that is ``None`` left out). A monitor of thousands of ranks reads the
 headers and rows of a whole batch of frames at once, as arrays, and decodes a report only
-when it needs the rest (a stack, an exception): see :mod:`distmon.columnar.frames`. Strings
+when it needs the rest (a stack, an exception): see :mod:`distmon.wire.arrays`. Strings
 in the header and rows (the job, the host, group ids and ops) are :func:`name_hash`\ es;
 the report names them. All little-endian.
 
@@ -23,10 +24,13 @@ Frame version 2 (schema version ``v`` 1 of the report inside; a bare msgpack rep
 version 1 sent it, is still read). Times are unix seconds from the rank's own clock;
 durations are seconds; sizes are bytes.
 
-Three modules, one concern each: :mod:`~distmon.wire.schema` (the report's dataclasses),
+One concern a module: :mod:`~distmon.wire.schema` (the report's dataclasses),
 :mod:`~distmon.wire.frame` (the binary frame: header, rows, encode and decode) and
 :mod:`~distmon.wire.convert` (msgpack's plain values to dataclasses and back, every field's
-type checked). Everything is imported from here.
+type checked), all imported from here; :mod:`~distmon.wire.link` (the sockets both ways, and
+the commands that go down them), :mod:`~distmon.wire.arrays` (a batch of frames read as
+arrays) and :mod:`~distmon.wire.columns` (the columnar batch a relay sends), imported from
+where they are, by the monitor and the relays: they need numpy, which a rank never does.
 """
 
 from distmon.wire.convert import Convert, converter, to_wire

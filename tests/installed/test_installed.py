@@ -201,7 +201,7 @@ def test_the_stacks_extra_takes_a_stack_from_outside(
     deadline = time.monotonic() + 30
     while True:
         result = venv.python(
-            f"from distmon.pyspy import dump\nstack = dump({sleeper.pid})\n"
+            f"from distmon.node.pyspy import dump\nstack = dump({sleeper.pid})\n"
             "print(stack.error or ' '.join(f.func for f in stack.frames or []))"
         )
         if "waiting_for_the_stack" in result.stdout or time.monotonic() > deadline:

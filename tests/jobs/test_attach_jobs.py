@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.intake.attached import AttachedFeed
-from distmon.monitor.monitor import Follower
+from distmon.monitor.attach.feed import AttachedFeed
+from distmon.monitor.attach.follow import AttachedMonitor
 from distmon.monitor.overview import OverviewTracker
 from distmon.tui.app import DistmonApp, build_app
 from tests.support.recorder import Recorder, recording
@@ -89,7 +89,7 @@ async def named_on_pilot(endpoint: str) -> tuple[str, list[tuple[str, float]]]:
     names the culprit; then quit with ``q``. What its header said, and its alerts."""
     feed = AttachedFeed(endpoint)
     assert feed.attach(30) is None
-    app: DistmonApp = build_app(feed, Follower(feed), OverviewTracker(feed.progress))
+    app: DistmonApp = build_app(feed, AttachedMonitor(feed), OverviewTracker(feed.progress))
     async with app.run_test(size=(140, 36)) as pilot:
         for _ in range(300):
             if app.overview.culprits == {2} and app.overview.doing == "stopped (SIGSTOP)":

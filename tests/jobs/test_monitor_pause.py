@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from tests.support.recorder import recording

@@ -16,10 +16,10 @@ from pathlib import Path
 
 import pytest
 
-from distmon.eye.proc import Sample, look
 from distmon.monitor.outside.sight import ALIVE, GONE, Seen
 from distmon.monitor.outside.verdicts import activity, judge
-from distmon.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
+from distmon.node.proc import Sample, look
+from distmon.node.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
 from distmon.wire import StackFrame
 from tests.support.eyes import Watching
 

@@ -25,8 +25,16 @@ import pytest
 import zmq
 
 from distmon import keys
-from distmon.columnar.batch import ColumnBatch, Incoming, decode_columns
-from distmon.link import (
+from distmon.monitor.intake.receiver import Receiver
+from distmon.monitor.recording.format import ColumnRecord
+from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.reader import read_recording
+from distmon.monitor.rules.keeping_up import KeepingUp
+from distmon.monitor.state import JobState
+from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.wire import Report, decode, encode, report_bytes
+from distmon.wire.columns import ColumnBatch, Incoming, decode_columns
+from distmon.wire.link import (
     BATCH_TAG,
     DETAILS,
     DUMP,
@@ -39,14 +47,6 @@ from distmon.link import (
     decode_command,
     dump_frames,
 )
-from distmon.monitor.intake.receiver import Receiver
-from distmon.monitor.recording.format import ColumnRecord
-from distmon.monitor.recording.readback import load
-from distmon.monitor.recording.reader import read_recording
-from distmon.monitor.rules.keeping_up import KeepingUp
-from distmon.monitor.state import JobState
-from distmon.monitor.state.limits import LIMITS, Thresholds
-from distmon.wire import Report, decode, encode, report_bytes
 from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start

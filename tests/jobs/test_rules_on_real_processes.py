@@ -27,7 +27,7 @@ from pathlib import Path
 import pytest
 
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import AlertEvent, MessageRecord
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter

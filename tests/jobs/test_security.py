@@ -28,8 +28,8 @@ from distmon import endpoint as endpoints
 from distmon import keys
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.intake.receiver import EndpointError, Handshakes, Receiver
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import Dropped, received
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter

@@ -21,8 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from distmon.faultstacks import stack_file, take
-from distmon.pyspy import executable, yama_scope
+from distmon.node.faultstacks import stack_file, take
+from distmon.node.pyspy import executable, yama_scope
 
 RANK = textwrap.dedent(
     """
@@ -41,8 +41,8 @@ RANK = textwrap.dedent(
 READER = textwrap.dedent(
     """
     import dataclasses, json, sys
-    from distmon.faultstacks import take
-    from distmon.pyspy import dump
+    from distmon.node.faultstacks import take
+    from distmon.node.pyspy import dump
 
     pid = int(sys.argv[1])
     stacks = take(pid)
@@ -126,7 +126,7 @@ def test_a_rank_whose_training_took_the_signal_is_never_signalled(tmp_path: Path
     script = tmp_path / "train.py"
     script.write_text(
         "import signal, time\n"
-        "from distmon import faultstacks\n"
+        "from distmon.node import faultstacks\n"
         "from distmon.hooks import stacksignal\n"
         "signal.signal(faultstacks.DEFAULT_SIGNAL, lambda *_: print('signalled', flush=True))\n"
         "print('armed' if stacksignal.arm() else 'not armed', flush=True)\n"

@@ -15,10 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from distmon.eye.node import NodeEye
 from distmon.monitor.intake.feeds import LiveFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.state import statuses
+from distmon.node.eye import NodeEye
 from distmon.tui.app import build_app
 from distmon.tui.rank_detail import RankDetail
 from distmon.tui.rank_table import RankTable

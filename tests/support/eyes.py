@@ -4,9 +4,9 @@ as the monitor's ``look`` command would."""
 
 from __future__ import annotations
 
-from distmon.eye.looks import Looks
-from distmon.eye.node import NodeEye
 from distmon.monitor.outside.sight import Sight
+from distmon.node.eye import NodeEye
+from distmon.node.looks import Looks
 
 
 class Watching:

@@ -12,8 +12,8 @@ from collections.abc import Callable
 
 import zmq
 
-from distmon.link import MONITOR_SOCKET
 from distmon.wire import Report, WireError, decode
+from distmon.wire.link import MONITOR_SOCKET
 
 
 class Listener:

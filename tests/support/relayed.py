@@ -9,12 +9,12 @@ import math
 import struct
 from collections.abc import Iterable, Iterator
 
-from distmon.columnar.batch import ColumnBatch
-from distmon.columnar.frames import parse
-from distmon.columnar.news import REFRESH, News
-from distmon.link import Batch, Relay
 from distmon.monitor.recording.format import ColumnRecord
+from distmon.node.news import REFRESH, News
 from distmon.wire import HEADER_FIELDS
+from distmon.wire.arrays import parse
+from distmon.wire.columns import ColumnBatch
+from distmon.wire.link import Batch, Relay
 
 RANK = struct.Struct("<i")
 RANK_AT = struct.calcsize(

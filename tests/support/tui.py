@@ -9,7 +9,7 @@ from pathlib import Path
 from textual.pilot import Pilot
 
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import DistmonApp

@@ -17,13 +17,13 @@ import zmq
 
 from distmon.actions.bundles import DUMP_PREFIX, Bundle, EvidenceStore
 from distmon.actions.responder import Responder
-from distmon.link import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
 from distmon.monitor.intake.receiver import Receiver
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import Report, WireError
+from distmon.wire.link import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
 from tests.support.commands import distmon, free_port
 
 

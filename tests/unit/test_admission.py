@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 
-from distmon.link import Batch
 from distmon.monitor.state import JobState, admission
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import ExitInfo, report_bytes
+from distmon.wire.link import Batch
 from tests.support.messages import T0, message, report
 
 

@@ -15,7 +15,7 @@ from distmon.cli import main
 from distmon.forensics.analysis import POST_MORTEM, analyze
 from distmon.forensics.render import culprits, render, to_json
 from distmon.forensics.verdict import judge
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode
 from tests.support.commands import distmon

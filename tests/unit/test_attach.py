@@ -1,5 +1,5 @@
 """Screens attached to a live monitor (``distmon watch --attach``), with real sockets: a monitor
-fed a simulated job on a clock the test moves, its broadcast, and screens in this process or in
+fed a simulated job on a clock the test moves, its attach server, and screens in this process or in
 processes of their own. What a real ``distmon record`` and a real job show two screens is in
 ``tests/jobs/test_attach_jobs.py``."""
 
@@ -22,22 +22,23 @@ import pytest
 
 from distmon import keys
 from distmon.endpoint import EndpointError, viewer_address
-from distmon.eye.proc import Sample
-from distmon.link import Batch
-from distmon.monitor.broadcast import Broadcast
-from distmon.monitor.intake.attached import AttachedFeed
+from distmon.monitor.attach.feed import AttachedFeed
+from distmon.monitor.attach.follow import AttachedMonitor
+from distmon.monitor.attach.messages import AttachError, numbered, read, tick_message
+from distmon.monitor.attach.serve import AttachServer
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Follower, Monitor
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import OverviewTracker, Story
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
 from distmon.monitor.state.ending import first_cause
-from distmon.monitor.viewing import ViewError, numbered, read, tick_message
+from distmon.node.proc import Sample
 from distmon.tui.job_header import headline, story
 from distmon.wire import encode
+from distmon.wire.link import Batch
 from tests.support.commands import distmon, free_port
 from tests.support.paths import REPO
 from tests.support.recorder import recording
@@ -50,12 +51,12 @@ CULPRIT = 5
 @dataclass
 class Live:
     """A monitor of a simulated job, fed on a clock the test moves, as ``distmon record``
-    feeds it (the one Session), its screens on a broadcast beside ``endpoint``."""
+    feeds it (the one Session), its screens on an attach server beside ``endpoint``."""
 
     endpoint: str
     sim: SimJob
     monitor: Monitor
-    broadcast: Broadcast
+    server: AttachServer
     session: Session
     clock: list[float]
     tracker: OverviewTracker
@@ -85,12 +86,12 @@ def live(endpoint: str, world: int = 16, key: keys.JobKey | None = None) -> Iter
     clock = [0.0]
     records = (MessageRecord(t, raw) for t, raw in sim.stream(until=600))
     feed = ReplayFeed(records, speed=1.0, clock=lambda: clock[0])
-    broadcast = Broadcast(endpoint, key)
-    monitor = Monitor(Detector(probe=sim.probe, outside=stopped_outside(sim)), viewers=broadcast)  # type: ignore[arg-type]
+    server = AttachServer(endpoint, key)
+    monitor = Monitor(Detector(probe=sim.probe, outside=stopped_outside(sim)), screens=server)  # type: ignore[arg-type]
     tracker = OverviewTracker()
     session = Session(feed, monitor, on_tick=lambda now: tracker.observe(monitor, now))
     try:
-        yield Live(endpoint, sim, monitor, broadcast, session, clock, tracker)
+        yield Live(endpoint, sim, monitor, server, session, clock, tracker)
     finally:
         session.close()
 
@@ -129,7 +130,7 @@ def test_a_screen_attached_late_shows_what_the_monitor_shows(endpoint: str) -> N
         job.advance(30)  # healthy for 20 s, then rank 5 stops: named before the screen attaches
         assert [a.kind for a in job.monitor.alerts.history] == ["hang"]
         feed = attach(job)
-        follower = Follower(feed)
+        follower = AttachedMonitor(feed)
         tracker = OverviewTracker(feed.progress)
         screen = Session(feed, follower, on_tick=lambda now: tracker.observe(follower, now))
         job.advance(10)
@@ -159,7 +160,7 @@ def test_an_alert_raised_while_screens_are_attached_reaches_each_with_its_words(
     with live(endpoint) as job:
         job.advance(5)
         screens = [attach(job), attach(job)]
-        followers = [Follower(feed) for feed in screens]
+        followers = [AttachedMonitor(feed) for feed in screens]
         sessions = [Session(feed, f) for feed, f in zip(screens, followers, strict=True)]
         job.advance(30)
         wait_until(lambda: all(feed.now() >= job.now() for feed in screens), 10, "both streams")
@@ -187,7 +188,7 @@ def test_a_screen_keeps_the_monitors_alerts_through_their_lives() -> None:
 
 
 class Told:
-    """What a monitor told, handed over once: a screen's feed as its Follower reads it."""
+    """What a monitor told, handed over once: a screen's feed as its AttachedMonitor reads it."""
 
     def __init__(self, told: list[Any]) -> None:
         self.told = told
@@ -204,7 +205,7 @@ def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> Non
     now = sim.start + 10
     usual = "pausing as usual: upload_metrics, about 3s every 25 steps"
     _, tick = read([numbered(0), tick_message(now, Counter(), Counter(), {}, {0: usual})])
-    follower = Follower(Told([tick]))
+    follower = AttachedMonitor(Told([tick]))
     follower.ingest_batch(Batch.of([encode(sim.report(rank, now)) for rank in range(4)]), now)  # type: ignore[arg-type]
     follower.tick(now)
     story = Story.of(follower, now)
@@ -213,14 +214,14 @@ def test_a_screen_says_a_rank_pauses_as_usual_as_the_monitor_learned_it() -> Non
 
 SCREEN = """
 import sys
-from distmon.monitor.intake.attached import AttachedFeed
-from distmon.monitor.monitor import Follower
+from distmon.monitor.attach.feed import AttachedFeed
+from distmon.monitor.attach.follow import AttachedMonitor
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert, AlertBook, Finding
 from distmon.monitor.state.ending import first_cause
 feed = AttachedFeed(sys.argv[1])
 print(feed.attach(30) or "attached", flush=True)
-follower, first = Follower(feed), feed.catch_ups
+follower, first = AttachedMonitor(feed), feed.catch_ups
 session = Session(feed, follower)
 for line in sys.stdin:  # the test says when to tell what it shows
     session.drain()
@@ -238,15 +239,15 @@ def test_a_stopped_screen_is_skipped_not_waited_for_and_catches_up_once_continue
         )
         assert screen.stdin is not None and screen.stdout is not None
         try:
-            wait_until(lambda: job.broadcast.attached, 30, "the screen's hello")
+            wait_until(lambda: job.server.attached, 30, "the screen's hello")
             job.advance(1.0)
             assert screen.stdout.readline().strip() == "attached"
             screen.send_signal(signal.SIGSTOP)
             job.advance(40)  # 2048 ranks' reports for 40 s: about 40 MB, more than it may be held
-            assert job.broadcast.skips == 1
+            assert job.server.skips == 1
             assert [a.kind for a in job.monitor.alerts.history] == ["hang"], "the monitor went on"
-            assert job.broadcast.held() == 0, "skipped: nothing held for it"
-            wait_until(lambda: not job.broadcast.attached, 10, "nothing handed over for it")
+            assert job.server.held() == 0, "skipped: nothing held for it"
+            wait_until(lambda: not job.server.attached, 10, "nothing handed over for it")
             screen.send_signal(signal.SIGCONT)
 
             def caught_up_again() -> list[str]:
@@ -321,14 +322,14 @@ def test_the_monitors_own_options_are_refused_on_a_screen() -> None:
 
 def test_a_damaged_or_foreign_message_from_the_monitor_is_refused_never_raised(endpoint: str) -> None:
     """Messages as the monitor sends them, cut and with bytes flipped: each is read or refused
-    as a :class:`ViewError`, never anything else."""
+    as a :class:`AttachError`, never anything else."""
     with live(endpoint) as job:
         job.advance(25)
         feed = AttachedFeed(endpoint, silent_after=PATIENT)
         captured: list[list[bytes]] = []
         original = feed._take
         feed._take = lambda frames: (captured.append(frames), original(frames))  # type: ignore[method-assign]
-        wait_until(lambda: job.broadcast.attached, 10, "the screen's hello")
+        wait_until(lambda: job.server.attached, 10, "the screen's hello")
 
         def messages() -> bool:
             job.advance(0.5)
@@ -344,5 +345,5 @@ def test_a_damaged_or_foreign_message_from_the_monitor_is_refused_never_raised(e
             record[rng.randrange(len(record))] = rng.randrange(256)
         if rng.random() < 0.3:
             del record[rng.randrange(len(record)) :]
-        with suppress(ViewError):
+        with suppress(AttachError):
             read([bytes(f) for f in frames])

@@ -14,23 +14,12 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from distmon import wire
-from distmon.columnar.batch import (
-    ColumnBatch,
-    assemble_columns,
-    column_frames,
-    decode_columns,
-    pieces,
-    shuffled,
-    unshuffled,
-)
-from distmon.columnar.frames import HEADER, parse
-from distmon.columnar.news import WATCH, News
 from distmon.export.html import read_series
-from distmon.link import DETAILS, Batch, Relay
-from distmon.monitor.broadcast import Broadcast
-from distmon.monitor.intake.attached import AttachedFeed
+from distmon.monitor.attach.feed import AttachedFeed
+from distmon.monitor.attach.follow import AttachedMonitor
+from distmon.monitor.attach.serve import AttachServer
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Follower, Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import ColumnRecord, MessageRecord
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.reader import read_recording
@@ -39,7 +28,19 @@ from distmon.monitor.session import Session
 from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import METRICS, Columns, History
 from distmon.monitor.state.limits import LIMITS
+from distmon.node.news import WATCH, News
 from distmon.wire import Report, WireError
+from distmon.wire.arrays import HEADER, parse
+from distmon.wire.columns import (
+    ColumnBatch,
+    assemble_columns,
+    column_frames,
+    decode_columns,
+    pieces,
+    shuffled,
+    unshuffled,
+)
+from distmon.wire.link import DETAILS, Batch, Relay
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import Layout, SimJob, drive
 from tests.support.waiting import wait_until
@@ -388,8 +389,8 @@ def test_a_screen_attached_to_a_monitor_fed_by_relays_shows_what_it_shows(endpoi
     sim = SimJob(world=16).hang(5, at=20)
     clock = [0.0]
     records = relayed(sim.stream(until=120), SimRelays(2, 16), sim.start, until=120)
-    broadcast = Broadcast(endpoint)
-    monitor = Monitor(viewers=broadcast)
+    server = AttachServer(endpoint)
+    monitor = Monitor(screens=server)
     session = Session(ReplayFeed(records, speed=1.0, clock=lambda: clock[0]), monitor)
 
     def advance(seconds: float) -> None:
@@ -406,7 +407,7 @@ def test_a_screen_attached_to_a_monitor_fed_by_relays_shows_what_it_shows(endpoi
             return feed.caught_up.wait(0.05)
 
         wait_until(answered, 20, "the monitor's answer")
-        follower = Follower(feed)
+        follower = AttachedMonitor(feed)
         screen = Session(feed, follower)
         advance(5)
         mine, theirs = follower.state, monitor.state

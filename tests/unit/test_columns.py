@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.columns import SLOTS

@@ -14,12 +14,12 @@ import numpy as np
 import pytest
 
 from distmon import wire
-from distmon.columnar.batch import column_frames, decode_columns
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state import JobState, consequences
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import ExceptionInfo
+from distmon.wire.columns import column_frames, decode_columns
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import CONNECTION_CLOSED, SimJob
 

@@ -9,14 +9,14 @@ from dataclasses import replace
 
 import pytest
 
-from distmon.eye.proc import Sample
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import SPAN, Seen
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.base import Outside
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.limits import LIMITS, Thresholds
+from distmon.node.proc import Sample
 from distmon.wire import P2P, GpuStatus, GroupStatus, Report, StepStats, decode, encode, rank_runs
 from tests.support.messages import report
 from tests.support.simulate import Layout, SimJob, drive

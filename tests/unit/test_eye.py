@@ -1,6 +1,6 @@
 """What a node's eye saw, as data: encoded and read back within limits, carried through a
 relay's columns and merged up a tree of relays, taken into the monitor's sight, recorded and
-replayed to the same rules (:mod:`distmon.eye.looks`, :mod:`distmon.monitor.outside.sight`)."""
+replayed to the same rules (:mod:`distmon.node.looks`, :mod:`distmon.monitor.outside.sight`)."""
 
 from __future__ import annotations
 
@@ -9,20 +9,20 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from distmon.columnar.batch import ColumnBatch, column_frames, decode_columns
-from distmon.eye import looks as eye_looks
-from distmon.eye.looks import Looks, Taken, Wanted, wanted
-from distmon.eye.proc import Mount, Sample
-from distmon.link import LOOK, Command, decode_command, encode_command
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import ALIVE, GONE, Sight
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
-from distmon.nodelinks import NET, Link
-from distmon.pyspy import OutsideStack
+from distmon.node import looks as eye_looks
+from distmon.node.links import NET, Link
+from distmon.node.looks import Looks, Taken, Wanted, wanted
+from distmon.node.proc import Mount, Sample
+from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, encode
+from distmon.wire.columns import ColumnBatch, column_frames, decode_columns
+from distmon.wire.link import LOOK, Command, decode_command, encode_command
 
 T0 = 1.7e9
 

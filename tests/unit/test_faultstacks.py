@@ -1,4 +1,4 @@
-"""Stacks from faulthandler on a signal (distmon.faultstacks, distmon.hooks.stacksignal), in
+"""Stacks from faulthandler on a signal (distmon.node.faultstacks, distmon.hooks.stacksignal), in
 this process with real signals: what faulthandler writes read back per thread, hostile files
 read within limits, and a handler the training installed on the signal never replaced."""
 
@@ -17,10 +17,19 @@ from types import FrameType
 
 import pytest
 
-from distmon import faultstacks
-from distmon.faultstacks import MAX_BYTES, MAX_FRAMES, MAX_THREADS, FaultStacks, parse, stack_file, stack_signal, take
 from distmon.hooks import stacksignal
-from distmon.pyspy import FAULTHANDLER, from_faulthandler
+from distmon.node import faultstacks
+from distmon.node.faultstacks import (
+    MAX_BYTES,
+    MAX_FRAMES,
+    MAX_THREADS,
+    FaultStacks,
+    parse,
+    stack_file,
+    stack_signal,
+    take,
+)
+from distmon.node.pyspy import FAULTHANDLER, from_faulthandler
 
 SIG = faultstacks.DEFAULT_SIGNAL
 

@@ -12,15 +12,15 @@ from pathlib import Path
 import pytest
 import zmq
 
-from distmon.link import BATCH_TAG, Batch, Relay, batch_frames
 from distmon.monitor.intake.feeds import LiveFeed, ReplayFeed
 from distmon.monitor.intake.receiver import EndpointError, Receiver
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.reader import RecordingError
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import MAX_MESSAGE_BYTES
+from distmon.wire.link import BATCH_TAG, Batch, Relay, batch_frames
 from tests.support.commands import free_port
 from tests.support.messages import sender
 from tests.support.simulate import SimJob

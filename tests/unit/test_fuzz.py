@@ -21,23 +21,23 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from distmon.export.plain import render
-from distmon.eye import looks as eye_looks
-from distmon.eye.looks import Looks, Taken
-from distmon.eye.proc import Sample
 from distmon.flightrecorder.fields import group_ranks, read_dump
 from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.logs import read_log
 from distmon.forensics.render import render as render_analysis
-from distmon.link import Batch
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.readback import load as load_recording
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import Alert, Change
-from distmon.pyspy import OutsideStack
+from distmon.node import looks as eye_looks
+from distmon.node.looks import Looks, Taken
+from distmon.node.proc import Sample
+from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, decode, encode
+from distmon.wire.link import Batch
 from tests.support.messages import bad_messages, full_report, report_map
 from tests.support.nccl_dumps import Group, RankRecorder
 from tests.support.paths import DATA

@@ -25,15 +25,15 @@ import pytest
 from distmon.flightrecorder.loading import DumpError
 from distmon.flightrecorder.loading import load as load_dump
 from distmon.forensics.analysis import analyze
-from distmon.link import Batch, Relay
+from distmon.guards.text import visible, visible_lines
 from distmon.monitor.recording import readback
 from distmon.monitor.recording.format import AlertEvent, BatchRecord, MessageRecord
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state.alerts import Alert, Change
-from distmon.visible import visible, visible_lines
 from distmon.wire import Report, encode
+from distmon.wire.link import Batch, Relay
 from tests.support.commands import distmon
 from tests.support.nccl_dumps import Group, RankRecorder, nested_tuple_key
 from tests.support.paths import DATA

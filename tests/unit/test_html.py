@@ -9,7 +9,7 @@ from html.parser import HTMLParser
 from pathlib import Path
 
 from distmon.export.html import INSTALL_HTML, MAX_RANKS
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from tests.support.commands import distmon

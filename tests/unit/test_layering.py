@@ -19,11 +19,11 @@ WATCH_SIDE_COMMANDS = (
     "replay",
     "report",
     "analyze",
-    "acting",
-    "live",
-    "metrics_port",
     "relay",
-    "signals",
+    "shared.acting",
+    "shared.live",
+    "shared.metrics_port",
+    "shared.signals",
 )
 
 
@@ -43,9 +43,9 @@ def test_watch_side_never_imports_torch():
     modules = imported_after(
         f"""
         import importlib, pkgutil
-        import distmon.link, distmon.cli, distmon.endpoint, distmon.node_relay, distmon.wire
-        import distmon.actions, distmon.export, distmon.monitor, distmon.tui
-        for package in (distmon.actions, distmon.export, distmon.monitor, distmon.tui):
+        import distmon.cli, distmon.endpoint, distmon.wire.link, distmon.wire.columns
+        import distmon.actions, distmon.export, distmon.monitor, distmon.node, distmon.tui
+        for package in (distmon.actions, distmon.export, distmon.monitor, distmon.node, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):
                 importlib.import_module(module.name)
         for command in {WATCH_SIDE_COMMANDS!r}:

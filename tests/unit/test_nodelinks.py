@@ -1,11 +1,11 @@
-"""distmon/nodelinks.py on a fake sysfs tree: what a node's links are, and what changed in words."""
+"""distmon/node/links.py on a fake sysfs tree: what a node's links are, and what changed in words."""
 
 from __future__ import annotations
 
 import time
 from pathlib import Path
 
-from distmon.nodelinks import IB, NET, Link, changes, read_links
+from distmon.node.links import IB, NET, Link, changes, read_links
 
 
 def _write(path: Path, text: str) -> None:

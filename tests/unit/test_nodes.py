@@ -8,14 +8,14 @@ from dataclasses import replace
 
 import pytest
 
-from distmon.link import Batch, Relay
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change
 from distmon.monitor.state.nodes import NodeLinks
 from distmon.monitor.state.words import time_of_day
-from distmon.nodelinks import NET, Link, LinkChange
+from distmon.node.links import NET, Link, LinkChange
 from distmon.wire import decode
+from distmon.wire.link import Batch, Relay
 from tests.support.simulate import SimJob
 
 CUT = 20

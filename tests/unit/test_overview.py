@@ -12,16 +12,16 @@ import time
 import pytest
 
 from distmon.export.plain import render
-from distmon.eye.proc import Sample
 from distmon.monitor import overview
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.readback import Postmortem, load
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.limits import LIMITS
+from distmon.node.proc import Sample
 from tests.support.commands import distmon
 from tests.support.paths import DATA, REPO
 from tests.support.simulate import SimJob, drive

@@ -22,10 +22,10 @@ import zmq
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
-from distmon.commands import metrics_port
+from distmon.commands.shared import metrics_port
 from distmon.export import prometheus
 from distmon.export.prometheus import RANK_SERIES, MonitorCollector
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from tests.support.commands import DISTMON, distmon, free_port
 from tests.support.messages import sender

@@ -17,7 +17,7 @@ from distmon.flightrecorder.loading import load
 from distmon.forensics.analysis import analyze
 from distmon.forensics.evidence import CODE, HARDWARE, evidence
 from distmon.forensics.render import culprits, render
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL
 from distmon.wire import Report, encode

@@ -13,8 +13,7 @@ import msgpack
 import pytest
 
 from distmon.export.html import read_series
-from distmon.link import Batch, Relay
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.format import BatchRecord, received
 from distmon.monitor.recording.readback import load
@@ -22,6 +21,7 @@ from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES
+from distmon.wire.link import Batch, Relay
 from tests.support.commands import distmon
 from tests.support.messages import bad_messages, sender
 from tests.support.paths import DATA

@@ -6,17 +6,17 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from distmon.eye.prober import CLOSE_PERIOD
-from distmon.eye.proc import Sample
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import Story
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.process import look_at
 from distmon.monitor.rules.routine import MARGIN
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
+from distmon.node.prober import CLOSE_PERIOD
+from distmon.node.proc import Sample
 from tests.support.simulate import SimJob, drive
 
 EVERY, LASTS, FIRST = 8.0, 3.0, 20.0

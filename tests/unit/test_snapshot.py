@@ -10,10 +10,10 @@ import threading
 
 from prometheus_client import CollectorRegistry
 
-from distmon.commands import metrics_port
+from distmon.commands.shared import metrics_port
 from distmon.export.prometheus import MonitorCollector
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import MessageRecord
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session

@@ -11,10 +11,9 @@ from dataclasses import replace
 
 import pytest
 
-from distmon.eye.proc import Sample
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.outside.sight import SPAN, Seen
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
@@ -26,7 +25,8 @@ from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.monitor.state.statuses import STOPPED
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.monitor.state.words import stack_lines
-from distmon.pyspy import OutsideStack, dump
+from distmon.node.proc import Sample
+from distmon.node.pyspy import OutsideStack, dump
 from distmon.wire import ExceptionInfo, ExitInfo, GroupStatus, Loader, Report, StackFrame, StepStats, Worker
 from tests.support.messages import report
 

@@ -14,9 +14,10 @@ import pytest
 
 from distmon.export.plain import render
 from distmon.export.prometheus import MonitorCollector
+from distmon.monitor.attach.messages import numbered, read, tick_message
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import Dropped
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.reader import read_recording
@@ -24,7 +25,6 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
-from distmon.monitor.viewing import numbered, read, tick_message
 from distmon.tui.job_header import headline
 from tests.support.simulate import SimJob, drive
 

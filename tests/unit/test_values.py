@@ -9,8 +9,8 @@ import textwrap
 
 import pytest
 
-from distmon import values
 from distmon.cli import main
+from distmon.guards import values
 from distmon.hooks import DEFAULT_INTERVAL, INTERVALS
 
 BAD = ["0", "-1", "nan", "inf", "abc", "1e9"]

@@ -7,7 +7,6 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from distmon.link import Batch, Relay, batch_frames, decode_batch
 from distmon.wire import (
     FLAG_EXITED,
     FLAG_GPU_FAULT,
@@ -33,6 +32,7 @@ from distmon.wire import (
     rank_runs,
     report_bytes,
 )
+from distmon.wire.link import Batch, Relay, batch_frames, decode_batch
 from tests.support.messages import full_report, minimal_report, report_map
 
 

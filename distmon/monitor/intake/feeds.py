@@ -2,9 +2,9 @@
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
 recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
-being a rank's raw report (a replay), a :class:`~distmon.link.Batch` of them (what came
+being a rank's raw report (a replay), a :class:`~distmon.wire.link.Batch` of them (what came
 straight from the ranks together, or from a relay that predates columns) or a relay's
-:class:`~distmon.columnar.batch.ColumnBatch`, and tells the time on its own clock. The loop
+:class:`~distmon.wire.columns.ColumnBatch`, and tells the time on its own clock. The loop
 that feeds them to a monitor is the one driver's, :class:`~distmon.monitor.session.Session`,
 which takes any of them.
 """
@@ -21,11 +21,7 @@ from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from distmon.columnar.batch import ColumnBatch, Incoming
-from distmon.eye import looks as eye_looks
-from distmon.eye.node import NodeEye
 from distmon.keys import JobKey
-from distmon.link import LOOK, Batch, Command, Dump
 from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
 from distmon.monitor.recording.format import (
     AlertEvent,
@@ -39,6 +35,10 @@ from distmon.monitor.recording.format import (
 from distmon.monitor.recording.reader import Records, check_recording, read_recording
 from distmon.monitor.rules.keeping_up import OVERFLOW
 from distmon.monitor.state.columns import F8
+from distmon.node import looks as eye_looks
+from distmon.node.eye import NodeEye
+from distmon.wire.columns import ColumnBatch, Incoming
+from distmon.wire.link import LOOK, Batch, Command, Dump
 
 MAX_GAP = 3600.0
 """Seconds of silence (no record at all) a replay plays at most: the detector has said all it
@@ -98,7 +98,7 @@ class LiveFeed:
     knows it is behind. Commands to the ranks and their Flight Recorder dumps pass through
     the same thread, which alone touches the socket.
 
-    The monitor's host is a node like the others: its ``eye`` (:class:`~distmon.eye.node.NodeEye`)
+    The monitor's host is a node like the others: its ``eye`` (:class:`~distmon.node.eye.NodeEye`)
     is asked what a ``look`` command asks of this host, and what it saw is handed over as a
     relay's eye's is, an empty batch of columns carrying its looks, stamped when taken.
     """

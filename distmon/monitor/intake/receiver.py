@@ -1,5 +1,5 @@
 """The monitor's end of the wire: one bound ZeroMQ ROUTER socket that every rank, or every
-node's relay, connects to (see :mod:`distmon.link`): reports, batches of them and Flight
+node's relay, connects to (see :mod:`distmon.wire.link`): reports, batches of them and Flight
 Recorder dumps come in, commands go out to every peer heard from.
 
 With a job key (:mod:`distmon.keys`) the socket is a CURVE server and a ZAP handler lets in
@@ -20,9 +20,11 @@ from zmq.utils.monitor import recv_monitor_message
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.columnar.batch import COLUMNS_TAG, Incoming, decode_columns
 from distmon.endpoint import EndpointError as EndpointError
-from distmon.link import (
+from distmon.monitor.state.admission import MAX_WORLD
+from distmon.wire import MAX_MESSAGE_BYTES, WireError
+from distmon.wire.columns import COLUMNS_TAG, Incoming, decode_columns
+from distmon.wire.link import (
     BATCH_TAG,
     MAX_BATCH_BYTES,
     Batch,
@@ -33,8 +35,6 @@ from distmon.link import (
     encode_command,
     listening_socket,
 )
-from distmon.monitor.state.admission import MAX_WORLD
-from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 NO_KEY = "no_key"
 UNEXPECTED_KEY = "unexpected_key"

@@ -1,6 +1,6 @@
 """What the nodes' eyes saw of the job's processes, as the rules read it.
 
-Every node's eye (:mod:`distmon.eye`: a relay's for its node, the monitor's own for its host)
+Every node's eye (:mod:`distmon.node`: a relay's for its node, the monitor's own for its host)
 hands its looks over as data, taken in here at the time they came, live or replayed
 (:meth:`Sight.saw`). The rules ask about a process by host and pid (:meth:`Sight.view`,
 :meth:`Sight.state`, :meth:`Sight.stack`): the answer is what its node's eye has said by then,
@@ -17,11 +17,11 @@ from __future__ import annotations
 from collections import OrderedDict, deque
 from dataclasses import dataclass
 
-from distmon.eye.looks import Looks, Wanted
-from distmon.eye.proc import Sample
 from distmon.monitor.state.nodes import NodeLinks
-from distmon.nodelinks import Link, changes
-from distmon.pyspy import OutsideStack
+from distmon.node.links import Link, changes
+from distmon.node.looks import Looks, Wanted
+from distmon.node.proc import Sample
+from distmon.node.pyspy import OutsideStack
 
 ALIVE = "alive"
 GONE = "gone"

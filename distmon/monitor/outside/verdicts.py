@@ -1,5 +1,5 @@
 """What a rank's process is doing, judged from two looks at it through /proc
-(:mod:`distmon.eye.proc`) and its main thread's stack: its state first (it cannot
+(:mod:`distmon.node.proc`) and its main thread's stack: its state first (it cannot
 run), then its progress between the looks (CPU, bytes moved), then where it blocks, in words
 with one next step (:class:`Verdict`). A rank that still reports gives its own account instead
 (:func:`judge_usage`).
@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distmon.eye.proc import STATES, Sample
 from distmon.monitor.state.words import duration, size
+from distmon.node.proc import STATES, Sample
 from distmon.wire import StackFrame, Usage
 
 BUSY_CPU = 0.2

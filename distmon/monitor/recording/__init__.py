@@ -2,5 +2,5 @@
 within limits (:mod:`.reader`, with :mod:`.batches` storing batches both ways), and read back
 whole for ``report`` (:mod:`.readback`). Of the monitor it imports only the state. The monitor
 records through it, the intake replays it, the screens attached to a live monitor take its
-records (:mod:`distmon.monitor.viewing`, :mod:`distmon.monitor.broadcast`), and the reports
+records (:mod:`distmon.monitor.attach.messages`, :mod:`distmon.monitor.attach.serve`), and the reports
 and the commands read it."""

@@ -9,11 +9,11 @@ from typing import Any
 
 import numpy as np
 
-from distmon.columnar.batch import Incoming, assemble_columns, pieces, shuffled, unshuffled
-from distmon.columnar.frames import CHANNEL, GROUP, HEADER
-from distmon.link import Batch, assemble_batch
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES
+from distmon.wire.arrays import CHANNEL, GROUP, HEADER
+from distmon.wire.columns import Incoming, assemble_columns, pieces, shuffled, unshuffled
+from distmon.wire.link import Batch, assemble_batch
 
 PIECE_BYTES = 1024 * 1024
 PIECE_FRAMES = MAX_WORLD

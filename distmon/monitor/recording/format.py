@@ -10,20 +10,20 @@ is:
 - ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
   the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
 - ``["b", t, offsets, relays, via, payload]`` (version 2): rank messages that arrived
-  together at ``t``, a :class:`distmon.link.Batch`. The messages lie end to end in
+  together at ``t``, a :class:`distmon.wire.link.Batch`. The messages lie end to end in
   ``payload``, message ``i`` at ``payload[offsets[i]:offsets[i + 1]]``; ``offsets`` holds
   uint32 and ``via`` int32, little-endian, as bytes; ``relays`` is ``[[id, host], ...]``
   and ``via[i]`` the index there of the relay message ``i`` came through, -1 for none. A
   batch over :data:`~distmon.monitor.recording.batches.PIECE_BYTES` is stored as several
   such records.
 - ``["n", t, relays, via, ends, headers, groups, channels, reports]`` (version 3): a relay's
-  columns taken in at ``t``, a :class:`distmon.columnar.batch.ColumnBatch` (its parts as it
+  columns taken in at ``t``, a :class:`distmon.wire.columns.ColumnBatch` (its parts as it
   travels, the headers and rows each stored byte by byte of every record,
-  :func:`~distmon.columnar.batch.shuffled`), in pieces of at most ``PIECE_BYTES``
+  :func:`~distmon.wire.columns.shuffled`), in pieces of at most ``PIECE_BYTES``
   (:mod:`distmon.monitor.recording.batches`).
 - ``["o", t, looks]`` (version 3, from distmon 0.1 with nodes' eyes; older readers skip it):
   what the nodes' eyes saw of the job's processes, taken in at ``t``: their looks through
-  /proc and the stacks taken from outside, as :mod:`distmon.eye.looks` encodes them (bytes).
+  /proc and the stacks taken from outside, as :mod:`distmon.node.looks` encodes them (bytes).
   The monitor's rules read them, so a replay judges with what the live monitor saw.
 - ``["a", t, event, alert, key]``: an alert ``raised``, ``updated`` or ``resolved`` at
   ``t``; ``alert`` is the map printed by ``distmon report --json``, ``key`` identifies one
@@ -59,13 +59,13 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from distmon.columnar.batch import ColumnBatch
-from distmon.link import Batch
 from distmon.monitor.recording.batches import stored_batch
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.unwatched import apart
 from distmon.wire import WireError
+from distmon.wire.columns import ColumnBatch
+from distmon.wire.link import Batch
 
 FORMAT = "distmon-recording"
 VERSION = 3
@@ -107,7 +107,7 @@ class ColumnRecord:
 
 @dataclass
 class LooksRecord:
-    """What the nodes' eyes saw, taken in at ``t``: :mod:`distmon.eye.looks`' bytes, read
+    """What the nodes' eyes saw, taken in at ``t``: :mod:`distmon.node.looks`' bytes, read
     when replayed (and checked there: they are claims from other machines)."""
 
     t: float

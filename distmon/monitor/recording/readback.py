@@ -9,9 +9,6 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.batch import Incoming
-from distmon.eye import looks as eye_looks
-from distmon.link import Batch
 from distmon.monitor.recording.format import (
     AlertEvent,
     BatchRecord,
@@ -26,7 +23,10 @@ from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.words import count, rank_word
+from distmon.node import looks as eye_looks
 from distmon.wire import WireError
+from distmon.wire.columns import Incoming
+from distmon.wire.link import Batch
 
 BATCH = 4096
 """Messages taken in at a time."""

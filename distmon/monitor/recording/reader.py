@@ -16,11 +16,11 @@ from typing import IO, Any
 
 import msgpack
 
+from distmon.guards.files import open_regular, why_not
+from distmon.guards.text import visible
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.format import DAMAGED, FORMAT, VERSIONS, Record, is_time, parse_record
 from distmon.monitor.state.admission import MAX_WORLD
-from distmon.regular import open_regular, why_not
-from distmon.visible import visible
 
 READ_LIMITS = {
     "max_buffer_size": 4 * 1024 * 1024,

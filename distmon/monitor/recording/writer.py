@@ -21,10 +21,10 @@ from typing import IO, Any
 
 import msgpack
 
-from distmon.columnar.batch import Incoming
 from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.recording.format import FORMAT, VERSION, alert_record
 from distmon.monitor.state.alerts import Change
+from distmon.wire.columns import Incoming
 
 SYNC_EVERY = 1.0
 """Seconds between flushes to disk: a crash loses at most this much."""
@@ -79,7 +79,7 @@ class RecordingWriter:
             self._write(record)
 
     def looks(self, t: float, looks: bytes) -> None:
-        """What the nodes' eyes saw, taken in at ``t`` (:mod:`distmon.eye.looks`)."""
+        """What the nodes' eyes saw, taken in at ``t`` (:mod:`distmon.node.looks`)."""
         self._write(["o", t, looks])
 
     def alert(self, t: float, change: Change) -> None:

@@ -13,7 +13,7 @@ from distmon.monitor.rules.routine import Routine
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.limits import Thresholds
-from distmon.pyspy import OutsideStack
+from distmon.node.pyspy import OutsideStack
 
 Probe = Callable[[str, int], "str | None"]
 """(host, pid) -> "alive", "gone", or None when the monitor cannot tell (no eye on that node,

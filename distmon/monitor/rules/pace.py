@@ -19,11 +19,11 @@ import contextlib
 import numpy as np
 
 from distmon import wire
-from distmon.eye.proc import CPUS
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import WARNING, Finding
 from distmon.monitor.state.columns import F8
+from distmon.node.proc import CPUS
 
 STARVED_SHARE = 0.2
 """A straggler whose training thread waited for a CPU this share of the time or more is

@@ -19,14 +19,14 @@ from itertools import islice
 import numpy as np
 
 from distmon import wire
-from distmon.eye.proc import Sample
 from distmon.monitor.outside.sight import SPAN
 from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.pyspy import OutsideStack
+from distmon.node.proc import Sample
+from distmon.node.pyspy import OutsideStack
 
 STOPS = frozenset({"stopped", "traced", "file_io", "gil", "lock", "sleeping"})
 """Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,

@@ -15,15 +15,15 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.columnar.batch import ColumnBatch
-from distmon.columnar.frames import Parsed, parse
-from distmon.link import RELAY_DROPPED, Batch, Relay
 from distmon.monitor.state import admission
 from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
+from distmon.wire.arrays import Parsed, parse
+from distmon.wire.columns import ColumnBatch
+from distmon.wire.link import RELAY_DROPPED, Batch, Relay
 
 SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running shares: about the last dozen reports count."""

@@ -6,8 +6,8 @@ reports and the exporters only format these.
 
 The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
 filled from a whole batch at once by the job's intake (:mod:`distmon.monitor.state.ingest`): frames straight from
-ranks read as arrays (:mod:`distmon.columnar.frames`), or a relay's columns
-(:mod:`distmon.columnar.batch`), both the one way in (:meth:`JobState.ingest_batch`). Taking in
+ranks read as arrays (:mod:`distmon.wire.arrays`), or a relay's columns
+(:mod:`distmon.wire.columns`), both the one way in (:meth:`JobState.ingest_batch`). Taking in
 the reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
 looks at every rank looks at an array. A rank's whole report (its stack, its exception) is kept
 as the bytes it came in and decoded only when someone asks (:mod:`distmon.monitor.state.reports`).
@@ -28,8 +28,6 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.columnar.batch import ColumnBatch
-from distmon.link import Batch, Relay
 from distmon.monitor.state import admission, facts
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
@@ -41,6 +39,8 @@ from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.wire import GroupStatus, Report
+from distmon.wire.columns import ColumnBatch
+from distmon.wire.link import Batch, Relay
 
 
 class JobState:

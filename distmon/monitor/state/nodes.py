@@ -17,12 +17,12 @@ from typing import Protocol
 import numpy as np
 
 from distmon import wire
-from distmon.link import Relay
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8, Columns
 from distmon.monitor.state.facts import flagged
 from distmon.monitor.state.limits import Thresholds
-from distmon.nodelinks import Link, LinkChange
+from distmon.node.links import Link, LinkChange
+from distmon.wire.link import Relay
 
 TOGETHER = 0.5
 """Seconds beyond one report interval within which a host's ranks last heard fell silent
@@ -35,7 +35,7 @@ MAX_SAID = 32
 @dataclass
 class NodeLinks:
     """A node's network links as its relay last read them (at ``t``, on the relay's clock),
-    and the changes it said between its readings (:func:`distmon.nodelinks.changes`), the
+    and the changes it said between its readings (:func:`distmon.node.links.changes`), the
     latest last, at most :data:`MAX_SAID`: a link that went down while the node was cut off is
     told once it is heard again."""
 

@@ -14,7 +14,7 @@ import pytest
 
 from distmon.commands import replay
 from distmon.monitor.intake.feeds import ReplayFeed
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.session import Session
 from distmon.tui.app import build_app
 from tests.support.paths import DATA

@@ -10,16 +10,17 @@ import sys
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from distmon import keys, values
-from distmon.commands import acting, metrics_port
+from distmon import keys
+from distmon.commands.shared import acting, metrics_port
 from distmon.endpoint import exposure_warning, resolve
+from distmon.guards import values
 from distmon.monitor.state.admission import MAX_WORLD
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Responder
-    from distmon.monitor.broadcast import Broadcast
+    from distmon.monitor.attach.serve import AttachServer
     from distmon.monitor.intake.feeds import LiveFeed
-    from distmon.monitor.monitor import Monitor
+    from distmon.monitor.pipeline import Monitor
     from distmon.monitor.recording.writer import RecordingWriter
 
 
@@ -75,10 +76,10 @@ class _Refused(Exception):
 
 
 def _open(args: argparse.Namespace, command: str, recording: str | None, job: str | None) -> Live:
-    from distmon.eye.node import NodeEye
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.intake.receiver import EndpointError
     from distmon.monitor.recording.writer import RecordingWriter
+    from distmon.node.eye import NodeEye
 
     address = resolve(args.endpoint)
     try:
@@ -99,19 +100,19 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
             recorder.close()
         raise _Refused(e) from None
     try:
-        return _start(args, feed, recorder, address, key is not None, job, _broadcast(command, address, key))
+        return _start(args, feed, recorder, address, key is not None, job, _attach_server(command, address, key))
     except metrics_port.MetricsPortError as e:
         raise _Refused(e) from None
 
 
-def _broadcast(command: str, address: str, key: keys.JobKey | None) -> Broadcast | None:
+def _attach_server(command: str, address: str, key: keys.JobKey | None) -> AttachServer | None:
     """Where screens attach (``distmon watch --attach``); a monitor whose screens cannot attach
     says so in one line and watches on."""
     from distmon.endpoint import EndpointError
-    from distmon.monitor.broadcast import Broadcast
+    from distmon.monitor.attach.serve import AttachServer
 
     try:
-        return Broadcast(address, key)
+        return AttachServer(address, key)
     except EndpointError as e:
         print(f"distmon {command}: warning: no screen can attach: {e}", file=sys.stderr)
         return None
@@ -124,17 +125,17 @@ def _start(
     address: str,
     keyed: bool,
     job: str | None,
-    viewers: Broadcast | None,
+    screens: AttachServer | None,
 ) -> Live:
-    """Raises :class:`~distmon.commands.metrics_port.MetricsPortError`, the feed and the
+    """Raises :class:`~distmon.commands.shared.metrics_port.MetricsPortError`, the feed and the
     monitor closed."""
-    from distmon.monitor.monitor import live_monitor
+    from distmon.monitor.pipeline import live_monitor
 
     warning = None if keyed else exposure_warning(address)
     if warning:
         print(warning, file=sys.stderr)
     responder = acting.responder(args, feed)
-    monitor = live_monitor(recorder, job, responder, args.max_world, viewers)
+    monitor = live_monitor(recorder, job, responder, args.max_world, screens)
     try:
         metrics = metrics_port.serve(args, monitor)
     except metrics_port.MetricsPortError:

@@ -13,7 +13,7 @@ DataLoader workers), or a process that named it with ``PR_SET_PTRACER``
 bounded in time, so neither the training thread nor a monitor's intake ever waits for it.
 
 Where py-spy cannot take a stack (refused, absent, failed), :func:`dump` asks the rank's own
-faulthandler for it (:mod:`distmon.faultstacks`): Python frames only, and it says so and why.
+faulthandler for it (:mod:`distmon.node.faultstacks`): Python frames only, and it says so and why.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
-from distmon import faultstacks
+from distmon.node import faultstacks
 from distmon.wire import StackFrame
 
 TIMEOUT = 5.0

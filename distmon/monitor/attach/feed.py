@@ -1,5 +1,5 @@
 """A screen's feed from a live monitor (``distmon watch --attach``): what that monitor admitted,
-each report at the time it received it, and what it told (:mod:`distmon.monitor.viewing`).
+each report at the time it received it, and what it told (:mod:`distmon.monitor.attach.messages`).
 
 A daemon thread holds one socket connected where the monitor's screens attach
 (:func:`distmon.endpoint.viewer_address`), so the screen never waits on the network. It says
@@ -21,11 +21,11 @@ import zmq
 from zmq.utils.monitor import recv_monitor_message
 
 from distmon import keys
-from distmon.columnar.batch import Incoming
 from distmon.endpoint import viewer_address
+from distmon.monitor.attach.messages import HELLO, AttachError, CatchUp, Progress, Standing, Tick, read
 from distmon.monitor.intake.feeds import Item, Stamped, weight
 from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord
-from distmon.monitor.viewing import HELLO, CatchUp, Progress, Standing, Tick, ViewError, read
+from distmon.wire.columns import Incoming
 
 SILENT_AFTER = 5.0
 """Seconds without a message (the monitor ticks every second) after which the screen says
@@ -59,7 +59,7 @@ Told = CatchUp | AlertEvent | Tick
 class AttachedFeed:
     """The stream of the monitor whose ranks connect to ``endpoint``, as a feed on the
     monitor's clock (:class:`distmon.monitor.intake.feeds.Feed`), and what it told, for a
-    :class:`distmon.monitor.monitor.Follower` (:meth:`take_told`)."""
+    :class:`distmon.monitor.attach.follow.AttachedMonitor` (:meth:`take_told`)."""
 
     def __init__(self, endpoint: str, key: keys.JobKey | None = None, silent_after: float = SILENT_AFTER) -> None:
         """``silent_after``: :data:`SILENT_AFTER`, but for a monitor whose clock a test moves."""
@@ -175,7 +175,7 @@ class AttachedFeed:
     def _take(self, frames: list[bytes]) -> None:
         try:
             n, record = read(frames)
-        except ViewError:
+        except AttachError:
             self.malformed += 1
             return
         if isinstance(record, CatchUp):

@@ -1,5 +1,5 @@
 """The eye on one node: it looks at the processes the monitor asks about and takes the stacks
-it wants, and hands over what it saw since it last said (:class:`~distmon.eye.looks.Looks`).
+it wants, and hands over what it saw since it last said (:class:`~distmon.node.looks.Looks`).
 
 A relay runs one for its node, the monitor one for its own host. Both only ask and take:
 the looks are taken on the prober's thread, the stacks on py-spy's, so a relay never waits on
@@ -11,10 +11,10 @@ from __future__ import annotations
 import socket
 import time
 
-from distmon.eye.looks import Looks, Taken, Wanted
-from distmon.eye.prober import Prober
-from distmon.nodelinks import Link, read_links
-from distmon.pyspy import OutsideStack, StackTaker
+from distmon.node.links import Link, read_links
+from distmon.node.looks import Looks, Taken, Wanted
+from distmon.node.prober import Prober
+from distmon.node.pyspy import OutsideStack, StackTaker
 
 STACKS_PER_SECOND = 2.0
 """Stacks a node's eye starts taking a second at most, whatever it is asked: each pauses its

@@ -26,7 +26,7 @@ from typing import Any
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.frames import Ints, Parsed
+from distmon.wire.arrays import Ints, Parsed
 
 REFRESH = 30.0
 """Seconds between two whole reports of a rank, at most (on average three quarters of it)."""

@@ -6,8 +6,8 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING
 
-from distmon import values
 from distmon.endpoint import exposure_warning
+from distmon.guards import values
 from distmon.monitor.state.words import count
 
 if TYPE_CHECKING:

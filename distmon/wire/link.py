@@ -1,5 +1,5 @@
 """The link between the ranks and the monitor, both ways, on one connection per rank
-(or per relay, see :mod:`distmon.node_relay`).
+(or per relay, see :mod:`distmon.node.relay`).
 
 Each rank's agent holds a DEALER socket connected to the monitor's ROUTER. Reports go up as
 single frames (:mod:`distmon.wire`). Against that direction go :class:`Command`\\s: take a
@@ -44,10 +44,10 @@ DUMP = "dump"
 END = "end"
 DETAILS = "details"
 """For relays, not ranks: send the whole reports of ``ranks`` with their columns for a few
-seconds (:mod:`distmon.columnar.news`); a rank ignores it."""
+seconds (:mod:`distmon.node.news`); a rank ignores it."""
 LOOK = "look"
 """For the nodes' eyes (relays, and the monitor's own): look at the processes ``looks`` names,
-and take the stacks it asks for (:mod:`distmon.eye`); a rank ignores it."""
+and take the stacks it asks for (:mod:`distmon.node`); a rank ignores it."""
 ACTIONS = (DUMP, END, DETAILS, LOOK)
 MAX_LOOKED = 4096
 """Processes one ``look`` command names at most."""
@@ -65,7 +65,7 @@ class Command:
     ranks: list[int] | None = None
     looks: list[list[Any]] | None = None
     """For ``look``: ``[host, pid, stack]`` each, ``stack`` None or ``[since, stopped]`` (the
-    stall it answers, whether the process is stopped); read by :mod:`distmon.eye.looks`."""
+    stall it answers, whether the process is stopped); read by :mod:`distmon.node.looks`."""
 
     def concerns(self, job: str, rank: int) -> bool:
         return self.job == job and (self.ranks is None or rank in self.ranks)

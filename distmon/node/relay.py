@@ -1,5 +1,5 @@
 """A node's relay: the node's ranks report to it, and it forwards their reports upstream, to
-the monitor or to the relay above it, as one :class:`~distmon.columnar.batch.ColumnBatch` an
+the monitor or to the relay above it, as one :class:`~distmon.wire.columns.ColumnBatch` an
 interval.
 
 Why: a job of 131,072 ranks would otherwise hold that many connections open at the monitor
@@ -7,11 +7,11 @@ and send it that many messages a second, each read on its own. Through a relay p
 monitor holds one connection per node and takes one message per node a second, already in
 columns; through a tree of relays (a relay's upstream may be another relay) fewer still.
 
-What flows where (see :mod:`distmon.link`, :mod:`distmon.columnar.batch`):
+What flows where (see :mod:`distmon.wire.link`, :mod:`distmon.wire.columns`):
 
 - up, batched: each rank frame (a single-frame message) is read, with the interval's others,
-  as arrays (:mod:`distmon.columnar.frames`): its header and rows go up as columns, its
-  report only when it has news or the monitor asked for it (:mod:`distmon.columnar.news`),
+  as arrays (:mod:`distmon.wire.arrays`): its header and rows go up as columns, its
+  report only when it has news or the monitor asked for it (:mod:`distmon.node.news`),
   each frame named as come through this relay. A frame that cannot be read is counted, and
   told upstream with the batch. Batches from relays below are merged in with the relays
   they name, so that the monitor learns every relay of the tree (the frames of a relay that
@@ -20,10 +20,10 @@ What flows where (see :mod:`distmon.link`, :mod:`distmon.columnar.batch`):
 - up, every interval, even empty: the batch names this relay, the monitor's sign that the
   relay (and the relays below it) are alive;
 - up, at once: Flight Recorder dumps, unchanged;
-- up, with each batch: what the node's eye saw (:mod:`distmon.eye`): the relay is the
+- up, with each batch: what the node's eye saw (:mod:`distmon.node`): the relay is the
   monitor's eye on its node, looking at the processes the monitor asks about as it looks at its
   own host's, and taking their stacks from outside; while it looks closely (a rank the others
-  wait for) a batch goes every :data:`~distmon.eye.prober.CLOSE_PERIOD`, so that what it saw
+  wait for) a batch goes every :data:`~distmon.node.prober.CLOSE_PERIOD`, so that what it saw
   reaches the monitor as soon as the monitor's own eye's would;
 - down: the monitor's commands, unchanged, to every peer heard from (ranks, relays below);
   a request for whole reports (``details``) or looks (``look``) is the relays' alone: kept,
@@ -50,13 +50,14 @@ from zmq.auth.thread import ThreadAuthenticator
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.columnar.batch import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
-from distmon.columnar.frames import parse
-from distmon.columnar.news import REFRESH, News
-from distmon.eye import looks as eye_looks
-from distmon.eye.node import NodeEye
-from distmon.eye.prober import CLOSE_PERIOD
-from distmon.link import (
+from distmon.node import looks as eye_looks
+from distmon.node.eye import NodeEye
+from distmon.node.news import REFRESH, News
+from distmon.node.prober import CLOSE_PERIOD
+from distmon.wire import MAX_MESSAGE_BYTES, WireError
+from distmon.wire.arrays import parse
+from distmon.wire.columns import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
+from distmon.wire.link import (
     BATCH_TAG,
     DETAILS,
     DUMP_TAG,
@@ -70,7 +71,6 @@ from distmon.link import (
     decode_dump,
     listening_socket,
 )
-from distmon.wire import MAX_MESSAGE_BYTES, WireError
 
 BATCH_FRAMES = 10_000
 """Frames a batch holds before it goes without waiting for the interval (``--batch``)."""
@@ -130,7 +130,7 @@ class NodeRelay:
         """When the last batch went (monotonic)."""
         self._said = -REFRESH
         """When the eye last said anything upstream (monotonic): a monitor started late learns
-        of it within :data:`~distmon.columnar.news.REFRESH`."""
+        of it within :data:`~distmon.node.news.REFRESH`."""
         self._peers: OrderedDict[bytes, None] = OrderedDict()
         self._relays_below: OrderedDict[bytes, None] = OrderedDict()
         """The peers that sent batches: relays, which a request for whole reports goes down to."""

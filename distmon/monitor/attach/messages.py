@@ -31,7 +31,7 @@ msgpack, an array whose first element says what it is:
   which its detector alone learns.
 
 A screen reads these as it reads a file from another machine: within the recording's limits,
-and a message that is not one of them is dropped and counted (:class:`ViewError`).
+and a message that is not one of them is dropped and counted (:class:`AttachError`).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from typing import Any
 import msgpack
 import numpy as np
 
-from distmon.link import Batch, Relay, assemble_batch
+from distmon.guards.text import visible
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.format import (
     DAMAGED,
@@ -61,8 +61,8 @@ from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.statuses import MAX_SAID
 from distmon.monitor.state.unwatched import apart
-from distmon.visible import visible
 from distmon.wire import WireError
+from distmon.wire.link import Batch, Relay, assemble_batch
 
 HELLO = b"distmon-view/2"
 """A screen's one message: send me the job as it stands, then everything after. Version 1's
@@ -74,7 +74,7 @@ MAX_DOING = 16
 SEQUENCE = struct.Struct("<Q")
 
 
-class ViewError(Exception):
+class AttachError(Exception):
     """A message from the monitor that is not one (a damaged or foreign one)."""
 
 
@@ -191,10 +191,10 @@ class JobAsItStands:
 
 def read(frames: Sequence[bytes]) -> tuple[int, Streamed | None]:
     """A message from the monitor: its number, and what it says (None for a record of a kind
-    this screen does not know, skipped); raises :class:`ViewError` for one that is not a
+    this screen does not know, skipped); raises :class:`AttachError` for one that is not a
     message of this protocol."""
     if len(frames) != 2 or len(frames[0]) != SEQUENCE.size:
-        raise ViewError(f"{len(frames)} frames")
+        raise AttachError(f"{len(frames)} frames")
     (n,) = SEQUENCE.unpack(frames[0])
     try:
         item = msgpack.unpackb(
@@ -206,13 +206,13 @@ def read(frames: Sequence[bytes]) -> tuple[int, Streamed | None]:
             max_map_len=READ_LIMITS["max_map_len"],
         )
     except (ValueError, msgpack.UnpackException) as e:
-        raise ViewError(str(e) or type(e).__name__) from None
+        raise AttachError(str(e) or type(e).__name__) from None
     if not isinstance(item, list) or not item or not is_time(item[1] if len(item) > 1 else None):
-        raise ViewError("not a record")
+        raise AttachError("not a record")
     try:
         return n, _parse(item)
     except (AttributeError, IndexError, KeyError, TypeError, ValueError, OverflowError, WireError) as e:
-        raise ViewError(f"a damaged {item[0]!r} record: {e}") from None
+        raise AttachError(f"a damaged {item[0]!r} record: {e}") from None
 
 
 def _parse(item: list[Any]) -> Streamed | None:
@@ -260,7 +260,7 @@ def _catch_up(t: float, meta: dict[str, Any]) -> CatchUp:
 
 def _words(pairs: Any, most: int) -> dict[int, str]:
     """``[[rank, words], ...]`` as the monitor sent them, the words made safe to show
-    (:func:`distmon.visible.visible`)."""
+    (:func:`distmon.guards.text.visible`)."""
     return {int(rank): visible(_text(words)) for rank, words in pairs[:most]}
 
 

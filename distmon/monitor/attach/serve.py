@@ -6,7 +6,7 @@ tick's alert changes (packed, the alerts change after), and, at a tick when a sc
 for it, the job as it stands (references to the reports, immutable bytes). A thread of its
 own does the rest: it binds where screens attach (:func:`distmon.endpoint.viewer_address`,
 with the job's key as the ranks' endpoint has it), takes their hellos, packs the records
-(:mod:`distmon.monitor.viewing`) and sends them to each screen without ever blocking. A
+(:mod:`distmon.monitor.attach.messages`) and sends them to each screen without ever blocking. A
 screen that does not take what it is sent (slow, stopped, its network gone) is fed at most
 :data:`BACKLOG_BYTES` beyond its catch-up and what ZeroMQ queues for it
 (:data:`SEND_QUEUE` messages), then skipped, until it says hello again and catches up. With
@@ -23,13 +23,13 @@ import zmq
 
 from distmon import endpoint as endpoints
 from distmon import keys
-from distmon.columnar.batch import Incoming
-from distmon.monitor.monitor import Monitor
+from distmon.monitor.attach.messages import HELLO, JobAsItStands, alert_message, numbered, pack, tick_message
 from distmon.monitor.overview import OverviewTracker
+from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import first_cause
-from distmon.monitor.viewing import HELLO, JobAsItStands, alert_message, numbered, pack, tick_message
+from distmon.wire.columns import Incoming
 
 MAX_SCREENS = 32
 """Screens attached at once; another one's hello makes the one attached longest go."""
@@ -39,13 +39,13 @@ BACKLOG_BYTES = 16 * 1024 * 1024
 """Bytes of the stream held for a screen beyond its catch-up, at most: seconds of reports at
 thousands of ranks. A screen that falls this far behind is skipped."""
 OUTBOX_BYTES = 64 * 1024 * 1024
-"""Bytes of reports handed over by the monitor's thread and not yet taken by the broadcast's,
+"""Bytes of reports handed over by the monitor's thread and not yet taken by the server's,
 at most: past that the oldest go, and every screen catches up again."""
 CATCH_UP_EVERY = 2.0
 """Seconds of the monitor's clock between two catch-ups, at least: every screen waiting then
 takes the same one, and screens asking again and again cost the monitor one a while."""
 TURN = 0.02
-"""Seconds the broadcast's thread waits for a hello before sending on."""
+"""Seconds the server's thread waits for a hello before sending on."""
 HEARTBEAT_MS = 5000
 HEARTBEAT_TIMEOUT_MS = 15000
 """A screen whose connection answers no heartbeat for this long (its host or network gone) is
@@ -54,7 +54,7 @@ disconnected and forgotten."""
 
 @dataclass
 class _Screen:
-    """One screen attached, as the broadcast's thread follows it."""
+    """One screen attached, as the server's thread follows it."""
 
     waiting: bool = True
     """It asked for a catch-up and has not been sent it."""
@@ -88,7 +88,7 @@ class _Screen:
 Handed = tuple[float, Incoming] | bytes | JobAsItStands
 
 
-class Broadcast:
+class AttachServer:
     """Where the screens of the monitor of ranks at ``endpoint`` attach. Raises
     :class:`~distmon.endpoint.EndpointError` where that address cannot be bound."""
 
@@ -129,7 +129,7 @@ class Broadcast:
             self._close_sockets()
             raise
         self._stopping = threading.Event()
-        self._thread = threading.Thread(target=self._run, name="distmon-broadcast", daemon=True)
+        self._thread = threading.Thread(target=self._run, name="distmon-attach", daemon=True)
         self._thread.start()
 
     # --- the monitor's thread -----------------------------------------------------------
@@ -163,7 +163,7 @@ class Broadcast:
             for item in handed:
                 self._handed.append(item)
                 self._handed_bytes += _bytes(item)
-            while self._handed_bytes > OUTBOX_BYTES and len(self._handed) > 1:  # the broadcast's thread is far behind
+            while self._handed_bytes > OUTBOX_BYTES and len(self._handed) > 1:  # the server's thread is far behind
                 self._handed_bytes -= _bytes(self._handed.popleft())
                 self._lost = True
 
@@ -194,7 +194,7 @@ class Broadcast:
         self._stopping.set()
         self._thread.join(timeout=2.0)
 
-    # --- the broadcast's thread ---------------------------------------------------------
+    # --- the server's thread ---------------------------------------------------------
 
     def _run(self) -> None:
         try:

@@ -9,7 +9,7 @@ state, wchan, system call, CPU and run delay are that thread's (``/proc/PID/task
 bytes moved still the process's. What two looks mean is
 :mod:`distmon.monitor.outside.verdicts`' to judge.
 
-Reading /proc is I/O: :class:`distmon.eye.prober.Prober` calls :func:`look` on a thread of its
+Reading /proc is I/O: :class:`distmon.node.prober.Prober` calls :func:`look` on a thread of its
 own, on the node where the process runs (the monitor's host, or a relay's node).
 """
 

@@ -17,12 +17,7 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from distmon.columnar.batch import Incoming
-from distmon.eye import looks as eye_looks
-from distmon.eye.looks import Wanted
-from distmon.link import DETAILS, LOOK, MAX_LOOKED, Command
 from distmon.monitor.outside.sight import Sight
-from distmon.monitor.recording.format import AlertEvent
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState, RankState, admission
@@ -30,8 +25,11 @@ from distmon.monitor.state.alerts import AlertBook, Change
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
-from distmon.monitor.viewing import CatchUp, Tick
+from distmon.node import looks as eye_looks
+from distmon.node.looks import Wanted
 from distmon.wire import WireError
+from distmon.wire.columns import Incoming
+from distmon.wire.link import DETAILS, LOOK, MAX_LOOKED, Command
 
 MAX_ASKED = 4096
 """Ranks one request for whole reports names at most (the ranks kept decoded): the lowest
@@ -67,8 +65,8 @@ IDLE_TICK = 1.0
 """Seconds between two ticks told to the screens while no message has come (:meth:`Monitor.idle`)."""
 
 
-class Viewers(Protocol):
-    """The screens attached to a live monitor (:mod:`distmon.monitor.broadcast`): they are
+class Screens(Protocol):
+    """The screens attached to a live monitor (:mod:`distmon.monitor.attach.serve`): they are
     handed every batch admitted, as the recording is, and every tick."""
 
     @property
@@ -91,7 +89,7 @@ class Monitor:
         job: str | None = None,
         responder: Acting | None = None,
         max_world: int = admission.MAX_WORLD,
-        viewers: Viewers | None = None,
+        screens: Screens | None = None,
     ) -> None:
         self.detector = detector or Detector()
         self.state = JobState(self.detector.limits, job=job, pinned=job is not None, max_world=max_world)
@@ -102,7 +100,7 @@ class Monitor:
         self.alerts = AlertBook()
         self.recorder = recorder
         self.responder = responder
-        self.viewers = viewers
+        self.screens = screens
         self._recorded: tuple[Counter[str], Counter[str]] = (Counter(), Counter())
         """The drops and the seconds not watched as of the last ``d`` record."""
         self.snapshot: Snapshot = take(self.state, self.alerts, 0.0)
@@ -131,13 +129,13 @@ class Monitor:
         ``now`` by default), the admitted ones recorded as received (refused ones are counted,
         not recorded); returns how many were admitted."""
         admitted = self.state.ingest_batch(batch, now, times)
-        viewers = self.viewers if self.viewers is not None and self.viewers.attached else None
-        if self.recorder is not None or viewers is not None:
+        screens = self.screens if self.screens is not None and self.screens.attached else None
+        if self.recorder is not None or screens is not None:
             for t, taken in _as_received(batch, admitted, now, times):
                 if self.recorder is not None:
                     self.recorder.batch(t, taken)
-                if viewers is not None:
-                    viewers.batch(t, taken)
+                if screens is not None:
+                    screens.batch(t, taken)
         return len(admitted)
 
     def saw(self, blobs: list[bytes], now: float) -> None:
@@ -169,8 +167,8 @@ class Monitor:
         self.last_tick = now
         if self.publishing:
             self.publish(now)
-        if self.viewers is not None:
-            self.viewers.tick(self, now, changes)
+        if self.screens is not None:
+            self.screens.tick(self, now, changes)
         if GIVE_BACK is not None and abs(now - self._given_back) >= GIVE_BACK_EVERY:
             GIVE_BACK()
             self._given_back = now
@@ -179,7 +177,7 @@ class Monitor:
     def asking(self) -> list[Command]:
         """What to ask after a tick: the relays, the whole reports of the ranks looked at since
         the last one, and of those none came from (:meth:`JobState.wanted`), with every report
-        from now on for a few seconds (:mod:`distmon.columnar.news`); the nodes' eyes, to look
+        from now on for a few seconds (:mod:`distmon.node.news`); the nodes' eyes, to look
         at the processes the rules asked about and take the stacks they want
         (:meth:`Sight.wanted`)."""
         asking = []
@@ -205,9 +203,9 @@ class Monitor:
         """No message has come yet, so nothing ticks: the screens attached still hear from the
         monitor every :data:`IDLE_TICK` of ``now``, and one attached now is told the job as it
         stands (nobody has reported)."""
-        if self.viewers is not None and now >= self._idled + IDLE_TICK:
+        if self.screens is not None and now >= self._idled + IDLE_TICK:
             self._idled = now
-            self.viewers.tick(self, now, [])
+            self.screens.tick(self, now, [])
 
     @property
     def pausing(self) -> dict[int, str]:
@@ -246,8 +244,8 @@ class Monitor:
             self._recorded = (dropped.copy(), unwatched.copy())
 
     def close(self) -> None:
-        if self.viewers is not None:
-            self.viewers.close()
+        if self.screens is not None:
+            self.screens.close()
         if self.recorder is not None:
             self.recorder.close()
 
@@ -263,66 +261,14 @@ def _as_received(
     return [(float(t), batch.subset(admitted[arrived == t])) for t in distinct(arrived)]
 
 
-class Telling(Protocol):
-    """What a monitor tells the screens attached to it, besides its reports, in order
-    (:class:`distmon.monitor.intake.attached.AttachedFeed`)."""
-
-    def take_told(self) -> list[CatchUp | AlertEvent | Tick]: ...
-
-
-class Follower(Monitor):
-    """A monitor that judges nothing itself: the screen attached to another (``distmon watch
-    --attach``). It takes in the reports that monitor admitted, as it received them (through
-    the one driver, :class:`distmon.monitor.session.Session`), and keeps the alerts that monitor
-    raised, with what their ranks do, as ``source`` hands them over: it has neither the prober
-    nor py-spy of the job's hosts, and runs no detector."""
-
-    def __init__(self, source: Telling) -> None:
-        super().__init__()
-        self.source = source
-        self._pausing: dict[int, str] = {}
-
-    def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
-        self.follow()
-        return super().ingest_batch(batch, now, times)
-
-    def tick(self, now: float) -> list[Change]:
-        """The other monitor's alert changes told since the last call, its ticks being ours."""
-        changes = self.follow()
-        self.last_tick = now
-        return changes
-
-    def follow(self) -> list[Change]:
-        """What the other monitor told since the last call, taken in; its alerts' changes."""
-        changes: list[Change] = []
-        for told in self.source.take_told():
-            if isinstance(told, CatchUp):
-                self.alerts.restore(told.history, told.active)
-                self.state.intake.max_world = told.max_world
-            elif isinstance(told, AlertEvent):
-                change = self.alerts.follow(told.event, told.alert, told.t)
-                changes += [change] if change is not None else []
-            else:
-                self._pausing = told.pausing
-                for key, doing in told.doing.items():
-                    if key in self.alerts.active:
-                        self.alerts.active[key].doing = doing
-        return changes
-
-    @property
-    def pausing(self) -> dict[int, str]:
-        """The other monitor's ranks in a usual pause, as of its latest tick."""
-        return self._pausing
-
-
 def live_monitor(
     recorder: RecordingWriter | None,
     job: str | None = None,
     responder: Acting | None = None,
     max_world: int = admission.MAX_WORLD,
-    viewers: Viewers | None = None,
+    screens: Screens | None = None,
 ) -> Monitor:
     """A monitor of ranks running now, as ``watch`` and ``record`` run it: it acts through
     ``responder`` and feeds the screens attached to it. What it sees of the ranks' processes
     comes with its feed, from the nodes' eyes (its own host's among them), as a replay's does."""
-    return Monitor(recorder=recorder, job=job, responder=responder, max_world=max_world, viewers=viewers)
+    return Monitor(recorder=recorder, job=job, responder=responder, max_world=max_world, screens=screens)

@@ -7,10 +7,10 @@ from __future__ import annotations
 import argparse
 from typing import TYPE_CHECKING, Protocol
 
-from distmon import values
+from distmon.guards import values
 
 if TYPE_CHECKING:
-    from distmon.monitor.monitor import Monitor
+    from distmon.monitor.pipeline import Monitor
 
 
 class MetricsPortError(Exception):

@@ -3,11 +3,11 @@ frames one after the other.
 
 Why: a monitor that reads a frame a report pays, at 131,072 ranks reporting every second,
 more than a core for what is the same few numbers again and again. The relay, one per node
-with a core to spare, reads its ranks' frames (:mod:`distmon.columnar.frames`) and sends
+with a core to spare, reads its ranks' frames (:mod:`distmon.wire.arrays`) and sends
 their fixed-width parts as arrays the monitor takes in whole: every frame's header, and its
 group and channel rows, as they came. A rank's report (its msgpack, with its stack, groups,
 DataLoader workers, exception) goes only when it says something new, when the monitor asked
-for it, or now and then (:mod:`distmon.columnar.news` decides); the monitor keeps each
+for it, or now and then (:mod:`distmon.node.news` decides); the monitor keeps each
 rank's latest one and reads its fresh numbers from the columns.
 
 On the wire, six frames (``COLUMNS_TAG`` then five parts), all little-endian:
@@ -19,14 +19,14 @@ On the wire, six frames (``COLUMNS_TAG`` then five parts), all little-endian:
    sent), and where there were any, ``dropped`` (``[[relay index, frames]]``, as a
    ``distmon-batch/1`` batch says it), ``refused`` (``{reason: frames}``, frames the relays
    could not read: ``malformed``, ``oversized``, ``version``) and ``looks`` (what the nodes'
-   eyes saw since their last batch, one msgpack blob a node, opaque here: :mod:`distmon.eye.looks`);
+   eyes saw since their last batch, one msgpack blob a node, opaque here: :mod:`distmon.node.looks`);
 3. the frames' headers, :data:`distmon.wire.HEADER_FIELDS` each, end to end;
 4. their group rows (:data:`distmon.wire.GROUP_FIELDS`), frame by frame, as many a frame as
    its header's ``groups`` says;
 5. their channel rows (:data:`distmon.wire.CHANNEL_FIELDS`), likewise;
 6. the reports sent, end to end.
 
-A relay that predates it sends ``distmon-batch/1`` batches (:mod:`distmon.link`), which
+A relay that predates it sends ``distmon-batch/1`` batches (:mod:`distmon.wire.link`), which
 the monitor still reads; a monitor that predates it reads none of it, so the monitor is
 upgraded before its relays. Whatever a batch claims, the monitor checks it as it checks a
 frame (:func:`parsed`, then admission): the columns are claims, not facts.
@@ -45,9 +45,9 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.columnar.frames import CHANNEL, GROUP, HEADER, Ints, Parsed, rows
-from distmon.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay, merge_relays
 from distmon.wire import WireError
+from distmon.wire.arrays import CHANNEL, GROUP, HEADER, Ints, Parsed, rows
+from distmon.wire.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay, merge_relays
 
 COLUMNS_TAG = b"distmon-columns/1"
 MAX_FRAMES = MAX_BATCH_BYTES // HEADER.itemsize
@@ -71,7 +71,7 @@ class ColumnBatch:
     rows follow those of the frames before it in ``groups`` (and its channel rows in
     ``channels``), its report is ``reports[ends[i]:ends[i + 1]]`` (empty: not sent), and
     ``via[i]`` the relay nearest its rank (an index in ``relays``, -1 for none). As with a
-    :class:`~distmon.link.Batch`, an empty one naming a relay is its sign of life."""
+    :class:`~distmon.wire.link.Batch`, an empty one naming a relay is its sign of life."""
 
     headers: Records = field(default_factory=lambda: _none(HEADER))
     groups: Records = field(default_factory=lambda: _none(GROUP))
@@ -85,7 +85,7 @@ class ColumnBatch:
     refused: Counter[str] = field(default_factory=Counter)
     """Frames the relays could not read, by reason (one of :data:`REFUSALS`)."""
     looks: list[bytes] = field(default_factory=list)
-    """What the eyes of the nodes it came through saw, a blob each (:mod:`distmon.eye.looks`)."""
+    """What the eyes of the nodes it came through saw, a blob each (:mod:`distmon.node.looks`)."""
 
     def __len__(self) -> int:
         return len(self.headers)

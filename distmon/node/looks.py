@@ -1,6 +1,6 @@
 """What a node's eye saw, as plain data: the looks at its processes and the stacks it took.
 
-They travel upstream with a relay's batches (:mod:`distmon.columnar.batch`), the monitor's own
+They travel upstream with a relay's batches (:mod:`distmon.wire.columns`), the monitor's own
 eye hands them over the same way, and recordings keep them (:mod:`distmon.monitor.recording`),
 so that the rules judge a rank on any node, live or replayed, from the same facts.
 
@@ -9,7 +9,7 @@ look's fields, in the order each look lists them: fields added later are read by
 a reader does not know are skipped), ``samples`` (the looks, oldest first) and ``stacks``
 (``[pid, since, frames, error, owns_gil, partial, how]``, frames as ``[file, line, func, code]``)
 and, where the node's network links changed since it last said, ``links``
-(``[name, kind, state, carrier, flaps, phys]`` each, :mod:`distmon.nodelinks`).
+(``[name, kind, state, carrier, flaps, phys]`` each, :mod:`distmon.node.links`).
 Whatever a node claims is read within limits (text, arrays, maps) and checked field by field:
 these are bytes from another machine.
 """
@@ -23,9 +23,9 @@ from typing import Any
 
 import msgpack
 
-from distmon.eye.proc import Mount, Sample
-from distmon.nodelinks import MAX_LINKS, Link
-from distmon.pyspy import FAULTHANDLER, PY_SPY, OutsideStack
+from distmon.node.links import MAX_LINKS, Link
+from distmon.node.proc import Mount, Sample
+from distmon.node.pyspy import FAULTHANDLER, PY_SPY, OutsideStack
 from distmon.wire import StackFrame, WireError
 
 MALFORMED = "malformed_looks"
@@ -85,7 +85,7 @@ class Wanted:
 
 
 def wanted(raw: list[list[Any]]) -> list[Wanted]:
-    """The requests of a ``look`` command (:attr:`distmon.link.Command.looks`); those that are
+    """The requests of a ``look`` command (:attr:`distmon.wire.link.Command.looks`); those that are
     not one are skipped."""
     out = []
     for item in raw:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import threading
 import time
 
-from distmon.eye.proc import Sample, look
+from distmon.node.proc import Sample, look
 
 PERIOD = 1.0
 """Seconds between two looks at a process asked about now and then."""
