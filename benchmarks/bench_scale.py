@@ -52,7 +52,7 @@ from distmon.monitor.intake.feeds import LiveFeed
 from distmon.monitor.pipeline import Monitor, Screens
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
-from distmon.monitor.state.ending import STOP_KINDS
+from distmon.monitor.state.ending import HUNG_KINDS
 from distmon.node.eye import NodeEye
 from distmon.wire import HEADER_FIELDS, encode
 
@@ -195,7 +195,7 @@ def run(
             for t, change in session.run_timed(limit=50_000):
                 if change.event != "updated":
                     said.append(f"+{t - start:.0f}s {change.event} {change.alert.headline[:160]}")
-                if alert is None and change.event == "raised" and change.alert.kind in STOP_KINDS:
+                if alert is None and change.event == "raised" and change.alert.kind in HUNG_KINDS:
                     alert = (t, change.alert.ranks)
             counted.append((time.time(), monitor.state.received, time.process_time()))
             if on_turn is not None:

@@ -6,7 +6,7 @@ take on what it recorded?
 
 The job's ranks report every second through four relays: each second's frames are built from
 two pre-encoded seconds of a simulated job (healthy, and a hang), their clocks and counters
-moved on, and read by the relays' own code (:mod:`distmon.columnar`: frames as arrays, only
+moved on, and read by the relays' own code (:mod:`distmon.wire.arrays`: frames as arrays, only
 news whole). From the fifth minute, every ``--every`` seconds, rank ``N // 3`` stops for
 ``--incident`` seconds, then the job goes on: the first incident falls within the first ten
 minutes, after which the monitor's memory should not grow. A monitor as ``distmon record``

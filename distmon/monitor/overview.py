@@ -22,7 +22,7 @@ from distmon.monitor.pipeline import Monitor
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.ending import STOP_KINDS, first_cause
+from distmon.monitor.state.ending import HUNG_KINDS, first_cause
 from distmon.monitor.state.statuses import WAITING, ended, failed_after, running_state, waits_for
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import (
@@ -179,7 +179,7 @@ def _state(
     ending = monitor.state.ending(active)
     if ending is not None:
         return ending.state
-    stopping = bool({a.kind for a in active} & STOP_KINDS)
+    stopping = bool({a.kind for a in active} & HUNG_KINDS)
     return running_state(stopping, since, no_progress_after, oldest.age if oldest is not None else None, monitor.limits)
 
 

@@ -82,7 +82,7 @@ def test_a_stopped_process(python) -> None:
     os.kill(p.pid, signal.SIGSTOP)
     last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "T" and s)
     verdict = judge(HOST, last, last)
-    assert verdict.kind == "stopped", verdict
+    assert verdict.kind == "sigstopped", verdict
     assert "SIGSTOP" in verdict.words
     assert verdict.next_step.startswith(f"`kill -CONT {p.pid}` on {HOST}")
 

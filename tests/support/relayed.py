@@ -1,6 +1,6 @@
 """A simulated job's reports as ``distmon relay`` sends them, without its sockets: each
 interval's frames, per relay, read as columns with only their news whole
-(:mod:`distmon.columnar`), arriving at the interval's end."""
+(:mod:`distmon.wire.columns`), arriving at the interval's end."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""A relay's columns (distmon/columnar, issue 41): the same facts as the frames they carry,
+"""A relay's columns (distmon/wire/columns.py, issue 41): the same facts as the frames they carry,
 each rank's report whole only when it has news, what does not fit refused and counted, and
 recordings of them replaying to the same alerts."""
 

@@ -61,3 +61,18 @@ def test_no_signature_defaults_to_the_default_thresholds() -> None:
                 ):
                     defaulted.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert not defaulted, defaulted
+
+
+PUBLIC_TWINS = {"DistmonCallback"}
+"""Names a user imports from more than one module on purpose: each integration's callback."""
+
+
+def test_each_class_name_means_one_class() -> None:
+    """A name that means two classes makes a reader ask which one at every use."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((REPO / "distmon").rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.ClassDef) and node.name not in PUBLIC_TWINS:
+                where.setdefault(node.name, []).append(f"{path.relative_to(REPO)}:{node.lineno}")
+    twins = {name: places for name, places in where.items() if len(places) > 1}
+    assert not twins, twins

@@ -177,7 +177,7 @@ def _halted(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict | Non
         )
     if last.state == "T":
         return Verdict(
-            "stopped",
+            "sigstopped",
             "is stopped (SIGSTOP)",
             f"is stopped (pid {pid}, State: T): every thread is frozen by SIGSTOP (a debugger, `kill -STOP`, "
             "a job scheduler's suspend, a frozen cgroup)",

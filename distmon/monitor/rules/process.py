@@ -28,7 +28,7 @@ from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.node.proc import Sample
 from distmon.node.pyspy import OutsideStack
 
-STOPS = frozenset({"stopped", "traced", "file_io", "gil", "lock", "sleeping"})
+IDLE_VERDICTS = frozenset({"sigstopped", "traced", "file_io", "gil", "lock", "sleeping"})
 """Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,
 is named early (:attr:`distmon.monitor.state.limits.Thresholds.early_floor`)."""
 MOVING = frozenset({"sleeping", "lock", "unknown"})
@@ -124,7 +124,7 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     if not looks or seen.last.t - looks[0].t < SPAN:
         return None
     verdict = judge(r.host, looks[0], seen.last, r.stack)
-    if verdict.kind in STOPS and len({_doing(look) for look in looks}) == 1:
+    if verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
         return verdict
     if verdict.working and starved(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())

@@ -38,7 +38,7 @@ MAX_HABITS = 64
 """Habits kept; past that, the least taken is forgotten (memory stays bounded)."""
 MAX_STEPS = 16
 """Steps kept per habit at which it began: enough to tell its period."""
-NEVER_USUAL = frozenset({"stopped", "traced", "zombie", "gone"})
+NEVER_USUAL = frozenset({"sigstopped", "traced", "zombie", "gone"})
 """What a process does that is no habit, however often: someone stopped it, or it ended."""
 
 

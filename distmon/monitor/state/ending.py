@@ -24,8 +24,10 @@ if TYPE_CHECKING:
     from distmon.monitor.state.ranks import RankState
 
 FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "node_lost", "worker_crash"})
-STOP_KINDS = frozenset({"hang", "divergence", "stall"})
-STORY_KINDS = FAILURE_KINDS | STOP_KINDS
+HUNG_KINDS = frozenset({"hang", "divergence", "stall"})
+"""The kinds of alert that say the job stands still: critical, a job stopped while one stands
+was stopped while hung."""
+STORY_KINDS = FAILURE_KINDS | HUNG_KINDS
 """The kinds of alert that tell how a job ends: a first cause is one of these."""
 
 
@@ -108,7 +110,7 @@ def job_ending(job: EndingFacts, standing: Iterable[Alert]) -> Ending | None:
     culprits = [r for r in raised if not lost_a_peer[r]]
     if culprits:
         return Ending(Ending.FAILED, f"failed: {rank_word(culprits)} raised an exception")
-    hung = [a for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL]
+    hung = [a for a in standing if a.kind in HUNG_KINDS and a.severity == CRITICAL]
     if raised and hung:  # they gave up waiting for the rank the hang names
         return Ending(Ending.FAILED, f"failed: {hung[0].headline}")
     if raised:
@@ -121,7 +123,7 @@ def job_ending(job: EndingFacts, standing: Iterable[Alert]) -> Ending | None:
         return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
     how = " and ".join(sorted({statuses.stop(e.how).job for r in stopped[:64] if (e := job.report_of(r).exit)}))
     who = f"{rank_word(stopped)} {how}"
-    stops = sorted({a.kind for a in standing if a.kind in STOP_KINDS and a.severity == CRITICAL})
+    stops = sorted({a.kind for a in standing if a.kind in HUNG_KINDS and a.severity == CRITICAL})
     if stops:
         kinds = ", ".join(stops)
         words = f"stopped while hung: {who} while the {kinds} alert stood; it ended with the job, unresolved"

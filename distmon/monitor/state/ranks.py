@@ -1,7 +1,7 @@
 """One rank as the monitor knows it: :class:`RankState`, a view of the job's columns at one
 rank with its latest report, and :class:`Ranks`, the ranks heard from as such views. A view
 reads its own row of the facts (:mod:`distmon.monitor.state.facts`), by the thresholds its
-job holds, so a rank and the job never disagree; of its job it reads only :class:`Rows`."""
+job holds, so a rank and the job never disagree; of its job it reads only :class:`JobRows`."""
 
 from __future__ import annotations
 
@@ -21,7 +21,7 @@ from distmon.wire import TERMINATED, Report
 T = TypeVar("T")
 
 
-class Rows(Protocol):
+class JobRows(Protocol):
     """What a rank's view reads of its job (:class:`~distmon.monitor.state.job.JobState`):
     the columns, the thresholds the monitor runs with, the reports and the hosts' names."""
 
@@ -59,7 +59,7 @@ class RankState:
 
     __slots__ = ("_job", "rank")
 
-    def __init__(self, job: Rows, rank: int) -> None:
+    def __init__(self, job: JobRows, rank: int) -> None:
         self._job, self.rank = job, rank
 
     def __repr__(self) -> str:
@@ -188,7 +188,7 @@ def gpu_allocated(report: Report) -> float | None:
 class Ranks(Mapping[int, RankState]):
     """The ranks heard from, as views, by rank."""
 
-    def __init__(self, job: Rows) -> None:
+    def __init__(self, job: JobRows) -> None:
         self._job = job
 
     def __getitem__(self, rank: int) -> RankState:

@@ -104,7 +104,7 @@ def ended(report: Report) -> str:
 
 
 PROCESS_WORDS = {
-    "stopped": "stopped (SIGSTOP)",
+    "sigstopped": "stopped (SIGSTOP)",
     "traced": "in a debugger",
     "zombie": "exited",
     "gone": "gone",
