@@ -29,19 +29,23 @@ from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.divergence import divergence_in
 from distmon.monitor.rules.failures import gave_up_waiting
-from distmon.monitor.rules.nodes import node_ranks
-from distmon.monitor.rules.process import (
-    Look,
-    all_working,
-    doing_nothing,
-    look_at,
-    look_lines,
-    look_step,
-    said,
-    starved,
-    why_a_warning,
+from distmon.monitor.rules.hang_words import (
+    Deadlock,
+    Hang,
+    InRing,
+    Place,
+    Root,
+    StuckCollective,
+    StuckMessage,
+    WaitLine,
+    deadlock_words,
+    hang_words,
+    stuck_collective_words,
+    stuck_message_words,
 )
-from distmon.monitor.rules.routine import Habit, Mark, about
+from distmon.monitor.rules.nodes import node_ranks
+from distmon.monitor.rules.process import Look, all_working, doing_nothing, look_at, said, starved
+from distmon.monitor.rules.routine import Habit, Mark
 from distmon.monitor.rules.waitfor import (
     Collective,
     Node,
@@ -50,7 +54,6 @@ from distmon.monitor.rules.waitfor import (
     WaitFor,
     collect_groups,
     current,
-    message_words,
     op_name,
     waits,
 )
@@ -60,17 +63,8 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.whereabouts import user_frame
-from distmon.monitor.state.words import (
-    duration,
-    group_label,
-    group_name,
-    rank_lines,
-    rank_word,
-    ranks_text,
-    timeout_left,
-    where,
-)
-from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS
+from distmon.monitor.state.words import group_label, group_name, timeout_left
+from distmon.wire import ANY_SOURCE
 
 MAX_SHOWN = 4
 """Root ranks whose stacks the evidence shows."""
@@ -99,8 +93,8 @@ def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
 
 
 @dataclass
-class WaitLine:
-    """The ranks of the relation waiting in one collective or message: a line of the evidence."""
+class _Row:
+    """The ranks of the relation waiting in one collective or message, gathered wait by wait."""
 
     age: float
     node: Node
@@ -109,12 +103,13 @@ class WaitLine:
 
 
 class Incidents:
-    """The incidents at the ends of the relation, in words.
+    """The incidents at the ends of the relation, decided.
 
     Following the relation from the ranks that have waited too long ends in one of: a rank
     that waits for nobody (the root of a hang), a collective every member issued or a
     message both ends posted that still does not complete (the transport), a group whose
-    ranks diverged (its own alert), or a cycle (a deadlock).
+    ranks diverged (its own alert), or a cycle (a deadlock). Each is decided here as facts,
+    severity included, and worded by :mod:`~distmon.monitor.rules.hang_words`.
     """
 
     def __init__(self, relation: WaitFor, ctx: Context) -> None:
@@ -308,12 +303,12 @@ class Incidents:
         overdue = self.ctx.limits.overdue_after(float(c.interval[rank]))
         return max(sent_ago, float(self.ctx.now - c.received[rank])) > overdue
 
-    def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[WaitLine]:
+    def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[_Row]:
         """A row per collective or message the ranks of the relation (those ``stuck``, and
         those reached) wait in: those waiting for the roots themselves first, then those
         waiting for them, and so on."""
         reached = np.array([n for n in reach if isinstance(n, int)], dtype=np.int64)
-        rows: dict[Node, WaitLine] = {}
+        rows: dict[Node, _Row] = {}
         for w in self.relation.all:
             if w.node not in reach:
                 continue
@@ -323,7 +318,7 @@ class Incidents:
             ranks, age = w.ranks[mine], float(w.ages[mine].max())
             row = rows.get(w.node)
             if row is None:
-                rows[w.node] = WaitLine(age, w.node, ranks, w)
+                rows[w.node] = _Row(age, w.node, ranks, w)
             else:
                 row.ranks, row.age = np.concatenate([row.ranks, ranks]), max(row.age, age)
         hops = self.relation.hops(roots, reach)
@@ -338,12 +333,15 @@ class Incidents:
         sample = self.job.group(wire.name_hash(gid))
         return group_name(gid, sample) if sample is not None else group_label(gid, None)
 
-    def _what(self, w: Wait) -> str:
-        """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3 (...)``."""
+    def _place(self, w: Wait) -> Place:
         if w.gid is not None:
-            op = next((op_name(m) for m in self.groups[w.gid].waits if m.op), None)
-            return f"collective #{w.seq}{f' ({op})' if op else ''} of {self.groups[w.gid].name}"
-        return message_words(w.node, w.rank, self._group_label(w.node[0]))  # type: ignore[arg-type]
+            group = self.groups[w.gid]
+            return Place(group.name, w.seq, next((op_name(m) for m in group.waits if m.op), None))
+        return Place(self._group_label(w.node[0]), message=w.node, rank=w.rank)  # type: ignore[arg-type]
+
+    def _line(self, row: _Row) -> WaitLine:
+        awaited = tuple(n for n in self.relation.edges[row.node] if isinstance(n, int))
+        return WaitLine(row.age, row.ranks, self._place(row.wait), awaited)
 
     def _hang(
         self,
@@ -357,83 +355,29 @@ class Incidents:
         """The hang's alert, with ``looks`` at the roots; ``early``, named before the hang
         threshold: a warning saying what they do; ``habit``, the usual pause this one outlasts."""
         rows = self._waiting(roots, reach, stuck)
-        waiting = distinct(np.concatenate([row.ranks for row in rows]))
-        oldest = max(row.age for row in rows)
         samples = [(row.age, self.groups[row.wait.gid].sample) for row in rows if row.wait.gid is not None]
         left = min((t for age, sample in samples if (t := timeout_left(sample, age)) is not None), default=None)
-        countdown = f"; the earliest collective timeout fires in {duration(left)}" if left is not None else ""
-        more = f" and {len(rows) - 1} more" if len(rows) > 1 else ""
-        who = rank_word(roots)
-        them = "it" if len(roots) == 1 else "them"
-        doing = looks[roots[0]].verdict if len(roots) == 1 else None
-        who_does = (
-            f"{who} {doing.summary}; "
-            if doing is not None
-            else f"{who} {'holds' if len(roots) == 1 else 'hold'} up the job: "
-        )
-        usually = f"; this pause usually ends within {about(habit.longest)}" if habit is not None else ""
-        summary = (
-            f"{who_does}{len(waiting)} {'rank waits' if len(waiting) == 1 else 'ranks wait'} "
-            f"for {them}, in {self._what(rows[0].wait)}{more}, for up to {duration(oldest)}{usually}"
-        )
-        detail = [
-            f"{who} {'waits' if len(roots) == 1 else 'wait'} for nobody, and every waiting rank waits for "
-            f"{them}, directly or through a peer: the oldest wait is {duration(oldest)}{countdown}.",
-        ]
-        if habit is not None:
-            detail.append(
-                f"The job pauses so as a habit ({habit.words()}, {habit.taken} times so far) and always came "
-                f"out within {about(habit.longest)}; this time it has not, after {duration(oldest)}."
-            )
-        for rank in roots[:MAX_SHOWN]:
-            detail.extend(self._root_lines(rank, bool(looks[rank].stack)))
-            detail.extend(look_lines(looks[rank]))
-        if len(roots) > MAX_SHOWN:
-            detail.append(f"  ... and {len(roots) - MAX_SHOWN} more: {ranks_text(roots)}")
-        detail.append("Waiting:")
-        for row in rows[:MAX_GROUPS_SHOWN]:
-            awaited = [n for n in self.relation.edges[row.node] if isinstance(n, int)]
-            for_whom = f" for {rank_word(awaited)}" if awaited else ""
-            detail.append(f"  {rank_word(row.ranks)} in {self._what(row.wait)}{for_whom}, {duration(row.age)}")
-        if len(rows) > MAX_GROUPS_SHOWN:
-            rest = rows[MAX_GROUPS_SHOWN:]
-            others = sum(len(r.ranks) for r in rest)
-            detail.append(f"  ... and {others} more ranks in {len(rest)} more collectives or sends")
         shortest = min((sample.timeout for _, sample in samples if sample.timeout), default=None)
         near = left is not None and shortest is not None and left <= self.ctx.limits.near_timeout * shortest
         working = all_working(list(looks.values())) and not near
-        detail.extend(self._advice(who, len(roots) > 1, looks, early, working))
-        severity = WARNING if working or early else CRITICAL
-        return Finding(
-            "hang", "hang", severity, roots, summary, "\n".join(detail), said(self.job, roots, self.ctx, looks)
+        hang = Hang(
+            severity=WARNING if working or early else CRITICAL,
+            roots=tuple(roots),
+            shown=tuple(self._root(rank, looks[rank]) for rank in roots[:MAX_SHOWN]),
+            lines=tuple(self._line(row) for row in rows[:MAX_GROUPS_SHOWN]),
+            places=len(rows),
+            unshown=sum(len(row.ranks) for row in rows[MAX_GROUPS_SHOWN:]),
+            waiting=len(distinct(np.concatenate([row.ranks for row in rows]))),
+            oldest=max(row.age for row in rows),
+            timeout_left=left,
+            early=early,
+            working=working,
+            hang_after=self.ctx.hang_after,
+            habit=habit,
         )
-
-    def _advice(self, who: str, many: bool, looks: dict[int, Look], early: bool, working: bool) -> list[str]:
-        """What the hang's alert ends with: why it is a warning, or what to do."""
-        lines = []
-        if early:
-            lines.append(
-                f"A warning for now: {who} {'do' if many else 'does'} nothing, seen from outside, "
-                f"while the others wait; it turns critical once the wait reaches {duration(self.ctx.hang_after)}."
-            )
-        steps = [step for rank, look in looks.items() if (step := look_step(rank, look))]
-        if working:
-            lines.append(
-                why_a_warning(
-                    who, many, list(looks.values()), "a hang", "the progress stops or the collective timeout nears"
-                )
-            )
-        elif steps:
-            lines.extend(steps)
-        if not steps and not working:
-            lines.append(
-                f"What to do: find why {who} stopped short of its next collective or send; the stack "
-                "shows where it is. The usual causes: a code path only some ranks take (if rank == 0: "
-                "checkpoint, evaluation, logging), I/O or a lock on one rank, a rank with fewer "
-                "batches, or a pipeline stage stuck in its own compute. `py-spy dump --pid PID` on its "
-                "host shows every thread."
-            )
-        return lines
+        summary, detail = hang_words(hang)
+        doing = said(self.job, roots, self.ctx, looks)
+        return Finding("hang", "hang", hang.severity, roots, summary, detail, doing)
 
     def _look(self, rank: int, verdict: Verdict | None = None, waited: float | None = None) -> Look:
         """Rank ``rank``'s process over the ``waited`` seconds the others waited for it, its
@@ -446,129 +390,50 @@ class Incidents:
         look = look_at(s, self.ctx, silent=silent, waited=waited)
         return look if verdict is None else replace(look, verdict=verdict, pending=False)
 
-    def _root_lines(self, rank: int, outside: bool = False) -> list[str]:
-        """Where ``rank`` is, by its reports (its last stack: not for a silent rank whose
-        stack was taken from ``outside``)."""
+    def _root(self, rank: int, look: Look) -> Root:
         s = self.job.ranks.get(rank)
         if s is None:
-            return [f"  rank {rank}: never reported (not monitored, or not started)"]
-        r = s.report
-        last = ", ".join(f"#{g.enqueued} in {group_label(g.id, g.desc)}" for g in r.groups if g.enqueued)
-        sent = [
-            f"{'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
-            for c in r.p2p
-            if c.posted and c.peer != ANY_SOURCE
-        ]
-        story = [f"last collectives {last or 'none'}" if last or not sent else "", *sent]
-        head = f"  rank {rank} ({r.host}, pid {r.pid}): step {r.steps}, {', '.join(p for p in story if p) or 'none'}; "
-        if s.finished:
-            how = r.exit.how if r.exit else ""
-            if r.exception:
-                return [head + f"raised {r.exception.type}: it left while the others still expect it"]
-            if how in STOPPED_HOWS:
-                return [head + f"was {how} while the others still expect it"]
-            return [head + "exited cleanly while the others still expect it (uneven batch counts?)"]
-        if s.silent(self.ctx.now):
-            stack = [] if outside else rank_lines(r, 3, "    ")
-            return [head + f"silent for {duration(s.silent_for(self.ctx.now))}", *stack]
-        stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
-        return [head + stalled + "at:", *rank_lines(r, 4, "    ")]
+            return Root(rank, look)
+        silent_for = s.silent_for(self.ctx.now) if s.silent(self.ctx.now) else None
+        return Root(rank, look, s.report, s.finished, silent_for)
 
     def _stuck_collective(self, gid: str, seq: int, reach: set[Node]) -> Finding:
-        """Every member issued it and it does not complete. Where some of its members are also
-        what other waits wait for (they never issued work their peers elsewhere did), those
-        members are named: their peers in this group went on, they did not."""
+        """Every member issued it and it does not complete. Its members that are also what
+        other waits wait for are suspects: their peers in this group went on, they did not."""
         view = self.groups[gid]
         members = [w for w in view.waits if w.seq == seq]
         age = max((m.age for m in members), default=0.0)
         op = next((op_name(m) for m in members if m.op), None)
-        what = f"collective #{seq}" + (f" ({op})" if op else "")
-        timeout, fires = view.sample.timeout, timeout_left(view.sample, age)
-        left = (
-            f"; the {duration(timeout)} collective timeout fires in {duration(fires)}"
-            if timeout and fires is not None
-            else ""
-        )
         inside = {int(r) for m in members for r in m.ranks}
         suspects = sorted(inside & {n for n in self.relation.awaited_ranks(reach) if isinstance(n, int)})
-        summary = f"all ranks of {view.name} stuck in {what} for {duration(age)}, none behind"
-        detail = [
-            f"Every rank of {view.name} issued {what} and has waited {duration(age)}{left}.",
-            "No rank is behind: the collective itself does not complete.",
-        ]
-        if suspects:
-            summary += f"; {rank_word(suspects)} also {'holds' if len(suspects) == 1 else 'hold'} up other groups"
-            detail.append(
-                f"{rank_word(suspects)} never issued work that {'its' if len(suspects) == 1 else 'their'} peers in "
-                "other groups issued and wait in, while the other members of this group did: the device or host "
-                f"of {rank_word(suspects)} is the likeliest cause."
-            )
-        detail.append(
-            "What to do: suspect the transport or a device: NCCL's network (NCCL_DEBUG=INFO, "
-            "NCCL_SOCKET_IFNAME), a GPU fault (dmesg, nvidia-smi -q), or an overloaded host."
-        )
-        doing = said(self.job, suspects, self.ctx)
-        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, "\n".join(detail), doing)
+        fires = timeout_left(view.sample, age)
+        stuck = StuckCollective(Place(view.name, seq, op), age, view.sample.timeout, fires, tuple(suspects))
+        summary, detail = stuck_collective_words(stuck)
+        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, detail, said(self.job, suspects, self.ctx))
 
     def _stuck_message(self, node: Transfer) -> Finding:
-        gid, src, dst, k = node
+        gid, src, dst, _ = node
         waiting = [w for w in self.relation.all if w.node == node]
         age = max(w.age for w in waiting)
-        where = self._group_label(gid)
-        summary = (
-            f"rank {src}'s send #{k} to rank {dst} in {where} is posted on both ends and does not "
-            f"complete after {duration(age)}"
-        )
-        detail = [
-            f"Rank {src} posted send #{k} to rank {dst}, and rank {dst} its receive #{k} from rank {src}; "
-            f"{rank_word(np.concatenate([w.ranks for w in waiting]))} has waited in it {duration(age)}. Neither end is "
-            "behind: the message does not arrive.",
-            "What to do: suspect the link between the two ranks' hosts (NCCL_DEBUG=INFO, a firewall between "
-            "nodes, NCCL_SOCKET_IFNAME), or sends and receives that disagree on tag, size or dtype.",
-        ]
+        ranks = np.concatenate([w.ranks for w in waiting])
+        summary, detail = stuck_message_words(StuckMessage(node, self._group_label(gid), age, ranks))
         ends = sorted({src, dst})
         doing = said(self.job, ends, self.ctx)
-        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, ends, summary, "\n".join(detail), doing)
+        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, ends, summary, detail, doing)
 
     def _deadlock(self, ring: list[int]) -> Finding:
-        lines = []
+        shown = []
         for rank in ring[: MAX_SHOWN * 2]:
+            lines = []
             for w in self.relation.waits_of(rank):
-                awaited = [n for n in self.relation.edges[w.node] if isinstance(n, int)]
-                if not set(awaited) & set(ring):
-                    continue
-                age = float(w.ages[w.ranks == rank][0])
-                lines.append(f"  rank {rank} waits in {self._what(w)} for {rank_word(awaited)}, {duration(age)}")
+                awaited = tuple(n for n in self.relation.edges[w.node] if isinstance(n, int))
+                if set(awaited) & set(ring):
+                    age = float(w.ages[w.ranks == rank][0])
+                    lines.append(WaitLine(age, np.array([rank], dtype=np.int64), self._place(w), awaited))
             stack = RankState(self.job, rank).report.stack
-            if stack:
-                lines.append(f"    at {where(user_frame(stack) or stack[-1])}")
-        collective = any(w.gid is not None for r in ring for w in self.relation.waits_of(r))
-        p2p = any(w.gid is None for r in ring for w in self.relation.waits_of(r))
-        groups = sorted({str(w.node[0]) for r in ring for w in self.relation.waits_of(r)})
-        if p2p and not collective:
-            how = "their sends and receives are ordered so that each waits for the other"
-            advice = (
-                "What to do: a rank that receives before it sends waits for a peer doing the same. Post "
-                "the pair together (batch_isend_irecv), or order them by stage (even stages send first, "
-                "odd ones receive first); look for a branch on rank or stage that orders them differently."
-            )
-        else:
-            how = (
-                "their sends, receives and collectives are ordered differently"
-                if p2p
-                else ("they issue those groups' collectives in different orders")
-            )
-            advice = (
-                "What to do: every rank must issue the collectives of overlapping groups in the same "
-                "order, and post its sends and receives so that none waits for a reply first. Look for "
-                "a code path that orders them by rank (pipeline stages, a branch on rank, an unordered "
-                "dict of groups)."
-            )
-        where_ = "group" if len(groups) == 1 else "groups"
-        summary = f"deadlock: {rank_word(ring)} wait for each other in {where_} {', '.join(groups)}: {how}"
-        detail = [
-            f"{rank_word(ring)} each wait for another of them, which waits in turn: a cycle nobody can leave.",
-            *lines,
-            advice,
-        ]
-        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, "\n".join(detail), said(self.job, ring, self.ctx))
+            shown.append(InRing(tuple(lines), (user_frame(stack) or stack[-1]) if stack else None))
+        waits = [w for r in ring for w in self.relation.waits_of(r)]
+        groups = tuple(sorted({str(w.node[0]) for w in waits}))
+        collective, p2p = any(w.gid is not None for w in waits), any(w.gid is None for w in waits)
+        summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), collective, p2p, groups))
+        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, detail, said(self.job, ring, self.ctx))
