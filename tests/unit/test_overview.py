@@ -79,6 +79,17 @@ def test_report_and_replay_name_the_same_culprit_of_a_job_killed_while_hung() ->
     assert "collective #36 (all_reduce)" in cause.summary and "collective #36 (all_reduce)" in str(replayed["summary"])
 
 
+def test_the_ranks_that_raised_as_the_job_came_down_are_no_second_hang() -> None:
+    """A real 8-rank TP x DP job (tests/jobs/test_group_jobs.py) on a loaded machine: rank 5
+    stalled, then ranks 0-1 deadlocked and the test tore the job down; ranks 6-7 raised on
+    losing a peer ("Connection closed by peer") while the others still waited in the barrier
+    they had left. They left because others did: the replay names the stall and the deadlock,
+    and nothing more."""
+    criticals = replayed_criticals("deadlock-then-teardown.distmon")
+    assert [(a["kind"], a["ranks"]) for a in criticals] == [("hang", [5]), ("hang", [0, 1])], criticals
+    assert "deadlock" in str(criticals[1]["summary"])
+
+
 def test_the_report_reads_right() -> None:
     text = distmon("report", str(DATA / "hang-rank2.distmon")).stdout
     assert "hang: hang:" not in text

@@ -33,10 +33,10 @@ from distmon.monitor.rules.hang_words import (
     Deadlock,
     Hang,
     InRing,
-    Place,
     Root,
     StuckCollective,
     StuckMessage,
+    WaitedIn,
     WaitLine,
     deadlock_words,
     hang_words,
@@ -61,6 +61,7 @@ from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
+from distmon.monitor.state.consequences import LOST_PEER
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import group_label, group_name, timeout_left
@@ -166,7 +167,8 @@ class Incidents:
         (:meth:`_own_incident`): decided as arrays where the answer needs no more (a
         collective of 131,072 ranks may reach tens of thousands yet to enter it), rank by
         rank where it does (silent: its process asked about; a silent node; the monitor
-        behind)."""
+        behind). Never a rank that raised on losing a peer: it left because another did, and
+        that one is the incident (the job coming down, a lost rank, the hang before it)."""
         ranks = np.array(sorted(n for n in reach if isinstance(n, int) and not self.relation.waiting(n)), np.int64)
         if not len(ranks):
             return []
@@ -174,6 +176,7 @@ class Incidents:
         ours = np.full(len(ranks), self.ctx.behind is None)
         known = ranks[present]
         finished = self.job.flagged(wire.FLAG_EXITED, known)
+        left = self.job.flagged(wire.FLAG_RAISED, known) & self.job.consequences(LOST_PEER, known)
         plain = finished | (~self.job.held_up(known) & ~self.job.silent(self.ctx.now, known))
         held = ~finished & self.job.held_up(known)
         if self.ctx.behind is None:
@@ -181,7 +184,8 @@ class Incidents:
             doubt |= np.isin(known, list(self._node_ranks)) & ~finished
         else:
             doubt = np.ones(len(known), dtype=bool)
-        decided = np.where(held, False, True)
+        doubt &= ~left
+        decided = np.where(held | left, False, True)
         for i in np.flatnonzero(doubt).tolist():
             decided[i] = self._own_incident(int(known[i]))
         ours[present] = decided
@@ -333,11 +337,11 @@ class Incidents:
         sample = self.job.group(wire.name_hash(gid))
         return group_name(gid, sample) if sample is not None else group_label(gid, None)
 
-    def _place(self, w: Wait) -> Place:
+    def _place(self, w: Wait) -> WaitedIn:
         if w.gid is not None:
             group = self.groups[w.gid]
-            return Place(group.name, w.seq, next((op_name(m) for m in group.waits if m.op), None))
-        return Place(self._group_label(w.node[0]), message=w.node, rank=w.rank)  # type: ignore[arg-type]
+            return WaitedIn(group.name, w.seq, next((op_name(m) for m in group.waits if m.op), None))
+        return WaitedIn(self._group_label(w.node[0]), message=w.node, rank=w.rank)  # type: ignore[arg-type]
 
     def _line(self, row: _Row) -> WaitLine:
         awaited = tuple(n for n in self.relation.edges[row.node] if isinstance(n, int))
@@ -407,7 +411,7 @@ class Incidents:
         inside = {int(r) for m in members for r in m.ranks}
         suspects = sorted(inside & {n for n in self.relation.awaited_ranks(reach) if isinstance(n, int)})
         fires = timeout_left(view.sample, age)
-        stuck = StuckCollective(Place(view.name, seq, op), age, view.sample.timeout, fires, tuple(suspects))
+        stuck = StuckCollective(WaitedIn(view.name, seq, op), age, view.sample.timeout, fires, tuple(suspects))
         summary, detail = stuck_collective_words(stuck)
         return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, detail, said(self.job, suspects, self.ctx))
 

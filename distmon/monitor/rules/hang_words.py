@@ -16,7 +16,7 @@ from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS, Report, StackFrame
 
 
 @dataclass(frozen=True)
-class Place:
+class WaitedIn:
     """What ranks wait in: collective ``seq`` (its ``op``, where known) of ``group``, or, for
     a send or receive, ``message`` as seen from ``rank``'s side."""
 
@@ -34,7 +34,7 @@ class WaitLine:
 
     age: float
     ranks: I8
-    place: Place
+    place: WaitedIn
     awaited: tuple[int, ...]
 
 
@@ -82,7 +82,7 @@ class Hang:
 class StuckCollective:
     """Every member of ``place`` issued it, and it does not complete."""
 
-    place: Place
+    place: WaitedIn
     age: float
     timeout: float | None
     fires: float | None
@@ -122,14 +122,14 @@ class Deadlock:
     groups: tuple[str, ...]
 
 
-def what(place: Place) -> str:
+def what(place: WaitedIn) -> str:
     """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3``."""
     if place.message is not None:
         return message_words(place.message, place.rank, place.group)
     return f"{_collective(place)} of {place.group}"
 
 
-def _collective(place: Place) -> str:
+def _collective(place: WaitedIn) -> str:
     return f"collective #{place.seq}{f' ({place.op})' if place.op else ''}"
 
 
