@@ -145,7 +145,20 @@ def nested_tuple_key(depth: int) -> bytes:
     """A dump whose ``pg_status`` is keyed by a tuple ``depth`` deep: hashing it overflows
     the C stack (a million deep) or raises RecursionError."""
     head = pickle.dumps({"version": "2.10", "entries": []}, protocol=2)[:-2]  # the dict, open
-    return head + b"\x8c\x09pg_status}" + b")" + b"\x85" * depth + b"}s" + b"s."
+    return head + b"\x8c\x09pg_status}" + b")" + b"\x85" * depth + b"}s" + b"u."
+
+
+HASH_PRIME = (1 << 61) - 1
+"""Python hashes an int modulo this prime: its multiples all hash alike."""
+
+
+def colliding_keys(n: int) -> bytes:
+    """A dump whose ``pg_status`` has ``n`` keys sharing one hash, the multiples of
+    :data:`HASH_PRIME`: the pickle written as bytes, for building that dict here would take the
+    quadratic time the reader must refuse to spend."""
+    head = pickle.dumps({"version": "2.10", "entries": []}, protocol=2)[:-2]  # the dict, open
+    keys = b"".join(pickle.dumps(k * HASH_PRIME, protocol=2)[2:-1] + b"}" for k in range(1, n + 1))
+    return head + b"\x8c\x09pg_status}(" + keys + b"uu."
 
 
 def megatron(tp: int, pp: int, dp: int) -> tuple[list[RankRecorder], dict[str, Group]]:

@@ -9,7 +9,6 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
-import pickle
 import random
 import re
 import subprocess
@@ -35,7 +34,7 @@ from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import Report, encode
 from distmon.wire.link import Batch, Relay
 from tests.support.commands import distmon
-from tests.support.nccl_dumps import Group, RankRecorder, nested_tuple_key
+from tests.support.nccl_dumps import Group, RankRecorder, colliding_keys, nested_tuple_key
 from tests.support.paths import DATA
 from tests.support.simulate import SimJob
 
@@ -294,9 +293,7 @@ def test_a_deep_pickle_is_refused_before_it_is_built(depth: int) -> None:
 
 
 def test_keys_that_share_a_hash_are_refused_at_once() -> None:
-    prime = (1 << 61) - 1  # Python's ints hash modulo this prime
-    dump = {"version": "2.10", "entries": [], "pg_status": {k * prime: {} for k in range(1, 40_001)}}
-    raw = pickle.dumps(dump, protocol=2)
+    raw = colliding_keys(40_000)
     started = time.monotonic()
     with pytest.raises(DumpError, match="keyed by other than names and small numbers"):
         load_dump(raw)
