@@ -74,9 +74,9 @@ class Agent:
         self._gpu = GpuReader()
         self._usage = UsageReader()
         self._loaders = LoaderWatch(self.progress)
-        self._last_words = LastWords(self._report_exception, self._report_exit, self._report_interrupt)
-        self._ray_errors = RayTrainErrors(self._report_exception)
         self.training = TrainingThread()
+        self._last_words = LastWords(self._report_exception, self._report_exit, self._report_interrupt, self._trains)
+        self._ray_errors = RayTrainErrors(self._report_exception)
         self._leaving = LeavingWatch(self.say_goodbye)
         self._optimizer_hook: Any = None
         self._termination = TerminationWatch()
@@ -149,6 +149,10 @@ class Agent:
             return  # a forked child (a DataLoader worker): the agent is its parent's
         self._exception = info
         self._send_now()
+
+    def _trains(self, thread: threading.Thread) -> bool:
+        trainer = _quietly(lambda: self.training.current(self.progress.thread), None)
+        return trainer is not None and bool(trainer.ident == thread.ident)
 
     def _report_interrupt(self) -> None:
         if os.getpid() == self._pid:

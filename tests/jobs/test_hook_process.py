@@ -120,6 +120,37 @@ print("done", flush=True)
 load_batch()
 """
 
+RAISES_IN_A_THREAD = """
+import threading
+import time
+import torch
+import distmon.hooks
+
+def load_batch():
+    raise ValueError("batch 3 has 31 features, expected 32")
+
+def train():
+    model = torch.nn.Linear(8, 1)
+    distmon.hooks.attach(model)
+    time.sleep(3 * INTERVAL)
+    model(torch.randn(4, 8)).sum().backward()
+    print("done", flush=True)
+    load_batch()
+
+def log_metrics():
+    raise RuntimeError("the metrics service is down")
+
+trainer = threading.Thread(target=train, name="trainer")
+trainer.start()
+trainer.join()
+logger = threading.Thread(target=log_metrics)
+logger.start()
+logger.join()
+time.sleep(3 * INTERVAL)
+"""
+"""Training in a thread of its own, as a notebook's launcher does: its exception is the rank's;
+another thread's, after it, is not."""
+
 SLOW_TRAINING = """
 import time
 import torch
@@ -205,6 +236,18 @@ def test_attach_before_init_then_fsdp_module_and_nothing_held_strongly(tmp_path,
     assert last.job == f"127.0.0.1:{port}"
     assert (last.steps, last.forwards) == (4, 5), "four training steps, and the short-lived model once"
     assert last.exit is not None and last.exit.how == "clean"
+
+
+def test_the_training_threads_exception_is_the_ranks_and_another_threads_is_not(tmp_path, listener, endpoint):
+    done = run_script(tmp_path, RAISES_IN_A_THREAD, script_env(endpoint))
+    assert "ValueError: batch 3 has 31 features, expected 32" in done.stderr, "still printed"
+    assert "RuntimeError: the metrics service is down" in done.stderr
+    wait_for_exit_report(listener)
+    last = listener.snapshot()[-1]
+    assert last.exception is not None and last.exception.type == "ValueError", last.exception
+    assert last.exception.where is not None and last.exception.where.func == "load_batch"
+    assert [f.func for f in last.exception.traceback[-2:]] == ["train", "load_batch"]
+    assert last.exit is not None and last.exit.how == "exception", last.exit
 
 
 def test_uncaught_exception_is_reported_and_still_printed(tmp_path, listener, endpoint):
