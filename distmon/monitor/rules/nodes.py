@@ -14,9 +14,10 @@ cut, the machine down) or only its relay did. What the other ranks do tells whic
 - neither yet: nothing, until a hang's time past its silence; then a node silent as a whole
   is lost, whatever the others do.
 
-A node whose ranks the monitor sees from outside (it runs there) is no lost node: a rank of it
-is ``rank_lost``'s or the hang's. Nor is one last heard after the job began to be torn down (a
-rank failed on its own, or was stopped by a signal): it went with the job.
+A node without a relay whose ranks the monitor's own eye sees (it runs there) is no lost node:
+a rank of it is ``rank_lost``'s or the hang's (a relay's node was watched by that relay, silent
+now). Nor is one last heard after the job began to be torn down (a rank failed on its own, or
+was stopped by a signal): it went with the job.
 """
 
 from __future__ import annotations
@@ -86,9 +87,10 @@ class Judged:
 
 
 def node_ranks(job: JobState, ctx: Context, training: bool = True) -> I8:
-    """The ranks of the nodes silent as a whole, or about to be (overdue), that this rule
-    judges: not ``rank_lost``'s to name, nor the hang's unless ``training`` (a node whose
-    ranks train on unwatched may yet hold the job up: the hang names its ranks then)."""
+    """The ranks of the nodes silent as a whole, or about to be (a host without a relay
+    overdue), that this rule judges: not ``rank_lost``'s to name, nor the hang's unless
+    ``training`` (a node whose ranks train on unwatched may yet hold the job up: the hang names
+    its ranks then)."""
     nodes = [j.node for j in judged(job, ctx, overdue=True) if training or j.steps is None]
     return np.concatenate([n.ranks for n in nodes]) if nodes else np.zeros(0, dtype=np.int64)
 
@@ -96,7 +98,7 @@ def node_ranks(job: JobState, ctx: Context, training: bool = True) -> I8:
 def judged(job: JobState, ctx: Context, overdue: bool = False) -> list[Judged]:
     """The silent (or ``overdue``) nodes this rule judges, with the others' evidence: those last
     heard before the teardown began, and either training on or out of every eye's sight (the
-    ranks of a node the monitor runs on are seen: their own rules tell)."""
+    ranks of a host without a relay that the monitor runs on are seen: their own rules tell)."""
     nodes = job.silent_nodes(ctx.now, overdue)
     if not nodes:
         return []
