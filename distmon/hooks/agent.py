@@ -151,8 +151,7 @@ class Agent:
         self._send_now()
 
     def _trains(self, thread: threading.Thread) -> bool:
-        trainer = _quietly(lambda: self.training.current(self.progress.thread), None)
-        return trainer is not None and bool(trainer.ident == thread.ident)
+        return bool(_quietly(lambda: self.training.trains(thread, self.progress), False))
 
     def _report_interrupt(self) -> None:
         if os.getpid() == self._pid:
@@ -295,7 +294,7 @@ class Agent:
         step_time = progress.step_stats()
         stalled = now - self._last_progress >= stall_after(step_time.p50 if step_time else None) and self._exit is None
         rank, world, backend = self._topology()
-        trainer = _quietly(lambda: self.training.current(progress.thread), None)
+        trainer = _quietly(lambda: self.training.current(progress), None)
         return Report(
             job=self._job,
             rank=rank,

@@ -20,6 +20,8 @@ from typing import Any
 
 import torch.distributed as dist
 
+from distmon.hooks.progress import Counters
+
 
 @dataclass(frozen=True)
 class Trainer:
@@ -36,19 +38,40 @@ class TrainingThread:
 
     def __init__(self) -> None:
         self._attached = threading.current_thread()
+        self._stepper: tuple[int, threading.Thread | None, int] | None = None
+        """The ident seen stepping, its thread (resolved while it runs) and the count of steps
+        and forwards then."""
 
     def claim(self) -> None:
         """The calling thread attached: it trains, unless another is seen stepping."""
         self._attached = threading.current_thread()
 
-    def current(self, stepped: int | None) -> Trainer | None:
-        """The training thread now: the one that last stepped (``stepped``, an ident), else the
-        one that attached; None once it has ended."""
-        ident = stepped if stepped is not None else self._attached.ident
-        thread = next((t for t in threading.enumerate() if t.ident == ident), None)
-        if thread is None or thread.ident is None:
+    def current(self, progress: Counters) -> Trainer | None:
+        """The training thread now: the one that last stepped or ran a forward, else the one
+        that attached; None once it has ended."""
+        thread = self._thread(progress)
+        if thread is None or thread.ident is None or not thread.is_alive():
             return None
         return Trainer(thread.ident, thread.native_id)
+
+    def trains(self, thread: threading.Thread, progress: Counters) -> bool:
+        """Whether ``thread`` is the training thread, as :meth:`current` has it."""
+        return thread is self._thread(progress)
+
+    def _thread(self, progress: Counters) -> threading.Thread | None:
+        """The thread that last stepped, else the one that attached. An ident is a thread's only
+        while it runs (the next thread started often gets it), so it is resolved to its thread
+        while that runs (by the sampler or, at the latest, by the thread's own last words), and
+        again only once the thread has ended and the ident steps anew: a thread started after
+        the training thread ended is not it until it trains."""
+        stepped, moves = progress.thread, progress.steps + progress.forwards
+        if stepped is None:
+            return self._attached
+        known = self._stepper
+        if known is None or known[0] != stepped or (known[2] != moves and not (known[1] and known[1].is_alive())):
+            known = (stepped, next((t for t in threading.enumerate() if t.ident == stepped), None), moves)
+            self._stepper = known
+        return known[1]
 
     def done_with_the_group(self) -> bool:
         """Whether the rank leaving its process group now ends its training: it trains in a
