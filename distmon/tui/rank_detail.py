@@ -55,7 +55,9 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
 def stack_section(rank: RankState, now: float) -> Text:
     r = rank.report
     if r.stack is None:
-        return Text("Not stalled: the stack is sent while the rank makes no progress.", "dim")
+        # Absence proves nothing: a rank named from outside may not have sent its stack yet.
+        floor = cells.duration(wire.STALL_FLOOR)
+        return Text(f"None reported: a rank sends its stack once it has made no progress for {floor} or more.", "dim")
     out = Text()
     if r.stalled_since is not None:
         out.append(f"No progress for {cells.duration(r.t - r.stalled_since)}; ", style="yellow")

@@ -65,6 +65,11 @@ async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str) -> None:
             table.action_jump([row.rank for row in table.rows].index(2))
             await pilot.press("enter")
             assert isinstance(app.screen, RankDetail)
-            app.redraw()
-            await pilot.pause()
-            assert "train.py" in str(app.screen.query_one("#detail-stack").render())
+            # Named from outside, the rank may not have sent its stack yet: it comes with a report.
+            stack = app.screen.query_one("#detail-stack")
+            for _ in range(100):  # at most ten seconds
+                app.redraw()
+                await pilot.pause(0.1)
+                if "train.py" in str(stack.render()):
+                    break
+            assert "train.py" in str(stack.render())
