@@ -324,6 +324,7 @@ class Agent:
             exit=self._exit,
             thread=trainer.ident if trainer else None,
             tid=trainer.native_id if trainer else None,
+            reporter=self._thread.native_id,
         )
 
     def _say_if_over(self, groups: int, channels: int) -> None:

@@ -191,13 +191,13 @@ class Monitor:
         return asking
 
     def _training(self, wanted: Wanted) -> Wanted:
-        """``wanted`` with the thread that trains in its process, where a rank's report says
-        (the one to look at: not the main thread under Ray Train)."""
+        """``wanted`` with the threads of its process a rank's report names: the one that
+        trains (the one to look at: not the main thread under Ray Train) and distmon's own."""
         rank = self.state.rank_of_process(wanted.host, wanted.pid)
         if rank is None:
             return wanted
         report = self.state.report_of(rank)
-        return replace(wanted, tid=report.tid, thread=report.thread)
+        return replace(wanted, tid=report.tid, thread=report.thread, reporter=report.reporter)
 
     def idle(self, now: float) -> None:
         """No message has come yet, so nothing ticks: the screens attached still hear from the

@@ -44,7 +44,7 @@ class NodeEye:
         """Look at the processes of this node that ``wanted`` names, and take the stacks asked
         for (those of other nodes are another eye's)."""
         mine = [w for w in wanted if w.host == self.host]
-        self.prober.ask([(w.pid, w.tid) for w in mine])
+        self.prober.ask([(w.pid, w.tid, w.reporter) for w in mine])
         for w in mine:
             if w.since is not None and (w.pid, w.since) not in self._pending and len(self._pending) < MAX_PENDING:
                 self._pending[(w.pid, w.since)] = w

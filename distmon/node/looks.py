@@ -38,7 +38,7 @@ SAMPLE_FIELDS = tuple(f.name for f in dataclasses.fields(Sample))
 TEXT_FIELDS = frozenset({"state", "wchan", "syscall", "target"})
 NUMBER_FIELDS = frozenset({"t", "cpu", "queued", "load"})
 HOWS = (PY_SPY, FAULTHANDLER)
-INT_FIELDS = frozenset({"pid", "ppid", "tracer", "read", "written", "cpus", "tid"})
+INT_FIELDS = frozenset({"pid", "ppid", "tracer", "read", "written", "cpus", "tid", "reporter_wakes"})
 
 
 @dataclass(frozen=True)
@@ -70,7 +70,8 @@ class Wanted:
     """A process the monitor asks the eye on ``host`` to look at, and the stack it wants
     taken, if any: the stall it answers (``since``) and whether the process is stopped. Where
     known, the thread that trains in it: its native id ``tid`` (``/proc/PID/task/TID``,
-    py-spy's) and its ``threading.get_ident()`` (faulthandler's)."""
+    py-spy's) and its ``threading.get_ident()`` (faulthandler's); and distmon's reporting
+    thread's native id, ``reporter``, whose wakes tell a wait for the GIL."""
 
     host: str
     pid: int
@@ -78,10 +79,11 @@ class Wanted:
     stopped: bool = False
     tid: int | None = None
     thread: int | None = None
+    reporter: int | None = None
 
     def encoded(self) -> list[Any]:
         stack = None if self.since is None else [self.since, self.stopped]
-        return [self.host, self.pid, stack, self.tid, self.thread]
+        return [self.host, self.pid, stack, self.tid, self.thread, self.reporter]
 
 
 def wanted(raw: list[list[Any]]) -> list[Wanted]:
@@ -91,12 +93,12 @@ def wanted(raw: list[list[Any]]) -> list[Wanted]:
     for item in raw:
         if len(item) < 3 or not isinstance(item[0], str) or type(item[1]) is not int or item[1] <= 0:
             continue
-        tid, thread = (_id(x) for x in (*item[3:5], None, None)[:2])
+        tid, thread, reporter = (_id(x) for x in (*item[3:6], None, None, None)[:3])
         stack = item[2]
         if isinstance(stack, list) and len(stack) >= 2 and _finite(stack[0]):
-            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1]), tid, thread))
+            out.append(Wanted(item[0], item[1], float(stack[0]), bool(stack[1]), tid, thread, reporter))
         elif stack is None:
-            out.append(Wanted(item[0], item[1], tid=tid, thread=thread))
+            out.append(Wanted(item[0], item[1], tid=tid, thread=thread, reporter=reporter))
     return out
 
 

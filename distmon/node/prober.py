@@ -42,23 +42,26 @@ class Prober:
         self._period = period
         self._asked: dict[int, float] = {}
         self._due: dict[int, float] = {}
-        self._threads: dict[int, int] = {}
-        """The thread to look at in a process (its native id), where it is not the main one."""
+        self._threads: dict[int, tuple[int | None, int | None]] = {}
+        """The threads to look at in a process, by native id: the one that trains (where it
+        is not the main one), and distmon's reporting thread."""
         self._seen: list[Sample] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
 
-    def ask(self, processes: list[tuple[int, int | None]]) -> None:
-        """Look at each ``(pid, tid)`` from now on (at its thread ``tid`` where given, the
-        thread that trains), closely for :data:`CLOSE_FOR` seconds."""
+    def ask(self, processes: list[tuple[int, int | None, int | None]]) -> None:
+        """Look at each ``(pid, tid, reporter)`` from now on (at its thread ``tid`` where
+        given, the thread that trains; at how often its thread ``reporter`` wakes), closely for
+        :data:`CLOSE_FOR` seconds: at once where it was not looked at closely already."""
         now = time.monotonic()
         with self._lock:
-            for pid, tid in processes:
+            for pid, tid, reporter in processes:
+                if now - self._asked.get(pid, -CLOSE_FOR) >= CLOSE_FOR:
+                    self._due[pid] = min(self._due.get(pid, now), now)
                 self._asked[pid] = now
-                self._due.setdefault(pid, 0.0)
-                if tid is not None:
-                    self._threads[pid] = tid
+                if tid is not None or reporter is not None:
+                    self._threads[pid] = (tid, reporter)
             while len(self._asked) > MAX_WATCHED:
                 self._forget(min(self._asked, key=self._asked.__getitem__))
             if self._thread is None and processes:
@@ -91,7 +94,7 @@ class Prober:
                 continue
             for pid in due:
                 t = time.monotonic()
-                sample = look(pid, t, self._threads.get(pid)) or gone(pid, t)
+                sample = look(pid, t, *self._threads.get(pid, (None, None))) or gone(pid, t)
                 with self._lock:
                     close = time.monotonic() - self._asked.get(pid, 0.0) < CLOSE_FOR
                     self._due[pid] = time.monotonic() + (min(CLOSE_PERIOD, self._period) if close else self._period)

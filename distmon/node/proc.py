@@ -18,7 +18,7 @@ from __future__ import annotations
 import contextlib
 import os
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 PROC = Path("/proc")
@@ -117,14 +117,30 @@ class Sample:
     """The host's load average over the last minute, with :data:`CPUS` to read it against."""
     tid: int | None = None
     """The thread looked at, when it is not the process as a whole (its main thread)."""
+    reporter_wakes: int | None = None
+    """How often distmon's reporting thread in the process has gone to sleep and woken so far
+    (its voluntary context switches), where it was asked about: about once a report while it
+    reports, about 200 times a second while it waits for the GIL (:data:`GIL_WAKES`)."""
 
 
-def look(pid: int, t: float, tid: int | None = None) -> Sample | None:
+GIL_WAKES = 200.0
+"""Wakes a second of a thread waiting for the GIL: CPython's ``take_gil`` waits on a condition
+for the switch interval (5 ms unless the job set another), wakes, asks the holder to drop it,
+and waits again."""
+
+
+def look(pid: int, t: float, tid: int | None = None, reporter: int | None = None) -> Sample | None:
     """The process ``pid`` now, None if it is gone; with ``tid``, its thread ``tid`` (the
-    process as a whole once that thread has ended). Fields it may not read stay empty."""
-    if tid is not None and tid != pid and (PROC / str(pid) / "task" / str(tid)).is_dir():
-        return _look(pid, t, PROC / str(pid) / "task" / str(tid), tid)
-    return _look(pid, t, PROC / str(pid), None)
+    process as a whole once that thread has ended); with ``reporter``, how often that thread
+    has woken. Fields it may not read stay empty."""
+    task = PROC / str(pid) / "task"
+    if tid is not None and tid != pid and (task / str(tid)).is_dir():
+        sample = _look(pid, t, task / str(tid), tid)
+    else:
+        sample = _look(pid, t, PROC / str(pid), None)
+    if sample is None or reporter is None:
+        return sample
+    return replace(sample, reporter_wakes=_wakes(task / str(reporter)))
 
 
 def _look(pid: int, t: float, base: Path, tid: int | None) -> Sample | None:
@@ -163,6 +179,12 @@ def _look(pid: int, t: float, base: Path, tid: int | None) -> Sample | None:
         load=_load(),
         tid=tid,
     )
+
+
+def _wakes(base: Path) -> int | None:
+    """The thread's voluntary context switches, None where it is gone or they cannot be read."""
+    wakes = _fields(_read(base / "status") or "").get("voluntary_ctxt_switches", "")
+    return int(wakes) if wakes.isdigit() else None
 
 
 def _queued(base: Path) -> float:

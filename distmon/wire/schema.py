@@ -262,6 +262,10 @@ class Report:
     """The same thread's native id (``threading.get_native_id()``): where to look at it from
     outside (``/proc/PID/task/TID``, py-spy's ``os_thread_id``). Equals ``pid`` for the main
     thread; absent from ranks that predate it."""
+    reporter: int | None = None
+    """The native id of distmon's own reporting thread in the process: a node's eye counts how
+    often it wakes. Waiting for the GIL it wakes about 200 times a second (every
+    ``sys.getswitchinterval()``); otherwise about once a report. Absent from ranks that predate it."""
     v: int = VERSION
 
 

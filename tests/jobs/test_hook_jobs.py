@@ -88,6 +88,7 @@ def test_every_rank_reports_its_identity(paused_job):
         )
         assert report.torch == torch_version
         assert report.interval == INTERVAL
+        assert report.reporter not in (None, report.pid, report.tid), "distmon's own thread, for its wakes"
     during = [r for reports in paused_job.reports.values() for r in reports if not r.exit]
     assert {r.backend for r in during} == {"gloo"}
 

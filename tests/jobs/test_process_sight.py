@@ -18,7 +18,8 @@ import pytest
 
 from distmon.monitor.outside.sight import ALIVE, GONE, Seen
 from distmon.monitor.outside.verdicts import activity, judge
-from distmon.node.proc import Sample, look
+from distmon.node.prober import CLOSE_FOR, CLOSE_PERIOD, Prober
+from distmon.node.proc import GIL_WAKES, Sample, look
 from distmon.node.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
 from distmon.wire import StackFrame
 from tests.support.eyes import Watching
@@ -188,6 +189,62 @@ def test_the_training_thread_is_looked_at_by_its_native_id(python) -> None:
     finally:
         process.kill()
         process.wait()
+
+
+REPORTER_THEN_REGEX = """
+import re, threading, time
+def report():
+    while True:
+        time.sleep(1.0)
+reporter = threading.Thread(target=report, daemon=True)
+reporter.start()
+print(reporter.native_id, flush=True)
+input()
+re.match(r"(a+)+$", "a" * 40 + "b")
+"""
+
+
+def test_a_thread_waiting_for_the_gil_wakes_two_hundred_times_a_second() -> None:
+    """The reporting thread of a rank whose training thread holds the GIL in a C call wakes
+    every switch interval to ask for it; waiting for its next report, about once a second."""
+    process = subprocess.Popen(
+        [sys.executable, "-c", REPORTER_THEN_REGEX], stdin=subprocess.PIPE, stdout=subprocess.PIPE
+    )
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        reporter = int(process.stdout.readline())
+
+        def rate() -> float:
+            first = look(process.pid, time.monotonic(), reporter=reporter)
+            time.sleep(0.5)
+            last = look(process.pid, time.monotonic(), reporter=reporter)
+            assert first and last and first.reporter_wakes is not None and last.reporter_wakes is not None
+            return (last.reporter_wakes - first.reporter_wakes) / (last.t - first.t)
+
+        assert rate() < GIL_WAKES / 20
+        process.stdin.write(b"\n")
+        process.stdin.flush()
+        time.sleep(1.2)  # the reporting thread's sleep ends: it asks for the GIL from then on
+        assert rate() > GIL_WAKES / 4  # what the rules take for a wait for the GIL
+    finally:
+        process.kill()
+        process.wait()
+
+
+def test_a_process_asked_about_again_is_looked_at_at_once(python) -> None:
+    """A process watched now and then that a rule asks about anew (the others start waiting
+    for it) is looked at at once, not at its next turn: the rule judges it by four looks that
+    must agree, and each second waited for them is a second more to the alert."""
+    p = python(SLEEPER)
+    prober = Prober(period=30.0)
+    prober.ask([(p.pid, None, None)])
+    wait_for(prober.take)
+    time.sleep(CLOSE_FOR + CLOSE_PERIOD)  # asked closely no more: its next look is a period away
+    prober.take()
+    time.sleep(CLOSE_PERIOD)
+    assert prober.take() == []
+    prober.ask([(p.pid, None, None)])
+    wait_for(prober.take, timeout=1.0)  # its next turn was 30 s away
 
 
 def test_a_stopped_process_still_shows_its_python_frames(python) -> None:

@@ -28,7 +28,9 @@ T0 = 1.7e9
 
 
 def a_look(pid: int, t: float, state: str = "S", syscall: str | None = "clock_nanosleep") -> Sample:
-    return Sample(pid, t, state, ppid=1, wchan="hrtimer_nanosleep", syscall=syscall, cpu=1.5, load=0.5)
+    return Sample(
+        pid, t, state, ppid=1, wchan="hrtimer_nanosleep", syscall=syscall, cpu=1.5, load=0.5, reporter_wakes=12
+    )
 
 
 def node_b() -> Looks:
@@ -81,10 +83,12 @@ def test_looks_travel_with_a_relays_columns_and_merge_up_a_tree() -> None:
 
 
 def test_a_look_command_reaches_the_eyes_and_names_what_to_take() -> None:
-    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True, tid=44, thread=7 << 40)]
+    asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True, tid=44, thread=7 << 40, reporter=45)]
     command = decode_command(encode_command(Command(LOOK, "j", "why", looks=[w.encoded() for w in asked])))
     assert wanted(command.looks or []) == asked
     assert wanted([["node-b", -1, None], ["node-b"], [3, 4, None], ["node-b", 5, ["x", True]]]) == []
+    older = [["node-b", 42, None, 44, 7 << 40]]  # an older monitor's: no reporting thread
+    assert wanted(older) == [Wanted("node-b", 42, tid=44, thread=7 << 40)]
 
 
 def test_the_sight_holds_what_each_node_said_and_asks_for_what_the_rules_asked() -> None:
@@ -147,14 +151,15 @@ def test_a_node_no_eye_watches_is_said_once_where_the_job_is_shown() -> None:
     assert OverviewTracker().overview(monitor, T0 + 1).blind == "node-b: no relay, judged from its reports only"
 
 
-def test_the_eyes_are_asked_to_look_at_the_thread_that_trains() -> None:
-    """Under Ray Train a rank trains in a thread of its own: that thread is the one looked at."""
+def test_the_eyes_are_asked_to_look_at_the_thread_that_trains_and_at_distmons_own() -> None:
+    """Under Ray Train a rank trains in a thread of its own: that thread is the one looked at;
+    distmon's reporting thread is counted for its wakes."""
     monitor = Monitor()
-    monitor.ingest(encode(Report("j", 0, 1, "node-b", 42, T0, 1, 1.0, thread=7 << 40, tid=43)), T0)
+    monitor.ingest(encode(Report("j", 0, 1, "node-b", 42, T0, 1, 1.0, thread=7 << 40, tid=43, reporter=44)), T0)
     monitor.saw([eye_looks.encode([Looks("node-b")])], T0)
     monitor.sight.view("node-b", 42)
     (look,) = [c for c in monitor.asking() if c.action == LOOK]
-    assert wanted(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40)]
+    assert wanted(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40, reporter=44)]
 
 
 def test_a_nodes_links_travel_with_its_looks_and_what_changed_is_said() -> None:

@@ -16,7 +16,7 @@ from distmon.monitor.rules.routine import MARGIN
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
 from distmon.node.prober import CLOSE_PERIOD
-from distmon.node.proc import Sample
+from distmon.node.proc import GIL_WAKES, Sample
 from tests.support.simulate import SimJob, drive
 
 EVERY, LASTS, FIRST = 8.0, 3.0, 20.0
@@ -31,16 +31,22 @@ WORKING: Look = ("R", "running", 1.0)
 class Prober:
     """What a prober on the ranks' host sees at the monitor's time, four looks a second:
     every rank at work, and the rank the others wait for as ``held`` says (a look, or a
-    function of the time giving one); ``after``, what that rank does once it goes on."""
+    function of the time giving one); ``after``, what that rank does once it goes on; with
+    ``wakes``, how often that rank's reporting thread wakes a second meanwhile (once a second
+    otherwise)."""
 
     def __init__(
-        self, sim: SimJob, held: Look | Callable[[float], Look], after: Callable[[float], Look] | None = None
+        self,
+        sim: SimJob,
+        held: Look | Callable[[float], Look],
+        after: Callable[[float], Look] | None = None,
+        wakes: float | None = None,
     ) -> None:
-        self.sim, self.held, self.after, self.now = sim, held, after, sim.start
+        self.sim, self.held, self.after, self.wakes, self.now = sim, held, after, wakes, sim.start
         self.culprit: int | None = None
 
     def __call__(self, host: str, pid: int) -> Seen:
-        rank, looks, cpu = pid - 10_000, [], 0.0
+        rank, looks, cpu, woke = pid - 10_000, [], 0.0, 0.0
         for i in range(9):
             t = self.now - 2.0 + i * CLOSE_PERIOD
             held = self.sim.holding_up(t) == rank
@@ -53,7 +59,9 @@ class Prober:
             else:
                 state, call, cores = WORKING
             cpu += cores * CLOSE_PERIOD
-            looks.append(Sample(pid, t, state, syscall=call, cpu=cpu))
+            woke += (self.wakes if held and self.wakes is not None else 1.0) * CLOSE_PERIOD
+            wakes = int(woke) if self.wakes is not None else None
+            looks.append(Sample(pid, t, state, syscall=call, cpu=cpu, reporter_wakes=wakes))
         return Seen(looks[0], looks[-1], looks[-5], tuple(looks))
 
 
@@ -166,6 +174,21 @@ def test_a_rank_that_burns_cpu_while_its_reports_stop_is_named_early_for_holding
     assert alert.ranks == [3] and alert.severity == "warning", alert
     assert alert.summary.startswith("rank 3 holds the GIL, burning CPU"), alert.summary
     assert t - FIRST < Thresholds().hang_after(0.2)
+
+
+def test_a_reporting_thread_seen_waking_for_the_gil_names_the_rank_once_its_report_is_overdue() -> None:
+    """Its reporting thread wakes 200 times a second to ask for the GIL: once its report is
+    overdue, that is the proof. Where the eye cannot count its wakes, a second more of silence
+    is (a garbage-collection pass delays a report; it does not silence it that long)."""
+
+    def first_alert(wakes: float | None) -> float:
+        sim = SimJob(world=8).gil(3, at=FIRST)
+        raised, _ = run(sim, Prober(sim, WORKING, wakes=wakes), until=FIRST + 10)
+        (t, alert), *_ = raised
+        assert alert.ranks == [3] and alert.summary.startswith("rank 3 holds the GIL"), alert.summary
+        return t
+
+    assert first_alert(None) - first_alert(GIL_WAKES) >= 1.0
 
 
 def test_the_ranks_waits_for_a_routine_pause_make_no_straggler() -> None:

@@ -29,6 +29,10 @@ WINDOW = 40
 """Looks kept per process: progress is judged over the last ten seconds or so."""
 SPAN = 1.0
 """Seconds of looks that tell what a process does now (:attr:`Seen.recent`)."""
+AGREED = 0.75
+"""Seconds of looks that must agree to tell that a process does nothing: four looks of a
+process looked at closely (:data:`distmon.node.prober.CLOSE_PERIOD` apart), so that looks begun
+after one tick of the monitor are judged at the next."""
 MAX_PROCESSES = 4096
 """Processes whose looks are kept: those looked at most recently."""
 MAX_STACKS = 256

@@ -44,7 +44,7 @@ from distmon.monitor.rules.hang_words import (
     stuck_message_words,
 )
 from distmon.monitor.rules.nodes import node_ranks
-from distmon.monitor.rules.process import Look, all_working, doing_nothing, look_at, said, starved
+from distmon.monitor.rules.process import Look, all_working, doing_nothing, gil_held, keep_looking, look_at, said
 from distmon.monitor.rules.routine import Habit, Mark
 from distmon.monitor.rules.waitfor import (
     Collective,
@@ -207,6 +207,9 @@ class Incidents:
             return []
         views = [self.job.ranks.get(rank) for rank in roots]
         if any(s is not None and self._maybe_waiting(s) for s in views):
+            for s in views:  # its eye goes on looking, to judge it once its report is old news
+                if s is not None:
+                    keep_looking(s, self.ctx)
             return []
         waited = max(w.age for w in first)
         # the first call for a rank starts the prober looking
@@ -390,7 +393,7 @@ class Incidents:
         s = self.job.ranks.get(rank)
         if s is None:
             return Look(verdict)
-        silent = s.silent(self.ctx.now) or starved(s, self.ctx)
+        silent = s.silent(self.ctx.now) or gil_held(s, self.ctx)
         look = look_at(s, self.ctx, silent=silent, waited=waited)
         return look if verdict is None else replace(look, verdict=verdict, pending=False)
 

@@ -19,13 +19,13 @@ from itertools import islice
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.outside.sight import SPAN
+from distmon.monitor.outside.sight import AGREED, SPAN, Seen
 from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.node.proc import Sample
+from distmon.node.proc import GIL_WAKES, Sample
 from distmon.node.pyspy import OutsideStack
 
 IDLE_VERDICTS = frozenset({"sigstopped", "traced", "file_io", "gil", "lock", "sleeping"})
@@ -97,7 +97,7 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
         verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
-    if verdict.working and seen.last is not None and starved(s, ctx):
+    if verdict.working and seen.last is not None and gil_held(s, ctx):
         moved = Moved.between(first, seen.last)
         verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
     return Look(verdict, stack=stack)
@@ -105,9 +105,9 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
 
 def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     """What rank ``s``'s process does if it does nothing now: stopped; or, over the looks of
-    the ``waited`` seconds the others have waited for it (a second of them at least), asleep,
-    blocked or waiting on a lock in every look, or holding the GIL (:func:`starved`). None
-    while it moves, before the prober has looked for a second (the first call starts it
+    the ``waited`` seconds the others have waited for it (:data:`AGREED` of them at least),
+    asleep, blocked or waiting on a lock in every look, or holding the GIL (:func:`gil_held`).
+    None while it moves, before the prober has looked long enough (the first call starts it
     looking), or without a prober. What it says holds for the whole time it looked: a rank
     busy for the wait and then back at its steps is not named for the sleep between two
     steps that the last look caught."""
@@ -121,12 +121,12 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     if seen.last.state in "Tt":
         return judge(r.host, seen.last, seen.last, r.stack)
     looks = seen.within(waited)
-    if not looks or seen.last.t - looks[0].t < SPAN:
+    if not looks or seen.last.t - looks[0].t < AGREED:
         return None
     verdict = judge(r.host, looks[0], seen.last, r.stack)
     if verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
         return verdict
-    if verdict.working and starved(s, ctx):
+    if verdict.working and gil_held(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
         moved = Moved.between(looks[0], seen.last)
         return holding_the_gil(moved, s.silent_for(ctx.now), taken.frames if taken else None, verdict.evidence)
@@ -139,12 +139,42 @@ def _doing(look: Sample) -> str | None:
     return "sleep" if look.syscall in SLEEP_CALLS else look.syscall or look.state
 
 
-def starved(s: RankState, ctx: Context) -> bool:
-    """Rank ``s``'s own reporting thread has not run for a second past its being overdue
-    (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`): a process that burns CPU
-    meanwhile holds the GIL in one long call. A garbage-collection pass delays a report; it
-    does not silence it that long."""
-    return s.silent_for(ctx.now) >= ctx.limits.overdue_after(s.interval) + SPAN
+def gil_held(s: RankState, ctx: Context) -> bool:
+    """Rank ``s``'s own reporting thread cannot run: a process that burns CPU meanwhile holds
+    the GIL in one long call. Told once its report is overdue
+    (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`) by that thread waking to
+    ask for the GIL over the last second of looks (:func:`waits_for_the_gil`); where its node's
+    eye cannot tell (a rank that predates ``Report.reporter``), by its silence for a second
+    more: a garbage-collection pass delays a report, it does not silence it that long."""
+    silent, overdue = s.silent_for(ctx.now), ctx.limits.overdue_after(s.interval)
+    if silent >= overdue + SPAN:
+        return True
+    if silent < overdue or ctx.outside is None:
+        return False
+    seen = None
+    with contextlib.suppress(Exception):
+        seen = ctx.outside(s.report.host, s.report.pid)
+    return seen is not None and waits_for_the_gil(seen)
+
+
+def waits_for_the_gil(seen: Seen) -> bool:
+    """The reporting thread woke a quarter of :data:`~distmon.node.proc.GIL_WAKES` times a
+    second or more over the last second of looks (half a second of them at least): it waits
+    for the GIL. Waiting for its next report, it wakes about once a second."""
+    looks = [look for look in seen.within(SPAN) if look.reporter_wakes is not None]
+    if len(looks) < 2 or looks[-1].t - looks[0].t < SPAN / 2:
+        return False
+    first, last = looks[0], looks[-1]
+    assert first.reporter_wakes is not None and last.reporter_wakes is not None
+    return (last.reporter_wakes - first.reporter_wakes) / (last.t - first.t) >= GIL_WAKES / 4
+
+
+def keep_looking(s: RankState, ctx: Context) -> None:
+    """Have rank ``s``'s node's eye look at its process closely, as a rule that will judge it
+    soon does: the looks are there when it judges."""
+    if ctx.outside is not None:
+        with contextlib.suppress(Exception):
+            ctx.outside(s.report.host, s.report.pid)
 
 
 def doing_nothing(s: RankState, ctx: Context, waited: float) -> Verdict | None:
