@@ -106,7 +106,8 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
 def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     """What rank ``s``'s process does if it does nothing now: stopped; or, over the looks of
     the ``waited`` seconds the others have waited for it (:data:`AGREED` of them at least),
-    asleep, blocked or waiting on a lock in every look, or holding the GIL (:func:`gil_held`).
+    asleep, blocked or waiting on a lock in every look; or, over half a second of them at
+    least, burning CPU while holding the GIL (:func:`gil_held`: its own proof).
     None while it moves, before the prober has looked long enough (the first call starts it
     looking), or without a prober. What it says holds for the whole time it looked: a rank
     busy for the wait and then back at its steps is not named for the sleep between two
@@ -121,10 +122,11 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     if seen.last.state in "Tt":
         return judge(r.host, seen.last, seen.last, r.stack)
     looks = seen.within(waited)
-    if not looks or seen.last.t - looks[0].t < AGREED:
+    span = seen.last.t - looks[0].t if looks else 0.0
+    if span < SPAN / 2:
         return None
     verdict = judge(r.host, looks[0], seen.last, r.stack)
-    if verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
+    if span >= AGREED and verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
         return verdict
     if verdict.working and gil_held(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
