@@ -143,15 +143,16 @@ def _doing(look: Sample) -> str | None:
 
 def gil_held(s: RankState, ctx: Context) -> bool:
     """Rank ``s``'s own reporting thread cannot run: a process that burns CPU meanwhile holds
-    the GIL in one long call. Told once its report is overdue
-    (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`) by that thread waking to
-    ask for the GIL over the last second of looks (:func:`waits_for_the_gil`); where its node's
-    eye cannot tell (a rank that predates ``Report.reporter``), by its silence for a second
-    more: a garbage-collection pass delays a report, it does not silence it that long."""
-    silent, overdue = s.silent_for(ctx.now), ctx.limits.overdue_after(s.interval)
-    if silent >= overdue + SPAN:
+    the GIL in one long call. Told once its report is half a second late by that thread
+    waking to ask for the GIL over the last second of looks (:func:`waits_for_the_gil`): it
+    gets it within milliseconds otherwise. Where its node's eye cannot count those wakes (a
+    rank that predates ``Report.reporter``), by its silence for a second past its being overdue
+    (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`): a garbage-collection pass
+    delays a report, it does not silence it that long."""
+    silent = s.silent_for(ctx.now)
+    if silent >= ctx.limits.overdue_after(s.interval) + SPAN:
         return True
-    if silent < overdue or ctx.outside is None:
+    if silent < s.interval + SPAN / 2 or ctx.outside is None:
         return False
     seen = None
     with contextlib.suppress(Exception):
@@ -160,15 +161,16 @@ def gil_held(s: RankState, ctx: Context) -> bool:
 
 
 def waits_for_the_gil(seen: Seen) -> bool:
-    """The reporting thread woke a quarter of :data:`~distmon.node.proc.GIL_WAKES` times a
-    second or more over the last second of looks (half a second of them at least): it waits
-    for the GIL. Waiting for its next report, it wakes about once a second."""
+    """The reporting thread woke half of :data:`~distmon.node.proc.GIL_WAKES` times a second or
+    more over the last second of looks (half a second of them at least): it waited for the GIL
+    most of that time, however loaded its host (it wakes on a timer). Waiting for its next
+    report, it wakes about once a second."""
     looks = [look for look in seen.within(SPAN) if look.reporter_wakes is not None]
     if len(looks) < 2 or looks[-1].t - looks[0].t < SPAN / 2:
         return False
     first, last = looks[0], looks[-1]
     assert first.reporter_wakes is not None and last.reporter_wakes is not None
-    return (last.reporter_wakes - first.reporter_wakes) / (last.t - first.t) >= GIL_WAKES / 4
+    return (last.reporter_wakes - first.reporter_wakes) / (last.t - first.t) >= GIL_WAKES / 2
 
 
 def keep_looking(s: RankState, ctx: Context) -> None:
