@@ -19,7 +19,8 @@ Faults (``--fault``), injected on ``--fault-rank`` at ``--fault-step``:
 - ``late-init``: the rank sleeps before ``init_process_group`` (a node late to start)
 - ``loader-block``: the rank's DataLoader worker blocks in ``__getitem__`` (a dead NFS
   mount); ``--fault-rank -1`` blocks every rank's
-- ``straggler``: the rank is slower on every step from the start
+- ``straggler``: the rank is slower on every step from the start (or from STEP),
+  ``--straggler-factor`` times the others' ``--step-time``
 - ``leak``: the rank keeps every batch in a list, so its memory grows step over step
 - ``stop``: the rank stops itself with SIGSTOP (a debugger, ``kill -STOP``, a scheduler's
   suspend); a helper process sends SIGCONT after SECONDS
@@ -162,6 +163,9 @@ def parse_args() -> argparse.Namespace:
     p.add_argument("--fault-step", type=int, default=20)
     p.add_argument("--hang-seconds", type=float, default=600.0)
     p.add_argument("--leak-mb", type=float, default=4.0, help="memory a leaking rank keeps per step")
+    p.add_argument(
+        "--straggler-factor", type=float, default=4.0, help="a straggler's step time, as a multiple of --step-time"
+    )
     p.add_argument("--timeout", type=float, default=120.0, help="collective timeout, seconds")
     p.add_argument("--distmon", action="store_true", help="attach distmon's hook")
     args = p.parse_args()
@@ -293,7 +297,7 @@ def main() -> None:
             optimizer.zero_grad()
             loss.backward()
             optimizer.step()
-            time.sleep(args.step_time * (4 if "straggler" in active else 1))
+            time.sleep(args.step_time * (args.straggler_factor if "straggler" in active else 1))
             if "leak" in active:
                 kept.append(torch.ones(int(args.leak_mb * 1024 * 1024 / 4)))  # 4 MB a step by default
         dist.barrier()

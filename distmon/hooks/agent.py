@@ -33,6 +33,7 @@ from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
 from distmon.hooks.p2p import P2PTracker
+from distmon.hooks.pace import MIN_STEPS, PaceSampler
 from distmon.hooks.progress import Counters
 from distmon.hooks.raytrain import RayTrainErrors
 from distmon.hooks.resources import GpuReader, UsageReader, host_memory
@@ -71,6 +72,7 @@ class Agent:
         self.progress = Counters()
         self._p2p = P2PTracker()
         self._groups = GroupReader(self._p2p)
+        self._pace = PaceSampler(self.progress, self._groups.waiting)
         self._gpu = GpuReader()
         self._usage = UsageReader()
         self._loaders = LoaderWatch(self.progress)
@@ -116,6 +118,7 @@ class Agent:
         stacksignal.arm()  # where it may not be traced: its threads' stacks on a signal
         self._started = time.monotonic()
         self._thread.start()
+        self._pace.start()
 
     def stop(self) -> None:
         """Send a final report and close; idempotent, bounded in time."""
@@ -129,6 +132,7 @@ class Agent:
         self._leaving.uninstall()
         self._termination.uninstall()
         stacksignal.disarm()
+        self._pace.stop()
         self._stopping = True
         self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
@@ -292,6 +296,7 @@ class Agent:
             self._last_marker = marker
             self._last_progress = now
         step_time = progress.step_stats()
+        self._pace.median = step_time.p50 if step_time and step_time.n >= MIN_STEPS else None
         stalled = now - self._last_progress >= stall_after(step_time.p50 if step_time else None) and self._exit is None
         rank, world, backend = self._topology()
         trainer = _quietly(lambda: self.training.current(progress), None)
@@ -311,6 +316,7 @@ class Agent:
             forwards=progress.forwards,
             last_step_t=progress.last_step_time(),
             step_time=step_time,
+            pace=self._pace.pace,
             data_wait=self._data_wait_share(),
             groups=groups,
             p2p=p2p,

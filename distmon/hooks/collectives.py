@@ -36,6 +36,7 @@ from distmon.flightrecorder.fields import (
     collectives_of,
     enqueued,
     group_name,
+    number,
     p2p_in_flight,
     pg_names,
     started,
@@ -184,6 +185,23 @@ class GroupReader:
         if stuck:
             self._look_up_ops(stuck)
         return groups
+
+    def waiting(self) -> bool | None:
+        """Whether a collective is in flight in any of this process's groups, read off the
+        status dumps alone (microseconds, safe from another thread): started and not completed
+        where the backend times its collectives, issued and not completed otherwise. None
+        before the process has a group."""
+        recorders = self._distinct_recorders()
+        if not recorders:
+            return None
+        for recorder in recorders:
+            status = load(recorder.dump(False), walk_first=False).get("pg_status", {})
+            for entry in status.values():
+                begun = started(entry)
+                last = enqueued(entry) if begun is None else begun
+                if last > number(entry, "last_completed_collective"):
+                    return True
+        return False
 
     def _p2p_standing(self, m: Membership, status: tuple[int, int]) -> None:
         """An NCCL group carrying p2p ops whose status stood still since the last sample: which

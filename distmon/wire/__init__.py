@@ -20,9 +20,9 @@ the report names them. All little-endian.
 Decoding checks the version and the type of every field, so a malformed or foreign message
 raises :class:`WireError` and never reaches the detector.
 
-Frame version 2 (schema version ``v`` 1 of the report inside; a bare msgpack report, as
-version 1 sent it, is still read). Times are unix seconds from the rank's own clock;
-durations are seconds; sizes are bytes.
+Frame version 3 (schema version ``v`` 1 of the report inside; version 2 frames, whose
+header lacks the pace, and bare msgpack reports, as version 1 sent them, are still read).
+Times are unix seconds from the rank's own clock; durations are seconds; sizes are bytes.
 
 One concern a module: :mod:`~distmon.wire.schema` (the report's dataclasses),
 :mod:`~distmon.wire.frame` (the binary frame: header, rows, encode and decode) and
@@ -48,7 +48,9 @@ from distmon.wire.frame import (
     GROUP_FIELDS,
     GROUP_ROW,
     HEADER,
+    HEADER_2,
     HEADER_FIELDS,
+    HEADER_FIELDS_2,
     MAX_MESSAGE_BYTES,
     MAX_ROWS,
     decode,
@@ -67,6 +69,8 @@ from distmon.wire.schema import (
     HARDWARE_THROTTLE,
     INTERRUPTED,
     P2P,
+    PACE_SAMPLES,
+    PAUSE_STEPS,
     PEER_LOST,
     RECV,
     SEND,
@@ -82,6 +86,7 @@ from distmon.wire.schema import (
     GroupStatus,
     Loader,
     Memory,
+    Pace,
     Report,
     StackFrame,
     StepStats,
@@ -111,11 +116,15 @@ __all__ = [
     "GROUP_ROW",
     "HARDWARE_THROTTLE",
     "HEADER",
+    "HEADER_2",
     "HEADER_FIELDS",
+    "HEADER_FIELDS_2",
     "INTERRUPTED",
     "MAX_MESSAGE_BYTES",
     "MAX_ROWS",
     "P2P",
+    "PACE_SAMPLES",
+    "PAUSE_STEPS",
     "PEER_LOST",
     "RECV",
     "SEND",
@@ -132,6 +141,7 @@ __all__ = [
     "GroupStatus",
     "Loader",
     "Memory",
+    "Pace",
     "Report",
     "StackFrame",
     "StepStats",

@@ -25,10 +25,12 @@ def _dtype(fields: tuple[tuple[str, str], ...]) -> np.dtype[np.void]:
 
 
 HEADER = _dtype(wire.HEADER_FIELDS)
+HEADER_2 = _dtype(wire.HEADER_FIELDS_2)
 GROUP = _dtype(wire.GROUP_FIELDS)
 CHANNEL = _dtype(wire.CHANNEL_FIELDS)
-assert (HEADER.itemsize, GROUP.itemsize, CHANNEL.itemsize) == (
+assert (HEADER.itemsize, HEADER_2.itemsize, GROUP.itemsize, CHANNEL.itemsize) == (
     wire.HEADER.size,
+    wire.HEADER_2.size,
     wire.GROUP_ROW.size,
     wire.CHANNEL_ROW.size,
 )
@@ -149,9 +151,29 @@ def rows(counts: Ints) -> tuple[Ints, Ints]:
     return owner, np.arange(len(owner)) - first[owner]
 
 
+def current_headers(records: npt.NDArray[np.void]) -> npt.NDArray[np.void]:
+    """Headers of this frame version from ``records`` of it or of version 2 (which lack the
+    pace: NaN), as a relay or a recording of an older distmon stored them."""
+    if records.dtype == HEADER:
+        return records
+    current = np.zeros(len(records), dtype=HEADER)
+    for name in HEADER_2.names or ():
+        current[name] = records[name]
+    current["version"] = np.where(records["version"] == 2, wire.FRAME_VERSION, 0)
+    current["paced"] = current["waited"] = np.nan
+    return current
+
+
+def header_type(stored: bytes) -> np.dtype[np.void]:
+    """The layout of headers stored end to end, or byte by byte of each (:func:`shuffled
+    <distmon.wire.columns.shuffled>`): either way the first byte is the first one's version."""
+    return HEADER_2 if stored[:1] == b"\x02" else HEADER
+
+
 def _as_frames(batch: Batch) -> tuple[Batch, Counter[str]]:
-    """A batch whose frames all lead with a frame header: a bare report (version 1) is decoded
-    and framed. One that does not decode is counted by why (and left empty, in its place)."""
+    """A batch whose frames all lead with a frame header of this version: a bare report
+    (version 1) or a version 2 frame is decoded and framed anew. One that does not decode is
+    counted by why (and left empty, in its place)."""
     buf = np.frombuffer(batch.payload, dtype=np.uint8)
     starts = np.frombuffer(batch.offsets, dtype=np.uint32)[:-1]
     nonempty = starts < len(buf)
@@ -160,7 +182,7 @@ def _as_frames(batch: Batch) -> tuple[Batch, Counter[str]]:
         return batch, refused
     frames = []
     for frame in batch.frames():
-        if frame and frame[:1] != b"\x02" and len(frame) <= wire.MAX_MESSAGE_BYTES:
+        if frame and frame[0] != wire.FRAME_VERSION and len(frame) <= wire.MAX_MESSAGE_BYTES:
             try:
                 frame = wire.encode(_within_a_header(wire.decode(frame)))
             except wire.WireError as e:

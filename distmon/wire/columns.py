@@ -46,7 +46,7 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.wire import WireError
-from distmon.wire.arrays import CHANNEL, GROUP, HEADER, Ints, Parsed, rows
+from distmon.wire.arrays import CHANNEL, GROUP, HEADER, Ints, Parsed, current_headers, header_type, rows
 from distmon.wire.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay, merge_relays
 
 COLUMNS_TAG = b"distmon-columns/1"
@@ -312,7 +312,7 @@ def assemble_columns(
     fit together."""
     try:
         named = [Relay(str(i), str(h)) for i, h in relays]
-        h = _records(headers, HEADER)
+        h = current_headers(_records(headers, header_type(headers)))
         g, c = _records(groups, GROUP), _records(channels, CHANNEL)
         through = np.frombuffer(via, dtype="<i4")
         limits = np.frombuffer(ends, dtype="<u4")

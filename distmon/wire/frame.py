@@ -22,11 +22,11 @@ from distmon.wire.schema import (
     WireError,
 )
 
-FRAME_VERSION = 2
+FRAME_VERSION = 3
 MAX_MESSAGE_BYTES = 256 * 1024
 """Larger messages are dropped unread: a rank's report is a few hundred bytes."""
 
-HEADER_FIELDS = (
+HEADER_FIELDS_2 = (
     ("version", "B"),
     ("flags", "B"),
     ("groups", "B"),
@@ -54,10 +54,13 @@ HEADER_FIELDS = (
     ("gpu_total", "d"),
     ("stack", "Q"),
 )
+"""A version 2 frame's header: a version 3 header less the pace's fields, which it lacks."""
+HEADER_FIELDS = (*HEADER_FIELDS_2, ("paced", "d"), ("waited", "d"))
 """A frame's header, in order, with its struct codes: ``groups`` and ``channels`` count the
 rows after it, ``report`` the bytes of the msgpack report after them; absent numbers are
 NaN; ``stack`` hashes the stack while the rank is stalled (0 otherwise), so ranks standing
-in the same place can be told without their stacks."""
+in the same place can be told without their stacks; ``paced`` and ``waited`` are the report's
+:class:`~distmon.wire.schema.Pace`."""
 GROUP_FIELDS = (("id", "Q"), ("enqueued", "q"), ("completed", "q"), ("since", "d"), ("op", "Q"))
 """A process group's row: :class:`GroupStatus`, ``op`` 0 when unknown."""
 CHANNEL_FIELDS = (
@@ -72,6 +75,7 @@ CHANNEL_FIELDS = (
 """A point-to-point channel's row: :class:`P2P`, ``dir`` 0 for a send and 1 for a receive,
 ``blocked`` -1 when not blocked."""
 HEADER = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS))
+HEADER_2 = struct.Struct("<" + "".join(code for _, code in HEADER_FIELDS_2))
 GROUP_ROW = struct.Struct("<" + "".join(code for _, code in GROUP_FIELDS))
 CHANNEL_ROW = struct.Struct("<" + "".join(code for _, code in CHANNEL_FIELDS))
 MAX_ROWS = 255
@@ -93,7 +97,7 @@ def encode(report: Report) -> bytes:
     """The frame a rank sends: header, group and channel rows, then the report."""
     body = msgpack.packb(to_wire(report), use_bin_type=True)
     groups, channels = report.groups[:MAX_ROWS], report.p2p[:MAX_ROWS]
-    gpu, memory, step = report.gpu, report.memory, report.step_time
+    gpu, memory, step, pace = report.gpu, report.memory, report.step_time, report.pace
     header = HEADER.pack(
         FRAME_VERSION,
         _flags(report),
@@ -121,6 +125,8 @@ def encode(report: Report) -> bytes:
         _nan(gpu.allocated if gpu else None),
         _nan(gpu.total if gpu else None),
         stack_hash(report.stack) if report.stack else 0,
+        _nan(pace.samples if pace else None),
+        _nan(pace.waiting if pace else None),
     )
     rows = [
         GROUP_ROW.pack(name_hash(g.id), g.enqueued, g.completed, _nan(g.since), name_hash(g.op) if g.op else 0)
@@ -142,13 +148,15 @@ def encode(report: Report) -> bytes:
 
 
 def report_bytes(data: bytes) -> bytes:
-    """The msgpack report inside a frame (a bare report, as version 1 sent it, is its own)."""
-    if not data or data[0] != FRAME_VERSION:
+    """The msgpack report inside a frame of this version or version 2 (a bare report, as
+    version 1 sent it, is its own)."""
+    header = {FRAME_VERSION: HEADER, 2: HEADER_2}.get(data[0]) if data else None
+    if header is None:
         return data
-    if len(data) < HEADER.size:
+    if len(data) < header.size:
         raise WireError("malformed", "a frame shorter than its header")
     groups, channels = data[2], data[3]
-    start = HEADER.size + groups * GROUP_ROW.size + channels * CHANNEL_ROW.size
+    start = header.size + groups * GROUP_ROW.size + channels * CHANNEL_ROW.size
     (length,) = struct.unpack_from("<I", data, _REPORT_OFFSET)
     if start + length != len(data):
         raise WireError("malformed", "a frame whose parts do not add up to its length")

@@ -113,6 +113,20 @@ class StepStats:
 
 
 @dataclass
+class Pace:
+    """How much of its time the rank waits for its peers, sampled by the rank at random
+    moments (:data:`PACE_SAMPLES` a second): ``samples`` taken during its steps, ``waiting``
+    of them with a collective in flight in one of its groups (started and not completed where
+    the backend times them, as NCCL does with ``TORCH_NCCL_ENABLE_TIMING=1``; issued and not
+    completed otherwise). Only a step's that ended within :data:`PAUSE_STEPS` of the rank's
+    median step count: a pause (an upload, a checkpoint, the others waiting for one) is no
+    step of the job's pace. Counted since the rank attached, so a report lost costs nothing."""
+
+    samples: int
+    waiting: int
+
+
+@dataclass
 class GpuStatus:
     """The rank's GPU: torch's caching allocator and NVML, each present where available."""
 
@@ -239,6 +253,7 @@ class Report:
     forwards: int = 0
     last_step_t: float | None = None
     step_time: StepStats | None = None
+    pace: Pace | None = None
     data_wait: float | None = None
     """Share of the last interval the training loop spent waiting for DataLoader batches."""
     groups: list[GroupStatus] = field(default_factory=list)
@@ -274,6 +289,11 @@ STALL_FLOOR = 2.0
 :data:`STALL_STEPS` of its step times if longer. The monitor's thresholds for alerting on a
 stall, longer, are in :mod:`distmon.monitor.state.limits`."""
 STALL_STEPS = 3.0
+PAUSE_STEPS = 3.0
+"""A step, or a wait in a collective, longer than this many of the rank's median step times is
+a pause: the job stood still for a rank (a habit, or a hang), not its pace."""
+PACE_SAMPLES = 50.0
+"""How often a rank samples whether it waits in a collective, on average, a second."""
 
 
 def stall_after(step_p50: float | None) -> float:

@@ -13,6 +13,7 @@ Everything is a pure function of time, so a stream is the same on every run.
 from __future__ import annotations
 
 import heapq
+import itertools
 import math
 import zlib
 from collections import Counter
@@ -29,11 +30,13 @@ from distmon.wire import (
     RECV,
     SEND,
     ExceptionInfo,
+    PACE_SAMPLES,
     ExitInfo,
     GpuStatus,
     GroupStatus,
     Loader,
     Memory,
+    Pace,
     Report,
     StackFrame,
     StepStats,
@@ -48,6 +51,8 @@ CONNECTION_CLOSED = (
     "[10.0.0.1]:29500. This is typically caused by a remote worker crashing."
 )
 _TRAIN = "train.py"
+IN_COLLECTIVES = 0.1
+"""The share of its time a rank of a healthy simulated job spends in collectives: moving the data."""
 
 
 def _frame(func: str, line: int, code: str, file: str = _TRAIN) -> StackFrame:
@@ -200,6 +205,9 @@ class SimJob:
         self.faults: list[_Fault] = []
         self._runs = rank_runs(list(range(world)))
         self._blocked: dict[int, list[int]] = {}
+        self._waited: dict[int, list[int]] = {}
+        """Per rank, the samples found waiting by each whole second of stepping, summed: drawn
+        once, as the stream reaches them."""
 
     # --- faults -------------------------------------------------------------------------
 
@@ -247,10 +255,10 @@ class SimJob:
         self.faults.append(_Fault("worker_kill", rank, self.start + at))
         return self
 
-    def straggler(self, rank: int, factor: float = 3.0, data_wait: float = 0.3) -> SimJob:
-        """``rank`` takes ``factor`` times as long a step, waiting for data ``data_wait`` of the
-        time (0.02: slow at its own work, a sleep in every step)."""
-        self.faults.append(_Fault("straggler", rank, self.start, factor=factor, rate=data_wait))
+    def straggler(self, rank: int, factor: float = 3.0, data_wait: float = 0.3, at: float = 0.0) -> SimJob:
+        """``rank`` takes ``factor`` times as long a step from ``start + at`` on, waiting for
+        data ``data_wait`` of the time (0.02: slow at its own work, a sleep in every step)."""
+        self.faults.append(_Fault("straggler", rank, self.start + at, factor=factor, rate=data_wait))
         return self
 
     def leak(self, rank: int, bytes_per_second: float, at: float = 0.0) -> SimJob:
@@ -310,9 +318,46 @@ class SimJob:
         candidates = [*own, *deaths[:1]]
         return min(candidates, key=lambda f: f.at) if candidates else None
 
-    def _period(self) -> float:
-        factors = [f.factor for f in self.faults if f.kind == "straggler"]
+    def _period(self, t: float) -> float:
+        """The job's step at ``t``: the slowest rank's."""
+        factors = [f.factor for f in self.faults if f.kind == "straggler" and f.at <= t]
         return self.step_time * max(factors, default=1.0)
+
+    def _steps(self, elapsed: float) -> tuple[int, float]:
+        """The steps done in ``elapsed`` seconds of stepping, and when the last one ended (in
+        seconds of stepping): the pace changes as each straggler begins."""
+        onsets = sorted({f.at - self.start for f in self.faults if f.kind == "straggler"} - {0.0})
+        bounds = [0.0, *(e for e in onsets if e < elapsed), elapsed]
+        steps = sum((b - a) / self._period(self.start + a) for a, b in itertools.pairwise(bounds))
+        return int(steps), elapsed - (steps - int(steps)) * self._period(self.start + bounds[-2])
+
+    def _share(self, rank: int, t: float) -> float:
+        """The share of its time ``rank`` waits in collectives at ``t``: moving the data, and
+        the part of the step it is ahead of the slowest rank (whose work takes ``factor``
+        times as long; moving the data does not)."""
+        begun = [f for f in self.faults if f.kind == "straggler" and f.at <= t]
+        slowest = max([f.factor for f in begun], default=1.0)
+        own = next((f.factor for f in begun if f.rank == rank), 1.0)
+        moving = IN_COLLECTIVES / (1 - IN_COLLECTIVES)  # of a healthy rank's work
+        return (slowest - own + moving) / (slowest + moving)
+
+    def _pace(self, rank: int, elapsed: float) -> Pace:
+        """The samples of its pace a rank has counted after ``elapsed`` seconds of stepping
+        (pauses left out): :data:`~distmon.wire.PACE_SAMPLES` a second, each second's found
+        waiting drawn from a binomial of its share (as a normal), the same on every run."""
+        per_second = int(PACE_SAMPLES)
+        samples = int(PACE_SAMPLES * elapsed)
+        whole, part = divmod(samples, per_second)
+        sums = self._waited.setdefault(rank, [0])
+        while len(sums) <= whole:
+            second = len(sums) - 1
+            share = self._share(rank, self.start + second)
+            u, v = _unit(rank, second, 7) or 0.5, _unit(rank, second, 8)
+            noise = math.sqrt(-2 * math.log(u)) * math.cos(2 * math.pi * v)
+            drawn = round(per_second * share + noise * math.sqrt(per_second * share * (1 - share)))
+            sums.append(sums[-1] + min(per_second, max(0, drawn)))
+        waiting = sums[whole] + round(part * self._share(rank, self.start + whole))
+        return Pace(samples=samples, waiting=min(waiting, samples))
 
     def _freeze(self, t: float) -> tuple[_Fault | None, float]:
         """The fault that stops the whole job's progress at ``t`` (the first for good, else a
@@ -328,7 +373,7 @@ class SimJob:
                     if not stops:
                         return _Fault("hang", f.rank, began, stack=f.stack), over
                     break
-                over += max(0.0, f.seconds - self._period())  # the step it paused in ends as it comes back
+                over += max(0.0, f.seconds - self._period(began))  # the step it paused in ends as it comes back
                 k += 1
         return (min(stops, key=lambda f: f.at) if stops else None), over
 
@@ -339,7 +384,7 @@ class SimJob:
 
     def report(self, rank: int, t: float) -> Report | None:
         """What ``rank`` sends at time ``t``, or None once it has stopped reporting."""
-        period = self._period()
+        period = self._period(t)
         stop = self._stopping_fault(rank)
         last_words: ExceptionInfo | None = None
         exit_info: ExitInfo | None = None
@@ -354,7 +399,7 @@ class SimJob:
         freeze, paused = self._freeze(t)
         frozen_at = freeze.at if freeze is not None else None
         elapsed = (min(t, frozen_at) if frozen_at else t) - self.start - paused
-        steps = int(elapsed / period)
+        steps, last_step = self._steps(elapsed)
         base = steps * self.per_step
         enqueued = completed = base
         op = since = None
@@ -386,7 +431,7 @@ class SimJob:
         if sampled_in:
             enqueued, since = base + 1, self._waiting_since(rank, t)
         if frozen_at is None and self.ahead:
-            enqueued, since = base + self.ahead, self.start + steps * period
+            enqueued, since = base + self.ahead, self.start + last_step
         data_wait = max((f.rate for f in self.faults if f.kind == "straggler" and f.rank == rank), default=0.02)
         step_time = StepStats(n=64, mean=period, p50=period, max=period * 1.1, last=period)
         group = GroupStatus(
@@ -427,8 +472,9 @@ class SimJob:
             backend=group.backend,
             steps=steps,
             forwards=steps,
-            last_step_t=self.start + steps * period,
+            last_step_t=self.start + last_step,
             step_time=step_time if steps >= 2 else None,
+            pace=self._pace(rank, elapsed),
             data_wait=data_wait,
             groups=groups,
             p2p=channels,
@@ -549,20 +595,16 @@ class SimJob:
         return issued
 
     def _in_collective(self, rank: int, t: float) -> bool:
-        """Sampled at a random moment, a rank waits in a collective for the share of its step
-        that it is ahead of the slowest rank."""
-        factor = max([f.factor for f in self.faults if f.kind == "straggler"], default=1.0)
-        own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank), 1.0)
-        share = 0.05 + 0.9 * (1 - own / factor)
-        return _unit(rank, round(t * 1000)) < share
+        """Caught at a random moment, a rank waits in a collective for its share of the time."""
+        return _unit(rank, round(t * 1000)) < self._share(rank, t)
 
     def _waiting_since(self, rank: int, t: float) -> float | None:
         """Caught in a collective behind a straggler, since when: a moment of the part of its
         step it waits for the straggler (None in a job without one: the start is not shown)."""
-        factor = max([f.factor for f in self.faults if f.kind == "straggler"], default=1.0)
+        factor = max([f.factor for f in self.faults if f.kind == "straggler" and f.at <= t], default=1.0)
         if factor == 1.0:
             return None
-        own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank), 1.0)
+        own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank and f.at <= t), 1.0)
         return t - _unit(rank, round(t * 1000), 1) * self.step_time * (factor - own)
 
     def _leaked(self, rank: int, t: float) -> float:

@@ -11,7 +11,7 @@ import numpy as np
 
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES
-from distmon.wire.arrays import CHANNEL, GROUP, HEADER
+from distmon.wire.arrays import CHANNEL, GROUP, header_type
 from distmon.wire.columns import Incoming, assemble_columns, pieces, shuffled, unshuffled
 from distmon.wire.link import Batch, assemble_batch
 
@@ -56,7 +56,7 @@ def stored_batch(item: list[Any]) -> Incoming:
         relays,
         via,
         ends,
-        unshuffled(headers, HEADER).tobytes(),
+        unshuffled(headers, header_type(headers)).tobytes(),
         unshuffled(groups, GROUP).tobytes(),
         unshuffled(channels, CHANNEL).tobytes(),
         reports,

@@ -47,6 +47,9 @@ class Context:
     the detector's memory from tick to tick, kept while an alert names them."""
     routine: Routine = field(default_factory=Routine)
     """The job's routine pauses, learned from tick to tick (the detector's memory too)."""
+    standing: frozenset[str] = frozenset()
+    """The keys of the findings of the tick before: a rule may hold what it named to a lower
+    bar than it names by, so that what stands near its line is one alert."""
 
     @property
     def hang_after(self) -> float:

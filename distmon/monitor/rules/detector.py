@@ -81,6 +81,7 @@ class Detector:
             outside=outside,
             named_early=self._named_early,
             routine=self.routine,
+            standing=frozenset(self._last),
         )
         context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []

@@ -12,10 +12,10 @@ import numpy.typing as npt
 
 HISTORY = 120
 """Samples kept per rank and metric: two minutes at the default interval."""
-METRICS = {"t": "f8", "steps": "f8", "step_time": "f4", "rss": "f4", "gpu": "f4", "inflight": "f4", "data_wait": "f4"}
-"""Per-rank time series, each with its type. ``inflight`` is 1.0 when the rank sat in a
-collective when it sampled itself; averaged over the ring it is the share of time spent
-waiting on peers. Times and steps keep every digit; for the rest seven digits are plenty (a
+METRICS = {"t": "f8", "steps": "f8", "step_time": "f4", "rss": "f4", "gpu": "f4", "waiting": "f4", "data_wait": "f4"}
+"""Per-rank time series, each with its type. ``waiting`` is the share of the samples since
+the rank's report before found waiting in a collective (:class:`~distmon.wire.Pace`; NaN:
+none taken). Times and steps keep every digit; for the rest seven digits are plenty (a
 byte count is off by at most a 16-millionth), and the histories, the bulk of the monitor's
 memory at 131,072 ranks, take half the room."""
 SLOTS = 8
@@ -69,13 +69,14 @@ class Columns:
         "report_t": "f8",
         "seq": "i8",
         "via": "i8",
-        "inflight_share": "f8",
         "data_wait_share": "f8",
-        "samples": "i8",
-        "pending_wait": "f8",
-        "pending_data": "f8",
-        "pending_since": "f8",
-        "pending_step": "f8",
+        "paced": "f8",
+        "waited": "f8",
+        "pace_n": "f8",
+        "pace_k": "f8",
+        "pace_q": "f8",
+        "pace_w": "f8",
+        "pace_w2": "f8",
         "groups": "i8",
         "channels": "i8",
         "in_collective": "?",
@@ -138,17 +139,24 @@ class Columns:
     seq: Array
     """Frames taken in before this rank's latest, over the job: which frame it was."""
     via: Array
-    inflight_share: Array
     data_wait_share: Array
-    samples: Array
-    pending_wait: Array
-    """The latest report's sample of the shares, taken in once the next report says whether it
-    was a pause: whether it was in a collective (NaN: none waits), its data wait, since when it
-    waited in that collective and when its last step ended
-    (:func:`~distmon.monitor.state.ingest._shares`)."""
-    pending_data: Array
-    pending_since: Array
-    pending_step: Array
+    """A running share of the time the rank waited for DataLoader batches."""
+    paced: Array
+    """The samples of its pace its latest report counts (:class:`~distmon.wire.Pace`; NaN:
+    none, a rank that predates them) ..."""
+    waited: Array
+    """... and of them those that found it waiting in a collective."""
+    pace_n: Array
+    """Its samples since, each report's weighed :data:`~distmon.monitor.state.pace.DECAY`
+    times the next's ..."""
+    pace_k: Array
+    """... those waiting ..."""
+    pace_q: Array
+    """... each report's samples times its share waiting squared ..."""
+    pace_w: Array
+    """... the reports, weighed so, and the sum of their weights squared: how many count
+    (:func:`distmon.monitor.state.pace.waits`)."""
+    pace_w2: Array
     groups: Array
     channels: Array
     in_collective: Array
@@ -187,7 +195,7 @@ class Columns:
         every rank side by side and only the first ``history_count`` of a rank's valid. Left
         unwritten until a sample comes, the memory of a job of 131,072 ranks is taken up a
         second's samples at a time, not all at once."""
-        zero_shares(self, slice(None))
+        zero_running(self, slice(None))
 
     def reserve(self, capacity: int) -> None:
         """Room for ranks up to ``capacity`` - 1, doubling as needed."""
@@ -200,7 +208,7 @@ class Columns:
             grown = blank((new, *old.shape[1:]), old.dtype)
             grown[: self.capacity] = old
             setattr(self, name, grown)
-        zero_shares(self, slice(self.capacity, None))
+        zero_running(self, slice(self.capacity, None))
         for metric, old in self.history.items():
             grown = np.empty((HISTORY, new), old.dtype)
             if sampled:  # else untouched: the rings are taken up as samples come
@@ -240,20 +248,24 @@ class Columns:
         for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
             array = getattr(self, name)
             array[ranks] = blank(array[ranks].shape, array.dtype)
-        zero_shares(self, ranks)
+        zero_running(self, ranks)
+
+
+RUNNING = ("data_wait_share", "pace_n", "pace_k", "pace_q", "pace_w", "pace_w2")
+"""The columns taken in report by report, which start at zero."""
 
 
 def blank(shape: tuple[int, ...], dtype: Any) -> npt.NDArray[Any]:
-    """NaN (absent) for floats, zero otherwise; the running shares start at zero instead."""
+    """NaN (absent) for floats, zero otherwise; the :data:`RUNNING` sums start at zero instead."""
     dt = np.dtype(dtype)
     if dt.kind == "f":
         return np.full(shape, np.nan, dtype=dt)
     return np.zeros(shape, dtype=dt)
 
 
-def zero_shares(cols: Columns, ranks: I8 | slice) -> None:
-    cols.inflight_share[ranks] = 0.0
-    cols.data_wait_share[ranks] = 0.0
+def zero_running(cols: Columns, ranks: I8 | slice) -> None:
+    for name in RUNNING:
+        getattr(cols, name)[ranks] = 0.0
 
 
 class History:

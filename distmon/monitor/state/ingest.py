@@ -2,7 +2,7 @@
 by reason, :mod:`distmon.monitor.state.admission`), then each admitted frame's numbers into
 the columns and its report kept as received, a few array operations per batch whatever its
 size. What is read off the numbers once, here rather than by every tick, is written beside
-them: what each rank waits in, its running shares, its history."""
+them: what each rank waits in, its pace, its history."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from distmon import wire
 from distmon.monitor.state import admission
 from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
-from distmon.monitor.state.limits import pause_after
+from distmon.monitor.state.pace import DECAY
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 from distmon.wire.arrays import Parsed, parse
@@ -26,7 +26,8 @@ from distmon.wire.columns import ColumnBatch
 from distmon.wire.link import RELAY_DROPPED, Batch, Relay
 
 SHARE_SMOOTHING = 0.15
-"""Weight of the newest report in the running shares: about the last dozen reports count."""
+"""Weight of the newest report in the running share of DataLoader wait: about the last dozen
+reports count."""
 DELAY_CREEP = 0.1
 """How much of an interval a rank's usual delay (:meth:`JobState.held_up`) may rise by each
 report: a lasting change (its clock stepped back, a slower path for good) becomes the usual
@@ -222,9 +223,8 @@ def _apply_once(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays:
     cols.bytes[rank] = sizes
     cols.report_t[rank[sent]] = h["t"][sent]
     cols.via[rank] = _relay_indices(intake, parsed.via[frames], relays)
-    inflight = _rows(intake, parsed, frames, rank)
-    _shares(intake, rank, h, inflight)
-    _history(intake, rank, h, inflight)
+    _rows(intake, parsed, frames, rank)
+    _history(intake, rank, h, _pace(intake, rank, h))
     kept = frames[sent]
     starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
     intake.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
@@ -268,10 +268,9 @@ def _relay_index(intake: Intake, relay: Relay) -> int:
     return i
 
 
-def _rows(intake: Intake, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[np.bool_]:
+def _rows(intake: Intake, parsed: Parsed, frames: I8, rank: I8) -> None:
     """Group and channel rows into the ranks' slots, and what the ranks wait in read off
-    them once here, not by every tick; whether each frame's rank had a collective in
-    flight."""
+    them once here, not by every tick."""
     cols = intake.cols
     position = np.full(len(parsed), -1, dtype=np.int64)
     position[frames] = np.arange(len(frames))
@@ -299,45 +298,31 @@ def _rows(intake: Intake, parsed: Parsed, frames: I8, rank: I8) -> npt.NDArray[n
     used = int(cols.channels[rank].max(initial=0))
     blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
     cols.in_p2p[rank] = blocked.any(axis=1)
-    inflight: npt.NDArray[np.bool_] = cols.in_collective[rank]
-    return inflight
 
 
-def _shares(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
-    """Running shares of time in collectives and waiting for data, at the job's pace. A stall
-    is the hang rule's business, not pace: a stalled report starts the shares over, so the
-    seconds of waiting before the stall was flagged do not make the rank that held everyone
-    up look, once back, like the one that waits least. So is a pause
-    (:data:`~distmon.monitor.state.limits.PAUSE_STEPS`), for the rank that takes it as for those
-    waiting for it: a report's sample counts once the rank's next report has said whether its
-    step, or its wait in a collective, went on into one, and a pause's samples count for
-    nothing. The others' waits for a metrics upload every 25 steps, and the uploading rank's
-    own seconds outside any collective, make no straggler of it; the others' waits for a rank
-    slower in every step do."""
+def _pace(intake: Intake, rank: I8, h: npt.NDArray[np.void]) -> F8:
+    """A report's samples of its pace since the last (:class:`~distmon.wire.Pace`) into the
+    rank's sums (:mod:`distmon.monitor.state.pace`), and its DataLoader wait into its running
+    share; returns the share of those samples waiting (NaN: none taken). The rank counts
+    samples of its steps only, never of a pause, so a stall or an upload adds nothing."""
     cols = intake.cols
-    moving = (h["flags"] & wire.FLAG_STALLED) == 0
-    cols.samples[rank[~moving]] = 0
-    cols.pending_wait[rank[~moving]] = np.nan
-    r, t = rank[moving], h["t"][moving]
-    since, step = cols.collective_since[r], h["last_step_t"][moving].astype(np.float64)
-    after = pause_after(h["step_p50"][moving].astype(np.float64))
-    went_on = ((cols.pending_since[r] == since) & (t - since > after)) | (
-        (cols.pending_step[r] == step) & (t - step > after)
-    )
-    taken = r[~np.isnan(cols.pending_wait[r]) & ~went_on]
-    weight = np.where(cols.samples[taken] > 0, SHARE_SMOOTHING, 1.0)
-    cols.inflight_share[taken] += weight * (cols.pending_wait[taken] - cols.inflight_share[taken])
-    cols.data_wait_share[taken] += weight * (cols.pending_data[taken] - cols.data_wait_share[taken])
-    cols.samples[taken] += 1
-    wait = h["data_wait"][moving].astype(np.float64)
-    paused = (inflight[moving] & (t - since > after)) | (t - step > after)
-    cols.pending_wait[r] = np.where(paused, np.nan, inflight[moving])
-    cols.pending_data[r] = np.where(np.isnan(wait), 0.0, wait)
-    cols.pending_since[r] = since
-    cols.pending_step[r] = step
+    paced, waited = h["paced"].astype(np.float64), h["waited"].astype(np.float64)
+    taken, waits = paced - cols.paced[rank], waited - cols.waited[rank]
+    counted = (taken > 0) & (waits >= 0) & (waits <= taken)  # NaN: its first report, or an older rank
+    r, n, k = rank[counted], taken[counted], waits[counted]
+    share = np.full(len(rank), np.nan)
+    share[counted] = k / n
+    for column, value in (("pace_n", n), ("pace_k", k), ("pace_q", k * k / n), ("pace_w", 1.0)):
+        getattr(cols, column)[r] = DECAY * getattr(cols, column)[r] + value
+    cols.pace_w2[r] = DECAY**2 * cols.pace_w2[r] + 1.0
+    cols.paced[rank], cols.waited[rank] = paced, waited
+    data = h["data_wait"].astype(np.float64)
+    sent = ~np.isnan(data)
+    cols.data_wait_share[rank[sent]] += SHARE_SMOOTHING * (data[sent] - cols.data_wait_share[rank[sent]])
+    return share
 
 
-def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.NDArray[np.bool_]) -> None:
+def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], waiting: F8) -> None:
     cols = intake.cols
     slot = cols.history_next[rank]
     values = {
@@ -346,7 +331,7 @@ def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], inflight: npt.ND
         "step_time": h["step_p50"],
         "rss": h["rss"],
         "gpu": gpu_held(h["gpu_allocated"], h["gpu_used"]),
-        "inflight": inflight.astype(np.float64),
+        "waiting": waiting,
         "data_wait": h["data_wait"],
     }
     for metric, value in values.items():

@@ -36,6 +36,7 @@ from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
+from distmon.monitor.state.pace import Holdups, holdups, stepping
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.wire import GroupStatus, Report
@@ -66,6 +67,7 @@ class JobState:
         (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
         self.links: dict[str, NodeLinks] = {}
         """Per host, its network links as its relay last read them, and the changes said."""
+        self._holdups: tuple[tuple[int, int], Holdups] | None = None
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -341,6 +343,14 @@ class JobState:
         times = self.cols.step_p50[self.present()]
         times = times[~np.isnan(times)]
         return float(np.median(times)) if len(times) else None
+
+    def holdups(self) -> Holdups:
+        """Who holds up whom at the job's pace (:mod:`distmon.monitor.state.pace`), as the
+        reports taken in so far tell: worked out once for them, whoever asks."""
+        taken = (self.received, id(self.cols))
+        if self._holdups is None or self._holdups[0] != taken:
+            self._holdups = (taken, holdups(self.cols, stepping(self.cols)))
+        return self._holdups[1]
 
     def ending(self, standing: Iterable[Alert]) -> Ending | None:
         """How the job ended, given the alerts that stand; None while it runs

@@ -13,14 +13,16 @@ from typing import overload
 
 import numpy as np
 
+from distmon import wire
 from distmon.monitor.state.columns import F8
 
-PAUSE_STEPS = 3.0
+PAUSE_STEPS = wire.PAUSE_STEPS
 """A step, or a wait in a collective, that a rank's own report shows lasting longer than this
 many of its step times is a pause: the job stood still for a rank (a habit, or a hang), the
 business of the hang rule and the job's routine, for the rank that takes it as for those
 waiting. A shorter one, however often it comes, is the job's pace: a rank the others wait for
-in every step, or every other one, is a straggler."""
+in every step, or every other one, is a straggler. The ranks count their pace so too
+(:class:`~distmon.wire.Pace`)."""
 
 
 @overload
@@ -68,10 +70,13 @@ class Thresholds:
     hung_after: float = 60.0
     """A job without progress whose oldest collective has waited this long is hung, whatever
     the rules have said yet."""
-    straggler_wait_ratio: float = 0.25
-    straggler_min_peer_wait: float = 0.35
-    straggler_data_wait: float = 0.25
-    straggler_min_samples: int = 10
+    straggler_sure: float = 5.0
+    """A rank that holds its peers up (:mod:`distmon.monitor.state.pace`) is a straggler once
+    that hold-up is this many standard errors sure ..."""
+    straggler_cost: float = 0.03
+    """... and costs the job this share of its time or more ..."""
+    straggler_still: float = 3.0
+    """... and stays one while it is this sure and costs half as much."""
     memory_near_limit: float = 0.95
     growth_window: int = 20
     """Reports over which memory must keep growing to be called a leak."""

@@ -15,6 +15,7 @@ from distmon.monitor.state import facts
 from distmon.monitor.state.columns import I8, Columns, History
 from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.pace import Holdups
 from distmon.monitor.state.statuses import STATUSES
 from distmon.wire import TERMINATED, Report
 
@@ -34,6 +35,7 @@ class JobRows(Protocol):
     def present(self) -> I8: ...
     def report_of(self, rank: int) -> Report: ...
     def host_name(self, host: int) -> str: ...
+    def holdups(self) -> Holdups: ...
 
 
 class _Column(Generic[T]):
@@ -87,9 +89,6 @@ class RankState:
     received = _Column("received", float)
     """Monitor clock when the latest report arrived."""
     first_seen = _Column("first_seen", float)
-    inflight_share = _Column("inflight_share", float)
-    """Running share of reports sampled inside a collective, while the job progresses:
-    low for the rank the others wait for."""
     data_wait_share = _Column("data_wait_share", float)
     interval = _Column("interval", float)
     """Seconds between its reports, as it reports them."""
@@ -108,6 +107,12 @@ class RankState:
     @property
     def finished(self) -> bool:
         return bool(self._get("flags") & wire.FLAG_EXITED)
+
+    def holds_up(self) -> tuple[float, float] | None:
+        """The share of its peers' time it holds them up at the job's pace, and how sure that
+        is (in standard errors); None where its pace is not judged
+        (:class:`~distmon.monitor.state.pace.Holdups`)."""
+        return self._job.holdups().of(self.rank)
 
     def silent_for(self, now: float) -> float:
         return now - self.received
