@@ -13,12 +13,19 @@ node. Pauses count for nothing: the ranks sample their steps only
 (:class:`~distmon.wire.Pace`), so a metrics upload every 25 steps, a checkpoint or a stall
 make no straggler, and belong to the routine and the hang rule.
 
+Ranks that share a host with more work than CPUs come to their collectives late by as much as
+the scheduler keeps them waiting, whatever their own pace: where an eye sees its host, a rank
+whose peers share its CPUs is named only if it holds them up by :data:`SCHEDULED` times the
+share of time it waited for a CPU. A rank short of CPU while its peers elsewhere are not (a
+busy neighbour on its node) is named so.
+
 This module decides; :mod:`distmon.monitor.rules.pace_words` words what it decides.
 """
 
 from __future__ import annotations
 
 import contextlib
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -27,14 +34,30 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.pace_words import Straggler, finding
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.pace import Holdups
 from distmon.node.proc import CPUS
 
 STARVED_SHARE = 0.2
 """A straggler whose training thread waited for a CPU this share of the time or more is
 named as short of CPU."""
+SCHEDULED = 2.0
+"""Ranks that wait for a CPU some share of the time may come to their collectives that much
+late, for the scheduler's sake alone: where its peers share its host and wait for its CPUs
+too, a rank holds them up only if it does so by this many times that share or more."""
+LOOKED_AT = 8
+"""Peers on its host looked at, at most, to tell whether they wait for its CPUs too."""
 STARVED_OF_DATA = 3.0
 """A straggler that waits for data this many times as long as its peers (and 5% of the time
 more) is starved of data."""
+
+
+@dataclass(frozen=True)
+class Cpu:
+    """What a rank's host says of its CPUs, where an eye sees that host."""
+
+    waited: float
+    """The share of the time the rank's training thread waited, runnable, for a CPU."""
+    load: float
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
@@ -43,36 +66,37 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
     cost = held.share / (1 - held.share)
     standing = np.zeros(len(cost), dtype=bool)
     for key in ctx.standing:
-        for rank in _named_in(key, job):
-            standing[rank] = True
+        standing[_named_in(key, job)] = True
     with np.errstate(invalid="ignore"):
-        sure = (held.sure >= limits.straggler_sure) & (cost >= limits.straggler_cost)
-        still = standing & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
-        named = (sure | still) & (held.held > -limits.straggler_still)
-    ranks = np.flatnonzero(named)
-    if not len(ranks):
+        unheld = held.held > -limits.straggler_still
+        near = unheld & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
+        sure = unheld & (held.sure >= limits.straggler_sure) & (cost >= limits.straggler_cost)
+    named = []
+    for rank in np.flatnonzero(near).tolist():  # looked at from outside once near the line, to be ready
+        looked, cpu = _cpu(job, rank, ctx)
+        if looked and (sure[rank] or standing[rank]) and _own(job, held, rank, cpu, ctx):
+            named.append((rank, cpu))
+    if not named:
         return []
     data = job.cols.data_wait_share
     peers_data = float(np.median(data[~np.isnan(held.waits)]))
+    cpus = dict(named)
     findings = []
-    for culprits, host in _by_node(job, ranks):
+    for culprits, host in _by_node(job, np.array(sorted(cpus))):
         first = culprits[0]
-        looked, starved = _starved(job, culprits, ctx)
-        if not looked:
-            continue
-        slow_data = all(data[r] >= STARVED_OF_DATA * peers_data + 0.05 for r in culprits)
-        share = float(np.median(held.share[culprits]))
+        cpu = cpus[first]
+        starved = cpu is not None and cpu.waited >= STARVED_SHARE
         facts = Straggler(
             ranks=tuple(culprits),
             host=host,
-            share=share,
+            share=float(np.median(held.share[culprits])),
             waits=float(np.median(held.waits[culprits])),
             peers=float(np.median(held.peers[culprits])),
             group=job.group(int(job.cols.g_id[first, held.slot[first]])),
             data=float(np.median(data[culprits])),
             peers_data=peers_data,
-            slow_data=slow_data,
-            starved=starved,
+            slow_data=all(data[r] >= STARVED_OF_DATA * peers_data + 0.05 for r in culprits),
+            starved=_starved_words(cpu) if starved and cpu is not None else None,
             report=job.report_of(first),
         )
         findings.append(finding(facts))
@@ -89,6 +113,28 @@ def _named_in(key: str, job: JobState) -> list[int]:
         named: list[int] = np.flatnonzero(c.present & (c.host == wire.name_hash(who.removeprefix("node ")))).tolist()
         return named
     return [int(who)] if who.isdigit() and int(who) < job.cols.capacity else []
+
+
+def _own(job: JobState, held: Holdups, rank: int, cpu: Cpu | None, ctx: Context) -> bool:
+    """Whether the rank's hold-up is its own, not its host's scheduler's: unless its peers in
+    the group it holds up all share its host and wait for its CPUs too (their median share of
+    time waiting for one; the first :data:`LOOKED_AT` looked at), and it holds them up by less
+    than :data:`SCHEDULED` times what it and they waited. False too while they have yet to be
+    looked at."""
+    if cpu is None or held.share[rank] >= SCHEDULED * cpu.waited:
+        return True
+    c = job.cols
+    gid = c.g_id[rank, held.slot[rank]]
+    peers = np.flatnonzero(c.present & (c.g_id == gid).any(axis=1) & ~np.isnan(held.waits))
+    peers = peers[peers != rank]
+    if (c.host[peers] != c.host[rank]).any():
+        return True
+    theirs = [_cpu(job, peer, ctx) for peer in peers[:LOOKED_AT].tolist()]
+    if not all(looked for looked, _ in theirs):
+        return False
+    waited = [peer.waited for _, peer in theirs if peer is not None]
+    shared = min(cpu.waited, float(np.median(waited))) if waited else 0.0
+    return bool(held.share[rank] >= SCHEDULED * shared)
 
 
 def _by_node(job: JobState, ranks: np.ndarray) -> list[tuple[list[int], str | None]]:
@@ -109,22 +155,23 @@ def _by_node(job: JobState, ranks: np.ndarray) -> list[tuple[list[int], str | No
     return found + [([r], None) for r in sorted(alone)]
 
 
-def _starved(job: JobState, ranks: list[int], ctx: Context) -> tuple[bool, str | None]:
-    """Whether the ranks could be looked at, and, where the prober sees the first one's
-    process (on this host), how much of the time its training thread waited for a CPU when
-    that is a fifth or more: then it is slow because its host runs more than it has CPUs for,
-    not because of its own work or its GPU. A rank on this host that the prober has yet to
-    look at for a second is not named yet (the first call starts the looking; the rule runs
-    again seconds later)."""
-    host, pid = job.process_of(ranks[0])
+def _cpu(job: JobState, rank: int, ctx: Context) -> tuple[bool, Cpu | None]:
+    """Whether the rank could be looked at, and, where an eye sees its host, how much of the
+    time its training thread waited for a CPU. A rank an eye sees but has yet to look at for
+    a second is not judged yet (the first call starts the looking; the rule runs again
+    seconds later)."""
+    host, pid = job.process_of(rank)
     seen = on_host = None
     with contextlib.suppress(Exception):
         on_host = ctx.probe(host, pid) if ctx.probe is not None else None
         seen = ctx.outside(host, pid) if ctx.outside is not None else None
     if seen is None or seen.first is None or seen.last is None or seen.last.t - seen.first.t < 1.0:
         return on_host is None or ctx.outside is None, None
-    share = (seen.last.queued - seen.first.queued) / (seen.last.t - seen.first.t)
-    if share < STARVED_SHARE:
-        return True, None
-    load = f"host load {seen.last.load:.1f} on {CPUS} CPUs"
-    return True, f"its training thread waited for a CPU {share:.0%} of the time ({load})"
+    waited = (seen.last.queued - seen.first.queued) / (seen.last.t - seen.first.t)
+    return True, Cpu(waited, seen.last.load)
+
+
+def _starved_words(cpu: Cpu) -> str:
+    return (
+        f"its training thread waited for a CPU {cpu.waited:.0%} of the time (host load {cpu.load:.1f} on {CPUS} CPUs)"
+    )
