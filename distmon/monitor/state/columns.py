@@ -18,6 +18,13 @@ the rank's report before found waiting in a collective (:class:`~distmon.wire.Pa
 none taken). Times and steps keep every digit; for the rest seven digits are plenty (a
 byte count is off by at most a 16-millionth), and the histories, the bulk of the monitor's
 memory at 131,072 ranks, take half the room."""
+PACE_REPORTS = (30.0, 300.0)
+"""The windows over which a rank's pace is taken (:mod:`distmon.monitor.state.pace`), in
+reports: each report weighs ``exp(-1 / window)`` times the next, so about the last so many
+count. The short one sees a rank turn slow within them; the long one, over minutes, a slowdown
+too small to be sure of in half a minute."""
+DECAY = np.exp(-1.0 / np.array(PACE_REPORTS))
+"""Per window, how much a report weighs against the next."""
 SLOTS = 8
 """Group and channel slots a rank starts with, and the step they grow by: every group and
 channel a rank reports is kept, the slots growing to the widest rank seen (a 3-D DeviceMesh
@@ -72,11 +79,6 @@ class Columns:
         "data_wait_share": "f8",
         "paced": "f8",
         "waited": "f8",
-        "pace_n": "f8",
-        "pace_k": "f8",
-        "pace_q": "f8",
-        "pace_w": "f8",
-        "pace_w2": "f8",
         "groups": "i8",
         "channels": "i8",
         "in_collective": "?",
@@ -93,6 +95,8 @@ class Columns:
         "g_since": "f8",
         "g_op": "u8",
     }
+    PACE_FIELDS: ClassVar[dict[str, str]] = dict.fromkeys(("pace_n", "pace_k", "pace_q", "pace_w", "pace_w2"), "f8")
+    """The running sums of each rank's pace, one per window of :data:`PACE_REPORTS`."""
     CHANNEL_FIELDS: ClassVar[dict[str, str]] = {
         "c_group": "u8",
         "c_peer": "i8",
@@ -147,8 +151,8 @@ class Columns:
     waited: Array
     """... and of them those that found it waiting in a collective."""
     pace_n: Array
-    """Its samples since, each report's weighed :data:`~distmon.monitor.state.pace.DECAY`
-    times the next's ..."""
+    """Per window of :data:`PACE_REPORTS`: its samples since, each report's weighed
+    :func:`decay` times the next's ..."""
     pace_k: Array
     """... those waiting ..."""
     pace_q: Array
@@ -190,6 +194,8 @@ class Columns:
             setattr(self, name, blank((capacity, SLOTS), dtype))
         for name, dtype in self.CHANNEL_FIELDS.items():
             setattr(self, name, blank((capacity, SLOTS), dtype))
+        for name, dtype in self.PACE_FIELDS.items():
+            setattr(self, name, blank((capacity, len(PACE_REPORTS)), dtype))
         self.history = {m: np.empty((HISTORY, capacity), dtype) for m, dtype in METRICS.items()}
         """Per metric, a ring of samples per rank: ``history[m][k, rank]``, the samples of
         every rank side by side and only the first ``history_count`` of a rank's valid. Left
@@ -203,7 +209,7 @@ class Columns:
             return
         new = max(capacity, 2 * self.capacity, 64)
         sampled = bool(self.history_count.any())
-        for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
+        for name in self.everything:
             old = getattr(self, name)
             grown = blank((new, *old.shape[1:]), old.dtype)
             grown[: self.capacity] = old
@@ -215,6 +221,11 @@ class Columns:
                 grown[:, : self.capacity] = old
             self.history[metric] = grown
         self.capacity = new
+
+    @property
+    def everything(self) -> tuple[str, ...]:
+        """Every column's name."""
+        return (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS, *self.PACE_FIELDS)
 
     @property
     def group_slots(self) -> int:
@@ -245,13 +256,13 @@ class Columns:
     def forget(self, ranks: I8) -> None:
         """Start ``ranks`` afresh: a new process of theirs starts a new history (none of the
         samples before count)."""
-        for name in (*self.SCALARS, *self.GROUP_FIELDS, *self.CHANNEL_FIELDS):
+        for name in self.everything:
             array = getattr(self, name)
             array[ranks] = blank(array[ranks].shape, array.dtype)
         zero_running(self, ranks)
 
 
-RUNNING = ("data_wait_share", "pace_n", "pace_k", "pace_q", "pace_w", "pace_w2")
+RUNNING = ("data_wait_share", *Columns.PACE_FIELDS)
 """The columns taken in report by report, which start at zero."""
 
 

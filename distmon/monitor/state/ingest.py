@@ -16,9 +16,8 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.state import admission
-from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns, gpu_held
+from distmon.monitor.state.columns import DECAY, F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
-from distmon.monitor.state.pace import DECAY
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 from distmon.wire.arrays import Parsed, parse
@@ -309,9 +308,9 @@ def _pace(intake: Intake, rank: I8, h: npt.NDArray[np.void]) -> F8:
     paced, waited = h["paced"].astype(np.float64), h["waited"].astype(np.float64)
     taken, waits = paced - cols.paced[rank], waited - cols.waited[rank]
     counted = (taken > 0) & (waits >= 0) & (waits <= taken)  # NaN: its first report, or an older rank
-    r, n, k = rank[counted], taken[counted], waits[counted]
+    r, n, k = rank[counted], taken[counted, None], waits[counted, None]
     share = np.full(len(rank), np.nan)
-    share[counted] = k / n
+    share[counted] = k[:, 0] / n[:, 0]
     for column, value in (("pace_n", n), ("pace_k", k), ("pace_q", k * k / n), ("pace_w", 1.0)):
         getattr(cols, column)[r] = DECAY * getattr(cols, column)[r] + value
     cols.pace_w2[r] = DECAY**2 * cols.pace_w2[r] + 1.0

@@ -8,11 +8,14 @@ later it comes to them: a rank that comes late to every collective holds the oth
 the difference, and the job, but for it, would step that much faster.
 
 The shares are the ranks' own, a report's samples against the last, weighed down report by
-report (:data:`DECAY`: about the last :data:`REPORTS` reports count), so a rank that turns
-slow is seen within them, and one that recovers is forgiven as soon. How sure a hold-up is
-grows with the samples: it is set against its standard error, read off how much the rank's
-share varied from report to report (however the job's own rhythm, a loaded host or the
-sampling made it vary), never less than sampling alone makes it.
+report over two windows (:data:`~distmon.monitor.state.columns.PACE_REPORTS`): over the last
+half minute or so, a rank that turns slow is seen within it, and one that recovers is
+forgiven as soon; over the last minutes, a slowdown too small to be sure of in half a minute
+is, later. How sure a hold-up is grows with the samples: it is set against its standard
+error, read off how much the rank's share varied from report to report (however the job's own
+rhythm, a loaded host or the sampling made it vary), never less than sampling alone makes
+it. A rank's hold-up is as it is now, over the short window, and as sure as the surer window
+makes it.
 
 A rank is compared with its peers in each of its groups of collectives, never across a
 pipeline (a group carrying sends and receives joins stages that do different work):
@@ -29,6 +32,7 @@ pipeline (a group carrying sends and receives joins stages that do different wor
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -36,11 +40,8 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.columns import F8, I8, Columns
+from distmon.monitor.state.columns import F8, I8, PACE_REPORTS, Columns
 
-REPORTS = 30.0
-"""Reports over which a rank's share is taken, each weighed :data:`DECAY` times the next."""
-DECAY = math.exp(-1.0 / REPORTS)
 MIN_REPORTS = 10.0
 """Reports a share must come from (as many as weigh, :data:`DECAY` counted) to be judged."""
 MEDIAN_ERROR = math.sqrt(math.pi / 2)
@@ -69,14 +70,15 @@ class Holdups:
         return float(self.share[rank]), float(self.sure[rank])
 
 
-def waits(cols: Columns, ranks: I8) -> tuple[F8, F8, F8]:
-    """Each rank's share of time waiting in collectives, its standard error, and the reports
+def waits(cols: Columns, ranks: I8, window: int) -> tuple[F8, F8, F8]:
+    """Each rank's share of time waiting in collectives over ``window`` (an index into
+    :data:`~distmon.monitor.state.columns.PACE_REPORTS`), its standard error, and the reports
     it comes from (as many as weigh)."""
-    n, k = cols.pace_n[ranks], cols.pace_k[ranks]
+    n, k = cols.pace_n[ranks, window], cols.pace_k[ranks, window]
     with np.errstate(invalid="ignore", divide="ignore"):
         share = k / n
-        spread = np.maximum(cols.pace_q[ranks] / n - share**2, 0.0)
-        reports = cols.pace_w[ranks] ** 2 / cols.pace_w2[ranks]
+        spread = np.maximum(cols.pace_q[ranks, window] / n - share**2, 0.0)
+        reports = cols.pace_w[ranks, window] ** 2 / cols.pace_w2[ranks, window]
         smoothed = (k + 1) / (n + 2)  # sampling's own error, never zero, if it never waited
         error = np.sqrt(np.maximum(spread / reports, smoothed * (1 - smoothed) / n))
     return share, error, reports
@@ -84,11 +86,18 @@ def waits(cols: Columns, ranks: I8) -> tuple[F8, F8, F8]:
 
 def holdups(cols: Columns, judged: np.ndarray) -> Holdups:
     """The hold-ups of the ranks ``judged`` (a mask over the columns: present, neither exited
-    nor stalled), compared with their peers in each group of collectives."""
+    nor stalled), compared with their peers in each group of collectives: as they are now
+    (over the shortest window), as sure as the surest window makes them."""
+    now, *longer = [_holdups(cols, judged, window) for window in range(len(PACE_REPORTS))]
+    sure = np.fmax.reduce([now.sure, *(h.sure for h in longer)])
+    return dataclasses.replace(now, sure=sure)
+
+
+def _holdups(cols: Columns, judged: np.ndarray, window: int) -> Holdups:
     size = cols.capacity
     blank = np.full(size, np.nan)
     found = Holdups(blank, blank.copy(), blank.copy(), blank.copy(), blank.copy(), np.full(size, -1))
-    share, error, reports = waits(cols, np.arange(size))
+    share, error, reports = waits(cols, np.arange(size), window)
     ranks = np.flatnonzero(judged & (reports >= MIN_REPORTS) & ~np.isnan(share))
     found.waits[ranks] = share[ranks]
     if len(ranks) < 2:
