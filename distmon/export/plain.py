@@ -8,11 +8,13 @@ from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import gone, rank_ending
 from distmon.monitor.state.words import (
+    MAX_LISTED,
     blind_words,
     count,
     date_time,
     dropped_words,
     duration,
+    pace_words,
     rank_word,
     time_of_day,
     unwatched_words,
@@ -84,7 +86,20 @@ def render(pm: Postmortem) -> str:
     unknown = set(range(state.world)) - set(state.ranks)
     if unknown:
         lines.append(f"  never reported: {rank_word(unknown)}")
-    return visible_lines("\n".join(lines))
+    return visible_lines("\n".join([*lines, *_pace(pm)]))
+
+
+def _pace(pm: Postmortem) -> list[str]:
+    """Who held the others up at the job's pace at the end (the ranks that did, by their
+    share of the others' time, most first): the straggler's measure, read after the fact."""
+    paces = {rank: s.pace() for rank, s in pm.state.ranks.items()}
+    holding = sorted(((p.holds, rank) for rank, p in paces.items() if p is not None and p.holds), reverse=True)
+    if not holding:
+        known = any(p is not None and p.holds is not None for p in paces.values())
+        return ["", "Pace: no rank held the others up beyond chance."] if known else []
+    shown = [f"  rank {rank}: {pace_words(paces[rank])}" for _, rank in holding[:MAX_LISTED]]
+    more = [f"  and {count(len(holding) - MAX_LISTED, 'rank')} more"] if len(holding) > MAX_LISTED else []
+    return ["", "Pace, at the end (who held the others up):", *shown, *more]
 
 
 def _dropped(pm: Postmortem) -> str:

@@ -189,19 +189,26 @@ class GroupReader:
     def waiting(self) -> bool | None:
         """Whether a collective is in flight in any of this process's groups, read off the
         status dumps alone (microseconds, safe from another thread): started and not completed
-        where the backend times its collectives, issued and not completed otherwise. None
-        before the process has a group."""
+        where the backend times its collectives, issued and not completed otherwise. A group
+        that carries sends and receives on NCCL, whose status counts them with its collectives,
+        is left out: a pipeline's stages wait for each other by design. None before the process
+        has a group."""
         recorders = self._distinct_recorders()
         if not recorders:
             return None
         for recorder in recorders:
             status = load(recorder.dump(False), walk_first=False).get("pg_status", {})
-            for entry in status.values():
+            for pg_id, entry in status.items():
                 begun = started(entry)
                 last = enqueued(entry) if begun is None else begun
-                if last > number(entry, "last_completed_collective"):
+                if last > number(entry, "last_completed_collective") and not self._sends(recorder, pg_id):
                     return True
         return False
+
+    def _sends(self, recorder: Recorder, pg_id: str) -> bool:
+        """Whether the group ``pg_id`` of ``recorder`` counts sends and receives in its status."""
+        members = self._members.get(recorder.names.get(pg_id, ""), [])
+        return recorder.backend == "nccl" and any(self._p2p.carries(m.pg) for m in members)
 
     def _p2p_standing(self, m: Membership, status: tuple[int, int]) -> None:
         """An NCCL group carrying p2p ops whose status stood still since the last sample: which

@@ -80,6 +80,12 @@ def _step_time(r: RankState, now: float, width: int) -> str:
     return cells.duration(stats.p50) if stats else "-"
 
 
+def _holds(r: RankState, now: float, width: int) -> str:
+    """The share of its peers' time it holds them up, where sure (``0%`` where not)."""
+    pace = r.pace()
+    return cells.percent(pace.holds if pace is not None else None)
+
+
 def _gpu_util(r: RankState, now: float, width: int) -> str:
     gpu = r.report.gpu
     return "-" if gpu is None or gpu.util is None else f"{gpu.util:.0f}%"
@@ -95,6 +101,7 @@ COLUMNS = (
     Column("host", 9, lambda r, now, w: r.report.host, drop=1),
     Column("step", 7, lambda r, now, w: str(r.report.steps), right=True),
     Column("step t", 6, _step_time, right=True, drop=5),
+    Column("holds", 5, _holds, right=True, drop=2),
     Column("seq · in flight", 18, lambda r, now, w: collectives(r, now), flex=True),
     Column("GPU memory", 13, lambda r, now, w: gpu_memory(r, w), drop=6),
     Column("util", 4, _gpu_util, right=True, drop=9),

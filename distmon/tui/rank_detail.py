@@ -17,12 +17,13 @@ from distmon import wire
 from distmon.guards.text import visible
 from distmon.monitor.state import RankState
 from distmon.monitor.state.whereabouts import short_path
-from distmon.monitor.state.words import group_name, in_flight, timeout_left
+from distmon.monitor.state.words import group_name, in_flight, pace_words, timeout_left
 from distmon.tui import cells
 from distmon.wire import Loader, StackFrame
 
 TRENDS = (
     ("step_time", "step time", cells.duration),
+    ("waiting", "waits for peers", cells.percent),
     ("gpu", "GPU allocated", cells.size),
     ("rss", "host RSS", cells.size),
 )
@@ -50,6 +51,13 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
     line.append(f"  {visible(r.host)} · local rank {r.local_rank} · pid {r.pid}")
     line.append(f" · step {r.steps} · heard {cells.duration(rank.silent_for(now))} ago")
     return line
+
+
+def pace_section(rank: RankState) -> Text:
+    """How long it waits for its peers, and how long it holds them up: the straggler's measure."""
+    pace = rank.pace()
+    words = pace_words(pace)
+    return Text(words[0].upper() + words[1:] + ".", "bold yellow" if pace is not None and pace.holds else "")
 
 
 def stack_section(rank: RankState, now: float) -> Text:
@@ -148,6 +156,7 @@ class RankDetail(Screen[None]):
     SECTIONS = (
         ("stack", "Stack"),
         ("collectives", "Collectives and sends"),
+        ("pace", "Pace"),
         ("workers", "DataLoader workers"),
         ("exception", "Last exception"),
     )
@@ -187,6 +196,7 @@ class RankDetail(Screen[None]):
             label, sparkline = self.trends[metric]
             sparkline.data = values
             label.update(f"{title}  {fmt(values[-1]) if values else '-'}")
+        self.sections["pace"].update(pace_section(rank))
         self.sections["stack"].update(stack_section(rank, now))
         self.sections["collectives"].update(collectives_section(rank, now))
         self.sections["workers"].update(workers_section(rank))

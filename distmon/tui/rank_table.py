@@ -78,6 +78,7 @@ SORTS: dict[str, SortKey] = {
     "step time": lambda job, ranks, now: -np.nan_to_num(job.cols.step_p50[ranks]),
     "memory": _memory,
     "data wait": lambda job, ranks, now: -np.nan_to_num(job.cols.data_wait[ranks]),
+    "holds up": lambda job, ranks, now: -np.nan_to_num(job.holdups().share[ranks], nan=-np.inf),
 }
 
 

@@ -14,7 +14,7 @@ import pytest
 
 from distmon.flightrecorder.fields import collectives_of as _collectives_of
 from distmon.flightrecorder.fields import p2p_in_flight
-from distmon.hooks.collectives import GroupReader, Recorder, _backends, find_recorders
+from distmon.hooks.collectives import GroupReader, Membership, Recorder, _backends, find_recorders
 from distmon.hooks.p2p import MAX_CHANNELS, P2PTracker, Traffic, _on_the_gpu
 from distmon.wire import P2P, SEND, GroupStatus
 
@@ -275,3 +275,24 @@ def test_send_recv_peers_beyond_the_followed_are_still_counted(capsys: pytest.Ca
     assert len(traffic.channels) == MAX_CHANNELS
     assert traffic.posted() == MAX_CHANNELS + 2
     assert capsys.readouterr().err.count(f"more than {MAX_CHANNELS} send/recv peers") == 1
+
+
+def test_a_rank_waits_while_a_collective_is_in_flight_by_the_status_alone() -> None:
+    """Sampled many times a second (:mod:`distmon.hooks.pace`), from the status dump only:
+    issued and not completed; started and not completed where NCCL times its collectives (one
+    issued ahead of the GPU is no wait); a group whose status counts a pipeline's sends is left
+    out."""
+    tracker, pipeline = tracked(sequenced=False)
+    reader = GroupReader(tracker)
+    dump = NcclRecorder(status(pg0=(5, 4), pg1=(9, 9)), [])
+    recorder = Recorder("nccl", dump, names={"0": "0", "1": "3"})
+    reader._recorders = {"nccl": recorder}
+    assert reader.waiting() is True
+    dump.state["pg_status"]["0"]["last_started_collective"] = 4
+    assert reader.waiting() is False, "issued, not started: queued behind the GPU's work"
+    dump.state = status(pg0=(4, 4), pg1=(10, 9))
+    reader._members = {"3": [Membership(weakref.ref(pipeline), {"id": "3"}, "nccl", "3")]}
+    assert reader.waiting() is True
+    tracker._posted(pipeline, 1, SEND, None, (), {})
+    assert reader.waiting() is False, "its status counts sends and receives"
+    assert GroupReader().waiting() is None, "no group yet"

@@ -68,7 +68,7 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
     for key in ctx.standing:
         standing[_named_in(key, job)] = True
     with np.errstate(invalid="ignore"):
-        unheld = held.held > -limits.straggler_still
+        unheld = (held.held > -limits.straggler_still) & ~job.flagged(wire.FLAG_EXITED)
         near = unheld & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
         sure = unheld & (held.sure >= limits.straggler_sure) & (cost >= limits.straggler_cost)
     named = []

@@ -7,7 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distmon.monitor.state.alerts import WARNING, Finding
-from distmon.monitor.state.words import group_name, rank_word
+from distmon.monitor.state.words import group_name, rank_word, slower
 from distmon.wire import GroupStatus, Report
 
 
@@ -41,12 +41,6 @@ def key(facts: Straggler) -> str:
 
 def finding(facts: Straggler) -> Finding:
     return Finding(key(facts), "straggler", WARNING, list(facts.ranks), summary(facts), detail(facts))
-
-
-def slower(share: float) -> str:
-    """How much slower the job steps for a hold-up of ``share`` of its time: it would step in
-    ``1 - share`` of it without."""
-    return f"{share / (1 - share):.0%}"
 
 
 def summary(facts: Straggler) -> str:

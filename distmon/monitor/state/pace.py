@@ -63,11 +63,27 @@ class Holdups:
     slot: I8
     """The group slot of that group (-1: none)."""
 
-    def of(self, rank: int) -> tuple[float, float] | None:
-        """``(share, sure)`` for one rank; None where it is not judged."""
-        if rank >= len(self.share) or math.isnan(self.share[rank]):
+    def of(self, rank: int, sure: float) -> RankPace | None:
+        """One rank's, a hold-up counting where it is ``sure`` standard errors sure or more;
+        None where its pace is not known yet."""
+        if rank >= len(self.waits) or math.isnan(self.waits[rank]):
             return None
-        return float(self.share[rank]), float(self.sure[rank])
+        if math.isnan(self.share[rank]):
+            return RankPace(float(self.waits[rank]), None, None)
+        held = float(self.share[rank]) if self.sure[rank] >= sure else 0.0
+        return RankPace(float(self.waits[rank]), float(self.peers[rank]), max(0.0, held))
+
+
+@dataclass(frozen=True)
+class RankPace:
+    """One rank's pace, as :class:`Holdups` says it."""
+
+    waits: float
+    """The share of its time it waits in collectives."""
+    peers: float | None
+    """Its peers', in the group it holds up most; None where it has none judged."""
+    holds: float | None
+    """The share of their time it holds them up, where that is sure; 0 where it is not."""
 
 
 def waits(cols: Columns, ranks: I8, window: int) -> tuple[F8, F8, F8]:
@@ -85,9 +101,9 @@ def waits(cols: Columns, ranks: I8, window: int) -> tuple[F8, F8, F8]:
 
 
 def holdups(cols: Columns, judged: np.ndarray) -> Holdups:
-    """The hold-ups of the ranks ``judged`` (a mask over the columns: present, neither exited
-    nor stalled), compared with their peers in each group of collectives: as they are now
-    (over the shortest window), as sure as the surest window makes them."""
+    """The hold-ups of the ranks ``judged`` (a mask over the columns: :func:`stepping`),
+    compared with their peers in each group of collectives: as they are now (over the shortest
+    window), as sure as the surest window makes them."""
     now, *longer = [_holdups(cols, judged, window) for window in range(len(PACE_REPORTS))]
     sure = np.fmax.reduce([now.sure, *(h.sure for h in longer)])
     return dataclasses.replace(now, sure=sure)
@@ -168,6 +184,7 @@ def _segment_medians(values: F8, keys: np.ndarray) -> F8:
 
 
 def stepping(cols: Columns) -> np.ndarray:
-    """The ranks whose pace is judged: heard from, stepping (neither exited nor stalled)."""
-    mask: np.ndarray = cols.present & ((cols.flags & (wire.FLAG_EXITED | wire.FLAG_STALLED)) == 0)
+    """The ranks whose pace is judged: heard from and not stalled (an exited rank's stands as
+    it was at its end: what a post-mortem reads)."""
+    mask: np.ndarray = cols.present & ((cols.flags & wire.FLAG_STALLED) == 0)
     return mask

@@ -15,7 +15,7 @@ from distmon.monitor.state import facts
 from distmon.monitor.state.columns import I8, Columns, History
 from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.limits import Thresholds
-from distmon.monitor.state.pace import Holdups
+from distmon.monitor.state.pace import Holdups, RankPace
 from distmon.monitor.state.statuses import STATUSES
 from distmon.wire import TERMINATED, Report
 
@@ -108,11 +108,11 @@ class RankState:
     def finished(self) -> bool:
         return bool(self._get("flags") & wire.FLAG_EXITED)
 
-    def holds_up(self) -> tuple[float, float] | None:
-        """The share of its peers' time it holds them up at the job's pace, and how sure that
-        is (in standard errors); None where its pace is not judged
-        (:class:`~distmon.monitor.state.pace.Holdups`)."""
-        return self._job.holdups().of(self.rank)
+    def pace(self) -> RankPace | None:
+        """Its share of time waiting in collectives, and of its peers' that it holds them up
+        where that is sure beyond chance (the thresholds' ``straggler_still``); None before its
+        pace is known (:class:`~distmon.monitor.state.pace.Holdups`)."""
+        return self._job.holdups().of(self.rank, self._job.limits.straggler_still)
 
     def silent_for(self, now: float) -> float:
         return now - self.received

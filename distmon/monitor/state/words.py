@@ -13,6 +13,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.monitor.state.arrays import distinct, expand
+from distmon.monitor.state.pace import RankPace
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame
 
@@ -141,6 +142,25 @@ def timeout_left(g: GroupStatus, age: float) -> float | None:
     """Seconds until the collective timeout of ``g`` fires for a collective in flight ``age``
     seconds (negative: past it); None where the group has no timeout."""
     return g.timeout - age if g.timeout else None
+
+
+def slower(share: float) -> str:
+    """How much slower a job steps for a hold-up of ``share`` of its time: it would step in
+    ``1 - share`` of it without."""
+    return f"{share / (1 - share):.0%}"
+
+
+def pace_words(pace: RankPace | None) -> str:
+    """A rank's pace as its detail and the report tell it."""
+    if pace is None:
+        return "not known yet: it has sampled its steps for too few reports, or is stalled"
+    waits = f"waits in collectives {pace.waits:.0%} of the time"
+    if pace.peers is None or pace.holds is None:
+        return f"{waits}, with no peer in a group of collectives to set it against"
+    if not pace.holds:
+        return f"{waits}, its peers {pace.peers:.0%}: it holds nobody up beyond chance"
+    held = f"it holds them up {pace.holds:.0%} of the time"
+    return f"{waits}, its peers {pace.peers:.0%}: {held}, and the job steps {slower(pace.holds)} slower for it"
 
 
 def where(frame: StackFrame | None) -> str:

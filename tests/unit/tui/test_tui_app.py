@@ -81,6 +81,8 @@ async def test_filter_sort_and_problems_only(recording: Recording) -> None:
         await pilot.press("s")  # by status: the worst first, culprits ahead of the rest
         assert shown_ranks(app)[0] == 3
         await pilot.press("s", "s", "s", "s", "s")
+        assert app.query_one(RankTable).sort == "holds up"
+        await pilot.press("s")
         assert app.query_one(RankTable).sort == "rank"
 
 
