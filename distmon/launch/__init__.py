@@ -22,11 +22,17 @@ FR_BUFFER_VARIABLES = ("TORCH_FR_BUFFER_SIZE", "TORCH_NCCL_TRACE_BUFFER_SIZE")
 FR_ENTRIES = 2000
 """Entries the ranks' Flight Recorders keep under ``distmon run`` unless told otherwise:
 torch 2.13's default, set for versions whose default is 0 (off)."""
+NCCL_TIMING = "TORCH_NCCL_ENABLE_TIMING"
+"""Set to 1 under ``distmon run`` unless the job sets it: NCCL then marks when each collective
+starts on the GPU (a CUDA event), and a rank's pace counts the time its GPU waits in one for
+its peers, not the time the collective is queued behind the rank's own work
+(:mod:`distmon.hooks.pace`): on NCCL, the straggler's measure."""
 
 
 def job_environment(job_endpoint: str, env: Mapping[str, str]) -> dict[str, str]:
     """``env`` for the job: distmon's ``sitecustomize`` first on the path, ranks told where to
-    report, and their Flight Recorders on (unless the job sets their size itself).
+    report, their Flight Recorders on (unless the job sets their size itself) and NCCL timing
+    its collectives (unless the job says).
 
     A marker inherited from an enclosing monitored rank is dropped, so a job started from
     inside one is monitored in its own right.
@@ -36,4 +42,5 @@ def job_environment(job_endpoint: str, env: Mapping[str, str]) -> dict[str, str]
     job[endpoint.ENV] = job_endpoint
     if not any(name in env for name in FR_BUFFER_VARIABLES):
         job[FR_BUFFER_VARIABLES[0]] = str(FR_ENTRIES)
+    job.setdefault(NCCL_TIMING, "1")
     return job

@@ -163,6 +163,16 @@ def test_the_flight_recorder_is_on_unless_the_job_says_otherwise() -> None:
     assert distmon_run("--", sys.executable, "-c", show, env=older).stdout.split() == ["None", "0"]
 
 
+def test_nccl_times_its_collectives_unless_the_job_says_otherwise() -> None:
+    """A rank's pace on NCCL counts the time its GPU waits in a collective, which NCCL tells
+    only where it times them."""
+    show = "import os; print(os.environ.get('TORCH_NCCL_ENABLE_TIMING'))"
+    unset = {k: v for k, v in JOB_ENV.items() if k != "TORCH_NCCL_ENABLE_TIMING"}
+    assert distmon_run("--", sys.executable, "-c", show, env=unset).stdout.split() == ["1"]
+    told = {**unset, "TORCH_NCCL_ENABLE_TIMING": "0"}
+    assert distmon_run("--", sys.executable, "-c", show, env=told).stdout.split() == ["0"]
+
+
 @pytest.mark.parametrize(
     ("code", "status"),
     [("import sys; sys.exit(3)", 3), ("import os, signal; os.kill(os.getpid(), signal.SIGKILL)", 128 + 9)],

@@ -1,0 +1,86 @@
+"""A real job whose rank turns slower than its peers in every step, after a healthy start with
+a pause of its own every few steps: 3 gloo ranks under torchrun paced 100 ms a step, rank 0
+uploading its metrics to a slow service every 40 steps (1 s asleep in a socket read, the
+others waiting), rank 2 sleeping 20% longer in every step from step 150; `distmon record`
+watching. The uploads make no straggler of rank 0; rank 2 is named, alone, once, with what it
+costs the job; the replay of the recording names it as the live monitor did. How soon is
+``benchmarks/bench_straggler.py``'s to measure, not this test's."""
+
+from __future__ import annotations
+
+import json
+import re
+import signal
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from distmon.monitor.recording.format import AlertEvent
+from distmon.monitor.recording.reader import read_recording
+from tests.support.commands import DISTMON
+from tests.support.recorder import recording
+
+RANKS = 3
+SLOW_FROM = 150
+INJECTED = re.compile(r"\[train\] rank 2: injecting straggler at step \d+, t=([\d.]+)")
+
+
+@dataclass
+class Job:
+    exit_code: int
+    output: str
+    events: list[AlertEvent]
+    slowed: float
+    """When rank 2 turned slow."""
+    recording: Path
+
+
+@pytest.fixture(scope="module")
+def job(torchrun, new_endpoint, tmp_path_factory) -> Job:
+    args = ["--steps", "420", "--step-time", "0.1", "--habit", "upload@40:0:1"]
+    args += ["--fault", f"straggler@{SLOW_FROM}:2:600", "--straggler-factor", "1.2"]
+    out = tmp_path_factory.mktemp("straggler") / "run.distmon"
+    endpoint = new_endpoint()
+    with recording(out, endpoint) as recorder:
+        with torchrun(RANKS, *args, endpoint=endpoint, interval=0.5) as started:
+            exit_code = started.wait(300)
+        recorder.stop(signal.SIGINT)
+    _, records = read_recording(str(out))
+    events = [r for r in records if isinstance(r, AlertEvent)]
+    slowed = INJECTED.search(started.output)
+    assert slowed is not None, started.output[-3000:]
+    return Job(exit_code, started.output, events, float(slowed.group(1)), out)
+
+
+def stragglers(job: Job) -> list[AlertEvent]:
+    return [e for e in job.events if e.alert.kind == "straggler" and e.event == "raised"]
+
+
+def test_the_job_ran_through(job: Job) -> None:
+    assert job.exit_code == 0, job.output[-3000:]
+
+
+def test_a_pause_every_few_steps_makes_no_straggler(job: Job) -> None:
+    """Before the slowdown the others wait for rank 0's uploads, a second every 40 steps: the
+    job's rhythm, not its pace."""
+    before = [(e.t - job.slowed, e.alert.summary) for e in stragglers(job) if e.t < job.slowed]
+    assert before == [], before
+
+
+def test_the_slower_rank_is_named_alone_once_with_what_it_costs(job: Job) -> None:
+    named = stragglers(job)
+    assert [e.alert.ranks for e in named] == [[2]], [(e.t - job.slowed, e.alert.summary) for e in named]
+    summary = named[0].alert.summary
+    assert re.fullmatch(r"rank 2 holds up its peers \d+% of the time: the job steps \d+% slower because of rank 2", summary)
+    assert "its peers in group 0 (default_pg, ranks 0-2)" in named[0].alert.detail, named[0].alert.detail
+
+
+def test_the_replay_names_it_as_the_live_monitor_did(job: Job) -> None:
+    def named(*command: str) -> list[tuple[object, object, str]]:
+        done = subprocess.run([*DISTMON, *command, str(job.recording)], capture_output=True, text=True, timeout=120)
+        return [(a["kind"], a["ranks"], a["summary"]) for a in json.loads(done.stdout) if a["kind"] == "straggler"]
+
+    live = named("report", "--json")
+    assert live and named("replay", "--headless", "--json") == live
