@@ -10,9 +10,9 @@
 - ``p2p``: added time per point-to-point op on the training thread: two gloo ranks exchange
   small tensors as a pipeline stage does (isend, irecv, both waits), with and without the
   hook in alternating blocks; then the two wrappers alone, and what they add to a 1F1B step.
-- ``cpu``: CPU time of the ``distmon-agent`` thread, read from its own thread clock, while
-  a rank trains (world-1 gloo group, DDP, a DataLoader with two workers), as a share of
-  one core.
+- ``cpu``: CPU time of the ``distmon-agent`` thread, and of the ``distmon-pace`` thread that
+  samples the rank's waits, each read from its own thread clock, while a rank trains
+  (world-1 gloo group, DDP, a DataLoader with two workers), as a share of one core.
 - ``bytes``: bytes on the wire per rank per second from a 4-rank torchrun job of
   ``examples/train.py`` at the default interval, healthy and while one rank pauses (the
   reports then carry stacks and the op in flight).
@@ -238,6 +238,7 @@ def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str,
     from torch.utils.data import DataLoader, TensorDataset
 
     import distmon.hooks
+    from distmon.wire import PACE_SAMPLES
 
     torch.set_num_threads(1)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
@@ -250,9 +251,13 @@ def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str,
     loader = DataLoader(data, batch_size=16, num_workers=2, persistent_workers=True)
     with monitoring() as monitor:
         distmon.hooks.attach(model, endpoint=monitor.endpoint, interval=interval)
-        (thread,) = [t for t in threading.enumerate() if t.name == "distmon-agent"]
-        clock = time.pthread_getcpuclockid(thread.ident)
-        cpu_start, wall_start = time.clock_gettime(clock), time.monotonic()
+        clocks = {
+            t.name: time.pthread_getcpuclockid(t.ident or 0)
+            for t in threading.enumerate()
+            if t.name in ("distmon-agent", "distmon-pace")
+        }
+        cpu_start = {name: time.clock_gettime(clock) for name, clock in clocks.items()}
+        wall_start = time.monotonic()
         reports_start = monitor.reports
         while time.monotonic() - wall_start < seconds:
             for x, y in loader:
@@ -262,18 +267,24 @@ def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str,
                 optimizer.step()
                 if time.monotonic() - wall_start >= seconds:
                     break
-        cpu = time.clock_gettime(clock) - cpu_start
+        cpu = {name: time.clock_gettime(clock) - cpu_start[name] for name, clock in clocks.items()}
         wall = time.monotonic() - wall_start
         reports = monitor.reports - reports_start
         distmon.hooks.detach()
     dist.destroy_process_group()
+    agent, pace = cpu["distmon-agent"], cpu["distmon-pace"]
     return [
         (
             f"sampler CPU at {1 / interval:g} Hz",
-            f"{cpu / wall:.2%} of a core ({cpu / max(reports, 1) * 1e3:.2f} ms per report,"
+            f"{agent / wall:.2%} of a core ({agent / max(reports, 1) * 1e3:.2f} ms per report,"
             f" {reports} reports in {wall:.0f} s)",
             "<= 0.5%" if interval == 1.0 else "",
-        )
+        ),
+        (
+            f"pace sampler CPU, {PACE_SAMPLES:g} looks a second",
+            f"{pace / wall:.2%} of a core ({pace / (PACE_SAMPLES * wall) * 1e6:.0f} us a look)",
+            "",
+        ),
     ]
 
 

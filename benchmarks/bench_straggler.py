@@ -48,6 +48,8 @@ from tests.support.commands import DISTMON, TORCHRUN  # noqa: E402
 from tests.support.paths import TRAIN  # noqa: E402
 
 STEP = 0.05
+STEPS = 20_000
+"""More than a run takes (a job ends when stopped): the sampler's list of indices grows with it."""
 SLOW_FROM = 150
 INJECTED = re.compile(r"injecting straggler at step \d+, t=([\d.]+)")
 COST = re.compile(r"the job steps (\d+)% slower")
@@ -93,7 +95,7 @@ def job(workdir: Path, name: str, *args: str) -> Iterator[Run]:
     with log.open("w") as err:
         recorder = subprocess.Popen([*DISTMON, "record", "--out", str(out)], env=env, stderr=err)
     time.sleep(1.0)
-    train = [TORCHRUN, "--standalone", "--nproc_per_node=4", str(TRAIN), "--distmon", "--steps", "1000000"]
+    train = [TORCHRUN, "--standalone", "--nproc_per_node=4", str(TRAIN), "--distmon", "--steps", str(STEPS)]
     with output.open("w") as printed:
         started = subprocess.Popen(
             [*train, "--step-time", str(STEP), "--timeout", "120", *args],

@@ -70,6 +70,11 @@ def _collective_age(snapshot: Snapshot, at: I8) -> F8:
     return age
 
 
+def _holds_up(snapshot: Snapshot, at: I8) -> F8:
+    held: F8 = np.nan_to_num(snapshot.holds_up[at], nan=0.0)
+    return held
+
+
 def _gpu_utilization(snapshot: Snapshot, at: I8) -> F8:
     ratio: F8 = np.full(len(at), np.nan)
     gpu = snapshot.has_gpu[at]
@@ -89,6 +94,12 @@ RANK_SERIES = (
         "distmon_rank_data_wait_ratio",
         "Share of the last interval the training loop waited for DataLoader batches.",
         _field("data_wait"),
+    ),
+    RankMetric(
+        "distmon_rank_holds_up_ratio",
+        "Share of its peers' time the rank holds them up at the job's pace, where sure beyond chance (0 where not,"
+        " or not known yet): the straggler's measure.",
+        _holds_up,
     ),
     RankMetric(
         "distmon_rank_collective_age_seconds",

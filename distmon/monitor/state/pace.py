@@ -40,7 +40,7 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.columns import F8, I8, PACE_REPORTS, Columns
+from distmon.monitor.state.columns import ALL, F8, I8, PACE_REPORTS, Columns
 
 MIN_REPORTS = 10.0
 """Reports a share must come from (as many as weigh, :data:`DECAY` counted) to be judged."""
@@ -63,6 +63,15 @@ class Holdups:
     slot: I8
     """The group slot of that group (-1: none)."""
 
+    def holding(self, sure: float, ranks: I8 | slice = ALL) -> F8:
+        """Per rank, the share of its peers' time it holds them up where that is ``sure``
+        standard errors sure or more, 0 where it is not; NaN where it has no peers judged."""
+        share = self.share[ranks]
+        unsure = np.where(np.isnan(share), np.nan, 0.0)
+        with np.errstate(invalid="ignore"):
+            held: F8 = np.where(self.sure[ranks] >= sure, np.maximum(share, 0.0), unsure)
+        return held
+
     def of(self, rank: int, sure: float) -> RankPace | None:
         """One rank's, a hold-up counting where it is ``sure`` standard errors sure or more;
         None where its pace is not known yet."""
@@ -70,8 +79,8 @@ class Holdups:
             return None
         if math.isnan(self.share[rank]):
             return RankPace(float(self.waits[rank]), None, None)
-        held = float(self.share[rank]) if self.sure[rank] >= sure else 0.0
-        return RankPace(float(self.waits[rank]), float(self.peers[rank]), max(0.0, held))
+        held = float(self.holding(sure, slice(rank, rank + 1))[0])
+        return RankPace(float(self.waits[rank]), float(self.peers[rank]), held)
 
 
 @dataclass(frozen=True)

@@ -57,6 +57,9 @@ class Snapshot:
     steps_per_second: F8
     step_p50: F8
     data_wait: F8
+    holds_up: F8
+    """The share of its peers' time it holds them up, where sure beyond chance (0 where not;
+    NaN: not known): :meth:`distmon.monitor.state.pace.Holdups.holding`."""
     collective_age: F8
     """Of the oldest collective in flight; NaN when none is."""
     silent_for: F8
@@ -108,6 +111,7 @@ def take(state: JobState, alerts: AlertBook, now: float) -> Snapshot:
         steps_per_second=_steps_per_second(state, ranks),
         step_p50=c.step_p50[ranks],
         data_wait=c.data_wait[ranks],
+        holds_up=state.holdups().holding(state.limits.straggler_still, ranks),
         collective_age=state.collective_age(now)[ranks],
         silent_for=state.silent_for(now)[ranks],
         rss=c.rss[ranks].astype(np.float64),
