@@ -73,7 +73,8 @@ def test_the_slower_rank_is_named_alone_once_with_what_it_costs(job: Job) -> Non
     named = stragglers(job)
     assert [e.alert.ranks for e in named] == [[2]], [(e.t - job.slowed, e.alert.summary) for e in named]
     summary = named[0].alert.summary
-    assert re.fullmatch(r"rank 2 holds up its peers \d+% of the time: the job steps \d+% slower because of rank 2", summary)
+    costs = r"rank 2 holds up its peers \d+% of the time: the job steps \d+% slower because of rank 2"
+    assert re.fullmatch(costs, summary), summary
     assert "its peers in group 0 (default_pg, ranks 0-2)" in named[0].alert.detail, named[0].alert.detail
 
 

@@ -27,10 +27,10 @@ from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Change
 from distmon.wire import (
     P2P,
+    PACE_SAMPLES,
     RECV,
     SEND,
     ExceptionInfo,
-    PACE_SAMPLES,
     ExitInfo,
     GpuStatus,
     GroupStatus,

@@ -20,6 +20,7 @@ from distmon.monitor.attach.follow import AttachedMonitor
 from distmon.monitor.attach.serve import AttachServer
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
+from distmon.monitor.recording.batches import stored_batch
 from distmon.monitor.recording.format import ColumnRecord, MessageRecord
 from distmon.monitor.recording.readback import load
 from distmon.monitor.recording.reader import read_recording
@@ -423,3 +424,40 @@ def test_a_screen_attached_to_a_monitor_fed_by_relays_shows_what_it_shows(endpoi
         feed.close()
     finally:
         session.close()
+
+
+def version_2(frame: bytes) -> bytes:
+    """``frame`` as a rank of frame version 2 sent it: no pace, and its header without room for one."""
+    frame = wire.encode(dataclasses.replace(wire.decode(frame), pace=None))
+    fields = wire.HEADER.unpack_from(frame)
+    old = wire.HEADER_2.pack(2, *fields[1 : len(wire.HEADER_FIELDS_2)])
+    return old + frame[wire.HEADER.size :]
+
+
+def test_version_2_frames_and_headers_stored_so_read_as_ranks_whose_pace_is_not_known() -> None:
+    """From an older rank, relay or recording: every other number as it was, the pace NaN."""
+    frames = [raw for _, raw in SimJob(world=4).stream(until=3)]
+    current = parse(Batch.of(frames)).headers
+    older = parse(Batch.of([version_2(f) for f in frames]))
+    assert len(older) == len(frames) and not older.refused
+    for name in wire.arrays.HEADER_2.names or ():
+        if name not in ("version", "report"):  # its report lacks the pace too
+            assert np.array_equal(older.headers[name], current[name], equal_nan=True), name
+    assert np.isnan(older.headers["paced"]).all() and (current["paced"] >= 0).all()
+    cut = parse(Batch.of([f[: wire.HEADER_2.size] for f in frames]))
+    assert cut.refused == {"malformed": len(frames)}, "a version 3 frame cut to a version 2 header is no frame"
+    batch = columns_of([version_2(f) for f in frames])
+    stored = wire.arrays.HEADER_2
+    headers = np.zeros(len(frames), dtype=stored)
+    for name in stored.names or ():
+        headers[name] = batch.headers[name]
+    headers["version"] = 2
+    relays, via, ends = [[RELAY.id, RELAY.host]], batch.via.tobytes(), batch.ends.tobytes()
+    sent = assemble_columns(relays, via, ends, headers.tobytes(), batch.groups.tobytes(), batch.channels.tobytes(),
+                            batch.reports)  # fmt: skip
+    recorded = stored_batch(["n", 0.0, relays, via, ends, shuffled(headers), shuffled(batch.groups),
+                             shuffled(batch.channels), batch.reports])  # fmt: skip
+    for read in (sent, recorded):
+        assert isinstance(read, ColumnBatch) and read.headers.dtype == HEADER
+        assert (read.headers["version"] == wire.FRAME_VERSION).all() and np.isnan(read.headers["paced"]).all()
+        assert (read.headers["rank"] == current["rank"]).all()

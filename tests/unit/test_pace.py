@@ -35,7 +35,8 @@ def said(sim: SimJob, until: float) -> tuple[float, list[Alert]]:
     words since, as raised and updated: what it costs the job grows as the samples show it."""
     changes = drive(sim, Monitor(Detector(probe=sim.probe)), until)
     assert {(c.alert.kind, tuple(c.alert.ranks)) for _, c in changes} == {("straggler", (2,))}, changes
-    assert [c.event for _, c in changes][0] == "raised" and "resolved" not in [c.event for _, c in changes]
+    events = [c.event for _, c in changes]
+    assert events[0] == "raised" and "resolved" not in events, events
     return changes[0][0] - sim.start, [c.alert for _, c in changes]
 
 
