@@ -112,6 +112,14 @@ def test_a_healthy_job_never_has_a_straggler() -> None:
     assert np.nanmax(np.abs(held.sure[:16])) < 3, held.sure[:16]
 
 
+def test_among_many_ranks_the_one_slower_is_named_and_no_other_by_chance() -> None:
+    """256 ranks, each hold-up read against chance among as many: rank 100 20% slower is
+    named alone, and the largest of 255 healthy ranks' chance deviations names none."""
+    sim = SimJob(world=256, step_time=0.05).straggler(100, 1.2, data_wait=0.02, at=ONSET)
+    alerts = raised(sim, ONSET + 90)
+    assert [(a.kind, a.ranks) for _, a in alerts] == [("straggler", [100])], [a.summary for _, a in alerts]
+
+
 def test_a_slow_tensor_parallel_rank_is_named_not_the_peers_that_wait_for_it() -> None:
     """TP 2 x DP 4: rank 5 slow; rank 4 waits for it in their tensor-parallel group and comes
     late to its data-parallel peers for its sake. Only rank 5 is named."""

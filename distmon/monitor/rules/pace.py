@@ -25,6 +25,7 @@ This module decides; :mod:`distmon.monitor.rules.pace_words` words what it decid
 from __future__ import annotations
 
 import contextlib
+import math
 from dataclasses import dataclass
 
 import numpy as np
@@ -44,6 +45,8 @@ SCHEDULED = 2.0
 """Ranks that wait for a CPU some share of the time may come to their collectives that much
 late, for the scheduler's sake alone: where its peers share its host and wait for its CPUs
 too, a rank holds them up only if it does so by this many times that share or more."""
+JUDGED = 8
+"""A job of this many ranks judged or fewer names a straggler as sure as the thresholds say."""
 LOOKED_AT = 8
 """Peers on its host looked at, at most, to tell whether they wait for its CPUs too."""
 STARVED_OF_DATA = 3.0
@@ -70,7 +73,7 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
     with np.errstate(invalid="ignore"):
         unheld = (held.held > -limits.straggler_still) & ~job.flagged(wire.FLAG_EXITED)
         near = unheld & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
-        sure = unheld & (held.sure >= limits.straggler_sure) & (cost >= limits.straggler_cost)
+        sure = unheld & (held.sure >= _bar(limits.straggler_sure, held)) & (cost >= limits.straggler_cost)
     named = []
     for rank in np.flatnonzero(near).tolist():  # looked at from outside once near the line, to be ready
         looked, cpu = _cpu(job, rank, ctx)
@@ -101,6 +104,15 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
         )
         findings.append(finding(facts))
     return findings
+
+
+def _bar(sure: float, held: Holdups) -> float:
+    """How sure a hold-up must be to name its rank, among this many ranks judged: ``sure``
+    among :data:`JUDGED` or fewer; more among more, as the largest of their chance deviations
+    grows (as the root of twice its log), so a job of 131,072 ranks names no more ranks by
+    chance than one of eight."""
+    judged = np.count_nonzero(~np.isnan(held.sure))
+    return math.hypot(sure, math.sqrt(2 * math.log(max(1.0, judged / JUDGED))))
 
 
 def _named_in(key: str, job: JobState) -> list[int]:

@@ -72,7 +72,8 @@ class Thresholds:
     the rules have said yet."""
     straggler_sure: float = 5.0
     """A rank that holds its peers up (:mod:`distmon.monitor.state.pace`) is a straggler once
-    that hold-up is this many standard errors sure ..."""
+    that hold-up is this many standard errors sure (more among more than eight ranks: the
+    largest of their chance deviations grows with them) ..."""
     straggler_cost: float = 0.03
     """... and costs the job this share of its time or more ..."""
     straggler_still: float = 3.0
