@@ -63,8 +63,12 @@ class NodeEye:
         return Looks(self.host, samples, stacks, self._links_changed())
 
     def reports(self) -> list[bytes]:
-        """The reports written for the ranks found since the last call, as frames."""
-        return self.found.take() if self.found is not None else []
+        """The reports written for the ranks found since the last call, as frames; the ranks
+        whose stacks stand still are looked at closely from now on."""
+        if self.found is None:
+            return []
+        self.prober.ask([(pid, None, None) for pid in self.found.still()])
+        return self.found.take()
 
     def close(self) -> None:
         if self.found is not None:

@@ -36,6 +36,8 @@ USAGE_WINDOW = 10.0
 """Seconds of CPU and bytes a report's usage covers, as a rank's own does."""
 SAMPLERS = 4
 """py-spy runs at once."""
+MAX_HELD = 4096
+"""Reports held for the next :meth:`FoundRanks.take`, at most: the latest."""
 C10D = "torch/distributed/distributed_c10d.py"
 P2P_ARGS = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
 """The argument of each point-to-point op that names its peer."""
@@ -76,6 +78,7 @@ class FoundRanks:
         self._sampler = sampler
         self._watched: dict[tuple[int, int], _Watched] = {}
         self._frames: list[bytes] = []
+        self._still: list[int] = []
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.found = Found()
@@ -91,6 +94,12 @@ class FoundRanks:
             frames, self._frames = self._frames, []
         return frames
 
+    def still(self) -> list[int]:
+        """The ranks whose stacks stood where they are at the last two looks, by pid: the
+        eye looks at them closely, so that what they do is told as soon as the monitor asks."""
+        with self._lock:
+            return list(self._still)
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
@@ -103,9 +112,11 @@ class FoundRanks:
                 frames = self._turn()
             except Exception:  # the eye watches on: one bad turn costs one interval's reports
                 frames = []
+            still = [w.rank.pid for w in self._watched.values() if w.still_looks >= 2]
             with self._lock:
                 self._frames.extend(frames)
-                del self._frames[:-4096]
+                del self._frames[:-MAX_HELD]
+                self._still = still
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
     def _turn(self) -> list[bytes]:
@@ -133,7 +144,8 @@ class FoundRanks:
         look = proc.look(r.pid, time.monotonic())
         thread = taken.get(r.pid) if isinstance(taken, dict) else None
         stack = thread.frames if thread is not None and thread.frames else None
-        stalled = self._still(w, stack, t)
+        error = taken if isinstance(taken, str) else None if stack else "py-spy found no frame in its main thread"
+        stalled = self._stood(w, stack, t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []
         report = Report(
             job=r.job,
@@ -151,17 +163,19 @@ class FoundRanks:
             usage=_usage(w, look, t) if look is not None else None,
             loaders=loaders,
             tid=r.pid,
-            outside=Outside(r.launcher, _peer(thread) if thread is not None else None),
+            outside=Outside(r.launcher, _peer(thread) if thread else None, thread.owns_gil if thread else False, error),
         )
         return wire.encode(report)
 
     @staticmethod
-    def _still(w: _Watched, stack: list[StackFrame] | None, t: float) -> float | None:
+    def _stood(w: _Watched, stack: list[StackFrame] | None, t: float) -> float | None:
         """Since when the training thread's stack has stood where it is, once it has for
         :data:`STILL_LOOKS` looks and :data:`~distmon.wire.STALL_FLOOR` seconds; None while it
         moves, or where it could not be taken."""
-        signature = tuple((f.file, f.line, f.func) for f in stack) if stack else None
-        if signature is None or signature != w.signature:
+        if stack is None:  # not taken this time (torn while it ran, or refused): no look, no change
+            return w.still_since if w.still_looks >= STILL_LOOKS else None
+        signature = tuple((f.file, f.line, f.func) for f in stack)
+        if signature != w.signature:
             w.signature, w.still_since, w.still_looks = signature, t, 1
             return None
         w.still_looks += 1

@@ -230,6 +230,10 @@ class Outside:
     peer: int | None = None
     """The rank its training thread's send or receive names (the op's ``dst`` or ``src``),
     where its stack stands in one."""
+    owns_gil: bool = False
+    """Its training thread held the GIL when its stack was taken."""
+    stack_error: str | None = None
+    """Why its stack could not be taken this time (py-spy refused, or found no frame)."""
 
 
 @dataclass
