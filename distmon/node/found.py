@@ -20,6 +20,7 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from distmon import wire
 from distmon.node import proc
@@ -32,6 +33,12 @@ INTERVAL = 1.0
 STILL_LOOKS = 3
 """Stacks in a row that must agree, :data:`~distmon.wire.STALL_FLOOR` apart at least, before a
 rank's stack counts as standing still: one stack may catch a busy rank twice at one line."""
+ASLEEP_CPU = 0.02
+"""CPU seconds a main thread may use between two looks and still be asleep: the kernel counts
+in ticks of 10 ms."""
+SWITCHES = ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+ASLEEP_WAKES = 3
+"""Context switches it may make between two looks and still be asleep (a wait with a timeout)."""
 USAGE_WINDOW = 10.0
 """Seconds of CPU and bytes a report's usage covers, as a rank's own does."""
 SAMPLERS = 4
@@ -54,6 +61,9 @@ class _Watched:
     signature: tuple[tuple[str, int, str], ...] | None = None
     still_since: float = 0.0
     still_looks: int = 0
+    progress: tuple[float, int] | None = None
+    """Its main thread's CPU seconds and context switches at the last look."""
+    owned_gil: bool = False
     usage: deque[tuple[float, float, int, int]] = field(default_factory=deque)
     """(when, CPU seconds, bytes read, bytes written) over :data:`USAGE_WINDOW`."""
 
@@ -145,8 +155,10 @@ class FoundRanks:
         thread = taken.get(r.pid) if isinstance(taken, dict) else None
         stack = thread.frames if thread is not None and thread.frames else None
         error = taken if isinstance(taken, str) else None if stack else "py-spy found no frame in its main thread"
-        stalled = self._stood(w, stack, t)
+        stalled = _stood(w, thread if stack else None, _main_thread(r.pid), t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []
+        usage = _usage(w, look, t) if look is not None else None
+        outside = Outside(r.launcher, _peer(thread) if thread else None, thread.owns_gil if thread else False, error)
         report = Report(
             job=r.job,
             rank=r.rank,
@@ -160,28 +172,12 @@ class FoundRanks:
             stalled_since=stalled,
             stack=stack,
             memory=_memory(r.pid),
-            usage=_usage(w, look, t) if look is not None else None,
+            usage=usage,
             loaders=loaders,
             tid=r.pid,
-            outside=Outside(r.launcher, _peer(thread) if thread else None, thread.owns_gil if thread else False, error),
+            outside=outside,
         )
         return wire.encode(report)
-
-    @staticmethod
-    def _stood(w: _Watched, stack: list[StackFrame] | None, t: float) -> float | None:
-        """Since when the training thread's stack has stood where it is, once it has for
-        :data:`STILL_LOOKS` looks and :data:`~distmon.wire.STALL_FLOOR` seconds; None while it
-        moves, or where it could not be taken."""
-        if stack is None:  # not taken this time (torn while it ran, or refused): no look, no change
-            return w.still_since if w.still_looks >= STILL_LOOKS else None
-        signature = tuple((f.file, f.line, f.func) for f in stack)
-        if signature != w.signature:
-            w.signature, w.still_since, w.still_looks = signature, t, 1
-            return None
-        w.still_looks += 1
-        if w.still_looks >= STILL_LOOKS and t - w.still_since >= STALL_FLOOR:
-            return w.still_since
-        return None
 
     def _loaders(self, r: FoundRank, stack: list[StackFrame], since: float | None) -> list[Loader]:
         """While the rank waits on its DataLoader: its workers, each with its stack, and the
@@ -199,6 +195,48 @@ class FoundRanks:
         busy = [w for w in workers if w.stack and not _waits_for_work(w.stack)]
         owes = busy[0].id if len(busy) == 1 else None
         return [Loader(0, len(workers), workers, worker=owes, since=since)] if workers else []
+
+
+def _stood(w: _Watched, thread: Sampled | None, progress: tuple[float, int] | None, t: float) -> float | None:
+    """Since when the rank has made no progress seen from outside, once that has lasted
+    :data:`STILL_LOOKS` looks and :data:`~distmon.wire.STALL_FLOOR` seconds; None while it
+    moves. No progress: the same stack at each look, and its main thread either asleep in it
+    (no CPU, next to no wakes: a rank stepping through the same line at every look, the time
+    a step spends in backward, does not) or holding the GIL in it (one long call). A look
+    whose stack could not be taken (torn while the thread ran, or refused) changes nothing."""
+    if thread is None:
+        return w.still_since if w.still_looks >= STILL_LOOKS else None
+    signature = tuple((f.file, f.line, f.func) for f in thread.frames)
+    before, w.progress = w.progress, progress
+    asleep = progress is not None and before is not None and _asleep(before, progress)
+    held = thread.owns_gil and w.owned_gil
+    w.owned_gil = thread.owns_gil
+    if signature != w.signature or not (asleep or held):
+        w.signature, w.still_since, w.still_looks = signature, t, 1
+        return None
+    w.still_looks += 1
+    if w.still_looks >= STILL_LOOKS and t - w.still_since >= STALL_FLOOR:
+        return w.still_since
+    return None
+
+
+def _asleep(before: tuple[float, int], now: tuple[float, int]) -> bool:
+    """The main thread neither ran nor woke between two looks (a thread in a loop that polls
+    with a timeout wakes a few times a second at most)."""
+    return now[0] - before[0] <= ASLEEP_CPU and now[1] - before[1] <= ASLEEP_WAKES
+
+
+def _main_thread(pid: int) -> tuple[float, int] | None:
+    """The main thread's CPU seconds and context switches so far, None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    except OSError:
+        return None
+    ticks = stat.rsplit(")", 1)[-1].split()
+    counts = dict(line.partition(":")[::2] for line in status.splitlines())
+    switches = sum(int(counts.get(name, "0").strip() or 0) for name in SWITCHES)
+    return (int(ticks[11]) + int(ticks[12])) / proc.CLOCK_TICKS, switches
 
 
 def _peer(thread: Sampled) -> int | None:

@@ -285,8 +285,9 @@ class Report:
     ``sys.getswitchinterval()``); otherwise about once a report. Absent from ranks that predate it."""
     outside: Outside | None = None
     """Set where a node's eye wrote this report for a rank found from outside; then ``stack`` is
-    its training thread's latest, taken by py-spy, and ``stalled_since`` when that stack last
-    moved, once it has stood still for :data:`STALL_FLOOR` or more."""
+    its training thread's latest, taken by py-spy, and ``stalled_since`` since when it has made
+    no progress seen from outside (the same stack at every look, and its thread asleep in it
+    or holding the GIL), once that has lasted :data:`STALL_FLOOR` or more."""
     v: int = VERSION
 
 

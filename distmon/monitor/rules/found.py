@@ -35,6 +35,7 @@ import numpy as np
 from distmon import wire
 from distmon.monitor.outside.verdicts import Verdict
 from distmon.monitor.rules.base import Context
+from distmon.monitor.rules.hang import observe
 from distmon.monitor.rules.hang_words import (
     Deadlock,
     Hang,
@@ -58,6 +59,7 @@ from distmon.monitor.rules.process import (
 )
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
+from distmon.monitor.state.columns import I8
 from distmon.monitor.state.whereabouts import Place, classify, user_frame
 from distmon.monitor.state.words import duration, rank_word, stack_lines, where
 from distmon.wire import ANY_SOURCE, StackFrame
@@ -86,22 +88,18 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     if not found.any() or (c.in_collective | c.in_p2p)[live].any():
         return []
     ranks = np.flatnonzero(found)
-    still = ranks[job.flagged(wire.FLAG_STALLED, ranks)]
-    ages = job.ages(c.stalled_since[still], now, still)
-    places = _places(job, still)
-    waiting = [
-        _Stood(int(rank), float(age), _waited_in(job, int(rank), places[int(rank)]))
-        for rank, age in zip(still.tolist(), ages.tolist(), strict=True)
-        if places[int(rank)].kind in PEER_KINDS
-    ]
+    places = _places(job, ranks)
+    at_peers = [rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_KINDS]
+    waiting = [_Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, at_peers)]
     early, hang = ctx.limits.early_after(0.0), ctx.limits.hang_after(0.0, ctx.interval)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []
-    stood = {w.rank for w in waiting}
     missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
-    roots = [int(r) for r in ranks if int(r) not in stood] + missing
+    roots = [rank for rank in ranks.tolist() if rank not in at_peers] + missing
     if roots:
         return _hang(job, ctx, roots, waiting, early, hang)
+    if len(waiting) < len(at_peers):
+        return []  # some ranks at a collective still move, or work there: not stuck yet
     ring = _ring(waiting)
     if ring:
         return [_deadlock(job, ctx, ring, waiting)]
@@ -109,14 +107,25 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     if len(by_place) > 1 and min(w.age for w in waiting) >= early:
         return [_divergence(job, ctx, by_place)]
     if len(by_place) == 1 and max(w.age for w in waiting) >= hang:
-        return [_stuck(job, ctx, waiting)]
+        return [_stuck(waiting)]
     return []
 
 
-def _places(job: JobState, ranks: np.ndarray) -> dict[int, Place]:
-    """Each rank's place, one stack classified per distinct stack."""
+def _stood(job: JobState, ctx: Context, ranks: list[int]) -> list[tuple[int, float]]:
+    """Of ``ranks``, those standing still (no progress seen from outside), each with how long."""
+    if not ranks:
+        return []
+    mine = np.array(ranks, dtype=np.int64)
+    still = mine[job.flagged(wire.FLAG_STALLED, mine)]
+    ages = job.ages(job.cols.stalled_since[still], ctx.now, still)
+    return list(zip(still.tolist(), ages.tolist(), strict=True))
+
+
+def _places(job: JobState, ranks: I8) -> dict[int, Place | None]:
+    """Each rank's place (None where its stack could not be taken), one stack classified per
+    distinct stack."""
     hashes = job.cols.stack[ranks]
-    kinds: dict[int, Place] = {}
+    kinds: dict[int, Place | None] = {0: None}
     out = {}
     for rank, h in zip(ranks.tolist(), hashes.tolist(), strict=True):
         if h not in kinds:
@@ -125,12 +134,13 @@ def _places(job: JobState, ranks: np.ndarray) -> dict[int, Place]:
     return out
 
 
-def _waited_in(job: JobState, rank: int, place: Place) -> WaitedIn:
+def _waited_in(job: JobState, rank: int, place: Place | None) -> WaitedIn:
     """What a found rank's stack stands in: its op (the innermost ``torch.distributed`` call),
     where its code called it, and the peer a send or receive names."""
     r = job.report_of(rank)
     frames = r.stack or []
     op = next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
+    assert place is not None
     if op is None:
         op = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}.get(place.kind)
     peer = r.outside.peer if r.outside is not None and place.kind == "p2p" else None
@@ -172,10 +182,13 @@ def _hang(
     waited = max(w.age for w in waiting)
     views = [job.ranks.get(rank) for rank in roots[:MAX_SHOWN]]
     early = waited < hang_after
+    habit = None
     if early:
         if len(roots) > MAX_SHOWN:
             return []
         seen = [doing_nothing(s, ctx, waited) if s is not None and not s.finished else None for s in views]
+        if observe(job, ctx, roots, waited, dict(zip(roots, seen, strict=False)), lambda: True) is not None:
+            return []  # a pause the job usually takes: it outlasts itself only past the hang threshold
         if any(v is None for v in seen) or waited < early_after:
             for s in views:  # its eye goes on looking, to judge it as soon as it can
                 if s is not None:
@@ -187,8 +200,13 @@ def _hang(
     else:
         looks = {
             rank: look_at(s, ctx, silent=gil_held(s, ctx), waited=waited) if s is not None else Look(None)
-            for rank, s in zip(roots, views, strict=True)
+            for rank, s in zip(roots, views, strict=False)
         }
+        habit = observe(job, ctx, roots, waited, {rank: look.verdict for rank, look in looks.items()}, lambda: True)
+        if habit is not None and waited <= habit.allowance(hang_after):
+            return []
+        if habit is not None:
+            ctx.routine.outlasted(roots)
     lines = _lines(waiting, tuple(roots))
     working = all_working(list(looks.values()))
     h = Hang(
@@ -204,6 +222,7 @@ def _hang(
         early=early,
         working=working and not early,
         hang_after=hang_after,
+        habit=habit,
     )
     summary, detail = hang_words(h)
     return [Finding("hang", "hang", h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
@@ -281,7 +300,7 @@ def _divergence(job: JobState, ctx: Context, by_place: dict[tuple[str | None, st
     )
 
 
-def _stuck(job: JobState, ctx: Context, waiting: list[_Stood]) -> Finding:
+def _stuck(waiting: list[_Stood]) -> Finding:
     """Every rank waits in one collective, called at one place, and it does not complete."""
     age = max(w.age for w in waiting)
     stuck = StuckCollective(waiting[0].place, age, None, None, ())
