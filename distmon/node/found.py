@@ -26,7 +26,19 @@ from distmon import wire
 from distmon.node import proc
 from distmon.node.finder import Finder, Found, FoundRank
 from distmon.node.pyspy import Sampled, sample
-from distmon.wire import ANY_SOURCE, STALL_FLOOR, Loader, Memory, Outside, Report, StackFrame, Usage, Worker
+from distmon.wire import (
+    ANY_SOURCE,
+    GONE,
+    STALL_FLOOR,
+    ExitInfo,
+    Loader,
+    Memory,
+    Outside,
+    Report,
+    StackFrame,
+    Usage,
+    Worker,
+)
 
 INTERVAL = 1.0
 """Seconds between two reports for a found rank: a scan, a look and a stack each."""
@@ -64,6 +76,8 @@ class _Watched:
     progress: tuple[float, int] | None = None
     """Its main thread's CPU seconds and context switches at the last look."""
     owned_gil: bool = False
+    stack: list[StackFrame] | None = None
+    """Its training thread's last stack taken."""
     usage: deque[tuple[float, float, int, int]] = field(default_factory=deque)
     """(when, CPU seconds, bytes read, bytes written) over :data:`USAGE_WINDOW`."""
 
@@ -135,12 +149,11 @@ class FoundRanks:
         self.found, self.scans = found, self.scans + 1
         ranks = self._followed(found)
         keys = {(r.pid, r.started): r for r in ranks}
-        for key in [key for key in self._watched if key not in keys]:
-            del self._watched[key]  # gone: its reports stop, as a rank's do
+        gone = [self._gone(self._watched.pop(key)) for key in [key for key in self._watched if key not in keys]]
         for key, rank in keys.items():
             self._watched.setdefault(key, _Watched(rank)).rank = rank
         stacks = dict(zip(keys, self._pool.map(lambda r: self._sampler(r.pid), ranks), strict=True))
-        return [self._report(self._watched[key], stacks[key]) for key in keys]
+        return gone + [self._report(self._watched[key], stacks[key]) for key in keys]
 
     def _followed(self, found: Found) -> list[FoundRank]:
         if self.pick is None:
@@ -148,12 +161,24 @@ class FoundRanks:
         job = found.job_of(self.pick, self._finder.parents)
         return found.jobs.get(job, []) if job is not None else []
 
+    def _gone(self, w: _Watched) -> bytes:
+        """The last report for a rank whose process is gone: how it ended cannot be seen."""
+        r = w.rank
+        w.n += 1
+        report = Report(
+            job=r.job, rank=r.rank, world=r.world, host=self.host, pid=r.pid, t=time.time(), n=w.n,
+            interval=self.interval, local_rank=r.local_rank, stack=w.stack, tid=r.pid,
+            exit=ExitInfo(GONE, time.time()), outside=Outside(r.launcher),
+        )  # fmt: skip
+        return wire.encode(report)
+
     def _report(self, w: _Watched, taken: dict[int, Sampled] | str) -> bytes:
         r, t = w.rank, time.time()
         w.n += 1
         look = proc.look(r.pid, time.monotonic())
         thread = taken.get(r.pid) if isinstance(taken, dict) else None
         stack = thread.frames if thread is not None and thread.frames else None
+        w.stack = stack or w.stack
         error = taken if isinstance(taken, str) else None if stack else "py-spy found no frame in its main thread"
         stalled = _stood(w, thread if stack else None, _main_thread(r.pid), t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []

@@ -204,6 +204,9 @@ FINISHED = "finished"
 """Its training ended before its process did (the training function returned, the process
 group was destroyed): the rank said goodbye, and its process may go any way after (Ray Train
 kills its workers). A monitor that predates it reads it as ``clean``."""
+GONE = "gone"
+"""Its process ended, seen from outside: a node's eye, reporting for a rank it found without
+the hook (:class:`Outside`), saw it go and cannot tell how (no last words)."""
 STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 """The ways a rank is stopped from outside rather than ending on its own."""
 
@@ -212,8 +215,9 @@ STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 class ExitInfo:
     """How the process ended: ``how`` is ``clean``, ``exception``, ``interrupted`` (Ctrl-C),
     ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails),
-    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``), or ``finished``
-    (:data:`FINISHED`: its training ended cleanly, its process still there)."""
+    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``), ``finished``
+    (:data:`FINISHED`: its training ended cleanly, its process still there), or ``gone``
+    (:data:`GONE`: seen from outside, how unknown)."""
 
     how: str
     t: float

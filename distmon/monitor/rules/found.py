@@ -67,6 +67,8 @@ from distmon.wire import ANY_SOURCE, StackFrame
 PEER_KINDS = frozenset({"collective", "p2p", "init"})
 """Places where a rank found standing still waits on its peers."""
 MAX_SHOWN = 4
+RAN_ON = 5.0
+"""Seconds the others must run on after a found rank's process ended for it to be named."""
 THE_JOB = "the job"
 """The group a collective seen from outside is waited in: its stack names no group."""
 C10D = "torch/distributed/distributed_c10d.py"
@@ -311,3 +313,43 @@ def _stuck(waiting: list[_Stood]) -> Finding:
 def _words(place: WaitedIn) -> str:
     op = place.op or "a collective"
     return f"{op} at {where(place.at)}"
+
+
+def found_gone(job: JobState, ctx: Context) -> list[Finding]:
+    """``rank_lost`` for ranks found from outside: a rank whose process ended while the others
+    ran on for :data:`RAN_ON` seconds. Seen from outside, a process leaves no last words, and
+    the order in which a job's processes end tells nothing (a rank killed takes longer to end
+    than the peers its death brings down): a job whose processes all ended within that time
+    ended, how distmon cannot tell, and no rank is named."""
+    c = job.cols
+    found = c.present & job.flagged(wire.FLAG_FOUND)
+    gone = [s for s in job.views(found & job.flagged(wire.FLAG_EXITED)) if _gone_at(s) is not None]
+    if not gone:
+        return []
+    running = found & job.live(ctx.now)
+    ages = [s.age(_gone_at(s) or 0.0, ctx.now) for s in gone]
+    if not running.any() or max(ages) < RAN_ON:
+        return []
+    ranks = sorted(s.rank for s in gone)
+    others = np.flatnonzero(running).tolist()
+    summary = (
+        f"{rank_word(ranks)} {'its process' if len(ranks) == 1 else 'their processes'} ended "
+        f"{duration(max(ages))} ago while {rank_word(others)} run on: no last words (found without the hook)"
+    )
+    lines = [
+        f"{rank_word(ranks)}: seen from outside, the process ended; how (a signal, an exception), only its log says."
+    ]
+    for s in sorted(gone, key=lambda s: s.rank)[:MAX_SHOWN]:
+        r = s.report
+        lines.append(f"  rank {r.rank} on {r.host} (pid {r.pid}), last seen at:")
+        lines.extend(stack_lines(r.stack, 3, "    "))
+    lines.append(
+        "What to do: read that rank's lines in the job's log (torchrun prefixes them with [rankN]) and the node's "
+        "kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`)."
+    )
+    return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
+
+
+def _gone_at(s: RankState) -> float | None:
+    exit = s.report.exit
+    return exit.t if exit is not None and exit.how == wire.GONE else None
