@@ -86,7 +86,7 @@ class _Stood:
 def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     c, now = job.cols, ctx.now
     live = job.live(now)
-    found = live & job.flagged(wire.FLAG_FOUND)
+    found = live & job.found()
     if not found.any() or (c.in_collective | c.in_p2p)[live].any():
         return []
     ranks = np.flatnonzero(found)
@@ -321,8 +321,7 @@ def found_gone(job: JobState, ctx: Context) -> list[Finding]:
     the order in which a job's processes end tells nothing (a rank killed takes longer to end
     than the peers its death brings down): a job whose processes all ended within that time
     ended, how distmon cannot tell, and no rank is named."""
-    c = job.cols
-    found = c.present & job.flagged(wire.FLAG_FOUND)
+    found = job.found()
     gone = [s for s in job.views(found & job.flagged(wire.FLAG_EXITED)) if _gone_at(s) is not None]
     if not gone:
         return []

@@ -24,7 +24,7 @@ def memory_pressure(job: JobState, ctx: Context) -> list[Finding]:
     findings = [f for s in job.views(full) for f in _near_limit(s, ctx)]
     # a leak is memory kept step over step: a rank found from outside counts no steps, and its
     # start-up (torch's import, the model built) is memory growing for good reason
-    stepping = running & ~job.flagged(wire.FLAG_FOUND)
+    stepping = running & ~job.found()
     for metric in ("gpu", "rss"):
         findings += [f for s in job.views(stepping & _grown(job, metric, ctx)) for f in _growth(s, metric, ctx)]
     return findings

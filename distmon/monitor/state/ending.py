@@ -87,6 +87,7 @@ class EndingFacts(Protocol):
     def flagged(self, flag: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
     def consequences(self, of: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
     def failed_on_their_own(self) -> npt.NDArray[np.bool_]: ...
+    def found(self, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
     def report_of(self, rank: int) -> Report: ...
 
 
@@ -119,7 +120,7 @@ def job_ending(job: EndingFacts, standing: Iterable[Alert]) -> Ending | None:
     if not len(present) or not job.flagged(wire.FLAG_EXITED)[present].all():
         return None
     stopped = np.flatnonzero(job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)).tolist()
-    if not stopped and job.flagged(wire.FLAG_FOUND)[present].any():
+    if not stopped and job.found()[present].any():
         return Ending(
             Ending.FINISHED,
             "ended: every process of the job ended (found without the hook: whether cleanly, distmon cannot tell; "
