@@ -20,12 +20,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distmon.forensics.accounts import Accounts, accounts
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.logs import LogFacts
+from distmon.forensics.logfacts import LogFacts
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
-from distmon.wire import PEER_LOST, GroupStatus
+from distmon.wire import GroupStatus
 
 LOW_TIMEOUT_MS = 10_000
 """A collective timeout shorter than this is no job's setting but a mistake (``Timeout(ms)=1``):
@@ -81,6 +82,11 @@ class Blame:
 def judge(analysis: Analysis) -> Blame:
     first = first_cause(analysis.alerts)
     log = analysis.log
+    told = accounts(log, analysis.world)
+    if told.named:
+        return Blame(sorted(told.named), [], None, _named(told.named), first)
+    if told.nobody is not None:
+        return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", first)
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
         return Blame(sorted(first.ranks), [], None, first.headline, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
@@ -90,12 +96,8 @@ def judge(analysis: Analysis) -> Blame:
             "may take: the configuration (init_process_group's timeout, or its unit), not a rank"
         )
         return Blame([], [], why, f"nobody to blame: {why}", first)
-    named = sorted(r for r in log.named if r < analysis.world)
-    if named:
-        words = log.named[named[0]]
-        return Blame(named, [], None, f"{rank_word(named)} never answered a peer's monitored barrier ({words})", first)
     if first is None or first.kind in FAILURE_KINDS:
-        return Blame([], [], None, _nothing(analysis), first)
+        return _nothing(analysis, told, first)
     if not first.ranks:
         return _nobody(analysis, first)
     proven = sorted(r for r in first.ranks if _proven(analysis, r))
@@ -110,27 +112,53 @@ def judge(analysis: Analysis) -> Blame:
     return Blame([], suspects, None, headline, first)
 
 
+def _named(named: dict[int, str]) -> str:
+    """``rank 7 finished collective #182 and never started #183, ...``: the ranks a report
+    names, those with the same words together."""
+    by_why: dict[str, list[int]] = {}
+    for rank, why in sorted(named.items()):
+        by_why.setdefault(why, []).append(rank)
+    return "; ".join(f"{rank_word(ranks)} {why}" for why, ranks in by_why.items())
+
+
 def _consequence(log: LogFacts, rank: int) -> bool:
-    """The rank raised because a peer was lost: its exception is no cause of its own."""
+    """The rank raised because another went first: its exception is no cause of its own."""
     raised = log.raised.get(rank)
-    return raised is not None and bool(PEER_LOST.search(raised.said))
+    return raised is not None and raised.consequence
 
 
-def _nothing(analysis: Analysis) -> str:
-    """What a log that shows no wait and no failure of a placed rank says."""
+def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
+    """What a log that shows no wait and no failure of a placed rank says: where only
+    ranks that lost a peer raised, the peer is one the log does not show waiting."""
     log = analysis.log
     said = []
     if log.unplaced_said:
         said.append(f"the watchdog's lines name no global rank ({'; '.join(log.unplaced_said[:3])})")
-    primary = [r for r in log.unplaced if not PEER_LOST.search(r.said)]
+    primary = [r for r in log.unplaced if not r.consequence]
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
     consequences = sorted(r for r in log.raised if _consequence(log, r))
+    peers = log.peers.peers()
+    lost = f" ({', '.join(f'connection closed by {p}' for p in peers[:2])})" if peers else ""
     if consequences:
-        said.append(f"{rank_word(consequences)} raised because a peer was lost, and no line says which")
+        said.append(f"{rank_word(consequences)} raised because a peer was lost{lost}")
+    elif peers:
+        said.append(f"a transport lost its peer{lost}")
+    suspects = [Suspect(r, why) for r, why in told.suspects]
+    if consequences or peers:
+        gone = [r for r in range(analysis.world) if r not in log.seen and all(s.rank != r for s in suspects)]
+        suspects += [Suspect(r, f"no line in the log: the peer lost is one the log does not show{lost}") for r in gone]
+    if suspects:
+        lead = suspects[0]
+        headline = "; ".join(said) + "; " if said else ""
+        return Blame(
+            [], suspects[:MAX_SUSPECTS], None, f"{headline}suspected: {rank_word([lead.rank])} ({lead.why})", first
+        )
     if said:
-        return "; ".join(said)
-    return NOTHING if analysis.ranks else "nothing to judge: no dump or watchdog line was read"
+        return Blame([], [], None, "; ".join(said) + ("" if not consequences else ", and no line says which"), first)
+    return Blame(
+        [], [], None, NOTHING if analysis.ranks else "nothing to judge: no dump or watchdog line was read", first
+    )
 
 
 def _proven(analysis: Analysis, rank: int) -> bool:
@@ -233,7 +261,7 @@ def _alone(analysis: Analysis) -> Suspect | None:
 def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:
     """An exception the log shows with no rank, not a lost peer's, and one rank absent: it is
     likely that rank's."""
-    raised = next((r for r in analysis.log.unplaced if not r.cut and not PEER_LOST.search(r.said)), None)
+    raised = next((r for r in analysis.log.unplaced if not r.cut and not r.consequence), None)
     if raised is None or len(absent) != 1:
         return None
     return Suspect(

@@ -209,7 +209,7 @@ def test_the_command_prints_json_with_the_contract_fields(tmp_path: Path, capsys
     [
         (["--world", "zero"], "not a number of ranks: 'zero'"),
         (["--world", "0"], "a world of 1 to"),
-        ([], "no Flight Recorder dump nor watchdog line found"),
+        ([], "no Flight Recorder dump nor job log found"),
     ],
 )
 def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> None:
