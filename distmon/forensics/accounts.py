@@ -27,8 +27,8 @@ ALIKE = (
     "batch), not a rank"
 )
 MISUSED = (
-    "the program used NCCL wrongly (its device assignment, a communicator used after it failed, arguments the "
-    "ranks do not agree on), not a rank"
+    "the program or its launch used NCCL or the GPUs wrongly (its device assignment, a communicator used after "
+    "it failed, arguments the ranks do not agree on), not a rank"
 )
 FABRIC = "the network between the nodes (the InfiniBand or RoCE fabric, a port, a switch), not a rank"
 
@@ -141,8 +141,10 @@ def _failures(log: LogFacts) -> list[_Failure]:
 
 
 def _kind(raised: Raised) -> str:
-    """An exception as alike across ranks: its type and message, numbers left out."""
-    message = re.sub(r"\d+", "N", raised.message.split("\n")[0])[:120]
+    """An exception as alike across ranks: its type and its message's first sentence, numbers
+    left out (each rank's OOM names its own GPU and sizes)."""
+    sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
+    message = re.sub(r"\d+", "N", sentence)[:120]
     return f"{raised.type}: {message}" if message else raised.type
 
 

@@ -31,6 +31,8 @@ from distmon.guards.text import visible
 
 MAX_LISTED = 1 << 17
 """Ranks one line of the report may list: more is no real job's."""
+MAX_PIECES = 64
+"""Lines of a report one line of the log may hold."""
 
 _TIMEOUT = re.compile(r"- \[(\d{1,9})\] Timeout at collective: (\w{1,40}), #(\d{1,18})")
 _MISSING = re.compile(r"ranks \[([\d, ]{1,2000000})\] are the lagging ranks that caused this timeout")
@@ -120,7 +122,14 @@ class DesyncLines:
 
     def line(self, body: str, rank: int | None) -> DesyncReport | None:
         """The report ``body`` begins or adds to, if it is one of a report's lines (``rank``:
-        the global rank its line carries, if any)."""
+        the global rank its line carries, if any); a report an exception's text holds on one
+        line (``\\n\\t - ...``) is read piece by piece."""
+        if "\\n" in body and "Timeout at collective:" in body:
+            found = [self._line(piece, rank) for piece in body.split("\\n")[:MAX_PIECES]]
+            return next((report for report in reversed(found) if report is not None), None)
+        return self._line(body, rank)
+
+    def _line(self, body: str, rank: int | None) -> DesyncReport | None:
         if "Timeout at collective:" in body and (begun := _TIMEOUT.search(body)):
             report = DesyncReport(int(begun.group(1)), visible(begun.group(2), 40), int(begun.group(3)), rank)
             self.reports.append(report)

@@ -94,4 +94,4 @@ class HorovodStalls:
             how = "every stalled tensor" if most > 1 else "the stalled tensor"
         else:
             how = f"{most} of the {len(missing)} stalled tensors"
-        return held, f"missing from {how}: it did not submit {'them' if most > 1 else 'it'} (Horovod's stall inspector)"
+        return held, f"missing from {how}, which its peers submitted (Horovod's stall inspector)"

@@ -51,8 +51,6 @@ _WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
 _LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)")
 """A rank torchrun's failure table lists: the world has at least as many."""
 _SPAWNED = re.compile(r"-- Process (\d{1,9}) terminated with the following error:")
-_DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
-"""Where a traceback that ends in a collective call stands: a rank that waited raised there."""
 
 
 @dataclass
@@ -102,7 +100,7 @@ class _Reader:
         consequences = any(r.consequence for r in self.facts.raised.values())
         for rank, building in self.tracebacks.items():
             cut = building.cut(self.stamp)
-            if cut is not None and not consequences and not _in_a_collective(cut):
+            if cut is not None and not consequences and not cut.in_collective:
                 self._raised(rank, cut)
         self.facts.place()
 
@@ -290,11 +288,6 @@ def _unplaced(found: Said) -> str:
     who = f"rank {found.local} of group {found.group}" if found.group is not None else "a rank"
     what = found.error or " ".join(p for p in (found.op, f"#{found.seq}" if found.seq is not None else None) if p)
     return f"{who}: {what or 'its watchdog fired'}"
-
-
-def _in_a_collective(raised: Raised) -> bool:
-    """Its innermost frames are torch's collective calls: the rank raised while waiting."""
-    return any(part in f.file for f in raised.frames[-3:] for part in _DISTRIBUTED)
 
 
 def read_log(stream: IO[str] | Iterable[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:

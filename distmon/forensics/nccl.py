@@ -7,8 +7,9 @@ on, how many ranks it has, and the errors that mean the program used NCCL wrongl
 
 A host names a node; a communicator's ``rank`` is its own, the global rank only in the largest
 communicator of the log (the world's). ``invalid usage`` (two ranks on one GPU, a communicator
-used after it was aborted, arguments no two ranks agree on) is the program's doing, not a
-rank's: no rank is to blame for it.
+used after it was aborted, arguments no two ranks agree on) and CUDA's ``invalid device
+ordinal`` (more ranks on a node than it has GPUs) are the program's or its launch's doing, not
+a rank's: no rank is to blame for them.
 """
 
 from __future__ import annotations
@@ -26,7 +27,9 @@ _PREFIX = re.compile(r"^([\w.-]{1,200}):\d{1,12}:\d{1,12} \[\d{1,4}\] NCCL (?:IN
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
 _MEMBER = re.compile(r"\bcomm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9})")
 _DUPLICATE = re.compile(r"Duplicate GPU detected : rank (\d{1,9}) and rank (\d{1,9}) both on CUDA device (\w{1,40})")
-_MISUSE = re.compile(r"ncclInvalidUsage|ncclInvalidArgument|NCCL error.{0,300}?, invalid (?:usage|argument)")
+_MISUSE = re.compile(
+    r"ncclInvalidUsage|ncclInvalidArgument|NCCL error.{0,300}?, invalid (?:usage|argument)|invalid device ordinal"
+)
 
 
 @dataclass

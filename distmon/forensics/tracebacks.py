@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from distmon.forensics.distributed_debug import MISMATCH
+from distmon.forensics.watchdog import op_family
 from distmon.guards.text import visible
 from distmon.wire import PEER_LOST, StackFrame
 
@@ -25,6 +26,8 @@ MAX_MESSAGE_LINES = 8
 
 TRACEBACK = "Traceback (most recent call last):"
 _LAUNCHERS = ("ChildFailedError", "CalledProcessError")
+_DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
+"""Where a traceback that ends in a collective call stands: a rank that waited raised there."""
 """What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess)."""
 FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
@@ -56,6 +59,18 @@ class Raised:
     def said(self) -> str:
         """Its whole message, as the exception's text would be."""
         return "\n".join([self.message, *self.more])
+
+    @property
+    def in_collective(self) -> bool:
+        """Its innermost frames are torch's collective calls: the rank raised while waiting."""
+        return any(part in f.file for f in self.frames[-3:] for part in _DISTRIBUTED)
+
+    @property
+    def collective(self) -> str | None:
+        """The collective it raised in (:func:`~distmon.forensics.watchdog.op_family`), from its
+        innermost frame of ``torch.distributed`` that names one."""
+        inner = (f for f in reversed(self.frames[-8:]) if any(part in f.file for part in _DISTRIBUTED))
+        return next((family for f in inner if (family := op_family(f.func)) is not None), None)
 
     @property
     def consequence(self) -> bool:

@@ -18,11 +18,12 @@ named.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from distmon.forensics.accounts import Accounts, accounts
 from distmon.forensics.analysis import Analysis
 from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.watchdog import op_family
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
@@ -76,7 +77,12 @@ class Blame:
     """Where no rank is to blame: what the files point to instead."""
     headline: str
     cause: Alert | None
-    """The monitor's first cause, where it has one."""
+    """The monitor's first cause, where the verdict is its."""
+    reported: dict[int, str] = field(default_factory=dict)
+    """The culprits a report of the log names (torch's, Horovod's), each with its words."""
+    accounted: bool = False
+    """The verdict is the log's own accounts' (a report, the launchers, NCCL), not the monitor's
+    rules on the waits."""
 
 
 def judge(analysis: Analysis) -> Blame:
@@ -84,9 +90,9 @@ def judge(analysis: Analysis) -> Blame:
     log = analysis.log
     told = accounts(log, analysis.world)
     if told.named:
-        return Blame(sorted(told.named), [], None, _named(told.named), first)
+        return Blame(sorted(told.named), [], None, _named(told.named), None, told.named, accounted=True)
     if told.nobody is not None:
-        return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", first)
+        return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", None, accounted=True)
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
         return Blame(sorted(first.ranks), [], None, first.headline, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
@@ -99,9 +105,9 @@ def judge(analysis: Analysis) -> Blame:
     if first is None or first.kind in FAILURE_KINDS:
         return _nothing(analysis, told, first)
     if not first.ranks:
-        return _nobody(analysis, first)
+        return _another_collective(analysis) or _nobody(analysis, first)
     proven = sorted(r for r in first.ranks if _proven(analysis, r))
-    suspects = _suspects(analysis, [r for r in first.ranks if r not in proven])
+    suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
     if proven:
         return Blame(proven, suspects, None, first.headline + _short(log), first)
     waiting = _waiting(analysis) or first.headline
@@ -110,6 +116,12 @@ def judge(analysis: Analysis) -> Blame:
     lead = suspects[0]
     headline = f"{waiting}; suspected: {rank_word([lead.rank])} ({lead.why}){_short(log)}"
     return Blame([], suspects, None, headline, first)
+
+
+def _pointed(told: Accounts, suspects: list[Suspect]) -> list[Suspect]:
+    """The suspects an account points to (a lost peer's host, a killed local rank) first."""
+    first = [Suspect(r, why) for r, why in told.suspects if any(s.rank == r for s in suspects)]
+    return first + [s for s in suspects if all(f.rank != s.rank for f in first)]
 
 
 def _named(named: dict[int, str]) -> str:
@@ -167,6 +179,29 @@ def _proven(analysis: Analysis, rank: int) -> bool:
     if f is not None:
         return f.dump is not None or bool(f.groups)
     return analysis.dumps > 0
+
+
+def _another_collective(analysis: Analysis) -> Blame | None:
+    """The ranks that wait, all in one collective, where the ranks that raised on losing
+    them did so inside another (their tracebacks' innermost collective call): the fewer side
+    issued a different collective from its peers."""
+    waits = {
+        f.rank: family
+        for f in analysis.ranks.values()
+        for g in f.groups
+        if in_flight(g) and g.op and (family := op_family(g.op))
+    }
+    raised = {r: family for r, x in analysis.log.raised.items() if x.consequence and (family := x.collective)}
+    raised = {r: family for r, family in raised.items() if r not in waits}
+    if len(set(waits.values())) != 1 or len(set(raised.values())) != 1 or set(waits.values()) == set(raised.values()):
+        return None
+    if len(waits) == len(raised):
+        return None
+    odd, peers = (waits, raised) if len(waits) < len(raised) else (raised, waits)
+    [op], [theirs] = set(odd.values()), set(peers.values())
+    source = "their tracebacks" if odd is waits else "their watchdog lines"
+    why = f"issued {op} where {rank_word(sorted(peers))} called {theirs} ({source}): a collective no peer issued"
+    return Blame(sorted(odd), [], None, f"{rank_word(sorted(odd))} {why}", None, dict.fromkeys(odd, why), True)
 
 
 def _nobody(analysis: Analysis, first: Alert) -> Blame:
