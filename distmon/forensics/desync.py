@@ -125,7 +125,8 @@ class DesyncLines:
         the global rank its line carries, if any); a report an exception's text holds on one
         line (``\\n\\t - ...``) is read piece by piece."""
         if "\\n" in body and "Timeout at collective:" in body:
-            found = [self._line(piece, rank) for piece in body.split("\\n")[:MAX_PIECES]]
+            pieces = body.replace("\\t", " ").split("\\n")[:MAX_PIECES]
+            found = [self._line(piece, rank) for piece in pieces]
             return next((report for report in reversed(found) if report is not None), None)
         return self._line(body, rank)
 

@@ -82,4 +82,4 @@ class NcclLines:
             return []
         placed = self.hosts[max(self.hosts)]
         short = host.split(".")[0]
-        return sorted(next((ranks for h, ranks in placed.items() if h == host or h.split(".")[0] == short), set()))
+        return sorted({r for h, ranks in placed.items() if h.split(".")[0] == short for r in ranks})
