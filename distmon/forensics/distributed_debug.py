@@ -27,7 +27,10 @@ from distmon.guards.text import visible
 
 MISMATCH = "Detected mismatch between collectives"
 """What a rank raises when the fingerprint check fails: a report of the others, no fault of its own."""
-MAX_WORLD_LISTED = 1 << 17
+MAX_INFERRED = 4096
+"""Ranks a message is read to prove ran its reporter's collective (those checked before the one
+it names): beyond, the message is read for the two ranks it names only."""
+MAX_RANKS = 1 << 20
 
 _RUNNING = re.compile(r"Rank (\d{1,9}) is running (inconsistent )?collective: ")
 _BUT = re.compile(r", but Rank (\d{1,9}) is running collective: ")
@@ -82,13 +85,16 @@ class DebugChecks:
         reporter = int(running.group(1))
         rest = body[running.end() :]
         but = _BUT.search(rest)
+        if reporter >= MAX_RANKS or (but is not None and int(but.group(1)) >= MAX_RANKS):
+            return True
         self.ran.setdefault(reporter, Fingerprint.read(rest[: but.start()] if but else rest))
         if but is not None:
             other = int(but.group(1))
             self.ran.setdefault(other, Fingerprint.read(rest[but.end() :]))
-            for rank in range(min(other, MAX_WORLD_LISTED)):
-                if rank != reporter:
-                    self.agreed.setdefault(rank, self.ran[reporter])
+            if other <= MAX_INFERRED and len(self.agreed) < MAX_INFERRED:
+                for rank in range(other):
+                    if rank != reporter:
+                        self.agreed.setdefault(rank, self.ran[reporter])
         return True
 
     def _barrier(self, body: str) -> bool:

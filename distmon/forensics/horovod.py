@@ -18,12 +18,15 @@ one that it leaves out are missing.
 from __future__ import annotations
 
 import re
+from collections import Counter
 from dataclasses import dataclass, field
 
 from distmon.guards.text import visible
 
 MAX_TENSORS = 4096
 """Stalled tensors kept from one log."""
+MAX_RANKS = 1 << 17
+"""Ranks a "ready" list is read against: the ranks it leaves out are counted up to there."""
 
 STALLED = "submitted to be reduced, gathered or broadcasted by subset of ranks"
 _LISTED = re.compile(r"([\w./:-]{1,300}) \[(missing|ready) ranks: ?([\d, ]{0,20000})\]")
@@ -75,23 +78,22 @@ class HorovodStalls:
     def holding_up(self, world: int | None) -> tuple[list[int], str] | None:
         """The ranks missing from the most stalled tensors, with why; None where no tensor
         stalled or every rank is missing from as many."""
-        ready = [r for ranks in self.ready.values() for r in ranks]
-        size = max([world or 0, *(r + 1 for r in ready)], default=0)
-        missing = dict(self.missing)
-        for tensor, ranks in self.ready.items():
-            missing.setdefault(tensor, set(range(size)) - ranks)
-        counts: dict[int, int] = {}
-        for ranks in missing.values():
-            for rank in ranks:
-                counts[rank] = counts.get(rank, 0) + 1
+        ready = [r for ranks in self.ready.values() for r in ranks if r < MAX_RANKS]
+        size = min(max([world or 0, *(r + 1 for r in ready)], default=0), MAX_RANKS)
+        counts = Counter(r for ranks in self.missing.values() for r in ranks)
+        present = Counter(ready)
+        for rank in range(size) if self.ready else ():
+            if absent := len(self.ready) - present[rank]:
+                counts[rank] += absent
+        tensors = len(self.missing.keys() | self.ready.keys())
         if not counts:
             return None
         most = max(counts.values())
         held = sorted(r for r, n in counts.items() if n == most)
-        if len(held) == len(counts) and len(missing) > 1 and any(len(r) != len(held) for r in missing.values()):
-            return None
-        if most == len(missing):
+        if len(held) == len(counts) and most < tensors:
+            return None  # every rank missing from as many tensors: they submitted different ones, evenly
+        if most == tensors:
             how = "every stalled tensor" if most > 1 else "the stalled tensor"
         else:
-            how = f"{most} of the {len(missing)} stalled tensors"
+            how = f"{most} of the {tensors} stalled tensors"
         return held, f"missing from {how}, which its peers submitted (Horovod's stall inspector)"

@@ -169,7 +169,13 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     if said:
         return Blame([], [], None, "; ".join(said) + ("" if not consequences else ", and no line says which"), first)
     return Blame(
-        [], [], None, NOTHING if analysis.ranks else "nothing to judge: no dump or watchdog line was read", first
+        [],
+        [],
+        None,
+        NOTHING
+        if analysis.ranks
+        else "nothing to judge: no dump, and no line of the log names a rank that waited, failed or was reported",
+        first,
     )
 
 

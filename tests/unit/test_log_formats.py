@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import io
 import tempfile
+import time
 from pathlib import Path
 
 from distmon.forensics.analysis import Analysis, analyze
@@ -354,3 +355,21 @@ def test_a_lone_waiting_rank_whose_peers_raised_in_another_collective_issued_a_d
     assert verdict.culprits == [0] and "issued broadcast where ranks 1-2 called all_reduce" in verdict.headline
     assert op_family("_ALLGATHER_BASE") == op_family("all_gather_into_tensor") == "all_gather"
     assert op_family("barrier") == "all_reduce", "NCCL runs a barrier as an all-reduce"
+
+
+def test_accounts_naming_ranks_beyond_any_job_cost_nothing() -> None:
+    """A hostile log's reports may name a billion ranks: none is counted one by one."""
+    log = "\n".join(
+        [
+            "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks",
+            "t [ready ranks: 999999999]",
+            FINGERPRINT.format(a=1, b=999999999),
+            "srun: error: n1: tasks 0-999999999: Killed",
+            "- [0] Timeout at collective: ALLREDUCE, #1",
+            "- To our best knowledge, ranks [999999999] are the lagging ranks that caused this timeout.",
+        ]
+    )
+    started = time.monotonic()
+    verdict = judge(analyze_text(log))
+    assert time.monotonic() - started < 5.0
+    assert all(r < 1 << 20 for r in verdict.culprits)
