@@ -56,7 +56,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         return found
     found.nobody = _misuse(log) or _everyone_joined(log) or alike(log) or _fabric(log)
     if found.nobody is None:
-        found.suspects = _killed(log) + _lost_peers(log, world)
+        found.suspects = _killed(log) + _lost_peers(log, world) + _disagreeing(log, world)
     return found
 
 
@@ -175,6 +175,21 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
         else:
             found.append((e.who, f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"))
     return found
+
+
+def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Two ranks the fingerprint check found running different collectives, where it does not
+    say which of them is the odd one."""
+    ran = log.debug.ran
+    return [
+        (
+            rank,
+            f"ran {ran[rank]} where the other ran {next(p for r, p in ran.items() if r != rank)} "
+            "(TORCH_DISTRIBUTED_DEBUG's check; which of them is odd, it does not say)",
+        )
+        for rank in log.debug.disagreeing()
+        if rank < world and len(ran) > 1
+    ]
 
 
 def _lost_peers(log: LogFacts, world: int) -> list[tuple[int, str]]:

@@ -149,13 +149,15 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     primary = [r for r in log.unplaced if not r.consequence]
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
-    consequences = sorted(r for r in log.raised if _consequence(log, r))
+    consequences = sorted(r for r in log.raised if _consequence(log, r) and r not in log.debug.ran)
     peers = log.peers.peers()
     lost = f" ({', '.join(f'connection closed by {p}' for p in peers[:2])})" if peers else ""
     if consequences:
         said.append(f"{rank_word(consequences)} raised because a peer was lost{lost}")
     elif peers:
         said.append(f"a transport lost its peer{lost}")
+    if log.debug.disagreeing():
+        said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
     suspects = [Suspect(r, why) for r, why in told.suspects]
     if consequences or peers:
         gone = [r for r in range(analysis.world) if r not in log.seen and all(s.rank != r for s in suspects)]
