@@ -5,7 +5,8 @@ log read (exit 0 and JSON), and, on the logs whose truth is known (the culprit r
 
 A verdict naming ranks is right where the ranks it proves are all culprits and it names at
 least one (the first proven, else the first suspected); one saying nobody is to blame is right
-where the truth is ``none``. It abstains where it names nobody and does not clear everyone.
+where the truth is ``none``. It abstains where it names nobody and does not clear everyone. The
+logs found after the reader's rules were written (``"held_out"``) are also scored apart.
 
     .venv/bin/python benchmarks/bench_real_logs.py [--json]
 """
@@ -50,7 +51,7 @@ def outcome(found: dict[str, Any], truth: list[int] | str) -> str:
 
 def score() -> dict[str, Any]:
     truths: dict[str, dict[str, Any]] = json.loads((REAL / "truths.json").read_text())
-    read, kinds, misses = 0, Counter[str](), []
+    read, kinds, misses, held_out = 0, Counter[str](), [], Counter[str]()
     by_kind: dict[str, Counter[str]] = {}
     for name, told in sorted(truths.items()):
         code, found = verdict(REAL / name)
@@ -60,6 +61,8 @@ def score() -> dict[str, Any]:
             continue
         result = outcome(found, told["truth"])
         by_kind.setdefault(told["kind"], Counter())[result] += 1
+        if told.get("held_out"):
+            held_out[result] += 1
         if result != RIGHT:
             misses.append(f"{name}: {result} (truth {told['truth']}; said: {found['summary'][:120]})")
     totals = sum(by_kind.values(), Counter[str]())
@@ -74,6 +77,7 @@ def score() -> dict[str, Any]:
         ABSTAINED: totals[ABSTAINED],
         "right_share": round(totals[RIGHT] / known, 3) if known else None,
         "by_kind": {kind: dict(counts) for kind, counts in sorted(by_kind.items())},
+        "held_out": {"logs": sum(1 for t in truths.values() if t.get("held_out")), **held_out},
         "misses": misses,
     }
 
@@ -89,6 +93,12 @@ def main() -> None:
         f"{figures['logs']} logs of {len(figures['kinds'])} kinds: {figures['read']} read (exit 0, JSON); "
         f"{figures['known']} with a known truth: {figures[RIGHT]} right ({figures['right_share']:.0%}), "
         f"{figures[WRONG]} wrong, {figures[ABSTAINED]} abstained"
+    )
+    held = figures["held_out"]
+    print(
+        f"  of them found after the rules were written: {held['logs']} logs, "
+        f"{sum(held.get(k, 0) for k in (RIGHT, WRONG, ABSTAINED))} with a known truth: {held.get(RIGHT, 0)} right, "
+        f"{held.get(WRONG, 0)} wrong, {held.get(ABSTAINED, 0)} abstained"
     )
     print(f"  {'kind':<30} {'logs':>4} {'known':>5} {RIGHT:>5} {WRONG:>5} {ABSTAINED:>9}")
     for kind, logs in sorted(figures["kinds"].items(), key=lambda item: (-item[1], item[0])):

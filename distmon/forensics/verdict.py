@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from distmon.forensics.accounts import Accounts, accounts
 from distmon.forensics.analysis import Analysis
 from distmon.forensics.logfacts import LogFacts
-from distmon.forensics.watchdog import op_family
+from distmon.forensics.mismatch import at_one_collective
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
@@ -104,10 +104,16 @@ def judge(analysis: Analysis) -> Blame:
         return Blame([], [], why, f"nobody to blame: {why}", first)
     if first is None or first.kind in FAILURE_KINDS:
         return _nothing(analysis, told, first)
-    if not first.ranks:
-        return _another_collective(analysis) or _nobody(analysis, first)
-    proven = sorted(r for r in first.ranks if _proven(analysis, r))
+    odd = at_one_collective(analysis)
+    if odd is not None and odd.proven:
+        said = dict.fromkeys(odd.ranks, odd.why)
+        return Blame(odd.ranks, [], None, f"{rank_word(odd.ranks)} {odd.why}", None, said, accounted=True)
+    if not first.ranks and odd is None:
+        return _nobody(analysis, first)
+    proven = sorted(r for r in first.ranks if _proven(analysis, r) and (odd is None or r not in odd.ranks))
     suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
+    if odd is not None:
+        suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
     if proven:
         return Blame(proven, suspects, None, first.headline + _short(log), first)
     waiting = _waiting(analysis) or first.headline
@@ -187,29 +193,6 @@ def _proven(analysis: Analysis, rank: int) -> bool:
     if f is not None:
         return f.dump is not None or bool(f.groups)
     return analysis.dumps > 0
-
-
-def _another_collective(analysis: Analysis) -> Blame | None:
-    """The ranks that wait, all in one collective, where the ranks that raised on losing
-    them did so inside another (their tracebacks' innermost collective call): the fewer side
-    issued a different collective from its peers."""
-    waits = {
-        f.rank: family
-        for f in analysis.ranks.values()
-        for g in f.groups
-        if in_flight(g) and g.op and (family := op_family(g.op))
-    }
-    raised = {r: family for r, x in analysis.log.raised.items() if x.consequence and (family := x.collective)}
-    raised = {r: family for r, family in raised.items() if r not in waits}
-    if len(set(waits.values())) != 1 or len(set(raised.values())) != 1 or set(waits.values()) == set(raised.values()):
-        return None
-    if len(waits) == len(raised):
-        return None
-    odd, peers = (waits, raised) if len(waits) < len(raised) else (raised, waits)
-    [op], [theirs] = set(odd.values()), set(peers.values())
-    source = "their tracebacks" if odd is waits else "their watchdog lines"
-    why = f"issued {op} where {rank_word(sorted(peers))} called {theirs} ({source}): a collective no peer issued"
-    return Blame(sorted(odd), [], None, f"{rank_word(sorted(odd))} {why}", None, dict.fromkeys(odd, why), True)
 
 
 def _nobody(analysis: Analysis, first: Alert) -> Blame:

@@ -86,6 +86,11 @@ VERDICTS = [
     ("openrlhf_save_model_dump_signal_observed.log", [], [0, 1], "ranks 2, 6-7 wait in collective #460631"),
     ("accelerate_slurm_two_tables_rank4_first.log", [4], [], "rank 4 raised Exception: exit code 1"),
     ("parlai_srun_tasks_world_size_mismatch.log", [], NOBODY, "NCCL error"),
+    ("accelerate_vqgan_broadcast_vs_allreduce.log", [], [3, 7], "at odds at collective #80078"),
+    ("swift_minicpm_broadcast_sizes_differ.log", [], [2, 3, 0, 1], "broadcast of 24084544 elements"),
+    ("alpaca_remote_error_ib_one_line.log", [], NOBODY, "InfiniBand completion error 12"),
+    ("nccl_tests_ib_error4_service_thread.log", [], NOBODY, "InfiniBand completion error 4"),
+    ("pid_diffusion_gloo_broadcast_closed.log", [], [], "connection closed by 10.0.1.17"),
 ]
 
 TRUTHS: dict[str, dict[str, object]] = json.loads((REAL / "truths.json").read_text())
