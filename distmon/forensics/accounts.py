@@ -102,41 +102,49 @@ def _fabric(log: LogFacts) -> str | None:
     return f"{FABRIC}: {log.peers.losses[0].said}"
 
 
-@dataclass(frozen=True)
+@dataclass
 class _Failure:
+    """A rank's (or a process's) failure of its own: its exception where the log holds it, how
+    its launcher says it ended where one does."""
+
     who: str
-    kind: str
-    at: float | None
+    exception: str | None = None
+    exit: str | None = None
+    at: float | None = None
 
 
 def alike(log: LogFacts) -> str | None:
-    """Why no rank is to blame where two ranks or more failed, each the same way, at once,
-    and nothing else failed: the program or its environment failed everywhere."""
+    """Why no rank is to blame where two ranks or more failed, each the same way (the same
+    exception where the log holds them, the same exit where it does not), at once, and nothing
+    else failed: the program or its environment failed everywhere."""
     failures = _failures(log)
-    kinds = {f.kind for f in failures}
+    exceptions = {f.exception for f in failures if f.exception}
+    exits = {f.exit for f in failures if f.exit}
     times = [f.at for f in failures if f.at is not None]
-    if len(failures) < 2 or len(kinds) != 1 or (times and max(times) - min(times) > TOGETHER):
+    if len(failures) < 2 or len(exceptions) > 1 or len(exits) > 1 or (times and max(times) - min(times) > TOGETHER):
         return None
+    if any(f.exception is None for f in failures) and any(f.exit is None for f in failures):
+        return None  # one said by its exception only, another by its exit only: not comparable
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
-    whom = _whom(failures)
-    return f"{whom} failed alike{together} ({kinds.pop()}): {ALIKE}"
+    how = next(iter(exceptions)) if all(f.exception for f in failures) else next(iter(exits))
+    return f"{_whom(failures)} failed alike{together} ({how}): {ALIKE}"
 
 
 def _failures(log: LogFacts) -> list[_Failure]:
-    """Each rank's (or process's) failure of its own: its exception, else its launcher's exit
-    (a local rank's or a task's only where no launcher names global ranks: they are the same
-    workers)."""
+    """Each rank's (or process's) failure of its own (a local rank's or a task's only where no
+    launcher names global ranks: they are the same workers)."""
     found: dict[str, _Failure] = {}
     for rank, raised in log.raised.items():
         if not raised.cut and not raised.consequence and raised.launcher is None:
-            found[f"{RANK} {rank}"] = _Failure(f"{RANK} {rank}", _kind(raised), raised.at)
+            found[f"{RANK} {rank}"] = _Failure(f"{RANK} {rank}", exception=_kind(raised), at=raised.at)
     ranked = any(e.unit == RANK for e in log.exits)
     for e in log.exits:
-        key = f"{e.unit} {e.who}"
-        if key in found or e.code in (None, 0) or e.code in TEARDOWN or (ranked and e.unit in (LOCAL_RANK, TASK)):
+        if e.code in (None, 0) or e.code in TEARDOWN or (ranked and e.unit in (LOCAL_RANK, TASK)):
             continue
-        found[key] = _Failure(key, e.how, e.at)
+        failure = found.setdefault(f"{e.unit} {e.who}", _Failure(f"{e.unit} {e.who}"))
+        failure.exit = e.how
+        failure.at = failure.at if failure.at is not None else e.at
     return list(found.values())
 
 

@@ -10,10 +10,11 @@ what():  [PG ...``, a second ``[rankN]:``). What a terminal wrapped is joined ag
 line cut at a fixed width, even in the middle of a word (``OpTy`` / ``pe=BROADCAST``).
 
 None of it names a rank, but Open MPI's and horovodrun's tags, which name the MPI rank (the
-job's rank where mpirun or horovodrun started the ranks): a line they tag and torchrun does not
-is written as torchrun would (``[1,5]<stderr>:x`` is ``[rank5]:x``). Any other label before
-torchrun's ``[rankN]:`` is a task, a node or a local rank, which the reader does not take for
-the global rank.
+job's rank where mpirun or horovodrun started the ranks), and torchrun's ``--tee`` prefix of torch
+1.9-2.1 (``[default5]:``, the local rank: the rank where the job ran on one node, as most pasted
+logs of it did): a line they tag and torchrun's ``[rankN]:`` does not is written as torchrun
+would (``[1,5]<stderr>:x`` is ``[rank5]:x``). Any other label before torchrun's ``[rankN]:`` is
+a task, a node or a local rank, which the reader does not take for the global rank.
 """
 
 from __future__ import annotations
@@ -37,14 +38,17 @@ _LABELS = re.compile(
     r"|\d{1,6}: (?=\S)"  # srun --label
     r"|\[[\w.-]{1,100}:\d{1,6}\]: ?"  # host and local rank
     r"|\[(?:\d{1,6},)?\d{1,9}\]<std(?:out|err)>: ?"  # Open MPI --tag-output, horovodrun
+    r"|\[(?!rank\d)[a-z_]{1,20}\d{1,6}\]: ?"  # torchrun --tee's role and local rank
     r"|\(\w{1,100} pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # a Ray actor
     r"|(?:> ?)+(?=\S)"  # a Markdown quote
     r"|\*\*"  # Markdown bold
     r"|\x1b?\[\d{1,3}(?:;\d{1,3}){0,4}m"  # a colour code, its escape lost or not
 )
 """What a copy puts before a line, each taken off its start."""
-_TAG = re.compile(r"\[(?:\d{1,6},)?(\d{1,9})\]<std(?:out|err)>: ?")
-"""Open MPI's ``--tag-output`` (``[1,5]<stderr>:``) and horovodrun's (``[5]<stdout>:``): the rank."""
+_TAG = re.compile(r"\[(?:\d{1,6},)?(\d{1,9})\]<std(?:out|err)>: ?|\[[a-z_]{1,20}?(\d{1,6})\]: ?")
+"""Open MPI's ``--tag-output`` (``[1,5]<stderr>:``) and horovodrun's (``[5]<stdout>:``): the rank;
+torchrun's ``--tee`` before torch 2.2 (``[default5]:``, its role and local rank): the rank on one
+node."""
 _TORCHRUN = re.compile(r"\s*\[rank\d{1,9}\]:")
 _SEPARATOR = re.compile(r"\s*--\s*")
 """A CI web view's line between two blocks of a log."""
@@ -72,7 +76,7 @@ def unlabelled(line: str) -> str:
         if found is None or not found.end():
             break
         tag = _TAG.fullmatch(found.group())
-        tagged = tag.group(1) if tag else tagged
+        tagged = (tag.group(1) or tag.group(2)) if tag else tagged
         line = line[found.end() :]
     line = line.removesuffix("**") if "**" in line[-3:] else line
     return f"[rank{tagged}]:{line}" if tagged is not None and not _TORCHRUN.match(line) else line

@@ -352,7 +352,7 @@ def test_a_lone_waiting_rank_whose_peers_raised_in_another_collective_issued_a_d
         ]
     )
     verdict = judge(analyze_text(log))
-    assert verdict.culprits == [0] and "issued broadcast where ranks 1-2 called all_reduce" in verdict.headline
+    assert verdict.culprits == [0] and "issued broadcast where ranks 1-2 issued all_reduce" in verdict.headline
     assert op_family("_ALLGATHER_BASE") == op_family("all_gather_into_tensor") == "all_gather"
     assert op_family("barrier") == "all_reduce", "NCCL runs a barrier as an all-reduce"
 
@@ -373,3 +373,35 @@ def test_accounts_naming_ranks_beyond_any_job_cost_nothing() -> None:
     verdict = judge(analyze_text(log))
     assert time.monotonic() - started < 5.0
     assert all(r < 1 << 20 for r in verdict.culprits)
+
+
+def test_torchruns_tee_prefix_names_the_rank_on_one_node_and_gloos_lost_peer_points_to_the_silent_one() -> None:
+    """torch 1.9-2.1's ``--tee 3`` writes ``[default1]:``: ranks 1-2 lost the peer that left, rank 0."""
+    log = "\n".join(
+        line.format(r=r)
+        for r in (1, 2)
+        for line in (
+            "[default{r}]:Traceback (most recent call last):",
+            '[default{r}]:  File "/py/torch/distributed/distributed_c10d.py", line 1536, in all_reduce',
+            "[default{r}]:    work.wait()",
+            "[default{r}]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+            "[127.0.0.1]:19521",
+        )
+    )
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [0]
+    assert "ranks 1-2 raised because a peer was lost" in verdict.headline
+
+
+def test_alike_compares_exceptions_where_the_log_holds_them_and_exits_where_it_does_not() -> None:
+    traced = TABLE.replace("-15 (pid: 101)", "1 (pid: 101)").replace("-9 (pid: 102)", "1 (pid: 102)")
+    traced = traced.replace("10:00:07", "10:00:05")
+    oom = "\n".join(
+        f"[rank{r}]: Traceback (most recent call last):\n[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. "
+        f"Tried to allocate {r + 1}.00 GiB. GPU {r} has a total capacity of 79.1 GiB"
+        for r in (1, 2)
+    )
+    verdict = judge(analyze_text(f"{oom}\n{traced}"))
+    assert verdict.nobody is not None and "torch.OutOfMemoryError: CUDA out of memory" in verdict.nobody
+    one = oom.split("\n[rank2]")[0]
+    assert judge(analyze_text(one)).culprits == [1], "one rank out of memory is that rank's"
