@@ -7,6 +7,7 @@ gloo's pairs, NCCL's sockets and InfiniBand, Open MPI's peers::
     NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe
     NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129
     An MPI communication peer process has unexpectedly disconnected. ... Peer host: node-316
+    [c10d] recvValue failed on SocketImpl(fd=62, addr=[node-a]:54838, remote=[node-b]:29500): ...
 
 A closed connection says the peer's process ended or its node went away: the peer is where to
 look, the rank that saw it only a witness. An InfiniBand completion error (a work request the
@@ -30,6 +31,7 @@ _CLOSED = re.compile(
     r"|(?:Read|Write) error \[([\w.:%-]{1,200})\]:\d{1,6}: Connection reset by peer"
     r"|Call to recv from ([\w.:%-]{1,200})<\d{1,6}> failed"
     r"|Peer host:\s*([\w.-]{1,200})"
+    r"|failed on SocketImpl\(.{0,200}?remote=\[([\w.:%-]{1,200})\]:\d{1,6}\)"
 )
 _FABRIC = re.compile(r"Got completion from peer ([\w.:%-]{1,200})<\d{1,6}> with (?:error |status=)(\d{1,6})")
 
@@ -53,7 +55,7 @@ class PeerLines:
 
     def line(self, line: str, rank: int | None) -> bool:
         """Reads ``line`` if a transport says in it that its peer went away."""
-        if "peer" not in line.lower() and "Call to recv" not in line:
+        if "peer" not in line.lower() and "Call to recv" not in line and "SocketImpl" not in line:
             return False
         fabric = _FABRIC.search(line)
         closed = None if fabric else _CLOSED.search(line)
