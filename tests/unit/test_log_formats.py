@@ -288,13 +288,19 @@ def test_a_transport_names_the_peer_it_lost_and_the_fabric_is_no_rank() -> None:
     peers.line(
         "n1:9:9 [4] NCCL WARN NET/IB : Got completion from peer 10.0.0.5<54862> with status=12 opcode=0 len=0", None
     )
+    peers.line(
+        "[E1206 TCPStore.cpp:180] [c10d] recvValue failed on SocketImpl(fd=62, addr=[node-a]:54838, "
+        "remote=[node-b]:29500): failed to recv, got 0 bytes",
+        0,
+    )
     assert [(p.peer, p.how, p.witness) for p in peers.losses] == [
         ("10.0.0.2", CLOSED, 3),
         ("10.0.0.4", CLOSED, None),
         ("gpu-9.cluster", CLOSED, None),
         ("10.0.0.5", FABRIC, None),
+        ("node-b", CLOSED, 0),
     ]
-    assert peers.peers() == ["10.0.0.2", "10.0.0.4", "gpu-9.cluster"] and not peers.fabric_only
+    assert peers.peers() == ["10.0.0.2", "10.0.0.4", "gpu-9.cluster", "node-b"] and not peers.fabric_only
 
 
 def test_a_lost_peers_host_places_the_suspects() -> None:
