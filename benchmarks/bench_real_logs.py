@@ -5,7 +5,8 @@ log read (exit 0 and JSON), and, on the logs whose truth is known (the culprit r
 
 A verdict naming ranks is right where the ranks it proves are all culprits and it names at
 least one (the first proven, else the first suspected); one saying nobody is to blame is right
-where the truth is ``none``. It abstains where it names nobody and does not clear everyone. The
+where the truth is ``none``. It abstains where it names nobody and does not clear everyone, or
+where the command does not read the log (an exit other than 0, no JSON). The
 logs found after the reader's rules were written (``"held_out"``) are also scored apart.
 
     .venv/bin/python benchmarks/bench_real_logs.py [--json]
@@ -57,14 +58,15 @@ def score() -> dict[str, Any]:
         code, found = verdict(REAL / name)
         read += code == 0 and found is not None
         kinds[told["kind"]] += 1
-        if found is None or told["truth"] == "unknown":
+        if told["truth"] == "unknown":
             continue
-        result = outcome(found, told["truth"])
+        result = outcome(found, told["truth"]) if found is not None else ABSTAINED
         by_kind.setdefault(told["kind"], Counter())[result] += 1
         if told.get("held_out"):
             held_out[result] += 1
         if result != RIGHT:
-            misses.append(f"{name}: {result} (truth {told['truth']}; said: {found['summary'][:120]})")
+            said = found["summary"][:120] if found is not None else f"exit {code}, no JSON"
+            misses.append(f"{name}: {result} (truth {told['truth']}; said: {said})")
     totals = sum(by_kind.values(), Counter[str]())
     known = sum(totals.values())
     return {

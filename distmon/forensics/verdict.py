@@ -11,7 +11,8 @@ watchdog line (it was not waiting with the others), rank 0 (it most often works 
 the others wait), then the others the log does not show.
 
 Sometimes nobody is to blame: every rank waits in the same collective, which all of them
-issued (the transport, a GPU, NCCL); the timeout is set absurdly low (the configuration);
+issued (the transport, a GPU, NCCL; the network between them where it is the first collective,
+which never completed anywhere); the timeout is set absurdly low (the configuration);
 every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then no rank is
 named.
 """
@@ -49,6 +50,10 @@ HABIT = (
 TRANSPORT = (
     "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
     "InfiniBand), a GPU, or NCCL itself, not to a rank"
+)
+NEVER_CONNECTED = (
+    "the first collective never completed on any rank, which every rank issued: the ranks never reached each "
+    "other (the network between them, NCCL's choice of interface, a firewall), not a rank"
 )
 STUCK = (
     "their watchdogs hung in a CUDA or NCCL call that never returned (the driver, a GPU, NCCL, or a "
@@ -212,9 +217,18 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
         )
     if stuck:
         why = f"every rank's watchdog got stuck{together}: {STUCK}{caveat}"
+    elif _first_collective(analysis):
+        why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{caveat}"
     else:
         why = f"{_waiting(analysis) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
     return Blame([], [], why, f"nobody to blame: {why}", first)
+
+
+def _first_collective(analysis: Analysis) -> bool:
+    """Every rank waits in its group's first collective and completed none: they never
+    exchanged anything."""
+    waits = [g for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
+    return bool(waits) and all(g.completed <= 0 and g.op for g in waits)
 
 
 def _waiting(analysis: Analysis) -> str | None:
