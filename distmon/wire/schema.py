@@ -220,6 +220,23 @@ class ExitInfo:
 
 
 @dataclass
+class Outside:
+    """What a node's eye says of a rank it found with no hook in it (``distmon watch --find``):
+    the report is the eye's, written from the process's environment, ``/proc`` and its stack
+    taken from outside; it counts no steps and no collectives."""
+
+    launcher: int | None = None
+    """The pid of the process that started the rank (torchrun's agent, ``slurmstepd``, ``mpirun``)."""
+    peer: int | None = None
+    """The rank its training thread's send or receive names (the op's ``dst`` or ``src``),
+    where its stack stands in one."""
+    owns_gil: bool = False
+    """Its training thread held the GIL when its stack was taken."""
+    stack_error: str | None = None
+    """Why its stack could not be taken this time (py-spy refused, or found no frame)."""
+
+
+@dataclass
 class Report:
     """A rank's complete state. The only message on the wire."""
 
@@ -266,6 +283,11 @@ class Report:
     """The native id of distmon's own reporting thread in the process: a node's eye counts how
     often it wakes. Waiting for the GIL it wakes about 200 times a second (every
     ``sys.getswitchinterval()``); otherwise about once a report. Absent from ranks that predate it."""
+    outside: Outside | None = None
+    """Set where a node's eye wrote this report for a rank found from outside; then ``stack`` is
+    its training thread's latest, taken by py-spy, and ``stalled_since`` since when it has made
+    no progress seen from outside (the same stack at every look, and its thread asleep in it
+    or holding the GIL), once that has lasted :data:`STALL_FLOOR` or more."""
     v: int = VERSION
 
 
