@@ -363,6 +363,28 @@ def test_a_lone_waiting_rank_whose_peers_raised_in_another_collective_issued_a_d
     assert op_family("barrier") == "all_reduce", "NCCL runs a barrier as an all-reduce"
 
 
+WAITED = (
+    "[rank{r}]:[E0101 00:10:00.{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=57, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for "
+    "600010 milliseconds before timing out."
+)
+
+
+def test_ranks_at_one_collective_number_with_another_input_size_issued_another_collective() -> None:
+    """A broadcast is the same size on every rank: the one rank of three with another size is odd."""
+    log = "\n".join(WAITED.format(r=r, op="BROADCAST", n=4096 if r == 2 else 1) for r in range(3))
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [2] and "broadcast of 4096 elements" in verdict.headline
+
+
+def test_as_many_ranks_in_each_op_at_one_number_are_suspected_not_proven() -> None:
+    """Two ranks, one in each op: the lines say they disagree, not which is odd."""
+    log = "\n".join(WAITED.format(r=r, op=op, n=1) for r, op in ((0, "ALLREDUCE"), (1, "BROADCAST")))
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and sorted(s.rank for s in verdict.suspects[:2]) == [0, 1]
+    assert "which side is odd, the lines do not say" in verdict.suspects[0].why
+
+
 def test_accounts_naming_ranks_beyond_any_job_cost_nothing() -> None:
     """A hostile log's reports may name a billion ranks: none is counted one by one."""
     log = "\n".join(
