@@ -9,9 +9,9 @@ VERSION = 1
 """Of the report inside a frame."""
 
 PEER_LOST = re.compile(
-    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused|closed by remote peer"
     r"|caught collective operation timeout|communicator was aborted|monitoredBarrier"
-    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
+    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out|Horovod has been shut down",
     re.IGNORECASE,
 )
 """What a rank raises when another one died first."""
