@@ -127,7 +127,7 @@ class Finder:
             launched = self._launched(p)
             if launched is None:
                 found.hidden += 1
-            elif launched.a_rank:
+            elif launched.a_rank and p.name != WORKER_NAME:  # a worker whose rank died is no rank either
                 ranks[p.pid] = (p, launched)
         for pid, (p, launched) in sorted(ranks.items()):
             above = next((ranks[a][1] for a in _lineage(pid, self.parents) if a in ranks), None)
