@@ -58,6 +58,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def run(args: argparse.Namespace) -> int:
     from distmon.node.eye import NodeEye
 
+    blind = finding.blind(args)
+    if blind is not None:
+        print(f"distmon look: {blind}", file=sys.stderr)
+        return NOTHING
     eye = NodeEye(find=True, pick=args.pid)
     assert eye.found is not None
     began = time.monotonic()

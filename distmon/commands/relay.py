@@ -64,6 +64,8 @@ def run(args: argparse.Namespace) -> int:
     if problem is not None:
         print(f"distmon relay: {problem}", file=sys.stderr)
         return 2
+    if args.find and (blind := finding.blind(args)):
+        print(f"distmon relay: warning: {blind}", file=sys.stderr)
     args.listen = args.listen or endpoint.resolve(None)
     if args.listen == args.upstream:
         print("distmon relay: --upstream is --listen: the relay would send to itself", file=sys.stderr)
