@@ -153,7 +153,7 @@ def test_two_ranks_each_receiving_from_the_other_are_a_deadlock() -> None:
     job = {0: waiting(recv(1), peer=1), 1: waiting(recv(0), peer=0)}
     (deadlock,) = run(job, Eye({}), 8, world=2)
     assert deadlock.key == "hang:cycle" and deadlock.ranks == [0, 1]
-    assert deadlock.summary.startswith("deadlock: ranks 0-1 wait for each other")
+    assert deadlock.summary.startswith("deadlock: ranks 0-1 wait for each other: their sends and receives")
     assert f"recv from rank 1 at {TRAIN}:70 in stage" in deadlock.detail
 
 
