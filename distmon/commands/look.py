@@ -10,8 +10,8 @@ is recorded to a temporary file and read back as ``report`` reads any recording 
 keeps it).
 
 Exit codes: 0, nothing holds the job up; 1, a first cause was named (a culprit, or a
-collective no rank causes); 2, no job found, several found and none picked (``--pid``), or a
-mistake in the command.
+collective no rank causes); 2, no job found, several found and none picked (``--pid``), no
+rank's stack could be taken (py-spy missing or refused: said why), or a mistake in the command.
 """
 
 from __future__ import annotations
@@ -150,4 +150,7 @@ def _answer(recording: str, as_json: bool) -> int:
         print()
     else:
         print(render(pm))
-    return CULPRIT if pm.first_cause is not None else 0
+    if pm.first_cause is not None:
+        return CULPRIT
+    blind, _ = pm.state.stackless(pm.last or 0.0)
+    return NOTHING if len(blind) and len(blind) == len(pm.state.ranks) else 0
