@@ -7,7 +7,8 @@ and other children inherit that environment, ``RANK`` included: a process below 
 same job and rank is that rank's child, not a rank. A launcher that is a Python program
 itself (torchrun's agent) has no rank of its own, or is known by name
 (:data:`~distmon.node.launchers.LAUNCHERS`). Several jobs on one node are told apart by the
-job id their launchers give (:func:`~distmon.node.launchers.launcher_job`).
+job id their launchers give (:func:`~distmon.node.launchers.launcher_job`), else by their
+launcher (the ranks one process started).
 
 "This node's ranks" are the processes in this process's network namespace: on a real node
 every process of the host; in a Kubernetes pod the pod's own, even where the pod sees the
@@ -21,6 +22,7 @@ counted, never guessed at.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from pathlib import Path
 from distmon.node.launchers import LAUNCHERS, entry_point, launched_rank, launcher_job, local_rank
 
 PROC = Path("/proc")
+HOST = socket.gethostname()
 MAX_ENVIRON = 1 << 20
 """Bytes of a process's environment read at most."""
 MAX_CMDLINE = 1 << 16
@@ -96,7 +99,7 @@ class _Launched:
 
     @property
     def a_rank(self) -> bool:
-        return self.rank is not None and self.job is not None and self.entry not in LAUNCHERS
+        return self.rank is not None and self.entry not in LAUNCHERS
 
 
 NOT_A_RANK = _Launched()
@@ -130,17 +133,18 @@ class Finder:
             elif launched.a_rank and p.name != WORKER_NAME:  # a worker whose rank died is no rank either
                 ranks[p.pid] = (p, launched)
         for pid, (p, launched) in sorted(ranks.items()):
-            above = next((ranks[a][1] for a in _lineage(pid, self.parents) if a in ranks), None)
-            if above is not None and (above.rank, above.job) == (launched.rank, launched.job):
+            above = next((ranks[a] for a in _lineage(pid, self.parents) if a in ranks), None)
+            if above is not None and (above[1].rank, _job(*above)) == (launched.rank, _job(p, launched)):
                 continue  # a child of that rank, with its environment
-            assert launched.rank is not None and launched.job is not None
+            assert launched.rank is not None
+            job = _job(p, launched)
             rank = FoundRank(
-                pid, launched.rank, launched.world, launched.local_rank, launched.job, p.started, p.ppid,
+                pid, launched.rank, launched.world, launched.local_rank, job, p.started, p.ppid,
                 tuple(workers.get(pid, ())),
             )  # fmt: skip
-            found.jobs.setdefault(launched.job, []).append(rank)
-        for job in found.jobs.values():
-            job.sort(key=lambda r: r.rank)
+            found.jobs.setdefault(job, []).append(rank)
+        for ranks_of_job in found.jobs.values():
+            ranks_of_job.sort(key=lambda r: r.rank)
         return found
 
     def _launched(self, p: Process) -> _Launched | None:
@@ -175,6 +179,11 @@ class Finder:
         user's process), its command line's first word."""
         exe = _read_link(base / "exe") or os.fsdecode(_read(base / "cmdline", 4096).split(b"\0")[0])
         return "python" in os.path.basename(exe)
+
+
+def _job(p: Process, launched: _Launched) -> str:
+    """The job's id its launcher gave, else its launcher itself: the ranks one process started."""
+    return launched.job or f"{HOST}:{p.ppid}"
 
 
 def _lineage(pid: int, parents: Mapping[int, int]) -> Iterable[int]:

@@ -88,8 +88,10 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
         return []
     ranks = np.flatnonzero(found)
     places = _places(job, ranks)
-    at_peers = [rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_KINDS]
-    waiting = [_Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, at_peers)]
+    at_peers = {rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_KINDS}
+    waiting = [
+        _Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, sorted(at_peers))
+    ]
     early, hang = ctx.limits.early_after(0.0), ctx.limits.hang_after(0.0, ctx.interval)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []
