@@ -50,6 +50,9 @@ class Process:
     """Its start time in clock ticks since boot: a pid reused is another process."""
     name: str
     """Its ``comm`` (torch names a DataLoader worker ``pt_data_worker``)."""
+    cmdline: bytes = b""
+    """Its command line as the kernel keeps it: with the pid and start time, what tells the
+    process before its ``exec`` (a launcher's copy) from after it (the rank)."""
 
 
 @dataclass(frozen=True)
@@ -111,8 +114,9 @@ class Finder:
 
     def __init__(self, proc: Path = PROC) -> None:
         self._proc = proc
-        self._known: dict[tuple[int, int], _Launched | None] = {}
-        """Per (pid, start): what its launcher gave it; None where its environment could not be read."""
+        self._known: dict[tuple[int, int, bytes], _Launched | None] = {}
+        """Per (pid, start, command line): what its launcher gave it; None where its
+        environment could not be read."""
         self._namespace = _read_link(proc / "self" / "ns" / "net")
         self.parents: dict[int, int] = {}
         """Every process's parent, as of the last scan."""
@@ -148,19 +152,19 @@ class Finder:
         return found
 
     def _launched(self, p: Process) -> _Launched | None:
-        key = (p.pid, p.started)
+        key = (p.pid, p.started, p.cmdline)
         if key not in self._known:
             self._known[key] = self._read(p)
         return self._known[key]
 
     def _read(self, p: Process) -> _Launched | None:
         base = self._proc / str(p.pid)
-        if not self._python(base) or not self._here(base):
+        if not _python(base, p.cmdline) or not self._here(base):
             return NOT_A_RANK
         env = _environ(base)
         if env is None:
             return None
-        argv = [os.fsdecode(a) for a in _read(base / "cmdline", MAX_CMDLINE).split(b"\0") if a]
+        argv = [os.fsdecode(a) for a in p.cmdline.split(b"\0") if a]
         launched = launched_rank(env)
         if launched is None:
             return NOT_A_RANK
@@ -173,12 +177,12 @@ class Finder:
         theirs = _read_link(base / "ns" / "net")
         return self._namespace is None or theirs is None or theirs == self._namespace
 
-    @staticmethod
-    def _python(base: Path) -> bool:
-        """A Python interpreter: its executable's name, or where that may not be read (another
-        user's process), its command line's first word."""
-        exe = _read_link(base / "exe") or os.fsdecode(_read(base / "cmdline", 4096).split(b"\0")[0])
-        return "python" in os.path.basename(exe)
+
+def _python(base: Path, cmdline: bytes) -> bool:
+    """A Python interpreter: its executable's name, or where that may not be read (another
+    user's process), its command line's first word."""
+    exe = _read_link(base / "exe") or os.fsdecode(cmdline.split(b"\0")[0])
+    return "python" in os.path.basename(exe)
 
 
 def _job(p: Process, launched: _Launched) -> str:
@@ -205,9 +209,9 @@ def _processes(proc: Path) -> Iterable[Process]:
         stat = _read(proc / entry / "stat", 4096).decode(errors="replace")
         name, _, after = stat.partition(" (")[2].rpartition(") ")
         fields = after.split()
-        if len(fields) < 20:
+        if len(fields) < 20 or fields[0] in "ZX":  # a process that has ended is no rank
             continue
-        yield Process(int(entry), int(fields[1]), int(fields[19]), name)
+        yield Process(int(entry), int(fields[1]), int(fields[19]), name, _read(proc / entry / "cmdline", MAX_CMDLINE))
 
 
 def _environ(base: Path) -> dict[str, str] | None:
