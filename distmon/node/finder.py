@@ -127,7 +127,7 @@ class Finder:
             launched = self._launched(p)
             if launched is None:
                 found.hidden += 1
-            elif launched.a_rank:
+            elif launched.a_rank and p.name != WORKER_NAME:  # a worker whose rank died is no rank either
                 ranks[p.pid] = (p, launched)
         for pid, (p, launched) in sorted(ranks.items()):
             above = next((ranks[a][1] for a in _lineage(pid, self.parents) if a in ranks), None)
@@ -171,8 +171,10 @@ class Finder:
 
     @staticmethod
     def _python(base: Path) -> bool:
-        exe = _read_link(base / "exe")
-        return exe is not None and "python" in os.path.basename(exe)
+        """A Python interpreter: its executable's name, or where that may not be read (another
+        user's process), its command line's first word."""
+        exe = _read_link(base / "exe") or os.fsdecode(_read(base / "cmdline", 4096).split(b"\0")[0])
+        return "python" in os.path.basename(exe)
 
 
 def _lineage(pid: int, parents: Mapping[int, int]) -> Iterable[int]:

@@ -24,6 +24,18 @@ def add_arguments(parser: argparse.ArgumentParser, always: bool = False) -> None
     )
 
 
+def blind(args: argparse.Namespace) -> str | None:
+    """Why ranks found from outside would be judged blind (no py-spy: no stack of theirs), if so."""
+    from distmon.node.pyspy import executable
+
+    if getattr(args, "find", True) and executable() is None:
+        return (
+            "py-spy is not installed: ranks found from outside cannot be judged without their stacks "
+            "(pip install '.[stacks]' in distmon's checkout, or pip install py-spy)"
+        )
+    return None
+
+
 def problem(args: argparse.Namespace) -> str | None:
     """A finding option given without ``--find``, in words."""
     if args.pid is not None and not getattr(args, "find", True):

@@ -89,6 +89,8 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
     problem = acting.check(args, address, key is not None) or finding.problem(args)
     if problem:
         raise _Refused(problem)
+    if args.find and (blind := finding.blind(args)):
+        print(f"distmon {command}: warning: {blind}", file=sys.stderr)
     try:
         recorder = RecordingWriter(recording) if recording is not None else None
     except OSError as e:

@@ -52,7 +52,6 @@ from distmon.monitor.rules.process import (
     Look,
     all_working,
     doing_nothing,
-    gil_held,
     keep_looking,
     look_at,
     said,
@@ -201,7 +200,7 @@ def _hang(
         }
     else:
         looks = {
-            rank: look_at(s, ctx, silent=gil_held(s, ctx), waited=waited) if s is not None else Look(None)
+            rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
         habit = observe(job, ctx, roots, waited, {rank: look.verdict for rank, look in looks.items()}, lambda: True)
@@ -239,6 +238,15 @@ def _early_look(s: RankState | None, verdict: Verdict | None, ctx: Context, wait
     return look if look.verdict is not None and look.verdict.kind == "gil" else Look(verdict, stack=look.stack)
 
 
+def _root_look(s: RankState, ctx: Context, waited: float) -> Look:
+    """A root's process over the ``waited`` seconds; one holding the GIL with its stack taken
+    from outside, native frames and all (its report's has its Python frames only)."""
+    look = look_at(s, ctx, silent=False, waited=waited)
+    if look.verdict is not None and look.verdict.kind == "gil":
+        return look_at(s, ctx, silent=True, waited=waited)
+    return look
+
+
 def _root(job: JobState, rank: int, look: Look) -> Root:
     s = job.ranks.get(rank)
     if s is None:
@@ -267,8 +275,7 @@ def _deadlock(job: JobState, ctx: Context, ring: list[int], waiting: list[_Stood
         peer = w.place.peer
         line = WaitLine(w.age, np.array([rank], dtype=np.int64), w.place, (peer,) if peer is not None else ())
         shown.append(InRing((line,), w.place.at))
-    summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), False, True, (THE_JOB,)))
-    summary = summary.replace(f"in group {THE_JOB}", "").replace("  ", " ")
+    summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), False, True, ()))
     return Finding("hang:cycle", "hang", CRITICAL, ring, summary, detail, said(job, ring, ctx))
 
 
