@@ -30,6 +30,7 @@ from distmon.monitor.state.words import (
     dropped_words,
     group_label,
     rank_word,
+    stackless_words,
     timeout_left,
     unwatched_words,
 )
@@ -76,6 +77,8 @@ class Overview:
     """The seconds the monitor did not watch, by why (``21s monitor_paused_s``); empty if none."""
     blind: str = ""
     """The hosts no eye watches (``node-b: no relay, judged from its reports only``); empty if none."""
+    found: int = 0
+    """Ranks found without the hook, judged from outside (no steps to count)."""
 
 
 class OverviewTracker:
@@ -102,7 +105,7 @@ class OverviewTracker:
         c = job.cols
         rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
         marker = (int(c.steps[present].sum()), int(c.g_comp[present][rows].sum()))
-        if marker != self._marker:
+        if marker != self._marker or job.moving_found(now):
             self._marker = marker
             self._last_progress = now
         self._samples.append((now, int(c.steps[present].max())))
@@ -135,7 +138,8 @@ class OverviewTracker:
             where=where_words(culprit) if culprit is not None else "",
             dropped=dropped_words(monitor.state.dropped),
             unwatched=unwatched_words(monitor.state.unwatched),
-            blind=blind_words(monitor.state.unwatched_hosts()),
+            blind=blind_words(monitor.state.unwatched_hosts()) or stackless_words(*job.stackless(now)),
+            found=int(np.count_nonzero(job.found())),
         )
 
     def _rate(self) -> float | None:
@@ -206,8 +210,7 @@ class Story:
         pausing = {} if found is not None else dict(monitor.pausing)
         waits = np.zeros(len(job.cols.present), dtype=bool)
         if found is not None or pausing:
-            c = job.cols
-            waits = job.live(now) & (c.in_collective | c.in_p2p)
+            waits = job.waiting_on_peers(now)
             waits[sorted(culprits | pausing.keys())] = False
         return cls(found, culprits, waits, pausing)
 

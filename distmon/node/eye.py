@@ -3,7 +3,8 @@ it wants, and hands over what it saw since it last said (:class:`~distmon.node.l
 
 A relay runs one for its node, the monitor one for its own host. Both only ask and take:
 the looks are taken on the prober's thread, the stacks on py-spy's, so a relay never waits on
-a process, and the stacks a node takes are capped (:data:`STACKS_PER_SECOND`).
+a process, and the stacks a node takes are capped (:data:`STACKS_PER_SECOND`). Told to find a
+job's ranks (:class:`~distmon.node.found.FoundRanks`), it also writes their reports for them.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from __future__ import annotations
 import socket
 import time
 
+from distmon.node.found import FoundRanks
 from distmon.node.links import Link, read_links
 from distmon.node.looks import Looks, Taken, Wanted
 from distmon.node.prober import Prober
@@ -26,8 +28,10 @@ LINKS_EVERY = 1.0
 
 
 class NodeEye:
-    def __init__(self, host: str | None = None) -> None:
+    def __init__(self, host: str | None = None, find: bool = False, pick: int | None = None) -> None:
         self.host = host or socket.gethostname()
+        self.found = FoundRanks(self.host, pick) if find else None
+        """The ranks found on this node, when told to find them (``pick``: a pid of the job)."""
         self.prober = Prober()
         self._taker = StackTaker()
         self._pending: dict[tuple[int, float], Wanted] = {}
@@ -57,6 +61,18 @@ class NodeEye:
         self.counts["looks"] += len(samples)
         self.counts["stacks"] += len(stacks)
         return Looks(self.host, samples, stacks, self._links_changed())
+
+    def reports(self) -> list[bytes]:
+        """The reports written for the ranks found since the last call, as frames; the ranks
+        whose stacks stand still are looked at closely from now on."""
+        if self.found is None:
+            return []
+        self.prober.ask([(pid, None, None) for pid in self.found.still()])
+        return self.found.take()
+
+    def close(self) -> None:
+        if self.found is not None:
+            self.found.close()
 
     def _links_changed(self) -> list[Link] | None:
         """The node's network links, read every :data:`LINKS_EVERY`, where they changed since

@@ -148,6 +148,8 @@ class LiveFeed:
                 batches = self._receiver.receive(0.1)
                 if self.eye is not None and (seen := self._seen(self.eye)) is not None:
                     batches.append(seen)
+                if self.eye is not None and (found := self.eye.reports()):
+                    batches.append(Batch.of(found))
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
                 t = self._clock()
@@ -245,6 +247,8 @@ class LiveFeed:
     def close(self) -> None:
         self._stopping.set()
         self._thread.join(timeout=2.0)
+        if self.eye is not None:
+            self.eye.close()
 
 
 def _telling(rest: Incoming, batch: Incoming) -> Incoming:

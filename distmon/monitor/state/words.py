@@ -15,7 +15,7 @@ import numpy.typing as npt
 from distmon.monitor.state.arrays import distinct, expand
 from distmon.monitor.state.pace import RankPace
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame
+from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame, Worker
 
 MAX_LISTED = 16
 
@@ -106,6 +106,17 @@ def blind_words(hosts: list[str]) -> str:
     )
     its = "its" if len(hosts) == 1 else "their"
     return f"{named}: no relay, judged from {its} reports only"
+
+
+def stackless_words(ranks: Iterable[int], why: str | None) -> str:
+    """``ranks 0-3: their stacks could not be taken from outside (permission denied ...)``:
+    the ranks found from outside whose stacks are missing
+    (:meth:`~distmon.monitor.state.job.JobState.stackless`); empty for none."""
+    ranks = list(ranks)
+    if not ranks:
+        return ""
+    their = "its stack" if len(ranks) == 1 else "their stacks"
+    return f"{rank_word(ranks)}: {their} could not be taken from outside ({why or 'py-spy found no frame'})"
 
 
 def date_time(t: float) -> str:
@@ -199,7 +210,7 @@ def rank_lines(report: Report, depth: int = 4, indent: str = "    ") -> list[str
             lines.append(f"{indent}blocked in {op} (group {c.group}; {c.completed} of {c.posted} done) for {waited}")
     if report.stack and classify(report.stack).kind == "dataloader":
         for number, loader in enumerate(report.loaders, 1):
-            if loader.waiting is not None:
+            if loader.waiting is not None or report.outside is not None:
                 lines.extend(_loader_lines(report, loader, number, indent))
     return lines
 
@@ -207,16 +218,25 @@ def rank_lines(report: Report, depth: int = 4, indent: str = "    ") -> list[str
 def _loader_lines(report: Report, loader: Loader, number: int, indent: str) -> list[str]:
     waited = f" for {duration(report.t - loader.since)}" if loader.since else ""
     worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
-    head = f"{indent}DataLoader iterator {number} ({loader.expected} workers) waits{waited} for batch #{loader.waiting}"
+    batch = f"batch #{loader.waiting}" if loader.waiting is not None else "a batch"
+    head = f"{indent}DataLoader iterator {number} ({loader.expected} workers) waits{waited} for {batch}"
+    if worker is None and report.outside is not None:
+        return [
+            head + " (seen from outside: which worker owes it cannot be told; the workers:)",
+            *[line for w in loader.workers for line in _worker_lines(w, indent)],
+        ]
     if worker is None:
         return [head + ", which no live worker owes (the workers are being restarted, or it is in order)"]
     state = "alive" if worker.alive else f"dead ({worker.signal or f'exit code {worker.exitcode}'})"
-    lines = [head + f" from worker {worker.id} (pid {worker.pid}, {state})"]
+    return [head + f" from worker {worker.id} (pid {worker.pid}, {state})", *_worker_lines(worker, indent)]
+
+
+def _worker_lines(worker: Worker, indent: str) -> list[str]:
+    name = f"worker {worker.id}" if worker.id is not None else f"worker pid {worker.pid}"
     if worker.stack:
-        lines.append(f"{indent}worker {worker.id} is {classify(worker.stack).words}:")
-        lines.extend(frame_lines(worker.stack, depth=3, indent=indent + "  "))
-    elif worker.stack_error:
-        lines.append(f"{indent}worker {worker.id}'s stack could not be taken: {worker.stack_error}")
-    elif worker.alive:
-        lines.append(f"{indent}worker {worker.id}'s stack: being taken (py-spy)")
-    return lines
+        return [f"{indent}{name} is {classify(worker.stack).words}:", *frame_lines(worker.stack, 3, indent + "  ")]
+    if worker.stack_error:
+        return [f"{indent}{name}'s stack could not be taken: {worker.stack_error}"]
+    if worker.alive:
+        return [f"{indent}{name}'s stack: being taken (py-spy)"]
+    return []
