@@ -51,6 +51,8 @@ SCENES: dict[str, tuple[Callable[[], SimJob], float, int | None, tuple[int, int]
     "hang": (lambda: SimJob(world=16).hang(5, at=20), 50, None, SIZE),
     "hang-detail": (lambda: SimJob(world=16).hang(5, at=20), 50, 5, SIZE),
     "worker-crash": (lambda: SimJob(world=16).worker_kill(3, at=20), 30, None, SIZE),
+    "straggler": (lambda: SimJob(world=16, step_time=0.05).straggler(6, 1.15, 0.02, at=10), 60, None, SIZE),
+    "straggler-detail": (lambda: SimJob(world=16, step_time=0.05).straggler(6, 1.15, 0.02, at=10), 60, 6, SIZE),
     "4096-ranks": (lambda: SimJob(world=4096).hang(2049, at=10), 25, None, SIZE),
     "small-terminal": (lambda: SimJob(world=16).hang(5, at=20), 50, None, (80, 24)),
 }

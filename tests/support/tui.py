@@ -20,6 +20,7 @@ SCENARIOS: dict[str, tuple[Callable[[], SimJob], float]] = {
     "hang": (lambda: SimJob(world=16, ranks_per_host=8).hang(5, at=20), 50.0),
     "worker_crash": (lambda: SimJob(world=16, ranks_per_host=8).worker_kill(3, at=20), 30.0),
     "large": (lambda: SimJob(world=512, ranks_per_host=8).hang(300, at=10), 25.0),
+    "straggler": (lambda: SimJob(world=16, ranks_per_host=8, step_time=0.05).straggler(6, 1.15, 0.02, at=10), 60.0),
 }
 
 

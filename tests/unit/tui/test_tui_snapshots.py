@@ -46,5 +46,17 @@ def test_worker_crash(snap_compare, recording: Recording) -> None:
     assert snap_compare(app_for(recording("worker_crash")), terminal_size=SIZE, run_before=play_to_end)
 
 
+def test_straggler_and_how_long_each_rank_holds_the_others_up(snap_compare, recording: Recording) -> None:
+    async def open_straggler(pilot: Pilot) -> None:
+        await play_to_end(pilot)
+        pilot.app.query_one(RankTable).action_jump(6)
+        await pilot.press("enter")
+        pilot.app.redraw()
+        await pilot.pause()
+
+    assert snap_compare(app_for(recording("straggler")), terminal_size=SIZE, run_before=play_to_end)
+    assert snap_compare(app_for(recording("straggler")), terminal_size=SIZE, run_before=open_straggler)
+
+
 def test_small_terminal(snap_compare, recording: Recording) -> None:
     assert snap_compare(app_for(recording("hang")), terminal_size=(80, 24), run_before=play_to_end)
