@@ -207,7 +207,7 @@ def main() -> None:
             said = [f"{r[2]}%" for r in found if r[2] is not None]
             measured = [f"{r[3]:.0f}%" for r in results if r[3] is not None]
             median, worst = (f"{statistics.median(times):.1f}", f"{max(times):.1f}") if times else ("-", "-")
-            alone = "yes" if found and all(r[1] for r in found) else "NO"
+            alone = "-" if not found else "yes" if all(r[1] for r in found) else "NO"
             print(
                 f"| {percent}% | {len(found)} of {len(results)} | {median} | {worst} | {alone} | "
                 f"{', '.join(said) or '-'} | {', '.join(measured) or '-'} | {os.getloadavg()[0]:.1f} |",
