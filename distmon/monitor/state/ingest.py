@@ -18,6 +18,7 @@ from distmon import wire
 from distmon.monitor.state import admission, facts
 from distmon.monitor.state.columns import DECAY, F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
+from distmon.monitor.state.pace import due, holdups, stepping
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 from distmon.wire.arrays import Parsed, parse
@@ -75,6 +76,11 @@ class Intake:
         """Per relay, when a batch last named it (an empty one is a relay's sign of life)."""
         self.relay_of: dict[Relay, int] = {}
         """Each relay's index in :attr:`relays`."""
+        self.holdups = holdups(self.cols, stepping(self.cols))
+        """Who holds up whom at the job's pace, worked out every second or so of reports as
+        they come (:func:`~distmon.monitor.state.pace.due`): at the same moments in a replay,
+        whoever reads it when."""
+        self._holdups_at = -math.inf
 
     def take_in(self, batch: Batch | ColumnBatch, now: float, times: F8 | None) -> tuple[I8, I8]:
         """The indices of the frames admitted, and their ranks."""
@@ -97,6 +103,9 @@ class Intake:
         keep = _admit(self, parsed, arrived)
         if keep.any():
             _apply(self, parsed, np.flatnonzero(keep), arrived, batch.relays)
+            cols = self.cols
+            if due(self._holdups_at, now, self.reporting) or len(self.holdups.share) != cols.capacity:
+                self.holdups, self._holdups_at = holdups(cols, stepping(cols)), now
         return parsed.index[keep], parsed.headers["rank"][keep].astype(np.int64)
 
     def ended(self, now: float, quiet: float = 60.0) -> bool:
@@ -176,6 +185,7 @@ def _follow(intake: Intake, parsed: Parsed, i: int) -> None:
     intake.cols = Columns(INITIAL)
     intake.reports = Reports()
     intake.retained = intake.reporting = 0
+    intake.holdups, intake._holdups_at = holdups(intake.cols, stepping(intake.cols)), -math.inf
 
 
 def _apply(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:

@@ -36,7 +36,7 @@ from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
-from distmon.monitor.state.pace import Holdups, holdups, stepping
+from distmon.monitor.state.pace import Holdups
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.monitor.state.whereabouts import PEER_KINDS, classify
@@ -68,7 +68,6 @@ class JobState:
         (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
         self.links: dict[str, NodeLinks] = {}
         """Per host, its network links as its relay last read them, and the changes said."""
-        self._holdups: tuple[tuple[int, int], Holdups] | None = None
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -378,12 +377,9 @@ class JobState:
         return float(np.median(times)) if len(times) else None
 
     def holdups(self) -> Holdups:
-        """Who holds up whom at the job's pace (:mod:`distmon.monitor.state.pace`), as the
-        reports taken in so far tell: worked out once for them, whoever asks."""
-        taken = (self.received, id(self.cols))
-        if self._holdups is None or self._holdups[0] != taken:
-            self._holdups = (taken, holdups(self.cols, stepping(self.cols)))
-        return self._holdups[1]
+        """Who holds up whom at the job's pace (:mod:`distmon.monitor.state.pace`), as its
+        intake last worked it out."""
+        return self.intake.holdups
 
     def ending(self, standing: Iterable[Alert]) -> Ending | None:
         """How the job ended, given the alerts that stand; None while it runs

@@ -32,7 +32,6 @@ pipeline (a group carrying sends and receives joins stages that do different wor
 
 from __future__ import annotations
 
-import dataclasses
 import math
 from dataclasses import dataclass
 
@@ -45,7 +44,18 @@ from distmon.monitor.state.columns import ALL, F8, I8, PACE_REPORTS, Columns
 MIN_REPORTS = 10.0
 """Reports a share must come from (as many as weigh, :data:`DECAY` counted) to be judged."""
 MEDIAN_ERROR = math.sqrt(math.pi / 2)
+EVERY = 1.0
+"""Seconds of the monitor's clock between two workings out of the hold-ups, as reports come
+(:meth:`distmon.monitor.state.ingest.Intake.take_in`) ..."""
+EVERY_AT_SCALE = (16_384, 5.0)
+"""... and beyond this many ranks, these: at 131,072 ranks one takes a tenth of a second."""
 """The standard error of a median of k values is this times theirs over the root of k."""
+
+
+def due(last: float, now: float, ranks: int) -> bool:
+    """Whether the hold-ups worked out at ``last`` are due again at ``now``, among ``ranks``."""
+    many, every = EVERY_AT_SCALE
+    return now - last >= (every if ranks > many else EVERY)
 
 
 @dataclass(frozen=True)
@@ -113,20 +123,37 @@ def holdups(cols: Columns, judged: np.ndarray) -> Holdups:
     """The hold-ups of the ranks ``judged`` (a mask over the columns: :func:`stepping`),
     compared with their peers in each group of collectives: as they are now (over the shortest
     window), as sure as the surest window makes them."""
-    now, *longer = [_holdups(cols, judged, window) for window in range(len(PACE_REPORTS))]
-    sure = np.fmax.reduce([now.sure, *(h.sure for h in longer)])
-    return dataclasses.replace(now, sure=sure)
-
-
-def _holdups(cols: Columns, judged: np.ndarray, window: int) -> Holdups:
     size = cols.capacity
+    share, _, reports = waits(cols, np.arange(size), 0)
+    ranks = np.flatnonzero(judged & (reports >= MIN_REPORTS) & ~np.isnan(share))
     blank = np.full(size, np.nan)
     found = Holdups(blank, blank.copy(), blank.copy(), blank.copy(), blank.copy(), np.full(size, -1))
-    share, error, reports = waits(cols, np.arange(size), window)
-    ranks = np.flatnonzero(judged & (reports >= MIN_REPORTS) & ~np.isnan(share))
     found.waits[ranks] = share[ranks]
-    if len(ranks) < 2:
+    pairs = _pairs(cols, ranks)
+    if pairs is None:
         return found
+    now, *longer = [_compared(cols, pairs, window) for window in range(len(PACE_REPORTS))]
+    rank, slot, *_ = pairs
+    starts = np.flatnonzero(np.r_[True, rank[1:] != rank[:-1]])
+    who = rank[starts]
+    surest = np.fmax.reduce([now[2], *(sure for _, _, sure in longer)])
+    most = _first_of_most(now[2], starts)
+    found.peers[who], found.share[who], found.slot[who] = now[0][most], now[1][most], slot[most]
+    found.sure[who] = np.maximum.reduceat(surest, starts)
+    found.held[who] = np.minimum.reduceat(now[2], starts)
+    return found
+
+
+Pairs = tuple[I8, I8, I8, I8, I8]
+"""Each rank judged and each of its groups of collectives with another member judged, rank by
+rank: the rank, the group's slot in its row, the group (numbered 0 on), its members judged,
+and where its members begin among all pairs sorted by group."""
+
+
+def _pairs(cols: Columns, ranks: I8) -> Pairs | None:
+    """The ranks' groups to be compared in: a group carrying sends and receives (a pipeline's)
+    joins stages that do different work, and a group with one member judged has nobody to
+    compare with."""
     used = np.arange(cols.group_slots) < cols.groups[ranks, None]
     rank, slot = np.nonzero(used)
     rank = ranks[rank]
@@ -134,62 +161,58 @@ def _holdups(cols: Columns, judged: np.ndarray, window: int) -> Holdups:
     present = np.flatnonzero(cols.present)
     pipelines = distinct(cols.c_group[present][np.arange(cols.channel_slots) < cols.channels[present, None]])
     keep = (gid != 0) & ~np.isin(gid, pipelines)
-    rank, slot, gid = rank[keep], slot[keep], gid[keep]
-    order = np.lexsort((share[rank], gid))
-    rank, slot, gid = rank[order], slot[order], gid[order]
-    shared = _segments(gid)[1] >= 2  # the whole run of a group with one member judged goes
-    rank, slot, gid = rank[shared], slot[shared], gid[shared]
+    _, group = np.unique(gid[keep], return_inverse=True)
+    shared = np.bincount(group)[group] >= 2
+    rank, slot, group = rank[keep][shared], slot[keep][shared], group[shared]
     if not len(rank):
-        return found
-    starts, members = _segments(gid)
-    x = share[rank]
-    peers = _medians_of_others(x, np.arange(len(x)) - starts, members)
-    peers_error = MEDIAN_ERROR * _segment_medians(error[rank], gid) / np.sqrt(members - 1)
-    held_up = peers - x
-    sure = held_up / np.sqrt(error[rank] ** 2 + peers_error**2)
-    by = np.lexsort((sure, rank))
-    last = np.r_[rank[by][1:] != rank[by][:-1], True]
-    most, least = by[last], by[np.r_[True, last[:-1]]]
-    who = rank[most]
-    found.peers[who], found.share[who], found.sure[who] = peers[most], held_up[most], sure[most]
-    found.held[who], found.slot[who] = sure[least], slot[most]
-    return found
+        return None
+    members = np.bincount(group)
+    begins = np.cumsum(members) - members
+    return rank, slot, group, members[group], begins[group]
 
 
-def _segments(keys: np.ndarray) -> tuple[I8, I8]:
-    """For sorted ``keys``: each element's run of equal keys, as where it starts and its length."""
-    first = np.flatnonzero(np.r_[True, keys[1:] != keys[:-1]])
-    lengths = np.diff(np.r_[first, len(keys)])
-    run = np.repeat(np.arange(len(first)), lengths)
-    starts: I8 = first[run]
-    members: I8 = lengths[run]
-    return starts, members
+def _compared(cols: Columns, pairs: Pairs, window: int) -> tuple[F8, F8, F8]:
+    """For each pair over ``window``: the median of the others' shares in the group, how much
+    more it is than the rank's own, and how sure that is (in standard errors)."""
+    rank, _, group, members, begins = pairs
+    share, error, _ = waits(cols, rank, window)
+    peers = _medians_of_others(share, group, members, begins)
+    peers_error = MEDIAN_ERROR * _medians_of_others(error, group, members, begins) / np.sqrt(members - 1)
+    held_up = peers - share
+    sure: F8 = held_up / np.sqrt(error**2 + peers_error**2)
+    return peers, held_up, sure
 
 
-def _medians_of_others(values: F8, position: I8, members: I8) -> F8:
-    """For values sorted within runs (``position`` in a run of ``members``, two or more):
-    each one's median of the others of its run, read off by index, itself skipped."""
-    start = np.arange(len(values)) - position
+def _medians_of_others(values: F8, group: I8, members: I8, begins: I8) -> F8:
+    """For each value, the median of the others of its group (numbered 0 on, two or more
+    members each, which begin at ``begins`` sorted by group): the values sorted within groups
+    in one sort (a value is in [0, 1), so the group number plus it sorts by both), each one's
+    median read off by index, itself skipped."""
+    order = np.argsort(group + np.minimum(values, np.nextafter(1.0, 0.0)))
+    ordered = values[order]
+    position = np.empty(len(values), dtype=np.int64)
+    position[order] = np.arange(len(values))
+    within = position - begins
     others = members - 1
     middle = others // 2
 
     def rest(j: I8) -> F8:
-        chosen: F8 = values[np.clip(start + np.where(j < position, j, j + 1), 0, len(values) - 1)]
+        chosen: F8 = ordered[np.clip(begins + np.where(j < within, j, j + 1), 0, len(values) - 1)]
         return chosen
 
     medians: F8 = np.where(others % 2 == 1, rest(middle), (rest(middle - 1) + rest(middle)) / 2)
     return medians
 
 
-def _segment_medians(values: F8, keys: np.ndarray) -> F8:
-    """For each element, the median of ``values`` over its run of equal ``keys`` (sorted)."""
-    order = np.lexsort((values, keys))
-    ordered = values[order]
-    starts, members = _segments(keys[order])
-    low, high = ordered[starts + (members - 1) // 2], ordered[starts + members // 2]
-    medians = np.empty(len(values))
-    medians[order] = (low + high) / 2
-    return medians
+def _first_of_most(values: F8, starts: I8) -> I8:
+    """For runs beginning at ``starts``: the index of each run's largest value (its first)."""
+    lengths = np.diff(np.r_[starts, len(values)])
+    best = np.repeat(np.maximum.reduceat(values, starts), lengths)
+    hits = np.flatnonzero(values == best)
+    run = np.searchsorted(starts, hits, side="right") - 1
+    first = np.r_[True, run[1:] != run[:-1]]
+    chosen: I8 = hits[first]
+    return chosen
 
 
 def stepping(cols: Columns) -> np.ndarray:
