@@ -255,11 +255,18 @@ class SimJob:
         self.faults.append(_Fault("worker_kill", rank, self.start + at))
         return self
 
-    def straggler(self, rank: int, factor: float = 3.0, data_wait: float = 0.3, at: float = 0.0) -> SimJob:
-        """``rank`` takes ``factor`` times as long a step from ``start + at`` on, waiting for
-        data ``data_wait`` of the time (0.02: slow at its own work, a sleep in every step)."""
-        self.faults.append(_Fault("straggler", rank, self.start + at, factor=factor, rate=data_wait))
+    def straggler(
+        self, rank: int, factor: float = 3.0, data_wait: float = 0.3, at: float = 0.0, lasts: float = math.inf
+    ) -> SimJob:
+        """``rank`` takes ``factor`` times as long a step from ``start + at`` on, for ``lasts``
+        seconds, waiting for data ``data_wait`` of the time (0.02: slow at its own work, a
+        sleep in every step)."""
+        self.faults.append(_Fault("straggler", rank, self.start + at, factor=factor, rate=data_wait, seconds=lasts))
         return self
+
+    def _slow(self, t: float) -> list[_Fault]:
+        """The stragglers slow at ``t``."""
+        return [f for f in self.faults if f.kind == "straggler" and f.at <= t < f.at + f.seconds]
 
     def leak(self, rank: int, bytes_per_second: float, at: float = 0.0) -> SimJob:
         self.faults.append(_Fault("leak", rank, self.start + at, rate=bytes_per_second))
@@ -320,13 +327,13 @@ class SimJob:
 
     def _period(self, t: float) -> float:
         """The job's step at ``t``: the slowest rank's."""
-        factors = [f.factor for f in self.faults if f.kind == "straggler" and f.at <= t]
-        return self.step_time * max(factors, default=1.0)
+        return self.step_time * max((f.factor for f in self._slow(t)), default=1.0)
 
     def _steps(self, elapsed: float) -> tuple[int, float]:
         """The steps done in ``elapsed`` seconds of stepping, and when the last one ended (in
         seconds of stepping): the pace changes as each straggler begins."""
-        onsets = sorted({f.at - self.start for f in self.faults if f.kind == "straggler"} - {0.0})
+        stragglers = [f for f in self.faults if f.kind == "straggler"]
+        onsets = sorted({e for f in stragglers for e in (f.at - self.start, f.at - self.start + f.seconds)} - {0.0})
         bounds = [0.0, *(e for e in onsets if e < elapsed), elapsed]
         steps = sum((b - a) / self._period(self.start + a) for a, b in itertools.pairwise(bounds))
         return int(steps), elapsed - (steps - int(steps)) * self._period(self.start + bounds[-2])
@@ -335,9 +342,9 @@ class SimJob:
         """The share of its time ``rank`` waits in collectives at ``t``: moving the data, and
         the part of the step it is ahead of the slowest rank (whose work takes ``factor``
         times as long; moving the data does not)."""
-        begun = [f for f in self.faults if f.kind == "straggler" and f.at <= t]
-        slowest = max([f.factor for f in begun], default=1.0)
-        own = next((f.factor for f in begun if f.rank == rank), 1.0)
+        slow = self._slow(t)
+        slowest = max((f.factor for f in slow), default=1.0)
+        own = next((f.factor for f in slow if f.rank == rank), 1.0)
         moving = IN_COLLECTIVES / (1 - IN_COLLECTIVES)  # of a healthy rank's work
         return (slowest - own + moving) / (slowest + moving)
 
@@ -601,10 +608,11 @@ class SimJob:
     def _waiting_since(self, rank: int, t: float) -> float | None:
         """Caught in a collective behind a straggler, since when: a moment of the part of its
         step it waits for the straggler (None in a job without one: the start is not shown)."""
-        factor = max([f.factor for f in self.faults if f.kind == "straggler" and f.at <= t], default=1.0)
+        slow = self._slow(t)
+        factor = max((f.factor for f in slow), default=1.0)
         if factor == 1.0:
             return None
-        own = next((f.factor for f in self.faults if f.kind == "straggler" and f.rank == rank and f.at <= t), 1.0)
+        own = next((f.factor for f in slow if f.rank == rank), 1.0)
         return t - _unit(rank, round(t * 1000), 1) * self.step_time * (factor - own)
 
     def _leaked(self, rank: int, t: float) -> float:

@@ -5,8 +5,9 @@ straggler shows as the rank that waits least, by its own samples, against its pe
 groups of collectives (:mod:`distmon.monitor.state.pace` works the hold-ups out). It is named
 once the hold-up is sure (``Thresholds.straggler_sure`` standard errors: the more samples,
 the smaller a slowdown that is sure) and costs the job ``straggler_cost`` of its time or more;
-it stays named while it is ``straggler_still`` sure and costs half that, so a straggler near
-the line is one alert, not one a minute. A rank its peers in some group hold up is no
+it stays named while it is ``straggler_still`` sure and still holds its peers up at all, so a
+straggler near the line, or on a host whose load comes and goes, is one alert, not one a
+minute. A rank its peers in some group hold up is no
 straggler, whoever it holds up in turn: a victim of a slow tensor-parallel peer comes late to
 its data-parallel group, for the peer's sake. A node whose every rank is one is named as the
 node. Pauses count for nothing: the ranks sample their steps only
@@ -74,10 +75,11 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
         unheld = (held.held > -limits.straggler_still) & ~job.flagged(wire.FLAG_EXITED)
         near = unheld & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
         sure = unheld & (held.sure >= _bar(limits.straggler_sure, held)) & (cost >= limits.straggler_cost)
+        still = standing & unheld & (held.sure >= limits.straggler_still) & (held.share > 0)
     named = []
-    for rank in np.flatnonzero(near).tolist():  # looked at from outside once near the line, to be ready
+    for rank in np.flatnonzero(near | still).tolist():  # looked at from outside once near the line, to be ready
         looked, cpu = _cpu(job, rank, ctx)
-        if looked and (sure[rank] or standing[rank]) and _own(job, held, rank, cpu, ctx):
+        if still[rank] or (looked and sure[rank] and _own(job, held, rank, cpu, ctx)):
             named.append((rank, cpu))
     if not named:
         return []

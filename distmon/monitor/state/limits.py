@@ -77,7 +77,8 @@ class Thresholds:
     straggler_cost: float = 0.03
     """... and costs the job this share of its time or more ..."""
     straggler_still: float = 3.0
-    """... and stays one while it is this sure and costs half as much."""
+    """... and stays one while it is this sure and holds its peers up at all: one alert, however
+    its hold-up comes and goes around the line."""
     memory_near_limit: float = 0.95
     growth_window: int = 20
     """Reports over which memory must keep growing to be called a leak."""
