@@ -3,10 +3,10 @@ straggler is named against how much slower it is, and how often a healthy job ge
 idle machine and beside two CPU burners.
 
     .venv/bin/python benchmarks/bench_straggler.py [--runs 3] [--slowdowns 5 10 20 50]
-        [--minutes 5] [--jobs paced messy] [--loads idle burners]
+        [--minutes 5] [--jobs paced messy] [--loads idle burners] [--step-time 0.05]
 
 Real 4-rank gloo jobs under torchrun (``examples/train.py``, every rank paced 50 ms a step by a
-sleep), a real ``distmon record`` listening. Slowdowns: rank 2's sleep made 5%, 10%, 20% or 50%
+sleep, or ``--step-time``), a real ``distmon record`` listening. Slowdowns: rank 2's sleep made 5%, 10%, 20% or 50%
 longer from step 150 (``--fault straggler@150:2:... --straggler-factor``), timed from the line
 the rank prints then to the first straggler alert; a run that names another rank first, or
 none within its limit (4 minutes at 5%, 2 otherwise), is missed. The table gives the median and
@@ -47,7 +47,6 @@ from distmon.wire import decode  # noqa: E402
 from tests.support.commands import DISTMON, TORCHRUN  # noqa: E402
 from tests.support.paths import TRAIN  # noqa: E402
 
-STEP = 0.05
 STEPS = 20_000
 """More than a run takes (a job ends when stopped): the sampler's list of indices grows with it."""
 SLOW_FROM = 150
@@ -88,7 +87,7 @@ class Run:
 
 
 @contextlib.contextmanager
-def job(workdir: Path, name: str, *args: str) -> Iterator[Run]:
+def job(workdir: Path, name: str, step: float, *args: str) -> Iterator[Run]:
     endpoint = f"ipc://{workdir}/{name}.sock"
     out, log, output = workdir / f"{name}.distmon", workdir / f"{name}.record.log", workdir / f"{name}.job.log"
     env = {**os.environ, "DISTMON_ENDPOINT": endpoint, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
@@ -98,7 +97,7 @@ def job(workdir: Path, name: str, *args: str) -> Iterator[Run]:
     train = [TORCHRUN, "--standalone", "--nproc_per_node=4", str(TRAIN), "--distmon", "--steps", str(STEPS)]
     with output.open("w") as printed:
         started = subprocess.Popen(
-            [*train, "--step-time", str(STEP), "--timeout", "120", *args],
+            [*train, "--step-time", str(step), "--timeout", "120", *args],
             env=env,
             stdout=printed,
             stderr=subprocess.STDOUT,
@@ -127,13 +126,14 @@ def burners(load: str) -> Iterator[None]:
             process.wait()
 
 
-def slowed(percent: int, workdir: Path) -> tuple[float | None, bool, int | None, float | None]:
+def slowed(percent: int, step: float, workdir: Path) -> tuple[float | None, bool, int | None, float | None]:
     """(seconds from the slowdown to the straggler named, or None if missed; whether it named
     rank 2 alone; the cost it said once settled, in percent; the cost measured, in percent)."""
     factor = 1 + percent / 100
     limit = 240 if percent < 10 else 120
     name = f"slow{percent}"
-    with job(workdir, name, "--fault", f"straggler@{SLOW_FROM}:2:100000", "--straggler-factor", str(factor)) as run:
+    slow = ("--fault", f"straggler@{SLOW_FROM}:2:100000", "--straggler-factor", str(factor))
+    with job(workdir, name, step, *slow) as run:
         deadline = time.monotonic() + limit + 60
         while time.monotonic() < deadline and not INJECTED.search(run.output.read_text()):
             time.sleep(0.5)
@@ -173,10 +173,10 @@ def _measured_cost(recording: Path, at: float) -> float | None:
     return 100 * (rate[0] / rate[1] - 1)
 
 
-def healthy(kind: str, load: str, minutes: float, workdir: Path) -> tuple[int, float, list[str], float]:
+def healthy(kind: str, load: str, minutes: float, step: float, workdir: Path) -> tuple[int, float, list[str], float]:
     """A healthy job run ``minutes``: its false straggler alerts, the minutes it ran, every
     straggler alert's summary, and the machine's load at its end."""
-    with burners(load), job(workdir, f"{kind}-{load}", *(HABITS if kind == "messy" else ())) as run:
+    with burners(load), job(workdir, f"{kind}-{load}", step, *(HABITS if kind == "messy" else ())) as run:
         started = time.monotonic()
         time.sleep(minutes * 60)
         ran = (time.monotonic() - started) / 60
@@ -194,14 +194,16 @@ def main() -> None:
     parser.add_argument("--minutes", type=float, default=5.0)
     parser.add_argument("--jobs", nargs="*", default=["paced", "messy"], choices=["paced", "messy"])
     parser.add_argument("--loads", nargs="*", default=["idle", "burners"], choices=["idle", "burners"])
+    parser.add_argument("--step-time", type=float, default=0.05, help="every rank's pace, seconds a step")
     args = parser.parse_args()
+    step = args.step_time
     with tempfile.TemporaryDirectory(prefix="bench-straggler-") as tmp:
         workdir = Path(tmp)
         if args.slowdowns:
             print("| slower | named | median s | worst s | rank 2 alone | cost said | cost measured | load |")
-            print("|---:|---:|---:|---:|---|---|---|---:|")
+            print("|---:|---:|---:|---:|---|---|---|---:|", flush=True)
         for percent in args.slowdowns:
-            results = [slowed(percent, workdir) for _ in range(args.runs)]
+            results = [slowed(percent, step, workdir) for _ in range(args.runs)]
             found = [r for r in results if r[0] is not None]
             times = [r[0] for r in found if r[0] is not None]
             said = [f"{r[2]}%" for r in found if r[2] is not None]
@@ -216,10 +218,10 @@ def main() -> None:
         if args.jobs and args.loads:
             print()
             print("| healthy job | machine | minutes | false stragglers | per hour | load at the end |")
-            print("|---|---|---:|---:|---:|---:|")
+            print("|---|---|---:|---:|---:|---:|", flush=True)
         for load in args.loads:
             for kind in args.jobs:
-                false, ran, summaries, loadavg = healthy(kind, load, args.minutes, workdir)
+                false, ran, summaries, loadavg = healthy(kind, load, args.minutes, step, workdir)
                 print(f"| {kind} | {load} | {ran:.1f} | {false} | {60 * false / ran:.1f} | {loadavg:.1f} |", flush=True)
                 for summary in summaries:
                     print(f"|   said: {summary[:150]} | | | | | |", flush=True)
