@@ -88,6 +88,11 @@ def advice(facts: Straggler) -> str:
             "errors, a port at a lower speed), its GPUs' clocks and temperature (`nvidia-smi -q -d "
             "PERFORMANCE,TEMPERATURE`), its CPUs and memory (`top`, another job on it); or drain it from the job."
         )
+    if facts.report.gpu is None:
+        return (
+            f"look at {host}: other processes on its CPUs (`top`), their clocks and temperature (`lscpu`, "
+            "`sensors`), a slower link or disk; or whether its share of the data is larger."
+        )
     return (
         f"look at {host}: GPU {facts.report.local_rank}'s clocks and throttling (`nvidia-smi -q -d "
         "PERFORMANCE,CLOCK`), its temperature and power, other processes on its CPUs or GPU (`top`, "
