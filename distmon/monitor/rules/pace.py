@@ -87,9 +87,9 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
     peers_data = float(np.median(data[~np.isnan(held.waits)]))
     cpus = dict(named)
     findings = []
-    for culprits, host in _by_node(job, np.array(sorted(cpus))):
+    for culprits, host in _by_node(job, np.array(sorted(cpus)), near | still):
         first = culprits[0]
-        cpu = cpus[first]
+        cpu = next((cpus[r] for r in culprits if r in cpus), None)
         starved = cpu is not None and cpu.waited >= STARVED_SHARE
         facts = Straggler(
             ranks=tuple(culprits),
@@ -151,21 +151,21 @@ def _own(job: JobState, held: Holdups, rank: int, cpu: Cpu | None, ctx: Context)
     return bool(held.share[rank] >= SCHEDULED * shared)
 
 
-def _by_node(job: JobState, ranks: np.ndarray) -> list[tuple[list[int], str | None]]:
-    """The stragglers, a node's together where every rank of it that steps is one (two or
-    more, and ranks elsewhere step too), each other one alone."""
+def _by_node(job: JobState, ranks: np.ndarray, near: np.ndarray) -> list[tuple[list[int], str | None]]:
+    """The stragglers, a node's together where every rank of it that steps is one or ``near``
+    the line (two or more, and ranks elsewhere step too: its ranks turn slow together, and are
+    sure one by one), each other one alone."""
     c = job.cols
     stepping = ~np.isnan(job.holdups().waits)
     found: list[tuple[list[int], str | None]] = []
     alone = []
     for host in np.unique(c.host[ranks]).tolist():
-        mine = ranks[c.host[ranks] == host].tolist()
         on_host = np.flatnonzero(stepping & (c.host == host))
-        whole = len(mine) >= 2 and len(mine) == len(on_host) and np.count_nonzero(stepping) > len(on_host)
+        whole = len(on_host) >= 2 and near[on_host].all() and np.count_nonzero(stepping) > len(on_host)
         if whole:
-            found.append((mine, job.host_name(int(host))))
+            found.append((on_host.tolist(), job.host_name(int(host))))
         else:
-            alone += mine
+            alone += ranks[c.host[ranks] == host].tolist()
     return found + [([r], None) for r in sorted(alone)]
 
 
