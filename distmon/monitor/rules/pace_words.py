@@ -58,13 +58,19 @@ def detail(facts: Straggler) -> str:
     r = facts.report
     step = f"{r.step_time.p50 * 1000:.0f} ms" if r.step_time else "unknown"
     group = f" in {group_name(facts.group.id, facts.group)}" if facts.group is not None else ""
-    who = f"{rank_word(facts.ranks)} (node {facts.host})" if facts.host else f"rank {r.rank} ({r.host}, pid {r.pid})"
+    waits = f"in collectives {facts.waits:.0%} of the time"
+    peers, late = f"peers{group} {facts.peers:.0%}", f"{facts.share:.0%}"
+    if facts.host is None:
+        who = f"rank {r.rank} ({r.host}, pid {r.pid}) waits {waits}, its {peers}"
+        late = f"it comes to each collective {late} of the time later than they do, and they wait for it"
+    else:
+        who = f"{rank_word(facts.ranks)}, on node {facts.host}, wait {waits}, their {peers}"
+        late = f"they come to each collective {late} of the time later than their peers do, who wait for them"
     lines = [
-        f"{who} waits in collectives {facts.waits:.0%} of the time, its peers{group} {facts.peers:.0%}: it comes "
-        f"to each collective {facts.share:.0%} of the time later than they do, and they wait for it. Every rank "
-        f"steps at its pace ({step} a step); without the hold-up the job would step {slower(facts.share)} faster. "
-        "Read off samples of the ranks' steps (pauses left out), named once sure beyond chance.",
-        f"Its DataLoader wait is {facts.data:.0%} of the time (peers {facts.peers_data:.0%}).",
+        f"{who}: {late}. Every rank steps at the slowest's pace ({step} a step); without the hold-up the job would "
+        f"step {slower(facts.share)} faster. Read off samples of the ranks' steps (pauses left out), named once "
+        "sure beyond chance.",
+        f"DataLoader wait: {facts.data:.0%} of the time (peers {facts.peers_data:.0%}).",
         f"What to do: {advice(facts)}",
     ]
     return "\n".join(lines)
@@ -83,10 +89,15 @@ def advice(facts: Straggler) -> str:
             "CPU load, and that its shard is not larger or slower to decode."
         )
     if facts.host is not None:
+        gpus = (
+            ""
+            if facts.report.gpu is None
+            else ", its GPUs' clocks and temperature (`nvidia-smi -q -d PERFORMANCE,TEMPERATURE`)"
+        )
         return (
             f"look at what {host}'s ranks share: its network link to the others (`ibstat`, `ethtool -S`, link "
-            "errors, a port at a lower speed), its GPUs' clocks and temperature (`nvidia-smi -q -d "
-            "PERFORMANCE,TEMPERATURE`), its CPUs and memory (`top`, another job on it); or drain it from the job."
+            f"errors, a port at a lower speed){gpus}, its CPUs and memory (`top`, another job on it); or drain it "
+            "from the job."
         )
     if facts.report.gpu is None:
         return (
