@@ -93,7 +93,7 @@ class Monitor:
     ) -> None:
         self.detector = detector or Detector()
         self.state = JobState(self.detector.limits, job=job, pinned=job is not None, max_world=max_world)
-        self.sight = Sight(self.state.eyes, self.state.links)
+        self.sight = Sight(self.state.eyes, self.state.links, self.state.gone)
         """What the nodes' eyes saw of the job's processes, as they handed it over."""
         if self.detector.sight is None:
             self.detector.sight = self.sight
@@ -155,6 +155,7 @@ class Monitor:
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""
         self.sight.now = now
+        self.sight.blind(self.state.blind_hosts(now))
         findings = self.detector.evaluate(self.state, now)
         changes = self.alerts.update(findings, now, resolve=not self.state.being_taken_down())
         if self.responder is not None:

@@ -10,7 +10,7 @@ from distmon import wire
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING
-from distmon.monitor.state.ending import Ending, first_cause, gone, rank_ending
+from distmon.monitor.state.ending import Ending, fates, first_cause, rank_ending
 from tests.support.simulate import SimJob, drive
 
 
@@ -30,7 +30,8 @@ def test_a_killed_rank_is_the_failure_in_the_alerts_the_ending_and_the_table() -
     ending = monitor.state.ending(a for a in alerts if a.resolved is None)
     assert ending is not None and ending.state == Ending.FAILED
     assert ending.words.startswith("failed: rank_lost: rank 2 ") and "process gone" in ending.words
-    words = {r: rank_ending(s, sim.start + 25, gone(alerts)) for r, s in monitor.state.ranks.items()}
+    known = fates(monitor.state, alerts, sim.start + 25)
+    words = {r: rank_ending(s, sim.start + 25, known) for r, s in monitor.state.ranks.items()}
     assert words[2].startswith("its process is gone")
     assert all(words[r].endswith("(after losing a peer)") for r in (0, 1, 3)), words
 

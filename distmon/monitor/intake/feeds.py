@@ -37,6 +37,7 @@ from distmon.monitor.rules.keeping_up import OVERFLOW
 from distmon.monitor.state.columns import F8
 from distmon.node import looks as eye_looks
 from distmon.node.eye import NodeEye
+from distmon.wire.arrays import parse
 from distmon.wire.columns import ColumnBatch, Incoming
 from distmon.wire.link import LOOK, Batch, Command, Dump
 
@@ -99,8 +100,10 @@ class LiveFeed:
     the same thread, which alone touches the socket.
 
     The monitor's host is a node like the others: its ``eye`` (:class:`~distmon.node.eye.NodeEye`)
-    is asked what a ``look`` command asks of this host, and what it saw is handed over as a
-    relay's eye's is, an empty batch of columns carrying its looks, stamped when taken.
+    is asked what a ``look`` command asks of this host, watches the processes of the ranks of
+    this host that report here for their end, as a relay's eye does its node's, and what it
+    saw is handed over as a relay's eye's is, an empty batch of columns carrying its looks,
+    stamped when taken.
     """
 
     def __init__(
@@ -146,8 +149,12 @@ class LiveFeed:
                     if command.action == LOOK and self.eye is not None:
                         self.eye.want(eye_looks.wanted(command.looks or []))
                 batches = self._receiver.receive(0.1)
-                if self.eye is not None and (seen := self._seen(self.eye)) is not None:
-                    batches.append(seen)
+                if self.eye is not None:
+                    for batch in batches:
+                        if isinstance(batch, Batch) and len(batch):
+                            self.eye.reporting(parse(batch).headers)  # the ranks on this host, straight here
+                    if (seen := self._seen(self.eye)) is not None:
+                        batches.append(seen)
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
                 t = self._clock()

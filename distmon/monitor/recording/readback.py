@@ -22,6 +22,7 @@ from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import LIMITS
+from distmon.monitor.state.nodes import saw_end
 from distmon.monitor.state.words import count, rank_word
 from distmon.node import looks as eye_looks
 from distmon.wire import WireError
@@ -111,7 +112,7 @@ def load(path: str) -> Postmortem:
         if isinstance(record, BatchRecord | ColumnRecord):
             _take(pm.state, record.batch, record.t)
         elif isinstance(record, LooksRecord):
-            _eyes(pm.state, record.looks)
+            _eyes(pm.state, record.looks, record.t)
         elif isinstance(record, Dropped):
             pm.state.dropped.update(record.dropped)
             pm.state.unwatched.update(record.unwatched)
@@ -128,11 +129,15 @@ def load(path: str) -> Postmortem:
     return pm
 
 
-def _eyes(state: JobState, looks: bytes) -> None:
-    """The nodes whose eyes spoke in a ``o`` record: their ranks were seen from outside."""
+def _eyes(state: JobState, looks: bytes, t: float) -> None:
+    """The nodes whose eyes spoke in a ``o`` record at ``t`` (their ranks were seen from
+    outside), and the processes they saw end."""
     with contextlib.suppress(WireError):
         for one in eye_looks.decode(looks):
             state.eyes[one.host] = None
+            for sample in one.samples:
+                if sample.state == "X":
+                    saw_end(state.gone, one.host, sample.pid, t)
 
 
 def _ingest(state: JobState, messages: list[MessageRecord]) -> None:

@@ -15,6 +15,7 @@ from __future__ import annotations
 from distmon.monitor.rules.base import Rule
 from distmon.monitor.rules.failures import rank_exception, rank_lost
 from distmon.monitor.rules.hang import hang_and_divergence
+from distmon.monitor.rules.links import link_flapping
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.monitor_behind import monitor_behind
 from distmon.monitor.rules.nodes import node_lost
@@ -31,6 +32,7 @@ RULES: list[tuple[Rule, float]] = [
     (rank_exception, 0.0),
     (rank_lost, 0.0),
     (node_lost, 0.0),
+    (link_flapping, 0.0),
     (worker_crash, 0.0),
     (hang_and_divergence, 0.0),
     (stall, 0.0),

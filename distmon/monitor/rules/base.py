@@ -21,6 +21,9 @@ or none has looked yet): :meth:`distmon.monitor.outside.sight.Sight.state`."""
 StackSource = Callable[..., "OutsideStack | None"]
 """(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
 taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
+Ended = Callable[[float], "list[tuple[str, int, float]]"]
+"""(since) -> the processes their eyes told gone since then, with when (the monitor's clock):
+:meth:`distmon.monitor.outside.sight.Sight.ended`."""
 Outside = Callable[[str, int], "Seen | None"]
 """(host, pid) -> its node's eye's looks at it (:meth:`distmon.monitor.outside.sight.Sight.view`),
 None where no eye watches that node, or before its first look."""
@@ -47,6 +50,8 @@ class Context:
     the detector's memory from tick to tick, kept while an alert names them."""
     routine: Routine = field(default_factory=Routine)
     """The job's routine pauses, learned from tick to tick (the detector's memory too)."""
+    ended: Ended | None = None
+    """The processes the nodes' eyes saw end, where any eye has spoken."""
 
     @property
     def hang_after(self) -> float:

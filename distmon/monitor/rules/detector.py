@@ -81,6 +81,7 @@ class Detector:
             outside=outside,
             named_early=self._named_early,
             routine=self.routine,
+            ended=self.sight.ended if self.sight is not None and self.sight.eyes else None,
         )
         context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []

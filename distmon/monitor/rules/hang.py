@@ -44,7 +44,16 @@ from distmon.monitor.rules.hang_words import (
     stuck_message_words,
 )
 from distmon.monitor.rules.nodes import node_ranks
-from distmon.monitor.rules.process import Look, all_working, doing_nothing, gil_held, keep_looking, look_at, said
+from distmon.monitor.rules.process import (
+    Look,
+    all_working,
+    doing_nothing,
+    ended_unheard,
+    gil_held,
+    keep_looking,
+    look_at,
+    said,
+)
 from distmon.monitor.rules.routine import Habit, Mark
 from distmon.monitor.rules.waitfor import (
     Collective,
@@ -162,6 +171,11 @@ class Incidents:
     def _node_ranks(self) -> set[int]:
         return set(node_ranks(self.job, self.ctx, training=False).tolist())
 
+    @cached_property
+    def _ended(self) -> set[int]:
+        """Ranks whose process ended without a word while they reported on: ``rank_lost``'s."""
+        return set(ended_unheard(self.job, self.ctx).tolist())
+
     def _roots(self, reach: set[Node]) -> list[int]:
         """The ranks of ``reach`` that wait for nobody and are this incident's
         (:meth:`_own_incident`): decided as arrays where the answer needs no more (a
@@ -181,7 +195,7 @@ class Incidents:
         held = ~finished & self.job.held_up(known)
         if self.ctx.behind is None:
             doubt = ~plain & ~held
-            doubt |= np.isin(known, list(self._node_ranks)) & ~finished
+            doubt |= np.isin(known, list(self._node_ranks | self._ended)) & ~finished
         else:
             doubt = np.ones(len(known), dtype=bool)
         doubt &= ~left
@@ -290,6 +304,8 @@ class Incidents:
             return True
         if rank in self._node_ranks:
             return False  # its node fell silent as a whole: node_lost names it
+        if rank in self._ended:
+            return False  # its process ended without a word: rank_lost names it
         if self.ctx.behind is not None and self._stale(rank):
             return False
         if self.job.held_up(np.array([rank]))[0]:

@@ -172,16 +172,16 @@ def _waits_for(
 
 
 def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
-    """Whether ``node``'s ranks train on unheard: ranks sharing a group with them have stepped
-    :data:`STEPS_ON` times since the node could have been cut off, and completed collectives of
-    such a group past those its ranks last said they issued (no collective completes without
-    every member)."""
+    """Whether ``node``'s ranks train on unheard: ranks sharing a group with them (live, or since
+    finished cleanly: the job ended with them) have stepped :data:`STEPS_ON` times since the
+    node could have been cut off, and completed collectives of such a group past those its
+    ranks last said they issued (no collective completes without every member)."""
     c = job.cols
     used = int(c.groups.max(initial=0))
     rows = np.arange(used) < c.groups[:, None]
     theirs = distinct(c.g_id[node.ranks, :used][rows[node.ranks]])
-    live = job.live(ctx.now)
-    shares = live & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
+    finished = job.flagged(wire.FLAG_EXITED) & ~job.flagged(wire.FLAG_STOPPED_BY_SIGNAL | wire.FLAG_RAISED)
+    shares = (job.live(ctx.now) | finished) & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
     peers = np.flatnonzero(shares)[:PEERS_LOOKED_AT]
     cut_by = node.since + float(np.nanmax(c.interval[node.ranks]))
     stepped = [p for p in peers.tolist() if _steps_since(job, p, cut_by) >= STEPS_ON]

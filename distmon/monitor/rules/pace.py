@@ -18,7 +18,6 @@ import contextlib
 
 import numpy as np
 
-from distmon import wire
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import WARNING, Finding
@@ -33,11 +32,8 @@ named as short of CPU."""
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
     limits, c = ctx.limits, job.cols
     ranks = np.flatnonzero(
-        c.present
-        & (c.samples >= limits.straggler_min_samples)
-        & ~job.flagged(wire.FLAG_EXITED)
-        & np.isnan(c.stalled_since)
-    )
+        job.live(ctx.now) & (c.samples >= limits.straggler_min_samples) & np.isnan(c.stalled_since)
+    )  # a silent rank's shares are old news: it is no peer to compare with
     if len(ranks) < 2:
         return []
     wait, data = c.inflight_share[ranks], c.data_wait_share[ranks]

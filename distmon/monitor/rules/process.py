@@ -24,7 +24,9 @@ from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holdin
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.columns import I8
 from distmon.monitor.state.whereabouts import classify, frame_lines
+from distmon.node.prober import CLOSE_PERIOD
 from distmon.node.proc import GIL_WAKES, Sample
 from distmon.node.pyspy import OutsideStack
 
@@ -35,6 +37,34 @@ MOVING = frozenset({"sleeping", "lock", "unknown"})
 """Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
+LAST_WORDS_GRACE = CLOSE_PERIOD
+"""Seconds after its eye told a rank's process gone before its lack of last words is final:
+words sent before it ended have come by then (a relay that tells an end sends its next batch
+that soon: :class:`~distmon.node.relay.NodeRelay`)."""
+
+
+def ended_unheard(job: JobState, ctx: Context) -> I8:
+    """The ranks whose process their node's eye saw end while they reported on (neither silent
+    nor stalled by their own account) without a last word: no exception, no exit, no signal
+    caught. Killed by a signal nobody catches (the OOM killer's SIGKILL), each is lost at once,
+    not once its silence has lasted. Final only :data:`LAST_WORDS_GRACE` after its eye told
+    it, and for a rank behind a relay once that relay was heard since: its batch would carry
+    last words sent before the end."""
+    if ctx.ended is None:
+        return np.zeros(0, dtype=np.int64)
+    c = job.cols
+    window = float(np.max(ctx.limits.silent_after(job.interval())))
+    told = {(host, pid): when for host, pid, when in ctx.ended(ctx.now - window) if ctx.now - when >= LAST_WORDS_GRACE}
+    if not told:
+        return np.zeros(0, dtype=np.int64)
+    unheard = c.present & ~job.flagged(wire.FLAG_EXITED | wire.FLAG_RAISED | wire.FLAG_STALLED) & ~job.silent(ctx.now)
+    found = []
+    for rank in np.flatnonzero(unheard & np.isin(c.pid, [pid for _, pid in told])).tolist():
+        when = told.get(job.process_of(rank))
+        via = int(c.via[rank])
+        if when is not None and (via < 0 or job.relay_heard[via] > when):
+            found.append(rank)
+    return np.array(found, dtype=np.int64)
 
 
 def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:

@@ -35,7 +35,7 @@ from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
 from distmon.monitor.state.limits import Thresholds
-from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
+from distmon.monitor.state.nodes import NodeLinks, SilentNode, blind_hosts, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.wire import GroupStatus, Report
@@ -66,6 +66,9 @@ class JobState:
         (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
         self.links: dict[str, NodeLinks] = {}
         """Per host, its network links as its relay last read them, and the changes said."""
+        self.gone: OrderedDict[tuple[str, int], float] = OrderedDict()
+        """The processes (host, pid) the nodes' eyes saw end, with when they told it, in that
+        order (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -297,6 +300,19 @@ class JobState:
     def silent_nodes(self, now: float, overdue: bool = False) -> list[SilentNode]:
         """The nodes silent as a whole (:func:`~distmon.monitor.state.nodes.silent_nodes`)."""
         return silent_nodes(self, now, overdue)
+
+    def eye_on(self, host: str) -> str | None:
+        """Whose eye watches ``host``, in words: its relay's, or the monitor's own; None where
+        none does (no relay runs there, nor the monitor)."""
+        if any(relay.host == host for relay in self.relays):
+            return f"the eye on {host} (its distmon relay)"
+        if host in self.eyes:
+            return f"the monitor's own eye (the monitor runs on {host})"
+        return None
+
+    def blind_hosts(self, now: float) -> set[str]:
+        """The hosts whose eye is lost (:func:`~distmon.monitor.state.nodes.blind_hosts`)."""
+        return blind_hosts(self, now)
 
     def silent(self, now: float, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
         """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
