@@ -188,11 +188,14 @@ class Session:
     def finish(self) -> Timed:
         """The tick that closes the session, at the next whole second, after what the feed
         still holds: live at exit and at the end of a replay alike, so that last words turn
-        into alerts the same way in both. Runs once; later calls return nothing."""
+        into alerts the same way in both. A recording whose last record came of a tick (an
+        alert's change, at its time) ends with the live monitor's closing tick: its replay has
+        just run it. Runs once; later calls return nothing."""
         if self.finished:
             return []
         changes = self.drain()
-        if self._next_tick is not None:
+        closed = not self._live and self._next_tick is not None and self._next_tick - self.TICK >= self.feed.now()
+        if self._next_tick is not None and not closed:
             changes += self._tick_until(self._next_tick)
         self.finished = True
         return changes

@@ -26,7 +26,7 @@ MAX_WATCHED = 256
 """Processes looked at, at most: those asked about most recently."""
 MAX_SEEN = 4096
 """Looks held for the next :meth:`Prober.take`, at most: the latest."""
-WATCH_PERIOD = 0.25
+WATCH_PERIOD = 0.1
 """Seconds between two checks that a process watched for its end (:meth:`Prober.watch`) lives."""
 MAX_ENDS_WATCHED = 4096
 """Processes watched for their end, at most: a node's ranks."""

@@ -87,6 +87,9 @@ TAKE_LIMIT = 10_000
 """Messages taken from below in one turn, so that commands from above still go down promptly."""
 POLL_MS = 100
 """The longest wait for traffic: how soon a request to stop is seen."""
+END_SETTLE = 0.1
+"""Seconds after a batch that told a process ended before the next goes: last words the
+process sent before it ended have reached the relay by then."""
 
 
 class NodeRelay:
@@ -129,9 +132,8 @@ class NodeRelay:
         self._flushed = 0.0
         """When the last batch went (monotonic)."""
         self._told_an_end = False
-        """The last batch told that a process ended: the next goes a
-        :data:`~distmon.node.prober.CLOSE_PERIOD` later, so that the monitor soon knows that no last
-        words were on their way."""
+        """The last batch told that a process ended: the next goes :data:`END_SETTLE` later, so
+        that the monitor soon knows that no last words were on their way."""
         self._said = -REFRESH
         """When the eye last said anything upstream (monotonic): a monitor started late learns
         of it within :data:`~distmon.node.news.REFRESH`."""
@@ -184,17 +186,19 @@ class NodeRelay:
         self.flush()
 
     def _looking_closely(self, now: float) -> bool:
-        """Whether what the eye saw should go up before the interval ends: the last batch went
-        over :data:`CLOSE_PERIOD` ago (asked first: the loop turns for every message), and it
-        has looks, or the last batch told that a process ended."""
-        if now - self._flushed < CLOSE_PERIOD:
-            return False
+        """Whether what the eye saw should go up before the interval ends: it saw a process
+        end (at once, and once more :data:`END_SETTLE` later: the monitor then knows that no last
+        words were on their way), or the last batch went over :data:`CLOSE_PERIOD` ago (asked
+        first: the loop turns for every message) and it has looks."""
         if self._told_an_end:
-            return True
+            return now - self._flushed >= END_SETTLE
         seen = self.eye.take()
         if seen:
             self._seen.append(seen)
-        return any(one.samples or one.stacks for one in self._seen)  # links wait
+        if any(sample.state == "X" for one in self._seen for sample in one.samples):
+            return True
+        looks = any(one.samples or one.stacks for one in self._seen)  # links wait
+        return looks and now - self._flushed >= CLOSE_PERIOD
 
     def take_from_below(self) -> None:
         """Take what the ranks and the relays below have sent, up to ``TAKE_LIMIT`` messages."""

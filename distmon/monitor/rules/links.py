@@ -55,15 +55,27 @@ class Drop:
 
 
 def link_flapping(job: JobState, ctx: Context) -> list[Finding]:
-    """A warning for each node with a link that came back from :data:`FLAPS` drops or more
-    within :data:`WINDOW`, while it stands so."""
+    """A warning for each node of the job with a link of the job's that came back from
+    :data:`FLAPS` drops or more within :data:`WINDOW`, while it stands so. A link is the job's
+    where the job stood still while it was down (once is enough), or an InfiniBand port: a
+    node's other links (a management network, a container bridge) may come and go as they
+    will, and a node that runs no rank of the job is none of its business."""
+    told = {host: links for host, links in job.links.items() if links.said}
+    if not told:
+        return []
+    hosts = set(job.hosts)
     findings = []
-    for host, links in job.links.items():
-        if not links.said:
+    for host, links in told.items():
+        if host not in hosts:
             continue
-        flapping = {link: found for link, found in drops(links, ctx.now - WINDOW).items() if len(found) >= FLAPS}
+        kinds = {link.name: link.kind for link in links.links}
+        flapping = {}
+        for link, found in drops(links, ctx.now - WINDOW).items():
+            still = [_stood_still(job, host, d) for d in found]
+            if len(found) >= FLAPS and (kinds.get(link) == IB or any(still)):
+                flapping[link] = list(zip(found, still, strict=True))
         if flapping:
-            findings.append(_flapping(job, host, flapping, links))
+            findings.append(_flapping(host, flapping, kinds))
     return findings
 
 
@@ -84,25 +96,24 @@ def drops(links: NodeLinks, since: float) -> dict[str, list[Drop]]:
     return {link: kept for link, all_of in found.items() if (kept := [d for d in all_of if d.t >= since])}
 
 
-def _flapping(job: JobState, host: str, flapping: dict[str, list[Drop]], links: NodeLinks) -> Finding:
-    link, found = max(flapping.items(), key=lambda item: len(item[1]))
-    still = [_stood_still(job, host, d) for d in found]
+def _flapping(host: str, flapping: dict[str, list[tuple[Drop, bool | None]]], kinds: dict[str, str]) -> Finding:
+    link, told = max(flapping.items(), key=lambda item: len(item[1]))
+    found, still = [d for d, _ in told], [s for _, s in told]
     others = [f"{name} {len(d)} times" for name, d in flapping.items() if name != link]
     also = f" (and {', '.join(others)})" if others else ""
     span = max(d.t + (d.lasted or 0.0) for d in found) - found[0].t
     summary = f"{host}: {link} down {len(found)} times in {duration(span)}, {_each(found)}{_job(still)}{also}"
     lines = [f"{link} on {host} went down and came back {len(found)} times, as the node's eye read it:"]
-    for d, stood in list(zip(found, still, strict=True))[-MAX_SHOWN:]:
-        lines.append(f"  {_drop_words(d)}{_stood_words(stood)}")
-    for name in others:
-        lines.append(f"{name.split()[0]} on {host} went down and came back too: {name}.")
+    lines.extend(f"  {_drop_words(d)}{_stood_words(stood)}" for d, stood in told[-MAX_SHOWN:])
+    lines.extend(f"{name.split()[0]} on {host} went down and came back too: {name}." for name in others)
     lines.append(
         f"Each time, what crosses {link} waits (every collective with the ranks on {host}), and the job with it; "
         "then it goes on, so no rank or node is lost. A link that keeps dropping fails for good sooner or later."
     )
-    kind = next((one.kind for one in links.links if one.name == link), None)
     tools = (
-        "ibstat, perfquery (link_downed, symbol errors)" if kind == IB else f"ip -s link show {link}, ethtool -S {link}"
+        "ibstat, perfquery: link_downed, symbol errors"
+        if kinds.get(link) == IB
+        else f"ip -s link show {link}, ethtool -S {link}"
     )
     lines.append(
         f"What to do: the link, not the training code. Check {link} on {host} ({tools}) and its switch port's log; "
@@ -164,16 +175,17 @@ def _stood_still(job: JobState, host: str, drop: Drop) -> bool | None:
 
 
 def _steps_over(job: JobState, rank: int, start: float, end: float) -> int | None:
-    """Steps ``rank`` completed between ``start`` and ``end`` (the monitor's clock), by the last
-    reports it sent before each; None where its history does not reach back to ``start``, or
-    no report of it came in between."""
+    """Steps ``rank`` completed over its reports sent between ``start`` and ``end`` (the
+    monitor's clock), by its history; None where fewer than two of them are kept. Its reports'
+    times are set on the monitor's clock by the least delay seen on the way, which a relay's
+    batching may stretch by up to an interval: only those a report interval past ``start`` are
+    sure to have been sent after it."""
     c = job.cols
     history = RankState(job, rank).history
-    offset = float(c.received[rank] - c.t[rank])
-    sent = [t + offset for t in history.series("t")]
-    steps = history.series("steps")
-    first = [i for i, t in enumerate(sent) if t <= start]
-    last = [i for i, t in enumerate(sent) if t <= end]
-    if not first or last[-1] == first[-1]:
-        return None
-    return int(steps[last[-1]]) - int(steps[first[-1]])
+    offset = float(c.least_delay[rank])
+    steps = [
+        steps
+        for t, steps in zip(history.series("t"), history.series("steps"), strict=True)
+        if start + float(c.interval[rank]) <= t + offset <= end
+    ]
+    return int(steps[-1] - steps[0]) if len(steps) > 1 else None

@@ -26,7 +26,6 @@ from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.node.prober import CLOSE_PERIOD
 from distmon.node.proc import GIL_WAKES, Sample
 from distmon.node.pyspy import OutsideStack
 
@@ -37,10 +36,11 @@ MOVING = frozenset({"sleeping", "lock", "unknown"})
 """Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
-LAST_WORDS_GRACE = CLOSE_PERIOD
-"""Seconds after its eye told a rank's process gone before its lack of last words is final:
-words sent before it ended have come by then (a relay that tells an end sends its next batch
-that soon: :class:`~distmon.node.relay.NodeRelay`)."""
+LAST_WORDS_GRACE = 0.1
+"""Seconds after its eye told a rank's process gone before its lack of last words is final: a
+turn of the monitor's feed, which takes in what came on the socket before what its own eye saw
+(last words go out before a process ends). Behind a relay, the relay's next batch besides (it
+sends one soon after it tells an end: :class:`~distmon.node.relay.NodeRelay`)."""
 
 
 def ended_unheard(job: JobState, ctx: Context) -> I8:
