@@ -16,6 +16,7 @@ COMMANDS = {
     "record": "headless: bind the endpoint, detect, write a recording, print alerts",
     "replay": "play a recording through the terminal UI",
     "report": "post-mortem of a recording: the job, its ranks, the alerts and first cause",
+    "look": "a job running here without distmon: find its ranks, judge them from outside, say who holds it up",
     "analyze": "the culprit of a job that ran without distmon, from its Flight Recorder dumps or its log",
     "run": "run an unmodified training command with every rank monitored",
     "relay": "a node's relay: forward its ranks' reports to the monitor in one batch a second",

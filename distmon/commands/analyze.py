@@ -9,7 +9,8 @@ each rank waits in, what happened, what to do), judged by the live monitor's own
 ``summary``, ``ranks`` (per rank: its groups, last started and completed work, oldest work
 pending), ``missing`` (ranks with no file, or an empty dump), ``alerts``, ``problems``.
 A file that cannot be read gets one line; the rest of the set is still analysed, and exit
-code 2 says nothing could be. A ``--world`` the files contradict (fewer ranks than they
+code 2 says no dump nor job log could be (a log that names no rank is still judged: it may say
+that no rank is to blame, or which node was lost). A ``--world`` the files contradict (fewer ranks than they
 hold) gets one line, and the files win.
 """
 
@@ -51,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
             f"judged as {analysis.world} ranks (from {analysis.world_from})",
             file=sys.stderr,
         )
-    if not analysis.ranks:
+    if not analysis.ranks and not analysis.logs:
         _say(analysis.problems)
         paths = " ".join(visible(p) for p in args.paths)
-        print(f"distmon analyze: no Flight Recorder dump nor watchdog line found in {paths}", file=sys.stderr)
+        print(f"distmon analyze: no Flight Recorder dump nor job log found in {paths}", file=sys.stderr)
         return 2
     if args.json:
         json.dump(to_json(analysis), sys.stdout, indent=2)

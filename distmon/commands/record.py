@@ -14,7 +14,7 @@ import time
 from collections.abc import Iterable
 
 from distmon import endpoint, keys
-from distmon.commands.shared import acting, metrics_port
+from distmon.commands.shared import acting, finding, metrics_port
 from distmon.commands.shared.live import add_arguments as add_monitor_arguments
 from distmon.commands.shared.live import open_live
 from distmon.commands.shared.signals import stop_on_signals
@@ -35,6 +35,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     keys.add_argument(parser)
     acting.add_arguments(parser)
     add_monitor_arguments(parser)
+    finding.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -1,11 +1,14 @@
 """``distmon relay``: a node's relay, between the node's ranks and the monitor.
 
     distmon relay --listen ipc:///tmp/distmon-node.sock --upstream tcp://head:5555
+    distmon relay --find --upstream tcp://head:5555       # a job started without distmon
 
 One per node: the node's ranks report to ``--listen`` (their ``DISTMON_ENDPOINT``), and the
 relay sends their reports on to ``--upstream`` (``distmon record`` or ``watch``, or the relay
 above it) in one batch a second, so that the monitor of a large job holds one connection per
-node (:mod:`distmon.node.relay`). Stops on SIGINT or SIGTERM, after sending what it holds.
+node (:mod:`distmon.node.relay`). With ``--find`` it finds the ranks of a job started without
+distmon on its node and reports for them (:mod:`distmon.node.found`). Stops on SIGINT or
+SIGTERM, after sending what it holds.
 """
 
 from __future__ import annotations
@@ -15,17 +18,19 @@ import sys
 from collections import Counter
 
 from distmon import endpoint, keys
+from distmon.commands.shared import finding
 from distmon.commands.shared.signals import stop_on_signals
 from distmon.guards import values
+from distmon.node.eye import NodeEye
 from distmon.node.relay import BATCH_FRAMES, MAX_BATCH_FRAMES, NodeRelay
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--listen",
-        required=True,
         metavar="ENDPOINT",
-        help="where this node's ranks connect: their DISTMON_ENDPOINT (an ipc:// socket, or tcp://)",
+        help="where this node's ranks connect: their DISTMON_ENDPOINT (an ipc:// socket, or tcp://); with --find, "
+        f"by default ${endpoint.ENV}, else a per-user ipc socket, for a rank that attaches the hook later",
     )
     parser.add_argument(
         "--upstream",
@@ -48,10 +53,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"send a batch sooner once it holds N reports (default: {BATCH_FRAMES})",
     )
     keys.add_argument(parser)
+    finding.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
     stop = stop_on_signals()
+    problem = finding.problem(args)
+    if args.listen is None and not args.find:
+        problem = "--listen is needed: where this node's ranks connect (or --find, to find them from outside)"
+    if problem is not None:
+        print(f"distmon relay: {problem}", file=sys.stderr)
+        return 2
+    if args.find and (blind := finding.blind(args)):
+        print(f"distmon relay: warning: {blind}", file=sys.stderr)
+    args.listen = args.listen or endpoint.resolve(None)
     if args.listen == args.upstream:
         print("distmon relay: --upstream is --listen: the relay would send to itself", file=sys.stderr)
         return 2
@@ -61,7 +76,8 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon relay: {e}", file=sys.stderr)
         return 2
     try:
-        relay = NodeRelay(args.listen, args.upstream, key, args.interval, args.batch)
+        eye = NodeEye(find=args.find, pick=args.pid)
+        relay = NodeRelay(args.listen, args.upstream, key, args.interval, args.batch, eye=eye)
     except endpoint.EndpointError as e:
         print(f"distmon relay: {e}", file=sys.stderr)
         return 2

@@ -8,7 +8,7 @@ import argparse
 import sys
 
 from distmon import keys
-from distmon.commands.shared import acting, metrics_port
+from distmon.commands.shared import acting, finding, metrics_port
 from distmon.commands.shared.live import add_arguments as add_monitor_arguments
 from distmon.commands.shared.live import open_live
 from distmon.endpoint import ENV
@@ -32,6 +32,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     keys.add_argument(parser)
     acting.add_arguments(parser)
     add_monitor_arguments(parser)
+    finding.add_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -38,9 +38,11 @@ def render(pm: Postmortem) -> str:
     state = pm.state
     start = pm.first or pm.header.get("created", 0.0)
     span = (pm.last or start) - start
+    found = int(state.found().sum())
+    seen = "found without the hook (judged from outside), " if found else ""
     lines = [
         f"Job {visible(state.job or '(no rank reported)')}: {count(state.world, 'rank')} on "
-        f"{count(len(state.hosts), 'host')}, recorded {date_time(start)} for {duration(span)}",
+        f"{count(len(state.hosts), 'host')}, {seen}recorded {date_time(start)} for {duration(span)}",
         count(state.received, "message") + _dropped(pm),
         f"Ended: {pm.ending()}",
         *([f"Not seen from outside: {visible(blind)}"] if (blind := blind_words(state.unwatched_hosts())) else []),
@@ -49,6 +51,8 @@ def render(pm: Postmortem) -> str:
     cause = pm.first_cause
     if cause is None and not state.ranks:
         lines.append("No rank reported: nothing was monitored (check the ranks' DISTMON_ENDPOINT).")
+    elif cause is None and not pm.alerts and found:
+        lines.append("No alerts: seen from outside, no rank held the others up for the whole recording.")
     elif cause is None and not pm.alerts and not pm.progressed:
         lines.append("No alerts, but no rank made any progress (no step, no collective): not a healthy run.")
     elif cause is None and not pm.alerts:
@@ -79,7 +83,8 @@ def render(pm: Postmortem) -> str:
     for rank in sorted(state.ranks):
         s = state.ranks[rank]
         r = s.report
-        lines.append(f"  rank {rank:>5}  {visible(r.host):<20} step {r.steps:>8}  {rank_ending(s, end, known)}")
+        steps = "-" if r.outside is not None else r.steps
+        lines.append(f"  rank {rank:>5}  {visible(r.host):<20} step {steps:>8}  {rank_ending(s, end, known)}")
     unknown = set(range(state.world)) - set(state.ranks)
     if unknown:
         lines.append(f"  never reported: {rank_word(unknown)}")

@@ -17,7 +17,7 @@ from typing import Any
 
 from distmon.flightrecorder.fields import Entry, RankDump, created_at, group_name, number, op_name, text
 from distmon.forensics.files import Files, walk
-from distmon.forensics.logs import LogFacts
+from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.standings import statuses
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
@@ -146,8 +146,8 @@ def _world(
 ) -> tuple[int, str]:
     """The world size: ``--world`` unless the files hold ranks beyond it; the dumps' groups;
     a launcher's line or the world group's start; else the most ranks the log shows a group
-    or a communicator of (``nranks 8``, an all-gather's element counts) or torchrun's failure
-    table lists, where that is more than the highest rank seen."""
+    or a communicator of (``nranks 8``, an all-gather's element counts), or a launcher or a
+    report names, where that is more than the highest rank seen."""
     seen = max([*dumps, *log.seen], default=-1) + 1
     if given is not None and given >= seen:
         return given, "--world"
@@ -156,7 +156,8 @@ def _world(
         return from_dumps, "the dumps"
     if log.world and log.world >= seen:
         return log.world, "the log"
-    counted = max(log.nranks or 0, log.largest_group or 0, (log.listed or -1) + 1)
+    named = max((r for r in (log.listed, log.mentioned) if r is not None), default=-1)
+    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1)
     if counted > seen:
         return counted, "the log"
     return seen, "the highest rank seen"

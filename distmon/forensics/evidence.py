@@ -46,11 +46,14 @@ class Evidence:
         }
 
 
-def evidence(analysis: Analysis, culprits: list[int]) -> list[Evidence]:
-    """The evidence for each of ``culprits`` that the dumps hold (a rank known from a log
-    only is worded by the monitor's own alert)."""
+def evidence(analysis: Analysis, culprits: list[int], reported: dict[int, str] | None = None) -> list[Evidence]:
+    """The evidence for each of ``culprits`` that the dumps hold, or the report of the log that
+    names it (``reported``); a rank known from a log only is worded by the monitor's own alert."""
     found = []
     for rank in culprits:
+        if reported and rank in reported:
+            found.append(_reported(rank, reported[rank], analysis))
+            continue
         f = analysis.ranks.get(rank)
         if f is None:
             if rank in analysis.missing:
@@ -62,6 +65,20 @@ def evidence(analysis: Analysis, culprits: list[int]) -> list[Evidence]:
             continue
         found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
     return found
+
+
+def _reported(rank: int, why: str, analysis: Analysis) -> Evidence:
+    """A rank a report of the log names: the report's words, and what its own lines show."""
+    own = "its own lines are in the log" if rank in analysis.log.seen else "no line of its own in the log"
+    return Evidence(
+        rank,
+        why,
+        [f"{own}; the others wait for it or went on without it"],
+        CODE,
+        "find where it stopped short of its peers: its stack while it hangs (`py-spy dump --pid PID` on its host), "
+        "its own log for an error or its exit; a code path only some ranks take (if rank == 0: checkpoint, "
+        "evaluation, logging) is the usual cause",
+    )
 
 
 def _device_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:

@@ -21,7 +21,8 @@ from dataclasses import dataclass, field
 from typing import IO, cast
 
 from distmon.flightrecorder.fields import RankDump
-from distmon.forensics.logs import LogFacts, read_log
+from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.logs import read_log
 from distmon.forensics.parallel import read_all
 from distmon.forensics.pasted import MAX_LINE
 from distmon.guards.files import open_regular, why_not

@@ -2,15 +2,19 @@
 
 What a copy adds is taken off each line's start: the line numbers of a pasted file
 (``[80746] ``), a CI web view's gutter (``  | ``) and its lone ``--`` between blocks, ``srun``'s
-task label (``0: ``), a host and local rank (``[node12:5]:``), Open MPI's tag
-(``[1,5]<stderr>:``), Ray's actor (``(WorkerDict pid=63294) ``), a Markdown quote (``> ``) or bold
+task label (``0: ``), a host and local rank (``[node12:5]:``), Open MPI's and horovodrun's tags
+(``[1,5]<stderr>:``, ``[5]<stdout>:``), Ray's actor (``(WorkerDict pid=63294) ``), a Markdown quote (``> ``) or bold
 (``**``), colour codes whose escape the copy lost (``[36m``). What several processes wrote into
 one line is cut apart again (``c10::DistBackendErrorterminate called ...``, ``what():
 what():  [PG ...``, a second ``[rankN]:``). What a terminal wrapped is joined again: a watchdog
 line cut at a fixed width, even in the middle of a word (``OpTy`` / ``pe=BROADCAST``).
 
-None of it names a rank: a label before torchrun's ``[rankN]:`` is a task, a node or a local
-rank, which the reader does not take for the global rank.
+None of it names a rank, but Open MPI's and horovodrun's tags, which name the MPI rank (the
+job's rank where mpirun or horovodrun started the ranks), and torchrun's ``--tee`` prefix of torch
+1.9-2.1 (``[default5]:``, the local rank: the rank where the job ran on one node, as most pasted
+logs of it did): a line they tag and torchrun's ``[rankN]:`` does not is written as torchrun
+would (``[1,5]<stderr>:x`` is ``[rank5]:x``). Any other label before torchrun's ``[rankN]:`` is
+a task, a node or a local rank, which the reader does not take for the global rank.
 """
 
 from __future__ import annotations
@@ -33,13 +37,19 @@ _LABELS = re.compile(
     r"| {0,4}\| ?"  # a CI web view's gutter
     r"|\d{1,6}: (?=\S)"  # srun --label
     r"|\[[\w.-]{1,100}:\d{1,6}\]: ?"  # host and local rank
-    r"|\[\d{1,6},\d{1,6}\]<std(?:out|err)>: ?"  # Open MPI --tag-output
+    r"|\[(?:\d{1,6},)?\d{1,9}\]<std(?:out|err)>: ?"  # Open MPI --tag-output, horovodrun
+    r"|\[(?!rank\d)[a-z_]{1,20}\d{1,6}\]: ?"  # torchrun --tee's role and local rank
     r"|\(\w{1,100} pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # a Ray actor
     r"|(?:> ?)+(?=\S)"  # a Markdown quote
     r"|\*\*"  # Markdown bold
     r"|\x1b?\[\d{1,3}(?:;\d{1,3}){0,4}m"  # a colour code, its escape lost or not
 )
 """What a copy puts before a line, each taken off its start."""
+_TAG = re.compile(r"\[(?:\d{1,6},)?(\d{1,9})\]<std(?:out|err)>: ?|\[[a-z_]{1,20}?(\d{1,6})\]: ?")
+"""Open MPI's ``--tag-output`` (``[1,5]<stderr>:``) and horovodrun's (``[5]<stdout>:``): the rank;
+torchrun's ``--tee`` before torch 2.2 (``[default5]:``, its role and local rank): the rank on one
+node."""
+_TORCHRUN = re.compile(r"\s*\[rank\d{1,9}\]:")
 _SEPARATOR = re.compile(r"\s*--\s*")
 """A CI web view's line between two blocks of a log."""
 _GLUED = re.compile(
@@ -57,13 +67,19 @@ _RECORD = re.compile(
 
 
 def unlabelled(line: str) -> str:
-    """The line without what a copy put before it (labels may stack: ``[80746] 0: ...``)."""
+    """The line without what a copy put before it (labels may stack: ``[80746] 0: ...``); a
+    launcher's rank tag (Open MPI's, horovodrun's) written as torchrun's ``[rankN]:`` where the
+    line carries none."""
+    tagged = None
     for _ in range(8):
         found = _LABELS.match(line)
         if found is None or not found.end():
             break
+        tag = _TAG.fullmatch(found.group())
+        tagged = (tag.group(1) or tag.group(2)) if tag else tagged
         line = line[found.end() :]
-    return line.removesuffix("**") if "**" in line[-3:] else line
+    line = line.removesuffix("**") if "**" in line[-3:] else line
+    return f"[rank{tagged}]:{line}" if tagged is not None and not _TORCHRUN.match(line) else line
 
 
 def pieces(line: str) -> list[str]:

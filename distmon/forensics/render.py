@@ -45,7 +45,7 @@ def render(analysis: Analysis) -> str:
     lines.append("")
     verdict = judge(analysis)
     lines += _verdict(analysis, verdict)
-    for a in analysis.alerts:
+    for a in [] if verdict.accounted else analysis.alerts:
         if a is not verdict.cause:
             lines += ["", f"Also: {visible(a.headline, MAX_LINE)}", *("  " + line for line in a.detail.splitlines())]
     lines += ["", "Where each rank stood:"]
@@ -75,7 +75,7 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
         return [f"NOBODY TO BLAME: {visible(verdict.nobody, MAX_LINE)}"]
     if verdict.culprits:
         lines = [f"CULPRIT {rank_word(verdict.culprits)}: {headline}"]
-        found = evidence(analysis, verdict.culprits)
+        found = evidence(analysis, verdict.culprits, verdict.reported)
         lines += ["  " + line for line in _grouped(found)]
         if verdict.cause is not None and not (found and verdict.cause.kind in FAILURE_KINDS):
             lines += ["  " + line for line in _detail(verdict.cause.detail, bool(found))]
@@ -129,7 +129,7 @@ def _missing(missing: dict[int, str]) -> str:
 def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
     """Ranks standing in the same place, one line each (thousands of ranks are a few lines)."""
     places: dict[str, list[int]] = {}
-    named = {e.rank: e.why for e in evidence(analysis, verdict.culprits)}
+    named = {e.rank: e.why for e in evidence(analysis, verdict.culprits, verdict.reported)}
     suspected = {s.rank for s in verdict.suspects}
     for rank, f in analysis.ranks.items():
         place = _place(f, analysis)
@@ -139,6 +139,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
             judged = "suspected" if rank in suspected else "judged as never heard from"
             if rank in analysis.log.unnamed:
                 judged = _unnamed(analysis, rank)
+            if rank in named:
+                judged = f"CULPRIT, {named[rank]}"
             places.setdefault(f"no evidence ({why}): {judged}", []).append(rank)
     ordered = sorted(places.items(), key=lambda item: min(item[1]))
     return [f"{rank_word(ranks)}: {place}" for place, ranks in ordered]
@@ -197,7 +199,7 @@ def to_json(analysis: Analysis) -> dict[str, Any]:
         "culprits": verdict.culprits,
         "suspects": [s.to_json() for s in verdict.suspects],
         "nobody": verdict.nobody,
-        "evidence": [e.to_json() for e in evidence(analysis, verdict.culprits)],
+        "evidence": [e.to_json() for e in evidence(analysis, verdict.culprits, verdict.reported)],
         "summary": verdict.headline,
         "world": analysis.world,
         "t": analysis.t,

@@ -3,9 +3,9 @@ against its peers': how far each group's members went, and who they are."""
 
 from __future__ import annotations
 
-from distmon.forensics.logs import DEFAULT_PG, LogFacts, Timeout
+from distmon.forensics.logfacts import DEFAULT_PG, LogFacts, Timeout
 from distmon.forensics.tracebacks import Raised
-from distmon.wire import PEER_LOST, GroupStatus, rank_runs
+from distmon.wire import GroupStatus, rank_runs
 
 P2P_OPS = ("send", "recv")
 
@@ -16,14 +16,15 @@ def statuses(facts: LogFacts, world: int, moment: float) -> dict[int, list[Group
     (they passed it: this rank stopped short of it, and is the one behind). A wait the log
     gives no time for ran, by ``moment``, as long as its line says, else from ``moment``. A
     rank that raised without a watchdog line stood short of its peers' wait
-    (:meth:`Standings.stopped_short`)."""
+    (:meth:`Standings.stopped_short`). A group with nothing in flight (a dump signal's counts)
+    stands at its last completed work, as a rank behind does."""
     standings = Standings(facts, world)
     found: dict[int, list[GroupStatus]] = {}
     for rank, timeouts in facts.timeouts.items():
         for t in timeouts.values():
             assert t.group is not None, "placed"
             seq = standings.position(t)
-            behind = standings.passed(t.group, seq)
+            behind = t.idle or standings.passed(t.group, seq)
             size, runs = standings.members(t.group)
             since = t.since if t.since is not None else moment - (t.ran or t.stuck or 0.0)
             status = GroupStatus(
@@ -79,7 +80,7 @@ class Standings:
         for a rank that raised because a peer was lost (it waited like the others), or where
         no peer timed out in the world group."""
         world_group = next((name for name, ts in self.by_group.items() if ts[0][1].desc == DEFAULT_PG), None)
-        if world_group is None or rank >= self.world or PEER_LOST.search(raised.said):
+        if world_group is None or rank >= self.world or raised.consequence:
             return None
         oldest = min(self.position(t) for _, t in self.by_group[world_group])
         size, runs = self.members(world_group)
@@ -98,6 +99,8 @@ class Standings:
         """The work a rank timed out at; for a line without a number, the furthest its peers
         name (the rank waited with them, and is not taken for behind), else 1."""
         assert t.group is not None, "placed"
+        if t.idle and t.completed is not None:
+            return max(t.completed + 1, 1)
         return max(t.seq, 1) if t.seq is not None else self.named[t.group]
 
     def passed(self, group: str, seq: int) -> bool:

@@ -1,4 +1,4 @@
-"""Python tracebacks and torchrun's failure table, read line by line from a log.
+"""Python tracebacks, read line by line from a log.
 
 A traceback is read to its exception line and the lines of the message that follow it (the
 ``Original exception:`` of a monitored barrier says what the rank waited for). One the paste
@@ -12,8 +12,10 @@ import calendar
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.distributed_debug import MISMATCH
+from distmon.forensics.watchdog import op_family
 from distmon.guards.text import visible
-from distmon.wire import StackFrame
+from distmon.wire import PEER_LOST, StackFrame
 
 MAX_FRAMES = 64
 MAX_TRACEBACK_LINES = 4096
@@ -21,12 +23,12 @@ MAX_TRACEBACK_LINES = 4096
 :data:`MAX_FRAMES` frames are kept)."""
 MAX_MESSAGE_LINES = 8
 """Lines of an exception's message read after its first."""
-SIGABRT = -6
-"""torchrun's exit code of a rank its own watchdog aborted: a timeout's consequence, not a cause."""
-SIGTERM = -15
-"""torchrun's exit code of a rank it tore down after another failed."""
 
 TRACEBACK = "Traceback (most recent call last):"
+_LAUNCHERS = ("ChildFailedError", "CalledProcessError")
+_DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
+"""Where a traceback that ends in a collective call stands: a rank that waited raised there."""
+"""What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess)."""
 FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
@@ -34,10 +36,6 @@ _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 output between its frames is not one."""
 _NOT_MESSAGE = re.compile(r"\s*(?:$|\[[EWIF]\d{0,4}[ \d]|Traceback|File \"|During handling|The above exception)")
 """What ends an exception's message: a blank line, a glog line, the next traceback."""
-ROOT_CAUSE = "Root Cause (first observed failure):"
-_TABLE_FIELD = re.compile(r"\s{0,8}(rank|exitcode|time|traceback)\s{0,8}: ?(.*)")
-_TABLE_END = "=" * 20
-_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG\w{1,10})\)")
 ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
 
@@ -54,11 +52,33 @@ class Raised:
     """The log holds its frames, not its exception line."""
     more: list[str] = field(default_factory=list)
     """The lines of its message after the first."""
+    launcher: str | None = None
+    """The launcher whose word it is (an exit code, a signal), where the rank left no traceback."""
 
     @property
     def said(self) -> str:
         """Its whole message, as the exception's text would be."""
         return "\n".join([self.message, *self.more])
+
+    @property
+    def in_collective(self) -> bool:
+        """Its innermost frames are torch's collective calls: the rank raised while waiting."""
+        return any(part in f.file for f in self.frames[-3:] for part in _DISTRIBUTED)
+
+    @property
+    def collective(self) -> str | None:
+        """The collective it raised in (:func:`~distmon.forensics.watchdog.op_family`), from its
+        innermost frame of ``torch.distributed`` that names one."""
+        inner = (f for f in reversed(self.frames[-8:]) if any(part in f.file for part in _DISTRIBUTED))
+        return next((family for f in inner if (family := op_family(f.func)) is not None), None)
+
+    @property
+    def consequence(self) -> bool:
+        """Raised because another rank went first: a peer lost (:data:`~distmon.wire.PEER_LOST`),
+        a check that reports on the others (:data:`~distmon.forensics.distributed_debug.MISMATCH`),
+        or a launcher because a worker failed."""
+        said = self.said
+        return bool(PEER_LOST.search(said)) or MISMATCH in said or self.type.endswith(_LAUNCHERS)
 
 
 @dataclass
@@ -117,68 +137,6 @@ class Traceback:
         if self.raised is not None or not self.frames:
             return None
         return Raised("an exception", "its exception line is not in the log", self.frames, stamp, cut=True)
-
-
-@dataclass
-class Table:
-    """The root cause block of torchrun's failure table."""
-
-    rank: int | None = None
-    exitcode: int | None = None
-    at: float | None = None
-    traceback: Traceback | None = None
-    raised: Raised | None = None
-    said: str = ""
-    lines: int = 0
-
-    def line(self, body: str) -> None:
-        self.lines += 1
-        if self.traceback is not None:
-            if self.raised is None:
-                self.raised = self.traceback.line(body[2:] if body.startswith("  ") else body, self.at)
-            return
-        found = _TABLE_FIELD.match(body)
-        if found is None:
-            return
-        key, value = found.groups()
-        number = re.match(r"-?\d{1,9}", value)
-        if key == "rank" and number:
-            self.rank = int(number.group())
-        elif key == "exitcode" and number:
-            self.exitcode = int(number.group())
-        elif key == "time" and (iso := ISO.match(value)):
-            self.at = utc(*iso.groups())
-        elif key == "traceback":
-            self.said = visible(value.strip())
-            if value.startswith(TRACEBACK):
-                self.traceback = Traceback()
-
-    @property
-    def done(self) -> bool:
-        return self.lines > MAX_TRACEBACK_LINES
-
-    def failure(self, timed_out: bool) -> Raised | None:
-        """The root cause as last words: the exception it raised, or the signal that killed
-        it. None for a rank its own watchdog aborted or torchrun tore down, or one that timed
-        out like its peers and left only an exit code: torchrun observed it first, no more."""
-        if self.raised is not None:
-            return self.raised
-        if timed_out or self.exitcode is None or self.exitcode in (0, SIGABRT, SIGTERM):
-            return None
-        signal = _SIGNAL.search(self.said)
-        if self.exitcode < 0 or signal:
-            kind = f"Signal {signal.group(1)} ({signal.group(2)})" if signal else f"Signal {-self.exitcode}"
-            return Raised(kind, "killed: torchrun's first observed failure", [], self.at)
-        return Raised(
-            "Exception",
-            f"exit code {self.exitcode}, torchrun's first observed failure (its traceback not in the log)",
-            [],
-            self.at,
-        )
-
-
-def ends_table(body: str) -> bool:
-    return body.strip().startswith(_TABLE_END)
 
 
 def utc(year: int | str, *parts: str | None) -> float | None:

@@ -11,21 +11,24 @@ watchdog line (it was not waiting with the others), rank 0 (it most often works 
 the others wait), then the others the log does not show.
 
 Sometimes nobody is to blame: every rank waits in the same collective, which all of them
-issued (the transport, a GPU, NCCL); the timeout is set absurdly low (the configuration);
+issued (the transport, a GPU, NCCL; the network between them where it is the first collective,
+which never completed anywhere); the timeout is set absurdly low (the configuration);
 every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then no rank is
 named.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from distmon.forensics.accounts import Accounts, accounts
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.logs import LogFacts
+from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.mismatch import at_one_collective
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
-from distmon.wire import PEER_LOST, GroupStatus
+from distmon.wire import GroupStatus
 
 LOW_TIMEOUT_MS = 10_000
 """A collective timeout shorter than this is no job's setting but a mistake (``Timeout(ms)=1``):
@@ -47,6 +50,10 @@ HABIT = (
 TRANSPORT = (
     "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
     "InfiniBand), a GPU, or NCCL itself, not to a rank"
+)
+NEVER_CONNECTED = (
+    "the first collective never completed on any rank, which every rank issued: the ranks never reached each "
+    "other (the network between them, NCCL's choice of interface, a firewall), not a rank"
 )
 STUCK = (
     "their watchdogs hung in a CUDA or NCCL call that never returned (the driver, a GPU, NCCL, or a "
@@ -75,12 +82,22 @@ class Blame:
     """Where no rank is to blame: what the files point to instead."""
     headline: str
     cause: Alert | None
-    """The monitor's first cause, where it has one."""
+    """The monitor's first cause, where the verdict is its."""
+    reported: dict[int, str] = field(default_factory=dict)
+    """The culprits a report of the log names (torch's, Horovod's), each with its words."""
+    accounted: bool = False
+    """The verdict is the log's own accounts' (a report, the launchers, NCCL), not the monitor's
+    rules on the waits."""
 
 
 def judge(analysis: Analysis) -> Blame:
     first = first_cause(analysis.alerts)
     log = analysis.log
+    told = accounts(log, analysis.world)
+    if told.named:
+        return Blame(sorted(told.named), [], None, _named(told.named), None, told.named, accounted=True)
+    if told.nobody is not None:
+        return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", None, accounted=True)
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
         return Blame(sorted(first.ranks), [], None, first.headline, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
@@ -90,16 +107,18 @@ def judge(analysis: Analysis) -> Blame:
             "may take: the configuration (init_process_group's timeout, or its unit), not a rank"
         )
         return Blame([], [], why, f"nobody to blame: {why}", first)
-    named = sorted(r for r in log.named if r < analysis.world)
-    if named:
-        words = log.named[named[0]]
-        return Blame(named, [], None, f"{rank_word(named)} never answered a peer's monitored barrier ({words})", first)
     if first is None or first.kind in FAILURE_KINDS:
-        return Blame([], [], None, _nothing(analysis), first)
-    if not first.ranks:
+        return _nothing(analysis, told, first)
+    odd = at_one_collective(analysis)
+    if odd is not None and odd.proven:
+        said = dict.fromkeys(odd.ranks, odd.why)
+        return Blame(odd.ranks, [], None, f"{rank_word(odd.ranks)} {odd.why}", None, said, accounted=True)
+    if not first.ranks and odd is None:
         return _nobody(analysis, first)
-    proven = sorted(r for r in first.ranks if _proven(analysis, r))
-    suspects = _suspects(analysis, [r for r in first.ranks if r not in proven])
+    proven = sorted(r for r in first.ranks if _proven(analysis, r) and (odd is None or r not in odd.ranks))
+    suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
+    if odd is not None:
+        suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
     if proven:
         return Blame(proven, suspects, None, first.headline + _short(log), first)
     waiting = _waiting(analysis) or first.headline
@@ -110,27 +129,67 @@ def judge(analysis: Analysis) -> Blame:
     return Blame([], suspects, None, headline, first)
 
 
+def _pointed(told: Accounts, suspects: list[Suspect]) -> list[Suspect]:
+    """The suspects an account points to (a lost peer's host, a killed local rank) first."""
+    first = [Suspect(r, why) for r, why in told.suspects if any(s.rank == r for s in suspects)]
+    return first + [s for s in suspects if all(f.rank != s.rank for f in first)]
+
+
+def _named(named: dict[int, str]) -> str:
+    """``rank 7 finished collective #182 and never started #183, ...``: the ranks a report
+    names, those with the same words together."""
+    by_why: dict[str, list[int]] = {}
+    for rank, why in sorted(named.items()):
+        by_why.setdefault(why, []).append(rank)
+    return "; ".join(f"{rank_word(ranks)} {why}" for why, ranks in by_why.items())
+
+
 def _consequence(log: LogFacts, rank: int) -> bool:
-    """The rank raised because a peer was lost: its exception is no cause of its own."""
+    """The rank raised because another went first: its exception is no cause of its own."""
     raised = log.raised.get(rank)
-    return raised is not None and bool(PEER_LOST.search(raised.said))
+    return raised is not None and raised.consequence
 
 
-def _nothing(analysis: Analysis) -> str:
-    """What a log that shows no wait and no failure of a placed rank says."""
+def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
+    """What a log that shows no wait and no failure of a placed rank says: where only
+    ranks that lost a peer raised, the peer is one the log does not show waiting."""
     log = analysis.log
     said = []
     if log.unplaced_said:
         said.append(f"the watchdog's lines name no global rank ({'; '.join(log.unplaced_said[:3])})")
-    primary = [r for r in log.unplaced if not PEER_LOST.search(r.said)]
+    primary = [r for r in log.unplaced if not r.consequence]
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
-    consequences = sorted(r for r in log.raised if _consequence(log, r))
+    consequences = sorted(r for r in log.raised if _consequence(log, r) and r not in log.debug.ran)
+    peers = log.peers.peers()
+    lost = f" ({', '.join(f'connection closed by {p}' for p in peers[:2])})" if peers else ""
     if consequences:
-        said.append(f"{rank_word(consequences)} raised because a peer was lost, and no line says which")
+        said.append(f"{rank_word(consequences)} raised because a peer was lost{lost}")
+    elif peers:
+        said.append(f"a transport lost its peer{lost}")
+    if log.debug.disagreeing():
+        said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
+    suspects = [Suspect(r, why) for r, why in told.suspects]
+    if consequences or peers:
+        gone = [r for r in range(analysis.world) if r not in log.seen and all(s.rank != r for s in suspects)]
+        suspects += [Suspect(r, f"no line in the log: the peer lost is one the log does not show{lost}") for r in gone]
+    if suspects:
+        lead = suspects[0]
+        headline = "; ".join(said) + "; " if said else ""
+        return Blame(
+            [], suspects[:MAX_SUSPECTS], None, f"{headline}suspected: {rank_word([lead.rank])} ({lead.why})", first
+        )
     if said:
-        return "; ".join(said)
-    return NOTHING if analysis.ranks else "nothing to judge: no dump or watchdog line was read"
+        return Blame([], [], None, "; ".join(said) + ("" if not consequences else ", and no line says which"), first)
+    return Blame(
+        [],
+        [],
+        None,
+        NOTHING
+        if analysis.ranks
+        else "nothing to judge: no dump, and no line of the log names a rank that waited, failed or was reported",
+        first,
+    )
 
 
 def _proven(analysis: Analysis, rank: int) -> bool:
@@ -158,9 +217,18 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
         )
     if stuck:
         why = f"every rank's watchdog got stuck{together}: {STUCK}{caveat}"
+    elif _first_collective(analysis):
+        why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{caveat}"
     else:
         why = f"{_waiting(analysis) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
     return Blame([], [], why, f"nobody to blame: {why}", first)
+
+
+def _first_collective(analysis: Analysis) -> bool:
+    """Every rank waits in its group's first collective and completed none: they never
+    exchanged anything."""
+    waits = [g for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
+    return bool(waits) and all(g.completed <= 0 and g.op for g in waits)
 
 
 def _waiting(analysis: Analysis) -> str | None:
@@ -233,7 +301,7 @@ def _alone(analysis: Analysis) -> Suspect | None:
 def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:
     """An exception the log shows with no rank, not a lost peer's, and one rank absent: it is
     likely that rank's."""
-    raised = next((r for r in analysis.log.unplaced if not r.cut and not PEER_LOST.search(r.said)), None)
+    raised = next((r for r in analysis.log.unplaced if not r.cut and not r.consequence), None)
     if raised is None or len(absent) != 1:
         return None
     return Suspect(

@@ -17,8 +17,18 @@ Shapes read, by torch era (``Rank`` in a PG prefix is the group-local rank)::
                   status: last enqueued work: 9122, last completed work: 9119
               [PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's watchdog got stuck for 480
                   seconds without making progress in monitoring enqueued collectives.
+    2.5+      [PG ID 0 PG GUID 0(default_pg) Rank 1] Received a dump signal due to a collective timeout
+                  from this local rank and we will try our best to dump the debug info. Last enqueued
+                  NCCL work: 22, last completed NCCL work: 21.   (or "from  rank 34": that rank's fired)
     any       [PG 2 Rank 3] Process group watchdog thread terminated with exception: CUDA error: an
                   illegal memory access was encountered   (an error of the rank's own device)
+              ... terminated with exception: NCCL error: remote process exited or there was a network
+                  error   (NCCL's, under the rank: a lost peer's consequence)
+
+The Flight Recorder's dump signal reaches every rank from the first whose watchdog fired; the
+counts it prints are those of the group whose heartbeat monitor received it (the world group's):
+a rank with nothing in flight there (last enqueued = last completed) waits in no collective of
+that group.
 
 A terminal may have wrapped any of these in the middle of a word and a copy may have lost the
 space at the cut: the words are matched with or without the spaces between them.
@@ -65,15 +75,23 @@ _STUCK = re.compile(
     rf"|{_words('Heartbeat monitor timed out')}|{_words('no heartbeat of its')}"
 )
 """The watchdog itself stuck, in collectives it could no longer follow: a wait with no number."""
-_DEVICE_ERROR = re.compile(rf"{_words('watchdog thread terminated with exception')}: ?(CUDA ?error: ?(.{{1,300}}))")
-"""The watchdog found the rank's own device failed: the rank's fault, not a wait."""
+_DEVICE_ERROR = re.compile(
+    rf"{_words('watchdog thread terminated with exception')}: ?((?:CUDA|NCCL) ?error: ?(.{{1,300}}))"
+)
+"""The watchdog found an error: of the rank's own device (a CUDA error, the rank's fault, not a
+wait), or of NCCL (a remote process exited, the network: a lost peer's consequence)."""
 _FIRED = re.compile(
     rf"{_words('Some NCCL operations have failed or timed out')}|{_words('we are taking the entire process down')}"
     rf"|{_words('Stack trace of the failed collective not found')}|{_words('preparing to dump debug info')}"
-    rf"|{_words('Received a dump signal due to a collective timeout from this local rank')}"
 )
+_DUMP_SIGNAL = re.compile(
+    rf"{_words('Received a dump signal due to a collective timeout from')}"
+    rf" +(?:{_words('this local rank')}|rank ?(\d{{1,9}})).{{0,300}}?"
+    rf"{_words('Last enqueued NCCL work')}: ?(-?\d{{1,18}}), ?{_words('last completed NCCL work')}: ?(-?\d{{1,18}})"
+)
+"""The Flight Recorder's dump signal, with the counts of the group that received it."""
 """What a rank's watchdog prints after it gave up on a work of the rank's own, without its number."""
-_WATCHDOG_WORDS = ("atchdog", "WorkNCCL", "NCCL work", "eartbeat", "ProcessGroupNCCL")
+_WATCHDOG_WORDS = ("atchdog", "WorkNCCL", "NCCL work", "eartbeat", "ProcessGroupNCCL", "dump signal")
 """Words of a line that may be the start of a watchdog line a terminal wrapped."""
 OPTIONS = re.compile(
     _words("ProcessGroupNCCL initialization options") + r": ?size: ?(\d{1,9}), ?global rank: ?(\d{1,9})"
@@ -101,6 +119,31 @@ GATHERS = ("_all_gather_base", "all_gather")
 """Ops whose output is the group's size times their input."""
 SCATTERS = ("_reduce_scatter_base", "reduce_scatter")
 """Ops whose input is the group's size times their output."""
+_FAMILIES = (
+    ("all_reduce", "all_reduce"),
+    ("barrier", "all_reduce"),  # NCCL runs a barrier as an all-reduce: its watchdog says ALLREDUCE
+    ("monitored_barrier", "all_reduce"),
+    ("all_gather", "all_gather"),
+    ("reduce_scatter", "reduce_scatter"),
+    ("all_to_all", "all_to_all"),
+    ("broadcast", "broadcast"),
+    ("gather", "gather"),
+    ("scatter", "scatter"),
+    ("reduce", "reduce"),
+    ("isend", "send"),
+    ("send", "send"),
+    ("irecv", "recv"),
+    ("recv", "recv"),
+)
+
+
+def op_family(name: str) -> str | None:
+    """The collective an op is one of, whether the watchdog, the Flight Recorder or a
+    ``torch.distributed`` function names it (``_ALLGATHER_BASE``, ``all_gather_into_tensor``
+    and ``all_gather_object`` are all an all-gather); None for any other name."""
+    bare = name.lower().lstrip("_").replace("allgather", "all_gather").replace("allreduce", "all_reduce")
+    bare = bare.replace("reducescatter", "reduce_scatter").replace("alltoall", "all_to_all")
+    return next((family for prefix, family in _FAMILIES if bare.startswith(prefix)), None)
 
 
 @dataclass
@@ -124,10 +167,15 @@ class Said:
     numel: tuple[int, int] | None = None
     stuck: float | None = None
     """The watchdog stuck (a heartbeat line): for how many seconds, 0 where it does not say."""
-    device_error: str | None = None
-    """``CUDA error: ...``: the rank's own device failed."""
+    error: str | None = None
+    """``CUDA error: ...`` (the rank's own device failed) or ``NCCL error: ...`` (NCCL failed
+    under it, as when a remote process exited): what the watchdog ended with."""
     fired: bool = False
     """The rank's watchdog gave up on a work the line does not number."""
+    fired_by: int | None = None
+    """Another rank whose watchdog fired first (the dump signal came from it)."""
+    idle: bool = False
+    """The group has nothing in flight on this rank (a dump signal's counts)."""
 
     @property
     def counted(self) -> bool:
@@ -158,11 +206,14 @@ def said(line: str) -> Said | None:
     caught, counts = _CAUGHT.search(line), _AT_WORK.search(line) or _SEQ_ID.search(line)
     device = None if (caught or counts) else _DEVICE_ERROR.search(line)
     stuck = None if (caught or counts or device) else _STUCK.search(line)
-    fired = None if (caught or counts or device or stuck) else _FIRED.search(line)
-    if not (caught or counts or device or stuck or fired):
+    signal = None if (caught or counts or device or stuck) else _DUMP_SIGNAL.search(line)
+    fired = None if (caught or counts or device or stuck or signal) else _FIRED.search(line)
+    if not (caught or counts or device or stuck or signal or fired):
         return None
     found = Said(fired=fired is not None)
     _prefix(found, line)
+    if signal:
+        _dump_signal(found, signal)
     if caught:
         _caught(found, line, caught)
     if counts:
@@ -170,7 +221,7 @@ def said(line: str) -> Said | None:
             found.seq = int(counts.group(1))
         found.enqueued, found.completed = int(counts.group(2)), int(counts.group(3))
     if device:
-        found.device_error = visible(device.group(1).strip(), MAX_MESSAGE)
+        found.error = visible(device.group(1).strip(), MAX_MESSAGE)
     if stuck:
         found.stuck = float(stuck.group(1) or 0)
     return found
@@ -199,3 +250,16 @@ def _caught(found: Said, line: str, caught: re.Match[str]) -> None:
         found.timeout_ms = int(timeout.group(1))
     if ran:
         found.ran = int(ran.group(1)) / 1000
+
+
+def _dump_signal(found: Said, signal: re.Match[str]) -> None:
+    """The group's counts where the dump signal arrived: a wait in the work after the last
+    completed, or nothing in flight."""
+    by, enqueued, completed = signal.groups()
+    found.fired_by = int(by) if by is not None else None
+    found.fired = by is None
+    found.enqueued, found.completed = int(enqueued), int(completed)
+    if found.enqueued > found.completed:
+        found.seq = found.completed + 1
+    else:
+        found.idle = True

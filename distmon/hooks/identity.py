@@ -1,12 +1,7 @@
 """Who this rank is, under whichever launcher started it: its rank, world size and local rank
 before ``init_process_group`` (and after it, from the process group), and the job's id, the
-same on every rank with no configuration.
-
-torchrun, ``accelerate launch``, the ``deepspeed`` launcher and Ray Train set ``RANK``,
-``WORLD_SIZE`` and ``LOCAL_RANK``; processes started one per rank by ``srun`` or ``mpirun``
-have only their launcher's own variables, read here in the order below (an ``srun`` task
-running torchrun inherits ``SLURM_PROCID``, but its ``RANK`` is torchrun's and comes first).
-"""
+same on every rank with no configuration. The launchers' variables are read by
+:mod:`distmon.node.launchers`, for a node's eye finding ranks from outside as for the hook."""
 
 from __future__ import annotations
 
@@ -17,23 +12,9 @@ from collections.abc import Mapping
 
 import torch.distributed as dist
 
-RANK_VARIABLES = ("RANK", "OMPI_COMM_WORLD_RANK", "PMI_RANK", "SLURM_PROCID")
-WORLD_VARIABLES = ("WORLD_SIZE", "OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "SLURM_NTASKS")
-LOCAL_VARIABLES = ("LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_RANK", "MPI_LOCALRANKID", "SLURM_LOCALID")
-"""torchrun's (and every launcher that sets them), Open MPI's, MPICH's (Hydra's) and Slurm's."""
+from distmon.node.launchers import RANK_VARIABLES, WORLD_VARIABLES, first_number, launcher_job, local_rank
 
-
-def first_number(env: Mapping[str, str], names: tuple[str, ...], default: int) -> int:
-    """The first of ``names`` set to a whole number in ``env``, else ``default``."""
-    for name in names:
-        value = env.get(name, "").strip()
-        if value.isdigit():
-            return int(value)
-    return default
-
-
-def local_rank(env: Mapping[str, str] = os.environ) -> int:
-    return first_number(env, LOCAL_VARIABLES, 0)
+__all__ = ["Topology", "job_id", "local_rank"]
 
 
 class Topology:
@@ -54,22 +35,9 @@ class Topology:
 
 
 def job_id(env: Mapping[str, str] = os.environ) -> str:
-    """The same for every rank of a job, with no configuration, under the usual launchers."""
-    if env.get("DISTMON_JOB_ID"):
-        return env["DISTMON_JOB_ID"]
-    if env.get("SLURM_JOB_ID"):
-        return f"slurm-{env['SLURM_JOB_ID']}"
-    if env.get("TORCHELASTIC_RUN_ID", "none") != "none":
-        return env["TORCHELASTIC_RUN_ID"]
-    ray_run = _ray_run_name()
-    if ray_run:
-        return f"ray-{ray_run}"
-    for name in ("PMIX_NAMESPACE", "OMPI_MCA_ess_base_jobid"):
-        if env.get(name):
-            return f"mpi-{env[name]}"
-    if env.get("MASTER_ADDR") and env.get("MASTER_PORT"):
-        return f"{env['MASTER_ADDR']}:{env['MASTER_PORT']}"
-    return f"{socket.gethostname()}:{os.getpid()}"
+    """The same for every rank of a job, with no configuration, under the usual launchers;
+    this process's own name where no launcher says it."""
+    return launcher_job(env, _ray_run_name()) or f"{socket.gethostname()}:{os.getpid()}"
 
 
 def _ray_run_name() -> str | None:

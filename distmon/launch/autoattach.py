@@ -31,24 +31,11 @@ from importlib.machinery import ModuleSpec
 from types import ModuleType
 from typing import Any
 
+from distmon.node.launchers import LAUNCHERS, entry_point
+
 MARKER = "DISTMON_RANK_PID"
 """Set to the pid of the process that reports as this rank; its descendants stay silent."""
 
-LAUNCHERS = frozenset(
-    {
-        "torchrun",
-        "torch.distributed.run",
-        "torch.distributed.launch",
-        "accelerate",
-        "accelerate.commands.launch",
-        "accelerate.commands.accelerate_cli",
-        "deepspeed",
-        "deepspeed.launcher.runner",
-        "deepspeed.launcher.launch",
-    }
-)
-"""Python launchers that start the ranks and are none: under ``srun`` they inherit a rank's
-variables too (``srun torchrun ...``, ``srun accelerate launch ...``)."""
 RANK_VARIABLES = ("RANK", "LOCAL_RANK", "SLURM_PROCID", "OMPI_COMM_WORLD_RANK", "PMI_RANK")
 """Set by torchrun (and accelerate, deepspeed), srun, Open MPI's mpirun, MPICH's mpiexec."""
 
@@ -71,24 +58,6 @@ def _install(env: MutableMapping[str, str], argv: list[str]) -> None:
         after_import("torch", _attach)
     else:
         after_import("torch", FirstSign)
-
-
-def entry_point(argv: list[str]) -> str:
-    """What an interpreter command line runs: the module after ``-m``, the script's file
-    name, or ``""`` for ``-c`` and the interactive prompt."""
-    args = iter(argv[1:])
-    for arg in args:
-        if arg == "-m":
-            return next(args, "")
-        if arg.startswith("-m"):
-            return arg[2:]
-        if arg.startswith("-c"):
-            return ""
-        if arg in ("-W", "-X"):
-            next(args, None)
-        elif not arg.startswith("-") or arg == "-":
-            return os.path.basename(arg)
-    return ""
 
 
 def after_import(name: str, callback: Callable[[], Any]) -> None:

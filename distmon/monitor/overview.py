@@ -76,6 +76,8 @@ class Overview:
     """The seconds the monitor did not watch, by why (``21s monitor_paused_s``); empty if none."""
     blind: str = ""
     """The hosts no eye watches (``node-b: no relay, judged from its reports only``); empty if none."""
+    found: int = 0
+    """Ranks found without the hook, judged from outside (no steps to count)."""
 
 
 class OverviewTracker:
@@ -102,7 +104,7 @@ class OverviewTracker:
         c = job.cols
         rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
         marker = (int(c.steps[present].sum()), int(c.g_comp[present][rows].sum()))
-        if marker != self._marker:
+        if marker != self._marker or job.moving_found(now):
             self._marker = marker
             self._last_progress = now
         self._samples.append((now, int(c.steps[present].max())))
@@ -136,6 +138,7 @@ class OverviewTracker:
             dropped=dropped_words(monitor.state.dropped),
             unwatched=unwatched_words(monitor.state.unwatched),
             blind=blind_words(monitor.state.unwatched_hosts()),
+            found=int(np.count_nonzero(job.found())),
         )
 
     def _rate(self) -> float | None:

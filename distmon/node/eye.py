@@ -3,7 +3,8 @@ it wants, and hands over what it saw since it last said (:class:`~distmon.node.l
 
 A relay runs one for its node, the monitor one for its own host. Both only ask and take:
 the looks are taken on the prober's thread, the stacks on py-spy's, so a relay never waits on
-a process, and the stacks a node takes are capped (:data:`STACKS_PER_SECOND`).
+a process, and the stacks a node takes are capped (:data:`STACKS_PER_SECOND`). Told to find a
+job's ranks (:class:`~distmon.node.found.FoundRanks`), it also writes their reports for them.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
+from distmon.node.found import FoundRanks
 from distmon.node.links import Link, read_links
 from distmon.node.looks import Looks, Taken, Wanted
 from distmon.node.prober import Prober
@@ -31,9 +33,11 @@ closely a link that drops and comes back is timed."""
 
 
 class NodeEye:
-    def __init__(self, host: str | None = None) -> None:
+    def __init__(self, host: str | None = None, find: bool = False, pick: int | None = None) -> None:
         self.host = host or socket.gethostname()
         self._host_hash = wire.name_hash(self.host)
+        self.found = FoundRanks(self.host, pick) if find else None
+        """The ranks found on this node, when told to find them (``pick``: a pid of the job)."""
         self.prober = Prober()
         self._taker = StackTaker()
         self._pending: dict[tuple[int, float], Wanted] = {}
@@ -57,10 +61,11 @@ class NodeEye:
 
     def reporting(self, headers: npt.NDArray[np.void]) -> None:
         """The ranks that report on this node, by their frames' headers (those of other nodes,
-        passing through, are another eye's): each one's process is watched for its end until it
-        says its last words, so that one that dies without a word (SIGKILL, the OOM killer) is
-        told gone at once (:meth:`~distmon.node.prober.Prober.watch`)."""
-        mine = headers[headers["host"] == self._host_hash]
+        passing through, are another eye's; those found from outside, this eye's own reports,
+        tell their end themselves): each one's process is watched for its end until it says its
+        last words, so that one that dies without a word (SIGKILL, the OOM killer) is told gone
+        at once (:meth:`~distmon.node.prober.Prober.watch`)."""
+        mine = headers[(headers["host"] == self._host_hash) & (headers["flags"] & wire.FLAG_FOUND == 0)]
         if not len(mine):
             return
         said = (mine["flags"] & wire.FLAG_EXITED) > 0
@@ -76,6 +81,18 @@ class NodeEye:
         self.counts["stacks"] += len(stacks)
         links = self._links_changed()
         return Looks(self.host, samples, stacks, links, self._links_read if links is not None else None)
+
+    def reports(self) -> list[bytes]:
+        """The reports written for the ranks found since the last call, as frames; the ranks
+        whose stacks stand still are looked at closely from now on."""
+        if self.found is None:
+            return []
+        self.prober.ask([(pid, None, None) for pid in self.found.still()])
+        return self.found.take()
+
+    def close(self) -> None:
+        if self.found is not None:
+            self.found.close()
 
     def _links_changed(self) -> list[Link] | None:
         """The node's network links, read every :data:`LINKS_EVERY`, where they changed since

@@ -149,12 +149,66 @@ def _run(command: list[str], timeout: float, tid: int | None = None) -> OutsideS
     return OutsideStack(frames=frames, owns_gil=bool(main.get("owns_gil")))
 
 
+@dataclass(frozen=True)
+class Sampled:
+    """One thread's Python stack as py-spy read it without stopping its process: the frames,
+    innermost last, and each frame's arguments as py-spy shows them (their ``repr``)."""
+
+    frames: list[StackFrame]
+    args: list[dict[str, str]]
+    owns_gil: bool = False
+
+
+MAX_ARGS = 16
+"""Arguments of one frame kept, at most."""
+
+
+def sample(pid: int, timeout: float = TIMEOUT) -> dict[int, Sampled] | str:
+    """Every thread of ``pid`` by its native id, Python frames and their arguments, read
+    without suspending the process (``--nonblocking``: it pays nothing; a stack read while the
+    thread runs may be torn, one that stands still never is); or why it could not be."""
+    exe = executable()
+    if exe is None:
+        return "py-spy is not installed (pip install '.[stacks]' in distmon's checkout)"
+    command = [exe, "dump", "--pid", str(pid), "--json", "--full-filenames", "--nonblocking", "--locals"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return f"py-spy did not answer within {timeout:.0f}s"
+    except OSError as e:
+        return f"cannot run py-spy: {e.strerror}"
+    if done.returncode != 0:
+        return _explain(done.stderr, pid)
+    try:
+        threads = json.loads(done.stdout)
+        return {int(t["os_thread_id"]): _sampled(t) for t in threads if isinstance(t, dict)}
+    except (ValueError, TypeError, KeyError):
+        return "py-spy's output was not what it should be"
+
+
+def _sampled(thread: dict[str, Any]) -> Sampled:
+    raw = thread.get("frames", [])[:MAX_FRAMES]
+    frames = [_frame(f) for f in raw]
+    args = [
+        {str(a.get("name")): str(a.get("repr"))[:200] for a in (f.get("locals") or [])[:MAX_ARGS] if a.get("arg")}
+        for f in raw
+    ]
+    frames.reverse()
+    args.reverse()
+    return Sampled(frames, args, bool(thread.get("owns_gil")))
+
+
 def _frame(f: dict[str, Any]) -> StackFrame:
     file, line = str(f.get("filename", "?")), int(f.get("line") or 0)
     code = None
     if file.endswith(".py") and line:
         code = linecache.getline(file, line).strip() or None
-    return StackFrame(file=file, line=line, func=str(f.get("name", "?")), code=code)
+    # py-spy names a method by its qualified name (Class.method); a rank names its frames by
+    # their code object's name, as tracebacks do: one name for one frame, whoever took the stack
+    func = str(f.get("name", "?"))
+    if file.endswith(".py") or file.startswith("<frozen"):
+        func = func.rsplit(".", 1)[-1] or "?"
+    return StackFrame(file=file, line=line, func=func, code=code)
 
 
 def _explain(stderr: str, pid: int) -> str:

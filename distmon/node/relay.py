@@ -105,6 +105,7 @@ class NodeRelay:
         interval: float = 1.0,
         batch: int = BATCH_FRAMES,
         refresh: float = REFRESH,
+        eye: NodeEye | None = None,
     ) -> None:
         host = socket.gethostname()
         self.me = Relay(f"{host}:{os.getpid()}", host)
@@ -125,8 +126,8 @@ class NodeRelay:
         self._held_frames = 0
         self._held_bytes = 0
         self._news = News(refresh)
-        self.eye = NodeEye(host)
-        """The monitor's eye on this node."""
+        self.eye = eye or NodeEye(host)
+        """The monitor's eye on this node (which finds the node's ranks, where told to)."""
         self._seen: list[eye_looks.Looks] = []
         """What the eye saw that has yet to go up."""
         self._flushed = 0.0
@@ -180,6 +181,8 @@ class NodeRelay:
                 self.pass_commands_down()
             now = time.monotonic()
             if now >= due or self._looking_closely(now):
+                for frame in self.eye.reports():  # the ranks found on this node, reported for
+                    self._hold_frame(frame)
                 self.flush()
                 due = max(due + self.interval, now) if now >= due else due
         self.take_from_below()
@@ -358,6 +361,7 @@ class NodeRelay:
             heard.popitem(last=False)
 
     def close(self) -> None:
+        self.eye.close()
         self._ranks.close(linger=0)
         self._up.close()
         if self._authenticator is not None:

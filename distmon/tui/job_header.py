@@ -34,8 +34,13 @@ def headline(o: ov.Overview) -> Text:
         return line
     rate = "-" if o.steps_per_second is None else f"{o.steps_per_second:.1f}"
     line.append(f"  {cells.fit(o.job or '', JOB_WIDTH).rstrip()}  ", style="bold")
-    line.append(f"step {o.steps} · {rate} steps/s")
+    if o.found == o.ranks:
+        line.append("found, not hooked: seen from outside, no steps counted", style="bold cyan")
+    else:
+        line.append(f"step {o.steps} · {rate} steps/s")
     line.append(f" · progress {cells.duration(o.since_progress)} ago")
+    if 0 < o.found < o.ranks:
+        line.append(f" · {o.found} found, not hooked", style="cyan")
     line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
     if o.dropped:
         line.append(f" · dropped: {o.dropped}", style="yellow")

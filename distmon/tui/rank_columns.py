@@ -15,6 +15,7 @@ from dataclasses import dataclass, replace
 from distmon import wire
 from distmon.monitor.overview import where_words
 from distmon.monitor.state import RankState
+from distmon.monitor.state.whereabouts import classify
 from distmon.monitor.state.words import in_flight
 from distmon.tui import cells
 
@@ -27,6 +28,8 @@ def collectives(rank: RankState, now: float) -> str:
     (``all_reduce #66 28s``: the number the alerts name), else the last completed (``#65``);
     then each send or receive the rank is blocked in (``recv←2 #12 5.0s``). A stalled rank
     in none of them starts with where it stands in its own code (``at train.py:118 inject``)."""
+    if rank.report.outside is not None:
+        return found_place(rank)
     parts = []
     for g in rank.report.groups:
         if in_flight(g):
@@ -45,6 +48,26 @@ def collectives(rank: RankState, now: float) -> str:
     where = where_words(rank) if not waiting else ""
     listed = " | ".join(parts) or "-"
     return f"at {where} · {listed}" if where else listed
+
+
+def found_place(rank: RankState) -> str:
+    """A rank found from outside counts no collectives: where its stack stands, and what kind
+    of place that is (``at train.py:294 main · collective``)."""
+    stack = rank.report.stack
+    if not stack:
+        return (
+            f"no stack: {rank.report.outside.stack_error}"
+            if rank.report.outside and rank.report.outside.stack_error
+            else "-"
+        )
+    where = where_words(rank)
+    kind = classify(stack).kind
+    return f"at {where} · {kind}" if where else kind
+
+
+def _steps(r: RankState, now: float, width: int) -> str:
+    """Its steps; a rank found from outside counts none (its hook would)."""
+    return "-" if r.report.outside is not None else str(r.report.steps)
 
 
 def gpu_memory(rank: RankState, width: int) -> str:
@@ -93,7 +116,7 @@ COLUMNS = (
     Column("status", STATUS_WIDTH, lambda r, now, w: r.status(now)),
     Column("rank", 5, lambda r, now, w: str(r.rank), right=True),
     Column("host", 9, lambda r, now, w: r.report.host, drop=1),
-    Column("step", 7, lambda r, now, w: str(r.report.steps), right=True),
+    Column("step", 7, _steps, right=True),
     Column("step t", 6, _step_time, right=True, drop=5),
     Column("seq · in flight", 18, lambda r, now, w: collectives(r, now), flex=True),
     Column("GPU memory", 13, lambda r, now, w: gpu_memory(r, w), drop=6),

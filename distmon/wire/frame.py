@@ -83,6 +83,17 @@ FLAG_STALLED = 8
 FLAG_WORKER_DEAD = 16
 FLAG_GPU_FAULT = 32
 FLAG_HAS_GPU = 64
+FLAG_FOUND = 128
+"""The report is a node's eye's, for a rank found from outside (:class:`~distmon.wire.schema.Outside`);
+never with :data:`FLAG_RAISED` (the eye sees no exception). Ranks before issue 42 set this bit on
+an exception they judged a consequence: with :data:`FLAG_RAISED`, it is that (:func:`found`)."""
+
+
+def found(flags: int) -> bool:
+    """A header's ``flags`` say the report is a node's eye's for a rank found from outside."""
+    return bool(flags & FLAG_FOUND) and not flags & FLAG_RAISED
+
+
 """The header's ``flags``: facts about the rank, never a judgement of them. Bit 128 is not sent:
 ranks before issue 42 set it when their exception said a peer or a DataLoader worker went away
 first; the monitor now decides that itself and ignores the bit
@@ -175,6 +186,8 @@ def _flags(report: Report) -> int:
         flags |= FLAG_STALLED
     if any(not w.alive and (w.signal or w.exitcode) for loader in report.loaders for w in loader.workers):
         flags |= FLAG_WORKER_DEAD
+    if report.outside is not None:
+        flags |= FLAG_FOUND
     gpu = report.gpu
     if gpu is not None:
         flags |= FLAG_HAS_GPU

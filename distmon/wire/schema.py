@@ -9,9 +9,9 @@ VERSION = 1
 """Of the report inside a frame."""
 
 PEER_LOST = re.compile(
-    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused"
+    r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused|closed by remote peer"
     r"|caught collective operation timeout|communicator was aborted|monitoredBarrier"
-    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out",
+    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out|Horovod has been shut down",
     re.IGNORECASE,
 )
 """What a rank raises when another one died first."""
@@ -204,6 +204,9 @@ FINISHED = "finished"
 """Its training ended before its process did (the training function returned, the process
 group was destroyed): the rank said goodbye, and its process may go any way after (Ray Train
 kills its workers). A monitor that predates it reads it as ``clean``."""
+GONE = "gone"
+"""Its process ended, seen from outside: a node's eye, reporting for a rank it found without
+the hook (:class:`Outside`), saw it go and cannot tell how (no last words)."""
 STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 """The ways a rank is stopped from outside rather than ending on its own."""
 
@@ -212,11 +215,29 @@ STOPPED_HOWS = frozenset({TERMINATED, INTERRUPTED, ENDED})
 class ExitInfo:
     """How the process ended: ``how`` is ``clean``, ``exception``, ``interrupted`` (Ctrl-C),
     ``terminated`` (SIGTERM, as torchrun sends every surviving rank after one fails),
-    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``), or ``finished``
-    (:data:`FINISHED`: its training ended cleanly, its process still there)."""
+    ``ended`` (by distmon, at the monitor's command: ``--abort-on-hang``), ``finished``
+    (:data:`FINISHED`: its training ended cleanly, its process still there), or ``gone``
+    (:data:`GONE`: seen from outside, how unknown)."""
 
     how: str
     t: float
+
+
+@dataclass
+class Outside:
+    """What a node's eye says of a rank it found with no hook in it (``distmon watch --find``):
+    the report is the eye's, written from the process's environment, ``/proc`` and its stack
+    taken from outside; it counts no steps and no collectives."""
+
+    launcher: int | None = None
+    """The pid of the process that started the rank (torchrun's agent, ``slurmstepd``, ``mpirun``)."""
+    peer: int | None = None
+    """The rank its training thread's send or receive names (the op's ``dst`` or ``src``),
+    where its stack stands in one."""
+    owns_gil: bool = False
+    """Its training thread held the GIL when its stack was taken."""
+    stack_error: str | None = None
+    """Why its stack could not be taken this time (py-spy refused, or found no frame)."""
 
 
 @dataclass
@@ -266,6 +287,11 @@ class Report:
     """The native id of distmon's own reporting thread in the process: a node's eye counts how
     often it wakes. Waiting for the GIL it wakes about 200 times a second (every
     ``sys.getswitchinterval()``); otherwise about once a report. Absent from ranks that predate it."""
+    outside: Outside | None = None
+    """Set where a node's eye wrote this report for a rank found from outside; then ``stack`` is
+    its training thread's latest, taken by py-spy, and ``stalled_since`` since when it has made
+    no progress seen from outside (the same stack at every look, and its thread asleep in it
+    or holding the GIL), once that has lasted :data:`STALL_FLOOR` or more."""
     v: int = VERSION
 
 

@@ -156,7 +156,7 @@ def test_a_huge_dump_is_refused_unread(tmp_path: Path, monkeypatch: pytest.Monke
 NEW_LOG = """\
 [rank0]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600060 milliseconds before timing out.
 [rank0]:[E1124 03:12:44.123556789 ProcessGroupNCCL.cpp:2271] [PG ID 0 PG GUID 0(default_pg) Rank 0] Exception (either an error or timeout) detected by watchdog at work: 1580, last enqueued NCCL work: 1582, last completed NCCL work: 1579.
-[rank1]:[E1124 03:12:44.200000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.
+[rank1]:[E1124 03:12:44.200000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=466119168, NumelOut=466119168, Timeout(ms)=600000) ran for 600050 milliseconds before timing out.
 [rank3]:[E1124 03:12:45.001234567 ProcessGroupNCCL.cpp:2084] [PG ID 0 PG GUID 0(default_pg) Rank 3]  failure detected by watchdog at work sequence id: 1580 PG status: last enqueued work: 1580, last completed work: 1579
 [rank2]: some output of rank 2, which printed no watchdog line
 """  # noqa: E501
@@ -209,7 +209,7 @@ def test_the_command_prints_json_with_the_contract_fields(tmp_path: Path, capsys
     [
         (["--world", "zero"], "not a number of ranks: 'zero'"),
         (["--world", "0"], "a world of 1 to"),
-        ([], "no Flight Recorder dump nor watchdog line found"),
+        ([], "no Flight Recorder dump nor job log found"),
     ],
 )
 def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> None:

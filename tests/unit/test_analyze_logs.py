@@ -292,6 +292,20 @@ def test_every_rank_in_one_collective_together_blames_nobody() -> None:
     assert "NOBODY TO BLAME" in render(analysis)
 
 
+def test_every_rank_in_the_first_collective_blames_the_network() -> None:
+    """The first collective, which every rank issued, completed nowhere: they never reached
+    each other."""
+    log = "  global_world_sizes=[2, 2]\n" + "\n".join(
+        f"[rank{r}]:[E1124 03:12:44.{r}00000000 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank {r}] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=ALLREDUCE, NumelIn=1, "
+        "NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out."
+        for r in range(2)
+    )
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
+    assert "collective #1 (all_reduce)" in verdict.nobody and "never reached each other" in verdict.nobody
+
+
 def test_launcher_labels_are_no_ranks() -> None:
     """srun's task label and a host with its local rank stand before torchrun's prefix."""
     log = "\n".join(

@@ -152,13 +152,37 @@ def test_mutated_logs_are_read(mutations: list[tuple[str, float, bytes]]) -> Non
     timed(read_a_log, mutated(LOG.encode(), mutations).decode("utf-8", "replace"))
 
 
-PREFIXES = [WATCHDOG.format(rank=1)[:n] for n in (8, 60, 100, 150, 200)] + ["WorkNCCL(", "Timeout at NCCL work: "]
+PREFIXES = [WATCHDOG.format(rank=1)[:n] for n in (8, 60, 100, 150, 200)] + [
+    "WorkNCCL(",
+    "Timeout at NCCL work: ",
+    # the job's own accounts: torch's reports, the launchers, Horovod, NCCL, the transports
+    "- [0] Timeout at collective: ALLREDUCE, #1 [0, 1, ",
+    "  [0, 1] joined but didn't finish collective #",
+    "Detected mismatch between collectives on ranks. Rank 1 is running collective: CollectiveFingerPrint(",
+    ", but Rank 2 is running collective: CollectiveFingerPrint(OpType=",
+    "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks x [ready ranks: 1, ",
+    "t [missing ranks: 0, ",
+    "srun: error: n1: tasks 1-3,",
+    "mpirun noticed that process rank 1 with PID 1 on node ",
+    "  rank      : 1 (local_rank: 1)",
+    "Received a dump signal due to a collective timeout from  rank 3 ",
+    "n1:1:1 [0] NCCL INFO comm 0x1 rank 1 nranks ",
+    "Duplicate GPU detected : rank 1 and rank ",
+    "Connection closed by remote peer n1",
+    "Got completion from peer 10.0.0.1<1> with status=",
+    "[1,2]<stderr>:",
+]
 
 
 @settings(max_examples=20, deadline=None)
 @given(st.integers(1_000, 64 * 1024), st.sampled_from(PREFIXES))
 def test_long_lines_repeating_a_prefix_are_read_in_time(length: int, prefix: str) -> None:
     timed(read_a_log, (prefix * (length // len(prefix)) + "\n") * 3)
+
+
+@pytest.mark.parametrize("prefix", PREFIXES)
+def test_the_longest_line_repeating_each_prefix_is_read_in_time(prefix: str) -> None:
+    timed(read_a_log, (prefix * (64 * 1024 // len(prefix)) + "\n") * 3)
 
 
 def a_recording(path: Path) -> bytes:

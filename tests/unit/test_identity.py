@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from distmon.hooks import identity
+from distmon.node import launchers
 
 SRUN = {"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_JOB_ID": "4242"}
 MPIRUN = {"OMPI_COMM_WORLD_RANK": "3", "OMPI_COMM_WORLD_SIZE": "4", "OMPI_COMM_WORLD_LOCAL_RANK": "3"}
@@ -23,7 +24,7 @@ MPIEXEC = {"PMI_RANK": "2", "PMI_SIZE": "6", "MPI_LOCALRANKID": "0"}
     ],
 )
 def test_rank_world_and_local_rank_come_from_the_launcher(monkeypatch, env, rank, world, local) -> None:
-    for name in identity.RANK_VARIABLES + identity.WORLD_VARIABLES + identity.LOCAL_VARIABLES:
+    for name in launchers.RANK_VARIABLES + launchers.WORLD_VARIABLES + launchers.LOCAL_VARIABLES:
         monkeypatch.delenv(name, raising=False)
     for name, value in env.items():
         monkeypatch.setenv(name, value)
@@ -50,4 +51,4 @@ def test_the_job_is_named_after_the_launchers_job(env, job) -> None:
 
 
 def test_a_variable_that_is_no_number_is_passed_over() -> None:
-    assert identity.first_number({"RANK": "", "SLURM_PROCID": "3"}, identity.RANK_VARIABLES, 0) == 3
+    assert launchers.first_number({"RANK": "", "SLURM_PROCID": "3"}, launchers.RANK_VARIABLES, 0) == 3

@@ -113,7 +113,7 @@ def test_doctor_help_lists_only_what_runs_here() -> None:
     assert "--size-mb SIZE_MB" in inside and "--rounds ROUNDS" in inside
 
 
-@pytest.mark.parametrize("command", ["watch", "record"])
+@pytest.mark.parametrize("command", ["watch", "record", "relay", "look"])
 def test_the_synopsis_lists_every_option_of_help(command: str) -> None:
     usage = distmon(command, "--help").stdout.split("\n\n", 1)[0]
     options = set(re.findall(r"\[?(--[a-z-]+)", usage)) - {"--help"}

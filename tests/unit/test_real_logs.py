@@ -62,17 +62,52 @@ VERDICTS = [
     ("vllm_ray_gather_pg1.log", [], [0], "rank 1 waits in collective #158046 (gather) of group 1"),
     ("vllm_tp_first_allreduce.log", [], [0, 1, 2], "rank 3 waits in collective #1 (all_reduce)"),
     ("vlmr1_watchdog_stuck_wrapped.log", [], [0, 1], "rank 6 waits with the watchdog stuck"),
+    ("torch27_desync_report_rank7.log", [7], [], "finished collective #182 and never started #183"),
+    ("simpletuner_mismatch_names_rank7.log", [7], [], "rank 7 ran REDUCE #0 where 7 ranks ran ALLGATHER #101"),
+    ("minigpt4_childfailed_two_alike.log", [], NOBODY, "ranks 0-1 failed alike at once (exit code 1)"),
+    ("pla_childfailed_install_alike.log", [], NOBODY, "ranks 1-3 failed alike at once (exit code 1)"),
+    ("egovlp_sigkill_local_rank3.log", [], [3], "local rank 3 ended by signal 9 (SIGKILL)"),
+    ("robomamba_sigkill_local_rank5.log", [], [5], "local rank 5 ended by signal 9 (SIGKILL)"),
+    ("horovod_mpirun_rank7_killed.log", [7], [], "rank 7 raised Signal 9 (Killed)"),
+    ("horovod_mpirun_rank1_killed_xxx.log", [1], [], "rank 1 raised Signal 9 (Killed)"),
+    ("horovod_libmpi_every_process_segfault.log", [], NOBODY, "6 processes failed alike at once"),
+    ("horovod_stalled_broadcast_missing_rank0.log", [0], [], "rank 0 missing from every stalled tensor"),
+    ("horovod_mpi_tags_missing_rank1.log", [1], [], "rank 1 missing from every stalled tensor"),
+    ("horovod_ready_ranks_rank3_other_tensor.log", [3], [], "rank 3 missing from 3 of the 4 stalled tensors"),
+    ("horovod_pytorch_ready_ranks_two_absent.log", [0, 6], [], "ranks 0, 6 missing from every stalled tensor"),
+    ("nccl_warn_ib_completion_status12.log", [], NOBODY, "InfiniBand completion error 12 from peer 172.36.143.59"),
+    ("nccl_warn_ib_completion_k8s_worker.log", [], NOBODY, "the network between the nodes"),
+    ("horovod_duplicate_gpu_mpi_tags.log", [], NOBODY, "ranks 0 and 2 both on CUDA device 1000"),
+    ("megatron_duplicate_gpu_interleaved.log", [], NOBODY, "ranks 0 and 3 both on CUDA device f000"),
+    ("dfine_duplicate_gpu_default_device.log", [], NOBODY, "ranks 0 and 1 both on CUDA device 2000"),
+    ("elastic_killed_agent_remote_peer_host.log", [], [0], "connection closed by ip-172-31-36-217"),
+    ("nccl_remote_error_aws_broken_pipe.log", [], [], "a transport lost its peer"),
+    ("accelerate_validation_dump_signal_rank0_observed.log", [], [0], "rank 1 waits in collective #22"),
+    ("openrlhf_save_model_dump_signal_observed.log", [], [0, 1], "ranks 2, 6-7 wait in collective #460631"),
+    ("accelerate_slurm_two_tables_rank4_first.log", [4], [], "rank 4 raised Exception: exit code 1"),
+    ("parlai_srun_tasks_world_size_mismatch.log", [], NOBODY, "NCCL error"),
+    ("accelerate_vqgan_broadcast_vs_allreduce.log", [], [3, 7], "at odds at collective #80078"),
+    ("swift_minicpm_broadcast_sizes_differ.log", [], [2, 3, 0, 1], "broadcast of 24084544 elements"),
+    ("alpaca_remote_error_ib_one_line.log", [], NOBODY, "InfiniBand completion error 12"),
+    ("nccl_tests_ib_error4_service_thread.log", [], NOBODY, "InfiniBand completion error 4"),
+    ("pid_diffusion_gloo_broadcast_closed.log", [], [], "connection closed by 10.0.1.17"),
 ]
 
-ANSWERS: dict[str, int] = json.loads((REAL / "answers.json").read_text())
-"""Per log, the rank its thread (or its own words) says was at fault, where it says one."""
+TRUTHS: dict[str, dict[str, object]] = json.loads((REAL / "truths.json").read_text())
+"""Per log: its source, kind, framework, launcher, truth (ranks, ``none`` or ``unknown``) and why."""
+KNOWN = sorted((name, told["truth"]) for name, told in TRUTHS.items() if told["truth"] != "unknown")
 
 
-def test_every_real_log_is_listed_and_has_notes() -> None:
+def test_every_real_log_is_listed_and_has_notes_and_a_truth() -> None:
     assert sorted(p.name for p in REAL.glob("*.log")) == sorted(name for name, *_ in VERDICTS)
     notes = (REAL / "NOTES.md").read_text()
-    sections = set(re.findall(r"^## (\S+\.log)$", notes, re.MULTILINE))
-    assert sections == {name for name, *_ in VERDICTS}
+    sections = re.findall(r"^## (\S+\.log)$", notes, re.MULTILINE)
+    assert sorted(sections) == sorted(name for name, *_ in VERDICTS)
+    assert sorted(TRUTHS) == sorted(name for name, *_ in VERDICTS)
+    for told in TRUTHS.values():
+        assert {"source", "kind", "framework", "launcher", "truth", "why"} <= told.keys()
+        assert str(told["source"]).startswith("https://github.com/") and told["why"]
+        assert told["truth"] in ("none", "unknown") or (isinstance(told["truth"], list) and told["truth"])
 
 
 @pytest.mark.parametrize(("name", "proven", "suspects", "words"), VERDICTS, ids=[v[0] for v in VERDICTS])
@@ -94,12 +129,22 @@ def test_each_real_log_is_read_and_judged(name: str, proven: list[int], suspects
     assert "0.0s" not in shown
 
 
-@pytest.mark.parametrize(("name", "answer"), sorted(ANSWERS.items()))
-def test_the_threads_answer_leads_and_no_innocent_is_proven(name: str, answer: int | str) -> None:
+@pytest.mark.parametrize(("name", "truth"), KNOWN, ids=[name for name, _ in KNOWN])
+def test_the_truth_leads_and_no_innocent_is_proven(name: str, truth: list[int] | str) -> None:
     verdict = judge(analyze([str(REAL / name)]))
+    if truth == "none":
+        assert verdict.nobody is not None and not verdict.culprits and not verdict.suspects
+        return
     lead = verdict.culprits[:1] or [s.rank for s in verdict.suspects[:1]]
-    assert lead == [answer]
-    assert set(verdict.culprits) <= {answer}
+    assert lead and lead[0] in truth
+    assert set(verdict.culprits) <= set(truth)
+
+
+@pytest.mark.parametrize("name", sorted(TRUTHS))
+def test_the_command_reads_every_real_log_to_json(name: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["analyze", str(REAL / name), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert {"culprits", "suspects", "nobody", "summary"} <= found.keys()
 
 
 def test_the_json_keeps_proven_and_suspected_apart(capsys: pytest.CaptureFixture[str]) -> None:

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from distmon import keys
-from distmon.commands.shared import acting, metrics_port
+from distmon.commands.shared import acting, finding, metrics_port
 from distmon.endpoint import exposure_warning, resolve
 from distmon.guards import values
 from distmon.monitor.state.admission import MAX_WORLD
@@ -86,15 +86,17 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
         key = keys.load_for(args.key_file)
     except keys.KeyFileError as e:
         raise _Refused(e) from None
-    problem = acting.check(args, address, key is not None)
+    problem = acting.check(args, address, key is not None) or finding.problem(args)
     if problem:
         raise _Refused(problem)
+    if args.find and (blind := finding.blind(args)):
+        print(f"distmon {command}: warning: {blind}", file=sys.stderr)
     try:
         recorder = RecordingWriter(recording) if recording is not None else None
     except OSError as e:
         raise _Refused(f"cannot write {recording}: {e.strerror}") from None
     try:
-        feed = LiveFeed(address, key=key, eye=NodeEye())
+        feed = LiveFeed(address, key=key, eye=NodeEye(find=args.find, pick=args.pid))  # watch's and record's
     except EndpointError as e:
         if recorder is not None:
             recorder.close()

@@ -155,6 +155,8 @@ class LiveFeed:
                             self.eye.reporting(parse(batch).headers)  # the ranks on this host, straight here
                     if (seen := self._seen(self.eye)) is not None:
                         batches.append(seen)
+                    if found := self.eye.reports():
+                        batches.append(Batch.of(found))
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
                 t = self._clock()
@@ -252,6 +254,8 @@ class LiveFeed:
     def close(self) -> None:
         self._stopping.set()
         self._thread.join(timeout=2.0)
+        if self.eye is not None:
+            self.eye.close()
 
 
 def _telling(rest: Incoming, batch: Incoming) -> Incoming:

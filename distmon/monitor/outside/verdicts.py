@@ -303,13 +303,27 @@ def working(
     )
 
 
+@dataclass(frozen=True)
+class GilHeld:
+    """How a process was seen holding the GIL, for ``seconds``: its own reporting thread did
+    not run; or, for a rank found from outside, its stack stood still while holding it."""
+
+    seconds: float
+    outside: bool = False
+
+    def words(self) -> str:
+        if self.outside:
+            return f"while its stack, taken from outside, stood still holding it for {duration(self.seconds)}"
+        return f"while its own reporting thread has not run for {duration(self.seconds)}"
+
+
 def holding_the_gil(
-    moved: Moved, quiet: float, frames: list[StackFrame] | None = None, evidence: tuple[str, ...] = ()
+    moved: Moved, held: GilHeld, frames: list[StackFrame] | None = None, evidence: tuple[str, ...] = ()
 ) -> Verdict:
-    """A process that burns CPU while its own reporting thread has not run for ``quiet``
-    seconds: one thread holds the GIL in a long call (a regular expression that backtracks, a
-    C extension that does not release it), and no other Python thread gets to run. ``frames``
-    (py-spy's, where taken) name the call."""
+    """A process that burns CPU while the GIL is held (``held`` says how that was seen): one
+    thread holds it in a long call (a regular expression that backtracks, a C extension that
+    does not release it), and no other Python thread gets to run. ``frames`` (py-spy's, where
+    taken) name the call."""
     entry = native_entry(frames or [])
     python = next((f for f in reversed(frames or []) if _python(f)), None)
     called = entry.func if entry is not None else python.func if python is not None else ""
@@ -317,8 +331,7 @@ def holding_the_gil(
     return Verdict(
         "gil",
         f"holds the GIL{where}, burning CPU",
-        f"holds the GIL{where}, burning CPU ({moved.words()}) while its own reporting thread has not "
-        f"run for {duration(quiet)}",
+        f"holds the GIL{where}, burning CPU ({moved.words()}) {held.words()}",
         "find that call in its stack (below): a regular expression that backtracks, a C extension that does "
         "not release the GIL (Py_BEGIN_ALLOW_THREADS); bound its input, or move it to a subprocess",
         evidence,

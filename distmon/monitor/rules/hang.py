@@ -16,6 +16,7 @@ orders, two blocking receives facing each other) is a deadlock. A group whose ra
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from functools import cached_property
 from pathlib import PurePath
@@ -100,6 +101,33 @@ def hang_and_divergence(job: JobState, ctx: Context) -> list[Finding]:
             findings.append(found)
     findings.extend(Incidents(WaitFor(job, current(job, waiting, groups, ctx), groups, diverged), ctx).findings())
     return findings
+
+
+def observe(
+    job: JobState,
+    ctx: Context,
+    roots: list[int],
+    waited: float,
+    verdicts: dict[int, Verdict | None],
+    paused: Callable[[], bool],
+) -> Habit | None:
+    """Tell the job's routine that ``roots`` have held the others up for ``waited`` seconds,
+    each where its report's stack and ``verdicts`` say (``paused``: whether the waits show the
+    job standing still, not its pace); the habit this pause is, if the job takes it usually."""
+    if len(roots) > MAX_SHOWN:
+        return None
+    marks, steps = {}, {}
+    for rank in roots:
+        s = job.ranks.get(rank)
+        if s is None:
+            return None
+        frame = user_frame(s.report.stack or [])
+        verdict = verdicts.get(rank)
+        doing = verdict.habit if verdict is not None else "silent" if s.silent(ctx.now) else None
+        words = verdict.summary.removeprefix("is ") if verdict is not None else ""
+        marks[rank] = Mark(f"{PurePath(frame.file).name}:{frame.func}" if frame else None, doing, words)
+        steps[rank] = s.steps
+    return ctx.routine.observe(roots, waited, marks, steps, paused())
 
 
 @dataclass
@@ -246,22 +274,9 @@ class Incidents:
     def _observe(self, roots: list[int], reach: set[Node], verdicts: dict[int, Verdict | None]) -> Habit | None:
         """Tell the job's routine that ``roots`` hold the others up, each where its report's
         stack and ``verdicts`` say; the habit this pause is, if the job takes it usually."""
-        if len(roots) > MAX_SHOWN:
-            return None
         mine = [w for w in self.relation.all if w.node in reach]
         waited = max((w.age for w in mine), default=0.0)
-        marks, steps = {}, {}
-        for rank in roots:
-            s = self.job.ranks.get(rank)
-            if s is None:
-                return None
-            frame = user_frame(s.report.stack or [])
-            verdict = verdicts.get(rank)
-            doing = verdict.habit if verdict is not None else "silent" if s.silent(self.ctx.now) else None
-            words = verdict.summary.removeprefix("is ") if verdict is not None else ""
-            marks[rank] = Mark(f"{PurePath(frame.file).name}:{frame.func}" if frame else None, doing, words)
-            steps[rank] = s.steps
-        return self.ctx.routine.observe(roots, waited, marks, steps, self._paused(mine))
+        return observe(self.job, self.ctx, roots, waited, verdicts, lambda: self._paused(mine))
 
     def _paused(self, waits: list[Wait]) -> bool:
         """Whether the waiting ranks' own reports show one of them waiting longer than a few of

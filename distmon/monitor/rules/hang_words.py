@@ -18,7 +18,9 @@ from distmon.wire import ANY_SOURCE, SEND, STOPPED_HOWS, Report, StackFrame
 @dataclass(frozen=True)
 class WaitedIn:
     """What ranks wait in: collective ``seq`` (its ``op``, where known) of ``group``, or, for
-    a send or receive, ``message`` as seen from ``rank``'s side."""
+    a send or receive, ``message`` as seen from ``rank``'s side. Seen from outside (a job
+    found without the hook: no sequence numbers), the ``op`` their stacks stand in, called
+    ``at`` the user's frame, and the ``peer`` a send or receive names."""
 
     group: str
     """The group's name, or its short label for a message."""
@@ -26,6 +28,8 @@ class WaitedIn:
     op: str | None = None
     message: Transfer | None = None
     rank: int = 0
+    at: StackFrame | None = None
+    peer: int | None = None
 
 
 @dataclass(frozen=True)
@@ -123,13 +127,22 @@ class Deadlock:
 
 
 def what(place: WaitedIn) -> str:
-    """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3``."""
+    """``collective #7 (all_reduce) of group 4 (...)``, or ``recv #12 from rank 2 in group 3``;
+    seen from outside, ``all_reduce at train.py:42 in step``."""
     if place.message is not None:
         return message_words(place.message, place.rank, place.group)
+    if place.at is not None:
+        return _collective(place)
     return f"{_collective(place)} of {place.group}"
 
 
 def _collective(place: WaitedIn) -> str:
+    if place.at is not None:
+        op = place.op or "a collective"
+        if place.peer is not None:
+            toward = "to" if place.op in ("send", "isend") else "from"
+            op += f" {toward} {'any rank' if place.peer == ANY_SOURCE else f'rank {place.peer}'}"
+        return f"{op} at {where(place.at)}"
     return f"collective #{place.seq}{f' ({place.op})' if place.op else ''}"
 
 
@@ -205,14 +218,7 @@ def _root_lines(root: Root) -> list[str]:
     r = root.report
     if r is None:
         return [f"  rank {root.rank}: never reported (not monitored, or not started)"]
-    last = ", ".join(f"#{g.enqueued} in {group_label(g.id, g.desc)}" for g in r.groups if g.enqueued)
-    sent = [
-        f"{'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
-        for c in r.p2p
-        if c.posted and c.peer != ANY_SOURCE
-    ]
-    story = [f"last collectives {last or 'none'}" if last or not sent else "", *sent]
-    head = f"  rank {root.rank} ({r.host}, pid {r.pid}): step {r.steps}, {', '.join(p for p in story if p) or 'none'}; "
+    head = f"  rank {root.rank} ({r.host}, pid {r.pid}): {_progress(r)}; "
     if root.finished:
         how = r.exit.how if r.exit else ""
         if r.exception:
@@ -223,8 +229,24 @@ def _root_lines(root: Root) -> list[str]:
     if root.silent_for is not None:
         stack = [] if root.look.stack else rank_lines(r, 3, "    ")
         return [head + f"silent for {duration(root.silent_for)}", *stack]
-    stalled = f"stalled for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
+    stood = "its stack stood still" if r.outside is not None else "stalled"
+    stalled = f"{stood} for {duration(r.t - r.stalled_since)}, " if r.stalled_since else ""
     return [head + stalled + "at:", *rank_lines(r, 4, "    ")]
+
+
+def _progress(r: Report) -> str:
+    """How far a rank got, by its reports: its step, its last collectives and messages; for a
+    rank found from outside, that it cannot say."""
+    if r.outside is not None:
+        return "found without the hook (no steps or sequence numbers: its stack and process are the evidence)"
+    last = ", ".join(f"#{g.enqueued} in {group_label(g.id, g.desc)}" for g in r.groups if g.enqueued)
+    sent = [
+        f"{'sent' if c.dir == SEND else 'received'} #{c.posted} {'to' if c.dir == SEND else 'from'} rank {c.peer}"
+        for c in r.p2p
+        if c.posted and c.peer != ANY_SOURCE
+    ]
+    story = [f"last collectives {last or 'none'}" if last or not sent else "", *sent]
+    return f"step {r.steps}, {', '.join(p for p in story if p) or 'none'}"
 
 
 def stuck_collective_words(c: StuckCollective) -> tuple[str, str]:

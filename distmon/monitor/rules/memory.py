@@ -22,8 +22,11 @@ def memory_pressure(job: JobState, ctx: Context) -> list[Finding]:
     with np.errstate(invalid="ignore", divide="ignore"):
         full = running & (job.gpu_used() / job.cols.gpu_total >= ctx.limits.memory_near_limit)
     findings = [f for s in job.views(full) for f in _near_limit(s, ctx)]
+    # a leak is memory kept step over step: a rank found from outside counts no steps, and its
+    # start-up (torch's import, the model built) is memory growing for good reason
+    stepping = running & ~job.found()
     for metric in ("gpu", "rss"):
-        findings += [f for s in job.views(running & _grown(job, metric, ctx)) for f in _growth(s, metric, ctx)]
+        findings += [f for s in job.views(stepping & _grown(job, metric, ctx)) for f in _growth(s, metric, ctx)]
     return findings
 
 

@@ -20,7 +20,16 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.outside.sight import AGREED, SPAN, Seen
-from distmon.monitor.outside.verdicts import SLEEP_CALLS, Moved, Verdict, holding_the_gil, judge, judge_usage, working
+from distmon.monitor.outside.verdicts import (
+    SLEEP_CALLS,
+    GilHeld,
+    Moved,
+    Verdict,
+    holding_the_gil,
+    judge,
+    judge_usage,
+    working,
+)
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
@@ -58,6 +67,7 @@ def ended_unheard(job: JobState, ctx: Context) -> I8:
     if not told:
         return np.zeros(0, dtype=np.int64)
     unheard = c.present & ~job.flagged(wire.FLAG_EXITED | wire.FLAG_RAISED | wire.FLAG_STALLED) & ~job.silent(ctx.now)
+    unheard &= ~job.found()  # seen from outside only, a process says no words: found_gone judges its end
     found = []
     for rank in np.flatnonzero(unheard & np.isin(c.pid, [pid for _, pid in told])).tolist():
         when = told.get(job.process_of(rank))
@@ -129,7 +139,7 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
         verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and gil_held(s, ctx):
         moved = Moved.between(first, seen.last)
-        verdict = holding_the_gil(moved, s.silent_for(ctx.now), frames if silent else None, verdict.evidence)
+        verdict = holding_the_gil(moved, _gil_for(s, ctx), frames if silent else None, verdict.evidence)
     return Look(verdict, stack=stack)
 
 
@@ -161,7 +171,7 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     if verdict.working and gil_held(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
         moved = Moved.between(looks[0], seen.last)
-        return holding_the_gil(moved, s.silent_for(ctx.now), taken.frames if taken else None, verdict.evidence)
+        return holding_the_gil(moved, _gil_for(s, ctx), taken.frames if taken else None, verdict.evidence)
     return None
 
 
@@ -178,7 +188,12 @@ def gil_held(s: RankState, ctx: Context) -> bool:
     gets it within milliseconds otherwise. Where its node's eye cannot count those wakes (a
     rank that predates ``Report.reporter``), by its silence for a second past its being overdue
     (:meth:`~distmon.monitor.state.limits.Thresholds.overdue_after`): a garbage-collection pass
-    delays a report, it does not silence it that long."""
+    delays a report, it does not silence it that long. A rank found from outside has no
+    reporting thread: its training thread's stack, taken from outside, stood still while
+    holding the GIL."""
+    outside = s.report.outside
+    if outside is not None:
+        return outside.owns_gil and s.report.stalled_since is not None
     silent = s.silent_for(ctx.now)
     if silent >= ctx.limits.overdue_after(s.interval) + SPAN:
         return True
@@ -188,6 +203,13 @@ def gil_held(s: RankState, ctx: Context) -> bool:
     with contextlib.suppress(Exception):
         seen = ctx.outside(s.report.host, s.report.pid)
     return seen is not None and waits_for_the_gil(seen)
+
+
+def _gil_for(s: RankState, ctx: Context) -> GilHeld:
+    """How long rank ``s`` has been seen holding the GIL, and by what."""
+    if s.report.outside is not None:
+        return GilHeld(s.stalled_for(ctx.now) or 0.0, outside=True)
+    return GilHeld(s.silent_for(ctx.now))
 
 
 def waits_for_the_gil(seen: Seen) -> bool:
@@ -237,8 +259,11 @@ def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStac
     stack taken while it was alive."""
     r = s.report
     assert ctx.stacks is not None
+    # one stack per silence, or for a rank found from outside (which its eye reports for, silent
+    # or not), per time its stack stood still
+    since = r.stalled_since if r.outside is not None and r.stalled_since is not None else s.received
     try:
-        taken = ctx.stacks(r.host, r.pid, s.received, take=alive)
+        taken = ctx.stacks(r.host, r.pid, since, take=alive)
     except Exception as e:
         taken = OutsideStack(error=str(e))
     if taken is None:

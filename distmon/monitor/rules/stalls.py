@@ -47,6 +47,8 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
         return []  # someone progresses, or died or left: not a stall of the job
     if (c.in_collective | c.in_p2p)[present].any():
         return []  # a collective in flight, or a blocked send or receive: the hang rule's story
+    if job.found(present).any():
+        return []  # found from outside, where their stacks stand: the found hang's story
     age = float(job.ages(c.stalled_since[present], ctx.now, present).min())
     early = age < ctx.limits.stall_alert_after(ctx.pace)
     if early and (ctx.pace is not None or age < ctx.limits.init_wait):

@@ -87,6 +87,7 @@ class EndingFacts(Protocol):
     def flagged(self, flag: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
     def consequences(self, of: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
     def failed_on_their_own(self) -> npt.NDArray[np.bool_]: ...
+    def found(self, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]: ...
     def report_of(self, rank: int) -> Report: ...
 
 
@@ -119,6 +120,12 @@ def job_ending(job: EndingFacts, standing: Iterable[Alert]) -> Ending | None:
     if not len(present) or not job.flagged(wire.FLAG_EXITED)[present].all():
         return None
     stopped = np.flatnonzero(job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)).tolist()
+    if not stopped and job.found()[present].any():
+        return Ending(
+            Ending.FINISHED,
+            "ended: every process of the job ended (found without the hook: whether cleanly, distmon cannot tell; "
+            "the launcher's exit status and log can)",
+        )
     if not stopped:
         return Ending(Ending.FINISHED, "finished: every rank exited cleanly")
     how = " and ".join(sorted({statuses.stop(e.how).job for r in stopped[:64] if (e := job.report_of(r).exit)}))

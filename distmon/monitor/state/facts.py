@@ -28,6 +28,14 @@ def flagged(cols: Columns, flag: int, ranks: Ranks = ALL) -> Mask:
     return mask
 
 
+def found(cols: Columns, ranks: Ranks = ALL) -> Mask:
+    """Per rank: heard from, and its latest report its node's eye's, for a rank found from
+    outside (:func:`distmon.wire.found`: bit 128 without an exception)."""
+    flags = cols.flags[ranks]
+    mask: Mask = cols.present[ranks] & ((flags & wire.FLAG_FOUND) != 0) & ((flags & wire.FLAG_RAISED) == 0)
+    return mask
+
+
 def consequences(cols: Columns, of: int, ranks: Ranks = ALL) -> Mask:
     """Per rank: heard from, and its exception judged a consequence of ``of``
     (:data:`~distmon.monitor.state.consequences.LOST_PEER`, ``LOST_WORKER``, or both) as its

@@ -15,7 +15,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.state import admission
+from distmon.monitor.state import admission, facts
 from distmon.monitor.state.columns import F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
 from distmon.monitor.state.limits import pause_after
@@ -142,6 +142,10 @@ def _admit(intake: Intake, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]
         arrived - cols.received[current] >= admission.restart_quiet(cols.interval[current])
     )
     churn = other_process & ~gone
+    # A node's eye reports for a rank it found from outside; once the rank reports itself (its
+    # hook attached since), its own reports say more, and the eye's are not taken in.
+    found = ((h["flags"] & wire.FLAG_FOUND) != 0) & ((h["flags"] & wire.FLAG_RAISED) == 0)
+    keep &= ~(found & alive & ~other_process & ~facts.found(cols, current))
     reason = admission.refusals(world, rank, intake.job_world, intake.max_world, churn & keep)
     for code in np.unique(reason[keep & (reason > 0)]):
         _refuse(intake, str(admission.REASONS[code]), keep & (reason == code))

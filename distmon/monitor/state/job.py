@@ -323,6 +323,16 @@ class JobState:
         mask: npt.NDArray[np.bool_] = self.cols.present & ~self.flagged(wire.FLAG_EXITED) & ~self.silent(now)
         return mask
 
+    def found(self, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
+        """Per rank (of ``ranks``): found from outside, its reports its node's eye's (no hook in
+        it: no steps, no sequence numbers; its stack and process are what is known)."""
+        return facts.found(self.cols, ranks)
+
+    def moving_found(self, now: float) -> bool:
+        """A live rank found from outside makes progress, as far as the outside sees: its
+        stack moves, or its thread works (the progress a job without the hook shows)."""
+        return bool((self.found() & self.live(now) & ~self.flagged(wire.FLAG_STALLED)).any())
+
     def stalled(self, now: float) -> npt.NDArray[np.bool_]:
         """Per rank: live, no exception raised, and making no progress by its own account."""
         mask: npt.NDArray[np.bool_] = self.live(now) & ~self.flagged(wire.FLAG_RAISED) & self.flagged(wire.FLAG_STALLED)

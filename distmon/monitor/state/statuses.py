@@ -90,8 +90,14 @@ DONE = Stop(EXITED, "finished", "finished training (its training function return
 workers, which Ray ends after their training function returns)."""
 
 
+GONE = Stop("gone", "ended, seen from outside", "its process ended (found without the hook: how, distmon cannot tell)")
+"""A rank found from outside whose process ended (:data:`distmon.wire.GONE`)."""
+
+
 def stop(how: str) -> Stop:
     """How a rank whose process ended ``how`` ended, in words."""
+    if how == wire.GONE:
+        return GONE
     return DONE if how == wire.FINISHED else STOPS.get(how, CLEAN)
 
 

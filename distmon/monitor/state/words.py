@@ -14,7 +14,7 @@ import numpy.typing as npt
 
 from distmon.monitor.state.arrays import distinct, expand
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame
+from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame, Worker
 
 MAX_LISTED = 16
 
@@ -179,7 +179,7 @@ def rank_lines(report: Report, depth: int = 4, indent: str = "    ") -> list[str
             lines.append(f"{indent}blocked in {op} (group {c.group}; {c.completed} of {c.posted} done) for {waited}")
     if report.stack and classify(report.stack).kind == "dataloader":
         for number, loader in enumerate(report.loaders, 1):
-            if loader.waiting is not None:
+            if loader.waiting is not None or report.outside is not None:
                 lines.extend(_loader_lines(report, loader, number, indent))
     return lines
 
@@ -187,16 +187,25 @@ def rank_lines(report: Report, depth: int = 4, indent: str = "    ") -> list[str
 def _loader_lines(report: Report, loader: Loader, number: int, indent: str) -> list[str]:
     waited = f" for {duration(report.t - loader.since)}" if loader.since else ""
     worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
-    head = f"{indent}DataLoader iterator {number} ({loader.expected} workers) waits{waited} for batch #{loader.waiting}"
+    batch = f"batch #{loader.waiting}" if loader.waiting is not None else "a batch"
+    head = f"{indent}DataLoader iterator {number} ({loader.expected} workers) waits{waited} for {batch}"
+    if worker is None and report.outside is not None:
+        return [
+            head + " (seen from outside: which worker owes it cannot be told; the workers:)",
+            *[line for w in loader.workers for line in _worker_lines(w, indent)],
+        ]
     if worker is None:
         return [head + ", which no live worker owes (the workers are being restarted, or it is in order)"]
     state = "alive" if worker.alive else f"dead ({worker.signal or f'exit code {worker.exitcode}'})"
-    lines = [head + f" from worker {worker.id} (pid {worker.pid}, {state})"]
+    return [head + f" from worker {worker.id} (pid {worker.pid}, {state})", *_worker_lines(worker, indent)]
+
+
+def _worker_lines(worker: Worker, indent: str) -> list[str]:
+    name = f"worker {worker.id}" if worker.id is not None else f"worker pid {worker.pid}"
     if worker.stack:
-        lines.append(f"{indent}worker {worker.id} is {classify(worker.stack).words}:")
-        lines.extend(frame_lines(worker.stack, depth=3, indent=indent + "  "))
-    elif worker.stack_error:
-        lines.append(f"{indent}worker {worker.id}'s stack could not be taken: {worker.stack_error}")
-    elif worker.alive:
-        lines.append(f"{indent}worker {worker.id}'s stack: being taken (py-spy)")
-    return lines
+        return [f"{indent}{name} is {classify(worker.stack).words}:", *frame_lines(worker.stack, 3, indent + "  ")]
+    if worker.stack_error:
+        return [f"{indent}{name}'s stack could not be taken: {worker.stack_error}"]
+    if worker.alive:
+        return [f"{indent}{name}'s stack: being taken (py-spy)"]
+    return []

@@ -1,0 +1,125 @@
+"""What ``TORCH_DISTRIBUTED_DEBUG=DETAIL`` makes torch check and print: every collective's
+fingerprint compared across the ranks before it runs (``ProcessGroupWrapper``), and the
+monitored barrier's ranks that never answered.
+
+The fingerprint check: each rank gathers every rank's fingerprint, walks them in rank order and
+raises at the first that differs from its own (``CollectiveFingerPrint::verify``)::
+
+    RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective:
+        CollectiveFingerPrint(SequenceNumber=101, OpType=ALLGATHER, TensorShape=[1], ...), but
+        Rank 7 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=REDUCE).
+    (torch 1.10-1.12: "Rank 0 is running inconsistent collective: CollectiveFingerPrint(...)")
+
+so rank 1's message proves that ranks 0 and 2-6 ran what rank 1 ran, and rank 7 did not: the
+rank that ran another collective than the others is the odd one. Where the message leaves only
+two ranks that disagree (rank 1 naming rank 0), it does not say which of them is.
+
+The monitored barrier (``dist.monitored_barrier``): ``Rank 1 failed to pass monitoredBarrier``,
+``... waiting for send/recv from rank 0``: those ranks never answered it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from distmon.guards.text import visible
+
+MISMATCH = "Detected mismatch between collectives"
+"""What a rank raises when the fingerprint check fails: a report of the others, no fault of its own."""
+MAX_INFERRED = 4096
+"""Ranks a message is read to prove ran its reporter's collective (those checked before the one
+it names): beyond, the message is read for the two ranks it names only."""
+MAX_RANKS = 1 << 20
+
+_RUNNING = re.compile(r"Rank (\d{1,9}) is running (inconsistent )?collective: ")
+_BUT = re.compile(r", but Rank (\d{1,9}) is running collective: ")
+_SEQ = re.compile(r"SequenceNumber=(\d{1,18})")
+_OP = re.compile(r"OpType=(\w{1,40})")
+_SHAPE = re.compile(r"TensorShape=\[([\d, ]{0,200})\]")
+_MONITORED = re.compile(
+    r"waiting for send/recv from rank (\d{1,9})|Ranks? ([\d, ]{1,200}) failed to pass monitoredBarrier"
+)
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A collective as the check compares it: its number, op and first tensor's shape."""
+
+    seq: int | None
+    op: str | None
+    shape: str | None
+
+    @classmethod
+    def read(cls, text: str) -> Fingerprint:
+        seq, op, shape = _SEQ.search(text), _OP.search(text), _SHAPE.search(text)
+        return cls(
+            int(seq.group(1)) if seq else None,
+            visible(op.group(1), 40) if op else None,
+            shape.group(1).replace(" ", "") if shape else None,
+        )
+
+    def __str__(self) -> str:
+        number = f" #{self.seq}" if self.seq is not None else ""
+        shape = f" of [{self.shape}]" if self.shape else ""
+        return f"{self.op or 'a collective'}{number}{shape}"
+
+
+@dataclass
+class DebugChecks:
+    """What the fingerprint checks and monitored barriers of a log said, rank by rank."""
+
+    ran: dict[int, Fingerprint] = field(default_factory=dict)
+    """Each rank's collective as a message states it."""
+    agreed: dict[int, Fingerprint] = field(default_factory=dict)
+    """Ranks a message proves ran its reporter's collective (checked before the one it names)."""
+    unanswered: dict[int, str] = field(default_factory=dict)
+    """Ranks a monitored barrier names as never answering, with its words."""
+
+    def line(self, body: str) -> bool:
+        """Reads ``body`` if it is a fingerprint mismatch or a monitored barrier's failure."""
+        if "monitoredBarrier" in body or "waiting for send/recv" in body:
+            return self._barrier(body)
+        if MISMATCH not in body or (running := _RUNNING.search(body)) is None:
+            return False
+        reporter = int(running.group(1))
+        rest = body[running.end() :]
+        but = _BUT.search(rest)
+        if reporter >= MAX_RANKS or (but is not None and int(but.group(1)) >= MAX_RANKS):
+            return True
+        self.ran.setdefault(reporter, Fingerprint.read(rest[: but.start()] if but else rest))
+        if but is not None:
+            other = int(but.group(1))
+            self.ran.setdefault(other, Fingerprint.read(rest[but.end() :]))
+            if other <= MAX_INFERRED and len(self.agreed) < MAX_INFERRED:
+                for rank in range(other):
+                    if rank != reporter:
+                        self.agreed.setdefault(rank, self.ran[reporter])
+        return True
+
+    def _barrier(self, body: str) -> bool:
+        found = _MONITORED.search(body)
+        if found is None:
+            return False
+        named = [found.group(1)] if found.group(1) else re.findall(r"\d{1,9}", found.group(2))
+        for rank in named:
+            self.unanswered.setdefault(int(rank), visible(found.group(0), 300))
+        return True
+
+    def odd(self) -> tuple[list[int], str] | None:
+        """The ranks whose collective differs from what the most ranks ran, with why; None
+        where the messages leave it open (two ranks disagree, as many on each side)."""
+        by: dict[Fingerprint, set[int]] = {}
+        for rank, print_ in {**self.agreed, **self.ran}.items():
+            by.setdefault(print_, set()).add(rank)
+        if len(by) < 2:
+            return None
+        ordered = sorted(by.items(), key=lambda item: (len(item[1]), min(item[1])))
+        (fewest, odd), (most, many) = ordered[0], ordered[-1]
+        if len(odd) >= len(many) or (len(ordered) > 2 and len(ordered[1][1]) == len(odd)):
+            return None
+        return sorted(odd), f"ran {fewest} where {len(many)} ranks ran {most} (TORCH_DISTRIBUTED_DEBUG's check)"
+
+    def disagreeing(self) -> list[int]:
+        """The ranks the messages show at odds, where they do not say which is the odd one."""
+        return sorted(self.ran) if self.ran and self.odd() is None else []

@@ -1,0 +1,99 @@
+"""Horovod's stall inspector: the tensors some ranks submitted for a collective while others
+have not, printed after a minute of waiting (``stall_inspector.cc``, ``operations.cc`` before
+it), in three shapes across its versions::
+
+    Stalled ops: allreduce.conv1.weight [ready ranks: 5, 1, 4, 7, 2, 3], ...     (until 0.15)
+    Stalled ops:
+    HorovodBroadcast_dense_bias_0 [missing ranks: 1]                               (until 0.20)
+    Missing ranks:              (or "Stalled ranks:"; "0!" for a rank about to be shut down)
+    0: [DistributedSGD_Allreduce/HorovodAllreduce_grads_0, ...]
+
+Horovod's coordinator knows which ranks submitted each tensor: a rank missing from every
+stalled tensor has submitted none of them (it is elsewhere in its code); ranks missing from a
+few while others miss many submitted different tensors, and the rank missing the most is the
+one on another path. Where a "ready" list is all it prints, the ranks below the highest ready
+one that it leaves out are missing.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+
+from distmon.guards.text import visible
+
+MAX_TENSORS = 4096
+"""Stalled tensors kept from one log."""
+MAX_RANKS = 1 << 17
+"""Ranks a "ready" list is read against: the ranks it leaves out are counted up to there."""
+
+STALLED = "submitted to be reduced, gathered or broadcasted by subset of ranks"
+_LISTED = re.compile(r"([\w./:-]{1,300}) \[(missing|ready) ranks: ?([\d, ]{0,20000})\]")
+_HEADER = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
+_MISSING_LINE = re.compile(r"^\s*(\d{1,9})!?: \[([^\]]{0,20000})\]?")
+
+
+@dataclass
+class HorovodStalls:
+    """Per stalled tensor, the ranks missing from it (or, in the oldest shape, those ready)."""
+
+    missing: dict[str, set[int]] = field(default_factory=dict)
+    ready: dict[str, set[int]] = field(default_factory=dict)
+    listing: bool = False
+    """After a "Missing ranks:" header: the lines that follow name a rank each."""
+
+    def line(self, body: str) -> bool:
+        """Reads ``body`` if it is one of the stall inspector's lines."""
+        if STALLED in body or _HEADER.search(body):
+            self.listing = bool(_HEADER.search(body))
+            self._listed(body)
+            return True
+        if self.listing and (rank := _MISSING_LINE.match(body)) is not None:
+            for tensor in rank.group(2).split(", ")[:MAX_TENSORS]:
+                self._add(self.missing, visible(tensor.strip(), 300), {int(rank.group(1))})
+            return True
+        self.listing = False
+        return self._listed(body)
+
+    def _listed(self, body: str) -> bool:
+        if "ranks:" not in body:
+            return False
+        found = False
+        for match in _LISTED.finditer(body):
+            tensor, kind, ranks = match.groups()
+            named = {int(r) for r in re.findall(r"\d{1,9}", ranks)}
+            self._add(self.missing if kind == "missing" else self.ready, visible(tensor, 300), named)
+            found = True
+        return found
+
+    def _add(self, into: dict[str, set[int]], tensor: str, ranks: set[int]) -> None:
+        if tensor in into or len(into) < MAX_TENSORS:
+            into.setdefault(tensor, set()).update(ranks)
+
+    def listed(self) -> set[int]:
+        """Every rank a stall line names."""
+        return {r for named in (self.missing, self.ready) for ranks in named.values() for r in ranks}
+
+    def holding_up(self, world: int | None) -> tuple[list[int], str] | None:
+        """The ranks missing from the most stalled tensors, with why; None where no tensor
+        stalled or every rank is missing from as many."""
+        ready = [r for ranks in self.ready.values() for r in ranks if r < MAX_RANKS]
+        size = min(max([world or 0, *(r + 1 for r in ready)], default=0), MAX_RANKS)
+        counts = Counter(r for ranks in self.missing.values() for r in ranks)
+        present = Counter(ready)
+        for rank in range(size) if self.ready else ():
+            if absent := len(self.ready) - present[rank]:
+                counts[rank] += absent
+        tensors = len(self.missing.keys() | self.ready.keys())
+        if not counts:
+            return None
+        most = max(counts.values())
+        held = sorted(r for r, n in counts.items() if n == most)
+        if len(held) == len(counts) and most < tensors:
+            return None  # every rank missing from as many tensors: they submitted different ones, evenly
+        if most == tensors:
+            how = "every stalled tensor" if most > 1 else "the stalled tensor"
+        else:
+            how = f"{most} of the {tensors} stalled tensors"
+        return held, f"missing from {how}, which its peers submitted (Horovod's stall inspector)"

@@ -1,0 +1,218 @@
+"""What a job's log says, rank by rank: each rank's waits by group (its watchdog's lines), the
+exceptions it raised, and what torch's reports, NCCL, the transports and the launchers said of
+the job (read by :mod:`~distmon.forensics.logs`)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from distmon.forensics.desync import DesyncLines
+from distmon.forensics.distributed_debug import DebugChecks
+from distmon.forensics.horovod import HorovodStalls
+from distmon.forensics.launchers import WorkerExit
+from distmon.forensics.nccl import NcclLines
+from distmon.forensics.peers import PeerLines
+from distmon.forensics.tracebacks import Raised
+from distmon.forensics.watchdog import GATHERS, SCATTERS, Said
+from distmon.wire import ExceptionInfo
+
+DEFAULT_PG = "default_pg"
+WORLD_GROUP = "0"
+"""The world group's name: it is created first on every rank, in every torch era."""
+MAX_GROUP = 1 << 20
+"""Ranks a group may have: more is no real job's."""
+
+
+@dataclass
+class Timeout:
+    """What a rank's watchdog said of one group (or, :attr:`group` None, of a group it did not
+    name)."""
+
+    group: str | None
+    desc: str | None = None
+    local: int | None = None
+    """The rank's place in the group (``Rank k`` of the PG prefix)."""
+    seq: int | None = None
+    """The work that timed out; None where the line gives no number (torch 1.10 and older, a
+    stuck watchdog)."""
+    op: str | None = None
+    enqueued: int = 0
+    completed: int | None = None
+    ran: float | None = None
+    """Seconds it ran before the watchdog gave up, as the line says."""
+    said_at: float | None = None
+    """When the watchdog said so."""
+    timeout_ms: int | None = None
+    numel: tuple[int, int] | None = None
+    stuck: float | None = None
+    """The watchdog itself stuck (its heartbeat lines): seconds, 0 where they do not say."""
+    idle: bool = False
+    """Nothing in flight in the group (a Flight Recorder dump signal's counts): no wait."""
+
+    def take(self, found: Said, at: float | None) -> None:
+        """What one more line says of the same work (the last line read counts: after a
+        restart, the numbers start again)."""
+        self.desc = found.desc or self.desc
+        self.local = found.local if found.local is not None else self.local
+        self.said_at = at if at is not None else self.said_at
+        if found.seq is not None:
+            self.seq = found.seq
+        self.op = found.op or self.op
+        self.ran = found.ran if found.ran is not None else self.ran
+        self.timeout_ms = found.timeout_ms or self.timeout_ms
+        self.numel = found.numel or self.numel
+        self.stuck = found.stuck if found.stuck is not None else self.stuck
+        if found.enqueued is not None:
+            self.enqueued, self.completed, self.idle = found.enqueued, found.completed, found.idle
+        if self.idle:
+            self.seq = None
+        if self.seq is not None and self.completed is not None and not -1 <= self.completed < self.seq:
+            self.completed = None  # a count no watchdog prints for the work it gave up on: garbled
+        self.enqueued = max(self.enqueued, self.seq or 0)
+
+    @property
+    def since(self) -> float | None:
+        """When the work was enqueued: the line's time less how long it ran."""
+        if self.said_at is None:
+            return None
+        return self.said_at - (self.ran if self.ran is not None else self.stuck or 0.0)
+
+    def size(self) -> int | None:
+        """The group's size, from an all-gather's or a reduce-scatter's element counts."""
+        if self.numel is None or not all(self.numel):
+            return None
+        n_in, n_out = self.numel
+        ratio, rest = (
+            divmod(n_out, n_in) if self.op in GATHERS else divmod(n_in, n_out) if self.op in SCATTERS else (0, 1)
+        )
+        return ratio if not rest and 1 < ratio <= MAX_GROUP else None
+
+
+@dataclass
+class Layout:
+    """A group as its ``ProcessGroupNCCL initialization options`` lines tell it."""
+
+    size: int
+    members: dict[int, int] = field(default_factory=dict)
+    """Group-local rank -> global rank, of the members that printed the line."""
+
+
+@dataclass
+class LogFacts:
+    """A log's ranks: those it shows, each one's timeouts by group, and those that raised."""
+
+    seen: set[int] = field(default_factory=set)
+    timeouts: dict[int, dict[str, Timeout]] = field(default_factory=dict)
+    loose: dict[int, list[Timeout]] = field(default_factory=dict)
+    """Per rank, its watchdog lines that named no group, until :meth:`place` places them."""
+    unnamed: dict[int, list[Timeout]] = field(default_factory=dict)
+    """Per rank, its waits in groups the log does not name (several without a PG prefix)."""
+    raised: dict[int, Raised] = field(default_factory=dict)
+    unplaced: list[Raised] = field(default_factory=list)
+    """Exceptions whose rank the log does not say."""
+    world: int | None = None
+    """As a launcher printed it, or the world group's ``initialization options`` line."""
+    listed: int | None = None
+    """The highest rank torchrun's failure table lists."""
+    layouts: dict[str, Layout] = field(default_factory=dict)
+    latest: float | None = None
+    """The latest watchdog line's or exception's time."""
+    dated: bool = False
+    """A line gave its year (glog stamps do not: theirs is taken from such a line, else this
+    year's)."""
+    unplaced_lines: int = 0
+    """Watchdog lines whose rank the log does not say."""
+    unplaced_said: list[str] = field(default_factory=list)
+    """What the first of them say, in words."""
+    matched: int = 0
+    """Lines read that a rank's prefix, the watchdog, a report or a launcher wrote."""
+    exits: list[WorkerExit] = field(default_factory=list)
+    """How the launchers say their workers ended."""
+    debug: DebugChecks = field(default_factory=DebugChecks)
+    desync: DesyncLines = field(default_factory=DesyncLines)
+    horovod: HorovodStalls = field(default_factory=HorovodStalls)
+    nccl: NcclLines = field(default_factory=NcclLines)
+    peers: PeerLines = field(default_factory=PeerLines)
+
+    def forget(self, rank: int) -> None:
+        self.seen.discard(rank)
+        for kept in (self.timeouts, self.loose, self.unnamed, self.raised):
+            kept.pop(rank, None)
+
+    def place(self) -> None:
+        """Each line that named no group joined to its rank's line that names the same work,
+        else to the group other ranks' lines name for the same work; else, alone, in the world
+        group; else (several), in groups the log does not name."""
+        rest: dict[int, list[Timeout]] = {}
+        named: dict[tuple[int | None, str | None], str] = {}
+        for rank, loose in self.loose.items():
+            placed = self.timeouts.get(rank, {})
+            for t in loose:
+                same = next((p for p in placed.values() if t.seq is not None and p.seq == t.seq), None)
+                if same is None:
+                    rest.setdefault(rank, []).append(t)
+                    continue
+                _merge(same, t)
+                named.setdefault((t.seq, t.op), same.group or WORLD_GROUP)
+        for rank, loose in rest.items():
+            placed = self.timeouts.setdefault(rank, {})
+            if placed and all(t.seq is None and t.stuck is None for t in loose):
+                continue  # the rank's watchdog fired: its numbered lines say on what
+            guessed = {named.get((t.seq, t.op), WORLD_GROUP) for t in loose}
+            if len({t.seq for t in loose if t.seq is not None}) > 1 or any(p.seq is not None for p in placed.values()):
+                self.unnamed[rank] = loose
+            else:
+                group = guessed.pop() if len(guessed) == 1 else WORLD_GROUP
+                world = group == WORLD_GROUP
+                into = placed.setdefault(group, Timeout(group, DEFAULT_PG if world else None, rank if world else None))
+                for t in loose:
+                    _merge(into, t)
+            if not placed:
+                del self.timeouts[rank]
+        self.loose.clear()
+
+    @property
+    def mentioned(self) -> int | None:
+        """The highest global rank a report of the log names (torch's desync report of the world
+        group, its fingerprint check, a monitored barrier, Horovod): the world has at least one
+        more."""
+        ranks = {*self.debug.ran, *self.debug.unanswered, *self.horovod.listed()}
+        ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
+        return max((r for r in ranks if r < MAX_GROUP), default=None)
+
+    @property
+    def largest_group(self) -> int | None:
+        """The most ranks a group has, as its all-gathers' or reduce-scatters' element counts
+        say: the world has at least as many."""
+        return max((s for ts in self.timeouts.values() for t in ts.values() if (s := t.size())), default=None)
+
+    @property
+    def waiting(self) -> set[int]:
+        """Ranks the log shows waiting: in a collective, or with their watchdog stuck."""
+        busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
+        return busy | set(self.unnamed)
+
+    @property
+    def timeouts_ms(self) -> list[int]:
+        return [t.timeout_ms for ts in self.timeouts.values() for t in ts.values() if t.timeout_ms is not None]
+
+    def last_words(self, rank: int, moment: float) -> ExceptionInfo | None:
+        """The exception the rank raised, at its time in the log (at ``moment`` where the log
+        gives none: ranks that raised without a stamp count as raising together)."""
+        raised = self.raised.get(rank)
+        if raised is None:
+            return None
+        where = raised.frames[-1] if raised.frames else None
+        at = raised.at if raised.at is not None else moment
+        return ExceptionInfo(raised.type, raised.said, where, raised.frames, at)
+
+
+def _merge(into: Timeout, loose: Timeout) -> None:
+    into.op = into.op or loose.op
+    into.ran = into.ran if into.ran is not None else loose.ran
+    into.timeout_ms = into.timeout_ms or loose.timeout_ms
+    into.numel = into.numel or loose.numel
+    into.said_at = into.said_at if into.said_at is not None else loose.said_at
+    into.seq = into.seq if into.seq is not None else loose.seq
+    into.stuck = into.stuck if into.stuck is not None else loose.stuck
+    into.enqueued = max(into.enqueued, loose.enqueued)

@@ -1,0 +1,313 @@
+"""Ranks found on this node with no hook in them, reported for by the node's eye
+(``distmon watch --find``, ``distmon relay --find``, ``distmon look``).
+
+Most hung jobs people bring were started without distmon. Their ranks cannot report, so the
+eye writes each one's report for it, once an interval, from what can be seen from outside:
+who it is (its launcher's variables, :mod:`distmon.node.finder`), its training thread's
+stack (py-spy, without stopping it), since when that stack has stood still, what its process
+did (``/proc``: CPU, bytes moved, memory), and, while it waits on its DataLoader, its
+workers' stacks. The report says it is the eye's (:class:`~distmon.wire.Outside`), and the
+monitor judges it through the one pipeline: the same rules, recording and screens as a rank
+that reports itself. A rank that later attaches the hook is the same rank, now reporting.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from distmon import wire
+from distmon.node import proc
+from distmon.node.finder import Finder, Found, FoundRank
+from distmon.node.pyspy import Sampled, sample
+from distmon.wire import (
+    ANY_SOURCE,
+    GONE,
+    STALL_FLOOR,
+    ExitInfo,
+    Loader,
+    Memory,
+    Outside,
+    Report,
+    StackFrame,
+    Usage,
+    Worker,
+)
+
+INTERVAL = 1.0
+"""Seconds between two reports for a found rank: a scan, a look and a stack each."""
+STILL_LOOKS = 3
+"""Stacks in a row that must agree, :data:`~distmon.wire.STALL_FLOOR` apart at least, before a
+rank's stack counts as standing still: one stack may catch a busy rank twice at one line."""
+ASLEEP_CPU = 0.02
+"""CPU seconds a main thread may use between two looks and still be asleep: the kernel counts
+in ticks of 10 ms."""
+SWITCHES = ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
+ASLEEP_WAKES = 3
+"""Context switches it may make between two looks and still be asleep (a wait with a timeout)."""
+USAGE_WINDOW = 10.0
+"""Seconds of CPU and bytes a report's usage covers, as a rank's own does."""
+SAMPLERS = 4
+"""py-spy runs at once."""
+MAX_HELD = 4096
+"""Reports held for the next :meth:`FoundRanks.take`, at most: the latest."""
+C10D = "torch/distributed/distributed_c10d.py"
+P2P_ARGS = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
+"""The argument of each point-to-point op that names its peer."""
+WORKER_LOOP = "torch/utils/data/_utils/worker.py"
+Sampler = Callable[[int], "dict[int, Sampled] | str"]
+
+
+@dataclass
+class _Watched:
+    """What the eye keeps of one found rank between its reports."""
+
+    rank: FoundRank
+    n: int = 0
+    signature: tuple[tuple[str, int, str], ...] | None = None
+    still_since: float = 0.0
+    still_looks: int = 0
+    progress: tuple[float, int] | None = None
+    """Its main thread's CPU seconds and context switches at the last look."""
+    owned_gil: bool = False
+    stack: list[StackFrame] | None = None
+    """Its training thread's last stack taken."""
+    usage: deque[tuple[float, float, int, int]] = field(default_factory=deque)
+    """(when, CPU seconds, bytes read, bytes written) over :data:`USAGE_WINDOW`."""
+
+
+class FoundRanks:
+    """Finds the ranks on this node and writes their reports, on a thread of its own; a relay's
+    or a monitor's loop only takes the frames written (:meth:`take`). ``pick``: a pid of the
+    job to follow (a rank's, or its launcher's); every job found otherwise."""
+
+    def __init__(
+        self,
+        host: str,
+        pick: int | None = None,
+        interval: float = INTERVAL,
+        finder: Finder | None = None,
+        sampler: Sampler = sample,
+    ) -> None:
+        self.host = host
+        self.pick = pick
+        self.interval = interval
+        self._finder = finder or Finder()
+        self._sampler = sampler
+        self._watched: dict[tuple[int, int], _Watched] = {}
+        self._frames: list[bytes] = []
+        self._still: list[int] = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self.found = Found()
+        """The last scan: every job on this node, for a command to say what it found."""
+        self.scans = 0
+        self._pool = ThreadPoolExecutor(SAMPLERS, thread_name_prefix="distmon-found-stack")
+        self._thread = threading.Thread(target=self._run, name="distmon-found", daemon=True)
+        self._thread.start()
+
+    def take(self) -> list[bytes]:
+        """The reports written since the last call, as frames."""
+        with self._lock:
+            frames, self._frames = self._frames, []
+        return frames
+
+    def still(self) -> list[int]:
+        """The ranks whose stacks stood where they are at the last two looks, by pid: the
+        eye looks at them closely, so that what they do is told as soon as the monitor asks."""
+        with self._lock:
+            return list(self._still)
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._pool.shutdown(wait=False, cancel_futures=True)
+
+    def _run(self) -> None:
+        while not self._stop.is_set():
+            began = time.monotonic()
+            try:
+                frames = self._turn()
+            except Exception:  # the eye watches on: one bad turn costs one interval's reports
+                frames = []
+            still = [w.rank.pid for w in self._watched.values() if w.still_looks >= 2]
+            with self._lock:
+                self._frames.extend(frames)
+                del self._frames[:-MAX_HELD]
+                self._still = still
+            self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
+
+    def _turn(self) -> list[bytes]:
+        """One scan, then a report for each rank of the jobs followed."""
+        found = self._finder.scan()
+        self.found, self.scans = found, self.scans + 1
+        ranks = self._followed(found)
+        keys = {(r.pid, r.started): r for r in ranks}
+        gone = [self._gone(self._watched.pop(key)) for key in [key for key in self._watched if key not in keys]]
+        for key, rank in keys.items():
+            self._watched.setdefault(key, _Watched(rank)).rank = rank
+        stacks = dict(zip(keys, self._pool.map(lambda r: self._sampler(r.pid), ranks), strict=True))
+        return gone + [self._report(self._watched[key], stacks[key]) for key in keys]
+
+    def _followed(self, found: Found) -> list[FoundRank]:
+        if self.pick is None:
+            return [r for ranks in found.jobs.values() for r in ranks]
+        job = found.job_of(self.pick, self._finder.parents)
+        return found.jobs.get(job, []) if job is not None else []
+
+    def _gone(self, w: _Watched) -> bytes:
+        """The last report for a rank whose process is gone: how it ended cannot be seen."""
+        r = w.rank
+        w.n += 1
+        report = Report(
+            job=r.job, rank=r.rank, world=r.world, host=self.host, pid=r.pid, t=time.time(), n=w.n,
+            interval=self.interval, local_rank=r.local_rank, stack=w.stack, tid=r.pid,
+            exit=ExitInfo(GONE, time.time()), outside=Outside(r.launcher),
+        )  # fmt: skip
+        return wire.encode(report)
+
+    def _report(self, w: _Watched, taken: dict[int, Sampled] | str) -> bytes:
+        r, t = w.rank, time.time()
+        w.n += 1
+        look = proc.look(r.pid, time.monotonic())
+        thread = taken.get(r.pid) if isinstance(taken, dict) else None
+        stack = thread.frames if thread is not None and thread.frames else None
+        w.stack = stack or w.stack
+        error = taken if isinstance(taken, str) else None if stack else "py-spy found no frame in its main thread"
+        stalled = _stood(w, thread if stack else None, _main_thread(r.pid), t)
+        loaders = self._loaders(r, stack, stalled) if stack is not None else []
+        usage = _usage(w, look, t) if look is not None else None
+        outside = Outside(r.launcher, _peer(thread) if thread else None, thread.owns_gil if thread else False, error)
+        report = Report(
+            job=r.job,
+            rank=r.rank,
+            world=r.world,
+            host=self.host,
+            pid=r.pid,
+            t=t,
+            n=w.n,
+            interval=self.interval,
+            local_rank=r.local_rank,
+            stalled_since=stalled,
+            stack=stack,
+            memory=_memory(r.pid),
+            usage=usage,
+            loaders=loaders,
+            tid=r.pid,
+            outside=outside,
+        )
+        return wire.encode(report)
+
+    def _loaders(self, r: FoundRank, stack: list[StackFrame], since: float | None) -> list[Loader]:
+        """While the rank waits on its DataLoader: its workers, each with its stack, and the
+        one that owes the batch where one alone is busy elsewhere than waiting for work."""
+        if since is None or not any(f.file.endswith("torch/utils/data/dataloader.py") for f in stack):
+            return []
+        workers = []
+        for pid in r.workers:
+            taken = self._sampler(pid)
+            thread = taken.get(pid) if isinstance(taken, dict) else None
+            error = taken if isinstance(taken, str) else None
+            frames = thread.frames if thread is not None else None
+            workers.append(Worker(pid, os.path.exists(f"/proc/{pid}"), id=_worker_id(thread), stack=frames,
+                                  stack_error=error))  # fmt: skip
+        busy = [w for w in workers if w.stack and not _waits_for_work(w.stack)]
+        owes = busy[0].id if len(busy) == 1 else None
+        return [Loader(0, len(workers), workers, worker=owes, since=since)] if workers else []
+
+
+def _stood(w: _Watched, thread: Sampled | None, progress: tuple[float, int] | None, t: float) -> float | None:
+    """Since when the rank has made no progress seen from outside, once that has lasted
+    :data:`STILL_LOOKS` looks and :data:`~distmon.wire.STALL_FLOOR` seconds; None while it
+    moves. No progress: the same stack at each look, and its main thread either asleep in it
+    (no CPU, next to no wakes: a rank stepping through the same line at every look, the time
+    a step spends in backward, does not) or holding the GIL in it (one long call). A look
+    whose stack could not be taken (torn while the thread ran, or refused) changes nothing."""
+    if thread is None:
+        return w.still_since if w.still_looks >= STILL_LOOKS else None
+    signature = tuple((f.file, f.line, f.func) for f in thread.frames)
+    before, w.progress = w.progress, progress
+    asleep = progress is not None and before is not None and _asleep(before, progress)
+    held = thread.owns_gil and w.owned_gil
+    w.owned_gil = thread.owns_gil
+    if signature != w.signature or not (asleep or held):
+        w.signature, w.still_since, w.still_looks = signature, t, 1
+        return None
+    w.still_looks += 1
+    if w.still_looks >= STILL_LOOKS and t - w.still_since >= STALL_FLOOR:
+        return w.still_since
+    return None
+
+
+def _asleep(before: tuple[float, int], now: tuple[float, int]) -> bool:
+    """The main thread neither ran nor woke between two looks (a thread in a loop that polls
+    with a timeout wakes a few times a second at most)."""
+    return now[0] - before[0] <= ASLEEP_CPU and now[1] - before[1] <= ASLEEP_WAKES
+
+
+def _main_thread(pid: int) -> tuple[float, int] | None:
+    """The main thread's CPU seconds and context switches so far, None once it is gone."""
+    try:
+        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
+        status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
+    except OSError:
+        return None
+    ticks = stat.rsplit(")", 1)[-1].split()
+    counts = dict(line.partition(":")[::2] for line in status.splitlines())
+    switches = sum(int(counts.get(name, "0").strip() or 0) for name in SWITCHES)
+    return (int(ticks[11]) + int(ticks[12])) / proc.CLOCK_TICKS, switches
+
+
+def _peer(thread: Sampled) -> int | None:
+    """The peer the innermost send or receive of ``thread`` names; :data:`~distmon.wire.ANY_SOURCE`
+    for a receive from anyone."""
+    for frame, args in zip(reversed(thread.frames), reversed(thread.args), strict=True):
+        name = P2P_ARGS.get(frame.func) if frame.file.endswith(C10D) else None
+        if name is not None:
+            value = args.get(name, "").strip()
+            return int(value) if value.lstrip("-").isdigit() else ANY_SOURCE if value == "None" else None
+    return None
+
+
+def _worker_id(thread: Sampled | None) -> int | None:
+    if thread is None:
+        return None
+    for frame, args in zip(thread.frames, thread.args, strict=True):
+        if frame.file.endswith(WORKER_LOOP) and args.get("worker_id", "").isdigit():
+            return int(args["worker_id"])
+    return None
+
+
+def _waits_for_work(stack: list[StackFrame]) -> bool:
+    """A DataLoader worker between batches: in its loop, waiting on its index queue."""
+    inner = next((i for i, f in enumerate(stack) if f.file.endswith(WORKER_LOOP)), None)
+    return inner is not None and any(f.func == "get" and f.file.endswith("queues.py") for f in stack[inner + 1 :])
+
+
+def _usage(w: _Watched, look: proc.Sample, t: float) -> Usage | None:
+    """What the process did over the last :data:`USAGE_WINDOW` seconds of looks."""
+    w.usage.append((t, look.cpu, look.read, look.written))
+    while len(w.usage) > 2 and t - w.usage[1][0] >= USAGE_WINDOW:
+        w.usage.popleft()
+    first = w.usage[0]
+    if t - first[0] <= 0:
+        return None
+    return Usage(t - first[0], max(0.0, look.cpu - first[1]), max(0, look.read - first[2]),
+                 max(0, look.written - first[3]))  # fmt: skip
+
+
+def _memory(pid: int) -> Memory | None:
+    try:
+        with open(f"/proc/{pid}/status", "rb") as f:
+            for line in f.read(1 << 16).decode(errors="replace").splitlines():
+                if line.startswith("VmRSS:"):
+                    return Memory(int(line.split()[1]) * 1024)
+    except (OSError, ValueError, IndexError):
+        pass
+    return None

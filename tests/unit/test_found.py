@@ -1,0 +1,249 @@
+"""A job found from outside (:mod:`distmon.monitor.rules.found`), on streams of the reports a
+node's eye writes for ranks it found (:mod:`distmon.node.found`): where their stacks stand,
+since when, and what their processes do, judged in the hang's words; and the eye's own reading
+of stillness from successive looks."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from distmon import wire
+from distmon.monitor.outside.sight import Seen
+from distmon.monitor.pipeline import Monitor
+from distmon.monitor.rules.detector import Detector
+from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert
+from distmon.node import found
+from distmon.node.finder import FoundRank
+from distmon.node.prober import CLOSE_PERIOD
+from distmon.node.proc import Sample
+from distmon.node.pyspy import Sampled
+from distmon.wire import GONE, ExitInfo, Outside, Report, StackFrame
+from tests.support.messages import T0, report
+
+TRAIN = "/home/me/train.py"
+C10D = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+TIME = "/usr/lib/python3.11/threading.py"
+
+
+def frames(*inner: tuple[str, int, str], line: int = 50, func: str = "train_step") -> list[StackFrame]:
+    """The training thread's stack: ``main`` at train.py:90, the user's frame, then ``inner``."""
+    user = [StackFrame(TRAIN, 90, "main"), StackFrame(TRAIN, line, func)]
+    return user + [StackFrame(file, at, name) for file, at, name in inner]
+
+
+ALL_REDUCE = frames((C10D, 2501, "all_reduce"))
+BARRIER = frames((C10D, 4200, "barrier"), line=61, func="evaluate")
+ASLEEP = frames(line=40, func="inject")
+
+
+def recv(src: int) -> list[StackFrame]:
+    return frames((C10D, 2300, "recv"), line=70, func="stage")
+
+
+Where = tuple[list[StackFrame] | None, float | None, int | None]
+"""A found rank at one moment: its stack, since when it stood still (None: moving), the peer
+its send or receive names."""
+
+
+class Eye:
+    """What the monitor's host's eye sees of each rank's process: asleep (``S`` in a call that
+    does not return, no CPU), or at work."""
+
+    def __init__(self, asleep: dict[int, str]) -> None:
+        self.asleep, self.now = asleep, T0
+
+    def __call__(self, host: str, pid: int) -> Seen:
+        rank, looks = pid - 1000, []
+        for i in range(9):
+            t = self.now - 2.0 + i * CLOSE_PERIOD
+            call = self.asleep.get(rank)
+            looks.append(Sample(pid, t, "S" if call else "R", syscall=call or "running", cpu=0.0 if call else t))
+        return Seen(looks[0], looks[-1], looks[-5], tuple(looks))
+
+
+def found_report(rank: int, t: float, where: Where, world: int = 4) -> Report:
+    stack, since, peer = where
+    outside = wire.Outside(launcher=999, peer=peer)
+    return report(rank, world, t=t, stack=stack, stalled_since=since, outside=outside)
+
+
+def run(job: dict[int, object], outside: Eye, seconds: float, world: int = 4) -> list[Alert]:
+    """Each rank of ``job`` reports once a second for ``seconds`` as ``job[rank](t)`` says
+    (a :data:`Where`, or None once its process is gone); every alert raised, as it last stood."""
+    monitor = Monitor(Detector(probe=lambda host, pid: "alive", outside=outside))
+    alerts: dict[str, Alert] = {}
+    gone: set[int] = set()
+    for step in range(int(seconds)):
+        t = T0 + step
+        outside.now = t
+        for rank, where in job.items():
+            said = where(t)  # type: ignore[operator]
+            if said is not None:
+                monitor.ingest(wire.encode(found_report(rank, t, said, world)), t)
+            elif rank not in gone:  # the eye's last report for it
+                gone.add(rank)
+                last = report(rank, world, t=t, exit=ExitInfo(GONE, t), outside=wire.Outside(999))
+                monitor.ingest(wire.encode(last), t)
+        for change in monitor.tick(t + 0.5):
+            alerts[change.alert.key] = change.alert
+    return list(alerts.values())
+
+
+def waiting(stack: list[StackFrame], from_t: float = T0 + 1, peer: int | None = None) -> Callable[[float], Where]:
+    """A rank that reaches ``stack`` at ``from_t`` and stands still there (moving before)."""
+
+    def where(t: float) -> Where:
+        if t < from_t:
+            return frames(line=int(t) % 7 + 20), None, None
+        return stack, from_t if t - from_t >= wire.STALL_FLOOR else None, peer
+
+    return where
+
+
+def moving(t: float) -> Where:
+    return frames(line=int(t * 10) % 7 + 20), None, None
+
+
+def test_a_rank_asleep_while_the_others_wait_in_a_collective_is_named_alone_in_the_hangs_words() -> None:
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE), 2: waiting(ASLEEP), 3: waiting(ALL_REDUCE)}
+    alerts = run(job, Eye({2: "clock_nanosleep"}), 12)
+    (hang,) = alerts
+    assert hang.kind == "hang" and hang.ranks == [2] and hang.severity == CRITICAL
+    assert hang.summary.startswith("rank 2 is asleep in clock_nanosleep; 3 ranks wait for it, in all_reduce at ")
+    assert f"{TRAIN}:50 in train_step" in hang.summary
+    assert "found without the hook" in hang.detail and "your code: /home/me/train.py:40 in inject" in hang.detail
+
+
+def test_named_early_as_a_warning_once_seen_doing_nothing() -> None:
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE), 2: waiting(ASLEEP), 3: waiting(ALL_REDUCE)}
+    alerts = run(job, Eye({2: "clock_nanosleep"}), 5)
+    (hang,) = alerts
+    assert hang.ranks == [2] and hang.severity == WARNING and "A warning for now" in hang.detail
+
+
+def test_a_rank_at_work_while_the_others_wait_is_a_warning_saying_so() -> None:
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE), 2: moving, 3: waiting(ALL_REDUCE)}
+    alerts = run(job, Eye({}), 12)
+    (hang,) = alerts
+    assert hang.ranks == [2] and hang.severity == WARNING and "making progress" in hang.detail
+
+
+def test_a_healthy_job_whose_ranks_move_raises_nothing() -> None:
+    assert run(dict.fromkeys(range(4), moving), Eye({}), 30) == []
+
+
+def test_ranks_in_a_collective_the_others_are_not_in_are_named_with_both_places() -> None:
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE), 2: waiting(ALL_REDUCE), 3: waiting(BARRIER)}
+    (divergence,) = run(job, Eye({}), 8)
+    assert divergence.kind == "divergence" and divergence.ranks == [3]
+    assert divergence.summary == (
+        f"rank 3 in barrier at {TRAIN}:61 in evaluate, the others in all_reduce at {TRAIN}:50 in train_step"
+    )
+
+
+def test_every_rank_idle_in_one_collective_is_a_hang_no_rank_causes() -> None:
+    (stuck,) = run(dict.fromkeys(range(4), waiting(ALL_REDUCE)), Eye({}), 12)
+    assert stuck.kind == "hang" and stuck.ranks == [] and stuck.severity == CRITICAL
+    assert stuck.summary.startswith(f"all ranks of the job stuck in all_reduce at {TRAIN}:50 in train_step for ")
+    assert "the transport or a device" in stuck.detail
+
+
+def test_two_ranks_each_receiving_from_the_other_are_a_deadlock() -> None:
+    job = {0: waiting(recv(1), peer=1), 1: waiting(recv(0), peer=0)}
+    (deadlock,) = run(job, Eye({}), 8, world=2)
+    assert deadlock.key == "hang:cycle" and deadlock.ranks == [0, 1]
+    assert deadlock.summary.startswith("deadlock: ranks 0-1 wait for each other")
+    assert f"recv from rank 1 at {TRAIN}:70 in stage" in deadlock.detail
+
+
+def test_a_job_whose_processes_all_end_together_names_no_one() -> None:
+    def ends(t: float) -> Where | None:
+        return None if t >= T0 + 5 else moving(t)
+
+    monitor_alerts = run(dict.fromkeys(range(4), ends), Eye({}), 15)
+    assert monitor_alerts == []
+
+
+def test_a_rank_gone_while_the_others_run_on_is_lost() -> None:
+    def ends(t: float) -> Where | None:
+        return None if t >= T0 + 5 else moving(t)
+
+    (lost,) = run({0: moving, 1: ends, 2: moving, 3: moving}, Eye({}), 15)
+    assert lost.kind == "rank_lost" and lost.ranks == [1]
+    assert "while ranks 0, 2-3 run on" in lost.summary
+
+
+def test_a_rank_that_reports_itself_is_not_reported_for() -> None:
+    """Once a rank's hook reports, its node's eye's reports for it are not taken in."""
+    monitor = Monitor(Detector())
+    monitor.ingest(wire.encode(found_report(1, T0, (ASLEEP, None, None))), T0)
+    assert monitor.state.found()[1]
+    monitor.ingest(wire.encode(report(1, t=T0 + 1, steps=40)), T0 + 1)
+    monitor.ingest(wire.encode(found_report(1, T0 + 2, (ASLEEP, None, None))), T0 + 2)
+    assert not monitor.state.found()[1] and monitor.state.ranks[1].report.steps == 40
+
+
+def test_bit_128_with_an_exception_is_no_found_rank() -> None:
+    """Ranks before issue 42 set bit 128 on an exception they judged a consequence."""
+    assert wire.found(wire.FLAG_FOUND) and not wire.found(wire.FLAG_FOUND | wire.FLAG_RAISED)
+    raw = wire.encode(found_report(0, T0, (ASLEEP, None, None)))
+    assert raw[1] & wire.FLAG_FOUND and wire.decode(raw).outside == Outside(launcher=999)
+
+
+# The eye's reading of its looks: since when a rank has made no progress seen from outside.
+
+RANK = FoundRank(pid=4242, rank=2, world=4, local_rank=2, job="job", started=1, launcher=999)
+
+
+def sampled(stack: list[StackFrame], gil: bool = False) -> Sampled:
+    return Sampled(stack, [{} for _ in stack], owns_gil=gil)
+
+
+def stood(looks: list[tuple[Sampled | None, tuple[float, int] | None]]) -> list[float | None]:
+    w = found._Watched(RANK)
+    return [found._stood(w, taken, progress, T0 + i) for i, (taken, progress) in enumerate(looks)]
+
+
+def test_a_thread_asleep_at_the_same_stack_stands_still_after_three_looks_and_two_seconds() -> None:
+    assert stood([(sampled(ASLEEP), (1.0, 10))] * 4) == [None, None, T0, T0]
+
+
+def test_a_thread_at_the_same_line_at_every_look_that_works_between_moves() -> None:
+    """A step spends most of its time in backward: the stack is the same at every look, and
+    the thread runs and wakes between them."""
+    looks = [(sampled(ALL_REDUCE), (1.0 + i * 0.3, 10 + 40 * i)) for i in range(5)]
+    assert stood(looks) == [None] * 5
+
+
+def test_a_thread_holding_the_gil_in_one_call_stands_still_though_it_burns_cpu() -> None:
+    looks = [(sampled(ASLEEP, gil=True), (1.0 + i, 10)) for i in range(4)]
+    assert stood(looks) == [None, None, T0, T0]
+
+
+def test_a_torn_or_refused_stack_changes_nothing() -> None:
+    looks = [
+        (sampled(ASLEEP), (1.0, 10)),
+        (None, (1.0, 10)),
+        (sampled(ASLEEP), (1.0, 10)),
+        (sampled(ASLEEP), (1.0, 10)),
+    ]
+    assert stood(looks) == [None, None, None, T0]
+
+
+def test_the_peer_of_a_receive_and_the_worker_id_are_read_off_the_arguments() -> None:
+    stack = recv(3)
+    args = [{} for _ in stack]
+    args[-1] = {"tensor": "<Tensor>", "src": "3", "group": "None"}
+    assert found._peer(Sampled(stack, args)) == 3
+    args[-1] = {"src": "None"}
+    assert found._peer(Sampled(stack, args)) == wire.ANY_SOURCE
+    worker = [StackFrame("/venv/site-packages/torch/utils/data/_utils/worker.py", 300, "_worker_loop")]
+    assert found._worker_id(Sampled(worker, [{"worker_id": "1"}])) == 1
+    assert found._peer(Sampled(ASLEEP, [{} for _ in ASLEEP])) is None
+
+
+def test_a_report_for_a_found_rank_round_trips() -> None:
+    sent = found_report(2, T0, (ASLEEP, T0 - 3, None))
+    got = wire.decode(wire.encode(replace(sent, outside=Outside(999, None, True, "refused"))))
+    assert got.outside == Outside(999, None, True, "refused") and got.stack == ASLEEP

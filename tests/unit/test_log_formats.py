@@ -1,0 +1,435 @@
+"""Each format ``distmon analyze`` reads in a job's log, a test per format module of
+``distmon/forensics`` (the real pastes are in ``test_real_logs.py``): lines written as the code
+that prints them writes them (ProcessGroupNCCL.cpp and TraceUtils.h, ProcessGroupWrapper.cpp,
+torch elastic's error table, Open MPI's and srun's messages, Horovod's stall inspector, NCCL),
+each test saying what the format proves and what it does not."""
+
+from __future__ import annotations
+
+import io
+import tempfile
+import time
+from pathlib import Path
+
+from distmon.forensics.analysis import Analysis, analyze
+from distmon.forensics.desync import DesyncLines
+from distmon.forensics.distributed_debug import DebugChecks
+from distmon.forensics.horovod import HorovodStalls
+from distmon.forensics.launchers import LOCAL_RANK, PROCESS, RANK, TASK, LauncherLines, WorkerExit, task_list
+from distmon.forensics.logs import read_log
+from distmon.forensics.nccl import NcclLines
+from distmon.forensics.pasted import unlabelled
+from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
+from distmon.forensics.verdict import judge
+from distmon.forensics.watchdog import op_family, said
+
+
+def analyze_text(text: str) -> Analysis:
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text(text)
+        return analyze([folder])
+
+
+# --- launchers ---------------------------------------------------------------------------
+
+TABLE = """\
+Failures:
+[1]:
+  time      : 2024-03-01_10:00:07
+  host      : node-1
+  rank      : 1 (local_rank: 1)
+  exitcode  : -15 (pid: 101)
+  error_file: <N/A>
+  traceback : Signal 15 (SIGTERM) received by PID 101
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-03-01_10:00:05
+  host      : node-1
+  rank      : 2 (local_rank: 2)
+  exitcode  : -9 (pid: 102)
+  error_file: <N/A>
+  traceback : Signal 9 (SIGKILL) received by PID 102
+============================================================"""
+
+
+def read_launcher(text: str) -> list[WorkerExit]:
+    exits: list[WorkerExit] = []
+    lines = LauncherLines(exits.append)
+    for line in text.splitlines():
+        lines.line(line)
+    lines.flush()
+    return exits
+
+
+def test_torchruns_table_gives_every_entry_and_its_root_cause() -> None:
+    exits = read_launcher(TABLE)
+    assert [(e.unit, e.who, e.code, e.first, e.signal) for e in exits] == [
+        (RANK, 1, -15, False, "SIGTERM"),
+        (RANK, 2, -9, True, "SIGKILL"),
+    ]
+    assert exits[1].killed and not exits[0].killed, "torchrun's own SIGTERM is its teardown"
+    verdict = judge(analyze_text(TABLE))
+    assert verdict.culprits == [2] and "Signal 9 (SIGKILL)" in verdict.headline
+
+
+def test_torchruns_agent_line_names_a_local_rank_only() -> None:
+    line = "E0325 20:57:27.620000 2606 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+    [exit_] = read_launcher(line + "local_rank: 5 (pid: 2630) of binary: /usr/bin/python3")
+    assert (exit_.unit, exit_.who, exit_.code) == (LOCAL_RANK, 5, -9)
+
+
+def test_mpirun_names_the_rank_killed_and_the_first_to_exit() -> None:
+    text = """\
+mpirun noticed that process rank 3 with PID 0 on node n7 exited on signal 9 (Killed).
+mpirun detected that one or more processes exited with non-zero status, thus causing
+the job to be terminated. The first process to do so was:
+
+  Process name: [[29973,1],5]
+  Exit code:    1"""
+    assert [(e.who, e.code, e.host) for e in read_launcher(text)] == [(3, -9, "n7"), (5, 1, None)]
+
+
+def test_open_mpis_signal_handler_names_processes_not_ranks() -> None:
+    exits = read_launcher(
+        "[gpu-2:04711] *** Process received signal ***\n[gpu-2:04711] Signal: Segmentation fault (11)"
+    )
+    assert [(e.unit, e.who, e.code, e.host) for e in exits] == [(PROCESS, 4711, -11, "gpu-2")]
+
+
+def test_sruns_tasks_are_named_as_tasks() -> None:
+    exits = read_launcher(
+        "srun: error: node-3: tasks 8-10,12: Exited with exit code 1\nsrun: error: node-4: task 3: Killed"
+    )
+    assert [(e.unit, e.who, e.code) for e in exits] == [
+        (TASK, 8, 1),
+        (TASK, 9, 1),
+        (TASK, 10, 1),
+        (TASK, 12, 1),
+        (TASK, 3, -9),
+    ]
+    assert task_list("4-2,x,7") == [7]
+
+
+def test_every_rank_failing_alike_at_once_blames_nobody_but_one_failing_first_is_the_cause() -> None:
+    alike = TABLE.replace("-15 (pid: 101)", "1 (pid: 101)").replace("-9 (pid: 102)", "1 (pid: 102)")
+    verdict = judge(analyze_text(alike.replace("10:00:07", "10:00:05")))
+    assert (
+        verdict.culprits == [] and verdict.nobody is not None and "failed alike at once (exit code 1)" in verdict.nobody
+    )
+    verdict = judge(analyze_text(alike.replace("10:00:07", "10:09:07")))
+    assert verdict.culprits == [2], "nine minutes apart, the first failure is the cause"
+
+
+# --- the desync report ----------------------------------------------------------------------
+
+
+def desync(*lines: str, rank: int | None = None) -> DesyncLines:
+    reader = DesyncLines()
+    for line in lines:
+        reader.line(line, rank)
+    return reader
+
+
+def test_the_desync_report_names_the_rank_that_never_started_the_next_collective() -> None:
+    [report] = desync(
+        "\t - [0] Timeout at collective: ALLREDUCE, #12",
+        "\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
+        "\t     [3] finished collective #11, but didn't join collective #12 (count from 1)",
+        "\t - Snapshot of ranks' latest states:",
+        "\t   #11 finished ranks:",
+        "\t     [3] finished ALLREDUCE",
+        "\t   #12 started ranks:",
+        "\t     [0, 1, 2] started ALLREDUCE",
+    ).reports
+    culprits = report.culprits()
+    assert culprits is not None and culprits[0] == [3] and report.of_world
+
+
+def test_the_desync_report_names_ranks_that_never_joined_and_one_that_ran_another_op() -> None:
+    [missing] = desync(
+        "- [1] Timeout at collective: BROADCAST, #1",
+        "- To our best knowledge, ranks [2, 3] are the lagging ranks that caused this timeout. They never joined "
+        "any collectives",
+    ).reports
+    assert missing.culprits() == ([2, 3], "never joined a collective (torch's desync report)")
+    [other] = desync(
+        "- [0] Timeout at collective: ALLREDUCE, #7",
+        "- To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:",
+        "  - [0, 1, 2, 3] joined but didn't finish collective #7 (count from 1)",
+        "- Snapshot of ranks' latest states:",
+        "  #7 started ranks:",
+        "    [0, 1, 3] started ALLREDUCE",
+        "    [2] started BROADCAST",
+    ).reports
+    said = other.culprits()
+    assert said is not None and said[0] == [2] and "started BROADCAST" in said[1]
+
+
+def test_a_desync_report_where_every_rank_joined_one_collective_blames_nobody() -> None:
+    text = (
+        "[rank0]:[E1124 03:12:44.1 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 milliseconds"
+        " before timing out.\\n\\t - [0] Timeout at collective: ALLREDUCE, #7\\n\\t - To our best knowledge, the "
+        "lagging/dead/mismatched ranks that caused the desync are:\\n\\t   - [0, 1] joined but didn't finish "
+        "collective #7 (count from 1)\\n\\t - Snapshot of ranks' latest states:\\n\\t   #7 started ranks:"
+        "\\n\\t     [0, 1] started ALLREDUCE"
+    )
+    verdict = judge(analyze_text(text))
+    assert verdict.culprits == [] and verdict.nobody is not None and "every rank joined collective #7" in verdict.nobody
+
+
+def test_a_subgroups_desync_report_is_not_read_as_global_ranks() -> None:
+    [report] = desync("- [1] Timeout at collective: ALLREDUCE, #3", rank=5).reports
+    assert not report.of_world, "the group's rank 1 printed on global rank 5"
+
+
+# --- TORCH_DISTRIBUTED_DEBUG: the fingerprint check and the monitored barrier ---------------
+
+FINGERPRINT = (
+    "RuntimeError: Detected mismatch between collectives on ranks. Rank {a} is running collective: "
+    "CollectiveFingerPrint(SequenceNumber=9, OpType=ALLREDUCE, TensorShape=[4], TensorDtypes=Float, "
+    "TensorDeviceTypes=TensorOptions(dtype=float (default), device=cuda, layout=Strided (default))), but Rank {b} "
+    "is running collective: CollectiveFingerPrint(SequenceNumber=9, OpType=BROADCAST, TensorShape=[1])."
+)
+
+
+def test_the_fingerprint_check_proves_the_odd_rank_where_others_agree() -> None:
+    checks = DebugChecks()
+    assert checks.line(FINGERPRINT.format(a=1, b=3))
+    odd = checks.odd()
+    assert odd is not None and odd[0] == [3] and "BROADCAST #9" in odd[1], "ranks 0-2 ran rank 1's ALLREDUCE"
+
+
+def test_two_ranks_that_disagree_leave_the_odd_one_open() -> None:
+    checks = DebugChecks()
+    checks.line(FINGERPRINT.format(a=1, b=0))
+    assert checks.odd() is None and checks.disagreeing() == [0, 1]
+
+
+def test_the_reporting_rank_raised_no_fault_of_its_own() -> None:
+    log = f"[rank1]: Traceback (most recent call last):\n[rank1]: {FINGERPRINT.format(a=1, b=3)}"
+    facts = read_log(io.StringIO(log))
+    assert facts.raised[1].consequence
+    assert judge(analyze_text(log)).culprits == [3]
+
+
+def test_the_monitored_barrier_names_the_rank_that_never_answered() -> None:
+    checks = DebugChecks()
+    checks.line(
+        "RuntimeError: Rank 2 successfully reached monitoredBarrier, but received errors while waiting for "
+        "send/recv from rank 0. Please check rank 0 logs for faulty rank."
+    )
+    assert list(checks.unanswered) == [0]
+
+
+# --- Horovod's stall inspector ----------------------------------------------------------------
+
+
+def test_horovods_three_stall_shapes_name_the_missing_ranks() -> None:
+    newest = HorovodStalls()
+    for line in [
+        "[2021-02-02 21:19:07.345988: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted "
+        "to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more "
+        "than 60 seconds. This may indicate that different ranks are trying to submit different tensors or that "
+        "only subset of ranks is submitting tensors, which will cause deadlock. ",
+        "Missing ranks:",
+        "2: [DistributedSGD_Allreduce/grads_0, DistributedSGD_Allreduce/grads_1]",
+    ]:
+        newest.line(line)
+    assert newest.holding_up(4) == (
+        [2],
+        "missing from every stalled tensor, which its peers submitted (Horovod's stall inspector)",
+    )
+    middle = HorovodStalls()
+    middle.line("HorovodBroadcast_dense_bias_0 [missing ranks: 1, 3]")
+    assert middle.holding_up(None) is not None and middle.holding_up(None)[0] == [1, 3]  # type: ignore[index]
+    oldest = HorovodStalls()
+    oldest.line("Stalled ops: allreduce.w [ready ranks: 0, 1, 3], allreduce.b [ready ranks: 3, 1, 0]")
+    assert oldest.holding_up(None) is not None and oldest.holding_up(None)[0] == [2]  # type: ignore[index]
+
+
+def test_horovods_shutdown_is_a_lost_peers_consequence() -> None:
+    log = (
+        '[1,1]<stderr>:Traceback (most recent call last):\n[1,1]<stderr>:  File "train.py", line 9, in <module>\n'
+        "[1,1]<stderr>:horovod.common.exceptions.HorovodInternalError: Horovod has been shut down. This was caused by "
+        "an exception on one of the ranks or an attempt to allreduce, allgather or broadcast a tensor after one of "
+        "the ranks finished execution."
+    )
+    facts = read_log(io.StringIO(log))
+    assert facts.raised[1].consequence, "Open MPI's tag is the rank; its exception names another's"
+
+
+# --- NCCL's own lines, the transports, the copy -------------------------------------------------
+
+
+def test_nccl_places_ranks_on_hosts_and_says_when_it_was_misused() -> None:
+    nccl = NcclLines()
+    nccl.line(
+        "gpu-7:4711:4790 [3] NCCL INFO comm 0x5562514f5b40 rank 11 nranks 16 cudaDev 3 busId e3000 - Init COMPLETE"
+    )
+    nccl.line("gpu-7.cluster:4712:4791 [0] NCCL INFO comm 0x55ca3b72c550 rank 8 nranks 16 cudaDev 0 - Init COMPLETE")
+    assert nccl.nranks == 16 and nccl.ranks_on("gpu-7") == [8, 11]
+    nccl.line("ncclInvalidUsage: This usually reflects invalid usage of NCCL library.")
+    nccl.line("Duplicate GPU detected : rank 5 and rank 1 both on CUDA device 1000")
+    assert nccl.misuse == "ranks 1 and 5 both on CUDA device 1000", "the telling words win"
+    verdict = judge(analyze_text("[rank5]: RuntimeError: NCCL error: invalid usage\nncclInvalidUsage: x"))
+    assert verdict.nobody is not None and verdict.culprits == [] and verdict.suspects == []
+
+
+def test_a_transport_names_the_peer_it_lost_and_the_fabric_is_no_rank() -> None:
+    peers = PeerLines()
+    peers.line(
+        "RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:14004",
+        3,
+    )
+    peers.line("[../pair.cc:589] Read error [10.0.0.4]:25266: Connection reset by peer", None)
+    peers.line("socketProgress: Connection closed by remote peer gpu-9.cluster<59116>", None)
+    peers.line(
+        "n1:9:9 [4] NCCL WARN NET/IB : Got completion from peer 10.0.0.5<54862> with status=12 opcode=0 len=0", None
+    )
+    peers.line(
+        "[E1206 TCPStore.cpp:180] [c10d] recvValue failed on SocketImpl(fd=62, addr=[node-a]:54838, "
+        "remote=[node-b]:29500): failed to recv, got 0 bytes",
+        0,
+    )
+    assert [(p.peer, p.how, p.witness) for p in peers.losses] == [
+        ("10.0.0.2", CLOSED, 3),
+        ("10.0.0.4", CLOSED, None),
+        ("gpu-9.cluster", CLOSED, None),
+        ("10.0.0.5", FABRIC, None),
+        ("node-b", CLOSED, 0),
+    ]
+    assert peers.peers() == ["10.0.0.2", "10.0.0.4", "gpu-9.cluster", "node-b"] and not peers.fabric_only
+
+
+def test_a_lost_peers_host_places_the_suspects() -> None:
+    log = "\n".join(
+        [
+            "node-a:11:12 [0] NCCL INFO comm 0x1 rank 0 nranks 4 cudaDev 0 - Init COMPLETE",
+            "node-a:13:14 [1] NCCL INFO comm 0x2 rank 1 nranks 4 cudaDev 1 - Init COMPLETE",
+            "node-b:21:22 [0] NCCL INFO comm 0x3 rank 2 nranks 4 cudaDev 0 - Init COMPLETE",
+            "node-b:23:24 [1] NCCL INFO comm 0x4 rank 3 nranks 4 cudaDev 1 - Init COMPLETE",
+            "[rank0]: Traceback (most recent call last):",
+            "[rank0]: RuntimeError: NCCL error: remote process exited or there was a network error, NCCL 2.21.5",
+            "[rank0]: socketProgress: Connection closed by remote peer node-b<59116>",
+        ]
+    )
+    verdict = judge(analyze_text(log))
+    assert [s.rank for s in verdict.suspects[:2]] == [2, 3] and "node-b" in verdict.suspects[0].why
+
+
+def test_open_mpis_and_horovodruns_tags_are_ranks_where_torchrun_gives_none() -> None:
+    assert (
+        unlabelled("[1,5]<stderr>:Traceback (most recent call last):") == "[rank5]:Traceback (most recent call last):"
+    )
+    assert unlabelled("[2]<stdout>:loss 0.1") == "[rank2]:loss 0.1"
+    assert unlabelled("[1,0]<stderr>:[rank4]: x") == "[rank4]: x", "torchrun's prefix wins"
+    assert unlabelled("3: [rank9]: y") == "[rank9]: y" and unlabelled("3: y") == "y", "srun's task is no rank"
+
+
+# --- the watchdog's dump signal; a collective no peer issued -------------------------------------
+
+
+def test_the_dump_signal_says_what_the_group_has_in_flight_and_who_fired() -> None:
+    prefix = "[PG ID 0 PG GUID 0(default_pg) Rank 2] Received a dump signal due to a collective timeout from "
+    busy = said(prefix + "this local rank and we will ... Last enqueued NCCL work: 22, last completed NCCL work: 21.")
+    assert busy is not None and (busy.seq, busy.idle, busy.fired_by) == (22, False, None)
+    idle = said(prefix + " rank 6 and we will ... Last enqueued NCCL work: 40, last completed NCCL work: 40.")
+    assert idle is not None and (idle.seq, idle.idle, idle.fired_by) == (None, True, 6)
+
+
+def test_a_lone_waiting_rank_whose_peers_raised_in_another_collective_issued_a_different_one() -> None:
+    log = "\n".join(
+        [
+            "[rank0]:[E0101 00:10:00.0 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=57, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for "
+            "600010 milliseconds before timing out.",
+            *(
+                line.format(r=r)
+                for r in (1, 2)
+                for line in (
+                    "[rank{r}]: Traceback (most recent call last):",
+                    '[rank{r}]:   File "/py/torch/distributed/distributed_c10d.py", line 2501, in all_reduce',
+                    "[rank{r}]:     work.wait()",
+                    "[rank{r}]: torch.distributed.DistBackendError: NCCL communicator was aborted on rank {r}.",
+                )
+            ),
+        ]
+    )
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [0] and "issued broadcast where ranks 1-2 issued all_reduce" in verdict.headline
+    assert op_family("_ALLGATHER_BASE") == op_family("all_gather_into_tensor") == "all_gather"
+    assert op_family("barrier") == "all_reduce", "NCCL runs a barrier as an all-reduce"
+
+
+WAITED = (
+    "[rank{r}]:[E0101 00:10:00.{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=57, OpType={op}, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for "
+    "600010 milliseconds before timing out."
+)
+
+
+def test_ranks_at_one_collective_number_with_another_input_size_issued_another_collective() -> None:
+    """A broadcast is the same size on every rank: the one rank of three with another size is odd."""
+    log = "\n".join(WAITED.format(r=r, op="BROADCAST", n=4096 if r == 2 else 1) for r in range(3))
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [2] and "broadcast of 4096 elements" in verdict.headline
+
+
+def test_as_many_ranks_in_each_op_at_one_number_are_suspected_not_proven() -> None:
+    """Two ranks, one in each op: the lines say they disagree, not which is odd."""
+    log = "\n".join(WAITED.format(r=r, op=op, n=1) for r, op in ((0, "ALLREDUCE"), (1, "BROADCAST")))
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and sorted(s.rank for s in verdict.suspects[:2]) == [0, 1]
+    assert "which side is odd, the lines do not say" in verdict.suspects[0].why
+
+
+def test_accounts_naming_ranks_beyond_any_job_cost_nothing() -> None:
+    """A hostile log's reports may name a billion ranks: none is counted one by one."""
+    log = "\n".join(
+        [
+            "One or more tensors were submitted to be reduced, gathered or broadcasted by subset of ranks",
+            "t [ready ranks: 999999999]",
+            FINGERPRINT.format(a=1, b=999999999),
+            "srun: error: n1: tasks 0-999999999: Killed",
+            "- [0] Timeout at collective: ALLREDUCE, #1",
+            "- To our best knowledge, ranks [999999999] are the lagging ranks that caused this timeout.",
+        ]
+    )
+    started = time.monotonic()
+    verdict = judge(analyze_text(log))
+    assert time.monotonic() - started < 5.0
+    assert all(r < 1 << 20 for r in verdict.culprits)
+
+
+def test_torchruns_tee_prefix_names_the_rank_on_one_node_and_gloos_lost_peer_points_to_the_silent_one() -> None:
+    """torch 1.9-2.1's ``--tee 3`` writes ``[default1]:``: ranks 1-2 lost the peer that left, rank 0."""
+    log = "\n".join(
+        line.format(r=r)
+        for r in (1, 2)
+        for line in (
+            "[default{r}]:Traceback (most recent call last):",
+            '[default{r}]:  File "/py/torch/distributed/distributed_c10d.py", line 1536, in all_reduce',
+            "[default{r}]:    work.wait()",
+            "[default{r}]:RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:534] Connection closed by peer "
+            "[127.0.0.1]:19521",
+        )
+    )
+    verdict = judge(analyze_text(log))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [0]
+    assert "ranks 1-2 raised because a peer was lost" in verdict.headline
+
+
+def test_alike_compares_exceptions_where_the_log_holds_them_and_exits_where_it_does_not() -> None:
+    traced = TABLE.replace("-15 (pid: 101)", "1 (pid: 101)").replace("-9 (pid: 102)", "1 (pid: 102)")
+    traced = traced.replace("10:00:07", "10:00:05")
+    oom = "\n".join(
+        f"[rank{r}]: Traceback (most recent call last):\n[rank{r}]: torch.OutOfMemoryError: CUDA out of memory. "
+        f"Tried to allocate {r + 1}.00 GiB. GPU {r} has a total capacity of 79.1 GiB"
+        for r in (1, 2)
+    )
+    verdict = judge(analyze_text(f"{oom}\n{traced}"))
+    assert verdict.nobody is not None and "torch.OutOfMemoryError: CUDA out of memory" in verdict.nobody
+    one = oom.split("\n[rank2]")[0]
+    assert judge(analyze_text(one)).culprits == [1], "one rank out of memory is that rank's"
