@@ -10,8 +10,8 @@ is recorded to a temporary file and read back as ``report`` reads any recording 
 keeps it).
 
 Exit codes: 0, nothing holds the job up; 1, a first cause was named (a culprit, or a
-collective no rank causes); 2, no job found, several found and none picked (``--pid``), or a
-mistake in the command.
+collective no rank causes); 2, no job found, several found and none picked (``--pid``), no
+rank's stack could be taken (py-spy missing or refused: said why), or a mistake in the command.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ import os
 import sys
 import tempfile
 import time
+from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
 from distmon.commands.shared import finding
@@ -67,7 +68,7 @@ def run(args: argparse.Namespace) -> int:
     began = time.monotonic()
     while eye.found.scans == 0 and time.monotonic() - began < FIRST_SCAN:
         time.sleep(POLL)
-    job, problem = _job(eye.found.found, args.pid)
+    job, problem = _job(eye.found.found, args.pid, eye.found.parents)
     if job is None:
         eye.close()
         print(f"distmon look: {problem}", file=sys.stderr)
@@ -81,12 +82,14 @@ def run(args: argparse.Namespace) -> int:
         return _answer(out, args.json)
 
 
-def _job(found: Found, pid: int | None) -> tuple[str | None, str]:
-    """The one job to look at, or why there is none."""
+def _job(found: Found, pid: int | None, parents: Mapping[int, int]) -> tuple[str | None, str]:
+    """The one job to look at (``pid``'s, where given), or why there is none."""
     jobs = found.jobs
-    if len(jobs) == 1:
+    if pid is not None and (picked := found.job_of(pid, parents)) is not None:
+        return picked, ""
+    if len(jobs) == 1 and pid is None:
         return next(iter(jobs)), ""
-    if jobs:
+    if jobs and pid is None:
         listed = "; ".join(
             f"{visible(job)}: {len(ranks)} ranks here (rank {ranks[0].rank}: pid {ranks[0].pid}, "
             f"started by pid {ranks[0].launcher})"
@@ -147,4 +150,7 @@ def _answer(recording: str, as_json: bool) -> int:
         print()
     else:
         print(render(pm))
-    return CULPRIT if pm.first_cause is not None else 0
+    if pm.first_cause is not None:
+        return CULPRIT
+    blind, _ = pm.state.stackless(pm.last or 0.0)
+    return NOTHING if len(blind) and len(blind) == len(pm.state.ranks) else 0

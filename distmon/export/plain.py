@@ -14,6 +14,7 @@ from distmon.monitor.state.words import (
     dropped_words,
     duration,
     rank_word,
+    stackless_words,
     time_of_day,
     unwatched_words,
 )
@@ -37,7 +38,8 @@ def alert_line(change: Change, t: float) -> str | None:
 def render(pm: Postmortem) -> str:
     state = pm.state
     start = pm.first or pm.header.get("created", 0.0)
-    span = (pm.last or start) - start
+    end = pm.last or start
+    span = end - start
     found = int(state.found().sum())
     seen = "found without the hook (judged from outside), " if found else ""
     lines = [
@@ -46,11 +48,16 @@ def render(pm: Postmortem) -> str:
         count(state.received, "message") + _dropped(pm),
         f"Ended: {pm.ending()}",
         *([f"Not seen from outside: {visible(blind)}"] if (blind := blind_words(state.unwatched_hosts())) else []),
+        *([f"Not seen from outside: {visible(unseen)}"] if (unseen := stackless_words(*state.stackless(end))) else []),
         "",
     ]
     cause = pm.first_cause
     if cause is None and not state.ranks:
         lines.append("No rank reported: nothing was monitored (check the ranks' DISTMON_ENDPOINT).")
+    elif cause is None and not pm.alerts and found and unseen:
+        lines.append(
+            "No alerts, but nothing could be judged: without their stacks, ranks found from outside say nothing."
+        )
     elif cause is None and not pm.alerts and found:
         lines.append("No alerts: seen from outside, no rank held the others up for the whole recording.")
     elif cause is None and not pm.alerts and not pm.progressed:

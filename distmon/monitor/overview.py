@@ -30,6 +30,7 @@ from distmon.monitor.state.words import (
     dropped_words,
     group_label,
     rank_word,
+    stackless_words,
     timeout_left,
     unwatched_words,
 )
@@ -137,7 +138,7 @@ class OverviewTracker:
             where=where_words(culprit) if culprit is not None else "",
             dropped=dropped_words(monitor.state.dropped),
             unwatched=unwatched_words(monitor.state.unwatched),
-            blind=blind_words(monitor.state.unwatched_hosts()),
+            blind=blind_words(monitor.state.unwatched_hosts()) or stackless_words(*job.stackless(now)),
             found=int(np.count_nonzero(job.found())),
         )
 

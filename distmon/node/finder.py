@@ -171,8 +171,10 @@ class Finder:
 
     @staticmethod
     def _python(base: Path) -> bool:
-        exe = _read_link(base / "exe")
-        return exe is not None and "python" in os.path.basename(exe)
+        """A Python interpreter: its executable's name, or where that may not be read (another
+        user's process), its command line's first word."""
+        exe = _read_link(base / "exe") or os.fsdecode(_read(base / "cmdline", 4096).split(b"\0")[0])
+        return "python" in os.path.basename(exe)
 
 
 def _lineage(pid: int, parents: Mapping[int, int]) -> Iterable[int]:

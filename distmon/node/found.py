@@ -118,6 +118,11 @@ class FoundRanks:
             frames, self._frames = self._frames, []
         return frames
 
+    @property
+    def parents(self) -> dict[int, int]:
+        """Every process's parent on this node, as of the last scan."""
+        return self._finder.parents
+
     def still(self) -> list[int]:
         """The ranks whose stacks stood where they are at the last two looks, by pid: the
         eye looks at them closely, so that what they do is told as soon as the monitor asks."""

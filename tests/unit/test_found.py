@@ -13,6 +13,7 @@ from distmon.monitor.outside.sight import Seen
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert
+from distmon.monitor.state.words import stackless_words
 from distmon.node import found
 from distmon.node.finder import FoundRank
 from distmon.node.prober import CLOSE_PERIOD
@@ -153,7 +154,7 @@ def test_two_ranks_each_receiving_from_the_other_are_a_deadlock() -> None:
     job = {0: waiting(recv(1), peer=1), 1: waiting(recv(0), peer=0)}
     (deadlock,) = run(job, Eye({}), 8, world=2)
     assert deadlock.key == "hang:cycle" and deadlock.ranks == [0, 1]
-    assert deadlock.summary.startswith("deadlock: ranks 0-1 wait for each other")
+    assert deadlock.summary.startswith("deadlock: ranks 0-1 wait for each other: their sends and receives")
     assert f"recv from rank 1 at {TRAIN}:70 in stage" in deadlock.detail
 
 
@@ -247,3 +248,16 @@ def test_a_report_for_a_found_rank_round_trips() -> None:
     sent = found_report(2, T0, (ASLEEP, T0 - 3, None))
     got = wire.decode(wire.encode(replace(sent, outside=Outside(999, None, True, "refused"))))
     assert got.outside == Outside(999, None, True, "refused") and got.stack == ASLEEP
+
+
+def test_ranks_whose_stacks_could_not_be_taken_are_said_so_with_why() -> None:
+    monitor = Monitor(Detector())
+    refused = "permission denied tracing pid 1001: a container needs CAP_SYS_PTRACE"
+    for rank in range(2):
+        blind = report(rank, 2, t=T0, outside=wire.Outside(999, stack_error=refused))
+        monitor.ingest(wire.encode(blind), T0)
+    ranks, why = monitor.state.stackless(T0 + 1)
+    assert ranks.tolist() == [0, 1] and why == refused
+    assert (
+        stackless_words(ranks.tolist(), why) == f"ranks 0-1: their stacks could not be taken from outside ({refused})"
+    )

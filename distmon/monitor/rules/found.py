@@ -275,8 +275,7 @@ def _deadlock(job: JobState, ctx: Context, ring: list[int], waiting: list[_Stood
         peer = w.place.peer
         line = WaitLine(w.age, np.array([rank], dtype=np.int64), w.place, (peer,) if peer is not None else ())
         shown.append(InRing((line,), w.place.at))
-    summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), False, True, (THE_JOB,)))
-    summary = summary.replace(f"in group {THE_JOB}", "").replace("  ", " ")
+    summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), False, True, ()))
     return Finding("hang:cycle", "hang", CRITICAL, ring, summary, detail, said(job, ring, ctx))
 
 

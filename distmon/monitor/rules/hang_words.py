@@ -124,6 +124,7 @@ class Deadlock:
     p2p: bool
     """... some in a send or receive."""
     groups: tuple[str, ...]
+    """The groups they wait in; none where seen from outside (a stack names no group)."""
 
 
 def what(place: WaitedIn) -> str:
@@ -323,7 +324,7 @@ def deadlock_words(d: Deadlock) -> tuple[str, str]:
             "dict of groups)."
         )
     ring = rank_word(d.ring)
-    groups = f"{'group' if len(d.groups) == 1 else 'groups'} {', '.join(d.groups)}"
-    summary = f"deadlock: {ring} wait for each other in {groups}: {how}"
+    groups = f" in {'group' if len(d.groups) == 1 else 'groups'} {', '.join(d.groups)}" if d.groups else ""
+    summary = f"deadlock: {ring} wait for each other{groups}: {how}"
     detail = [f"{ring} each wait for another of them, which waits in turn: a cycle nobody can leave.", *lines, advice]
     return summary, "\n".join(detail)

@@ -328,6 +328,15 @@ class JobState:
         it: no steps, no sequence numbers; its stack and process are what is known)."""
         return facts.found(self.cols, ranks)
 
+    def stackless(self, now: float) -> tuple[I8, str | None]:
+        """The live ranks found from outside whose stacks could not be taken (nothing can be
+        judged of them), and why, as the first of them says."""
+        ranks = np.flatnonzero(self.found() & self.live(now) & (self.cols.stack == 0))
+        if not len(ranks):
+            return ranks, None
+        outside = self.report_of(int(ranks[0])).outside
+        return ranks, outside.stack_error if outside is not None else None
+
     def moving_found(self, now: float) -> bool:
         """A live rank found from outside makes progress, as far as the outside sees: its
         stack moves, or its thread works (the progress a job without the hook shows)."""

@@ -107,6 +107,17 @@ def blind_words(hosts: list[str]) -> str:
     return f"{named}: no relay, judged from {its} reports only"
 
 
+def stackless_words(ranks: Iterable[int], why: str | None) -> str:
+    """``ranks 0-3: their stacks could not be taken from outside (permission denied ...)``:
+    the ranks found from outside whose stacks are missing
+    (:meth:`~distmon.monitor.state.job.JobState.stackless`); empty for none."""
+    ranks = list(ranks)
+    if not ranks:
+        return ""
+    their = "its stack" if len(ranks) == 1 else "their stacks"
+    return f"{rank_word(ranks)}: {their} could not be taken from outside ({why or 'py-spy found no frame'})"
+
+
 def date_time(t: float) -> str:
     """``2025-03-07 14:03:09``, in the local time zone: a moment in a report or a bundle, read
     days later."""
