@@ -106,8 +106,8 @@ def run_once(fault: str, workdir: Path, no_ptrace: bool) -> dict[str, object]:
                     raise Interrupted("the job ended while its link flapped")
                 for process in started:
                     _end(process)
-            cpu = _cpu(relay_b)
             acted["exits"] = exits = [process.wait(180) for process in jobs]
+            cpu = _cpu(relay_b)
             signalled = any("SignalException" in (workdir / f"job-{n.name}.log").read_text() for n in made)
             if fault != "flap" and (min(exits) < 0 or signalled):
                 raise Interrupted("torchrun ended by a signal")
@@ -162,13 +162,18 @@ def _flap(node: Node) -> list[tuple[float, float]]:
 
 
 def _cpu(process: psutil.Process | None) -> float:
-    total = 0.0
+    """CPU seconds ``process`` and its children used so far (0 once it is gone)."""
     try:
-        for p in [process, *process.children(recursive=True)] if process is not None else []:
+        family = [process, *process.children(recursive=True)] if process is not None else []
+    except psutil.Error:
+        return 0.0
+    total = 0.0
+    for p in family:
+        try:
             times = p.cpu_times()
             total += times.user + times.system
-    except psutil.Error:
-        pass
+        except psutil.Error:
+            pass
     return total
 
 

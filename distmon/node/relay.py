@@ -191,16 +191,16 @@ class NodeRelay:
     def _looking_closely(self, now: float) -> bool:
         """Whether what the eye saw should go up before the interval ends: it saw a process
         end (at once, and once more :data:`END_SETTLE` later: the monitor then knows that no last
-        words were on their way), or the last batch went over :data:`CLOSE_PERIOD` ago (asked
-        first: the loop turns for every message) and it has looks."""
+        words were on their way) or a link change (at once), or the last batch went over
+        :data:`CLOSE_PERIOD` ago (asked first: the loop turns for every message) and it has looks."""
         if self._told_an_end:
             return now - self._flushed >= END_SETTLE
         seen = self.eye.take()
         if seen:
             self._seen.append(seen)
-        if any(sample.state == "X" for one in self._seen for sample in one.samples):
-            return True
-        looks = any(one.samples or one.stacks for one in self._seen)  # links wait
+        if any(one.links is not None or any(s.state == "X" for s in one.samples) for one in self._seen):
+            return True  # an end, or a link that changed: at once (the monitor times the link by when it comes)
+        looks = any(one.samples or one.stacks for one in self._seen)
         return looks and now - self._flushed >= CLOSE_PERIOD
 
     def take_from_below(self) -> None:

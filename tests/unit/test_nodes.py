@@ -284,3 +284,18 @@ def test_an_infiniband_port_that_went_down_between_two_readings_is_counted_by_li
         == "node001: mlx5_0 port 1 down 2 times in 0.0s, each shorter than the eye's 0.5s between readings"
     )
     assert "link_downed 0 -> 2" in alert.detail and "ibstat" in alert.detail, alert.detail
+
+
+def test_no_straggler_is_named_from_the_ranks_still_heard_while_a_node_is_silent() -> None:
+    """Rank 1 straggles from the start; node B's relay dies at 5 s, before anyone could tell,
+    and a new one takes its ranks back at 40 s. Whom everyone waits for cannot be told from
+    half the job: nobody is named while node B is silent, rank 1 once it is heard again."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).straggler(1)
+    back = Relay("node001:2", "node001")
+
+    def relays(second: int) -> list[Relay]:
+        return [NODE_A, NODE_B] if second < 5 else [NODE_A] if second < 40 else [NODE_A, back]
+
+    _, changes = run(sim, 70, lambda rank, second: True, relays, Monitor(Detector()))
+    named = [(t, c.alert.ranks) for t, c in changes if c.event == "raised" and c.alert.kind == "straggler"]
+    assert named and all(t > 40 for t, _ in named) and named[0][1] == [1], named

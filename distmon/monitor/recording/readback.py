@@ -19,7 +19,7 @@ from distmon.monitor.recording.format import (
 )
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.state.alerts import Alert
-from distmon.monitor.state.ending import first_cause
+from distmon.monitor.state.ending import fates, first_cause
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.nodes import saw_end
@@ -88,8 +88,11 @@ class Postmortem:
         ending = self.state.ending(a for a in self.alerts if a.resolved is None)
         if ending is not None:
             return ending.words
-        running = [s.rank for s in ranks if not s.finished]
-        return f"not ended: {rank_word(running)} had not exited when the recording stopped"
+        running = [s for s in ranks if not s.finished]
+        known = fates(self.state, self.alerts, self.last or 0.0)
+        unwatched = [s.rank for s in running if s.report.host in known.blind and s.report.host in known.unwatched]
+        why = f" ({rank_word(unwatched)} trained on unwatched: their relay fell silent)" if unwatched else ""
+        return f"not ended: {rank_word(s.rank for s in running)} had not exited when the recording stopped{why}"
 
 
 def load(path: str) -> Postmortem:

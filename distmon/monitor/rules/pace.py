@@ -18,6 +18,7 @@ import contextlib
 
 import numpy as np
 
+from distmon import wire
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import WARNING, Finding
@@ -30,10 +31,17 @@ named as short of CPU."""
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
+    """Judged over the whole job: while some rank is silent (a node unwatched, a rank stopped),
+    whom the others wait for cannot be told from the ranks still heard, and nobody is named."""
     limits, c = ctx.limits, job.cols
+    if job.silent(ctx.now).any():
+        return []
     ranks = np.flatnonzero(
-        job.live(ctx.now) & (c.samples >= limits.straggler_min_samples) & np.isnan(c.stalled_since)
-    )  # a silent rank's shares are old news: it is no peer to compare with
+        c.present
+        & (c.samples >= limits.straggler_min_samples)
+        & ~job.flagged(wire.FLAG_EXITED)
+        & np.isnan(c.stalled_since)
+    )
     if len(ranks) < 2:
         return []
     wait, data = c.inflight_share[ranks], c.data_wait_share[ranks]
