@@ -55,6 +55,9 @@ class Prober:
         """Processes watched for their end: when last told to, and when each started (None
         before it was first seen alive)."""
         self._ends_due = 0.0
+        self._unseen: dict[int, float] = {}
+        """Processes told to watch that were not there at the first check (another pid
+        namespace's, or gone already), and when: not watched again for :data:`FORGET`."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -86,6 +89,9 @@ class Prober:
         now = time.monotonic()
         with self._lock:
             for pid in pids:
+                unseen = self._unseen.get(pid)
+                if unseen is not None and now - unseen < FORGET:
+                    continue
                 if pid in self._ends or len(self._ends) < MAX_ENDS_WATCHED:
                     self._ends[pid] = (now, self._ends.get(pid, (now, None))[1])
             self._start()
@@ -146,6 +152,8 @@ class Prober:
         with self._lock:
             for pid in [p for p, (told, _) in self._ends.items() if now - told > FORGET]:
                 del self._ends[pid]
+            for pid in [p for p, t in self._unseen.items() if now - t > FORGET]:
+                del self._unseen[pid]
             watched = list(self._ends.items())
         for pid, (_, began) in watched:
             now_began = started(pid)
@@ -158,6 +166,9 @@ class Prober:
                     self._ends[pid] = (self._ends[pid][0], now_began)  # seen alive: from now on its end is told
                     continue
                 del self._ends[pid]
-                if began is not None:
+                if began is None:
+                    if len(self._unseen) < MAX_ENDS_WATCHED:
+                        self._unseen[pid] = now
+                else:
                     self._seen.append(gone(pid, time.monotonic()))
                     del self._seen[:-MAX_SEEN]
