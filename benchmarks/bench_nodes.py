@@ -1,16 +1,28 @@
-"""A rank on another node, seen by that node's eye: how soon it is named, in which words, and
-what the eye costs its node.
+"""A rank on another node, seen by that node's eye, and node B's faults as a whole: how soon each
+is named, in which words, and what the eye costs its node.
 
     .venv/bin/python benchmarks/bench_nodes.py [--runs 3] [--faults hang stop regex] [--no-ptrace]
+    .venv/bin/python benchmarks/bench_nodes.py [--runs 3] --faults sigkill relay flap [--keep DIR]
 
 Two nodes over network namespaces (root; ``tests/support/nodes.py``), each its own address
 and host name, two gloo ranks on each under torchrun, a ``distmon relay`` per node (with
 ``--no-ptrace``, node B's without CAP_SYS_PTRACE), ``distmon record`` on the head, outside
-both. The fault comes on rank 3, on node B, at step 60. Latency = the first alert naming a rank
-minus the job's own line saying it injected the fault. Prints a markdown table: median and
+both. A fault of a rank comes on rank 3, on node B, at step 60. Latency = the first alert naming
+a rank minus the job's own line saying it injected the fault. Prints a markdown table: median and
 worst latency, whether every run named rank 3 alone, the summary's first words, whether the
 evidence held a stack showing the training script; then what node B's relay used: its CPU
 over the run, and the bytes of looks it sent (the recording's ``o`` records).
+
+Node faults, from step 60 of rank 3: ``sigkill``, rank 3 kills itself with SIGKILL (torchrun
+and its peers' gloo tear the rest down); ``relay``, node B's relay killed while its ranks train
+on to the job's end; ``flap``, node B's link down 3 s and up again, three times 10 s apart (the
+bench ends the job 8 s later). For each: every alert raised from the fault on, whether they are
+the one expected (``rank_lost`` naming rank 3; one ``node_unwatched`` warning; one
+``link_flapping`` warning), how soon (from the kill, the relay's death, the first drop; for the
+kill, also from when the monitor first heard the teardown, the peers' last words), and what
+``distmon report`` of the recording, stopped a second after the job ended, says of rank 3 at
+the end. A run the machine's other users end (a SIGTERM or SIGKILL to every torchrun) is made
+again; ``--keep DIR`` keeps each run's recording and logs.
 """
 
 from __future__ import annotations

@@ -52,6 +52,9 @@ class Context:
     """The job's routine pauses, learned from tick to tick (the detector's memory too)."""
     ended: Ended | None = None
     """The processes the nodes' eyes saw end, where any eye has spoken."""
+    drops: dict[tuple[str, str, float], bool | None] = field(default_factory=dict)
+    """Whether the job stood still over each drop of a node's link (host, link, when it went),
+    judged once when it was told, while the ranks' histories hold it (the detector's memory)."""
 
     @property
     def hang_after(self) -> float:
@@ -69,4 +72,5 @@ class Context:
 
 Rule = Callable[[JobState, Context], list[Finding]]
 """A rule: what it finds in the job's state, in the context of one tick; it may add to the
-detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`)."""
+detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`,
+:attr:`Context.drops`)."""

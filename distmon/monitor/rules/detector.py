@@ -5,6 +5,7 @@ What it keeps:
 
 - the job's routine pauses (:class:`~distmon.monitor.rules.routine.Routine`), learned as it runs;
 - the ranks named early, with what they were seen doing, while an alert names them;
+- whether the job stood still over each drop of a node's link, judged once when it was told;
 - the findings of each slower rule, which stand between its turns
   (:data:`~distmon.monitor.rules.SLOW_PERIOD`);
 - while the monitor is behind, the incidents found before.
@@ -57,6 +58,7 @@ class Detector:
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
         self._named_early: dict[int, Verdict] = {}
+        self._drops: dict[tuple[str, str, float], bool | None] = {}
         self.routine = Routine()
         """The pauses the job takes as a habit, learned as it runs."""
 
@@ -80,6 +82,7 @@ class Detector:
             interval=state.interval(),
             outside=outside,
             named_early=self._named_early,
+            drops=self._drops,
             routine=self.routine,
             ended=self.sight.ended if self.sight is not None and self.sight.eyes else None,
         )

@@ -60,6 +60,9 @@ def link_flapping(job: JobState, ctx: Context) -> list[Finding]:
     where the job stood still while it was down (once is enough), or an InfiniBand port: a
     node's other links (a management network, a container bridge) may come and go as they
     will, and a node that runs no rank of the job is none of its business."""
+    since = ctx.now - WINDOW
+    for key in [key for key in ctx.drops if key[2] < since]:
+        del ctx.drops[key]
     told = {host: links for host, links in job.links.items() if links.said}
     if not told:
         return []
@@ -70,13 +73,22 @@ def link_flapping(job: JobState, ctx: Context) -> list[Finding]:
             continue
         kinds = {link.name: link.kind for link in links.links}
         flapping = {}
-        for link, found in drops(links, ctx.now - WINDOW).items():
-            still = [_stood_still(job, host, d) for d in found]
+        for link, found in drops(links, since).items():
+            still = [_judged(job, ctx, host, link, d) for d in found]
             if len(found) >= FLAPS and (kinds.get(link) == IB or any(still)):
                 flapping[link] = list(zip(found, still, strict=True))
         if flapping:
             findings.append(_flapping(host, flapping, kinds))
     return findings
+
+
+def _judged(job: JobState, ctx: Context, host: str, link: str, drop: Drop) -> bool | None:
+    """Whether the job stood still over ``drop``, judged the first time it is asked (after it
+    was told, the reports it lasted over are in) and kept: histories move on."""
+    key = (host, link, drop.t)
+    if key not in ctx.drops:
+        ctx.drops[key] = _stood_still(job, host, drop)
+    return ctx.drops[key]
 
 
 def drops(links: NodeLinks, since: float) -> dict[str, list[Drop]]:
@@ -162,30 +174,42 @@ def _stood_words(stood: bool | None) -> str:
 
 
 def _stood_still(job: JobState, host: str, drop: Drop) -> bool | None:
-    """Whether the job stood still while ``drop`` lasted: ranks of other nodes completed no
-    more than :data:`UNDER_WAY` step over it, by their reports; None where it cannot be told (a
-    drop between two readings, no rank elsewhere, histories that do not reach back so far)."""
+    """Whether the job stood still while ``drop`` lasted: ranks of other nodes, around it,
+    sent reports over half its length or more without completing more than
+    :data:`UNDER_WAY` step. None where it cannot be told: a drop between two readings, or
+    shorter than their reports' interval, no rank elsewhere, histories that do not reach back so
+    far. The reports are set on the monitor's clock by the least delay seen on their way, which
+    a relay's batching may stretch by up to an interval: they are looked for an interval wider
+    on each side."""
     if drop.lasted is None:
         return None
     c = job.cols
     others = np.flatnonzero(c.present & (c.host != wire.name_hash(host)))[:PEERS_LOOKED_AT]
-    stepped = [_steps_over(job, rank, drop.t, drop.t + drop.lasted) for rank in others.tolist()]
-    known = [s for s in stepped if s is not None]
-    return all(s <= UNDER_WAY for s in known) if known else None
+    spans = [_still_over(job, rank, drop.t, drop.t + drop.lasted) for rank in others.tolist()]
+    known = [span for span in spans if span is not None]
+    return min(known) >= drop.lasted / 2 if known else None
 
 
-def _steps_over(job: JobState, rank: int, start: float, end: float) -> int | None:
-    """Steps ``rank`` completed over its reports sent between ``start`` and ``end`` (the
-    monitor's clock), by its history; None where fewer than two of them are kept. Its reports'
-    times are set on the monitor's clock by the least delay seen on the way, which a relay's
-    batching may stretch by up to an interval: only those a report interval past ``start`` are
-    sure to have been sent after it."""
+def _still_over(job: JobState, rank: int, start: float, end: float) -> float | None:
+    """The longest span of ``rank``'s reports around ``start``..``end`` (the monitor's clock)
+    over which it completed no more than :data:`UNDER_WAY` step; None where its reports do not
+    cover that time, or come too seldom to tell."""
     c = job.cols
+    interval = float(np.nan_to_num(c.interval[rank], nan=1.0))
+    if end - start < interval:
+        return None
     history = RankState(job, rank).history
     offset = float(c.least_delay[rank])
-    steps = [
-        steps
+    reports = [
+        (t + offset, steps)
         for t, steps in zip(history.series("t"), history.series("steps"), strict=True)
-        if start + float(c.interval[rank]) <= t + offset <= end
+        if start - 2 * interval <= t + offset <= end + 2 * interval
     ]
-    return int(steps[-1] - steps[0]) if len(steps) > 1 else None
+    if len(reports) < 2 or reports[0][0] > start:
+        return None
+    longest, first = 0.0, 0
+    for last in range(1, len(reports)):
+        while reports[last][1] - reports[first][1] > UNDER_WAY:
+            first += 1
+        longest = max(longest, reports[last][0] - reports[first][0])
+    return longest
