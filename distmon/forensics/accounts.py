@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.launchers import LOCAL_RANK, PROCESS, RANK, TASK, TEARDOWN
+from distmon.forensics.launchers import LOCAL_RANK, ON_A_NODE, RANK, SPAWNED, TEARDOWN, WORKER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.tracebacks import Raised
 from distmon.monitor.state.words import duration, rank_word
@@ -31,6 +31,17 @@ MISUSED = (
     "it failed, arguments the ranks do not agree on), not a rank"
 )
 FABRIC = "the network between the nodes (the InfiniBand or RoCE fabric, a port, a switch), not a rank"
+NVLINK = (
+    "the node's NVLink fabric (its NVSwitches and the Fabric Manager that runs them: restarted without a GPU "
+    "reset, or failed), not a rank"
+)
+USAGE = 2
+"""The exit code of a Python process whose command line was refused (argparse's ``error()``) or
+whose script could not be opened: a launch's mistake, the same on every rank."""
+USAGE_WHY = (
+    "exit code 2 is Python's usage error: the script refused the command line the launcher gave it (argparse), "
+    "or could not be opened; every rank is launched alike, so the launch, not a rank"
+)
 
 
 @dataclass
@@ -54,7 +65,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
                 found.named.setdefault(rank, why)
     if found.named:
         return found
-    found.nobody = _misuse(log) or _everyone_joined(log) or alike(log) or _fabric(log)
+    found.nobody = _misuse(log) or _everyone_joined(log) or _usage(log) or alike(log) or _fabric(log) or _nvlink(log)
     if found.nobody is None:
         found.suspects = _killed(log) + _lost_peers(log, world) + _disagreeing(log, world)
     return found
@@ -102,6 +113,23 @@ def _fabric(log: LogFacts) -> str | None:
     return f"{FABRIC}: {log.peers.losses[0].said}"
 
 
+def _nvlink(log: LogFacts) -> str | None:
+    """Where the only failure the log shows is NCCL's NVLS transport's (NVLink SHARP through the
+    node's NVSwitches)."""
+    if log.nccl.nvls is None or any(not r.consequence for r in log.raised.values()):
+        return None
+    return f"{NVLINK}: NCCL's NVLS transport: {log.nccl.nvls}"
+
+
+def _usage(log: LogFacts) -> str | None:
+    """Where every failure the log shows is an exit with Python's usage error's code and no
+    exception of the rank's own."""
+    failures = _failures(log)
+    if not failures or any(f.exception or f.exit != f"exit code {USAGE}" for f in failures):
+        return None
+    return f"{_whom(failures)} exited with code {USAGE}: {USAGE_WHY}"
+
+
 @dataclass
 class _Failure:
     """A rank's (or a process's) failure of its own: its exception where the log holds it, how
@@ -140,7 +168,7 @@ def _failures(log: LogFacts) -> list[_Failure]:
             found[f"{RANK} {rank}"] = _Failure(f"{RANK} {rank}", exception=_kind(raised), at=raised.at)
     ranked = any(e.unit == RANK for e in log.exits)
     for e in log.exits:
-        if e.code in (None, 0) or e.code in TEARDOWN or (ranked and e.unit in (LOCAL_RANK, TASK)):
+        if e.code in (None, 0) or e.code in TEARDOWN or e.unit == WORKER or (ranked and e.unit in ON_A_NODE):
             continue
         failure = found.setdefault(f"{e.unit} {e.who}", _Failure(f"{e.unit} {e.who}"))
         failure.exit = e.how
@@ -163,25 +191,24 @@ def _whom(failures: list[_Failure]) -> str:
     parts = [rank_word(ranks)] if ranks else []
     if others:
         unit = units.pop() if len(units) == 1 else "workers"
-        parts.append(f"{len(others)} {unit}{'es' if unit == PROCESS else 's'}")
+        parts.append(f"{len(others)} {unit}{'es' if unit.endswith('process') else 's'}")
     return " and ".join(parts)
 
 
 def _killed(log: LogFacts) -> list[tuple[int, str]]:
-    """Local ranks and srun tasks that died, where the log names no global rank for them."""
+    """Local ranks, srun tasks and ``mp.spawn``'s processes that died, where the log names no
+    global rank for them."""
     found = []
     for e in log.exits:
-        if e.unit not in (LOCAL_RANK, TASK) or e.code in (None, 0) or e.code in TEARDOWN:
+        if e.unit not in ON_A_NODE or e.code in (None, 0) or e.code in TEARDOWN:
             continue
         if e.unit == LOCAL_RANK:
-            found.append(
-                (
-                    e.who,
-                    f"local rank {e.who} ended by {e.how}, as torchrun says: rank {e.who} if the job ran on one node",
-                )
-            )
+            why = f"local rank {e.who} ended by {e.how}, as torchrun says: rank {e.who} if the job ran on one node"
+        elif e.unit == SPAWNED:
+            why = f"process {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
         else:
-            found.append((e.who, f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"))
+            why = f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"
+        found.append((e.who, why))
     return found
 
 

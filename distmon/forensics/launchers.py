@@ -14,14 +14,21 @@ first cause only where nothing timed out first. Shapes read::
               [host:02773] Signal: Segmentation fault (11)       (Open MPI's handler, by pid)
     srun      srun: error: node-1: tasks 8-13,15: Exited with exit code 1
               srun: error: node-1: task 3: Killed
+    mp.spawn  torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL
+              Exception: process 3 terminated with exit code 1          (torch 1.x's wording)
+    deepspeed [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=7',
+              ...] exits with return code = -9
 
 A local rank (torchrun's agent line) is the rank on its node, a task (srun) the rank only where
-srun started one task a rank: they are said, not taken for global ranks.
+srun started one task a rank, a process of ``mp.spawn`` its index, the rank on one node: they are
+said, not taken for global ranks. The deepspeed launcher says a worker's return code, not whose:
+the command its line prints is the last one it built, whichever worker failed.
 """
 
 from __future__ import annotations
 
 import re
+import signal
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -37,7 +44,12 @@ RANK = "rank"
 LOCAL_RANK = "local rank"
 TASK = "task"
 PROCESS = "process"
-"""What a launcher's number counts: a global rank, a rank on its node, an srun task, a pid."""
+SPAWNED = "spawned process"
+WORKER = "worker"
+"""What a launcher's number counts: a global rank, a rank on its node, an srun task, a pid, the
+index ``mp.spawn`` gave a process, or nothing (a worker the launcher does not name)."""
+ON_A_NODE = (LOCAL_RANK, TASK, SPAWNED)
+"""Units that are the rank where the job ran on one node (a task: where srun started one a rank)."""
 MAX_TASKS = 1 << 17
 """Tasks one srun line may name: more is no real job's."""
 
@@ -60,6 +72,11 @@ _SRUN = re.compile(
     r"srun: error: ([\w.-]{1,200}): tasks? ([\d,-]{1,4000}): "
     r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault)"
 )
+_SPAWN_EXIT = re.compile(
+    r"(?:ProcessExitedException|^Exception): process (\d{1,9}) terminated with "
+    r"(?:signal (SIG[A-Z]{1,10})|exit code (-?\d{1,9}))"
+)
+_DEEPSPEED = re.compile(r"\] exits with return code = (-?\d{1,9})\s*$")
 _SRUN_SIGNALS = {"Killed": 9, "Out Of Memory": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11}
 _SIGNAL_NAMES = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS"}
 
@@ -133,7 +150,9 @@ class LauncherLines:
         if self._table(body):
             return True
         self.flush()
-        return self._agent(body) or self._mpirun(body) or self._srun(body)
+        return (
+            self._agent(body) or self._mpirun(body) or self._srun(body) or self._spawned(body) or self._deepspeed(body)
+        )
 
     def flush(self) -> None:
         """Keeps the table entry being read, as it stands (the table or the log ended)."""
@@ -225,6 +244,34 @@ class LauncherLines:
         for task in task_list(tasks):
             self.kept(WorkerExit(TASK, task, number, "srun", host=visible(host, 200)))
         return True
+
+    def _spawned(self, body: str) -> bool:
+        """``mp.spawn``'s join: the first process it found ended, by a signal or an exit code."""
+        found = _SPAWN_EXIT.search(body) if "terminated with" in body else None
+        if found is None:
+            return False
+        index, name, code = found.groups()
+        number = int(code) if code is not None else -_signal_number(name)
+        by = "torch.multiprocessing.spawn"
+        self.kept(WorkerExit(SPAWNED, int(index), number, by, first=True, signal=name))
+        return True
+
+    def _deepspeed(self, body: str) -> bool:
+        """The deepspeed launcher's ``... exits with return code = -9``: a worker's, which one it
+        does not say."""
+        found = _DEEPSPEED.search(body) if "exits with return code" in body else None
+        if found is None:
+            return False
+        self.kept(WorkerExit(WORKER, -1, int(found.group(1)), "the deepspeed launcher", first=True))
+        return True
+
+
+def _signal_number(name: str) -> int:
+    """``SIGKILL`` as 9; 0 for a name this platform does not know."""
+    try:
+        return int(signal.Signals[name])
+    except KeyError:
+        return 0
 
 
 def task_list(text: str) -> list[int]:

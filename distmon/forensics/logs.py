@@ -16,7 +16,8 @@ names, where one does; alone, it is of the world group, as in old torch, unless 
 several such waits, which are then of groups the log does not name. A rank's
 ``[rankN]:``-prefixed Python traceback is its last words, as are the traceback under
 ``mp.spawn``'s ``-- Process N terminated`` and a launcher's first observed failure of a
-global rank; a traceback with no rank is kept apart (:attr:`LogFacts.unplaced`).
+global rank, and so is a prefixed exception line the paste holds without its traceback; a
+traceback with no rank is kept apart (:attr:`LogFacts.unplaced`).
 """
 
 from __future__ import annotations
@@ -30,7 +31,7 @@ from typing import IO
 from distmon.forensics.launchers import RANK, LauncherLines, WorkerExit
 from distmon.forensics.logfacts import DEFAULT_PG, MAX_GROUP, WORLD_GROUP, Layout, LogFacts, Timeout
 from distmon.forensics.pasted import lines_as_written
-from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, utc
+from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
 from distmon.forensics.watchdog import OPTIONS, PG, Said, said
 
 MAX_UNPLACED = 16
@@ -89,7 +90,7 @@ class _Reader:
         body = line[prefix.end() :] if prefix else line
         self._accounts(body, rank)
         if rank is not None:
-            self._traceback(rank, body)
+            self._traceback(rank, body, lone=found is None)
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
 
@@ -196,7 +197,9 @@ class _Reader:
         )
         facts.matched += any(read)
 
-    def _traceback(self, rank: int, body: str) -> None:
+    def _traceback(self, rank: int, body: str, lone: bool = False) -> None:
+        """A line of the rank's traceback; with ``lone``, an exception line the paste holds
+        without its traceback is one too (a watchdog's line is not: it says the rank waited)."""
         building = self.tracebacks.get(rank)
         if body.startswith(TRACEBACK) or (building is None and FRAME.match(body)):
             if rank in self.facts.raised:
@@ -205,6 +208,10 @@ class _Reader:
             if body.startswith(TRACEBACK):
                 return
         if building is None:
+            if lone and rank not in self.facts.raised and (begun := alone(body, self.stamp)) is not None:
+                assert begun.raised is not None
+                self.tracebacks[rank] = begun
+                self._raised(rank, begun.raised)
             return
         raised = building.line(body, self.stamp)
         if raised is not None:

@@ -1,15 +1,19 @@
 """NCCL's own lines (``NCCL_DEBUG=INFO`` or ``WARN``): which host each communicator's ranks are
-on, how many ranks it has, and the errors that mean the program used NCCL wrongly.
+on, how many ranks it has, how many processes print them (each a rank's), and the errors that
+mean the program used NCCL wrongly.
 
     node1:180457:182538 [0] NCCL INFO comm 0x55f7096ee250 rank 0 nranks 8 cudaDev 0 ... - Init COMPLETE
     node1:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000
     ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
+    gpu47:4962:5097 [1] transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error
 
 A host names a node; a communicator's ``rank`` is its own, the global rank only in the largest
 communicator of the log (the world's). ``invalid usage`` (two ranks on one GPU, a communicator
 used after it was aborted, arguments no two ranks agree on) and CUDA's ``invalid device
 ordinal`` (more ranks on a node than it has GPUs) are the program's or its launch's doing, not
-a rank's: no rank is to blame for them.
+a rank's: no rank is to blame for them. A failure of the NVLS transport (``transport/nvls.cc``:
+NVLink SHARP, multicast through the node's NVSwitches, which the Fabric Manager runs) is the
+node's NVLink fabric's. Any ``NCCL WARN`` line is a job's line, whatever it warns of.
 """
 
 from __future__ import annotations
@@ -23,10 +27,11 @@ MAX_GROUP = 1 << 20
 """Ranks a communicator may claim: more is no real job's."""
 MAX_HOSTS = 65536
 
-_PREFIX = re.compile(r"^([\w.-]{1,200}):\d{1,12}:\d{1,12} \[\d{1,4}\] NCCL (?:INFO|WARN)")
+_PREFIX = re.compile(r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[\d{1,4}\] NCCL (?:INFO|WARN)")
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
 _MEMBER = re.compile(r"\bcomm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9})")
 _DUPLICATE = re.compile(r"Duplicate GPU detected : rank (\d{1,9}) and rank (\d{1,9}) both on CUDA device (\w{1,40})")
+_NVLS = re.compile(r"transport/nvls\.cc:\d{1,6} NCCL WARN (.{1,300})")
 _MISUSE = re.compile(
     r"ncclInvalidUsage|ncclInvalidArgument|NCCL error.{0,300}?, invalid (?:usage|argument)|invalid device ordinal"
 )
@@ -44,6 +49,10 @@ class NcclLines:
     """Two ranks on one GPU, as NCCL says it."""
     invalid: str | None = None
     """The first line saying NCCL was used wrongly (``ncclInvalidUsage``, ``invalid argument``)."""
+    nvls: str | None = None
+    """The first failure of NCCL's NVLS transport, in its words."""
+    processes: set[tuple[str, str]] = field(default_factory=set)
+    """The processes NCCL's lines come from (host, pid): each a rank's."""
 
     @property
     def misuse(self) -> str | None:
@@ -52,7 +61,12 @@ class NcclLines:
 
     def line(self, line: str) -> bool:
         """Reads what ``line`` says, if NCCL wrote it or quoted it in an error."""
-        found = False
+        found = "NCCL WARN" in line
+        if (found or "NCCL INFO" in line) and len(self.processes) < MAX_HOSTS and (prefix := _PREFIX.match(line)):
+            self.processes.add((visible(prefix.group(1), 200), prefix.group(2)))
+            found = True
+        if found and self.nvls is None and (nvls := _NVLS.search(line)):
+            self.nvls = visible(nvls.group(1).strip(), 200)
         if "NCCL INFO" in line and (nranks := _NRANKS.search(line)) and int(nranks.group(1)) <= MAX_GROUP:
             self.nranks = max(self.nranks or 0, int(nranks.group(1)))
             self._member(line)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from distmon.forensics.logfacts import DEFAULT_PG, LogFacts, Timeout
 from distmon.forensics.tracebacks import Raised
+from distmon.forensics.watchdog import ROOTED, op_family
 from distmon.wire import GroupStatus, rank_runs
 
 P2P_OPS = ("send", "recv")
@@ -13,7 +14,8 @@ P2P_OPS = ("send", "recv")
 def statuses(facts: LogFacts, world: int, moment: float) -> dict[int, list[GroupStatus]]:
     """Each rank's timeouts as the group statuses its report would have held: the work that
     timed out is the oldest in flight, unless the group's other members had completed it
-    (they passed it: this rank stopped short of it, and is the one behind). A wait the log
+    (they passed it: this rank stopped short of it, and is the one behind); not so a collective
+    with a root, which its root completes before the others receive. A wait the log
     gives no time for ran, by ``moment``, as long as its line says, else from ``moment``. A
     rank that raised without a watchdog line stood short of its peers' wait
     (:meth:`Standings.stopped_short`). A group with nothing in flight (a dump signal's counts)
@@ -24,7 +26,7 @@ def statuses(facts: LogFacts, world: int, moment: float) -> dict[int, list[Group
         for t in timeouts.values():
             assert t.group is not None, "placed"
             seq = standings.position(t)
-            behind = t.idle or standings.passed(t.group, seq)
+            behind = t.idle or (op_family(t.op or "") not in ROOTED and standings.passed(t.group, seq))
             size, runs = standings.members(t.group)
             since = t.since if t.since is not None else moment - (t.ran or t.stuck or 0.0)
             status = GroupStatus(

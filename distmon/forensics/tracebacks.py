@@ -25,10 +25,11 @@ MAX_MESSAGE_LINES = 8
 """Lines of an exception's message read after its first."""
 
 TRACEBACK = "Traceback (most recent call last):"
-_LAUNCHERS = ("ChildFailedError", "CalledProcessError")
+_LAUNCHERS = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException")
+"""What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess;
+``torch.multiprocessing.spawn``)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
-"""What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess)."""
 FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
@@ -137,6 +138,17 @@ class Traceback:
         if self.raised is not None or not self.frames:
             return None
         return Raised("an exception", "its exception line is not in the log", self.frames, stamp, cut=True)
+
+
+def alone(body: str, stamp: float | None) -> Traceback | None:
+    """A traceback pasted without its frames, begun at its exception line (``[rank3]:
+    torch.OutOfMemoryError: CUDA out of memory ...``): a line whose first word is named as
+    exceptions are (``...Error``, ``...Exception``) and carries a message. None for any other line."""
+    building = Traceback()
+    raised = building.line(body, stamp)
+    if raised is None or not raised.message or not raised.type.endswith(_BARE_EXCEPTIONS):
+        return None
+    return building
 
 
 def utc(year: int | str, *parts: str | None) -> float | None:

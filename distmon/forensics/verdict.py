@@ -23,8 +23,10 @@ from dataclasses import dataclass, field
 
 from distmon.forensics.accounts import Accounts, accounts
 from distmon.forensics.analysis import Analysis
+from distmon.forensics.launchers import WORKER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
+from distmon.forensics.watchdog import ROOTED
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
@@ -38,8 +40,6 @@ MAX_SUSPECTS = 1024
 SHORT_TIMEOUT_MS = 300_000
 """A collective timeout shorter than this is tripped by a rank's routine work alone (a
 checkpoint, an evaluation): worth saying beside the ranks suspected."""
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
-"""Ops with a root, rank 0 as a rule."""
 TOGETHER = 1.0
 """Seconds within which ranks that timed out in the same collective timed out together."""
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
@@ -169,6 +169,11 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         said.append(f"a transport lost its peer{lost}")
     if log.debug.disagreeing():
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
+    said += [
+        f"{e.by} says a worker ended by {e.how}, not which (the command its line prints is the last it built)"
+        for e in log.exits
+        if e.unit == WORKER and e.code not in (None, 0)
+    ][:1]
     suspects = [Suspect(r, why) for r, why in told.suspects]
     if consequences or peers:
         gone = [r for r in range(analysis.world) if r not in log.seen and all(s.rank != r for s in suspects)]
@@ -226,9 +231,12 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
 
 def _first_collective(analysis: Analysis) -> bool:
     """Every rank waits in its group's first collective and completed none: they never
-    exchanged anything."""
-    waits = [g for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
-    return bool(waits) and all(g.completed <= 0 and g.op for g in waits)
+    exchanged anything. A watchdog line that gives no number (torch 1.10 and older, a message
+    a person elided) does not say it was the first."""
+    waits = [(f.rank, g) for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
+    timeouts = analysis.log.timeouts
+    numbered = all(t.seq is not None for r, g in waits if (t := timeouts.get(r, {}).get(g.id)) is not None)
+    return bool(waits) and numbered and all(g.completed <= 0 and g.op for _, g in waits)
 
 
 def _waiting(analysis: Analysis) -> str | None:
@@ -249,7 +257,12 @@ def _waiting(analysis: Analysis) -> str | None:
     if all(t is not None and t.seq is None and t.stuck is not None for t in said):
         what = f"with the watchdog stuck in {group_name(gid, g)}"
     else:
-        what = f"in collective #{seq}" + (f" ({g.op})" if g.op else "") + f" of {group_name(gid, g)}"
+        numbered = analysis.dumps or any(t is None or t.seq is not None for t in said)
+        if numbered:
+            what = f"in collective #{seq}" + (f" ({g.op})" if g.op else "")
+        else:
+            what = f"in {g.op or 'a collective'} (its number not in the log)"
+        what += f" of {group_name(gid, g)}"
     stated = analysis.dumps or any(t is not None and (t.ran is not None or t.stuck) for t in said)
     waited = f" for {duration(analysis.t - since)}" if stated else ""
     return f"{rank_word(ranks)} {verb} {what}{waited}"

@@ -31,7 +31,8 @@ a rank with nothing in flight there (last enqueued = last completed) waits in no
 that group.
 
 A terminal may have wrapped any of these in the middle of a word and a copy may have lost the
-space at the cut: the words are matched with or without the spaces between them.
+space at the cut: the words are matched with or without the spaces between them. A user may
+have elided the work's fields (``WorkNCCL(..., OpType=ALLREDUCE, ...)``): what is left is read.
 """
 
 from __future__ import annotations
@@ -56,7 +57,7 @@ PG = re.compile(
 BARE_RANK = re.compile(r"\[Rank ?(\d{1,9})\]")
 _CAUGHT = re.compile(
     rf"(?:(?:{_words('Watchdog caught collective operation timeout')}|{_words('Caught collective operation timeout')})"
-    r" ?: ?|Work )WorkNCCL\((?:SeqNum=(\d{1,18}), ?)?OpType=(\w{1,40})"
+    r" ?: ?|Work )WorkNCCL\((?:SeqNum=(\d{1,18}), ?)?(?:(?:\.{3}|…), ?)?OpType=(\w{1,40})"
 )
 _NUMEL = re.compile(r"NumelIn=(\d{1,18}), ?NumelOut=(\d{1,18})")
 _TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,18})")
@@ -119,6 +120,8 @@ GATHERS = ("_all_gather_base", "all_gather")
 """Ops whose output is the group's size times their input."""
 SCATTERS = ("_reduce_scatter_base", "reduce_scatter")
 """Ops whose input is the group's size times their output."""
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+"""Collectives with a root (rank 0 as a rule), which may complete on the root before the others."""
 _FAMILIES = (
     ("all_reduce", "all_reduce"),
     ("barrier", "all_reduce"),  # NCCL runs a barrier as an all-reduce: its watchdog says ALLREDUCE
@@ -181,6 +184,16 @@ class Said:
     def counted(self) -> bool:
         """Names a work's number, or the op the watchdog gave up on."""
         return self.seq is not None or self.op is not None
+
+
+_CONTINUES = re.compile(r"\s*(?:WorkNCCL\(|ran for |before timing out|last (?:enqueued|completed)|PG status)")
+"""How the rest of a watchdog message a person broke over lines starts."""
+
+
+def continues(line: str) -> bool:
+    """The line is the rest of a watchdog message, as a person broke it (``  WorkNCCL(...``,
+    ``  ran for 1800090 milliseconds ...``)."""
+    return bool(_CONTINUES.match(line))
 
 
 def is_watchdog(line: str) -> bool:

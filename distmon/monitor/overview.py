@@ -210,8 +210,7 @@ class Story:
         pausing = {} if found is not None else dict(monitor.pausing)
         waits = np.zeros(len(job.cols.present), dtype=bool)
         if found is not None or pausing:
-            c = job.cols
-            waits = job.live(now) & (c.in_collective | c.in_p2p)
+            waits = job.waiting_on_peers(now)
             waits[sorted(culprits | pausing.keys())] = False
         return cls(found, culprits, waits, pausing)
 

@@ -7,7 +7,8 @@ and other children inherit that environment, ``RANK`` included: a process below 
 same job and rank is that rank's child, not a rank. A launcher that is a Python program
 itself (torchrun's agent) has no rank of its own, or is known by name
 (:data:`~distmon.node.launchers.LAUNCHERS`). Several jobs on one node are told apart by the
-job id their launchers give (:func:`~distmon.node.launchers.launcher_job`).
+job id their launchers give (:func:`~distmon.node.launchers.launcher_job`), else by their
+launcher (the ranks one process started).
 
 "This node's ranks" are the processes in this process's network namespace: on a real node
 every process of the host; in a Kubernetes pod the pod's own, even where the pod sees the
@@ -21,6 +22,7 @@ counted, never guessed at.
 from __future__ import annotations
 
 import os
+import socket
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +30,7 @@ from pathlib import Path
 from distmon.node.launchers import LAUNCHERS, entry_point, launched_rank, launcher_job, local_rank
 
 PROC = Path("/proc")
+HOST = socket.gethostname()
 MAX_ENVIRON = 1 << 20
 """Bytes of a process's environment read at most."""
 MAX_CMDLINE = 1 << 16
@@ -47,6 +50,9 @@ class Process:
     """Its start time in clock ticks since boot: a pid reused is another process."""
     name: str
     """Its ``comm`` (torch names a DataLoader worker ``pt_data_worker``)."""
+    cmdline: bytes = b""
+    """Its command line as the kernel keeps it: with the pid and start time, what tells the
+    process before its ``exec`` (a launcher's copy) from after it (the rank)."""
 
 
 @dataclass(frozen=True)
@@ -96,7 +102,7 @@ class _Launched:
 
     @property
     def a_rank(self) -> bool:
-        return self.rank is not None and self.job is not None and self.entry not in LAUNCHERS
+        return self.rank is not None and self.entry not in LAUNCHERS
 
 
 NOT_A_RANK = _Launched()
@@ -108,8 +114,9 @@ class Finder:
 
     def __init__(self, proc: Path = PROC) -> None:
         self._proc = proc
-        self._known: dict[tuple[int, int], _Launched | None] = {}
-        """Per (pid, start): what its launcher gave it; None where its environment could not be read."""
+        self._known: dict[tuple[int, int, bytes], _Launched | None] = {}
+        """Per (pid, start, command line): what its launcher gave it; None where its
+        environment could not be read."""
         self._namespace = _read_link(proc / "self" / "ns" / "net")
         self.parents: dict[int, int] = {}
         """Every process's parent, as of the last scan."""
@@ -130,33 +137,34 @@ class Finder:
             elif launched.a_rank and p.name != WORKER_NAME:  # a worker whose rank died is no rank either
                 ranks[p.pid] = (p, launched)
         for pid, (p, launched) in sorted(ranks.items()):
-            above = next((ranks[a][1] for a in _lineage(pid, self.parents) if a in ranks), None)
-            if above is not None and (above.rank, above.job) == (launched.rank, launched.job):
+            above = next((ranks[a] for a in _lineage(pid, self.parents) if a in ranks), None)
+            if above is not None and (above[1].rank, _job(*above)) == (launched.rank, _job(p, launched)):
                 continue  # a child of that rank, with its environment
-            assert launched.rank is not None and launched.job is not None
+            assert launched.rank is not None
+            job = _job(p, launched)
             rank = FoundRank(
-                pid, launched.rank, launched.world, launched.local_rank, launched.job, p.started, p.ppid,
+                pid, launched.rank, launched.world, launched.local_rank, job, p.started, p.ppid,
                 tuple(workers.get(pid, ())),
             )  # fmt: skip
-            found.jobs.setdefault(launched.job, []).append(rank)
-        for job in found.jobs.values():
-            job.sort(key=lambda r: r.rank)
+            found.jobs.setdefault(job, []).append(rank)
+        for ranks_of_job in found.jobs.values():
+            ranks_of_job.sort(key=lambda r: r.rank)
         return found
 
     def _launched(self, p: Process) -> _Launched | None:
-        key = (p.pid, p.started)
+        key = (p.pid, p.started, p.cmdline)
         if key not in self._known:
             self._known[key] = self._read(p)
         return self._known[key]
 
     def _read(self, p: Process) -> _Launched | None:
         base = self._proc / str(p.pid)
-        if not self._python(base) or not self._here(base):
+        if not _python(base, p.cmdline) or not self._here(base):
             return NOT_A_RANK
         env = _environ(base)
         if env is None:
             return None
-        argv = [os.fsdecode(a) for a in _read(base / "cmdline", MAX_CMDLINE).split(b"\0") if a]
+        argv = [os.fsdecode(a) for a in p.cmdline.split(b"\0") if a]
         launched = launched_rank(env)
         if launched is None:
             return NOT_A_RANK
@@ -169,12 +177,17 @@ class Finder:
         theirs = _read_link(base / "ns" / "net")
         return self._namespace is None or theirs is None or theirs == self._namespace
 
-    @staticmethod
-    def _python(base: Path) -> bool:
-        """A Python interpreter: its executable's name, or where that may not be read (another
-        user's process), its command line's first word."""
-        exe = _read_link(base / "exe") or os.fsdecode(_read(base / "cmdline", 4096).split(b"\0")[0])
-        return "python" in os.path.basename(exe)
+
+def _python(base: Path, cmdline: bytes) -> bool:
+    """A Python interpreter: its executable's name, or where that may not be read (another
+    user's process), its command line's first word."""
+    exe = _read_link(base / "exe") or os.fsdecode(cmdline.split(b"\0")[0])
+    return "python" in os.path.basename(exe)
+
+
+def _job(p: Process, launched: _Launched) -> str:
+    """The job's id its launcher gave, else its launcher itself: the ranks one process started."""
+    return launched.job or f"{HOST}:{p.ppid}"
 
 
 def _lineage(pid: int, parents: Mapping[int, int]) -> Iterable[int]:
@@ -196,9 +209,9 @@ def _processes(proc: Path) -> Iterable[Process]:
         stat = _read(proc / entry / "stat", 4096).decode(errors="replace")
         name, _, after = stat.partition(" (")[2].rpartition(") ")
         fields = after.split()
-        if len(fields) < 20:
+        if len(fields) < 20 or fields[0] in "ZX":  # a process that has ended is no rank
             continue
-        yield Process(int(entry), int(fields[1]), int(fields[19]), name)
+        yield Process(int(entry), int(fields[1]), int(fields[19]), name, _read(proc / entry / "cmdline", MAX_CMDLINE))
 
 
 def _environ(base: Path) -> dict[str, str] | None:

@@ -48,12 +48,15 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
     if culprit:
         line.append("  culprit", style="bold red")
     line.append(f"  {visible(r.host)} · local rank {r.local_rank} · pid {r.pid}")
-    line.append(f" · step {r.steps} · heard {cells.duration(rank.silent_for(now))} ago")
+    counted = "found, not hooked" if r.outside is not None else f"step {r.steps}"
+    line.append(f" · {counted} · heard {cells.duration(rank.silent_for(now))} ago")
     return line
 
 
 def stack_section(rank: RankState, now: float) -> Text:
     r = rank.report
+    if r.stack is None and r.outside is not None:
+        return Text(f"Not taken from outside: {visible(r.outside.stack_error or 'py-spy found no frame')}", "yellow")
     if r.stack is None:
         # Absence proves nothing: a rank named from outside may not have sent its stack yet.
         floor = cells.duration(wire.STALL_FLOOR)
@@ -61,7 +64,7 @@ def stack_section(rank: RankState, now: float) -> Text:
     out = Text()
     if r.stalled_since is not None:
         out.append(f"No progress for {cells.duration(r.t - r.stalled_since)}; ", style="yellow")
-    out.append("innermost frame last:")
+    out.append("innermost frame last" + (", taken from outside with py-spy:" if r.outside is not None else ":"))
     return out + frames(r.stack)
 
 
@@ -89,6 +92,8 @@ def collectives_section(rank: RankState, now: float) -> Text:
             out.append(f"  blocked in #{c.blocked} for {cells.duration(age)}", style="yellow")
         out.append("\n")
     out.rstrip()
+    if not out and rank.report.outside is not None:
+        return Text("Found without the hook: its groups and sequence numbers are not seen from outside.", "dim")
     return out or Text("No process group reported.", "dim")
 
 

@@ -83,7 +83,10 @@ def scan_until(finder: Finder, ready: Callable[[Found], object]) -> Found:
         found[:] = [finder.scan()]
         return bool(ready(found[0]))
 
-    wait_until(scanned, 20, "the processes to start")
+    try:
+        wait_until(scanned, 20, "the processes to start")
+    except AssertionError as e:
+        raise AssertionError(f"{e}; found {found[0].jobs if found else None}") from None
     return found[0]
 
 

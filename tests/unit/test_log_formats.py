@@ -15,10 +15,20 @@ from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
-from distmon.forensics.launchers import LOCAL_RANK, PROCESS, RANK, TASK, LauncherLines, WorkerExit, task_list
+from distmon.forensics.launchers import (
+    LOCAL_RANK,
+    PROCESS,
+    RANK,
+    SPAWNED,
+    TASK,
+    WORKER,
+    LauncherLines,
+    WorkerExit,
+    task_list,
+)
 from distmon.forensics.logs import read_log
 from distmon.forensics.nccl import NcclLines
-from distmon.forensics.pasted import unlabelled
+from distmon.forensics.pasted import lines_as_written, unlabelled
 from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
 from distmon.forensics.verdict import judge
 from distmon.forensics.watchdog import op_family, said
@@ -109,6 +119,38 @@ def test_sruns_tasks_are_named_as_tasks() -> None:
         (TASK, 3, -9),
     ]
     assert task_list("4-2,x,7") == [7]
+
+
+def test_mp_spawns_join_names_the_process_it_found_ended_the_rank_on_one_node() -> None:
+    exits = read_launcher(
+        "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal SIGKILL\n"
+        "Exception: process 3 terminated with exit code 1"
+    )
+    assert [(e.unit, e.who, e.code, e.first) for e in exits] == [(SPAWNED, 2, -9, True), (SPAWNED, 3, 1, True)]
+    verdict = judge(
+        analyze_text("Traceback (most recent call last):\n" + "Exception: process 1 terminated with signal SIGKILL")
+    )
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [1], "its index, not proven its rank"
+    assert "process 1 ended by signal 9 (SIGKILL)" in verdict.suspects[0].why
+
+
+def test_the_deepspeed_launchers_return_code_names_no_worker() -> None:
+    line = (
+        "[2023-04-14 13:11:27,885] [ERROR] [launch.py:434:sigkill_handler] ['/usr/bin/python3', '-u', 'main.py', "
+        "'--local_rank=7'] exits with return code = -9"
+    )
+    [exit_] = read_launcher(line)
+    assert (exit_.unit, exit_.code) == (WORKER, -9), "the command it prints is the last it built, not the failed one's"
+    verdict = judge(analyze_text(line))
+    assert verdict.culprits == [] and verdict.suspects == [] and "not which" in verdict.headline
+
+
+def test_exit_code_2_is_pythons_usage_error_the_launchs_not_a_ranks() -> None:
+    one = TABLE.split("Root Cause")[0].replace("-15 (pid: 101)", "2 (pid: 101)").replace("Signal 15 (SIGTERM)", "x")
+    verdict = judge(analyze_text(one))
+    assert verdict.nobody is not None and "exit code 2 is Python's usage error" in verdict.nobody
+    verdict = judge(analyze_text(one.replace("exitcode  : 2", "exitcode  : 1")))
+    assert verdict.nobody is None, "another exit code of one rank's is no usage error"
 
 
 def test_every_rank_failing_alike_at_once_blames_nobody_but_one_failing_first_is_the_cause() -> None:
@@ -277,6 +319,35 @@ def test_nccl_places_ranks_on_hosts_and_says_when_it_was_misused() -> None:
     assert verdict.nobody is not None and verdict.culprits == [] and verdict.suspects == []
 
 
+def test_nccls_warnings_are_a_jobs_lines_and_its_nvls_transport_is_the_nodes() -> None:
+    line = "gpu47:4962:5097 [1] transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error"
+    nccl = NcclLines()
+    assert nccl.line(line) and nccl.nvls == "Cuda failure 999 'unknown error"
+    verdict = judge(analyze_text(line))
+    assert verdict.nobody is not None and "NVLink fabric" in verdict.nobody
+    verdict = judge(
+        analyze_text(line + "\n[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered")
+    )
+    assert verdict.culprits == [1], "a rank's own failure is not the fabric's"
+
+
+def test_the_processes_printing_nccls_lines_are_ranks_the_world_has() -> None:
+    log = "\n".join(
+        [f"h:{600 + d}:{700 + d} [{d}] NCCL INFO [Service thread] Connection closed by localRank 2" for d in range(4)]
+        + [
+            f"[rank{r}]:[E ProcessGroupNCCL.cpp:754] [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=305, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600381 "
+            "milliseconds before timing out."
+            for r in range(3)
+        ]
+    )
+    analysis = analyze_text(log)
+    verdict = judge(analysis)
+    assert analysis.world == 4 and verdict.nobody is None and [s.rank for s in verdict.suspects] == [3]
+    alone = judge(analyze_text(log.split("\n[rank0]")[0]))
+    assert alone.suspects == [], "which ranks the processes are, only ranks the log shows can say"
+
+
 def test_a_transport_names_the_peer_it_lost_and_the_fabric_is_no_rank() -> None:
     peers = PeerLines()
     peers.line(
@@ -323,12 +394,60 @@ def test_open_mpis_and_horovodruns_tags_are_ranks_where_torchrun_gives_none() ->
     assert (
         unlabelled("[1,5]<stderr>:Traceback (most recent call last):") == "[rank5]:Traceback (most recent call last):"
     )
+    assert unlabelled("Fri Sep 25 16:52:57 2020[1]<stderr>:User function") == "[rank1]:User function"
+    worker = "(VllmWorker rank=3 pid=226) ERROR 06-26 23:10:17 [multiproc_executor.py:527] Traceback (most"
+    assert unlabelled(worker) == "[rank3]:Traceback (most", "vLLM's worker label is its rank; its logger's stamp goes"
+    assert unlabelled("(RayWorkerWrapper pid=4009) x") == "x", "a Ray actor's pid is no rank"
     assert unlabelled("[2]<stdout>:loss 0.1") == "[rank2]:loss 0.1"
     assert unlabelled("[1,0]<stderr>:[rank4]: x") == "[rank4]: x", "torchrun's prefix wins"
     assert unlabelled("3: [rank9]: y") == "[rank9]: y" and unlabelled("3: y") == "y", "srun's task is no rank"
 
 
 # --- the watchdog's dump signal; a collective no peer issued -------------------------------------
+
+
+def test_a_watchdog_message_broken_over_indented_lines_and_elided_is_read_without_a_number() -> None:
+    pasted = [
+        "[Rank 0] Watchdog caught collective operation timeout:",
+        "  WorkNCCL(..., OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000)",
+        "  ran for 1800090 milliseconds before timing out.",
+        '  File "train.py", line 3, in <module>',
+    ]
+    [joined, frame] = lines_as_written(pasted)
+    found = said(joined)
+    assert found is not None and (found.bare, found.op, found.seq, found.ran) == (0, "all_reduce", None, 1800.09)
+    assert frame == pasted[-1], "a traceback's frame is no rest of the message"
+    verdict = judge(analyze_text("\n".join(pasted[:3])))
+    assert verdict.nobody is None, "no number: not the first collective, which never completed anywhere"
+    assert [s.rank for s in verdict.suspects][:1] == [0] and "its number not in the log" in verdict.headline
+    assert "1 ranks" not in verdict.headline
+
+
+def test_a_prefixed_exception_line_without_its_traceback_is_the_ranks_last_words() -> None:
+    log = (
+        "2024-11-20 14:37:16 [rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 132.00 MiB.\n"
+        "[rank1]: Epoch: 3\n[rank2]: RuntimeError: [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600000 milliseconds before timing out."
+    )
+    facts = read_log(io.StringIO(log))
+    assert set(facts.raised) == {3} and facts.raised[3].type == "torch.OutOfMemoryError"
+    assert 2 in facts.timeouts, "a watchdog's line says the rank waited, not that it failed of its own"
+
+
+def test_a_rooted_collective_its_root_completed_leaves_the_others_waiting_not_behind() -> None:
+    def line(rank: int, seq: int) -> str:
+        return (
+            f"[rank{rank}]:[E822 16:31:16.1 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=BROADCAST, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+            f"ran for 600009 milliseconds before timing out.\n[rank{rank}]:[E822 16:31:16.2 ProcessGroupNCCL.cpp:2271] "
+            f"[PG ID 4 PG GUID 67 Rank {rank}]  failure detected by watchdog at work sequence id: {seq} PG status: "
+            f"last enqueued work: 6464, last completed work: {seq - 1}"
+        )
+
+    verdict = judge(analyze_text(line(0, 5730) + "\n" + line(3, 5729)))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [1, 2], "the root finishes first"
+    verdict = judge(analyze_text((line(0, 5730) + "\n" + line(3, 5729)).replace("BROADCAST", "ALLREDUCE")))
+    assert verdict.culprits == [3], "an all-reduce a peer completed, this rank did not finish"
 
 
 def test_the_dump_signal_says_what_the_group_has_in_flight_and_who_fired() -> None:

@@ -159,9 +159,9 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
         f"{rank_word(ranks)} ({lead.host}, pid {lead.pid}) raised {exc.type} "
         f"at step {lead.steps}, at {where(exc.where)}:",
         f"    {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
-        "Traceback (innermost last):",
-        *traceback_lines(exc.traceback, depth=8),
     ]
+    if exc.traceback:
+        lines += ["Traceback (innermost last):", *traceback_lines(exc.traceback, depth=8)]
     if victims:
         lines.append(
             f"Then {rank_word(s.rank for s in victims)} failed because of it "

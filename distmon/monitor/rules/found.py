@@ -59,12 +59,10 @@ from distmon.monitor.rules.process import (
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.columns import I8
-from distmon.monitor.state.whereabouts import Place, classify, user_frame
+from distmon.monitor.state.whereabouts import PEER_KINDS, Place, classify, user_frame
 from distmon.monitor.state.words import duration, rank_word, stack_lines, where
 from distmon.wire import ANY_SOURCE, StackFrame
 
-PEER_KINDS = frozenset({"collective", "p2p", "init"})
-"""Places where a rank found standing still waits on its peers."""
 MAX_SHOWN = 4
 RAN_ON = 5.0
 """Seconds the others must run on after a found rank's process ended for it to be named."""
@@ -90,8 +88,10 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
         return []
     ranks = np.flatnonzero(found)
     places = _places(job, ranks)
-    at_peers = [rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_KINDS]
-    waiting = [_Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, at_peers)]
+    at_peers = {rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_KINDS}
+    waiting = [
+        _Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, sorted(at_peers))
+    ]
     early, hang = ctx.limits.early_after(0.0), ctx.limits.hang_after(0.0, ctx.interval)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []

@@ -38,6 +38,7 @@ from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import NodeLinks, SilentNode, blind_hosts, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
+from distmon.monitor.state.whereabouts import PEER_KINDS, classify
 from distmon.wire import GroupStatus, Report
 from distmon.wire.columns import ColumnBatch
 from distmon.wire.link import Batch, Relay
@@ -337,6 +338,19 @@ class JobState:
         outside = self.report_of(int(ranks[0])).outside
         return ranks, outside.stack_error if outside is not None else None
 
+    def waiting_on_peers(self, now: float) -> npt.NDArray[np.bool_]:
+        """Per rank: live and waiting on its peers: in a collective or a send or receive by its
+        reports; found from outside, standing still where its stack shows such a wait (one
+        stack classified per place)."""
+        c = self.cols
+        live = self.live(now)
+        mask: npt.NDArray[np.bool_] = live & (c.in_collective | c.in_p2p)
+        still = np.flatnonzero(live & self.found() & self.flagged(wire.FLAG_STALLED) & (c.stack != 0))
+        hashes, first = np.unique(c.stack[still], return_index=True)
+        peers = [h for h, i in zip(hashes.tolist(), first.tolist(), strict=True) if _at_peers(self, int(still[i]))]
+        mask[still[np.isin(c.stack[still], peers)]] = True
+        return mask
+
     def moving_found(self, now: float) -> bool:
         """A live rank found from outside makes progress, as far as the outside sees: its
         stack moves, or its thread works (the progress a job without the hook shows)."""
@@ -394,3 +408,8 @@ class JobState:
     def ended(self, now: float, quiet: float = 60.0) -> bool:
         """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
         return self.intake.ended(now, quiet)
+
+
+def _at_peers(job: JobState, rank: int) -> bool:
+    """Rank ``rank``'s stack stands where a rank waits on its peers."""
+    return classify(job.report_of(rank).stack).kind in PEER_KINDS

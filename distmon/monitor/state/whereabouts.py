@@ -43,6 +43,9 @@ PIPELINES = {
 LOCK_PATHS = ("/threading.py", "/queue.py", "multiprocessing/synchronize.py", "multiprocessing/queues.py", "/futures/")
 WAITING_KINDS = frozenset({"init", "collective", "p2p", "dataloader"})
 """Places where a rank waits on others: the large group found there are victims."""
+PEER_KINDS = frozenset({"init", "collective", "p2p"})
+"""Places where a rank waits on its peers (a rank waiting on its DataLoader waits on its own
+workers: it holds its peers up)."""
 
 
 @dataclass(frozen=True)
