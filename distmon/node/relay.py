@@ -132,6 +132,8 @@ class NodeRelay:
         """What the eye saw that has yet to go up."""
         self._flushed = 0.0
         """When the last batch went (monotonic)."""
+        self._read_links = False
+        """The eye has read the node's links once: a later reading it hands over tells a change."""
         self._told_an_end = False
         """The last batch told that a process ended: the next goes :data:`END_SETTLE` later, so
         that the monitor soon knows that no last words were on their way."""
@@ -198,7 +200,9 @@ class NodeRelay:
         seen = self.eye.take()
         if seen:
             self._seen.append(seen)
-        if any(one.links is not None or any(s.state == "X" for s in one.samples) for one in self._seen):
+        changed = self._read_links and any(one.links is not None for one in self._seen)
+        self._read_links = self._read_links or any(one.links is not None for one in self._seen)
+        if changed or any(s.state == "X" for one in self._seen for s in one.samples):
             return True  # an end, or a link that changed: at once (the monitor times the link by when it comes)
         looks = any(one.samples or one.stacks for one in self._seen)
         return looks and now - self._flushed >= CLOSE_PERIOD

@@ -139,7 +139,9 @@ def node_lost(job: JobState, ctx: Context) -> list[Finding]:
         if j.steps is not None:
             findings.append(_unwatched(job, ctx, node, j.steps))
             continue
-        gave_up = np.flatnonzero(job.consequences(LOST_PEER) & (job.cols.received >= node.since)).tolist()
+        gave_up = np.setdiff1d(
+            np.flatnonzero(job.consequences(LOST_PEER) & (job.cols.received >= node.since)), node.ranks
+        ).tolist()
         silent = ctx.now - node.since
         if j.waiting or gave_up or silent >= ctx.limits.silent_after(ctx.interval) + ctx.hang_after:
             findings.append(_lost(job, ctx, node, j.waiting, gave_up))
@@ -149,8 +151,8 @@ def node_lost(job: JobState, ctx: Context) -> list[Finding]:
 def _waits_for(
     job: JobState, ctx: Context, node: SilentNode, waiting: list[Wait], groups: dict[str, Group]
 ) -> list[Wait]:
-    """Of the live ranks' ``waiting``, the waits for ``node``'s ranks alone, begun about when it
-    went silent and longer than three steps (a healthy collective is over sooner), the
+    """Of the other live ranks' ``waiting``, the waits for ``node``'s ranks alone, begun about
+    when it went silent and longer than three steps (a healthy collective is over sooner), the
     longest first: in a collective of ``groups`` every live member has issued, or a send or
     receive to one of its ranks. A wait begun long after (its ranks, unwatched, stopped since)
     is the hang's."""
@@ -158,8 +160,8 @@ def _waits_for(
     began_by = node.since + float(np.nanmax(job.cols.interval[node.ranks])) + longest
     found = []
     for w in waiting:
-        if w.age < longest or ctx.now - w.age > began_by:
-            continue
+        if w.age < longest or ctx.now - w.age > began_by or np.isin(w.ranks, node.ranks).all():
+            continue  # too short, begun long after, or a wait of its own ranks (one heard a moment longer)
         if w.gid is not None:
             group = groups[w.gid]
             laggards = np.array(group.laggards(w.seq), dtype=np.int64)
@@ -184,6 +186,7 @@ def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
     rows = np.arange(used) < c.groups[:, None]
     theirs = distinct(c.g_id[node.ranks, :used][rows[node.ranks]])
     shares = job.live(ctx.now) & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
+    shares[node.ranks] = False  # its own, heard a moment longer, are no evidence
     peers = np.flatnonzero(shares)[:PEERS_LOOKED_AT]
     cut_by = node.since + float(np.nanmax(c.interval[node.ranks]))
     stepped = [p for p in peers.tolist() if _steps_since(job, p, cut_by) >= STEPS_ON]

@@ -103,14 +103,14 @@ def saw_end(gone: OrderedDict[tuple[str, int], float], host: str, pid: int, t: f
 
 def silent_nodes(job: NodeFacts, now: float, overdue: bool = False) -> list[SilentNode]:
     """The nodes silent as a whole at ``now``: a relay not heard, not even its empty batch, with
-    every rank last heard through it; or a relay overdue (:func:`relay_overdue`) with a rank
-    behind it silent, whichever comes first: a rank whose last report came a batch before the
-    others is silent a moment before its relay is, and its silence is the relay's; or two or
-    more ranks of one host, straight to the monitor, last heard within an interval of each
-    other, and none of that host's since. With ``overdue``, the moment before: a relay
-    overdue, or such a host not heard for two of its intervals (its ranks' last reports come
-    up to an interval apart, while a relay's ranks come in its batches and fall silent with
-    it)."""
+    every rank last heard through it; or a relay overdue (not heard for two intervals:
+    :func:`relay_interval`) with a rank behind it silent, whichever comes first: a rank whose
+    last report came a batch before the others is silent a moment before its relay is, and its
+    silence is the relay's; or two or more ranks of one host, straight to the monitor, last
+    heard within an interval of each other, and none of that host's since. With ``overdue``,
+    the moment before: a relay overdue, or such a host not heard for two of its intervals (its
+    ranks' last reports come up to an interval apart, while a relay's ranks come in its batches
+    and fall silent with it)."""
     c, limits = job.cols, job.limits
     watched = c.present & ~flagged(c, wire.FLAG_EXITED)
     silent = watched & (now - c.received >= limits.silent_after(c.interval))
