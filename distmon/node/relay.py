@@ -200,8 +200,8 @@ class NodeRelay:
         seen = self.eye.take()
         if seen:
             self._seen.append(seen)
-        changed = self._read_links and any(one.links is not None for one in self._seen)
-        self._read_links = self._read_links or any(one.links is not None for one in self._seen)
+        changed = self._read_links and seen.links is not None
+        self._read_links = self._read_links or seen.links is not None
         if changed or any(s.state == "X" for one in self._seen for s in one.samples):
             return True  # an end, or a link that changed: at once (the monitor times the link by when it comes)
         looks = any(one.samples or one.stacks for one in self._seen)
@@ -282,6 +282,7 @@ class NodeRelay:
             own.looks = [eye_looks.encode(said or seen[-1:])]
             self._said = now
         self._told_an_end = any(sample.state == "X" for one in said for sample in one.samples)
+        self._read_links = self._read_links or any(one.links is not None for one in said)
         self._seen = []
         self._flushed = now
         batch = ColumnBatch.merged([own, *self._columns])
