@@ -3,13 +3,16 @@ naming it and its ranks; a relay that dies while its ranks train on is a warning
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change
 from distmon.monitor.state.ending import fates, rank_ending
 from distmon.monitor.state.nodes import NodeLinks
@@ -20,6 +23,7 @@ from distmon.node.looks import Looks
 from distmon.node.proc import Sample
 from distmon.wire import ExitInfo, decode, encode
 from distmon.wire.link import Batch, Relay
+from tests.support.paths import DATA
 from tests.support.simulate import SimJob
 
 CUT = 20
@@ -299,3 +303,17 @@ def test_no_straggler_is_named_from_the_ranks_still_heard_while_a_node_is_silent
     _, changes = run(sim, 70, lambda rank, second: True, relays, Monitor(Detector()))
     named = [(t, c.alert.ranks) for t, c in changes if c.event == "raised" and c.alert.kind == "straggler"]
     assert named and all(t > 40 for t, _ in named) and named[0][1] == [1], named
+
+
+def test_a_real_flapping_link_is_its_one_warning_though_the_job_stood_still_past_the_hang_threshold() -> None:
+    """A real recording (benchmarks/bench_nodes.py --faults flap): node-b's link down 3 s and up
+    again three times 10 s apart; after the third, TCP's retransmissions kept every rank in one
+    all-reduce 7 s, past the hang threshold. The link is the incident: one warning, no stuck
+    collective paged besides."""
+    monitor = Monitor()
+    session = Session(ReplayFeed(str(DATA / "link-flapping.distmon"), speed=math.inf), monitor)
+    session.drain()
+    session.finish()
+    raised = [(a.kind, a.severity, a.ranks) for a in monitor.alerts.history]
+    assert raised == [("link_flapping", WARNING, [])], raised
+    assert monitor.alerts.history[0].summary.endswith("3.2s each; the job stood still each time")

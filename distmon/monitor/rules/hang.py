@@ -44,6 +44,7 @@ from distmon.monitor.rules.hang_words import (
     stuck_collective_words,
     stuck_message_words,
 )
+from distmon.monitor.rules.links import dropped_over
 from distmon.monitor.rules.nodes import node_ranks
 from distmon.monitor.rules.process import (
     Look,
@@ -176,7 +177,8 @@ class Incidents:
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.relation.diverged and self._everyone_waited(node, hang_after):
                 gid, seq = node
-                findings.append(self._stuck_collective(gid, seq, reach))
+                if not self._link_dropped(gid, seq):
+                    findings.append(self._stuck_collective(gid, seq, reach))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
                 findings.append(self._stuck_message(node))
         ring = self.relation.ring(reach)
@@ -434,6 +436,16 @@ class Incidents:
             return Root(rank, look)
         silent_for = s.silent_for(self.ctx.now) if s.silent(self.ctx.now) else None
         return Root(rank, look, s.report, s.finished, silent_for)
+
+    def _link_dropped(self, gid: str, seq: int) -> bool:
+        """A link of a node of the collective's members went down while they waited in it and
+        came back less than a hang threshold ago: the link's incident (``link_flapping``, or no
+        alarm for one drop), not a collective that does not complete."""
+        members = [w for w in self.groups[gid].waits if w.seq == seq]
+        ranks = np.unique(np.concatenate([w.ranks for w in members])) if members else np.zeros(0, dtype=np.int64)
+        hosts = {self.job.host_name(int(h)) for h in distinct(self.job.cols.host[ranks])}
+        began = self.ctx.now - max((w.age for w in members), default=0.0)
+        return dropped_over(self.job, hosts, began, self.ctx.now, self.ctx.hang_after)
 
     def _stuck_collective(self, gid: str, seq: int, reach: set[Node]) -> Finding:
         """Every member issued it and it does not complete. Its members that are also what

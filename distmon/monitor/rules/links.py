@@ -82,6 +82,20 @@ def link_flapping(job: JobState, ctx: Context) -> list[Finding]:
     return findings
 
 
+def dropped_over(job: JobState, hosts: set[str], start: float, now: float, after: float) -> bool:
+    """Whether a link of one of ``hosts`` was down from ``start`` on (the monitor's clock) and
+    came back less than ``after`` ago: what crosses it waited for it, not for a rank, and the
+    job goes on (or its link is ``link_flapping``'s; down for good, ``node_lost``'s)."""
+    for host in hosts:
+        links = job.links.get(host)
+        if links is None or not links.said:
+            continue
+        for found in drops(links, start - WINDOW).values():
+            if any(d.lasted is not None and d.t + d.lasted >= start and now - d.t - d.lasted < after for d in found):
+                return True
+    return False
+
+
 def _judged(job: JobState, ctx: Context, host: str, link: str, drop: Drop) -> bool | None:
     """Whether the job stood still over ``drop``, judged the first time it is asked (after it
     was told, the reports it lasted over are in) and kept: histories move on."""
