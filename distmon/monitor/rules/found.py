@@ -142,8 +142,9 @@ def _waited_in(job: JobState, rank: int, place: Place | None) -> WaitedIn:
     frames = r.stack or []
     op = next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
     assert place is not None
-    if op is None:
-        op = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}.get(place.kind)
+    if op is None:  # no torch.distributed call of its own: DDP's reducer, a pipeline library's sends
+        ops = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}
+        op = ops.get(place.kind) or place.words.removeprefix("in ")
     peer = r.outside.peer if r.outside is not None and place.kind == "p2p" else None
     at = place.user or _innermost(frames)
     return WaitedIn(THE_JOB, op=op, at=at, peer=peer, rank=rank)
