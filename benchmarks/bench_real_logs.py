@@ -9,7 +9,14 @@ where the truth is ``none``. It abstains where it names nobody and does not clea
 where the command does not read the log (an exit other than 0, no JSON). The
 logs found after the reader's rules were written (``"held_out"``) are also scored apart.
 
-    .venv/bin/python benchmarks/bench_real_logs.py [--json]
+``--pasted`` scores the same logs re-pasted the ways people paste them
+(``tests/support/pastes.py``: wrapped by a terminal, stamped by a logger or a collector,
+labelled by srun, coloured, with CR LF ends, quoted, indented, the ranks' lines interleaved
+otherwise, cut to 60%): for each pair of a log with a known truth and a paste, whether the
+verdict stays what the log as found gets (the same culprits, suspects and nobody), and right,
+wrong or abstained as above.
+
+    .venv/bin/python benchmarks/bench_real_logs.py [--json] [--pasted]
 """
 
 from __future__ import annotations
@@ -18,14 +25,21 @@ import argparse
 import contextlib
 import io
 import json
+import sys
+import tempfile
 from collections import Counter
 from pathlib import Path
 from typing import Any
 
 from distmon.cli import main as distmon
 
-REAL = Path(__file__).resolve().parent.parent / "tests" / "data" / "logs" / "real"
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.support.pastes import CUTTING, PASTES  # noqa: E402
+
+REAL = ROOT / "tests" / "data" / "logs" / "real"
 RIGHT, WRONG, ABSTAINED = "right", "wrong", "abstained"
+KEPT, UNREAD = "kept", "not read"
 
 
 def verdict(path: Path) -> tuple[int, dict[str, Any] | None]:
@@ -84,12 +98,76 @@ def score() -> dict[str, Any]:
     }
 
 
+def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool]:
+    """What a verdict says: its culprits, its suspects in order, whether it clears everyone."""
+    return found["culprits"], [s["rank"] for s in found["suspects"]], found["nobody"] is not None
+
+
+def score_pasted() -> dict[str, Any]:
+    """Every log re-pasted each way: read or not, the verdict kept or not; where the truth is
+    known, right, wrong or abstained. An excerpt (:data:`~tests.support.pastes.CUTTING`) need
+    not keep the verdict."""
+    truths: dict[str, dict[str, Any]] = json.loads((REAL / "truths.json").read_text())
+    by_paste: dict[str, Counter[str]] = {name: Counter() for name in PASTES}
+    misses = []
+    with tempfile.TemporaryDirectory() as folder:
+        for name, told in sorted(truths.items()):
+            text, truth = (REAL / name).read_text(), told["truth"]
+            _, found = verdict(REAL / name)
+            assert found is not None, name
+            for paste_name, paste in PASTES.items():
+                path = Path(folder) / name
+                path.write_bytes(paste(text).encode())
+                code, pasted = verdict(path)
+                counts = by_paste[paste_name]
+                kept = pasted is not None and said(pasted) == said(found)
+                counts[KEPT] += kept
+                counts[UNREAD] += pasted is None
+                result = None
+                if truth != "unknown":
+                    result = outcome(pasted, truth) if pasted is not None else ABSTAINED
+                    counts[result] += 1
+                if result == WRONG or not (kept or paste_name in CUTTING):
+                    summary = pasted["summary"][:100] if pasted is not None else f"exit {code}, no JSON"
+                    misses.append(f"{paste_name}: {name}: {result or 'changed'} (truth {truth}; said: {summary})")
+    totals = sum(by_paste.values(), Counter[str]())
+    return {
+        "logs": len(truths),
+        "known": sum(1 for told in truths.values() if told["truth"] != "unknown"),
+        **{k: totals[k] for k in (KEPT, RIGHT, WRONG, ABSTAINED, UNREAD)},
+        "by_paste": {name: dict(counts) for name, counts in by_paste.items()},
+        "misses": misses,
+    }
+
+
+def print_pasted(figures: dict[str, Any]) -> None:
+    pastes, logs, known = len(figures["by_paste"]), figures["logs"], figures["known"]
+    print(
+        f"{logs} logs x {pastes} pastes = {logs * pastes} pairs: {logs * pastes - figures[UNREAD]} read, "
+        f"verdict kept {figures[KEPT]}; {known * pastes} with a known truth: {figures[RIGHT]} right, "
+        f"{figures[WRONG]} wrong, {figures[ABSTAINED]} abstained"
+    )
+    print(f"  {'paste':<14} {UNREAD:>8} {KEPT:>5} {RIGHT:>5} {WRONG:>5} {ABSTAINED:>9}")
+    for name, counts in figures["by_paste"].items():
+        print(
+            f"  {name:<14} {counts.get(UNREAD, 0):>8} {counts.get(KEPT, 0):>5} {counts.get(RIGHT, 0):>5} "
+            f"{counts.get(WRONG, 0):>5} {counts.get(ABSTAINED, 0):>9}"
+        )
+    for miss in figures["misses"]:
+        print(f"  not kept: {miss}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", action="store_true", help="one JSON object instead of a table")
-    figures = score()
-    if parser.parse_args().json:
+    parser.add_argument("--pasted", action="store_true", help="the logs re-pasted the ways people paste them")
+    args = parser.parse_args()
+    figures = score_pasted() if args.pasted else score()
+    if args.json:
         print(json.dumps(figures))
+        return
+    if args.pasted:
+        print_pasted(figures)
         return
     print(
         f"{figures['logs']} logs of {len(figures['kinds'])} kinds: {figures['read']} read (exit 0, JSON); "

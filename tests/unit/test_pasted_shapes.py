@@ -1,0 +1,59 @@
+"""Every real log (``tests/data/logs/real``) re-pasted the ways people paste logs
+(:mod:`tests.support.pastes`): wrapped by a terminal, stamped by a logger or a collector,
+labelled by srun, coloured, with CR LF ends, quoted, indented, the ranks' lines interleaved
+otherwise, or cut to an excerpt. ``distmon analyze`` reads each (exit 0, JSON); a paste that
+keeps every line the job wrote gets the verdict the log as found gets; an excerpt may lose the
+lines that prove the culprit, and then suspects or abstains, but never names an innocent."""
+
+from __future__ import annotations
+
+import json
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distmon.cli import main
+from distmon.forensics.analysis import analyze
+from distmon.forensics.render import to_json
+from tests.support.pastes import KEEPING, PASTES
+from tests.support.paths import DATA
+
+REAL = DATA / "logs" / "real"
+TRUTHS: dict[str, dict[str, Any]] = json.loads((REAL / "truths.json").read_text())
+PAIRS = [(name, paste) for name in sorted(TRUTHS) for paste in PASTES]
+
+
+def analyzed(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["analyze", "--json", str(path)]) == 0, capsys.readouterr().err
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert {"culprits", "suspects", "nobody", "summary"} <= found.keys()
+    return found
+
+
+def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool]:
+    return found["culprits"], [s["rank"] for s in found["suspects"]], found["nobody"] is not None
+
+
+@cache
+def as_found(name: str) -> tuple[list[int], list[int], bool]:
+    """The verdict on the log as it was found."""
+    return said(to_json(analyze([str(REAL / name)])))
+
+
+@pytest.mark.parametrize(("name", "paste"), PAIRS, ids=[f"{name}-{paste}" for name, paste in PAIRS])
+def test_a_pasted_log_is_read_and_names_no_innocent(
+    name: str, paste: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(PASTES[paste]((REAL / name).read_text()).encode())
+    found = analyzed(path, capsys)
+    if paste in KEEPING:
+        assert said(found) == as_found(name), found["summary"]
+    truth = TRUTHS[name]["truth"]
+    if truth == "unknown":
+        return
+    innocent = set(found["culprits"]) - (set() if truth == "none" else set(truth))
+    assert not innocent, found["summary"]
+    assert truth == "none" or found["nobody"] is None, f"the culprit {truth} cleared: {found['summary']}"
