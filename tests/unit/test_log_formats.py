@@ -391,16 +391,15 @@ def test_a_lost_peers_host_places_the_suspects() -> None:
 
 
 def test_open_mpis_and_horovodruns_tags_are_ranks_where_torchrun_gives_none() -> None:
-    assert (
-        unlabelled("[1,5]<stderr>:Traceback (most recent call last):") == "[rank5]:Traceback (most recent call last):"
-    )
-    assert unlabelled("Fri Sep 25 16:52:57 2020[1]<stderr>:User function") == "[rank1]:User function"
+    tagged = unlabelled("[1,5]<stderr>:Traceback (most recent call last):")
+    assert tagged.text == "[rank5]:Traceback (most recent call last):"
+    assert unlabelled("Fri Sep 25 16:52:57 2020[1]<stderr>:User function").text == "[rank1]:User function"
     worker = "(VllmWorker rank=3 pid=226) ERROR 06-26 23:10:17 [multiproc_executor.py:527] Traceback (most"
-    assert unlabelled(worker) == "[rank3]:Traceback (most", "vLLM's worker label is its rank; its logger's stamp goes"
-    assert unlabelled("(RayWorkerWrapper pid=4009) x") == "x", "a Ray actor's pid is no rank"
-    assert unlabelled("[2]<stdout>:loss 0.1") == "[rank2]:loss 0.1"
-    assert unlabelled("[1,0]<stderr>:[rank4]: x") == "[rank4]: x", "torchrun's prefix wins"
-    assert unlabelled("3: [rank9]: y") == "[rank9]: y" and unlabelled("3: y") == "y", "srun's task is no rank"
+    assert unlabelled(worker).text == "[rank3]:Traceback (most", "vLLM's worker label is its rank; its logger's goes"
+    assert unlabelled("(RayWorkerWrapper pid=4009) x").text == "x", "a Ray actor's pid is no rank"
+    assert unlabelled("[2]<stdout>:loss 0.1").text == "[rank2]:loss 0.1"
+    assert unlabelled("[1,0]<stderr>:[rank4]: x").text == "[rank4]: x", "torchrun's prefix wins"
+    assert unlabelled("3: [rank9]: y").text == "[rank9]: y" and unlabelled("3: y").text == "y", "srun's task is no rank"
 
 
 # --- the watchdog's dump signal; a collective no peer issued -------------------------------------
@@ -413,7 +412,7 @@ def test_a_watchdog_message_broken_over_indented_lines_and_elided_is_read_withou
         "  ran for 1800090 milliseconds before timing out.",
         '  File "train.py", line 3, in <module>',
     ]
-    [joined, frame] = lines_as_written(pasted)
+    [joined, frame] = [written.text for written in lines_as_written(pasted)]
     found = said(joined)
     assert found is not None and (found.bare, found.op, found.seq, found.ran) == (0, "all_reduce", None, 1800.09)
     assert frame == pasted[-1], "a traceback's frame is no rest of the message"
