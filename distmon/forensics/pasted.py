@@ -111,8 +111,14 @@ _RECORD = re.compile(
     r"|={8}|-{8})"
 )
 """What starts a line of its own: a wrapped line's rest starts with none of these."""
-_STARTS = re.compile(_STAMP.pattern + r"|[EWIF]\d{4} \d\d:\d\d:\d\d|" + _LABELS.pattern)
-"""A stamp, glog's own (torchrun's agent), or a label: a line of its own starts with it."""
+_STARTS = re.compile(
+    _STAMP.pattern + r"|[EWIF]\d{4} \d\d:\d\d:\d\d|\[rank\d{1,9}\]:|\[[EWIF](?:\d{4} \d\d:| )"
+    r"|(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"
+    r'| {2}File "|' + _LABELS.pattern
+)
+"""What a line of its own starts with, where a soft wrap's rest (which a terminal never indents)
+starts with none: a stamp, glog's own (torchrun's agent), a rank's prefix, a record of
+:data:`_RECORD` at the line's first column, a traceback's frame, a label."""
 
 
 def unlabelled(line: str) -> Written:
@@ -212,7 +218,7 @@ def _wrap_width(lines: list[str]) -> int | None:
 
 def _carries_on(line: str) -> bool:
     """The line may be the rest of the one before it: it starts none of a line's own starts."""
-    return bool(line.strip()) and not _RECORD.match(line) and not _STARTS.match(line)
+    return bool(line.strip()) and not _STARTS.match(line)
 
 
 def _cleaned(raw: Iterable[str]) -> Iterator[Written]:

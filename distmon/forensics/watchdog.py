@@ -60,7 +60,9 @@ _CAUGHT = re.compile(
     r" ?: ?|Work )WorkNCCL\((?:SeqNum=(\d{1,18}), ?)?(?:(?:\.{3}|…), ?)?OpType=(\w{1,40})"
 )
 _NUMEL = re.compile(r"NumelIn=(\d{1,18}), ?NumelOut=(\d{1,18})")
-_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,18})")
+_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,18})\)")
+"""The work's timeout, read only where its closing parenthesis shows the number whole (a paste
+cut in the middle of it would make it absurdly low)."""
 _RAN_FOR = re.compile(_words("ran for") + r" ?(\d{1,18}) ?milli")
 _BLOCKING = re.compile(_words("timed out in blocking wait"))
 _AT_WORK = re.compile(
