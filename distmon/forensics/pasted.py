@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from itertools import chain, islice, pairwise
 from typing import NamedTuple
 
@@ -52,6 +53,8 @@ MIN_WIDTH = 40
 """The narrowest terminal a paste is taken to be wrapped at."""
 TERMINAL_WIDTHS = frozenset({80, 100, 120, 132, 160, 200})
 """The widths terminals open at: one line of such a width carrying on into the next is a wrap."""
+HEAD = 8
+"""Characters of a line's start compared with how the paste's own lines start."""
 
 
 class Written(NamedTuple):
@@ -173,14 +176,14 @@ def _unwrapped(lines: Iterator[str]) -> Iterator[str]:
     quoted, indent = _margin(ahead)
     rest = (_unquoted(line, quoted).removeprefix(indent) for line in lines)
     ahead = [_unquoted(line, quoted).removeprefix(indent) for line in ahead]
-    width = _wrap_width(ahead)
-    if width is None:
+    wrap = _wrap(ahead)
+    if wrap is None:
         yield from chain(ahead, rest)
         return
     pending: str | None = None
     last = ""
     for line in chain(ahead, rest):
-        if pending is not None and len(last) == width and _carries_on(line) and len(pending) < MAX_LINE:
+        if pending is not None and len(last) == wrap.width and wrap.carries_on(line) and len(pending) < MAX_LINE:
             pending, last = pending + line, line
             continue
         if pending is not None:
@@ -206,19 +209,38 @@ def _unquoted(line: str, quoted: bool) -> str:
     return line[found.end() :] if found else line
 
 
-def _wrap_width(lines: list[str]) -> int | None:
+@dataclass(frozen=True)
+class _Wrap:
+    """A terminal's soft wrap, as the lines ahead show it."""
+
+    width: int
+    starts: frozenset[str]
+    """How the paste's own lines start: those after a line shorter than the width, which no
+    wrap cut (the same NCCL prefix, host name or message on many lines)."""
+
+    def carries_on(self, line: str) -> bool:
+        """The line may be the rest of the one before it: it starts as none of the paste's
+        own lines start, nor as a line of its own does (:data:`_STARTS`), nor indented (a
+        wrap's cut may fall before one space, no more: an indented line is a traceback's code,
+        a table's row, a message a person broke)."""
+        return (
+            bool(line.strip())
+            and not line.startswith(("  ", "\t"))
+            and line[:HEAD] not in self.starts
+            and not _STARTS.match(line)
+        )
+
+
+def _wrap(lines: list[str]) -> _Wrap | None:
     """The width a terminal wrapped the lines at: the longest line's length, where several
     lines of it carry on into the next one, or one does at a width terminals open at."""
     width = max(map(len, lines), default=0)
     if width < MIN_WIDTH:
         return None
-    carried = sum(1 for a, b in pairwise(lines) if len(a) == width and _carries_on(b))
-    return width if carried >= 2 or (carried and width in TERMINAL_WIDTHS) else None
-
-
-def _carries_on(line: str) -> bool:
-    """The line may be the rest of the one before it: it starts none of a line's own starts."""
-    return bool(line.strip()) and not _STARTS.match(line)
+    starts = {line[:HEAD] for before, line in pairwise(["", *lines]) if len(before) != width}
+    wrap = _Wrap(width, frozenset(starts))
+    carried = sum(1 for a, b in pairwise(lines) if len(a) == width and wrap.carries_on(b))
+    return wrap if carried >= 2 or (carried and width in TERMINAL_WIDTHS) else None
 
 
 def _cleaned(raw: Iterable[str]) -> Iterator[Written]:

@@ -30,7 +30,9 @@ _LAUNCHERS = ("ChildFailedError", "CalledProcessError", "ProcessExitedException"
 ``torch.multiprocessing.spawn``)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
-FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
+FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
+"""A frame of a Python traceback, indented by two spaces as Python prints it, or by what a paste
+left of that (its shared indent taken off) or added."""
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 """How the names of exceptions raised without a message end: a lone word of the rank's own

@@ -157,6 +157,17 @@ def tail(text: str) -> str:
     return text[len(text) - int(len(text) * SHARE) :]
 
 
+def composed(*pastes: Paste) -> Paste:
+    """Several pastes one after the other, the first nearest the job."""
+
+    def paste(text: str) -> str:
+        for one in pastes:
+            text = one(text)
+        return text
+
+    return paste
+
+
 KEEPING: dict[str, Paste] = {
     "wrap80": wrapped(80),
     "wrap120": wrapped(120),
@@ -169,8 +180,12 @@ KEEPING: dict[str, Paste] = {
     "quote": quoted,
     "indent 4": indented,
     "interleaved": interleaved,
+    "kubectl+wrap120": composed(interleaved, kubectl_stamp, wrapped(120)),
+    "srun+wrap80+quote": composed(slurm_label, wrapped(80), quoted),
 }
-"""Pastes that keep every line the job wrote: the verdict must not change."""
+"""Pastes that keep every line the job wrote: the verdict must not change. The last two as they
+come together: a pod's log, its ranks' lines in another order, read in a terminal; srun's
+labelled output wrapped by a terminal and quoted in an issue."""
 CUTTING: dict[str, Paste] = {"first 60%": head, "last 60%": tail}
 """Excerpts: the proving lines may be gone, but a culprit named must still be one."""
 PASTES: dict[str, Paste] = {**KEEPING, **CUTTING}
