@@ -40,7 +40,9 @@ MAX_EXITS = 1 << 17
 """Workers' exits kept from one log."""
 
 _RANK = re.compile(r"\[rank(\d{1,9})\]: ?")
-_GLOG = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+_GLOG = re.compile(r"\[[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+"""c10's glog-like stamp: its month unpadded (``[E918 19:29:24.4`` is September 18th), its
+day padded (``[E109`` is January 9th), as glog pads both (``[E0918``)."""
 STAMP_SPAN = 80
 """Where a docker or logging stamp may stand in a line: at its start, before the rank's prefix."""
 _WORLD = re.compile(
@@ -69,6 +71,9 @@ class _Reader:
     year: int
     stamp: float | None = None
     """The last time a line gave: an unstamped traceback's."""
+    skew: float = 0.0
+    """How far the job's own clock (glog's stamps) stands from the clock of the stamps a logger
+    or a collector put before its lines, as the last line with both says."""
     tracebacks: dict[int, Traceback] = field(default_factory=dict)
     launcher: LauncherLines = field(init=False)
     spawned: int | None = None
@@ -123,16 +128,21 @@ class _Reader:
     def _time(self, line: str, stamp: str) -> float | None:
         """The glog stamp ``[E1124 03:12:44.123456789`` (its year that of the log's other
         stamps, else this year's), else the stamp a logger or a collector put before the line,
-        else a docker or logging stamp near its start; read as UTC, as only the differences
-        between lines count."""
+        else a docker or logging stamp near its start, put on the job's clock where a line
+        with both showed how far apart the two are (a collector's clock is UTC, glog's the
+        node's); read as UTC, as only the differences between lines count."""
         iso = ISO.match(stamp) or ISO.search(line, 0, STAMP_SPAN)
         if iso:
             self.year = int(iso.group(1))
             self.facts.dated = True
+        outer = utc(*iso.groups()) if iso else None
         glog = _GLOG.search(line)
-        if glog:
-            return utc(self.year, *glog.groups())
-        return utc(*iso.groups()) if iso else None
+        if glog is None:
+            return None if outer is None else outer + self.skew
+        at = utc(self.year, *glog.groups())
+        if at is not None and outer is not None:
+            self.skew = at - outer
+        return at
 
     def _world(self, line: str) -> None:
         world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None

@@ -109,19 +109,20 @@ _GLUED = re.compile(
 """Where another process's write starts in the middle of a line."""
 _REPEATED_WHAT = re.compile(r"(what\(\): +)(?:what\(\): +)+")
 _RECORD = re.compile(
-    r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{4} \d\d:| )"
+    r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
     r"|^\s*(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|File \"|frame #|Exception raised from|Root Cause"
     r"|={8}|-{8})"
 )
 """What starts a line of its own: a wrapped line's rest starts with none of these."""
 _STARTS = re.compile(
-    _STAMP.pattern + r"|[EWIF]\d{4} \d\d:\d\d:\d\d|\[rank\d{1,9}\]:|\[[EWIF](?:\d{4} \d\d:| )"
-    r"|(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"
+    _STAMP.pattern + r"|[EWIF]\d{3,4} \d\d:\d\d:\d\d|\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
+    r"|(?:what\(\):|terminate called|Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"
     r'| {2}File "|' + _LABELS.pattern
 )
-"""What a line of its own starts with, where a soft wrap's rest (which a terminal never indents)
-starts with none: a stamp, glog's own (torchrun's agent), a rank's prefix, a record of
-:data:`_RECORD` at the line's first column, a traceback's frame, a label."""
+"""What a line of its own starts with, where a soft wrap's rest starts with none: a stamp, glog's
+own (torchrun's agent), a rank's prefix, what starts a C++ or Python exception, a launcher's
+table, a traceback's frame, a label. Not a PG's or a rank's own prefix (``[PG ID 0 ...``,
+``[Rank 3]``): torch prints it after glog's, where a wrap may cut."""
 
 
 def unlabelled(line: str) -> Written:

@@ -223,11 +223,10 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
     log = analysis.log
     stuck = all(t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values())
     said = [t.said_at for ts in log.timeouts.values() for t in ts.values() if t.said_at is not None]
-    together = (
-        f", within {duration(max(said) - min(said))} of each other"
-        if said and max(said) - min(said) <= TOGETHER
-        else ""
-    )
+    spread = max(said) - min(said) if said else None
+    together = ""
+    if spread is not None and spread <= TOGETHER:
+        together = f", within {duration(spread)} of each other" if spread >= 0.1 else ", at once"
     caveat = ""
     if analysis.world_from == "the highest rank seen":
         caveat = (

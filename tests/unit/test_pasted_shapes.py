@@ -8,6 +8,7 @@ lines that prove the culprit, and then suspects or abstains, but never names an 
 from __future__ import annotations
 
 import json
+import re
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -32,12 +33,15 @@ def analyzed(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
     return found
 
 
-def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool]:
-    return found["culprits"], [s["rank"] for s in found["suspects"]], found["nobody"] is not None
+def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool, str]:
+    """The verdict: its culprits, its suspects in order, whether it clears everyone, its words
+    but for how close in time the ranks timed out (which a stamp added to each line tells)."""
+    words = re.sub(r", (?:at once|within \S+ of each other)", "", found["summary"])
+    return found["culprits"], [s["rank"] for s in found["suspects"]], found["nobody"] is not None, words
 
 
 @cache
-def as_found(name: str) -> tuple[list[int], list[int], bool]:
+def as_found(name: str) -> tuple[list[int], list[int], bool, str]:
     """The verdict on the log as it was found."""
     return said(to_json(analyze([str(REAL / name)])))
 
