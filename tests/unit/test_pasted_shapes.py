@@ -17,6 +17,8 @@ import pytest
 
 from distmon.cli import main
 from distmon.forensics.analysis import analyze
+from distmon.forensics.files import read_log_file
+from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.render import to_json
 from tests.support.pastes import KEEPING, PASTES
 from tests.support.paths import DATA
@@ -61,3 +63,23 @@ def test_a_pasted_log_is_read_and_names_no_innocent(
     innocent = set(found["culprits"]) - (set() if truth == "none" else set(truth))
     assert not innocent, found["summary"]
     assert truth == "none" or found["nobody"] is None, f"the culprit {truth} cleared: {found['summary']}"
+
+
+BIG = 10_000_000
+
+
+def test_a_10mb_log_pasted_is_read_to_its_end_within_the_limit(tmp_path: Path) -> None:
+    """The reader's limits hold for a pasted log as for one as found: the corpus again and again,
+    stamped, interleaved and wrapped; one line of 10 MB wrapped at 80 columns, joined again
+    into lines of the longest length read."""
+    corpus = "".join(path.read_text() for path in sorted(REAL.glob("*.log")))
+    line = corpus.replace("\n", " ")
+    for paste, text in (
+        ("kubectl+wrap120", corpus * (BIG // len(corpus) + 1)),
+        ("wrap80", line * (BIG // len(line) + 1) + "\n"),
+    ):
+        path = tmp_path / f"{paste}.log"
+        path.write_bytes(PASTES[paste](text).encode())
+        problems: list[str] = []
+        assert read_log_file(str(path), LogFacts(), problems) == 1
+        assert problems == [], problems
