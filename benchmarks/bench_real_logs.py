@@ -206,10 +206,10 @@ def print_pasted(figures: dict[str, Any]) -> None:
         f"verdict kept {figures[KEPT]}; {known * pastes} with a known truth: {figures[RIGHT]} right, "
         f"{figures[WRONG]} wrong, {figures[ABSTAINED]} abstained, {figures[MISNAMED]} misnamed"
     )
-    print(f"  {'paste':<14} {UNREAD:>8} {KEPT:>5} {RIGHT:>5} {WRONG:>5} {ABSTAINED:>9} {MISNAMED:>8}")
+    print(f"  {'paste':<18} {UNREAD:>8} {KEPT:>5} {RIGHT:>5} {WRONG:>5} {ABSTAINED:>9} {MISNAMED:>8}")
     for name, counts in figures["by_paste"].items():
         print(
-            f"  {name:<14} {counts.get(UNREAD, 0):>8} {counts.get(KEPT, 0):>5} {counts.get(RIGHT, 0):>5} "
+            f"  {name:<18} {counts.get(UNREAD, 0):>8} {counts.get(KEPT, 0):>5} {counts.get(RIGHT, 0):>5} "
             f"{counts.get(WRONG, 0):>5} {counts.get(ABSTAINED, 0):>9} {counts.get(MISNAMED, 0):>8}"
         )
     cut = figures["cut_anywhere"]

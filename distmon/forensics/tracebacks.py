@@ -52,7 +52,9 @@ class Raised:
     at: float | None
     """The time the log gives it (its own stamp, else the last one before it), if any."""
     cut: bool = False
-    """The log holds its frames, not its exception line."""
+    """The log holds its frames, not its exception line; or its exception line, not the message
+    the line says follows (``RuntimeError: `` where the paste ends: Python prints the colon only
+    before a message)."""
     more: list[str] = field(default_factory=list)
     """The lines of its message after the first."""
     launcher: str | None = None
@@ -117,7 +119,8 @@ class Traceback:
         if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
             return None
         message = visible((exception.group(2) or "").strip())
-        self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp)
+        cut = exception.group(2) is not None and not message
+        self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)
         return self.raised
 
     @property
@@ -133,6 +136,7 @@ class Traceback:
             self.closed = True
         else:
             self.raised.more.append(visible(body.strip()))
+            self.raised.cut = False
 
     def cut(self, stamp: float | None) -> Raised | None:
         """What a traceback the log ends or breaks off before its exception line says: the

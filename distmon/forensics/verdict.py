@@ -303,8 +303,11 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
 
 def _silent(log: LogFacts, rank: int) -> str:
     """Why a rank the log shows, but not waiting, is suspected."""
-    if _cut(log, rank):
-        return "it raised: its traceback is in the log, cut before its exception line"
+    raised = log.raised.get(rank)
+    if raised is not None and raised.cut:
+        if raised.message:
+            return "it raised: its traceback is in the log, cut before its exception line"
+        return f"it raised {raised.type}: the log is cut before its message"
     waiting = len(log.waiting)
     return (
         f"its lines are in the log, but no watchdog line: it was not waiting with the {waiting} "

@@ -634,6 +634,13 @@ def test_a_traceback_cut_before_its_exception_line_is_suspected_not_proven() -> 
     verdict = judge(analyze_text(cut + "[rank3]:  Original exception: \n[rank3]: Timed out waiting 600000ms for send"))
     assert verdict.culprits == [] and verdict.suspects[0].rank == 2
     assert "cut before its exception line" in verdict.suspects[0].why
+    head = '[rank1]: Traceback (most recent call last):\n[rank1]:   File "/job/train.py", line 9, in <module>\n'
+    verdict = judge(analyze_text(head + "[rank1]: RuntimeError: "))
+    assert (
+        verdict.culprits == []
+        and verdict.suspects[0].why == "it raised RuntimeError: the log is cut before its message"
+    )
+    assert judge(analyze_text(head + "[rank1]: RuntimeError: \n[rank1]: CUDA error: unknown error")).culprits == [1]
 
 
 def test_lone_waits_further_apart_than_one_groups_are_of_groups_the_log_does_not_name() -> None:
