@@ -92,7 +92,7 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     waiting = [
         _Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, sorted(at_peers))
     ]
-    early, hang = ctx.limits.early_after(0.0), ctx.limits.hang_after(0.0, ctx.interval)
+    early, hang = _thresholds(ctx, waiting)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []
     missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
@@ -110,6 +110,16 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     if len(by_place) == 1 and max(w.age for w in waiting) >= hang:
         return [_stuck(waiting)]
     return []
+
+
+def _thresholds(ctx: Context, waiting: list[_Stood]) -> tuple[float, float]:
+    """When a wait names the rank it waits for early, and when it is a hang. A job's pace is
+    not seen from outside: its floors; but ranks that all wait to join the job (in
+    ``init_process_group``) wait for a slow start as the stall rule lets a hooked job's do."""
+    limits = ctx.limits
+    if waiting and all(w.place.op == "init_process_group" for w in waiting):
+        return limits.init_wait, limits.hang_after(None, ctx.interval)
+    return limits.early_after(0.0), limits.hang_after(0.0, ctx.interval)
 
 
 def _stood(job: JobState, ctx: Context, ranks: list[int]) -> list[tuple[int, float]]:
@@ -140,10 +150,12 @@ def _waited_in(job: JobState, rank: int, place: Place | None) -> WaitedIn:
     where its code called it, and the peer a send or receive names."""
     r = job.report_of(rank)
     frames = r.stack or []
-    op = next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
     assert place is not None
-    if op is None:
-        op = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}.get(place.kind)
+    op = "init_process_group" if place.kind == "init" else None
+    op = op or next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
+    if op is None:  # no torch.distributed call of its own: DDP's reducer, a pipeline library's sends
+        ops = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}
+        op = ops.get(place.kind) or place.words.removeprefix("in ")
     peer = r.outside.peer if r.outside is not None and place.kind == "p2p" else None
     at = place.user or _innermost(frames)
     return WaitedIn(THE_JOB, op=op, at=at, peer=peer, rank=rank)
