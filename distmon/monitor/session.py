@@ -16,7 +16,7 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
+from distmon.monitor.intake.feeds import Feed, Item, Stamped, weight
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
@@ -59,7 +59,6 @@ class Session:
         self.taken = 0
         """What the last :meth:`run` took, by :func:`~distmon.monitor.intake.feeds.weight`: frames,
         as a rule."""
-        self._live = isinstance(feed, LiveFeed)
         self._turned: tuple[float, float] | None = None
         """The feed's clock and the monotonic clock at the last turn of the caller's loop."""
         self._paused = (0.0, 0.0)
@@ -75,7 +74,7 @@ class Session:
         changes: Timed = []
         items = self.feed.take(limit)
         clock = self.feed.now()  # after the take: no message taken is newer
-        if self._live:
+        if self.feed.watching:
             self._notice_away(clock)
         self.taken = sum(weight(message) for _, message in items)
         dropped, unwatched = self.feed.take_losses()
@@ -194,7 +193,9 @@ class Session:
         if self.finished:
             return []
         changes = self.drain()
-        closed = not self._live and self._next_tick is not None and self._next_tick - self.TICK >= self.feed.now()
+        closed = (
+            not self.feed.watching and self._next_tick is not None and self._next_tick - self.TICK >= self.feed.now()
+        )
         if self._next_tick is not None and not closed:
             changes += self._tick_until(self._next_tick)
         self.finished = True
@@ -213,8 +214,7 @@ class Session:
             now = self._next_tick
             changes += [(now, change) for change in self.monitor.tick(now)]
             for command in self.monitor.asking():
-                if isinstance(self.feed, LiveFeed):
-                    self.feed.send(command)
+                self.feed.send(command)
             if self.on_tick is not None:
                 self.on_tick(now)
             self._next_tick += self.TICK
