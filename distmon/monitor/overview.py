@@ -18,7 +18,7 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.attach.messages import Progress
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.pipeline import Monitoring
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
@@ -96,7 +96,7 @@ class OverviewTracker:
         """What this tracker has followed, for another to go on from."""
         return Progress(tuple(self._samples), self._marker, self._last_progress)
 
-    def observe(self, monitor: Monitor, now: float) -> None:
+    def observe(self, monitor: Monitoring, now: float) -> None:
         """Call once per tick."""
         job = monitor.state
         present = job.present()
@@ -112,7 +112,7 @@ class OverviewTracker:
         while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
             self._samples.popleft()
 
-    def overview(self, monitor: Monitor, now: float) -> Overview:
+    def overview(self, monitor: Monitoring, now: float) -> Overview:
         job = monitor.state
         present = job.present()
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
@@ -170,7 +170,7 @@ def _oldest_collective(
 
 
 def _state(
-    monitor: Monitor,
+    monitor: Monitoring,
     active: list[Alert],
     since: float | None,
     no_progress_after: float,
@@ -203,7 +203,7 @@ class Story:
     (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
 
     @classmethod
-    def of(cls, monitor: Monitor, now: float) -> Story:
+    def of(cls, monitor: Monitoring, now: float) -> Story:
         job = monitor.state
         found = first_cause(monitor.alerts.active.values())
         culprits = frozenset(found.ranks) if found is not None else frozenset[int]()

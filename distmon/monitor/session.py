@@ -17,7 +17,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.monitor.intake.feeds import Feed, Item, Stamped, weight
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.pipeline import Monitoring
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
 from distmon.wire.columns import ColumnBatch
@@ -49,7 +49,7 @@ class Session:
     monitor did not watch: well above a turn of the loop (:data:`distmon.commands.record.POLL`)
     and the longest tick (``benchmarks/bench_detector.py`` and ``bench_scale.py`` measure it)."""
 
-    def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
+    def __init__(self, feed: Feed, monitor: Monitoring, on_tick: Callable[[float], None] | None = None) -> None:
         self.feed = feed
         self.monitor = monitor
         self.on_tick = on_tick
@@ -78,8 +78,8 @@ class Session:
             self._notice_away(clock)
         self.taken = sum(weight(message) for _, message in items)
         dropped, unwatched = self.feed.take_losses()
-        self.monitor.state.dropped.update(dropped)
-        self.monitor.state.unwatched.update(unwatched)
+        self.monitor.state.refused(dropped)
+        self.monitor.state.not_watched(unwatched)
         pending: list[Item] = []
         for t, message in items:
             if self._next_tick is None:

@@ -23,7 +23,7 @@ from textual.widgets import Footer, Static
 from distmon.monitor.attach.feed import SILENT_AFTER
 from distmon.monitor.intake.feeds import ATTACHED, LIVE, Feed, Player
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.pipeline import Monitor, Monitoring
 from distmon.monitor.session import Session, Timed
 from distmon.tui import cells
 from distmon.tui.alert_detail import AlertDetail
@@ -62,7 +62,7 @@ class DistmonApp(App[None]):
         Binding("minus", "slower", "Slower", key_display="-", show=False),
     ]
 
-    def __init__(self, feed: Feed, monitor: Monitor, tracker: OverviewTracker | None = None) -> None:
+    def __init__(self, feed: Feed, monitor: Monitoring, tracker: OverviewTracker | None = None) -> None:
         super().__init__()
         self.feed = feed
         self.monitor = monitor
@@ -253,7 +253,7 @@ class DistmonApp(App[None]):
         self.redraw()
 
 
-def build_app(feed: Feed, monitor: Monitor | None = None, tracker: OverviewTracker | None = None) -> DistmonApp:
+def build_app(feed: Feed, monitor: Monitoring | None = None, tracker: OverviewTracker | None = None) -> DistmonApp:
     """The app for a feed: what ``distmon watch`` (``--attach``: a feed from a monitor running
     elsewhere, a :class:`~distmon.monitor.attach.follow.AttachedMonitor` of it, and its progress so far),
     ``distmon replay`` and the tests run."""

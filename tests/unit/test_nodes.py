@@ -15,10 +15,9 @@ from distmon.monitor.rules.detector import Detector
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change
 from distmon.monitor.state.ending import fates, rank_ending
-from distmon.monitor.state.nodes import NodeLinks
 from distmon.monitor.state.words import time_of_day
 from distmon.node import looks as eye_looks
-from distmon.node.links import IB, NET, Link, LinkChange
+from distmon.node.links import IB, NET, Link
 from distmon.node.looks import Looks
 from distmon.node.proc import Sample
 from distmon.wire import ExitInfo, decode, encode
@@ -109,11 +108,10 @@ def test_a_link_the_nodes_relay_said_went_down_is_quoted_once_it_is_told() -> No
     sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
     monitor, _ = run(sim, 30, lambda rank, second: rank < 2 or second < CUT, cut)
     assert "eth0" not in monitor.alerts.active["node_lost:node001"].detail
-    down = LinkChange(sim.start + CUT, "eth0", "eth0 went down (carrier lost)", down=True)
-    up = Link("eth0", NET, "up", True, 0)
-    flaps = [LinkChange(sim.start - 100 + k, "eth0", f"eth0 carrier losses {k} -> {k + 1}", True) for k in range(40)]
-    links = NodeLinks(sim.start + 10, (up,)).then(sim.start + 11, (up,), flaps)
-    monitor.state.links["node001"] = links.then(sim.start + 29, (replace(up, state="down", carrier=False),), (down,))
+    told = monitor.state.told
+    for k in range(41):  # the first reading is the usual; the carrier lost 40 times since, long ago
+        told.read_links("node001", [Link("eth0", NET, "up", True, k)], sim.start - 100 + k)
+    told.read_links("node001", [Link("eth0", NET, "down", False, 40)], sim.start + CUT)
     assert len(monitor.state.links["node001"].said) == 32
     run(sim, 31, lambda rank, second: rank < 2 or second < CUT, cut, monitor, since=30)
     detail = monitor.alerts.active["node_lost:node001"].detail

@@ -22,7 +22,6 @@ from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import fates, first_cause
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import LIMITS
-from distmon.monitor.state.nodes import saw_end
 from distmon.monitor.state.words import count, rank_word
 from distmon.node import looks as eye_looks
 from distmon.wire import WireError
@@ -117,8 +116,8 @@ def load(path: str) -> Postmortem:
         elif isinstance(record, LooksRecord):
             _eyes(pm.state, record.looks, record.t)
         elif isinstance(record, Dropped):
-            pm.state.dropped.update(record.dropped)
-            pm.state.unwatched.update(record.unwatched)
+            pm.state.refused(record.dropped)
+            pm.state.not_watched(record.unwatched)
         elif isinstance(record, AlertEvent):
             alert = record.alert
             alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)
@@ -137,10 +136,10 @@ def _eyes(state: JobState, looks: bytes, t: float) -> None:
     outside), and the processes they saw end."""
     with contextlib.suppress(WireError):
         for one in eye_looks.decode(looks):
-            state.eyes[one.host] = None
+            state.told.spoke(one.host)
             for sample in one.samples:
                 if sample.state == "X":
-                    saw_end(state.gone, one.host, sample.pid, t)
+                    state.told.saw_end(one.host, sample.pid, t)
 
 
 def _ingest(state: JobState, messages: list[MessageRecord]) -> None:
@@ -163,7 +162,7 @@ def _take(state: JobState, batch: Incoming, t: float, times: npt.NDArray[np.floa
             try:
                 state.ingest_batch(Batch.of([frame]), at, np.array([at]))
             except WireError:
-                state.dropped["malformed"] += 1
+                state.refused({"malformed": 1})
 
 
 def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert], stopping: bool) -> None:

@@ -21,8 +21,8 @@ the job are admitted (:mod:`distmon.monitor.state.admission`), so no sender can 
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -35,7 +35,7 @@ from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
 from distmon.monitor.state.limits import Thresholds
-from distmon.monitor.state.nodes import NodeLinks, SilentNode, blind_hosts, silent_nodes
+from distmon.monitor.state.nodes import EyesTold, NodeLinks, SilentNode, blind_hosts, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.monitor.state.whereabouts import PEER_KINDS, classify
@@ -58,18 +58,26 @@ class JobState:
     ) -> None:
         self.limits = limits
         self.intake = Intake(job, pinned, max_world)
-        self.unwatched: Counter[str] = Counter()
-        """Seconds the monitor did not watch, by why (:mod:`distmon.monitor.state.unwatched`)."""
+        self._unwatched: Counter[str] = Counter()
         self.ranks = Ranks(self)
-        self.eyes: OrderedDict[str, None] = OrderedDict()
-        """The nodes whose eye has spoken (the monitor's own host, a relay's node), by host
-        name: where a rank's process is seen from outside, not judged from its reports alone
-        (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
-        self.links: dict[str, NodeLinks] = {}
-        """Per host, its network links as its relay last read them, and the changes said."""
-        self.gone: OrderedDict[tuple[str, int], float] = OrderedDict()
-        """The processes (host, pid) the nodes' eyes saw end, with when they told it, in that
-        order (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
+        self.told = EyesTold()
+        """What the nodes' eyes told of the job's nodes (taken in by
+        :class:`distmon.monitor.outside.sight.Sight`)."""
+
+    @property
+    def eyes(self) -> Mapping[str, None]:
+        """The nodes whose eye has spoken (:attr:`EyesTold.eyes`)."""
+        return self.told.eyes
+
+    @property
+    def links(self) -> Mapping[str, NodeLinks]:
+        """Per host, its network links as its eye last read them (:attr:`EyesTold.links`)."""
+        return self.told.links
+
+    @property
+    def gone(self) -> Mapping[tuple[str, int], float]:
+        """The processes the nodes' eyes saw end (:attr:`EyesTold.gone`)."""
+        return self.told.gone
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -113,7 +121,29 @@ class JobState:
 
     @property
     def dropped(self) -> Counter[str]:
-        return self.intake.dropped
+        """Messages refused, by reason (a copy: :meth:`refused` counts them)."""
+        return self.intake.dropped.copy()
+
+    @property
+    def unwatched(self) -> Counter[str]:
+        """Seconds the monitor did not watch, by why (:mod:`distmon.monitor.state.unwatched`; a
+        copy: :meth:`not_watched` counts them)."""
+        return self._unwatched.copy()
+
+    def admit_worlds_up_to(self, most: int) -> None:
+        """Reports claiming a world of up to ``most`` ranks fit the job from now on (the
+        monitor a screen follows admits so many)."""
+        self.intake.max_world = most
+
+    def refused(self, reasons: Mapping[str, int]) -> None:
+        """Messages were refused before the state saw them, so many by reason (a feed's
+        refusals, looks that were not looks, a recording's ``d`` record)."""
+        self.intake.dropped.update(reasons)
+
+    def not_watched(self, seconds: Mapping[str, int]) -> None:
+        """The monitor did not watch so many seconds, by why (its loop stood still, its clock
+        jumped; those of the monitor a recording or a screen follows)."""
+        self._unwatched.update(seconds)
 
     @property
     def lost_on_the_way(self) -> Counter[str]:

@@ -11,8 +11,9 @@ train on), the rules judge (:mod:`distmon.monitor.rules.nodes`).
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Protocol
 
 import numpy as np
@@ -22,7 +23,7 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import F8, I8, Columns
 from distmon.monitor.state.facts import flagged
 from distmon.monitor.state.limits import Thresholds
-from distmon.node.links import Link, LinkChange
+from distmon.node.links import Link, LinkChange, changes
 from distmon.wire.link import Relay
 
 TOGETHER = 0.5
@@ -31,6 +32,8 @@ together: each reports at its own phase of the interval, so a node that went at 
 last reports up to an interval apart."""
 MAX_SAID = 32
 """Link changes a node's record keeps, the latest last."""
+MAX_EYES = 1 << 17
+"""Nodes known to have an eye, at most (a node per rank at the most ranks distmon admits)."""
 MAX_GONE = 16384
 """Processes a job keeps as seen gone by the eyes (:attr:`~distmon.monitor.state.job.JobState.gone`), the latest."""
 RELAY_INTERVAL = 1.0
@@ -92,13 +95,73 @@ class NodeFacts(Protocol):
     def host_name(self, host: int) -> str: ...
 
 
-def saw_end(gone: OrderedDict[tuple[str, int], float], host: str, pid: int, t: float) -> None:
-    """Keep that an eye told at ``t`` that process ``pid`` on ``host`` ended (the first telling
-    stands), at most :data:`MAX_GONE`."""
-    if (host, pid) not in gone:
-        gone[(host, pid)] = t
-        while len(gone) > MAX_GONE:
-            gone.popitem(last=False)
+class EyesTold:
+    """What the nodes' eyes told of the job's nodes, kept with the job
+    (:attr:`~distmon.monitor.state.job.JobState.told`) and written only through what happened,
+    as looks come (:class:`~distmon.monitor.outside.sight.Sight`, live or replayed; a recording
+    read back): which nodes have an eye, each node's network links and the changes between its
+    readings, the processes seen end."""
+
+    def __init__(self) -> None:
+        self._eyes: OrderedDict[str, None] = OrderedDict()
+        self._links: dict[str, NodeLinks] = {}
+        self._gone: OrderedDict[tuple[str, int], float] = OrderedDict()
+
+    @property
+    def eyes(self) -> Mapping[str, None]:
+        """The nodes whose eye has spoken (the monitor's own host, a relay's node), by host
+        name, the most recent last: where a rank's process is seen from outside, not judged
+        from its reports alone."""
+        return MappingProxyType(self._eyes)
+
+    @property
+    def links(self) -> Mapping[str, NodeLinks]:
+        """Per node, its network links as its eye last read them, and the changes said."""
+        return MappingProxyType(self._links)
+
+    @property
+    def gone(self) -> Mapping[tuple[str, int], float]:
+        """The processes (host, pid) the nodes' eyes saw end, with when they told it (the
+        monitor's clock), in that order."""
+        return MappingProxyType(self._gone)
+
+    def spoke(self, host: str) -> bool:
+        """The eye on ``host`` spoke; whether it is its first word. At most :data:`MAX_EYES`
+        nodes are kept, those heard most recently."""
+        first = host not in self._eyes
+        self._eyes[host] = None
+        self._eyes.move_to_end(host)
+        while len(self._eyes) > MAX_EYES:
+            self._eyes.popitem(last=False)
+        return first
+
+    def read_links(self, host: str, links: list[Link], t: float) -> None:
+        """A node's new reading of its links, read at ``t`` (the monitor's clock): the first
+        sets what is usual there (a link always down says nothing), each later one says what
+        changed since."""
+        before = self._links.get(host)
+        if before is None:
+            if len(self._links) < MAX_EYES:
+                self._links[host] = NodeLinks(t, tuple(links))
+            return
+        self._links[host] = before.then(t, links, changes(list(before.links), links, t))
+
+    def ended_since(self, after: float) -> list[tuple[str, int, float]]:
+        """The processes told gone at ``after`` or since: host, pid and when, the latest first."""
+        found = []
+        for (host, pid), t in reversed(self._gone.items()):
+            if t < after:
+                break
+            found.append((host, pid, t))
+        return found
+
+    def saw_end(self, host: str, pid: int, t: float) -> None:
+        """An eye told at ``t`` that process ``pid`` on ``host`` ended (the first telling
+        stands), the latest :data:`MAX_GONE` kept."""
+        if (host, pid) not in self._gone:
+            self._gone[(host, pid)] = t
+            while len(self._gone) > MAX_GONE:
+                self._gone.popitem(last=False)
 
 
 def silent_nodes(job: NodeFacts, now: float, overdue: bool = False) -> list[SilentNode]:
