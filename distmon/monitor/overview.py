@@ -102,13 +102,11 @@ class OverviewTracker:
         present = job.present()
         if not len(present):
             return
-        c = job.cols
-        rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
-        marker = (int(c.steps[present].sum()), int(c.g_comp[present][rows].sum()))
+        marker = job.progress()
         if marker != self._marker or job.moving_found(now):
             self._marker = marker
             self._last_progress = now
-        self._samples.append((now, int(c.steps[present].max())))
+        self._samples.append((now, int(job.cols.steps[present].max())))
         while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
             self._samples.popleft()
 

@@ -74,10 +74,7 @@ class Postmortem:
     @property
     def progressed(self) -> bool:
         """Some rank made a step, a forward pass or a collective during the recording."""
-        return any(
-            r.report.steps or r.report.forwards or any(g.completed for g in r.report.groups)
-            for r in self.state.ranks.values()
-        )
+        return any(self.state.progress())
 
     def ending(self) -> str:
         """How the job ended, in one line (:meth:`JobState.ending`), or that it had not."""

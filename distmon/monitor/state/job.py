@@ -381,6 +381,15 @@ class JobState:
         mask[still[np.isin(c.stack[still], peers)]] = True
         return mask
 
+    def progress(self) -> tuple[int, int]:
+        """The job's progress so far, the one measure of it: the steps and forward passes, and
+        the collectives completed, summed over the ranks heard. It grows whenever any rank makes
+        some (ranks found from outside count none: :meth:`moving_found`)."""
+        c = self.cols
+        present = self.present()
+        rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
+        return int(c.steps[present].sum() + c.forwards[present].sum()), int(c.g_comp[present][rows].sum())
+
     def moving_found(self, now: float) -> bool:
         """A live rank found from outside makes progress, as far as the outside sees: its
         stack moves, or its thread works (the progress a job without the hook shows)."""
