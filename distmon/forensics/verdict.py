@@ -28,7 +28,8 @@ from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.watchdog import ROOTED
 from distmon.monitor.state.alerts import Alert
-from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
+from distmon.monitor.state.ending import first_cause
+from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus
 

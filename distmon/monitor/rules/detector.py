@@ -34,6 +34,7 @@ from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.rules.routine import Routine
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.limits import Thresholds
 
 
@@ -97,7 +98,7 @@ class Detector:
         if context.behind is not None:
             # Behind, the monitor cannot see an incident end: it keeps what it found until it has caught up.
             found = {f.key for f in findings}
-            findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
+            findings += [f for key, f in self._last.items() if key not in found and f.kind != AlertKind.MONITOR_BEHIND]
         self._last = {f.key: f for f in findings}
         self.routine.settle(lambda rank: rank in state.ranks and state.ranks[rank].live(now), context.behind is None)
         named = {rank for f in findings for rank in f.ranks}

@@ -27,6 +27,7 @@ from distmon.monitor.rules.process import (
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import (
     FIRST_LINE_IN_DETAIL,
     duration,
@@ -146,7 +147,7 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
         f"What to do: look at where {rank_word(ranks)} stood (above): that is what the others waited for. "
         "Their timeouts and torchrun's ChildFailedError follow from it.",
     ]
-    return [Finding("hang", "hang", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
+    return [Finding("hang", AlertKind.HANG, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
 
 
 def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:
@@ -192,7 +193,7 @@ def _orphan_finding(job: JobState, victims: list[RankState], ctx: Context) -> Fi
             "killer, segfaults) for the process that exited first.",
         ]
     )
-    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, detail, said(job, ranks, ctx))
+    return Finding("rank_exception", AlertKind.RANK_EXCEPTION, CRITICAL, ranks, summary, detail, said(job, ranks, ctx))
 
 
 def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
@@ -252,7 +253,9 @@ def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], c
         "What to do: check the node's kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`) "
         "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
     )
-    return Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
+    return Finding(
+        "rank_lost", AlertKind.RANK_LOST, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks)
+    )
 
 
 def _process_words(job: JobState, host: str, pid: int, state: str | None, told: dict[tuple[str, int], float]) -> str:
@@ -283,4 +286,4 @@ def _silent(job: JobState, silent: list[RankState], ctx: Context) -> Finding:
         steps or [f"What to do: `py-spy dump --native --pid {silent[0].report.pid}` on {silent[0].report.host}."]
     )
     severity = WARNING if all_working(list(looks.values())) else CRITICAL
-    return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
+    return Finding("hang", AlertKind.HANG, severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))

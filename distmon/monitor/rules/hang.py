@@ -73,6 +73,7 @@ from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import group_label, group_name, timeout_left
@@ -417,7 +418,7 @@ class Incidents:
         )
         summary, detail = hang_words(hang)
         doing = said(self.job, roots, self.ctx, looks)
-        return Finding("hang", "hang", hang.severity, roots, summary, detail, doing)
+        return Finding("hang", AlertKind.HANG, hang.severity, roots, summary, detail, doing)
 
     def _look(self, rank: int, verdict: Verdict | None = None, waited: float | None = None) -> Look:
         """Rank ``rank``'s process over the ``waited`` seconds the others waited for it, its
@@ -459,7 +460,9 @@ class Incidents:
         fires = timeout_left(view.sample, age)
         stuck = StuckCollective(WaitedIn(view.name, seq, op), age, view.sample.timeout, fires, tuple(suspects))
         summary, detail = stuck_collective_words(stuck)
-        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, detail, said(self.job, suspects, self.ctx))
+        return Finding(
+            f"hang:{gid}", AlertKind.HANG, CRITICAL, suspects, summary, detail, said(self.job, suspects, self.ctx)
+        )
 
     def _stuck_message(self, node: Transfer) -> Finding:
         gid, src, dst, _ = node
@@ -469,7 +472,7 @@ class Incidents:
         summary, detail = stuck_message_words(StuckMessage(node, self._group_label(gid), age, ranks))
         ends = sorted({src, dst})
         doing = said(self.job, ends, self.ctx)
-        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, ends, summary, detail, doing)
+        return Finding(f"hang:{gid}:{src}>{dst}", AlertKind.HANG, CRITICAL, ends, summary, detail, doing)
 
     def _deadlock(self, ring: list[int]) -> Finding:
         shown = []
@@ -486,4 +489,4 @@ class Incidents:
         groups = tuple(sorted({str(w.node[0]) for w in waits}))
         collective, p2p = any(w.gid is not None for w in waits), any(w.gid is None for w in waits)
         summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), collective, p2p, groups))
-        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, detail, said(self.job, ring, self.ctx))
+        return Finding("hang:cycle", AlertKind.HANG, CRITICAL, ring, summary, detail, said(self.job, ring, self.ctx))

@@ -23,6 +23,7 @@ from distmon import wire
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import WARNING, Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.nodes import NodeLinks
 from distmon.monitor.state.words import duration, time_of_day
 from distmon.node.eye import LINKS_EVERY
@@ -147,7 +148,7 @@ def _flapping(host: str, flapping: dict[str, list[tuple[Drop, bool | None]]], ki
         f'reason="{link} flapping"; Kubernetes: kubectl drain {host}), and restart this one without it '
         "if the stalls cost too much."
     )
-    return Finding(f"link_flapping:{host}", "link_flapping", WARNING, [], summary, "\n".join(lines))
+    return Finding(f"link_flapping:{host}", AlertKind.LINK_FLAPPING, WARNING, [], summary, "\n".join(lines))
 
 
 def _each(found: list[Drop]) -> str:

@@ -35,6 +35,7 @@ from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.nodes import SilentNode
 from distmon.monitor.state.words import duration, group_name, rank_word, time_of_day
 
@@ -318,7 +319,7 @@ def _unwatched(job: JobState, ctx: Context, node: SilentNode, steps: Steps) -> F
             f"What to do: check the path from {node.host} to the monitor (a firewall, a route); its ranks "
             "send again by themselves once it is open."
         )
-    return Finding(f"node_unwatched:{node.host}", "node_unwatched", WARNING, [], summary, "\n".join(lines))
+    return Finding(f"node_unwatched:{node.host}", AlertKind.NODE_UNWATCHED, WARNING, [], summary, "\n".join(lines))
 
 
 def _what(job: JobState, w: Wait) -> str:

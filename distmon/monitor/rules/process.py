@@ -34,15 +34,11 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.columns import I8
+from distmon.monitor.state.kinds import IDLE_VERDICTS, MOVING_VERDICTS, Doing
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.node.proc import GIL_WAKES, Sample
 from distmon.node.pyspy import OutsideStack
 
-IDLE_VERDICTS = frozenset({"sigstopped", "traced", "file_io", "gil", "lock", "sleeping"})
-"""Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,
-is named early (:attr:`distmon.monitor.state.limits.Thresholds.early_floor`)."""
-MOVING = frozenset({"sleeping", "lock", "unknown"})
-"""Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
 LAST_WORDS_GRACE = 0.1
@@ -134,7 +130,7 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     verdict = judge(r.host, first, seen.last, frames, owns_gil)
-    if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
+    if verdict.kind in MOVING_VERDICTS and seen.last is not None and len({_doing(look) for look in looks}) > 1:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
         verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and gil_held(s, ctx):
@@ -271,7 +267,7 @@ def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStac
     if not taken.frames:
         return taken, (f"its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}",)
     place = classify(taken.frames, taken.owns_gil)
-    gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
+    gil = ", holding the GIL" if taken.owns_gil and place.kind != Doing.GIL else ""
     lines = [f"its main thread, from outside with {taken.how}{gil}: {place.words}"]
     if taken.partial:
         lines.append(f"  (Python frames only: {taken.partial})")

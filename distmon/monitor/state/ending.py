@@ -17,18 +17,12 @@ from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.columns import ALL, I8
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import FAILURE_KINDS, HUNG_KINDS, STORY_KINDS, AlertKind
 from distmon.monitor.state.words import duration, first_line, rank_word, time_of_day
 from distmon.wire import Report
 
 if TYPE_CHECKING:
     from distmon.monitor.state.ranks import RankState
-
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "node_lost", "worker_crash"})
-HUNG_KINDS = frozenset({"hang", "divergence", "stall"})
-"""The kinds of alert that say the job stands still: critical, a job stopped while one stands
-was stopped while hung."""
-STORY_KINDS = FAILURE_KINDS | HUNG_KINDS
-"""The kinds of alert that tell how a job ends: a first cause is one of these."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +40,7 @@ class Ending:
 
 def gone(alerts: Iterable[Alert]) -> set[int]:
     """Ranks whose process the monitor saw gone (a ``rank_lost`` alert names them)."""
-    return {r for a in alerts if a.kind == "rank_lost" for r in a.ranks}
+    return {r for a in alerts if a.kind == AlertKind.RANK_LOST for r in a.ranks}
 
 
 class Named(Protocol):
@@ -166,8 +160,8 @@ def fates(job: FateFacts, alerts: Iterable[Alert], end: float) -> Fates:
     """:class:`Fates` at ``end``, given every alert raised (those resolved did not say how a rank
     ended)."""
     standing = [a for a in alerts if a.resolved is None]
-    unwatched = {a.key.removeprefix(f"{a.kind}:") for a in standing if a.kind == "node_unwatched"}
-    with_node = {r for a in standing if a.kind == "node_lost" for r in a.ranks}
+    unwatched = {a.key.removeprefix(f"{a.kind}:") for a in standing if a.kind == AlertKind.NODE_UNWATCHED}
+    with_node = {r for a in standing if a.kind == AlertKind.NODE_LOST for r in a.ranks}
     return Fates(gone(alerts), with_node, unwatched, job.blind_hosts(end), job.gone, job.eye_on)
 
 

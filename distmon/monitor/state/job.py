@@ -34,11 +34,12 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
+from distmon.monitor.state.kinds import PEER_PLACES
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import EyesTold, NodeLinks, SilentNode, blind_hosts, silent_nodes
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
-from distmon.monitor.state.whereabouts import PEER_KINDS, classify
+from distmon.monitor.state.whereabouts import classify
 from distmon.wire import GroupStatus, Report
 from distmon.wire.columns import ColumnBatch
 from distmon.wire.link import Batch, Relay
@@ -451,4 +452,4 @@ class JobState:
 
 def _at_peers(job: JobState, rank: int) -> bool:
     """Rank ``rank``'s stack stands where a rank waits on its peers."""
-    return classify(job.report_of(rank).stack).kind in PEER_KINDS
+    return classify(job.report_of(rank).stack).kind in PEER_PLACES
