@@ -111,8 +111,8 @@ def run_fault(name: str, ranks: int, workdir: Path) -> tuple[float | None, bool]
     return first["t"] - t0, first["kind"] == s.kind and first["ranks"] == [s.rank]
 
 
-def run_healthy(ranks: int, workdir: Path) -> tuple[int, float]:
-    """Alerts naming a rank over a healthy job with habits, and its seconds."""
+def run_healthy(ranks: int, workdir: Path) -> tuple[int, int, float]:
+    """Critical alerts and warnings naming a rank over a healthy job with habits, and its seconds."""
     train = [str(REPO / "examples/train.py"), "--workers", "0", "--steps", "240", *HABITS]
     job = _start([TORCHRUN, f"--nproc-per-node={ranks}", *train], workdir / "job.log")
     recorder, out = _record(workdir, job)
@@ -122,7 +122,8 @@ def run_healthy(ranks: int, workdir: Path) -> tuple[int, float]:
     time.sleep(8)
     recorder.send_signal(2)
     recorder.wait(30)
-    return len([a for a in _alerts(out) if a["ranks"]]), took
+    named = [a for a in _alerts(out) if a["ranks"]]
+    return sum(a["severity"] == "critical" for a in named), sum(a["severity"] == "warning" for a in named), took
 
 
 def run_cost(ranks: int, watched: bool, workdir: Path) -> tuple[float, float | None]:
@@ -181,9 +182,11 @@ def main() -> None:
                 for _ in range(args.runs):
                     with tempfile.TemporaryDirectory() as d:
                         results.append(run_healthy(ranks, Path(d)))
-                false = sum(n for n, _ in results)
-                hours = sum(t for _, t in results) / 3600
-                print(f"| healthy (habits) | {ranks} | {false} alerts naming a rank in {hours * 60:.0f} min | | |")
+                critical, warnings = sum(r[0] for r in results), sum(r[1] for r in results)
+                minutes = sum(r[2] for r in results) / 60
+                print(
+                    f"| healthy (habits), {minutes:.0f} min | {ranks} | {critical} critical, {warnings} warnings | | |"
+                )
                 continue
             times, right = [], 0
             for _ in range(args.runs):

@@ -32,6 +32,7 @@ import psutil
 from distmon.actions.bundles import Bundle, EvidenceStore
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, Change
+from distmon.monitor.state.kinds import ENDING_KINDS
 from distmon.monitor.state.words import duration, time_of_day
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report
@@ -41,7 +42,6 @@ if TYPE_CHECKING:
     from distmon.actions.notify import Notifications
     from distmon.monitor.pipeline import Monitor
 
-ABORT_KINDS = frozenset({"hang", "divergence", "rank_lost", "node_lost"})
 EVIDENCE_WAIT = 8.0
 """Seconds a bundle waits for the ranks' Flight Recorder dumps and the outside stacks."""
 MAX_DUMPS = 512
@@ -220,7 +220,7 @@ class Responder:
             due = [
                 a
                 for a in monitor.alerts.active.values()
-                if a.kind in ABORT_KINDS and a.severity == CRITICAL and now - a.t >= self.abort_after
+                if a.kind in ENDING_KINDS and a.severity == CRITICAL and now - a.t >= self.abort_after
             ]
             if not due:
                 return []

@@ -10,7 +10,8 @@ each rank waits in, what happened, what to do), judged by the live monitor's own
 pending), ``missing`` (ranks with no file, or an empty dump), ``alerts``, ``problems``.
 A file that cannot be read gets one line; the rest of the set is still analysed, and exit
 code 2 says no dump nor job log could be (a log that names no rank is still judged: it may say
-that no rank is to blame, or which node was lost). A ``--world`` the files contradict (fewer ranks than they
+that no rank is to blame, or which node was lost; a text named on the command line is judged
+whatever it holds, an excerpt that proves nothing said so). A ``--world`` the files contradict (fewer ranks than they
 hold) gets one line, and the files win.
 """
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.state.alerts import Change
-from distmon.monitor.state.ending import gone, rank_ending
+from distmon.monitor.state.ending import fates, rank_ending
 from distmon.monitor.state.words import (
     MAX_LISTED,
     blind_words,
@@ -87,14 +87,13 @@ def render(pm: Postmortem) -> str:
                 lines += ["", f"+{duration(a.t - start)}: {visible(a.headline, MAX_LINE)}"]
                 lines += ["  " + line for line in a.detail.splitlines()]
     lines += ["", "Ranks at the end of the recording:"]
-    lost = gone(pm.alerts)
+    end = pm.last or start
+    known = fates(state, pm.alerts, end)
     for rank in sorted(state.ranks):
         s = state.ranks[rank]
         r = s.report
         steps = "-" if r.outside is not None else r.steps
-        lines.append(
-            f"  rank {rank:>5}  {visible(r.host):<20} step {steps:>8}  {rank_ending(s, pm.last or start, lost)}"
-        )
+        lines.append(f"  rank {rank:>5}  {visible(r.host):<20} step {steps:>8}  {rank_ending(s, end, known)}")
     unknown = set(range(state.world)) - set(state.ranks)
     if unknown:
         lines.append(f"  never reported: {rank_word(unknown)}")

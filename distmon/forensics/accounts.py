@@ -68,6 +68,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
     found.nobody = _misuse(log) or _everyone_joined(log) or _usage(log) or alike(log) or _fabric(log) or _nvlink(log)
     if found.nobody is None:
         found.suspects = _killed(log) + _lost_peers(log, world) + _disagreeing(log, world)
+        found.suspects += log.horovod.suspected(world if world > 1 else None)
     return found
 
 

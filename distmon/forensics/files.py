@@ -56,12 +56,13 @@ class Files:
     _named: dict[int, str] = field(default_factory=dict)
     """Rank -> the dump named for it, not read yet."""
 
-    def read(self, path: str) -> None:
+    def read(self, path: str, named: bool = False) -> None:
+        """One file; ``named`` on the command line rather than found in a folder."""
         kind = sniff(path, self.problems)
         if kind is None and (rank := rank_of(path)) is not None:
             self.unread.setdefault(rank, "its dump could not be read")
         if kind == "log":
-            self.logs += read_log_file(path, self.log, self.problems)
+            self.logs += read_log_file(path, self.log, self.problems, named)
         elif kind == "dump":
             self._read_dump(path)
 
@@ -171,9 +172,11 @@ class _Lines:
                 return
 
 
-def read_log_file(path: str, log: LogFacts, problems: list[str]) -> int:
-    """1 for a job's log (lines of ranks or of the watchdog), 0 for any other text (an empty
-    file, such as a marker, without a word)."""
+def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = False) -> int:
+    """1 for a job's log (lines of ranks, of the watchdog, of a launcher, NCCL or torch), 0 for
+    any other text (an empty file, such as a marker, without a word). A text ``named`` on the
+    command line is a log whatever it holds (an excerpt may hold no line the reader knows):
+    it is judged, and said to prove nothing."""
     before = log.matched
     try:
         with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
@@ -186,6 +189,9 @@ def read_log_file(path: str, log: LogFacts, problems: list[str]) -> int:
     if lines.cut_short:
         problems.append(f"{path}: not read to its end within {MAX_LOG_SECONDS:.0f} s: the lines read by then are kept")
     if log.matched > before:
+        return 1
+    if not empty and named:
+        problems.append(f"{path}: no line of a job's ranks, launcher, NCCL or torch in it: nothing to judge")
         return 1
     if not empty:
         problems.append(f"{path}: text with no watchdog line and no [rankN]: prefix, not a job log")

@@ -12,7 +12,9 @@ Horovod's coordinator knows which ranks submitted each tensor: a rank missing fr
 stalled tensor has submitted none of them (it is elsewhere in its code); ranks missing from a
 few while others miss many submitted different tensors, and the rank missing the most is the
 one on another path. Where a "ready" list is all it prints, the ranks below the highest ready
-one that it leaves out are missing.
+one that it leaves out are missing. One stalled tensor that more ranks miss than submitted it
+(an excerpt may show no more) proves nothing: the few that submitted it may be the ones on
+another path, as likely as the others behind; both are suspected, the few first.
 """
 
 from __future__ import annotations
@@ -77,7 +79,21 @@ class HorovodStalls:
 
     def holding_up(self, world: int | None) -> tuple[list[int], str] | None:
         """The ranks missing from the most stalled tensors, with why; None where no tensor
-        stalled or every rank is missing from as many."""
+        stalled, every rank is missing from as many, or the one tensor stalled has fewer ranks
+        submitting it than missing it (:meth:`suspected`)."""
+        held = self._held(world)
+        return None if held is None or held.few else (held.ranks, held.why)
+
+    def suspected(self, world: int | None) -> list[tuple[int, str]]:
+        """Where the one stalled tensor has fewer ranks submitting it than missing it, which
+        proves nobody held it up: the few that submitted it, then those missing from it."""
+        held = self._held(world)
+        if held is None or not held.few:
+            return []
+        missing = "missing from the stalled tensor (Horovod's stall inspector)"
+        return [(r, _FEW) for r in held.few] + [(r, missing) for r in held.ranks]
+
+    def _held(self, world: int | None) -> _Held | None:
         ready = [r for ranks in self.ready.values() for r in ranks if r < MAX_RANKS]
         size = min(max([world or 0, *(r + 1 for r in ready)], default=0), MAX_RANKS)
         counts = Counter(r for ranks in self.missing.values() for r in ranks)
@@ -96,4 +112,18 @@ class HorovodStalls:
             how = "every stalled tensor" if most > 1 else "the stalled tensor"
         else:
             how = f"{most} of the {tensors} stalled tensors"
-        return held, f"missing from {how}, which its peers submitted (Horovod's stall inspector)"
+        few = [r for r in range(size) if r not in held] if tensors == 1 and 2 * len(held) > size else []
+        return _Held(held, f"missing from {how}, which its peers submitted (Horovod's stall inspector)", few)
+
+
+_FEW = "submitted the stalled tensor its peers did not (Horovod's stall inspector): it may be on another path"
+
+
+@dataclass(frozen=True)
+class _Held:
+    ranks: list[int]
+    """Missing from the most stalled tensors."""
+    why: str
+    few: list[int]
+    """The ranks that submitted the one stalled tensor, where fewer than missed it: then the
+    tensor proves nobody held it up."""

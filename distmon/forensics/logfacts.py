@@ -21,6 +21,9 @@ WORLD_GROUP = "0"
 """The world group's name: it is created first on every rank, in every torch era."""
 MAX_GROUP = 1 << 20
 """Ranks a group may have: more is no real job's."""
+MAX_SPREAD = 2
+"""How far apart the works two ranks of one group time out in may lie: a collective no member
+completed holds every member at it (a rooted one's root may be a work ahead)."""
 
 
 @dataclass
@@ -142,8 +145,10 @@ class LogFacts:
     def place(self) -> None:
         """Each line that named no group joined to its rank's line that names the same work,
         else to the group other ranks' lines name for the same work; else, alone, in the world
-        group; else (several), in groups the log does not name."""
+        group, where the other ranks' works there lie close enough to be of one group; else
+        (several), in groups the log does not name."""
         rest: dict[int, list[Timeout]] = {}
+        lone: dict[int, list[Timeout]] = {}
         named: dict[tuple[int | None, str | None], str] = {}
         for rank, loose in self.loose.items():
             placed = self.timeouts.get(rank, {})
@@ -164,12 +169,28 @@ class LogFacts:
             else:
                 group = guessed.pop() if len(guessed) == 1 else WORLD_GROUP
                 world = group == WORLD_GROUP
+                if world and group not in placed and all((t.seq, t.op) not in named for t in loose):
+                    lone[rank] = loose
                 into = placed.setdefault(group, Timeout(group, DEFAULT_PG if world else None, rank if world else None))
                 for t in loose:
                     _merge(into, t)
             if not placed:
                 del self.timeouts[rank]
         self.loose.clear()
+        self._apart(lone)
+
+    def _apart(self, lone: dict[int, list[Timeout]]) -> None:
+        """Lone waits put in the world group for want of a name, whose works lie further apart
+        than one group's can (:data:`MAX_SPREAD`: ``[Rank 0]`` at #96125, ``[Rank 7]`` at
+        #64088), are of groups the log does not name: none of them is behind the others."""
+        seqs = [t.seq for ts in self.timeouts.values() if (t := ts.get(WORLD_GROUP)) and t.seq is not None]
+        if not lone or not seqs or max(seqs) - min(seqs) <= MAX_SPREAD:
+            return
+        for rank, loose in lone.items():
+            del self.timeouts[rank][WORLD_GROUP]
+            if not self.timeouts[rank]:
+                del self.timeouts[rank]
+            self.unnamed[rank] = loose
 
     @property
     def mentioned(self) -> int | None:

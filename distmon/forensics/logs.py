@@ -30,7 +30,7 @@ from typing import IO
 
 from distmon.forensics.launchers import RANK, LauncherLines, WorkerExit
 from distmon.forensics.logfacts import DEFAULT_PG, MAX_GROUP, WORLD_GROUP, Layout, LogFacts, Timeout
-from distmon.forensics.pasted import lines_as_written
+from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
 from distmon.forensics.watchdog import OPTIONS, PG, Said, said
 
@@ -40,7 +40,9 @@ MAX_EXITS = 1 << 17
 """Workers' exits kept from one log."""
 
 _RANK = re.compile(r"\[rank(\d{1,9})\]: ?")
-_GLOG = re.compile(r"\[[EWIF](\d\d)(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+_GLOG = re.compile(r"\[[EWIF](\d{1,2})(\d\d) (\d\d):(\d\d):(\d\d)(?:\.(\d{1,9}))?")
+"""c10's glog-like stamp: its month unpadded (``[E918 19:29:24.4`` is September 18th), its
+day padded (``[E109`` is January 9th), as glog pads both (``[E0918``)."""
 STAMP_SPAN = 80
 """Where a docker or logging stamp may stand in a line: at its start, before the rank's prefix."""
 _WORLD = re.compile(
@@ -52,6 +54,15 @@ _WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
 _LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)")
 """A rank torchrun's failure table lists: the world has at least as many."""
 _SPAWNED = re.compile(r"-- Process (\d{1,9}) terminated with the following error:")
+_JOB = re.compile(
+    r"torch[./](?:distributed|multiprocessing)|\bc10d?::|libtorch|libc10|ProcessGroup|NCCL|\bgloo\b|OpType="
+    r"|CUDA (?:error|out of memory|kernel errors)|OutOfMemoryError|CUDA_LAUNCH_BLOCKING|ChildFailedError|torchrun"
+    r"|mpirun|Primary job|MPI_ABORT|srun: error|horovod|deepspeed|accelerate/commands|vendor err \d"
+)
+"""Words only a distributed PyTorch job's processes, its launchers, NCCL or MPI print: an excerpt
+with no rank's line and no account of one that holds them is still a job's log (its frames in
+``torch/distributed``, libtorch's C++ frames, a CUDA error, the end of an NCCL warning), judged
+as what it is, with nothing to judge where it proves nothing."""
 
 
 @dataclass
@@ -60,6 +71,9 @@ class _Reader:
     year: int
     stamp: float | None = None
     """The last time a line gave: an unstamped traceback's."""
+    skew: float = 0.0
+    """How far the job's own clock (glog's stamps) stands from the clock of the stamps a logger
+    or a collector put before its lines, as the last line with both says."""
     tracebacks: dict[int, Traceback] = field(default_factory=dict)
     launcher: LauncherLines = field(init=False)
     spawned: int | None = None
@@ -68,14 +82,17 @@ class _Reader:
     """A traceback no rank prefixes, nor ``mp.spawn`` names."""
     headers: int = 0
     """Tracebacks of several processes begun in :attr:`nameless`, interleaved line by line."""
+    job: bool = False
+    """A line of the log holds a job's words (:data:`_JOB`)."""
 
     def __post_init__(self) -> None:
         self.launcher = LauncherLines(self._exit)
 
-    def line(self, line: str) -> None:
+    def line(self, written: Written) -> None:
+        line = written.text
         prefix = _RANK.search(line)
         rank = int(prefix.group(1)) if prefix else None
-        at = self._time(line)
+        at = self._time(line, written.stamp)
         if at is not None:
             self.stamp = at
         if rank is not None:
@@ -93,6 +110,9 @@ class _Reader:
             self._traceback(rank, body, lone=found is None)
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
+        if not self.job and _JOB.search(line):
+            self.job = True
+            self.facts.matched += 1
 
     def finish(self) -> None:
         """What the log ended in the middle of: a launcher's table, tracebacks cut before their
@@ -105,18 +125,24 @@ class _Reader:
                 self._raised(rank, cut)
         self.facts.place()
 
-    def _time(self, line: str) -> float | None:
+    def _time(self, line: str, stamp: str) -> float | None:
         """The glog stamp ``[E1124 03:12:44.123456789`` (its year that of the log's other
-        stamps, else this year's), else a docker or logging stamp at the line's start; read as
-        UTC, as only the differences between lines count."""
-        iso = ISO.search(line, 0, STAMP_SPAN)
+        stamps, else this year's), else the stamp a logger or a collector put before the line,
+        else a docker or logging stamp near its start, put on the job's clock where a line
+        with both showed how far apart the two are (a collector's clock is UTC, glog's the
+        node's); read as UTC, as only the differences between lines count."""
+        iso = ISO.match(stamp) or ISO.search(line, 0, STAMP_SPAN)
         if iso:
             self.year = int(iso.group(1))
             self.facts.dated = True
+        outer = utc(*iso.groups()) if iso else None
         glog = _GLOG.search(line)
-        if glog:
-            return utc(self.year, *glog.groups())
-        return utc(*iso.groups()) if iso else None
+        if glog is None:
+            return None if outer is None else outer + self.skew
+        at = utc(self.year, *glog.groups())
+        if at is not None and outer is not None:
+            self.skew = at - outer
+        return at
 
     def _world(self, line: str) -> None:
         world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None
@@ -301,7 +327,7 @@ def read_log(stream: IO[str] | Iterable[str], facts: LogFacts | None = None, yea
     """What the ranks said in one log (any size: read line by line)."""
     facts = facts or LogFacts()
     reader = _Reader(facts, year or time.gmtime().tm_year)
-    for line in lines_as_written(stream):
-        reader.line(line)
+    for written in lines_as_written(stream):
+        reader.line(written)
     reader.finish()
     return facts

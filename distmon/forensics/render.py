@@ -10,7 +10,7 @@ from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.evidence import Evidence, evidence
 from distmon.forensics.verdict import Blame, judge
 from distmon.guards.text import MAX_LINE, visible, visible_lines
-from distmon.monitor.state.ending import FAILURE_KINDS
+from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.words import (
     count,
     date_time,

@@ -30,7 +30,9 @@ _LAUNCHERS = ("ChildFailedError", "CalledProcessError", "ProcessExitedException"
 ``torch.multiprocessing.spawn``)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
-FRAME = re.compile(r' {2}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
+FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
+"""A frame of a Python traceback, indented by two spaces as Python prints it, or by what a paste
+left of that (its shared indent taken off) or added."""
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 """How the names of exceptions raised without a message end: a lone word of the rank's own
@@ -50,7 +52,9 @@ class Raised:
     at: float | None
     """The time the log gives it (its own stamp, else the last one before it), if any."""
     cut: bool = False
-    """The log holds its frames, not its exception line."""
+    """The log holds its frames, not its exception line; or its exception line, not the message
+    the line says follows (``RuntimeError: `` where the paste ends: Python prints the colon only
+    before a message)."""
     more: list[str] = field(default_factory=list)
     """The lines of its message after the first."""
     launcher: str | None = None
@@ -115,7 +119,8 @@ class Traceback:
         if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
             return None
         message = visible((exception.group(2) or "").strip())
-        self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp)
+        cut = exception.group(2) is not None and not message
+        self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)
         return self.raised
 
     @property
@@ -131,6 +136,7 @@ class Traceback:
             self.closed = True
         else:
             self.raised.more.append(visible(body.strip()))
+            self.raised.cut = False
 
     def cut(self, stamp: float | None) -> Raised | None:
         """What a traceback the log ends or breaks off before its exception line says: the

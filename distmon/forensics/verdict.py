@@ -28,7 +28,8 @@ from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.watchdog import ROOTED
 from distmon.monitor.state.alerts import Alert
-from distmon.monitor.state.ending import FAILURE_KINDS, first_cause
+from distmon.monitor.state.ending import first_cause
+from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus
 
@@ -91,8 +92,8 @@ class Blame:
 
 
 def judge(analysis: Analysis) -> Blame:
-    first = first_cause(analysis.alerts)
     log = analysis.log
+    first = first_cause(a for a in analysis.alerts if not _cut_only(log, a))
     told = accounts(log, analysis.world)
     if told.named:
         return Blame(sorted(told.named), [], None, _named(told.named), None, told.named, accounted=True)
@@ -144,6 +145,18 @@ def _named(named: dict[int, str]) -> str:
     return "; ".join(f"{rank_word(ranks)} {why}" for why, ranks in by_why.items())
 
 
+def _cut_only(log: LogFacts, alert: Alert) -> bool:
+    """A failure the log shows only by tracebacks cut before their exception lines: the ranks
+    raised, but what, and whether before the others, is in the part of the log the paste left
+    out. They are suspected (:func:`_silent`), not proven."""
+    return alert.kind in FAILURE_KINDS and bool(alert.ranks) and all(_cut(log, r) for r in alert.ranks)
+
+
+def _cut(log: LogFacts, rank: int) -> bool:
+    raised = log.raised.get(rank)
+    return raised is not None and raised.cut
+
+
 def _consequence(log: LogFacts, rank: int) -> bool:
     """The rank raised because another went first: its exception is no cause of its own."""
     raised = log.raised.get(rank)
@@ -174,7 +187,8 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         for e in log.exits
         if e.unit == WORKER and e.code not in (None, 0)
     ][:1]
-    suspects = [Suspect(r, why) for r, why in told.suspects]
+    suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r)]
+    suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
     if consequences or peers:
         gone = [r for r in range(analysis.world) if r not in log.seen and all(s.rank != r for s in suspects)]
         suspects += [Suspect(r, f"no line in the log: the peer lost is one the log does not show{lost}") for r in gone]
@@ -210,11 +224,10 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
     log = analysis.log
     stuck = all(t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values())
     said = [t.said_at for ts in log.timeouts.values() for t in ts.values() if t.said_at is not None]
-    together = (
-        f", within {duration(max(said) - min(said))} of each other"
-        if said and max(said) - min(said) <= TOGETHER
-        else ""
-    )
+    spread = max(said) - min(said) if said else None
+    together = ""
+    if spread is not None and spread <= TOGETHER:
+        together = f", within {duration(spread)} of each other" if spread >= 0.1 else ", at once"
     caveat = ""
     if analysis.world_from == "the highest rank seen":
         caveat = (
@@ -274,7 +287,8 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     the one rank an exception the log places nowhere can be; the others absent."""
     log = analysis.log
     unproven = [r for r in unproven if r not in log.waiting]
-    found = [Suspect(r, _silent(log)) for r in unproven if r in log.seen]
+    seen = [r for r in unproven if r in log.seen]
+    found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not _cut(log, r))]
     alone = _alone(analysis)
     if alone is not None:
         found.insert(0, alone)
@@ -288,7 +302,13 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     return found[:MAX_SUSPECTS]
 
 
-def _silent(log: LogFacts) -> str:
+def _silent(log: LogFacts, rank: int) -> str:
+    """Why a rank the log shows, but not waiting, is suspected."""
+    raised = log.raised.get(rank)
+    if raised is not None and raised.cut:
+        if raised.message:
+            return "it raised: its traceback is in the log, cut before its exception line"
+        return f"it raised {raised.type}: the log is cut before its message"
     waiting = len(log.waiting)
     return (
         f"its lines are in the log, but no watchdog line: it was not waiting with the {waiting} "

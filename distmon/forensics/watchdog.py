@@ -60,7 +60,9 @@ _CAUGHT = re.compile(
     r" ?: ?|Work )WorkNCCL\((?:SeqNum=(\d{1,18}), ?)?(?:(?:\.{3}|…), ?)?OpType=(\w{1,40})"
 )
 _NUMEL = re.compile(r"NumelIn=(\d{1,18}), ?NumelOut=(\d{1,18})")
-_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,18})")
+_TIMEOUT_MS = re.compile(r"Timeout\(ms\)=(\d{1,18})\)")
+"""The work's timeout, read only where its closing parenthesis shows the number whole (a paste
+cut in the middle of it would make it absurdly low)."""
 _RAN_FOR = re.compile(_words("ran for") + r" ?(\d{1,18}) ?milli")
 _BLOCKING = re.compile(_words("timed out in blocking wait"))
 _AT_WORK = re.compile(
@@ -84,14 +86,17 @@ wait), or of NCCL (a remote process exited, the network: a lost peer's consequen
 _FIRED = re.compile(
     rf"{_words('Some NCCL operations have failed or timed out')}|{_words('we are taking the entire process down')}"
     rf"|{_words('Stack trace of the failed collective not found')}|{_words('preparing to dump debug info')}"
+    rf"|{_words('First PG on this rank to signal dumping')}|{_words('Watchdog caught collective operation timeout')}"
 )
+"""What a rank's watchdog prints after it gave up on a work of the rank's own, without its number
+(the first of its groups to give up sends the dump signal to every rank), or its message cut
+before the work's fields."""
 _DUMP_SIGNAL = re.compile(
     rf"{_words('Received a dump signal due to a collective timeout from')}"
     rf" +(?:{_words('this local rank')}|rank ?(\d{{1,9}})).{{0,300}}?"
     rf"{_words('Last enqueued NCCL work')}: ?(-?\d{{1,18}}), ?{_words('last completed NCCL work')}: ?(-?\d{{1,18}})"
 )
 """The Flight Recorder's dump signal, with the counts of the group that received it."""
-"""What a rank's watchdog prints after it gave up on a work of the rank's own, without its number."""
 _WATCHDOG_WORDS = ("atchdog", "WorkNCCL", "NCCL work", "eartbeat", "ProcessGroupNCCL", "dump signal")
 """Words of a line that may be the start of a watchdog line a terminal wrapped."""
 OPTIONS = re.compile(

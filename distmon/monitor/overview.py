@@ -18,11 +18,12 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.attach.messages import Progress
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.pipeline import Monitoring
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.arrays import distinct
-from distmon.monitor.state.ending import HUNG_KINDS, first_cause
+from distmon.monitor.state.ending import first_cause
+from distmon.monitor.state.kinds import HUNG_KINDS
 from distmon.monitor.state.statuses import WAITING, ended, failed_after, running_state, waits_for
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import (
@@ -96,23 +97,21 @@ class OverviewTracker:
         """What this tracker has followed, for another to go on from."""
         return Progress(tuple(self._samples), self._marker, self._last_progress)
 
-    def observe(self, monitor: Monitor, now: float) -> None:
+    def observe(self, monitor: Monitoring, now: float) -> None:
         """Call once per tick."""
         job = monitor.state
         present = job.present()
         if not len(present):
             return
-        c = job.cols
-        rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
-        marker = (int(c.steps[present].sum()), int(c.g_comp[present][rows].sum()))
+        marker = job.progress()
         if marker != self._marker or job.moving_found(now):
             self._marker = marker
             self._last_progress = now
-        self._samples.append((now, int(c.steps[present].max())))
+        self._samples.append((now, int(job.cols.steps[present].max())))
         while len(self._samples) > 2 and now - self._samples[1][0] >= RATE_WINDOW:
             self._samples.popleft()
 
-    def overview(self, monitor: Monitor, now: float) -> Overview:
+    def overview(self, monitor: Monitoring, now: float) -> Overview:
         job = monitor.state
         present = job.present()
         since = None if self._last_progress is None else max(0.0, now - self._last_progress)
@@ -170,7 +169,7 @@ def _oldest_collective(
 
 
 def _state(
-    monitor: Monitor,
+    monitor: Monitoring,
     active: list[Alert],
     since: float | None,
     no_progress_after: float,
@@ -203,7 +202,7 @@ class Story:
     (:attr:`distmon.monitor.rules.routine.Routine.pausing`): no alert, their status."""
 
     @classmethod
-    def of(cls, monitor: Monitor, now: float) -> Story:
+    def of(cls, monitor: Monitoring, now: float) -> Story:
         job = monitor.state
         found = first_cause(monitor.alerts.active.values())
         culprits = frozenset(found.ranks) if found is not None else frozenset[int]()

@@ -81,6 +81,44 @@ class Screens(Protocol):
     def close(self) -> None: ...
 
 
+class Monitoring(Protocol):
+    """What a session drives and a screen shows: the job's state and alerts, taken in from a
+    feed at its times and ticked once a second. A :class:`Monitor` judges them; the monitor of
+    a screen attached to another (:class:`~distmon.monitor.attach.follow.AttachedMonitor`)
+    keeps that one's judgements."""
+
+    state: JobState
+    alerts: AlertBook
+    last_tick: float
+
+    @property
+    def limits(self) -> Thresholds: ...
+    @property
+    def pausing(self) -> dict[int, str]:
+        """Ranks in a pause the job takes as a habit, with what it is: no alert, their status."""
+        ...
+
+    def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int: ...
+    def saw(self, blobs: list[bytes], now: float) -> None: ...
+    def tick(self, now: float) -> list[Change]: ...
+    def asking(self) -> list[Command]: ...
+    def idle(self, now: float) -> None: ...
+    def away(self, since: float, why: str, seconds: int) -> None: ...
+    def close(self) -> None: ...
+
+
+def take_looks(state: JobState, sight: Sight, blobs: list[bytes], now: float) -> list[eye_looks.Looks]:
+    """What the nodes' eyes saw (a batch's looks), come at ``now``, taken into ``sight``; what
+    is new. A blob that is not looks is counted, as a malformed message is."""
+    looks = []
+    for blob in blobs:
+        try:
+            looks += eye_looks.decode(blob)
+        except WireError as e:
+            state.refused({e.reason: 1})
+    return sight.saw(looks, now)
+
+
 class Monitor:
     def __init__(
         self,
@@ -93,7 +131,7 @@ class Monitor:
     ) -> None:
         self.detector = detector or Detector()
         self.state = JobState(self.detector.limits, job=job, pinned=job is not None, max_world=max_world)
-        self.sight = Sight(self.state.eyes, self.state.links)
+        self.sight = Sight(self.state.told)
         """What the nodes' eyes saw of the job's processes, as they handed it over."""
         if self.detector.sight is None:
             self.detector.sight = self.sight
@@ -142,19 +180,14 @@ class Monitor:
         """What the nodes' eyes saw (a batch's looks), come at ``now``, taken into the sight;
         what is new recorded at that time. A blob that is not looks is counted, as a malformed
         message is."""
-        looks = []
-        for blob in blobs:
-            try:
-                looks += eye_looks.decode(blob)
-            except WireError as e:
-                self.state.dropped[e.reason] += 1
-        new = self.sight.saw(looks, now)
+        new = take_looks(self.state, self.sight, blobs, now)
         if new and self.recorder is not None:
             self.recorder.looks(now, eye_looks.encode(new))
 
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""
         self.sight.now = now
+        self.sight.blind(self.state.blind_hosts(now))
         findings = self.detector.evaluate(self.state, now)
         changes = self.alerts.update(findings, now, resolve=not self.state.being_taken_down())
         if self.responder is not None:
@@ -218,7 +251,7 @@ class Monitor:
         still, or its clock jumped): counted in :attr:`JobState.unwatched`, and recorded at
         ``since``, so that a replay is behind over the same seconds and names no rank for them
         either."""
-        self.state.unwatched[why] += seconds
+        self.state.not_watched({why: seconds})
         if self.recorder is not None:
             self._record_dropped(self.recorder, since)
 

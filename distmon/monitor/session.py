@@ -16,8 +16,8 @@ from collections.abc import Callable
 import numpy as np
 import numpy.typing as npt
 
-from distmon.monitor.intake.feeds import Feed, Item, LiveFeed, Stamped, weight
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.intake.feeds import Feed, Item, Stamped, weight
+from distmon.monitor.pipeline import Monitoring
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
 from distmon.wire.columns import ColumnBatch
@@ -49,7 +49,7 @@ class Session:
     monitor did not watch: well above a turn of the loop (:data:`distmon.commands.record.POLL`)
     and the longest tick (``benchmarks/bench_detector.py`` and ``bench_scale.py`` measure it)."""
 
-    def __init__(self, feed: Feed, monitor: Monitor, on_tick: Callable[[float], None] | None = None) -> None:
+    def __init__(self, feed: Feed, monitor: Monitoring, on_tick: Callable[[float], None] | None = None) -> None:
         self.feed = feed
         self.monitor = monitor
         self.on_tick = on_tick
@@ -59,7 +59,6 @@ class Session:
         self.taken = 0
         """What the last :meth:`run` took, by :func:`~distmon.monitor.intake.feeds.weight`: frames,
         as a rule."""
-        self._live = isinstance(feed, LiveFeed)
         self._turned: tuple[float, float] | None = None
         """The feed's clock and the monotonic clock at the last turn of the caller's loop."""
         self._paused = (0.0, 0.0)
@@ -75,12 +74,12 @@ class Session:
         changes: Timed = []
         items = self.feed.take(limit)
         clock = self.feed.now()  # after the take: no message taken is newer
-        if self._live:
+        if self.feed.watching:
             self._notice_away(clock)
         self.taken = sum(weight(message) for _, message in items)
         dropped, unwatched = self.feed.take_losses()
-        self.monitor.state.dropped.update(dropped)
-        self.monitor.state.unwatched.update(unwatched)
+        self.monitor.state.refused(dropped)
+        self.monitor.state.not_watched(unwatched)
         pending: list[Item] = []
         for t, message in items:
             if self._next_tick is None:
@@ -188,11 +187,16 @@ class Session:
     def finish(self) -> Timed:
         """The tick that closes the session, at the next whole second, after what the feed
         still holds: live at exit and at the end of a replay alike, so that last words turn
-        into alerts the same way in both. Runs once; later calls return nothing."""
+        into alerts the same way in both. A recording whose last record came of a tick (an
+        alert's change, at its time) ends with the live monitor's closing tick: its replay has
+        just run it. Runs once; later calls return nothing."""
         if self.finished:
             return []
         changes = self.drain()
-        if self._next_tick is not None:
+        closed = (
+            not self.feed.watching and self._next_tick is not None and self._next_tick - self.TICK >= self.feed.now()
+        )
+        if self._next_tick is not None and not closed:
             changes += self._tick_until(self._next_tick)
         self.finished = True
         return changes
@@ -210,8 +214,7 @@ class Session:
             now = self._next_tick
             changes += [(now, change) for change in self.monitor.tick(now)]
             for command in self.monitor.asking():
-                if isinstance(self.feed, LiveFeed):
-                    self.feed.send(command)
+                self.feed.send(command)
             if self.on_tick is not None:
                 self.on_tick(now)
             self._next_tick += self.TICK

@@ -12,6 +12,10 @@ from __future__ import annotations
 import socket
 import time
 
+import numpy as np
+import numpy.typing as npt
+
+from distmon import wire
 from distmon.node.found import FoundRanks
 from distmon.node.links import Link, read_links
 from distmon.node.looks import Looks, Taken, Wanted
@@ -23,13 +27,15 @@ STACKS_PER_SECOND = 2.0
 process for a moment."""
 MAX_PENDING = 64
 """Stacks asked for and not yet handed over, at most."""
-LINKS_EVERY = 1.0
-"""Seconds between two readings of the node's network links (a few dozen sysfs files)."""
+LINKS_EVERY = 0.5
+"""Seconds between two readings of the node's network links (a few dozen sysfs files): how
+closely a link that drops and comes back is timed."""
 
 
 class NodeEye:
     def __init__(self, host: str | None = None, find: bool = False, pick: int | None = None) -> None:
         self.host = host or socket.gethostname()
+        self._host_hash = wire.name_hash(self.host)
         self.found = FoundRanks(self.host, pick) if find else None
         """The ranks found on this node, when told to find them (``pick``: a pid of the job)."""
         self.prober = Prober()
@@ -53,6 +59,19 @@ class NodeEye:
             if w.since is not None and (w.pid, w.since) not in self._pending and len(self._pending) < MAX_PENDING:
                 self._pending[(w.pid, w.since)] = w
 
+    def reporting(self, headers: npt.NDArray[np.void]) -> None:
+        """The ranks that report on this node, by their frames' headers (those of other nodes,
+        passing through, are another eye's; those found from outside, this eye's own reports,
+        tell their end themselves): each one's process is watched for its end until it says its
+        last words, so that one that dies without a word (SIGKILL, the OOM killer) is told gone
+        at once (:meth:`~distmon.node.prober.Prober.watch`)."""
+        mine = headers[(headers["host"] == self._host_hash) & (headers["flags"] & wire.FLAG_FOUND == 0)]
+        if not len(mine):
+            return
+        said = (mine["flags"] & wire.FLAG_EXITED) > 0
+        self.prober.unwatch(mine["pid"][said].tolist())
+        self.prober.watch(mine["pid"][~said].tolist())
+
     def take(self) -> Looks:
         """What this eye saw since the last call: the looks, and the stacks taken meanwhile
         (each handed over once)."""
@@ -60,7 +79,8 @@ class NodeEye:
         stacks = [Taken(pid, since, stack) for (pid, since), stack in self._stacks_done()]
         self.counts["looks"] += len(samples)
         self.counts["stacks"] += len(stacks)
-        return Looks(self.host, samples, stacks, self._links_changed())
+        links = self._links_changed()
+        return Looks(self.host, samples, stacks, links, self._links_read if links is not None else None)
 
     def reports(self) -> list[bytes]:
         """The reports written for the ranks found since the last call, as frames; the ranks

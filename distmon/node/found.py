@@ -168,12 +168,12 @@ class FoundRanks:
 
     def _gone(self, w: _Watched) -> bytes:
         """The last report for a rank whose process is gone: how it ended cannot be seen."""
-        r = w.rank
+        r, t = w.rank, time.time()
         w.n += 1
         report = Report(
-            job=r.job, rank=r.rank, world=r.world, host=self.host, pid=r.pid, t=time.time(), n=w.n,
+            job=r.job, rank=r.rank, world=r.world, host=self.host, pid=r.pid, t=t, n=w.n,
             interval=self.interval, local_rank=r.local_rank, stack=w.stack, tid=r.pid,
-            exit=ExitInfo(GONE, time.time()), outside=Outside(r.launcher),
+            exit=ExitInfo(GONE, t), outside=Outside(r.launcher),
         )  # fmt: skip
         return wire.encode(report)
 
@@ -182,10 +182,11 @@ class FoundRanks:
         w.n += 1
         look = proc.look(r.pid, time.monotonic())
         thread = taken.get(r.pid) if isinstance(taken, dict) else None
-        stack = thread.frames if thread is not None and thread.frames else None
-        w.stack = stack or w.stack
-        error = taken if isinstance(taken, str) else None if stack else "py-spy found no frame in its main thread"
-        stalled = _stood(w, thread if stack else None, _main_thread(r.pid), t)
+        fresh = thread is not None and bool(thread.frames)
+        w.stack = thread.frames if thread is not None and fresh else w.stack
+        stack = w.stack  # a look torn while the thread ran keeps the last, a second old at most
+        error = None if stack else taken if isinstance(taken, str) else "py-spy found no frame in its main thread"
+        stalled = _stood(w, thread if fresh else None, _main_thread(r.pid), t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []
         usage = _usage(w, look, t) if look is not None else None
         outside = Outside(r.launcher, _peer(thread) if thread else None, thread.owns_gil if thread else False, error)

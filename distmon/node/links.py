@@ -56,6 +56,11 @@ class LinkChange:
     words: str
     down: bool
     """It went down, lost its carrier, or its down counter moved: evidence against the network."""
+    went: str = ""
+    """``down`` or ``up`` where the link went so; empty where only its counters or state words
+    changed."""
+    drops: int = 0
+    """Times it went down and came back up between the two readings, told by its counter."""
 
     def said(self) -> str:
         """``eth0 went down (carrier lost) at 14:02:11``, in the local time zone."""
@@ -77,30 +82,31 @@ def changes(before: list[Link], after: list[Link], t: float) -> list[LinkChange]
     found = []
     for link in after:
         was = old.pop(link.name, None)
-        change = _appeared(link) if was is None else _changed(was, link)
+        change = _appeared(t, link) if was is None else _changed(t, was, link)
         if change is not None:
-            found.append(LinkChange(t, link.name, change[0], change[1]))
+            found.append(change)
     found.extend(LinkChange(t, name, f"{name} is gone", True) for name in old)
     return found
 
 
-def _changed(was: Link, now: Link) -> tuple[str, bool] | None:
+def _changed(t: float, was: Link, now: Link) -> LinkChange | None:
     if was.up and not now.up:
         why = " (carrier lost)" if was.carrier and now.carrier is False else ""
         phys = f" (phys_state {now.phys})" if now.phys and now.phys != was.phys else ""
-        return f"{now.name} went down{why or phys}", True
+        return LinkChange(t, now.name, f"{now.name} went down{why or phys}", True, went="down")
     if now.up and not was.up:
-        return f"{now.name} came back up", False
+        return LinkChange(t, now.name, f"{now.name} came back up", False, went="up")
     if was.flaps is not None and now.flaps is not None and now.flaps > was.flaps:
         counter = "link_downed" if now.kind == IB else "carrier losses"
-        return f"{now.name} {counter} {was.flaps} -> {now.flaps}", True
+        words = f"{now.name} {counter} {was.flaps} -> {now.flaps}"
+        return LinkChange(t, now.name, words, True, drops=now.flaps - was.flaps if now.up else 0)
     if was.state != now.state:
-        return f"{now.name} {was.state} -> {now.state}", False
+        return LinkChange(t, now.name, f"{now.name} {was.state} -> {now.state}", False)
     return None
 
 
-def _appeared(link: Link) -> tuple[str, bool] | None:
-    return None if link.up else (f"{link.name} is {link.state}", True)
+def _appeared(t: float, link: Link) -> LinkChange | None:
+    return None if link.up else LinkChange(t, link.name, f"{link.name} is {link.state}", True)
 
 
 def _interfaces(net: Path) -> list[Path]:

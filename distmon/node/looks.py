@@ -9,7 +9,8 @@ look's fields, in the order each look lists them: fields added later are read by
 a reader does not know are skipped), ``samples`` (the looks, oldest first) and ``stacks``
 (``[pid, since, frames, error, owns_gil, partial, how]``, frames as ``[file, line, func, code]``)
 and, where the node's network links changed since it last said, ``links``
-(``[name, kind, state, carrier, flaps, phys]`` each, :mod:`distmon.node.links`).
+(``[name, kind, state, carrier, flaps, phys]`` each, :mod:`distmon.node.links`) and ``read``,
+when it read them (the clock of the looks).
 Whatever a node claims is read within limits (text, arrays, maps) and checked field by field:
 these are bytes from another machine.
 """
@@ -60,6 +61,9 @@ class Looks:
     stacks: list[Taken] = field(default_factory=list)
     links: list[Link] | None = None
     """The node's network links, where they changed (or were first read) since it last said."""
+    read: float | None = None
+    """When it read ``links``, on the clock of its looks: they may come long after (a node cut
+    off tells what its links did once it is heard again)."""
 
     def __bool__(self) -> bool:
         return bool(self.samples or self.stacks or self.links is not None)
@@ -118,6 +122,7 @@ def _node(looks: Looks) -> dict[str, Any]:
         "samples": [[_value(getattr(s, name)) for name in SAMPLE_FIELDS] for s in looks.samples],
         "stacks": [_stack(taken) for taken in looks.stacks],
         **({"links": [_link(link) for link in looks.links]} if looks.links is not None else {}),
+        **({"read": looks.read} if looks.links is not None and looks.read is not None else {}),
     }
 
 
@@ -157,10 +162,13 @@ def _read_node(node: Any) -> Looks:
         raise TypeError("a node's looks without a host or field names")
     samples = [_read_sample(names, values) for values in node["samples"]]
     stacks = [_read_stack(item) for item in node["stacks"]]
-    links = node.get("links")
+    links, read = node.get("links"), node.get("read")
     if links is not None and (not isinstance(links, list) or len(links) > MAX_LINKS):
         raise TypeError("a node's links are not a list of its links")
-    return Looks(host, samples, stacks, None if links is None else [_read_link(item) for item in links])
+    if read is not None and not _finite(read):
+        raise TypeError("a node's links read at no time")
+    read_links = None if links is None else [_read_link(item) for item in links]
+    return Looks(host, samples, stacks, read_links, None if read_links is None or read is None else float(read))
 
 
 def _read_link(item: list[Any]) -> Link:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Iterable
 
-from distmon.node.proc import Sample, look
+from distmon.node.proc import Sample, look, started
 
 PERIOD = 1.0
 """Seconds between two looks at a process asked about now and then."""
@@ -25,6 +26,10 @@ MAX_WATCHED = 256
 """Processes looked at, at most: those asked about most recently."""
 MAX_SEEN = 4096
 """Looks held for the next :meth:`Prober.take`, at most: the latest."""
+WATCH_PERIOD = 0.1
+"""Seconds between two checks that a process watched for its end (:meth:`Prober.watch`) lives."""
+MAX_ENDS_WATCHED = 4096
+"""Processes watched for their end, at most: a node's ranks."""
 
 
 def gone(pid: int, t: float) -> Sample:
@@ -46,6 +51,13 @@ class Prober:
         """The threads to look at in a process, by native id: the one that trains (where it
         is not the main one), and distmon's reporting thread."""
         self._seen: list[Sample] = []
+        self._ends: dict[int, tuple[float, int | None]] = {}
+        """Processes watched for their end: when last told to, and when each started (None
+        before it was first seen alive)."""
+        self._ends_due = 0.0
+        self._unseen: dict[int, float] = {}
+        """Processes told to watch that were not there at the first check (another pid
+        namespace's, or gone already), and when: not watched again for :data:`FORGET`."""
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._thread: threading.Thread | None = None
@@ -64,10 +76,37 @@ class Prober:
                     self._threads[pid] = (tid, reporter)
             while len(self._asked) > MAX_WATCHED:
                 self._forget(min(self._asked, key=self._asked.__getitem__))
-            if self._thread is None and processes:
-                self._thread = threading.Thread(target=self._run, name="distmon-probe", daemon=True)
-                self._thread.start()
+            if processes:
+                self._start()
         self._wake.set()
+
+    def watch(self, pids: Iterable[int]) -> None:
+        """Tell when each of ``pids`` ends, within :data:`WATCH_PERIOD` (a look saying it is gone:
+        :func:`gone`), from now on and while told so within :data:`FORGET`: the ranks that report
+        on this node, so that one that dies without a word is known dead at once. Cheap: one
+        small file a process. A process never seen alive is never told gone (it may live where
+        this node's /proc does not see it), nor one whose pid another process took since."""
+        now = time.monotonic()
+        with self._lock:
+            for pid in pids:
+                unseen = self._unseen.get(pid)
+                if unseen is not None and now - unseen < FORGET:
+                    continue
+                if pid in self._ends or len(self._ends) < MAX_ENDS_WATCHED:
+                    self._ends[pid] = (now, self._ends.get(pid, (now, None))[1])
+            self._start()
+        self._wake.set()
+
+    def unwatch(self, pids: Iterable[int]) -> None:
+        """Watch ``pids`` for their end no more (they said their last words)."""
+        with self._lock:
+            for pid in pids:
+                self._ends.pop(pid, None)
+
+    def _start(self) -> None:
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run, name="distmon-probe", daemon=True)
+            self._thread.start()
 
     def take(self) -> list[Sample]:
         """The looks taken since the last call, oldest first (a process gone: :func:`gone`)."""
@@ -83,11 +122,15 @@ class Prober:
     def _run(self) -> None:
         while True:
             now = time.monotonic()
+            if now >= self._ends_due:
+                self._check_ends(now)
             with self._lock:
                 for pid in [p for p, t in self._asked.items() if now - t > FORGET]:
                     self._forget(pid)
                 due = [p for p in self._asked if self._due.get(p, 0.0) <= now]
                 soonest = min((self._due.get(p, 0.0) for p in self._asked), default=now + self._period)
+                if self._ends:
+                    soonest = min(soonest, self._ends_due)
             if not due:
                 self._wake.wait(min(max(0.0, soonest - now), self._period))
                 self._wake.clear()
@@ -101,4 +144,31 @@ class Prober:
                     if sample.state == "X":  # gone stays gone: a pid reused is another process
                         self._forget(pid)
                     self._seen.append(sample)
+                    del self._seen[:-MAX_SEEN]
+
+    def _check_ends(self, now: float) -> None:
+        """Whether each process watched for its end still lives (:meth:`watch`)."""
+        self._ends_due = now + WATCH_PERIOD
+        with self._lock:
+            for pid in [p for p, (told, _) in self._ends.items() if now - told > FORGET]:
+                del self._ends[pid]
+            for pid in [p for p, t in self._unseen.items() if now - t > FORGET]:
+                del self._unseen[pid]
+            watched = list(self._ends.items())
+        for pid, (_, began) in watched:
+            now_began = started(pid)
+            if began is not None and now_began == began:
+                continue
+            with self._lock:
+                if pid not in self._ends:
+                    continue  # unwatched meanwhile
+                if began is None and now_began is not None:
+                    self._ends[pid] = (self._ends[pid][0], now_began)  # seen alive: from now on its end is told
+                    continue
+                del self._ends[pid]
+                if began is None:
+                    if len(self._unseen) < MAX_ENDS_WATCHED:
+                        self._unseen[pid] = now
+                else:
+                    self._seen.append(gone(pid, time.monotonic()))
                     del self._seen[:-MAX_SEEN]

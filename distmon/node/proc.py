@@ -143,6 +143,17 @@ def look(pid: int, t: float, tid: int | None = None, reporter: int | None = None
     return replace(sample, reporter_wakes=_wakes(task / str(reporter)))
 
 
+def started(pid: int) -> int | None:
+    """When process ``pid`` started (``stat``'s ``starttime``, in clock ticks after boot), None
+    once it is gone or a zombie: a process that ends is told by this one file, and a pid reused
+    by another process by its start."""
+    text = _read(PROC / str(pid) / "stat")
+    after = text.rsplit(")", 1)[-1].split() if text else []
+    if len(after) < 20 or after[0] in ("Z", "X") or not after[19].isdigit():
+        return None
+    return int(after[19])
+
+
 def _look(pid: int, t: float, base: Path, tid: int | None) -> Sample | None:
     try:
         status = _fields((base / "status").read_text())

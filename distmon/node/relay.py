@@ -87,6 +87,9 @@ TAKE_LIMIT = 10_000
 """Messages taken from below in one turn, so that commands from above still go down promptly."""
 POLL_MS = 100
 """The longest wait for traffic: how soon a request to stop is seen."""
+END_SETTLE = 0.1
+"""Seconds after a batch that told a process ended before the next goes: last words the
+process sent before it ended have reached the relay by then."""
 
 
 class NodeRelay:
@@ -125,10 +128,15 @@ class NodeRelay:
         self._news = News(refresh)
         self.eye = eye or NodeEye(host)
         """The monitor's eye on this node (which finds the node's ranks, where told to)."""
-        self._seen: eye_looks.Looks | None = None
+        self._seen: list[eye_looks.Looks] = []
         """What the eye saw that has yet to go up."""
         self._flushed = 0.0
         """When the last batch went (monotonic)."""
+        self._read_links = False
+        """The eye has read the node's links once: a later reading it hands over tells a change."""
+        self._told_an_end = False
+        """The last batch told that a process ended: the next goes :data:`END_SETTLE` later, so
+        that the monitor soon knows that no last words were on their way."""
         self._said = -REFRESH
         """When the eye last said anything upstream (monotonic): a monitor started late learns
         of it within :data:`~distmon.node.news.REFRESH`."""
@@ -183,15 +191,21 @@ class NodeRelay:
         self.flush()
 
     def _looking_closely(self, now: float) -> bool:
-        """Whether what the eye saw should go up before the interval ends: the last batch went
-        over :data:`CLOSE_PERIOD` ago (asked first: the loop turns for every message), and it
-        has looks."""
-        if now - self._flushed < CLOSE_PERIOD:
-            return False
+        """Whether what the eye saw should go up before the interval ends: it saw a process
+        end (at once, and once more :data:`END_SETTLE` later: the monitor then knows that no last
+        words were on their way) or a link change (at once), or the last batch went over
+        :data:`CLOSE_PERIOD` ago (asked first: the loop turns for every message) and it has looks."""
+        if self._told_an_end:
+            return now - self._flushed >= END_SETTLE
         seen = self.eye.take()
         if seen:
-            self._seen = _joined(self._seen, seen)
-        return self._seen is not None and bool(self._seen.samples or self._seen.stacks)  # links wait
+            self._seen.append(seen)
+        changed = self._read_links and seen.links is not None
+        self._read_links = self._read_links or seen.links is not None
+        if changed or any(s.state == "X" for one in self._seen for s in one.samples):
+            return True  # an end, or a link that changed: at once (the monitor times the link by when it comes)
+        looks = any(one.samples or one.stacks for one in self._seen)
+        return looks and now - self._flushed >= CLOSE_PERIOD
 
     def take_from_below(self) -> None:
         """Take what the ranks and the relays below have sent, up to ``TAKE_LIMIT`` messages."""
@@ -262,11 +276,14 @@ class NodeRelay:
         batch that could not go held (frames, and the drops it told of) counts as this relay's
         own drop, and its ranks' reports go whole with their next frames."""
         own = self._own_columns()
-        seen, now = _joined(self._seen, self.eye.take()), time.monotonic()
-        if seen or now - self._said >= REFRESH:  # an eye with nothing to say says it is there now and then
-            own.looks = [eye_looks.encode([seen])]
+        seen, now = [*self._seen, self.eye.take()], time.monotonic()
+        said = [one for one in seen if one]
+        if said or now - self._said >= REFRESH:  # an eye with nothing to say says it is there now and then
+            own.looks = [eye_looks.encode(said or seen[-1:])]
             self._said = now
-        self._seen = None
+        self._told_an_end = any(sample.state == "X" for one in said for sample in one.samples)
+        self._read_links = self._read_links or any(one.links is not None for one in said)
+        self._seen = []
         self._flushed = now
         batch = ColumnBatch.merged([own, *self._columns])
         if self._lost:
@@ -294,6 +311,7 @@ class NodeRelay:
         frames = Batch.merged([Batch.of(self._frames, relay=self.me), *self._below])
         parsed = parse(frames)
         self.counts.update(parsed.refused)
+        self.eye.reporting(parsed.headers)
         send = self._news.choose(parsed, time.monotonic())
         return ColumnBatch.of(parsed, send, frames.relays)
 
@@ -354,10 +372,3 @@ class NodeRelay:
         if self._authenticator is not None:
             self._authenticator.stop()
         self._context.term()
-
-
-def _joined(held: eye_looks.Looks | None, seen: eye_looks.Looks) -> eye_looks.Looks:
-    """What the eye saw before (``held``, not yet sent) and since."""
-    if held is None:
-        return seen
-    return eye_looks.Looks(seen.host, held.samples + seen.samples, held.stacks + seen.stacks)

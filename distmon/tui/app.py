@@ -20,10 +20,10 @@ from textual.app import App, ComposeResult
 from textual.binding import Binding, BindingType
 from textual.widgets import Footer, Static
 
-from distmon.monitor.attach.feed import SILENT_AFTER, AttachedFeed
-from distmon.monitor.intake.feeds import Feed, LiveFeed, ReplayFeed
+from distmon.monitor.attach.feed import SILENT_AFTER
+from distmon.monitor.intake.feeds import ATTACHED, LIVE, Feed, Player
 from distmon.monitor.overview import OverviewTracker
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.pipeline import Monitor, Monitoring
 from distmon.monitor.session import Session, Timed
 from distmon.tui import cells
 from distmon.tui.alert_detail import AlertDetail
@@ -62,7 +62,7 @@ class DistmonApp(App[None]):
         Binding("minus", "slower", "Slower", key_display="-", show=False),
     ]
 
-    def __init__(self, feed: Feed, monitor: Monitor, tracker: OverviewTracker | None = None) -> None:
+    def __init__(self, feed: Feed, monitor: Monitoring, tracker: OverviewTracker | None = None) -> None:
         super().__init__()
         self.feed = feed
         self.monitor = monitor
@@ -106,14 +106,15 @@ class DistmonApp(App[None]):
             self._raised(self.session.run_timed(500))
             if self.session.taken == 0 or time.perf_counter() > deadline:
                 break
-        if isinstance(self.feed, ReplayFeed) and self.feed.finished and self.session.taken == 0:
+        if self.feed.finished and self.session.taken == 0:
             self._raised(self.session.finish())
 
     def _raised(self, changes: Timed) -> None:
         """A replay jumping to the next alert stops at one raised here."""
+        player = self.feed.player
         for _, change in changes:
-            if change.event == "raised" and isinstance(self.feed, ReplayFeed):
-                self.feed.alert_raised(change.alert.t)
+            if change.event == "raised" and player is not None:
+                player.alert_raised(change.alert.t)
 
     def redraw(self) -> None:
         now = self.feed.now()
@@ -138,38 +139,39 @@ class DistmonApp(App[None]):
 
     def waiting_help(self) -> str:
         """What to do while nothing has connected."""
-        if isinstance(self.feed, LiveFeed):
-            endpoint = self.feed.endpoint
+        source = self.feed.source()
+        if source.kind == LIVE:
+            endpoint = source.where
             return (
                 f"Nothing connected yet. Listening on {endpoint}. Start the job with no change to it: "
                 f"DISTMON_ENDPOINT={endpoint} distmon run -- torchrun --nproc-per-node=N train.py "
                 f"(or put `import distmon.hooks; distmon.hooks.attach(model)` in the script and set "
                 f"DISTMON_ENDPOINT={endpoint} for its ranks). More screens: distmon watch --attach {endpoint}"
             )
-        if isinstance(self.feed, AttachedFeed):
-            return f"Attached to the monitor at {self.feed.endpoint}: no rank has reported to it yet."
+        if source.kind == ATTACHED:
+            return f"Attached to the monitor at {source.where}: no rank has reported to it yet."
         return "No rank has reported yet in this recording."
 
     def source(self) -> str:
         """Where the messages come from, and how that is going."""
-        feed = self.feed
-        if isinstance(feed, LiveFeed):
-            dropped = f" · {feed.dropped} dropped (UI behind)" if feed.dropped else ""
-            return f"live · {feed.endpoint}{dropped}"
-        if isinstance(feed, AttachedFeed):
-            silent = feed.silent_for()
+        source, player = self.feed.source(), self.feed.player
+        if source.kind == LIVE:
+            dropped = f" · {source.dropped} dropped (UI behind)" if source.dropped else ""
+            return f"live · {source.where}{dropped}"
+        if source.kind == ATTACHED:
+            silent = source.silent_for
             lost = f" · monitor silent for {cells.duration(silent)}" if silent > SILENT_AFTER else ""
-            return f"attached · {feed.endpoint}{lost}"
-        if isinstance(feed, ReplayFeed):
-            if feed.finished:
-                mode = "end of recording"
-            elif feed.jumping:
-                mode = "to next alert"
-            else:
-                mode = "paused" if feed.paused else f"playing {speed_name(feed.speed)}"
-            at = cells.duration(feed.now() - feed.start)
-            return f"replay {os.path.basename(feed.path)} · {mode} · at {at}"
-        return ""
+            return f"attached · {source.where}{lost}"
+        if player is None:
+            return source.where
+        if self.feed.finished:
+            mode = "end of recording"
+        elif player.jumping:
+            mode = "to next alert"
+        else:
+            mode = "paused" if player.paused else f"playing {speed_name(player.speed)}"
+        at = cells.duration(self.feed.now() - player.start)
+        return f"replay {os.path.basename(source.where)} · {mode} · at {at}"
 
     # --- navigation ---------------------------------------------------------------------
 
@@ -217,12 +219,13 @@ class DistmonApp(App[None]):
 
     def check_action(self, action: str, parameters: tuple[object, ...]) -> bool | None:
         if action in REPLAY_ACTIONS:
-            return isinstance(self.feed, ReplayFeed)
+            return self.feed.player is not None
         return True
 
-    def _replay(self) -> ReplayFeed:
-        assert isinstance(self.feed, ReplayFeed)
-        return self.feed
+    def _replay(self) -> Player:
+        player = self.feed.player
+        assert player is not None, "a replay action on a feed that plays nothing"
+        return player
 
     def action_toggle_pause(self) -> None:
         self._replay().toggle_pause()
@@ -250,7 +253,7 @@ class DistmonApp(App[None]):
         self.redraw()
 
 
-def build_app(feed: Feed, monitor: Monitor | None = None, tracker: OverviewTracker | None = None) -> DistmonApp:
+def build_app(feed: Feed, monitor: Monitoring | None = None, tracker: OverviewTracker | None = None) -> DistmonApp:
     """The app for a feed: what ``distmon watch`` (``--attach``: a feed from a monitor running
     elsewhere, a :class:`~distmon.monitor.attach.follow.AttachedMonitor` of it, and its progress so far),
     ``distmon replay`` and the tests run."""

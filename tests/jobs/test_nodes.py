@@ -6,7 +6,11 @@ without CAP_SYS_PTRACE, as in a container: py-spy is refused there, the ranks' f
 One job carries the incidents in turn, each on a rank of a node the monitor is not on: rank 1
 asleep in ``time.sleep``, rank 3 holding the GIL in a C regex call, rank 1 stopped (SIGSTOP,
 resumed by itself). Each is named alone, early (a warning saying what the process does, before
-the hang threshold), in the words used for a rank on the monitor's host, with its stack."""
+the hang threshold), in the words used for a rank on the monitor's host, with its stack. Then
+node B as a whole: its relay killed while its ranks train on (one warning), its link dropping
+and coming back twice (one warning naming the link), cut off for good (node_lost);
+then rank 1 killed (SIGKILL, as the OOM killer does) while torchrun tears node A down: named
+at once in the words of the eye that saw it, and so the report's last word on it."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import json
 import os
 import re
 import shutil
+import signal
 import subprocess
 import time
 from collections.abc import Iterator
@@ -22,7 +27,7 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.recording.format import AlertEvent
+from distmon.monitor.recording.format import AlertEvent, ColumnRecord
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from tests.support.commands import DISTMON, TORCHRUN, free_port
 from tests.support.nodes import Node, can_make_nodes, nodes
@@ -100,6 +105,12 @@ class Job:
         return wait_until(shown, timeout, f"{evidence!r} in the alert's detail")
 
 
+def _process_of(job: Job, rank: int) -> int:
+    """Rank ``rank``'s pid, as its latest report recorded said it."""
+    batches = [r.batch.headers for r in read_recording(str(job.out))[1] if isinstance(r, ColumnRecord)]
+    return next(int(h["pid"][h["rank"] == rank][-1]) for h in reversed(batches) if (h["rank"] == rank).any())
+
+
 @pytest.fixture(scope="module")
 def job(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Job]:
     if shutil.which("capsh") is None:
@@ -164,18 +175,43 @@ def test_a_remote_rank_stopped_is_named_alone_with_the_step_to_take_on_its_node(
     assert alert.alert.severity == "warning", "named early, for doing nothing: how soon is bench_nodes.py's to say"
 
 
-def test_a_dead_relay_whose_ranks_train_on_is_a_warning_naming_no_rank(job: Job) -> None:
+def test_a_dead_relay_whose_ranks_train_on_is_one_warning_naming_no_rank(job: Job) -> None:
     """Node B's relay killed: its ranks train on (ranks 0-1 complete all-reduces with them),
-    so node B is unwatched, not lost: a warning, no rank named, resolved when it is back."""
+    so node B is unwatched, not lost: one warning, no rank named, nothing critical at any tick
+    (a rank whose last report came a batch before the others' is silent a moment before its
+    relay is), resolved when the relay is back."""
     killed = time.time()
     kill_tree(job.started[2])  # node B's relay: after node A's relay and job
     alert = wait_until(lambda: next((a for a in job.raised(killed) if a.alert.kind == "node_unwatched"), None), 30,
                        "node B said unwatched")  # fmt: skip
     assert alert.alert.severity == "warning" and alert.alert.ranks == [], alert.alert
     assert "node-b" in alert.alert.summary, alert.alert.summary
-    assert not [a for a in job.raised(killed) if a.alert.severity == "critical"], "nothing critical"
+    wait_until(lambda: job.alive_for(alert, 3), 20, "three seconds of the warning")
     job.restart_relay("node-b")
     wait_until(lambda: job.resolved(alert.alert.key), 30, "the warning resolved once the relay is back")
+    raised = [(a.alert.kind, a.alert.summary) for a in job.raised(killed)]
+    assert [kind for kind, _ in raised] == ["node_unwatched"], f"one incident, one alert: {raised}"
+
+
+def test_a_link_that_drops_and_comes_back_is_one_warning_naming_the_node_and_its_link(job: Job) -> None:
+    """Node B's link down 3 s, up, and again 10 s later: the job stands still each time and
+    goes on. One warning naming node B and its interface, how often and how long; nothing
+    critical (a link that comes back is no node lost)."""
+    node = job.nodes[1]
+    began = time.time()
+    for i in range(2):
+        node.cut()
+        time.sleep(3)
+        node.mend()
+        if i == 0:
+            time.sleep(7)
+    alert = wait_until(lambda: next((a for a in job.raised(began) if a.alert.kind == "link_flapping"), None), 30,
+                       "node B's link said to flap")  # fmt: skip
+    assert alert.alert.severity == "warning" and alert.alert.ranks == [], alert.alert
+    assert alert.alert.summary.startswith(f"node-b: {node.inside} down 2 times in "), alert.alert.summary
+    assert "; the job stood still" in alert.alert.summary, alert.alert.summary
+    raised = [(a.alert.kind, a.alert.summary) for a in job.raised(began)]
+    assert [kind for kind, _ in raised] == ["link_flapping"], f"one incident, one alert: {raised}"
 
 
 def test_a_node_cut_off_is_one_alert_naming_the_node_and_its_ranks(job: Job) -> None:
@@ -189,10 +225,32 @@ def test_a_node_cut_off_is_one_alert_naming_the_node_and_its_ranks(job: Job) -> 
     wait_until(lambda: len(job.raised(cut)) == 1 and job.alive_for(alert, 5), 20, "five seconds of the alert alone")
 
 
+def test_a_rank_killed_without_a_word_while_the_launcher_tears_down_the_rest_is_named_by_the_eye_that_saw(
+    job: Job,
+) -> None:
+    """Rank 1 SIGKILLed (the OOM killer's way) on node A, node B cut off: rank 0 raises, torchrun
+    stops it. Node A's eye tells rank 1's process gone at once: it is named in the words of the
+    eye that saw it, and the recorder, stopped a second after node A's launcher ended, ends it
+    gone, not running. (Node B's loss stays the first cause: it came first.)"""
+    killed = time.time()
+    os.kill(_process_of(job, 1), signal.SIGKILL)
+    alert = wait_until(lambda: next((a for a in job.raised(killed) if a.alert.kind == "rank_lost"), None), 30,
+                       "rank 1 named lost")  # fmt: skip
+    assert alert.alert.ranks == [1] and alert.alert.severity == "critical", alert.alert
+    assert "as the eye on node-a (its distmon relay) saw" in alert.alert.detail, alert.alert.detail
+    job.started[1].wait(60)  # node A's torchrun; node B's waits cut off
+    time.sleep(1)  # a recorder stopped a second after the job ended
+    job.recorder.stop()
+    report = subprocess.run([*DISTMON, "report", str(job.out)], capture_output=True, text=True, timeout=120).stdout
+    [row] = [line for line in report.splitlines() if line.startswith("  rank     1 ")]
+    assert "its process is gone" in row, row
+
+
 def test_a_replay_tells_the_story_the_live_monitor_told(job: Job) -> None:
     """What the eyes saw is in the recording: a replay raises every live alert, same kind and
     ranks, within a second, its summary the same up to the first comma."""
-    job.recorder.stop()
+    if job.recorder.process.poll() is None:
+        job.recorder.stop()
 
     def alerts(*command: str) -> list[dict[str, object]]:
         done = subprocess.run([*DISTMON, *command, str(job.out)], capture_output=True, text=True, timeout=120)

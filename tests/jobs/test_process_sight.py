@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -18,10 +19,13 @@ import pytest
 
 from distmon.monitor.outside.sight import ALIVE, GONE, Seen
 from distmon.monitor.outside.verdicts import activity, judge
-from distmon.node.prober import CLOSE_FOR, CLOSE_PERIOD, Prober
+from distmon.node.eye import NodeEye
+from distmon.node.prober import CLOSE_FOR, CLOSE_PERIOD, WATCH_PERIOD, Prober
 from distmon.node.proc import GIL_WAKES, Sample, look
 from distmon.node.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
-from distmon.wire import StackFrame
+from distmon.wire import ExitInfo, Report, StackFrame, encode
+from distmon.wire.arrays import parse
+from distmon.wire.link import Batch
 from tests.support.eyes import Watching
 
 HOST = "here"
@@ -279,6 +283,35 @@ def test_a_nodes_eye_looks_on_its_own_thread_and_the_sight_holds_what_it_said(py
     p.wait()
     gone = wait_for(lambda: (v := watching.pump().view(HOST, p.pid)) and v.last is None and v)
     assert gone.first is not None and gone.first.state in "SRT" and sight.state(HOST, p.pid) == GONE
+
+
+def test_a_nodes_eye_tells_at_once_that_a_rank_reporting_there_ended_without_a_word(python) -> None:
+    """Unasked, a node's eye watches the ranks that report on it (by their frames' headers) for
+    their end: one killed by SIGKILL, as the OOM killer kills, is told gone; one that said its
+    last words, one of another node and a pid not here are not."""
+    host = socket.gethostname()
+    ending = "import os, time; print('ready', flush=True); time.sleep(3); os.kill(os.getpid(), 9)"
+    killed, said, elsewhere = python(ending), python(ending), python(ending)
+    reports = [
+        Report("j", 0, 4, host, killed.pid, time.time(), 1, 1.0),
+        Report("j", 1, 4, host, said.pid, time.time(), 1, 1.0, exit=ExitInfo("finished", time.time())),
+        Report("j", 2, 4, "elsewhere", elsewhere.pid, time.time(), 1, 1.0),
+        Report("j", 3, 4, host, 4_000_000, time.time(), 1, 1.0),
+    ]
+    eye = NodeEye(host)
+    eye.reporting(parse(Batch.of([encode(r) for r in reports])).headers)
+    told: set[int] = set()
+
+    def ended() -> bool:
+        told.update(sample.pid for sample in eye.take().samples if sample.state == "X")
+        return killed.pid in told
+
+    wait_for(ended, 15)
+    for process in (said, elsewhere):
+        process.wait(10)
+    time.sleep(3 * WATCH_PERIOD)  # a negative check: what it would have told by now
+    ended()
+    assert told == {killed.pid}, told
 
 
 @pytest.mark.parametrize(

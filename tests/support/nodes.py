@@ -57,6 +57,10 @@ class Node:
         """Its network fails: the link to the others goes down."""
         _ip("link", "set", self.outside, "down")
 
+    def mend(self) -> None:
+        """Its link comes back up (after :meth:`cut`): a link that flaps."""
+        _ip("link", "set", self.outside, "up")
+
 
 @contextlib.contextmanager
 def nodes(names: Sequence[str]) -> Iterator[tuple[str, list[Node]]]:

@@ -445,7 +445,7 @@ def test_ranks_never_heard_from_are_not_blamed_while_the_monitor_is_behind(behin
         if t >= second + 1:
             second += 1
             if behind:
-                monitor.state.dropped["overflow"] += 100
+                monitor.state.refused({"overflow": 100})
             named |= {tuple(c.alert.ranks) for c in monitor.tick(second) if c.alert.kind == "hang"}
     if behind:
         assert named == set(), named

@@ -4,13 +4,21 @@ never named as its cause, whichever of them raised first."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 from distmon import wire
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
+from distmon.monitor.recording.format import LooksRecord, MessageRecord, Record
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING
-from distmon.monitor.state.ending import Ending, first_cause, gone, rank_ending
+from distmon.monitor.state.ending import Ending, fates, first_cause, rank_ending
+from distmon.monitor.state.words import time_of_day
+from distmon.node import looks as eye_looks
+from distmon.node.looks import Looks
+from distmon.node.proc import Sample
 from tests.support.simulate import SimJob, drive
 
 
@@ -30,9 +38,68 @@ def test_a_killed_rank_is_the_failure_in_the_alerts_the_ending_and_the_table() -
     ending = monitor.state.ending(a for a in alerts if a.resolved is None)
     assert ending is not None and ending.state == Ending.FAILED
     assert ending.words.startswith("failed: rank_lost: rank 2 ") and "process gone" in ending.words
-    words = {r: rank_ending(s, sim.start + 25, gone(alerts)) for r, s in monitor.state.ranks.items()}
+    known = fates(monitor.state, alerts, sim.start + 25)
+    words = {r: rank_ending(s, sim.start + 25, known) for r, s in monitor.state.ranks.items()}
     assert words[2].startswith("its process is gone")
     assert all(words[r].endswith("(after losing a peer)") for r in (0, 1, 3)), words
+
+
+KILLED = 10.6
+"""Rank 2's last report came at 10.5 s (its phase of the second): silent 1.5 s after it, at
+12 s, is when the others' lost connection alone names it."""
+
+
+def watched(
+    until: float, ends: dict[int, float], words_at: dict[int, float] | None = None, eye: bool = True
+) -> tuple[SimJob, Monitor, list[tuple[float, str, list[int]]]]:
+    """Rank 2 SIGKILLed at :data:`KILLED` on the monitor's own host, whose eye watches the
+    ranks there and tells each end listed (``ends``: rank to when it told; without ``eye``,
+    none), through the one loop up to ``until``; ``words_at`` moves a rank's last words.
+    Returns each alert raised as it was raised: the second, its kind and ranks."""
+    sim = SimJob(world=4).kill(2, at=KILLED)
+    records: list[Record] = [LooksRecord(sim.start, eye_looks.encode([Looks("node000")]))] if eye else []
+    for t, raw in sim.stream(until=until):
+        report = wire.decode(raw)
+        moved = report.exception is not None and words_at is not None and report.rank in words_at
+        records.append(MessageRecord(sim.start + words_at[report.rank] if moved else t, raw))  # type: ignore[index]
+    for rank, t in ends.items():
+        looks = eye_looks.encode([Looks("node000", [Sample(10_000 + rank, 500.0 + t, "X")])])
+        records.append(LooksRecord(sim.start + t, looks))
+    records.sort(key=lambda r: r.t)
+    monitor = Monitor(Detector())
+    raised: list[tuple[float, str, list[int]]] = []
+
+    def tick(now: float) -> None:
+        raised.extend((now - sim.start, a.kind, list(a.ranks)) for a in monitor.alerts.history if a.t == now)
+
+    Session(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor, on_tick=tick).drain()
+    return sim, monitor, raised
+
+
+def test_a_rank_its_eye_saw_end_without_a_word_is_lost_at_the_next_tick_in_the_eyes_words() -> None:
+    """Its eye tells rank 2 gone a quarter second after the kill: named at the next tick (11 s),
+    not once its silence tells (12 s); the words say which eye saw it."""
+    sim, monitor, raised = watched(until=13, ends={2: KILLED + 0.25})
+    assert raised == [(11.0, "rank_lost", [2])], raised
+    seen = f"as the monitor's own eye (the monitor runs on node000) saw at {time_of_day(sim.start + KILLED + 0.25)}"
+    assert f"its process gone, {seen}" in monitor.alerts.history[0].detail, monitor.alerts.history[0].detail
+    _, _, unseen = watched(until=13, ends={}, eye=False)
+    assert unseen == [(12.0, "rank_lost", [2])], unseen
+
+
+def test_a_rank_seen_gone_a_moment_before_its_last_words_come_is_not_lost() -> None:
+    """Rank 0's eye tells its end at 10.95 s, its last words come at 11.05 s (on their way when
+    it ended): the tick at 11 s waits for them."""
+    _, _, raised = watched(until=13, ends={2: KILLED + 0.25, 0: 10.95}, words_at={0: 11.05})
+    assert raised == [(11.0, "rank_lost", [2])], raised
+
+
+def test_a_recording_stopped_before_the_rank_was_named_ends_it_as_its_eye_saw_it() -> None:
+    sim, monitor, raised = watched(until=10.95, ends={2: KILLED + 0.25})
+    assert not raised
+    end = sim.start + 10.95
+    words = rank_ending(monitor.state.ranks[2], end, fates(monitor.state, monitor.alerts.history, end))
+    assert words.startswith("its process is gone, without last words, as the monitor's own eye"), words
 
 
 def test_before_any_rule_has_spoken_the_ranks_that_lost_a_peer_are_not_the_cause() -> None:

@@ -4,6 +4,7 @@ replayed to the same rules (:mod:`distmon.node.looks`, :mod:`distmon.monitor.out
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import msgpack
@@ -173,3 +174,39 @@ def test_a_nodes_links_travel_with_its_looks_and_what_changed_is_said() -> None:
     monitor.saw([eye_looks.encode([Looks("node-b", links=[cut, usual])])], T0 + 5)
     (change,) = monitor.state.links["node-b"].downs(T0)
     assert change.words == "eth0 went down (carrier lost)" and change.t == T0 + 5
+
+
+def test_a_look_taken_before_its_eye_was_lost_is_no_evidence_after_it() -> None:
+    """Node B's relay falls silent: what its eye saw is forgotten, it is asked nothing and says
+    nothing until heard again, and a stack cannot be taken there, for want of an eye. That a
+    process was seen gone stays."""
+    sight = Sight()
+    sight.saw([Looks("node-b", [a_look(42, 100.0, "R", "running"), a_look(42, 101.0, "R", "running")])], T0)
+    sight.saw([Looks("node-b", [a_look(43, 100.0), Sample(43, 100.5, "X")])], T0 + 0.5)
+    assert sight.state("node-b", 42) == ALIVE and sight.watched("node-b")
+    sight.wanted()
+    sight.blind({"node-b"})
+    assert not sight.watched("node-b") and sight.view("node-b", 42) is None and sight.state("node-b", 42) is None
+    assert "the eye on node-b is lost" in (sight.stack("node-b", 42, T0 + 3) or OutsideStack()).error
+    assert sight.wanted() == [], "nothing asked of a lost eye"
+    sight.blind(set())
+    assert sight.view("node-b", 42) is None, "its looks from before it was lost are gone"
+    assert sight.state("node-b", 43) == GONE and sight.ended(T0) == [("node-b", 43, T0 + 0.5)]
+    sight.saw([Looks("node-b", [a_look(42, 130.0)])], T0 + 30)
+    seen = sight.view("node-b", 42)
+    assert seen is not None and seen.first is not None and seen.first.t == 130.0
+
+
+def test_a_reading_of_the_links_is_timed_by_the_eye_that_read_it_though_it_comes_late() -> None:
+    """Node B cut off: its eye read eth0 down at 200.0 and up at 203.0 on its clock, and both
+    readings come together once it is heard again, ten seconds after the first; the changes
+    are said at the times they were read."""
+    up, cut = Link("eth0", NET, "up", True, 0), Link("eth0", NET, "down", False, 1)
+    (back,) = eye_looks.decode(eye_looks.encode([Looks("node-b", links=[up], read=190.0)]))
+    assert back.read == 190.0
+    monitor = Monitor()
+    monitor.saw([eye_looks.encode([Looks("node-b", [a_look(42, 190.0)], links=[up], read=190.0)])], T0 - 10)
+    late = [Looks("node-b", links=[cut], read=200.0), Looks("node-b", links=[replace(up, flaps=1)], read=203.0)]
+    monitor.saw([eye_looks.encode(late)], T0 + 10)
+    went = [(c.went, c.t) for c in monitor.state.links["node-b"].said]
+    assert went == [("down", T0), ("up", T0 + 3)], went

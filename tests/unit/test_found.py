@@ -34,6 +34,7 @@ def frames(*inner: tuple[str, int, str], line: int = 50, func: str = "train_step
 
 
 ALL_REDUCE = frames((C10D, 2501, "all_reduce"))
+INIT = frames((C10D, 1600, "init_process_group"), (C10D, 1800, "_new_process_group_helper"), line=30, func="setup")
 BARRIER = frames((C10D, 4200, "barrier"), line=61, func="evaluate")
 ASLEEP = frames(line=40, func="inject")
 
@@ -261,3 +262,15 @@ def test_ranks_whose_stacks_could_not_be_taken_are_said_so_with_why() -> None:
     assert (
         stackless_words(ranks.tolist(), why) == f"ranks 0-1: their stacks could not be taken from outside ({refused})"
     )
+
+
+def test_ranks_waiting_to_join_wait_for_a_slow_start_as_a_hooked_jobs_do() -> None:
+    """In ``init_process_group`` the others wait for a rank loading a checkpoint or a node slow to
+    come: named as a warning once they have waited the init wait, critical at the start-up's."""
+    job = {0: waiting(INIT), 1: waiting(ASLEEP), 2: waiting(INIT), 3: waiting(INIT)}
+    assert run(job, Eye({1: "clock_nanosleep"}), 9) == []
+    (warning,) = run(job, Eye({1: "clock_nanosleep"}), 14)
+    assert warning.ranks == [1] and warning.severity == WARNING
+    assert f"in init_process_group at {TRAIN}:30 in setup" in warning.summary
+    (hang,) = run(job, Eye({1: "clock_nanosleep"}), 34)
+    assert hang.severity == CRITICAL

@@ -76,3 +76,45 @@ def test_each_class_name_means_one_class() -> None:
                 where.setdefault(node.name, []).append(f"{path.relative_to(REPO)}:{node.lineno}")
     twins = {name: places for name, places in where.items() if len(places) > 1}
     assert not twins, twins
+
+
+MUTATORS = frozenset(
+    {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "add", "discard", "remove"}
+)
+STATE_NAMES = frozenset({"state", "job"})
+"""How the monitor's state is named where it is held: ``monitor.state``, a rule's ``job``."""
+
+
+def _holds_state(node: ast.expr) -> bool:
+    """``node`` is something reached through the monitor's state (``monitor.state.intake``,
+    ``job.cols``): an attribute of it, at any depth."""
+    while isinstance(node, ast.Attribute | ast.Subscript):
+        inner = node.value
+        if isinstance(inner, ast.Name) and inner.id in STATE_NAMES:
+            return True
+        if isinstance(inner, ast.Attribute) and inner.attr == "state":
+            return True
+        node = inner
+    return False
+
+
+def test_the_monitors_state_is_written_by_its_own_package_only() -> None:
+    """The job's state changes through its own methods, which say what happened
+    (``state.refused(...)``, ``state.told.spoke(host)``): outside ``distmon/monitor/state/``
+    nothing assigns to what it holds, nor updates a container of it."""
+    written = []
+    state = REPO / "distmon" / "monitor" / "state"
+    readers = [REPO / "distmon" / part for part in ("monitor", "tui", "export", "actions", "forensics", "commands")]
+    for path in sorted(p for folder in readers for p in folder.rglob("*.py")):
+        if path.is_relative_to(state):
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            targets: list[ast.expr] = []
+            if isinstance(node, ast.Assign):
+                targets = node.targets
+            elif isinstance(node, ast.AugAssign | ast.AnnAssign):
+                targets = [node.target]
+            elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in MUTATORS:
+                targets = [node.func.value] if isinstance(node.func.value, ast.Attribute | ast.Subscript) else []
+            written += [f"{path.relative_to(REPO)}:{node.lineno}" for t in targets if _holds_state(t)]
+    assert not written, written

@@ -391,16 +391,15 @@ def test_a_lost_peers_host_places_the_suspects() -> None:
 
 
 def test_open_mpis_and_horovodruns_tags_are_ranks_where_torchrun_gives_none() -> None:
-    assert (
-        unlabelled("[1,5]<stderr>:Traceback (most recent call last):") == "[rank5]:Traceback (most recent call last):"
-    )
-    assert unlabelled("Fri Sep 25 16:52:57 2020[1]<stderr>:User function") == "[rank1]:User function"
+    tagged = unlabelled("[1,5]<stderr>:Traceback (most recent call last):")
+    assert tagged.text == "[rank5]:Traceback (most recent call last):"
+    assert unlabelled("Fri Sep 25 16:52:57 2020[1]<stderr>:User function").text == "[rank1]:User function"
     worker = "(VllmWorker rank=3 pid=226) ERROR 06-26 23:10:17 [multiproc_executor.py:527] Traceback (most"
-    assert unlabelled(worker) == "[rank3]:Traceback (most", "vLLM's worker label is its rank; its logger's stamp goes"
-    assert unlabelled("(RayWorkerWrapper pid=4009) x") == "x", "a Ray actor's pid is no rank"
-    assert unlabelled("[2]<stdout>:loss 0.1") == "[rank2]:loss 0.1"
-    assert unlabelled("[1,0]<stderr>:[rank4]: x") == "[rank4]: x", "torchrun's prefix wins"
-    assert unlabelled("3: [rank9]: y") == "[rank9]: y" and unlabelled("3: y") == "y", "srun's task is no rank"
+    assert unlabelled(worker).text == "[rank3]:Traceback (most", "vLLM's worker label is its rank; its logger's goes"
+    assert unlabelled("(RayWorkerWrapper pid=4009) x").text == "x", "a Ray actor's pid is no rank"
+    assert unlabelled("[2]<stdout>:loss 0.1").text == "[rank2]:loss 0.1"
+    assert unlabelled("[1,0]<stderr>:[rank4]: x").text == "[rank4]: x", "torchrun's prefix wins"
+    assert unlabelled("3: [rank9]: y").text == "[rank9]: y" and unlabelled("3: y").text == "y", "srun's task is no rank"
 
 
 # --- the watchdog's dump signal; a collective no peer issued -------------------------------------
@@ -413,7 +412,7 @@ def test_a_watchdog_message_broken_over_indented_lines_and_elided_is_read_withou
         "  ran for 1800090 milliseconds before timing out.",
         '  File "train.py", line 3, in <module>',
     ]
-    [joined, frame] = lines_as_written(pasted)
+    [joined, frame] = [written.text for written in lines_as_written(pasted)]
     found = said(joined)
     assert found is not None and (found.bare, found.op, found.seq, found.ran) == (0, "all_reduce", None, 1800.09)
     assert frame == pasted[-1], "a traceback's frame is no rest of the message"
@@ -552,3 +551,134 @@ def test_alike_compares_exceptions_where_the_log_holds_them_and_exits_where_it_d
     assert verdict.nobody is not None and "torch.OutOfMemoryError: CUDA out of memory" in verdict.nobody
     one = oom.split("\n[rank2]")[0]
     assert judge(analyze_text(one)).culprits == [1], "one rank out of memory is that rank's"
+
+
+# --- a log as pasted: the paste's margin and wraps, a stamp, colour; an excerpt's cut -------------
+
+WAIT = (
+    "[rank{r}]:[E0501 12:00:01.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=57, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600010 "
+    "milliseconds before timing out."
+)
+
+
+def texts(pasted: str) -> list[str]:
+    return [written.text for written in lines_as_written(io.StringIO(pasted))]
+
+
+def test_a_terminals_soft_wrap_is_joined_at_the_width_the_paste_shows() -> None:
+    whole = [WAIT.format(r=r) for r in (1, 2)] + ["[rank3]: RuntimeError: CUDA error: an illegal memory access was met"]
+    wrapped = "".join(line[i : i + 80] + "\n" for line in whole for i in range(0, len(line), 80))
+    assert texts(wrapped) == whole
+    one = "mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed)."
+    assert texts(f"{one[:80]}\n{one[80:]}\n") == [one], "one line carrying on at a width terminals open at"
+    odd = "x" * 77
+    assert texts(f"{odd}\nmore\n") == [odd, "more"], "one line of a width no terminal opens at proves no wrap"
+    natural = [WAIT.format(r=r) for r in (1, 2, 3)]
+    assert texts("\n".join(natural)) == natural, "lines as long as each other, each starting a record, are lines"
+    frames = [f'  File "/job/{"x" * 60}.py", line {n}, in f' for n in (10, 20)]
+    traceback = [frames[0], "    f()", frames[1], "    g()"]
+    assert texts("\n".join(traceback)) == [line[2:] for line in traceback], "its indent all share, nothing joined"
+
+
+def test_a_stamp_before_each_line_is_taken_off_and_kept_as_the_lines_time() -> None:
+    line = "[rank3]: torch.OutOfMemoryError: CUDA out of memory."
+    for stamp in (
+        "2024-05-01 12:00:01,234 - INFO - ",
+        "[2024-05-01 12:00:01] ",
+        "2024-05-01T12:00:01.123456Z stdout F ",
+    ):
+        [written] = lines_as_written([stamp + line])
+        assert written.text == line and written.stamp.startswith("2024-05-01"), stamp
+    facts = read_log(
+        io.StringIO("2024-05-01T12:00:09.5Z stdout F [rank3]: Traceback (most recent call last):\n" + line)
+    )
+    assert facts.raised[3].at == 1714564809.5, "an unstamped line takes the time of the one before"
+
+
+def test_colour_codes_anywhere_and_the_pastes_shared_margin_hide_nothing() -> None:
+    line = "[rank7]: RuntimeError: CUDA error: an illegal memory access was encountered"
+    coloured = (
+        "\x1b[1;31m[rank7]:\x1b[0m RuntimeError: \x1b[35mCUDA error\x1b[0m: an illegal memory access was encountered"
+    )
+    assert texts(coloured) == [line]
+    table = ["  rank      : 1 (local_rank: 1)", "  exitcode  : -9 (pid: 2630)"]
+    assert texts("\n".join(f">     {row}" for row in table)) == [row.strip() for row in table], "the indent all share"
+    kept = ["Traceback (most recent call last):", '  File "train.py", line 3, in <module>']
+    assert texts("\n".join(kept)) == kept, "a margin some lines lack is the text's own"
+
+
+def test_srun_labels_an_indented_line_too() -> None:
+    assert unlabelled('0:   File "train.py", line 3, in <module>').text == '  File "train.py", line 3, in <module>'
+
+
+def test_the_first_pg_to_signal_dumping_and_a_watchdog_message_cut_before_its_work_say_the_rank_waited() -> None:
+    first = (
+        "[rank2]:[E0501 12:00:01.2 ProcessGroupNCCL.cpp:2103] [PG ID 0 PG GUID 0(default_pg) Rank 2] First PG on "
+        "this rank to signal dumping."
+    )
+    found = said(first)
+    assert found is not None and found.fired and found.local == 2
+    verdict = judge(analyze_text(f"{WAIT.format(r=3)}\n{first}"))
+    assert [s.rank for s in verdict.suspects] == [0, 1], "rank 2's watchdog fired: it waited with rank 3"
+    cut = (
+        "RuntimeError: NCCL communicator was aborted on rank 2.  Original reason for failure was: [Rank 2] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=10"
+    )
+    found = said(cut)
+    assert found is not None and found.fired and found.bare == 2 and found.seq is None
+
+
+def test_a_traceback_cut_before_its_exception_line_is_suspected_not_proven() -> None:
+    cut = '[rank2]: Traceback (most recent call last):\n[rank2]:   File "/job/grpo.py", line 277, in <module>\n'
+    verdict = judge(analyze_text(cut + "[rank3]:  Original exception: \n[rank3]: Timed out waiting 600000ms for send"))
+    assert verdict.culprits == [] and verdict.suspects[0].rank == 2
+    assert "cut before its exception line" in verdict.suspects[0].why
+    head = '[rank1]: Traceback (most recent call last):\n[rank1]:   File "/job/train.py", line 9, in <module>\n'
+    verdict = judge(analyze_text(head + "[rank1]: RuntimeError: "))
+    assert (
+        verdict.culprits == []
+        and verdict.suspects[0].why == "it raised RuntimeError: the log is cut before its message"
+    )
+    assert judge(analyze_text(head + "[rank1]: RuntimeError: \n[rank1]: CUDA error: unknown error")).culprits == [1]
+
+
+def test_lone_waits_further_apart_than_one_groups_are_of_groups_the_log_does_not_name() -> None:
+    old = "[E ProcessGroupNCCL.cpp:458] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={n}, "
+    old += "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625593 milliseconds before timing out."
+    facts = read_log(io.StringIO(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=64088)))
+    assert facts.timeouts == {} and sorted(facts.unnamed) == [0, 7]
+    assert judge(analyze_text(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=64088))).culprits == []
+    near = read_log(io.StringIO(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=96124)))
+    assert sorted(near.timeouts) == [0, 7] and near.unnamed == {}, "a work apart: one group's"
+
+
+def test_one_stalled_tensor_few_ranks_submitted_proves_nobody() -> None:
+    stalls = HorovodStalls()
+    stalls.line("Stalled ops: HorovodAllreduce_loss_Mean_0 [ready ranks: 3], DistributedMo")
+    assert stalls.holding_up(None) is None
+    assert [r for r, _ in stalls.suspected(None)] == [3, 0, 1, 2], "the one that submitted it may be the odd one"
+    two = HorovodStalls()
+    two.line("HorovodBroadcast_dense_bias_0 [missing ranks: 1]")
+    assert two.holding_up(2) is not None and two.suspected(2) == [], "as many submitted it as missed it"
+
+
+def test_an_excerpt_of_a_jobs_words_alone_is_a_jobs_log_and_a_named_text_is_judged() -> None:
+    frames = (
+        "frame #0: c10::Error::Error(c10::SourceLocation, std::string) + 0x96 (0x7ef4 in /py/torch/lib/libc10.so)\n"
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "frames.log").write_text(frames)
+        (Path(folder) / "notes.txt").write_text("Fault ranks: [9, 14]\n")
+        found = analyze([folder])
+        assert found.logs == 1 and any("notes.txt: text with no watchdog line" in p for p in found.problems)
+        named = analyze([str(Path(folder) / "notes.txt")])
+        assert named.logs == 1 and any("nothing to judge" in p for p in named.problems)
+        assert "nothing to judge" in judge(named).headline
+
+
+def test_a_timeout_cut_short_by_the_excerpt_is_not_read() -> None:
+    cut = WAIT.format(r=1).split("Timeout(ms)=")[0] + "Timeout(ms)=6000"
+    found = said(cut)
+    assert found is not None and found.timeout_ms is None
+    assert judge(analyze_text(cut)).nobody is None, "no timeout absurdly low where its number was cut"

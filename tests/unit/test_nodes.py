@@ -3,19 +3,26 @@ naming it and its ranks; a relay that dies while its ranks train on is a warning
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import replace
 
 import pytest
 
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Change
-from distmon.monitor.state.nodes import NodeLinks
+from distmon.monitor.state.ending import fates, rank_ending
 from distmon.monitor.state.words import time_of_day
-from distmon.node.links import NET, Link, LinkChange
-from distmon.wire import decode
+from distmon.node import looks as eye_looks
+from distmon.node.links import IB, NET, Link
+from distmon.node.looks import Looks
+from distmon.node.proc import Sample
+from distmon.wire import ExitInfo, decode, encode
 from distmon.wire.link import Batch, Relay
+from tests.support.paths import DATA
 from tests.support.simulate import SimJob
 
 CUT = 20
@@ -35,15 +42,19 @@ def run(
     relays: Callable[[int], list[Relay]] | None = None,
     monitor: Monitor | None = None,
     since: int = 0,
+    eyes: Callable[[int], list[Looks]] | None = None,
 ) -> tuple[Monitor, list[tuple[float, Change]]]:
     """Feed ``sim`` second by second from ``since``, each rank's frame only if ``heard(rank, second)``: through
     the relays ``relays(second)`` lists as alive (two ranks a node, a batch a relay at the
-    second's end), or straight to the monitor at each frame's time without ``relays``; a tick
-    at each second's end. Returns the monitor and every alert change, at its second."""
+    second's end), or straight to the monitor at each frame's time without ``relays``; what
+    the nodes' eyes say in that second (``eyes(second)``) with them; a tick at each second's
+    end. Returns the monitor and every alert change, at its second."""
     monitor = monitor or Monitor(Detector(probe=elsewhere))
     changes = []
     for second in range(since, until):
         now = sim.start + second + 1
+        if eyes is not None:
+            monitor.saw([eye_looks.encode(eyes(second))], now - 0.5)
         frames = [(t, raw) for t, raw in sim.stream(until=second + 1, since=second) if heard(decode(raw).rank, second)]
         if relays is None:
             for t, raw in frames:
@@ -97,11 +108,10 @@ def test_a_link_the_nodes_relay_said_went_down_is_quoted_once_it_is_told() -> No
     sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
     monitor, _ = run(sim, 30, lambda rank, second: rank < 2 or second < CUT, cut)
     assert "eth0" not in monitor.alerts.active["node_lost:node001"].detail
-    down = LinkChange(sim.start + CUT, "eth0", "eth0 went down (carrier lost)", down=True)
-    up = Link("eth0", NET, "up", True, 0)
-    flaps = [LinkChange(sim.start - 100 + k, "eth0", f"eth0 carrier losses {k} -> {k + 1}", True) for k in range(40)]
-    links = NodeLinks(sim.start + 10, (up,)).then(sim.start + 11, (up,), flaps)
-    monitor.state.links["node001"] = links.then(sim.start + 29, (replace(up, state="down", carrier=False),), (down,))
+    told = monitor.state.told
+    for k in range(41):  # the first reading is the usual; the carrier lost 40 times since, long ago
+        told.read_links("node001", [Link("eth0", NET, "up", True, k)], sim.start - 100 + k)
+    told.read_links("node001", [Link("eth0", NET, "down", False, 40)], sim.start + CUT)
     assert len(monitor.state.links["node001"].said) == 32
     run(sim, 31, lambda rank, second: rank < 2 or second < CUT, cut, monitor, since=30)
     detail = monitor.alerts.active["node_lost:node001"].detail
@@ -160,3 +170,148 @@ def test_a_node_silent_as_a_whole_with_nobody_to_tell_is_lost_a_hang_threshold_a
     assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [0, 1])], raised
     assert 10 <= raised[0][0] - CUT <= 11, raised
     assert "No other rank has stepped with them since" in raised[0][1].detail
+
+
+def burning(second: int) -> list[Looks]:
+    """What the eyes of node A and, while its relay lives, node B say: the ranks' processes
+    burn CPU, as ranks that train do (a look that, taken before node B's relay died, would read
+    as holding the GIL once they are silent)."""
+    said = [Looks("node000")]
+    if second < CUT:
+        said.append(Looks("node001", [Sample(pid, 100.0 + second, "R", cpu=float(second)) for pid in (10002, 10003)]))
+    return said
+
+
+def test_a_dead_relay_whose_ranks_last_reports_came_a_batch_apart_is_the_warning_alone() -> None:
+    """Node B's relay dies at 20 s; rank 3's last report came in the batch before rank 2's, so
+    rank 3 is silent a second before the relay is, and node B's eye had seen both processes
+    burn CPU. Nothing names a rank, nothing is critical, not for a tick: rank 3's silence is
+    its relay's, and a look from before the eye was lost is no evidence."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False)
+    monitor = Monitor(Detector())
+
+    def heard(rank: int, second: int) -> bool:
+        return not (rank == 3 and second == CUT - 1)
+
+    _, changes = run(
+        sim, 40, heard, lambda second: [NODE_A, NODE_B] if second < CUT else [NODE_A], monitor, eyes=burning
+    )
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_unwatched", WARNING, [])], raised
+
+
+def test_a_node_whose_ranks_trained_on_unwatched_to_the_end_is_not_lost_when_the_others_finish() -> None:
+    """Node B's relay dies at 20 s; its ranks train on with ranks 0-1, which finish at 30 s
+    (their last words come; node B's cannot). Node B stays unwatched, never lost, and the
+    report's last word on ranks 2-3 is that they trained on unwatched."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False)
+    monitor = Monitor(Detector())
+    _, changes = run(sim, 30, lambda rank, second: True, lambda s: [NODE_A, NODE_B] if s < CUT else [NODE_A], monitor)
+    for rank in (0, 1):
+        report = sim.report(rank, sim.start + 30)
+        assert report is not None
+        monitor.ingest(encode(replace(report, exit=ExitInfo("finished", sim.start + 30))), sim.start + 30.2)
+    _, after = run(sim, 50, lambda rank, second: False, lambda s: [NODE_A], monitor, since=30)
+    raised = [c.alert for _, c in changes + after if c.event == "raised"]
+    assert [(a.kind, a.severity) for a in raised] == [("node_unwatched", WARNING)], raised
+    end = sim.start + 50
+    known = fates(monitor.state, monitor.alerts.history, end)
+    words = {r: rank_ending(s, end, known) for r, s in monitor.state.ranks.items()}
+    since = time_of_day(monitor.state.ranks[2].received)
+    assert words[2] == (
+        f"trained on unwatched since {since}: the relay on node001 fell silent (see the node_unwatched alert)"
+    ), words
+
+
+def flaps(at: list[float], lasting: float) -> Callable[[int], list[Looks]]:
+    """What node B's eye reads of eth0, on its clock (the sim's, less 1000): up, then down at
+    each second of ``at`` for ``lasting`` seconds, read every half second."""
+
+    def said(second: int) -> list[Looks]:
+        readings = []
+        for half in (0.0, 0.5):
+            t = second + half
+            down = sum(1 for a in at if a <= t)
+            up = not any(a <= t < a + lasting for a in at)
+            link = Link("eth0", NET, "up" if up else "down", up, down)
+            readings.append(Looks("node001", links=[link], read=t - 1000.0))
+        return [Looks("node000"), *readings]
+
+    return said
+
+
+def test_a_link_that_drops_and_comes_back_twice_is_one_warning_naming_the_node_and_the_link() -> None:
+    """Node B's eth0 down 3 s at 20 s and at 30 s (read each half second); the job stands still
+    each time (rank 2 pauses while it is down). One warning, naming node B and eth0, how often
+    and how long, that the job stood still; none after the first drop alone."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).pause(2, at=20, every=10, seconds=3)
+    monitor = Monitor(Detector())
+    _, changes = run(sim, 40, lambda rank, second: True, both, monitor, eyes=flaps([20.0, 30.0], 3.0))
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("link_flapping", WARNING, [])], raised
+    t, alert = raised[0]
+    assert 33 <= t <= 35, "once it is back from the second drop"
+    assert alert.summary == "node001: eth0 down 2 times in 13s, 3.0s each; the job stood still each time", alert
+    assert f"{time_of_day(sim.start + 20)}: down 3.0s; the job stood still" in alert.detail, alert.detail
+    assert "ip -s link show eth0" in alert.detail and "drain node001" in alert.detail
+
+
+def test_a_single_short_drop_is_no_alarm_nor_drops_of_a_link_the_job_does_not_wait_on() -> None:
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False)
+    _, changes = run(sim, 40, lambda rank, second: True, both, Monitor(Detector()), eyes=flaps([20.0], 1.0))
+    assert not [c for _, c in changes if c.event == "raised"], "one drop is chance"
+    _, changes = run(sim, 40, lambda rank, second: True, both, Monitor(Detector()), eyes=flaps([20.0, 30.0], 3.0))
+    assert not [c for _, c in changes if c.event == "raised"], "the job went on: a link it does not use"
+
+    def elsewhere(second: int) -> list[Looks]:
+        return [replace(looks, host="head") for looks in flaps([20.0, 30.0], 3.0)(second)]
+
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).pause(2, at=20, every=10, seconds=3)
+    _, changes = run(sim, 40, lambda rank, second: True, both, Monitor(Detector()), eyes=elsewhere)
+    assert not [c for _, c in changes if c.event == "raised"], "a node that runs no rank of the job"
+
+
+def test_an_infiniband_port_that_went_down_between_two_readings_is_counted_by_link_downed() -> None:
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False)
+
+    def counted(second: int) -> list[Looks]:
+        downed = 0 if second < 25 else 2  # two drops between two readings of its eye
+        port = Link("mlx5_0 port 1", IB, "ACTIVE", None, downed, "LinkUp")
+        return [Looks("node000"), Looks("node001", links=[port], read=second - 1000.0)]
+
+    _, changes = run(sim, 30, lambda rank, second: True, both, Monitor(Detector()), eyes=counted)
+    (alert,) = [c.alert for _, c in changes if c.event == "raised"]
+    assert (
+        alert.summary
+        == "node001: mlx5_0 port 1 down 2 times in 0.0s, each shorter than the eye's 0.5s between readings"
+    )
+    assert "link_downed 0 -> 2" in alert.detail and "ibstat" in alert.detail, alert.detail
+
+
+def test_no_straggler_is_named_from_the_ranks_still_heard_while_a_node_is_silent() -> None:
+    """Rank 1 straggles from the start; node B's relay dies at 5 s, before anyone could tell,
+    and a new one takes its ranks back at 40 s. Whom everyone waits for cannot be told from
+    half the job: nobody is named while node B is silent, rank 1 once it is heard again."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).straggler(1)
+    back = Relay("node001:2", "node001")
+
+    def relays(second: int) -> list[Relay]:
+        return [NODE_A, NODE_B] if second < 5 else [NODE_A] if second < 40 else [NODE_A, back]
+
+    _, changes = run(sim, 70, lambda rank, second: True, relays, Monitor(Detector()))
+    named = [(t, c.alert.ranks) for t, c in changes if c.event == "raised" and c.alert.kind == "straggler"]
+    assert named and all(t > 40 for t, _ in named) and named[0][1] == [1], named
+
+
+def test_a_real_flapping_link_is_its_one_warning_though_the_job_stood_still_past_the_hang_threshold() -> None:
+    """A real recording (benchmarks/bench_nodes.py --faults flap): node-b's link down 3 s and up
+    again three times 10 s apart; after the third, TCP's retransmissions kept every rank in one
+    all-reduce 7 s, past the hang threshold. The link is the incident: one warning, no stuck
+    collective paged besides."""
+    monitor = Monitor()
+    session = Session(ReplayFeed(str(DATA / "link-flapping.distmon"), speed=math.inf), monitor)
+    session.drain()
+    session.finish()
+    raised = [(a.kind, a.severity, a.ranks) for a in monitor.alerts.history]
+    assert raised == [("link_flapping", WARNING, [])], raised
+    assert monitor.alerts.history[0].summary.endswith("3.2s each; the job stood still each time")

@@ -8,7 +8,7 @@ from dataclasses import replace
 
 from distmon import wire
 from distmon.monitor.state import JobState
-from distmon.monitor.state.ending import gone, rank_ending
+from distmon.monitor.state.ending import fates, rank_ending
 from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.statuses import EXITED, FAILED, HEALTHY, HUNG, STALLED, STOPPED, STOPS, ended, running_state
 from distmon.wire import ExceptionInfo, ExitInfo
@@ -43,7 +43,7 @@ def test_a_rank_torn_down_around_a_failure_is_stopped_not_failed() -> None:
     assert [job.ranks[rank].status(t + 1) for rank in range(4)] == [FAILED, STOPPED, STOPPED, EXITED]
     words = [ended(job.ranks[rank].report) for rank in range(4)]
     assert words == ["raised ValueError", "raised RuntimeError", "terminated", EXITED]
-    endings = [rank_ending(job.ranks[rank], t + 1, gone([])) for rank in range(4)]
+    endings = [rank_ending(job.ranks[rank], t + 1, fates(job, [], t + 1)) for rank in range(4)]
     assert endings[2:] == [STOPS[wire.TERMINATED].rank, "exited cleanly"]
 
 

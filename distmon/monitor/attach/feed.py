@@ -23,9 +23,10 @@ from zmq.utils.monitor import recv_monitor_message
 from distmon import keys
 from distmon.endpoint import viewer_address
 from distmon.monitor.attach.messages import HELLO, AttachError, CatchUp, Progress, Standing, Tick, read
-from distmon.monitor.intake.feeds import Item, Stamped, weight
+from distmon.monitor.intake.feeds import ATTACHED, Item, Source, Stamped, weight
 from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord
 from distmon.wire.columns import Incoming
+from distmon.wire.link import Command
 
 SILENT_AFTER = 5.0
 """Seconds without a message (the monitor ticks every second) after which the screen says
@@ -272,6 +273,17 @@ class AttachedFeed:
         """The monitor's clock, as of what it sent last."""
         with self._lock:
             return self._now
+
+    watching = False
+    finished = False
+    player = None
+
+    def source(self) -> Source:
+        return Source(ATTACHED, self.endpoint, silent_for=self.silent_for())
+
+    def send(self, command: Command) -> int:
+        """A screen asks the ranks nothing: the monitor it is attached to does."""
+        return 0
 
     def silent_for(self) -> float:
         """Seconds since the monitor last sent anything (0 before it has)."""

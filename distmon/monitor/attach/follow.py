@@ -1,5 +1,7 @@
 """The monitor of a screen attached to a live one (``distmon watch --attach``): it follows
-the other's verdicts and judges nothing itself."""
+the other's verdicts and judges nothing itself. It is no :class:`~distmon.monitor.pipeline.Monitor`
+(no detector, sight of processes, alerts of its own or recording): both are driven and shown
+as a :class:`~distmon.monitor.pipeline.Monitoring`."""
 
 from __future__ import annotations
 
@@ -9,10 +11,14 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon.monitor.attach.messages import CatchUp, Tick
-from distmon.monitor.pipeline import Monitor
+from distmon.monitor.outside.sight import Sight
+from distmon.monitor.pipeline import take_looks
 from distmon.monitor.recording.format import AlertEvent
-from distmon.monitor.state.alerts import Change
+from distmon.monitor.state import JobState
+from distmon.monitor.state.alerts import AlertBook, Change
+from distmon.monitor.state.limits import Thresholds
 from distmon.wire.columns import Incoming
+from distmon.wire.link import Command
 
 
 class Telling(Protocol):
@@ -22,27 +28,48 @@ class Telling(Protocol):
     def take_told(self) -> list[CatchUp | AlertEvent | Tick]: ...
 
 
-class AttachedMonitor(Monitor):
-    """A monitor that judges nothing itself: the screen attached to another (``distmon watch
-    --attach``). It takes in the reports that monitor admitted, as it received them (through
-    the one driver, :class:`distmon.monitor.session.Session`), and keeps the alerts that monitor
-    raised, with what their ranks do, as ``source`` hands them over: it has neither the prober
-    nor py-spy of the job's hosts, and runs no detector."""
+class AttachedMonitor:
+    """The monitor of a screen attached to another (``distmon watch --attach``): it judges
+    nothing itself. It takes in the reports that monitor admitted, as it received them (through
+    the one driver, :class:`distmon.monitor.session.Session`), and what its nodes' eyes saw,
+    and keeps the alerts that monitor raised, with what their ranks do, as ``source`` hands them
+    over: it has neither the prober nor py-spy of the job's hosts, runs no detector and asks
+    the ranks nothing."""
 
-    def __init__(self, source: Telling) -> None:
-        super().__init__()
+    def __init__(self, source: Telling, limits: Thresholds | None = None) -> None:
         self.source = source
+        self.limits = limits or Thresholds()
+        self.state = JobState(self.limits)
+        self.alerts = AlertBook()
+        self.sight = Sight(self.state.told)
+        self.last_tick = 0.0
         self._pausing: dict[int, str] = {}
 
     def ingest_batch(self, batch: Incoming, now: float, times: npt.NDArray[np.float64] | None = None) -> int:
         self.follow()
-        return super().ingest_batch(batch, now, times)
+        return len(self.state.ingest_batch(batch, now, times))
+
+    def saw(self, blobs: list[bytes], now: float) -> None:
+        take_looks(self.state, self.sight, blobs, now)
 
     def tick(self, now: float) -> list[Change]:
         """The other monitor's alert changes told since the last call, its ticks being ours."""
         changes = self.follow()
+        self.sight.now = now
         self.last_tick = now
         return changes
+
+    def asking(self) -> list[Command]:
+        return []
+
+    def idle(self, now: float) -> None:
+        """Nothing to tell: no screen is attached to this one."""
+
+    def away(self, since: float, why: str, seconds: int) -> None:
+        """A screen's own pauses are no monitor's: the one it follows tells its own."""
+
+    def close(self) -> None:
+        """Nothing is recorded, nothing served."""
 
     def follow(self) -> list[Change]:
         """What the other monitor told since the last call, taken in; its alerts' changes."""
@@ -50,15 +77,13 @@ class AttachedMonitor(Monitor):
         for told in self.source.take_told():
             if isinstance(told, CatchUp):
                 self.alerts.restore(told.history, told.active)
-                self.state.intake.max_world = told.max_world
+                self.state.admit_worlds_up_to(told.max_world)
             elif isinstance(told, AlertEvent):
                 change = self.alerts.follow(told.event, told.alert, told.t)
                 changes += [change] if change is not None else []
             else:
                 self._pausing = told.pausing
-                for key, doing in told.doing.items():
-                    if key in self.alerts.active:
-                        self.alerts.active[key].doing = doing
+                self.alerts.told_doing(told.doing)
         return changes
 
     @property

@@ -37,6 +37,7 @@ from distmon.monitor.rules.keeping_up import OVERFLOW
 from distmon.monitor.state.columns import F8
 from distmon.node import looks as eye_looks
 from distmon.node.eye import NodeEye
+from distmon.wire.arrays import parse
 from distmon.wire.columns import ColumnBatch, Incoming
 from distmon.wire.link import LOOK, Batch, Command, Dump
 
@@ -67,7 +68,72 @@ def weight(message: bytes | Incoming | Stamped) -> int:
     return 1 if isinstance(message, bytes) else max(1, len(message))
 
 
+LIVE = "live"
+ATTACHED = "attached"
+REPLAY = "replay"
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where a feed's messages come from, as a screen says it: ``kind`` (:data:`LIVE`, the
+    ranks at an endpoint; :data:`ATTACHED`, a monitor running elsewhere; :data:`REPLAY`, a
+    recording), ``where`` (the endpoint, or the recording's path), and how that is going."""
+
+    kind: str
+    where: str
+    dropped: int = 0
+    """Live: frames dropped because the reader fell behind."""
+    silent_for: float = 0.0
+    """Attached: seconds since the monitor attached to last said anything."""
+
+
+class Player(Protocol):
+    """A feed that plays something recorded: it can be paused, stepped, sped up and sent to
+    the next alert (a replay)."""
+
+    start: float
+    speed: float
+
+    @property
+    def jumping(self) -> bool: ...
+    @property
+    def paused(self) -> bool: ...
+    def toggle_pause(self) -> None: ...
+    def step(self, seconds: float = 1.0) -> None: ...
+    def set_speed(self, speed: float) -> None: ...
+    def jump_to_next_alert(self) -> None: ...
+    def alert_raised(self, t: float) -> None:
+        """An alert was raised at ``t``: a jump to the next alert stops there."""
+        ...
+
+
 class Feed(Protocol):
+    """Where a monitor's messages come from, and what a screen needs to know of it."""
+
+    @property
+    def watching(self) -> bool:
+        """Whether the ranks are watched through this feed now (a live endpoint): the
+        seconds the loop reading it stood still are seconds nobody watched, and what the
+        monitor asks of the ranks goes down it."""
+        ...
+
+    @property
+    def finished(self) -> bool:
+        """Nothing more will come (a recording played to its end)."""
+        ...
+
+    @property
+    def player(self) -> Player | None:
+        """Where it can be paused and sought (a replay); None for the others."""
+        ...
+
+    def source(self) -> Source: ...
+
+    def send(self, command: Command) -> int:
+        """Ask the ranks (their relays, the nodes' eyes) something; how many peers it went
+        to. A feed that reaches no rank sends nothing."""
+        ...
+
     def take(self, limit: int) -> Sequence[Item]:
         """Messages due by now, oldest first, weighing at most ``limit`` (:func:`weight`);
         never blocks."""
@@ -99,8 +165,10 @@ class LiveFeed:
     the same thread, which alone touches the socket.
 
     The monitor's host is a node like the others: its ``eye`` (:class:`~distmon.node.eye.NodeEye`)
-    is asked what a ``look`` command asks of this host, and what it saw is handed over as a
-    relay's eye's is, an empty batch of columns carrying its looks, stamped when taken.
+    is asked what a ``look`` command asks of this host, watches the processes of the ranks of
+    this host that report here for their end, as a relay's eye does its node's, and what it
+    saw is handed over as a relay's eye's is, an empty batch of columns carrying its looks,
+    stamped when taken.
     """
 
     def __init__(
@@ -146,10 +214,14 @@ class LiveFeed:
                     if command.action == LOOK and self.eye is not None:
                         self.eye.want(eye_looks.wanted(command.looks or []))
                 batches = self._receiver.receive(0.1)
-                if self.eye is not None and (seen := self._seen(self.eye)) is not None:
-                    batches.append(seen)
-                if self.eye is not None and (found := self.eye.reports()):
-                    batches.append(Batch.of(found))
+                if self.eye is not None:
+                    for batch in batches:
+                        if isinstance(batch, Batch) and len(batch):
+                            self.eye.reporting(parse(batch).headers)  # the ranks on this host, straight here
+                    if (seen := self._seen(self.eye)) is not None:
+                        batches.append(seen)
+                    if found := self.eye.reports():
+                        batches.append(Batch.of(found))
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
                 t = self._clock()
@@ -221,6 +293,13 @@ class LiveFeed:
         with self._lock:
             refused, self._refused = self._refused, Counter()
             return refused, Counter()
+
+    watching = True
+    finished = False
+    player = None
+
+    def source(self) -> Source:
+        return Source(LIVE, self.endpoint, dropped=self.dropped)
 
     def send(self, command: Command) -> int:
         """Queue ``command`` for every rank heard from; sent within a tenth of a second."""
@@ -308,9 +387,22 @@ class ReplayFeed:
         self.paused = False
         self.jumping = False
 
+    watching = False
+
     @property
     def finished(self) -> bool:
         return self._next is None
+
+    @property
+    def player(self) -> ReplayFeed:
+        return self
+
+    def source(self) -> Source:
+        return Source(REPLAY, self.path)
+
+    def send(self, command: Command) -> int:
+        """A recording reaches no rank."""
+        return 0
 
     def now(self) -> float:
         if self.paused or self.finished or self.jumping or math.isinf(self.speed):

@@ -15,10 +15,10 @@ sight, and a replay, fed the same looks at the same times, reads the same one.
 from __future__ import annotations
 
 from collections import OrderedDict, deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 
-from distmon.monitor.state.nodes import NodeLinks
-from distmon.node.links import Link, changes
+from distmon.monitor.state.nodes import EyesTold
 from distmon.node.looks import Looks, Wanted
 from distmon.node.proc import Sample
 from distmon.node.pyspy import OutsideStack
@@ -36,8 +36,6 @@ after one tick of the monitor are judged at the next."""
 MAX_PROCESSES = 4096
 """Processes whose looks are kept: those looked at most recently."""
 MAX_STACKS = 256
-MAX_EYES = 1 << 17
-"""Nodes known to have an eye, at most (a node per rank at the most ranks distmon admits)."""
 
 
 @dataclass(frozen=True)
@@ -70,15 +68,14 @@ Process = tuple[str, int]
 
 
 class Sight:
-    def __init__(self, eyes: OrderedDict[str, None] | None = None, links: dict[str, NodeLinks] | None = None) -> None:
-        self.eyes: OrderedDict[str, None] = OrderedDict() if eyes is None else eyes
-        """The nodes whose eye has spoken, by host name (the job's state's, where given:
-        :attr:`distmon.monitor.state.job.JobState.eyes`)."""
-        self.links: dict[str, NodeLinks] = {} if links is None else links
-        """Per node, its network links as its eye last read them and the changes said (the
-        job's state's, where given: :attr:`distmon.monitor.state.job.JobState.links`)."""
+    def __init__(self, told: EyesTold | None = None) -> None:
+        self.told = told or EyesTold()
+        """What the eyes told of their nodes, as the job keeps it (the job's state's, where
+        given: :attr:`distmon.monitor.state.job.JobState.told`): which have spoken, their
+        links, the processes they saw end."""
         self._looks: OrderedDict[Process, deque[Sample]] = OrderedDict()
-        self._gone: OrderedDict[Process, None] = OrderedDict()
+        self._blind: set[str] = set()
+        """The nodes whose eye is lost (:meth:`blind`)."""
         self._stacks: OrderedDict[tuple[str, int, float], OutsideStack] = OrderedDict()
         self._asked: dict[Process, float | None] = {}
         """Processes asked about since :meth:`wanted` last ran, with a stack's stall if one was asked for."""
@@ -94,15 +91,16 @@ class Sight:
         or looks), for the recording."""
         new = []
         for one in looks:
-            first = one.host not in self.eyes
-            self._bounded(self.eyes, one.host, MAX_EYES)
-            if one.samples:
-                offset = t - max(sample.t for sample in one.samples)
+            first = self.told.spoke(one.host)
+            times = [sample.t for sample in one.samples] + ([one.read] if one.read is not None else [])
+            if times:
+                offset = t - max(times)
                 self._offsets[one.host] = min(offset, self._offsets.get(one.host, offset))
             if one.links is not None:
-                self._links(one.host, one.links, t)
+                read = t if one.read is None else one.read + self._offsets[one.host]
+                self.told.read_links(one.host, one.links, read)
             for sample in one.samples:
-                self._take(one.host, sample)
+                self._take(one.host, sample, t)
             for taken in one.stacks:
                 self._stacks[(one.host, taken.pid, taken.since)] = taken.stack
                 while len(self._stacks) > MAX_STACKS:
@@ -111,48 +109,54 @@ class Sight:
                 new.append(one)
         return new
 
-    def _links(self, host: str, links: list[Link], t: float) -> None:
-        """A node's new reading of its links: the first sets what is usual there (a link
-        always down says nothing), each later one says what changed since."""
-        before = self.links.get(host)
-        if before is None:
-            if len(self.links) < MAX_EYES:
-                self.links[host] = NodeLinks(t, tuple(links))
-            return
-        self.links[host] = before.then(t, links, changes(list(before.links), links, t))
-
-    def _take(self, host: str, sample: Sample) -> None:
+    def _take(self, host: str, sample: Sample, t: float) -> None:
         key = (host, sample.pid)
-        if key in self._gone:
+        if key in self.told.gone:
             return  # gone stays gone: a pid reused is another process
         kept = self._looks.get(key)
         if kept is None:
             kept = self._looks[key] = deque(maxlen=WINDOW)
             while len(self._looks) > MAX_PROCESSES:
-                old, _ = self._looks.popitem(last=False)
-                self._gone.pop(old, None)
+                self._looks.popitem(last=False)
         if kept and sample.t < kept[-1].t:
             return  # older than what its eye said before: out of order on the way
         kept.append(sample)
         self._looks.move_to_end(key)
         if sample.state == "X":
-            self._bounded(self._gone, key, MAX_PROCESSES)
+            self.told.saw_end(host, sample.pid, t)
 
-    @staticmethod
-    def _bounded(seen: OrderedDict[str, None] | OrderedDict[Process, None], key: object, most: int) -> None:
-        seen[key] = None  # type: ignore[index]
-        seen.move_to_end(key)  # type: ignore[arg-type]
-        while len(seen) > most:
-            seen.popitem(last=False)
+    def blind(self, hosts: set[str]) -> None:
+        """The nodes whose eye is lost as of this tick (their relay silent:
+        :meth:`~distmon.monitor.state.job.JobState.blind_hosts`). What it saw before is no
+        evidence after: its looks and stacks are forgotten, and until it is heard again it is
+        asked nothing and answers nothing, as a node without an eye. That a process was seen
+        gone stays."""
+        for host in hosts - self._blind:
+            for key in [key for key in self._looks if key[0] == host]:
+                del self._looks[key]
+            for stack in [stack for stack in self._stacks if stack[0] == host]:
+                del self._stacks[stack]
+        self._blind = hosts
+
+    @property
+    def eyes(self) -> Mapping[str, None]:
+        """The nodes whose eye has spoken (:attr:`EyesTold.eyes`)."""
+        return self.told.eyes
 
     def watched(self, host: str) -> bool:
-        """Whether an eye watches ``host``: the monitor's own, or a relay's there."""
-        return host in self.eyes
+        """Whether an eye watches ``host`` now: the monitor's own, or a relay's there that is
+        heard."""
+        return host in self.told.eyes and host not in self._blind
+
+    def ended(self, after: float) -> list[tuple[str, int, float]]:
+        """The processes whose eye told they were gone at ``after`` or since (the monitor's
+        clock): host, pid and when, the latest first."""
+        return self.told.ended_since(after)
 
     def _kept(self, host: str, pid: int) -> deque[Sample] | None:
         """The looks kept at the process, None before the first or where no eye watches its
         node; the asking noted, for its eye to look (:meth:`wanted`)."""
-        if host not in self.eyes:
+        if not self.watched(host):
             return None
         self._asked.setdefault((host, pid), None)
         return self._looks.get((host, pid)) or None
@@ -160,10 +164,9 @@ class Sight:
     def state(self, host: str, pid: int) -> str | None:
         """``alive`` or ``gone`` as its node's eye last saw the process; None before its first
         look, or where no eye watches the node (asking starts it looking)."""
-        kept = self._kept(host, pid)
-        if kept is None:
-            return None
-        return GONE if (host, pid) in self._gone else ALIVE
+        if (host, pid) in self.told.gone and self.watched(host):
+            return GONE
+        return None if self._kept(host, pid) is None else ALIVE
 
     def view(self, host: str, pid: int) -> Seen | None:
         """The looks at the process so far; None where no eye watches its node, or before the
@@ -171,7 +174,7 @@ class Sight:
         kept = self._kept(host, pid)
         if kept is None:
             return None
-        gone = (host, pid) in self._gone
+        gone = (host, pid) in self.told.gone
         alive = tuple(s for s in kept if s.state != "X")
         last = None if gone else kept[-1]
         recent = next((s for s in reversed(alive) if last is not None and last.t - s.t >= SPAN), None)
@@ -184,7 +187,12 @@ class Sight:
         ``since``; None while it is being taken (asking starts it, once its eye has looked at
         the process, which tells whether it is stopped); with ``take`` False, only one taken
         before. Where no eye watches the node, why not."""
-        if host not in self.eyes:
+        if host in self._blind:
+            return OutsideStack(
+                error=f"the eye on {host} is lost (its distmon relay fell silent): run "
+                f"`py-spy dump --native --pid {pid}` there"
+            )
+        if host not in self.told.eyes:
             return OutsideStack(
                 error=f"no distmon relay runs on {host}: run `py-spy dump --native --pid {pid}` there, "
                 "or a relay per node (docs/deployment.md)"

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from distmon.monitor.state.kinds import Doing
 from distmon.monitor.state.words import duration, size
 from distmon.node.proc import STATES, Sample
 from distmon.wire import StackFrame, Usage
@@ -39,9 +40,8 @@ SLEEP_CALLS = frozenset({"nanosleep", "clock_nanosleep", "pause", "restart_sysca
 class Verdict:
     """What a rank's process is doing, in words, and the one thing to do about it."""
 
-    kind: str
-    """``stopped``, ``traced``, ``zombie``, ``gone``, ``working``, ``file_io``, ``network``,
-    ``gil``, ``lock``, ``sleeping`` or ``unknown``."""
+    kind: Doing
+    """One of :data:`~distmon.monitor.state.kinds.VERDICTS`."""
     summary: str
     """What follows "rank N " in an alert's one line: ``is stopped (SIGSTOP)``."""
     words: str
@@ -55,7 +55,7 @@ class Verdict:
 
     @property
     def working(self) -> bool:
-        return self.kind == "working"
+        return self.kind == Doing.WORKING
 
     @property
     def habit(self) -> str:
@@ -136,7 +136,7 @@ def activity(frames: list[StackFrame] | None) -> str | None:
 
 
 _NO_PROCESS = Verdict(
-    "gone",
+    Doing.GONE,
     "has exited",
     "has exited (its process is gone)",
     "see its exit status in the launcher's log, and `dmesg -T` there",
@@ -169,7 +169,7 @@ def _halted(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict | Non
     if last.state == "Z":
         parent = f"its parent, pid {last.ppid}," if last.ppid else "its parent"
         return Verdict(
-            "zombie",
+            Doing.ZOMBIE,
             "has exited (a zombie)",
             f"has exited: pid {pid} is a zombie that {parent} has not reaped",
             f"its exit status is with pid {last.ppid} (the launcher): see its log; the rank will not come back",
@@ -177,7 +177,7 @@ def _halted(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict | Non
         )
     if last.state == "T":
         return Verdict(
-            "sigstopped",
+            Doing.SIGSTOPPED,
             "is stopped (SIGSTOP)",
             f"is stopped (pid {pid}, State: T): every thread is frozen by SIGSTOP (a debugger, `kill -STOP`, "
             "a job scheduler's suspend, a frozen cgroup)",
@@ -186,7 +186,7 @@ def _halted(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict | Non
         )
     if last.state == "t":
         return Verdict(
-            "traced",
+            Doing.TRACED,
             "is stopped by a debugger",
             f"is stopped by a debugger (pid {pid} is traced by pid {last.tracer})",
             f"continue or detach the debugger (pid {last.tracer}) on {host}",
@@ -204,7 +204,7 @@ def _in_kernel_io(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict
         mount = f", on {last.mount.words()}" if last.mount else ""
         pipe = ": it waits for the other end to open it" if last.fifo else ""
         return Verdict(
-            "file_io",
+            Doing.FILE_IO,
             f"is blocked in the kernel {VERBS[call]} {last.target}",
             f"is blocked in the kernel {VERBS[call]} {last.target} ({call}, {kind}{mount}){pipe}",
             f"check that file system on {host}: `ls {last.mount.point if last.mount else last.target}`, "
@@ -213,7 +213,7 @@ def _in_kernel_io(host: str, last: Sample, evidence: tuple[str, ...]) -> Verdict
         )
     if call in NETWORK_CALLS or (last.target or "").startswith("socket:"):
         return Verdict(
-            "network",
+            Doing.NETWORK,
             "is waiting on the network",
             f"is waiting on the network ({call} on {last.target or 'a socket'})",
             f"see which peer it waits for: `ss -tnp | grep {last.pid}` on {host}",
@@ -232,7 +232,7 @@ def _waiting(
     entry = native_entry(frames or [])
     if owns_gil and entry is not None:
         return Verdict(
-            "gil",
+            Doing.GIL,
             f"holds the GIL in native code ({entry.func})",
             f"holds the GIL in native code, in {entry.func} ({entry.file.rsplit('/', 1)[-1]}) "
             f"and below it {frames[-1].func if frames else '?'}",
@@ -243,7 +243,7 @@ def _waiting(
         )
     if call == "futex":
         return Verdict(
-            "lock",
+            Doing.LOCK,
             "is waiting on a lock",
             "is waiting on a lock (futex)",
             f"another thread holds it: `py-spy dump --pid {pid}` on {host} shows every thread",
@@ -253,7 +253,7 @@ def _waiting(
     if call in SLEEP_CALLS or call in WAIT_CALLS or last.state in "SD":
         where = f" in {call}" if call and call != "running" else ""
         return Verdict(
-            "sleeping",
+            Doing.SLEEPING,
             f"is asleep{where}",
             f"is asleep{where} and uses no CPU (State: {last.state})",
             f"its stack shows what it waits for: `py-spy dump --native --pid {pid}` on {host}",
@@ -261,7 +261,7 @@ def _waiting(
             "sleep" if call in SLEEP_CALLS else call or "",
         )
     return Verdict(
-        "unknown",
+        Doing.UNKNOWN,
         "makes no progress",
         f"is {STATES.get(last.state, last.state)} but making no progress",
         f"`py-spy dump --native --pid {pid}` on {host}",
@@ -294,7 +294,7 @@ def working(
     """A process making progress, and what the work is by its stack."""
     what = activity(frames) or ("in native code" if owns_gil else "working")
     return Verdict(
-        "working",
+        Doing.WORKING,
         f"is {what}, {moved.words()}",
         f"is {what}" + ("" if what == "working" else ", working") + f": {moved.words()}",
         "nothing yet: it is making progress; this turns critical if it stops or the collective timeout nears",
@@ -329,7 +329,7 @@ def holding_the_gil(
     called = entry.func if entry is not None else python.func if python is not None else ""
     where = f" in {called}" if called else ""
     return Verdict(
-        "gil",
+        Doing.GIL,
         f"holds the GIL{where}, burning CPU",
         f"holds the GIL{where}, burning CPU ({moved.words()}) {held.words()}",
         "find that call in its stack (below): a regular expression that backtracks, a C extension that does "

@@ -19,7 +19,7 @@ from distmon.monitor.recording.format import (
 )
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.state.alerts import Alert
-from distmon.monitor.state.ending import first_cause
+from distmon.monitor.state.ending import fates, first_cause
 from distmon.monitor.state.job import JobState
 from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.words import count, rank_word
@@ -74,10 +74,7 @@ class Postmortem:
     @property
     def progressed(self) -> bool:
         """Some rank made a step, a forward pass or a collective during the recording."""
-        return any(
-            r.report.steps or r.report.forwards or any(g.completed for g in r.report.groups)
-            for r in self.state.ranks.values()
-        )
+        return any(self.state.progress())
 
     def ending(self) -> str:
         """How the job ended, in one line (:meth:`JobState.ending`), or that it had not."""
@@ -87,8 +84,11 @@ class Postmortem:
         ending = self.state.ending(a for a in self.alerts if a.resolved is None)
         if ending is not None:
             return ending.words
-        running = [s.rank for s in ranks if not s.finished]
-        return f"not ended: {rank_word(running)} had not exited when the recording stopped"
+        running = [s for s in ranks if not s.finished]
+        known = fates(self.state, self.alerts, self.last or 0.0)
+        unwatched = [s.rank for s in running if s.report.host in known.blind and s.report.host in known.unwatched]
+        why = f" ({rank_word(unwatched)} trained on unwatched: their relay fell silent)" if unwatched else ""
+        return f"not ended: {rank_word(s.rank for s in running)} had not exited when the recording stopped{why}"
 
 
 def load(path: str) -> Postmortem:
@@ -111,10 +111,10 @@ def load(path: str) -> Postmortem:
         if isinstance(record, BatchRecord | ColumnRecord):
             _take(pm.state, record.batch, record.t)
         elif isinstance(record, LooksRecord):
-            _eyes(pm.state, record.looks)
+            _eyes(pm.state, record.looks, record.t)
         elif isinstance(record, Dropped):
-            pm.state.dropped.update(record.dropped)
-            pm.state.unwatched.update(record.unwatched)
+            pm.state.refused(record.dropped)
+            pm.state.not_watched(record.unwatched)
         elif isinstance(record, AlertEvent):
             alert = record.alert
             alert_bytes += len(alert.summary) + len(alert.detail) + 8 * len(alert.ranks)
@@ -128,11 +128,15 @@ def load(path: str) -> Postmortem:
     return pm
 
 
-def _eyes(state: JobState, looks: bytes) -> None:
-    """The nodes whose eyes spoke in a ``o`` record: their ranks were seen from outside."""
+def _eyes(state: JobState, looks: bytes, t: float) -> None:
+    """The nodes whose eyes spoke in a ``o`` record at ``t`` (their ranks were seen from
+    outside), and the processes they saw end."""
     with contextlib.suppress(WireError):
         for one in eye_looks.decode(looks):
-            state.eyes[one.host] = None
+            state.told.spoke(one.host)
+            for sample in one.samples:
+                if sample.state == "X":
+                    state.told.saw_end(one.host, sample.pid, t)
 
 
 def _ingest(state: JobState, messages: list[MessageRecord]) -> None:
@@ -155,7 +159,7 @@ def _take(state: JobState, batch: Incoming, t: float, times: npt.NDArray[np.floa
             try:
                 state.ingest_batch(Batch.of([frame]), at, np.array([at]))
             except WireError:
-                state.dropped["malformed"] += 1
+                state.refused({"malformed": 1})
 
 
 def _apply(event: AlertEvent, by_key: dict[str, Alert], alerts: list[Alert], stopping: bool) -> None:

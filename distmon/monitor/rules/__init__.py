@@ -16,6 +16,7 @@ from distmon.monitor.rules.base import Rule
 from distmon.monitor.rules.failures import rank_exception, rank_lost
 from distmon.monitor.rules.found import found_gone, found_hang
 from distmon.monitor.rules.hang import hang_and_divergence
+from distmon.monitor.rules.links import link_flapping
 from distmon.monitor.rules.memory import gpu_fault, memory_pressure
 from distmon.monitor.rules.monitor_behind import monitor_behind
 from distmon.monitor.rules.nodes import node_lost
@@ -33,6 +34,7 @@ RULES: list[tuple[Rule, float]] = [
     (rank_lost, 0.0),
     (found_gone, 0.0),
     (node_lost, 0.0),
+    (link_flapping, 0.0),
     (worker_crash, 0.0),
     (hang_and_divergence, 0.0),
     (found_hang, 0.0),

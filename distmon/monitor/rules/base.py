@@ -21,6 +21,9 @@ or none has looked yet): :meth:`distmon.monitor.outside.sight.Sight.state`."""
 StackSource = Callable[..., "OutsideStack | None"]
 """(host, pid, since when it is stuck, take=True) -> its stack from outside, None while being
 taken; with ``take`` False, only a stack taken before (the process may be gone since)."""
+Ended = Callable[[float], "list[tuple[str, int, float]]"]
+"""(since) -> the processes their eyes told gone since then, with when (the monitor's clock):
+:meth:`distmon.monitor.outside.sight.Sight.ended`."""
 Outside = Callable[[str, int], "Seen | None"]
 """(host, pid) -> its node's eye's looks at it (:meth:`distmon.monitor.outside.sight.Sight.view`),
 None where no eye watches that node, or before its first look."""
@@ -50,6 +53,11 @@ class Context:
     standing: frozenset[str] = frozenset()
     """The keys of the findings of the tick before: a rule may hold what it named to a lower
     bar than it names by, so that what stands near its line is one alert."""
+    ended: Ended | None = None
+    """The processes the nodes' eyes saw end, where any eye has spoken."""
+    drops: dict[tuple[str, str, float], bool | None] = field(default_factory=dict)
+    """Whether the job stood still over each drop of a node's link (host, link, when it went),
+    judged once when it was told, while the ranks' histories hold it (the detector's memory)."""
 
     @property
     def hang_after(self) -> float:
@@ -67,4 +75,5 @@ class Context:
 
 Rule = Callable[[JobState, Context], list[Finding]]
 """A rule: what it finds in the job's state, in the context of one tick; it may add to the
-detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`)."""
+detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`,
+:attr:`Context.drops`)."""

@@ -5,6 +5,7 @@ What it keeps:
 
 - the job's routine pauses (:class:`~distmon.monitor.rules.routine.Routine`), learned as it runs;
 - the ranks named early, with what they were seen doing, while an alert names them;
+- whether the job stood still over each drop of a node's link, judged once when it was told;
 - the findings of each slower rule, which stand between its turns
   (:data:`~distmon.monitor.rules.SLOW_PERIOD`);
 - while the monitor is behind, the incidents found before.
@@ -33,6 +34,7 @@ from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.rules.routine import Routine
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.limits import Thresholds
 
 
@@ -57,6 +59,7 @@ class Detector:
         self.rules: list[tuple[Rule, float]] = list(RULES)
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
         self._named_early: dict[int, Verdict] = {}
+        self._drops: dict[tuple[str, str, float], bool | None] = {}
         self.routine = Routine()
         """The pauses the job takes as a habit, learned as it runs."""
 
@@ -80,8 +83,10 @@ class Detector:
             interval=state.interval(),
             outside=outside,
             named_early=self._named_early,
+            drops=self._drops,
             routine=self.routine,
             standing=frozenset(self._last),
+            ended=self.sight.ended if self.sight is not None and self.sight.eyes else None,
         )
         context.behind = self.intake.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []
@@ -94,7 +99,7 @@ class Detector:
         if context.behind is not None:
             # Behind, the monitor cannot see an incident end: it keeps what it found until it has caught up.
             found = {f.key for f in findings}
-            findings += [f for key, f in self._last.items() if key not in found and f.kind != "monitor_behind"]
+            findings += [f for key, f in self._last.items() if key not in found and f.kind != AlertKind.MONITOR_BEHIND]
         self._last = {f.key: f for f in findings}
         self.routine.settle(lambda rank: rank in state.ranks and state.ranks[rank].live(now), context.behind is None)
         named = {rank for f in findings for rank in f.ranks}

@@ -14,6 +14,7 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import said
 from distmon.monitor.rules.waitfor import Group, Wait, op_name
 from distmon.monitor.state.alerts import CRITICAL, Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import rank_word, stack_lines, where
 
 MAX_SHOWN = 4
@@ -90,4 +91,4 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str, ct
         "of batches (DistributedSampler(drop_last=True), equal shards for an IterableDataset)."
     )
     key, named = f"divergence:{view.sample.id}", odd_ranks.tolist()
-    return Finding(key, "divergence", CRITICAL, named, summary, "\n".join(lines), said(odd_m.job, named, ctx))
+    return Finding(key, AlertKind.DIVERGENCE, CRITICAL, named, summary, "\n".join(lines), said(odd_m.job, named, ctx))

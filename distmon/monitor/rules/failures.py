@@ -15,16 +15,26 @@ from distmon import wire
 from distmon.monitor.outside.sight import ALIVE, GONE
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.nodes import TEARDOWN_SLACK, node_ranks, process_state
-from distmon.monitor.rules.process import Look, all_working, look_at, look_lines, look_step, said
+from distmon.monitor.rules.process import (
+    Look,
+    all_working,
+    ended_unheard,
+    look_at,
+    look_lines,
+    look_step,
+    said,
+)
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import (
     FIRST_LINE_IN_DETAIL,
     duration,
     first_line,
     rank_word,
     stack_lines,
+    time_of_day,
     traceback_lines,
     where,
 )
@@ -36,7 +46,9 @@ MAX_LOOKED_AT = 4
 
 
 def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
-    """Ranks silent too long without last words, minus those torn down after a failure.
+    """Ranks silent too long without last words, and those whose process their node's eye saw
+    end without a word (:func:`~distmon.monitor.rules.process.ended_unheard`: at once), minus
+    those torn down after a failure and those of a node silent as a whole.
 
     Once peers report a lost connection, or are torn down by the launcher, a rank silent
     since before that is the one that died: it is named after one missed report instead of
@@ -54,6 +66,7 @@ def lost_ranks(job: JobState, ctx: Context) -> list[RankState]:
     if peers_lost_at is not None:
         silent |= (c.received < peers_lost_at) & (ctx.now - c.received >= c.interval + TEARDOWN_SLACK)
     lost = suspects & silent
+    lost[ended_unheard(job, ctx)] = True
     lost[node_ranks(job, ctx)] = False  # their node fell silent as a whole: node_lost names it instead
     if failed_at is not None:
         lost &= c.received + c.interval + TEARDOWN_SLACK < failed_at  # alive at the failure: killed in the teardown
@@ -134,7 +147,7 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
         f"What to do: look at where {rank_word(ranks)} stood (above): that is what the others waited for. "
         "Their timeouts and torchrun's ChildFailedError follow from it.",
     ]
-    return [Finding("hang", "hang", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
+    return [Finding("hang", AlertKind.HANG, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
 
 
 def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:
@@ -180,7 +193,7 @@ def _orphan_finding(job: JobState, victims: list[RankState], ctx: Context) -> Fi
             "killer, segfaults) for the process that exited first.",
         ]
     )
-    return Finding("rank_exception", "rank_exception", CRITICAL, ranks, summary, detail, said(job, ranks, ctx))
+    return Finding("rank_exception", AlertKind.RANK_EXCEPTION, CRITICAL, ranks, summary, detail, said(job, ranks, ctx))
 
 
 def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
@@ -198,7 +211,8 @@ def rank_lost(job: JobState, ctx: Context) -> list[Finding]:
     states = {s.rank: process_state(job, s.rank, ctx) for s in lost}
     waited_for = bool((job.cols.in_collective | job.cols.in_p2p)[job.live(ctx.now)].any())
     alive = [s for s in lost if states[s.rank] == ALIVE]
-    dead = [s for s in lost if states[s.rank] == GONE or (states[s.rank] is None and not waited_for)]
+    unseen = [s for s in lost if states[s.rank] is None and job.eye_on(s.report.host) is None]
+    dead = [s for s in lost if states[s.rank] == GONE or (s in unseen and not waited_for)]
     findings = [_lost(job, dead, states, ctx)] if dead else []
     if alive and not waited_for:
         findings.append(_silent(job, alive, ctx))
@@ -211,18 +225,11 @@ def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], c
     consequences = job.consequences(LOST_PEER) | job.flagged(wire.FLAG_STOPPED_BY_SIGNAL)
     victims = [s.rank for s in job.views(consequences) if s.lost_a_peer() or s.torn_down()]
     if gone:
-        cause, why = (
-            "process gone",
-            ("it died without last words: killed by a signal (the OOM killer's SIGKILL, a segfault)"),
-        )
+        cause = "process gone"
+        why = "it died without last words: killed by a signal (the OOM killer's SIGKILL, a segfault)"
     else:
-        cause, why = (
-            "no last words",
-            (
-                "it went silent without an exception or exit; the monitor cannot see its process "
-                "from here (another host)"
-            ),
-        )
+        cause, why = "no last words", "it went silent without an exception or exit, and no eye sees its process"
+    told = {(host, pid): when for host, pid, when in ctx.ended(0.0)} if ctx.ended is not None else {}
     silent = ctx.now - lost[0].received
     summary = f"{rank_word(ranks)} stopped reporting {duration(silent)} ago: {cause}"
     lines = [f"{rank_word(ranks)}: {why}."]
@@ -231,7 +238,7 @@ def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], c
         r = s.report
         lines.append(
             f"  rank {r.rank} on {r.host} (pid {r.pid}): last report {duration(ctx.now - s.received)} "
-            f"ago at step {r.steps}, process {states[r.rank] or 'state unknown'}"
+            f"ago at step {r.steps}; {_process_words(job, r.host, r.pid, states[r.rank], told)}"
         )
         look = looks[r.rank] = look_at(s, ctx, silent=True, take=False) if states[r.rank] == GONE else Look(None)
         if look.stack:
@@ -246,7 +253,19 @@ def _lost(job: JobState, lost: list[RankState], states: dict[int, str | None], c
         "What to do: check the node's kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`) "
         "and the job scheduler's log for why the process died; host memory pressure is the usual cause."
     )
-    return Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
+    return Finding(
+        "rank_lost", AlertKind.RANK_LOST, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks)
+    )
+
+
+def _process_words(job: JobState, host: str, pid: int, state: str | None, told: dict[tuple[str, int], float]) -> str:
+    """What became of a lost rank's process (gone, or unseen), and which eye saw it, or why
+    none could."""
+    if state != GONE:
+        return f"its process unseen: no eye watches {host} (no distmon relay runs there, nor the monitor)"
+    when = told.get((host, pid))
+    at = f" at {time_of_day(when)}" if when is not None else ""
+    return f"its process gone, as {job.eye_on(host) or 'its eye'} saw{at}"
 
 
 def _silent(job: JobState, silent: list[RankState], ctx: Context) -> Finding:
@@ -267,4 +286,4 @@ def _silent(job: JobState, silent: list[RankState], ctx: Context) -> Finding:
         steps or [f"What to do: `py-spy dump --native --pid {silent[0].report.pid}` on {silent[0].report.host}."]
     )
     severity = WARNING if all_working(list(looks.values())) else CRITICAL
-    return Finding("hang", "hang", severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))
+    return Finding("hang", AlertKind.HANG, severity, ranks, summary, "\n".join(lines), said(job, ranks, ctx, looks))

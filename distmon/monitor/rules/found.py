@@ -59,7 +59,8 @@ from distmon.monitor.rules.process import (
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.columns import I8
-from distmon.monitor.state.whereabouts import PEER_KINDS, Place, classify, user_frame
+from distmon.monitor.state.kinds import PEER_PLACES, AlertKind, Doing
+from distmon.monitor.state.whereabouts import Place, classify, user_frame
 from distmon.monitor.state.words import duration, rank_word, stack_lines, where
 from distmon.wire import ANY_SOURCE, StackFrame
 
@@ -88,11 +89,11 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
         return []
     ranks = np.flatnonzero(found)
     places = _places(job, ranks)
-    at_peers = {rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_KINDS}
+    at_peers = {rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_PLACES}
     waiting = [
         _Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, sorted(at_peers))
     ]
-    early, hang = ctx.limits.early_after(0.0), ctx.limits.hang_after(0.0, ctx.interval)
+    early, hang = _thresholds(ctx, waiting)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []
     missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
@@ -110,6 +111,16 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     if len(by_place) == 1 and max(w.age for w in waiting) >= hang:
         return [_stuck(waiting)]
     return []
+
+
+def _thresholds(ctx: Context, waiting: list[_Stood]) -> tuple[float, float]:
+    """When a wait names the rank it waits for early, and when it is a hang. A job's pace is
+    not seen from outside: its floors; but ranks that all wait to join the job (in
+    ``init_process_group``) wait for a slow start as the stall rule lets a hooked job's do."""
+    limits = ctx.limits
+    if waiting and all(w.place.op == "init_process_group" for w in waiting):
+        return limits.init_wait, limits.hang_after(None, ctx.interval)
+    return limits.early_after(0.0), limits.hang_after(0.0, ctx.interval)
 
 
 def _stood(job: JobState, ctx: Context, ranks: list[int]) -> list[tuple[int, float]]:
@@ -140,11 +151,13 @@ def _waited_in(job: JobState, rank: int, place: Place | None) -> WaitedIn:
     where its code called it, and the peer a send or receive names."""
     r = job.report_of(rank)
     frames = r.stack or []
-    op = next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
     assert place is not None
-    if op is None:
-        op = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}.get(place.kind)
-    peer = r.outside.peer if r.outside is not None and place.kind == "p2p" else None
+    op = "init_process_group" if place.kind == Doing.INIT else None
+    op = op or next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
+    if op is None:  # no torch.distributed call of its own: DDP's reducer, a pipeline library's sends
+        ops = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}
+        op = ops.get(place.kind) or place.words.removeprefix("in ")
+    peer = r.outside.peer if r.outside is not None and place.kind == Doing.P2P else None
     at = place.user or _innermost(frames)
     return WaitedIn(THE_JOB, op=op, at=at, peer=peer, rank=rank)
 
@@ -226,23 +239,23 @@ def _hang(
         habit=habit,
     )
     summary, detail = hang_words(h)
-    return [Finding("hang", "hang", h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
+    return [Finding("hang", AlertKind.HANG, h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
 
 
 def _early_look(s: RankState | None, verdict: Verdict | None, ctx: Context, waited: float) -> Look:
     """A root named early for ``verdict``; one holding the GIL with its stack taken from
     outside, native frames and all, which names the call that holds it."""
-    if s is None or verdict is None or verdict.kind != "gil":
+    if s is None or verdict is None or verdict.kind != Doing.GIL:
         return Look(verdict)
     look = look_at(s, ctx, silent=True, waited=waited)
-    return look if look.verdict is not None and look.verdict.kind == "gil" else Look(verdict, stack=look.stack)
+    return look if look.verdict is not None and look.verdict.kind == Doing.GIL else Look(verdict, stack=look.stack)
 
 
 def _root_look(s: RankState, ctx: Context, waited: float) -> Look:
     """A root's process over the ``waited`` seconds; one holding the GIL with its stack taken
     from outside, native frames and all (its report's has its Python frames only)."""
     look = look_at(s, ctx, silent=False, waited=waited)
-    if look.verdict is not None and look.verdict.kind == "gil":
+    if look.verdict is not None and look.verdict.kind == Doing.GIL:
         return look_at(s, ctx, silent=True, waited=waited)
     return look
 
@@ -276,7 +289,7 @@ def _deadlock(job: JobState, ctx: Context, ring: list[int], waiting: list[_Stood
         line = WaitLine(w.age, np.array([rank], dtype=np.int64), w.place, (peer,) if peer is not None else ())
         shown.append(InRing((line,), w.place.at))
     summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), False, True, ()))
-    return Finding("hang:cycle", "hang", CRITICAL, ring, summary, detail, said(job, ring, ctx))
+    return Finding("hang:cycle", AlertKind.HANG, CRITICAL, ring, summary, detail, said(job, ring, ctx))
 
 
 def _divergence(job: JobState, ctx: Context, by_place: dict[tuple[str | None, str, int], list[_Stood]]) -> Finding:
@@ -314,7 +327,7 @@ def _stuck(waiting: list[_Stood]) -> Finding:
     age = max(w.age for w in waiting)
     stuck = StuckCollective(waiting[0].place, age, None, None, ())
     summary, detail = stuck_collective_words(stuck)
-    return Finding("hang:found", "hang", CRITICAL, [], summary, detail, {})
+    return Finding("hang:found", AlertKind.HANG, CRITICAL, [], summary, detail, {})
 
 
 def _words(place: WaitedIn) -> str:
@@ -353,7 +366,9 @@ def found_gone(job: JobState, ctx: Context) -> list[Finding]:
         "What to do: read that rank's lines in the job's log (torchrun prefixes them with [rankN]) and the node's "
         "kernel log (`dmesg -T | grep -i -e oom -e killed -e segfault`)."
     )
-    return [Finding("rank_lost", "rank_lost", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
+    return [
+        Finding("rank_lost", AlertKind.RANK_LOST, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))
+    ]
 
 
 def _gone_at(s: RankState) -> float | None:

@@ -44,8 +44,18 @@ from distmon.monitor.rules.hang_words import (
     stuck_collective_words,
     stuck_message_words,
 )
+from distmon.monitor.rules.links import dropped_over
 from distmon.monitor.rules.nodes import node_ranks
-from distmon.monitor.rules.process import Look, all_working, doing_nothing, gil_held, keep_looking, look_at, said
+from distmon.monitor.rules.process import (
+    Look,
+    all_working,
+    doing_nothing,
+    ended_unheard,
+    gil_held,
+    keep_looking,
+    look_at,
+    said,
+)
 from distmon.monitor.rules.routine import Habit, Mark
 from distmon.monitor.rules.waitfor import (
     Collective,
@@ -63,6 +73,7 @@ from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.limits import pause_after
 from distmon.monitor.state.whereabouts import user_frame
 from distmon.monitor.state.words import group_label, group_name, timeout_left
@@ -167,7 +178,8 @@ class Incidents:
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.relation.diverged and self._everyone_waited(node, hang_after):
                 gid, seq = node
-                findings.append(self._stuck_collective(gid, seq, reach))
+                if not self._link_dropped(gid, seq):
+                    findings.append(self._stuck_collective(gid, seq, reach))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
                 findings.append(self._stuck_message(node))
         ring = self.relation.ring(reach)
@@ -190,6 +202,11 @@ class Incidents:
     def _node_ranks(self) -> set[int]:
         return set(node_ranks(self.job, self.ctx, training=False).tolist())
 
+    @cached_property
+    def _ended(self) -> set[int]:
+        """Ranks whose process ended without a word while they reported on: ``rank_lost``'s."""
+        return set(ended_unheard(self.job, self.ctx).tolist())
+
     def _roots(self, reach: set[Node]) -> list[int]:
         """The ranks of ``reach`` that wait for nobody and are this incident's
         (:meth:`_own_incident`): decided as arrays where the answer needs no more (a
@@ -209,7 +226,7 @@ class Incidents:
         held = ~finished & self.job.held_up(known)
         if self.ctx.behind is None:
             doubt = ~plain & ~held
-            doubt |= np.isin(known, list(self._node_ranks)) & ~finished
+            doubt |= np.isin(known, list(self._node_ranks | self._ended)) & ~finished
         else:
             doubt = np.ones(len(known), dtype=bool)
         doubt &= ~left
@@ -305,6 +322,8 @@ class Incidents:
             return True
         if rank in self._node_ranks:
             return False  # its node fell silent as a whole: node_lost names it
+        if rank in self._ended:
+            return False  # its process ended without a word: rank_lost names it
         if self.ctx.behind is not None and self._stale(rank):
             return False
         if self.job.held_up(np.array([rank]))[0]:
@@ -399,7 +418,7 @@ class Incidents:
         )
         summary, detail = hang_words(hang)
         doing = said(self.job, roots, self.ctx, looks)
-        return Finding("hang", "hang", hang.severity, roots, summary, detail, doing)
+        return Finding("hang", AlertKind.HANG, hang.severity, roots, summary, detail, doing)
 
     def _look(self, rank: int, verdict: Verdict | None = None, waited: float | None = None) -> Look:
         """Rank ``rank``'s process over the ``waited`` seconds the others waited for it, its
@@ -419,6 +438,16 @@ class Incidents:
         silent_for = s.silent_for(self.ctx.now) if s.silent(self.ctx.now) else None
         return Root(rank, look, s.report, s.finished, silent_for)
 
+    def _link_dropped(self, gid: str, seq: int) -> bool:
+        """A link of a node of the collective's members went down while they waited in it and
+        came back less than a hang threshold ago: the link's incident (``link_flapping``, or no
+        alarm for one drop), not a collective that does not complete."""
+        members = [w for w in self.groups[gid].waits if w.seq == seq]
+        ranks = np.unique(np.concatenate([w.ranks for w in members])) if members else np.zeros(0, dtype=np.int64)
+        hosts = {self.job.host_name(int(h)) for h in distinct(self.job.cols.host[ranks])}
+        began = self.ctx.now - max((w.age for w in members), default=0.0)
+        return dropped_over(self.job, hosts, began, self.ctx.now, self.ctx.hang_after)
+
     def _stuck_collective(self, gid: str, seq: int, reach: set[Node]) -> Finding:
         """Every member issued it and it does not complete. Its members that are also what
         other waits wait for are suspects: their peers in this group went on, they did not."""
@@ -431,7 +460,9 @@ class Incidents:
         fires = timeout_left(view.sample, age)
         stuck = StuckCollective(WaitedIn(view.name, seq, op), age, view.sample.timeout, fires, tuple(suspects))
         summary, detail = stuck_collective_words(stuck)
-        return Finding(f"hang:{gid}", "hang", CRITICAL, suspects, summary, detail, said(self.job, suspects, self.ctx))
+        return Finding(
+            f"hang:{gid}", AlertKind.HANG, CRITICAL, suspects, summary, detail, said(self.job, suspects, self.ctx)
+        )
 
     def _stuck_message(self, node: Transfer) -> Finding:
         gid, src, dst, _ = node
@@ -441,7 +472,7 @@ class Incidents:
         summary, detail = stuck_message_words(StuckMessage(node, self._group_label(gid), age, ranks))
         ends = sorted({src, dst})
         doing = said(self.job, ends, self.ctx)
-        return Finding(f"hang:{gid}:{src}>{dst}", "hang", CRITICAL, ends, summary, detail, doing)
+        return Finding(f"hang:{gid}:{src}>{dst}", AlertKind.HANG, CRITICAL, ends, summary, detail, doing)
 
     def _deadlock(self, ring: list[int]) -> Finding:
         shown = []
@@ -458,4 +489,4 @@ class Incidents:
         groups = tuple(sorted({str(w.node[0]) for w in waits}))
         collective, p2p = any(w.gid is not None for w in waits), any(w.gid is None for w in waits)
         summary, detail = deadlock_words(Deadlock(tuple(ring), tuple(shown), collective, p2p, groups))
-        return Finding("hang:cycle", "hang", CRITICAL, ring, summary, detail, said(self.job, ring, self.ctx))
+        return Finding("hang:cycle", AlertKind.HANG, CRITICAL, ring, summary, detail, said(self.job, ring, self.ctx))

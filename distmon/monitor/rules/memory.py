@@ -14,6 +14,7 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.columns import HISTORY
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import duration, size
 
 
@@ -67,7 +68,7 @@ def _near_limit(s: RankState, ctx: Context) -> list[Finding]:
     return [
         Finding(
             f"memory_pressure:{r.rank}:gpu_full",
-            "memory_pressure",
+            AlertKind.MEMORY_PRESSURE,
             WARNING,
             [r.rank],
             summary,
@@ -112,7 +113,7 @@ def _growth(s: RankState, metric: str, ctx: Context) -> list[Finding]:
     return [
         Finding(
             f"memory_pressure:{r.rank}:{metric}",
-            "memory_pressure",
+            AlertKind.MEMORY_PRESSURE,
             WARNING,
             [r.rank],
             summary,
@@ -153,5 +154,5 @@ def gpu_fault(job: JobState, ctx: Context) -> list[Finding]:
             ]
         )
         severity = CRITICAL if errors else WARNING
-        findings.append(Finding(f"gpu_fault:{r.rank}", "gpu_fault", severity, [r.rank], summary, detail))
+        findings.append(Finding(f"gpu_fault:{r.rank}", AlertKind.GPU_FAULT, severity, [r.rank], summary, detail))
     return findings

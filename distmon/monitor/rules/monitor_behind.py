@@ -8,6 +8,7 @@ from __future__ import annotations
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import WARNING, Finding
+from distmon.monitor.state.kinds import AlertKind
 
 AWAY_ADVICE = (
     "What to do: nothing about the job. If the monitor's host suspends or swaps (a laptop, a busy "
@@ -34,4 +35,4 @@ def monitor_behind(job: JobState, ctx: Context) -> list[Finding]:
             AWAY_ADVICE if ctx.behind.away else ON_THE_WAY_ADVICE if ctx.behind.on_the_way else BEHIND_ADVICE,
         ]
     ).strip()
-    return [Finding("monitor_behind", "monitor_behind", WARNING, [], ctx.behind.summary, detail)]
+    return [Finding("monitor_behind", AlertKind.MONITOR_BEHIND, WARNING, [], ctx.behind.summary, detail)]

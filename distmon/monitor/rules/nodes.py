@@ -35,6 +35,7 @@ from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.consequences import LOST_PEER
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.nodes import SilentNode
 from distmon.monitor.state.words import duration, group_name, rank_word, time_of_day
 
@@ -56,12 +57,14 @@ MAX_LINKS_SHOWN = 3
 @dataclass(frozen=True)
 class Steps:
     """Evidence that a silent node's ranks train on: ranks sharing a group with them stepped
-    on, and a group's collectives completed past where its ranks were last heard."""
+    on, and a group's collectives completed past where its ranks were last heard; or (no
+    ``group``) ranks stepped on and then finished the job cleanly, which they could not have
+    done without them."""
 
     ranks: list[int]
-    group: str
-    completed: int
-    theirs: int
+    group: str = ""
+    completed: int = 0
+    theirs: int = 0
 
 
 def process_state(job: JobState, rank: int, ctx: Context) -> str | None:
@@ -137,7 +140,9 @@ def node_lost(job: JobState, ctx: Context) -> list[Finding]:
         if j.steps is not None:
             findings.append(_unwatched(job, ctx, node, j.steps))
             continue
-        gave_up = np.flatnonzero(job.consequences(LOST_PEER) & (job.cols.received >= node.since)).tolist()
+        gave_up = np.setdiff1d(
+            np.flatnonzero(job.consequences(LOST_PEER) & (job.cols.received >= node.since)), node.ranks
+        ).tolist()
         silent = ctx.now - node.since
         if j.waiting or gave_up or silent >= ctx.limits.silent_after(ctx.interval) + ctx.hang_after:
             findings.append(_lost(job, ctx, node, j.waiting, gave_up))
@@ -147,8 +152,8 @@ def node_lost(job: JobState, ctx: Context) -> list[Finding]:
 def _waits_for(
     job: JobState, ctx: Context, node: SilentNode, waiting: list[Wait], groups: dict[str, Group]
 ) -> list[Wait]:
-    """Of the live ranks' ``waiting``, the waits for ``node``'s ranks alone, begun about when it
-    went silent and longer than three steps (a healthy collective is over sooner), the
+    """Of the other live ranks' ``waiting``, the waits for ``node``'s ranks alone, begun about
+    when it went silent and longer than three steps (a healthy collective is over sooner), the
     longest first: in a collective of ``groups`` every live member has issued, or a send or
     receive to one of its ranks. A wait begun long after (its ranks, unwatched, stopped since)
     is the hang's."""
@@ -156,8 +161,8 @@ def _waits_for(
     began_by = node.since + float(np.nanmax(job.cols.interval[node.ranks])) + longest
     found = []
     for w in waiting:
-        if w.age < longest or ctx.now - w.age > began_by:
-            continue
+        if w.age < longest or ctx.now - w.age > began_by or np.isin(w.ranks, node.ranks).all():
+            continue  # too short, begun long after, or a wait of its own ranks (one heard a moment longer)
         if w.gid is not None:
             group = groups[w.gid]
             laggards = np.array(group.laggards(w.seq), dtype=np.int64)
@@ -175,20 +180,19 @@ def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
     """Whether ``node``'s ranks train on unheard: ranks sharing a group with them have stepped
     :data:`STEPS_ON` times since the node could have been cut off, and completed collectives of
     such a group past those its ranks last said they issued (no collective completes without
-    every member)."""
+    every member); or, once the others are done, such ranks stepped on and then finished the
+    job cleanly (their last report holds no group: it was destroyed)."""
     c = job.cols
     used = int(c.groups.max(initial=0))
     rows = np.arange(used) < c.groups[:, None]
     theirs = distinct(c.g_id[node.ranks, :used][rows[node.ranks]])
-    live = job.live(ctx.now)
-    shares = live & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
+    shares = job.live(ctx.now) & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
+    shares[node.ranks] = False  # its own, heard a moment longer, are no evidence
     peers = np.flatnonzero(shares)[:PEERS_LOOKED_AT]
     cut_by = node.since + float(np.nanmax(c.interval[node.ranks]))
     stepped = [p for p in peers.tolist() if _steps_since(job, p, cut_by) >= STEPS_ON]
-    if not stepped:
-        return None
     best: Steps | None = None
-    for gid in theirs.tolist():
+    for gid in theirs.tolist() if stepped else []:
         mine = (c.g_id[node.ranks, :used] == gid) & rows[node.ranks]
         others = (c.g_id[stepped, :used] == gid) & rows[stepped]
         issued = int(c.g_enq[node.ranks, :used][mine].max(initial=0))
@@ -197,6 +201,11 @@ def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
             sample = job.group(gid)
             name = group_name(sample.id, sample) if sample is not None else f"group #{gid:x}"
             best = Steps(stepped, name, completed, issued)
+    if best is None:
+        finished = job.flagged(wire.FLAG_EXITED) & ~job.flagged(wire.FLAG_STOPPED_BY_SIGNAL | wire.FLAG_RAISED)
+        done = np.flatnonzero(finished & (c.received > cut_by))[:PEERS_LOOKED_AT].tolist()
+        done = [p for p in done if _steps_since(job, p, cut_by) >= STEPS_ON]
+        best = Steps(done) if done else None
     return best
 
 
@@ -280,13 +289,24 @@ def _unwatched(job: JobState, ctx: Context, node: SilentNode, steps: Steps) -> F
     since = time_of_day(node.since)
     peers = rank_word(steps.ranks)
     relay = f"its relay is silent since {since}" if node.relay is not None else f"unheard since {since}"
-    summary = f"{node.host} unwatched: {relay}; its {ranks} train on ({peers} complete collectives with them)"
+    if steps.group:
+        told = f"{peers} complete collectives with them"
+        how = (
+            f" Its {ranks} train on: {peers} stepped on since, and completed collective #{steps.completed} "
+            f"of {steps.group}, past #{steps.theirs}, the last its ranks said they issued (no collective "
+            "completes without every member)."
+        )
+    else:
+        told = f"{peers} finished the job with them"
+        how = (
+            f" Its {ranks} trained on: {peers} stepped on since and finished the job cleanly, which they could "
+            "not have done without them."
+        )
+    summary = f"{node.host} unwatched: {relay}; its {ranks} train on ({told})"
     lines = [
         f"{node.host} fell silent at {since}, {duration(ctx.now - node.since)} ago"
         + (f": distmon relay {node.relay.id} sends nothing." if node.relay is not None else ".")
-        + f" Its {ranks} train on: {peers} stepped on since, and completed collective #{steps.completed} "
-        f"of {steps.group}, past #{steps.theirs}, the last its ranks said they issued (no collective "
-        "completes without every member).",
+        + how,
         f"While it is silent, a fault of {ranks} goes unseen.",
     ]
     if node.relay is not None:
@@ -299,7 +319,7 @@ def _unwatched(job: JobState, ctx: Context, node: SilentNode, steps: Steps) -> F
             f"What to do: check the path from {node.host} to the monitor (a firewall, a route); its ranks "
             "send again by themselves once it is open."
         )
-    return Finding(f"node_unwatched:{node.host}", "node_unwatched", WARNING, [], summary, "\n".join(lines))
+    return Finding(f"node_unwatched:{node.host}", AlertKind.NODE_UNWATCHED, WARNING, [], summary, "\n".join(lines))
 
 
 def _what(job: JobState, w: Wait) -> str:

@@ -36,6 +36,7 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.pace_words import Straggler, finding
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.pace import Holdups
 from distmon.node.proc import CPUS
 
@@ -65,6 +66,10 @@ class Cpu:
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
+    """Judged over the whole job: while some rank is silent (a node unwatched, a rank stopped),
+    whom the others wait for cannot be told from the ranks still heard, and nobody is named."""
+    if job.silent(ctx.now).any():
+        return []
     held = job.holdups()
     limits = ctx.limits
     cost = held.share / (1 - held.share)
@@ -120,7 +125,7 @@ def _bar(sure: float, held: Holdups) -> float:
 def _named_in(key: str, job: JobState) -> list[int]:
     """The ranks a straggler's key names (:func:`~distmon.monitor.rules.pace_words.key`)."""
     kind, _, who = key.partition(":")
-    if kind != "straggler":
+    if kind != AlertKind.STRAGGLER:
         return []
     if who.startswith("node "):
         c = job.cols

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distmon.monitor.state.alerts import WARNING, Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import group_name, rank_word, slower
 from distmon.wire import GroupStatus, Report
 
@@ -40,7 +41,7 @@ def key(facts: Straggler) -> str:
 
 
 def finding(facts: Straggler) -> Finding:
-    return Finding(key(facts), "straggler", WARNING, list(facts.ranks), summary(facts), detail(facts))
+    return Finding(key(facts), AlertKind.STRAGGLER, WARNING, list(facts.ranks), summary(facts), detail(facts))
 
 
 def summary(facts: Straggler) -> str:

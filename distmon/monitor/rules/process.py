@@ -33,17 +33,44 @@ from distmon.monitor.outside.verdicts import (
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState, statuses
 from distmon.monitor.state.alerts import Finding
+from distmon.monitor.state.columns import I8
+from distmon.monitor.state.kinds import IDLE_VERDICTS, MOVING_VERDICTS, Doing
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.node.proc import GIL_WAKES, Sample
 from distmon.node.pyspy import OutsideStack
 
-IDLE_VERDICTS = frozenset({"sigstopped", "traced", "file_io", "gil", "lock", "sleeping"})
-"""Verdicts of a process that does nothing: a rank the others wait for, seen so for a second,
-is named early (:attr:`distmon.monitor.state.limits.Thresholds.early_floor`)."""
-MOVING = frozenset({"sleeping", "lock", "unknown"})
-"""Verdicts of one look that a main thread seen in other calls over the same wait belies."""
 MAX_WATCHED = 16
 """Would-be culprits the prober starts looking at before any rule names them."""
+LAST_WORDS_GRACE = 0.1
+"""Seconds after its eye told a rank's process gone before its lack of last words is final: a
+turn of the monitor's feed, which takes in what came on the socket before what its own eye saw
+(last words go out before a process ends). Behind a relay, the relay's next batch besides (it
+sends one soon after it tells an end: :class:`~distmon.node.relay.NodeRelay`)."""
+
+
+def ended_unheard(job: JobState, ctx: Context) -> I8:
+    """The ranks whose process their node's eye saw end while they reported on (neither silent
+    nor stalled by their own account) without a last word: no exception, no exit, no signal
+    caught. Killed by a signal nobody catches (the OOM killer's SIGKILL), each is lost at once,
+    not once its silence has lasted. Final only :data:`LAST_WORDS_GRACE` after its eye told
+    it, and for a rank behind a relay once that relay was heard since: its batch would carry
+    last words sent before the end."""
+    if ctx.ended is None:
+        return np.zeros(0, dtype=np.int64)
+    c = job.cols
+    window = float(np.max(ctx.limits.silent_after(job.interval())))
+    told = {(host, pid): when for host, pid, when in ctx.ended(ctx.now - window) if ctx.now - when >= LAST_WORDS_GRACE}
+    if not told:
+        return np.zeros(0, dtype=np.int64)
+    unheard = c.present & ~job.flagged(wire.FLAG_EXITED | wire.FLAG_RAISED | wire.FLAG_STALLED) & ~job.silent(ctx.now)
+    unheard &= ~job.found()  # seen from outside only, a process says no words: found_gone judges its end
+    found = []
+    for rank in np.flatnonzero(unheard & np.isin(c.pid, [pid for _, pid in told])).tolist():
+        when = told.get(job.process_of(rank))
+        via = int(c.via[rank])
+        if when is not None and (via < 0 or job.relay_heard[via] > when):
+            found.append(rank)
+    return np.array(found, dtype=np.int64)
 
 
 def watch_ahead(job: JobState, ctx: Context) -> list[Finding]:
@@ -103,7 +130,7 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     verdict = judge(r.host, first, seen.last, frames, owns_gil)
-    if verdict.kind in MOVING and seen.last is not None and len({_doing(look) for look in looks}) > 1:
+    if verdict.kind in MOVING_VERDICTS and seen.last is not None and len({_doing(look) for look in looks}) > 1:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
         verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and gil_held(s, ctx):
@@ -240,7 +267,7 @@ def _outside_stack(s: RankState, ctx: Context, alive: bool) -> tuple[OutsideStac
     if not taken.frames:
         return taken, (f"its stack could not be taken from outside: {taken.error or 'py-spy found no frames'}",)
     place = classify(taken.frames, taken.owns_gil)
-    gil = ", holding the GIL" if taken.owns_gil and place.kind != "gil" else ""
+    gil = ", holding the GIL" if taken.owns_gil and place.kind != Doing.GIL else ""
     lines = [f"its main thread, from outside with {taken.how}{gil}: {place.words}"]
     if taken.partial:
         lines.append(f"  (Python frames only: {taken.partial})")

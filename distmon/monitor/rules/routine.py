@@ -28,6 +28,7 @@ from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from distmon.monitor.state.kinds import NEVER_USUAL
 from distmon.monitor.state.words import duration
 
 USUAL_AFTER = 2
@@ -38,8 +39,6 @@ MAX_HABITS = 64
 """Habits kept; past that, the least taken is forgotten (memory stays bounded)."""
 MAX_STEPS = 16
 """Steps kept per habit at which it began: enough to tell its period."""
-NEVER_USUAL = frozenset({"sigstopped", "traced", "zombie", "gone"})
-"""What a process does that is no habit, however often: someone stopped it, or it ended."""
 
 
 @dataclass(frozen=True)

@@ -31,7 +31,8 @@ from distmon.monitor.rules.process import (
 )
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.state.whereabouts import WAITING_KINDS, Place, classify, frame_lines
+from distmon.monitor.state.kinds import WAITING_PLACES, AlertKind, Doing
+from distmon.monitor.state.whereabouts import Place, classify, frame_lines
 from distmon.monitor.state.words import duration, rank_lines, rank_word
 
 MAX_SHOWN = 4
@@ -62,7 +63,7 @@ def stall(job: JobState, ctx: Context) -> list[Finding]:
     for s in ranks:
         by_place[places[s.rank].signature].append(s)
     missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
-    victims_at = max(by_place, key=lambda k: (k[0] in WAITING_KINDS, len(by_place[k])))
+    victims_at = max(by_place, key=lambda k: (k[0] in WAITING_PLACES, len(by_place[k])))
     victims = by_place[victims_at]
     odd = sorted((s for s in ranks if places[s.rank].signature != victims_at), key=lambda s: s.rank)
     if early:
@@ -86,7 +87,7 @@ def _late_to_init(
     ranks that never reported or that, seen from outside, do nothing (asleep, stopped,
     blocked): named now, as a warning. A rank that works (a slow import) waits for the
     threshold, as before."""
-    if place.kind != "init" or (not odd and not missing) or len(odd) > MAX_SHOWN:
+    if place.kind != Doing.INIT or (not odd and not missing) or len(odd) > MAX_SHOWN:
         return []
     verdicts = {s.rank: doing_nothing(s, ctx, age) for s in odd}  # the first call starts the prober looking
     looks = {rank: Look(verdict) for rank, verdict in verdicts.items() if verdict is not None}
@@ -151,7 +152,7 @@ def _odd_ones_out(
         )
     elif steps:
         advice = "\n".join(steps)
-    elif place.kind == "init":
+    elif place.kind == Doing.INIT:
         advice = (
             f"What to do: every rank must reach init_process_group; {rank_word(culprits)} did not. "
             "Look at where it is above (loading data or a checkpoint before init, a slow node); a rank "
@@ -170,7 +171,9 @@ def _odd_ones_out(
         )
     lines.append(advice)
     severity = WARNING if working or critical_at is not None else CRITICAL
-    return Finding("stall", "stall", severity, culprits, summary, "\n".join(lines), said(job, culprits, ctx, looks))
+    return Finding(
+        "stall", AlertKind.STALL, severity, culprits, summary, "\n".join(lines), said(job, culprits, ctx, looks)
+    )
 
 
 def _everyone(job: JobState, ranks: list[RankState], place: Place, age: float, ctx: Context) -> Finding:
@@ -187,7 +190,7 @@ def _everyone(job: JobState, ranks: list[RankState], place: Place, age: float, c
         lines.extend(rank_lines(r, indent="    "))
     if len(ranks) > MAX_SHOWN:
         lines.append(f"  ... and {len(ranks) - MAX_SHOWN} more ranks in the same place")
-    if place.kind == "dataloader":
+    if place.kind == Doing.DATALOADER:
         lines.append(
             "What to do: the DataLoader workers do not deliver. Their stacks above show where they "
             "are: storage that stopped answering (a dead NFS or FUSE mount), a lock or a network "
@@ -200,8 +203,8 @@ def _everyone(job: JobState, ranks: list[RankState], place: Place, age: float, c
         )
     # Every rank waiting on something that does not come is a stop; every rank busy in the
     # same place (a long checkpoint, a slow start) may only be slow.
-    severity = CRITICAL if place.kind in WAITING_KINDS else WARNING
-    return Finding("stall", "stall", severity, names, summary, "\n".join(lines), said(job, names, ctx))
+    severity = CRITICAL if place.kind in WAITING_PLACES else WARNING
+    return Finding("stall", AlertKind.STALL, severity, names, summary, "\n".join(lines), said(job, names, ctx))
 
 
 def by_host(job: JobState, missing: list[int]) -> list[str]:

@@ -9,6 +9,7 @@ from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import said
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, Finding
+from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import FIRST_LINE_IN_DETAIL, first_line, size
 from distmon.wire import Worker
 
@@ -76,7 +77,9 @@ def _finding(job: JobState, s: RankState, dead: list[Worker], ctx: Context) -> F
         said_first = first_line(r.exception.message, FIRST_LINE_IN_DETAIL)
         lines.append(f"The rank then raised {r.exception.type}: {said_first}")
     doing = said(job, [r.rank], ctx)
-    return Finding(f"worker_crash:{r.rank}", "worker_crash", CRITICAL, [r.rank], summary, "\n".join(lines), doing)
+    return Finding(
+        f"worker_crash:{r.rank}", AlertKind.WORKER_CRASH, CRITICAL, [r.rank], summary, "\n".join(lines), doing
+    )
 
 
 def _likely_cause(worker: Worker, s: RankState) -> str:

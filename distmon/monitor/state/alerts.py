@@ -161,6 +161,13 @@ class AlertBook:
         standing.summary, standing.detail = alert.summary, alert.detail
         return Change("updated", standing, escalated)
 
+    def told_doing(self, doing: dict[str, dict[int, str]]) -> None:
+        """What the ranks of the standing alerts do, by alert key, as the monitor that judged
+        them said it (a screen attached to it keeps its words)."""
+        for key, said in doing.items():
+            if key in self.active:
+                self.active[key].doing = said
+
     def restore(self, history: list[Alert], active: list[Alert]) -> None:
         """Another monitor's alerts as they stand: every alert it raised so far (resolved ones
         with their ``resolved``), and those standing, the same objects where the history holds

@@ -5,7 +5,7 @@ how each rank ended, in words (the words of each status are in
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Protocol, TypeVar
 
@@ -17,18 +17,12 @@ from distmon.monitor.state import statuses
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.columns import ALL, I8
 from distmon.monitor.state.consequences import LOST_PEER
-from distmon.monitor.state.words import duration, first_line, rank_word
+from distmon.monitor.state.kinds import FAILURE_KINDS, HUNG_KINDS, STORY_KINDS, AlertKind
+from distmon.monitor.state.words import duration, first_line, rank_word, time_of_day
 from distmon.wire import Report
 
 if TYPE_CHECKING:
     from distmon.monitor.state.ranks import RankState
-
-FAILURE_KINDS = frozenset({"rank_exception", "rank_lost", "node_lost", "worker_crash"})
-HUNG_KINDS = frozenset({"hang", "divergence", "stall"})
-"""The kinds of alert that say the job stands still: critical, a job stopped while one stands
-was stopped while hung."""
-STORY_KINDS = FAILURE_KINDS | HUNG_KINDS
-"""The kinds of alert that tell how a job ends: a first cause is one of these."""
 
 
 @dataclass(frozen=True)
@@ -46,7 +40,7 @@ class Ending:
 
 def gone(alerts: Iterable[Alert]) -> set[int]:
     """Ranks whose process the monitor saw gone (a ``rank_lost`` alert names them)."""
-    return {r for a in alerts if a.kind == "rank_lost" for r in a.ranks}
+    return {r for a in alerts if a.kind == AlertKind.RANK_LOST for r in a.ranks}
 
 
 class Named(Protocol):
@@ -138,15 +132,62 @@ def job_ending(job: EndingFacts, standing: Iterable[Alert]) -> Ending | None:
     return Ending(Ending.STOPPED, f"stopped: {who}")
 
 
-def rank_ending(s: RankState, end: float, lost: set[int]) -> str:
+@dataclass(frozen=True)
+class Fates:
+    """What the monitor knew at the end of the ranks that said no last word: those its alerts
+    named lost, alone (``rank_lost``) or with their node (``node_lost``); the hosts it said
+    trained on unwatched (``node_unwatched``); the hosts whose relay was silent at the end; the
+    processes the nodes' eyes saw end, and whose eye watches a host."""
+
+    lost: set[int]
+    with_node: set[int]
+    unwatched: set[str]
+    blind: set[str]
+    gone: Mapping[tuple[str, int], float]
+    eye_on: Callable[[str], str | None]
+
+
+class FateFacts(Protocol):
+    """What :func:`fates` reads of a job (:class:`~distmon.monitor.state.job.JobState`)."""
+
+    @property
+    def gone(self) -> Mapping[tuple[str, int], float]: ...
+    def blind_hosts(self, now: float) -> set[str]: ...
+    def eye_on(self, host: str) -> str | None: ...
+
+
+def fates(job: FateFacts, alerts: Iterable[Alert], end: float) -> Fates:
+    """:class:`Fates` at ``end``, given every alert raised (those resolved did not say how a rank
+    ended)."""
+    standing = [a for a in alerts if a.resolved is None]
+    unwatched = {a.key.removeprefix(f"{a.kind}:") for a in standing if a.kind == AlertKind.NODE_UNWATCHED}
+    with_node = {r for a in standing if a.kind == AlertKind.NODE_LOST for r in a.ranks}
+    return Fates(gone(alerts), with_node, unwatched, job.blind_hosts(end), job.gone, job.eye_on)
+
+
+def rank_ending(s: RankState, end: float, known: Fates) -> str:
     """How one rank ended, in words, for the table of ranks at the end: its last words, else
-    what the monitor saw (``lost``: from :func:`gone`), else its silence."""
+    what the monitor knew of it (``known``), else its silence. Never "running" for a process
+    an eye saw end."""
     r = s.report
     if r.exception is not None:
         after = " (after losing a peer)" if s.lost_a_peer() else ""
         return f"raised {r.exception.type}: {first_line(r.exception.message)}{after}"
     if r.exit is not None:
         return statuses.stop(r.exit.how).rank
-    if s.rank in lost:
+    if s.rank in known.lost:
         return "its process is gone, without last words (killed: see the rank_lost alert)"
+    since = time_of_day(s.received)
+    if s.rank in known.with_node:
+        return f"lost with {r.host}, unheard since {since} (see the node_lost alert)"
+    if r.host in known.blind:
+        if r.host in known.unwatched:
+            return (
+                f"trained on unwatched since {since}: the relay on {r.host} fell silent (see the node_unwatched alert)"
+            )
+        return f"unheard since {since}: the relay on {r.host} fell silent"
+    ended = known.gone.get((r.host, r.pid))
+    if ended is not None:
+        eye = known.eye_on(r.host) or "its eye"
+        return f"its process is gone, without last words, as {eye} saw at {time_of_day(ended)}"
     return f"silent for {duration(s.silent_for(end))} at the end" if s.silent(end) else "running"

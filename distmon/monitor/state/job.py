@@ -21,8 +21,8 @@ the job are admitted (:mod:`distmon.monitor.state.admission`), so no sender can 
 
 from __future__ import annotations
 
-from collections import Counter, OrderedDict
-from collections.abc import Iterable
+from collections import Counter
+from collections.abc import Iterable, Mapping
 
 import numpy as np
 import numpy.typing as npt
@@ -34,12 +34,13 @@ from distmon.monitor.state.arrays import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
+from distmon.monitor.state.kinds import PEER_PLACES
 from distmon.monitor.state.limits import Thresholds
-from distmon.monitor.state.nodes import NodeLinks, SilentNode, silent_nodes
+from distmon.monitor.state.nodes import EyesTold, NodeLinks, SilentNode, blind_hosts, silent_nodes
 from distmon.monitor.state.pace import Holdups
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
-from distmon.monitor.state.whereabouts import PEER_KINDS, classify
+from distmon.monitor.state.whereabouts import classify
 from distmon.wire import GroupStatus, Report
 from distmon.wire.columns import ColumnBatch
 from distmon.wire.link import Batch, Relay
@@ -59,15 +60,26 @@ class JobState:
     ) -> None:
         self.limits = limits
         self.intake = Intake(job, pinned, max_world)
-        self.unwatched: Counter[str] = Counter()
-        """Seconds the monitor did not watch, by why (:mod:`distmon.monitor.state.unwatched`)."""
+        self._unwatched: Counter[str] = Counter()
         self.ranks = Ranks(self)
-        self.eyes: OrderedDict[str, None] = OrderedDict()
-        """The nodes whose eye has spoken (the monitor's own host, a relay's node), by host
-        name: where a rank's process is seen from outside, not judged from its reports alone
-        (kept by :class:`distmon.monitor.outside.sight.Sight`)."""
-        self.links: dict[str, NodeLinks] = {}
-        """Per host, its network links as its relay last read them, and the changes said."""
+        self.told = EyesTold()
+        """What the nodes' eyes told of the job's nodes (taken in by
+        :class:`distmon.monitor.outside.sight.Sight`)."""
+
+    @property
+    def eyes(self) -> Mapping[str, None]:
+        """The nodes whose eye has spoken (:attr:`EyesTold.eyes`)."""
+        return self.told.eyes
+
+    @property
+    def links(self) -> Mapping[str, NodeLinks]:
+        """Per host, its network links as its eye last read them (:attr:`EyesTold.links`)."""
+        return self.told.links
+
+    @property
+    def gone(self) -> Mapping[tuple[str, int], float]:
+        """The processes the nodes' eyes saw end (:attr:`EyesTold.gone`)."""
+        return self.told.gone
 
     # --- taking reports in ------------------------------------------------------------------
 
@@ -111,7 +123,29 @@ class JobState:
 
     @property
     def dropped(self) -> Counter[str]:
-        return self.intake.dropped
+        """Messages refused, by reason (a copy: :meth:`refused` counts them)."""
+        return self.intake.dropped.copy()
+
+    @property
+    def unwatched(self) -> Counter[str]:
+        """Seconds the monitor did not watch, by why (:mod:`distmon.monitor.state.unwatched`; a
+        copy: :meth:`not_watched` counts them)."""
+        return self._unwatched.copy()
+
+    def admit_worlds_up_to(self, most: int) -> None:
+        """Reports claiming a world of up to ``most`` ranks fit the job from now on (the
+        monitor a screen follows admits so many)."""
+        self.intake.max_world = most
+
+    def refused(self, reasons: Mapping[str, int]) -> None:
+        """Messages were refused before the state saw them, so many by reason (a feed's
+        refusals, looks that were not looks, a recording's ``d`` record)."""
+        self.intake.dropped.update(reasons)
+
+    def not_watched(self, seconds: Mapping[str, int]) -> None:
+        """The monitor did not watch so many seconds, by why (its loop stood still, its clock
+        jumped; those of the monitor a recording or a screen follows)."""
+        self._unwatched.update(seconds)
 
     @property
     def lost_on_the_way(self) -> Counter[str]:
@@ -300,6 +334,19 @@ class JobState:
         """The nodes silent as a whole (:func:`~distmon.monitor.state.nodes.silent_nodes`)."""
         return silent_nodes(self, now, overdue)
 
+    def eye_on(self, host: str) -> str | None:
+        """Whose eye watches ``host``, in words: its relay's, or the monitor's own; None where
+        none does (no relay runs there, nor the monitor)."""
+        if any(relay.host == host for relay in self.relays):
+            return f"the eye on {host} (its distmon relay)"
+        if host in self.eyes:
+            return f"the monitor's own eye (the monitor runs on {host})"
+        return None
+
+    def blind_hosts(self, now: float) -> set[str]:
+        """The hosts whose eye is lost (:func:`~distmon.monitor.state.nodes.blind_hosts`)."""
+        return blind_hosts(self, now)
+
     def silent(self, now: float, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
         """Per rank (of ``ranks``): heard from, not exited, and silent longer than its reports
         allow (:func:`~distmon.monitor.state.facts.silent`)."""
@@ -335,6 +382,15 @@ class JobState:
         peers = [h for h, i in zip(hashes.tolist(), first.tolist(), strict=True) if _at_peers(self, int(still[i]))]
         mask[still[np.isin(c.stack[still], peers)]] = True
         return mask
+
+    def progress(self) -> tuple[int, int]:
+        """The job's progress so far, the one measure of it: the steps and forward passes, and
+        the collectives completed, summed over the ranks heard. It grows whenever any rank makes
+        some (ranks found from outside count none: :meth:`moving_found`)."""
+        c = self.cols
+        present = self.present()
+        rows = np.arange(c.g_comp.shape[1]) < c.groups[present, None]
+        return int(c.steps[present].sum() + c.forwards[present].sum()), int(c.g_comp[present][rows].sum())
 
     def moving_found(self, now: float) -> bool:
         """A live rank found from outside makes progress, as far as the outside sees: its
@@ -402,4 +458,4 @@ class JobState:
 
 def _at_peers(job: JobState, rank: int) -> bool:
     """Rank ``rank``'s stack stands where a rank waits on its peers."""
-    return classify(job.report_of(rank).stack).kind in PEER_KINDS
+    return classify(job.report_of(rank).stack).kind in PEER_PLACES

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from distmon import wire
+from distmon.monitor.state.kinds import Doing
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.words import ranks_text
 from distmon.wire import ENDED, INTERRUPTED, TERMINATED, Report
@@ -109,20 +110,27 @@ def ended(report: Report) -> str:
     return stop(report.exit.how).status if report.exit is not None else EXITED
 
 
-PROCESS_WORDS = {
-    "sigstopped": "stopped (SIGSTOP)",
-    "traced": "in a debugger",
-    "zombie": "exited",
-    "gone": "gone",
-    "file_io": "blocked in I/O",
-    "network": "on the network",
-    "gil": "holding the GIL",
-    "lock": "waits on a lock",
-    "sleeping": "asleep",
-    "unknown": "no progress",
+DOING_WORDS = {
+    Doing.SIGSTOPPED: "stopped (SIGSTOP)",
+    Doing.TRACED: "in a debugger",
+    Doing.ZOMBIE: "exited",
+    Doing.GONE: "gone",
+    Doing.FILE_IO: "blocked in I/O",
+    Doing.NETWORK: "on the network",
+    Doing.GIL: "holding the GIL",
+    Doing.LOCK: "waits on a lock",
+    Doing.SLEEPING: "asleep",
+    Doing.DATALOADER: "in a DataLoader wait",
+    Doing.INIT: "in rendezvous",
+    Doing.P2P: "in a send/recv",
+    Doing.COLLECTIVE: "in a collective",
+    Doing.CUDA: "in a CUDA sync",
+    Doing.USER: "in its own code",
 }
-"""What a named rank's process is doing, by the kind of what was seen of it
-(:attr:`distmon.monitor.outside.verdicts.Verdict.kind`)."""
+"""What a named rank is doing, in a few words: as its process was seen
+(:attr:`distmon.monitor.outside.verdicts.Verdict.kind`), or, where nothing was seen of it (a
+replay of an old recording, a node without an eye), where its stack stands
+(:mod:`distmon.monitor.state.whereabouts`)."""
 WORK_WORDS = {
     "loading a checkpoint": "loading",
     "writing a checkpoint": "checkpointing",
@@ -132,35 +140,20 @@ WORK_WORDS = {
     "running evaluation": "evaluating",
 }
 """The work a working process does, by what its stack shows (:func:`distmon.monitor.outside.verdicts.activity`)."""
-PLACE_WORDS = {
-    "gil": "holding the GIL",
-    "dataloader": "in a DataLoader wait",
-    "init": "in rendezvous",
-    "p2p": "in a send/recv",
-    "collective": "in a collective",
-    "cuda": "in a CUDA sync",
-    "io": "blocked in I/O",
-    "sleep": "asleep",
-    "lock": "waits on a lock",
-    "user": "in its own code",
-    "unknown": STALLED,
-}
-"""Where a named rank stands by its stack's kind (:mod:`distmon.monitor.state.whereabouts`),
-where nothing was seen of its process (a replay, a rank on another host)."""
 
 
-def process_doing(kind: str, work: str = "") -> str:
+def process_doing(kind: Doing, work: str = "") -> str:
     """A named rank's status by what its process was seen doing (``kind``; ``work``: what a
     working one works at): ``asleep``, ``working - checkpointing``."""
-    if kind == "working":
+    if kind == Doing.WORKING:
         return f"working - {WORK_WORDS[work]}" if work in WORK_WORDS else "working"
-    return PROCESS_WORDS.get(kind, kind)
+    return DOING_WORDS.get(kind, "no progress")
 
 
-def place_doing(place: str | None, silent: bool) -> str:
+def place_doing(place: Doing | None, silent: bool) -> str:
     """A named rank's status by where its stack stands (``place``, None without a stack)."""
     if place is not None:
-        return PLACE_WORDS.get(place, STALLED)
+        return DOING_WORDS.get(place, STALLED)
     return SILENT if silent else STALLED
 
 

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
+from distmon.monitor.state.kinds import Doing
 from distmon.wire import StackFrame
 
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/distmon/hooks/")
@@ -41,18 +42,12 @@ PIPELINES = {
     "deepspeed/": "DeepSpeed",
 }
 LOCK_PATHS = ("/threading.py", "/queue.py", "multiprocessing/synchronize.py", "multiprocessing/queues.py", "/futures/")
-WAITING_KINDS = frozenset({"init", "collective", "p2p", "dataloader"})
-"""Places where a rank waits on others: the large group found there are victims."""
-PEER_KINDS = frozenset({"init", "collective", "p2p"})
-"""Places where a rank waits on its peers (a rank waiting on its DataLoader waits on its own
-workers: it holds its peers up)."""
 
 
 @dataclass(frozen=True)
 class Place:
-    kind: str
-    """``gil``, ``dataloader``, ``init``, ``p2p``, ``collective``, ``cuda``, ``io``, ``sleep``, ``lock``
-    or ``user``."""
+    kind: Doing
+    """One of :data:`~distmon.monitor.state.kinds.PLACES`."""
     words: str
     user: StackFrame | None
     """The user's innermost frame."""
@@ -74,13 +69,13 @@ def user_frame(frames: list[StackFrame]) -> StackFrame | None:
 def classify(frames: list[StackFrame] | None, owns_gil: bool = False) -> Place:
     """The first matching place, from the most specific to the user's own code."""
     if not frames:
-        return Place("unknown", "at an unknown place (no stack)", None)
+        return Place(Doing.UNKNOWN, "at an unknown place (no stack)", None)
     user = user_frame(frames)
     for kind, test in CHECKS:
         words = test(frames, owns_gil)
         if words:
             return Place(kind, words, user)
-    return Place("user", "in its own code", user)
+    return Place(Doing.USER, "in its own code", user)
 
 
 def _gil(frames: list[StackFrame], owns_gil: bool) -> str | None:
@@ -148,16 +143,16 @@ def _lock(frames: list[StackFrame], _gil: bool) -> str | None:
     return None
 
 
-CHECKS: list[tuple[str, Callable[[list[StackFrame], bool], str | None]]] = [
-    ("gil", _gil),
-    ("dataloader", _dataloader),
-    ("init", _init),
-    ("p2p", _p2p),
-    ("collective", _collective),
-    ("cuda", _cuda),
-    ("io", _io),
-    ("sleep", _sleep),
-    ("lock", _lock),
+CHECKS: list[tuple[Doing, Callable[[list[StackFrame], bool], str | None]]] = [
+    (Doing.GIL, _gil),
+    (Doing.DATALOADER, _dataloader),
+    (Doing.INIT, _init),
+    (Doing.P2P, _p2p),
+    (Doing.COLLECTIVE, _collective),
+    (Doing.CUDA, _cuda),
+    (Doing.FILE_IO, _io),
+    (Doing.SLEEPING, _sleep),
+    (Doing.LOCK, _lock),
 ]
 
 

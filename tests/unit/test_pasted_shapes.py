@@ -1,0 +1,85 @@
+"""Every real log (``tests/data/logs/real``) re-pasted the ways people paste logs
+(:mod:`tests.support.pastes`): wrapped by a terminal, stamped by a logger or a collector,
+labelled by srun, coloured, with CR LF ends, quoted, indented, the ranks' lines interleaved
+otherwise, or cut to an excerpt. ``distmon analyze`` reads each (exit 0, JSON); a paste that
+keeps every line the job wrote gets the verdict the log as found gets; an excerpt may lose the
+lines that prove the culprit, and then suspects or abstains, but never names an innocent."""
+
+from __future__ import annotations
+
+import json
+import re
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from distmon.cli import main
+from distmon.forensics.analysis import analyze
+from distmon.forensics.files import read_log_file
+from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.render import to_json
+from tests.support.pastes import KEEPING, PASTES
+from tests.support.paths import DATA
+
+REAL = DATA / "logs" / "real"
+TRUTHS: dict[str, dict[str, Any]] = json.loads((REAL / "truths.json").read_text())
+PAIRS = [(name, paste) for name in sorted(TRUTHS) for paste in PASTES]
+
+
+def analyzed(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
+    assert main(["analyze", "--json", str(path)]) == 0, capsys.readouterr().err
+    found: dict[str, Any] = json.loads(capsys.readouterr().out)
+    assert {"culprits", "suspects", "nobody", "summary"} <= found.keys()
+    return found
+
+
+def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool, str]:
+    """The verdict: its culprits, its suspects in order, whether it clears everyone, its words
+    but for how close in time the ranks timed out (which a stamp added to each line tells)."""
+    words = re.sub(r", (?:at once|within \S+ of each other)", "", found["summary"])
+    return found["culprits"], [s["rank"] for s in found["suspects"]], found["nobody"] is not None, words
+
+
+@cache
+def as_found(name: str) -> tuple[list[int], list[int], bool, str]:
+    """The verdict on the log as it was found."""
+    return said(to_json(analyze([str(REAL / name)])))
+
+
+@pytest.mark.parametrize(("name", "paste"), PAIRS, ids=[f"{name}-{paste}" for name, paste in PAIRS])
+def test_a_pasted_log_is_read_and_names_no_innocent(
+    name: str, paste: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / name
+    path.write_bytes(PASTES[paste]((REAL / name).read_text()).encode())
+    found = analyzed(path, capsys)
+    if paste in KEEPING:
+        assert said(found) == as_found(name), found["summary"]
+    truth = TRUTHS[name]["truth"]
+    if truth == "unknown":
+        return
+    innocent = set(found["culprits"]) - (set() if truth == "none" else set(truth))
+    assert not innocent, found["summary"]
+    assert truth == "none" or found["nobody"] is None, f"the culprit {truth} cleared: {found['summary']}"
+
+
+BIG = 10_000_000
+
+
+def test_a_10mb_log_pasted_is_read_to_its_end_within_the_limit(tmp_path: Path) -> None:
+    """The reader's limits hold for a pasted log as for one as found: the corpus again and again,
+    stamped, interleaved and wrapped; one line of 10 MB wrapped at 80 columns, joined again
+    into lines of the longest length read."""
+    corpus = "".join(path.read_text() for path in sorted(REAL.glob("*.log")))
+    line = corpus.replace("\n", " ")
+    for paste, text in (
+        ("kubectl+wrap120", corpus * (BIG // len(corpus) + 1)),
+        ("wrap80", line * (BIG // len(line) + 1) + "\n"),
+    ):
+        path = tmp_path / f"{paste}.log"
+        path.write_bytes(PASTES[paste](text).encode())
+        problems: list[str] = []
+        assert read_log_file(str(path), LogFacts(), problems) == 1
+        assert problems == [], problems
