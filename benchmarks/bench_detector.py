@@ -27,7 +27,7 @@ from distmon.monitor.recording.format import received
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 
 HERE = Path(__file__).resolve().parent
 LAYOUT = Layout(tp=8, pp=4)

@@ -33,8 +33,8 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import ALONE
 from distmon.node.news import News
 from distmon.wire.arrays import parse
-from distmon.wire.columns import ColumnBatch, column_frames, decode_columns
-from distmon.wire.link import Batch, Relay, batch_frames, decode_batch
+from distmon.wire.column_batch import ColumnBatch, column_frames, decode_columns
+from distmon.wire.sockets import Batch, Relay, batch_frames, decode_batch
 
 BATCH = 10_000
 

@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from distmon.cli import main as distmon
-from distmon.forensics.files import read_log_file
+from distmon.forensics.inputs import read_log_file
 from distmon.forensics.logfacts import LogFacts
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -34,7 +34,7 @@ from distmon.monitor.recording import writer as recording
 from distmon.monitor.recording.format import FORMAT, AlertEvent, BatchRecord, Dropped, MessageRecord, Record, received
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 
 REPO = Path(__file__).resolve().parent.parent
 HOUR = 3600

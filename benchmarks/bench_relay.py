@@ -39,8 +39,8 @@ from simulated import SimJob
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import encode
 from distmon.wire.arrays import parse
-from distmon.wire.columns import ColumnBatch, column_frames, decode_columns
-from distmon.wire.link import Batch, Relay, batch_frames
+from distmon.wire.column_batch import ColumnBatch, column_frames, decode_columns
+from distmon.wire.sockets import Batch, Relay, batch_frames
 
 SECONDS = 5.0
 WARM_UP = 1.0

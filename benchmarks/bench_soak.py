@@ -56,8 +56,8 @@ from distmon.monitor.session import Session
 from distmon.node.news import News
 from distmon.wire import encode
 from distmon.wire.arrays import CHANNEL, GROUP, HEADER, Parsed, parse
-from distmon.wire.columns import ColumnBatch
-from distmon.wire.link import Batch, Relay
+from distmon.wire.column_batch import ColumnBatch
+from distmon.wire.sockets import Batch, Relay
 
 HANG_AT = 30.0
 """The template job's second at which its culprit stalls."""

@@ -29,7 +29,7 @@ from simulated import SimJob, drive
 
 from distmon.monitor.pipeline import Monitor
 from distmon.tui.app import build_app
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 
 START = 1_700_000_000.0
 

@@ -9,7 +9,7 @@ The package splits by where code runs:
   and feeding screens; ``distmon.tui``, the terminal UI over it; ``distmon.export``,
   ``distmon.actions`` and ``distmon.forensics``, what reads the monitor or acts on it.
 - on each node: ``distmon.node.relay``, a node's relay.
-- shared: ``distmon.wire`` (a rank's message), ``distmon.wire.link`` (batches and commands),
+- shared: ``distmon.wire`` (a rank's message), ``distmon.wire.sockets`` (batches and commands),
   and the small modules (the Flight Recorder reader, py-spy's wrapper, endpoints, keys).
 - ``distmon.cli`` and ``distmon.commands``: the ``distmon`` command; ``distmon.doctor``, its
   checks before a job starts.

@@ -34,7 +34,7 @@ from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import date_time, ranks_text, stack_lines
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report
-from distmon.wire.link import Dump
+from distmon.wire.sockets import Dump
 
 DUMP_PREFIX = "nccl_trace_rank_"
 KEEP = 20

@@ -5,7 +5,7 @@ A hung collective never becomes a process failure, so without this the job idles
 collective timeout (NCCL 10 min, gloo 30 min) and the launcher's restart policy never fires.
 With ``abort_after``, once a ``hang``, ``divergence`` or ``rank_lost`` alert has stood that
 long the responder writes the evidence, then tells every rank of the job to end (over the
-reports' own connection, see :mod:`distmon.wire.link`): each rank's agent sends its last
+reports' own connection, see :mod:`distmon.wire.sockets`): each rank's agent sends its last
 report and dies of SIGTERM, as if torchrun had torn it down, so torchrun's
 ``--max-restarts`` or a scheduler's requeue takes over. A rank of this host that has not
 ended ``END_GRACE`` seconds later (its agent thread starved by a native call) is killed.
@@ -36,7 +36,7 @@ from distmon.monitor.state.kinds import ENDING_KINDS
 from distmon.monitor.state.words import duration, time_of_day
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report
-from distmon.wire.link import DUMP, END, Command, Dump
+from distmon.wire.sockets import DUMP, END, Command, Dump
 
 if TYPE_CHECKING:
     from distmon.actions.notify import Notifications

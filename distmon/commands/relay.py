@@ -7,7 +7,7 @@ One per node: the node's ranks report to ``--listen`` (their ``DISTMON_ENDPOINT`
 relay sends their reports on to ``--upstream`` (``distmon record`` or ``watch``, or the relay
 above it) in one batch a second, so that the monitor of a large job holds one connection per
 node (:mod:`distmon.node.relay`). With ``--find`` it finds the ranks of a job started without
-distmon on its node and reports for them (:mod:`distmon.node.found`). Stops on SIGINT or
+distmon on its node and reports for them (:mod:`distmon.node.found_ranks`). Stops on SIGINT or
 SIGTERM, after sending what it holds.
 """
 

@@ -27,7 +27,7 @@ from distmon.monitor.state.columns import gpu_held
 from distmon.monitor.state.ranks import gpu_allocated
 from distmon.monitor.state.words import count, duration, group_label, rank_word, ranks_text
 from distmon.wire import GroupStatus, WireError, decode, name_hash
-from distmon.wire.columns import ColumnBatch
+from distmon.wire.column_batch import ColumnBatch
 
 MAX_RANKS = 32
 """Ranks drawn in the per-rank plots; ranks named by alerts count first."""

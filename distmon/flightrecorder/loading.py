@@ -15,7 +15,8 @@ from typing import Any
 
 MAX_DUMP_FILE_BYTES = 256 * 1024 * 1024
 """A dump file (or bytes) larger than this is refused unread: 2000 entries with stack traces are
-a few MB. (A dump a rank sends the monitor is bounded by the wire, :data:`distmon.wire.link.MAX_DUMP_MESSAGE_BYTES`.)"""
+a few MB. (A dump a rank sends the monitor is bounded by the wire,
+:data:`distmon.wire.sockets.MAX_DUMP_MESSAGE_BYTES`.)"""
 MAX_ENTRIES = 1_000_000
 """Entries a dump may hold (torch's default ring is 2000)."""
 MAX_DEPTH = 100

@@ -1,7 +1,7 @@
 """What the log's own accounts say of who held the job up, beside its ranks' waits and
 exceptions: the reports torch, Horovod and the launchers print (:mod:`~distmon.forensics.desync`,
 :mod:`~distmon.forensics.distributed_debug`, :mod:`~distmon.forensics.horovod`,
-:mod:`~distmon.forensics.launchers`), NCCL's own lines and the transports' word on a lost peer
+:mod:`~distmon.forensics.launcher_lines`), NCCL's own lines and the transports' word on a lost peer
 (:mod:`~distmon.forensics.nccl`, :mod:`~distmon.forensics.peers`).
 
 Each says one of: these ranks held the others up (a report names them: proven); no rank is to
@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.launchers import LOCAL_RANK, ON_A_NODE, RANK, SPAWNED, TEARDOWN, WORKER
+from distmon.forensics.launcher_lines import LOCAL_RANK, ON_A_NODE, RANK, SPAWNED, TEARDOWN, WORKER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.tracebacks import Raised
 from distmon.monitor.state.words import duration, rank_word

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from distmon.flightrecorder.fields import Entry, RankDump, created_at, group_name, number, op_name, text
-from distmon.forensics.files import Files, walk
+from distmon.forensics.inputs import Files, walk
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.standings import statuses
 from distmon.monitor.pipeline import Monitor
@@ -25,7 +25,7 @@ from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
 from distmon.wire import GroupStatus, Report, StackFrame, encode, rank_runs
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 
 JOB = "analyzed"
 """The job name the reports carry (the files do not say)."""

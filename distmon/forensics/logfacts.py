@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
-from distmon.forensics.launchers import WorkerExit
+from distmon.forensics.launcher_lines import WorkerExit
 from distmon.forensics.nccl import NcclLines
 from distmon.forensics.peers import PeerLines
 from distmon.forensics.tracebacks import Raised

@@ -2,7 +2,7 @@
 in (:mod:`~distmon.forensics.watchdog`), the Python exception it raised
 (:mod:`~distmon.forensics.tracebacks`), the error of its own device, or nothing at all; and
 what the job's own accounts said of it: how the launchers saw each worker end
-(:mod:`~distmon.forensics.launchers`), torch's desync report and debug checks
+(:mod:`~distmon.forensics.launcher_lines`), torch's desync report and debug checks
 (:mod:`~distmon.forensics.desync`, :mod:`~distmon.forensics.distributed_debug`), Horovod's stall
 inspector, NCCL's own lines and the transports' word on a lost peer. Each format is known in
 its own module; this one reads the lines into :class:`~distmon.forensics.logfacts.LogFacts`.
@@ -28,7 +28,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
-from distmon.forensics.launchers import RANK, LauncherLines, WorkerExit
+from distmon.forensics.launcher_lines import RANK, LauncherLines, WorkerExit
 from distmon.forensics.logfacts import DEFAULT_PG, MAX_GROUP, WORLD_GROUP, Layout, LogFacts, Timeout
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
@@ -267,7 +267,7 @@ class _Reader:
         return True
 
     def _launched(self, body: str) -> bool:
-        """A launcher's line (:mod:`~distmon.forensics.launchers`)."""
+        """A launcher's line (:mod:`~distmon.forensics.launcher_lines`)."""
         return self.launcher.line(body)
 
     def _exit(self, exit: WorkerExit) -> None:

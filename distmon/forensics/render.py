@@ -7,8 +7,8 @@ import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
+from distmon.forensics.blame import Blame, judge
 from distmon.forensics.evidence import Evidence, evidence
-from distmon.forensics.verdict import Blame, judge
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.words import (
@@ -26,7 +26,7 @@ from distmon.wire import SEND, GroupStatus, expand_runs
 
 
 def culprits(analysis: Analysis) -> list[int]:
-    """The ranks the files prove at fault (:mod:`~distmon.forensics.verdict`)."""
+    """The ranks the files prove at fault (:mod:`~distmon.forensics.blame`)."""
     return judge(analysis).culprits
 
 

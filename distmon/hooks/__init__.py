@@ -1,5 +1,5 @@
 """The rank side of distmon: ``import distmon.hooks; distmon.hooks.attach(model)``. It imports
-torch, the wire, the link and the small shared modules (the Flight Recorder reader, py-spy's
+torch, the wire (its sockets too) and the small shared modules (the Flight Recorder reader, py-spy's
 wrapper, the endpoint, keys, values); never Textual or the watch side.
 
 ``attach`` starts a background agent in this process that streams the rank's state to

@@ -3,7 +3,7 @@
 The training thread only bumps counters (:mod:`distmon.hooks.progress`). This thread
 reads them, the Flight Recorder, memory and DataLoader workers once per interval, or at
 once when woken (an exception, the exit), and sends one :class:`Report` over ZeroMQ. The
-same socket brings the monitor's commands (:mod:`distmon.wire.link`), which this thread
+same socket brings the monitor's commands (:mod:`distmon.wire.sockets`), which this thread
 carries out: a Flight Recorder dump for the evidence, or ending the rank.
 
 ZeroMQ is set up so that it can never hurt training: sends never block, nothing is
@@ -54,7 +54,7 @@ from distmon.wire import (
     encode,
     stall_after,
 )
-from distmon.wire.link import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
+from distmon.wire.sockets import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET, Dump, decode_command, dump_frames
 
 CONNECT_GRACE = 0.5
 """How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
@@ -245,7 +245,7 @@ class Agent:
             self._obey(sock)
 
     def _obey(self, sock: zmq.Socket[bytes]) -> None:
-        """Carry out the monitor's commands for this rank (see :mod:`distmon.wire.link`)."""
+        """Carry out the monitor's commands for this rank (see :mod:`distmon.wire.sockets`)."""
         while True:
             try:
                 data = sock.recv(zmq.NOBLOCK)

@@ -21,7 +21,7 @@ from distmon.monitor.attach.messages import Progress
 from distmon.monitor.pipeline import Monitoring
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import Alert
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.kinds import HUNG_KINDS
 from distmon.monitor.state.statuses import WAITING, ended, failed_after, running_state, waits_for

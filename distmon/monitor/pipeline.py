@@ -22,14 +22,14 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState, RankState, admission
 from distmon.monitor.state.alerts import AlertBook, Change
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.snapshot import Snapshot, take
 from distmon.node import looks as eye_looks
 from distmon.node.looks import Wanted
 from distmon.wire import WireError
-from distmon.wire.columns import Incoming
-from distmon.wire.link import DETAILS, LOOK, MAX_LOOKED, Command
+from distmon.wire.column_batch import Incoming
+from distmon.wire.sockets import DETAILS, LOOK, MAX_LOOKED, Command
 
 MAX_ASKED = 4096
 """Ranks one request for whole reports names at most (the ranks kept decoded): the lowest

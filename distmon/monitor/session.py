@@ -20,8 +20,8 @@ from distmon.monitor.intake.feeds import Feed, Item, Stamped, weight
 from distmon.monitor.pipeline import Monitoring
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
-from distmon.wire.columns import ColumnBatch
-from distmon.wire.link import Batch
+from distmon.wire.column_batch import ColumnBatch
+from distmon.wire.sockets import Batch
 
 ALONE = 1024
 """A relay's columns of this many frames or more are taken in on their own."""

@@ -1,7 +1,7 @@
 """What runs on each node of the job, beside its ranks: the node's relay and its eye.
 
 The relay (:mod:`~distmon.node.relay`) takes its node's ranks' reports and sends them upstream
-as columns (:mod:`~distmon.wire.columns`), whole reports only when they say something new
+as columns (:mod:`~distmon.wire.column_batch`), whole reports only when they say something new
 (:mod:`~distmon.node.news`). The eye (:mod:`~distmon.node.eye`) looks at the node's rank
 processes from outside, where only the kernel knows what they do (every thread stopped by
 SIGSTOP, a native call holding the GIL, a kernel call that does not return, a process gone):

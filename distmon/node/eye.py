@@ -4,7 +4,7 @@ it wants, and hands over what it saw since it last said (:class:`~distmon.node.l
 A relay runs one for its node, the monitor one for its own host. Both only ask and take:
 the looks are taken on the prober's thread, the stacks on py-spy's, so a relay never waits on
 a process, and the stacks a node takes are capped (:data:`STACKS_PER_SECOND`). Told to find a
-job's ranks (:class:`~distmon.node.found.FoundRanks`), it also writes their reports for them.
+job's ranks (:class:`~distmon.node.found_ranks.FoundRanks`), it also writes their reports for them.
 """
 
 from __future__ import annotations
@@ -16,7 +16,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.node.found import FoundRanks
+from distmon.node.found_ranks import FoundRanks
 from distmon.node.links import Link, read_links
 from distmon.node.looks import Looks, Taken, Wanted
 from distmon.node.prober import Prober

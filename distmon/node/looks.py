@@ -1,6 +1,6 @@
 """What a node's eye saw, as plain data: the looks at its processes and the stacks it took.
 
-They travel upstream with a relay's batches (:mod:`distmon.wire.columns`), the monitor's own
+They travel upstream with a relay's batches (:mod:`distmon.wire.column_batch`), the monitor's own
 eye hands them over the same way, and recordings keep them (:mod:`distmon.monitor.recording`),
 so that the rules judge a rank on any node, live or replayed, from the same facts.
 
@@ -91,7 +91,7 @@ class Wanted:
 
 
 def wanted(raw: list[list[Any]]) -> list[Wanted]:
-    """The requests of a ``look`` command (:attr:`distmon.wire.link.Command.looks`); those that are
+    """The requests of a ``look`` command (:attr:`distmon.wire.sockets.Command.looks`); those that are
     not one are skipped."""
     out = []
     for item in raw:

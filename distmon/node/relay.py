@@ -1,5 +1,5 @@
 """A node's relay: the node's ranks report to it, and it forwards their reports upstream, to
-the monitor or to the relay above it, as one :class:`~distmon.wire.columns.ColumnBatch` an
+the monitor or to the relay above it, as one :class:`~distmon.wire.column_batch.ColumnBatch` an
 interval.
 
 Why: a job of 131,072 ranks would otherwise hold that many connections open at the monitor
@@ -7,7 +7,7 @@ and send it that many messages a second, each read on its own. Through a relay p
 monitor holds one connection per node and takes one message per node a second, already in
 columns; through a tree of relays (a relay's upstream may be another relay) fewer still.
 
-What flows where (see :mod:`distmon.wire.link`, :mod:`distmon.wire.columns`):
+What flows where (see :mod:`distmon.wire.sockets`, :mod:`distmon.wire.column_batch`):
 
 - up, batched: each rank frame (a single-frame message) is read, with the interval's others,
   as arrays (:mod:`distmon.wire.arrays`): its header and rows go up as columns, its
@@ -56,8 +56,8 @@ from distmon.node.news import REFRESH, News
 from distmon.node.prober import CLOSE_PERIOD
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
 from distmon.wire.arrays import parse
-from distmon.wire.columns import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
-from distmon.wire.link import (
+from distmon.wire.column_batch import COLUMNS_TAG, ColumnBatch, column_frames, decode_columns
+from distmon.wire.sockets import (
     BATCH_TAG,
     DETAILS,
     DUMP_TAG,

@@ -29,7 +29,7 @@ from textual.strip import Strip
 from distmon import wire
 from distmon.monitor.overview import Story
 from distmon.monitor.state import JobState, RankState, statuses
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.words import count
 from distmon.tui import cells, rank_columns

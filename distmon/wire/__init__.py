@@ -27,9 +27,9 @@ Times are unix seconds from the rank's own clock; durations are seconds; sizes a
 One concern a module: :mod:`~distmon.wire.schema` (the report's dataclasses),
 :mod:`~distmon.wire.frame` (the binary frame: header, rows, encode and decode) and
 :mod:`~distmon.wire.convert` (msgpack's plain values to dataclasses and back, every field's
-type checked), all imported from here; :mod:`~distmon.wire.link` (the sockets both ways, and
+type checked), all imported from here; :mod:`~distmon.wire.sockets` (the sockets both ways, and
 the commands that go down them), :mod:`~distmon.wire.arrays` (a batch of frames read as
-arrays) and :mod:`~distmon.wire.columns` (the columnar batch a relay sends), imported from
+arrays) and :mod:`~distmon.wire.column_batch` (the columnar batch a relay sends), imported from
 where they are, by the monitor and the relays: they need numpy, which a rank never does.
 """
 

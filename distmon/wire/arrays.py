@@ -1,7 +1,7 @@
 """A batch of rank frames read as arrays: every header, group row and channel row of the batch
 in a few numpy calls, without a Python object per field per rank (see :mod:`distmon.wire`
 for the layout). A relay reads its ranks' frames so before it sends them on as columns
-(:mod:`distmon.wire.columns`), and the monitor reads so the frames that reach it straight
+(:mod:`distmon.wire.column_batch`), and the monitor reads so the frames that reach it straight
 from ranks: only the reports it then looks at are decoded.
 """
 
@@ -15,7 +15,7 @@ import numpy.typing as npt
 from numpy.lib.stride_tricks import as_strided
 
 from distmon import wire
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 
 _NUMPY = {"B": "u1", "i": "i4", "I": "u4", "Q": "u8", "q": "i8", "d": "f8", "f": "f4"}
 
@@ -46,7 +46,7 @@ class Parsed:
     group row belongs to header ``group_of`` at position ``group_slot`` among that frame's
     rows, and likewise each channel row; the report of header ``i`` lies at
     ``payload[report_start[i]:report_end[i]]``, empty where it was not sent (a relay sends a
-    rank's report only when it says something new, :mod:`distmon.wire.columns`)."""
+    rank's report only when it says something new, :mod:`distmon.wire.column_batch`)."""
 
     payload: bytes
     index: Ints
@@ -166,7 +166,7 @@ def current_headers(records: npt.NDArray[np.void]) -> npt.NDArray[np.void]:
 
 def header_type(stored: bytes) -> np.dtype[np.void]:
     """The layout of headers stored end to end, or byte by byte of each (:func:`shuffled
-    <distmon.wire.columns.shuffled>`): either way the first byte is the first one's version."""
+    <distmon.wire.column_batch.shuffled>`): either way the first byte is the first one's version."""
     return HEADER_2 if stored[:1] == b"\x02" else HEADER
 
 

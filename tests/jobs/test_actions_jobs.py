@@ -19,7 +19,7 @@ from pathlib import Path
 from distmon.actions.bundles import DUMP_PREFIX
 from distmon.monitor.intake.receiver import Receiver
 from distmon.wire import decode
-from distmon.wire.link import END, Command
+from distmon.wire.sockets import END, Command
 from tests.support.commands import DISTMON, TORCHRUN, distmon, free_port
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start

@@ -26,7 +26,7 @@ import pytest
 import zmq
 
 import distmon.hooks
-from distmon.wire.link import MONITOR_SOCKET
+from distmon.wire.sockets import MONITOR_SOCKET
 from tests.support.commands import free_port
 from tests.support.listener import Listener
 

@@ -25,7 +25,7 @@ from distmon.node.proc import GIL_WAKES, Sample, look
 from distmon.node.pyspy import CANNOT_SUSPEND, OutsideStack, dump, executable
 from distmon.wire import ExitInfo, Report, StackFrame, encode
 from distmon.wire.arrays import parse
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 from tests.support.eyes import Watching
 
 HOST = "here"

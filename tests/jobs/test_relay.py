@@ -33,8 +33,8 @@ from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import LIMITS, Thresholds
 from distmon.wire import Report, decode, encode, report_bytes
-from distmon.wire.columns import ColumnBatch, Incoming, decode_columns
-from distmon.wire.link import (
+from distmon.wire.column_batch import ColumnBatch, Incoming, decode_columns
+from distmon.wire.sockets import (
     BATCH_TAG,
     DETAILS,
     DUMP,

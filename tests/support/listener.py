@@ -13,7 +13,7 @@ from collections.abc import Callable
 import zmq
 
 from distmon.wire import Report, WireError, decode
-from distmon.wire.link import MONITOR_SOCKET
+from distmon.wire.sockets import MONITOR_SOCKET
 
 
 class Listener:

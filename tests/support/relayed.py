@@ -1,6 +1,6 @@
 """A simulated job's reports as ``distmon relay`` sends them, without its sockets: each
 interval's frames, per relay, read as columns with only their news whole
-(:mod:`distmon.wire.columns`), arriving at the interval's end."""
+(:mod:`distmon.wire.column_batch`), arriving at the interval's end."""
 
 from __future__ import annotations
 
@@ -13,8 +13,8 @@ from distmon.monitor.recording.format import ColumnRecord
 from distmon.node.news import REFRESH, News
 from distmon.wire import HEADER_FIELDS
 from distmon.wire.arrays import parse
-from distmon.wire.columns import ColumnBatch
-from distmon.wire.link import Batch, Relay
+from distmon.wire.column_batch import ColumnBatch
+from distmon.wire.sockets import Batch, Relay
 
 RANK = struct.Struct("<i")
 RANK_AT = struct.calcsize(

@@ -23,7 +23,7 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import Report, WireError
-from distmon.wire.link import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
+from distmon.wire.sockets import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
 from tests.support.commands import distmon, free_port
 
 

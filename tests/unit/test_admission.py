@@ -8,7 +8,7 @@ import dataclasses
 from distmon.monitor.state import JobState, admission
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import ExitInfo, report_bytes
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 from tests.support.messages import T0, message, report
 
 

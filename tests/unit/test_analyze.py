@@ -13,8 +13,8 @@ import pytest
 
 from distmon.cli import main
 from distmon.forensics.analysis import POST_MORTEM, analyze
+from distmon.forensics.blame import judge
 from distmon.forensics.render import culprits, render, to_json
-from distmon.forensics.verdict import judge
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode

@@ -17,10 +17,10 @@ import pytest
 from distmon.cli import main
 from distmon.forensics import standings
 from distmon.forensics.analysis import Analysis, analyze
+from distmon.forensics.blame import NOTHING, judge
 from distmon.forensics.logs import read_log
 from distmon.forensics.pasted import MAX_LINE
 from distmon.forensics.render import culprits, render, summary
-from distmon.forensics.verdict import NOTHING, judge
 from distmon.wire import PEER_LOST
 from tests.support.paths import DATA
 

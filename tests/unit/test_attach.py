@@ -38,7 +38,7 @@ from distmon.monitor.state.ending import first_cause
 from distmon.node.proc import Sample
 from distmon.tui.job_header import headline, story
 from distmon.wire import encode
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 from tests.support.commands import distmon, free_port
 from tests.support.paths import REPO
 from tests.support.recorder import recording

@@ -1,4 +1,4 @@
-"""A relay's columns (distmon/wire/columns.py, issue 41): the same facts as the frames they carry,
+"""A relay's columns (distmon/wire/column_batch.py, issue 41): the same facts as the frames they carry,
 each rank's report whole only when it has news, what does not fit refused and counted, and
 recordings of them replaying to the same alerts."""
 
@@ -32,7 +32,7 @@ from distmon.monitor.state.limits import LIMITS
 from distmon.node.news import WATCH, News
 from distmon.wire import Report, WireError
 from distmon.wire.arrays import HEADER, parse
-from distmon.wire.columns import (
+from distmon.wire.column_batch import (
     ColumnBatch,
     assemble_columns,
     column_frames,
@@ -41,7 +41,7 @@ from distmon.wire.columns import (
     shuffled,
     unshuffled,
 )
-from distmon.wire.link import DETAILS, Batch, Relay
+from distmon.wire.sockets import DETAILS, Batch, Relay
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import Layout, SimJob, drive
 from tests.support.waiting import wait_until

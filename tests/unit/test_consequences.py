@@ -19,7 +19,7 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state import JobState, consequences
 from distmon.monitor.state.limits import LIMITS
 from distmon.wire import ExceptionInfo
-from distmon.wire.columns import column_frames, decode_columns
+from distmon.wire.column_batch import column_frames, decode_columns
 from tests.support.relayed import SimRelays, relayed
 from tests.support.simulate import CONNECTION_CLOSED, SimJob
 

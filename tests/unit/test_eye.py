@@ -22,8 +22,8 @@ from distmon.node.looks import Looks, Taken, Wanted, wanted
 from distmon.node.proc import Mount, Sample
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, encode
-from distmon.wire.columns import ColumnBatch, column_frames, decode_columns
-from distmon.wire.link import LOOK, Command, decode_command, encode_command
+from distmon.wire.column_batch import ColumnBatch, column_frames, decode_columns
+from distmon.wire.sockets import LOOK, Command, decode_command, encode_command
 
 T0 = 1.7e9
 

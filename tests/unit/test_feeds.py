@@ -20,7 +20,7 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import MAX_MESSAGE_BYTES
-from distmon.wire.link import BATCH_TAG, Batch, Relay, batch_frames
+from distmon.wire.sockets import BATCH_TAG, Batch, Relay, batch_frames
 from tests.support.commands import free_port
 from tests.support.messages import sender
 from tests.support.simulate import SimJob

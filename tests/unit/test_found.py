@@ -1,5 +1,5 @@
 """A job found from outside (:mod:`distmon.monitor.rules.found`), on streams of the reports a
-node's eye writes for ranks it found (:mod:`distmon.node.found`): where their stacks stand,
+node's eye writes for ranks it found (:mod:`distmon.node.found_ranks`): where their stacks stand,
 since when, and what their processes do, judged in the hang's words; and the eye's own reading
 of stillness from successive looks."""
 
@@ -14,7 +14,7 @@ from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert
 from distmon.monitor.state.words import stackless_words
-from distmon.node import found
+from distmon.node import found_ranks
 from distmon.node.finder import FoundRank
 from distmon.node.prober import CLOSE_PERIOD
 from distmon.node.proc import Sample
@@ -203,8 +203,8 @@ def sampled(stack: list[StackFrame], gil: bool = False) -> Sampled:
 
 
 def stood(looks: list[tuple[Sampled | None, tuple[float, int] | None]]) -> list[float | None]:
-    w = found._Watched(RANK)
-    return [found._stood(w, taken, progress, T0 + i) for i, (taken, progress) in enumerate(looks)]
+    w = found_ranks._Watched(RANK)
+    return [found_ranks._stood(w, taken, progress, T0 + i) for i, (taken, progress) in enumerate(looks)]
 
 
 def test_a_thread_asleep_at_the_same_stack_stands_still_after_three_looks_and_two_seconds() -> None:
@@ -237,12 +237,12 @@ def test_the_peer_of_a_receive_and_the_worker_id_are_read_off_the_arguments() ->
     stack = recv(3)
     args = [{} for _ in stack]
     args[-1] = {"tensor": "<Tensor>", "src": "3", "group": "None"}
-    assert found._peer(Sampled(stack, args)) == 3
+    assert found_ranks._peer(Sampled(stack, args)) == 3
     args[-1] = {"src": "None"}
-    assert found._peer(Sampled(stack, args)) == wire.ANY_SOURCE
+    assert found_ranks._peer(Sampled(stack, args)) == wire.ANY_SOURCE
     worker = [StackFrame("/venv/site-packages/torch/utils/data/_utils/worker.py", 300, "_worker_loop")]
-    assert found._worker_id(Sampled(worker, [{"worker_id": "1"}])) == 1
-    assert found._peer(Sampled(ASLEEP, [{} for _ in ASLEEP])) is None
+    assert found_ranks._worker_id(Sampled(worker, [{"worker_id": "1"}])) == 1
+    assert found_ranks._peer(Sampled(ASLEEP, [{} for _ in ASLEEP])) is None
 
 
 def test_a_report_for_a_found_rank_round_trips() -> None:

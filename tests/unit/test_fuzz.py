@@ -37,7 +37,7 @@ from distmon.node.looks import Looks, Taken
 from distmon.node.proc import Sample
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, decode, encode
-from distmon.wire.link import Batch
+from distmon.wire.sockets import Batch
 from tests.support.messages import bad_messages, full_report, report_map
 from tests.support.nccl_dumps import Group, RankRecorder
 from tests.support.pastes import PASTES

@@ -32,7 +32,7 @@ from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.wire import Report, encode
-from distmon.wire.link import Batch, Relay
+from distmon.wire.sockets import Batch, Relay
 from tests.support.commands import distmon
 from tests.support.nccl_dumps import Group, RankRecorder, colliding_keys, nested_tuple_key
 from tests.support.paths import DATA

@@ -78,6 +78,23 @@ def test_each_class_name_means_one_class() -> None:
     assert not twins, twins
 
 
+NAMED_AFTER_ANOTHER = frozenset({"commands", "rules"})
+"""Packages whose modules are named after another's on purpose: a command as it is typed
+(``commands/relay.py`` runs ``node/relay.py``), a rule after what it judges
+(``rules/nodes.py`` judges what ``state/nodes.py`` holds)."""
+
+
+def test_each_module_name_means_one_module() -> None:
+    """Two modules of one name (``columns``, ``files``) make every import and every traceback a
+    question of which; a command or a rule may share the name of what it runs or judges."""
+    where: dict[str, list[str]] = {}
+    for path in sorted((REPO / "distmon").rglob("*.py")):
+        if path.stem not in {"__init__", "__main__"} and path.parent.name not in NAMED_AFTER_ANOTHER:
+            where.setdefault(path.stem, []).append(str(path.relative_to(REPO)))
+    twins = {name: places for name, places in where.items() if len(places) > 1}
+    assert not twins, twins
+
+
 MUTATORS = frozenset(
     {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "add", "discard", "remove"}
 )

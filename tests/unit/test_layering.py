@@ -43,7 +43,7 @@ def test_watch_side_never_imports_torch():
     modules = imported_after(
         f"""
         import importlib, pkgutil
-        import distmon.cli, distmon.endpoint, distmon.wire.link, distmon.wire.columns
+        import distmon.cli, distmon.endpoint, distmon.wire.sockets, distmon.wire.column_batch
         import distmon.actions, distmon.export, distmon.monitor, distmon.node, distmon.tui
         for package in (distmon.actions, distmon.export, distmon.monitor, distmon.node, distmon.tui):
             for module in pkgutil.walk_packages(package.__path__, package.__name__ + "."):

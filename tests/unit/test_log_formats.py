@@ -12,10 +12,11 @@ import time
 from pathlib import Path
 
 from distmon.forensics.analysis import Analysis, analyze
+from distmon.forensics.blame import judge
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
-from distmon.forensics.launchers import (
+from distmon.forensics.launcher_lines import (
     LOCAL_RANK,
     PROCESS,
     RANK,
@@ -30,7 +31,6 @@ from distmon.forensics.logs import read_log
 from distmon.forensics.nccl import NcclLines
 from distmon.forensics.pasted import lines_as_written, unlabelled
 from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
-from distmon.forensics.verdict import judge
 from distmon.forensics.watchdog import op_family, said
 
 

@@ -21,7 +21,7 @@ from distmon.node.links import IB, NET, Link
 from distmon.node.looks import Looks
 from distmon.node.proc import Sample
 from distmon.wire import ExitInfo, decode, encode
-from distmon.wire.link import Batch, Relay
+from distmon.wire.sockets import Batch, Relay
 from tests.support.paths import DATA
 from tests.support.simulate import SimJob
 

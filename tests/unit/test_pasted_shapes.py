@@ -17,7 +17,7 @@ import pytest
 
 from distmon.cli import main
 from distmon.forensics.analysis import analyze
-from distmon.forensics.files import read_log_file
+from distmon.forensics.inputs import read_log_file
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.render import to_json
 from tests.support.pastes import KEEPING, PASTES

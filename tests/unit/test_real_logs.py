@@ -14,8 +14,8 @@ import pytest
 
 from distmon.cli import main
 from distmon.forensics.analysis import analyze
+from distmon.forensics.blame import judge
 from distmon.forensics.render import render
-from distmon.forensics.verdict import judge
 from tests.support.paths import DATA
 
 REAL = DATA / "logs" / "real"

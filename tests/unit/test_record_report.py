@@ -21,7 +21,7 @@ from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import MAX_MESSAGE_BYTES
-from distmon.wire.link import Batch, Relay
+from distmon.wire.sockets import Batch, Relay
 from tests.support.commands import distmon
 from tests.support.messages import bad_messages, sender
 from tests.support.paths import DATA

@@ -32,7 +32,7 @@ from distmon.wire import (
     rank_runs,
     report_bytes,
 )
-from distmon.wire.link import Batch, Relay, batch_frames, decode_batch
+from distmon.wire.sockets import Batch, Relay, batch_frames, decode_batch
 from tests.support.messages import full_report, minimal_report, report_map
 
 

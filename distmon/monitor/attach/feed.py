@@ -25,8 +25,8 @@ from distmon.endpoint import viewer_address
 from distmon.monitor.attach.messages import HELLO, AttachError, CatchUp, Progress, Standing, Tick, read
 from distmon.monitor.intake.feeds import ATTACHED, Item, Source, Stamped, weight
 from distmon.monitor.recording.format import AlertEvent, BatchRecord, ColumnRecord
-from distmon.wire.columns import Incoming
-from distmon.wire.link import Command
+from distmon.wire.column_batch import Incoming
+from distmon.wire.sockets import Command
 
 SILENT_AFTER = 5.0
 """Seconds without a message (the monitor ticks every second) after which the screen says

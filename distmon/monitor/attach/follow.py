@@ -17,8 +17,8 @@ from distmon.monitor.recording.format import AlertEvent
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import AlertBook, Change
 from distmon.monitor.state.limits import Thresholds
-from distmon.wire.columns import Incoming
-from distmon.wire.link import Command
+from distmon.wire.column_batch import Incoming
+from distmon.wire.sockets import Command
 
 
 class Telling(Protocol):

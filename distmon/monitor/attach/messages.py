@@ -62,7 +62,7 @@ from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.statuses import MAX_SAID
 from distmon.monitor.state.unwatched import apart
 from distmon.wire import WireError
-from distmon.wire.link import Batch, Relay, assemble_batch
+from distmon.wire.sockets import Batch, Relay, assemble_batch
 
 HELLO = b"distmon-view/2"
 """A screen's one message: send me the job as it stands, then everything after. Version 1's

@@ -29,7 +29,7 @@ from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.ending import first_cause
-from distmon.wire.columns import Incoming
+from distmon.wire.column_batch import Incoming
 
 MAX_SCREENS = 32
 """Screens attached at once; another one's hello makes the one attached longest go."""

@@ -2,9 +2,9 @@
 
 A feed is a live endpoint (:class:`LiveFeed`) or a stream of records (:class:`ReplayFeed`: a
 recording, or a simulated job); each hands out ``(monitor time, message)`` pairs, a message
-being a rank's raw report (a replay), a :class:`~distmon.wire.link.Batch` of them (what came
+being a rank's raw report (a replay), a :class:`~distmon.wire.sockets.Batch` of them (what came
 straight from the ranks together, or from a relay that predates columns) or a relay's
-:class:`~distmon.wire.columns.ColumnBatch`, and tells the time on its own clock. The loop
+:class:`~distmon.wire.column_batch.ColumnBatch`, and tells the time on its own clock. The loop
 that feeds them to a monitor is the one driver's, :class:`~distmon.monitor.session.Session`,
 which takes any of them.
 """
@@ -38,8 +38,8 @@ from distmon.monitor.state.columns import F8
 from distmon.node import looks as eye_looks
 from distmon.node.eye import NodeEye
 from distmon.wire.arrays import parse
-from distmon.wire.columns import ColumnBatch, Incoming
-from distmon.wire.link import LOOK, Batch, Command, Dump
+from distmon.wire.column_batch import ColumnBatch, Incoming
+from distmon.wire.sockets import LOOK, Batch, Command, Dump
 
 MAX_GAP = 3600.0
 """Seconds of silence (no record at all) a replay plays at most: the detector has said all it

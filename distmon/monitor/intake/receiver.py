@@ -1,5 +1,5 @@
 """The monitor's end of the wire: one bound ZeroMQ ROUTER socket that every rank, or every
-node's relay, connects to (see :mod:`distmon.wire.link`): reports, batches of them and Flight
+node's relay, connects to (see :mod:`distmon.wire.sockets`): reports, batches of them and Flight
 Recorder dumps come in, commands go out to every peer heard from.
 
 With a job key (:mod:`distmon.keys`) the socket is a CURVE server and a ZAP handler lets in
@@ -23,8 +23,8 @@ from distmon import keys
 from distmon.endpoint import EndpointError as EndpointError
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES, WireError
-from distmon.wire.columns import COLUMNS_TAG, Incoming, decode_columns
-from distmon.wire.link import (
+from distmon.wire.column_batch import COLUMNS_TAG, Incoming, decode_columns
+from distmon.wire.sockets import (
     BATCH_TAG,
     MAX_BATCH_BYTES,
     Batch,

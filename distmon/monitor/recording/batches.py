@@ -12,8 +12,8 @@ import numpy as np
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.wire import MAX_MESSAGE_BYTES
 from distmon.wire.arrays import CHANNEL, GROUP, header_type
-from distmon.wire.columns import Incoming, assemble_columns, pieces, shuffled, unshuffled
-from distmon.wire.link import Batch, assemble_batch
+from distmon.wire.column_batch import Incoming, assemble_columns, pieces, shuffled, unshuffled
+from distmon.wire.sockets import Batch, assemble_batch
 
 PIECE_BYTES = 1024 * 1024
 PIECE_FRAMES = MAX_WORLD

@@ -10,16 +10,16 @@ is:
 - ``["m", t, payload]``: a rank message received at monitor time ``t``; ``payload`` is
   the message's bytes exactly as they came off the wire (see :mod:`distmon.wire`).
 - ``["b", t, offsets, relays, via, payload]`` (version 2): rank messages that arrived
-  together at ``t``, a :class:`distmon.wire.link.Batch`. The messages lie end to end in
+  together at ``t``, a :class:`distmon.wire.sockets.Batch`. The messages lie end to end in
   ``payload``, message ``i`` at ``payload[offsets[i]:offsets[i + 1]]``; ``offsets`` holds
   uint32 and ``via`` int32, little-endian, as bytes; ``relays`` is ``[[id, host], ...]``
   and ``via[i]`` the index there of the relay message ``i`` came through, -1 for none. A
   batch over :data:`~distmon.monitor.recording.batches.PIECE_BYTES` is stored as several
   such records.
 - ``["n", t, relays, via, ends, headers, groups, channels, reports]`` (version 3): a relay's
-  columns taken in at ``t``, a :class:`distmon.wire.columns.ColumnBatch` (its parts as it
+  columns taken in at ``t``, a :class:`distmon.wire.column_batch.ColumnBatch` (its parts as it
   travels, the headers and rows each stored byte by byte of every record,
-  :func:`~distmon.wire.columns.shuffled`), in pieces of at most ``PIECE_BYTES``
+  :func:`~distmon.wire.column_batch.shuffled`), in pieces of at most ``PIECE_BYTES``
   (:mod:`distmon.monitor.recording.batches`).
 - ``["o", t, looks]`` (version 3, from distmon 0.1 with nodes' eyes; older readers skip it):
   what the nodes' eyes saw of the job's processes, taken in at ``t``: their looks through
@@ -64,8 +64,8 @@ from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert, Change
 from distmon.monitor.state.unwatched import apart
 from distmon.wire import WireError
-from distmon.wire.columns import ColumnBatch
-from distmon.wire.link import Batch
+from distmon.wire.column_batch import ColumnBatch
+from distmon.wire.sockets import Batch
 
 FORMAT = "distmon-recording"
 VERSION = 3

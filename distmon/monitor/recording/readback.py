@@ -25,8 +25,8 @@ from distmon.monitor.state.limits import LIMITS
 from distmon.monitor.state.words import count, rank_word
 from distmon.node import looks as eye_looks
 from distmon.wire import WireError
-from distmon.wire.columns import Incoming
-from distmon.wire.link import Batch
+from distmon.wire.column_batch import Incoming
+from distmon.wire.sockets import Batch
 
 BATCH = 4096
 """Messages taken in at a time."""

@@ -24,7 +24,7 @@ import msgpack
 from distmon.monitor.recording.batches import batch_records
 from distmon.monitor.recording.format import FORMAT, VERSION, alert_record
 from distmon.monitor.state.alerts import Change
-from distmon.wire.columns import Incoming
+from distmon.wire.column_batch import Incoming
 
 SYNC_EVERY = 1.0
 """Seconds between flushes to disk: a crash loses at most this much."""

@@ -2,7 +2,7 @@
 off where the ranks' stacks stand.
 
 A rank found with no hook counts no steps and no sequence numbers: its node's eye reports its
-training thread's stack and since when that stack has stood still (:mod:`distmon.node.found`).
+training thread's stack and since when that stack has stood still (:mod:`distmon.node.found_ranks`).
 Ranks of one job that wait for the same thing stand at the same frames and do nothing; the
 one holding them up stands elsewhere. So, among the found ranks:
 

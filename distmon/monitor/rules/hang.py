@@ -70,7 +70,7 @@ from distmon.monitor.rules.waitfor import (
 )
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.consequences import LOST_PEER
 from distmon.monitor.state.kinds import AlertKind

@@ -21,7 +21,7 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
 from distmon.monitor.state.words import duration
-from distmon.wire.link import RELAY_DROPPED
+from distmon.wire.sockets import RELAY_DROPPED
 
 OVERFLOW = "overflow"
 """The reason the monitor's own intake drops reports under (the oldest, past its caps)."""

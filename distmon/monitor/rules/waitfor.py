@@ -24,7 +24,7 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
-from distmon.monitor.state.arrays import expand, within
+from distmon.monitor.state.array_sets import expand, within
 from distmon.monitor.state.columns import F8, I8
 from distmon.monitor.state.words import group_name
 from distmon.wire import ANY_SOURCE, RECV, SEND, GroupStatus

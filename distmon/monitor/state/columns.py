@@ -1,5 +1,5 @@
 """The monitor's numbers, in columns: an array per field over the ranks, filled from a whole
-batch at once (:mod:`distmon.wire.columns`), with a short history per rank and
+batch at once (:mod:`distmon.wire.column_batch`), with a short history per rank and
 metric. A rule that looks at every rank looks at an array; :class:`History` and
 :class:`distmon.monitor.state.ranks.RankState` read one rank of them."""
 

@@ -22,8 +22,8 @@ from distmon.monitor.state.pace import due, holdups, stepping
 from distmon.monitor.state.reports import Reports
 from distmon.wire import WireError
 from distmon.wire.arrays import Parsed, parse
-from distmon.wire.columns import ColumnBatch
-from distmon.wire.link import RELAY_DROPPED, Batch, Relay
+from distmon.wire.column_batch import ColumnBatch
+from distmon.wire.sockets import RELAY_DROPPED, Batch, Relay
 
 SHARE_SMOOTHING = 0.15
 """Weight of the newest report in the running share of DataLoader wait: about the last dozen

@@ -7,7 +7,7 @@ reports and the exporters only format these.
 The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
 filled from a whole batch at once by the job's intake (:mod:`distmon.monitor.state.ingest`): frames straight from
 ranks read as arrays (:mod:`distmon.wire.arrays`), or a relay's columns
-(:mod:`distmon.wire.columns`), both the one way in (:meth:`JobState.ingest_batch`). Taking in
+(:mod:`distmon.wire.column_batch`), both the one way in (:meth:`JobState.ingest_batch`). Taking in
 the reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
 looks at every rank looks at an array. A rank's whole report (its stack, its exception) is kept
 as the bytes it came in and decoded only when someone asks (:mod:`distmon.monitor.state.reports`).
@@ -30,7 +30,7 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.monitor.state import admission, facts
 from distmon.monitor.state.alerts import Alert
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Intake
@@ -42,8 +42,8 @@ from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
 from distmon.monitor.state.whereabouts import classify
 from distmon.wire import GroupStatus, Report
-from distmon.wire.columns import ColumnBatch
-from distmon.wire.link import Batch, Relay
+from distmon.wire.column_batch import ColumnBatch
+from distmon.wire.sockets import Batch, Relay
 
 
 class JobState:

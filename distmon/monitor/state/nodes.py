@@ -19,12 +19,12 @@ from typing import Protocol
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import F8, I8, Columns
 from distmon.monitor.state.facts import flagged
 from distmon.monitor.state.limits import Thresholds
 from distmon.node.links import Link, LinkChange, changes
-from distmon.wire.link import Relay
+from distmon.wire.sockets import Relay
 
 TOGETHER = 0.5
 """Seconds beyond one report interval within which a host's ranks last heard fell silent

@@ -38,7 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from distmon import wire
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, PACE_REPORTS, Columns
 
 MIN_REPORTS = 10.0

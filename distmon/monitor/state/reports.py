@@ -3,7 +3,7 @@ it (a stack, an exception, a row on the screen), and read together with the rank
 the columns, which are always the latest.
 
 A rank reporting straight to the monitor sends its whole report every interval, so the two
-agree. Through a relay (:mod:`distmon.wire.columns`), its header and rows come every interval and
+agree. Through a relay (:mod:`distmon.wire.column_batch`), its header and rows come every interval and
 its whole report only when it has news, when the monitor asked for it, or now and then; the
 report kept may then be older than the numbers, and what is asked for is the kept report with
 the numbers its frame's header and rows carry brought up to date (:func:`up_to_date`). What

@@ -16,7 +16,7 @@ import numpy.typing as npt
 
 from distmon import wire
 from distmon.monitor.state.alerts import AlertBook
-from distmon.monitor.state.arrays import distinct
+from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import F8, HISTORY, I8
 from distmon.monitor.state.job import JobState
 

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping
 import numpy as np
 import numpy.typing as npt
 
-from distmon.monitor.state.arrays import distinct, expand
+from distmon.monitor.state.array_sets import distinct, expand
 from distmon.monitor.state.pace import RankPace
 from distmon.monitor.state.whereabouts import classify, frame_lines
 from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame, Worker

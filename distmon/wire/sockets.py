@@ -1,4 +1,4 @@
-"""The link between the ranks and the monitor, both ways, on one connection per rank
+"""The sockets between the ranks and the monitor, both ways, one connection per rank
 (or per relay, see :mod:`distmon.node.relay`).
 
 Each rank's agent holds a DEALER socket connected to the monitor's ROUTER. Reports go up as

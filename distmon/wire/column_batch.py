@@ -26,7 +26,7 @@ On the wire, six frames (``COLUMNS_TAG`` then five parts), all little-endian:
 5. their channel rows (:data:`distmon.wire.CHANNEL_FIELDS`), likewise;
 6. the reports sent, end to end.
 
-A relay that predates it sends ``distmon-batch/1`` batches (:mod:`distmon.wire.link`), which
+A relay that predates it sends ``distmon-batch/1`` batches (:mod:`distmon.wire.sockets`), which
 the monitor still reads; a monitor that predates it reads none of it, so the monitor is
 upgraded before its relays. Whatever a batch claims, the monitor checks it as it checks a
 frame (:func:`parsed`, then admission): the columns are claims, not facts.
@@ -47,7 +47,7 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.wire import WireError
 from distmon.wire.arrays import CHANNEL, GROUP, HEADER, Ints, Parsed, current_headers, header_type, rows
-from distmon.wire.link import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay, merge_relays
+from distmon.wire.sockets import MAX_BATCH_BYTES, MAX_DROPPED, Batch, Relay, merge_relays
 
 COLUMNS_TAG = b"distmon-columns/1"
 MAX_FRAMES = MAX_BATCH_BYTES // HEADER.itemsize
@@ -71,7 +71,7 @@ class ColumnBatch:
     rows follow those of the frames before it in ``groups`` (and its channel rows in
     ``channels``), its report is ``reports[ends[i]:ends[i + 1]]`` (empty: not sent), and
     ``via[i]`` the relay nearest its rank (an index in ``relays``, -1 for none). As with a
-    :class:`~distmon.wire.link.Batch`, an empty one naming a relay is its sign of life."""
+    :class:`~distmon.wire.sockets.Batch`, an empty one naming a relay is its sign of life."""
 
     headers: Records = field(default_factory=lambda: _none(HEADER))
     groups: Records = field(default_factory=lambda: _none(GROUP))

@@ -1,4 +1,5 @@
-"""Array operations the monitor does over every rank, where numpy's own is slow at scale."""
+"""Sets the monitor holds as arrays over every rank (the distinct values of one, the ranks a
+group names, the ranks a mask holds), where numpy's own is slow at scale."""
 
 from __future__ import annotations
 

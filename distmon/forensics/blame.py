@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 
 from distmon.forensics.accounts import Accounts, accounts
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.launchers import WORKER
+from distmon.forensics.launcher_lines import WORKER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.watchdog import ROOTED
