@@ -33,7 +33,7 @@ from distmon.hooks.collectives import GroupReader
 from distmon.hooks.lastwords import LastWords
 from distmon.hooks.loaders import LoaderWatch
 from distmon.hooks.p2p import P2PTracker
-from distmon.hooks.pace import MIN_STEPS, PaceSampler
+from distmon.hooks.pace_sampler import MIN_STEPS, PaceSampler
 from distmon.hooks.progress import Counters
 from distmon.hooks.raytrain import RayTrainErrors
 from distmon.hooks.resources import GpuReader, UsageReader, host_memory

@@ -26,7 +26,7 @@ NCCL_TIMING = "TORCH_NCCL_ENABLE_TIMING"
 """Set to 1 under ``distmon run`` unless the job sets it: NCCL then marks when each collective
 starts on the GPU (a CUDA event), and a rank's pace counts the time its GPU waits in one for
 its peers, not the time the collective is queued behind the rank's own work
-(:mod:`distmon.hooks.pace`): on NCCL, the straggler's measure."""
+(:mod:`distmon.hooks.pace_sampler`): on NCCL, the straggler's measure."""
 
 
 def job_environment(job_endpoint: str, env: Mapping[str, str]) -> dict[str, str]:

@@ -278,7 +278,7 @@ def test_send_recv_peers_beyond_the_followed_are_still_counted(capsys: pytest.Ca
 
 
 def test_a_rank_waits_while_a_collective_is_in_flight_by_the_status_alone() -> None:
-    """Sampled many times a second (:mod:`distmon.hooks.pace`), from the status dump only:
+    """Sampled many times a second (:mod:`distmon.hooks.pace_sampler`), from the status dump only:
     issued and not completed; started and not completed where NCCL times its collectives (one
     issued ahead of the GPU is no wait); a group whose status counts a pipeline's sends is left
     out."""

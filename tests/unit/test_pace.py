@@ -1,4 +1,4 @@
-"""Who holds up whom at the job's pace: the rank's own samples (:mod:`distmon.hooks.pace`), the
+"""Who holds up whom at the job's pace: the rank's own samples (:mod:`distmon.hooks.pace_sampler`), the
 hold-ups read off them (:mod:`distmon.monitor.state.pace`) and the straggler named from them
 (:mod:`distmon.monitor.rules.pace`), on simulated streams: a 10% slower rank named within 30 s,
 alone, with what it costs; a healthy job never; a node as the node; a tensor-parallel
@@ -11,7 +11,7 @@ import re
 import numpy as np
 import pytest
 
-from distmon.hooks.pace import MIN_STEPS, PaceSampler
+from distmon.hooks.pace_sampler import MIN_STEPS, PaceSampler
 from distmon.hooks.progress import Counters
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.pipeline import Monitor
