@@ -81,7 +81,7 @@ def test_an_absurd_interval_does_not_stretch_the_restart_wait_beyond_a_minute() 
 
 
 def test_the_bytes_kept_are_capped(monkeypatch) -> None:
-    monkeypatch.setattr("distmon.monitor.state.admission.MAX_RETAINED_BYTES", 1000)
+    monkeypatch.setattr("distmon.monitor.state.ingest.MAX_RETAINED_BYTES", 1000)
     state = JobState(LIMITS)
     big = report_bytes(message(report(0, world=64, host="h" * 300)))
     for rank in range(64):

@@ -103,7 +103,7 @@ STATE_NAMES = frozenset({"state", "job"})
 
 
 def _holds_state(node: ast.expr) -> bool:
-    """``node`` is something reached through the monitor's state (``monitor.state.intake``,
+    """``node`` is something reached through the monitor's state (``monitor.state.admission``,
     ``job.cols``): an attribute of it, at any depth."""
     while isinstance(node, ast.Attribute | ast.Subscript):
         inner = node.value

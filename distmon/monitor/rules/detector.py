@@ -53,7 +53,7 @@ class Detector:
         self.sight = sight
         """What the nodes' eyes saw: once any eye has spoken, the rules ask it, not the
         callables above (which tests hand in)."""
-        self.intake = KeepingUp()
+        self.keeping_up = KeepingUp()
         self._last: dict[str, Finding] = {}
         self.limits = limits or Thresholds()
         self.rules: list[tuple[Rule, float]] = list(RULES)
@@ -88,7 +88,7 @@ class Detector:
             standing=frozenset(self._last),
             ended=self.sight.ended if self.sight is not None and self.sight.eyes else None,
         )
-        context.behind = self.intake.behind(state, now, context.interval, self.limits)
+        context.behind = self.keeping_up.behind(state, now, context.interval, self.limits)
         findings: list[Finding] = []
         for rule, period in self.rules:
             due, held = self._held.get(rule, (now, []))

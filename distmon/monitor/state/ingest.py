@@ -15,7 +15,8 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.state import admission, facts
+from distmon.monitor.state import facts
+from distmon.monitor.state.admission import MAX_RETAINED_BYTES, OVER_BUDGET, REASONS, refusals, restart_quiet
 from distmon.monitor.state.columns import DECAY, F8, HISTORY, I8, INITIAL, Columns, gpu_held
 from distmon.monitor.state.consequences import judge_new
 from distmon.monitor.state.pace import due, holdups, stepping
@@ -39,7 +40,7 @@ CHANNEL_COLUMNS = tuple(zip(Columns.CHANNEL_FIELDS, (name for name, _ in wire.CH
 """(column, field), the same for its point-to-point channel rows."""
 
 
-class Intake:
+class Admission:
     """What taking reports in writes, owned here: the followed job, the columns and the
     reports kept, the relays heard through, and the counts of what came and what was refused.
     :class:`~distmon.monitor.state.job.JobState` holds one and reads it.
@@ -118,77 +119,77 @@ class Intake:
         return self.last_message is not None and now - self.last_message > quiet
 
 
-def _admit(intake: Intake, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]:
+def _admit(admission: Admission, parsed: Parsed, arrived: F8) -> npt.NDArray[np.bool_]:
     """Which frames the job lets in; the others are counted by reason."""
     h = parsed.headers
     keep = np.ones(len(parsed), dtype=bool)
-    fits = (h["world"] >= 1) & (h["world"] <= intake.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
+    fits = (h["world"] >= 1) & (h["world"] <= admission.max_world) & (h["rank"] >= 0) & (h["rank"] < h["world"])
     while fits.any():
         i = int(np.argmax(fits))
-        first, ended = h[i], intake.job_hash is not None and intake.ended(float(arrived[i]))
-        another = first["job"] != intake.job_hash and not intake.pinned
-        followed = intake.job_world
-        resized = first["job"] == intake.job_hash and followed is not None and first["world"] != followed
-        if not (intake.job_hash is None or (ended and (another or resized))):
+        first, ended = h[i], admission.job_hash is not None and admission.ended(float(arrived[i]))
+        another = first["job"] != admission.job_hash and not admission.pinned
+        followed = admission.job_world
+        resized = first["job"] == admission.job_hash and followed is not None and first["world"] != followed
+        if not (admission.job_hash is None or (ended and (another or resized))):
             break
         try:
-            _follow(intake, parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
+            _follow(admission, parsed, i)  # the first job, a new one after it ended, or it relaunched at another size
             break
         except wire.WireError:  # its header fits, its report does not decode: dropped, the next one judged
-            intake.dropped["malformed"] += 1
+            admission.dropped["malformed"] += 1
             keep[i] = fits[i] = False
-    if intake.job_hash is not None:
-        other = (h["job"] != intake.job_hash) & keep
-        _refuse(intake, "other_job", other)
+    if admission.job_hash is not None:
+        other = (h["job"] != admission.job_hash) & keep
+        _refuse(admission, "other_job", other)
         keep &= ~other
     rank, world = h["rank"].astype(np.int64), h["world"].astype(np.int64)
-    cols = intake.cols
+    cols = admission.cols
     known = (rank >= 0) & (rank < cols.capacity)
     current = np.where(known, rank, 0)
     alive = known & cols.present[current]
     other_process = alive & ((cols.pid[current] != h["pid"]) | (cols.host[current] != h["host"]))
     gone = ((cols.flags[current] & wire.FLAG_EXITED) != 0) | (
-        arrived - cols.received[current] >= admission.restart_quiet(cols.interval[current])
+        arrived - cols.received[current] >= restart_quiet(cols.interval[current])
     )
     churn = other_process & ~gone
     # A node's eye reports for a rank it found from outside; once the rank reports itself (its
     # hook attached since), its own reports say more, and the eye's are not taken in.
     found = ((h["flags"] & wire.FLAG_FOUND) != 0) & ((h["flags"] & wire.FLAG_RAISED) == 0)
     keep &= ~(found & alive & ~other_process & ~facts.found(cols, current))
-    reason = admission.refusals(world, rank, intake.job_world, intake.max_world, churn & keep)
+    reason = refusals(world, rank, admission.job_world, admission.max_world, churn & keep)
     for code in np.unique(reason[keep & (reason > 0)]):
-        _refuse(intake, str(admission.REASONS[code]), keep & (reason == code))
+        _refuse(admission, str(REASONS[code]), keep & (reason == code))
     keep &= reason == 0
     if keep.any():
         old = np.where(alive, cols.bytes[current], 0)
         added = np.where(parsed.has_report(), parsed.sizes() - old, 0)
-        total = intake.retained + np.cumsum(np.where(keep, added, 0))
-        over = keep & (total > admission.MAX_RETAINED_BYTES)
-        _refuse(intake, admission.OVER_BUDGET, over)
+        total = admission.retained + np.cumsum(np.where(keep, added, 0))
+        over = keep & (total > MAX_RETAINED_BYTES)
+        _refuse(admission, OVER_BUDGET, over)
         keep &= ~over
     return keep
 
 
-def _refuse(intake: Intake, reason: str, frames: npt.NDArray[np.bool_]) -> None:
+def _refuse(admission: Admission, reason: str, frames: npt.NDArray[np.bool_]) -> None:
     n = int(np.count_nonzero(frames))
     if n:
-        intake.dropped[reason] += n
+        admission.dropped[reason] += n
 
 
-def _follow(intake: Intake, parsed: Parsed, i: int) -> None:
+def _follow(admission: Admission, parsed: Parsed, i: int) -> None:
     """Follow the job of frame ``i``: forget the one before. Its name is its report's; a
     relay's frame may come without it, and the name then comes with the first report of the
     job that does (:func:`_learn_names`)."""
-    intake.job = wire.decode(parsed.report(i)).job if parsed.has_report()[i] else None
-    intake.job_hash = int(parsed.headers["job"][i])
-    intake.job_world = int(parsed.headers["world"][i])
-    intake.cols = Columns(INITIAL)
-    intake.reports = Reports()
-    intake.retained = intake.reporting = 0
-    intake.holdups, intake._holdups_at = holdups(intake.cols, stepping(intake.cols)), -math.inf
+    admission.job = wire.decode(parsed.report(i)).job if parsed.has_report()[i] else None
+    admission.job_hash = int(parsed.headers["job"][i])
+    admission.job_world = int(parsed.headers["world"][i])
+    admission.cols = Columns(INITIAL)
+    admission.reports = Reports()
+    admission.retained = admission.reporting = 0
+    admission.holdups, admission._holdups_at = holdups(admission.cols, stepping(admission.cols)), -math.inf
 
 
-def _apply(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+def _apply(admission: Admission, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
     """Every admitted frame, in order: a rank's second frame in the batch goes in a round
     after its first (arrays take one value per rank at a time)."""
     rank = parsed.headers["rank"][frames].astype(np.int64)
@@ -199,31 +200,31 @@ def _apply(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays: list
     occurrence[order] = np.arange(len(rank)) - np.repeat(starts, np.diff(np.r_[starts, len(rank)]))
     for k in range(int(occurrence.max()) + 1):
         mine = frames[occurrence == k]
-        _apply_once(intake, parsed, mine, arrived[mine], relays)
+        _apply_once(admission, parsed, mine, arrived[mine], relays)
 
 
-def _apply_once(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
+def _apply_once(admission: Admission, parsed: Parsed, frames: I8, arrived: F8, relays: list[Any]) -> None:
     """Frames of distinct ranks."""
     h = parsed.headers[frames]
     rank = h["rank"].astype(np.int64)
-    cols = intake.cols
-    cols.reserve(max(int(rank.max()) + 1, intake.job_world or 0))
-    intake.reports.reserve(cols.capacity)
+    cols = admission.cols
+    cols.reserve(max(int(rank.max()) + 1, admission.job_world or 0))
+    admission.reports.reserve(cols.capacity)
     was_present = cols.present[rank]
     new = ~was_present | (cols.pid[rank] != h["pid"]) | (cols.host[rank] != h["host"])
     if new.any():
-        intake.reporting += int(np.count_nonzero(~was_present))
-        intake.retained -= int(cols.bytes[rank[new]].sum())
-        intake.reports.forget(rank[new & was_present].tolist())
+        admission.reporting += int(np.count_nonzero(~was_present))
+        admission.retained -= int(cols.bytes[rank[new]].sum())
+        admission.reports.forget(rank[new & was_present].tolist())
         cols.forget(rank[new])
         cols.first_seen[rank[new]] = arrived[new]
         cols.present[rank[new]] = True
     sent = parsed.has_report()[frames]
     sizes = np.where(sent, parsed.sizes()[frames], cols.bytes[rank])
-    intake.retained += int(np.sum(sizes - cols.bytes[rank]))
-    cols.seq[rank] = intake.received + 1 + np.arange(len(frames))
-    intake.received += len(frames)
-    intake.last_message = float(arrived.max())
+    admission.retained += int(np.sum(sizes - cols.bytes[rank]))
+    cols.seq[rank] = admission.received + 1 + np.arange(len(frames))
+    admission.received += len(frames)
+    admission.last_message = float(arrived.max())
     cols.received[rank] = arrived
     creep = DELAY_CREEP * np.nan_to_num(h["interval"], nan=1.0)
     cols.least_delay[rank] = np.fmin(cols.least_delay[rank] + creep, arrived - h["t"])
@@ -235,27 +236,27 @@ def _apply_once(intake: Intake, parsed: Parsed, frames: I8, arrived: F8, relays:
         getattr(cols, name)[rank] = h[name]
     cols.bytes[rank] = sizes
     cols.report_t[rank[sent]] = h["t"][sent]
-    cols.via[rank] = _relay_indices(intake, parsed.via[frames], relays)
-    _rows(intake, parsed, frames, rank)
-    _history(intake, rank, h, _pace(intake, rank, h))
+    cols.via[rank] = _relay_indices(admission, parsed.via[frames], relays)
+    _rows(admission, parsed, frames, rank)
+    _history(admission, rank, h, _pace(admission, rank, h))
     kept = frames[sent]
     starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
-    intake.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
-    judge_new(cols, intake.reports.raw, rank, h["flags"], sent)
-    _learn_names(intake, h["host"][sent], rank[sent])
+    admission.reports.keep(rank[sent].tolist(), parsed.payload, starts, ends)
+    judge_new(cols, admission.reports.raw, rank, h["flags"], sent)
+    _learn_names(admission, h["host"][sent], rank[sent])
 
 
-def _learn_names(intake: Intake, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
+def _learn_names(admission: Admission, hosts: npt.NDArray[np.uint64], rank: I8) -> None:
     """From the reports just kept (of ``rank``, on ``hosts``): the job's name if a relay's
     frames without reports made it followed, and the names of hosts not seen before, a report
     of each read for its name: the table of 131,072 ranks groups them by node name, without
     decoding a report a rank."""
-    raw, names = intake.reports.raw, intake.reports.names
-    if intake.job is None and len(rank):
+    raw, names = admission.reports.raw, admission.reports.names
+    if admission.job is None and len(rank):
         with contextlib.suppress(WireError):
             report = wire.decode(raw[int(rank[0])] or b"")
-            if wire.name_hash(report.job) == intake.job_hash:
-                intake.job = report.job
+            if wire.name_hash(report.job) == admission.job_hash:
+                admission.job = report.job
     values, first = np.unique(hosts, return_index=True)
     for host, i in zip(values.tolist(), first.tolist(), strict=True):
         if host not in names:
@@ -264,27 +265,27 @@ def _learn_names(intake: Intake, hosts: npt.NDArray[np.uint64], rank: I8) -> Non
                 names[host] = name
 
 
-def _relay_indices(intake: Intake, via: I8, relays: list[Any]) -> I8:
+def _relay_indices(admission: Admission, via: I8, relays: list[Any]) -> I8:
     """The batch's relay indices as indices into the state's ``relays``."""
     if not relays:
         return np.full(len(via), -1, dtype=np.int64)
-    mine = np.array([_relay_index(intake, relay) for relay in relays] + [-1], dtype=np.int64)
+    mine = np.array([_relay_index(admission, relay) for relay in relays] + [-1], dtype=np.int64)
     return mine[via]
 
 
-def _relay_index(intake: Intake, relay: Relay) -> int:
-    i = intake.relay_of.get(relay)
+def _relay_index(admission: Admission, relay: Relay) -> int:
+    i = admission.relay_of.get(relay)
     if i is None:
-        i = intake.relay_of[relay] = len(intake.relays)
-        intake.relays.append(relay)
-        intake.relay_heard.append(-math.inf)
+        i = admission.relay_of[relay] = len(admission.relays)
+        admission.relays.append(relay)
+        admission.relay_heard.append(-math.inf)
     return i
 
 
-def _rows(intake: Intake, parsed: Parsed, frames: I8, rank: I8) -> None:
+def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8) -> None:
     """Group and channel rows into the ranks' slots, and what the ranks wait in read off
     them once here, not by every tick."""
-    cols = intake.cols
+    cols = admission.cols
     position = np.full(len(parsed), -1, dtype=np.int64)
     position[frames] = np.arange(len(frames))
     h = parsed.headers[frames]
@@ -313,12 +314,12 @@ def _rows(intake: Intake, parsed: Parsed, frames: I8, rank: I8) -> None:
     cols.in_p2p[rank] = blocked.any(axis=1)
 
 
-def _pace(intake: Intake, rank: I8, h: npt.NDArray[np.void]) -> F8:
+def _pace(admission: Admission, rank: I8, h: npt.NDArray[np.void]) -> F8:
     """A report's samples of its pace since the last (:class:`~distmon.wire.Pace`) into the
     rank's sums (:mod:`distmon.monitor.state.pace`), and its DataLoader wait into its running
     share; returns the share of those samples waiting (NaN: none taken). The rank counts
     samples of its steps only, never of a pause, so a stall or an upload adds nothing."""
-    cols = intake.cols
+    cols = admission.cols
     paced, waited = h["paced"].astype(np.float64), h["waited"].astype(np.float64)
     taken, waits = paced - cols.paced[rank], waited - cols.waited[rank]
     counted = (taken > 0) & (waits >= 0) & (waits <= taken)  # NaN: its first report, or an older rank
@@ -335,8 +336,8 @@ def _pace(intake: Intake, rank: I8, h: npt.NDArray[np.void]) -> F8:
     return share
 
 
-def _history(intake: Intake, rank: I8, h: npt.NDArray[np.void], waiting: F8) -> None:
-    cols = intake.cols
+def _history(admission: Admission, rank: I8, h: npt.NDArray[np.void], waiting: F8) -> None:
+    cols = admission.cols
     slot = cols.history_next[rank]
     values = {
         "t": h["t"],

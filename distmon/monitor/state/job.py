@@ -5,7 +5,7 @@ moment on its clock was, whether it failed on its own). The rules, the terminal 
 reports and the exporters only format these.
 
 The numbers are kept in columns, an array per field over the ranks (:class:`Columns`),
-filled from a whole batch at once by the job's intake (:mod:`distmon.monitor.state.ingest`): frames straight from
+filled from a whole batch at once by the job's admission (:mod:`distmon.monitor.state.ingest`): frames straight from
 ranks read as arrays (:mod:`distmon.wire.arrays`), or a relay's columns
 (:mod:`distmon.wire.column_batch`), both the one way in (:meth:`JobState.ingest_batch`). Taking in
 the reports of 131,072 ranks a second costs a few array operations per batch, and a rule that
@@ -28,12 +28,13 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
-from distmon.monitor.state import admission, facts
+from distmon.monitor.state import facts
+from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
-from distmon.monitor.state.ingest import Intake
+from distmon.monitor.state.ingest import Admission
 from distmon.monitor.state.kinds import PEER_PLACES
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import EyesTold, NodeLinks, SilentNode, blind_hosts, silent_nodes
@@ -50,16 +51,16 @@ class JobState:
     """The ranks of the one job this monitor follows, judged by the monitor's thresholds
     (``limits``: its detector's; a report or a replay, without a detector, the defaults).
 
-    What comes in is taken in by its :class:`~distmon.monitor.state.ingest.Intake`, which
+    What comes in is taken in by its :class:`~distmon.monitor.state.ingest.Admission`, which
     alone writes the columns, the reports kept and the counts (``dropped`` counts refusals by
     reason); the job reads them.
     """
 
     def __init__(
-        self, limits: Thresholds, job: str | None = None, pinned: bool = False, max_world: int = admission.MAX_WORLD
+        self, limits: Thresholds, job: str | None = None, pinned: bool = False, max_world: int = MAX_WORLD
     ) -> None:
         self.limits = limits
-        self.intake = Intake(job, pinned, max_world)
+        self.admission = Admission(job, pinned, max_world)
         self._unwatched: Counter[str] = Counter()
         self.ranks = Ranks(self)
         self.told = EyesTold()
@@ -86,7 +87,7 @@ class JobState:
     def ingest(self, raw: bytes, now: float) -> RankState | None:
         """Take in one message (a frame, or a bare report); a bad or refused one is counted by
         reason, never raised. Returns the rank it was admitted for."""
-        _, ranks = self.intake.take_in(Batch.of([raw]), now, None)
+        _, ranks = self.admission.take_in(Batch.of([raw]), now, None)
         return RankState(self, int(ranks[0])) if len(ranks) else None
 
     def apply(self, report: Report, now: float) -> bool:
@@ -97,34 +98,34 @@ class JobState:
         """Take in a batch of frames, or a relay's columns (``times[i]`` when frame ``i``
         arrived, ``now`` for all by default), each admitted or counted by why not; returns the
         indices of the frames admitted."""
-        return self.intake.take_in(batch, now, times)[0]
+        return self.admission.take_in(batch, now, times)[0]
 
-    # --- what the intake wrote --------------------------------------------------------------
+    # --- what the admission wrote -----------------------------------------------------------
 
     @property
     def job(self) -> str | None:
-        return self.intake.job
+        return self.admission.job
 
     @property
     def job_world(self) -> int | None:
-        return self.intake.job_world
+        return self.admission.job_world
 
     @property
     def max_world(self) -> int:
-        return self.intake.max_world
+        return self.admission.max_world
 
     @property
     def cols(self) -> Columns:
-        return self.intake.cols
+        return self.admission.cols
 
     @property
     def reports(self) -> Reports:
-        return self.intake.reports
+        return self.admission.reports
 
     @property
     def dropped(self) -> Counter[str]:
         """Messages refused, by reason (a copy: :meth:`refused` counts them)."""
-        return self.intake.dropped.copy()
+        return self.admission.dropped.copy()
 
     @property
     def unwatched(self) -> Counter[str]:
@@ -135,12 +136,12 @@ class JobState:
     def admit_worlds_up_to(self, most: int) -> None:
         """Reports claiming a world of up to ``most`` ranks fit the job from now on (the
         monitor a screen follows admits so many)."""
-        self.intake.max_world = most
+        self.admission.max_world = most
 
     def refused(self, reasons: Mapping[str, int]) -> None:
         """Messages were refused before the state saw them, so many by reason (a feed's
         refusals, looks that were not looks, a recording's ``d`` record)."""
-        self.intake.dropped.update(reasons)
+        self.admission.dropped.update(reasons)
 
     def not_watched(self, seconds: Mapping[str, int]) -> None:
         """The monitor did not watch so many seconds, by why (its loop stood still, its clock
@@ -149,32 +150,32 @@ class JobState:
 
     @property
     def lost_on_the_way(self) -> Counter[str]:
-        return self.intake.lost_on_the_way
+        return self.admission.lost_on_the_way
 
     @property
     def received(self) -> int:
-        return self.intake.received
+        return self.admission.received
 
     @property
     def last_message(self) -> float | None:
-        return self.intake.last_message
+        return self.admission.last_message
 
     @property
     def retained(self) -> int:
         """Bytes of the ranks' reports kept, as received."""
-        return self.intake.retained
+        return self.admission.retained
 
     @property
     def reporting(self) -> int:
-        return self.intake.reporting
+        return self.admission.reporting
 
     @property
     def relays(self) -> list[Relay]:
-        return self.intake.relays
+        return self.admission.relays
 
     @property
     def relay_heard(self) -> list[float]:
-        return self.intake.relay_heard
+        return self.admission.relay_heard
 
     # --- reading ----------------------------------------------------------------------------
 
@@ -434,8 +435,8 @@ class JobState:
 
     def holdups(self) -> Holdups:
         """Who holds up whom at the job's pace (:mod:`distmon.monitor.state.pace`), as its
-        intake last worked it out."""
-        return self.intake.holdups
+        admission last worked it out."""
+        return self.admission.holdups
 
     def ending(self, standing: Iterable[Alert]) -> Ending | None:
         """How the job ended, given the alerts that stand; None while it runs
@@ -453,7 +454,7 @@ class JobState:
 
     def ended(self, now: float, quiet: float = 60.0) -> bool:
         """Every rank has exited, or nothing was heard for ``quiet`` seconds."""
-        return self.intake.ended(now, quiet)
+        return self.admission.ended(now, quiet)
 
 
 def _at_peers(job: JobState, rank: int) -> bool:

@@ -46,7 +46,7 @@ MIN_REPORTS = 10.0
 MEDIAN_ERROR = math.sqrt(math.pi / 2)
 EVERY = 1.0
 """Seconds of the monitor's clock between two workings out of the hold-ups, as reports come
-(:meth:`distmon.monitor.state.ingest.Intake.take_in`) ..."""
+(:meth:`distmon.monitor.state.ingest.Admission.take_in`) ..."""
 EVERY_AT_SCALE = (16_384, 5.0)
 """... and beyond this many ranks, these: at 131,072 ranks one takes a tenth of a second."""
 """The standard error of a median of k values is this times theirs over the root of k."""
