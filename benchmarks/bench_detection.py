@@ -221,9 +221,9 @@ def _await_alert(scenario: Scenario, log: Path, output: Path, timeout: float = 9
 
 def _job_start(recording: Path) -> float:
     """A straggler is slow from the first step: measure from the first report."""
-    from distmon.monitor.recording.readback import load
+    from distmon.monitor.recording.readback import load_recording
 
-    return load(str(recording)).first or 0.0
+    return load_recording(str(recording)).first or 0.0
 
 
 def main() -> None:

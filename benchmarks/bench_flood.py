@@ -70,7 +70,7 @@ def run(directory: Path, keyed: bool) -> list[str]:
     key = None
     if keyed:
         keys.generate(str(directory / "job.key"))
-        key = keys.load(str(directory / "job.key"))
+        key = keys.load_key(str(directory / "job.key"))
         args += ["--key-file", str(directory / "job.key")]
     log = directory / "record.log"
     with log.open("w") as err:

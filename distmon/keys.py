@@ -44,12 +44,12 @@ class JobKey:
     client: KeyPair
 
 
-def resolve(explicit: str | None = None) -> str | None:
+def resolve_key_file(explicit: str | None = None) -> str | None:
     """The key file to use: ``--key-file``, else ``$DISTMON_KEY_FILE``, else none."""
     return explicit or os.environ.get(ENV) or None
 
 
-def add_argument(parser: argparse.ArgumentParser) -> None:
+def add_key_file_argument(parser: argparse.ArgumentParser) -> None:
     """``--key-file``, the same on every monitor command."""
     parser.add_argument(
         "--key-file",
@@ -60,8 +60,8 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
 
 def load_for(explicit: str | None) -> JobKey | None:
     """The key named by ``--key-file`` or ``$DISTMON_KEY_FILE``, if any; raises :class:`KeyFileError`."""
-    path = resolve(explicit)
-    return None if path is None else load(path)
+    path = resolve_key_file(explicit)
+    return None if path is None else load_key(path)
 
 
 def generate(path: str) -> JobKey:
@@ -79,7 +79,7 @@ def generate(path: str) -> JobKey:
     return key
 
 
-def load(path: str) -> JobKey:
+def load_key(path: str) -> JobKey:
     """Read and check a key file; raises :class:`KeyFileError`."""
     try:
         with open(path, "rb") as f:

@@ -28,7 +28,7 @@ from distmon.export.html import render_page
 from distmon.export.plain import render
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
 from distmon.tui.app import build_app
@@ -105,7 +105,7 @@ def report_page(recording: Path, shown_as: str, png: Path, tmp: Path) -> bool:
     browser = next((b for b in ("chromium", "chromium-browser", "google-chrome") if shutil.which(b)), None)
     if browser is None:
         return False
-    pm = load(str(recording))
+    pm = load_recording(str(recording))
     for alert in pm.alerts:
         alert.summary, alert.detail = relative(alert.summary), relative(alert.detail)
     page = tmp / f"{png.stem}.html"

@@ -46,10 +46,10 @@ LEVELS = (CRITICAL, WARNING)
 
 def payload(event: str, alert: Alert) -> dict[str, Any]:
     """The JSON of one change. ``text`` is what Slack and Mattermost incoming webhooks show."""
-    return {"text": text(event, alert), "event": event, "alert": alert.to_json()}
+    return {"text": chat_line(event, alert), "event": event, "alert": alert.to_json()}
 
 
-def text(event: str, alert: Alert) -> str:
+def chat_line(event: str, alert: Alert) -> str:
     """One line a person reads in a chat channel, e.g. ``distmon: CRITICAL hang: rank 5 ...``."""
     if event == "resolved":
         head = f"resolved {alert.kind}"

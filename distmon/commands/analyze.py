@@ -22,7 +22,7 @@ import json
 import sys
 
 from distmon.forensics.analysis import analyze
-from distmon.forensics.render import render, to_json
+from distmon.forensics.render import analysis_json, render_analysis
 from distmon.guards.text import MAX_LINE, visible
 from distmon.monitor.state.admission import MAX_WORLD
 
@@ -59,11 +59,11 @@ def run(args: argparse.Namespace) -> int:
         print(f"distmon analyze: no Flight Recorder dump nor job log found in {paths}", file=sys.stderr)
         return 2
     if args.json:
-        json.dump(to_json(analysis), sys.stdout, indent=2)
+        json.dump(analysis_json(analysis), sys.stdout, indent=2)
         print()
         _say(analysis.problems)
     else:
-        print(render(analysis))
+        print(render_analysis(analysis))
     return 0
 
 

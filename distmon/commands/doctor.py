@@ -18,7 +18,7 @@ from collections.abc import Mapping
 
 from distmon.doctor import host, network
 from distmon.doctor.dumps import dumps_check
-from distmon.doctor.launch_command import Launch, check_launch, parse
+from distmon.doctor.launch_command import Launch, check_launch, parse_launch
 from distmon.doctor.results import Check, exit_code, passed, table, to_json
 from distmon.doctor.torch_env import (
     cuda_check,
@@ -97,11 +97,11 @@ def run(args: argparse.Namespace) -> int:
         if not inside_a_rank(os.environ):
             print(f"distmon doctor: --collectives runs inside each rank: {SMOKE_TEST}", file=sys.stderr)
             return 2
-        from distmon.doctor.collective_smoke import main
+        from distmon.doctor.collective_smoke import run_in_rank
 
-        return main(args)
+        return run_in_rank(args)
     command = args.launch[1:] if args.launch[:1] == ["--"] else args.launch
-    checks = machine_checks(parse(command) if command else None, args.nproc_per_node, args.workers, os.environ)
+    checks = machine_checks(parse_launch(command) if command else None, args.nproc_per_node, args.workers, os.environ)
     print(to_json(checks) if args.json else table(checks))
     return exit_code(checks)
 
@@ -123,14 +123,14 @@ def machine_checks(
         checks.append(recorder)
     if facts.version is not None and not facts.error:
         checks.append(dumps_check(env, facts.nccl is not None))
-    checks.extend(rendezvous_checks(launch, env))
+    checks.extend(_launch_rendezvous_checks(launch, env))
     checks.extend(host.machine_host_checks(ranks or 1, workers, len(facts.gpus)))
     if launch is not None:
         checks.extend(check_launch(launch, os.getcwd(), env))
     return checks
 
 
-def rendezvous_checks(launch: Launch | None, env: Mapping[str, str]) -> list[Check]:
+def _launch_rendezvous_checks(launch: Launch | None, env: Mapping[str, str]) -> list[Check]:
     """The address the ranks will meet at, as torchrun (or the environment) will set it."""
     if launch is not None and "--standalone" in launch.flags:
         return [passed("rendezvous", "torchrun --standalone picks a free local port: nothing to check")]

@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--json", action="store_true", help="print the alerts as distmon report --json does")
     parser.add_argument("--out", metavar="FILE", help="keep what was seen as a recording (distmon report, replay)")
-    finding.add_arguments(parser, always=True)
+    finding.add_finding_arguments(parser, always=True)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -142,9 +142,9 @@ def _look(eye: NodeEye, job: str, endpoint: str, out: str, seconds: float) -> st
 
 def _answer(recording: str, as_json: bool) -> int:
     from distmon.export.plain import render
-    from distmon.monitor.recording.readback import load
+    from distmon.monitor.recording.readback import load_recording
 
-    pm = load(recording)
+    pm = load_recording(recording)
     if as_json:
         json.dump([a.to_json() for a in pm.alerts], sys.stdout, indent=2)
         print()

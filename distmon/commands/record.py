@@ -15,7 +15,7 @@ from collections.abc import Iterable
 
 from distmon import endpoint, keys
 from distmon.commands.shared import acting, finding, metrics_port
-from distmon.commands.shared.live import add_arguments as add_monitor_arguments
+from distmon.commands.shared.live import add_monitor_arguments as add_monitor_arguments
 from distmon.commands.shared.live import open_live
 from distmon.commands.shared.signals import stop_on_signals
 from distmon.export.plain import alert_line
@@ -31,11 +31,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--out", required=True, metavar="FILE", help="recording to write")
     parser.add_argument("--endpoint", help=f"where ranks connect (default: ${endpoint.ENV} or a local ipc socket)")
     parser.add_argument("--job", help="follow only this job id (default: the first job that reports)")
-    metrics_port.add_argument(parser)
-    keys.add_argument(parser)
-    acting.add_arguments(parser)
+    metrics_port.add_metrics_port_argument(parser)
+    keys.add_key_file_argument(parser)
+    acting.add_acting_arguments(parser)
     add_monitor_arguments(parser)
-    finding.add_arguments(parser)
+    finding.add_finding_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

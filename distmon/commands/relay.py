@@ -52,8 +52,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"send a batch sooner once it holds N reports (default: {BATCH_FRAMES})",
     )
-    keys.add_argument(parser)
-    finding.add_arguments(parser)
+    keys.add_key_file_argument(parser)
+    finding.add_finding_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -94,11 +94,11 @@ def run(args: argparse.Namespace) -> int:
         relay.run(lambda: bool(stop))
     finally:
         relay.close()
-    print(f"distmon relay: {summary(relay.counts + Counter(relay.eye.counts))}", file=sys.stderr)
+    print(f"distmon relay: {closing_line(relay.counts + Counter(relay.eye.counts))}", file=sys.stderr)
     return 0
 
 
-def summary(counts: dict[str, int]) -> str:
+def closing_line(counts: dict[str, int]) -> str:
     """The closing line: what went up and down, and what was dropped."""
     sent = (
         f"{counts.get('frames', 0)} reports in {counts.get('batches', 0)} batches "

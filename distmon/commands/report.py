@@ -17,7 +17,7 @@ import json
 import sys
 
 from distmon.export.plain import render
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import RecordingError
 
 
@@ -29,7 +29,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     try:
-        pm = load(args.file)
+        pm = load_recording(args.file)
     except RecordingError as e:
         print(f"distmon report: {e}", file=sys.stderr)
         return 2

@@ -38,9 +38,9 @@ from dataclasses import dataclass
 
 from distmon import endpoint, keys
 from distmon.commands.shared import acting, metrics_port
-from distmon.commands.shared.live import add_arguments as add_monitor_arguments
-from distmon.commands.shared.live import forward
-from distmon.doctor.launch_command import PER_RANK, parse
+from distmon.commands.shared.live import add_monitor_arguments as add_monitor_arguments
+from distmon.commands.shared.live import forward_monitor
+from distmon.doctor.launch_command import PER_RANK, parse_launch
 from distmon.launch import job_environment
 from distmon.launch.supervisor import Job
 from distmon.node.pyspy import TRACER_ENV
@@ -73,9 +73,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "(the monitor's --endpoint; on a job of several nodes, run distmon run --relay on each)",
     )
     parser.add_argument("--log", metavar="FILE", help="with --watch, the file for the job's output")
-    metrics_port.add_argument(parser)
-    keys.add_argument(parser)
-    acting.add_arguments(parser)
+    metrics_port.add_metrics_port_argument(parser)
+    keys.add_key_file_argument(parser)
+    acting.add_acting_arguments(parser)
     add_monitor_arguments(parser)
     parser.add_argument("command", nargs=argparse.REMAINDER, help="the training command, after --")
 
@@ -88,10 +88,10 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--log goes with --watch (without it the job's output stays on this terminal)")
     if args.metrics_port is not None and not (args.watch or args.record):
         return _usage("--metrics-port goes with --watch or --record (the monitor serves the metrics)")
-    problem = metrics_port.check(args)
+    problem = metrics_port.metrics_port_problem(args)
     if problem:
         return _usage(problem)
-    if acting.wanted(args) and not (args.watch or args.record):
+    if acting.acting_wanted(args) and not (args.watch or args.record):
         return _usage(
             "--evidence, --notify, --on-alert and --abort-on-hang go with --watch or --record (the monitor acts)"
         )
@@ -101,17 +101,17 @@ def run(args: argparse.Namespace) -> int:
         return _usage("--relay with --watch or --record needs --endpoint: where the monitor hears every node's relay")
     if args.record and args.evidence is None:
         args.evidence = default_evidence(args.record)
-    key_file = keys.resolve(args.key_file)
+    key_file = keys.resolve_key_file(args.key_file)
     if key_file is not None:
         try:
-            keys.load(key_file)
+            keys.load_key(key_file)
         except keys.KeyFileError as e:
             return _usage(str(e))
         key_file = os.path.abspath(key_file)
     with tempfile.TemporaryDirectory(prefix="distmon-run-") as private:
         monitored = args.watch or args.record
         job_endpoint = args.endpoint or (f"ipc://{private}/ranks.sock" if monitored else endpoint.resolve())
-        problem = acting.check(args, job_endpoint, key_file is not None)
+        problem = acting.acting_problem(args, job_endpoint, key_file is not None)
         if problem:
             return _usage(problem)
         keyed = ["--key-file", key_file] if key_file else []
@@ -126,11 +126,25 @@ def run(args: argparse.Namespace) -> int:
             env[keys.ENV] = key_file
         if args.watch:
             recorded = ["--record", args.record] if args.record else []
-            watch = ["watch", *recorded, *metrics_port.forward(args), *keyed, *acting.forward(args), *forward(args)]
+            watch = [
+                "watch",
+                *recorded,
+                *metrics_port.forward_metrics_port(args),
+                *keyed,
+                *acting.forward_acting(args),
+                *forward_monitor(args),
+            ]
             return _run_watched(command, env, job_endpoint, args.log or _default_log(), watch, relay)
         if args.record:
-            record = ["record", "--out", args.record, *metrics_port.forward(args), *keyed, *acting.forward(args)]
-            record += forward(args)
+            record = [
+                "record",
+                "--out",
+                args.record,
+                *metrics_port.forward_metrics_port(args),
+                *keyed,
+                *acting.forward_acting(args),
+            ]
+            record += forward_monitor(args)
             return _run_recorded(command, env, job_endpoint, record, relay)
         return _run_job(Job(command, env), relay)
 
@@ -138,7 +152,7 @@ def run(args: argparse.Namespace) -> int:
 def _remote_ranks_note(command: list[str], ranks_endpoint: str) -> str | None:
     """What a launcher that may start ranks on other nodes (``srun``, ``mpirun``) means for an
     endpoint on this node only, said before the job starts rather than left to silence."""
-    launcher = parse(command).launcher
+    launcher = parse_launch(command).launcher
     if launcher not in PER_RANK or not ranks_endpoint.startswith("ipc://"):
         return None
     forwarded = ""

@@ -9,7 +9,7 @@ import sys
 
 from distmon import keys
 from distmon.commands.shared import acting, finding, metrics_port
-from distmon.commands.shared.live import add_arguments as add_monitor_arguments
+from distmon.commands.shared.live import add_monitor_arguments as add_monitor_arguments
 from distmon.commands.shared.live import open_live
 from distmon.endpoint import ENV
 
@@ -28,11 +28,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument("--endpoint", help=f"where ranks connect (default: ${ENV}, else a per-user ipc socket)")
     parser.add_argument("--record", metavar="FILE", help="also record everything to FILE")
-    metrics_port.add_argument(parser)
-    keys.add_argument(parser)
-    acting.add_arguments(parser)
+    metrics_port.add_metrics_port_argument(parser)
+    keys.add_key_file_argument(parser)
+    acting.add_acting_arguments(parser)
     add_monitor_arguments(parser)
-    finding.add_arguments(parser)
+    finding.add_finding_arguments(parser)
 
 
 def run(args: argparse.Namespace) -> int:

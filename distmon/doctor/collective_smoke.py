@@ -50,7 +50,7 @@ class RankResult:
     error: str | None = None
 
 
-def main(args: argparse.Namespace) -> int:
+def run_in_rank(args: argparse.Namespace) -> int:
     """Run in a rank: test, publish, and on rank 0 wait for every rank and print the verdict."""
     import torch.distributed as dist
 

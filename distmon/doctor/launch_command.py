@@ -74,7 +74,7 @@ class Launch:
             return 1
 
 
-def parse(argv: list[str]) -> Launch:
+def parse_launch(argv: list[str]) -> Launch:
     """Find the torchrun in ``argv`` (also behind ``srun``, ``env`` or ``python -m``) and read
     it; else the script after ``python``, ``accelerate launch`` or ``deepspeed``."""
     names = [os.path.basename(arg) for arg in argv]

@@ -24,7 +24,7 @@ from distmon.monitor.recording.readback import Postmortem
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.alerts import CRITICAL, Alert
 from distmon.monitor.state.columns import gpu_held
-from distmon.monitor.state.ranks import gpu_allocated
+from distmon.monitor.state.ranks import report_gpu_allocated
 from distmon.monitor.state.words import count, duration, group_label, rank_word, ranks_text
 from distmon.wire import GroupStatus, WireError, decode, name_hash
 from distmon.wire.column_batch import ColumnBatch
@@ -120,7 +120,7 @@ def _add(series: Series, frame: bytes, received: float) -> None:
     s.t.append(t)
     s.steps.append(report.steps)
     s.rss.append(report.memory.rss if report.memory else None)
-    s.gpu.append(gpu_allocated(report))
+    s.gpu.append(report_gpu_allocated(report))
     for g in report.groups:
         series.group_names.setdefault(g.id, group_label(g.id, g.desc))
         times, issued, completed = s.groups.setdefault(g.id, ([], [], []))

@@ -31,7 +31,7 @@ _INTEGER = re.compile(r"-?\d{1,18}")
 Entry = dict[str, Any]
 
 
-def text(entry: Any, key: str) -> str | None:
+def text_field(entry: Any, key: str) -> str | None:
     """A string field, or None when absent, not a string, or too long to be a name."""
     value = entry.get(key) if type(entry) is dict else None
     return value if type(value) is str and len(value) <= MAX_NAME else None
@@ -50,7 +50,7 @@ def number(entry: Any, key: str, default: int = 0) -> int:
     return default
 
 
-def group_name(entry: Entry) -> str:
+def entry_group(entry: Entry) -> str:
     """The name of the entry's group (its ``process_group`` is a (name, desc) pair)."""
     pg = entry.get("process_group")
     name = pg[0] if type(pg) in (tuple, list) and pg else None
@@ -67,15 +67,15 @@ def names_of(entries: list[Entry]) -> dict[str, str]:
     """pg_id (as ``pg_status`` spells it) -> group name, from the entries."""
     names: dict[str, str] = {}
     for e in entries:
-        pg_id, name = e.get("pg_id"), group_name(e)
+        pg_id, name = e.get("pg_id"), entry_group(e)
         if isinstance(pg_id, int | str) and name:
             names.setdefault(str(pg_id), name)
     return names
 
 
-def op_name(entry: Entry) -> str | None:
+def entry_op(entry: Entry) -> str | None:
     """``nccl:all_reduce`` -> ``all_reduce``."""
-    name = text(entry, "profiling_name")
+    name = text_field(entry, "profiling_name")
     return name.split(":")[-1] or None if name else None
 
 
@@ -83,7 +83,7 @@ def enqueued(status: Any) -> int:
     return number(status, "last_enqueued_collective")
 
 
-def started(status: Any) -> int | None:
+def last_started(status: Any) -> int | None:
     """``last_started_collective``: -1 unless the backend times collectives (NCCL with
     ``TORCH_NCCL_ENABLE_TIMING``), so absent then."""
     value = number(status, "last_started_collective", -1)
@@ -92,7 +92,7 @@ def started(status: Any) -> int | None:
 
 def p2p_batch(entry: Entry) -> bool:
     """NCCL's record of a batch of point-to-point ops (``nccl:coalesced``, no sizes)."""
-    name = text(entry, "profiling_name") or ""
+    name = text_field(entry, "profiling_name") or ""
     return name.endswith(":coalesced") and not entry.get("input_sizes")
 
 
@@ -100,7 +100,7 @@ def done(entry: Entry) -> bool:
     """Completed: retired by the watchdog, or its completion seen."""
     return (
         bool(entry.get("retired"))
-        or text(entry, "state") == "completed"
+        or text_field(entry, "state") == "completed"
         or number(entry, "time_discovered_completed_ns") > 0
     )
 
@@ -112,7 +112,7 @@ def collectives_of(entries: list[Entry], name: str) -> dict[int, Entry]:
     return {
         number(e, "collective_seq_id"): e
         for e in entries
-        if group_name(e) == name and not e.get("is_p2p") and not p2p_batch(e)
+        if entry_group(e) == name and not e.get("is_p2p") and not p2p_batch(e)
     }
 
 
@@ -127,7 +127,7 @@ def p2p_ops(entries: list[Entry], name: str, ranks: list[int]) -> dict[tuple[int
     batch's ``nccl:coalesced`` entry, which shares its ``p2p_seq_id``, says for them all.
 
     An op is named ``nccl:send 0->1`` or ``nccl:recv 0<-1`` in ranks of the group."""
-    return _by_channel([e for e in entries if group_name(e) == name], ranks)
+    return _by_channel([e for e in entries if entry_group(e) == name], ranks)
 
 
 def _by_channel(mine: list[Entry], ranks: list[int]) -> dict[tuple[int, str], list[P2POp]]:
@@ -135,7 +135,7 @@ def _by_channel(mine: list[Entry], ranks: list[int]) -> dict[tuple[int, str], li
     batches = {number(e, "p2p_seq_id"): e for e in mine if p2p_batch(e)}
     out: dict[tuple[int, str], list[P2POp]] = {}
     for e in mine:
-        parsed = _p2p_name(text(e, "profiling_name") or "") if e.get("is_p2p") else None
+        parsed = _p2p_name(text_field(e, "profiling_name") or "") if e.get("is_p2p") else None
         if parsed is None:
             continue
         direction, peer = parsed
@@ -213,12 +213,12 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]], rank: int | N
     name does) places the rank in a group of two whose work has all left the ring."""
     entries: list[Entry] = dump.get("entries", [])
     status = dump.get("pg_status", {})
-    out = RankDump(version=text(dump, "version"))
+    out = RankDump(version=text_field(dump, "version"))
     by_group: dict[str, list[Entry]] = {}
     named: dict[str, str] = {}
     pending: list[Entry] = []
     for e in entries:  # one pass: a dump of 8192 ranks holds 16 million entries
-        name = group_name(e)
+        name = entry_group(e)
         if name:
             by_group.setdefault(name, []).append(e)
             pg_id = e.get("pg_id")
@@ -230,7 +230,11 @@ def read_dump(dump: dict[str, Any], members: dict[str, list[int]], rank: int | N
                 out.pending.setdefault(name, e)
     out.last_completed = next((e for e in reversed(entries) if done(e)), None)
     out.last_started = next(
-        (e for e in reversed(entries) if number(e, "time_discovered_started_ns") > 0 or text(e, "state") == "started"),
+        (
+            e
+            for e in reversed(entries)
+            if number(e, "time_discovered_started_ns") > 0 or text_field(e, "state") == "started"
+        ),
         None,
     )
     names = pg_names(dump, named)
@@ -278,7 +282,7 @@ def _numeric(key: str) -> tuple[int, str]:
 def _descriptions(dump: dict[str, Any]) -> dict[str, str]:
     out = {}
     for name, config in dump.get("pg_config", {}).items():
-        desc = text(config, "desc") if isinstance(config, dict) else None
+        desc = text_field(config, "desc") if isinstance(config, dict) else None
         if isinstance(name, str) and desc:
             out[name] = desc
     return out
@@ -315,7 +319,7 @@ def _group(
         completed = min(issued, number(status, "last_completed_collective"))
         pending = []
     last = entries[-1] if entries else {}
-    backend, colon, _ = (text(last, "profiling_name") or "").partition(":")
+    backend, colon, _ = (text_field(last, "profiling_name") or "").partition(":")
     timeout = number(last, "timeout_ms", -1)
     group = GroupStatus(
         id=name,
@@ -325,20 +329,20 @@ def _group(
         timeout=timeout / 1000 if timeout >= 0 else None,
         enqueued=issued,
         completed=max(0, completed),
-        started=started(status),
+        started=last_started(status),
         desc=group_desc(last) or desc,
     )
     if pending:
         first = seqs[pending[0]]
-        inner = [e for e in first if not (text(e, "profiling_name") or "").endswith(":coalesced")]
-        group.op = op_name((inner or first)[0])
+        inner = [e for e in first if not (text_field(e, "profiling_name") or "").endswith(":coalesced")]
+        group.op = entry_op((inner or first)[0])
         if held is not None and any(e is held for e in first):
             group.since = created_at(first[0]) or None
     return group
 
 
 def _completed(ops: list[Entry]) -> bool:
-    batch = [e for e in ops if (text(e, "profiling_name") or "").endswith(":coalesced")]
+    batch = [e for e in ops if (text_field(e, "profiling_name") or "").endswith(":coalesced")]
     return done(batch[-1]) if batch else all(done(e) for e in ops)
 
 

@@ -258,7 +258,7 @@ def scan_pickle(raw: bytes) -> None:
         raise DumpError("unreadable: its pickle leaves no single value, not a dump")
 
 
-def load(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
+def load_dump(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
     """A dump's dict, from torch's pickle or JSON bytes; raises :class:`DumpError`. A pickle
     is walked by :func:`scan_pickle` before anything is built; JSON is bounded in values
     before it is parsed (its keys are strings, and the parser stops at Python's recursion

@@ -15,7 +15,7 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from distmon.flightrecorder.fields import Entry, RankDump, created_at, group_name, number, op_name, text
+from distmon.flightrecorder.fields import Entry, RankDump, created_at, entry_group, entry_op, number, text_field
 from distmon.forensics.inputs import Files, walk
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.standings import statuses
@@ -214,7 +214,7 @@ def _stack(entry: Entry | None) -> list[StackFrame] | None:
     if not isinstance(frames, list) or not frames:
         return None
     out = [
-        StackFrame(text(f, "filename") or "?", number(f, "line"), text(f, "name") or "?")
+        StackFrame(text_field(f, "filename") or "?", number(f, "line"), text_field(f, "name") or "?")
         for f in frames[:MAX_FRAMES]
         if isinstance(f, dict)
     ]
@@ -226,10 +226,10 @@ def entry_json(entry: Entry | None) -> dict[str, Any] | None:
     if entry is None:
         return None
     return {
-        "group": group_name(entry) or None,
-        "op": op_name(entry),
+        "group": entry_group(entry) or None,
+        "op": entry_op(entry),
         "seq": number(entry, "p2p_seq_id") if entry.get("is_p2p") else number(entry, "collective_seq_id"),
         "p2p": bool(entry.get("is_p2p")),
-        "state": text(entry, "state"),
+        "state": text_field(entry, "state"),
         "created": number(entry, "time_created_ns") / 1e9 or None,
     }

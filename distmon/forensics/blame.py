@@ -91,7 +91,7 @@ class Blame:
     rules on the waits."""
 
 
-def judge(analysis: Analysis) -> Blame:
+def assign_blame(analysis: Analysis) -> Blame:
     log = analysis.log
     first = first_cause(a for a in analysis.alerts if not _cut_only(log, a))
     told = accounts(log, analysis.world)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from distmon.flightrecorder.fields import Entry, created_at, number, op_name, text
+from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
 from distmon.forensics.analysis import Analysis, RankFacts
 from distmon.monitor.state.words import duration, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus, expand_runs
@@ -228,6 +228,6 @@ def _op(entry: Entry) -> str:
         shape = "x".join(dims)
     dtype = dtypes[0] if isinstance(dtypes, list) and dtypes and isinstance(dtypes[0], str) else ""
     what = ", ".join(
-        p for p in (op_name(entry) or text(entry, "profiling_name"), shape + (f" {dtype}" if dtype else "")) if p
+        p for p in (entry_op(entry) or text_field(entry, "profiling_name"), shape + (f" {dtype}" if dtype else "")) if p
     )
     return f"({what})" if what else ""

@@ -32,7 +32,7 @@ from distmon.forensics.launcher_lines import RANK, LauncherLines, WorkerExit
 from distmon.forensics.logfacts import DEFAULT_PG, MAX_GROUP, WORLD_GROUP, Layout, LogFacts, Timeout
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
-from distmon.forensics.watchdog import OPTIONS, PG, Said, said
+from distmon.forensics.watchdog import OPTIONS, PG, Said, watchdog_said
 
 MAX_UNPLACED = 16
 """Exceptions with no rank kept from one log."""
@@ -99,7 +99,7 @@ class _Reader:
             self.facts.seen.add(rank)
             self.facts.matched += 1
         self._world(line)
-        found = said(line)
+        found = watchdog_said(line)
         if found is not None:
             self._watchdog(found, rank, at)
         elif "initialization options" in line:

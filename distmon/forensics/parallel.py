@@ -6,7 +6,7 @@ first (the walk is a loop in Python over every instruction, the unpickler's is i
 a hostile file could turn into a crash (a tuple nested a million deep), a hang (keys built to
 share a hash) or a memory bomb: so a worker runs under an address-space limit and an alarm
 per file that ends it, and whatever its death leaves unread is read again here, one file at a
-time, by the walk that refuses such files and says why (:func:`distmon.flightrecorder.loading.load`).
+time, by the walk that refuses such files and says why (:func:`distmon.flightrecorder.loading.load_dump`).
 
 A worker sends back what the file says of its rank (:class:`~distmon.flightrecorder.fields.RankDump`,
 a few groups and channels), never the dump itself.
@@ -25,7 +25,7 @@ from concurrent.futures.process import BrokenProcessPool
 from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import RankDump, group_ranks, read_dump
-from distmon.flightrecorder.loading import MAX_DUMP_FILE_BYTES, MAX_SECONDS, DumpError, load
+from distmon.flightrecorder.loading import MAX_DUMP_FILE_BYTES, MAX_SECONDS, DumpError, load_dump
 from distmon.guards.files import open_regular, why_not
 
 MIN_PARALLEL = 16
@@ -56,7 +56,7 @@ def read_one(path: str, rank: int, walk_first: bool = True) -> Read:
             size = os.fstat(f.fileno()).st_size
             if size > MAX_DUMP_FILE_BYTES:
                 raise DumpError(f"{size >> 20} MiB, over the {MAX_DUMP_FILE_BYTES >> 20} MiB a dump may have")
-            dump = load(f.read(MAX_DUMP_FILE_BYTES + 1), walk_first=walk_first)
+            dump = load_dump(f.read(MAX_DUMP_FILE_BYTES + 1), walk_first=walk_first)
         configs = {}
         for name, config in dump.get("pg_config", {}).items():
             members = group_ranks(config)

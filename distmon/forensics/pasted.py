@@ -144,7 +144,7 @@ def unlabelled(line: str) -> Written:
     return Written(text, stamp)
 
 
-def pieces(line: str) -> list[str]:
+def split_writes(line: str) -> list[str]:
     """The writes of the processes that shared one line, each a line of its own."""
     line = _REPEATED_WHAT.sub(r"\1", line)
     cuts = [m.start() for m in _GLUED.finditer(line, 1)][:MAX_PIECES]
@@ -249,7 +249,7 @@ def _cleaned(raw: Iterable[str]) -> Iterator[Written]:
         if _SEPARATOR.fullmatch(line):
             continue
         first = unlabelled(line)
-        for piece in pieces(first.text):
+        for piece in split_writes(first.text):
             written = unlabelled(piece)
             yield Written(written.text, written.stamp or first.stamp)
 

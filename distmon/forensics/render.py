@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
-from distmon.forensics.blame import Blame, judge
+from distmon.forensics.blame import Blame, assign_blame
 from distmon.forensics.evidence import Evidence, evidence
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -27,14 +27,14 @@ from distmon.wire import SEND, GroupStatus, expand_runs
 
 def culprits(analysis: Analysis) -> list[int]:
     """The ranks the files prove at fault (:mod:`~distmon.forensics.blame`)."""
-    return judge(analysis).culprits
+    return assign_blame(analysis).culprits
 
 
-def summary(analysis: Analysis) -> str:
-    return judge(analysis).headline
+def analysis_summary(analysis: Analysis) -> str:
+    return assign_blame(analysis).headline
 
 
-def render(analysis: Analysis) -> str:
+def render_analysis(analysis: Analysis) -> str:
     judged = _judged(analysis)
     lines = [
         f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {count(analysis.world, 'rank')} "
@@ -43,7 +43,7 @@ def render(analysis: Analysis) -> str:
     if analysis.missing:
         lines.append(_missing(analysis.missing))
     lines.append("")
-    verdict = judge(analysis)
+    verdict = assign_blame(analysis)
     lines += _verdict(analysis, verdict)
     for a in [] if verdict.accounted else analysis.alerts:
         if a is not verdict.cause:
@@ -193,8 +193,8 @@ def _in_collective(g: GroupStatus, rank: int, analysis: Analysis) -> str:
     return f"in collective #{g.completed + 1}{op} of {visible(group_name(g.id, g))}{waited}"
 
 
-def to_json(analysis: Analysis) -> dict[str, Any]:
-    verdict = judge(analysis)
+def analysis_json(analysis: Analysis) -> dict[str, Any]:
+    verdict = assign_blame(analysis)
     return {
         "culprits": verdict.culprits,
         "suspects": [s.to_json() for s in verdict.suspects],

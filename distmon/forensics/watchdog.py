@@ -216,7 +216,7 @@ def whole(line: str) -> bool:
     return bool((counts and counts.end() < end) or _STUCK.search(line) or _DEVICE_ERROR.search(line))
 
 
-def said(line: str) -> Said | None:
+def watchdog_said(line: str) -> Said | None:
     """What the line says, if it is one of the watchdog's about a work, its heartbeat, or its
     device; None for any other line."""
     if not is_watchdog(line):

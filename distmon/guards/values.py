@@ -14,7 +14,7 @@ import sys
 from collections.abc import Callable, Mapping
 
 
-def parse(text: str, low: float, high: float, whole: bool = False) -> float:
+def parse_number(text: str, low: float, high: float, whole: bool = False) -> float:
     """``text`` as a number within [low, high]; ValueError saying what is accepted otherwise."""
     accepted = f"{'a whole number' if whole else 'a number'} from {low:g} to {high:g}"
     try:
@@ -31,7 +31,7 @@ def option(low: float, high: float, whole: bool = False) -> Callable[[str], floa
 
     def convert(text: str) -> float:
         try:
-            return parse(text, low, high, whole)
+            return parse_number(text, low, high, whole)
         except ValueError as e:
             raise argparse.ArgumentTypeError(str(e)) from None
 
@@ -50,7 +50,7 @@ def from_environment(name: str, default: float, low: float, high: float, env: Ma
     if text is None or not text.strip():
         return default
     try:
-        return parse(text.strip(), low, high)
+        return parse_number(text.strip(), low, high)
     except ValueError as e:
         print(f"distmon: {name}={text}: {e}; using {default:g}", file=sys.stderr)
         return default

@@ -35,13 +35,13 @@ from distmon.flightrecorder.fields import (
     InFlight,
     collectives_of,
     enqueued,
-    group_name,
+    entry_group,
+    last_started,
     number,
     p2p_in_flight,
     pg_names,
-    started,
 )
-from distmon.flightrecorder.loading import load
+from distmon.flightrecorder.loading import load_dump
 from distmon.hooks.p2p import Channel, P2PTracker
 from distmon.wire import ANY_SOURCE, P2P, GroupStatus, expand_runs, rank_runs
 
@@ -73,14 +73,14 @@ class Recorder:
     def status_by_name(self) -> dict[str, dict[str, Any]]:
         """The status dump's ``pg_status``, keyed by group name. An id it cannot name yet is
         looked up in a full dump, again only once that group has issued more collectives."""
-        status: dict[str, dict[str, Any]] = load(self.dump(False), walk_first=False).get("pg_status", {})
+        status: dict[str, dict[str, Any]] = load_dump(self.dump(False), walk_first=False).get("pg_status", {})
         todo = [
             pg_id
             for pg_id, entry in status.items()
             if pg_id not in self.names and self.unnamed.get(pg_id) != enqueued(entry)
         ]
         if todo:  # named by the entries, or by order where the ring no longer holds a group's work
-            for pg_id, name in pg_names(load(self.dump(True), walk_first=False)).items():
+            for pg_id, name in pg_names(load_dump(self.dump(True), walk_first=False)).items():
                 self.names.setdefault(pg_id, name)
             for pg_id in todo:
                 if pg_id not in self.names:
@@ -89,7 +89,7 @@ class Recorder:
 
     def entries(self) -> list[dict[str, Any]]:
         """The collectives of a full dump (the whole ring: only when something is unknown)."""
-        entries: list[dict[str, Any]] = load(self.dump(True), walk_first=False).get("entries", [])
+        entries: list[dict[str, Any]] = load_dump(self.dump(True), walk_first=False).get("entries", [])
         return entries
 
 
@@ -174,7 +174,7 @@ class GroupReader:
             group = GroupStatus(
                 enqueued=issued,
                 completed=max(completed, self._retired.get(m.meta["id"], 0)),
-                started=started(entry),
+                started=last_started(entry),
                 **m.meta,
             )
             if self._ages(group, now):
@@ -197,9 +197,9 @@ class GroupReader:
         if not recorders:
             return None
         for recorder in recorders:
-            status = load(recorder.dump(False), walk_first=False).get("pg_status", {})
+            status = load_dump(recorder.dump(False), walk_first=False).get("pg_status", {})
             for pg_id, entry in status.items():
-                begun = started(entry)
+                begun = last_started(entry)
                 last = enqueued(entry) if begun is None else begun
                 if last > number(entry, "last_completed_collective") and not self._sends(recorder, pg_id):
                     return True
@@ -251,7 +251,7 @@ class GroupReader:
         collectives: dict[str, int] = {}
         for recorder in self._distinct_recorders():
             for e in recorder.entries():
-                name = group_name(e)
+                name = entry_group(e)
                 collectives[name] = max(collectives.get(name, 0), int(e.get("collective_seq_id", 0)))
         for name, (pg, seq) in started.items():
             before = seq - collectives.get(name, 0)
@@ -272,7 +272,7 @@ class GroupReader:
         Only NCCL registers its groups in ``pg_config``; the CPU recorder's is empty (torch
         2.13), and the analyzer cannot place an entry whose group is not there. So the groups
         this process knows are filled in, in NCCL's shape."""
-        dumps = [load(r.dump(True), walk_first=False) for r in self._distinct_recorders()]
+        dumps = [load_dump(r.dump(True), walk_first=False) for r in self._distinct_recorders()]
         if not dumps:
             return None
         merged = dumps[0]

@@ -113,7 +113,7 @@ def take_looks(state: JobState, sight: Sight, blobs: list[bytes], now: float) ->
     looks = []
     for blob in blobs:
         try:
-            looks += eye_looks.decode(blob)
+            looks += eye_looks.decode_looks(blob)
         except WireError as e:
             state.refused({e.reason: 1})
     return sight.saw(looks, now)
@@ -182,7 +182,7 @@ class Monitor:
         message is."""
         new = take_looks(self.state, self.sight, blobs, now)
         if new and self.recorder is not None:
-            self.recorder.looks(now, eye_looks.encode(new))
+            self.recorder.looks(now, eye_looks.encode_looks(new))
 
     def tick(self, now: float) -> list[Change]:
         """Run the detector; returns the alerts raised, updated or resolved."""

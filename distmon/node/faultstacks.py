@@ -126,7 +126,7 @@ def stack_file(pid: int, uid: int) -> Path:
     return directory(uid) / str(pid)
 
 
-def parse(text: str) -> FaultStacks:
+def parse_fault_stacks(text: str) -> FaultStacks:
     """faulthandler's dump of every thread, read within limits whatever ``text`` holds."""
     threads: list[ThreadStack] = []
     cut = False
@@ -159,7 +159,7 @@ def _frame(file: str, line: str, func: str) -> StackFrame:
     return StackFrame(file=file, line=number, func=func, code=code)
 
 
-def take(pid: int, timeout: float = WAIT, env: Mapping[str, str] = os.environ) -> FaultStacks:
+def take_fault_stacks(pid: int, timeout: float = WAIT, env: Mapping[str, str] = os.environ) -> FaultStacks:
     """Every thread's stack of ``pid``, a process on this host whose hook armed faulthandler:
     signalled once, its dump awaited at most ``timeout`` seconds. Never raises."""
     sig = stack_signal(env)
@@ -197,7 +197,7 @@ def _take(pid: int, sig: int, timeout: float) -> FaultStacks:
         os.ftruncate(fd, 0)
     finally:
         os.close(fd)
-    return parse(data.decode("ascii", errors="replace"))
+    return parse_fault_stacks(data.decode("ascii", errors="replace"))
 
 
 def _status(pid: int, sig: int) -> tuple[int | None, int, bool]:

@@ -90,7 +90,7 @@ class Wanted:
         return [self.host, self.pid, stack, self.tid, self.thread, self.reporter]
 
 
-def wanted(raw: list[list[Any]]) -> list[Wanted]:
+def wanted_looks(raw: list[list[Any]]) -> list[Wanted]:
     """The requests of a ``look`` command (:attr:`distmon.wire.sockets.Command.looks`); those that are
     not one are skipped."""
     out = []
@@ -111,7 +111,7 @@ def _id(value: Any) -> int | None:
     return value if type(value) is int and 0 < value < 2**64 else None
 
 
-def encode(looks: list[Looks]) -> bytes:
+def encode_looks(looks: list[Looks]) -> bytes:
     return msgpack.packb([_node(one) for one in looks], use_bin_type=True)
 
 
@@ -140,8 +140,8 @@ def _stack(taken: Taken) -> list[Any]:
     return [taken.pid, taken.since, frames, s.error, s.owns_gil, s.partial, s.how]
 
 
-def decode(data: bytes) -> list[Looks]:
-    """What :func:`encode` wrote; raises :class:`WireError` for anything else."""
+def decode_looks(data: bytes) -> list[Looks]:
+    """What :func:`encode_looks` wrote; raises :class:`WireError` for anything else."""
     try:
         nodes = msgpack.unpackb(
             data, raw=False, max_str_len=MAX_TEXT, max_bin_len=0, max_array_len=65536, max_map_len=16, max_ext_len=0

@@ -32,7 +32,7 @@ MAX_ENDS_WATCHED = 4096
 """Processes watched for their end, at most: a node's ranks."""
 
 
-def gone(pid: int, t: float) -> Sample:
+def gone_sample(pid: int, t: float) -> Sample:
     """What a look at a process that no longer exists records: state ``X`` (dead)."""
     return Sample(pid, t, "X")
 
@@ -82,7 +82,7 @@ class Prober:
 
     def watch(self, pids: Iterable[int]) -> None:
         """Tell when each of ``pids`` ends, within :data:`WATCH_PERIOD` (a look saying it is gone:
-        :func:`gone`), from now on and while told so within :data:`FORGET`: the ranks that report
+        :func:`gone_sample`), from now on and while told so within :data:`FORGET`: the ranks that report
         on this node, so that one that dies without a word is known dead at once. Cheap: one
         small file a process. A process never seen alive is never told gone (it may live where
         this node's /proc does not see it), nor one whose pid another process took since."""
@@ -109,7 +109,7 @@ class Prober:
             self._thread.start()
 
     def take(self) -> list[Sample]:
-        """The looks taken since the last call, oldest first (a process gone: :func:`gone`)."""
+        """The looks taken since the last call, oldest first (a process gone: :func:`gone_sample`)."""
         with self._lock:
             seen, self._seen = self._seen, []
             return seen
@@ -137,7 +137,7 @@ class Prober:
                 continue
             for pid in due:
                 t = time.monotonic()
-                sample = look(pid, t, *self._threads.get(pid, (None, None))) or gone(pid, t)
+                sample = look(pid, t, *self._threads.get(pid, (None, None))) or gone_sample(pid, t)
                 with self._lock:
                     close = time.monotonic() - self._asked.get(pid, 0.0) < CLOSE_FOR
                     self._due[pid] = time.monotonic() + (min(CLOSE_PERIOD, self._period) if close else self._period)
@@ -170,5 +170,5 @@ class Prober:
                     if len(self._unseen) < MAX_ENDS_WATCHED:
                         self._unseen[pid] = now
                 else:
-                    self._seen.append(gone(pid, time.monotonic()))
+                    self._seen.append(gone_sample(pid, time.monotonic()))
                     del self._seen[:-MAX_SEEN]

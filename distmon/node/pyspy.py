@@ -95,7 +95,7 @@ def from_faulthandler(pid: int, refused: str, thread: int | None = None) -> Outs
     from the faulthandler its hook armed, saying why py-spy did not take it (``refused``);
     ``refused`` alone where it armed none, with faulthandler's error where that failed too.
     Never raises."""
-    stacks = faultstacks.take(pid)
+    stacks = faultstacks.take_fault_stacks(pid)
     if not stacks.armed:
         return OutsideStack(error=refused)
     chosen = stacks.choose(thread)

@@ -279,7 +279,7 @@ class NodeRelay:
         seen, now = [*self._seen, self.eye.take()], time.monotonic()
         said = [one for one in seen if one]
         if said or now - self._said >= REFRESH:  # an eye with nothing to say says it is there now and then
-            own.looks = [eye_looks.encode(said or seen[-1:])]
+            own.looks = [eye_looks.encode_looks(said or seen[-1:])]
             self._said = now
         self._told_an_end = any(sample.state == "X" for one in said for sample in one.samples)
         self._read_links = self._read_links or any(one.links is not None for one in said)
@@ -346,7 +346,7 @@ class NodeRelay:
                 self.counts["asked"] += 1
                 peers = self._relays_below
             elif command.action == LOOK:
-                self.eye.want(eye_looks.wanted(command.looks or []))
+                self.eye.want(eye_looks.wanted_looks(command.looks or []))
                 self.counts["looks_asked"] += 1
                 peers = self._relays_below
             else:

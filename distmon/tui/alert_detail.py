@@ -18,7 +18,7 @@ from distmon.monitor.state.words import time_of_day
 from distmon.tui.alerts_panel import SEVERITY_STYLE
 
 
-def evidence(alert: Alert) -> Text:
+def alert_evidence(alert: Alert) -> Text:
     out = Text()
     out.append(f"{alert.severity.upper()} {alert.kind}\n", style=SEVERITY_STYLE.get(alert.severity))
     out.append(f"{visible(alert.summary, MAX_LINE)}\n\n", style="bold")
@@ -42,7 +42,7 @@ class AlertDetail(ModalScreen[None]):
 
     def compose(self) -> ComposeResult:
         with VerticalScroll(id="alert-box"):
-            yield Static(evidence(self.alert))
+            yield Static(alert_evidence(self.alert))
         yield Footer()
 
     class RankWanted(Message):

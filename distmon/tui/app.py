@@ -160,7 +160,7 @@ class DistmonApp(App[None]):
             return f"live · {source.where}{dropped}"
         if source.kind == ATTACHED:
             silent = source.silent_for
-            lost = f" · monitor silent for {cells.duration(silent)}" if silent > SILENT_AFTER else ""
+            lost = f" · monitor silent for {cells.short_duration(silent)}" if silent > SILENT_AFTER else ""
             return f"attached · {source.where}{lost}"
         if player is None:
             return source.where
@@ -170,7 +170,7 @@ class DistmonApp(App[None]):
             mode = "to next alert"
         else:
             mode = "paused" if player.paused else f"playing {speed_name(player.speed)}"
-        at = cells.duration(self.feed.now() - player.start)
+        at = cells.short_duration(self.feed.now() - player.start)
         return f"replay {os.path.basename(source.where)} · {mode} · at {at}"
 
     # --- navigation ---------------------------------------------------------------------

@@ -10,7 +10,7 @@ from distmon.monitor.state import words
 BAR_CELLS = " ▏▎▍▌▋▊▉█"
 
 
-def size(n: float | None) -> str:
+def short_size(n: float | None) -> str:
     """Bytes as ``3.0G``, ``512M``."""
     if n is None or math.isnan(n):
         return "-"
@@ -21,7 +21,7 @@ def size(n: float | None) -> str:
     return f"{n:.0f}B"
 
 
-def duration(seconds: float | None) -> str:
+def short_duration(seconds: float | None) -> str:
     """``0.21s``, ``12s``, ``3m04s``, ``2h05m`` (:func:`~distmon.monitor.state.words.duration`,
     with hundredths under a second: a step time), ``-`` for none."""
     if seconds is None or math.isnan(seconds):

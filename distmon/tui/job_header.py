@@ -38,7 +38,7 @@ def headline(o: ov.Overview) -> Text:
         line.append("found, not hooked: seen from outside, no steps counted", style="bold cyan")
     else:
         line.append(f"step {o.steps} · {rate} steps/s")
-    line.append(f" · progress {cells.duration(o.since_progress)} ago")
+    line.append(f" · progress {cells.short_duration(o.since_progress)} ago")
     if 0 < o.found < o.ranks:
         line.append(f" · {o.found} found, not hooked", style="cyan")
     line.append(f" · {o.ranks}/{o.world} ranks on {o.hosts} host{'s' * (o.hosts != 1)}")
@@ -58,7 +58,7 @@ def story(o: ov.Overview) -> Text:
     c = o.oldest
     if c is not None and c.remaining is not None:
         line.append(" timeout in ", style="bold white on red")
-        line.append(f"{cells.duration(c.remaining)} ", style="bold white on red")
+        line.append(f"{cells.short_duration(c.remaining)} ", style="bold white on red")
     line.append(f" {visible(ov.culprit_words(o))}", style="bold")
     if c is None:
         return line
@@ -67,9 +67,9 @@ def story(o: ov.Overview) -> Text:
     if o.culprits and waiting:
         them = "it" if len(o.culprits) == 1 else "them"
         waits = "1 rank waits" if waiting == 1 else f"{waiting} ranks wait"
-        line.append(f" · {waits} for {them} in {what} for {cells.duration(c.age)}", style="bold yellow")
+        line.append(f" · {waits} for {them} in {what} for {cells.short_duration(c.age)}", style="bold yellow")
     else:
-        line.append(f" · {what} in flight for {cells.duration(c.age)}", style="bold yellow")
+        line.append(f" · {what} in flight for {cells.short_duration(c.age)}", style="bold yellow")
     return line
 
 

@@ -33,7 +33,7 @@ def collectives(rank: RankState, now: float) -> str:
     parts = []
     for g in rank.report.groups:
         if in_flight(g):
-            age = f" {cells.duration(rank.age(g.since, now))}" if g.since else ""
+            age = f" {cells.short_duration(rank.age(g.since, now))}" if g.since else ""
             parts.append(f"{g.op or '…'} #{g.completed + 1}{age}")
         else:
             parts.append(f"#{g.completed}")
@@ -43,7 +43,7 @@ def collectives(rank: RankState, now: float) -> str:
             blocked = True
             arrow = "→" if c.dir == wire.SEND else "←"
             peer = "*" if c.peer == wire.ANY_SOURCE else str(c.peer)
-            parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {cells.duration(rank.age(c.blocked_since, now))}")
+            parts.append(f"{c.dir}{arrow}{peer} #{c.blocked} {cells.short_duration(rank.age(c.blocked_since, now))}")
     waiting = blocked or any(in_flight(g) for g in rank.report.groups)
     where = where_words(rank) if not waiting else ""
     listed = " | ".join(parts) or "-"
@@ -100,7 +100,7 @@ class Column:
 
 def _step_time(r: RankState, now: float, width: int) -> str:
     stats = r.report.step_time
-    return cells.duration(stats.p50) if stats else "-"
+    return cells.short_duration(stats.p50) if stats else "-"
 
 
 def _holds(r: RankState, now: float, width: int) -> str:
@@ -115,7 +115,7 @@ def _gpu_util(r: RankState, now: float, width: int) -> str:
 
 
 def _rss(r: RankState, now: float, width: int) -> str:
-    return cells.size(r.rss())
+    return cells.short_size(r.rss())
 
 
 COLUMNS = (

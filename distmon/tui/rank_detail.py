@@ -22,10 +22,10 @@ from distmon.tui import cells
 from distmon.wire import Loader, StackFrame
 
 TRENDS = (
-    ("step_time", "step time", cells.duration),
+    ("step_time", "step time", cells.short_duration),
     ("waiting", "waits for peers", cells.percent),
-    ("gpu", "GPU allocated", cells.size),
-    ("rss", "host RSS", cells.size),
+    ("gpu", "GPU allocated", cells.short_size),
+    ("rss", "host RSS", cells.short_size),
 )
 
 
@@ -50,7 +50,7 @@ def title_line(rank: RankState, now: float, culprit: bool, told: str | None = No
         line.append("  culprit", style="bold red")
     line.append(f"  {visible(r.host)} · local rank {r.local_rank} · pid {r.pid}")
     counted = "found, not hooked" if r.outside is not None else f"step {r.steps}"
-    line.append(f" · {counted} · heard {cells.duration(rank.silent_for(now))} ago")
+    line.append(f" · {counted} · heard {cells.short_duration(rank.silent_for(now))} ago")
     return line
 
 
@@ -67,11 +67,11 @@ def stack_section(rank: RankState, now: float) -> Text:
         return Text(f"Not taken from outside: {visible(r.outside.stack_error or 'py-spy found no frame')}", "yellow")
     if r.stack is None:
         # Absence proves nothing: a rank named from outside may not have sent its stack yet.
-        floor = cells.duration(wire.STALL_FLOOR)
+        floor = cells.short_duration(wire.STALL_FLOOR)
         return Text(f"None reported: a rank sends its stack once it has made no progress for {floor} or more.", "dim")
     out = Text()
     if r.stalled_since is not None:
-        out.append(f"No progress for {cells.duration(r.t - r.stalled_since)}; ", style="yellow")
+        out.append(f"No progress for {cells.short_duration(r.t - r.stalled_since)}; ", style="yellow")
     out.append("innermost frame last" + (", taken from outside with py-spy:" if r.outside is not None else ":"))
     return out + frames(r.stack)
 
@@ -85,10 +85,10 @@ def collectives_section(rank: RankState, now: float) -> Text:
             age = rank.age(g.since, now) if g.since else None
             ahead = f" (issued up to {g.enqueued})" if g.enqueued > g.completed + 1 else ""
             out.append(f"  in flight: {visible(g.op or '?')} #{g.completed + 1}{ahead}", style="yellow")
-            out.append(f" for {cells.duration(age)}", style="yellow")
+            out.append(f" for {cells.short_duration(age)}", style="yellow")
             left = timeout_left(g, age) if age is not None else None
             if left is not None:
-                out.append(f", timeout in {cells.duration(left)}", style="yellow")
+                out.append(f", timeout in {cells.short_duration(left)}", style="yellow")
         out.append("\n")
     for c in rank.report.p2p:
         toward = "to" if c.dir == wire.SEND else "from"
@@ -97,7 +97,7 @@ def collectives_section(rank: RankState, now: float) -> Text:
         out.append(f" in group {c.group}  {c.completed} of {c.posted} done")
         if c.blocked is not None and c.blocked_since is not None:
             age = rank.age(c.blocked_since, now)
-            out.append(f"  blocked in #{c.blocked} for {cells.duration(age)}", style="yellow")
+            out.append(f"  blocked in #{c.blocked} for {cells.short_duration(age)}", style="yellow")
         out.append("\n")
     out.rstrip()
     if not out and rank.report.outside is not None:
@@ -112,7 +112,7 @@ def workers_section(rank: RankState) -> Text:
         out.append(f"DataLoader {loader.id}: {alive}/{loader.expected} alive\n", style="bold")
         for w in loader.workers:
             if w.alive:
-                out.append(f"  pid {w.pid}  alive  {cells.size(w.rss)}\n")
+                out.append(f"  pid {w.pid}  alive  {cells.short_size(w.rss)}\n")
             else:
                 how = w.signal or f"exit code {w.exitcode}"
                 out.append(f"  pid {w.pid}  dead ({how})\n", style="bold red")
@@ -124,7 +124,7 @@ def workers_section(rank: RankState) -> Text:
 
 def owed_batch(rank: RankState, loader: Loader) -> Text:
     """The batch the training loop waits for, the worker that owes it, and where that worker is."""
-    waited = f" for {cells.duration(rank.report.t - loader.since)}" if loader.since else ""
+    waited = f" for {cells.short_duration(rank.report.t - loader.since)}" if loader.since else ""
     out = Text(f"  the training loop waits{waited} for batch #{loader.waiting}", style="yellow")
     worker = next((w for w in loader.workers if w.id is not None and w.id == loader.worker), None)
     if worker is None:

@@ -90,10 +90,10 @@ FLAG_HAS_GPU = 64
 FLAG_FOUND = 128
 """The report is a node's eye's, for a rank found from outside (:class:`~distmon.wire.schema.Outside`);
 never with :data:`FLAG_RAISED` (the eye sees no exception). Ranks before issue 42 set this bit on
-an exception they judged a consequence: with :data:`FLAG_RAISED`, it is that (:func:`found`)."""
+an exception they judged a consequence: with :data:`FLAG_RAISED`, it is that (:func:`found_in_flags`)."""
 
 
-def found(flags: int) -> bool:
+def found_in_flags(flags: int) -> bool:
     """A header's ``flags`` say the report is a node's eye's for a rank found from outside."""
     return bool(flags & FLAG_FOUND) and not flags & FLAG_RAISED
 

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from distmon.export.plain import render
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from tests.support.recorder import Recorder, recording
 
 COLLECTIVE_TIMEOUT = 120.0
@@ -84,12 +84,12 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
         assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
         assert not [a for a in alerts if a["kind"] == "rank_lost"], "its process lives: one incident, one alert"
     if fault == "sigkill":  # the alerts, the ending and the table of ranks tell one story
-        ended = load(str(recorder.out))
+        ended = load_recording(str(recorder.out))
         assert ended.ending().startswith("failed: rank_lost: rank 2 "), ended.ending()
         [row] = [line for line in render(ended).splitlines() if line.startswith("  rank     2 ")]
         assert "its process is gone" in row, row
     if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
-        ended = load(str(recorder.out))
+        ended = load_recording(str(recorder.out))
         every_rank = f"ranks 0-{RANKS - 1}"
         assert ended.ending().startswith(f"stopped while hung: {every_rank} terminated by SIGTERM"), ended.ending()
         assert all(a.resolved is None for a in ended.alerts), ended.alerts
@@ -145,7 +145,7 @@ def test_healthy_run_raises_nothing(passing_faults: PassingFaultsJob) -> None:
     assert before == [], before
     others = [a for a in job.alerts if a["kind"] not in ("straggler", "memory_pressure") or a["ranks"] != [2]]
     assert others == [], others
-    assert load(str(job.recording)).ending() == "finished: every rank exited cleanly"
+    assert load_recording(str(job.recording)).ending() == "finished: every rank exited cleanly"
 
 
 def test_straggler_is_named(passing_faults: PassingFaultsJob) -> None:

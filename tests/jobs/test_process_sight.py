@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 
 from distmon.monitor.outside.sight import ALIVE, GONE, Seen
-from distmon.monitor.outside.verdicts import activity, judge
+from distmon.monitor.outside.verdicts import activity, judge_process
 from distmon.node.eye import NodeEye
 from distmon.node.prober import CLOSE_FOR, CLOSE_PERIOD, WATCH_PERIOD, Prober
 from distmon.node.proc import GIL_WAKES, Sample, look
@@ -76,7 +76,7 @@ def test_a_sleeping_process(python) -> None:
     p = python(SLEEPER)
     first, last = wait_for(lambda: (s := two_looks(p.pid, 0.5))[1].syscall == "clock_nanosleep" and s)
     assert last.state == "S" and last.wchan
-    verdict = judge(HOST, first, last)
+    verdict = judge_process(HOST, first, last)
     assert verdict.kind == "sleeping", verdict
     assert "asleep in clock_nanosleep" in verdict.words
     assert f"py-spy dump --native --pid {p.pid}" in verdict.next_step
@@ -86,7 +86,7 @@ def test_a_stopped_process(python) -> None:
     p = python(SLEEPER)
     os.kill(p.pid, signal.SIGSTOP)
     last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "T" and s)
-    verdict = judge(HOST, last, last)
+    verdict = judge_process(HOST, last, last)
     assert verdict.kind == "sigstopped", verdict
     assert "SIGSTOP" in verdict.words
     assert verdict.next_step.startswith(f"`kill -CONT {p.pid}` on {HOST}")
@@ -95,12 +95,12 @@ def test_a_stopped_process(python) -> None:
 def test_a_zombie_and_a_gone_process(python) -> None:
     p = python("print('ready', flush=True)")
     last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.state == "Z" and s)
-    verdict = judge(HOST, last, last)
+    verdict = judge_process(HOST, last, last)
     assert verdict.kind == "zombie", verdict
     assert f"its parent, pid {os.getpid()}" in verdict.words and str(os.getpid()) in verdict.next_step
     p.wait()
     assert look(p.pid, time.monotonic()) is None
-    assert judge(HOST, last, None).kind == "gone"
+    assert judge_process(HOST, last, None).kind == "gone"
 
 
 def test_a_process_blocked_opening_a_fifo(python, tmp_path: Path) -> None:
@@ -111,7 +111,7 @@ def test_a_process_blocked_opening_a_fifo(python, tmp_path: Path) -> None:
     last = wait_for(lambda: (s := look(p.pid, time.monotonic())) and s.syscall == "openat" and s)
     assert last.target == str(fifo) and last.fifo
     assert last.mount is not None and str(fifo).startswith(last.mount.point)
-    verdict = judge(HOST, last, last)
+    verdict = judge_process(HOST, last, last)
     assert verdict.kind == "file_io", verdict
     assert verdict.words.startswith(f"is blocked in the kernel opening {fifo} (openat, a FIFO, on {last.mount.point}")
     assert verdict.next_step.startswith(f"check that file system on {HOST}")
@@ -129,7 +129,7 @@ def test_a_relative_path_is_made_absolute(python, tmp_path: Path) -> None:
 def test_a_busy_process_and_a_writing_one_are_working(python, tmp_path: Path) -> None:
     busy = python("print('ready', flush=True)\nwhile True: pass")
     first, last = two_looks(busy.pid)
-    verdict = judge(HOST, first, last)
+    verdict = judge_process(HOST, first, last)
     assert verdict.kind == "working", verdict
     assert "s of CPU in" in verdict.words
 
@@ -137,7 +137,7 @@ def test_a_busy_process_and_a_writing_one_are_working(python, tmp_path: Path) ->
     code = f"f = open({str(out)!r}, 'wb'); print('ready', flush=True)\nwhile True: f.write(bytes(1 << 20)); f.flush()"
     writer = python(code)
     first, last = two_looks(writer.pid)
-    verdict = judge(HOST, first, last)
+    verdict = judge_process(HOST, first, last)
     assert verdict.kind == "working" and "wrote" in verdict.words, verdict
 
 
@@ -147,7 +147,7 @@ def test_a_process_holding_the_gil_in_native_code(python) -> None:
     p = python("import ctypes; print('ready', flush=True); ctypes.PyDLL(None).sleep(60)")
     taken = wait_for(lambda: (t := dump(p.pid)).frames and t.owns_gil and t)
     first, last = two_looks(p.pid, 0.5)
-    verdict = judge(HOST, first, last, taken.frames, taken.owns_gil)
+    verdict = judge_process(HOST, first, last, taken.frames, taken.owns_gil)
     assert verdict.kind == "gil", verdict
     assert verdict.summary == "holds the GIL in native code (sleep)", verdict
     assert "holds the GIL in native code, in sleep (libc" in verdict.words, verdict
@@ -184,7 +184,7 @@ def test_the_training_thread_is_looked_at_by_its_native_id(python) -> None:
         time.sleep(0.5)
         last = look(process.pid, time.monotonic(), tid)
         assert last is not None and (last.tid, last.state) == (tid, "S")
-        verdict = judge(HOST, first, last)
+        verdict = judge_process(HOST, first, last)
         assert verdict.kind == "sleeping" and "asleep in clock_nanosleep" in verdict.words, verdict
         assert f"/proc/{process.pid}/task/{tid}: State: S" in "\n".join(verdict.evidence)
         if executable() is not None:

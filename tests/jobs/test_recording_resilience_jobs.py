@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from distmon.monitor.recording.format import received
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from tests.support.commands import DISTMON
 from tests.support.messages import sender
@@ -58,4 +58,4 @@ def test_a_file_that_cannot_grow_stops_the_recording_not_the_monitor(tmp_path: P
     assert out.stat().st_size <= LIMIT
     _, records = read_recording(str(out))
     assert sum(1 for _ in received(records)) > 32  # the part written before reads back
-    load(str(out))
+    load_recording(str(out))

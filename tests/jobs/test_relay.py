@@ -27,7 +27,7 @@ import zmq
 from distmon import keys
 from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.recording.format import ColumnRecord
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.rules.keeping_up import KeepingUp
 from distmon.monitor.state import JobState
@@ -672,7 +672,7 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
         recorder.stop()
     closing_a = relay_a.stop()
     assert re.match(r"distmon relay: [1-9]\d* reports in ", closing_a), closing_a
-    alerts = load(str(out)).alerts
+    alerts = load_recording(str(out)).alerts
     hangs = [a for a in alerts if a.kind == "hang"]
     assert hangs and hangs[0].ranks == [3], alerts
     _, records = read_recording(str(out))

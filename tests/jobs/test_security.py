@@ -68,11 +68,11 @@ def test_keygen_writes_a_0600_file_and_never_replaces_one(tmp_path: Path) -> Non
         os.umask(old)
     assert result.returncode == 0, result.stderr
     assert stat.S_IMODE(path.stat().st_mode) == 0o600
-    key = keys.load(str(path))
+    key = keys.load_key(str(path))
     assert key.server.public != key.client.public
     again = distmon("keygen", str(path))
     assert again.returncode == 2 and len(again.stderr.strip().splitlines()) == 1
-    assert keys.load(str(path)) == key, "an existing key is never replaced"
+    assert keys.load_key(str(path)) == key, "an existing key is never replaced"
 
 
 @pytest.mark.parametrize("mode", [0o644, 0o640, 0o604, 0o660])
@@ -239,7 +239,7 @@ def test_a_keyed_job_is_heard_and_senders_without_its_key_are_refused_and_counte
     with (
         recording(out, address, "--key-file", str(key_file)) as recorder,
         sender(address, linger=0) as plain,
-        sender(address, keys.load(str(other_key)), linger=0) as wrong,
+        sender(address, keys.load_key(str(other_key)), linger=0) as wrong,
         torchrun(2, "--steps", "40", endpoint=address) as job,
     ):
         for rank in range(2):  # never delivered: a send may find no connection to queue to
@@ -281,7 +281,7 @@ def test_watch_shows_refused_senders_while_no_rank_is_heard(key_file: Path) -> N
     """The live feed of `distmon watch`, keyed: a sender without the key is counted, and the
     header says so before any rank has reported."""
     address = tcp_endpoint()
-    feed = LiveFeed(address, key=keys.load(str(key_file)))
+    feed = LiveFeed(address, key=keys.load_key(str(key_file)))
     monitor = Monitor()
     session = Session(feed, monitor)
     try:
@@ -356,7 +356,7 @@ def test_a_keyed_rank_facing_a_monitor_of_another_job_trains_on_and_exits_prompt
     other = tmp_path / "other.key"
     keys.generate(str(other))
     address = tcp_endpoint()
-    receiver = Receiver(address, keys.load(str(other)))
+    receiver = Receiver(address, keys.load_key(str(other)))
     script = tmp_path / "rank.py"
     script.write_text(KEYED_RANK)
     env = {**os.environ, "DISTMON_ENDPOINT": address, "DISTMON_KEY_FILE": str(key_file), "DISTMON_INTERVAL": "0.1"}

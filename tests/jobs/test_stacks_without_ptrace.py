@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from distmon.node.faultstacks import stack_file, take
+from distmon.node.faultstacks import stack_file, take_fault_stacks
 from distmon.node.pyspy import executable, yama_scope
 
 RANK = textwrap.dedent(
@@ -41,11 +41,11 @@ RANK = textwrap.dedent(
 READER = textwrap.dedent(
     """
     import dataclasses, json, sys
-    from distmon.node.faultstacks import take
+    from distmon.node.faultstacks import take_fault_stacks
     from distmon.node.pyspy import dump
 
     pid = int(sys.argv[1])
-    stacks = take(pid)
+    stacks = take_fault_stacks(pid)
     taken = dump(pid)
     print(json.dumps({"take": dataclasses.asdict(stacks), "dump": dataclasses.asdict(taken)}))
     """
@@ -170,7 +170,7 @@ def test_a_rank_with_a_tmp_of_its_own_is_read_through_its_root(tmp_path: Path, m
         path = process.stdout.readline().strip()
         assert path == str(stack_file(process.pid, 0)) and not Path(path).exists()  # not in this /tmp
         deadline = time.monotonic() + 30
-        while (main := take(process.pid).choose()) is None or main.frames[-1].func != "match":
+        while (main := take_fault_stacks(process.pid).choose()) is None or main.frames[-1].func != "match":
             assert time.monotonic() < deadline, main
         assert [f.func for f in main.frames][-2:] == ["catastrophic", "match"]
     finally:

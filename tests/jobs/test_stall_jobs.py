@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from tests.support.commands import DISTMON, TORCHRUN, distmon
 from tests.support.paths import TRAIN
 from tests.support.processes import kill_tree, start
@@ -78,7 +78,7 @@ class StallingJob:
         text = distmon("report", self.out, check=True).stdout
         injected = INJECTED.search(self.log.read_text())
         assert injected, self.log.read_text()[-3000:]
-        assert all(a.resolved is None for a in load(str(self.out)).alerts), "an alert resolved by the kill"
+        assert all(a.resolved is None for a in load_recording(str(self.out)).alerts), "an alert resolved by the kill"
         return Stalled(alerts, text, float(injected.group(1)))
 
     def kill(self) -> None:

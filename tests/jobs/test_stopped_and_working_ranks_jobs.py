@@ -30,7 +30,7 @@ from pathlib import Path
 import pytest
 
 from distmon.monitor.recording.format import AlertEvent
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.alerts import Alert
 from tests.support.recorder import recording
@@ -122,7 +122,7 @@ def test_the_frozen_job_ran_through_and_nobody_was_lost(frozen: Job) -> None:
     raised = [(e.alert.kind, e.alert.ranks) for e in frozen.events if e.event == "raised"]
     assert raised == [("hang", [2]), ("hang", [1]), ("hang", [0])], "one alert per incident, none after it"
     assert "Traceback" not in frozen.recorder_log, frozen.recorder_log
-    assert load(str(frozen.recording)).ending() == "finished: every rank exited cleanly"
+    assert load_recording(str(frozen.recording)).ending() == "finished: every rank exited cleanly"
 
 
 def test_a_stopped_rank_is_one_alert_that_says_kill_cont(frozen: Job) -> None:
@@ -165,7 +165,7 @@ def test_a_working_job_raises_no_critical_alert_and_no_straggler(working: Job) -
     assert critical == [], critical
     stragglers = [(e.t, e.alert.summary) for e in working.events if e.alert.kind == "straggler"]
     assert stragglers == [], "the peers' wait at the checkpoint's barrier makes no straggler of rank 0"
-    assert load(str(working.recording)).ending() == "finished: every rank exited cleanly"
+    assert load_recording(str(working.recording)).ending() == "finished: every rank exited cleanly"
 
 
 def test_a_slow_checkpoint_is_a_warning_that_says_checkpoint(working: Job) -> None:

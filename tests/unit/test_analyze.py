@@ -13,8 +13,8 @@ import pytest
 
 from distmon.cli import main
 from distmon.forensics.analysis import POST_MORTEM, analyze
-from distmon.forensics.blame import judge
-from distmon.forensics.render import culprits, render, to_json
+from distmon.forensics.blame import assign_blame
+from distmon.forensics.render import analysis_json, culprits, render_analysis
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode
@@ -72,7 +72,7 @@ def test_a_pipeline_hang_names_the_stuck_stage_rank_alone(tmp_path: Path) -> Non
     assert culprits(analysis) == [STUCK]
     assert analysis.world == 8 and analysis.world_from == "the dumps" and analysis.missing == {}
     assert all(len(r.groups) >= 3 for r in analysis.ranks.values())
-    text = render(analysis)
+    text = render_analysis(analysis)
     assert f"CULPRIT rank {STUCK}: hang: rank {STUCK} holds up the job" in text
     assert "rank 1 in send #4 to rank 5 in group" in text
     assert "(TENSOR_MODEL_PARALLEL_GROUP, ranks 4-5)" in text
@@ -112,9 +112,9 @@ def test_a_missing_and_an_empty_dump_are_evidence(tmp_path: Path) -> None:
     analysis = analyze([str(tmp_path)])
     assert analysis.missing == {7: "no file", STUCK: "empty dump"}
     assert culprits(analysis) == [STUCK]
-    found = to_json(analysis)
+    found = analysis_json(analysis)
     assert found["missing"] == [{"rank": STUCK, "reason": "empty dump"}, {"rank": 7, "reason": "no file"}]
-    assert "No evidence from: rank 5 (empty dump); rank 7 (no file)" in render(analysis)
+    assert "No evidence from: rank 5 (empty dump); rank 7 (no file)" in render_analysis(analysis)
 
 
 class CallsAFunction:
@@ -169,19 +169,19 @@ OLD_LOG = """\
 def test_a_log_suspects_the_rank_that_printed_no_watchdog_line(tmp_path: Path) -> None:
     (tmp_path / "job.log").write_text(NEW_LOG)
     analysis = analyze([str(tmp_path / "job.log")], world=4)
-    assert culprits(analysis) == [] and [s.rank for s in judge(analysis).suspects] == [2]
+    assert culprits(analysis) == [] and [s.rank for s in assign_blame(analysis).suspects] == [2]
     assert analysis.world_from == "--world"
     assert analysis.missing == {2: "no watchdog line in the log"}
-    text = render(analysis)
+    text = render_analysis(analysis)
     assert "ranks 0-1: waits in collective #1580 (all_reduce) of group 0 (default_pg, ranks 0-3) for 10m00s" in text
 
 
 def test_the_old_format_and_a_world_the_log_cannot_tell(tmp_path: Path) -> None:
     (tmp_path / "job.log").write_text(OLD_LOG)
     analysis = analyze([str(tmp_path)], world=3)
-    assert culprits(analysis) == [] and [s.rank for s in judge(analysis).suspects] == [2]
+    assert culprits(analysis) == [] and [s.rank for s in assign_blame(analysis).suspects] == [2]
     assert analysis.missing == {2: "no line in the log"}
-    assert "(_all_gather_base)" in render(analysis)
+    assert "(_all_gather_base)" in render_analysis(analysis)
     alone = analyze([str(tmp_path)])
     assert alone.world == 2 and alone.world_from == "the highest rank seen"
 
@@ -235,7 +235,7 @@ def test_a_group_no_entry_names_is_listed_not_guessed(tmp_path: Path) -> None:
     recorders[0].status["unused"] = [3, -1, 2]
     recorders[0].pg_ids["unused"] = 99
     write(recorders, tmp_path)
-    rank0 = to_json(analyze([str(tmp_path)]))["ranks"][0]
+    rank0 = analysis_json(analyze([str(tmp_path)]))["ranks"][0]
     assert rank0["unnamed_groups"] == ["99"] and rank0["version"] == "2.7"
 
 

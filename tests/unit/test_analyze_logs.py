@@ -17,10 +17,10 @@ import pytest
 from distmon.cli import main
 from distmon.forensics import standings
 from distmon.forensics.analysis import Analysis, analyze
-from distmon.forensics.blame import NOTHING, judge
+from distmon.forensics.blame import NOTHING, assign_blame
 from distmon.forensics.logs import read_log
 from distmon.forensics.pasted import MAX_LINE
-from distmon.forensics.render import culprits, render, summary
+from distmon.forensics.render import analysis_summary, culprits, render_analysis
 from distmon.wire import PEER_LOST
 from tests.support.paths import DATA
 
@@ -62,11 +62,11 @@ def test_each_shape_names_the_rank_the_rules_name(
     name: str, world: int | None, proven: list[int], suspect: int | None, words: str
 ) -> None:
     analysis = analyze([str(LOGS / name)], world=world)
-    verdict = judge(analysis)
-    assert verdict.culprits == proven, render(analysis)
-    assert [s.rank for s in verdict.suspects[:1]] == ([] if suspect is None else [suspect]), render(analysis)
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == proven, render_analysis(analysis)
+    assert [s.rank for s in verdict.suspects[:1]] == ([] if suspect is None else [suspect]), render_analysis(analysis)
     assert words in verdict.headline
-    assert NOTHING not in verdict.headline and "no rank was waiting" not in render(analysis)
+    assert NOTHING not in verdict.headline and "no rank was waiting" not in render_analysis(analysis)
     assert analysis.problems == []
     said = f"Culprit: rank {proven[0]}" if proven else f"Suspected: rank {suspect}"
     assert said in (LOGS / name).read_text().splitlines()[0]
@@ -78,7 +78,7 @@ def test_a_suspect_is_said_suspected_and_named_no_culprit(capsys: pytest.Capture
     assert found["culprits"] == [] and found["evidence"] == []
     assert found["suspects"][0]["rank"] == 0 and "no line in the log" in found["suspects"][0]["why"]
     assert "suspected" in found["summary"]
-    printed = render(analyze([str(LOGS / "docker_silent_rank0.log")]))
+    printed = render_analysis(analyze([str(LOGS / "docker_silent_rank0.log")]))
     assert "SUSPECTED rank 0" in printed and "CULPRIT" not in printed
 
 
@@ -205,7 +205,7 @@ def test_an_nccl_warning_before_torchruns_table_leaves_the_table_whole() -> None
         "been destroyed before we destruct ProcessGroupNCCL. (function operator())"
     )
     text = table.replace("torch.distributed.elastic.multiprocessing.errors.ChildFailedError:", f"{warning}\nfailed:")
-    assert "rank 3 raised ValueError" in summary(analyze_text(text))
+    assert "rank 3 raised ValueError" in analysis_summary(analyze_text(text))
 
 
 def test_a_root_cause_that_timed_out_like_its_peers_is_no_failure_of_its_own() -> None:
@@ -216,7 +216,7 @@ def test_a_root_cause_that_timed_out_like_its_peers_is_no_failure_of_its_own() -
     )
     analysis = analyze_text(text.replace("torch.distributed.elastic", f"{timed_out}\ntorch.distributed.elastic", 1))
     assert 5 not in analysis.monitor.state.ranks or analysis.monitor.state.ranks[5].report.exception is None
-    assert "raised" not in summary(analysis)
+    assert "raised" not in analysis_summary(analysis)
 
 
 def test_a_groups_initialization_lines_give_its_members() -> None:
@@ -235,7 +235,7 @@ def test_a_watchdog_line_of_no_known_rank_makes_a_job_log_said_so() -> None:
     analysis = analyze_text(line)
     assert analysis.logs == 1
     assert analysis.problems == ["1 watchdog lines name no global rank (no [rankN]: prefix): left out"]
-    assert "rank 1 of group 3: all_reduce #5" in summary(analysis)
+    assert "rank 1 of group 3: all_reduce #5" in analysis_summary(analysis)
 
 
 def test_after_a_restart_a_ranks_last_line_counts() -> None:
@@ -264,7 +264,7 @@ def test_the_python_side_timeout_is_a_wait_and_a_consequence_in_a_sentence_too()
         "We then saw `[Rank 2] Caught collective operation timeout: WorkNCCL(SeqNum=143, OpType=BROADCAST, "
         "TensorShape=[1], Timeout(ms)=3600000) ran for 3600090 milliseconds before timing out.` on the other node\n"
     )
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [0]
     assert "ranks 1-2 wait in collective #143 (broadcast)" in verdict.headline and "1h00m" in verdict.headline
     assert PEER_LOST.search("[Rank 1] Caught collective operation timeout: WorkNCCL(SeqNum=143, OpType=BROADCAST")
@@ -272,7 +272,7 @@ def test_the_python_side_timeout_is_a_wait_and_a_consequence_in_a_sentence_too()
 
 def test_a_timeout_set_absurdly_low_blames_nobody() -> None:
     log = "\n".join(CAUGHT.format(r=r, seq=9 + r, ms=1, ran=5) for r in range(3))
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
     assert "Timeout(ms)=1" in verdict.nobody and "configuration" in verdict.nobody
 
@@ -285,11 +285,11 @@ def test_every_rank_in_one_collective_together_blames_nobody() -> None:
         for r in range(4)
     )
     analysis = analyze_text(log)
-    verdict = judge(analysis)
+    verdict = assign_blame(analysis)
     assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
     assert "within 0.3s of each other" in verdict.nobody and "transport" in verdict.nobody
     assert "unless the job has more" not in verdict.nobody, "the world is the launcher's, not a guess"
-    assert "NOBODY TO BLAME" in render(analysis)
+    assert "NOBODY TO BLAME" in render_analysis(analysis)
 
 
 def test_every_rank_in_the_first_collective_blames_the_network() -> None:
@@ -301,7 +301,7 @@ def test_every_rank_in_the_first_collective_blames_the_network() -> None:
         "NumelOut=1, Timeout(ms)=600000) ran for 600020 milliseconds before timing out."
         for r in range(2)
     )
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
     assert "collective #1 (all_reduce)" in verdict.nobody and "never reached each other" in verdict.nobody
 
@@ -321,7 +321,7 @@ def test_launcher_labels_are_no_ranks() -> None:
     )
     analysis = analyze_text(log)
     assert sorted(analysis.log.seen) == [0, 3, 5]
-    assert judge(analysis).culprits == [3] and analysis.log.raised[3].type == "ValueError"
+    assert assign_blame(analysis).culprits == [3] and analysis.log.raised[3].type == "ValueError"
 
 
 def test_a_traceback_cut_before_its_exception_line_is_the_first_cause() -> None:
@@ -340,8 +340,8 @@ def test_a_traceback_cut_before_its_exception_line_is_the_first_cause() -> None:
         ]
     )
     analysis = analyze_text(log)
-    verdict = judge(analysis)
-    assert verdict.culprits == [2], render(analysis)
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [2], render_analysis(analysis)
     assert analysis.log.raised[2].cut and analysis.log.raised[2].frames[-1].func == "main"
 
 
@@ -372,7 +372,7 @@ def test_interleaved_tracebacks_without_prefixes_are_read_and_their_exception_pl
     )
     analysis = analyze_text(log)
     assert [r.type for r in analysis.log.unplaced] == ["torch.OutOfMemoryError", "RuntimeError"]
-    verdict = judge(analysis)
+    verdict = assign_blame(analysis)
     assert verdict.culprits == [] and verdict.suspects[0].rank == 1
     assert "torch.OutOfMemoryError: CUDA out of memory" in verdict.suspects[0].why
 

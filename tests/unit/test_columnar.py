@@ -22,7 +22,7 @@ from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.batches import stored_batch
 from distmon.monitor.recording.format import ColumnRecord, MessageRecord
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
@@ -157,7 +157,7 @@ def test_a_recording_of_columns_replays_and_reports_as_it_ran(tmp_path: Path) ->
     replayed = Session(ReplayFeed(str(out), speed=math.inf), Monitor())
     again = [(t, c.event, c.alert.kind, c.alert.ranks) for t, c in replayed.finish()]
     assert [change for change in again if change[0] <= said[-1][0]] == said
-    pm = load(str(out))
+    pm = load_recording(str(out))
     assert pm.state.received == live.state.received == 32 * 20
     assert same_columns(pm.state.cols, live.state.cols) == []
     assert [a.kind for a in pm.alerts] == [kind for _, event, kind, _ in said if event == "raised"]
@@ -176,7 +176,7 @@ def test_old_recordings_of_frames_still_replay_beside_the_new(tmp_path: Path) ->
     for record in relayed(sim.stream(until=15), SimRelays(1, 16), sim.start, until=15):
         columns.batch(record.t, record.batch)
     columns.close()
-    old, new = load(str(tmp_path / "frames.distmon")), load(str(tmp_path / "columns.distmon"))
+    old, new = load_recording(str(tmp_path / "frames.distmon")), load_recording(str(tmp_path / "columns.distmon"))
     assert old.first_cause is None or old.first_cause.ranks == [3]
     assert {r: s.report.steps for r, s in old.state.ranks.items()} == {
         r: s.report.steps for r, s in new.state.ranks.items()

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from distmon import wire
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state import JobState, consequences
 from distmon.monitor.state.limits import LIMITS
@@ -81,7 +81,7 @@ def replayed(sim: SimJob, stream: Iterable[tuple[float, bytes]], tmp_path: Path,
         for t, raw in stream:
             writer.message(t, raw)
     writer.close()
-    return load(path).state
+    return load_recording(path).state
 
 
 WAYS: dict[str, Callable[[SimJob, list[tuple[float, bytes]], Path], JobState]] = {
@@ -138,8 +138,8 @@ def test_a_report_is_decoded_for_its_verdict_only_when_its_rank_newly_raises(mon
         judged.append(raw)
         return real(raw)
 
-    real = consequences.judge
-    monkeypatch.setattr(consequences, "judge", judge)
+    real = consequences.judge_exception
+    monkeypatch.setattr(consequences, "judge_exception", judge)
     sim = SimJob(world=64)
     state = JobState(LIMITS)
     lost = ExceptionInfo("RuntimeError", CONNECTION_CLOSED, None, [], sim.start)

@@ -11,7 +11,7 @@ import pytest
 
 from distmon.doctor.collective_smoke import RankResult, assess
 from distmon.doctor.host import MiB, shm_check
-from distmon.doctor.launch_command import check_launch, parse
+from distmon.doctor.launch_command import check_launch, parse_launch
 from distmon.doctor.results import Status
 from distmon.doctor.torch_env import TorchFacts, gpus_check, torch_check, visible_devices_check
 
@@ -111,12 +111,12 @@ def test_the_doctor_says_when_an_nccl_jobs_dumps_will_not_be_written(
     ],
 )
 def test_launch_commands_are_recognised(argv: list[str], launcher: str | None, script: str) -> None:
-    launch = parse(argv)
+    launch = parse_launch(argv)
     assert (launch.launcher, launch.script) == (launcher, script)
 
 
 def test_ranks_started_one_per_process_need_the_rendezvous_address(tmp_path) -> None:
-    launch = parse(["srun", "-n", "4", "python", "train.py"])
+    launch = parse_launch(["srun", "-n", "4", "python", "train.py"])
     (tmp_path / "train.py").write_text("")
     bare = check_launch(launch, str(tmp_path), {})
     assert [(c.name, c.status) for c in bare] == [("launcher", Status.WARN), ("launch", Status.PASS)]
@@ -127,11 +127,11 @@ def test_ranks_started_one_per_process_need_the_rendezvous_address(tmp_path) -> 
 
 def test_a_multi_node_launch_without_a_relay_per_node_is_told_its_nodes_have_no_eye(tmp_path) -> None:
     (tmp_path / "train.py").write_text("")
-    launch = parse(["torchrun", "--nnodes=2", "--nproc-per-node=4", "train.py"])
+    launch = parse_launch(["torchrun", "--nnodes=2", "--nproc-per-node=4", "train.py"])
     (eyes,) = [c for c in check_launch(launch, str(tmp_path), {}) if c.name == "eyes"]
     assert eyes.status is Status.WARN and "judged from their ranks' reports only" in eyes.detail
     assert "distmon run --relay" in (eyes.fix or "")
     relayed = check_launch(launch, str(tmp_path), {"DISTMON_ENDPOINT": "ipc:///tmp/distmon-node.sock"})
     assert [c.status for c in relayed if c.name == "eyes"] == [Status.PASS]
-    single = parse(["torchrun", "--nproc-per-node=4", "train.py"])
+    single = parse_launch(["torchrun", "--nproc-per-node=4", "train.py"])
     assert not [c for c in check_launch(single, str(tmp_path), {}) if c.name == "eyes"]

@@ -57,13 +57,13 @@ def watched(
     none), through the one loop up to ``until``; ``words_at`` moves a rank's last words.
     Returns each alert raised as it was raised: the second, its kind and ranks."""
     sim = SimJob(world=4).kill(2, at=KILLED)
-    records: list[Record] = [LooksRecord(sim.start, eye_looks.encode([Looks("node000")]))] if eye else []
+    records: list[Record] = [LooksRecord(sim.start, eye_looks.encode_looks([Looks("node000")]))] if eye else []
     for t, raw in sim.stream(until=until):
         report = wire.decode(raw)
         moved = report.exception is not None and words_at is not None and report.rank in words_at
         records.append(MessageRecord(sim.start + words_at[report.rank] if moved else t, raw))  # type: ignore[index]
     for rank, t in ends.items():
-        looks = eye_looks.encode([Looks("node000", [Sample(10_000 + rank, 500.0 + t, "X")])])
+        looks = eye_looks.encode_looks([Looks("node000", [Sample(10_000 + rank, 500.0 + t, "X")])])
         records.append(LooksRecord(sim.start + t, looks))
     records.sort(key=lambda r: r.t)
     monitor = Monitor(Detector())

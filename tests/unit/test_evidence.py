@@ -9,7 +9,7 @@ from pathlib import Path
 
 from distmon.forensics.analysis import analyze
 from distmon.forensics.evidence import CODE, HARDWARE, evidence
-from distmon.forensics.render import culprits, render
+from distmon.forensics.render import culprits, render_analysis
 from tests.support.nccl_dumps import Group, RankRecorder
 
 WORLD = Group("0", "default_pg", [0, 1, 2, 3])
@@ -85,7 +85,9 @@ def test_a_host_that_stopped_enqueuing_is_named_from_its_status_alone(tmp_path: 
     (found,) = evidence(analysis, [3])
     assert found.points_at == CODE and "host stopped enqueuing" in found.why
     assert "is #10; rank 2 enqueued up to #11; rank 2 waits in #11" in found.facts[0]
-    assert "rank 3: CULPRIT, its host stopped enqueuing while its peers went on; nothing in flight" in render(analysis)
+    assert "rank 3: CULPRIT, its host stopped enqueuing while its peers went on; nothing in flight" in render_analysis(
+        analysis
+    )
 
 
 def test_a_collective_every_member_issued_names_the_member_behind_elsewhere(tmp_path: Path) -> None:
@@ -133,7 +135,7 @@ def test_a_send_both_ends_are_held_up_in_does_not_arrive(tmp_path: Path) -> None
     recorders[2].recv(PP.name, 0, done=False)
     analysis = analyze(active_only(recorders, tmp_path))
     assert culprits(analysis) == [0, 2]
-    assert "does not arrive" in render(analysis)
+    assert "does not arrive" in render_analysis(analysis)
 
 
 def test_a_receive_its_sender_completed_is_the_receivers_device(tmp_path: Path) -> None:

@@ -18,7 +18,7 @@ from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
 from distmon.node import looks as eye_looks
 from distmon.node.links import NET, Link
-from distmon.node.looks import Looks, Taken, Wanted, wanted
+from distmon.node.looks import Looks, Taken, Wanted, wanted_looks
 from distmon.node.proc import Mount, Sample
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, encode
@@ -44,7 +44,7 @@ def node_b() -> Looks:
 
 
 def test_looks_read_back_as_sent() -> None:
-    (back,) = eye_looks.decode(eye_looks.encode([node_b()]))
+    (back,) = eye_looks.decode_looks(eye_looks.encode_looks([node_b()]))
     assert back == node_b()
 
 
@@ -64,17 +64,17 @@ def test_looks_read_back_as_sent() -> None:
 )
 def test_what_is_not_looks_is_refused(claim: bytes) -> None:
     with pytest.raises(WireError, match="malformed_looks"):
-        eye_looks.decode(claim)
+        eye_looks.decode_looks(claim)
 
 
 def test_a_field_a_reader_does_not_know_is_skipped_and_one_it_lacks_is_empty() -> None:
     node = {"host": "b", "fields": ["pid", "t", "state", "later"], "samples": [[7, 1.0, "R", "x"]], "stacks": []}
-    (back,) = eye_looks.decode(msgpack.packb([node]))
+    (back,) = eye_looks.decode_looks(msgpack.packb([node]))
     assert back.samples == [Sample(7, 1.0, "R")]
 
 
 def test_looks_travel_with_a_relays_columns_and_merge_up_a_tree() -> None:
-    here, there = eye_looks.encode([Looks("node-a", [a_look(1, 5.0)])]), eye_looks.encode([node_b()])
+    here, there = eye_looks.encode_looks([Looks("node-a", [a_look(1, 5.0)])]), eye_looks.encode_looks([node_b()])
     merged = ColumnBatch.merged([ColumnBatch(looks=[here]), ColumnBatch(looks=[there])])
     back = decode_columns(column_frames(merged))
     assert back.looks == [here, there]
@@ -86,10 +86,10 @@ def test_looks_travel_with_a_relays_columns_and_merge_up_a_tree() -> None:
 def test_a_look_command_reaches_the_eyes_and_names_what_to_take() -> None:
     asked = [Wanted("node-b", 42), Wanted("node-b", 43, T0 + 1, stopped=True, tid=44, thread=7 << 40, reporter=45)]
     command = decode_command(encode_command(Command(LOOK, "j", "why", looks=[w.encoded() for w in asked])))
-    assert wanted(command.looks or []) == asked
-    assert wanted([["node-b", -1, None], ["node-b"], [3, 4, None], ["node-b", 5, ["x", True]]]) == []
+    assert wanted_looks(command.looks or []) == asked
+    assert wanted_looks([["node-b", -1, None], ["node-b"], [3, 4, None], ["node-b", 5, ["x", True]]]) == []
     older = [["node-b", 42, None, 44, 7 << 40]]  # an older monitor's: no reporting thread
-    assert wanted(older) == [Wanted("node-b", 42, tid=44, thread=7 << 40)]
+    assert wanted_looks(older) == [Wanted("node-b", 42, tid=44, thread=7 << 40)]
 
 
 def test_the_sight_holds_what_each_node_said_and_asks_for_what_the_rules_asked() -> None:
@@ -119,7 +119,7 @@ def test_what_the_eyes_saw_is_recorded_and_a_replay_sees_it_at_the_same_ticks(tm
     live = Monitor(recorder=RecordingWriter(str(out)))
     said = [(T0 + 0.5, Looks("node-b")), (T0 + 1.2, node_b()), (T0 + 2.4, Looks("node-b", [a_look(42, 102.0)]))]
     for t, looks in said:
-        live.saw([eye_looks.encode([looks])], t)
+        live.saw([eye_looks.encode_looks([looks])], t)
     live.close()
     replayed = Monitor()
     seen_at: dict[float, tuple[float, ...]] = {}
@@ -147,7 +147,7 @@ def test_a_node_no_eye_watches_is_said_once_where_the_job_is_shown() -> None:
     for rank, host in enumerate(["node-a", "node-a", "node-b", "node-b"]):
         monitor.ingest(encode(Report("j", rank, 4, host, 100 + rank, T0, 1, 1.0)), T0)
     assert monitor.state.unwatched_hosts() == [], "no eye has spoken at all: an old recording says nothing of them"
-    monitor.saw([eye_looks.encode([Looks("node-a")])], T0 + 0.5)
+    monitor.saw([eye_looks.encode_looks([Looks("node-a")])], T0 + 0.5)
     assert monitor.state.unwatched_hosts() == ["node-b"]
     assert OverviewTracker().overview(monitor, T0 + 1).blind == "node-b: no relay, judged from its reports only"
 
@@ -157,21 +157,21 @@ def test_the_eyes_are_asked_to_look_at_the_thread_that_trains_and_at_distmons_ow
     distmon's reporting thread is counted for its wakes."""
     monitor = Monitor()
     monitor.ingest(encode(Report("j", 0, 1, "node-b", 42, T0, 1, 1.0, thread=7 << 40, tid=43, reporter=44)), T0)
-    monitor.saw([eye_looks.encode([Looks("node-b")])], T0)
+    monitor.saw([eye_looks.encode_looks([Looks("node-b")])], T0)
     monitor.sight.view("node-b", 42)
     (look,) = [c for c in monitor.asking() if c.action == LOOK]
-    assert wanted(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40, reporter=44)]
+    assert wanted_looks(look.looks or []) == [Wanted("node-b", 42, tid=43, thread=7 << 40, reporter=44)]
 
 
 def test_a_nodes_links_travel_with_its_looks_and_what_changed_is_said() -> None:
     up, cut = Link("eth0", NET, "up", True, 0), Link("eth0", NET, "down", False, 1)
     usual = Link("docker0", NET, "down")
-    (back,) = eye_looks.decode(eye_looks.encode([Looks("node-b", links=[up, usual])]))
+    (back,) = eye_looks.decode_looks(eye_looks.encode_looks([Looks("node-b", links=[up, usual])]))
     assert back.links == [up, usual]
     monitor = Monitor()
-    monitor.saw([eye_looks.encode([Looks("node-b", links=[up, usual])])], T0)
+    monitor.saw([eye_looks.encode_looks([Looks("node-b", links=[up, usual])])], T0)
     assert monitor.state.links["node-b"].said == (), "a link always down says nothing"
-    monitor.saw([eye_looks.encode([Looks("node-b", links=[cut, usual])])], T0 + 5)
+    monitor.saw([eye_looks.encode_looks([Looks("node-b", links=[cut, usual])])], T0 + 5)
     (change,) = monitor.state.links["node-b"].downs(T0)
     assert change.words == "eth0 went down (carrier lost)" and change.t == T0 + 5
 
@@ -202,11 +202,11 @@ def test_a_reading_of_the_links_is_timed_by_the_eye_that_read_it_though_it_comes
     readings come together once it is heard again, ten seconds after the first; the changes
     are said at the times they were read."""
     up, cut = Link("eth0", NET, "up", True, 0), Link("eth0", NET, "down", False, 1)
-    (back,) = eye_looks.decode(eye_looks.encode([Looks("node-b", links=[up], read=190.0)]))
+    (back,) = eye_looks.decode_looks(eye_looks.encode_looks([Looks("node-b", links=[up], read=190.0)]))
     assert back.read == 190.0
     monitor = Monitor()
-    monitor.saw([eye_looks.encode([Looks("node-b", [a_look(42, 190.0)], links=[up], read=190.0)])], T0 - 10)
+    monitor.saw([eye_looks.encode_looks([Looks("node-b", [a_look(42, 190.0)], links=[up], read=190.0)])], T0 - 10)
     late = [Looks("node-b", links=[cut], read=200.0), Looks("node-b", links=[replace(up, flaps=1)], read=203.0)]
-    monitor.saw([eye_looks.encode(late)], T0 + 10)
+    monitor.saw([eye_looks.encode_looks(late)], T0 + 10)
     went = [(c.went, c.t) for c in monitor.state.links["node-b"].said]
     assert went == [("down", T0), ("up", T0 + 3)], went

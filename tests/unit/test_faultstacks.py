@@ -24,10 +24,10 @@ from distmon.node.faultstacks import (
     MAX_FRAMES,
     MAX_THREADS,
     FaultStacks,
-    parse,
+    parse_fault_stacks,
     stack_file,
     stack_signal,
-    take,
+    take_fault_stacks,
 )
 from distmon.node.pyspy import FAULTHANDLER, from_faulthandler
 
@@ -60,7 +60,7 @@ def test_a_real_dump_is_read_per_thread_innermost_last_the_main_thread_chosen(tm
         with open(tmp_path / "dump", "w+") as out:
             faulthandler.dump_traceback(file=out, all_threads=True)
             out.seek(0)
-            stacks = parse(out.read())
+            stacks = parse_fault_stacks(out.read())
     finally:
         done.set()
         helper.join()
@@ -87,7 +87,7 @@ def test_a_thread_name_in_brackets_and_unknown_lines_are_read() -> None:
         '  File "/b.py", line 7 in step\n'
         '  File "/b.py", line 3 in <module>\n'
     )
-    stacks = parse(text)
+    stacks = parse_fault_stacks(text)
     assert [(t.ident, t.current) for t in stacks.threads] == [(0x7F00000000AA, False), (0x7F00000000BB, True)]
     assert stacks.threads[0].frames[0].line == 0
     assert [f.func for f in stacks.threads[1].frames] == ["<module>", "step"]
@@ -97,7 +97,7 @@ def test_a_thread_name_in_brackets_and_unknown_lines_are_read() -> None:
 def test_where_faulthandler_cut_its_thread_list_the_thread_that_ran_the_handler_is_chosen() -> None:
     """Past 100 threads faulthandler writes ``...``: the main thread, listed last, is cut."""
     text = "Current thread 0x1 (most recent call first):\nThread 0x2 (most recent call first):\n...\n"
-    assert parse(text).choose() == parse(text).threads[0]
+    assert parse_fault_stacks(text).choose() == parse_fault_stacks(text).threads[0]
 
 
 def test_hostile_input_is_read_within_limits_and_never_obeyed() -> None:
@@ -106,14 +106,14 @@ def test_hostile_input_is_read_within_limits_and_never_obeyed() -> None:
     long = f'  File "/{"y" * 5000}.py", line 1 in f\n'
     frames = '  File "/z.py", line 2 in g\n' * (3 * MAX_FRAMES)
     text = "Thread 0x10 (most recent call first):\n" + escape + non_ascii + long + frames + "garbage\x00\xff\n"
-    stacks = parse(text)
+    stacks = parse_fault_stacks(text)
     (thread,) = stacks.threads
     assert len(thread.frames) == MAX_FRAMES and {f.file for f in thread.frames} == {"/z.py"}
     many = "Thread 0x1 (most recent call first):\n" * (MAX_THREADS * 50)
     start = time.monotonic()
-    huge = parse(many + '  File "/w.py", line 1 in f\n' * 200_000)
+    huge = parse_fault_stacks(many + '  File "/w.py", line 1 in f\n' * 200_000)
     assert len(huge.threads) == MAX_THREADS and huge.cut and time.monotonic() - start < 5
-    assert parse("").threads == [] and parse("\x1b[2J" * 1000).choose() is None
+    assert parse_fault_stacks("").threads == [] and parse_fault_stacks("\x1b[2J" * 1000).choose() is None
 
 
 def test_the_signal_from_the_environment() -> None:
@@ -129,15 +129,15 @@ def test_armed_taken_emptied_and_removed(clean_signal: None) -> None:
     assert path is not None and path == stack_file(os.getpid(), os.getuid())
     assert path.stat().st_mode & 0o777 == 0o600
     assert path.parent.stat().st_mode & 0o777 == 0o700
-    stacks = take(os.getpid())
+    stacks = take_fault_stacks(os.getpid())
     main = stacks.choose()
     assert stacks.error is None and main is not None, stacks
     assert "test_armed_taken_emptied_and_removed" in {f.func for f in main.frames}
     assert path.stat().st_size == 0  # read, then emptied: one dump at most between two reads
-    assert take(os.getpid()).choose() is not None  # and again
+    assert take_fault_stacks(os.getpid()).choose() is not None  # and again
     stacksignal.disarm()
     assert not path.exists() and signal.getsignal(SIG) == signal.SIG_DFL
-    assert take(os.getpid()).armed is False
+    assert take_fault_stacks(os.getpid()).armed is False
 
 
 def test_a_file_grown_by_dumps_nobody_read_is_read_past_them_and_emptied(clean_signal: None) -> None:
@@ -146,7 +146,7 @@ def test_a_file_grown_by_dumps_nobody_read_is_read_past_them_and_emptied(clean_s
     for _ in range(MAX_BYTES // 2000 + 1):
         os.kill(os.getpid(), SIG)  # dumps nobody reads: signals sent by hand
     assert path.stat().st_size > MAX_BYTES
-    assert take(os.getpid()).choose() is not None
+    assert take_fault_stacks(os.getpid()).choose() is not None
     assert path.stat().st_size == 0
 
 
@@ -159,7 +159,7 @@ def test_a_python_handler_the_training_installed_is_never_replaced(clean_signal:
     signal.signal(SIG, theirs)
     assert stacksignal.arm() is None
     assert signal.getsignal(SIG) is theirs
-    stacks = take(os.getpid())
+    stacks = take_fault_stacks(os.getpid())
     assert stacks.armed is False and called == [], stacks  # not signalled: its handler is not faulthandler's
 
 
@@ -180,7 +180,7 @@ def test_a_handler_installed_after_arming_is_left_alone_and_never_signalled(clea
     signal.signal(SIG, lambda signum, frame: called.append(signum))
     stacksignal.keep()
     assert not path.exists()
-    assert take(os.getpid()).armed is False and called == []
+    assert take_fault_stacks(os.getpid()).armed is False and called == []
     stacksignal.disarm()
     assert signal.getsignal(SIG) not in (signal.SIG_DFL, None)  # theirs stays
 
@@ -192,7 +192,7 @@ def test_a_stale_file_never_signals_a_process_that_does_not_catch_the_signal(cle
         stale = stack_file(sleeper.pid, os.getuid())
         stale.parent.mkdir(parents=True, exist_ok=True)
         stale.write_text("")
-        stacks = take(sleeper.pid)
+        stacks = take_fault_stacks(sleeper.pid)
         assert stacks.armed is False and "does not catch" in (stacks.error or ""), stacks
         assert sleeper.poll() is None
         taken = from_faulthandler(sleeper.pid, "py-spy refused")
@@ -208,7 +208,7 @@ def test_the_fallback_says_how_and_why(clean_signal: None) -> None:
     taken = from_faulthandler(os.getpid(), "permission denied tracing pid 1: no CAP_SYS_PTRACE")
     assert taken.how == FAULTHANDLER and taken.frames, taken
     assert taken.partial == "py-spy did not take it: permission denied tracing pid 1: no CAP_SYS_PTRACE"
-    assert take(os.getpid(), env={faultstacks.OFF_ENV: "0"}) == FaultStacks(
+    assert take_fault_stacks(os.getpid(), env={faultstacks.OFF_ENV: "0"}) == FaultStacks(
         error=f"faulthandler stacks are turned off ({faultstacks.OFF_ENV}=0)", armed=False
     )
 

@@ -10,7 +10,7 @@ import pytest
 
 from distmon.flightrecorder import fields, loading
 from distmon.flightrecorder.fields import group_ranks, read_dump
-from distmon.flightrecorder.loading import DumpError, load
+from distmon.flightrecorder.loading import DumpError, load_dump
 from distmon.wire import RECV, SEND, expand_runs
 from tests.support.nccl_dumps import VERSIONS, Group, RankRecorder, megatron, member_group
 
@@ -28,7 +28,7 @@ def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
     recorder.collective("0", "all_reduce")
     recorder.collective("0", "_all_gather_base", done=False)
     raw = recorder.pickle() if form == "pickle" else recorder.json()
-    dump = load(raw)
+    dump = load_dump(raw)
     assert dump["version"] == version
     (group,) = read_dump(dump, {"0": [0, 1]}).groups
     assert (group.id, group.enqueued, group.completed, group.op) == ("0", 2, 1, "_all_gather_base")
@@ -41,7 +41,7 @@ def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
 def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
     recorder = RankRecorder(3)
     recorder.join(Group("0", "default_pg", [0, 1, 2, 3]))
-    dump = load(recorder.json())
+    dump = load_dump(recorder.json())
     rank = read_dump(dump, {})
     assert rank.groups == [] and rank.t is None and rank.unnamed == []
 
@@ -52,7 +52,7 @@ def test_pg_ids_are_named_through_the_entries_on_each_rank() -> None:
     for r in recorders:
         tp = member_group(groups, "TENSOR_MODEL_PARALLEL_GROUP", r.rank)
         r.collective(tp.name, "all_reduce")
-    read = [read_dump(load(r.pickle()), members_of(groups)) for r in recorders]
+    read = [read_dump(load_dump(r.pickle()), members_of(groups)) for r in recorders]
     assert len(recorders[0].groups) >= 20
     assert read[0].groups[0].id != read[2].groups[0].id
     assert {g.id for g in read[0].groups} == {member_group(groups, "TENSOR_MODEL_PARALLEL_GROUP", 0).name}
@@ -69,7 +69,7 @@ def test_collectives_are_counted_apart_from_the_p2p_numbers_in_pg_status() -> No
     r.send("5", 4)
     r.recv("5", 4)
     r.send("5", 4, done=False)
-    dump = load(r.pickle())
+    dump = load_dump(r.pickle())
     assert dump["pg_status"]["0"]["last_enqueued_collective"] == 3
     rank = read_dump(dump, {"5": [0, 4]})
     (group,) = rank.groups
@@ -86,7 +86,7 @@ def test_group_local_p2p_peers_map_to_global_ranks_through_the_sorted_ranks() ->
     r.join(Group("7", "PIPELINE_MODEL_PARALLEL_GROUP", [12, 4, 8, 0]))
     r.send("7", 0, done=False)
     assert r.entries[0]["profiling_name"] == "nccl:send 3->0"
-    (channel,) = read_dump(load(r.pickle()), {"7": [0, 4, 8, 12]}).p2p
+    (channel,) = read_dump(load_dump(r.pickle()), {"7": [0, 4, 8, 12]}).p2p
     assert (channel.peer, channel.dir, channel.blocked) == (0, SEND, 1)
 
 
@@ -95,7 +95,7 @@ def test_a_coalesced_collective_waits_on_its_coalesced_entry() -> None:
     r.join(Group("0", "default_pg", [0, 1]))
     r.coalesced("0", ["all_reduce", "all_reduce"], done=True)
     r.coalesced("0", ["_reduce_scatter_base", "_reduce_scatter_base"], done=False)
-    (group,) = read_dump(load(r.pickle()), {"0": [0, 1]}).groups
+    (group,) = read_dump(load_dump(r.pickle()), {"0": [0, 1]}).groups
     assert (group.enqueued, group.completed, group.op) == (2, 1, "_reduce_scatter_base")
 
 
@@ -104,7 +104,7 @@ def test_a_batch_of_p2p_ops_completes_with_its_batch_entry() -> None:
     r.join(Group("3", "PIPELINE_MODEL_PARALLEL_GROUP", [0, 1, 2]))
     r.batch_p2p("3", [("send", 2), ("recv", 0)], done=True)
     r.batch_p2p("3", [("send", 2), ("recv", 0)], done=False)
-    rank = read_dump(load(r.pickle()), {"3": [0, 1, 2]})
+    rank = read_dump(load_dump(r.pickle()), {"3": [0, 1, 2]})
     # in a group of three the p2p counter matches nothing on the other end: the pending ops are numbered
     assert {(c.peer, c.dir, c.posted, c.completed, c.pending) for c in rank.p2p} == {
         (2, SEND, 1, 0, 1),
@@ -120,7 +120,7 @@ def test_last_started_completed_and_oldest_pending() -> None:
     r.collective("0", "all_reduce")
     r.collective("0", "broadcast", done=False)
     r.collective("0", "all_reduce", done=False)
-    rank = read_dump(load(r.pickle()), {})
+    rank = read_dump(load_dump(r.pickle()), {})
     assert rank.last_completed is not None and rank.last_completed["collective_seq_id"] == 1
     assert rank.oldest_pending is not None and rank.oldest_pending["profiling_name"] == "nccl:broadcast"
     assert rank.t == r.entries[-1]["time_created_ns"] / 1e9
@@ -152,17 +152,17 @@ class CallsAFunction:
 )
 def test_hostile_and_broken_dumps_get_one_line(raw: bytes, words: str) -> None:
     with pytest.raises(DumpError, match=words) as caught:
-        load(raw)
+        load_dump(raw)
     assert "\n" not in str(caught.value)
 
 
 def test_too_many_entries_and_too_many_bytes_are_refused(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(loading, "MAX_ENTRIES", 10)
     with pytest.raises(DumpError, match="11 entries"):
-        load(pickle.dumps({"version": "2.10", "entries": [{}] * 11}, protocol=2))
+        load_dump(pickle.dumps({"version": "2.10", "entries": [{}] * 11}, protocol=2))
     monkeypatch.setattr(loading, "MAX_DUMP_FILE_BYTES", 1000)
     with pytest.raises(DumpError, match="over the 0 MiB"):
-        load(b"\x80" + b"x" * 2000)
+        load_dump(b"\x80" + b"x" * 2000)
 
 
 def test_a_structure_that_doubles_at_each_level_is_never_walked() -> None:
@@ -178,7 +178,7 @@ def test_a_structure_that_doubles_at_each_level_is_never_walked() -> None:
     dump["entries"][0].update(profiling_name=bomb, process_group=("0", bomb), state=bomb, pg_id=bomb)
     raw = pickle.dumps(dump, protocol=2)
     assert len(raw) < 2000
-    (group,) = read_dump(load(raw), {}).groups
+    (group,) = read_dump(load_dump(raw), {}).groups
     assert group.op is None and group.desc == "default_pg"  # from pg_config, not the bomb
 
 
@@ -188,5 +188,5 @@ def test_a_huge_string_where_a_name_belongs_is_taken_as_absent() -> None:
     r.collective("0", "all_reduce", done=False)
     dump = r.dump()
     dump["entries"][0]["profiling_name"] = "nccl:" + "x" * 10_000_000
-    (group,) = read_dump(load(pickle.dumps(dump, protocol=2)), {}).groups
+    (group,) = read_dump(load_dump(pickle.dumps(dump, protocol=2)), {}).groups
     assert group.op is None and group.backend == "unknown"

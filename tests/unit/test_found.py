@@ -188,7 +188,7 @@ def test_a_rank_that_reports_itself_is_not_reported_for() -> None:
 
 def test_bit_128_with_an_exception_is_no_found_rank() -> None:
     """Ranks before issue 42 set bit 128 on an exception they judged a consequence."""
-    assert wire.found(wire.FLAG_FOUND) and not wire.found(wire.FLAG_FOUND | wire.FLAG_RAISED)
+    assert wire.found_in_flags(wire.FLAG_FOUND) and not wire.found_in_flags(wire.FLAG_FOUND | wire.FLAG_RAISED)
     raw = wire.encode(found_report(0, T0, (ASLEEP, None, None)))
     assert raw[1] & wire.FLAG_FOUND and wire.decode(raw).outside == Outside(launcher=999)
 

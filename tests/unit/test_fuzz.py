@@ -22,12 +22,12 @@ from hypothesis import strategies as st
 
 from distmon.export.plain import render
 from distmon.flightrecorder.fields import group_ranks, read_dump
-from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load
+from distmon.flightrecorder.loading import MAX_DEPTH, DumpError, load_dump
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.logs import read_log
-from distmon.forensics.render import render as render_analysis
+from distmon.forensics.render import render_analysis as render_analysis
 from distmon.monitor.pipeline import Monitor
-from distmon.monitor.recording.readback import load as load_recording
+from distmon.monitor.recording.readback import load_recording as load_recording
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
@@ -91,7 +91,7 @@ def mutated(raw: bytes, mutations: list[tuple[str, float, bytes]]) -> bytes:
 
 def read_a_dump(raw: bytes) -> None:
     try:
-        read_dump(load(raw), {})
+        read_dump(load_dump(raw), {})
     except DumpError as e:
         assert "\n" not in str(e)
 
@@ -125,7 +125,7 @@ def test_built_pickles_nested_or_oversized_are_read_or_refused(program: list[byt
     timed(read_a_dump, raw)
     if depth > MAX_DEPTH and wrap != 3:
         with pytest.raises(DumpError):
-            load(raw)
+            load_dump(raw)
 
 
 @FUZZ
@@ -342,7 +342,7 @@ def test_fuzzed_dumps_read_or_refuse_never_raise_otherwise(entries: list, status
     dump = {"version": "2.10", "entries": entries, "pg_status": status, "pg_config": {"0": {"ranks": ranks}}}
     for raw in (pickle.dumps(dump, protocol=2), json.dumps(dump, default=str).encode()):
         try:
-            loaded = load(raw)
+            loaded = load_dump(raw)
         except DumpError:
             continue
         members = {"0": group_ranks(loaded["pg_config"].get("0")) or []}
@@ -357,7 +357,7 @@ def test_fuzzed_bytes_and_cut_dumps_are_refused_in_one_line(noise: bytes, cut: i
     real.collective("0", "all_reduce", done=False)
     for raw in (noise, b"\x80\x02" + noise, real.pickle()[:cut], real.json()[:cut]):
         try:
-            read_dump(load(raw), {})
+            read_dump(load_dump(raw), {})
         except DumpError as e:
             assert "\n" not in str(e)
 
@@ -450,14 +450,14 @@ def _analyze_text(text: str) -> Analysis:
 def looks_or_refusal(data: bytes) -> None:
     """Looks or a :class:`WireError`: anything else escaping ``decode`` fails the test."""
     with contextlib.suppress(WireError):
-        assert isinstance(eye_looks.decode(data), list)
+        assert isinstance(eye_looks.decode_looks(data), list)
 
 
 @given(st.data())
 def test_corrupted_looks_raise_only_wire_errors(data):
     sample = Sample(42, 100.0, "S", wchan="hrtimer_nanosleep", syscall="clock_nanosleep", cpu=1.0)
     stack = OutsideStack(frames=[StackFrame("train.py", 1, "step")], error="x")
-    message = bytearray(eye_looks.encode([Looks("node-b", [sample, sample], [Taken(42, 1.0, stack)])]))
+    message = bytearray(eye_looks.encode_looks([Looks("node-b", [sample, sample], [Taken(42, 1.0, stack)])]))
     for _ in range(data.draw(st.integers(1, 8))):
         message[data.draw(st.integers(0, len(message) - 1))] = data.draw(st.integers(0, 255))
     looks_or_refusal(bytes(message))

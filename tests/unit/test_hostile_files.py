@@ -22,12 +22,12 @@ import msgpack
 import pytest
 
 from distmon.flightrecorder.loading import DumpError
-from distmon.flightrecorder.loading import load as load_dump
+from distmon.flightrecorder.loading import load_dump as load_dump
 from distmon.forensics.analysis import analyze
 from distmon.guards.text import visible, visible_lines
 from distmon.monitor.recording import readback
 from distmon.monitor.recording.format import AlertEvent, BatchRecord, MessageRecord
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.state.alerts import Alert, Change
@@ -165,7 +165,7 @@ def test_absurd_counts_inside_valid_records_are_kept_out(tmp_path: Path) -> None
     writer.close()
     result = run_measured("report", str(path))
     assert result["code"] == 0, result["stderr"]
-    pm = load(str(path))
+    pm = load_recording(str(path))
     assert sorted(pm.state.ranks) == [0, 1] and pm.state.world == 2
     assert pm.state.dropped == {"rank_out_of_range": 20_000 - 2 + 2, "world_too_large": 1, "no_key": 3}
     assert result["peak_mb"] < PEAK_MB
@@ -179,7 +179,7 @@ def test_alert_text_beyond_the_cap_is_refused(tmp_path: Path, monkeypatch: pytes
         writer.alert(1_700_000_000.0 + i, Change("raised", Alert("hang", "critical", [0], 1.7e9, "s", "d" * 1000)))
     writer.close()
     with pytest.raises(RecordingError, match="MiB of alerts"):
-        load(str(path))
+        load_recording(str(path))
 
 
 def small_recording(path: Path) -> list[object]:
@@ -485,7 +485,7 @@ def test_a_flipped_byte_skips_the_damaged_record_not_the_file(tmp_path: Path, ve
     (line,) = done.stderr.splitlines()
     assert f"{path} is damaged at record" in line
     if version == 1:
-        pm = load(str(path))
+        pm = load_recording(str(path))
         assert pm.state.received >= 398 and "1 damaged record skipped, the rest read" in line
 
 
@@ -513,10 +513,10 @@ def test_a_message_whose_report_cannot_be_decoded_is_no_traceback(tmp_path: Path
 
 
 def test_escapes_reach_the_terminal_ui_shown_not_obeyed() -> None:
-    from distmon.tui.alert_detail import evidence
+    from distmon.tui.alert_detail import alert_evidence
     from distmon.tui.alerts_panel import describe
     from distmon.tui.cells import fit
 
     alert = Alert("hang", "critical", [0], 1.7e9, ESCAPES, ESCAPES + "\nsecond line")
-    for shown in (describe(alert).plain, evidence(alert).plain, fit(ESCAPES, 80)):
+    for shown in (describe(alert).plain, alert_evidence(alert).plain, fit(ESCAPES, 80)):
         assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown

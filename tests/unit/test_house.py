@@ -95,6 +95,26 @@ def test_each_module_name_means_one_module() -> None:
     assert not twins, twins
 
 
+COMMAND_PROTOCOL = frozenset({"add_arguments", "run"})
+"""Functions each command module defines for ``distmon/cli.py``, which calls them on whichever
+command was typed (``module.add_arguments(parser)``, ``module.run(args)``): one protocol, a
+definition per command."""
+
+
+def test_each_public_function_name_means_one_function() -> None:
+    """A public function's name says which thing it does (``decode_looks``, not a second
+    ``decode`` beside the wire's), so a reader, a grep or a traceback need not ask which module
+    it came from; but for the protocol the CLI calls on every command. A function's overloads
+    are one function, in one module."""
+    where: dict[str, set[str]] = {}
+    for path in sorted((REPO / "distmon").rglob("*.py")):
+        for node in ast.parse(path.read_text(), str(path)).body:
+            if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef) and not node.name.startswith("_"):
+                where.setdefault(node.name, set()).add(str(path.relative_to(REPO)))
+    twins = {name: sorted(places) for name, places in where.items() if len(places) > 1}
+    assert twins.keys() <= COMMAND_PROTOCOL, {name: twins[name] for name in twins.keys() - COMMAND_PROTOCOL}
+
+
 MUTATORS = frozenset(
     {"update", "clear", "pop", "popitem", "setdefault", "append", "extend", "add", "discard", "remove"}
 )

@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from distmon.forensics.analysis import Analysis, analyze
-from distmon.forensics.blame import judge
+from distmon.forensics.blame import assign_blame
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
@@ -31,7 +31,7 @@ from distmon.forensics.logs import read_log
 from distmon.forensics.nccl import NcclLines
 from distmon.forensics.pasted import lines_as_written, unlabelled
 from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
-from distmon.forensics.watchdog import op_family, said
+from distmon.forensics.watchdog import op_family, watchdog_said
 
 
 def analyze_text(text: str) -> Analysis:
@@ -79,7 +79,7 @@ def test_torchruns_table_gives_every_entry_and_its_root_cause() -> None:
         (RANK, 2, -9, True, "SIGKILL"),
     ]
     assert exits[1].killed and not exits[0].killed, "torchrun's own SIGTERM is its teardown"
-    verdict = judge(analyze_text(TABLE))
+    verdict = assign_blame(analyze_text(TABLE))
     assert verdict.culprits == [2] and "Signal 9 (SIGKILL)" in verdict.headline
 
 
@@ -127,7 +127,7 @@ def test_mp_spawns_join_names_the_process_it_found_ended_the_rank_on_one_node() 
         "Exception: process 3 terminated with exit code 1"
     )
     assert [(e.unit, e.who, e.code, e.first) for e in exits] == [(SPAWNED, 2, -9, True), (SPAWNED, 3, 1, True)]
-    verdict = judge(
+    verdict = assign_blame(
         analyze_text("Traceback (most recent call last):\n" + "Exception: process 1 terminated with signal SIGKILL")
     )
     assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [1], "its index, not proven its rank"
@@ -141,25 +141,25 @@ def test_the_deepspeed_launchers_return_code_names_no_worker() -> None:
     )
     [exit_] = read_launcher(line)
     assert (exit_.unit, exit_.code) == (WORKER, -9), "the command it prints is the last it built, not the failed one's"
-    verdict = judge(analyze_text(line))
+    verdict = assign_blame(analyze_text(line))
     assert verdict.culprits == [] and verdict.suspects == [] and "not which" in verdict.headline
 
 
 def test_exit_code_2_is_pythons_usage_error_the_launchs_not_a_ranks() -> None:
     one = TABLE.split("Root Cause")[0].replace("-15 (pid: 101)", "2 (pid: 101)").replace("Signal 15 (SIGTERM)", "x")
-    verdict = judge(analyze_text(one))
+    verdict = assign_blame(analyze_text(one))
     assert verdict.nobody is not None and "exit code 2 is Python's usage error" in verdict.nobody
-    verdict = judge(analyze_text(one.replace("exitcode  : 2", "exitcode  : 1")))
+    verdict = assign_blame(analyze_text(one.replace("exitcode  : 2", "exitcode  : 1")))
     assert verdict.nobody is None, "another exit code of one rank's is no usage error"
 
 
 def test_every_rank_failing_alike_at_once_blames_nobody_but_one_failing_first_is_the_cause() -> None:
     alike = TABLE.replace("-15 (pid: 101)", "1 (pid: 101)").replace("-9 (pid: 102)", "1 (pid: 102)")
-    verdict = judge(analyze_text(alike.replace("10:00:07", "10:00:05")))
+    verdict = assign_blame(analyze_text(alike.replace("10:00:07", "10:00:05")))
     assert (
         verdict.culprits == [] and verdict.nobody is not None and "failed alike at once (exit code 1)" in verdict.nobody
     )
-    verdict = judge(analyze_text(alike.replace("10:00:07", "10:09:07")))
+    verdict = assign_blame(analyze_text(alike.replace("10:00:07", "10:09:07")))
     assert verdict.culprits == [2], "nine minutes apart, the first failure is the cause"
 
 
@@ -217,7 +217,7 @@ def test_a_desync_report_where_every_rank_joined_one_collective_blames_nobody() 
         "collective #7 (count from 1)\\n\\t - Snapshot of ranks' latest states:\\n\\t   #7 started ranks:"
         "\\n\\t     [0, 1] started ALLREDUCE"
     )
-    verdict = judge(analyze_text(text))
+    verdict = assign_blame(analyze_text(text))
     assert verdict.culprits == [] and verdict.nobody is not None and "every rank joined collective #7" in verdict.nobody
 
 
@@ -253,7 +253,7 @@ def test_the_reporting_rank_raised_no_fault_of_its_own() -> None:
     log = f"[rank1]: Traceback (most recent call last):\n[rank1]: {FINGERPRINT.format(a=1, b=3)}"
     facts = read_log(io.StringIO(log))
     assert facts.raised[1].consequence
-    assert judge(analyze_text(log)).culprits == [3]
+    assert assign_blame(analyze_text(log)).culprits == [3]
 
 
 def test_the_monitored_barrier_names_the_rank_that_never_answered() -> None:
@@ -315,7 +315,7 @@ def test_nccl_places_ranks_on_hosts_and_says_when_it_was_misused() -> None:
     nccl.line("ncclInvalidUsage: This usually reflects invalid usage of NCCL library.")
     nccl.line("Duplicate GPU detected : rank 5 and rank 1 both on CUDA device 1000")
     assert nccl.misuse == "ranks 1 and 5 both on CUDA device 1000", "the telling words win"
-    verdict = judge(analyze_text("[rank5]: RuntimeError: NCCL error: invalid usage\nncclInvalidUsage: x"))
+    verdict = assign_blame(analyze_text("[rank5]: RuntimeError: NCCL error: invalid usage\nncclInvalidUsage: x"))
     assert verdict.nobody is not None and verdict.culprits == [] and verdict.suspects == []
 
 
@@ -323,9 +323,9 @@ def test_nccls_warnings_are_a_jobs_lines_and_its_nvls_transport_is_the_nodes() -
     line = "gpu47:4962:5097 [1] transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error"
     nccl = NcclLines()
     assert nccl.line(line) and nccl.nvls == "Cuda failure 999 'unknown error"
-    verdict = judge(analyze_text(line))
+    verdict = assign_blame(analyze_text(line))
     assert verdict.nobody is not None and "NVLink fabric" in verdict.nobody
-    verdict = judge(
+    verdict = assign_blame(
         analyze_text(line + "\n[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered")
     )
     assert verdict.culprits == [1], "a rank's own failure is not the fabric's"
@@ -342,9 +342,9 @@ def test_the_processes_printing_nccls_lines_are_ranks_the_world_has() -> None:
         ]
     )
     analysis = analyze_text(log)
-    verdict = judge(analysis)
+    verdict = assign_blame(analysis)
     assert analysis.world == 4 and verdict.nobody is None and [s.rank for s in verdict.suspects] == [3]
-    alone = judge(analyze_text(log.split("\n[rank0]")[0]))
+    alone = assign_blame(analyze_text(log.split("\n[rank0]")[0]))
     assert alone.suspects == [], "which ranks the processes are, only ranks the log shows can say"
 
 
@@ -386,7 +386,7 @@ def test_a_lost_peers_host_places_the_suspects() -> None:
             "[rank0]: socketProgress: Connection closed by remote peer node-b<59116>",
         ]
     )
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert [s.rank for s in verdict.suspects[:2]] == [2, 3] and "node-b" in verdict.suspects[0].why
 
 
@@ -413,10 +413,10 @@ def test_a_watchdog_message_broken_over_indented_lines_and_elided_is_read_withou
         '  File "train.py", line 3, in <module>',
     ]
     [joined, frame] = [written.text for written in lines_as_written(pasted)]
-    found = said(joined)
+    found = watchdog_said(joined)
     assert found is not None and (found.bare, found.op, found.seq, found.ran) == (0, "all_reduce", None, 1800.09)
     assert frame == pasted[-1], "a traceback's frame is no rest of the message"
-    verdict = judge(analyze_text("\n".join(pasted[:3])))
+    verdict = assign_blame(analyze_text("\n".join(pasted[:3])))
     assert verdict.nobody is None, "no number: not the first collective, which never completed anywhere"
     assert [s.rank for s in verdict.suspects][:1] == [0] and "its number not in the log" in verdict.headline
     assert "1 ranks" not in verdict.headline
@@ -443,17 +443,19 @@ def test_a_rooted_collective_its_root_completed_leaves_the_others_waiting_not_be
             f"last enqueued work: 6464, last completed work: {seq - 1}"
         )
 
-    verdict = judge(analyze_text(line(0, 5730) + "\n" + line(3, 5729)))
+    verdict = assign_blame(analyze_text(line(0, 5730) + "\n" + line(3, 5729)))
     assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [1, 2], "the root finishes first"
-    verdict = judge(analyze_text((line(0, 5730) + "\n" + line(3, 5729)).replace("BROADCAST", "ALLREDUCE")))
+    verdict = assign_blame(analyze_text((line(0, 5730) + "\n" + line(3, 5729)).replace("BROADCAST", "ALLREDUCE")))
     assert verdict.culprits == [3], "an all-reduce a peer completed, this rank did not finish"
 
 
 def test_the_dump_signal_says_what_the_group_has_in_flight_and_who_fired() -> None:
     prefix = "[PG ID 0 PG GUID 0(default_pg) Rank 2] Received a dump signal due to a collective timeout from "
-    busy = said(prefix + "this local rank and we will ... Last enqueued NCCL work: 22, last completed NCCL work: 21.")
+    busy = watchdog_said(
+        prefix + "this local rank and we will ... Last enqueued NCCL work: 22, last completed NCCL work: 21."
+    )
     assert busy is not None and (busy.seq, busy.idle, busy.fired_by) == (22, False, None)
-    idle = said(prefix + " rank 6 and we will ... Last enqueued NCCL work: 40, last completed NCCL work: 40.")
+    idle = watchdog_said(prefix + " rank 6 and we will ... Last enqueued NCCL work: 40, last completed NCCL work: 40.")
     assert idle is not None and (idle.seq, idle.idle, idle.fired_by) == (None, True, 6)
 
 
@@ -475,7 +477,7 @@ def test_a_lone_waiting_rank_whose_peers_raised_in_another_collective_issued_a_d
             ),
         ]
     )
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [0] and "issued broadcast where ranks 1-2 issued all_reduce" in verdict.headline
     assert op_family("_ALLGATHER_BASE") == op_family("all_gather_into_tensor") == "all_gather"
     assert op_family("barrier") == "all_reduce", "NCCL runs a barrier as an all-reduce"
@@ -491,14 +493,14 @@ WAITED = (
 def test_ranks_at_one_collective_number_with_another_input_size_issued_another_collective() -> None:
     """A broadcast is the same size on every rank: the one rank of three with another size is odd."""
     log = "\n".join(WAITED.format(r=r, op="BROADCAST", n=4096 if r == 2 else 1) for r in range(3))
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [2] and "broadcast of 4096 elements" in verdict.headline
 
 
 def test_as_many_ranks_in_each_op_at_one_number_are_suspected_not_proven() -> None:
     """Two ranks, one in each op: the lines say they disagree, not which is odd."""
     log = "\n".join(WAITED.format(r=r, op=op, n=1) for r, op in ((0, "ALLREDUCE"), (1, "BROADCAST")))
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [] and sorted(s.rank for s in verdict.suspects[:2]) == [0, 1]
     assert "which side is odd, the lines do not say" in verdict.suspects[0].why
 
@@ -516,7 +518,7 @@ def test_accounts_naming_ranks_beyond_any_job_cost_nothing() -> None:
         ]
     )
     started = time.monotonic()
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert time.monotonic() - started < 5.0
     assert all(r < 1 << 20 for r in verdict.culprits)
 
@@ -534,7 +536,7 @@ def test_torchruns_tee_prefix_names_the_rank_on_one_node_and_gloos_lost_peer_poi
             "[127.0.0.1]:19521",
         )
     )
-    verdict = judge(analyze_text(log))
+    verdict = assign_blame(analyze_text(log))
     assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [0]
     assert "ranks 1-2 raised because a peer was lost" in verdict.headline
 
@@ -547,10 +549,10 @@ def test_alike_compares_exceptions_where_the_log_holds_them_and_exits_where_it_d
         f"Tried to allocate {r + 1}.00 GiB. GPU {r} has a total capacity of 79.1 GiB"
         for r in (1, 2)
     )
-    verdict = judge(analyze_text(f"{oom}\n{traced}"))
+    verdict = assign_blame(analyze_text(f"{oom}\n{traced}"))
     assert verdict.nobody is not None and "torch.OutOfMemoryError: CUDA out of memory" in verdict.nobody
     one = oom.split("\n[rank2]")[0]
-    assert judge(analyze_text(one)).culprits == [1], "one rank out of memory is that rank's"
+    assert assign_blame(analyze_text(one)).culprits == [1], "one rank out of memory is that rank's"
 
 
 # --- a log as pasted: the paste's margin and wraps, a stamp, colour; an excerpt's cut -------------
@@ -617,30 +619,34 @@ def test_the_first_pg_to_signal_dumping_and_a_watchdog_message_cut_before_its_wo
         "[rank2]:[E0501 12:00:01.2 ProcessGroupNCCL.cpp:2103] [PG ID 0 PG GUID 0(default_pg) Rank 2] First PG on "
         "this rank to signal dumping."
     )
-    found = said(first)
+    found = watchdog_said(first)
     assert found is not None and found.fired and found.local == 2
-    verdict = judge(analyze_text(f"{WAIT.format(r=3)}\n{first}"))
+    verdict = assign_blame(analyze_text(f"{WAIT.format(r=3)}\n{first}"))
     assert [s.rank for s in verdict.suspects] == [0, 1], "rank 2's watchdog fired: it waited with rank 3"
     cut = (
         "RuntimeError: NCCL communicator was aborted on rank 2.  Original reason for failure was: [Rank 2] "
         "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=10"
     )
-    found = said(cut)
+    found = watchdog_said(cut)
     assert found is not None and found.fired and found.bare == 2 and found.seq is None
 
 
 def test_a_traceback_cut_before_its_exception_line_is_suspected_not_proven() -> None:
     cut = '[rank2]: Traceback (most recent call last):\n[rank2]:   File "/job/grpo.py", line 277, in <module>\n'
-    verdict = judge(analyze_text(cut + "[rank3]:  Original exception: \n[rank3]: Timed out waiting 600000ms for send"))
+    verdict = assign_blame(
+        analyze_text(cut + "[rank3]:  Original exception: \n[rank3]: Timed out waiting 600000ms for send")
+    )
     assert verdict.culprits == [] and verdict.suspects[0].rank == 2
     assert "cut before its exception line" in verdict.suspects[0].why
     head = '[rank1]: Traceback (most recent call last):\n[rank1]:   File "/job/train.py", line 9, in <module>\n'
-    verdict = judge(analyze_text(head + "[rank1]: RuntimeError: "))
+    verdict = assign_blame(analyze_text(head + "[rank1]: RuntimeError: "))
     assert (
         verdict.culprits == []
         and verdict.suspects[0].why == "it raised RuntimeError: the log is cut before its message"
     )
-    assert judge(analyze_text(head + "[rank1]: RuntimeError: \n[rank1]: CUDA error: unknown error")).culprits == [1]
+    assert assign_blame(
+        analyze_text(head + "[rank1]: RuntimeError: \n[rank1]: CUDA error: unknown error")
+    ).culprits == [1]
 
 
 def test_lone_waits_further_apart_than_one_groups_are_of_groups_the_log_does_not_name() -> None:
@@ -648,7 +654,7 @@ def test_lone_waits_further_apart_than_one_groups_are_of_groups_the_log_does_not
     old += "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 25625593 milliseconds before timing out."
     facts = read_log(io.StringIO(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=64088)))
     assert facts.timeouts == {} and sorted(facts.unnamed) == [0, 7]
-    assert judge(analyze_text(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=64088))).culprits == []
+    assert assign_blame(analyze_text(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=64088))).culprits == []
     near = read_log(io.StringIO(old.format(r=0, n=96125) + "\n" + old.format(r=7, n=96124)))
     assert sorted(near.timeouts) == [0, 7] and near.unnamed == {}, "a work apart: one group's"
 
@@ -674,11 +680,11 @@ def test_an_excerpt_of_a_jobs_words_alone_is_a_jobs_log_and_a_named_text_is_judg
         assert found.logs == 1 and any("notes.txt: text with no watchdog line" in p for p in found.problems)
         named = analyze([str(Path(folder) / "notes.txt")])
         assert named.logs == 1 and any("nothing to judge" in p for p in named.problems)
-        assert "nothing to judge" in judge(named).headline
+        assert "nothing to judge" in assign_blame(named).headline
 
 
 def test_a_timeout_cut_short_by_the_excerpt_is_not_read() -> None:
     cut = WAIT.format(r=1).split("Timeout(ms)=")[0] + "Timeout(ms)=6000"
-    found = said(cut)
+    found = watchdog_said(cut)
     assert found is not None and found.timeout_ms is None
-    assert judge(analyze_text(cut)).nobody is None, "no timeout absurdly low where its number was cut"
+    assert assign_blame(analyze_text(cut)).nobody is None, "no timeout absurdly low where its number was cut"

@@ -54,7 +54,7 @@ def run(
     for second in range(since, until):
         now = sim.start + second + 1
         if eyes is not None:
-            monitor.saw([eye_looks.encode(eyes(second))], now - 0.5)
+            monitor.saw([eye_looks.encode_looks(eyes(second))], now - 0.5)
         frames = [(t, raw) for t, raw in sim.stream(until=second + 1, since=second) if heard(decode(raw).rank, second)]
         if relays is None:
             for t, raw in frames:

@@ -16,7 +16,7 @@ from distmon.monitor import overview
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.pipeline import Monitor
-from distmon.monitor.recording.readback import Postmortem, load
+from distmon.monitor.recording.readback import Postmortem, load_recording
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert
@@ -40,7 +40,7 @@ def test_a_false_alarm_that_resolved_in_a_job_that_finished_is_no_first_cause() 
     next saw it done, and the job finished cleanly. The replay raises no critical alert,
     and the report names no first cause, yet keeps the timeline."""
     assert replayed_criticals("checkpoint-barrier.distmon") == []
-    pm = load(str(DATA / "checkpoint-barrier.distmon"))
+    pm = load_recording(str(DATA / "checkpoint-barrier.distmon"))
     assert pm.ending() == "finished: every rank exited cleanly"
     assert pm.first_cause is None
     text = render(pm)
@@ -71,7 +71,7 @@ def test_report_and_replay_name_the_same_culprit_of_a_job_killed_while_hung() ->
     hang ends with the job, as the monitor keeps it, and is the first cause the replay
     also raises."""
     (replayed,) = replayed_criticals("hang-rank2.distmon")
-    pm = load(str(DATA / "hang-rank2.distmon"))
+    pm = load_recording(str(DATA / "hang-rank2.distmon"))
     cause = pm.first_cause
     assert cause is not None and cause.kind == replayed["kind"] == "hang"
     assert cause.ranks == replayed["ranks"] == [2] and cause.resolved is None

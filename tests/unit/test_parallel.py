@@ -10,7 +10,7 @@ import pytest
 
 from distmon.forensics import parallel
 from distmon.forensics.analysis import analyze
-from distmon.forensics.render import culprits, to_json
+from distmon.forensics.render import analysis_json, culprits
 from tests.support.nccl_dumps import Group, RankRecorder, nested_tuple_key
 
 WORLD = 24
@@ -35,9 +35,9 @@ def test_on_every_core_the_verdict_is_the_same_as_one_at_a_time(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     hang(tmp_path)
-    together = to_json(analyze([str(tmp_path)]))
+    together = analysis_json(analyze([str(tmp_path)]))
     monkeypatch.setattr(parallel, "MIN_PARALLEL", 10**9)
-    alone = to_json(analyze([str(tmp_path)]))
+    alone = analysis_json(analyze([str(tmp_path)]))
     assert together == alone and together["culprits"] == [STUCK]
 
 

@@ -19,7 +19,7 @@ from distmon.cli import main
 from distmon.forensics.analysis import analyze
 from distmon.forensics.inputs import read_log_file
 from distmon.forensics.logfacts import LogFacts
-from distmon.forensics.render import to_json
+from distmon.forensics.render import analysis_json
 from tests.support.pastes import KEEPING, PASTES
 from tests.support.paths import DATA
 
@@ -45,7 +45,7 @@ def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool, str]:
 @cache
 def as_found(name: str) -> tuple[list[int], list[int], bool, str]:
     """The verdict on the log as it was found."""
-    return said(to_json(analyze([str(REAL / name)])))
+    return said(analysis_json(analyze([str(REAL / name)])))
 
 
 @pytest.mark.parametrize(("name", "paste"), PAIRS, ids=[f"{name}-{paste}" for name, paste in PAIRS])

@@ -44,9 +44,9 @@ def served() -> Iterator[Callable[..., dict[str, list]]]:
 
     def serve(monitor: Monitor, *options: str) -> dict[str, list]:
         parser = argparse.ArgumentParser()
-        metrics_port.add_argument(parser)
+        metrics_port.add_metrics_port_argument(parser)
         port = free_port()
-        server = metrics_port.serve(parser.parse_args(["--metrics-port", str(port), *options]), monitor)
+        server = metrics_port.serve_metrics(parser.parse_args(["--metrics-port", str(port), *options]), monitor)
         servers.append(server)
         return scrape(port)
 

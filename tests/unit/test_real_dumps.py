@@ -13,10 +13,10 @@ import pytest
 
 from distmon.cli import main
 from distmon.flightrecorder.fields import group_ranks, read_dump
-from distmon.flightrecorder.loading import load
+from distmon.flightrecorder.loading import load_dump
 from distmon.forensics.analysis import analyze
 from distmon.forensics.evidence import CODE, HARDWARE, evidence
-from distmon.forensics.render import culprits, render
+from distmon.forensics.render import culprits, render_analysis
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL
@@ -54,7 +54,7 @@ def test_each_culprit_says_why_and_what_it_points_at(name: str) -> None:
     assert {e.points_at for e in found} == {FAULTS[name]}
     why = "device stopped completing" if FAULTS[name] == HARDWARE else "host stopped enqueuing"
     assert all(why in e.why for e in found)
-    text = render(analysis)
+    text = render_analysis(analysis)
     assert "pid 0" not in text and "step 0" not in text and "had not stalled" not in text
     assert "TENSOR_MODEL_PARALLEL_GROUP" in text and "BFloat16" in text
 
@@ -64,7 +64,7 @@ def test_waits_are_measured_from_the_dump_not_the_last_entry(name: str) -> None:
     """No file time to go by (the files were copied): the dump is taken when the first
     watchdog fires, a collective timeout (3 minutes here) after the oldest work pending."""
     analysis = analyze(dumps(name))
-    text = render(analysis)
+    text = render_analysis(analysis)
     assert re.search(r"for (2m59s|3m00s)", text), text
     assert " 0.0s" not in text and " 0.3s" not in text
 
@@ -73,7 +73,7 @@ def test_waits_are_measured_from_the_dump_not_the_last_entry(name: str) -> None:
 def test_the_live_monitor_fed_the_same_dumps_names_the_same_ranks(name: str) -> None:
     """The dumps through the shared reader into reports, judged by a live monitor with its
     own thresholds, ticking as it would: the culprits ``analyze`` names."""
-    loaded = {int(path.rsplit("_", 1)[1]): load(Path(path).read_bytes()) for path in dumps(name)}
+    loaded = {int(path.rsplit("_", 1)[1]): load_dump(Path(path).read_bytes()) for path in dumps(name)}
     members = {
         n: ranks for d in loaded.values() for n, c in d["pg_config"].items() if (ranks := group_ranks(c)) is not None
     }
@@ -106,7 +106,7 @@ def test_the_hooks_reader_names_every_group_of_a_dump_whose_ring_holds_none() ->
     from distmon.hooks.collectives import Recorder
 
     raw = (SETS / "lock_gil_2nd" / "_dump_10").read_bytes()
-    dump = load(raw)
+    dump = load_dump(raw)
     assert dump["entries"] == []
     by_name = Recorder("nccl", lambda full: raw).status_by_name()
     assert set(by_name) == set(dump["pg_config"])

@@ -14,8 +14,8 @@ import pytest
 
 from distmon.cli import main
 from distmon.forensics.analysis import analyze
-from distmon.forensics.blame import judge
-from distmon.forensics.render import render
+from distmon.forensics.blame import assign_blame
+from distmon.forensics.render import render_analysis
 from tests.support.paths import DATA
 
 REAL = DATA / "logs" / "real"
@@ -144,8 +144,8 @@ def test_every_real_log_is_listed_and_has_notes_and_a_truth() -> None:
 @pytest.mark.parametrize(("name", "proven", "suspects", "words"), VERDICTS, ids=[v[0] for v in VERDICTS])
 def test_each_real_log_is_read_and_judged(name: str, proven: list[int], suspects: list[int] | str, words: str) -> None:
     analysis = analyze([str(REAL / name)])
-    verdict = judge(analysis)
-    shown = render(analysis)
+    verdict = assign_blame(analysis)
+    shown = render_analysis(analysis)
     assert analysis.logs == 1, shown
     assert verdict.culprits == proven, shown
     if suspects == NOBODY:
@@ -162,7 +162,7 @@ def test_each_real_log_is_read_and_judged(name: str, proven: list[int], suspects
 
 @pytest.mark.parametrize(("name", "truth"), KNOWN, ids=[name for name, _ in KNOWN])
 def test_the_truth_leads_and_no_innocent_is_proven(name: str, truth: list[int] | str) -> None:
-    verdict = judge(analyze([str(REAL / name)]))
+    verdict = assign_blame(analyze([str(REAL / name)]))
     if truth == "none":
         assert verdict.nobody is not None and not verdict.culprits and not verdict.suspects
         return
@@ -189,6 +189,6 @@ def test_the_json_keeps_proven_and_suspected_apart(capsys: pytest.CaptureFixture
 
 
 def test_suspects_with_one_reason_are_one_line() -> None:
-    shown = render(analyze([str(REAL / "llamafactory_heartbeat_rank144.log")]))
+    shown = render_analysis(analyze([str(REAL / "llamafactory_heartbeat_rank144.log")]))
     assert "    ranks 1-143: no line in the log" in shown
     assert shown.count("no line in the log") < 6

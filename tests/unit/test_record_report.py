@@ -16,7 +16,7 @@ from distmon.export.html import read_series
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.batches import PIECE_BYTES
 from distmon.monitor.recording.format import BatchRecord, received
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
@@ -123,7 +123,7 @@ def test_a_real_recording_replays_through_the_detector_to_the_same_culprit() -> 
     hangs = [a for a in raised if a.kind == "hang"]
     assert hangs and hangs[0].ranks == [2]
     assert "inject" in hangs[0].detail, "the culprit's stack shows where it stopped"
-    recorded = [a for a in load(str(DATA / "hang-rank2.distmon")).alerts if a.kind == "hang"]
+    recorded = [a for a in load_recording(str(DATA / "hang-rank2.distmon")).alerts if a.kind == "hang"]
     assert recorded[0].ranks == [2]
 
 
@@ -172,7 +172,7 @@ def test_a_recording_of_batches_reports_as_one_of_messages(tmp_path: Path) -> No
             frames = []
     singles.close()
     batches.close()
-    m, b = load(str(tmp_path / "m.distmon")), load(str(tmp_path / "b.distmon"))
+    m, b = load_recording(str(tmp_path / "m.distmon")), load_recording(str(tmp_path / "b.distmon"))
     assert m.state.received == b.state.received == 16 * 12
     steps = {r: s.report.steps for r, s in m.state.ranks.items()}
     assert steps == {r: s.report.steps for r, s in b.state.ranks.items()}

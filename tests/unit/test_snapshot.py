@@ -81,9 +81,9 @@ def test_scrapes_under_an_8192_rank_stream_are_never_torn() -> None:
         session.finish()
 
     parser = argparse.ArgumentParser()
-    metrics_port.add_argument(parser)
+    metrics_port.add_metrics_port_argument(parser)
     port = free_port()
-    server = metrics_port.serve(parser.parse_args(["--metrics-port", str(port)]), monitor)
+    server = metrics_port.serve_metrics(parser.parse_args(["--metrics-port", str(port)]), monitor)
     assert server is not None
     monitor_thread = threading.Thread(target=drive, name="monitor")
     try:

@@ -19,7 +19,7 @@ from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.format import Dropped
-from distmon.monitor.recording.readback import load
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
@@ -54,7 +54,7 @@ def test_the_seconds_not_watched_are_not_counted_as_messages_dropped(tmp_path: P
     dropped = [r for r in read_recording(str(path))[1] if isinstance(r, Dropped)]
     assert sum((r.dropped for r in dropped), Counter()) == {"malformed": 1}
     assert sum((r.unwatched for r in dropped), Counter()) == {PAUSED: 21, JUMPED: 5}
-    pm = load(str(path))
+    pm = load_recording(str(path))
     assert (pm.state.dropped, pm.state.unwatched) == (monitor.state.dropped, monitor.state.unwatched)
 
 
@@ -80,7 +80,7 @@ def old_recording(path: Path) -> SimJob:
 def test_an_old_recording_reads_its_seconds_apart_and_replays_behind_over_them(tmp_path: Path, speed: float) -> None:
     path = tmp_path / "old.distmon"
     sim = old_recording(path)
-    pm = load(str(path))
+    pm = load_recording(str(path))
     assert pm.state.dropped == {"malformed": 3} and pm.state.unwatched == {PAUSED: 21}
     assert "276 messages; dropped: 3 malformed; not watched: 21s monitor_paused_s" in render(pm).splitlines()
     looks = itertools.count()

@@ -68,6 +68,6 @@ def test_a_library_path_is_shown_from_its_package_and_the_users_own_file_whole()
 
 def test_a_table_cells_duration_is_the_words_duration_with_hundredths_under_a_second() -> None:
     for seconds in (1.0, 9.96, 12.4, 59.7, 184.0, 3599.5, 7500.0):
-        assert cells.duration(seconds) == duration(seconds)
-    assert cells.duration(0.213) == "0.21s" and cells.duration(-3.0) == "0.00s"
-    assert cells.duration(None) == "-" and cells.duration(float("nan")) == "-"
+        assert cells.short_duration(seconds) == duration(seconds)
+    assert cells.short_duration(0.213) == "0.21s" and cells.short_duration(-3.0) == "0.00s"
+    assert cells.short_duration(None) == "-" and cells.short_duration(float("nan")) == "-"

@@ -27,7 +27,7 @@ class ActingError(Exception):
     """An option that cannot be acted on; the message says why, in one line."""
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_acting_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--evidence",
         metavar="DIR",
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check(args: argparse.Namespace, address: str | None = None, keyed: bool = False) -> str | None:
+def acting_problem(args: argparse.Namespace, address: str | None = None, keyed: bool = False) -> str | None:
     """What is wrong with the options for a monitor on ``address``, in one line; None if nothing."""
     if args.abort_on_hang is not None and address is not None and not keyed and exposure_warning(address):
         return UNSAFE_ABORT.format(address=address)
@@ -72,11 +72,11 @@ def check(args: argparse.Namespace, address: str | None = None, keyed: bool = Fa
     return None
 
 
-def wanted(args: argparse.Namespace) -> bool:
+def acting_wanted(args: argparse.Namespace) -> bool:
     return any(getattr(args, name) is not None for name in ("evidence", "notify", "on_alert", "abort_on_hang"))
 
 
-def forward(args: argparse.Namespace) -> list[str]:
+def forward_acting(args: argparse.Namespace) -> list[str]:
     """The options as given, for a monitor started as a child process."""
     out: list[str] = []
     for option, value in (
@@ -98,7 +98,7 @@ def responder(args: argparse.Namespace, channel: Connection) -> Responder:
     from distmon.actions.notify import Notifications
     from distmon.actions.responder import Responder
 
-    problem = check(args)
+    problem = acting_problem(args)
     if problem:
         raise ActingError(problem)
     return Responder(

@@ -8,7 +8,7 @@ import argparse
 from distmon.guards import values
 
 
-def add_arguments(parser: argparse.ArgumentParser, always: bool = False) -> None:
+def add_finding_arguments(parser: argparse.ArgumentParser, always: bool = False) -> None:
     if not always:
         parser.add_argument(
             "--find",

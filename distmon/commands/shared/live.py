@@ -44,7 +44,7 @@ class Live:
         return acting.close(self.responder)
 
 
-def add_arguments(parser: argparse.ArgumentParser) -> None:
+def add_monitor_arguments(parser: argparse.ArgumentParser) -> None:
     """Options of every command that runs a live monitor."""
     parser.add_argument(
         "--max-world",
@@ -55,7 +55,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def forward(args: argparse.Namespace) -> list[str]:
+def forward_monitor(args: argparse.Namespace) -> list[str]:
     """The options as given, for a monitor started as a child process (``distmon run``)."""
     return [] if args.max_world == MAX_WORLD else ["--max-world", str(args.max_world)]
 
@@ -86,7 +86,7 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
         key = keys.load_for(args.key_file)
     except keys.KeyFileError as e:
         raise _Refused(e) from None
-    problem = acting.check(args, address, key is not None) or finding.problem(args)
+    problem = acting.acting_problem(args, address, key is not None) or finding.problem(args)
     if problem:
         raise _Refused(problem)
     if args.find and (blind := finding.blind(args)):
@@ -139,7 +139,7 @@ def _start(
     responder = acting.responder(args, feed)
     monitor = live_monitor(recorder, job, responder, args.max_world, screens)
     try:
-        metrics = metrics_port.serve(args, monitor)
+        metrics = metrics_port.serve_metrics(args, monitor)
     except metrics_port.MetricsPortError:
         feed.close()
         monitor.close()

@@ -21,7 +21,7 @@ class Server(Protocol):
     def shutdown(self) -> None: ...
 
 
-def add_argument(parser: argparse.ArgumentParser) -> None:
+def add_metrics_port_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--metrics-port",
         type=values.whole_option(1, 65535),
@@ -36,23 +36,23 @@ def add_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def check(args: argparse.Namespace) -> str | None:
+def metrics_port_problem(args: argparse.Namespace) -> str | None:
     """What is wrong with the options, in one line; None if nothing."""
     if args.metrics_per_rank and args.metrics_port is None:
         return "--metrics-per-rank goes with --metrics-port"
     return None
 
 
-def forward(args: argparse.Namespace) -> list[str]:
+def forward_metrics_port(args: argparse.Namespace) -> list[str]:
     """The option as given, for a monitor started as a child process."""
     port = [] if args.metrics_port is None else ["--metrics-port", str(args.metrics_port)]
     return port + (["--metrics-per-rank"] if args.metrics_per_rank else [])
 
 
-def serve(args: argparse.Namespace, monitor: Monitor) -> Server | None:
+def serve_metrics(args: argparse.Namespace, monitor: Monitor) -> Server | None:
     """Start serving if asked; raises :class:`MetricsPortError` when the options are wrong
-    (:func:`check`) or the port cannot be bound."""
-    problem = check(args)
+    (:func:`metrics_port_problem`) or the port cannot be bound."""
+    problem = metrics_port_problem(args)
     if problem:
         raise MetricsPortError(problem)
     if args.metrics_port is None:

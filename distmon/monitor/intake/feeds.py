@@ -212,7 +212,7 @@ class LiveFeed:
                 for command in commands:
                     self._receiver.send(command)
                     if command.action == LOOK and self.eye is not None:
-                        self.eye.want(eye_looks.wanted(command.looks or []))
+                        self.eye.want(eye_looks.wanted_looks(command.looks or []))
                 batches = self._receiver.receive(0.1)
                 if self.eye is not None:
                     for batch in batches:
@@ -242,7 +242,7 @@ class LiveFeed:
         if not looks and self._eye_spoke:
             return None
         self._eye_spoke = True
-        return ColumnBatch(looks=[eye_looks.encode([looks])])
+        return ColumnBatch(looks=[eye_looks.encode_looks([looks])])
 
     def _enqueue(self, t: float, batch: Incoming) -> None:
         self._queue.append((t, batch))

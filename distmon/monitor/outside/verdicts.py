@@ -144,7 +144,7 @@ _NO_PROCESS = Verdict(
 """A rank whose process is no longer there to look at."""
 
 
-def judge(
+def judge_process(
     host: str, first: Sample | None, last: Sample | None, frames: list[StackFrame] | None = None, owns_gil: bool = False
 ) -> Verdict:
     """The process in words, from the first and the latest look at it (``last`` None: gone)

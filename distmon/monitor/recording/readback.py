@@ -91,7 +91,7 @@ class Postmortem:
         return f"not ended: {rank_word(s.rank for s in running)} had not exited when the recording stopped{why}"
 
 
-def load(path: str) -> Postmortem:
+def load_recording(path: str) -> Postmortem:
     """Read a recording; raises :class:`distmon.monitor.recording.reader.RecordingError` for a file
     that is no recording, or that is damaged and of which nothing could be read."""
     header, records = read_recording(path)
@@ -132,7 +132,7 @@ def _eyes(state: JobState, looks: bytes, t: float) -> None:
     """The nodes whose eyes spoke in a ``o`` record at ``t`` (their ranks were seen from
     outside), and the processes they saw end."""
     with contextlib.suppress(WireError):
-        for one in eye_looks.decode(looks):
+        for one in eye_looks.decode_looks(looks):
             state.told.spoke(one.host)
             for sample in one.samples:
                 if sample.state == "X":

@@ -12,7 +12,7 @@ import numpy as np
 
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import said
-from distmon.monitor.rules.waitfor import Group, Wait, op_name
+from distmon.monitor.rules.waitfor import Group, Wait, wait_op
 from distmon.monitor.state.alerts import CRITICAL, Finding
 from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.words import rank_word, stack_lines, where
@@ -65,10 +65,10 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str, ct
     odd_m, usual_m = odd[0], usual[0]
     if reason == "op":
         what = (
-            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {op_name(odd_m)} while "
-            f"{rank_word(usual_ranks)} issued {op_name(usual_m)}"
+            f"at collective #{odd_m.seq}, {rank_word(odd_ranks)} issued {wait_op(odd_m)} while "
+            f"{rank_word(usual_ranks)} issued {wait_op(usual_m)}"
         )
-        summary = f"{rank_word(odd_ranks)} in {op_name(odd_m)}, the others in {op_name(usual_m)} (#{odd_m.seq})"
+        summary = f"{rank_word(odd_ranks)} in {wait_op(odd_m)}, the others in {wait_op(usual_m)} (#{odd_m.seq})"
     else:
         what = (
             f"{rank_word(odd_ranks)} issued {abs(odd_m.seq - usual_m.seq)} "

@@ -65,7 +65,7 @@ from distmon.monitor.rules.waitfor import (
     WaitFor,
     collect_groups,
     current,
-    op_name,
+    wait_op,
     waits,
 )
 from distmon.monitor.state import JobState, RankState
@@ -377,7 +377,7 @@ class Incidents:
     def _place(self, w: Wait) -> WaitedIn:
         if w.gid is not None:
             group = self.groups[w.gid]
-            return WaitedIn(group.name, w.seq, next((op_name(m) for m in group.waits if m.op), None))
+            return WaitedIn(group.name, w.seq, next((wait_op(m) for m in group.waits if m.op), None))
         return WaitedIn(self._group_label(w.node[0]), message=w.node, rank=w.rank)  # type: ignore[arg-type]
 
     def _line(self, row: _Row) -> WaitLine:
@@ -454,7 +454,7 @@ class Incidents:
         view = self.groups[gid]
         members = [w for w in view.waits if w.seq == seq]
         age = max((m.age for m in members), default=0.0)
-        op = next((op_name(m) for m in members if m.op), None)
+        op = next((wait_op(m) for m in members if m.op), None)
         inside = {int(r) for m in members for r in m.ranks}
         suspects = sorted(inside & {n for n in self.relation.awaited_ranks(reach) if isinstance(n, int)})
         fires = timeout_left(view.sample, age)

@@ -29,7 +29,7 @@ import numpy as np
 from distmon import wire
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.process import said
-from distmon.monitor.rules.waitfor import Group, Wait, collect_groups, message_words, op_name, waits
+from distmon.monitor.rules.waitfor import Group, Wait, collect_groups, message_words, wait_op, waits
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.array_sets import distinct
@@ -329,4 +329,4 @@ def _what(job: JobState, w: Wait) -> str:
     group = group_name(gid, sample) if sample is not None else f"group {gid}"
     if w.gid is None:
         return message_words(w.node, w.rank, group)  # type: ignore[arg-type]
-    return f"{op_name(w) or 'collective'} #{w.seq} of {group}"
+    return f"{wait_op(w) or 'collective'} #{w.seq} of {group}"

@@ -41,10 +41,10 @@ def key(facts: Straggler) -> str:
 
 
 def finding(facts: Straggler) -> Finding:
-    return Finding(key(facts), AlertKind.STRAGGLER, WARNING, list(facts.ranks), summary(facts), detail(facts))
+    return Finding(key(facts), AlertKind.STRAGGLER, WARNING, list(facts.ranks), straggler_summary(facts), detail(facts))
 
 
-def summary(facts: Straggler) -> str:
+def straggler_summary(facts: Straggler) -> str:
     who = f"node {facts.host}" if facts.host is not None else f"rank {facts.ranks[0]}"
     cost = f"the job steps {slower(facts.share)} slower because of {who}"
     held = f"{facts.share:.0%} of the time"

@@ -26,7 +26,7 @@ from distmon.monitor.outside.verdicts import (
     Moved,
     Verdict,
     holding_the_gil,
-    judge,
+    judge_process,
     judge_usage,
     working,
 )
@@ -129,7 +129,7 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
     first = looks[0] if len(looks) > 1 else seen.first
     if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
-    verdict = judge(r.host, first, seen.last, frames, owns_gil)
+    verdict = judge_process(r.host, first, seen.last, frames, owns_gil)
     if verdict.kind in MOVING_VERDICTS and seen.last is not None and len({_doing(look) for look in looks}) > 1:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
         verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
@@ -156,12 +156,12 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     if seen is None or seen.last is None:
         return None
     if seen.last.state in "Tt":
-        return judge(r.host, seen.last, seen.last, r.stack)
+        return judge_process(r.host, seen.last, seen.last, r.stack)
     looks = seen.within(waited)
     span = seen.last.t - looks[0].t if looks else 0.0
     if span < SPAN / 2:
         return None
-    verdict = judge(r.host, looks[0], seen.last, r.stack)
+    verdict = judge_process(r.host, looks[0], seen.last, r.stack)
     if span >= AGREED and verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
         return verdict
     if verdict.working and gil_held(s, ctx):

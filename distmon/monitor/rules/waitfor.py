@@ -66,7 +66,7 @@ class Wait:
         return RankState(self.job, self.rank if rank is None else rank)
 
 
-def op_name(w: Wait) -> str | None:
+def wait_op(w: Wait) -> str | None:
     """The op of the collective ``w`` waits in, from its rank's report."""
     if not w.op:
         return None

@@ -159,7 +159,7 @@ class Columns:
     """... each report's samples times its share waiting squared ..."""
     pace_w: Array
     """... the reports, weighed so, and the sum of their weights squared: how many count
-    (:func:`distmon.monitor.state.pace.waits`)."""
+    (:func:`distmon.monitor.state.pace.wait_shares`)."""
     pace_w2: Array
     groups: Array
     channels: Array
@@ -308,7 +308,7 @@ class History:
 
 def gpu_held(allocated: npt.NDArray[Any], used: npt.NDArray[Any]) -> F8:
     """GPU memory held by live tensors: torch's allocator's count, else NVML's where torch's
-    is unknown (NaN), as in a report (:func:`distmon.monitor.state.ranks.gpu_allocated`):
+    is unknown (NaN), as in a report (:func:`distmon.monitor.state.ranks.report_gpu_allocated`):
     what grows when a rank leaks."""
     held: F8 = np.where(np.isnan(allocated), used, allocated)
     return held

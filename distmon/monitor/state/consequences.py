@@ -30,7 +30,7 @@ LOST_WORKER = 4
 """It raised because one of its DataLoader workers died."""
 
 
-def judge(raw: bytes | None) -> int:
+def judge_exception(raw: bytes | None) -> int:
     """The verdict on the exception in a report as received: :data:`JUDGED`, with the bits of
     what went away first. Only the message is read, not the whole report built; a report
     without one is judged to be no consequence (a malformed one is counted when read)."""
@@ -49,4 +49,4 @@ def judge_new(
     raised = (flags & wire.FLAG_RAISED) != 0
     cols.consequence[rank[~raised]] = 0
     for r in rank[raised & sent & (cols.consequence[rank] == 0)].tolist():
-        cols.consequence[r] = judge(raw[r])
+        cols.consequence[r] = judge_exception(raw[r])

@@ -105,7 +105,7 @@ class RankPace:
     """The share of their time it holds them up, where that is sure; 0 where it is not."""
 
 
-def waits(cols: Columns, ranks: I8, window: int) -> tuple[F8, F8, F8]:
+def wait_shares(cols: Columns, ranks: I8, window: int) -> tuple[F8, F8, F8]:
     """Each rank's share of time waiting in collectives over ``window`` (an index into
     :data:`~distmon.monitor.state.columns.PACE_REPORTS`), its standard error, and the reports
     it comes from (as many as weigh)."""
@@ -124,7 +124,7 @@ def holdups(cols: Columns, judged: np.ndarray) -> Holdups:
     compared with their peers in each group of collectives: as they are now (over the shortest
     window), as sure as the surest window makes them."""
     size = cols.capacity
-    share, _, reports = waits(cols, np.arange(size), 0)
+    share, _, reports = wait_shares(cols, np.arange(size), 0)
     ranks = np.flatnonzero(judged & (reports >= MIN_REPORTS) & ~np.isnan(share))
     blank = np.full(size, np.nan)
     found = Holdups(blank, blank.copy(), blank.copy(), blank.copy(), blank.copy(), np.full(size, -1))
@@ -175,7 +175,7 @@ def _compared(cols: Columns, pairs: Pairs, window: int) -> tuple[F8, F8, F8]:
     """For each pair over ``window``: the median of the others' shares in the group, how much
     more it is than the rank's own, and how sure that is (in standard errors)."""
     rank, _, group, members, begins = pairs
-    share, error, _ = waits(cols, rank, window)
+    share, error, _ = wait_shares(cols, rank, window)
     peers = _medians_of_others(share, group, members, begins)
     peers_error = MEDIAN_ERROR * _medians_of_others(error, group, members, begins) / np.sqrt(members - 1)
     held_up = peers - share

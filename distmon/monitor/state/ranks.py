@@ -12,7 +12,7 @@ import numpy as np
 
 from distmon import wire
 from distmon.monitor.state import facts
-from distmon.monitor.state.columns import I8, Columns, History
+from distmon.monitor.state.columns import I8, Columns, History, gpu_held
 from distmon.monitor.state.consequences import LOST_PEER, LOST_WORKER
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.pace import Holdups, RankPace
@@ -180,14 +180,15 @@ def present(value: float) -> float | None:
     return None if np.isnan(value) else float(value)
 
 
-def gpu_allocated(report: Report) -> float | None:
-    """Memory held by live tensors (torch's allocator, else NVML's count): what grows when a
-    rank leaks. A function of one report, for readers of a recording's reports too."""
+def report_gpu_allocated(report: Report) -> float | None:
+    """:func:`distmon.monitor.state.facts.gpu_allocated` of one report (torch's allocator, else
+    NVML's count; :func:`~distmon.monitor.state.columns.gpu_held` says which), for readers of a
+    recording's reports."""
     gpu = report.gpu
     if gpu is None:
         return None
-    value = gpu.allocated if gpu.allocated is not None else gpu.used
-    return None if value is None else float(value)
+    allocated, used = (np.nan if value is None else value for value in (gpu.allocated, gpu.used))
+    return present(float(gpu_held(np.asarray(allocated), np.asarray(used))))
 
 
 class Ranks(Mapping[int, RankState]):
