@@ -189,7 +189,7 @@ class FoundRanks:
         stalled = _stood(w, thread if fresh else None, _main_thread(r.pid), t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []
         usage = _usage(w, look, t) if look is not None else None
-        outside = Outside(r.launcher, _peer(thread) if thread else None, thread.owns_gil if thread else False, error)
+        outside = Outside(r.launcher, _peer(thread) if thread else None, _holds_gil(thread, look), error)
         report = Report(
             job=r.job,
             rank=r.rank,
@@ -249,6 +249,13 @@ def _stood(w: _Watched, thread: Sampled | None, progress: tuple[float, int] | No
     if w.still_looks >= STILL_LOOKS and t - w.still_since >= STALL_FLOOR:
         return w.still_since
     return None
+
+
+def _holds_gil(thread: Sampled | None, look: proc.Sample | None) -> bool:
+    """Whether the rank's training thread holds the GIL as a culprit that holds it does: a
+    process stopped (SIGSTOP, a debugger) froze with the GIL it had, and the stop is the news."""
+    stopped = look is not None and look.state in "Tt"
+    return thread is not None and thread.owns_gil and not stopped
 
 
 def _asleep(before: tuple[float, int], now: tuple[float, int]) -> bool:

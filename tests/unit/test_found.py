@@ -5,6 +5,9 @@ of stillness from successive looks."""
 
 from __future__ import annotations
 
+import signal
+import subprocess
+import time
 from collections.abc import Callable
 from dataclasses import replace
 
@@ -14,13 +17,14 @@ from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert
 from distmon.monitor.state.words import stackless_words
-from distmon.node import found_ranks
+from distmon.node import found_ranks, proc
 from distmon.node.finder import FoundRank
 from distmon.node.prober import CLOSE_PERIOD
 from distmon.node.proc import Sample
 from distmon.node.pyspy import Sampled
 from distmon.wire import GONE, ExitInfo, Outside, Report, StackFrame
 from tests.support.messages import T0, report
+from tests.support.waiting import wait_until
 
 TRAIN = "/home/me/train.py"
 C10D = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
@@ -221,6 +225,29 @@ def test_a_thread_at_the_same_line_at_every_look_that_works_between_moves() -> N
 def test_a_thread_holding_the_gil_in_one_call_stands_still_though_it_burns_cpu() -> None:
     looks = [(sampled(ASLEEP, gil=True), (1.0 + i, 10)) for i in range(4)]
     assert stood(looks) == [None, None, T0, T0]
+
+
+def test_a_process_stopped_holding_the_gil_is_told_stopped_not_holding_it() -> None:
+    """SIGSTOP froze the thread with the GIL it had: the stop is what the rules must tell (a
+    loaded eye's looks may lag the stop's)."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        child.send_signal(signal.SIGSTOP)
+        wait_until(lambda: in_state(child.pid, "Tt"), 10, "the child stopped")
+        holding = sampled(ASLEEP, gil=True)
+        assert not found_ranks._holds_gil(holding, proc.look(child.pid, time.monotonic()))
+        child.send_signal(signal.SIGCONT)
+        wait_until(lambda: in_state(child.pid, "SR"), 10, "the child continued")
+        assert found_ranks._holds_gil(holding, proc.look(child.pid, time.monotonic()))
+        assert not found_ranks._holds_gil(sampled(ASLEEP), proc.look(child.pid, time.monotonic()))
+    finally:
+        child.kill()
+        child.wait()
+
+
+def in_state(pid: int, states: str) -> bool:
+    look = proc.look(pid, time.monotonic())
+    return look is not None and look.state in states
 
 
 def test_a_torn_or_refused_stack_changes_nothing() -> None:
