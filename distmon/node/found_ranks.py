@@ -20,7 +20,6 @@ from collections import deque
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from pathlib import Path
 
 from distmon import wire
 from distmon.node import proc
@@ -48,7 +47,6 @@ rank's stack counts as standing still: one stack may catch a busy rank twice at 
 ASLEEP_CPU = 0.02
 """CPU seconds a main thread may use between two looks and still be asleep: the kernel counts
 in ticks of 10 ms."""
-SWITCHES = ("voluntary_ctxt_switches", "nonvoluntary_ctxt_switches")
 ASLEEP_WAKES = 3
 """Context switches it may make between two looks and still be asleep (a wait with a timeout)."""
 USAGE_WINDOW = 10.0
@@ -186,7 +184,7 @@ class FoundRanks:
         w.stack = thread.frames if thread is not None and fresh else w.stack
         stack = w.stack  # a look torn while the thread ran keeps the last, a second old at most
         error = None if stack else taken if isinstance(taken, str) else "py-spy found no frame in its main thread"
-        stalled = _stood(w, thread if fresh else None, _main_thread(r.pid), t)
+        stalled = _stood(w, thread if fresh else None, proc.thread_counters(r.pid, r.pid), t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []
         usage = _usage(w, look, t) if look is not None else None
         outside = Outside(r.launcher, _peer(thread) if thread else None, _holds_gil(thread, look), error)
@@ -262,19 +260,6 @@ def _asleep(before: tuple[float, int], now: tuple[float, int]) -> bool:
     """The main thread neither ran nor woke between two looks (a thread in a loop that polls
     with a timeout wakes a few times a second at most)."""
     return now[0] - before[0] <= ASLEEP_CPU and now[1] - before[1] <= ASLEEP_WAKES
-
-
-def _main_thread(pid: int) -> tuple[float, int] | None:
-    """The main thread's CPU seconds and context switches so far, None once it is gone."""
-    try:
-        stat = Path(f"/proc/{pid}/task/{pid}/stat").read_text()
-        status = Path(f"/proc/{pid}/task/{pid}/status").read_text()
-    except OSError:
-        return None
-    ticks = stat.rsplit(")", 1)[-1].split()
-    counts = dict(line.partition(":")[::2] for line in status.splitlines())
-    switches = sum(int(counts.get(name, "0").strip() or 0) for name in SWITCHES)
-    return (int(ticks[11]) + int(ticks[12])) / proc.CLOCK_TICKS, switches
 
 
 def _peer(thread: Sampled) -> int | None:

@@ -192,6 +192,20 @@ def _look(pid: int, t: float, base: Path, tid: int | None) -> Sample | None:
     )
 
 
+def thread_counters(pid: int, tid: int) -> tuple[float, int] | None:
+    """Thread ``tid`` of process ``pid`` (its main thread where they are equal): its CPU
+    seconds and context switches, voluntary and not, so far; None once it is gone. Two of
+    them apart tell whether it ran or woke in between."""
+    base = PROC / str(pid) / "task" / str(tid)
+    stat, status = _read(base / "stat"), _read(base / "status")
+    if stat is None or status is None:
+        return None
+    after = stat.rsplit(")", 1)[-1].split()
+    counts = _fields(status)
+    switches = sum(int(counts.get(f"{kind}_ctxt_switches", "0") or 0) for kind in ("voluntary", "nonvoluntary"))
+    return (int(after[11]) + int(after[12])) / CLOCK_TICKS, switches
+
+
 def _wakes(base: Path) -> int | None:
     """The thread's voluntary context switches, None where it is gone or they cannot be read."""
     wakes = _fields(_read(base / "status") or "").get("voluntary_ctxt_switches", "")

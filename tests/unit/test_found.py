@@ -245,6 +245,23 @@ def test_a_process_stopped_holding_the_gil_is_told_stopped_not_holding_it() -> N
         child.wait()
 
 
+def test_a_main_thread_asleep_neither_runs_nor_wakes_between_two_looks() -> None:
+    """The counters the eye's stillness reads (:func:`distmon.node.proc.thread_counters`), on
+    a real process asleep and then gone."""
+    child = subprocess.Popen(["sleep", "30"])
+    try:
+        wait_until(lambda: in_state(child.pid, "S"), 10, "the child asleep")
+        before = proc.thread_counters(child.pid, child.pid)
+        time.sleep(0.3)
+        after = proc.thread_counters(child.pid, child.pid)
+        assert before is not None and after is not None
+        assert found_ranks._asleep(before, after), (before, after)
+    finally:
+        child.kill()
+        child.wait()
+    assert proc.thread_counters(child.pid, child.pid) is None
+
+
 def in_state(pid: int, states: str) -> bool:
     look = proc.look(pid, time.monotonic())
     return look is not None and look.state in states

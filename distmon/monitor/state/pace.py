@@ -44,12 +44,13 @@ from distmon.monitor.state.columns import ALL, F8, I8, PACE_REPORTS, Columns
 MIN_REPORTS = 10.0
 """Reports a share must come from (as many as weigh, :data:`DECAY` counted) to be judged."""
 MEDIAN_ERROR = math.sqrt(math.pi / 2)
+"""The standard error of a median of k values is this times theirs over the root of k."""
 EVERY = 1.0
 """Seconds of the monitor's clock between two workings out of the hold-ups, as reports come
 (:meth:`distmon.monitor.state.ingest.Admission.take_in`) ..."""
 EVERY_AT_SCALE = (16_384, 5.0)
-"""... and beyond this many ranks, these: at 131,072 ranks one takes a tenth of a second."""
-"""The standard error of a median of k values is this times theirs over the root of k."""
+"""... and beyond this many ranks, these: a working out grows with the ranks, and a large job's
+stragglers are named over minutes, not seconds."""
 
 
 def due(last: float, now: float, ranks: int) -> bool:
