@@ -252,7 +252,7 @@ def _stood(w: _Watched, thread: Sampled | None, progress: tuple[float, int] | No
 def _holds_gil(thread: Sampled | None, look: proc.Sample | None) -> bool:
     """Whether the rank's training thread holds the GIL as a culprit that holds it does: a
     process stopped (SIGSTOP, a debugger) froze with the GIL it had, and the stop is the news."""
-    stopped = look is not None and look.state in "Tt"
+    stopped = look is not None and look.stopped
     return thread is not None and thread.owns_gil and not stopped
 
 

@@ -122,6 +122,11 @@ class Sample:
     (its voluntary context switches), where it was asked about: about once a report while it
     reports, about 200 times a second while it waits for the GIL (:data:`GIL_WAKES`)."""
 
+    @property
+    def stopped(self) -> bool:
+        """Every thread frozen: by SIGSTOP (``T``), or by a debugger (``t``)."""
+        return self.state in ("T", "t")
+
 
 GIL_WAKES = 200.0
 """Wakes a second of a thread waiting for the GIL: CPython's ``take_gil`` waits on a condition

@@ -134,7 +134,7 @@ def owed_batch(rank: RankState, loader: Loader) -> Text:
         out.append(f"\n  worker {worker.id}, innermost frame last:")
         out.append_text(frames(worker.stack))
     elif worker.stack_error:
-        out.append(f"\n  its stack could not be taken: {worker.stack_error}", style="dim")
+        out.append(f"\n  its stack could not be taken: {visible(worker.stack_error)}", style="dim")
     return out + Text("\n")
 
 

@@ -172,12 +172,25 @@ def test_a_job_whose_processes_all_end_together_names_no_one() -> None:
 
 
 def test_a_rank_gone_while_the_others_run_on_is_lost() -> None:
+    """The others run on into the next collective, and wait there for the rank gone."""
+
     def ends(t: float) -> Where | None:
         return None if t >= T0 + 5 else moving(t)
 
-    (lost,) = run({0: moving, 1: ends, 2: moving, 3: moving}, Eye({}), 15)
+    stuck = waiting(ALL_REDUCE, from_t=T0 + 5)
+    (lost,) = run({0: stuck, 1: ends, 2: stuck, 3: stuck}, Eye({}), 15)
     assert lost.kind == "rank_lost" and lost.ranks == [1]
     assert "while ranks 0, 2-3 run on" in lost.summary
+
+
+def test_rank_0_working_on_alone_after_the_others_ended_is_a_job_ending_well() -> None:
+    """Rank 0 saves the model, or uploads its metrics, after the others finished: nobody waits
+    for the ranks gone."""
+
+    def ends(t: float) -> Where | None:
+        return None if t >= T0 + 5 else moving(t)
+
+    assert run({0: moving, 1: ends, 2: ends, 3: ends}, Eye({}), 15) == []
 
 
 def test_a_rank_that_reports_itself_is_not_reported_for() -> None:

@@ -270,6 +270,10 @@ def test_a_single_short_drop_is_no_alarm_nor_drops_of_a_link_the_job_does_not_wa
     _, changes = run(sim, 40, lambda rank, second: True, both, Monitor(Detector()), eyes=elsewhere)
     assert not [c for _, c in changes if c.event == "raised"], "a node that runs no rank of the job"
 
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False, step_time=4.0)
+    _, changes = run(sim, 40, lambda rank, second: True, both, Monitor(Detector()), eyes=flaps([20.0, 30.0], 3.0))
+    assert not [c for _, c in changes if c.event == "raised"], "steps longer than a drop show no progress over it"
+
 
 def test_an_infiniband_port_that_went_down_between_two_readings_is_counted_by_link_downed() -> None:
     sim = SimJob(world=4, ranks_per_host=2, gpu=False)

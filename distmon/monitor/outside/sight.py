@@ -205,7 +205,7 @@ class Sight:
             return None  # the first look tells how to take its stack
         if seen.last is not None:
             self._asked[(host, pid)] = since
-            if seen.last.state in "Tt":
+            if seen.last.stopped:
                 self._stopped.add((host, pid))
         return None
 

@@ -108,7 +108,8 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     by_place = _by_place(waiting)
     if len(by_place) > 1 and min(w.age for w in waiting) >= early:
         return [_divergence(job, ctx, by_place)]
-    if len(by_place) == 1 and max(w.age for w in waiting) >= hang:
+    gone = (job.found() & job.flagged(wire.FLAG_EXITED)).any()  # they wait for it: found_gone names it
+    if len(by_place) == 1 and max(w.age for w in waiting) >= hang and not gone:
         return [_stuck(waiting)]
     return []
 
@@ -318,7 +319,13 @@ def _divergence(job: JobState, ctx: Context, by_place: dict[tuple[str | None, st
         "of batches (DistributedSampler(drop_last=True), equal shards for an IterableDataset)."
     )
     return Finding(
-        "divergence:found", "divergence", CRITICAL, odd_ranks, summary, "\n".join(lines), said(job, odd_ranks, ctx)
+        "divergence:found",
+        AlertKind.DIVERGENCE,
+        CRITICAL,
+        odd_ranks,
+        summary,
+        "\n".join(lines),
+        said(job, odd_ranks, ctx),
     )
 
 
@@ -337,17 +344,19 @@ def _words(place: WaitedIn) -> str:
 
 def found_gone(job: JobState, ctx: Context) -> list[Finding]:
     """``rank_lost`` for ranks found from outside: a rank whose process ended while the others
-    ran on for :data:`RAN_ON` seconds. Seen from outside, a process leaves no last words, and
-    the order in which a job's processes end tells nothing (a rank killed takes longer to end
-    than the peers its death brings down): a job whose processes all ended within that time
-    ended, how distmon cannot tell, and no rank is named."""
+    ran on for :data:`RAN_ON` seconds, some of them standing still waiting on their peers.
+    Seen from outside, a process leaves no last words, and the order in which a job's
+    processes end tells nothing (a rank killed takes longer to end than the peers its death
+    brings down): a job whose processes all ended within that time ended, how distmon cannot
+    tell, and no rank is named; nor is one while the others run on about their own work (rank
+    0 saving the model after the others finished is a job ending well)."""
     found = job.found()
     gone = [s for s in job.views(found & job.flagged(wire.FLAG_EXITED)) if _gone_at(s) is not None]
     if not gone:
         return []
     running = found & job.live(ctx.now)
     ages = [s.age(_gone_at(s) or 0.0, ctx.now) for s in gone]
-    if not running.any() or max(ages) < RAN_ON:
+    if max(ages) < RAN_ON or not (running & job.waiting_on_peers(ctx.now)).any():
         return []
     ranks = sorted(s.rank for s in gone)
     others = np.flatnonzero(running).tolist()

@@ -98,10 +98,10 @@ def dropped_over(job: JobState, hosts: set[str], start: float, now: float, after
 
 
 def _judged(job: JobState, ctx: Context, host: str, link: str, drop: Drop) -> bool | None:
-    """Whether the job stood still over ``drop``, judged the first time it is asked (after it
-    was told, the reports it lasted over are in) and kept: histories move on."""
+    """Whether the job stood still over ``drop``, judged once it can be told (the reports it
+    lasted over are in) and kept: histories move on."""
     key = (host, link, drop.t)
-    if key not in ctx.drops:
+    if ctx.drops.get(key) is None:
         ctx.drops[key] = _stood_still(job, host, drop)
     return ctx.drops[key]
 
@@ -199,7 +199,8 @@ def _stood_still(job: JobState, host: str, drop: Drop) -> bool | None:
     if drop.lasted is None:
         return None
     c = job.cols
-    others = np.flatnonzero(c.present & (c.host != wire.name_hash(host)))[:PEERS_LOOKED_AT]
+    counting = c.present & ~job.found()  # a rank found from outside counts no steps
+    others = np.flatnonzero(counting & (c.host != wire.name_hash(host)))[:PEERS_LOOKED_AT]
     spans = [_still_over(job, rank, drop.t, drop.t + drop.lasted) for rank in others.tolist()]
     known = [span for span in spans if span is not None]
     return min(known) >= drop.lasted / 2 if known else None
@@ -208,10 +209,11 @@ def _stood_still(job: JobState, host: str, drop: Drop) -> bool | None:
 def _still_over(job: JobState, rank: int, start: float, end: float) -> float | None:
     """The longest span of ``rank``'s reports around ``start``..``end`` (the monitor's clock)
     over which it completed no more than :data:`UNDER_WAY` step; None where its reports do not
-    cover that time, or come too seldom to tell."""
+    cover that time, come too seldom to tell, or its steps are too long to show progress over
+    it."""
     c = job.cols
     interval = float(np.nan_to_num(c.interval[rank], nan=1.0))
-    if end - start < interval:
+    if end - start < max(interval, 2 * float(np.nan_to_num(c.step_p50[rank], nan=0.0))):
         return None
     history = RankState(job, rank).history
     offset = float(c.least_delay[rank])

@@ -127,7 +127,8 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
         return Look(told, pending=told is None and _on_this_host(s, ctx), stack=stack)
     looks = seen.within(waited) if waited is not None else ()
     first = looks[0] if len(looks) > 1 else seen.first
-    if first is None or (seen.last is not None and first.t == seen.last.t and seen.last.state not in "TtZ"):
+    halted = seen.last is not None and (seen.last.stopped or seen.last.state == "Z")
+    if first is None or (seen.last is not None and first.t == seen.last.t and not halted):
         return Look(told, pending=told is None, stack=stack)  # one look: no progress to measure yet
     verdict = judge_process(r.host, first, seen.last, frames, owns_gil)
     if verdict.kind in MOVING_VERDICTS and seen.last is not None and len({_doing(look) for look in looks}) > 1:
@@ -155,7 +156,7 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
             seen = ctx.outside(r.host, r.pid)
     if seen is None or seen.last is None:
         return None
-    if seen.last.state in "Tt":
+    if seen.last.stopped:
         return judge_process(r.host, seen.last, seen.last, r.stack)
     looks = seen.within(waited)
     span = seen.last.t - looks[0].t if looks else 0.0
