@@ -11,6 +11,7 @@ import tempfile
 import time
 from pathlib import Path
 
+from distmon.forensics.accounts import _Failure, _whom
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
 from distmon.forensics.desync import DesyncLines
@@ -161,6 +162,33 @@ def test_every_rank_failing_alike_at_once_blames_nobody_but_one_failing_first_is
     )
     verdict = assign_blame(analyze_text(alike.replace("10:00:07", "10:09:07")))
     assert verdict.culprits == [2], "nine minutes apart, the first failure is the cause"
+
+
+def test_a_rank_whose_exception_was_anothers_consequence_is_not_counted_failing_alike_by_its_exit() -> None:
+    table = (
+        TABLE.replace("-15 (pid: 101)", "1 (pid: 101)")
+        .replace("-9 (pid: 102)", "1 (pid: 102)")
+        .replace("rank      : 2 (local_rank: 2)", "rank      : 0 (local_rank: 0)")
+        .replace("10:00:07", "10:00:05")
+    )
+    log = (
+        "[rank0]: Traceback (most recent call last):\n[rank0]: ValueError: expected sequence of length 512\n"
+        "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: "
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:14004\n"
+    )
+    verdict = assign_blame(analyze_text(log + table))
+    assert verdict.nobody is None and verdict.culprits == [0], "rank 1's exit 1 is rank 0's failure's consequence"
+
+
+def test_open_mpis_signal_handler_and_mpirun_naming_one_segfaulting_worker_are_one_failure() -> None:
+    text = (
+        "[gpu-2:04711] *** Process received signal ***\n[gpu-2:04711] Signal: Segmentation fault (11)\n"
+        "mpirun noticed that process rank 3 with PID 4711 on node gpu-2 exited on signal 11 (Segmentation fault).\n"
+    )
+    verdict = assign_blame(analyze_text(text))
+    assert verdict.nobody is None and verdict.culprits == [3], "the process is rank 3, by pid and by rank"
+    assert _whom([_Failure("rank 0"), _Failure("process 12")]) == "rank 0 and 1 process"
+    assert _whom([_Failure("process 11"), _Failure("process 12")]) == "2 processes"
 
 
 # --- the desync report ----------------------------------------------------------------------
