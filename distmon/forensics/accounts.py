@@ -172,7 +172,7 @@ def _failures(log: LogFacts) -> list[_Failure]:
     for e in log.exits:
         if e.code in (None, 0) or e.code in TEARDOWN or e.unit == WORKER or (ranked and e.unit in same):
             continue
-        if e.unit == RANK and (raised := log.raised.get(e.who)) is not None and (raised.cut or raised.consequence):
+        if e.unit == RANK and (own := log.raised.get(e.who)) is not None and (own.cut or own.consequence):
             continue  # its exception was another's consequence: its exit is that too
         failure = found.setdefault(f"{e.unit} {e.who}", _Failure(f"{e.unit} {e.who}"))
         failure.exit = e.how

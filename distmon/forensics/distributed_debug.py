@@ -102,8 +102,12 @@ class DebugChecks:
         if found is None:
             return False
         named = [found.group(1)] if found.group(1) else re.findall(r"\d{1,9}", found.group(2))
-        for rank in named:
-            self.unanswered.setdefault(int(rank), visible(found.group(0), 300))
+        why = visible(found.group(0), 300)
+        for rank in map(int, named):
+            if len(self.unanswered) >= MAX_RANKS:
+                break
+            if rank < MAX_RANKS:
+                self.unanswered.setdefault(rank, why)
         return True
 
     def odd(self) -> tuple[list[int], str] | None:

@@ -11,10 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
+from distmon.forensics import distributed_debug, horovod, launcher_lines
 from distmon.forensics.accounts import _Failure, _whom
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
-from distmon.forensics.desync import DesyncLines
+from distmon.forensics.desync import MAX_REPORTS, DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.launcher_lines import (
@@ -716,3 +719,31 @@ def test_a_timeout_cut_short_by_the_excerpt_is_not_read() -> None:
     found = watchdog_said(cut)
     assert found is not None and found.timeout_ms is None
     assert assign_blame(analyze_text(cut)).nobody is None, "no timeout absurdly low where its number was cut"
+
+
+def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    stalls = HorovodStalls()
+    assert not stalls.line("w" * 400 + " [missing ranks: 1]"), "a tensor's name is read from its start, not mid-word"
+    stalls.line("t [missing ranks: 5, 200000]")
+    assert stalls.missing == {"t": {5}}, "a rank from MAX_RANKS on is no real job's"
+    monkeypatch.setattr(horovod, "MAX_RANKS", 4)
+    stalls.line("t [missing ranks: " + ", ".join(map(str, range(4))) + "]")
+    assert stalls.missing == {"t": {5, 0, 1, 2}}, "no more ranks a tensor than MAX_RANKS"
+
+    monkeypatch.setattr(launcher_lines, "MAX_TASKS", 1000)
+    exits = read_launcher("srun: error: h: tasks 0-999: Killed\n" * 5)
+    assert len(exits) == 1000, "srun's tasks within one budget, not each line's"
+
+    reports = desync(*["- [0] Timeout at collective: ALLREDUCE, #7", "  #7 started ranks:"] * 100)
+    assert len(reports.reports) == MAX_REPORTS and all(r.numbers == {7} for r in reports.reports)
+    one = desync(
+        "- [0] Timeout at collective: ALLREDUCE, #7", "  #7 started ranks:", *["    [0, 1, 3] started X"] * 500
+    )
+    assert one.reports[0].started == {7: {"X": {0, 1, 3}}}, "a rank listed twice is one rank"
+
+    checks = DebugChecks()
+    checks.line("Ranks 3, 2000000 failed to pass monitoredBarrier in 30 seconds")
+    assert list(checks.unanswered) == [3]
+    monkeypatch.setattr(distributed_debug, "MAX_RANKS", 4)
+    checks.line("Ranks " + ", ".join(map(str, range(50))) + " failed to pass monitoredBarrier in 30 seconds")
+    assert sorted(checks.unanswered) == [0, 1, 2, 3]
