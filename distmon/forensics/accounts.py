@@ -21,7 +21,11 @@ from distmon.forensics.tracebacks import Raised
 from distmon.monitor.state.words import duration, rank_word
 
 TOGETHER = 1.0
-"""Seconds within which failures count as at once."""
+"""Seconds within which failures, or ranks' timeouts in the same collective, count as at once."""
+TRANSPORT = (
+    "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
+    "InfiniBand), a GPU, or NCCL itself, not to a rank"
+)
 ALIKE = (
     "the program or its environment (a bad input or argument, a library or driver, memory too small for the "
     "batch), not a rank"
@@ -100,10 +104,7 @@ def _everyone_joined(log: LogFacts) -> str | None:
     for report in log.desync.reports:
         joined = report.everyone_joined()
         if joined is not None and report.of_world:
-            return (
-                f"{joined}: every rank issued it, so none holds it up: that points to the transport (the network, "
-                "NVLink or InfiniBand), a GPU, or NCCL itself, not to a rank"
-            )
+            return f"{joined}: {TRANSPORT}"
     return None
 
 
