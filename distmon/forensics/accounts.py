@@ -15,13 +15,17 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.launcher_lines import LOCAL_RANK, ON_A_NODE, RANK, SPAWNED, TEARDOWN, WORKER
+from distmon.forensics.launcher_lines import LOCAL_RANK, ON_A_NODE, PROCESS, RANK, SPAWNED, TEARDOWN, WORKER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.tracebacks import Raised
 from distmon.monitor.state.words import duration, rank_word
 
 TOGETHER = 1.0
-"""Seconds within which failures count as at once."""
+"""Seconds within which failures, or ranks' timeouts in the same collective, count as at once."""
+TRANSPORT = (
+    "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
+    "InfiniBand), a GPU, or NCCL itself, not to a rank"
+)
 ALIKE = (
     "the program or its environment (a bad input or argument, a library or driver, memory too small for the "
     "batch), not a rank"
@@ -100,10 +104,7 @@ def _everyone_joined(log: LogFacts) -> str | None:
     for report in log.desync.reports:
         joined = report.everyone_joined()
         if joined is not None and report.of_world:
-            return (
-                f"{joined}: every rank issued it, so none holds it up: that points to the transport (the network, "
-                "NVLink or InfiniBand), a GPU, or NCCL itself, not to a rank"
-            )
+            return f"{joined}: {TRANSPORT}"
     return None
 
 
@@ -168,9 +169,12 @@ def _failures(log: LogFacts) -> list[_Failure]:
         if not raised.cut and not raised.consequence and raised.launcher is None:
             found[f"{RANK} {rank}"] = _Failure(f"{RANK} {rank}", exception=_kind(raised), at=raised.at)
     ranked = any(e.unit == RANK for e in log.exits)
+    same = (*ON_A_NODE, PROCESS)  # the ranks' workers again, where a launcher names the ranks
     for e in log.exits:
-        if e.code in (None, 0) or e.code in TEARDOWN or e.unit == WORKER or (ranked and e.unit in ON_A_NODE):
+        if e.code in (None, 0) or e.code in TEARDOWN or e.unit == WORKER or (ranked and e.unit in same):
             continue
+        if e.unit == RANK and (own := log.raised.get(e.who)) is not None and (own.cut or own.consequence):
+            continue  # its exception was another's consequence: its exit is that too
         failure = found.setdefault(f"{e.unit} {e.who}", _Failure(f"{e.unit} {e.who}"))
         failure.exit = e.how
         failure.at = failure.at if failure.at is not None else e.at
@@ -192,7 +196,8 @@ def _whom(failures: list[_Failure]) -> str:
     parts = [rank_word(ranks)] if ranks else []
     if others:
         unit = units.pop() if len(units) == 1 else "workers"
-        parts.append(f"{len(others)} {unit}{'es' if unit.endswith('process') else 's'}")
+        plural = "" if len(others) == 1 else "es" if unit.endswith("process") else "s"
+        parts.append(f"{len(others)} {unit}{plural}")
     return " and ".join(parts)
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distmon.forensics.accounts import Accounts, accounts
+from distmon.forensics.accounts import TOGETHER, TRANSPORT, Accounts, accounts
 from distmon.forensics.analysis import Analysis
 from distmon.forensics.launcher_lines import WORKER
 from distmon.forensics.logfacts import LogFacts
@@ -41,16 +41,10 @@ MAX_SUSPECTS = 1024
 SHORT_TIMEOUT_MS = 300_000
 """A collective timeout shorter than this is tripped by a rank's routine work alone (a
 checkpoint, an evaluation): worth saying beside the ranks suspected."""
-TOGETHER = 1.0
-"""Seconds within which ranks that timed out in the same collective timed out together."""
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
 HABIT = (
     "rank 0 most often works alone while the others wait: saving a checkpoint, evaluating, "
     "preparing or downloading data"
-)
-TRANSPORT = (
-    "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
-    "InfiniBand), a GPU, or NCCL itself, not to a rank"
 )
 NEVER_CONNECTED = (
     "the first collective never completed on any rank, which every rank issued: the ranks never reached each "

@@ -33,6 +33,10 @@ MAX_LISTED = 1 << 17
 """Ranks one line of the report may list: more is no real job's."""
 MAX_PIECES = 64
 """Lines of a report one line of the log may hold."""
+MAX_REPORTS = 64
+"""Reports kept from one log (each rank prints its own, of the same timeout)."""
+MAX_NUMBERS = 64
+"""Collective numbers a report's snapshot lists ranks at; ops at each, too."""
 
 _TIMEOUT = re.compile(r"- \[(\d{1,9})\] Timeout at collective: (\w{1,40}), #(\d{1,18})")
 _MISSING = re.compile(r"ranks \[([\d, ]{1,2000000})\] are the lagging ranks that caused this timeout")
@@ -61,7 +65,7 @@ class DesyncReport:
     """Finished the lowest collective and never started the next."""
     lag: int | None = None
     """That lowest collective's number."""
-    started: dict[int, dict[str, list[int]]] = field(default_factory=dict)
+    started: dict[int, dict[str, set[int]]] = field(default_factory=dict)
     """The snapshot: at each number, the ranks that started each op (and did not finish it)."""
     numbers: set[int] = field(default_factory=set)
     """The collective numbers the snapshot lists ranks at."""
@@ -119,6 +123,8 @@ class DesyncLines:
     """Reads desync reports line by line; a line of a report that has begun adds to it."""
 
     reports: list[DesyncReport] = field(default_factory=list)
+    taking: bool = True
+    """The last report begun is kept (beyond :data:`MAX_REPORTS`, its lines are no kept one's)."""
 
     def line(self, body: str, rank: int | None) -> DesyncReport | None:
         """The report ``body`` begins or adds to, if it is one of a report's lines (``rank``:
@@ -132,10 +138,13 @@ class DesyncLines:
 
     def _line(self, body: str, rank: int | None) -> DesyncReport | None:
         if "Timeout at collective:" in body and (begun := _TIMEOUT.search(body)):
+            self.taking = len(self.reports) < MAX_REPORTS
+            if not self.taking:
+                return None
             report = DesyncReport(int(begun.group(1)), visible(begun.group(2), 40), int(begun.group(3)), rank)
             self.reports.append(report)
             return report
-        if not self.reports or not any(word in body for word in _WORDS):
+        if not self.reports or not self.taking or not any(word in body for word in _WORDS):
             return None
         last = self.reports[-1]
         return last if _add(last, body) else None
@@ -149,12 +158,19 @@ def _add(report: DesyncReport, body: str) -> bool:
     elif (joined := _JOINED.search(body)) is not None:
         report.joined, report.lag = ranks(joined.group(1)), int(joined.group(2))
     elif (snapshot := _SNAPSHOT.match(body)) is not None:
-        report.numbers.add(int(snapshot.group(1)))
-        report.snapshot = int(snapshot.group(1)) if snapshot.group(2) == "started" else None
+        number = int(snapshot.group(1))
+        if number in report.numbers or len(report.numbers) < MAX_NUMBERS:
+            report.numbers.add(number)
+            report.snapshot = number if snapshot.group(2) == "started" else None
+        else:
+            report.snapshot = None
     elif (state := _STATE.match(body)) is not None:
         if state.group(2) == "started" and report.snapshot is not None:
             at = report.started.setdefault(report.snapshot, {})
-            at.setdefault(visible(state.group(3), 40), []).extend(ranks(state.group(1)))
+            op = visible(state.group(3), 40)
+            if op in at or len(at) < MAX_NUMBERS:
+                held = at.setdefault(op, set())
+                held.update(ranks(state.group(1))[: MAX_LISTED - len(held)])
     else:
         return False
     return True

@@ -23,6 +23,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.nccl import MAX_GROUP
 from distmon.guards.text import visible
 
 MISMATCH = "Detected mismatch between collectives"
@@ -30,7 +31,8 @@ MISMATCH = "Detected mismatch between collectives"
 MAX_INFERRED = 4096
 """Ranks a message is read to prove ran its reporter's collective (those checked before the one
 it names): beyond, the message is read for the two ranks it names only."""
-MAX_RANKS = 1 << 20
+MAX_RANKS = MAX_GROUP
+"""Ranks a message may name: more is no real job's."""
 
 _RUNNING = re.compile(r"Rank (\d{1,9}) is running (inconsistent )?collective: ")
 _BUT = re.compile(r", but Rank (\d{1,9}) is running collective: ")
@@ -102,8 +104,12 @@ class DebugChecks:
         if found is None:
             return False
         named = [found.group(1)] if found.group(1) else re.findall(r"\d{1,9}", found.group(2))
-        for rank in named:
-            self.unanswered.setdefault(int(rank), visible(found.group(0), 300))
+        why = visible(found.group(0), 300)
+        for rank in map(int, named):
+            if len(self.unanswered) >= MAX_RANKS:
+                break
+            if rank < MAX_RANKS:
+                self.unanswered.setdefault(rank, why)
         return True
 
     def odd(self) -> tuple[list[int], str] | None:

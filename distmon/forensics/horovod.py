@@ -31,7 +31,7 @@ MAX_RANKS = 1 << 17
 """Ranks a "ready" list is read against: the ranks it leaves out are counted up to there."""
 
 STALLED = "submitted to be reduced, gathered or broadcasted by subset of ranks"
-_LISTED = re.compile(r"([\w./:-]{1,300}) \[(missing|ready) ranks: ?([\d, ]{0,20000})\]")
+_LISTED = re.compile(r"(?<![\w./:-])([\w./:-]{1,300}) \[(missing|ready) ranks: ?([\d, ]{0,20000})\]")
 _HEADER = re.compile(r"(?:Missing|Stalled) ranks:\s*$")
 _MISSING_LINE = re.compile(r"^\s*(\d{1,9})!?: \[([^\]]{0,20000})\]?")
 
@@ -53,7 +53,7 @@ class HorovodStalls:
             return True
         if self.listing and (rank := _MISSING_LINE.match(body)) is not None:
             for tensor in rank.group(2).split(", ")[:MAX_TENSORS]:
-                self._add(self.missing, visible(tensor.strip(), 300), {int(rank.group(1))})
+                self._add(self.missing, visible(tensor.strip(), 300), [int(rank.group(1))])
             return True
         self.listing = False
         return self._listed(body)
@@ -64,14 +64,22 @@ class HorovodStalls:
         found = False
         for match in _LISTED.finditer(body):
             tensor, kind, ranks = match.groups()
-            named = {int(r) for r in re.findall(r"\d{1,9}", ranks)}
+            named = [int(r) for r in re.findall(r"\d{1,9}", ranks)]
             self._add(self.missing if kind == "missing" else self.ready, visible(tensor, 300), named)
             found = True
         return found
 
-    def _add(self, into: dict[str, set[int]], tensor: str, ranks: set[int]) -> None:
-        if tensor in into or len(into) < MAX_TENSORS:
-            into.setdefault(tensor, set()).update(ranks)
+    def _add(self, into: dict[str, set[int]], tensor: str, ranks: list[int]) -> None:
+        """Adds ``ranks`` to the tensor's, within :data:`MAX_TENSORS` tensors of :data:`MAX_RANKS`
+        ranks each (a rank from :data:`MAX_RANKS` on is no real job's)."""
+        if tensor not in into and len(into) >= MAX_TENSORS:
+            return
+        held = into.setdefault(tensor, set())
+        for rank in ranks:
+            if len(held) >= MAX_RANKS:
+                break
+            if rank < MAX_RANKS:
+                held.add(rank)
 
     def listed(self) -> set[int]:
         """Every rank a stall line names."""

@@ -51,7 +51,7 @@ index ``mp.spawn`` gave a process, or nothing (a worker the launcher does not na
 ON_A_NODE = (LOCAL_RANK, TASK, SPAWNED)
 """Units that are the rank where the job ran on one node (a task: where srun started one a rank)."""
 MAX_TASKS = 1 << 17
-"""Tasks one srun line may name: more is no real job's."""
+"""Tasks srun's lines in one log may name: more is no real job's."""
 
 ROOT_CAUSE = "Root Cause (first observed failure):"
 _FAILURES = "Failures:"
@@ -144,6 +144,9 @@ class LauncherLines:
     """Lines of the entry's traceback read."""
     first_process: WorkerExit | None = None
     """mpirun's "The first process to do so was": its name, then its exit code, follow."""
+    tasks: int = 0
+    """srun's tasks read, within :data:`MAX_TASKS`: a line may name a range of any size, and the
+    next line another."""
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is a launcher's; False for any other line."""
@@ -241,7 +244,9 @@ class LauncherLines:
             return False
         host, tasks, how, code = found.groups()
         number = int(code) if code is not None else -_SRUN_SIGNALS[how]
-        for task in task_list(tasks):
+        named = task_list(tasks, MAX_TASKS - self.tasks) if self.tasks < MAX_TASKS else []
+        self.tasks += len(named)
+        for task in named:
             self.kept(WorkerExit(TASK, task, number, "srun", host=visible(host, 200)))
         return True
 
@@ -274,15 +279,15 @@ def _signal_number(name: str) -> int:
         return 0
 
 
-def task_list(text: str) -> list[int]:
-    """``8-13,15`` as the tasks it names, within :data:`MAX_TASKS`."""
+def task_list(text: str, most: int = MAX_TASKS) -> list[int]:
+    """``8-13,15`` as the tasks it names, within ``most`` (:data:`MAX_TASKS`)."""
     found: list[int] = []
     for part in text.split(","):
         low, _, high = part.partition("-")
         if not low.isdigit() or (high and not high.isdigit()):
             continue
         first, last = int(low), int(high or low)
-        if first > last or last - first + len(found) > MAX_TASKS:
+        if first > last or last - first + len(found) >= most:
             continue
         found.extend(range(first, last + 1))
     return found

@@ -10,7 +10,7 @@ from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.launcher_lines import WorkerExit
-from distmon.forensics.nccl import NcclLines
+from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.peers import PeerLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import GATHERS, SCATTERS, Said
@@ -19,8 +19,6 @@ from distmon.wire import ExceptionInfo
 DEFAULT_PG = "default_pg"
 WORLD_GROUP = "0"
 """The world group's name: it is created first on every rank, in every torch era."""
-MAX_GROUP = 1 << 20
-"""Ranks a group may have: more is no real job's."""
 MAX_SPREAD = 2
 """How far apart the works two ranks of one group time out in may lie: a collective no member
 completed holds every member at it (a rooted one's root may be a work ahead)."""

@@ -29,7 +29,8 @@ from dataclasses import dataclass, field
 from typing import IO
 
 from distmon.forensics.launcher_lines import RANK, LauncherLines, WorkerExit
-from distmon.forensics.logfacts import DEFAULT_PG, MAX_GROUP, WORLD_GROUP, Layout, LogFacts, Timeout
+from distmon.forensics.logfacts import DEFAULT_PG, WORLD_GROUP, Layout, LogFacts, Timeout
+from distmon.forensics.nccl import MAX_GROUP
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
 from distmon.forensics.watchdog import OPTIONS, PG, Said, watchdog_said

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from distmon.guards.text import visible
 
 MAX_GROUP = 1 << 20
-"""Ranks a communicator may claim: more is no real job's."""
+"""Ranks a communicator or a process group may have: more is no real job's."""
 MAX_HOSTS = 65536
 
 _PREFIX = re.compile(r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[\d{1,4}\] NCCL (?:INFO|WARN)")

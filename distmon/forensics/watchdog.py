@@ -185,11 +185,6 @@ class Said:
     idle: bool = False
     """The group has nothing in flight on this rank (a dump signal's counts)."""
 
-    @property
-    def counted(self) -> bool:
-        """Names a work's number, or the op the watchdog gave up on."""
-        return self.seq is not None or self.op is not None
-
 
 _CONTINUES = re.compile(r"\s*(?:WorkNCCL\(|ran for |before timing out|last (?:enqueued|completed)|PG status)")
 """How the rest of a watchdog message a person broke over lines starts."""

@@ -11,9 +11,13 @@ import tempfile
 import time
 from pathlib import Path
 
+import pytest
+
+from distmon.forensics import distributed_debug, horovod, launcher_lines
+from distmon.forensics.accounts import _Failure, _whom
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
-from distmon.forensics.desync import DesyncLines
+from distmon.forensics.desync import MAX_REPORTS, DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.launcher_lines import (
@@ -161,6 +165,33 @@ def test_every_rank_failing_alike_at_once_blames_nobody_but_one_failing_first_is
     )
     verdict = assign_blame(analyze_text(alike.replace("10:00:07", "10:09:07")))
     assert verdict.culprits == [2], "nine minutes apart, the first failure is the cause"
+
+
+def test_a_rank_whose_exception_was_anothers_consequence_is_not_counted_failing_alike_by_its_exit() -> None:
+    table = (
+        TABLE.replace("-15 (pid: 101)", "1 (pid: 101)")
+        .replace("-9 (pid: 102)", "1 (pid: 102)")
+        .replace("rank      : 2 (local_rank: 2)", "rank      : 0 (local_rank: 0)")
+        .replace("10:00:07", "10:00:05")
+    )
+    log = (
+        "[rank0]: Traceback (most recent call last):\n[rank0]: ValueError: expected sequence of length 512\n"
+        "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: "
+        "[../third_party/gloo/gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.0.0.2]:14004\n"
+    )
+    verdict = assign_blame(analyze_text(log + table))
+    assert verdict.nobody is None and verdict.culprits == [0], "rank 1's exit 1 is rank 0's failure's consequence"
+
+
+def test_open_mpis_signal_handler_and_mpirun_naming_one_segfaulting_worker_are_one_failure() -> None:
+    text = (
+        "[gpu-2:04711] *** Process received signal ***\n[gpu-2:04711] Signal: Segmentation fault (11)\n"
+        "mpirun noticed that process rank 3 with PID 4711 on node gpu-2 exited on signal 11 (Segmentation fault).\n"
+    )
+    verdict = assign_blame(analyze_text(text))
+    assert verdict.nobody is None and verdict.culprits == [3], "the process is rank 3, by pid and by rank"
+    assert _whom([_Failure("rank 0"), _Failure("process 12")]) == "rank 0 and 1 process"
+    assert _whom([_Failure("process 11"), _Failure("process 12")]) == "2 processes"
 
 
 # --- the desync report ----------------------------------------------------------------------
@@ -688,3 +719,31 @@ def test_a_timeout_cut_short_by_the_excerpt_is_not_read() -> None:
     found = watchdog_said(cut)
     assert found is not None and found.timeout_ms is None
     assert assign_blame(analyze_text(cut)).nobody is None, "no timeout absurdly low where its number was cut"
+
+
+def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch: pytest.MonkeyPatch) -> None:
+    stalls = HorovodStalls()
+    assert not stalls.line("w" * 400 + " [missing ranks: 1]"), "a tensor's name is read from its start, not mid-word"
+    stalls.line("t [missing ranks: 5, 200000]")
+    assert stalls.missing == {"t": {5}}, "a rank from MAX_RANKS on is no real job's"
+    monkeypatch.setattr(horovod, "MAX_RANKS", 4)
+    stalls.line("t [missing ranks: " + ", ".join(map(str, range(4))) + "]")
+    assert stalls.missing == {"t": {5, 0, 1, 2}}, "no more ranks a tensor than MAX_RANKS"
+
+    monkeypatch.setattr(launcher_lines, "MAX_TASKS", 1000)
+    exits = read_launcher("srun: error: h: tasks 0-999: Killed\n" * 5)
+    assert len(exits) == 1000, "srun's tasks within one budget, not each line's"
+
+    reports = desync(*["- [0] Timeout at collective: ALLREDUCE, #7", "  #7 started ranks:"] * 100)
+    assert len(reports.reports) == MAX_REPORTS and all(r.numbers == {7} for r in reports.reports)
+    one = desync(
+        "- [0] Timeout at collective: ALLREDUCE, #7", "  #7 started ranks:", *["    [0, 1, 3] started X"] * 500
+    )
+    assert one.reports[0].started == {7: {"X": {0, 1, 3}}}, "a rank listed twice is one rank"
+
+    checks = DebugChecks()
+    checks.line("Ranks 3, 2000000 failed to pass monitoredBarrier in 30 seconds")
+    assert list(checks.unanswered) == [3]
+    monkeypatch.setattr(distributed_debug, "MAX_RANKS", 4)
+    checks.line("Ranks " + ", ".join(map(str, range(50))) + " failed to pass monitoredBarrier in 30 seconds")
+    assert sorted(checks.unanswered) == [0, 1, 2, 3]
