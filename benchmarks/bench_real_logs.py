@@ -6,8 +6,13 @@ log read (exit 0 and JSON), and, on the logs whose truth is known (the culprit r
 A verdict naming ranks is right where the ranks it proves are all culprits and it names at
 least one (the first proven, else the first suspected); one saying nobody is to blame is right
 where the truth is ``none``. It abstains where it names nobody and does not clear everyone, or
-where the command does not read the log (an exit other than 0, no JSON). The
-logs found after the reader's rules were written (``"held_out"``) are also scored apart.
+where the command does not read the log (an exit other than 0, no JSON). A verdict that proves
+a rank the truth clears names an innocent. The held-out logs (``"held_out"``: no rule was
+written against them) are scored first and apart: they are the fair measure. The logs once held
+out (``"held_out_once"``: round 61's 42, drawn at random as ``tests/data/logs/real/NOTES.md``
+says, and round 62's 60) were scored once as found (``benchmarks/README.md`` keeps those figures)
+and are development logs since; each round's are still scored apart, as the rounds are, to follow
+how the reader does on them.
 
 ``--pasted`` scores the same logs re-pasted the ways people paste them
 (``tests/support/pastes.py``: wrapped by a terminal, stamped by a logger or a collector,
@@ -46,6 +51,9 @@ from tests.support.pastes import CUTTING, KEEPING, PASTES  # noqa: E402
 REAL = ROOT / "tests" / "data" / "logs" / "real"
 RIGHT, WRONG, ABSTAINED = "right", "wrong", "abstained"
 KEPT, UNREAD, MISNAMED = "kept", "not read", "misnamed"
+INNOCENT = "innocent"
+"""A verdict proving a rank the truth clears."""
+HELD_OUT = "held out (no rule written against them)"
 SHARES = [share / 20 for share in range(2, 20)]
 """Where the logs are cut, anywhere: their first and last 10%, 15%, ... 95%."""
 BIG = 10_000_000
@@ -76,21 +84,36 @@ def outcome(found: dict[str, Any], truth: list[int] | str) -> str:
 
 def score() -> dict[str, Any]:
     truths: dict[str, dict[str, Any]] = json.loads((REAL / "truths.json").read_text())
-    read, kinds, misses, held_out = 0, Counter[str](), [], Counter[str]()
+    read, kinds, misses = 0, Counter[str](), []
     by_kind: dict[str, Counter[str]] = {}
+    sets: dict[str, Counter[str]] = {}
+    innocent = 0
     for name, told in sorted(truths.items()):
         code, found = verdict(REAL / name)
-        read += code == 0 and found is not None
+        readable = code == 0 and found is not None
+        read += readable
         kinds[told["kind"]] += 1
+        held = bool(told.get("held_out"))
+        groups = [HELD_OUT] if held else []
+        groups += [f"round {told['round']}"]
+        groups += [f"round {told['round']}'s once held out"] if told.get("held_out_once") else []
+        for group in groups:
+            sets.setdefault(group, Counter())["logs"] += 1
+            sets[group]["read"] += readable
         if told["truth"] == "unknown":
             continue
         result = outcome(found, told["truth"]) if found is not None else ABSTAINED
+        named = found is not None and misnamed_culprit(found, told["truth"])
+        innocent += named
         by_kind.setdefault(told["kind"], Counter())[result] += 1
-        if told.get("held_out"):
-            held_out[result] += 1
+        for group in groups:
+            sets[group][result] += 1
+            sets[group]["known"] += 1
+            sets[group][INNOCENT] += named
         if result != RIGHT:
             said = found["summary"][:120] if found is not None else f"exit {code}, no JSON"
-            misses.append(f"{name}: {result} (truth {told['truth']}; said: {said})")
+            mark = "held out: " if held else ""
+            misses.append(f"{mark}{name}: {result} (truth {told['truth']}; said: {said})")
     totals = sum(by_kind.values(), Counter[str]())
     known = sum(totals.values())
     return {
@@ -101,11 +124,20 @@ def score() -> dict[str, Any]:
         RIGHT: totals[RIGHT],
         WRONG: totals[WRONG],
         ABSTAINED: totals[ABSTAINED],
+        INNOCENT: innocent,
         "right_share": round(totals[RIGHT] / known, 3) if known else None,
         "by_kind": {kind: dict(counts) for kind, counts in sorted(by_kind.items())},
-        "held_out": {"logs": sum(1 for t in truths.values() if t.get("held_out")), **held_out},
+        "sets": {
+            group: {"logs": 0, "read": 0, "known": 0, RIGHT: 0, WRONG: 0, ABSTAINED: 0, INNOCENT: 0, **counts}
+            for group, counts in sorted(sets.items(), key=lambda item: (item[0] != HELD_OUT, item[0]))
+        },
         "misses": misses,
     }
+
+
+def misnamed_culprit(found: dict[str, Any], truth: list[int] | str) -> bool:
+    """A culprit the truth clears (a suspect list may hold one: it proves nothing)."""
+    return bool(set(found["culprits"]) - (set() if truth == "none" else set(truth)))
 
 
 def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool]:
@@ -238,23 +270,27 @@ def main() -> None:
     if args.pasted:
         print_pasted(figures)
         return
+    if HELD_OUT not in figures["sets"]:
+        print(f"{HELD_OUT}: none now")
+    for group, counts in figures["sets"].items():
+        share = f" ({counts[RIGHT] / counts['known']:.0%})" if counts["known"] else ""
+        print(
+            f"{group}: {counts['logs']} logs, {counts['read']} read (exit 0, JSON); {counts['known']} with a known "
+            f"truth: {counts[RIGHT]} right{share}, {counts[WRONG]} wrong, {counts[ABSTAINED]} abstained; "
+            f"{counts[INNOCENT]} proving a rank the truth clears"
+        )
     print(
-        f"{figures['logs']} logs of {len(figures['kinds'])} kinds: {figures['read']} read (exit 0, JSON); "
+        f"all {figures['logs']} logs of {len(figures['kinds'])} kinds: {figures['read']} read (exit 0, JSON); "
         f"{figures['known']} with a known truth: {figures[RIGHT]} right ({figures['right_share']:.0%}), "
-        f"{figures[WRONG]} wrong, {figures[ABSTAINED]} abstained"
+        f"{figures[WRONG]} wrong, {figures[ABSTAINED]} abstained; {figures[INNOCENT]} proving a rank the truth clears"
     )
-    held = figures["held_out"]
-    print(
-        f"  of them found after the rules were written: {held['logs']} logs, "
-        f"{sum(held.get(k, 0) for k in (RIGHT, WRONG, ABSTAINED))} with a known truth: {held.get(RIGHT, 0)} right, "
-        f"{held.get(WRONG, 0)} wrong, {held.get(ABSTAINED, 0)} abstained"
-    )
-    print(f"  {'kind':<30} {'logs':>4} {'known':>5} {RIGHT:>5} {WRONG:>5} {ABSTAINED:>9}")
+    width = max(map(len, figures["kinds"]), default=4)
+    print(f"  {'kind':<{width}} {'logs':>4} {'known':>5} {RIGHT:>5} {WRONG:>5} {ABSTAINED:>9}")
     for kind, logs in sorted(figures["kinds"].items(), key=lambda item: (-item[1], item[0])):
         counts = figures["by_kind"].get(kind, {})
         known = sum(counts.values())
         print(
-            f"  {kind:<30} {logs:>4} {known:>5} {counts.get(RIGHT, 0):>5} {counts.get(WRONG, 0):>5} "
+            f"  {kind:<{width}} {logs:>4} {known:>5} {counts.get(RIGHT, 0):>5} {counts.get(WRONG, 0):>5} "
             f"{counts.get(ABSTAINED, 0):>9}"
         )
     for miss in figures["misses"]:

@@ -16,10 +16,11 @@ COMMANDS = {
     "record": "headless: bind the endpoint, detect, write a recording, print alerts",
     "replay": "play a recording through the terminal UI",
     "report": "post-mortem of a recording: the job, its ranks, the alerts and first cause",
-    "look": "a job running here without distmon: find its ranks, judge them from outside, say who holds it up",
+    "look": "a job running without distmon, here or on its nodes: find its ranks, say from outside who holds it up",
     "analyze": "the culprit of a job that ran without distmon, from its Flight Recorder dumps or its log",
     "run": "run an unmodified training command with every rank monitored",
     "relay": "a node's relay: forward its ranks' reports to the monitor in one batch a second",
+    "eye": "a node's eye, as look, watch --find and record --find start it on each node they reach (not typed)",
     "doctor": "check this machine, or a job about to start, for launch problems",
     "keygen": "write a job key file: the monitor hears only ranks holding it (TCP made safe)",
 }

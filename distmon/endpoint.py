@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import ipaddress
 import os
+import socket as sockets
 import stat
 import tempfile
 
@@ -51,15 +52,35 @@ def make_private_dir() -> None:
 
 def bind(socket: zmq.Socket[bytes], endpoint: str) -> None:
     """Bind ``socket`` where ranks connect to ``endpoint``; the default socket's directory is
-    made private first. Raises :class:`EndpointError`."""
+    made private first. Raises :class:`EndpointError`, also for an ipc socket another process
+    listens on, as binding a TCP port in use does."""
     try:
         if endpoint == default_endpoint():
             make_private_dir()
+        if endpoint.startswith("ipc://") and listened(endpoint[len("ipc://") :]):
+            raise EndpointError(
+                f"cannot listen on {endpoint}: another monitor or relay listens there (stop it, or choose --endpoint)"
+            )
         socket.bind(bind_address(endpoint))
     except PrivateDirError as e:
         raise EndpointError(f"cannot listen on {endpoint}: {e}") from None
     except zmq.ZMQError as e:
         raise EndpointError(f"cannot listen on {endpoint}: {zmq.strerror(e.errno or 0)}") from None
+
+
+def listened(path: str) -> bool:
+    """Whether a process listens on the unix socket at ``path`` (``@name``: an abstract one).
+    ZeroMQ would bind over it without a word, and every rank that connects from then on would
+    report to the newcomer, the first monitor recording none of them. A socket file left by a
+    monitor that died is not listened on. The probe connects and closes at once: a monitor
+    with a key counts it as a connection refused for want of one."""
+    address = "\0" + path[1:] if path.startswith("@") else path
+    with sockets.socket(sockets.AF_UNIX, sockets.SOCK_STREAM) as probe:
+        try:
+            probe.connect(address)
+        except OSError:
+            return False
+    return True
 
 
 def exposure_warning(endpoint: str) -> str | None:

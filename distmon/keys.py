@@ -64,10 +64,20 @@ def load_for(explicit: str | None) -> JobKey | None:
     return None if path is None else load_key(path)
 
 
+def fresh() -> JobKey:
+    """A new job key, held in memory (``distmon look`` makes one for the nodes it reaches)."""
+    return JobKey(KeyPair(*zmq.curve_keypair()), KeyPair(*zmq.curve_keypair()))
+
+
+def content_of(key: JobKey) -> dict[str, object]:
+    """The key as a key file holds it."""
+    return {"format": FORMAT, "version": VERSION, "server": _pair(key.server), "client": _pair(key.client)}
+
+
 def generate(path: str) -> JobKey:
     """Write a fresh key file at ``path`` (mode 0600); an existing file is never replaced."""
-    key = JobKey(KeyPair(*zmq.curve_keypair()), KeyPair(*zmq.curve_keypair()))
-    content = {"format": FORMAT, "version": VERSION, "server": _pair(key.server), "client": _pair(key.client)}
+    key = fresh()
+    content = content_of(key)
     try:
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
     except OSError as e:
@@ -96,9 +106,14 @@ def load_key(path: str) -> JobKey:
         raise KeyFileError(f"cannot read the key file {path}: {e.strerror}") from None
     except ValueError:
         raise KeyFileError(f"{path} is not a distmon key file (write one with distmon keygen)") from None
+    return key_from(content, path)
+
+
+def key_from(content: object, where: str) -> JobKey:
+    """The key a key file's content holds (read from ``where``); raises :class:`KeyFileError`."""
     if not isinstance(content, dict) or content.get("format") != FORMAT or content.get("version") != VERSION:
-        raise KeyFileError(f"{path} is not a distmon key file (write one with distmon keygen)")
-    return JobKey(_checked(content.get("server"), path), _checked(content.get("client"), path))
+        raise KeyFileError(f"{where} is not a distmon key file (write one with distmon keygen)")
+    return JobKey(_checked(content.get("server"), where), _checked(content.get("client"), where))
 
 
 def as_server(socket: zmq.Socket[bytes], key: JobKey) -> None:
@@ -118,20 +133,29 @@ def as_client(socket: zmq.Socket[bytes], key: JobKey) -> None:
 def admit_job_clients(context: zmq.Context[zmq.Socket[bytes]], key: JobKey) -> ThreadAuthenticator:
     """Start the ZAP handler of ``context``'s CURVE servers: it lets in only clients presenting
     the job's client key. Stop it before terminating the context."""
+    return admit(context, JobClients(key))
+
+
+def admit(context: zmq.Context[zmq.Socket[bytes]], clients: JobClients) -> ThreadAuthenticator:
+    """Start the ZAP handler of ``context``'s CURVE servers: it lets in only ``clients``."""
     authenticator = ThreadAuthenticator(context)
     authenticator.start()
-    authenticator.configure_curve_callback("*", credentials_provider=_JobClients(key))
+    authenticator.configure_curve_callback("*", credentials_provider=clients)
     return authenticator
 
 
-class _JobClients:
-    """The ZAP handler's test: the client presents the job's client key."""
+class JobClients:
+    """The ZAP handler's test: the client presents the client key of one of the keys admitted
+    (the job's; a look's, for the nodes it reached)."""
 
-    def __init__(self, key: JobKey) -> None:
-        self._public = key.client.public
+    def __init__(self, *admitted: JobKey) -> None:
+        self._public = {key.client.public for key in admitted}
+
+    def admit(self, key: JobKey) -> None:
+        self._public.add(key.client.public)
 
     def callback(self, domain: str, key: bytes) -> bool:
-        return key == self._public
+        return key in self._public
 
 
 def _pair(pair: KeyPair) -> dict[str, str]:

@@ -414,13 +414,15 @@ BACKTRACKING = re.compile(r"(a|aa)+b")
 
 def hold_the_gil(seconds: float) -> None:
     """Burn CPU for about ``seconds`` in one C call that never releases the GIL (a regular
-    expression that backtracks), as a long garbage-collection pass or a C extension does."""
+    expression that backtracks), as a long garbage-collection pass or a C extension does. Timed
+    by this thread's CPU, not the clock: on a loaded host a trial waits for a CPU too, and a
+    size chosen by the clock would hold the GIL a fraction of ``seconds``."""
     n, took = 20, 0.0
     while took < 0.02:
         n += 2
-        start = time.perf_counter()
+        start = time.thread_time()
         BACKTRACKING.match("a" * n)
-        took = time.perf_counter() - start
+        took = time.thread_time() - start
     n += max(0, round(math.log(seconds / took) / math.log(1.6)))
     BACKTRACKING.match("a" * n)
 
@@ -448,11 +450,16 @@ def save_checkpoint(model: torch.nn.Module, step: int, seconds: float) -> None:
 
 
 def slow_import(seconds: float) -> None:
-    """Import a module whose top level computes for ``seconds``, as a large library or a JIT
-    build does at start-up."""
+    """Import a module whose top level works for ``seconds``, half of it computing, half waiting
+    for a file, as a large library or a JIT build waiting on its compiler does at start-up (half a
+    core: busy by any measure, and a test's CPU spared)."""
     directory = tempfile.mkdtemp(prefix="slow-import-")
     with open(os.path.join(directory, "heavy_library.py"), "w") as f:
-        f.write(f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n    sum(range(1000))\n")
+        f.write(
+            f"import time\nend = time.time() + {seconds}\nwhile time.time() < end:\n"
+            "    lap = time.thread_time() + 0.01\n    while time.thread_time() < lap:\n        sum(range(1000))\n"
+            "    time.sleep(0.01)\n"
+        )
     sys.path.insert(0, directory)
     importlib.import_module("heavy_library")
 

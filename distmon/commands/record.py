@@ -2,13 +2,14 @@
 
 Binds the endpoint, runs the monitor's one driver (:class:`~distmon.monitor.session.Session`)
 on the live feed, writes every rank message and alert change to the recording, and prints one
-line per alert on stderr for the job's log. Stops on SIGINT or SIGTERM and closes the
+line per alert on stderr for the job's log. Stops on SIGINT, SIGTERM or SIGHUP and closes the
 recording cleanly.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import sys
 import time
 from collections.abc import Iterable
@@ -47,12 +48,8 @@ def run(args: argparse.Namespace) -> int:
     session = Session(feed, monitor)
     secured = " with the job's key" if live.keyed else ""
     serving = f", metrics on port {args.metrics_port}" if live.metrics else ""
-    print(
-        f"distmon record: listening on {live.address}{secured}, recording to {args.out}{serving}",
-        file=sys.stderr,
-        flush=True,
-    )
     try:
+        _say(f"distmon record: listening on {live.address}{secured}, recording to {args.out}{serving}")
         while not stop:
             _log(session.drain())
             time.sleep(POLL)
@@ -64,12 +61,11 @@ def run(args: argparse.Namespace) -> int:
     state = monitor.state
     dropped = dropped_words(state.dropped) or "none"
     unwatched = unwatched_words(state.unwatched)
-    print(
+    _say(
         f"distmon record: {count(state.received, 'message')} from {count(len(state.ranks), 'rank')}, "
         f"{count(len(monitor.alerts.history), 'alert')}, dropped: {dropped}"
         f"{'; not watched: ' + unwatched if unwatched else ''}{'; ' + acted if acted else ''}; "
-        f"wrote {args.out}",
-        file=sys.stderr,
+        f"wrote {args.out}"
     )
     return acting.ENDED_JOB if live.responder.ended is not None else 0
 
@@ -77,4 +73,11 @@ def run(args: argparse.Namespace) -> int:
 def _log(changes: Iterable[tuple[float, Change]]) -> None:
     for t, change in changes:
         if (line := alert_line(change, t)) is not None:
-            print(line, file=sys.stderr, flush=True)
+            _say(line)
+
+
+def _say(line: str) -> None:
+    """A line on stderr, if it can still be written: a terminal gone (SIGHUP) or a pipe closed
+    costs the lines, never the recording or its closing tick."""
+    with contextlib.suppress(OSError):
+        print(line, file=sys.stderr, flush=True)

@@ -7,8 +7,8 @@ One per node: the node's ranks report to ``--listen`` (their ``DISTMON_ENDPOINT`
 relay sends their reports on to ``--upstream`` (``distmon record`` or ``watch``, or the relay
 above it) in one batch a second, so that the monitor of a large job holds one connection per
 node (:mod:`distmon.node.relay`). With ``--find`` it finds the ranks of a job started without
-distmon on its node and reports for them (:mod:`distmon.node.found_ranks`). Stops on SIGINT or
-SIGTERM, after sending what it holds.
+distmon on its node and reports for them (:mod:`distmon.node.found_ranks`). Stops on SIGINT,
+SIGTERM or SIGHUP, after sending what it holds.
 """
 
 from __future__ import annotations
@@ -53,7 +53,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help=f"send a batch sooner once it holds N reports (default: {BATCH_FRAMES})",
     )
     keys.add_key_file_argument(parser)
-    finding.add_finding_arguments(parser)
+    finding.add_finding_arguments(parser, reach=False)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -16,6 +16,7 @@ from distmon.monitor.state.words import (
     duration,
     pace_words,
     rank_word,
+    reach_line,
     stackless_words,
     time_of_day,
     unwatched_words,
@@ -26,7 +27,7 @@ def alert_line(change: Change, t: float) -> str | None:
     """The line a batch job's log gets for an alert change at time ``t`` (``distmon record``,
     ``replay --headless``): one when it is raised, turns critical or is resolved; None for the
     rewording of its evidence at every tick."""
-    a = change.alert
+    a = change.then
     stamp, since = time_of_day(t), time_of_day(a.t)
     if change.event == "resolved":
         return f"distmon {stamp} resolved {visible(a.headline, MAX_LINE)}"
@@ -51,6 +52,7 @@ def render(pm: Postmortem) -> str:
         f"Ended: {pm.ending()}",
         *([f"Not seen from outside: {visible(blind)}"] if (blind := blind_words(state.unwatched_hosts())) else []),
         *([f"Not seen from outside: {visible(unseen)}"] if (unseen := stackless_words(*state.stackless(end))) else []),
+        *(f"Not seen: {visible(line)}" for r in state.told.reached.values() if (line := reach_line(r))),
         "",
     ]
     cause = pm.first_cause

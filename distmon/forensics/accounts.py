@@ -5,9 +5,13 @@ exceptions: the reports torch, Horovod and the launchers print (:mod:`~distmon.f
 (:mod:`~distmon.forensics.nccl`, :mod:`~distmon.forensics.peers`).
 
 Each says one of: these ranks held the others up (a report names them: proven); no rank is to
-blame (every rank failed alike at once, the program misused NCCL, the fabric failed, every rank
-joined the same collective); or only where to look (a local rank or an srun task killed, a
-lost peer's host): suspects.
+blame (every process the log shows failed alike, however each launcher says an end; the program
+misused NCCL; the environment refused the job, :mod:`~distmon.forensics.environment`; the fabric
+failed; every rank joined the same collective; a transport lost its peer where no rank is named;
+every worker was stopped from outside); or only where to look (a worker a launcher saw fail
+first, a local rank or an srun task killed, a lost peer's host, the store's host): suspects. The
+readings are written once for every launcher: a launcher's words are data
+(:data:`~distmon.forensics.worker_exits.ENDS`), not a rule of their own.
 """
 
 from __future__ import annotations
@@ -15,20 +19,30 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.launcher_lines import LOCAL_RANK, ON_A_NODE, PROCESS, RANK, SPAWNED, TEARDOWN, WORKER
+from distmon.forensics.environment import refused
+from distmon.forensics.failures import (
+    SHARED_MEMORY,
+    alike,
+    ended_in_failure,
+    failures_of,
+    is_own,
+    own_failure,
+    whom,
+)
 from distmon.forensics.logfacts import LogFacts
-from distmon.forensics.tracebacks import Raised
-from distmon.monitor.state.words import duration, rank_word
+from distmon.forensics.stores import SET_UP
+from distmon.forensics.suspects import lost_peers, suspects
+from distmon.forensics.worker_exits import (
+    RANK,
+    SELF,
+    SIGTERM,
+    WORKER,
+)
+from distmon.monitor.state.words import rank_word
 
-TOGETHER = 1.0
-"""Seconds within which failures, or ranks' timeouts in the same collective, count as at once."""
 TRANSPORT = (
     "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
     "InfiniBand), a GPU, or NCCL itself, not to a rank"
-)
-ALIKE = (
-    "the program or its environment (a bad input or argument, a library or driver, memory too small for the "
-    "batch), not a rank"
 )
 MISUSED = (
     "the program or its launch used NCCL or the GPUs wrongly (its device assignment, a communicator used after "
@@ -69,11 +83,127 @@ def accounts(log: LogFacts, world: int) -> Accounts:
                 found.named.setdefault(rank, why)
     if found.named:
         return found
-    found.nobody = _misuse(log) or _everyone_joined(log) or _usage(log) or alike(log) or _fabric(log) or _nvlink(log)
+    found.nobody = (
+        _misuse(log)
+        or _everyone_joined(log)
+        or _usage(log)
+        or _signalled(log)
+        or _node_memory(log)
+        or _one_process(log)
+        or _unconnected(log)
+        or _environment(log)
+        or _library(log)
+        or _illegal(log)
+        or _announced_twice(log)
+        or alike(log)
+        or _terminated(log)
+        or _aborted_cleanly(log)
+        or _fabric(log)
+        or _adapter(log)
+        or _nvlink(log)
+        or _nccl_failed(log)
+        or log.horovod.diverged(world)
+        or _set_up(log)
+        or _transport(log, world)
+    )
     if found.nobody is None:
-        found.suspects = _killed(log) + _lost_peers(log, world) + _disagreeing(log, world)
-        found.suspects += log.horovod.suspected(world if world > 1 else None)
+        found.suspects = suspects(log, world)
     return found
+
+
+def _set_up(log: LogFacts) -> str | None:
+    """Where a process could not reach the store (or the store its port), or a group's
+    store-based barrier counted more arrivals than the world has, and no rank failed of its
+    own (a rank raising the store's own words is the set-up's): the set-up; or where every
+    failure is one of torch.distributed's checks of how the program set it up."""
+    if any(is_own(r) and not (SET_UP.search(r.said) or MISUSED_SET_UP.search(r.said)) for r in log.raised.values()):
+        return None
+    if log.stores.unreachable is not None:
+        check = log.stores.check or (
+            "the address and port given (MASTER_ADDR and MASTER_PORT, --rdzv-endpoint), a firewall, a node whose "
+            "launch never started, another job on the port, or the store's host not up yet"
+        )
+        return f"{log.stores.unreachable}: {check}: the set-up, not a rank"
+    return log.stores.barrier_said() or _misused_set_up(log)
+
+
+MISUSED_SET_UP = re.compile(
+    r"trying to initialize the default process group twice|Default process group (?:has not been|is not) initialized"
+    r"|environment variable \w{1,40} expected, but not set|Distributed package doesn't have \w{1,20} built in"
+    r"|ProcessGroupNCCL is only supported with GPUs, no GPUs found|Invalid backend: |Unknown c10d backend type"
+    r"|No backend type associated with device type"
+)
+"""torch.distributed's checks of how the program set it up (``distributed_c10d.py``,
+``rendezvous.py``): the same program and launch in every process fail them alike."""
+
+
+def _misused_set_up(log: LogFacts) -> str | None:
+    """Where every failure the log shows (a rank's, or a process's it does not name) is one of
+    torch.distributed's checks of the program's set-up: every process runs the same check."""
+    own = [r for r in [*log.raised.values(), *log.unplaced] if is_own(r)]
+    if not own or not all(MISUSED_SET_UP.search(r.said) for r in own):
+        return None
+    ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
+    who = rank_word(ranks) if ranks else "a process"
+    return (
+        f"{who} raised {own[0].type}: {own[0].message.splitlines()[0][:200]}: torch.distributed's check of how the "
+        "program set it up, which every process runs alike: the program or its launch, not a rank"
+    )
+
+
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 15: "SIGTERM"}
+_SENT_BY = {
+    1: "its terminal or ssh session closed: run it under nohup, tmux or the scheduler",
+    2: "Ctrl-C",
+    15: "the scheduler or a user stopped it: a time limit, a preemption, scancel, kill",
+}
+
+
+_CANCELLED_BY = {
+    "TIME LIMIT": "its time limit ran out (--time)",
+    "PREEMPTION": "a job of a higher priority preempted it",
+    "NODE FAILURE": "a node of the job failed: that node, not a rank",
+    "": "a user or an admin cancelled it (scancel)",
+}
+
+
+def _signalled(log: LogFacts) -> str | None:
+    """Where Slurm cancelled the job, a launcher itself was signalled (torchrun's agent, the
+    deepspeed launcher), a process was exiting as its watchdog still ran, or Ray says its workers
+    received SIGTERM, and no rank failed of its own before."""
+    if own_failure(log):
+        return None
+    if log.cancelled is not None and not log.cancelled_after:
+        why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower())
+        return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
+    signalled = _launcher_signalled(log)
+    if signalled is not None:
+        who, number = signalled
+        name = SIGNALS.get(number, f"signal {number}")
+        sent = f"{name}: {_SENT_BY[number]}" if number in _SENT_BY else name
+        return f"{who} itself received {sent}; it ended its workers, no rank failed"
+    if log.exiting is not None and not log.waiting:
+        who, words = log.exiting
+        return (
+            f"{who} was exiting ({words}): its CUDA context went before its NCCL watchdog stopped, which "
+            "torch logs as a process ends; no rank failed"
+        )
+    stopped = log.ray.stopped()
+    if stopped is None:
+        return None
+    return (
+        f"{stopped} received SIGTERM, as Ray says: stopped from outside (Ray shutting its workers down as the job "
+        "ended, the scheduler, a user), not failed; no rank failed"
+    )
+
+
+def _launcher_signalled(log: LogFacts) -> tuple[str, int] | None:
+    """The launcher that was itself sent a signal, and the signal: torchrun's agent (``Received 1
+    death signal``), the deepspeed launcher (``Main process received SIGINT``)."""
+    if log.signalled is not None:
+        return "torchrun's agent", log.signalled
+    launcher = next((e for e in log.exits if e.said == SELF and e.code is not None), None)
+    return None if launcher is None or launcher.code is None else (launcher.by, -launcher.code)
 
 
 def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
@@ -108,6 +238,42 @@ def _everyone_joined(log: LogFacts) -> str | None:
     return None
 
 
+ILLEGAL = (
+    "an illegal instruction (SIGILL): the CPU met an instruction it does not have, a build for another CPU (a wheel "
+    "or an extension compiled for newer instructions, AVX-512) or the platform under it (the OS, its threads), which "
+    "every process of the job runs alike (where the nodes' CPUs differ, that node's): not a rank"
+)
+SIGILL = 4
+
+
+def _illegal(log: LogFacts) -> str | None:
+    """Where a process ended by SIGILL, as a launcher or its crash handler says, and no rank failed
+    of anything else: the build or the platform."""
+    exit = next((e for e in log.exits if e.code == -SIGILL), None)
+    crash = next((c for c in log.crashes.crashes if c.signal == SIGILL), None)
+    if (exit is None and crash is None) or own_failure(log):
+        return None
+    if exit is not None:
+        who = f"{exit.unit} {exit.who}" if exit.who >= 0 else "a worker"
+        return f"{who} ended by signal 4 (SIGILL), as {exit.by} says: {ILLEGAL}"
+    assert crash is not None
+    return f"a process {crash.said}: {ILLEGAL}"
+
+
+def _adapter(log: LogFacts) -> str | None:
+    """Where a node's InfiniBand adapter said it failed (its fatal async event, as NCCL reads it)
+    and no rank failed of its own."""
+    if log.nccl.adapter is None or own_failure(log):
+        return None
+    return f"{ADAPTER}: {log.nccl.adapter}"
+
+
+ADAPTER = (
+    "the node's InfiniBand adapter failed (its own fatal event: its firmware, its driver, the card; `ibstat`, "
+    "`dmesg` on that node), not a rank"
+)
+
+
 def _fabric(log: LogFacts) -> str | None:
     """Where the only failure the log shows is the fabric's (InfiniBand completion errors)."""
     if not log.peers.fabric_only or any(not r.consequence for r in log.raised.values()):
@@ -123,121 +289,171 @@ def _nvlink(log: LogFacts) -> str | None:
     return f"{NVLINK}: NCCL's NVLS transport: {log.nccl.nvls}"
 
 
+LIBRARY = (
+    "the library, its transport or the node it runs on (its version, the platform, a driver), not a rank's "
+    "program: no frame of the program's is in it"
+)
+
+
+def _node_memory(log: LogFacts) -> str | None:
+    """Where a line says shared memory ran out, or a bus error struck in NCCL's own thread, and
+    no rank failed of anything else."""
+    said = log.crashes.node_memory()
+    if said is None or any(is_own(r) and not _SHM_WORDS.search(r.said) for r in log.raised.values()):
+        return None
+    return f"{SHARED_MEMORY}: {said}"
+
+
+_SHM_WORDS = re.compile(r"shared memory|[Bb]us error")
+
+
+def _library(log: LogFacts) -> str | None:
+    """Where the only failure the log shows is a crash in a communication library's own thread."""
+    said = log.crashes.in_library()
+    if said is None or any(is_own(r) for r in log.raised.values()):
+        return None
+    return f"{said}: {LIBRARY}"
+
+
+UNCONNECTED = (
+    "the network between the processes as they set up (the interface NCCL picks: NCCL_SOCKET_IFNAME; a firewall; "
+    "a route between the nodes), not a rank"
+)
+_NCCL_ERROR = re.compile(r"NCCL error|nccl\w{0,20}Error|DistBackendError")
+
+
+def _unconnected(log: LogFacts) -> str | None:
+    """Where NCCL could not connect a socket to a peer, or found no interface to bootstrap on, and
+    no rank failed of anything but NCCL's errors."""
+    said = log.nccl.unconnected
+    if said is None or any(is_own(r) and not _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.raised.values()):
+        return None
+    return f"{UNCONNECTED}: {said}"
+
+
 def _usage(log: LogFacts) -> str | None:
     """Where every failure the log shows is an exit with Python's usage error's code and no
     exception of the rank's own."""
-    failures = _failures(log)
+    failures = failures_of(log)
     if not failures or any(f.exception or f.exit != f"exit code {USAGE}" for f in failures):
         return None
-    return f"{_whom(failures)} exited with code {USAGE}: {USAGE_WHY}"
+    return f"{whom(failures)} exited with code {USAGE}: {USAGE_WHY}"
 
 
-@dataclass
-class _Failure:
-    """A rank's (or a process's) failure of its own: its exception where the log holds it, how
-    its launcher says it ended where one does."""
-
-    who: str
-    exception: str | None = None
-    exit: str | None = None
-    at: float | None = None
+ONE_PROCESS = (
+    "one process drives every GPU the log shows, so no rank's program can hold up another: what failed or hung is "
+    "the GPUs, the links between them or NCCL's set-up, not a rank; check peer-to-peer (`nvidia-smi topo -p2p r`, "
+    "NCCL_P2P_DISABLE=1 as a test), PCIe ACS and the IOMMU, NCCL's environment variables (NCCL_P2P_LEVEL, "
+    "NCCL_SHM_DISABLE)"
+)
 
 
-def alike(log: LogFacts) -> str | None:
-    """Why no rank is to blame where two ranks or more failed, each the same way (the same
-    exception where the log holds them, the same exit where it does not), at once, and nothing
-    else failed: the program or its environment failed everywhere."""
-    failures = _failures(log)
-    exceptions = {f.exception for f in failures if f.exception}
-    exits = {f.exit for f in failures if f.exit}
-    times = [f.at for f in failures if f.at is not None]
-    if len(failures) < 2 or len(exceptions) > 1 or len(exits) > 1 or (times and max(times) - min(times) > TOGETHER):
+def _one_process(log: LogFacts) -> str | None:
+    """Where NCCL's lines (or nccl-tests' table of its ranks) show one process driving several GPUs
+    and no rank of the log failed of its own: whatever failed or hung, the ranks are one program."""
+    process = log.nccl.one_process()
+    if process is None or own_failure(log) or log.seen - {0}:
         return None
-    if any(f.exception is None for f in failures) and any(f.exit is None for f in failures):
-        return None  # one said by its exception only, another by its exit only: not comparable
-    spread = max(times) - min(times) if len(times) > 1 else 0.0
-    together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
-    how = next(iter(exceptions)) if all(f.exception for f in failures) else next(iter(exits))
-    return f"{_whom(failures)} failed alike{together} ({how}): {ALIKE}"
+    return f"{process}: {ONE_PROCESS}"
 
 
-def _failures(log: LogFacts) -> list[_Failure]:
-    """Each rank's (or process's) failure of its own (a local rank's or a task's only where no
-    launcher names global ranks: they are the same workers)."""
-    found: dict[str, _Failure] = {}
-    for rank, raised in log.raised.items():
-        if not raised.cut and not raised.consequence and raised.launcher is None:
-            found[f"{RANK} {rank}"] = _Failure(f"{RANK} {rank}", exception=_kind(raised), at=raised.at)
-    ranked = any(e.unit == RANK for e in log.exits)
-    same = (*ON_A_NODE, PROCESS)  # the ranks' workers again, where a launcher names the ranks
-    for e in log.exits:
-        if e.code in (None, 0) or e.code in TEARDOWN or e.unit == WORKER or (ranked and e.unit in same):
-            continue
-        if e.unit == RANK and (own := log.raised.get(e.who)) is not None and (own.cut or own.consequence):
-            continue  # its exception was another's consequence: its exit is that too
-        failure = found.setdefault(f"{e.unit} {e.who}", _Failure(f"{e.unit} {e.who}"))
-        failure.exit = e.how
-        failure.at = failure.at if failure.at is not None else e.at
-    return list(found.values())
+def _environment(log: LogFacts) -> str | None:
+    """Where a line says the environment refused the job (:mod:`~distmon.forensics.environment`)
+    and no process failed of anything else of its own (an exception saying the refusal is it)."""
+    said = log.environment.said()
+    if said is None:
+        return None
+    own = [r for r in [*log.raised.values(), *log.unplaced] if is_own(r) and not refused(f"{r.type}: {r.said}")]
+    if own or any(e.killed and e.unit != WORKER for e in log.exits):
+        return None
+    return said
 
 
-def _kind(raised: Raised) -> str:
-    """An exception as alike across ranks: its type and its message's first sentence, numbers
-    left out (each rank's OOM names its own GPU and sizes)."""
-    sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
-    message = re.sub(r"\d+", "N", sentence)[:120]
-    return f"{raised.type}: {message}" if message else raised.type
+ANNOUNCED_TWICE = (
+    "the launch started processes that took the same global rank (each node told it is the first: its node rank, "
+    "or the scheduler's tasks per node against the processes each node starts), so the others never came: the "
+    "launch, not a rank"
+)
 
 
-def _whom(failures: list[_Failure]) -> str:
-    ranks = sorted(int(f.who.split()[-1]) for f in failures if f.who.startswith(f"{RANK} "))
-    others = [f.who for f in failures if not f.who.startswith(f"{RANK} ")]
-    units = {w.rsplit(" ", 1)[0] for w in others}
-    parts = [rank_word(ranks)] if ranks else []
-    if others:
-        unit = units.pop() if len(units) == 1 else "workers"
-        plural = "" if len(others) == 1 else "es" if unit.endswith("process") else "s"
-        parts.append(f"{len(others)} {unit}{plural}")
-    return " and ".join(parts)
+def _announced_twice(log: LogFacts) -> str | None:
+    """Where two processes announced the same global rank and as many of the world's announced none
+    (no restart: no more announcements than the world has)."""
+    announced, world = log.announced, log.world
+    twice = sorted(r for r, n in announced.items() if n > 1)
+    if not twice or world is None or sum(announced.values()) > world or len(announced) >= world:
+        return None
+    none = world - len(announced)
+    return f"{rank_word(twice)} announced by two processes each, {none} of {world} by none: {ANNOUNCED_TWICE}"
 
 
-def _killed(log: LogFacts) -> list[tuple[int, str]]:
-    """Local ranks, srun tasks and ``mp.spawn``'s processes that died, where the log names no
-    global rank for them."""
-    found = []
-    for e in log.exits:
-        if e.unit not in ON_A_NODE or e.code in (None, 0) or e.code in TEARDOWN:
-            continue
-        if e.unit == LOCAL_RANK:
-            why = f"local rank {e.who} ended by {e.how}, as torchrun says: rank {e.who} if the job ran on one node"
-        elif e.unit == SPAWNED:
-            why = f"process {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
-        else:
-            why = f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"
-        found.append((e.who, why))
-    return found
+STOPPED = (
+    "stopped from outside (a user's kill or pkill, the scheduler's cancel, a time limit, a preemption): no rank failed"
+)
 
 
-def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:
-    """Two ranks the fingerprint check found running different collectives, where it does not
-    say which of them is the odd one."""
-    ran = log.debug.ran
-    return [
-        (
-            rank,
-            f"ran {ran[rank]} where the other ran {next(p for r, p in ran.items() if r != rank)} "
-            "(TORCH_DISTRIBUTED_DEBUG's check; which of them is odd, it does not say)",
-        )
-        for rank in log.debug.disagreeing()
-        if rank < world and len(ran) > 1
-    ]
+def _terminated(log: LogFacts) -> str | None:
+    """Where every worker's end the log shows is SIGTERM, two or more, and nothing failed: they were
+    stopped together from outside."""
+    ends = [e for e in log.exits if e.code == SIGTERM and e.said != SELF]
+    failed = any(ended_in_failure(e, log) for e in log.exits) or log.crashes.crashes
+    if len(ends) < 2 or failed or own_failure(log) or log.waiting:
+        return None
+    named = sorted({e.who for e in ends if e.unit == RANK})
+    who = rank_word(named) if len(named) == len(ends) else f"{len(ends)} workers"
+    return f"{who} ended by SIGTERM, as {ends[0].by} says: {STOPPED}"
 
 
-def _lost_peers(log: LogFacts, world: int) -> list[tuple[int, str]]:
-    """The ranks on the hosts a transport says it lost, where NCCL's lines place them."""
-    found = []
-    for peer in log.peers.peers():
-        for rank in log.nccl.ranks_on(peer):
-            if rank < world:
-                found.append((rank, f"on {peer}, the peer whose connection closed"))
-    return found
+def _aborted_cleanly(log: LogFacts) -> str | None:
+    """Where a rank ended the job with ``MPI_Abort`` and error code 0 and nothing else failed: the
+    program's own way to stop every process once its work was done."""
+    clean = next((e for e in log.exits if e.aborted and e.code == 0), None)
+    if clean is None or own_failure(log) or any(ended_in_failure(e, log) for e in log.exits) or log.waiting:
+        return None
+    return (
+        f"rank {clean.who} ended the job with MPI_Abort and error code 0, as {clean.by} says: the program's own way "
+        "to stop every process once its work is done (a framework that finishes so), not a failure; no rank failed"
+    )
+
+
+NCCL_FAILED = (
+    "the network between the processes or NCCL's set-up (the interface it picks: NCCL_SOCKET_IFNAME; its "
+    "transports' variables, NCCL_P2P_LEVEL, NCCL_IB_HCA; a firewall), or a peer that went away, not a rank"
+)
+
+
+def _nccl_failed(log: LogFacts) -> str | None:
+    """Where NCCL's trace says a call of its set-up or transport failed (a system call, its own
+    state, a peer gone) and no rank failed of anything but NCCL's errors."""
+    returned = log.nccl.returned
+    if returned is None or _own_beyond_nccl(log) or log.waiting:
+        return None
+    return f"NCCL's call failed ({returned}): {NCCL_FAILED}"
+
+
+def _own_beyond_nccl(log: LogFacts) -> bool:
+    """A process failed of its own of something else than NCCL's errors, or a launcher saw one killed."""
+    raised = [*log.raised.values(), *log.unplaced]
+    own = any(is_own(r) and not _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in raised)
+    return own or any(e.killed for e in log.exits) or bool(log.crashes.crashes)
+
+
+TRANSPORT_LOST = (
+    "the network between the hosts, or that peer's process or node went away (its own log says which), not a rank "
+    "the log shows"
+)
+
+
+def _transport(log: LogFacts, world: int) -> str | None:
+    """Where the only failure the log shows is a transport's connection to a peer lost (gloo's pair,
+    NCCL's socket, a remote error), in a log that names no rank (where it names the witness, the
+    peer is one of the ranks it does not show, suspected) nor places one on the peer's host: the
+    network or the peer's host."""
+    peers = log.peers.peers()
+    remote = any(r.consequence and _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.unplaced)
+    if not (peers or remote) or log.seen or _own_beyond_nccl(log) or lost_peers(log, world):
+        return None
+    if log.stores.lost or log.stores.waits or any(ended_in_failure(e, log) for e in log.exits):
+        return None
+    lost = f"the connection to {peers[0]} was lost" if peers else "a peer was lost (NCCL's remote error)"
+    return f"{lost}: {TRANSPORT_LOST}"

@@ -146,9 +146,10 @@ def _world(
 ) -> tuple[int, str]:
     """The world size: ``--world`` unless the files hold ranks beyond it; the dumps' groups;
     a launcher's line or the world group's start; else the most ranks the log shows a group
-    or a communicator of (``nranks 8``, an all-gather's element counts), or a launcher or a
-    report names, or processes print NCCL's lines, where that is more than the highest rank
-    seen; a rank that waits in a collective has a peer."""
+    or a communicator of (``nranks 8``, an all-gather's element counts, a store-based barrier's
+    world size), or a launcher or a report names, or processes print NCCL's lines, or Horovod's
+    stalled tensors need (a rank not missing from each), where that is more than the highest
+    rank seen; a rank that waits in a collective has a peer."""
     seen = max([*dumps, *log.seen], default=-1) + 1
     if given is not None and given >= seen:
         return given, "--world"
@@ -159,7 +160,8 @@ def _world(
         return log.world, "the log"
     named = max((r for r in (log.listed, log.mentioned) if r is not None), default=-1)
     printing = len(log.nccl.processes) if log.seen else 0  # ranks, but which only the ranks seen say
-    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing)
+    barrier = log.stores.counted[0] if log.stores.counted else 0
+    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing, barrier, log.horovod.least_world())
     if counted > seen:
         return counted, "the log"
     if seen == 1 and log.waiting:

@@ -6,27 +6,33 @@ waiting). Of the ranks it names, the files prove those whose own lines or dump s
 fault: a rank that raised, a rank whose own numbers stop short of its peers' or name another
 op, a rank whose dump shows it behind, a rank whose dump is missing from a set of dumps (a
 rank writes one unless killed). A rank a log does not show is not proven anything: a pasted
-log is an excerpt. It is suspected, in order: a rank whose lines are in the log but not a
-watchdog line (it was not waiting with the others), rank 0 (it most often works alone while
-the others wait), then the others the log does not show.
+log is an excerpt. It is suspected, in order: a rank whose traceback the log holds, cut
+before its exception line, while the others waited (it raised); a rank whose lines are in the
+log but not a watchdog line (it was not waiting with the others); rank 0 (it most often works
+alone while the others wait), unless rank 0's are the only lines and say it waited: then the
+others first; then the others the log does not show. A rank that timed out waiting in c10d's
+store waited for another: the rank it names, or the one still working, is suspected instead.
 
 Sometimes nobody is to blame: every rank waits in the same collective, which all of them
-issued (the transport, a GPU, NCCL; the network between them where it is the first collective,
-which never completed anywhere); the timeout is set absurdly low (the configuration);
-every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then no rank is
-named.
+issued (the transport, a GPU, NCCL); a group's first collective never completed, whichever of
+its ranks the log shows (NCCL made its communicator only once every member had called it: the
+ranks never reached each other, a set-up fault); the timeout is set absurdly low (the
+configuration); every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then
+no rank is named.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from distmon.forensics.accounts import TOGETHER, TRANSPORT, Accounts, accounts
+from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.launcher_lines import WORKER
+from distmon.forensics.failures import TOGETHER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
+from distmon.forensics.standings import P2P_OPS
 from distmon.forensics.watchdog import ROOTED
+from distmon.forensics.worker_exits import PROCESS, RANK, SELF, WORKER
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -41,14 +47,27 @@ MAX_SUSPECTS = 1024
 SHORT_TIMEOUT_MS = 300_000
 """A collective timeout shorter than this is tripped by a rank's routine work alone (a
 checkpoint, an evaluation): worth saying beside the ranks suspected."""
+NO_LINE = "no line in the log"
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
 HABIT = (
     "rank 0 most often works alone while the others wait: saving a checkpoint, evaluating, "
     "preparing or downloading data"
 )
 NEVER_CONNECTED = (
-    "the first collective never completed on any rank, which every rank issued: the ranks never reached each "
-    "other (the network between them, NCCL's choice of interface, a firewall), not a rank"
+    "the group's first collective never completed: NCCL makes a group's communicator at its first collective, "
+    "once every member has called it, so every rank issued it and none holds it up: the ranks never reached each "
+    "other, a set-up fault, not a rank. Check peer-to-peer between the GPUs (`nvidia-smi topo -p2p r`; "
+    "NCCL_P2P_DISABLE=1 as a test), PCIe ACS and the IOMMU (ACS off, iommu=pt), the driver; across nodes, the "
+    "interface NCCL uses (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) and a firewall"
+)
+EAGER = (
+    " (unless the job made its communicators at start, init_process_group(device_id=...): then a rank the log "
+    "does not show may never have issued it)"
+)
+TORN_DOWN = (
+    "the job's work had ended, so no rank held up another: its teardown hung in a CUDA or NCCL call (the process "
+    "groups destroyed in another order on some ranks, an NCCL communicator's destroy or abort, a thread holding the "
+    "GIL in a CUDA call at exit), not a rank"
 )
 STUCK = (
     "their watchdogs hung in a CUDA or NCCL call that never returned (the driver, a GPU, NCCL, or a "
@@ -87,7 +106,7 @@ class Blame:
 
 def assign_blame(analysis: Analysis) -> Blame:
     log = analysis.log
-    first = first_cause(a for a in analysis.alerts if not _cut_only(log, a))
+    first = first_cause(a for a in analysis.alerts if not cut_only(log, a))
     told = accounts(log, analysis.world)
     if told.named:
         return Blame(sorted(told.named), [], None, _named(told.named), None, told.named, accounted=True)
@@ -108,10 +127,13 @@ def assign_blame(analysis: Analysis) -> Blame:
     if odd is not None and odd.proven:
         said = dict.fromkeys(odd.ranks, odd.why)
         return Blame(odd.ranks, [], None, f"{rank_word(odd.ranks)} {odd.why}", None, said, accounted=True)
-    if not first.ranks and odd is None:
+    cut = _cut_beside(log)
+    if odd is None and not cut and (not first.ranks or _never_set_up(analysis) or _torn_down(log)):
         return _nobody(analysis, first)
     proven = sorted(r for r in first.ranks if _proven(analysis, r) and (odd is None or r not in odd.ranks))
     suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
+    raised = [Suspect(r, _silent(log, r)) for r in cut if r not in proven]
+    suspects = raised + [s for s in suspects if s.rank not in cut]
     if odd is not None:
         suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
     if proven:
@@ -139,11 +161,21 @@ def _named(named: dict[int, str]) -> str:
     return "; ".join(f"{rank_word(ranks)} {why}" for why, ranks in by_why.items())
 
 
-def _cut_only(log: LogFacts, alert: Alert) -> bool:
+def cut_only(log: LogFacts, alert: Alert) -> bool:
     """A failure the log shows only by tracebacks cut before their exception lines: the ranks
     raised, but what, and whether before the others, is in the part of the log the paste left
-    out. They are suspected (:func:`_silent`), not proven."""
+    out. They are suspected (:func:`_silent`), not proven: the verdict names them itself (first
+    beside ranks that wait), so it stands for the alert."""
     return alert.kind in FAILURE_KINDS and bool(alert.ranks) and all(_cut(log, r) for r in alert.ranks)
+
+
+def _cut_beside(log: LogFacts) -> list[int]:
+    """Ranks whose traceback the log holds, cut before its exception line, beside ranks waiting
+    in a collective they are not in: a rank that raised while the others waited is the first to
+    suspect, ahead of ranks of which the log says nothing."""
+    if not log.waiting:
+        return []
+    return sorted(r for r in log.raised if _cut(log, r) and r not in log.waiting)
 
 
 def _cut(log: LogFacts, rank: int) -> bool:
@@ -167,25 +199,32 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     primary = [r for r in log.unplaced if not r.consequence]
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
-    consequences = sorted(r for r in log.raised if _consequence(log, r) and r not in log.debug.ran)
+    stored = _stored(log)
+    waiters = log.stores.waiters()  # a store waiter's traceback, cut or not, is its wait
+    consequences = sorted(r for r in log.raised if _consequence(log, r) and r not in log.debug.ran and r not in waiters)
     peers = log.peers.peers()
     lost = f" ({', '.join(f'connection closed by {p}' for p in peers[:2])})" if peers else ""
+    if stored:
+        said.append(stored)
+    if (store_lost := log.stores.lost_said()) is not None:
+        said.append(store_lost)
     if consequences:
         said.append(f"{rank_word(consequences)} raised because a peer was lost{lost}")
     elif peers:
         said.append(f"a transport lost its peer{lost}")
     if log.debug.disagreeing():
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
-    said += [
-        f"{e.by} says a worker ended by {e.how}, not which (the command its line prints is the last it built)"
-        for e in log.exits
-        if e.unit == WORKER and e.code not in (None, 0)
-    ][:1]
-    suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r)]
+    said += _unnamed_ends(log)
+    said += log.ray.unnamed()[:1]
+    suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r) and r not in waiters]
     suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
-    if consequences or peers:
-        gone = [r for r in range(analysis.world) if r not in log.seen and all(s.rank != r for s in suspects)]
-        suspects += [Suspect(r, f"no line in the log: the peer lost is one the log does not show{lost}") for r in gone]
+    if stored and not suspects and 0 not in waiters:
+        suspects.append(Suspect(0, f"{NO_LINE}; {HABIT}"))
+    if consequences or peers or stored:
+        shown = log.seen | log.stores.waiters() | log.stores.barrier_ranks
+        gone = [r for r in range(analysis.world) if r not in shown and all(s.rank != r for s in suspects)]
+        why = f"no line in the log: the peer lost is one the log does not show{lost}" if not stored else NO_LINE
+        suspects += [Suspect(r, why) for r in gone]
     if suspects:
         lead = suspects[0]
         headline = "; ".join(said) + "; " if said else ""
@@ -205,6 +244,46 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     )
 
 
+def _unnamed_ends(log: LogFacts) -> list[str]:
+    """What the launchers say of workers they do not name by rank: a worker of theirs ended (the
+    command they print is the last they built), so many processes returned non-zero, a process
+    by its pid; none where a launcher names the rank."""
+    if any(e.unit == RANK for e in log.exits):
+        return []
+    said = []
+    for e in log.exits:
+        if e.unit == WORKER and e.code != 0 and (e.code is not None or e.said) and e.said != SELF:
+            who = "a worker" if e.count == 1 else f"{e.count} workers"
+            built = " (the command its line prints is the last it built)" if e.code is not None else ""
+            said.append(f"{e.by} says {who} ended by {e.how}, not which{built}")
+        elif e.unit == PROCESS and e.code not in (None, 0):
+            where = f" on {e.host}" if e.host else ""
+            said.append(f"a process (pid {e.who}{where}) ended by {e.how}, as {e.by} says: its rank is not in the log")
+    return list(dict.fromkeys(said))[:2]
+
+
+def _stored(log: LogFacts) -> str | None:
+    """``rank 1 timed out waiting in c10d's store for another rank``, where a rank's (or an
+    unnamed process's) wait in the store, or in a barrier whose block the main process runs
+    first, timed out: a victim of the rank it waited for."""
+    stores = log.stores
+    waiters = sorted(stores.waiters())
+    if waiters:
+        return f"{rank_word(waiters)} timed out waiting in c10d's store for another rank"
+    if stores.waits:
+        return "a process timed out waiting in c10d's store for another rank"
+    if stores.main_first:
+        rank, context = stores.main_first[0]
+        who = rank_word([rank]) if rank is not None else "a process"
+        return f"{who} waited in a barrier inside {context} for the main process"
+    short = stores.short()
+    if short is not None:
+        size, count, key = short
+        shown = sorted(stores.barrier_ranks)
+        return f"{rank_word(shown)} timed out in the store-based barrier of {key}: {count} of {size} ranks reached it"
+    return None
+
+
 def _proven(analysis: Analysis, rank: int) -> bool:
     """The rank's own dump or lines show it at fault, or its dump is missing from a set."""
     f = analysis.ranks.get(rank)
@@ -220,30 +299,58 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
     said = [t.said_at for ts in log.timeouts.values() for t in ts.values() if t.said_at is not None]
     spread = max(said) - min(said) if said else None
     together = ""
-    if spread is not None and spread <= TOGETHER:
+    if spread is not None and spread <= TOGETHER and len(log.waiting) > 1:
         together = f", within {duration(spread)} of each other" if spread >= 0.1 else ", at once"
     caveat = ""
     if analysis.world_from == "the highest rank seen":
         caveat = (
             f" (unless the job has more than the {analysis.world} ranks the log shows: one of those would be the one)"
         )
-    if stuck:
+    if stuck and log.finished:
+        why = f"{_waiting(analysis) or 'a rank waits with its watchdog stuck'}{together}: {TORN_DOWN}"
+    elif stuck:
         why = f"every rank's watchdog got stuck{together}: {STUCK}{caveat}"
     elif _first_collective(analysis):
-        why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{caveat}"
+        eager = EAGER if first.ranks else ""
+        why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{eager}"
     else:
         why = f"{_waiting(analysis) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
     return Blame([], [], why, f"nobody to blame: {why}", first)
 
 
+def _torn_down(log: LogFacts) -> bool:
+    """The job's work had ended (:attr:`LogFacts.finished`), and the only waits the log shows are
+    watchdogs stuck, none in a numbered collective: the teardown hung, no rank held up another."""
+    waits = [t for ts in log.timeouts.values() for t in ts.values()]
+    return log.finished and bool(waits) and all(t.seq is None and t.stuck is not None for t in waits)
+
+
+def _never_set_up(analysis: Analysis) -> bool:
+    """A log (no dumps, whose absent ranks would be evidence) whose ranks all wait in their
+    group's first collective, none completed: whichever ranks it shows, NCCL made the group's
+    communicator only once every member called that collective. Not sends and receives, whose
+    pairs' communicators and order are the program's; but a batch of them (``COALESCED``,
+    ``batch_isend_irecv``) runs on the group's own communicator, as a collective does (torch's
+    ``isP2POp`` is false for a batch)."""
+    waits = [g for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
+    return (
+        not analysis.dumps
+        and not analysis.log.unnamed
+        and _first_collective(analysis)
+        and all(g.op not in P2P_OPS for g in waits)
+    )
+
+
 def _first_collective(analysis: Analysis) -> bool:
     """Every rank waits in its group's first collective and completed none: they never
     exchanged anything. A watchdog line that gives no number (torch 1.10 and older, a message
-    a person elided) does not say it was the first."""
+    a person elided) does not say it was the first; beside a peer's line that numbers the
+    group's first, it waits in it too (no member completed it)."""
     waits = [(f.rank, g) for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
     timeouts = analysis.log.timeouts
-    numbered = all(t.seq is not None for r, g in waits if (t := timeouts.get(r, {}).get(g.id)) is not None)
-    return bool(waits) and numbered and all(g.completed <= 0 and g.op for _, g in waits)
+    numbered = {g.id for r, g in waits if (t := timeouts.get(r, {}).get(g.id)) is None or t.seq is not None}
+    named = {g.id for _, g in waits if g.op}  # a line of the group's numbers alone names no op; another may
+    return bool(waits) and all(g.completed <= 0 and g.id in named and g.id in numbered for _, g in waits)
 
 
 def _waiting(analysis: Analysis) -> str | None:
@@ -284,7 +391,7 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     seen = [r for r in unproven if r in log.seen]
     found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not _cut(log, r))]
     alone = _alone(analysis)
-    if alone is not None:
+    if alone is not None and alone.why == ALONE:
         found.insert(0, alone)
     absent = [r for r in unproven if r not in log.seen]
     lone = _unplaced_owner(analysis, absent)
@@ -292,7 +399,9 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
         found.append(lone)
     if 0 in absent and all(s.rank != 0 for s in found):
         found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
-    found += [Suspect(r, "no line in the log") for r in absent if all(s.rank != r for s in found)]
+    found += [Suspect(r, NO_LINE) for r in absent if all(s.rank != r for s in found)]
+    if alone is not None and alone.why != ALONE:
+        found.append(alone)
     return found[:MAX_SUSPECTS]
 
 
@@ -300,8 +409,11 @@ def _silent(log: LogFacts, rank: int) -> str:
     """Why a rank the log shows, but not waiting, is suspected."""
     raised = log.raised.get(rank)
     if raised is not None and raised.cut:
+        where = (
+            f" in {raised.frames[-1].func} ({raised.frames[-1].file}:{raised.frames[-1].line})" if raised.frames else ""
+        )
         if raised.message:
-            return "it raised: its traceback is in the log, cut before its exception line"
+            return f"it raised{where}: its traceback is in the log, cut before its exception line"
         return f"it raised {raised.type}: the log is cut before its message"
     waiting = len(log.waiting)
     return (
@@ -311,18 +423,30 @@ def _silent(log: LogFacts, rank: int) -> str:
 
 
 def _alone(analysis: Analysis) -> Suspect | None:
-    """Rank 0 the only rank the log shows, waiting in a collective: the others may never have
-    issued it (one only rank 0 calls: a gather inside ``state_dict()`` while saving, a metric
-    it logs alone)."""
+    """Rank 0 the only rank the log shows, waiting in a collective. It waited: the others are
+    suspected first, unless its lines say it is alone in that collective, which the others
+    never issued (one only rank 0 calls: a gather inside ``state_dict()`` while saving, a
+    barrier after the training loop ended): the world has more than two ranks, yet none of the
+    others, which would wait and time out with it behind one lagging rank, printed a line; or
+    the training loop had ended, the others gone. A rank 0 that went on enqueuing work after
+    the one it waits in was in its ordinary loop: not alone, and not suspected."""
     log = analysis.log
-    if log.seen != {0} or log.waiting != {0}:
+    if log.seen != {0} or log.waiting != {0} or _went_on(log, 0):
         return None
-    return Suspect(
-        0,
-        "alone in that collective: no other rank's line shows it; if the log is whole, the others never "
-        "issued it: a collective only rank 0 calls (a gather inside state_dict() while saving, a metric it "
-        "logs alone)",
-    )
+    known = not analysis.world_from.startswith(("the highest rank seen", "the log (a rank waits"))
+    first = log.finished or (analysis.world > 2 and known)
+    return Suspect(0, ALONE if first else f"{ALONE}; it waited, so the others come first")
+
+
+ALONE = (
+    "alone in that collective: no other rank's line shows it; if the log is whole, the others never issued it: "
+    "a collective only rank 0 calls (a gather inside state_dict() while saving, a metric it logs alone)"
+)
+
+
+def _went_on(log: LogFacts, rank: int) -> bool:
+    """The rank enqueued work after the one it waits in: its host was in its ordinary loop."""
+    return any(t.seq is not None and t.enqueued > t.seq for t in log.timeouts.get(rank, {}).values())
 
 
 def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:

@@ -12,9 +12,11 @@ Horovod's coordinator knows which ranks submitted each tensor: a rank missing fr
 stalled tensor has submitted none of them (it is elsewhere in its code); ranks missing from a
 few while others miss many submitted different tensors, and the rank missing the most is the
 one on another path. Where a "ready" list is all it prints, the ranks below the highest ready
-one that it leaves out are missing. One stalled tensor that more ranks miss than submitted it
-(an excerpt may show no more) proves nothing: the few that submitted it may be the ones on
-another path, as likely as the others behind; both are suspected, the few first.
+one that it leaves out are missing. Where every rank is missing from some tensor another
+submitted, each waits on another: the paths diverged, nobody is behind. One stalled tensor
+that more ranks miss than submitted it (an excerpt may show no more) proves nothing: the few
+that submitted it may be the ones on another path, as likely as the others behind; both are
+suspected, the few first.
 """
 
 from __future__ import annotations
@@ -44,19 +46,34 @@ class HorovodStalls:
     ready: dict[str, set[int]] = field(default_factory=dict)
     listing: bool = False
     """After a "Missing ranks:" header: the lines that follow name a rank each."""
+    open: int | None = None
+    """The rank whose list of tensors a line ended before its ``]``: a terminal or a person wrapped
+    it, and the next line carries on with its tensors."""
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is one of the stall inspector's lines."""
         if STALLED in body or _HEADER.search(body):
-            self.listing = bool(_HEADER.search(body))
+            self.listing, self.open = bool(_HEADER.search(body)), None
             self._listed(body)
             return True
+        if self.listing and not body.strip():
+            return False  # a collector's blank line between the header and its list
         if self.listing and (rank := _MISSING_LINE.match(body)) is not None:
-            for tensor in rank.group(2).split(", ")[:MAX_TENSORS]:
-                self._add(self.missing, visible(tensor.strip(), 300), [int(rank.group(1))])
+            self._tensors(int(rank.group(1)), rank.group(2), closed="]" in body[rank.start(2) :])
+            return True
+        if self.listing and self.open is not None and body.strip() and not body.startswith((" ", "\t")):
+            self._tensors(self.open, body.split("]", 1)[0], closed="]" in body)
             return True
         self.listing = False
         return self._listed(body)
+
+    def _tensors(self, rank: int, listed: str, closed: bool) -> None:
+        """The tensors of ``rank``'s list (Horovod ends a long one with `` ...``)."""
+        for tensor in listed.split(",")[:MAX_TENSORS]:
+            name = tensor.strip().removesuffix("...").strip()
+            if name:
+                self._add(self.missing, visible(name, 300), [rank])
+        self.open = None if closed else rank
 
     def _listed(self, body: str) -> bool:
         if "ranks:" not in body:
@@ -85,11 +102,18 @@ class HorovodStalls:
         """Every rank a stall line names."""
         return {r for named in (self.missing, self.ready) for ranks in named.values() for r in ranks}
 
+    def least_world(self) -> int:
+        """The fewest ranks the job can have: each stalled tensor was submitted by a rank not
+        missing from it (two ranks both missing from one tensor are not the whole world)."""
+        world = max(self.listed(), default=-1) + 1
+        every = any(len(missing) >= world for missing in self.missing.values())  # each rank below the world
+        return world + 1 if every else world
+
     def holding_up(self, world: int | None) -> tuple[list[int], str] | None:
         """The ranks missing from the most stalled tensors, with why; None where no tensor
         stalled, every rank is missing from as many, or the one tensor stalled has fewer ranks
         submitting it than missing it (:meth:`suspected`)."""
-        held = self._held(world)
+        held = None if self._everyone_missing(world) else self._held(world)
         return None if held is None or held.few else (held.ranks, held.why)
 
     def suspected(self, world: int | None) -> list[tuple[int, str]]:
@@ -100,6 +124,22 @@ class HorovodStalls:
             return []
         missing = "missing from the stalled tensor (Horovod's stall inspector)"
         return [(r, _FEW) for r in held.few] + [(r, missing) for r in held.ranks]
+
+    def diverged(self, world: int | None) -> str | None:
+        """Why no rank is to blame where every rank of the world is missing from a stalled tensor
+        another submitted: each waits on another, none is elsewhere alone (their paths through the
+        program differ: a join, uneven data, a rank-dependent branch)."""
+        if not self._everyone_missing(world):
+            return None
+        return (
+            f"each of the {world} ranks is missing from a stalled tensor another submitted (Horovod's stall "
+            "inspector): their paths through the program diverged (a join, uneven data, a branch on the rank), "
+            "not one rank behind"
+        )
+
+    def _everyone_missing(self, world: int | None) -> bool:
+        missing = {r for ranks in self.missing.values() for r in ranks}
+        return bool(world and world > 1 and len(self.missing) > 1 and missing >= set(range(world)))
 
     def _held(self, world: int | None) -> _Held | None:
         ready = [r for ranks in self.ready.values() for r in ranks if r < MAX_RANKS]

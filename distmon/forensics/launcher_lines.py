@@ -7,22 +7,56 @@ first cause only where nothing timed out first. Shapes read::
 
     torchrun  [1]: / time : 2023-05-19_16:39:58 / host : n1 / rank : 1 (local_rank: 1) /
               exitcode : 1 (pid: 78971) / traceback : Signal 9 (SIGKILL) received by PID 78971
-              (every entry of its ``Failures:``, and its ``Root Cause (first observed failure):``)
+              (every entry of its ``Failures:``, and its ``Root Cause (first observed failure):``;
+              torch 1.9-1.10: ``Root Cause:``, ``Other Failures:``, ``msg: "Signal 9 (SIGKILL) ..."``)
               failed (exitcode: -9) local_rank: 3 (pid: 407727) of binary: /usr/bin/python
     mpirun    mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed).
+              (Open MPI 5's prterun breaks it: ... on node n1 exited on / signal 9 (Killed).)
               The first process to do so was: / Process name: [[29973,1],0] / Exit code: 1
+              (Open MPI 5's prterun: Process name: [prterun-n1-4242@1,0])
+              mpirun has exited due to process rank 3 with PID 42 on / node n1 calling "abort". ...
+              mpirun has exited due to process rank 3 with PID 42 on / node n1 exiting improperly. ...
+              Primary job  terminated normally, but 1 process returned / a non-zero exit code. ...
+    horovodrun  Process 3 exit with status code 1. / RuntimeError: Horovod detected that one or more
+              processes exited ... The first process to do so was: / Process name: 3 / Exit code: 1
+    mpiexec   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES / =   RANK 3 PID 4242 RUNNING AT n1 /
+              =   KILLED BY SIGNAL: 9 (Killed)            (Intel MPI's Hydra: one block a failed rank)
+              =   PID 4242 RUNNING AT n1 / =   EXIT CODE: 9       (MPICH's Hydra: the first killed, by pid)
               [host:02773] Signal: Segmentation fault (11)       (Open MPI's handler, by pid)
     srun      srun: error: node-1: tasks 8-13,15: Exited with exit code 1
               srun: error: node-1: task 3: Killed
     mp.spawn  torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL
               Exception: process 3 terminated with exit code 1          (torch 1.x's wording)
-    deepspeed [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=7',
+              -- Process 3 terminated with the following error:         (it raised: its traceback next)
+    deepspeed [INFO] [launch.py:315:sigkill_handler] Killing subprocess 4242     (one line a worker)
+              [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', '--local_rank=7',
               ...] exits with return code = -9
+              Main process received SIGINT, exiting                 (the launcher itself signalled)
+    Lightning [rank: 1] Child process with PID 4242 terminated with code 1. Forcefully terminating all
+              other processes to avoid zombies               (its subprocess launcher: child i is local rank i + 1)
+    launch    subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank=1']'
+              returned non-zero exit status 1.        (torch 1.x's launch.py, accelerate's, any subprocess)
+              ... died with <Signals.SIGKILL: 9>.
 
 A local rank (torchrun's agent line) is the rank on its node, a task (srun) the rank only where
 srun started one task a rank, a process of ``mp.spawn`` its index, the rank on one node: they are
 said, not taken for global ranks. The deepspeed launcher says a worker's return code, not whose:
-the command its line prints is the last one it built, whichever worker failed.
+the command its line prints is the last one it built, whichever worker failed (so where that
+command is local rank 0's, the launcher started one worker, which is the one that failed); so
+does torch 1.x's ``torch.distributed.launch``, raising ``CalledProcessError`` with the command of
+its spawning loop's last turn, and Python says nothing else of whom. Before either, the
+deepspeed launcher's handler says ``Killing subprocess`` once for each worker it started, failed
+or not: one such line is one worker, local rank 0, the one that failed (or the launcher was
+signalled, which it then says). torchrun's
+table ends in its root cause: the entry its closing ``====`` border follows is the first observed
+failure, even where a paste cut the table's head.
+
+Open MPI's ``mpirun`` (``orte_quit.c``, PRRTE's ``prte_quit.c``) names one process, the first to
+end the job: killed by a signal, exited non-zero, called ``MPI_Abort``, or exited without
+``MPI_Finalize`` where the others called it ("exiting improperly": it ended first, how it does not
+say); its count of processes that returned non-zero names none. Intel MPI's Hydra prints a block for
+each rank that ended badly, which one first it does not say (a block alone is the first); MPICH's
+prints the first process its proxy found killed, by pid, its wait status as ``EXIT CODE``.
 """
 
 from __future__ import annotations
@@ -30,104 +64,117 @@ from __future__ import annotations
 import re
 import signal
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
-from distmon.forensics.tracebacks import ISO, MAX_TRACEBACK_LINES, TRACEBACK, Raised, Traceback, utc
+from distmon.forensics.tracebacks import ISO, MAX_TRACEBACK_LINES, TRACEBACK, Traceback, utc
+from distmon.forensics.worker_exits import (
+    ENDS,
+    LOCAL_RANK,
+    MAX_TASKS,
+    PROCESS,
+    RANK,
+    SELF,
+    SIGNAL_NAMES,
+    SPAWNED,
+    TASK,
+    WORKER,
+    Words,
+    WorkerExit,
+)
 from distmon.guards.text import visible
 
-SIGABRT = -6
-"""torchrun's exit code of a rank its own watchdog aborted: a timeout's consequence, not a cause."""
-SIGTERM = -15
-"""torchrun's exit code of a rank it tore down after another failed."""
-TEARDOWN = frozenset({SIGABRT, SIGTERM})
-RANK = "rank"
-LOCAL_RANK = "local rank"
-TASK = "task"
-PROCESS = "process"
-SPAWNED = "spawned process"
-WORKER = "worker"
-"""What a launcher's number counts: a global rank, a rank on its node, an srun task, a pid, the
-index ``mp.spawn`` gave a process, or nothing (a worker the launcher does not name)."""
-ON_A_NODE = (LOCAL_RANK, TASK, SPAWNED)
-"""Units that are the rank where the job ran on one node (a task: where srun started one a rank)."""
-MAX_TASKS = 1 << 17
-"""Tasks srun's lines in one log may name: more is no real job's."""
-
-ROOT_CAUSE = "Root Cause (first observed failure):"
-_FAILURES = "Failures:"
-_TABLE_FIELD = re.compile(r"\s{0,8}(time|host|rank|exitcode|error_file|traceback)\s{0,8}: ?(.*)")
+_TABLE_FIELD = re.compile(r"\s{0,8}(time|host|rank|exitcode|error_file|traceback|msg)\s{0,8}: ?(.*)")
 _ENTRY = re.compile(r"\s{0,8}\[\d{1,9}\]:\s*$")
 _SEPARATOR = re.compile(r"\s*(?:={20,}|-{20,})\s*$")
-_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG\w{1,10})\)")
+_SIGNAL = re.compile(r"Signal (\d{1,3}) \((SIG\w{1,10})\)", re.IGNORECASE)
+_HEADS = re.compile(r"\s*(Root Cause(?: \(first observed failure\))?|(?:Other )?Failures)\s?:\s*$")
+"""The table's two headings, as torch prints them (1.9-1.10: ``Root Cause:``, ``Other Failures:``)
+or as a person retyped them (``... failure) :``)."""
+_SQUASHED = re.compile(r"\brank\s?:?\s?(\d{1,9}) \(local[_ ]rank: ?\d{1,9}\)\s*exit ?code\s?:\s?(-?\d{1,9})")
+"""An entry's rank and exit code run into one line, as a person retyped the table."""
 _AGENT = re.compile(r"failed \(exitcode: (-?\d{1,9})\) local_rank: (\d{1,9}) \(pid: \d{1,9}\)")
 _NOTICED = re.compile(
-    r"noticed that process rank (\d{1,9}) with PID \S{1,20} on node (\S{1,200}?) exited on signal (\d{1,3})"
-    r"(?: \(([\w ]{1,40})\))?"
+    r"noticed that (?:process|job) rank (\d{1,9}) with PID \S{1,20} on node \"?(\S{1,200}?)\"? exited on\s{1,8}"
+    r"signal (\d{1,3})(?: \(([\w :]{1,40})\))?"
 )
+_EXITED_DUE = re.compile(
+    r"has exited due to process rank (\d{1,9}) with PID \S{1,20} on\s{1,8}node (?:(\S{1,200}) )?"
+    r"(calling\s{1,8}\"abort\"|exiting\s{1,8}improperly)"
+)
+"""mpirun's (and prterun's) first process to end the job by ``MPI_Abort``, or without ``MPI_Finalize``
+where others called ``MPI_Init``: its help text breaks the sentence over two lines."""
+_SENTENCE_STARTS = ("noticed that process rank", "noticed that job rank", "has exited due to process rank")
+_NONZERO = re.compile(r"(?:Primary|Child) job\s{1,8}(?:\S{1,40}\s{1,8})?terminated normally, but (\d{1,9}) process")
+"""mpirun's count of the processes that returned non-zero: which, its next block says, if any."""
 _FIRST_PROCESS = "The first process to do so was"
-_PROCESS_NAME = re.compile(r"Process name:\s*\[\[\d{1,12},\d{1,12}\],(\d{1,9})\]")
+_PROCESS_NAME = re.compile(r"Process name:\s*(?:\[(?:\[\d{1,12},\d{1,12}\]|[\w.@-]{1,200}),(\d{1,9})\]|(\d{1,9})\s*$)")
+"""Open MPI's name of a process, ``[[29973,1],3]``, PRRTE's (Open MPI 5), ``[prterun-n1-4242@1,3]``,
+or horovodrun's (its gloo launcher), the rank: ``3``."""
+_HYDRA = re.compile(r"^=\s{1,8}RANK (\d{1,9}) PID \d{1,12} RUNNING AT (\S{1,200})")
+_HYDRA_END = re.compile(r"^=\s{1,8}(?:KILLED BY SIGNAL: (\d{1,3})(?: \(([\w ]{1,40})\))?|EXIT STATUS: (-?\d{1,9}))")
+"""Intel MPI's mpiexec (Hydra) on each rank that ended badly: ``BAD TERMINATION OF ONE OF YOUR
+APPLICATION PROCESSES`` / ``=   RANK 3 PID 4242 RUNNING AT n1`` / ``=   KILLED BY SIGNAL: 9 (Killed)``
+(or ``EXIT STATUS: 1``)."""
+_HYDRA_PID = re.compile(r"^=\s{1,8}PID (\d{1,12}) RUNNING AT (\S{1,200})")
+_HYDRA_STATUS = re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,9})")
+"""MPICH's Hydra (``pmiserv_cb.c``) on the first process its proxy found killed by a signal: ``=   PID
+4242 RUNNING AT n1`` / ``=   EXIT CODE: 9``, the raw wait status (the signal, 128 more with a core)."""
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})")
 _HANDLER = re.compile(r"^\[([\w.-]{1,200}):(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
 _SRUN = re.compile(
     r"srun: error: ([\w.-]{1,200}): tasks? ([\d,-]{1,4000}): "
-    r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault)"
+    r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault|Bus error"
+    r"|Illegal instruction)"
 )
 _SPAWN_EXIT = re.compile(
     r"(?:ProcessExitedException|^Exception): process (\d{1,9}) terminated with "
     r"(?:signal (SIG[A-Z]{1,10})|exit code (-?\d{1,9}))"
 )
 _DEEPSPEED = re.compile(r"\] exits with return code = (-?\d{1,9})\s*$")
-_SRUN_SIGNALS = {"Killed": 9, "Out Of Memory": 9, "Terminated": 15, "Aborted": 6, "Segmentation fault": 11}
-_SIGNAL_NAMES = {6: "SIGABRT", 9: "SIGKILL", 11: "SIGSEGV", 15: "SIGTERM", 7: "SIGBUS"}
+_KILLING = re.compile(r"Killing subprocess (\d{1,12})\s*$")
+_RECEIVED = re.compile(r"Main process received (SIGINT|SIGTERM), exiting")
+"""The deepspeed launcher's handler: a line for each worker it kills, and, where it was itself
+signalled, which signal (``launch.py``'s ``sigkill_handler``)."""
+_CHILD = re.compile(r"Child process with PID \d{1,12} terminated with code (-?\d{1,9})")
+"""Lightning's subprocess launcher (``_ChildProcessObserver``), on the first child it found ended
+non-zero, under ``[rank: i + 1]`` (its local rank)."""
+_LOCAL_RANK_ARG = re.compile(r"'--local[_-]rank=(\d{1,9})'")
+_CALLED = re.compile(r"' (?:returned non-zero exit status (-?\d{1,9})|died with <Signals\.SIG\w{1,10}: (\d{1,3})>)")
+"""Python's ``subprocess`` on a child that failed: its exit status, or the signal that ended it."""
+"""The local rank in the command the deepspeed launcher prints: its last worker's, so 0 where the
+launcher started one worker on the node."""
+_SRUN_SIGNALS = {
+    "Killed": 9,
+    "Out Of Memory": 9,
+    "Terminated": 15,
+    "Aborted": 6,
+    "Segmentation fault": 11,
+    "Bus error": 7,
+    "Illegal instruction": 4,
+}
 
 
-@dataclass
-class WorkerExit:
-    """How a launcher says one of its workers ended."""
-
-    unit: str
-    """What :attr:`who` counts: :data:`RANK`, :data:`LOCAL_RANK`, :data:`TASK` or :data:`PROCESS`."""
-    who: int
-    code: int | None
-    """The exit code; negative where a signal ended it (its number)."""
-    by: str
-    """The launcher that said so."""
-    at: float | None = None
-    host: str | None = None
-    first: bool = False
-    """The launcher's first observed failure (torchrun's root cause, mpirun's first process)."""
-    signal: str | None = None
-    raised: Raised | None = None
-    """The exception, where torchrun's table holds its traceback."""
-
-    @property
-    def how(self) -> str:
-        """``exit code 1``, ``signal 9 (SIGKILL)``."""
-        if self.code is None or self.code >= 0:
-            return f"exit code {self.code}"
-        name = self.signal or _SIGNAL_NAMES.get(-self.code)
-        return f"signal {-self.code}" + (f" ({name})" if name else "")
-
-    @property
-    def killed(self) -> bool:
-        """Ended by a signal that is not the launcher's own teardown nor a watchdog's abort."""
-        return self.code is not None and self.code < 0 and self.code not in TEARDOWN
-
-    def failure(self, timed_out: bool) -> Raised | None:
-        """The exit as the rank's last words: the exception the table holds, or the signal that
-        killed it, or its exit code. None for a rank its own watchdog aborted or the launcher
-        tore down, or one that timed out like its peers and left only an exit code: the
-        launcher observed it first, no more."""
-        if self.raised is not None:
-            return self.raised
-        if timed_out or self.code is None or self.code == 0 or self.code in TEARDOWN:
-            return None
-        said = f"killed: {self.by}'s first observed failure" if self.first else f"killed, as {self.by} says"
-        if self.code < 0:
-            kind = f"Signal {-self.code} ({self.signal or _SIGNAL_NAMES.get(-self.code, '?')})"
-            return Raised(kind, said, [], self.at, launcher=self.by)
-        said = f"exit code {self.code}, {self.by}'s first observed failure (its traceback not in the log)"
-        return Raised("Exception", said, [], self.at, launcher=self.by)
+_SHELL_KEYS = re.compile(r"Killed|Terminated|fault|Aborted|Bus error|Illegal|exception|Hangup")
+_SIGNAL_WORDS = (
+    r"(Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception|Hangup)"
+)
+_SHELL = re.compile(
+    rf"^\s{{0,8}}{_SIGNAL_WORDS}(?: \(core dumped\))?\s*$"
+    rf"|^\S{{1,300}}: line \d{{1,6}}: {{1,8}}\d{{1,12}} {_SIGNAL_WORDS}(?: \(core dumped\))?"
+    r"(?: {1,60}\S.{0,2000})?$"
+)
+"""A shell's word on a child a signal ended (``Killed``, ``Segmentation fault (core dumped)``,
+bash's ``run.sh: line 3: 4242 Killed  python train.py``): strsignal's name, the whole line."""
+_SHELL_WORDS = {
+    "Hangup": 1,
+    "Illegal instruction": 4,
+    "Aborted": 6,
+    "Bus error": 7,
+    "Floating point exception": 8,
+    "Killed": 9,
+    "Segmentation fault": 11,
+    "Terminated": 15,
+}
 
 
 @dataclass
@@ -144,9 +191,21 @@ class LauncherLines:
     """Lines of the entry's traceback read."""
     first_process: WorkerExit | None = None
     """mpirun's "The first process to do so was": its name, then its exit code, follow."""
+    hydra: WorkerExit | None = None
+    """mpiexec's (Hydra's) rank that ended badly: how, on the next line."""
+    hydras: list[WorkerExit] = field(default_factory=list)
+    """Intel MPI's blocks, one a rank that ended badly, kept to the log's end: a block alone is the
+    first failure, several in its order say none (at most :data:`MAX_TASKS`)."""
+    sentence: str | None = None
+    """The first line of mpirun's sentence on the process that ended the job, which its help text
+    breaks over two."""
+    killing: int = 0
+    """``Killing subprocess`` lines of the deepspeed launcher's handler read since its last end."""
     tasks: int = 0
     """srun's tasks read, within :data:`MAX_TASKS`: a line may name a range of any size, and the
     next line another."""
+    opened: tuple[Words, str] | None = None
+    """A line that began one of :data:`ENDS`' messages a help text breaks over two, and its words."""
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is a launcher's; False for any other line."""
@@ -154,20 +213,120 @@ class LauncherLines:
             return True
         self.flush()
         return (
-            self._agent(body) or self._mpirun(body) or self._srun(body) or self._spawned(body) or self._deepspeed(body)
+            self._said(body)
+            or self._agent(body)
+            or self._mpirun(body)
+            or self._srun(body)
+            or self._spawned(body)
+            or self._deepspeed(body)
+            or self._called(body)
+            or self.ranked(body, None)
+        )
+
+    def ranked(self, body: str, rank: int | None) -> bool:
+        """What a process's own line says of its end, under the rank a launcher's label gives it
+        (None: no label): Lightning's launcher on a child, a signal handler's or a shell's word on a
+        signal. Its rank is the label's; without one, a worker the log does not name."""
+        if self.child(body, rank):
+            return True
+        handler = _HANDLER.match(body) if "Signal:" in body else None
+        if handler is not None:
+            host, pid, name, number = handler.groups()
+            if rank is None:
+                self.kept(WorkerExit(PROCESS, int(pid), -int(number), "Open MPI", host=host, signal=name.strip()))
+            else:
+                by = "Open MPI's signal handler"
+                self.kept(WorkerExit(RANK, rank, -int(number), by, host=host, signal=name.strip()))
+            return True
+        shell = _SHELL.match(body) if len(body) < 2400 and _SHELL_KEYS.search(body) else None
+        if shell is None:
+            return False
+        number = _SHELL_WORDS[shell.group(1) or shell.group(2)]
+        by = "the shell"
+        if rank is None:
+            self.kept(WorkerExit(WORKER, -1, -number, by, signal=SIGNAL_NAMES.get(number)))
+        else:
+            self.kept(WorkerExit(RANK, rank, -number, by, signal=SIGNAL_NAMES.get(number)))
+        return True
+
+    def _said(self, body: str) -> bool:
+        """One of :data:`ENDS`, read anywhere in the line (joined with the line before where a help
+        text broke it)."""
+        opened, self.opened = self.opened, None
+        if opened is not None:
+            words, before = opened
+            if (found := words.pattern.search(f"{before} {body.strip()}")) is not None:
+                self._ended(words, found)
+                return True
+        for words in ENDS:
+            if words.key not in body:
+                continue
+            found = words.pattern.search(body)
+            if found is not None:
+                self._ended(words, found)
+                return True
+            if words.joins:
+                self.opened = (words, body[-400:])
+                return True
+        return False
+
+    def _ended(self, words: Words, found: re.Match[str]) -> None:
+        named = found.groupdict()
+        code = int(named["code"]) if named.get("code") is not None else None
+        if named.get("ranks") is not None:
+            ranks = [int(r) for r in re.findall(r"\d{1,9}", named["ranks"])[:MAX_TASKS]]
+            for rank in ranks:
+                first = words.first and len(ranks) == 1
+                self.kept(WorkerExit(words.unit, rank, code, words.by, first=first, said=words.said))
+            return
+        who = int(named["who"]) if named.get("who") is not None else -1
+        host = visible(named["host"], 200) if named.get("host") else None
+        said = words.said if code is None else None
+        self.kept(
+            WorkerExit(words.unit, who, code, words.by, host=host, first=words.first, said=said, aborted=words.aborted)
         )
 
     def flush(self) -> None:
         """Keeps the table entry being read, as it stands (the table or the log ended)."""
         entry, self.entry, self.traceback = self.entry, None, None
-        if entry is not None and entry.code is not None and entry.who >= 0:
-            self.kept(entry)
+        if entry is not None and (entry.code is not None or entry.first) and entry.who >= 0:
+            self.kept(entry)  # the root cause, its exit code cut, still says who failed first
+
+    def finish(self) -> None:
+        """At the log's end: the table entry being read, Intel MPI's blocks (the first failure
+        only where one block stands alone), the deepspeed launcher's kills whose end the paste cut."""
+        self.flush()
+        if self.first_process is not None and self.first_process.who >= 0:
+            self.kept(self.first_process)  # named, its exit code cut: still the first to fail
+        self.first_process = None
+        for block in self.hydras:
+            block.first = len(self.hydras) == 1
+            self.kept(block)
+        self.hydras = []
+        if self.killing:
+            self._workers(None, None)
+
+    def child(self, body: str, rank: int | None) -> bool:
+        """Lightning's subprocess launcher on the first child it found ended, its local rank the
+        ``[rank: N]`` it puts before the line."""
+        found = _CHILD.search(body) if "Child process with PID" in body else None
+        if found is None:
+            return False
+        code = int(found.group(1))
+        if rank is None:
+            self.kept(WorkerExit(WORKER, -1, code, "Lightning's launcher", first=True))
+        else:
+            self.kept(WorkerExit(LOCAL_RANK, rank, code, "Lightning's launcher", first=True))
+        return True
 
     def _table(self, body: str) -> bool:
         stripped = body.strip()
-        if stripped in (ROOT_CAUSE, _FAILURES) or _ENTRY.match(body) or _SEPARATOR.match(body):
+        heading = _HEADS.match(body)
+        if heading or _ENTRY.match(body) or _SEPARATOR.match(body):
+            if self.entry is not None and stripped.startswith("="):
+                self.entry.first = True  # the table's closing border follows its root cause, and nothing else
             self.flush()
-            if stripped == ROOT_CAUSE:
+            if heading and heading.group(1).startswith("Root"):
                 self.root = True
             elif not _ENTRY.match(body):
                 self.root = False
@@ -176,6 +335,12 @@ class LauncherLines:
             self.lines += 1
             if self.entry.raised is None:
                 self.entry.raised = self.traceback.line(body[2:] if body.startswith("  ") else body, self.entry.at)
+            return True
+        squashed = _SQUASHED.search(body) if "local" in body else None
+        if squashed is not None:
+            self.flush()
+            who, code = squashed.groups()
+            self.entry = WorkerExit(RANK, int(who), int(code), "torchrun", first=self.root)
             return True
         found = _TABLE_FIELD.match(body)
         if found is None:
@@ -198,7 +363,7 @@ class LauncherLines:
             entry.at = utc(*iso.groups())
         elif key == "host":
             entry.host = visible(value.strip(), 200)
-        elif key == "traceback":
+        elif key in ("traceback", "msg"):  # torch 1.9-1.10 says the signal in its msg
             signal = _SIGNAL.search(value)
             if signal:
                 entry.signal = signal.group(2)
@@ -213,30 +378,83 @@ class LauncherLines:
         return True
 
     def _mpirun(self, body: str) -> bool:
-        noticed = _NOTICED.search(body) if "noticed that process rank" in body else None
+        if body.startswith("=") and self._hydra(body):
+            return True
+        if self._sentence(body):
+            return True
+        if "terminated normally" in body and (count := _NONZERO.search(body)) is not None:
+            self.kept(WorkerExit(WORKER, -1, None, "mpirun", said="a non-zero exit code", count=int(count.group(1))))
+            return True
+        if _FIRST_PROCESS in body:
+            by = "horovodrun" if "Horovod detected" in body else "mpirun"
+            self.first_process = WorkerExit(RANK, -1, None, by, first=True)
+            return True
+        pending = self.first_process
+        if pending is not None and (named := _PROCESS_NAME.search(body)):
+            pending.who = int(named.group(1) or named.group(2))
+            if pending.code is not None:
+                self.first_process = None
+                self.kept(pending)
+            return True
+        if pending is not None and pending.code is None and (code := _EXIT_CODE.match(body)):
+            pending.code = int(code.group(1))  # a collector may put its line before the name's
+            if pending.who >= 0:
+                self.first_process = None
+                self.kept(pending)
+            return True
+        return False
+
+    def _sentence(self, body: str) -> bool:
+        """mpirun's sentence on the process that ended the job, over the two lines its help text
+        puts it on: killed by a signal, ``MPI_Abort`` called, or exited without ``MPI_Finalize``."""
+        started = any(words in body for words in _SENTENCE_STARTS)
+        if self.sentence is None and not started:
+            return False
+        text = body if started or self.sentence is None else f"{self.sentence} {body.strip()}"
+        self.sentence = None
+        noticed = _NOTICED.search(text)
         if noticed:
             rank, host, signal, name = noticed.groups()
             self.kept(
                 WorkerExit(RANK, int(rank), -int(signal), "mpirun", host=visible(host, 200), first=True, signal=name)
             )
             return True
-        if _FIRST_PROCESS in body:
-            self.first_process = WorkerExit(RANK, -1, None, "mpirun", first=True)
+        due = _EXITED_DUE.search(text)
+        if due:
+            rank, host, how = due.groups()
+            aborted = how.startswith("calling")
+            said = "called MPI_Abort" if aborted else "exited without MPI_Finalize, where the others called MPI_Init"
+            host = visible(host, 200) if host else None
+            self.kept(WorkerExit(RANK, int(rank), None, "mpirun", host=host, first=True, said=said, aborted=aborted))
             return True
-        pending = self.first_process
-        if pending is not None and (named := _PROCESS_NAME.search(body)):
-            pending.who = int(named.group(1))
-            return True
-        if pending is not None and pending.who >= 0 and (code := _EXIT_CODE.match(body)):
-            pending.code, self.first_process = int(code.group(1)), None
-            self.kept(pending)
-            return True
-        handler = _HANDLER.match(body) if "Signal:" in body else None
-        if handler:
-            host, pid, name, number = handler.groups()
-            self.kept(WorkerExit(PROCESS, int(pid), -int(number), "Open MPI", host=host, signal=name.strip()))
+        if started:
+            self.sentence = body[-400:]
             return True
         return False
+
+    def _hydra(self, body: str) -> bool:
+        """Intel MPI's mpiexec, a rank that ended badly (which first, its blocks do not say); MPICH's,
+        the first process its proxy found killed, by pid."""
+        if (rank := _HYDRA.match(body)) is not None:
+            self.hydra = WorkerExit(RANK, int(rank.group(1)), None, "mpiexec", host=visible(rank.group(2), 200))
+            return True
+        if (pid := _HYDRA_PID.match(body)) is not None:
+            self.hydra = WorkerExit(PROCESS, int(pid.group(1)), None, "mpiexec", host=visible(pid.group(2), 200))
+            return True
+        pending = self.hydra
+        if pending is not None and pending.unit == PROCESS and (waited := _HYDRA_STATUS.match(body)) is not None:
+            number = int(waited.group(1)) & 0x7F  # a wait status: the signal, 0x80 set where it dumped core
+            pending.code, pending.first, self.hydra = (-number if number else None), True, None
+            self.kept(pending)
+            return True
+        if pending is None or pending.unit != RANK or (end := _HYDRA_END.match(body)) is None:
+            return False
+        signal, name, status = end.groups()
+        pending.code, pending.signal = (-int(signal), name) if signal else (int(status), None)
+        self.hydra = None
+        if len(self.hydras) < MAX_TASKS:
+            self.hydras.append(pending)
+        return True
 
     def _srun(self, body: str) -> bool:
         found = _SRUN.search(body) if "srun: error:" in body else None
@@ -262,12 +480,50 @@ class LauncherLines:
         return True
 
     def _deepspeed(self, body: str) -> bool:
-        """The deepspeed launcher's ``... exits with return code = -9``: a worker's, which one it
-        does not say."""
+        """The deepspeed launcher's handler: ``Killing subprocess N`` for each worker it started, then
+        ``... exits with return code = -9`` (a worker's, which one it does not say), or ``Main
+        process received SIGINT, exiting`` where it was itself signalled."""
+        if "Killing subprocess" in body and _KILLING.search(body):
+            self.killing += 1
+            return True
+        if "Main process received" in body and (received := _RECEIVED.search(body)) is not None:
+            self.killing = 0
+            number = int(signal.Signals[received.group(1)])
+            self.kept(WorkerExit(WORKER, -1, -number, "the deepspeed launcher", signal=received.group(1), said=SELF))
+            return True
         found = _DEEPSPEED.search(body) if "exits with return code" in body else None
         if found is None:
             return False
-        self.kept(WorkerExit(WORKER, -1, int(found.group(1)), "the deepspeed launcher", first=True))
+        self._workers(int(found.group(1)), _LOCAL_RANK_ARG.search(body))
+        return True
+
+    def _workers(self, code: int | None, last: re.Match[str] | None) -> None:
+        """A worker of the deepspeed launcher ended: local rank 0 where the launcher started one (one
+        ``Killing subprocess`` line, or the command it prints, the last it built, is local rank 0's);
+        else one it does not name. Its code None where the paste cut the launcher's last line."""
+        alone = self.killing == 1 or (last is not None and last.group(1) == "0")
+        workers = "its only worker" if alone else f"its {self.killing} workers"
+        cut = f"a failure or a signal to the launcher (its handler killed {workers}; the line saying which is cut)"
+        said = None if code is not None else cut
+        by = "the deepspeed launcher"
+        if alone:
+            self.kept(WorkerExit(LOCAL_RANK, 0, code, by, first=True, said=said))
+        else:
+            self.kept(WorkerExit(WORKER, -1, code, by, first=True, said=said))
+        self.killing = 0
+
+    def _called(self, body: str) -> bool:
+        """A launcher's ``CalledProcessError`` on a worker: its exit, not whose (the command
+        shown is the last the launcher built; local rank 0's where it started one worker)."""
+        found = _CALLED.search(body) if "CalledProcessError: Command '" in body else None
+        if found is None:
+            return False
+        code = int(found.group(1)) if found.group(1) is not None else -int(found.group(2))
+        last = _LOCAL_RANK_ARG.search(body)
+        if last is not None and last.group(1) == "0":
+            self.kept(WorkerExit(LOCAL_RANK, 0, code, "the launcher", first=True))
+        else:
+            self.kept(WorkerExit(WORKER, -1, code, "the launcher", first=True))
         return True
 
 

@@ -6,14 +6,18 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from distmon.forensics.crashes import Crashes
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
+from distmon.forensics.environment import Environment
 from distmon.forensics.horovod import HorovodStalls
-from distmon.forensics.launcher_lines import WorkerExit
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.peers import PeerLines
+from distmon.forensics.ray_actors import RayActors
+from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import GATHERS, SCATTERS, Said
+from distmon.forensics.worker_exits import WorkerExit
 from distmon.wire import ExceptionInfo
 
 DEFAULT_PG = "default_pg"
@@ -134,6 +138,37 @@ class LogFacts:
     horovod: HorovodStalls = field(default_factory=HorovodStalls)
     nccl: NcclLines = field(default_factory=NcclLines)
     peers: PeerLines = field(default_factory=PeerLines)
+    ray: RayActors = field(default_factory=RayActors)
+    crashes: Crashes = field(default_factory=Crashes)
+    stores: StoreLines = field(default_factory=StoreLines)
+    environment: Environment = field(default_factory=Environment)
+    progress: tuple[int | None, str] | None = None
+    """The last progress bar the log shows short of its end, and the rank that drew it where a
+    prefix says: a rank still working when the lines after it were written."""
+    finished: bool = False
+    """A line says the job's work ended (Lightning's ``Trainer.fit`` stopped, transformers'
+    Trainer's training completed, googletest's tear-down): the ranks left its collectives behind."""
+    exiting: tuple[str, str] | None = None
+    """Who, and torch's or CUDA's words, where a line says a process was exiting as its watchdog
+    still ran (``driver shutting down``): the end of a process, no failure."""
+    signalled: int | None = None
+    """The signal torchrun's agent itself received (``Received 1 death signal``): it shut its
+    workers down."""
+    cancelled: str | None = None
+    """Why Slurm cancelled the job or its step (``CANCELLED AT ... DUE TO TIME LIMIT``; empty: a
+    user did, ``scancel``)."""
+    cancelled_after: bool = False
+    """Slurm cancelled the step, for no reason it gives, after a task had failed or its cgroup had
+    killed one for memory: srun's own teardown of the step, not a cancel from outside."""
+    step_ended: bool = False
+    """srun said it was ending the step itself (``srun: Terminating StepId=12.0``)."""
+    oom_killed: str | None = None
+    """slurmstepd's word that the step's cgroup killed a process for memory."""
+    announced: dict[int, int] = field(default_factory=dict)
+    """How many processes announced each global rank (Lightning's ``GLOBAL_RANK: 1, MEMBER: 2/4``)."""
+    timed_out: bool = False
+    """A watchdog's frames say a collective timed out (``WorkNCCL::checkTimeout``) on a rank the log
+    does not name."""
 
     def forget(self, rank: int) -> None:
         self.seen.discard(rank)
@@ -193,10 +228,14 @@ class LogFacts:
     @property
     def mentioned(self) -> int | None:
         """The highest global rank a report of the log names (torch's desync report of the world
-        group, its fingerprint check, a monitored barrier, Horovod): the world has at least one
-        more."""
+        group, its fingerprint check, a monitored barrier, Horovod, Ray's dead actors, the store's
+        waits, a progress bar's own words): the world has at least one more."""
         ranks = {*self.debug.ran, *self.debug.unanswered, *self.horovod.listed()}
+        ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
+        ranks.update({*self.stores.waiters(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
+        if self.progress is not None and self.progress[0] is not None:
+            ranks.add(self.progress[0])
         return max((r for r in ranks if r < MAX_GROUP), default=None)
 
     @property

@@ -28,12 +28,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
-from distmon.forensics.launcher_lines import RANK, LauncherLines, WorkerExit
+from distmon.forensics.launcher_lines import LauncherLines
 from distmon.forensics.logfacts import DEFAULT_PG, WORLD_GROUP, Layout, LogFacts, Timeout
 from distmon.forensics.nccl import MAX_GROUP
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
-from distmon.forensics.watchdog import OPTIONS, PG, Said, watchdog_said
+from distmon.forensics.watchdog import OPTIONS, PG, Said, pg_prefix, watchdog_said
+from distmon.forensics.worker_exits import RANK, SPAWNED, TASK, TEARDOWN, WorkerExit
 
 MAX_UNPLACED = 16
 """Exceptions with no rank kept from one log."""
@@ -52,9 +53,44 @@ _WORLD = re.compile(
 """The world as launchers print it: torchrun's rendezvous, DeepSpeed's launcher, Lightning's
 ``Initializing distributed``, accelerate's environment."""
 _WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
-_LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)")
-"""A rank torchrun's failure table lists: the world has at least as many."""
+_LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)|\bworld_rank=(\d{1,9}), local_rank=")
+"""A rank torchrun's failure table lists, or Ray Train's list of the workers it started
+(``- (ip=10.0.0.1, pid=5101) world_rank=3, local_rank=1, node_rank=1``): the world has at least as
+many."""
 _SPAWNED = re.compile(r"-- Process (\d{1,9}) terminated with the following error:")
+_JOIN = "multiprocessing/spawn.py"
+"""Where ``mp.spawn``'s join raises the error of the process it found ended."""
+_BAR = re.compile(r"(\d{1,3})%\|[^|]{0,400}\| *(\d{1,15})/(\d{1,15}) \[((?:\d{1,4}:)?\d{1,2}:\d\d)<")
+"""tqdm's bar: its share, the items done of all, the time it has run."""
+_BAR_RANK = re.compile(r"\b[Rr]ank[ =:]{0,2}(\d{1,6})\b")
+"""A rank a bar's own description names (``Evaluating on rank=0:  75%|...``)."""
+_FINISHED = re.compile(
+    r"`Trainer\.fit` stopped|Training completed\. Do not forget to share your model"
+    r"|\[-{10}\] Global test environment tear-down|destroy_process_group\(\) was not called before program exit"
+)
+"""Lightning's and transformers' Trainer's words, on rank 0, once the training loop ended; a
+googletest binary's, once every test ran (a C++ test of a job's ranks, under mpirun); torch's, as
+a process group is destroyed at the interpreter's exit (``ProcessGroupNCCL``'s destructor): the
+process's program had ended."""
+_EXITING = re.compile(r"main process destroyed cuda before watchdog loop exited|CUDA error: driver shutting down")
+"""torch's watchdog as its process exits (``ProcessGroupNCCL.cpp``, logged at INFO): the CUDA
+context torn down under it, CUDA saying ``driver shutting down`` to a call made as the process ends."""
+_DEATH = re.compile(r"Received (\d{1,3}) death signal, shutting down workers")
+"""torchrun's agent, on a signal sent to itself (SIGHUP, SIGTERM, SIGINT): it ends its workers."""
+_CANCELLED = re.compile(
+    r"(?:STEP|JOB) [\w.]{1,40} ON \S{1,200} CANCELLED AT \S{1,40}(?: DUE TO ([A-Z][A-Z ]{0,40}[A-Z]))?"
+)
+"""slurmstepd's ``*** JOB 1234 ON node1 CANCELLED AT 2024-05-01T12:00:00 DUE TO TIME LIMIT ***``:
+Slurm stopped the job (its time limit, a preemption, a node that failed; no reason: scancel)."""
+_OOM_KILL = re.compile(r"Detected \d{1,9} oom[-_]kill events? in (?:step |StepId=)?[\w.]{1,40}")
+"""slurmstepd, once the step's cgroup killed a process for memory (``Detected 1 oom-kill event(s) in
+step 123.0 cgroup``, Slurm 21+: ``oom_kill event in StepId=123.0``)."""
+_TERMINATING = re.compile(r"srun: Terminating (?:job step \d|StepId=\d)")
+"""srun ending the step itself: a task failed (``--kill-on-bad-exit``), or srun was interrupted twice."""
+_ANNOUNCED = re.compile(r"GLOBAL_RANK: ?(\d{1,9}), MEMBER: ?\d{1,9}/\d{1,9}")
+"""Lightning's word as each process joins (``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/4``)."""
+_CHECK_TIMEOUT = re.compile(r"WorkNCCL::checkTimeout|Exception raised from checkTimeout")
+"""A frame of the watchdog's timeout, in its C++ backtrace: a collective timed out on some rank."""
 _JOB = re.compile(
     r"torch[./](?:distributed|multiprocessing)|\bc10d?::|libtorch|libc10|ProcessGroup|NCCL|\bgloo\b|OpType="
     r"|CUDA (?:error|out of memory|kernel errors)|OutOfMemoryError|CUDA_LAUNCH_BLOCKING|ChildFailedError|torchrun"
@@ -100,15 +136,17 @@ class _Reader:
             self.facts.seen.add(rank)
             self.facts.matched += 1
         self._world(line)
+        self._progress(line, rank)
         found = watchdog_said(line)
         if found is not None:
             self._watchdog(found, rank, at)
         elif "initialization options" in line:
             self._layout(line)
         body = line[prefix.end() :] if prefix else line
-        self._accounts(body, rank)
+        self._accounts(body, rank if rank is not None else self.spawned)
         if rank is not None:
-            self._traceback(rank, body, lone=found is None)
+            if not self.launcher.ranked(body, rank):
+                self._traceback(rank, body, lone=found is None)
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
         if not self.job and _JOB.search(line):
@@ -118,12 +156,18 @@ class _Reader:
     def finish(self) -> None:
         """What the log ended in the middle of: a launcher's table, tracebacks cut before their
         exception line."""
-        self.launcher.flush()
+        self.launcher.finish()
         consequences = any(r.consequence for r in self.facts.raised.values())
         for rank, building in self.tracebacks.items():
             cut = building.cut(self.stamp)
+            if cut is not None:
+                self.facts.stores.traceback(rank, cut.frames, cut.in_collective)
             if cut is not None and not consequences and not cut.in_collective:
                 self._raised(rank, cut)
+        nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
+        if nameless is not None:
+            self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
+        self.facts.ray.finish()
         self.facts.place()
 
     def _time(self, line: str, stamp: str) -> float | None:
@@ -149,9 +193,51 @@ class _Reader:
         world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None
         if world:
             self.facts.world = max(self.facts.world or 0, int(next(g for g in world.groups() if g)))
-        listed = _LISTED.match(line) if "local_rank" in line else None
-        if listed and int(listed.group(1)) < MAX_GROUP:
-            self.facts.listed = max(self.facts.listed or 0, int(listed.group(1)))
+        listed = _LISTED.search(line) if "local_rank" in line else None
+        if listed and (rank := int(listed.group(1) or listed.group(2))) < MAX_GROUP:
+            self.facts.listed = max(self.facts.listed or 0, rank)
+
+    def _progress(self, line: str, rank: int | None) -> None:
+        """A progress bar (tqdm's), a training loop's end, torchrun's agent signalled itself, or
+        Slurm cancelling the job."""
+        facts = self.facts
+        if "%|" in line and (bar := _BAR.search(line)) is not None:
+            percent, done, total, elapsed = bar.groups()
+            short = int(percent) < 100 and int(done) < int(total)
+            named = _BAR_RANK.search(line, max(0, bar.start() - 200), bar.start()) if rank is None else None
+            drawer = int(named.group(1)) if named is not None else rank
+            facts.progress = (drawer, f"{percent}% ({done}/{total}) after {elapsed}") if short else None
+        if _FINISHED.search(line):
+            facts.finished = True
+        exiting = "destroyed cuda" in line or "driver shutting down" in line
+        if exiting and facts.exiting is None and (words := _EXITING.search(line)) is not None:
+            facts.exiting = (f"rank {rank}'s process" if rank is not None else "a process", words.group())
+            facts.matched += 1
+        if "death signal" in line and (signal := _DEATH.search(line)) is not None:
+            facts.signalled = int(signal.group(1))
+            facts.matched += 1
+        if "CANCELLED AT" in line and facts.cancelled is None and (cancel := _CANCELLED.search(line)) is not None:
+            facts.cancelled = cancel.group(1) or ""
+            failed = (
+                facts.oom_killed is not None
+                or facts.step_ended
+                or any(e.unit == TASK and e.code not in TEARDOWN for e in facts.exits)
+            )
+            facts.cancelled_after = not facts.cancelled and failed
+            facts.matched += 1
+        if "srun: Terminating" in line and _TERMINATING.search(line) is not None:
+            facts.step_ended = True
+            facts.matched += 1
+        if "oom" in line and facts.oom_killed is None and (oom := _OOM_KILL.search(line)) is not None:
+            facts.oom_killed = oom.group()
+            facts.matched += 1
+        if "GLOBAL_RANK" in line and (announced := _ANNOUNCED.search(line)) is not None:
+            rank = int(announced.group(1))
+            if rank < MAX_GROUP and (rank in facts.announced or len(facts.announced) < MAX_EXITS):
+                facts.announced[rank] = facts.announced.get(rank, 0) + 1
+        if "checkTimeout" in line and not facts.timed_out and _CHECK_TIMEOUT.search(line):
+            facts.timed_out = True
+            facts.matched += 1
 
     def _watchdog(self, found: Said, rank: int | None, at: float | None) -> None:
         """A watchdog line: the rank from its prefix, else its bare ``[Rank N]`` (old torch,
@@ -199,7 +285,7 @@ class _Reader:
         if options is None or pg is None:
             return
         size, member = int(options.group(1)), int(options.group(2))
-        name, desc = pg.group(1) or pg.group(4), pg.group(2) or pg.group(5)
+        name, desc, local = pg_prefix(pg)
         if size > MAX_GROUP or member >= MAX_GROUP:
             return
         self.facts.seen.add(member)
@@ -209,11 +295,12 @@ class _Reader:
             return
         layout = self.facts.layouts.setdefault(name, Layout(size))
         layout.size = max(layout.size, size)
-        layout.members[int(pg.group(3) or pg.group(6))] = member
+        layout.members[local] = member
 
     def _accounts(self, body: str, rank: int | None) -> None:
         """A line of torch's reports (desync, fingerprint check, monitored barrier), Horovod's
-        stall inspector, NCCL's own, or a transport's on a lost peer."""
+        stall inspector, NCCL's own, a transport's on a lost peer, the store's, Ray's, or a
+        native crash's."""
         facts = self.facts
         read = (
             facts.desync.line(body, rank) is not None,
@@ -221,6 +308,10 @@ class _Reader:
             facts.horovod.line(body),
             facts.nccl.line(body),
             facts.peers.line(body, rank),
+            facts.stores.line(body, rank),
+            facts.ray.line(body),
+            facts.crashes.line(body, rank),
+            facts.environment.line(body),
         )
         facts.matched += any(read)
 
@@ -247,6 +338,8 @@ class _Reader:
             del self.tracebacks[rank]
 
     def _raised(self, rank: int, raised: Raised) -> None:
+        if raised.frames and rank not in self.facts.raised:
+            self.facts.stores.traceback(rank, raised.frames, raised.in_collective)
         self.facts.seen.add(rank)
         self.facts.raised.setdefault(rank, raised)
         if raised.at is not None:
@@ -258,7 +351,11 @@ class _Reader:
         found = _SPAWNED.search(body)
         if found:
             self.spawned = int(found.group(1))
-            self.facts.matched += 1
+            said = "an exception (its traceback under spawn's line)"
+            self._exit(WorkerExit(SPAWNED, self.spawned, None, "torch.multiprocessing.spawn", first=True, said=said))
+            unplaced = self.facts.unplaced
+            if unplaced and not unplaced[-1].message and any(_JOIN in f.file for f in unplaced[-1].frames[-1:]):
+                unplaced.pop()  # spawn's join raising the error it prints next: not a process's own
             return True
         if self.spawned is None or not body.strip():
             return False
@@ -313,6 +410,7 @@ class _Reader:
             self.nameless = None
 
     def _unplaced(self, raised: Raised) -> None:
+        self.facts.stores.traceback(None, raised.frames, raised.in_collective)
         if len(self.facts.unplaced) < MAX_UNPLACED:
             self.facts.unplaced.append(raised)
 

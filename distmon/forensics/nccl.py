@@ -6,6 +6,11 @@ mean the program used NCCL wrongly.
     node1:29880:30398 [0] init.cc:497 NCCL WARN Duplicate GPU detected : rank 2 and rank 0 both on CUDA device 1000
     ncclInvalidUsage: This usually reflects invalid usage of NCCL library.
     gpu47:4962:5097 [1] transport/nvls.cc:223 NCCL WARN Cuda failure 999 'unknown error
+    node2:811:811 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.1<40393> failed : No
+        route to host
+    node2:811:811 [0] NCCL WARN Bootstrap : no socket interface found
+    node3:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error
+    node3:815:864 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error    (2.23+)
 
 A host names a node; a communicator's ``rank`` is its own, the global rank only in the largest
 communicator of the log (the world's). ``invalid usage`` (two ranks on one GPU, a communicator
@@ -13,7 +18,13 @@ used after it was aborted, arguments no two ranks agree on) and CUDA's ``invalid
 ordinal`` (more ranks on a node than it has GPUs) are the program's or its launch's doing, not
 a rank's: no rank is to blame for them. A failure of the NVLS transport (``transport/nvls.cc``:
 NVLink SHARP, multicast through the node's NVSwitches, which the Fabric Manager runs) is the
-node's NVLink fabric's. Any ``NCCL WARN`` line is a job's line, whatever it warns of.
+node's NVLink fabric's. A socket NCCL could not connect (``Connect to ... failed``, 2.7-2.12 and
+``socketStartConnect:`` since), or no interface to bootstrap on, is the network's set-up between
+the processes (the interface NCCL picks, a firewall, a route), not a rank. An InfiniBand adapter's
+fatal async event (the device's ``local catastrophic error``, a queue pair's or a completion
+queue's fatal error: ``net_ib``'s async thread reads them from the driver) is that node's adapter
+failing, not a rank; its other events (a port's state, the GID table) are no failure. Any ``NCCL
+WARN`` line is a job's line, whatever it warns of.
 """
 
 from __future__ import annotations
@@ -27,11 +38,38 @@ MAX_GROUP = 1 << 20
 """Ranks a communicator or a process group may have: more is no real job's."""
 MAX_HOSTS = 65536
 
-_PREFIX = re.compile(r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[\d{1,4}\] NCCL (?:INFO|WARN)")
+_PREFIX = re.compile(r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[(\d{1,4})\] NCCL (?:INFO|WARN)")
+_TESTS_RANK = re.compile(
+    r"#\s{1,8}Rank\s{1,8}(\d{1,9})\s{1,8}(?:Group\s{1,8}\d{1,9}\s{1,8})?Pid\s{1,8}(\d{1,12})\s{1,8}on\s{1,8}([\w.-]{1,200})"
+    r"\s{1,8}device\s{1,8}(\d{1,4})"
+)
+"""nccl-tests' table of its ranks (``#  Rank  0 Group  0 Pid   4242 on node1 device  0 [0x07] ...``)."""
+_RETURNED = re.compile(r"NCCL INFO ([\w/.-]{1,200}\.(?:cc|cu|cpp|h)):\d{1,6} -> (\d{1,2})\b")
+"""NCCL's trace of a call that failed, each caller on its way out (``transport/net.cc:515 -> 2``)."""
+RESULTS = {2: "ncclSystemError", 3: "ncclInternalError", 6: "ncclRemoteError"}
+"""The results of NCCL's calls that its connections' set-up or transport returns (a system call, its
+own state, a peer gone): not a rank's program (its CUDA and usage errors are read where said)."""
+MAX_DEVICES = 64
+"""Devices kept of one process."""
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
 _MEMBER = re.compile(r"\bcomm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9})")
 _DUPLICATE = re.compile(r"Duplicate GPU detected : rank (\d{1,9}) and rank (\d{1,9}) both on CUDA device (\w{1,40})")
 _NVLS = re.compile(r"transport/nvls\.cc:\d{1,6} NCCL WARN (.{1,300})")
+_UNCONNECTED = re.compile(
+    r"Connect to ([\w.:%-]{1,200})<\d{1,6}> (?:failed ?: ?|returned \d{1,4}\()([\w ]{1,60})|(no socket interface found)"
+    r"|socketPollConnect: connect returned ([\w ]{1,60})"
+)
+"""A socket NCCL could not connect (2.7-2.12's ``Connect to ... failed``, then ``socketStartConnect:``,
+2.19's ``socketPollConnect: connect returned Connection refused, exceeded error retry count``), or no
+interface to bootstrap on."""
+_ASYNC = re.compile(
+    r"NET/IB ?: (?:([\w.-]{1,64}):\d{1,4} )?"
+    r"(?:Got async event ?: ?|async fatal event(?: on (?:CQ|QP|SRQ)[^:]{0,300})?: ?)(.{1,120})"
+)
+"""``net_ib``'s async thread on an event of the adapter (its name and port since NCCL 2.21): a fatal one
+said as such since 2.23, before then by its name."""
+_FATAL_EVENTS = re.compile(r"catastrophic|fatal|CQ error|work queue|access violation|invalid request", re.IGNORECASE)
+"""The ``ibv_event_type_str`` names of the adapter's fatal events (not a port's state, not the GID table)."""
 _MISUSE = re.compile(
     r"ncclInvalidUsage|ncclInvalidArgument|NCCL error.{0,300}?, invalid (?:usage|argument)|invalid device ordinal"
 )
@@ -51,8 +89,16 @@ class NcclLines:
     """The first line saying NCCL was used wrongly (``ncclInvalidUsage``, ``invalid argument``)."""
     nvls: str | None = None
     """The first failure of NCCL's NVLS transport, in its words."""
+    unconnected: str | None = None
+    """The first socket NCCL could not connect, or its bootstrap's want of an interface, in words."""
     processes: set[tuple[str, str]] = field(default_factory=set)
     """The processes NCCL's lines come from (host, pid): each a rank's."""
+    adapter: str | None = None
+    """The first fatal event of an InfiniBand adapter, in words."""
+    devices: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    """Per process (host, pid), the GPUs NCCL's lines, or nccl-tests' table, show it driving."""
+    returned: str | None = None
+    """The first of NCCL's calls that failed in its set-up or transport, in words (its result, its file)."""
 
     @property
     def misuse(self) -> str | None:
@@ -63,10 +109,34 @@ class NcclLines:
         """Reads what ``line`` says, if NCCL wrote it or quoted it in an error."""
         found = "NCCL WARN" in line
         if (found or "NCCL INFO" in line) and len(self.processes) < MAX_HOSTS and (prefix := _PREFIX.match(line)):
-            self.processes.add((visible(prefix.group(1), 200), prefix.group(2)))
+            process = (visible(prefix.group(1), 200), prefix.group(2))
+            self.processes.add(process)
+            self._drives(process, int(prefix.group(3)))
+            found = True
+        if "Pid" in line and (tests := _TESTS_RANK.search(line)) is not None and len(self.processes) < MAX_HOSTS:
+            process = (visible(tests.group(3), 200), tests.group(2))
+            self.processes.add(process)
+            self._drives(process, int(tests.group(4)))
+            found = True
+        if "->" in line and self.returned is None and (returned := _RETURNED.search(line)) is not None:
+            result = RESULTS.get(int(returned.group(2)))
+            if result is not None:
+                self.returned = f"{result} in {visible(returned.group(1), 200)}"
             found = True
         if found and self.nvls is None and (nvls := _NVLS.search(line)):
             self.nvls = visible(nvls.group(1).strip(), 200)
+        if found and self.adapter is None and "async" in line and (event := _ASYNC.search(line)) is not None:
+            said, device = event.group(2).strip(), event.group(1)
+            if "fatal event" in line or _FATAL_EVENTS.search(said):
+                host = prefix.group(1) if (prefix := _PREFIX.match(line)) else None
+                where = " on ".join(visible(w, 200) for w in (device, host) if w)
+                self.adapter = f"{visible(said, 120)}" + (f" ({where})" if where else "")
+        connecting = self.unconnected is None and ("onnect" in line or "interface found" in line)
+        if connecting and (failed := _UNCONNECTED.search(line)) is not None:
+            peer, why, bootstrap, polled = failed.groups()
+            where = f" to {visible(peer, 200)}" if peer else ""
+            self.unconnected = bootstrap or f"NCCL could not connect{where} ({(why or polled).strip()})"
+            found = True
         if "NCCL INFO" in line and (nranks := _NRANKS.search(line)) and int(nranks.group(1)) <= MAX_GROUP:
             self.nranks = max(self.nranks or 0, int(nranks.group(1)))
             self._member(line)
@@ -79,6 +149,21 @@ class NcclLines:
             self.invalid = visible(line.strip(), 200)
             found = True
         return found
+
+    def _drives(self, process: tuple[str, str], device: int) -> None:
+        held = self.devices.setdefault(process, set())
+        if len(held) < MAX_DEVICES:
+            held.add(device)
+
+    def one_process(self) -> str | None:
+        """Where every line of NCCL's comes from one process driving several GPUs (nccl-tests' ``-g 4``,
+        a process of one rank a GPU for each of its threads): that process, in words."""
+        if len(self.processes) != 1:
+            return None
+        (host, pid), devices = next(iter(self.devices.items()), (("", ""), set()))
+        if len(devices) < 2:
+            return None
+        return f"process {pid} on {host}, driving GPUs {', '.join(str(d) for d in sorted(devices))}"
 
     def _member(self, line: str) -> None:
         prefix, member = _PREFIX.match(line), _MEMBER.search(line)

@@ -7,26 +7,45 @@ terminal's width, its rest on the next line without the line's prefix. The width
 the lines ahead: the paste's longest line, where lines that long carry on into the next one
 (several do, or one does at a width terminals open at).
 
-Then what a copy adds is taken off each line's start: a stamp a logger or a collector put there
+Then a Markdown code fence glued to a line is taken off, and what a copy adds off each line's
+start: a stamp a logger or a collector put there
 (``2024-05-01 12:00:01,234 - INFO - ``, ``[2024-05-01 12:00:01] ``, the kubelet's
 ``2024-05-01T12:00:01.123456Z stdout F ``), kept as the line's time; the line numbers of a
-pasted file (``[80746] ``), a CI web view's gutter (``  | ``) and its lone ``--`` between
-blocks, ``srun``'s task label (``0: ``), a host and local rank (``[node12:5]:``), Open MPI's and
-horovodrun's tags (``[1,5]<stderr>:``, ``[5]<stdout>:``, horovodrun's time before them), Ray's
-actor (``(WorkerDict pid=63294) ``), vLLM's worker and its logger (``(VllmWorker rank=3
-pid=226) ERROR 06-26 23:10:17 [multiproc_executor.py:527] ``), Markdown bold (``**``). What
+pasted file (``[80746] ``, rising by one line after line), a CI web view's gutter (``  | ``) and
+its lone ``--`` between blocks, ``srun``'s task label (``0: ``), pdsh's host (``worker-3: ``, as
+DeepSpeed's multi-node launcher shows each node's lines), journald's time, host and process
+(``May 01 12:00:01 node1 python3[4321]: ``), a host and local rank (``[node12:5]:``), Open MPI's
+and horovodrun's tags (``[1,5]<stderr>:``, ``[5]<stdout>:``, horovodrun's time before them; Open
+MPI's again before each fragment of a line a process wrote in pieces), a collector's columns
+(Determined's ``<info> [2024-05-01 12:00:01] 0a1b2c3d || ``, a pod's ``master.0 -- ``), xla_dist's
+worker (``10.0.0.2 [3] ``, a host's index, no rank),
+MPICH's and Intel MPI's (``[5] ``, ``mpiexec -l``, as horovodrun runs them), Ray's actor or
+process (``(WorkerDict pid=63294) ``, ``(pid=63294, ip=10.0.0.2) ``, ``(raylet) ``) and its
+``[repeated 3x across cluster]`` after a line, SkyPilot's node (``(worker1, rank=1, pid=2101,
+ip=10.0.0.2) ``), ``kubectl logs --prefix``'s pod (``[pod/job-worker-0/pytorch] ``), vLLM's
+worker and its logger (``(VllmWorker rank=3 pid=226) ERROR 06-26 23:10:17
+[multiproc_executor.py:527] ``), a logger's name, place or level after its time (hydra's
+``[name][INFO] - ``, loguru's ``| ERROR    | module:function:42 - ``, DeepSpeed's ``[INFO]
+[launch.py:321:sigkill_handler] ``), a program's own rank label (Lightning's ``[rank: 1] ``,
+``[rank1] ``, ``[RANK 1] ``, ``rank1: ``), pytest's ``E`` and the failing line's indent before
+the lines of a failure it reports (where most lines have it), Markdown bold (``**``). What
 several processes wrote into one line is cut apart again (``c10::DistBackendErrorterminate
 called ...``, ``what(): what():  [PG ...``, a second ``[rankN]:``). A watchdog line wrapped at
 a width the paste does not show (each piece padded, or broken and indented by a person) is
 joined again too, even where the cut fell in the middle of a word (``OpTy`` / ``pe=BROADCAST``).
 
-None of it names a rank, but Open MPI's and horovodrun's tags, which name the MPI rank (the
-job's rank where mpirun or horovodrun started the ranks), vLLM's worker label (its rank in
-vLLM's world, which torch.distributed's is), and torchrun's ``--tee`` prefix of torch
-1.9-2.1 (``[default5]:``, the local rank: the rank where the job ran on one node, as most pasted
-logs of it did): a line they tag and torchrun's ``[rankN]:`` does not is written as torchrun
-would (``[1,5]<stderr>:x`` is ``[rank5]:x``). Any other label before torchrun's ``[rankN]:`` is
-a task, a node or a local rank, which the reader does not take for the global rank.
+None of it names a rank, but Open MPI's, horovodrun's, MPICH's and Intel MPI's tags, which name
+the MPI rank (the job's rank where mpirun or horovodrun started the ranks), vLLM's worker label
+(its rank in vLLM's world, which torch.distributed's is), a program's own rank label, and
+torchrun's ``--tee`` prefix of torch 1.9-2.1 (``[default5]:``, the local rank: the rank where the
+job ran on one node, as most pasted logs of it did): a line they tag and torchrun's ``[rankN]:``
+does not is written as torchrun would (``[1,5]<stderr>:x`` is ``[rank5]:x``). MPICH's ``[5] `` is
+told from a pasted file's line numbers by the lines ahead: line numbers rise by one from each
+line to the next, ranks' labels repeat; srun's ``5: `` is rank 5 where the lines ahead show srun
+started a task a rank (two tasks' lines or more carry their own number in a rank's prefix or the
+watchdog's ``[Rank N]``, none another). Any other label before torchrun's ``[rankN]:`` is a task,
+a node or a local rank (SkyPilot's ``rank=1`` is its node's), which the reader does not take for
+the global rank.
 """
 
 from __future__ import annotations
@@ -68,22 +87,41 @@ _COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])"
 """Colour codes (and the line erase that follows them), their escape kept or lost by the copy
 (``[36m``, ``[0m``): any other escape is the file's, shown, never obeyed."""
 _QUOTE = re.compile(r"(?:> ?)+")
+_PYTEST = re.compile(r"E( {1,64})\S|E\s*$")
+"""pytest's mark before each line of a failure it reports (``E       RuntimeError: ...``): ``E``,
+then the failing line's indent, then the line."""
+_FENCE = re.compile(r"^\s{0,8}```(?:[A-Za-z+-]{0,20}[ \t]+)?(?=\S)|(?<=\S)```\s*$")
+"""A Markdown code fence glued to the first or the last line of the log it fences."""
 _STAMP = re.compile(
-    r"\[?(\d{4}-\d\d-\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?"
+    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?"
     r"(?: (?:stdout|stderr) [FP])?"  # the kubelet's stream and whether the line is whole
+    r"(?:\[[\w.<>-]{1,100}\](?=\[))?"  # hydra's logger name: ``[name][LEVEL]``
     r"(?: ?[-|]? ?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]? {0,8}[-|:]?)?"  # a logger's level
+    r"(?: ?[\w.<>-]{1,100}:[\w.<>-]{1,100}:\d{1,6} -| ?\[[\w.-]{1,100}:\d{1,6}:\w{1,100}\])?"  # loguru's, DeepSpeed's
     r" ?"
 )
 """A logger's or a collector's time before a line (``2024-05-01 12:00:01,234 - INFO - ``,
-``[2024-05-01 12:00:01] ``, ``2024-05-01T12:00:01.123456Z stdout F ``)."""
+``[2024-05-01 12:00:01] ``, ``2024-05-01T12:00:01.123456Z stdout F ``), and what a logger puts
+after it: its name (hydra's ``[2024-05-01 12:00:01,234][__main__][INFO] - ``), its level, its
+place (loguru's ``| ERROR    | train:main:42 - ``, DeepSpeed's ``[INFO] [launch.py:321:main] ``)."""
 _LABELS = re.compile(
-    r"\[\d{1,9}\] (?=\S)"  # a pasted file's line number
+    r"\[\d{1,9}\] (?=\S)(?!is setting up NCCL)"  # a pasted file's line number (not torch's "[3] is setting up")
     r"| {0,4}\| ?"  # a CI web view's gutter
     r"|\d{1,6}: "  # srun --label
     r"|\[[\w.-]{1,100}:\d{1,6}\]: ?"  # host and local rank
     r"|\[(?:\d{1,6},)?\d{1,9}\]<std(?:out|err)>: ?"  # Open MPI --tag-output, horovodrun
+    r"|\[\d{1,6},mpirank:\d{1,9},[\w.-]{1,100}\]<std(?:out|err)>: ?"  # SageMaker's MPI
     r"|\[(?!rank\d)[a-z_]{1,20}\d{1,6}\]: ?"  # torchrun --tee's role and local rank
-    r"|\(\w{1,100}(?: rank=\d{1,9})? pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # a Ray actor, a vLLM worker
+    r"|\[rank: ?\d{1,6}\] |\[rank\d{1,6}\] (?=\S)|\[RANK \d{1,6}\] |[Rr]ank ?\d{1,6}: "  # a program's rank label
+    r"|\((?:\w{1,100} )?(?:rank=\d{1,9} )?pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # a Ray actor, a vLLM worker
+    r"|\(\w{1,40}, rank=\d{1,6}, pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # SkyPilot's node
+    r"|\((?:raylet|gcs_server|autoscaler|monitor|dashboard)\b[^)]{0,100}\) "  # Ray's own processes
+    r"|\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] "  # kubectl logs --prefix
+    r"|<\w{0,10}> {1,12}|[\w-]{1,64} \|\| "  # a collector's level column, a container's id and its column
+    r"|[a-z][\w-]{0,40}\.\d{1,4} -- "  # a pod's role and replica (``master.0 -- ``)
+    r"|(?:\d{1,3}\.){3}\d{1,3} \[\d{1,6}\] "  # xla_dist's worker: its host's address and index, no rank
+    r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,200} [\w.@/-]{1,100}(?:\[\d{1,9}\])?: "  # journald
+    r"|(?:\d{1,3}(?:\.\d{1,3}){3}|[a-z][a-z0-9-]{0,62}\d[a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,6}): "  # pdsh
     r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?=\[)"  # horovodrun's time before its tag
     # vLLM's logger: its level, month-day, time and file
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? \[?[\w./-]{1,200}:\d{1,6}\] "
@@ -93,16 +131,35 @@ _LABELS = re.compile(
 """What a copy puts before a line, each taken off its start."""
 _TAG = re.compile(
     r"\[(?:\d{1,6},)?(\d{1,9})\]<std(?:out|err)>: ?|\[[a-z_]{1,20}?(\d{1,6})\]: ?"
+    r"|\[\d{1,6},mpirank:(\d{1,9}),[\w.-]{1,100}\]<std(?:out|err)>: ?"
     r"|\(\w{1,100} rank=(\d{1,9}) pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"
+    r"|\[rank: ?(\d{1,6})\] |\[rank(\d{1,6})\] |\[RANK (\d{1,6})\] |[Rr]ank ?(\d{1,6}): "
 )
-"""Open MPI's ``--tag-output`` (``[1,5]<stderr>:``) and horovodrun's (``[5]<stdout>:``): the rank;
+"""Open MPI's ``--tag-output`` (``[1,5]<stderr>:``, SageMaker's ``[1,mpirank:5,algo-1]<stderr>:``) and
+horovodrun's (``[5]<stdout>:``): the rank;
 torchrun's ``--tee`` before torch 2.2 (``[default5]:``, its role and local rank): the rank on one
-node."""
+node; vLLM's worker's rank; a program's own rank label (Lightning's ``[rank: 5] ``)."""
+_MPI_TAG = re.compile(r"\[(\d{1,6})\] ")
+"""MPICH's and Intel MPI's ``mpiexec -l`` (``[5] ``): the rank, where the paste's lines show it is
+not a pasted file's line numbers (:func:`_mpi_labelled`)."""
+_NUMBERED = re.compile(r"\[(\d{1,9})\] ")
+_GLOBAL_RANK = re.compile(r"^\[rank(\d{1,9})\]:|\[Rank (\d{1,9})\]|default_pg\) ?Rank (\d{1,9})\]")
+"""A line's global rank: torchrun's prefix, the watchdog's ``[Rank N]`` of old torch (not a
+group's ``[PG 3 Rank N]``), the default group's rank."""
+_REPEATED = re.compile(r"\s{0,8}\[repeated \d{1,9}x across cluster\]\s*$")
+"""Ray's log deduplication: the same line from as many other processes, folded into this one."""
+_TASK = re.compile(r"\d{1,6}: ")
+"""srun's ``--label``."""
+_LISTED = re.compile(r"\[(?!rank\d{1,9}\]:)[^\]\s]")
+"""How a rank's list of tensors starts under Horovod's ``Missing ranks:`` (``2: [allreduce.a, ...]``)."""
+_STALL_LIST = re.compile(r"(?:Missing|Stalled) ranks:\s*$|^\s*(?:\[rank\d{1,9}\]:)?\d{1,9}!?: \[")
+"""Horovod's stall inspector's header of its list, or a rank's line in it: the next line may be
+one more."""
 _TORCHRUN = re.compile(r"\s*\[rank\d{1,9}\]:")
 _SEPARATOR = re.compile(r"\s*--\s*")
 """A CI web view's line between two blocks of a log."""
 _GLUED = re.compile(
-    r"(?<=\S)(?=terminate called after throwing)"
+    r"(?<=\S)(?=terminate called after throwing)|(?<=\S)(?=Traceback \(most recent call last\):)"
     r"|(?<=\S)(?=\[rank\d{1,9}\]:)"
     r"|(?<=\S)(?=\(\w{1,100}(?: rank=\d{1,9})? pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) )"
 )
@@ -125,23 +182,55 @@ table, a traceback's frame, a label. Not a PG's or a rank's own prefix (``[PG ID
 ``[Rank 3]``): torch prints it after glog's, where a wrap may cut."""
 
 
-def unlabelled(line: str) -> Written:
-    """The line without what a copy put before it (labels may stack: ``[80746] 0: ...``), and
-    the stamp among them; a launcher's rank tag (Open MPI's, horovodrun's) written as
-    torchrun's ``[rankN]:`` where the line carries none."""
-    tagged, stamp = None, ""
+class Labels(NamedTuple):
+    """What the lines ahead say of the labels before a paste's lines."""
+
+    mpi: bool = False
+    """``[N] `` is MPICH's or Intel MPI's rank label, not a pasted file's line number."""
+    pytest: re.Pattern[str] | None = None
+    """pytest's ``E`` and the indent it puts before every line of the failure it reports."""
+    tasks: bool = False
+    """srun started a task a rank: its task label is the rank."""
+
+
+ALONE = Labels()
+"""What a line alone says of its labels: only the launchers' tags name ranks."""
+
+
+def unlabelled(line: str, labels: Labels = ALONE, listing: bool = False) -> Written:
+    """The line without what a copy put before it (labels may stack: ``[80746] 0: ...``; pytest's
+    mark where ``labels`` has it), and the stamp among them; a launcher's rank tag (Open MPI's,
+    horovodrun's; MPICH's ``[5] ``, srun's ``5: `` where ``labels`` says they are ranks) written as
+    torchrun's ``[rankN]:`` where the line carries none. ``listing``: the line may be one of
+    Horovod's stall inspector's list under its header (``2: [allreduce.a, ...]``), whose rank is the
+    line's own, not srun's label."""
+    return _unlabelled(line, labels, listing)[0]
+
+
+def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Written, int | None]:
+    """:func:`unlabelled`, and srun's task label where the line has one."""
+    tagged, stamp, task = None, "", None
     for _ in range(8):
-        found = _STAMP.match(line) or _LABELS.match(line)
-        if found is None or not found.end():
-            break
+        found = _STAMP.match(line) or _LABELS.match(line) or (labels.pytest.match(line) if labels.pytest else None)
+        numbered = found is not None and _TASK.fullmatch(found.group()) is not None
+        if found is None or not found.end() or (numbered and (tagged is not None or task is not None)):
+            break  # srun's label stands first, once: after it or a rank's tag, ``1: [...]`` is the line's own
+        if numbered and listing and _LISTED.match(line, found.end()) and not _LABELS.match(line, found.end()):
+            break  # Horovod's ``2: [tensor, ...]`` under its ``Missing ranks:``
         if found.re is _STAMP:
             stamp = stamp or found.group(1)
-        tag = _TAG.fullmatch(found.group())
+        elif task is None and _TASK.fullmatch(found.group()):
+            task = found.group()[:-2]
+        tag = _TAG.fullmatch(found.group()) or (_MPI_TAG.fullmatch(found.group()) if labels.mpi else None)
         tagged = next(g for g in tag.groups() if g) if tag else tagged
         line = line[found.end() :]
+        if tag is not None and "<std" in found.group() and found.group().rstrip() in line:
+            line = line.replace(found.group().rstrip(), "")  # Open MPI tags each write: a line's fragments
     line = line.removesuffix("**") if "**" in line[-3:] else line
+    line = _REPEATED.sub("", line) if "across cluster" in line else line
+    tagged = task if tagged is None and labels.tasks else tagged
     text = f"[rank{tagged}]:{line}" if tagged is not None and not _TORCHRUN.match(line) else line
-    return Written(text, stamp)
+    return Written(text, stamp), int(task) if task is not None else None
 
 
 def split_writes(line: str) -> list[str]:
@@ -165,15 +254,21 @@ def _plain(line: str) -> str:
     return _COLOURS.sub("", line) if "[" in line else line
 
 
-def _unwrapped(lines: Iterator[str]) -> Iterator[str]:
-    """The lines without the margin they all share (a quote's ``> ``, a code block's indent),
-    the pieces of a line a terminal wrapped joined again, both learnt from the lines ahead."""
+def _ahead(lines: Iterator[str]) -> list[str]:
+    """The next :data:`WINDOW` lines, within :data:`WINDOW_CHARS` characters."""
     ahead, chars = [], 0
     for line in islice(lines, WINDOW):
         ahead.append(line)
         chars += len(line)
         if chars > WINDOW_CHARS:
             break
+    return ahead
+
+
+def _unwrapped(lines: Iterator[str]) -> Iterator[str]:
+    """The lines without the margin they all share (a quote's ``> ``, a code block's indent), the
+    pieces of a line a terminal wrapped joined again, both learnt from the lines ahead."""
+    ahead = _ahead(lines)
     quoted, indent = _margin(ahead)
     rest = (_unquoted(line, quoted).removeprefix(indent) for line in lines)
     ahead = [_unquoted(line, quoted).removeprefix(indent) for line in ahead]
@@ -218,18 +313,23 @@ class _Wrap:
     starts: frozenset[str]
     """How the paste's own lines start: those after a line shorter than the width, which no
     wrap cut (the same NCCL prefix, host name or message on many lines)."""
+    numbered: bool = False
+    """Some of the paste's own lines start with ``[N] `` (a pasted file's line numbers, MPICH's
+    label): where none does, a wrap's rest may start so (``... ncclUniqueId from `` / ``[0] via``)."""
 
     def carries_on(self, line: str) -> bool:
         """The line may be the rest of the one before it: it starts as none of the paste's
         own lines start, nor as a line of its own does (:data:`_STARTS`), nor indented (a
         wrap's cut may fall before one space, no more: an indented line is a traceback's code,
         a table's row, a message a person broke)."""
-        return (
-            bool(line.strip())
-            and not line.startswith(("  ", "\t"))
-            and line[:HEAD] not in self.starts
-            and not _STARTS.match(line)
-        )
+        own = _STARTS.match(line) is not None and (self.numbered or not _numbered_only(line))
+        return bool(line.strip()) and not line.startswith(("  ", "\t")) and line[:HEAD] not in self.starts and not own
+
+
+def _numbered_only(line: str) -> bool:
+    """The line starts as a line of its own only by its ``[N] ``."""
+    found = _NUMBERED.match(line)
+    return found is not None and not _STARTS.match(line, found.end())
 
 
 def _wrap(lines: list[str]) -> _Wrap | None:
@@ -238,20 +338,76 @@ def _wrap(lines: list[str]) -> _Wrap | None:
     width = max(map(len, lines), default=0)
     if width < MIN_WIDTH:
         return None
-    starts = {line[:HEAD] for before, line in pairwise(["", *lines]) if len(before) != width}
-    wrap = _Wrap(width, frozenset(starts))
+    own = [line for before, line in pairwise(["", *lines]) if len(before) != width]
+    numbered = any(_NUMBERED.match(line) for line in own)
+    wrap = _Wrap(width, frozenset(line[:HEAD] for line in own), numbered)
     carried = sum(1 for a, b in pairwise(lines) if len(a) == width and wrap.carries_on(b))
     return wrap if carried >= 2 or (carried and width in TERMINAL_WIDTHS) else None
 
 
-def _cleaned(raw: Iterable[str]) -> Iterator[Written]:
-    for line in raw:
+def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
+    ahead = [_unfenced(line) for line in _ahead(raw)]
+    labels = Labels(_mpi_labelled(ahead), _pytest_mark(ahead))
+    labels = labels._replace(tasks=_task_a_rank(ahead, labels))
+    listing = False
+    for line in chain(ahead, (_unfenced(line) for line in raw)):
         if _SEPARATOR.fullmatch(line):
             continue
-        first = unlabelled(line)
+        first = unlabelled(line, labels, listing)
         for piece in split_writes(first.text):
-            written = unlabelled(piece)
+            written = unlabelled(piece, labels, listing)
+            listing = bool(_STALL_LIST.search(written.text))
             yield Written(written.text, written.stamp or first.stamp)
+
+
+def _unfenced(line: str) -> str:
+    return _FENCE.sub("", line) if "```" in line else line
+
+
+def _task_a_rank(lines: list[str], labels: Labels) -> bool:
+    """Whether srun started a task a rank (no torchrun under it): the lines that carry both srun's
+    task label and a global rank (a rank's prefix, the watchdog's ``[Rank N]`` of old torch, its
+    default group's rank) all name the same number, for two tasks at least (one task's lines
+    cannot tell a task a rank from one task running every rank)."""
+    agree: set[int] = set()
+    for line in lines:
+        written, task = _unlabelled(line, labels)
+        rank = _GLOBAL_RANK.search(written.text) if task is not None else None
+        if rank is not None:
+            number = int(next(g for g in rank.groups() if g))
+            if number != task:
+                return False
+            agree.add(number)
+    return len(agree) > 1
+
+
+def _mpi_labelled(lines: list[str]) -> bool:
+    """Whether the ``[N] `` before the paste's lines is MPICH's or Intel MPI's rank label (``mpiexec
+    -l``): its numbers repeat or fall from a line to the next, where a pasted file's line numbers
+    rise by one on every line."""
+    numbers = [int(found.group(1)) for line in lines if (found := _NUMBERED.match(_bare(line)))]
+    return any(b != a + 1 for a, b in pairwise(numbers))
+
+
+def _pytest_mark(lines: list[str]) -> re.Pattern[str] | None:
+    """pytest's mark, where most of the paste's lines start with it (after a stamp or a label):
+    ``E`` and the indent every one of them has after it."""
+    bare = [_bare(line) for line in lines if line.strip()]
+    marked = [found for line in bare if (found := _PYTEST.match(line))]
+    if not marked or len(marked) * 2 <= len(bare):
+        return None
+    indent = min((len(found.group(1)) for found in marked if found.group(1)), default=1)
+    return re.compile(rf"E(?: {{1,{indent}}}|\s*$)")
+
+
+def _bare(line: str) -> str:
+    """The line after the stamps and labels before it, but MPICH's ``[N] `` and pytest's ``E``."""
+    for _ in range(8):
+        found = None if _NUMBERED.match(line) else _STAMP.match(line) or _LABELS.match(line)
+        if found is None or not found.end():
+            return line
+        line = line[found.end() :]
+    return line
 
 
 def _joined(lines: Iterable[Written]) -> Iterator[Written]:

@@ -6,13 +6,15 @@ gloo's pairs, NCCL's sockets and InfiniBand, Open MPI's peers::
     socketProgress: Connection closed by remote peer ip-172-31-36-217.ec2.internal<59116>
     NCCL WARN Net : Call to recv from 10.200.84.247<58355> failed : Broken pipe
     NCCL WARN NET/IB : Got completion from peer 10.216.210.236<54862> with status=12 opcode=0 len=0 vendor err 129
+    NCCL WARN NET/IB: Got completion from peer 10.0.0.2<5486> with status=IBV_WC_RETRY_EXC_ERR(12) opcode=...
+    NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, vendor err 129     (NCCL 2.4-2.11: no peer)
     An MPI communication peer process has unexpectedly disconnected. ... Peer host: node-316
-    [c10d] recvValue failed on SocketImpl(fd=62, addr=[node-a]:54838, remote=[node-b]:29500): ...
 
 A closed connection says the peer's process ended or its node went away: the peer is where to
 look, the rank that saw it only a witness. An InfiniBand completion error (a work request the
 fabric could not deliver: status 12 is the retry count exceeded) says the link between the two
-failed, not a process: the network, no rank.
+failed, not a process: the network, no rank. (c10d's store is no peer: a connection to it lost is
+read by :mod:`~distmon.forensics.stores`.)
 """
 
 from __future__ import annotations
@@ -31,9 +33,10 @@ _CLOSED = re.compile(
     r"|(?:Read|Write) error \[([\w.:%-]{1,200})\]:\d{1,6}: Connection reset by peer"
     r"|Call to recv from ([\w.:%-]{1,200})<\d{1,6}> failed"
     r"|Peer host:\s*([\w.-]{1,200})"
-    r"|failed on SocketImpl\(.{0,200}?remote=\[([\w.:%-]{1,200})\]:\d{1,6}\)"
 )
-_FABRIC = re.compile(r"Got completion from peer ([\w.:%-]{1,200})<\d{1,6}> with (?:error |status=)(\d{1,6})")
+_FABRIC = re.compile(
+    r"Got completion (?:from peer ([\w.:%-]{1,200})<\d{1,6}> )?with (?:error |status=)(?:\w{1,40}\()?(\d{1,6})"
+)
 
 
 @dataclass(frozen=True)
@@ -55,15 +58,18 @@ class PeerLines:
 
     def line(self, line: str, rank: int | None) -> bool:
         """Reads ``line`` if a transport says in it that its peer went away."""
-        if "peer" not in line.lower() and "Call to recv" not in line and "SocketImpl" not in line:
+        lower = line.lower()
+        if "peer" not in lower and "Call to recv" not in line and "completion" not in lower:
             return False
         fabric = _FABRIC.search(line)
         closed = None if fabric else _CLOSED.search(line)
         if fabric is None and closed is None:
             return False
         if fabric is not None:
-            peer, how = fabric.group(1), FABRIC
-            said = f"InfiniBand completion error {fabric.group(2)} from peer {visible(peer, 200)}"
+            peer, how = fabric.group(1) or "", FABRIC
+            said = f"InfiniBand completion error {fabric.group(2)}" + (
+                f" from peer {visible(peer, 200)}" if peer else ""
+            )
         else:
             assert closed is not None
             peer, how = next(g for g in closed.groups() if g), CLOSED

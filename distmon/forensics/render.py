@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
-from distmon.forensics.blame import Blame, assign_blame
+from distmon.forensics.blame import Blame, assign_blame, cut_only
 from distmon.forensics.evidence import Evidence, evidence
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -36,20 +36,23 @@ def analysis_summary(analysis: Analysis) -> str:
 
 def render_analysis(analysis: Analysis) -> str:
     judged = _judged(analysis)
-    lines = [
-        f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {count(analysis.world, 'rank')} "
-        f"(world size from {analysis.world_from}), judged as of {judged}",
-    ]
+    ranks = (
+        f"{count(analysis.world, 'rank')} (world size from {analysis.world_from})"
+        if analysis.world
+        else ("it names no rank" if analysis.dumps + analysis.logs == 1 else "they name no rank")
+    )
+    lines = [f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {ranks}, judged as of {judged}"]
     if analysis.missing:
         lines.append(_missing(analysis.missing))
     lines.append("")
     verdict = assign_blame(analysis)
     lines += _verdict(analysis, verdict)
     for a in [] if verdict.accounted else analysis.alerts:
-        if a is not verdict.cause:
+        if a is not verdict.cause and not cut_only(analysis.log, a):
             lines += ["", f"Also: {visible(a.headline, MAX_LINE)}", *("  " + line for line in a.detail.splitlines())]
-    lines += ["", "Where each rank stood:"]
-    lines += ["  " + line for line in _standing(analysis, verdict)]
+    standing = _standing(analysis, verdict)
+    if standing:
+        lines += ["", "Where each rank stood:", *("  " + line for line in standing)]
     if analysis.problems:
         lines += ["", "Files not read:"] + ["  " + visible(p, MAX_LINE) for p in analysis.problems]
     return visible_lines("\n".join(lines))

@@ -13,6 +13,7 @@ import re
 from dataclasses import dataclass, field
 
 from distmon.forensics.distributed_debug import MISMATCH
+from distmon.forensics.stores import WAITED
 from distmon.forensics.watchdog import op_family
 from distmon.guards.text import visible
 from distmon.wire import PEER_LOST, StackFrame
@@ -25,9 +26,16 @@ MAX_MESSAGE_LINES = 8
 """Lines of an exception's message read after its first."""
 
 TRACEBACK = "Traceback (most recent call last):"
-_LAUNCHERS = ("ChildFailedError", "CalledProcessError", "ProcessExitedException", "ProcessRaisedException")
+_LAUNCHERS = (
+    "ChildFailedError",
+    "CalledProcessError",
+    "ProcessExitedException",
+    "ProcessRaisedException",
+    "ActorDiedError",
+    "RayTaskError",
+)
 """What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess;
-``torch.multiprocessing.spawn``)."""
+``torch.multiprocessing.spawn``; Ray, of a dead actor)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
 FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
@@ -80,10 +88,11 @@ class Raised:
     @property
     def consequence(self) -> bool:
         """Raised because another rank went first: a peer lost (:data:`~distmon.wire.PEER_LOST`),
+        a wait in the store for a rank that had not come (:data:`~distmon.forensics.stores.WAITED`),
         a check that reports on the others (:data:`~distmon.forensics.distributed_debug.MISMATCH`),
         or a launcher because a worker failed."""
         said = self.said
-        return bool(PEER_LOST.search(said)) or MISMATCH in said or self.type.endswith(_LAUNCHERS)
+        return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.type.endswith(_LAUNCHERS)
 
 
 @dataclass

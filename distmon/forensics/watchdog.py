@@ -17,6 +17,8 @@ Shapes read, by torch era (``Rank`` in a PG prefix is the group-local rank)::
                   status: last enqueued work: 9122, last completed work: 9119
               [PG ID 0 PG GUID 0(default_pg) Rank 7] ProcessGroupNCCL's watchdog got stuck for 480
                   seconds without making progress in monitoring enqueued collectives.
+              [PG ID 17 PG GUID 137 Rank 2] Terminating the process after attempting to dump debug
+                  info, due to ProcessGroupNCCL watchdog hang.   (its heartbeat monitor)
     2.5+      [PG ID 0 PG GUID 0(default_pg) Rank 1] Received a dump signal due to a collective timeout
                   from this local rank and we will try our best to dump the debug info. Last enqueued
                   NCCL work: 22, last completed NCCL work: 21.   (or "from  rank 34": that rank's fired)
@@ -51,9 +53,21 @@ def _words(phrase: str) -> str:
 
 
 PG = re.compile(
-    r"\[PG ?ID ?\d{1,9} ?PG ?GUID ?(\w{1,200})(?:\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"
+    r"\[PG ?ID ?(\d{1,9}) ?PG ?GUID ?(\w{0,200})(?:\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"
     r"|\[PG ?(\w{1,200})(?: ?\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"
 )
+"""A line's process group and the rank's place in it: ``[PG ID 1 PG GUID 1 Rank 3]`` (its GUID
+the group's name across ranks; a build that sets none, ``PG GUID  Rank 3``, its ID),
+``[PG 3 (desc) Rank 2]``."""
+
+
+def pg_prefix(found: re.Match[str]) -> tuple[str, str | None, int]:
+    """A :data:`PG` match's group name, its description and the rank's place in it."""
+    if found.group(1) is not None:
+        return found.group(2) or found.group(1), found.group(3), int(found.group(4))
+    return found.group(5), found.group(6), int(found.group(7))
+
+
 BARE_RANK = re.compile(r"\[Rank ?(\d{1,9})\]")
 _CAUGHT = re.compile(
     rf"(?:(?:{_words('Watchdog caught collective operation timeout')}|{_words('Caught collective operation timeout')})"
@@ -76,6 +90,7 @@ _SEQ_ID = re.compile(
 _STUCK = re.compile(
     rf"{_words('watchdog got stuck for')} ?(\d{{1,9}}) ?seconds"
     rf"|{_words('Heartbeat monitor timed out')}|{_words('no heartbeat of its')}"
+    rf"|{_words('due to ProcessGroupNCCL watchdog hang')}"
 )
 """The watchdog itself stuck, in collectives it could no longer follow: a wait with no number."""
 _DEVICE_ERROR = re.compile(
@@ -243,10 +258,8 @@ def watchdog_said(line: str) -> Said | None:
 def _prefix(found: Said, line: str) -> None:
     pg = PG.search(line)
     if pg is not None:
-        found.group = pg.group(1) or pg.group(4)
-        desc = pg.group(2) or pg.group(5)
+        found.group, desc, found.local = pg_prefix(pg)
         found.desc = visible(desc, 200) if desc else None
-        found.local = int(pg.group(3) or pg.group(6))
     elif bare := BARE_RANK.search(line):
         found.bare = int(bare.group(1))
 

@@ -58,7 +58,9 @@ from distmon.wire.sockets import DUMP, END, MAX_DUMP_MESSAGE_BYTES, RANK_SOCKET,
 
 CONNECT_GRACE = 0.5
 """How long after start a report may wait for ZeroMQ to connect, so that a rank failing at
-once is still heard; after that, a report for an absent monitor is dropped at once."""
+once is still heard; after that, a report for an absent monitor is dropped at once, and until
+one report has gone the agent sends the next the moment the monitor connects, not an interval
+later."""
 SEND_HWM = 8
 EXIT_LINGER_MS = 500
 LAST_WORDS_WAIT = 1.0
@@ -89,6 +91,8 @@ class Agent:
         self._stopping = False
         self._reports = 0
         self._dropped = 0
+        self._delivered = False
+        """A report has gone: the monitor was connected once."""
         self._exception: ExceptionInfo | None = None
         self._exit: ExitInfo | None = None
         self._last_marker: tuple[int, ...] = ()
@@ -231,9 +235,11 @@ class Agent:
                 os.write(self._wake_write, b"!")
 
     def _sleep(self, sock: zmq.Socket[bytes]) -> None:
-        """Until the interval passes, someone wakes the agent, a signal or a command arrives."""
+        """Until the interval passes, someone wakes the agent, a signal or a command arrives,
+        or, while no report has gone, the monitor connects (ZeroMQ then takes a message: with
+        ``IMMEDIATE``, not before): a monitor started after the rank hears from it at once."""
         poller = zmq.Poller()
-        poller.register(sock, zmq.POLLIN)
+        poller.register(sock, zmq.POLLIN if self._delivered else zmq.POLLIN | zmq.POLLOUT)
         for fd in (self._wake_read, self._termination.fd):
             if fd is not None:
                 poller.register(fd, zmq.POLLIN)
@@ -241,7 +247,7 @@ class Agent:
         if self._wake_read in ready:
             with contextlib.suppress(BlockingIOError):
                 os.read(self._wake_read, 4096)
-        if sock in ready:
+        if ready.get(sock, 0) & zmq.POLLIN:
             self._obey(sock)
 
     def _obey(self, sock: zmq.Socket[bytes]) -> None:
@@ -279,6 +285,7 @@ class Agent:
                 sock.poll(int(grace * 1000), zmq.POLLOUT)
             try:
                 sock.send(data, zmq.NOBLOCK)
+                self._delivered = True
             except zmq.Again:
                 self._dropped += 1
         with self._sent:

@@ -190,11 +190,12 @@ class Monitor:
         self.sight.blind(self.state.blind_hosts(now))
         findings = self.detector.evaluate(self.state, now)
         changes = self.alerts.update(findings, now, resolve=not self.state.being_taken_down())
+        self._record(changes, now)
         if self.responder is not None:
-            changes += self.responder.after_tick(self, changes, now)
+            made = self.responder.after_tick(self, changes, now)
+            self._record(made, now)
+            changes += made
         if self.recorder is not None:
-            for change in changes:
-                self.recorder.alert(now, change)
             self._record_dropped(self.recorder, now)
             self.recorder.sync_if_due()
         self.last_tick = now
@@ -206,6 +207,15 @@ class Monitor:
             GIVE_BACK()
             self._given_back = now
         return changes
+
+    def _record(self, changes: list[Change], now: float) -> None:
+        """Alert changes into the recording, flushed into its file before anyone acts on them
+        or says them (the stderr line, the screen, a notification, the job ended): whatever
+        ends the monitor next, its file holds what it said."""
+        if self.recorder is not None and changes:
+            for change in changes:
+                self.recorder.alert(now, change)
+            self.recorder.flush()
 
     def asking(self) -> list[Command]:
         """What to ask after a tick: the relays, the whole reports of the ranks looked at since
@@ -277,10 +287,13 @@ class Monitor:
             self._recorded = (dropped.copy(), unwatched.copy())
 
     def close(self) -> None:
-        if self.screens is not None:
-            self.screens.close()
-        if self.recorder is not None:
-            self.recorder.close()
+        """The recording finished first: nothing after it may keep it from its end."""
+        try:
+            if self.recorder is not None:
+                self.recorder.close()
+        finally:
+            if self.screens is not None:
+                self.screens.close()
 
 
 def _as_received(

@@ -202,9 +202,12 @@ class Session:
         return changes
 
     def close(self) -> None:
-        """Stop the feed and close the monitor (and its recording)."""
-        self.feed.close()
-        self.monitor.close()
+        """Close the monitor (its recording first), then stop the feed: whatever else fails
+        or lingers on the way out, the recording is whole."""
+        try:
+            self.monitor.close()
+        finally:
+            self.feed.close()
 
     def _tick_until(self, t: float) -> Timed:
         if self._next_tick is None:

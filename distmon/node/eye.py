@@ -18,7 +18,7 @@ import numpy.typing as npt
 from distmon import wire
 from distmon.node.found_ranks import FoundRanks
 from distmon.node.links import Link, read_links
-from distmon.node.looks import Looks, Taken, Wanted
+from distmon.node.looks import Looks, Reaching, Taken, Wanted
 from distmon.node.prober import Prober
 from distmon.node.pyspy import OutsideStack, StackTaker
 
@@ -33,11 +33,14 @@ closely a link that drops and comes back is timed."""
 
 
 class NodeEye:
-    def __init__(self, host: str | None = None, find: bool = False, pick: int | None = None) -> None:
+    def __init__(
+        self, host: str | None = None, find: bool = False, pick: int | None = None, job: str | None = None
+    ) -> None:
         self.host = host or socket.gethostname()
         self._host_hash = wire.name_hash(self.host)
-        self.found = FoundRanks(self.host, pick) if find else None
-        """The ranks found on this node, when told to find them (``pick``: a pid of the job)."""
+        self.found = FoundRanks(self.host, pick, job=job) if find else None
+        """The ranks found on this node, when told to find them (``pick``: a pid of the job,
+        ``job``: its id; every job otherwise)."""
         self.prober = Prober()
         self._taker = StackTaker()
         self._pending: dict[tuple[int, float], Wanted] = {}
@@ -49,6 +52,9 @@ class NodeEye:
         self._links: list[Link] | None = None
         """The links as last handed over."""
         self._links_read = -LINKS_EVERY
+        self.reaching: Reaching | None = None
+        """The other nodes a command on this host reaches, where it does: how they fare goes
+        with this eye's looks."""
 
     def want(self, wanted: list[Wanted]) -> None:
         """Look at the processes of this node that ``wanted`` names, and take the stacks asked
@@ -65,7 +71,7 @@ class NodeEye:
         tell their end themselves): each one's process is watched for its end until it says its
         last words, so that one that dies without a word (SIGKILL, the OOM killer) is told gone
         at once (:meth:`~distmon.node.prober.Prober.watch`)."""
-        mine = headers[(headers["host"] == self._host_hash) & (headers["flags"] & wire.FLAG_FOUND == 0)]
+        mine = headers[(headers["host"] == self._host_hash) & ~wire.found_in_flags(headers["flags"])]
         if not len(mine):
             return
         said = (mine["flags"] & wire.FLAG_EXITED) > 0
@@ -80,7 +86,8 @@ class NodeEye:
         self.counts["looks"] += len(samples)
         self.counts["stacks"] += len(stacks)
         links = self._links_changed()
-        return Looks(self.host, samples, stacks, links, self._links_read if links is not None else None)
+        reached = self.reaching.news() if self.reaching is not None else []
+        return Looks(self.host, samples, stacks, links, self._links_read if links is not None else None, reached)
 
     def reports(self) -> list[bytes]:
         """The reports written for the ranks found since the last call, as frames; the ranks

@@ -40,6 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from distmon.node import proc
 from distmon.wire import StackFrame
 
 SIGNAL_ENV = "DISTMON_STACK_SIGNAL"
@@ -204,14 +205,11 @@ def _status(pid: int, sig: int) -> tuple[int | None, int, bool]:
     """``pid``'s user (None when it is gone), its pid as it knows itself (in its own pid
     namespace: a container's), and whether it catches ``sig``."""
     uid, own_pid, caught = None, pid, 0
-    with contextlib.suppress(OSError, ValueError, IndexError):
-        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-            if line.startswith("Uid:"):
-                uid = int(line.split()[1])
-            elif line.startswith("NSpid:"):
-                own_pid = int(line.split()[-1])
-            elif line.startswith("SigCgt:"):
-                caught = int(line.split()[1], 16)
+    fields = proc.status(pid)
+    with contextlib.suppress(ValueError, IndexError):
+        uid = int(fields["Uid"].split()[0]) if "Uid" in fields else None
+        own_pid = int(fields["NSpid"].split()[-1]) if "NSpid" in fields else pid
+        caught = int(fields.get("SigCgt", "0"), 16)
     return uid, own_pid, bool(caught >> (sig - 1) & 1)
 
 

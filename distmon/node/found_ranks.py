@@ -13,18 +13,20 @@ that reports itself. A rank that later attaches the hook is the same rank, now r
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections import deque
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
+
+import psutil
 
 from distmon import wire
 from distmon.node import proc
 from distmon.node.finder import Finder, Found, FoundRank
 from distmon.node.pyspy import Sampled, sample
+from distmon.node.torch_frames import C10D
 from distmon.wire import (
     ANY_SOURCE,
     GONE,
@@ -53,12 +55,18 @@ USAGE_WINDOW = 10.0
 """Seconds of CPU and bytes a report's usage covers, as a rank's own does."""
 SAMPLERS = 4
 """py-spy runs at once."""
+SAMPLE_WAIT = 0.8
+"""Of an interval, the share a turn waits for its stacks: a rank whose py-spy is slower reports
+with its last stack, and its new one counts at the next turn (one slow look delays no other)."""
 MAX_HELD = 4096
 """Reports held for the next :meth:`FoundRanks.take`, at most: the latest."""
-C10D = "torch/distributed/distributed_c10d.py"
 P2P_ARGS = {"send": "dst", "isend": "dst", "recv": "src", "irecv": "src"}
 """The argument of each point-to-point op that names its peer."""
 WORKER_LOOP = "torch/utils/data/_utils/worker.py"
+SPAWN = "torch/multiprocessing/spawn.py"
+"""Where ``torch.multiprocessing.spawn`` wraps the user's function: ``_wrap(fn, i, ...)`` calls
+``fn(i, ...)``, ``i`` the rank by torch's own convention."""
+PROCESS_RUN = "multiprocessing/process.py"
 Sampler = Callable[[int], "dict[int, Sampled] | str"]
 
 
@@ -71,6 +79,10 @@ class _Watched:
     signature: tuple[tuple[str, int, str], ...] | None = None
     still_since: float = 0.0
     still_looks: int = 0
+    at: tuple[tuple[str, int, str], ...] | None = None
+    """Its stack's place at the last look, busy or not, since ``at_since`` for ``at_looks`` looks."""
+    at_since: float = 0.0
+    at_looks: int = 0
     progress: tuple[float, int] | None = None
     """Its main thread's CPU seconds and context switches at the last look."""
     owned_gil: bool = False
@@ -78,12 +90,28 @@ class _Watched:
     """Its training thread's last stack taken."""
     usage: deque[tuple[float, float, int, int]] = field(default_factory=deque)
     """(when, CPU seconds, bytes read, bytes written) over :data:`USAGE_WINDOW`."""
+    sampling: Future[dict[int, Sampled] | str] | None = None
+    """Its stack being taken, when it is."""
+    read: tuple[int, int] | None = None
+    """Its rank and world, as its stack told them (its launcher wrote them nowhere)."""
+    not_a_rank: bool = False
+    """Its stack shows it is no rank: a process ``multiprocessing`` spawned for another purpose."""
+    tid: int | None = None
+    """Its training thread's native id, where it is not its main thread (a Ray Train worker's)."""
+
+    @property
+    def identity(self) -> tuple[int, int] | None:
+        """Its rank and world, where known."""
+        if self.rank.rank is not None:
+            return self.rank.rank, self.rank.world
+        return self.read
 
 
 class FoundRanks:
     """Finds the ranks on this node and writes their reports, on a thread of its own; a relay's
     or a monitor's loop only takes the frames written (:meth:`take`). ``pick``: a pid of the
-    job to follow (a rank's, or its launcher's); every job found otherwise."""
+    job to follow (a rank's, or its launcher's); ``job``: the job's id; every job found
+    otherwise."""
 
     def __init__(
         self,
@@ -92,15 +120,18 @@ class FoundRanks:
         interval: float = INTERVAL,
         finder: Finder | None = None,
         sampler: Sampler = sample,
+        job: str | None = None,
     ) -> None:
         self.host = host
         self.pick = pick
+        self.job = job
         self.interval = interval
         self._finder = finder or Finder()
         self._sampler = sampler
-        self._watched: dict[tuple[int, int], _Watched] = {}
+        self._watched: dict[tuple[int, float], _Watched] = {}
         self._frames: list[bytes] = []
         self._still: list[int] = []
+        self._unread: dict[str, list[int]] = {}
         self._lock = threading.Lock()
         self._stop = threading.Event()
         self.found = Found()
@@ -127,6 +158,16 @@ class FoundRanks:
         with self._lock:
             return list(self._still)
 
+    def unread(self) -> dict[str, list[int]]:
+        """Per job followed, the processes found as its ranks whose rank could not be read (by
+        pid): their launcher wrote it nowhere, and their stacks do not show it."""
+        with self._lock:
+            return {job: list(pids) for job, pids in self._unread.items()}
+
+    def hosts_of(self, job: str) -> list[str]:
+        """The job's other hosts, as this node can tell (:meth:`~distmon.node.finder.Finder.hosts_of`)."""
+        return self._finder.hosts_of(self.found.jobs.get(job, []))
+
     def close(self) -> None:
         self._stop.set()
         self._thread.join(timeout=5)
@@ -140,25 +181,45 @@ class FoundRanks:
             except Exception:  # the eye watches on: one bad turn costs one interval's reports
                 frames = []
             still = [w.rank.pid for w in self._watched.values() if w.still_looks >= 2]
+            unread: dict[str, list[int]] = {}
+            for w in self._watched.values():
+                if w.identity is None and not w.not_a_rank:
+                    unread.setdefault(w.rank.job, []).append(w.rank.pid)
             with self._lock:
                 self._frames.extend(frames)
                 del self._frames[:-MAX_HELD]
                 self._still = still
+                self._unread = unread
             self._stop.wait(max(0.0, self.interval - (time.monotonic() - began)))
 
     def _turn(self) -> list[bytes]:
-        """One scan, then a report for each rank of the jobs followed."""
+        """One scan, then a report for each rank of the jobs followed whose rank is known: with
+        its stack where py-spy answered within the turn, else with the last it took."""
         found = self._finder.scan()
         self.found, self.scans = found, self.scans + 1
-        ranks = self._followed(found)
-        keys = {(r.pid, r.started): r for r in ranks}
-        gone = [self._gone(self._watched.pop(key)) for key in [key for key in self._watched if key not in keys]]
-        for key, rank in keys.items():
-            self._watched.setdefault(key, _Watched(rank)).rank = rank
-        stacks = dict(zip(keys, self._pool.map(lambda r: self._sampler(r.pid), ranks), strict=True))
-        return gone + [self._report(self._watched[key], stacks[key]) for key in keys]
+        ranks = {(r.pid, r.started): r for r in self._followed(found)}
+        ended = [self._watched.pop(key) for key in [key for key in self._watched if key not in ranks]]
+        gone = [self._gone(w) for w in ended if w.identity is not None]
+        for key, rank in ranks.items():
+            w = self._watched.setdefault(key, _Watched(rank))
+            w.rank = rank
+            if w.sampling is None:
+                w.sampling = self._pool.submit(self._sampler, rank.pid)
+        watched = [self._watched[key] for key in ranks]
+        wait([w.sampling for w in watched if w.sampling is not None], timeout=self.interval * SAMPLE_WAIT)
+        reports = []
+        for w in watched:
+            rank, taken = w.rank, None
+            if w.sampling is not None and w.sampling.done():
+                taken, w.sampling = w.sampling.result(), None
+                _identify(w, taken)
+            if w.identity is not None and (rank.thread is None or w.tid is not None or _trains_in(w, taken)):
+                reports.append(self._report(w, taken))
+        return gone + reports
 
     def _followed(self, found: Found) -> list[FoundRank]:
+        if self.job is not None:
+            return found.jobs.get(self.job, [])
         if self.pick is None:
             return [r for ranks in found.jobs.values() for r in ranks]
         job = found.job_of(self.pick, self._finder.parents)
@@ -167,31 +228,42 @@ class FoundRanks:
     def _gone(self, w: _Watched) -> bytes:
         """The last report for a rank whose process is gone: how it ended cannot be seen."""
         r, t = w.rank, time.time()
+        rank, world = w.identity or (0, 1)
         w.n += 1
         report = Report(
-            job=r.job, rank=r.rank, world=r.world, host=self.host, pid=r.pid, t=t, n=w.n,
-            interval=self.interval, local_rank=r.local_rank, stack=w.stack, tid=r.pid,
+            job=r.job, rank=rank, world=world, host=self.host, pid=r.pid, t=t, n=w.n,
+            interval=self.interval, local_rank=r.local_rank, stack=w.stack, tid=w.tid or r.pid,
             exit=ExitInfo(GONE, t), outside=Outside(r.launcher),
         )  # fmt: skip
         return wire.encode(report)
 
-    def _report(self, w: _Watched, taken: dict[int, Sampled] | str) -> bytes:
+    def _report(self, w: _Watched, taken: dict[int, Sampled] | str | None) -> bytes:
+        """Its report: its stack as ``taken`` now (None: py-spy has not answered yet, its last
+        stack stands)."""
         r, t = w.rank, time.time()
+        rank, world = w.identity or (0, 1)
         w.n += 1
-        look = proc.look(r.pid, time.monotonic())
-        thread = taken.get(r.pid) if isinstance(taken, dict) else None
+        if isinstance(taken, dict):
+            w.tid = _training_thread(r, taken) or w.tid
+        tid = w.tid or r.pid
+        look = proc.look(r.pid, time.monotonic(), tid)
+        thread = taken.get(tid) if isinstance(taken, dict) else None
         fresh = thread is not None and bool(thread.frames)
         w.stack = thread.frames if thread is not None and fresh else w.stack
         stack = w.stack  # a look torn while the thread ran keeps the last, a second old at most
         error = None if stack else taken if isinstance(taken, str) else "py-spy found no frame in its main thread"
-        stalled = _stood(w, thread if fresh else None, proc.thread_counters(r.pid, r.pid), t)
+        if taken is None and not stack:
+            error = "py-spy has not answered yet"
+        stalled = _stood(w, thread if fresh else None, proc.thread_counters(r.pid, tid), t)
         loaders = self._loaders(r, stack, stalled) if stack is not None else []
         usage = _usage(w, look, t) if look is not None else None
-        outside = Outside(r.launcher, _peer(thread) if thread else None, _holds_gil(thread, look), error)
+        stood = _stood_at(w, thread if fresh else None, t)
+        outside = Outside(r.launcher, _peer(thread) if thread else None, _holds_gil(thread, look), error, stood)
+        rss = proc.rss(r.pid)
         report = Report(
             job=r.job,
-            rank=r.rank,
-            world=r.world,
+            rank=rank,
+            world=world,
             host=self.host,
             pid=r.pid,
             t=t,
@@ -200,11 +272,11 @@ class FoundRanks:
             local_rank=r.local_rank,
             stalled_since=stalled,
             stack=stack,
-            memory=_memory(r.pid),
+            memory=Memory(rss) if rss is not None else None,
             usage=usage,
             loaders=loaders,
-            tid=r.pid,
             outside=outside,
+            tid=tid,
         )
         return wire.encode(report)
 
@@ -219,11 +291,45 @@ class FoundRanks:
             thread = taken.get(pid) if isinstance(taken, dict) else None
             error = taken if isinstance(taken, str) else None
             frames = thread.frames if thread is not None else None
-            workers.append(Worker(pid, os.path.exists(f"/proc/{pid}"), id=_worker_id(thread), stack=frames,
+            workers.append(Worker(pid, psutil.pid_exists(pid), id=_worker_id(thread), stack=frames,
                                   stack_error=error))  # fmt: skip
         busy = [w for w in workers if w.stack and not _waits_for_work(w.stack)]
         owes = busy[0].id if len(busy) == 1 else None
         return [Loader(0, len(workers), workers, worker=owes, since=since)] if workers else []
+
+
+def _trains_in(w: _Watched, taken: dict[int, Sampled] | str | None) -> bool:
+    """Whether the thread that trains in a rank whose training thread is not its main one is
+    known by now (its reports wait for it: a look at another thread would say nothing of it)."""
+    return isinstance(taken, dict) and _training_thread(w.rank, taken) is not None
+
+
+def _training_thread(r: FoundRank, taken: dict[int, Sampled]) -> int | None:
+    """The thread that trains in ``r``: its main thread, or where the training thread is
+    another (a Ray Train worker's), the one whose stack stands there."""
+    if r.thread is None:
+        return r.pid
+    return next((tid for tid, s in taken.items() if any(r.thread in f.file for f in s.frames)), None)
+
+
+def _identify(w: _Watched, taken: dict[int, Sampled] | str) -> None:
+    """Read the rank of a process found with none written anywhere off its main thread's stack
+    (it reads the same at every look: once read, it stays): ``mp.spawn``'s wrapper's index,
+    ``init_process_group``'s ``rank`` and ``world_size``. A process ``multiprocessing`` runs for
+    another purpose than torch's spawn is no rank."""
+    thread = taken.get(w.rank.pid) if isinstance(taken, dict) else None
+    if w.identity is not None or thread is None:
+        return
+    for frame, args in zip(thread.frames, thread.args, strict=True):
+        if frame.file.endswith(SPAWN) and frame.func == "_wrap" and args.get("i", "").isdigit():
+            w.read = int(args["i"]), w.rank.world or 1
+            return
+        rank, world = args.get("rank", "").strip(), args.get("world_size", "").strip()
+        if frame.file.endswith(C10D) and frame.func == "init_process_group" and rank.isdigit():
+            w.read = int(rank), int(world) if world.isdigit() else w.rank.world or 1
+            return
+    running = any(f.file.endswith(PROCESS_RUN) and f.func == "run" for f in thread.frames)
+    w.not_a_rank = w.rank.spawned and running
 
 
 def _stood(w: _Watched, thread: Sampled | None, progress: tuple[float, int] | None, t: float) -> float | None:
@@ -247,6 +353,18 @@ def _stood(w: _Watched, thread: Sampled | None, progress: tuple[float, int] | No
     if w.still_looks >= STILL_LOOKS and t - w.still_since >= STALL_FLOOR:
         return w.still_since
     return None
+
+
+def _stood_at(w: _Watched, thread: Sampled | None, t: float) -> float | None:
+    """Since when the rank's stack has stood where it is, busy or not, once that has lasted
+    :data:`STILL_LOOKS` looks and :data:`~distmon.wire.STALL_FLOOR` seconds; None while it moves."""
+    if thread is not None:
+        signature = tuple((f.file, f.line, f.func) for f in thread.frames)
+        if signature == w.at:
+            w.at_looks += 1
+        else:
+            w.at, w.at_since, w.at_looks = signature, t, 1
+    return w.at_since if w.at_looks >= STILL_LOOKS and t - w.at_since >= STALL_FLOOR else None
 
 
 def _holds_gil(thread: Sampled | None, look: proc.Sample | None) -> bool:
@@ -298,14 +416,3 @@ def _usage(w: _Watched, look: proc.Sample, t: float) -> Usage | None:
         return None
     return Usage(t - first[0], max(0.0, look.cpu - first[1]), max(0, look.read - first[2]),
                  max(0, look.written - first[3]))  # fmt: skip
-
-
-def _memory(pid: int) -> Memory | None:
-    try:
-        with open(f"/proc/{pid}/status", "rb") as f:
-            for line in f.read(1 << 16).decode(errors="replace").splitlines():
-                if line.startswith("VmRSS:"):
-                    return Memory(int(line.split()[1]) * 1024)
-    except (OSError, ValueError, IndexError):
-        pass
-    return None

@@ -20,7 +20,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 import msgpack
 
@@ -52,6 +52,46 @@ class Taken:
     stack: OutsideStack
 
 
+SEEN, UNREACHABLE, NO_DISTMON, OTHER_VERSION, NO_PYSPY, SILENT, ENDED, REFUSED = (
+    "seen",
+    "unreachable",
+    "no_distmon",
+    "other_version",
+    "no_pyspy",
+    "silent",
+    "ended",
+    "refused",
+)
+REACH_STATES = (SEEN, UNREACHABLE, NO_DISTMON, OTHER_VERSION, NO_PYSPY, SILENT, ENDED, REFUSED)
+"""How a node a command reached fared: its eye sees it (``seen``, ``no_pyspy`` where it finds
+ranks but cannot take their stacks), or it was not reached (``unreachable``: ssh or srun
+failed), lacks distmon, runs another version of it, did not answer in time (``silent``), its eye
+ended early (``ended``), or turned the orders down (``refused``)."""
+SSH, SLURM = "ssh", "slurm"
+MAX_REACHED = 16_384
+
+
+@dataclass(frozen=True)
+class Reached:
+    """A node a command reached to find its job's ranks there, and how that went, as the
+    command's host tells it: ``how`` (:data:`SSH`, :data:`SLURM`), ``state`` (one of
+    :data:`REACH_STATES`) and ``detail``, what the node or its ssh said (text from elsewhere:
+    shown escaped)."""
+
+    host: str
+    how: str
+    state: str
+    detail: str = ""
+
+
+class Reaching(Protocol):
+    """What reaches other nodes from this host, and tells how they fared."""
+
+    def news(self) -> list[Reached]:
+        """How the nodes fared, where it changed since last asked."""
+        ...
+
+
 @dataclass
 class Looks:
     """What the eye on ``host`` saw since it last said."""
@@ -64,9 +104,12 @@ class Looks:
     read: float | None = None
     """When it read ``links``, on the clock of its looks: they may come long after (a node cut
     off tells what its links did once it is heard again)."""
+    reached: list[Reached] = field(default_factory=list)
+    """The nodes a command on this host reached (``distmon look`` and ``--find``'s reach),
+    where how they fared changed since it last said."""
 
     def __bool__(self) -> bool:
-        return bool(self.samples or self.stacks or self.links is not None)
+        return bool(self.samples or self.stacks or self.links is not None or self.reached)
 
 
 @dataclass(frozen=True)
@@ -123,6 +166,7 @@ def _node(looks: Looks) -> dict[str, Any]:
         "stacks": [_stack(taken) for taken in looks.stacks],
         **({"links": [_link(link) for link in looks.links]} if looks.links is not None else {}),
         **({"read": looks.read} if looks.links is not None and looks.read is not None else {}),
+        **({"reached": [[r.host, r.how, r.state, r.detail] for r in looks.reached]} if looks.reached else {}),
     }
 
 
@@ -168,7 +212,24 @@ def _read_node(node: Any) -> Looks:
     if read is not None and not _finite(read):
         raise TypeError("a node's links read at no time")
     read_links = None if links is None else [_read_link(item) for item in links]
-    return Looks(host, samples, stacks, read_links, None if read_links is None or read is None else float(read))
+    reached = node.get("reached") or []
+    if not isinstance(reached, list) or len(reached) > MAX_REACHED:
+        raise TypeError("a node's reached nodes are not a list of them")
+    return Looks(
+        host,
+        samples,
+        stacks,
+        read_links,
+        None if read_links is None or read is None else float(read),
+        [_read_reached(item) for item in reached],
+    )
+
+
+def _read_reached(item: list[Any]) -> Reached:
+    host, how, state, detail = item[:4]
+    if not all(isinstance(t, str) for t in (host, how, detail)) or how not in (SSH, SLURM) or state not in REACH_STATES:
+        raise TypeError("a node reached is not a host, how, a state and words")
+    return Reached(host, how, state, detail)
 
 
 def _read_link(item: list[Any]) -> Link:

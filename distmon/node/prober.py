@@ -11,7 +11,7 @@ import threading
 import time
 from collections.abc import Iterable
 
-from distmon.node.proc import Sample, look, started
+from distmon.node.proc import Sample, command_name, look, started
 
 PERIOD = 1.0
 """Seconds between two looks at a process asked about now and then."""
@@ -30,6 +30,13 @@ WATCH_PERIOD = 0.1
 """Seconds between two checks that a process watched for its end (:meth:`Prober.watch`) lives."""
 MAX_ENDS_WATCHED = 4096
 """Processes watched for their end, at most: a node's ranks."""
+
+
+def by_py_spy(sample: Sample) -> bool:
+    """The look caught the process held by a py-spy taking its stack (state ``t``, py-spy its
+    tracer): what it shows is that look, not the process; it is not kept (a rank named "stopped
+    by a debugger" for a stack distmon took)."""
+    return sample.state == "t" and bool(sample.tracer) and command_name(sample.tracer) == "py-spy"
 
 
 def gone_sample(pid: int, t: float) -> Sample:
@@ -55,6 +62,9 @@ class Prober:
         """Processes watched for their end: when last told to, and when each started (None
         before it was first seen alive)."""
         self._ends_due = 0.0
+        self._ends_checked = 0.0
+        """When the last check of the processes watched for their end that is over began
+        (monotonic)."""
         self._unseen: dict[int, float] = {}
         """Processes told to watch that were not there at the first check (another pid
         namespace's, or gone already), and when: not watched again for :data:`FORGET`."""
@@ -92,10 +102,25 @@ class Prober:
                 unseen = self._unseen.get(pid)
                 if unseen is not None and now - unseen < FORGET:
                     continue
+                if pid not in self._ends and len(self._ends) < MAX_ENDS_WATCHED:
+                    self._ends_due = 0.0  # seen alive at once: a rank killed a tenth of a second on is told gone
                 if pid in self._ends or len(self._ends) < MAX_ENDS_WATCHED:
                     self._ends[pid] = (now, self._ends.get(pid, (now, None))[1])
             self._start()
         self._wake.set()
+
+    def check_ends(self, timeout: float) -> None:
+        """Check at once whether each process watched for its end lives, and return once the
+        thread has (at most ``timeout`` seconds later): a monitor stopping takes in, with the
+        ranks' last words, the ends of those that died without any."""
+        asked = time.monotonic()
+        with self._lock:
+            if not self._ends:
+                return
+            self._ends_due = 0.0
+        self._wake.set()
+        while self._ends_checked < asked and time.monotonic() - asked < timeout:
+            time.sleep(0.01)
 
     def unwatch(self, pids: Iterable[int]) -> None:
         """Watch ``pids`` for their end no more (they said their last words)."""
@@ -143,8 +168,9 @@ class Prober:
                     self._due[pid] = time.monotonic() + (min(CLOSE_PERIOD, self._period) if close else self._period)
                     if sample.state == "X":  # gone stays gone: a pid reused is another process
                         self._forget(pid)
-                    self._seen.append(sample)
-                    del self._seen[:-MAX_SEEN]
+                    if not by_py_spy(sample):
+                        self._seen.append(sample)
+                        del self._seen[:-MAX_SEEN]
 
     def _check_ends(self, now: float) -> None:
         """Whether each process watched for its end still lives (:meth:`watch`)."""
@@ -172,3 +198,4 @@ class Prober:
                 else:
                     self._seen.append(gone_sample(pid, time.monotonic()))
                     del self._seen[:-MAX_SEEN]
+        self._ends_checked = now

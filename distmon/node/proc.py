@@ -25,6 +25,10 @@ PROC = Path("/proc")
 CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 CPUS = os.cpu_count() or 1
 PATH_MAX = 4096
+MAX_ENVIRON = 1 << 20
+"""Bytes of a process's environment read at most."""
+MAX_ARGS = 4096
+"""Words of a process's command line kept at most."""
 STATES = {
     "R": "running",
     "S": "sleeping",
@@ -114,7 +118,9 @@ class Sample:
     """Seconds the thread looked at has waited, runnable, for a CPU (``schedstat``'s run delay):
     what a rank starved of CPU by other processes on its host shows."""
     load: float = 0.0
-    """The host's load average over the last minute, with :data:`CPUS` to read it against."""
+    """The host's load average over the last minute, with :attr:`cpus` to read it against."""
+    cpus: int = 0
+    """The host's CPUs (0: a look from a node's eye that predates it)."""
     tid: int | None = None
     """The thread looked at, when it is not the process as a whole (its main thread)."""
     reporter_wakes: int | None = None
@@ -132,6 +138,10 @@ GIL_WAKES = 200.0
 """Wakes a second of a thread waiting for the GIL: CPython's ``take_gil`` waits on a condition
 for the switch interval (5 ms unless the job set another), wakes, asks the holder to drop it,
 and waits again."""
+GIL_WAIT_WAKES = GIL_WAKES / 10
+"""Wakes a second of distmon's reporting thread that tell it waits for the GIL: it wakes once a
+report otherwise; on a host whose CPUs are taken, a waiting thread is woken less often than every
+switch interval (89 a second was seen beside two CPU burners)."""
 
 
 def look(pid: int, t: float, tid: int | None = None, reporter: int | None = None) -> Sample | None:
@@ -146,6 +156,73 @@ def look(pid: int, t: float, tid: int | None = None, reporter: int | None = None
     if sample is None or reporter is None:
         return sample
     return replace(sample, reporter_wakes=_wakes(task / str(reporter)))
+
+
+def environ(pid: int) -> dict[str, str] | None:
+    """The environment process ``pid`` started with (its variables set later are not in it),
+    at most :data:`MAX_ENVIRON` bytes; None where it may not be read (another user's process)."""
+    try:
+        with open(PROC / str(pid) / "environ", "rb") as f:
+            raw = f.read(MAX_ENVIRON)
+    except OSError:
+        return None
+    pairs = (os.fsdecode(item).partition("=") for item in raw.split(b"\0") if b"=" in item)
+    return {k: v for k, _, v in pairs}
+
+
+def net_namespace(pid: int) -> str | None:
+    """The network namespace process ``pid`` is in (``net:[4026531840]``), None where unknown."""
+    return _read_link(PROC / str(pid) / "ns" / "net")
+
+
+def executable_of(pid: int) -> str | None:
+    return _read_link(PROC / str(pid) / "exe")
+
+
+def interpreter_of(pid: int) -> str | None:
+    """The program process ``pid`` was started as: its first argument where that is an absolute
+    path (a virtual environment's ``bin/python``, which its executable's link resolves past, to
+    an interpreter without the environment's packages), else its executable."""
+    with contextlib.suppress(OSError):
+        with open(PROC / str(pid) / "cmdline", "rb") as f:
+            first = os.fsdecode(f.read(PATH_MAX).partition(b"\0")[0])
+        if os.path.isabs(first) and os.path.isfile(first):
+            return first
+    return executable_of(pid)
+
+
+def working_directory(pid: int) -> str | None:
+    return _read_link(PROC / str(pid) / "cwd")
+
+
+def command_name(pid: int) -> str | None:
+    """Process ``pid``'s name (``comm``), None where it is gone."""
+    return _read(PROC / str(pid) / "comm")
+
+
+def output_of(pid: int) -> str | None:
+    """Where process ``pid``'s standard output goes (a file's path, a pipe, a terminal)."""
+    return _read_link(PROC / str(pid) / "fd" / "1")
+
+
+def read_text(path: str, limit: int) -> str:
+    """At most ``limit`` bytes of the file at ``path`` as text; empty where it cannot be read."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(limit).decode(errors="replace")
+    except OSError:
+        return ""
+
+
+def status(pid: int) -> dict[str, str]:
+    """Process ``pid``'s ``status`` file, field by field; empty where it cannot be read (gone)."""
+    return _fields(_read(PROC / str(pid) / "status") or "")
+
+
+def rss(pid: int) -> int | None:
+    """The memory process ``pid`` holds (``VmRSS``), in bytes; None where it cannot be read."""
+    value = status(pid).get("VmRSS", "").split()
+    return int(value[0]) * 1024 if value and value[0].isdigit() else None
 
 
 def started(pid: int) -> int | None:
@@ -193,6 +270,7 @@ def _look(pid: int, t: float, base: Path, tid: int | None) -> Sample | None:
         written=int(io.get("wchar", "0") or 0),
         queued=queued,
         load=_load(),
+        cpus=CPUS,
         tid=tid,
     )
 

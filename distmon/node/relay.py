@@ -47,6 +47,7 @@ from collections.abc import Callable
 import numpy as np
 import zmq
 from zmq.auth.thread import ThreadAuthenticator
+from zmq.utils.monitor import recv_monitor_message
 
 from distmon import endpoint as endpoints
 from distmon import keys
@@ -90,6 +91,11 @@ POLL_MS = 100
 END_SETTLE = 0.1
 """Seconds after a batch that told a process ended before the next goes: last words the
 process sent before it ended have reached the relay by then."""
+HEARTBEAT_MS = 2000
+"""With a lifeline, how often the relay pings its upstream (ZeroMQ's heartbeat), and a third of
+how long an unanswered ping lets the connection stand: a head whose host went away unannounced
+is noticed as one that closed its end."""
+UPSTREAM_EVENTS = zmq.EVENT_CONNECTED | zmq.EVENT_HANDSHAKE_SUCCEEDED | zmq.EVENT_DISCONNECTED
 
 
 class NodeRelay:
@@ -106,6 +112,7 @@ class NodeRelay:
         batch: int = BATCH_FRAMES,
         refresh: float = REFRESH,
         eye: NodeEye | None = None,
+        lifeline: float | None = None,
     ) -> None:
         host = socket.gethostname()
         self.me = Relay(f"{host}:{os.getpid()}", host)
@@ -137,6 +144,12 @@ class NodeRelay:
         self._told_an_end = False
         """The last batch told that a process ended: the next goes :data:`END_SETTLE` later, so
         that the monitor soon knows that no last words were on their way."""
+        self.lifeline = lifeline
+        """With a lifeline (a node's eye started by a command on another host), :meth:`run`
+        returns once the upstream has been gone this many seconds: never reached, or lost and
+        not back. A relay without one waits for its monitor however long it is away."""
+        self._up_since: float | None = None
+        """Since when the upstream has been gone (monotonic); None while it is there."""
         self._said = -REFRESH
         """When the eye last said anything upstream (monotonic): a monitor started late learns
         of it within :data:`~distmon.node.news.REFRESH`."""
@@ -151,6 +164,7 @@ class NodeRelay:
         self._up.setsockopt(zmq.IMMEDIATE, 1)
         self._up.setsockopt(zmq.SNDHWM, SEND_HWM)
         self._up.setsockopt(zmq.MAXMSGSIZE, 2 * MAX_MESSAGE_BYTES)  # commands are small
+        self._up_events = self._follow_upstream() if lifeline is not None else None
         try:
             if key is not None:
                 self._authenticator = keys.admit_job_clients(self._context, key)
@@ -164,6 +178,9 @@ class NodeRelay:
         self._poller = zmq.Poller()
         self._poller.register(self._ranks, zmq.POLLIN)
         self._poller.register(self._up, zmq.POLLIN)
+        if self._up_events is not None:
+            self._poller.register(self._up_events, zmq.POLLIN)
+        self._keyed = key is not None
 
     def _connect(self, upstream: str) -> None:
         try:
@@ -182,6 +199,8 @@ class NodeRelay:
             if self._up in ready:
                 self.pass_commands_down()
             now = time.monotonic()
+            if self._up_events is not None and self._upstream_gone(now):
+                break
             if now >= due or self._looking_closely(now):
                 for frame in self.eye.reports():  # the ranks found on this node, reported for
                     self._hold_frame(frame)
@@ -189,6 +208,27 @@ class NodeRelay:
                 due = max(due + self.interval, now) if now >= due else due
         self.take_from_below()
         self.flush()
+
+    def _follow_upstream(self) -> zmq.Socket[bytes]:
+        """The upstream socket's events, to tell when it is there; pings keep telling it."""
+        self._up.setsockopt(zmq.HEARTBEAT_IVL, HEARTBEAT_MS)
+        self._up.setsockopt(zmq.HEARTBEAT_TIMEOUT, 3 * HEARTBEAT_MS)
+        self._up_since = time.monotonic()
+        return self._up.get_monitor_socket(UPSTREAM_EVENTS)
+
+    def _upstream_gone(self, now: float) -> bool:
+        """Whether the upstream has been gone :attr:`lifeline` seconds, from the upstream
+        socket's events: there once its handshake succeeded (its connection, without a key),
+        gone once disconnected."""
+        assert self._up_events is not None and self.lifeline is not None
+        there = zmq.EVENT_HANDSHAKE_SUCCEEDED if self._keyed else zmq.EVENT_CONNECTED
+        while self._up_events.poll(0):
+            event = recv_monitor_message(self._up_events)["event"]
+            if event == there:
+                self._up_since = None
+            elif event == zmq.EVENT_DISCONNECTED and self._up_since is None:
+                self._up_since = now
+        return self._up_since is not None and now - self._up_since >= self.lifeline
 
     def _looking_closely(self, now: float) -> bool:
         """Whether what the eye saw should go up before the interval ends: it saw a process
@@ -368,6 +408,9 @@ class NodeRelay:
     def close(self) -> None:
         self.eye.close()
         self._ranks.close(linger=0)
+        if self._up_events is not None:
+            self._up.disable_monitor()
+            self._up_events.close(linger=0)
         self._up.close()
         if self._authenticator is not None:
             self._authenticator.stop()

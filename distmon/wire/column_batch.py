@@ -346,7 +346,8 @@ def shuffled(records: Records) -> bytes:
     second... A column's high bytes, which change little from rank to rank, then lie side by
     side, and zlib makes a fraction of the bytes of the records as they are, in less time."""
     raw = np.ascontiguousarray(records).view(np.uint8).reshape(len(records), records.dtype.itemsize)
-    return raw.T.tobytes()
+    data: bytes = raw.T.tobytes()
+    return data
 
 
 def unshuffled(data: bytes, dtype: np.dtype[np.void]) -> Records:

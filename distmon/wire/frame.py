@@ -7,9 +7,13 @@ from __future__ import annotations
 import hashlib
 import math
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any, overload
 
 import msgpack
+
+if TYPE_CHECKING:
+    import numpy as np
+    import numpy.typing as npt
 
 from distmon.wire.convert import converter, to_wire
 from distmon.wire.schema import (
@@ -93,9 +97,15 @@ never with :data:`FLAG_RAISED` (the eye sees no exception). Ranks before issue 4
 an exception they judged a consequence: with :data:`FLAG_RAISED`, it is that (:func:`found_in_flags`)."""
 
 
-def found_in_flags(flags: int) -> bool:
-    """A header's ``flags`` say the report is a node's eye's for a rank found from outside."""
-    return bool(flags & FLAG_FOUND) and not flags & FLAG_RAISED
+@overload
+def found_in_flags(flags: int) -> bool: ...
+@overload
+def found_in_flags(flags: npt.NDArray[Any]) -> npt.NDArray[np.bool_]: ...
+def found_in_flags(flags: int | npt.NDArray[Any]) -> bool | npt.NDArray[np.bool_]:
+    """Whether ``flags`` (a header's, or an array of them) say the report is a node's eye's for
+    a rank found from outside: the one reading of it, for the eye, the monitor's intake and its
+    facts."""
+    return ((flags & FLAG_FOUND) != 0) & ((flags & FLAG_RAISED) == 0)
 
 
 """The header's ``flags``: facts about the rank, never a judgement of them. Bit 128 is not sent:

@@ -252,6 +252,9 @@ class Outside:
     """Its training thread held the GIL when its stack was taken."""
     stack_error: str | None = None
     """Why its stack could not be taken this time (py-spy refused, or found no frame)."""
+    stood_since: float | None = None
+    """Since when its training thread's stack has stood where it is, whether it made progress
+    there or not (a rank spinning at a sync point stands so, busy); None while it moves."""
 
 
 @dataclass

@@ -24,7 +24,9 @@ def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun
     """Starts ``examples/train.py`` (or ``script``) under torchrun, reporting to ``endpoint``.
 
     ``interval`` is the hook's report interval; the collective timeout is kept short so a
-    broken job fails the test instead of hanging it.
+    broken job fails the test instead of hanging it. The job has no DataLoader workers unless
+    ``args`` asks for them (``--workers N``): each worker is a process of its own, and most
+    tests are about the ranks.
     """
 
     def start(nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN) -> Torchrun:
@@ -37,7 +39,7 @@ def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun
         }
         log = tmp_path_factory.mktemp("torchrun") / "output.log"
         if script == TRAIN:
-            args = ("--distmon", "--timeout", "60", *args)
+            args = ("--distmon", "--timeout", "60", *(() if "--workers" in args else ("--workers", "0")), *args)
         return Torchrun(nproc, list(args), env, log, script)
 
     return start

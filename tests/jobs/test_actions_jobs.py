@@ -109,7 +109,7 @@ class RunningJob:
 
 
 def train(*args: str) -> list[str]:
-    return [str(TRAIN), "--timeout", "120", *args]
+    return [str(TRAIN), "--timeout", "120", "--workers", "0", *args]
 
 
 def test_a_hung_job_is_ended_early_with_its_evidence_kept_and_everyone_told(tmp_path: Path) -> None:

@@ -3,8 +3,10 @@
 
 Each fault asserts its alert's kind, its culprit rank, and, where it is a fault that stops
 the job, that the alert came within a bound far under the job's 120 s collective timeout.
-A fault that ends the job has a job of its own; the straggler and the leak pass, so they
-share one job with a healthy first epoch before them and a clean end after them.
+A fault that stops the job has a job of its own; the straggler and the leak pass, so they
+share one job with a healthy first epoch before them and a clean end after them. The faults
+that end the job by themselves (a raise, a SIGKILL, a DataLoader worker killed) are
+tests/jobs/test_recorder_stopped_jobs.py's, twelve jobs for the cost of one here.
 """
 
 from __future__ import annotations
@@ -17,7 +19,6 @@ from pathlib import Path
 
 import pytest
 
-from distmon.export.plain import render
 from distmon.monitor.recording.readback import load_recording
 from tests.support.recorder import Recorder, recording
 
@@ -41,14 +42,11 @@ def run_fault(
     kind: str,
     *extra: str,
     wait: float = 60,
-    evidence: str = "",
 ) -> tuple[list[dict], float | None]:
-    """Run the job until the alert shows, and its detail shows ``evidence`` (which may follow
-    the alert); the alerts and the injection time."""
+    """Run the job until the alert shows; the alerts and the injection time."""
     args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
     with torchrun(RANKS, *args, endpoint=endpoint, interval=1.0) as job:
         recorder.wait_critical(kind, wait)
-        recorder.wait_detail(kind, evidence)
         job.process.send_signal(signal.SIGTERM)
         job.wait(30)
     injected = INJECTED.search(job.output)
@@ -60,17 +58,15 @@ FAULTS = [
     ("hang", "hang", 15, ()),
     ("extra-collective", "divergence", 15, ()),
     ("uneven", "divergence", 15, ("--steps", "30")),
-    ("exception", "rank_exception", 5, ()),
-    ("sigkill", "rank_lost", 10, ()),
-    ("worker-kill", "worker_crash", 5, ()),
-    ("gil", "hang", 15, ()),
 ]
+"""A rank holding the GIL is test_stopped_and_working_ranks_jobs.py's (one alert, critical, its
+native call named) and test_actions_jobs.py's (held until the job is ended): a job here too
+would test nothing new."""
 
 
 @pytest.mark.parametrize(("fault", "kind", "bound", "extra"), FAULTS, ids=[f[0] for f in FAULTS])
 def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bound, extra) -> None:
-    evidence = "ctypes.PyDLL(None).sleep" if fault == "gil" else ""  # its stack, taken from outside
-    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra, evidence=evidence)
+    alerts, injected_at = run_fault(torchrun, endpoint, recorder, fault, kind, *extra)
     matching = [a for a in alerts if a["kind"] == kind]
     assert matching, f"no {kind} alert: {[(a['kind'], a['ranks'], a['summary']) for a in alerts]}"
     alert = matching[0]
@@ -80,14 +76,6 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
     assert alert["t"] - injected_at <= bound < COLLECTIVE_TIMEOUT
     wrong = [a for a in alerts if a["severity"] == "critical" and a["ranks"] and 2 not in a["ranks"]]
     assert not wrong, f"alerts naming victims: {wrong}"
-    if fault == "gil":  # its own frame, taken from outside: none of its threads can run
-        assert "holding the GIL" in alert["detail"] and "ctypes.PyDLL(None).sleep" in alert["detail"], alert
-        assert not [a for a in alerts if a["kind"] == "rank_lost"], "its process lives: one incident, one alert"
-    if fault == "sigkill":  # the alerts, the ending and the table of ranks tell one story
-        ended = load_recording(str(recorder.out))
-        assert ended.ending().startswith("failed: rank_lost: rank 2 "), ended.ending()
-        [row] = [line for line in render(ended).splitlines() if line.startswith("  rank     2 ")]
-        assert "its process is gone" in row, row
     if fault == "hang":  # killed mid-hang: the job was stopped, not finished, and the hang ended with it
         ended = load_recording(str(recorder.out))
         every_rank = f"ranks 0-{RANKS - 1}"
@@ -98,8 +86,12 @@ def test_fault_is_named_in_seconds(torchrun, endpoint, recorder, fault, kind, bo
 PASSING_FAULTS = 70
 """The step at which rank 2 starts to straggle and leak, both for ``PASSING_SECONDS``: ten
 steps into the second of three epochs of 60, so the first epoch and a restart of the
-DataLoader workers come before. A straggling step takes 0.2 s at least, so the 110 steps
+DataLoader workers come before. A straggling step takes 0.1 s at least, so the 110 steps
 left outlast the faults on the fastest machine."""
+STRAGGLER_FACTOR = 2.0
+"""Rank 2's steps twice the others' step time: its peers wait half their time for it, sure within
+seconds, and each step stays within ``PAUSE_STEPS`` (3) of the ranks' median step: a step longer is a
+pause, which the ranks leave out of their pace until their median catches up."""
 PASSING_SECONDS = 20
 """Both alerts come within 10 s on a loaded 2-core machine at a 0.5 s report interval."""
 
@@ -119,10 +111,11 @@ def passing_faults(torchrun, new_endpoint, tmp_path_factory) -> PassingFaultsJob
     """One job for the healthy run, the straggler and the leak: a job that needs no killing
     can show all three, and each job start costs seconds of CPU for every rank."""
     endpoint = new_endpoint()
-    args = ["--steps", "60", "--epochs", "3", "--timeout", str(COLLECTIVE_TIMEOUT)]
+    args = ["--steps", "60", "--epochs", "3", "--workers", "2", "--timeout", str(COLLECTIVE_TIMEOUT)]
     for fault in ("straggler", "leak"):
         args += ["--fault", f"{fault}@{PASSING_FAULTS}:2:{PASSING_SECONDS}"]
     args += ["--leak-mb", "16"]  # a straggling rank steps slowly: 64 MB/s leaked all the same
+    args += ["--straggler-factor", str(STRAGGLER_FACTOR)]
     with recording(tmp_path_factory.mktemp("passing") / "run.distmon", endpoint) as recorder:
         with torchrun(RANKS, *args, endpoint=endpoint, interval=0.5) as job:
             exit_code = job.wait(180)

@@ -70,12 +70,11 @@ def parallel_job(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_f
     args = ["--tp", "2", "--steps", "200", "--distmon", "--timeout", "300"]
     args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "15"]
     args += ["--deadlock-rank", "0", "--deadlock-step", "60"]
-    with recording(tmp_path_factory.mktemp("parallel") / "run.distmon", endpoint) as recorder:
-        with torchrun(8, *args, endpoint=endpoint, script=PARALLEL):
-            recorder.wait_critical("hang", timeout=120)
-            recorder.wait_critical("deadlock", timeout=120)
-        alerts = recorder.alerts()
-    return alerts
+    out = tmp_path_factory.mktemp("parallel") / "run.distmon"
+    with recording(out, endpoint) as recorder, torchrun(8, *args, endpoint=endpoint, script=PARALLEL):
+        recorder.wait_critical("hang", timeout=120)
+        recorder.wait_critical("deadlock", timeout=120)
+        return recorder.alerts()  # stopped before the job is killed: its ranks' end is the test's
 
 
 def hang_updates(recording: Path, ranks: list[int]) -> list[AlertEvent]:

@@ -61,7 +61,7 @@ def child_pids(pid: int) -> set[int]:
 @pytest.fixture(scope="module")
 def paused_job(torchrun, new_endpoint) -> PausedJob:
     endpoint = new_endpoint()
-    args = ["--steps", str(STEPS), "--step-time", "0.05", "--fault", "hang"]
+    args = ["--steps", str(STEPS), "--step-time", "0.05", "--workers", "2", "--fault", "hang"]
     args += ["--fault-rank", str(PAUSED_RANK), "--fault-step", str(PAUSE_STEP)]
     args += ["--hang-seconds", "5"]
     with Listener(endpoint) as listener, torchrun(RANKS, *args, endpoint=endpoint) as job:
@@ -98,7 +98,7 @@ def test_reports_arrive_every_interval_without_loss(paused_job):
         numbers = [r.n for r in reports]
         assert numbers == list(range(numbers[0], numbers[0] + len(numbers)))
         gaps = [b.t - a.t for a, b in itertools.pairwise(reports)]
-        assert max(gaps) < 3 * INTERVAL
+        assert max(gaps) < 6 * INTERVAL  # a reporting thread on a loaded machine waits for a CPU (1.6 s seen)
 
 
 def test_steps_and_forwards_are_counted_to_a_clean_exit(paused_job):
@@ -193,7 +193,7 @@ def test_memory_is_reported_and_gpu_absent_quietly(paused_job):
 
 
 def test_killed_dataloader_worker_and_its_rank_last_words(torchrun, endpoint):
-    args = ["--steps", "30", "--step-time", "0.05", "--fault", "worker-kill"]
+    args = ["--steps", "30", "--step-time", "0.05", "--workers", "2", "--fault", "worker-kill"]
     args += ["--fault-rank", "1", "--fault-step", "5", "--hang-seconds", "60"]
     with Listener(endpoint) as listener, torchrun(2, *args, endpoint=endpoint) as job:
         assert job.wait(timeout=90) != 0

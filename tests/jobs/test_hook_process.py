@@ -181,6 +181,7 @@ def start_script(directory: Path, source: str, env: dict[str, str]) -> subproces
     return subprocess.Popen(
         [sys.executable, str(script)],
         env=env,
+        stdin=subprocess.PIPE,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
@@ -355,6 +356,35 @@ def test_late_monitor_gets_fresh_reports_within_an_interval(tmp_path, endpoint):
     assert [r.n for r in reports] == list(range(reports[0].n, reports[0].n + len(reports)))
 
 
+WAITING = """
+import time
+import torch
+import distmon.hooks
+
+distmon.hooks.attach(torch.nn.Linear(8, 1))
+print("attached", flush=True)
+time.sleep(120)
+"""
+
+
+def test_a_monitor_started_after_the_rank_hears_from_it_at_once_not_an_interval_later(tmp_path, endpoint):
+    """The rank's first report, made at attach, found no monitor: the next goes the moment one
+    connects, not a minute later at the rank's next interval."""
+    env = script_env(endpoint)
+    env["DISTMON_INTERVAL"] = "60"
+    process = start_script(tmp_path, WAITING, env)
+    try:
+        assert process.stdout is not None and process.stdout.readline() == "attached\n"
+        time.sleep(1)  # the scenario: no monitor for longer than the report's wait to connect
+        with Listener(endpoint) as listener:
+            assert listener.wait_for(lambda reports: reports, timeout=30), "not heard before the next interval"
+            first = listener.snapshot()[0]
+    finally:
+        process.kill()
+        process.wait()
+    assert first.n >= 1 and first.exit is None  # not the report made at attach, nor last words
+
+
 def seconds_to_exit(directory: Path, source: str, env: dict[str, str]) -> float:
     """From the script's last line to the end of its process; fails on a wrong exit code."""
     process = start_script(directory, source, env)
@@ -492,7 +522,7 @@ distmon.hooks.attach()
 if sys.argv[1:] == ["own-handler"]:
     signal.signal(signal.SIGTERM, lambda *_: print("own handler", flush=True))
 print("attached", flush=True)
-time.sleep(5)
+sys.stdin.readline()  # until the test has had its say: a loaded machine takes its time
 print("survived", flush=True)
 """
 
@@ -502,7 +532,7 @@ def test_sigterm_sends_last_words_then_kills_as_before(tmp_path, listener):
     assert process.stdout is not None and process.stdout.readline() == "attached\n"
     time.sleep(2 * INTERVAL)
     process.send_signal(signal.SIGTERM)
-    assert process.wait(timeout=5) == -signal.SIGTERM, "the process dies of SIGTERM, as without the hook"
+    assert process.wait(timeout=60) == -signal.SIGTERM, "the process dies of SIGTERM, as without the hook"
     assert listener.wait_for(lambda reports: reports and reports[-1].exit is not None, timeout=2)
     assert listener.snapshot()[-1].exit.how == "terminated"
 
@@ -511,13 +541,19 @@ def test_a_sigterm_handler_installed_later_keeps_its_say(tmp_path, endpoint):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(SIGTERM_TARGET))
     process = subprocess.Popen(
-        [sys.executable, str(script), "own-handler"], env=script_env(endpoint), stdout=subprocess.PIPE, text=True
+        [sys.executable, str(script), "own-handler"],
+        env=script_env(endpoint),
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
     )
     try:
-        assert process.stdout is not None and process.stdout.readline() == "attached\n"
+        assert process.stdin is not None and process.stdout is not None
+        assert process.stdout.readline() == "attached\n"
         process.send_signal(signal.SIGTERM)
         assert process.stdout.readline() == "own handler\n"
-        assert process.wait(timeout=10) == 0
+        process.stdin.close()
+        assert process.wait(timeout=60) == 0
         assert process.stdout.read() == "survived\n"
     finally:
         process.kill()

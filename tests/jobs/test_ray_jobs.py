@@ -10,6 +10,7 @@ half a minute to start on two cores. docs/deployment.md shows a run's output.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.commands import distmon
 from tests.support.paths import SCRIPTS
 from tests.support.processes import kill_tree, start
 from tests.support.recorder import Recorder, alert_detail, recording
@@ -52,8 +54,27 @@ def test_a_worker_asleep_before_its_collective_is_named_at_its_frame(ray_job, tm
     hang = next(a for a in alerts if a["kind"] == "hang")
     assert hang["ranks"] == [2], hang
     assert "rank 2 is asleep in clock_nanosleep" in hang["summary"], hang
-    assert "ray_train_job.py:42 in misbehave" in detail, detail
+    assert "ray_train_job.py:43 in misbehave" in detail, detail
     assert {r.job for r in recorder.reports()} == {"ray-asleep"}
+
+
+def test_found_without_the_hook_its_workers_ranks_are_read_off_rays_log(ray_job, tmp_path: Path) -> None:
+    """Ray Train sets its workers' RANK in their own environment only: their ranks are read where
+    Ray logs them, their training thread (not Ray's event loop) is the one judged."""
+    _, command, env = ray_job
+    log = tmp_path / "job.log"
+    with log.open("w") as out:
+        argv = [*command, "--fault", "sleep", "--name", "found", "--no-distmon"]
+        job = start(argv, env=env, cwd=tmp_path, stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: "injecting sleep" in log.read_text(errors="replace"), 240, "rank 2 asleep")
+        look = distmon("look", "--job", "ray-found", "--json", timeout=90)
+    finally:
+        kill_tree(job)
+    assert look.returncode == 1, look.stdout + look.stderr
+    hang = next(a for a in json.loads(look.stdout) if a["kind"] == "hang")
+    assert hang["ranks"] == [2] and "rank 2 is asleep in clock_nanosleep" in hang["summary"], hang
+    assert "ray_train_job.py:43 in misbehave" in hang["detail"], hang["detail"]
 
 
 def test_a_clean_run_ends_finished_when_ray_ends_its_workers(ray_job, tmp_path: Path) -> None:

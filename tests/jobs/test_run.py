@@ -223,7 +223,7 @@ def test_a_hang_in_an_unmodified_job_is_caught_and_the_recording_closes(tmp_path
     """examples/train.py without --distmon; Ctrl-C (SIGINT to distmon) after the alert."""
     out = tmp_path / "run.distmon"
     job = [TORCHRUN, "--standalone", "--nproc_per_node=3", str(TRAIN)]
-    job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120"]
+    job += ["--fault", "hang", "--fault-rank", "2", "--timeout", "120", "--workers", "0"]
     process, lines, reader = recorded_run(out, job, {**JOB_ENV, "DISTMON_INTERVAL": "1"})
     try:
         deadline = time.monotonic() + 150

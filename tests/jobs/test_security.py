@@ -364,7 +364,8 @@ def test_a_keyed_rank_facing_a_monitor_of_another_job_trains_on_and_exits_prompt
     try:
         keyed.join(), plain.join()
         assert keyed.returncode == plain.returncode == 0
-        assert keyed.exit_lag < plain.exit_lag + 1.0, "the process outlived its script"
+        # a loaded machine stretches both ends (5 s beside three test files): a blocked exit is far longer
+        assert keyed.exit_lag < 2 * plain.exit_lag + 1.0, "the process outlived its script"
         done, dropped, seconds = keyed.line.split()
         assert done == "done" and int(dropped) > 0 and float(seconds) < 5
         refused: Counter[str] = Counter()

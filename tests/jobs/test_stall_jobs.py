@@ -88,7 +88,7 @@ class StallingJob:
 @pytest.fixture(scope="module")
 def stalls(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Stalled]:
     late_dir, blocked_dir = tmp_path_factory.mktemp("late-init"), tmp_path_factory.mktemp("loader-block")
-    late = StallingJob(late_dir, "--fault", "late-init", "--fault-rank", "1", "--timeout", "120")
+    late = StallingJob(late_dir, "--fault", "late-init", "--fault-rank", "1", "--timeout", "120", "--workers", "0")
     try:
         blocked = StallingJob(
             blocked_dir, "--fault", "loader-block", "--fault-rank", "-1", "--fault-step", "10", "--timeout", "120"

@@ -176,7 +176,7 @@ def test_a_slow_checkpoint_is_a_warning_that_says_checkpoint(working: Job) -> No
     assert re.match(r"rank 0 is writing a checkpoint, wrote [\d.]+ MiB in \d", alert.summary), alert.summary
     assert "barrier" in alert.summary and "a pause, not a hang" in alert.detail, alert
     keys = {id_of(e.alert) for e in working.events if "checkpoint" in e.alert.summary}
-    assert len(keys) == 2, "one alert per checkpoint"
+    assert len(keys) == 1, "the first checkpoint warns; the second is the job's habit, quiet"
 
 
 def test_a_slow_import_at_start_up_is_a_warning_that_says_importing(working: Job) -> None:

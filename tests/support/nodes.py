@@ -9,6 +9,7 @@ import contextlib
 import os
 import shutil
 import subprocess
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -75,7 +76,7 @@ def nodes(names: Sequence[str]) -> Iterator[tuple[str, list[Node]]]:
         _ip("addr", "add", SUBNET.format(n=n, host=1) + "/24", "dev", bridge)
         _ip("link", "set", bridge, "up")
         for i, name in enumerate(names):
-            namespace, inside, outside = f"dm{tag}{name[-1]}", f"dmi{tag}{i}", f"dmo{tag}{i}"
+            namespace, inside, outside = f"dm{tag}n{i}", f"dmi{tag}{i}", f"dmo{tag}{i}"
             node = Node(name, namespace, SUBNET.format(n=n, host=2 + i), inside, outside)
             _ip("netns", "add", namespace)
             made.append(node)
@@ -103,3 +104,67 @@ def nodes(names: Sequence[str]) -> Iterator[tuple[str, list[Node]]]:
             shutil.rmtree(hosts, ignore_errors=True)
         with contextlib.suppress(subprocess.SubprocessError, OSError):
             _ip("link", "del", bridge)
+
+
+def can_ssh() -> str | None:
+    """Why nodes cannot be reached over ssh here, or None where they can."""
+    if shutil.which(SSHD) is None and not Path(SSHD).exists():
+        return "needs Debian's openssh-server (sshd)"
+    if shutil.which("ssh") is None or shutil.which("ssh-keygen") is None:
+        return "needs ssh and ssh-keygen (openssh-client)"
+    return can_make_nodes()
+
+
+SSHD = "/usr/sbin/sshd"
+
+
+@contextlib.contextmanager
+def ssh_to(made: Sequence[Node], folder: Path) -> Iterator[Path]:
+    """An sshd on each of ``made``, inside its namespace under its host name, and an ssh config
+    reaching each by name with a key made here (batch mode, the nodes' host keys known): yields
+    the config's path, for ``ssh -F``. Everything started is stopped on leaving."""
+    folder.mkdir(parents=True, exist_ok=True)
+    for name in ("host_key", "user_key"):
+        subprocess.run(["ssh-keygen", "-q", "-t", "ed25519", "-N", "", "-f", str(folder / name)], check=True)
+    (folder / "authorized_keys").write_text((folder / "user_key.pub").read_text())
+    public = (folder / "host_key.pub").read_text().split()
+    known = [f"{node.name},{node.address} {public[0]} {public[1]}" for node in made]
+    (folder / "known_hosts").write_text("\n".join(known) + "\n")
+    Path("/run/sshd").mkdir(exist_ok=True)
+    daemons: list[subprocess.Popen[bytes]] = []
+    config = folder / "ssh_config"
+    hosts = [f"Host {node.name}\n  HostName {node.address}\n" for node in made]
+    config.write_text(
+        "".join(hosts)
+        + f"Host *\n  IdentityFile {folder / 'user_key'}\n  UserKnownHostsFile {folder / 'known_hosts'}\n"
+        "  StrictHostKeyChecking yes\n  BatchMode yes\n  LogLevel ERROR\n"
+    )
+    try:
+        for node in made:
+            conf = folder / f"sshd-{node.name}.conf"
+            conf.write_text(
+                f"ListenAddress {node.address}\nHostKey {folder / 'host_key'}\n"
+                f"AuthorizedKeysFile {folder / 'authorized_keys'}\nPidFile {folder / f'sshd-{node.name}.pid'}\n"
+                "UsePAM no\nStrictModes no\nPermitRootLogin prohibit-password\nPasswordAuthentication no\n"
+                "KbdInteractiveAuthentication no\nAcceptEnv LANG LC_*\n"
+            )
+            log = folder / f"sshd-{node.name}.log"
+            daemons.append(subprocess.Popen(node.command([SSHD, "-D", "-f", str(conf), "-E", str(log)])))
+        for node in made:
+            _wait_for_ssh(config, node.name)
+        yield config
+    finally:
+        for daemon in daemons:
+            daemon.terminate()
+        for daemon in daemons:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                daemon.wait(10)
+
+
+def _wait_for_ssh(config: Path, host: str) -> None:
+    for _ in range(100):
+        done = subprocess.run(["ssh", "-F", str(config), host, "true"], capture_output=True, timeout=30)
+        if done.returncode == 0:
+            return
+        time.sleep(0.1)
+    raise AssertionError(f"sshd on {host} did not answer: {done.stderr.decode(errors='replace')}")

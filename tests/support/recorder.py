@@ -59,16 +59,6 @@ class Recorder:
         except AssertionError as e:
             raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}") from None
 
-    def wait_detail(self, kind: str, evidence: str, timeout: float = 30) -> None:
-        """Until the recorded ``kind`` alert's detail shows ``evidence``: a stack taken from
-        outside lands in an update after the alert."""
-        try:
-            wait_until(
-                lambda: evidence in alert_detail(self.out, kind), timeout, f"a {kind} alert showing {evidence!r}"
-            )
-        except AssertionError as e:
-            raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}") from None
-
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> str:
         """Stop it as a batch system (SIGTERM) or a person (SIGINT) would; its stderr."""
         self.process.send_signal(sig)

@@ -413,3 +413,186 @@ def test_torchruns_failure_table_bounds_the_world() -> None:
     )
     analysis = analyze_text(table)
     assert (analysis.world, analysis.world_from) == (7, "the log")
+
+
+SUBGROUP_WAIT = (
+    "[rank{r}]:[E0703 09:15:02.{r}00 ProcessGroupNCCL.cpp:1785] [PG ID 3 PG GUID 3 Rank {local}] Timeout at NCCL "
+    "work: 212, last enqueued NCCL work: 212, last completed NCCL work: 211."
+)
+
+
+def test_a_cut_traceback_beside_ranks_waiting_in_a_subgroup_is_the_first_suspect_and_the_verdict_is_one() -> None:
+    """Rank 5 raised (its traceback cut before its exception line) while ranks 4, 6, 7 waited in
+    a group the log does not lay out: it is suspected first, with its frame, ahead of ranks of
+    which the log says nothing; the verdict does not also clear everyone, nor add a second
+    voice saying the same."""
+    log = "\n".join(
+        [
+            "[rank5]: Traceback (most recent call last):",
+            '[rank5]:   File "/srv/job/loop.py", line 88, in <module>',
+            '[rank5]:   File "/srv/job/loop.py", line 61, in step',
+            "[rank5]:     grads = shard.pull(batch)",
+            *(SUBGROUP_WAIT.format(r=r, local=r - 4) for r in (4, 6, 7)),
+        ]
+    )
+    analysis = analyze_text(log)
+    verdict = assign_blame(analysis)
+    assert verdict.nobody is None and verdict.culprits == []
+    assert verdict.suspects[0].rank == 5 and "in step (/srv/job/loop.py:61)" in verdict.suspects[0].why
+    assert "suspected: rank 5 (it raised in step" in verdict.headline
+    shown = render_analysis(analysis)
+    assert "SUSPECTED rank 5" in shown and "Also:" not in shown and "follow from it" not in shown
+
+
+def first_wait(rank: int, op: str = "ALLREDUCE") -> str:
+    return (
+        f"[rank{rank}]:[E0703 09:15:02.1 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=1, OpType={op}, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600007 "
+        "milliseconds before timing out.\n"
+        f"[rank{rank}]:[E0703 09:15:02.2 ProcessGroupNCCL.cpp:2289] [PG ID 0 PG GUID 0(default_pg) Rank {rank}]  "
+        "failure detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, last completed work: 0"
+    )
+
+
+def test_the_first_collective_never_completed_with_one_ranks_lines_is_a_set_up_fault() -> None:
+    """NCCL makes a group's communicator at its first collective, once every member called it: a
+    rank timing out in collective #1 with nothing completed shows that every rank issued it,
+    whichever ranks the log shows. Nobody is blamed; what to check is said."""
+    verdict = assign_blame(analyze_text("  global_world_sizes=[4, 4, 4, 4]\n" + first_wait(2)))
+    assert verdict.culprits == [] and verdict.suspects == [] and verdict.nobody is not None
+    for words in ("rank 2 waits in collective #1 (all_reduce)", "set-up fault", "NCCL_P2P_DISABLE=1", "ACS", "iommu"):
+        assert words in verdict.nobody, words
+    assert "device_id" in verdict.nobody, "ranks the log does not show: the eager communicator is said"
+    assert assign_blame(analyze_text(first_wait(1, "SEND"))).nobody is None, "a pair's send: the program's order"
+    failed = "[rank0]: Traceback (most recent call last):\n[rank0]: OSError: no such file\n" + first_wait(1)
+    assert assign_blame(analyze_text(failed)).culprits == [0], "a rank that raised is the cause, not the set-up"
+
+
+def test_a_store_wait_beside_a_progress_bar_still_moving_suspects_the_busy_rank() -> None:
+    """Rank 2 timed out waiting in c10d's store while a bar no rank labels (the main process's)
+    still ran: rank 2 waited, the busy rank is suspected first; rank 2 is no culprit."""
+    log = "\n".join(
+        [
+            "Tokenizing shards:  61%|██████    | 6100/10000 [29:58<18:40, 3.48it/s]",
+            "[rank2]:[W703 09:15:02.100 socket.cpp:464] [c10d] waitForInput: poll for socket SocketImpl(fd=41, "
+            "addr=[localhost]:50112, remote=[localhost]:29500) returned 0, likely a timeout",
+            "[rank2]: Traceback (most recent call last):",
+            '[rank2]:   File "/srv/job/prep.py", line 12, in <module>',
+            "[rank2]: torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg//0//cuda//0",
+        ]
+    )
+    analysis = analyze_text(log)
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [] and verdict.nobody is None
+    assert [s.rank for s in verdict.suspects] == [0, 1], "the busy rank, then the one the log does not show"
+    assert "61% (6100/10000) after 29:58" in verdict.suspects[0].why
+    assert "rank 2 timed out waiting in c10d's store for another rank" in verdict.headline
+    assert "0 ranks" not in render_analysis(analysis)
+
+
+def test_a_store_wait_names_the_rank_it_waited_for() -> None:
+    """The communicator's set-up names its root: the waiter waited for it."""
+    log = (
+        "[rank3]: RuntimeError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: Socket Timeout"
+    )
+    verdict = assign_blame(analyze_text(log))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects][:1] == [0]
+    assert "ncclUniqueId" in verdict.suspects[0].why and 3 not in [s.rank for s in verdict.suspects]
+
+
+def test_the_communicators_set_up_message_at_a_lines_start_keeps_its_rank() -> None:
+    """torch's ``[3] is setting up NCCL communicator ...`` is rank 3's, not a pasted file's line 3,
+    where it starts a line or a terminal's wrap put it there."""
+    message = (
+        "[3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key "
+        "'0', but store->get('0') got error: Socket Timeout"
+    )
+    for log in (message, "RuntimeError: " + message):
+        analysis = analyze_text(log)
+        assert analysis.log.stores.waiters() == {3} and analysis.log.stores.awaited() == [0], log
+
+
+def test_a_barrier_inside_main_process_first_waits_for_the_main_process() -> None:
+    """A traceback no rank prefixes, cut in the barrier of ``main_process_first``: a process waited
+    while the main one ran the block first."""
+    log = "\n".join(
+        [
+            "Mapping rows:  47%|████▋     | 47000/100000 [30:00<33:50, 26.1 rows/s]Traceback (most recent call last):",
+            '  File "/srv/job/sft.py", line 30, in main',
+            "    with args.main_process_first(desc='map'):",
+            '  File "/py/transformers/training_args.py", line 2400, in main_process_first',
+            "    dist.barrier()",
+            '  File "/py/torch/distributed/distributed_c10d.py", line 4100, in barrier',
+            "    work = group.barrier(opts=opts)",
+        ]
+    )
+    verdict = assign_blame(analyze_text(log))
+    assert [s.rank for s in verdict.suspects] == [0] and "main_process_first" in verdict.suspects[0].why
+    assert "47% (47000/100000)" in verdict.suspects[0].why and verdict.nobody is None
+
+
+def test_no_summary_says_zero_ranks() -> None:
+    log = "Traceback (most recent call last):\n  File \"run.py\", line 2, in <module>\nKeyError: 'x'\nNCCL WARN oops"
+    shown = render_analysis(analyze_text(log))
+    assert "0 ranks" not in shown and "it names no rank" in shown
+
+
+def rank0_waits(seq: int, enqueued: int) -> str:
+    return (
+        f"[rank0]:[E0703 09:15:02.1 ProcessGroupNCCL.cpp:2289] [PG ID 0 PG GUID 0(default_pg) Rank 0]  failure "
+        f"detected by watchdog at work sequence id: {seq} PG status: last enqueued work: {enqueued}, last completed "
+        f"work: {seq - 1}"
+    )
+
+
+def test_rank0_alone_waiting_suspects_the_others_first() -> None:
+    """Only rank 0's lines: it waited, so the others come first, rank 0 (alone in a collective only
+    it calls) after; a rank 0 that went on enqueuing is not suspected at all; after the training
+    loop ended, or in a world of more ranks none of which printed its wait, rank 0 alone comes
+    first."""
+    suspects = lambda log: [s.rank for s in assign_blame(analyze_text(log)).suspects]  # noqa: E731
+    assert suspects(rank0_waits(77, 77)) == [1, 0]
+    assert suspects(rank0_waits(77, 90)) == [1], "it enqueued 13 more: in its own loop, waiting for the other"
+    assert suspects("`Trainer.fit` stopped: `max_epochs=3` reached.\n" + rank0_waits(77, 77))[:1] == [0]
+    assert suspects("  global_world_sizes=[4, 4, 4, 4]\n" + rank0_waits(77, 77))[:1] == [0]
+
+
+def test_a_store_waiters_own_traceback_is_its_wait() -> None:
+    """Rank 3 waited in the store and its traceback (cut before its exception line) is that wait:
+    it is not suspected for it; the rank the bar shows working is."""
+    log = "\n".join(
+        [
+            "Packing:  35%|███▌      | 350/1000 [30:01<55:40, 5.1s/it]",
+            "[rank3]:[W703 09:15:02.1 socket.cpp:464] [c10d] waitForInput: poll for socket SocketImpl(fd=9, "
+            "addr=[localhost]:41000, remote=[localhost]:29500) returned 0, likely a timeout",
+            "[rank3]: Traceback (most recent call last):",
+            '[rank3]:   File "/srv/job/pack.py", line 7, in <module>',
+        ]
+    )
+    verdict = assign_blame(analyze_text(log))
+    assert [s.rank for s in verdict.suspects][:1] == [0] and 3 not in [s.rank for s in verdict.suspects]
+
+
+def test_a_store_wait_no_rank_prefixes_suspects_rank_0_by_habit() -> None:
+    """A process timed out waiting in the store and the log names no rank: rank 0, which most often
+    works alone while the others wait, is suspected, as where ranks wait in a collective."""
+    log = "torch.distributed.DistStoreError: wait timeout after 1800000ms, keys: /default_pg//0//cuda//0"
+    verdict = assign_blame(analyze_text(log))
+    assert [s.rank for s in verdict.suspects] == [0] and "works alone" in verdict.suspects[0].why
+    assert "a process timed out waiting in c10d's store" in verdict.headline
+
+
+def test_a_store_wait_in_a_spawned_process_is_that_process_s() -> None:
+    """``mp.spawn`` prints process 2's traceback under its heading: the store wait in it is process 2's."""
+    log = "\n".join(
+        [
+            "-- Process 2 terminated with the following error:",
+            "Traceback (most recent call last):",
+            '  File "/py/torch/multiprocessing/spawn.py", line 69, in _wrap',
+            "RuntimeError: Socket Timeout",
+        ]
+    )
+    analysis = analyze_text(log)
+    assert analysis.log.stores.waiters() == {2}
+    assert 2 not in [s.rank for s in assign_blame(analysis).suspects]

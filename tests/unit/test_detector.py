@@ -417,7 +417,9 @@ def test_a_straggler_short_of_cpu_is_named_so_once_the_prober_has_looked() -> No
         asked.append(0.0)
         if len(asked) == 1:
             return None  # the first call starts the looking
-        first, last = (Sample(pid, t, "R", syscall="running", cpu=0.5 * t, queued=0.4 * t, load=6.3) for t in (0, 2))
+        first, last = (
+            Sample(pid, t, "R", syscall="running", cpu=0.5 * t, queued=0.4 * t, load=6.3, cpus=4) for t in (0, 2)
+        )
         return Seen(first, last, first)
 
     sim = SimJob(world=8).straggler(4, 3.0)
@@ -425,7 +427,8 @@ def test_a_straggler_short_of_cpu_is_named_so_once_the_prober_has_looked() -> No
     (raised,) = [c for _, c in changes if c.event == "raised"]
     assert raised.alert.kind == "straggler" and raised.alert.ranks == [4]
     assert raised.alert.summary.startswith("rank 4 is short of CPU: its training thread waited for a CPU 40% of the")
-    assert "host load 6.3" in raised.alert.summary and "OMP_NUM_THREADS" in raised.alert.detail
+    assert "host load 6.3 on 4 CPUs" in raised.alert.summary, "its host's CPUs, not the monitor's"
+    assert "OMP_NUM_THREADS" in raised.alert.detail
     assert len(asked) >= 2, "named after a look, not before"
 
 

@@ -10,15 +10,18 @@ from pathlib import Path
 import msgpack
 import pytest
 
+from distmon.export.plain import render
 from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.outside.sight import ALIVE, GONE, Sight
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.pipeline import Monitor
+from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.session import Session
+from distmon.monitor.state.words import reach_line
 from distmon.node import looks as eye_looks
 from distmon.node.links import NET, Link
-from distmon.node.looks import Looks, Taken, Wanted, wanted_looks
+from distmon.node.looks import Looks, Reached, Taken, Wanted, wanted_looks
 from distmon.node.proc import Mount, Sample
 from distmon.node.pyspy import OutsideStack
 from distmon.wire import Report, StackFrame, WireError, encode
@@ -46,6 +49,32 @@ def node_b() -> Looks:
 def test_looks_read_back_as_sent() -> None:
     (back,) = eye_looks.decode_looks(eye_looks.encode_looks([node_b()]))
     assert back == node_b()
+    reached = [Reached("node-c", eye_looks.SSH, eye_looks.UNREACHABLE, "ssh: Connection refused")]
+    head = Looks("head", reached=reached)
+    assert eye_looks.decode_looks(eye_looks.encode_looks([head])) == [head]
+
+
+def test_how_the_nodes_reached_fared_is_kept_and_said_with_what_to_do(tmp_path: Path) -> None:
+    """The head's eye tells it; the job's facts keep the latest of each node; a report of the
+    recording says each node not seen, with why and what to do."""
+    monitor = Monitor(recorder=RecordingWriter(str(tmp_path / "r.distmon")))
+    told = [
+        Reached("node-b", eye_looks.SSH, eye_looks.SILENT, ""),
+        Reached("node-c", eye_looks.SSH, eye_looks.UNREACHABLE, "Permission denied (publickey)"),
+    ]
+    monitor.saw([eye_looks.encode_looks([Looks("head", reached=told)])], T0)
+    seen = [Reached("node-b", eye_looks.SSH, eye_looks.SEEN, "")]
+    monitor.saw([eye_looks.encode_looks([Looks("head", reached=seen)])], T0 + 1)
+    monitor.close()
+    reached = monitor.state.told.reached
+    assert [r.state for r in reached.values()] == [eye_looks.SEEN, eye_looks.UNREACHABLE]
+    line = reach_line(reached["node-c"])
+    assert line == (
+        "node-c: not reached over ssh (Permission denied (publickey)): check that `ssh node-c` works from here "
+        "without a password, or look there"
+    )
+    assert reach_line(reached["node-b"]) == ""
+    assert f"Not seen: {line}" in render(load_recording(str(tmp_path / "r.distmon")))
 
 
 @pytest.mark.parametrize(

@@ -184,6 +184,27 @@ def test_an_endpoint_in_use_cannot_be_bound_twice() -> None:
         first.close()
 
 
+def test_an_ipc_socket_a_monitor_listens_on_is_not_taken_from_it_but_one_left_by_a_dead_one_is(endpoint: str) -> None:
+    """ZeroMQ binds over a unix socket in use without a word: the newcomer would get every rank
+    that connects from then on, the first monitor none (its recording: "No rank reported")."""
+    first = LiveFeed(endpoint)
+    try:
+        with pytest.raises(EndpointError, match="another monitor or relay listens there"):
+            LiveFeed(endpoint)
+    finally:
+        first.close()
+    again = LiveFeed(endpoint)  # its socket file is still there, no one listening
+    try:
+        with sender(endpoint, linger=0) as push:
+            push.send(b"x")
+            deadline = time.monotonic() + 10
+            while again.received < 1 and time.monotonic() < deadline:
+                time.sleep(0.01)
+        assert again.received == 1
+    finally:
+        again.close()
+
+
 def test_live_feed_caps_count_frames_and_take_splits_a_batch_to_its_limit(endpoint: str) -> None:
     """A relay's batch of 25 frames into a feed holding 10: the 15 oldest frames are dropped,
     the rest handed out in pieces no bigger than asked for, still naming the relay."""

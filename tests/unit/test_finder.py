@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import os
 import signal
+import socket
 import subprocess
 import sys
 import textwrap
@@ -117,3 +118,94 @@ def test_a_python_launcher_with_a_rank_of_its_own_is_no_rank(launch) -> None:
     found = scan_until(finder, lambda f: len(f.jobs.get("slurm-77", [])) == 2)
     assert {r.launcher for r in found.jobs["slurm-77"]} == {agent}
     assert all(r.pid != agent for r in found.jobs["slurm-77"])
+
+
+LIGHTNING = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    if "LOCAL_RANK" not in os.environ:  # local rank 0, as the user started it: its children are the others
+        for local in (1, 2):
+            env = {**os.environ, "LOCAL_RANK": str(local), "NODE_RANK": "0", "WORLD_SIZE": "3",
+                   "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29511"}
+            subprocess.Popen([sys.executable, *sys.argv], env=env)
+    time.sleep(60)
+    """
+)
+BY_ARGV = textwrap.dedent(
+    """
+    import os, subprocess, sys, time
+    if "--rank" not in sys.argv:
+        env = {**os.environ, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "29512"}
+        for r in range(3):
+            subprocess.Popen([sys.executable, sys.argv[0], "--rank", str(r), "--world-size", "3"], env=env)
+    time.sleep(60)
+    """
+)
+SPAWNING = textwrap.dedent(
+    """
+    import multiprocessing, time
+    if __name__ == "__main__":
+        for _ in range(3):
+            multiprocessing.get_context("spawn").Process(target=time.sleep, args=(60,)).start()
+        time.sleep(60)
+    """
+)
+
+
+@pytest.fixture
+def script(tmp_path: Path) -> Iterator[Callable[[str, str], int]]:
+    """``script(name, text)``: a Python script of ``text`` started as ``name``, with every
+    process it starts killed after the test."""
+    started: list[subprocess.Popen[bytes]] = []
+
+    def run(name: str, text: str) -> int:
+        (tmp_path / name).write_text(text)
+        env = {k: v for k, v in os.environ.items() if k not in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR")}
+        process = subprocess.Popen([sys.executable, str(tmp_path / name)], env=env, start_new_session=True)
+        started.append(process)
+        return process.pid
+
+    yield run
+    for process in started:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+
+
+def test_lightnings_local_ranks_are_placed_by_the_tree_the_first_the_process_the_user_started(script) -> None:
+    user = script("fit.py", LIGHTNING)
+    found = scan_until(Finder(), lambda f: len(f.jobs.get("127.0.0.1:29511", [])) == 3)
+    ranks = found.jobs["127.0.0.1:29511"]
+    assert [(r.rank, r.world, r.local_rank, r.read_from) for r in ranks] == [
+        (0, 3, 0, "process tree"), (1, 3, 1, "process tree"), (2, 3, 2, "process tree")
+    ]  # fmt: skip
+    assert ranks[0].pid == user
+
+
+def test_ranks_given_theirs_on_the_command_line_are_found_by_it(script) -> None:
+    launcher = script("launch.py", BY_ARGV)
+    found = scan_until(Finder(), lambda f: len(f.jobs.get("127.0.0.1:29512", [])) == 3)
+    ranks = found.jobs["127.0.0.1:29512"]
+    assert [(r.rank, r.world, r.read_from, r.launcher) for r in ranks] == [
+        (r, 3, "command line", launcher) for r in range(3)
+    ]
+    assert ranks[0].store == ("127.0.0.1", 29512)
+
+
+def test_processes_spawned_by_multiprocessing_are_ranks_to_read_off_their_stacks(script) -> None:
+    """``mp.spawn``'s ranks carry no rank anywhere their launcher reaches: found with none, their
+    world the number spawned; the script that spawned them is no rank."""
+    parent = script("spawns.py", SPAWNING)
+    found = scan_until(Finder(), lambda f: len(f.jobs.get(f"{socket.gethostname()}:{parent}", [])) == 3)
+    ranks = found.jobs[f"{socket.gethostname()}:{parent}"]
+    assert all(r.rank is None and r.spawned and r.world == 3 and r.launcher == parent for r in ranks)
+
+
+def test_a_python_launcher_naming_the_store_is_no_rank(launch) -> None:
+    """A launcher written in Python whose own environment names the job's store (``srun``'s
+    stand-in, a script of the user's) started ranks: it is none of them, nor a job of its own."""
+    store = {"MASTER_ADDR": "10.0.0.1", "MASTER_PORT": "29513"}
+    agent = launch("launch.py", [srun_env(r, 2) for r in range(2)], own=store)
+    finder = Finder()
+    found = scan_until(finder, lambda f: len(f.jobs.get("slurm-77", [])) == 2)
+    assert all(r.pid != agent for ranks in found.jobs.values() for r in ranks), found.jobs
+    assert found.job_of(agent, finder.parents) == "slurm-77"

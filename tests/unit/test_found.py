@@ -7,9 +7,11 @@ from __future__ import annotations
 
 import signal
 import subprocess
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import replace
+from typing import ClassVar
 
 from distmon import wire
 from distmon.monitor.outside.sight import Seen
@@ -18,7 +20,7 @@ from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert
 from distmon.monitor.state.words import stackless_words
 from distmon.node import found_ranks, proc
-from distmon.node.finder import FoundRank
+from distmon.node.finder import Found, FoundRank
 from distmon.node.prober import CLOSE_PERIOD
 from distmon.node.proc import Sample
 from distmon.node.pyspy import Sampled
@@ -69,8 +71,8 @@ class Eye:
 
 
 def found_report(rank: int, t: float, where: Where, world: int = 4) -> Report:
-    stack, since, peer = where
-    outside = wire.Outside(launcher=999, peer=peer)
+    stack, since, peer, *spinning = where
+    outside = wire.Outside(launcher=999, peer=peer, stood_since=spinning[0] if spinning else since)
     return report(rank, world, t=t, stack=stack, stalled_since=since, outside=outside)
 
 
@@ -103,6 +105,18 @@ def waiting(stack: list[StackFrame], from_t: float = T0 + 1, peer: int | None = 
         if t < from_t:
             return frames(line=int(t) % 7 + 20), None, None
         return stack, from_t if t - from_t >= wire.STALL_FLOOR else None, peer
+
+    return where
+
+
+def spinning(stack: list[StackFrame], from_t: float = T0 + 1) -> Callable[[float], Where]:
+    """A rank that reaches ``stack`` at ``from_t`` and stays there, busy: it stands there, and
+    makes progress, as far as the outside can tell."""
+
+    def where(t: float) -> Where:
+        if t < from_t:
+            return frames(line=int(t) % 7 + 20), None, None
+        return stack, None, None, from_t if t - from_t >= wire.STALL_FLOOR else None  # type: ignore[return-value]
 
     return where
 
@@ -210,6 +224,53 @@ def test_bit_128_with_an_exception_is_no_found_rank() -> None:
     assert raw[1] & wire.FLAG_FOUND and wire.decode(raw).outside == Outside(launcher=999)
 
 
+SYNC = frames(line=55, func="sync")
+"""A rank spinning at its sync point, waiting for an all-reduce that returned at once (a GPU's
+wait: not inside ``torch.distributed``)."""
+
+
+def test_ranks_standing_at_one_sync_point_wait_and_the_rank_elsewhere_is_named() -> None:
+    """On a GPU, the waiters block at a later sync point, busy, all at one line of their code."""
+    job = {0: spinning(SYNC), 1: spinning(SYNC), 2: waiting(ASLEEP), 3: spinning(SYNC)}
+    (hang,) = run(job, Eye({2: "clock_nanosleep"}), 12)
+    assert hang.ranks == [2] and hang.severity == CRITICAL
+    assert hang.summary.startswith("rank 2 is asleep in clock_nanosleep; 3 ranks wait for it, in a sync point ")
+    assert f"at {TRAIN}:55 in sync" in hang.summary
+
+
+def test_two_ranks_each_at_its_own_line_are_no_sync_point() -> None:
+    """Half at one line, half at another: which of them waits cannot be told."""
+    job = {0: spinning(SYNC), 1: spinning(SYNC), 2: waiting(ASLEEP), 3: waiting(ASLEEP)}
+    assert [a for a in run(job, Eye({2: "clock_nanosleep", 3: "clock_nanosleep"}), 12) if a.ranks] == []
+
+
+def test_every_rank_busy_at_one_line_is_work_not_a_hang() -> None:
+    """Every rank in one long call (an evaluation, a big matmul): nobody stands elsewhere."""
+    assert run(dict.fromkeys(range(4), spinning(SYNC)), Eye({}), 20) == []
+
+
+def test_ranks_seen_waiting_for_ranks_not_seen_blame_nobody_and_say_where_to_look() -> None:
+    """A node of the job not looked at: the ranks here wait on their peers, none of them behind."""
+    (hang,) = run({0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE)}, Eye({}), 12, world=4)
+    assert hang.key == "hang:unseen" and hang.ranks == [] and hang.severity == CRITICAL
+    assert hang.summary.startswith("ranks 0-1 wait, in all_reduce at ")
+    assert hang.summary.endswith("whom for is not seen (ranks 2-3, on other nodes)")
+    assert "The job has 4 ranks: ranks 2-3 were not seen" in hang.detail
+    assert "distmon look --hosts NODE,..." in hang.detail
+
+
+def test_a_rank_seen_holding_up_the_others_is_named_and_the_ranks_not_seen_are_said() -> None:
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ASLEEP)}
+    (hang,) = run(job, Eye({1: "clock_nanosleep"}), 12, world=4)
+    assert hang.ranks == [1] and "Not seen: ranks 2-3, on nodes not looked at" in hang.detail
+
+
+def test_a_job_named_before_it_reported_takes_its_world_size_from_its_first_report() -> None:
+    monitor = Monitor(Detector(), job="job")
+    monitor.ingest(wire.encode(found_report(0, T0, (ASLEEP, None, None), world=4)), T0)
+    assert monitor.state.world == 4
+
+
 # The eye's reading of its looks: since when a rank has made no progress seen from outside.
 
 RANK = FoundRank(pid=4242, rank=2, world=4, local_rank=2, job="job", started=1, launcher=999)
@@ -278,6 +339,55 @@ def test_a_main_thread_asleep_neither_runs_nor_wakes_between_two_looks() -> None
 def in_state(pid: int, states: str) -> bool:
     look = proc.look(pid, time.monotonic())
     return look is not None and look.state in states
+
+
+def test_a_rank_that_spawn_or_init_process_group_numbered_is_read_off_its_stack() -> None:
+    spawn = "/venv/lib/python3.11/site-packages/torch/multiprocessing/spawn.py"
+    process = "/usr/lib/python3.11/multiprocessing/process.py"
+    wrapped = [StackFrame(process, 108, "run"), StackFrame(spawn, 90, "_wrap"), *ASLEEP]
+    unknown = replace(RANK, rank=None, world=4, spawned=True)
+    w = found_ranks._Watched(unknown)
+    args = [{} for _ in wrapped]
+    args[1] = {"fn": "<function demo>", "i": "3", "args": "(4,)"}
+    found_ranks._identify(w, {RANK.pid: Sampled(wrapped, args)})
+    assert w.identity == (3, 4)
+    joining = [*frames(line=30, func="setup"), StackFrame(C10D, 1600, "init_process_group")]
+    args = [{} for _ in joining]
+    args[-1] = {"backend": "'gloo'", "rank": "5", "world_size": "8"}
+    w = found_ranks._Watched(replace(unknown, spawned=False))
+    found_ranks._identify(w, {RANK.pid: Sampled(joining, args)})
+    assert w.identity == (5, 8)
+    other = [StackFrame(process, 108, "run"), StackFrame("/app/pool.py", 10, "work")]
+    w = found_ranks._Watched(unknown)
+    found_ranks._identify(w, {RANK.pid: Sampled(other, [{} for _ in other])})
+    assert w.identity is None and w.not_a_rank
+
+
+def test_a_slow_stack_delays_no_other_ranks_report() -> None:
+    """Each found rank's look stands on its own: one py-spy that hangs leaves that rank on its
+    last stack, and the others report on time."""
+    slow, ranks = threading.Event(), [replace(RANK, pid=5000 + r, rank=r) for r in range(3)]
+
+    class Finder:
+        parents: ClassVar[dict[int, int]] = {}
+
+        def scan(self) -> Found:
+            return Found({"job": ranks})
+
+    def sampler(pid: int) -> dict[int, Sampled] | str:
+        if pid == 5001:
+            slow.wait(30)
+        return {pid: sampled(ASLEEP)}
+
+    eye = found_ranks.FoundRanks("host", interval=0.2, finder=Finder(), sampler=sampler)  # type: ignore[arg-type]
+    try:
+        reports: list[Report] = []
+        wait_until(lambda: bool(reports.extend(map(wire.decode, eye.take()))) or len(reports) >= 6, 10, "reports")
+        assert {r.rank for r in reports} == {0, 1, 2}
+        assert all(r.stack == ASLEEP for r in reports if r.rank != 1)
+    finally:
+        slow.set()
+        eye.close()
 
 
 def test_a_torn_or_refused_stack_changes_nothing() -> None:

@@ -13,29 +13,24 @@ from pathlib import Path
 
 import pytest
 
-from distmon.forensics import distributed_debug, horovod, launcher_lines
-from distmon.forensics.accounts import _Failure, _whom
+from distmon.forensics import crashes, distributed_debug, horovod, launcher_lines, ray_actors
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
+from distmon.forensics.crashes import Crashes
 from distmon.forensics.desync import MAX_REPORTS, DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
+from distmon.forensics.failures import Failure, whom
 from distmon.forensics.horovod import HorovodStalls
-from distmon.forensics.launcher_lines import (
-    LOCAL_RANK,
-    PROCESS,
-    RANK,
-    SPAWNED,
-    TASK,
-    WORKER,
-    LauncherLines,
-    WorkerExit,
-    task_list,
-)
+from distmon.forensics.launcher_lines import LauncherLines, task_list
 from distmon.forensics.logs import read_log
 from distmon.forensics.nccl import NcclLines
 from distmon.forensics.pasted import lines_as_written, unlabelled
 from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
+from distmon.forensics.ray_actors import RayActors
+from distmon.forensics.stores import MAX_WAITS, StoreLines
 from distmon.forensics.watchdog import op_family, watchdog_said
+from distmon.forensics.worker_exits import LOCAL_RANK, PROCESS, RANK, SPAWNED, TASK, WORKER, WorkerExit
+from distmon.wire import StackFrame
 
 
 def analyze_text(text: str) -> Analysis:
@@ -72,7 +67,7 @@ def read_launcher(text: str) -> list[WorkerExit]:
     lines = LauncherLines(exits.append)
     for line in text.splitlines():
         lines.line(line)
-    lines.flush()
+    lines.finish()
     return exits
 
 
@@ -190,8 +185,8 @@ def test_open_mpis_signal_handler_and_mpirun_naming_one_segfaulting_worker_are_o
     )
     verdict = assign_blame(analyze_text(text))
     assert verdict.nobody is None and verdict.culprits == [3], "the process is rank 3, by pid and by rank"
-    assert _whom([_Failure("rank 0"), _Failure("process 12")]) == "rank 0 and 1 process"
-    assert _whom([_Failure("process 11"), _Failure("process 12")]) == "2 processes"
+    assert whom([Failure("rank 0"), Failure("process 12")]) == "rank 0 and 1 process"
+    assert whom([Failure("process 11"), Failure("process 12")]) == "2 processes"
 
 
 # --- the desync report ----------------------------------------------------------------------
@@ -333,6 +328,118 @@ def test_horovods_shutdown_is_a_lost_peers_consequence() -> None:
     assert facts.raised[1].consequence, "Open MPI's tag is the rank; its exception names another's"
 
 
+def test_every_rank_missing_from_a_tensor_another_submitted_blames_nobody() -> None:
+    """Each rank waits on another (a join, uneven data): no rank is behind the rest."""
+    stalls = HorovodStalls()
+    for line in ["Missing ranks:", "0: [allreduce.a, allreduce.b]", "1: [allreduce.b]", "2: [allreduce.a]"]:
+        stalls.line(line)
+    assert stalls.holding_up(3) is None and "diverged" in (stalls.diverged(3) or "")
+    assert stalls.diverged(4) is None and stalls.holding_up(4) is not None, "rank 3 missing from none: not all"
+
+
+def test_open_mpis_tag_before_a_missing_rank_leaves_the_rank_in_the_line() -> None:
+    """``[1,0]<stderr>:2: [...]`` is rank 0's line naming rank 2, not srun's task 2's."""
+    assert unlabelled("[1,0]<stderr>:2: [allreduce.a]").text == "[rank0]:2: [allreduce.a]"
+    assert unlabelled("4: [1,0]<stderr>:x").text == "[rank0]:x", "srun's label before the tag is still srun's"
+
+
+# --- the store, Ray's actors, a launcher's own signal ----------------------------------------------
+
+
+def test_a_process_that_never_reached_the_store_blames_the_set_up() -> None:
+    log = (
+        "[E socket.cpp:957] [c10d] The client socket has timed out after 600s while trying to connect to "
+        "(10.9.8.7, 23456).\nTraceback (most recent call last):\n"
+        '  File "/usr/bin/torchrun", line 8, in <module>\n'
+        "torch.distributed.DistNetworkError: The client socket has timed out after 600s while trying to connect to "
+        "(10.9.8.7, 23456)."
+    )
+    verdict = assign_blame(analyze_text(log))
+    assert verdict.nobody is not None and "10.9.8.7:23456 within 600s" in verdict.nobody
+    assert "the set-up, not a rank" in verdict.nobody and not verdict.suspects
+    bridge = log.replace("10.9.8.7", "172.17.0.9")
+    assert "Docker's default bridge" in (assign_blame(analyze_text(bridge)).nobody or "")
+    for never in (
+        "torch.distributed.DistStoreError: Timed out after 301 seconds waiting for clients. 3/4 clients joined.",
+        "torch.distributed.elastic.rendezvous.api.RendezvousConnectionError: The connection to the C10d store has "
+        "failed. See inner exception for details.",
+    ):
+        said = assign_blame(analyze_text(never)).nobody
+        assert said is not None and "the set-up, not a rank" in said, never
+
+
+def test_a_store_based_barrier_that_counted_more_than_the_world_blames_the_launch() -> None:
+    line = (
+        "Waiting in store based barrier to initialize process group for rank: {r}, key: store_based_barrier_key:1 "
+        "(world_size=4, worker_count={n}, timeout=0:30:00)"
+    )
+    over = assign_blame(analyze_text("\n".join(line.format(r=r, n=6) for r in (0, 1))))
+    assert over.nobody is not None and "6 arrivals in a world of 4" in over.nobody
+    short = assign_blame(analyze_text("\n".join(line.format(r=r, n=3) for r in (0, 1, 2))))
+    assert short.nobody is None and [s.rank for s in short.suspects] == [3]
+    assert "3 of 4 ranks reached it" in short.headline
+
+
+def test_torchruns_agent_signalled_itself_blames_no_rank() -> None:
+    log = (
+        "WARNING:torch.distributed.elastic.agent.server.api:Received 1 death signal, shutting down workers\n"
+        "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process 4242 closing signal SIGHUP"
+    )
+    verdict = assign_blame(analyze_text(log))
+    assert verdict.nobody is not None and "SIGHUP" in verdict.nobody and "nohup" in verdict.nobody
+    failed = "[rank1]: Traceback (most recent call last):\n[rank1]: KeyError: 'label'\n" + log
+    assert assign_blame(analyze_text(failed)).culprits == [1], "a rank that failed of its own goes first"
+
+
+def test_rays_dead_actor_is_the_rank_verl_names_it_after() -> None:
+    """verl names its workers ``{prefix}{class}_{placement group}:{local rank}``: in the first
+    placement group the local rank is the rank; Ray does not say whether it died first."""
+    died = (
+        "ray.exceptions.ActorDiedError: The actor died unexpectedly before finishing this task.\n"
+        "\tclass_name: create_colocated_worker_cls.<locals>.WorkerDict\n"
+        "\tpid: 31337\n"
+        "\tname: aBcDeFWorkerDict_{pg}:3\n"
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit detail: "
+        "Worker unexpectedly exits with a connection error code 2."
+    )
+    verdict = assign_blame(analyze_text(died.format(pg=0)))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [3]
+    assert "aBcDeFWorkerDict_0:3 died (SYSTEM_ERROR)" in verdict.suspects[0].why
+    assert not assign_blame(analyze_text(died.format(pg=1))).suspects, "a later placement group's ranks: unknown"
+
+
+def test_deepspeeds_launcher_with_one_worker_names_it() -> None:
+    """The command its line prints is the last worker's: where that is local rank 0, it was the only one."""
+    line = (
+        "[2024-01-02 03:04:05,678] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', 'train.py', "
+        "'--local_rank={k}', '--epochs', '3'] exits with return code = -9"
+    )
+    assert [(e.unit, e.who) for e in read_launcher(line.format(k=0))] == [(LOCAL_RANK, 0)]
+    assert [(e.unit, e.who) for e in read_launcher(line.format(k=3))] == [(WORKER, -1)]
+    assert [s.rank for s in assign_blame(analyze_text(line.format(k=0))).suspects] == [0]
+
+
+def test_torchruns_table_ends_in_its_root_cause_and_a_retyped_one_is_read() -> None:
+    """The closing ``====`` border follows the root cause's entry, whatever the paste cut before it."""
+    tail = (
+        "  rank      : 2 (local_rank: 2)\n  exitcode  : -11 (pid: 777)\n  traceback : Signal 11 (SIGSEGV)\n" + "=" * 40
+    )
+    [exit] = read_launcher(tail)
+    assert exit.who == 2 and exit.first and exit.code == -11
+    retyped = "Root Cause (first observed failure) :\n[0]:\nrank3 (local rank: 3)exitcode: -9 (pid: 12)\n"
+    [exit] = read_launcher(retyped)
+    assert (exit.who, exit.code, exit.first) == (3, -9, True)
+
+
+def test_the_same_exception_from_as_many_processes_as_the_world_is_alike() -> None:
+    world = "[launch.py:100:main] dist_world_size=2\n"
+    raised = 'Traceback (most recent call last):\n  File "run.py", line 1, in <module>\n'
+    raised += "NameError: name 'cfg' is not defined\n"
+    verdict = assign_blame(analyze_text(world + raised * 2))
+    assert verdict.nobody is not None and "2 processes failed alike" in verdict.nobody
+    assert assign_blame(analyze_text(world + raised)).nobody is None, "one traceback of two processes: not alike"
+
+
 # --- NCCL's own lines, the transports, the copy -------------------------------------------------
 
 
@@ -390,19 +497,18 @@ def test_a_transport_names_the_peer_it_lost_and_the_fabric_is_no_rank() -> None:
     peers.line(
         "n1:9:9 [4] NCCL WARN NET/IB : Got completion from peer 10.0.0.5<54862> with status=12 opcode=0 len=0", None
     )
-    peers.line(
+    store = (
         "[E1206 TCPStore.cpp:180] [c10d] recvValue failed on SocketImpl(fd=62, addr=[node-a]:54838, "
-        "remote=[node-b]:29500): failed to recv, got 0 bytes",
-        0,
+        "remote=[node-b]:29500): failed to recv, got 0 bytes"
     )
+    assert not peers.line(store, 0), "c10d's store is no peer (stores.py reads it)"
     assert [(p.peer, p.how, p.witness) for p in peers.losses] == [
         ("10.0.0.2", CLOSED, 3),
         ("10.0.0.4", CLOSED, None),
         ("gpu-9.cluster", CLOSED, None),
         ("10.0.0.5", FABRIC, None),
-        ("node-b", CLOSED, 0),
     ]
-    assert peers.peers() == ["10.0.0.2", "10.0.0.4", "gpu-9.cluster", "node-b"] and not peers.fabric_only
+    assert peers.peers() == ["10.0.0.2", "10.0.0.4", "gpu-9.cluster"] and not peers.fabric_only
 
 
 def test_a_lost_peers_host_places_the_suspects() -> None:
@@ -449,7 +555,8 @@ def test_a_watchdog_message_broken_over_indented_lines_and_elided_is_read_withou
     assert frame == pasted[-1], "a traceback's frame is no rest of the message"
     verdict = assign_blame(analyze_text("\n".join(pasted[:3])))
     assert verdict.nobody is None, "no number: not the first collective, which never completed anywhere"
-    assert [s.rank for s in verdict.suspects][:1] == [0] and "its number not in the log" in verdict.headline
+    assert [s.rank for s in verdict.suspects] == [1, 0], "rank 0 waited: the other first, rank 0 alone after"
+    assert "its number not in the log" in verdict.headline
     assert "1 ranks" not in verdict.headline
 
 
@@ -733,6 +840,8 @@ def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch
     monkeypatch.setattr(launcher_lines, "MAX_TASKS", 1000)
     exits = read_launcher("srun: error: h: tasks 0-999: Killed\n" * 5)
     assert len(exits) == 1000, "srun's tasks within one budget, not each line's"
+    exits = read_launcher("=   RANK 1 PID 1 RUNNING AT n1\n=   KILLED BY SIGNAL: 9 (Killed)\n" * 1005)
+    assert len(exits) == 1000, "Intel MPI's blocks kept to the log's end within the same budget"
 
     reports = desync(*["- [0] Timeout at collective: ALLREDUCE, #7", "  #7 started ranks:"] * 100)
     assert len(reports.reports) == MAX_REPORTS and all(r.numbers == {7} for r in reports.reports)
@@ -741,9 +850,662 @@ def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch
     )
     assert one.reports[0].started == {7: {"X": {0, 1, 3}}}, "a rank listed twice is one rank"
 
+    stores = StoreLines()
+    for _ in range(MAX_WAITS + 5):
+        stores.line("[rank1]: torch.distributed.DistStoreError: wait timeout after 1000ms, keys: k", 1)
+        stores.traceback(None, [StackFrame("a.py", 1, "main_process_first")], in_collective=True)
+    assert len(stores.waits) == len(stores.main_first) == MAX_WAITS
+    stores.line("store based barrier on rank: 1, for key: k (world_size=9999999999, worker_count=1, ", None)
+    assert stores.counted is None, "a world no real job has"
+    for rank in range(MAX_WAITS + 5):
+        stores.line("recvValue failed on SocketImpl(fd=1, addr=[a]:1, remote=[b]:2): got 0 bytes", rank)
+    assert len(stores.lost) == MAX_WAITS
+    actors = RayActors()
+    actors.line("ActorDiedError: The actor died unexpectedly")
+    actors.line(f"\tname: {'w' * 5000}_0:1")
+    actors.finish()
+    assert actors.dead == [], "a name past 300 characters is none"
+    for k in range(ray_actors.MAX_ACTORS + 5):
+        actors.line("ActorDiedError: The actor died unexpectedly")
+        actors.line(f"\tname: w_0:{k}")
+    actors.finish()
+    assert len(actors.dead) == ray_actors.MAX_ACTORS
+    for _ in range(ray_actors.MAX_ACTORS + 5):
+        actors.line("A worker died or was killed while executing a task ... The process receives a SIGTERM.")
+    assert len(actors.terminated) == ray_actors.MAX_ACTORS
+    for pid in range(ray_actors.MAX_ACTORS + 5):
+        actors.line(f"A worker died or was killed while executing a task ... Worker PID: {pid} Worker exit type: X")
+    actors.finish()
+    assert len(actors.workers) == ray_actors.MAX_ACTORS
+    monkeypatch.setattr(ray_actors, "MAX_WORKERS", 4)
+    for pid in range(10):
+        actors.line(f"- (ip=10.0.0.1, pid={pid}) world_rank={pid}, local_rank=0")
+    assert len(actors.ranks) == 4
+
+    native = Crashes()
+    for _ in range(crashes.MAX_CRASHES + 5):
+        native.line("[n1:1 :0:1] Caught signal 11 (Segmentation fault)")
+        for n in range(crashes.MAX_FRAMES + 5):
+            native.line(f" {n} 0x0000000000012345 ncclProxyService()  ???:0")
+    assert len(native.crashes) == crashes.MAX_CRASHES and len(native.crashes[-1].frames) == crashes.MAX_FRAMES
+
     checks = DebugChecks()
     checks.line("Ranks 3, 2000000 failed to pass monitoredBarrier in 30 seconds")
     assert list(checks.unanswered) == [3]
     monkeypatch.setattr(distributed_debug, "MAX_RANKS", 4)
     checks.line("Ranks " + ", ".join(map(str, range(50))) + " failed to pass monitoredBarrier in 30 seconds")
     assert sorted(checks.unanswered) == [0, 1, 2, 3]
+
+
+# --- a launcher's rank labels and a copy's other labels ------------------------------------------
+
+MISSING_TENSORS = """\
+[{a}] [2024-02-03 10:11:12.131415: W /src/horovod/common/stall_inspector.cc:107] One or more tensors were submitted \
+to be reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than 60 \
+seconds.
+[{a}] Missing ranks:
+[{a}] 2: [allreduce.layer1.weight, allreduce.layer1.bias]
+[{a}] 3: [allreduce.layer1.weight, allreduce.layer1.bias]"""
+
+
+def test_mpichs_and_intel_mpis_rank_label_is_told_from_a_pasted_files_line_numbers() -> None:
+    """``mpiexec -l`` (as horovodrun runs MPICH and Intel MPI) puts ``[N] `` before each line of rank N:
+    its numbers repeat from a line to the next, where a pasted file's line numbers rise by one."""
+    log = MISSING_TENSORS.format(a=0)
+    assert (
+        texts(log)[1] == "[rank0]:Missing ranks:"
+        and texts(log)[2] == "[rank0]:2: [allreduce.layer1.weight, allreduce.layer1.bias]"
+    )
+    verdict = assign_blame(analyze_text(log))
+    assert verdict.culprits == [2, 3], "both missing from tensors a third rank submitted: the world has one more"
+    numbered = "\n".join(f"[{n}] {line}" for n, line in enumerate(["x", WAIT.format(r=1), WAIT.format(r=3)], 500))
+    assert texts(numbered)[1] == WAIT.format(r=1), "line numbers rising by one are the paste's own"
+    labelled = "\n".join(f"[{r}] {WAIT.format(r=r).split(']:', 1)[1]}" for r in (3, 1, 3))
+    assert sorted(read_log(io.StringIO(labelled)).timeouts) == [1, 3]
+
+
+def test_a_programs_own_rank_labels_name_the_rank() -> None:
+    """Lightning's ``[rank: 1] ``, a script's ``[rank1] ``, ``[RANK 1] ``, ``rank1: ``."""
+    for label in ("[rank: 1] ", "[rank1] ", "[RANK 1] ", "rank1: ", "Rank 1: "):
+        assert unlabelled(label + "RuntimeError: CUDA error: an illegal memory access").text.startswith("[rank1]:")
+    assert assign_blame(analyze_text("[rank: 3] torch.OutOfMemoryError: CUDA out of memory.")).culprits == [3]
+
+
+LABELS = {
+    "pdsh (DeepSpeed's nodes)": "worker-3: ",
+    "pdsh, an address": "10.1.2.3: ",
+    "journald": "May 01 12:00:01 gpu-node7 python3[4321]: ",
+    "kubectl --prefix": "[pod/job-worker-0/pytorch] ",
+    "Ray's process": "(pid=4242, ip=10.0.0.2) ",
+    "Ray's raylet": "(raylet, ip=10.0.0.2) ",
+    "SkyPilot": "(worker1, rank=1, pid=2101, ip=10.0.0.2) ",
+    "hydra's logger": "[2024-05-01 12:00:01,234][torch.distributed.elastic][ERROR] - ",
+    "loguru": "2024-05-01 12:00:01.234 | ERROR    | train:main:42 - ",
+    "DeepSpeed's logger": "[2024-05-01 12:00:01,234] [ERROR] [launch.py:321:sigkill_handler] ",
+    "a slashed date": "2024/05/01 12:00:01 ",
+}
+
+
+@pytest.mark.parametrize("label", sorted(LABELS))
+def test_a_copys_labels_before_every_line_hide_no_line_and_name_no_rank(label: str) -> None:
+    """A label no launcher writes a rank in: taken off every line, the verdict the log gets without it."""
+    log = "\n".join([WAIT.format(r=1), WAIT.format(r=3), *TABLE.splitlines()])
+    bare = assign_blame(analyze_text(log))
+    labelled = assign_blame(analyze_text("\n".join(LABELS[label] + line for line in log.splitlines())))
+    assert (labelled.culprits, labelled.suspects, labelled.nobody) == (bare.culprits, bare.suspects, bare.nobody)
+    assert bare.culprits == [2]
+
+
+def test_pytests_mark_a_glued_code_fence_and_rays_repeated_lines_are_taken_off() -> None:
+    """pytest reports a failure's lines after ``E`` and the failing line's indent; a code fence glued
+    to the first line; Ray's ``[repeated 3x across cluster]`` after a line another process wrote too."""
+    spawned = [
+        "``` E       torch.multiprocessing.spawn.ProcessRaisedException: ",
+        "E       ",
+        "E       -- Process 2 terminated with the following error:",
+        "E       Traceback (most recent call last):",
+        'E         File "/py/torch/multiprocessing/spawn.py", line 69, in _wrap',
+        "E           fn(i, *args)",
+        "E       torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB```",
+    ]
+    assert texts("\n".join(spawned))[4] == '  File "/py/torch/multiprocessing/spawn.py", line 69, in _wrap'
+    verdict = assign_blame(analyze_text("\n".join(spawned)))
+    assert verdict.culprits == [2] and "CUDA out of memory" in verdict.headline, "process 2's own error"
+    assert texts("(WorkerDict pid=7) [rank1]: KeyError: 'x' [repeated 3x across cluster]") == ["[rank1]: KeyError: 'x'"]
+
+
+# --- Ray's workers, a launcher's subprocess, torch 1.9's table --------------------------------------
+
+
+def test_rays_older_actor_error_and_a_worker_it_stopped_by_sigterm() -> None:
+    """``RayActorError`` before Ray 2.9; a worker whose exit says it received SIGTERM was stopped from
+    outside (Ray ending the job, the scheduler), not failed: where nothing else failed, nobody."""
+    older = "ray.exceptions.RayActorError: The actor died unexpectedly before finishing this task.\n"
+    older += "\tname: xYzWorkerDict_0:2"
+    assert [s.rank for s in assign_blame(analyze_text(older)).suspects] == [2]
+    raylet = (
+        "(raylet) A worker died or was killed while executing a task by an unexpected system error. To troubleshoot "
+        "the problem, check the logs for the dead worker. RayTask ID: ab Worker ID: cd Node ID: ef Worker IP address: "
+        "10.0.0.3 Worker port: 40001 Worker PID: 5150 Worker exit type: SYSTEM_ERROR Worker exit detail: {detail}"
+    )
+    stopped = raylet.format(
+        detail="Worker exits unexpectedly by a signal. SystemExit is raised (sys.exit is called). Exit code: 1. "
+        "The process receives a SIGTERM."
+    )
+    verdict = assign_blame(analyze_text(stopped))
+    assert verdict.nobody is not None and "a Ray worker (pid 5150) received SIGTERM" in verdict.nobody
+    pieces = "\n".join(f"2024-05-01 12:00:0{n},000 - INFO - {stopped[n * 150 : n * 150 + 150]}" for n in range(4))
+    said = assign_blame(analyze_text(pieces)).nobody
+    assert said is not None and "pid 5150" in said, "a message a terminal wrapped, each piece stamped"
+    died = raylet.format(detail="Worker unexpectedly exits with a connection error code 2. End of file.")
+    assert assign_blame(analyze_text(f"{stopped}\n{died}")).nobody is None, "another died of something else"
+    failed = "[rank1]: Traceback (most recent call last):\n[rank1]: ValueError: bad shape\n"
+    assert assign_blame(analyze_text(failed + stopped)).culprits == [1], "a rank that failed goes first"
+    actor = (
+        older + "\nThe actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+    )
+    actor += "detail: Worker exits unexpectedly by a signal. The process receives a SIGTERM."
+    assert assign_blame(analyze_text(actor)).suspects == [], "an actor stopped by SIGTERM is no suspect"
+
+
+def test_a_launchers_called_process_error_says_a_worker_failed_not_which() -> None:
+    """torch 1.x's launch.py raises with the command of its loop's last turn, whichever worker failed."""
+    line = "subprocess.CalledProcessError: Command '['/usr/bin/python', '-u', 'train.py', '--local_rank={k}']' {how}."
+    [exit] = read_launcher(line.format(k=3, how="returned non-zero exit status 1"))
+    assert (exit.unit, exit.code) == (WORKER, 1)
+    [exit] = read_launcher(line.format(k=0, how="died with <Signals.SIGKILL: 9>"))
+    assert (exit.unit, exit.who, exit.code) == (LOCAL_RANK, 0, -9), "one worker: the one that failed"
+    verdict = assign_blame(analyze_text(line.format(k=3, how="returned non-zero exit status 1")))
+    assert verdict.suspects == [] and "the launcher says a worker ended by exit code 1, not which" in verdict.headline
+
+
+def test_torch_1_9s_table_and_a_root_cause_whose_exit_code_the_paste_cut() -> None:
+    """torch 1.9-1.10 head their table ``Root Cause:`` and ``Other Failures:``, the signal in ``msg``; a
+    failure the table times later than the root cause was torchrun's teardown; a root cause cut before
+    its exit code still says who failed first, not how."""
+    old = (
+        "Root Cause:\n[0]:\n  time: 2021-10-20_19:48:10\n  rank: 2 (local_rank: 2)\n  exitcode: -9 (pid: 4242)\n"
+        '  error_file: <N/A>\n  msg: "Signal 9 (SIGKILL) received by PID 4242"\n' + "=" * 40 + "\nOther Failures:\n"
+        "[1]:\n  time: 2021-10-20_19:48:41\n  rank: 0 (local_rank: 0)\n  exitcode: -9 (pid: 4240)\n"
+        '  error_file: <N/A>\n  msg: "Signal 9 (SIGKILL) received by PID 4240"\n' + "*" * 40
+    )
+    exits = read_launcher(old)
+    assert [(e.who, e.code, e.first, e.signal) for e in exits] == [(2, -9, True, "SIGKILL"), (0, -9, False, "SIGKILL")]
+    verdict = assign_blame(analyze_text(old))
+    assert verdict.culprits == [2] and verdict.nobody is None, "rank 0 killed 31 s on: the teardown, not alike"
+    cut = TABLE.replace("-15 (pid: 101)", "1 (pid: 101)").replace("10:00:07", "10:00:05").rsplit("  exitcode", 1)[0]
+    verdict = assign_blame(analyze_text(cut))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [2, 1]
+    assert "how it ended is cut from the log" in verdict.suspects[0].why
+    assert "in the same second (exit code 1)" in verdict.suspects[1].why
+
+
+def test_spawns_join_raising_the_error_it_prints_is_no_process_of_its_own() -> None:
+    join = (
+        'Traceback (most recent call last):\n  File "/py/torch/multiprocessing/spawn.py", line 103, in join\n'
+        "    raise Exception(msg)\nException: \n\n-- Process 1 terminated with the following error:\n"
+        'Traceback (most recent call last):\n  File "/py/torch/multiprocessing/spawn.py", line 11, in _wrap\n'
+    )
+    facts = read_log(io.StringIO(join))
+    assert facts.unplaced == [] and facts.raised[1].cut
+
+
+# --- native crashes, shared memory, the set-up ----------------------------------------------------
+
+UCX_BUS = """\
+[node7:4242 :0:4250] Caught signal 7 (Bus error: nonexistent physical address)
+==== backtrace (tid:   4250) ====
+ 0 0x0000000000012345 ncclShmOpen()  ???:0
+ 1 0x0000000000023456 ncclProxyService()  ???:0
+ 2 0x0000000000008609 start_thread()  ???:0
+ 3 0x000000000011f133 clone()  ???:0
+================================="""
+
+
+def test_a_bus_error_in_nccl_or_shared_memory_run_out_is_the_nodes() -> None:
+    verdict = assign_blame(analyze_text(UCX_BUS))
+    assert verdict.nobody is not None and "shared memory ran out" in verdict.nobody
+    assert "process 4242 on node7 caught signal 7 (Bus error" in verdict.nobody
+    for words in (
+        "ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).",
+        "[rank1]: RuntimeError: DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that "
+        "dataloader's workers are out of shared memory. Please try to raise your shared memory limit.",
+        "node7:4242:4250 [1] misc/shmutils.cc:72 NCCL WARN Error: failed to extend /dev/shm/nccl-Xy to 9637892 bytes",
+    ):
+        said = assign_blame(analyze_text(words)).nobody
+        assert said is not None and "shared memory ran out" in said, words
+    oom = "[rank2]: Traceback (most recent call last):\n[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert assign_blame(analyze_text(oom + UCX_BUS)).culprits == [2], "a rank's own failure goes first"
+
+
+def test_a_crash_in_a_communication_librarys_own_thread_is_no_ranks_program() -> None:
+    aborted = """\
+[/pytorch/third_party/gloo/gloo/transport/uv/libuv.h:596] uv_accept: invalid argument
+*** SIGABRT received at time=1700000000 on cpu 2 ***
+PC: @     0x7f0000000001  (unknown)  raise
+    @     0x7f0000000002  (unknown)  abort
+    @     0x7f0000000003  (unknown)  gloo::transport::uv::Device::listenCallback()
+    @     0x7f0000000004  (unknown)  uv__server_io"""
+    verdict = assign_blame(analyze_text(aborted))
+    assert verdict.nobody is not None and "SIGABRT in gloo's own thread (uv_accept: invalid argument)" in verdict.nobody
+    segv = UCX_BUS.replace("signal 7 (Bus error: nonexistent physical address)", "signal 11 (Segmentation fault)")
+    assert "in NCCL's own thread" in (assign_blame(analyze_text(segv)).nobody or "")
+    program = "Fatal Python error: Segmentation fault\n\nThread 0x00007f (most recent call first):\n"
+    program += '  File "/py/torch/distributed/distributed_c10d.py", line 3938 in barrier\n'
+    assert assign_blame(analyze_text(program)).nobody is None, "the program's own thread: not the library's"
+
+
+def test_torch_distributeds_checks_of_the_programs_set_up_fail_every_process_alike() -> None:
+    for message in (
+        "RuntimeError: trying to initialize the default process group twice!",
+        "ValueError: Error initializing torch.distributed using env:// rendezvous: environment variable RANK "
+        "expected, but not set",
+        "RuntimeError: Distributed package doesn't have NCCL built in",
+    ):
+        log = f'Traceback (most recent call last):\n  File "train.py", line 3, in <module>\n{message}'
+        said = assign_blame(analyze_text(log)).nobody
+        assert said is not None and "which every process runs alike" in said, message
+        other = f"{log}\n[rank1]: Traceback (most recent call last):\n[rank1]: KeyError: 'label'"
+        assert assign_blame(analyze_text(other)).culprits == [1], "another rank's own error goes first"
+        ranked = "\n".join(f"[rank2]: {line}" for line in log.splitlines())
+        assert assign_blame(analyze_text(ranked)).nobody is not None, "a rank's own line of it: the same"
+
+
+def test_a_store_that_could_not_listen_on_its_port_is_the_set_up() -> None:
+    for line in (
+        "[rank0]: torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+        "address. port: 29500, useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use",
+        "RuntimeError: Address already in use",
+    ):
+        said = assign_blame(analyze_text(line)).nobody
+        assert said is not None and "another process held it" in said and "the set-up, not a rank" in said, line
+
+
+RANK_LABELS = {
+    "torchrun": "[rank{r}]:",
+    "torchrun --tee, torch 1.9-2.1": "[default{r}]:",
+    "Open MPI --tag-output": "[1,{r}]<stderr>:",
+    "SageMaker's MPI": "[1,mpirank:{r},algo-1]<stderr>:",
+    "horovodrun": "[{r}]<stderr>:",
+    "MPICH, Intel MPI": "[{r}] ",
+    "vLLM's worker": "(VllmWorker rank={r} pid=4{r}) ",
+    "Lightning": "[rank: {r}] ",
+    "a script's": "rank{r}: ",
+    "srun, a task a rank": "{r}: ",
+    "a stamp, then Open MPI": "2024-05-01 12:00:0{r},000 - INFO - [1,{r}]<stderr>:",
+}
+"""How launchers and programs put a line's rank before it."""
+RANKS_SAID = [
+    (0, "[E ProcessGroupNCCL.cpp:475] [Rank 0] " + WAIT.split("] [Rank {r}] ")[1].format(r=0)),
+    (1, "Traceback (most recent call last):"),
+    (1, '  File "train.py", line 88, in <module>'),
+    (1, "    loss.backward()"),
+    (2, "[E ProcessGroupNCCL.cpp:475] [Rank 2] " + WAIT.split("] [Rank {r}] ")[1].format(r=2)),
+    (1, "RuntimeError: CUDA error: an illegal memory access was encountered"),
+    (3, "[E ProcessGroupNCCL.cpp:475] [Rank 3] " + WAIT.split("] [Rank {r}] ")[1].format(r=3)),
+]
+"""Ranks 0, 2 and 3 time out in all-reduce #57 while rank 1 raises a CUDA error, interleaved."""
+
+
+@pytest.mark.parametrize("label", sorted(RANK_LABELS))
+def test_each_launchers_rank_label_names_the_rank_as_torchruns_does(label: str) -> None:
+    log = "\n".join(RANK_LABELS[label].format(r=r) + line for r, line in RANKS_SAID)
+    verdict = assign_blame(analyze_text(log))
+    assert verdict.culprits == [1] and "rank 1 raised RuntimeError: CUDA error" in verdict.headline, verdict.headline
+
+
+def test_sruns_task_is_the_rank_only_where_the_lines_say_so() -> None:
+    """``0: [rank3]:`` is torchrun under srun, a task a node: a traceback under ``0: `` is no rank's."""
+    nodes = "\n".join(f"0: [rank{r}]:{line}" if "ProcessGroupNCCL" in line else f"0: {line}" for r, line in RANKS_SAID)
+    verdict = assign_blame(analyze_text(nodes))
+    assert verdict.culprits == [] and 1 not in verdict.culprits
+
+
+def test_a_socket_nccl_could_not_connect_is_the_networks_set_up() -> None:
+    for warn in (
+        "node2:811:811 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect to 10.0.0.1<40393> failed : "
+        "No route to host",
+        "node2:811:811 [0] include/socket.h:409 NCCL WARN Connect to 10.0.0.1<40393> failed : Connection timed out",
+        "node2:811:811 [0] NCCL WARN Bootstrap : no socket interface found",
+    ):
+        raised = "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled "
+        said = assign_blame(analyze_text(f"{warn}\n{raised}system error, NCCL version 2.18.1")).nobody
+        assert said is not None and "NCCL_SOCKET_IFNAME" in said, warn
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory."
+    assert assign_blame(analyze_text(f"{warn}\n{oom}")).culprits == [1], "a rank's own failure goes first"
+
+
+def test_ray_trains_list_of_the_workers_it_started_gives_the_world() -> None:
+    """``- (ip=..., pid=...) world_rank=3, local_rank=1, node_rank=1``: a rank the log shows no line
+    of is one the job has, suspected where its peers all wait."""
+    started = "(TorchTrainer pid=50) Started distributed worker processes: \n" + "\n".join(
+        f"(TorchTrainer pid=50) - (node_id=n, ip=10.0.0.{r // 2}, pid=5{r}) world_rank={r}, local_rank={r % 2}, "
+        f"node_rank={r // 2}"
+        for r in range(4)
+    )
+    waits = "\n".join(f"(RayTrainWorker pid=5{r}, ip=10.0.0.{r // 2}) {WAIT.format(r=r)}" for r in range(3))
+    verdict = assign_blame(analyze_text(f"{started}\n{waits}"))
+    assert verdict.nobody is None and [s.rank for s in verdict.suspects] == [3]
+
+
+def test_every_rank_failing_alike_is_said_in_the_words_it_raised_and_nccls_connect_said_first() -> None:
+    raised = (
+        "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317"
+    )
+    raised += ", unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.20.5"
+    both = "\n".join(raised.format(r=r) for r in (0, 1))
+    said = assign_blame(analyze_text(both)).nobody
+    assert said is not None and "distributed/c10d/NCCLUtils.hpp:317, unhandled system error" in said
+    connect = "[rank0]: socketStartConnect: Connect to 192.168.1.12<43125> failed : Software caused connection abort"
+    said = assign_blame(analyze_text(f"{both}\n{connect}")).nobody
+    assert said is not None and said.startswith("the network between the processes")
+
+
+def test_open_mpi_5s_process_name_and_mpichs_bad_termination_name_the_rank() -> None:
+    prrte = (
+        "prterun detected that one or more processes exited with non-zero status, thus causing\n"
+        "the job to be terminated. The first process to do so was:\n\n"
+        "   Process name: [prterun-gpu01-4242@1,3]\n   Exit code:    1\n"
+    )
+    [exit] = read_launcher(prrte)
+    assert (exit.unit, exit.who, exit.code, exit.first) == (RANK, 3, 1, True)
+    block = (
+        "=" * 60 + "\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n"
+        "=   RANK 5 PID 4242 RUNNING AT gpu02\n=   KILLED BY SIGNAL: 9 (Killed)\n" + "=" * 60 + "\n"
+    )
+    [exit] = read_launcher(block)
+    assert (exit.who, exit.code, exit.first) == (5, -9, True), "a block alone is the first failure"
+    assert assign_blame(analyze_text(block)).culprits == [5]
+    hydra = block + "=   RANK 2 PID 4239 RUNNING AT gpu01\n=   EXIT STATUS: 1\n"
+    exits = read_launcher(hydra)
+    assert [(e.who, e.code, e.first) for e in exits] == [(5, -9, False), (2, 1, False)], "one a rank, in no time order"
+    verdict = assign_blame(analyze_text(hydra))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [5, 2]
+    assert "which rank first, it does not say" in verdict.suspects[0].why
+
+
+def test_horovodruns_gloo_launcher_names_its_processes_by_rank() -> None:
+    gloo = (
+        "Process 2 exit with status code 1.\nProcess 0 exit with status code 143.\n"
+        "RuntimeError: Horovod detected that one or more processes exited with non-zero status, thus causing the job "
+        "to be terminated. The first process to do so was:\nProcess name: 2\nExit code: 1\n"
+    )
+    exits = read_launcher(gloo)
+    assert [(e.who, e.code, e.first, e.by) for e in exits][-1] == (2, 1, True, "horovodrun")
+    assert assign_blame(analyze_text(gloo)).culprits == [2]
+
+
+def test_slurm_cancelling_the_job_is_no_ranks_failure() -> None:
+    """slurmstepd says why it stopped the job; the tasks it killed failed of nothing of their own."""
+    killed = "srun: error: node1: tasks 0-3: Killed\nsrun: Force Terminated StepId=77.0"
+    for why, words in (("DUE TO TIME LIMIT ", "its time limit ran out"), ("", "scancel")):
+        cancel = f"slurmstepd: error: *** STEP 77.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 {why}***"
+        said = assign_blame(analyze_text(f"{cancel}\n{killed}")).nobody
+        assert said is not None and said.startswith("Slurm cancelled the job") and words in said, why
+    oom = "[rank2]: torch.OutOfMemoryError: CUDA out of memory."
+    assert assign_blame(analyze_text(f"{oom}\n{cancel}")).culprits == [2], "a rank that failed first goes first"
+
+
+# --- what round 62's logs brought: the launchers' other words, each from the code that prints it ---------------
+
+
+def test_mpiruns_sentence_over_two_lines_names_the_process_that_ended_the_job() -> None:
+    """``orte_quit.c`` (and PRRTE's ``prte_quit.c``) names the one process that ended the job, in a help
+    text whose sentence breaks where its version breaks it: killed by a signal, ``MPI_Abort`` called
+    (its own failure, proven as the first), or exited without ``MPI_Finalize`` (suspected: how, it
+    does not say)."""
+    prrte = "prterun noticed that process rank 3 with PID 4242 on node gpu07 exited on\nsignal 9 (Killed).\n"
+    [exit] = read_launcher(prrte)
+    assert (exit.unit, exit.who, exit.code, exit.first) == (RANK, 3, -9, True)
+    orterun = 'mpirun noticed that job rank 5 with PID 4242 on node "n2" exited on signal 11.'
+    assert [(e.who, e.code) for e in read_launcher(orterun)] == [(5, -11)], "Open MPI 1.x's words"
+    aborted = 'mpirun has exited due to process rank 6 with PID 77 on\nnode gpu02 calling "abort". This may have\n'
+    [exit] = read_launcher(aborted)
+    assert (exit.who, exit.aborted, exit.first) == (6, True, True)
+    verdict = assign_blame(analyze_text(aborted))
+    assert verdict.culprits == [6] and "ended the job itself: mpirun's first observed failure" in verdict.headline
+    improper = (
+        "prterun has exited due to process rank 2 with PID 91 on node gpu01 exiting\n"
+        "improperly. There are three reasons this could occur:\n"
+    )
+    verdict = assign_blame(analyze_text(improper))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [2]
+    assert "exited without MPI_Finalize" in verdict.suspects[0].why
+    nameless = "mpirun has exited due to process rank 1 with PID 5 on\nnode exiting improperly. There are three\n"
+    assert [e.who for e in read_launcher(nameless)] == [1], "a node mpirun could not name"
+
+
+def test_mpiruns_count_of_processes_that_returned_non_zero_names_none() -> None:
+    """``errmgr_default_hnp.c`` counts them; which one, only the block it prints next says."""
+    count = "Primary job  terminated normally, but 2 processes returned\nnon-zero exit codes. Per user-direction...\n"
+    [exit] = read_launcher(count)
+    assert (exit.unit, exit.count, exit.code) == (WORKER, 2, None)
+    verdict = assign_blame(analyze_text("$ mpirun -np 2 python train.py\n" + count))
+    assert verdict.culprits == verdict.suspects == [] and verdict.nobody is None
+    assert "mpirun says 2 workers ended by a non-zero exit code, not which" in verdict.headline
+    named = count + "mpirun detected that one or more processes exited with non-zero status, thus causing\n"
+    named += (
+        "the job to be terminated. The first process to do so was:\n\n  Process name: [[4242,1],1]\n  Exit code: 3\n"
+    )
+    assert assign_blame(analyze_text(named)).culprits == [1], "the block after it names the first"
+
+
+def test_a_first_failure_by_sigabrt_is_the_ranks_own_abort_unless_ranks_timed_out() -> None:
+    """A process aborts itself (a C++ exception, a failed check, a CUDA error its watchdog caught); its
+    watchdog aborts it after a collective timed out too: where no rank's timeout is in the log, the rank
+    a launcher saw abort first is suspected, never proven; beside timeouts, its abort is theirs."""
+    noticed = "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 6 (Aborted).\n"
+    spawned = "torch.multiprocessing.spawn.ProcessExitedException: process 2 terminated with signal SIGABRT\n"
+    lightning = "[rank: 3] Child process with PID 4242 terminated with code -6. Forcefully terminating all others\n"
+    agent = "E0101 10:00:00.1 api.py:826] failed (exitcode: -6) local_rank: 4 (pid: 42) of binary: /usr/bin/python\n"
+    for log, rank in ((noticed, 1), (spawned, 2), (lightning, 3), (agent, 4)):
+        verdict = assign_blame(analyze_text(log))
+        assert verdict.culprits == [] and [s.rank for s in verdict.suspects][:1] == [rank], log
+        assert "an abort of its own" in verdict.suspects[0].why
+        waits = "\n".join(WAIT.format(r=r) for r in (0, 5)) + "\n"
+        beside = assign_blame(analyze_text(waits + log))
+        assert all("abort of its own" not in s.why for s in beside.suspects) and not beside.culprits, log
+
+
+def test_a_process_killed_by_an_illegal_instruction_is_the_build_or_the_platform() -> None:
+    """SIGILL: the CPU met an instruction it lacks; every process runs the same binary. Not so a CUDA
+    error of that name (a kernel's, on the rank's device)."""
+    for log in (
+        "mpirun noticed that process rank 0 with PID 0 on node mac exited on signal 4 (Illegal instruction: 4).",
+        "  rank      : 3 (local_rank: 3)\n  exitcode  : -4 (pid: 12)\n  traceback : Signal 4 (SIGILL) received\n"
+        + "=" * 40,
+        "srun: error: node3: tasks 0-3: Illegal instruction",
+        "*** SIGILL received at time=1712 on cpu 3 ***",
+    ):
+        said = assign_blame(analyze_text(log)).nobody
+        assert said is not None and "illegal instruction (SIGILL)" in said, log
+    device = "[rank2]:[E225 13:49:33.9 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 2] Process "
+    device += "group watchdog thread terminated with exception: CUDA error: an illegal instruction was encountered"
+    assert assign_blame(analyze_text(device)).culprits == [2]
+
+
+def test_intel_and_mpich_hydra_say_a_process_ended_badly_in_their_own_ways() -> None:
+    """MPICH's Hydra prints the first process its proxy found killed, by pid, its wait status as ``EXIT
+    CODE`` (139: SIGSEGV with a core); no rank: the verdict says so and names none."""
+    mpich = (
+        "=" * 80 + "\n=   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES\n=   PID 28488 RUNNING AT gpu4\n"
+        "=   EXIT CODE: 139\n=   CLEANING UP REMAINING PROCESSES\n" + "=" * 80 + "\n"
+    )
+    [exit] = read_launcher(mpich)
+    assert (exit.unit, exit.who, exit.code, exit.first) == (PROCESS, 28488, -11, True)
+    verdict = assign_blame(analyze_text(mpich))
+    assert verdict.culprits == verdict.suspects == []
+    assert "a process (pid 28488 on gpu4) ended by signal 11 (SIGSEGV), as mpiexec says" in verdict.headline
+
+
+def test_the_deepspeed_launchers_kills_count_its_workers() -> None:
+    """``sigkill_handler`` says ``Killing subprocess`` once for each worker it started: one line is
+    one worker, local rank 0, whether the line with its return code follows or the paste cut it;
+    several say a worker failed, not which; a launcher itself signalled says so and ends them all."""
+    kill = "[2023-05-20 12:09:28,633] [INFO] [launch.py:428:sigkill_handler] Killing subprocess {pid}\n"
+    end = "[2023-05-20 12:09:29,1] [ERROR] [launch.py:434:sigkill_handler] ['python', 'x.py'] exits with return code"
+    end += " = -11"
+    for log in (kill.format(pid=51386), kill.format(pid=51386) + end):
+        verdict = assign_blame(analyze_text(log))
+        assert [s.rank for s in verdict.suspects] == [0], log
+        assert "local rank 0" in verdict.suspects[0].why
+    several = kill.format(pid=1) + kill.format(pid=2) + kill.format(pid=3)
+    verdict = assign_blame(analyze_text(several))
+    assert (
+        verdict.suspects == [] and "killed its 3 workers; the line saying which is cut), not which" in verdict.headline
+    )
+    signalled = (
+        several + "[2023-05-20 12:09:28,7] [INFO] [launch.py:437:sigkill_handler] Main process received SIGINT, exiting"
+    )
+    said = assign_blame(analyze_text(signalled)).nobody
+    assert said is not None and "the deepspeed launcher itself received SIGINT: Ctrl-C" in said
+
+
+def test_spawns_heading_names_the_process_it_found_failed_even_with_its_traceback_cut() -> None:
+    """``-- Process 5 terminated with the following error:`` (``ProcessRaisedException``, or the bare
+    ``Exception`` of torch 1.x) is spawn's join on the first process it found failed: where the paste
+    cuts the traceback under it before a frame, the process is still the one suspected."""
+    join = (
+        'Traceback (most recent call last):\n  File "/py/torch/multiprocessing/spawn.py", line 119, in join\n'
+        "    raise Exception(msg)\nException: \n\n-- Process 5 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+    )
+    verdict = assign_blame(analyze_text(join))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [5]
+    assert "process 5 ended by an exception" in verdict.suspects[0].why
+
+
+def test_lightnings_launcher_names_the_child_it_found_ended_by_its_local_rank() -> None:
+    """``_ChildProcessObserver`` logs the first child with a non-zero return code under ``[rank: i + 1]``:
+    its local rank, the rank on one node; a prefix of Ray Tune's trial before it names no rank."""
+    log = (
+        "(_train_tune pid=2201) Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/4\n"
+        "(_train_tune pid=2201) [rank: 2] Child process with PID 2250 terminated with code -9. Forcefully "
+        "terminating all other processes to avoid zombies\n"
+    )
+    exits = read_log(io.StringIO(log)).exits
+    assert [(e.unit, e.who, e.code) for e in exits] == [(LOCAL_RANK, 2, -9)]
+    verdict = assign_blame(analyze_text(log))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [2]
+    assert "local rank 2 ended by signal 9 (SIGKILL), as Lightning's launcher says" in verdict.suspects[0].why
+
+
+def test_torch_xlas_mesh_master_out_of_reach_is_the_set_up() -> None:
+    """``mesh_service.cc``: a process that could not reach XRT's mesh master within its wait never
+    joined; spawn's word that it exited is that, not a rank's fault."""
+    log = "Failed to connect to client mesh master: tpu-host:8477\nException: process 1 terminated with exit code 17\n"
+    said = assign_blame(analyze_text(log)).nobody
+    assert said is not None and "could not reach torch_xla's mesh master at tpu-host:8477" in said
+    assert "the set-up, not a rank" in said
+
+
+def test_an_infiniband_adapters_fatal_event_is_its_nodes_and_an_old_completion_error_the_fabrics() -> None:
+    """``net_ib``'s async thread reads the adapter's events: a fatal one (NCCL 2.4-2.22 by its name, 2.23+
+    as such) is that node's adapter; a port's state or the GID table is no failure. A completion error
+    of NCCL 2.4-2.11 names no peer, 2.27's its status by name: the fabric either way."""
+    for line in (
+        "node3:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
+        "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 async fatal event: local catastrophic error",
+        "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : local work queue catastrophic error",
+    ):
+        said = assign_blame(analyze_text(f"[1,12]<stdout>:{line}")).nobody
+        assert said is not None and said.startswith("the node's InfiniBand adapter failed"), line
+    quiet = "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port active(9)"
+    assert read_log(io.StringIO(quiet)).nccl.adapter is None
+    for line in (
+        "w-1:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, "
+        "vendor err 129",
+        "w-1:946:988 [0] NCCL WARN NET/IB: Got completion from peer 10.0.0.2<5486> with "
+        "status=IBV_WC_RETRY_EXC_ERR(12) opcode=IBV_WC_SEND(0) vendor_err=129",
+    ):
+        said = assign_blame(analyze_text(line)).nobody
+        assert said is not None and "InfiniBand completion error 12" in said, line
+
+
+def test_a_pg_prefix_without_a_guid_is_its_id_and_a_watchdog_stuck_at_teardown_blames_nobody() -> None:
+    """A build that sets no GUID prints ``[PG ID 0 PG GUID  Rank 3]``: group 0, the world's. A watchdog
+    stuck after googletest's tear-down (every test ran) is the teardown hanging, not a rank held up;
+    before the job's work ended, the absent ranks are suspected as ever."""
+    stuck = (
+        "[E929 22:14:53.1 ProcessGroupNCCL.cpp:1487] [PG ID 0 PG GUID  Rank 3] ProcessGroupNCCL's watchdog got "
+        "stuck for 10 seconds without making progress in monitoring enqueued collectives."
+    )
+    said = watchdog_said(stuck)
+    assert said is not None and (said.group, said.local) == ("0", 3)
+    verdict = assign_blame(analyze_text("[----------] Global test environment tear-down\n" + stuck))
+    assert verdict.nobody is not None and "the job's work had ended, so no rank held up another" in verdict.nobody
+    assert assign_blame(analyze_text(stuck)).suspects, "a watchdog stuck mid-run still points at the others"
+
+
+def test_a_process_exiting_as_its_watchdog_still_ran_is_no_failure() -> None:
+    """torch logs ``main process destroyed cuda before watchdog loop exited`` at INFO as a process ends:
+    CUDA says ``driver shutting down`` to the watchdog's last call. A rank's own failure beside it still
+    goes first."""
+    exiting = (
+        "[I628 20:15:42.0 ProcessGroupNCCL.cpp:1501] [PG  Rank 1] main process destroyed cuda before watchdog "
+        "loop exited, terminating watchdog. (Watchdog caught exception: CUDA error: driver shutting down"
+    )
+    said = assign_blame(analyze_text(exiting)).nobody
+    assert said is not None and "was exiting" in said and "no rank failed" in said
+    oom = "[rank2]: Traceback (most recent call last):\n[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert assign_blame(analyze_text(oom + exiting)).culprits == [2]
+
+
+def test_ranks_that_lost_the_store_point_at_its_host_not_at_a_rank() -> None:
+    """TCPStore's ``recvValue failed ... got 0 bytes``, the heartbeat's ``should dump`` flag it could not
+    check: the store's server went away, so the process hosting it ended first; how, these lines do not
+    say. The ranks that lost it are not suspected, nor is anyone cleared: rank 0, whose process creates
+    the store (unless torchrun's agent holds it, on rank 0's node), is, proven nothing."""
+    log = (
+        '[rank2]:[W810 23:02:42.7 ProcessGroupNCCL.cpp:1826] [PG ID 0 PG GUID 0 Rank 2] Failed to check the "should '
+        'dump" flag on TCPStore, (maybe TCPStore server has shut down too early), with error: Failed to recv\n'
+        "[rank4]:[W810 23:02:42.9 TCPStore.cpp:125] [c10d] recvValue failed on SocketImpl(fd=102, addr=[n2]:50360, "
+        "remote=[n1]:40027): Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server "
+        "shutdown or crash?\n"
+    )
+    analysis = analyze_text(log)
+    assert analysis.log.stores.lost == {2, 4} and analysis.log.peers.losses == []
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [] and verdict.nobody is None
+    assert [s.rank for s in verdict.suspects][:1] == [0] and "store's usual host" in verdict.suspects[0].why
+    assert {2, 4}.isdisjoint(s.rank for s in verdict.suspects)
+    assert "ranks 2, 4 lost the c10d store at n1:40027" in verdict.headline
+    lost_by_zero = log.replace("[rank2]:", "[rank0]:").replace("Rank 2]", "Rank 0]")
+    assert all(s.rank != 0 for s in assign_blame(analyze_text(lost_by_zero)).suspects)
+
+
+def test_a_ray_worker_killed_for_host_memory_is_the_rank_ray_trains_list_gives_its_pid() -> None:
+    """Ray's memory monitor names the task it killed and its worker's pid; Ray Train's list of the
+    workers it started gives each pid its rank. Without the list, the verdict says the worker by its
+    pid and names no rank."""
+    started = (
+        "(TrainTrainable pid=1876) Started distributed worker processes:\n"
+        "(TrainTrainable pid=1876) - (ip=10.0.0.2, pid=1942) world_rank=0, local_rank=0, node_rank=0\n"
+        "(TrainTrainable pid=1876) - (ip=10.0.0.3, pid=1950) world_rank=1, local_rank=0, node_rank=1\n"
+    )
+    killed = (
+        "ray.exceptions.OutOfMemoryError: Task was killed due to the node running low on memory.\n"
+        "Memory on the node (IP: 10.0.0.3, ID: 8515c7) where the task (actor ID: 4f48, name=RayTrainWorker.__init__, "
+        "pid=1950, memory used=23.49GB) was running was 718.15GB / 755.24GB (0.950882), which exceeds the memory "
+        "usage threshold of 0.95.\n"
+    )
+    verdict = assign_blame(analyze_text(started + killed))
+    assert [s.rank for s in verdict.suspects][:1] == [1]
+    assert "killed by Ray's memory monitor" in verdict.suspects[0].why
+    verdict = assign_blame(analyze_text(killed))
+    assert verdict.suspects == [] and "a Ray worker (pid 1950) was killed by Ray's memory monitor" in verdict.headline
+
+
+def test_horovods_stall_list_under_its_header_is_no_sruns_label_and_may_wrap() -> None:
+    """Unlabelled, ``0: [tensor, ...`` under ``Stalled ranks:`` is Horovod's rank 0, not srun's task 0
+    (srun's own label stands before it, once); a list a terminal wrapped carries on over the next
+    line."""
+    log = (
+        "[2020-03-24 04:54:54.2: W horovod/common/stall_inspector.cc:105] One or more tensors were submitted to be "
+        "reduced, gathered or broadcasted by subset of ranks and are waiting for remainder of ranks for more than "
+        "60 seconds.\nStalled ranks:\n2: [grads/AddN_1_0, \ngrads/AddN_2_0, grads/AddN_3_0 ...]\n"
+    )
+    stalls = read_log(io.StringIO(log)).horovod
+    assert stalls.missing == {t: {2} for t in ("grads/AddN_1_0", "grads/AddN_2_0", "grads/AddN_3_0")}
+    assert assign_blame(analyze_text(log)).culprits == [2]
+    assert texts("3: Missing ranks:\n3: 2: [a, b]")[1] == "2: [a, b]", "srun's label once, then Horovod's rank"

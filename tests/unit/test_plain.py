@@ -36,3 +36,17 @@ def test_a_warning_that_turns_critical_is_logged_as_a_page_and_rewording_is_not(
         None,
         f"distmon {clock(T0 + 5)} resolved hang: rank 2 holds up the job, for 4s",
     ]
+
+
+def test_a_change_printed_after_more_ticks_says_what_it_said_at_its_own() -> None:
+    """A loop that runs several ticks before it prints (a monitor stopping, a loaded machine)
+    prints each change as its tick left the alert, as its record keeps it, not in the words of a
+    later tick: the raise of a hang at 0 s is not printed "for 2s"."""
+    book = AlertBook()
+    changes = [(t, change) for t in range(3) for change in book.update([hang(CRITICAL, t)], now=T0 + t)]
+    assert [alert_line(change, T0 + t) for t, change in changes] == [
+        f"distmon {clock(T0)} CRITICAL hang: rank 2 holds up the job, for 0s",
+        None,
+        None,
+    ]
+    assert changes[0][1].alert.summary == "rank 2 holds up the job, for 2s"  # the alert itself moved on

@@ -4,7 +4,9 @@ stream with bad input mixed in, recordings cut off mid-write, and CLI mistakes."
 from __future__ import annotations
 
 import json
+import math
 import re
+import shutil
 import signal
 import time
 from pathlib import Path
@@ -13,13 +15,16 @@ import msgpack
 import pytest
 
 from distmon.export.html import read_series
+from distmon.monitor.intake.feeds import ReplayFeed
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.batches import PIECE_BYTES
-from distmon.monitor.recording.format import BatchRecord, received
+from distmon.monitor.recording.format import AlertEvent, BatchRecord, MessageRecord, received
 from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.recording.writer import RecordingWriter
 from distmon.monitor.rules.detector import Detector
+from distmon.monitor.session import Session
+from distmon.monitor.state.alerts import Change
 from distmon.wire import MAX_MESSAGE_BYTES
 from distmon.wire.sockets import Batch, Relay
 from tests.support.commands import distmon
@@ -77,6 +82,38 @@ def test_record_says_the_seconds_it_did_not_watch_apart_from_the_messages_it_dro
     assert f"4 messages; dropped: 1 malformed; not watched: {said[2]}" in done.stdout.splitlines(), done.stdout
 
 
+@pytest.mark.parametrize("sig", [signal.SIGHUP, signal.SIGKILL], ids=["SIGHUP", "SIGKILL"])
+def test_what_the_recorder_said_is_in_its_file_however_it_ends_the_moment_after(
+    tmp_path: Path, endpoint: str, sig: signal.Signals
+) -> None:
+    """The recorder ended the moment it said an alert: its terminal closed (SIGHUP), it stops as
+    cleanly as on SIGINT or SIGTERM, its file whole; killed, its file still holds the alert and
+    what came before (real jobs, stopped by SIGINT and SIGTERM: tests/jobs/test_recorder_stopped_jobs.py)."""
+    out = tmp_path / "run.distmon"
+    sim = SimJob(world=4, start=time.time()).exception(1, at=2)
+    with recording(out, endpoint) as recorder:
+        with sender(endpoint, linger=0) as push:
+            for t, raw in sim.stream(until=30):
+                time.sleep(max(0.0, t - time.time()))  # as the job happens
+                push.send(raw)
+                if " CRITICAL " in recorder.stderr():
+                    break
+        recorder.wait_critical("rank_exception", timeout=30)
+        recorder.process.send_signal(sig)
+        code = recorder.process.wait(30)
+    said = [line.split(" CRITICAL ", 1)[1] for line in recorder.stderr().splitlines() if " CRITICAL " in line]
+    report = distmon("report", "--json", str(out))
+    assert report.returncode == 0, report.stderr
+    assert [f"{a['kind']}: {a['summary']}" for a in json.loads(report.stdout)] == said
+    if sig == signal.SIGKILL:
+        assert code == -signal.SIGKILL
+        return
+    assert code == 0 and report.stderr == "", report.stderr  # closed: the file whole
+    closing = recorder.stderr().strip().splitlines()[-1]
+    messages = distmon("report", str(out)).stdout.splitlines()[1]
+    assert closing.startswith(f"distmon record: {messages.split(';')[0]} from 4 ranks, 1 alert"), (closing, messages)
+
+
 def test_a_recording_cut_off_mid_write_still_reports(tmp_path: Path) -> None:
     path = tmp_path / "run.distmon"
     writer = RecordingWriter(str(path))
@@ -94,6 +131,32 @@ def test_a_recording_cut_off_mid_write_still_reports(tmp_path: Path) -> None:
     alerts = json.loads(result.stdout)
     assert [(a["kind"], a["ranks"]) for a in alerts] == [("rank_exception", [1])]
     assert all(set(a) == ALERT_FIELDS for a in alerts)
+
+
+def test_an_alert_is_in_the_file_before_the_monitor_says_it(tmp_path: Path) -> None:
+    """Whatever ends the monitor once a tick has handed an alert on (to stderr, a screen, a
+    notification), a kill, a crash, a closed terminal, its file holds the alert and every
+    message taken in before it: the file is copied as it stands the moment the tick returns,
+    the writer never closed, and read back."""
+    path = tmp_path / "run.distmon"
+    sim = SimJob(world=4).hang(2, at=3)
+    records = (MessageRecord(t, raw) for t, raw in sim.stream(until=30))
+    writer = RecordingWriter(str(path))
+    session = Session(ReplayFeed(records, speed=math.inf), Monitor(Detector(), recorder=writer))
+    said: list[tuple[float, Change]] = []
+    while not said and not session.feed.finished:
+        said = session.run_timed(limit=1)  # the tick that says it, and nothing taken in after
+    killed = tmp_path / "killed.distmon"
+    shutil.copyfile(path, killed)
+    writer.close()
+    assert said, "the hang raised no alert"
+    t = said[0][0]
+    _, kept = read_recording(str(killed))
+    kept_records = list(kept)
+    alerts = [(r.event, r.alert.kind, r.alert.ranks) for r in kept_records if isinstance(r, AlertEvent)]
+    assert alerts == [(c.event, c.alert.kind, c.alert.ranks) for _, c in said] == [("raised", "hang", [2])]
+    before = [m for m, _ in sim.stream(until=30) if m < t]
+    assert [m for m, _ in received(kept_records)] == before
 
 
 def test_report_puts_the_first_cause_on_top(tmp_path: Path) -> None:
@@ -131,13 +194,14 @@ def test_a_rank_still_shown_in_a_barrier_its_peers_have_left_is_no_stuck_collect
     """A real 3-rank job (the working job of tests/jobs/test_stopped_and_working_ranks_jobs.py, on
     a loaded machine): rank 0 writes a 12 s checkpoint while ranks 1 and 2 wait in a barrier. When it ends,
     ranks 0 and 2 report having passed the barrier before rank 1's report says it left: the
-    barrier is done, not stuck with "none behind". Only the checkpoint's warnings remain."""
+    barrier is done, not stuck with "none behind". Only the first checkpoint's warning remains:
+    the second is the job's habit."""
     done = distmon("replay", "--headless", "--json", "--speed", "max", str(DATA / "checkpoint-barrier.distmon"))
     assert done.returncode == 0, done.stderr
     alerts = json.loads(done.stdout)
     assert [a for a in alerts if a["severity"] == "critical"] == []
     checkpoints = [a for a in alerts if a["kind"] == "hang" and "rank 0 is writing a checkpoint" in a["summary"]]
-    assert len(checkpoints) == 2 and all(a["severity"] == "warning" for a in checkpoints)
+    assert len(checkpoints) == 1 and all(a["severity"] == "warning" for a in checkpoints)
 
 
 def test_a_batch_over_a_piece_is_recorded_in_pieces_and_reads_back_whole(tmp_path: Path) -> None:

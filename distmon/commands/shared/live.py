@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import argparse
 import sys
+import threading
+import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
@@ -15,6 +17,12 @@ from distmon.commands.shared import acting, finding, metrics_port
 from distmon.endpoint import exposure_warning, resolve
 from distmon.guards import values
 from distmon.monitor.state.admission import MAX_WORLD
+from distmon.node.eye import NodeEye
+from distmon.reach.eyes import Eyes
+from distmon.reach.plan import Plan, ReachError, from_job, given, reach
+
+FIRST_SCAN = 10.0
+"""Seconds to wait for the first scan of this host, to learn the other nodes of a job found here."""
 
 if TYPE_CHECKING:
     from distmon.actions.responder import Responder
@@ -36,9 +44,14 @@ class Live:
     monitor: Monitor
     responder: Responder
     metrics: metrics_port.Server | None
+    eyes: Eyes | None = None
+    """The eyes started on the job's other nodes (``--find`` reaching them), if any."""
 
     def stop(self) -> str:
-        """Stop serving metrics and send what is still queued; a few words for the closing line."""
+        """End the eyes on other nodes, stop serving metrics and send what is still queued; a
+        few words for the closing line."""
+        if self.eyes is not None:
+            self.eyes.close()
         if self.metrics is not None:
             self.metrics.shutdown()
         return acting.close(self.responder)
@@ -79,7 +92,6 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
     from distmon.monitor.intake.feeds import LiveFeed
     from distmon.monitor.intake.receiver import EndpointError
     from distmon.monitor.recording.writer import RecordingWriter
-    from distmon.node.eye import NodeEye
 
     address = resolve(args.endpoint)
     try:
@@ -95,16 +107,47 @@ def _open(args: argparse.Namespace, command: str, recording: str | None, job: st
         recorder = RecordingWriter(recording) if recording is not None else None
     except OSError as e:
         raise _Refused(f"cannot write {recording}: {e.strerror}") from None
+    eye = NodeEye(find=args.find, pick=args.pid, job=job)  # watch's and record's
+    plan = _plan(args, eye, job)
+    eyes_key = keys.fresh() if plan else None
     try:
-        feed = LiveFeed(address, key=key, eye=NodeEye(find=args.find, pick=args.pid))  # watch's and record's
+        feed = LiveFeed(address, key=key, eye=eye, eyes=eyes_key)
     except EndpointError as e:
+        eye.close()
         if recorder is not None:
             recorder.close()
         raise _Refused(e) from None
     try:
-        return _start(args, feed, recorder, address, key is not None, job, _attach_server(command, address, key))
+        live = _start(args, feed, recorder, address, key is not None, job, _attach_server(command, address, key))
     except metrics_port.MetricsPortError as e:
         raise _Refused(e) from None
+    if plan and eyes_key is not None and feed.eyes_port is not None:
+        live.eyes = Eyes(feed.eyes_port, eyes_key, job, [sys.executable, "python3"])
+        eye.reaching = live.eyes
+        threading.Thread(target=reach, args=(live.eyes, plan), name="distmon-reach-start", daemon=True).start()
+    return live
+
+
+def _plan(args: argparse.Namespace, eye: NodeEye, job: str | None) -> Plan | None:
+    """The nodes to reach: those named; else, finding a job here that runs on other nodes too,
+    those it tells of (unless ``--here``). Raises :class:`_Refused`."""
+    if not args.find:
+        return None
+    try:
+        plan = given(args.slurm, args.hosts, args.hostfile)
+    except ReachError as e:
+        raise _Refused(e) from None
+    if plan is not None or args.here or eye.found is None:
+        return plan
+    began = time.monotonic()
+    while eye.found.scans == 0 and time.monotonic() - began < FIRST_SCAN:
+        time.sleep(0.05)
+    jobs = eye.found.found.jobs
+    mine = job if job is not None else next(iter(jobs), None) if len(jobs) == 1 else None
+    here = jobs.get(mine, []) if mine is not None else []
+    if mine is None or max((r.world for r in here), default=0) <= len(here):
+        return None
+    return from_job(mine, eye.found.hosts_of(mine)) or None
 
 
 def _attach_server(command: str, address: str, key: keys.JobKey | None) -> AttachServer | None:

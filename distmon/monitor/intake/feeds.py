@@ -22,7 +22,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from distmon.keys import JobKey
-from distmon.monitor.intake.receiver import DUMP_QUEUE, Receiver
+from distmon.monitor.intake.receiver import DUMP_QUEUE, EndpointError, Receiver
 from distmon.monitor.recording.format import (
     AlertEvent,
     BatchRecord,
@@ -179,6 +179,7 @@ class LiveFeed:
         key: JobKey | None = None,
         max_bytes: int = 256 * 1024 * 1024,
         eye: NodeEye | None = None,
+        eyes: JobKey | None = None,
     ) -> None:
         self.endpoint = endpoint
         self.eye = eye
@@ -187,6 +188,8 @@ class LiveFeed:
         self.received = 0
         self._clock = clock
         self._receiver = Receiver(endpoint, key)
+        self.eyes_port = None if eyes is None else self._listen_for_eyes(eyes)
+        """Where the nodes' eyes a command starts report (any interface), with the key ``eyes``."""
         self._queue: deque[tuple[float, Incoming]] = deque()
         self._queued_frames = 0
         self._queued_bytes = 0
@@ -203,6 +206,13 @@ class LiveFeed:
         self._thread = threading.Thread(target=self._run, name="distmon-feed", daemon=True)
         self._thread.start()
 
+    def _listen_for_eyes(self, key: JobKey) -> int:
+        try:
+            return self._receiver.listen_for_eyes(key)
+        except EndpointError:
+            self._receiver.close()
+            raise
+
     def _run(self) -> None:
         try:
             while not self._stopping.is_set():
@@ -214,6 +224,7 @@ class LiveFeed:
                     if command.action == LOOK and self.eye is not None:
                         self.eye.want(eye_looks.wanted_looks(command.looks or []))
                 batches = self._receiver.receive(0.1)
+                t = self._clock()  # what came by now is in hand: the watermark, whatever the eye takes next
                 if self.eye is not None:
                     for batch in batches:
                         if isinstance(batch, Batch) and len(batch):
@@ -224,7 +235,6 @@ class LiveFeed:
                         batches.append(Batch.of(found))
                 refused = self._receiver.take_refused()
                 dumps = self._receiver.take_dumps()
-                t = self._clock()
                 with self._lock:
                     self._dumps.extend(dumps)
                     self._refused.update(refused)
@@ -318,8 +328,13 @@ class LiveFeed:
             return self._watermark
 
     def settle(self, timeout: float = 1.0) -> None:
-        """Wait until what has arrived by now is in the queue (a reader's cycle, 0.1 s)."""
-        target, deadline = self._clock(), time.monotonic() + timeout
+        """Wait until what has arrived by now is in the queue (a reader's cycle, 0.1 s), with
+        what this host's eye sees of the ranks' processes now: one killed a moment ago is told
+        gone beside the last words of those it took down."""
+        deadline = time.monotonic() + timeout
+        if self.eye is not None:
+            self.eye.prober.check_ends(timeout)
+        target = self._clock()
         while self.now() < target and self._thread.is_alive() and time.monotonic() < deadline:
             time.sleep(0.01)
 

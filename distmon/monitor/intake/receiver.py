@@ -110,14 +110,29 @@ class Receiver:
         self._poller = zmq.Poller()
         self._poller.register(self._socket, zmq.POLLIN)
         self._poller.register(self._events, zmq.POLLIN)
+        self._clients = keys.JobClients()
         try:
             if key is not None:
-                self._authenticator = keys.admit_job_clients(self._context, key)
+                self._clients.admit(key)
+                self._authenticator = keys.admit(self._context, self._clients)
                 keys.as_server(self._socket, key)
             endpoints.bind(self._socket, endpoint)
         except EndpointError:
             self.close()
             raise
+
+    def listen_for_eyes(self, key: keys.JobKey) -> int:
+        """Listen also on a TCP port of every interface, for the nodes' eyes a command started
+        (:mod:`distmon.reach`): only clients holding ``key`` are let in there, whatever the
+        first endpoint admits (ZeroMQ takes a listener's security when it binds). Returns the
+        port. Raises :class:`EndpointError`."""
+        self._clients.admit(key)
+        if self._authenticator is None:
+            self._authenticator = keys.admit(self._context, self._clients)
+        keys.as_server(self._socket, key)
+        endpoints.bind(self._socket, "tcp://*:*")
+        bound = self._socket.getsockopt(zmq.LAST_ENDPOINT)
+        return int(bound.decode().rpartition(":")[2] if isinstance(bound, bytes) else str(bound).rpartition(":")[2])
 
     def receive(self, timeout: float, limit: int = 10_000) -> list[Incoming]:
         """What arrives within ``timeout`` seconds, up to ``limit`` messages and about

@@ -92,6 +92,7 @@ class Sight:
         new = []
         for one in looks:
             first = self.told.spoke(one.host)
+            self.told.fared(one.reached)
             times = [sample.t for sample in one.samples] + ([one.read] if one.read is not None else [])
             if times:
                 offset = t - max(times)
@@ -120,6 +121,8 @@ class Sight:
                 self._looks.popitem(last=False)
         if kept and sample.t < kept[-1].t:
             return  # older than what its eye said before: out of order on the way
+        if kept and kept[-1].tid != sample.tid:
+            kept.clear()  # another thread looked at (the one that trains, once known): its counters are its own
         kept.append(sample)
         self._looks.move_to_end(key)
         if sample.state == "X":

@@ -135,8 +135,8 @@ Record = MessageRecord | BatchRecord | ColumnRecord | LooksRecord | AlertEvent |
 
 
 def alert_record(t: float, change: Change) -> list[Any]:
-    """An alert's change as an ``"a"`` record, the alert as it stands now."""
-    return ["a", t, change.event, change.alert.to_json(), change.alert.key]
+    """An alert's change as an ``"a"`` record, the alert as the change left it."""
+    return ["a", t, change.event, change.then.to_json(), change.then.key]
 
 
 def received(records: Iterable[Record]) -> Iterator[tuple[float, bytes]]:

@@ -1,7 +1,8 @@
 """Writing a recording (:mod:`distmon.monitor.recording.format`) as the monitor takes its
 reports in.
 
-The writer flushes the zlib stream (``Z_SYNC_FLUSH``) and the file to disk at least every
+The writer flushes the zlib stream (``Z_SYNC_FLUSH``) into the file when asked (the monitor
+asks before it says what it recorded: :meth:`RecordingWriter.flush`), to disk at least every
 :data:`SYNC_EVERY` seconds, and ends the stream when it closes. A write that fails (a full
 disk, a file-size limit, the file removed under it) stops the recording, never the monitor:
 the writer says so once, in one line, and writes nothing more, so the file reads up to its
@@ -108,6 +109,18 @@ class RecordingWriter:
         if time.monotonic() - self._last_sync >= SYNC_EVERY:
             self.sync()
 
+    def flush(self) -> None:
+        """Every record written so far into the file, readable whatever ends this process next
+        (a kill, a crash, a closed terminal): what the monitor is about to say (an alert on
+        stderr, on a screen, in a notification) is in the file first. The system's cache
+        holds it; :meth:`sync` puts it on the disk."""
+        if self.stopped is not None:
+            return
+        try:
+            self._flush()
+        except OSError as e:
+            self._stop(e.strerror or str(e))
+
     def sync(self) -> None:
         if self.stopped is not None:
             return
@@ -120,11 +133,14 @@ class RecordingWriter:
         except OSError as e:
             self._stop(e.strerror or str(e))
 
-    def _sync(self) -> None:
+    def _flush(self) -> None:
         if self._unflushed:
             self._file.write(self._deflate.flush(zlib.Z_SYNC_FLUSH))
             self._unflushed = False
         self._file.flush()
+
+    def _sync(self) -> None:
+        self._flush()
         os.fsync(self._file.fileno())
         self._last_sync = time.monotonic()
 

@@ -42,11 +42,13 @@ from distmon.monitor.rules.hang_words import (
     InRing,
     Root,
     StuckCollective,
+    Unseen,
     WaitedIn,
     WaitLine,
     deadlock_words,
     hang_words,
     stuck_collective_words,
+    unseen_words,
 )
 from distmon.monitor.rules.process import (
     Look,
@@ -59,17 +61,18 @@ from distmon.monitor.rules.process import (
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Finding
 from distmon.monitor.state.columns import I8
-from distmon.monitor.state.kinds import PEER_PLACES, AlertKind, Doing
+from distmon.monitor.state.kinds import AlertKind, Doing
 from distmon.monitor.state.whereabouts import Place, classify, user_frame
-from distmon.monitor.state.words import duration, rank_word, stack_lines, where
+from distmon.monitor.state.words import duration, rank_word, reach_line, stack_lines, where
+from distmon.node.torch_frames import c10d_op, waits_on_peers
 from distmon.wire import ANY_SOURCE, StackFrame
 
 MAX_SHOWN = 4
 RAN_ON = 5.0
 """Seconds the others must run on after a found rank's process ended for it to be named."""
+SYNC_POINT = "a sync point (on a GPU, where a rank waits for its collective)"
 THE_JOB = "the job"
 """The group a collective seen from outside is waited in: its stack names no group."""
-C10D = "torch/distributed/distributed_c10d.py"
 
 
 @dataclass(frozen=True)
@@ -89,22 +92,28 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
         return []
     ranks = np.flatnonzero(found)
     places = _places(job, ranks)
-    at_peers = {rank for rank in ranks.tolist() if (place := places[rank]) is not None and place.kind in PEER_PLACES}
+    in_calls = {rank for rank in ranks.tolist() if waits_on_peers(job.report_of(rank).stack)}
+    synced = _at_a_sync_point(job, ctx, places, [r for r in ranks.tolist() if r not in in_calls])
+    at_peers = in_calls | synced.keys()
     waiting = [
-        _Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, sorted(at_peers))
+        _Stood(rank, age, _waited_in(job, rank, places[rank])) for rank, age in _stood(job, ctx, sorted(in_calls))
     ]
+    waiting += [_Stood(rank, age, _waited_in(job, rank, places[rank], True)) for rank, age in sorted(synced.items())]
     early, hang = _thresholds(ctx, waiting)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []
-    missing = [] if ctx.behind is not None else sorted(set(range(job.world)) - set(job.ranks))
-    roots = [rank for rank in ranks.tolist() if rank not in at_peers] + missing
+    unseen = sorted(set(range(job.world)) - set(job.ranks))
+    roots = [rank for rank in ranks.tolist() if rank not in at_peers]
     if roots:
-        return _hang(job, ctx, roots, waiting, early, hang)
+        return _hang(job, ctx, roots, waiting, early, hang, tuple(unseen))
     if len(waiting) < len(at_peers):
         return []  # some ranks at a collective still move, or work there: not stuck yet
     ring = _ring(waiting)
     if ring:
         return [_deadlock(job, ctx, ring, waiting)]
+    if unseen:  # whom they wait for is not seen: named by nobody
+        waited = max(w.age for w in waiting)
+        return [_unseen(job, unseen, waiting)] if waited >= hang and ctx.behind is None else []
     by_place = _by_place(waiting)
     if len(by_place) > 1 and min(w.age for w in waiting) >= early:
         return [_divergence(job, ctx, by_place)]
@@ -147,14 +156,35 @@ def _places(job: JobState, ranks: I8) -> dict[int, Place | None]:
     return out
 
 
-def _waited_in(job: JobState, rank: int, place: Place | None) -> WaitedIn:
-    """What a found rank's stack stands in: its op (the innermost ``torch.distributed`` call),
-    where its code called it, and the peer a send or receive names."""
+def _at_a_sync_point(
+    job: JobState, ctx: Context, places: dict[int, Place | None], ranks: list[int]
+) -> dict[int, float]:
+    """Of ``ranks`` (found, not inside ``torch.distributed``), those that wait for their peers
+    at a sync point, as ranks do on a GPU (a collective returns at once; the rank blocks later,
+    in ``loss.item()``, a copy to the CPU, a kernel launch once the queue is full, often
+    spinning, busy, with the GIL held): most of them, two at least, standing at one line of
+    their code, while another of them stands elsewhere. With how long each has stood there."""
+    at: dict[tuple[str, int], dict[int, float]] = defaultdict(dict)
+    for rank in ranks:
+        place, outside = places.get(rank), job.report_of(rank).outside
+        frame = place.user if place is not None else None
+        if frame is not None and outside is not None and outside.stood_since is not None:
+            at[(frame.file, frame.line)][rank] = job.ranks[rank].age(outside.stood_since, ctx.now)
+    most = max(at.values(), key=len, default={})
+    return most if len(most) >= 2 and 2 * len(most) > len(ranks) and len(most) < len(ranks) else {}
+
+
+def _waited_in(job: JobState, rank: int, place: Place | None, synced: bool = False) -> WaitedIn:
+    """What a found rank's stack stands in: its op (the innermost ``torch.distributed`` call, or
+    the sync point where it waits for one), where its code called it, and the peer a send or
+    receive names."""
     r = job.report_of(rank)
     frames = r.stack or []
     assert place is not None
+    if synced:
+        return WaitedIn(THE_JOB, op=SYNC_POINT, at=place.user, rank=rank)
     op = "init_process_group" if place.kind == Doing.INIT else None
-    op = op or next((f.func for f in reversed(frames) if f.file.endswith(C10D)), None)
+    op = op or c10d_op(frames)
     if op is None:  # no torch.distributed call of its own: DDP's reducer, a pipeline library's sends
         ops = {"init": "init_process_group", "collective": "backward (DDP's gradient all-reduce)"}
         op = ops.get(place.kind) or place.words.removeprefix("in ")
@@ -189,7 +219,13 @@ def _lines(waiting: list[_Stood], awaited: tuple[int, ...]) -> list[WaitLine]:
 
 
 def _hang(
-    job: JobState, ctx: Context, roots: list[int], waiting: list[_Stood], early_after: float, hang_after: float
+    job: JobState,
+    ctx: Context,
+    roots: list[int],
+    waiting: list[_Stood],
+    early_after: float,
+    hang_after: float,
+    unseen: tuple[int, ...],
 ) -> list[Finding]:
     """Ranks stand still waiting on peers while ``roots`` stand elsewhere: before ``hang_after``,
     named as a warning once each is seen doing nothing for a second; after, with what their
@@ -238,6 +274,7 @@ def _hang(
         working=working and not early,
         hang_after=hang_after,
         habit=habit,
+        unseen=unseen,
     )
     summary, detail = hang_words(h)
     return [Finding("hang", AlertKind.HANG, h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
@@ -327,6 +364,15 @@ def _divergence(job: JobState, ctx: Context, by_place: dict[tuple[str | None, st
         "\n".join(lines),
         said(job, odd_ranks, ctx),
     )
+
+
+def _unseen(job: JobState, unseen: list[int], waiting: list[_Stood]) -> Finding:
+    """Every rank seen waits on its peers, and the job has ranks not seen (on nodes not looked
+    at, or not reached): whom they wait for is among those, and nobody is named."""
+    reached = tuple(line for r in job.told.reached.values() if (line := reach_line(r)))
+    u = Unseen(tuple(_lines(waiting, tuple(unseen))), tuple(unseen), tuple(job.hosts), job.world, reached)
+    summary, detail = unseen_words(u)
+    return Finding("hang:unseen", AlertKind.HANG, CRITICAL, [], summary, detail, {})
 
 
 def _stuck(waiting: list[_Stood]) -> Finding:

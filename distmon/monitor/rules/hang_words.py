@@ -80,6 +80,8 @@ class Hang:
     hang_after: float
     habit: Habit | None = None
     """The usual pause this one outlasts."""
+    unseen: tuple[int, ...] = ()
+    """Ranks of the job not seen (found from outside, on nodes not looked at)."""
 
 
 @dataclass(frozen=True)
@@ -93,6 +95,19 @@ class StuckCollective:
     """Seconds until that timeout fires."""
     suspects: tuple[int, ...]
     """Its members that also hold up other groups."""
+
+
+@dataclass(frozen=True)
+class Unseen:
+    """Every rank seen waits on its peers (``lines``), and the job's ranks ``unseen`` were not
+    seen: whom they wait for is among those. ``hosts``: the hosts seen; ``reached``: what the
+    nodes reached and not seen said, in words."""
+
+    lines: tuple[WaitLine, ...]
+    unseen: tuple[int, ...]
+    hosts: tuple[str, ...]
+    world: int
+    reached: tuple[str, ...]
 
 
 @dataclass(frozen=True)
@@ -183,7 +198,38 @@ def hang_words(h: Hang) -> tuple[str, str]:
         detail.append(f"  {rank_word(line.ranks)} in {what(line.place)}{for_whom}, {duration(line.age)}")
     if h.places > len(h.lines):
         detail.append(f"  ... and {h.unshown} more ranks in {h.places - len(h.lines)} more collectives or sends")
+    if h.unseen:
+        unseen = rank_word(h.unseen)
+        detail.append(f"Not seen: {unseen}, on nodes not looked at: they may hold the job up too.")
     detail.extend(_advice(h, who))
+    return summary, "\n".join(detail)
+
+
+def unseen_words(u: Unseen) -> tuple[str, str]:
+    """Ranks seen all wait, for ranks not seen: what is known, what is not, and where to look."""
+    waiting = sum(len(line.ranks) for line in u.lines)
+    oldest = max(line.age for line in u.lines)
+    seen = rank_word(sorted(int(r) for line in u.lines for r in line.ranks))
+    unseen = rank_word(u.unseen)
+    where = ", ".join(u.hosts) or "this host"
+    summary = (
+        f"{seen} {'waits' if waiting == 1 else 'wait'}, in {what(u.lines[0].place)}, for up to "
+        f"{duration(oldest)}: whom for is not seen ({unseen}, on other nodes)"
+    )
+    detail = [
+        f"Every rank seen ({seen}, on {where}) waits on its peers, and none of them holds the others up. "
+        f"The job has {u.world} ranks: {unseen} {'was' if len(u.unseen) == 1 else 'were'} not seen, and the "
+        "one the others wait for is among them.",
+        "Waiting:",
+        *(f"  {rank_word(line.ranks)} in {what(line.place)}, {duration(line.age)}" for line in u.lines),
+    ]
+    if u.reached:
+        detail += ["Nodes not seen:", *(f"  {line}" for line in u.reached)]
+    detail.append(
+        f"What to do: look at {unseen} where {'it runs' if len(u.unseen) == 1 else 'they run'}: from a host that "
+        "reaches every node of the job, `distmon look --hosts NODE,...` (over ssh) or `distmon look --slurm JOBID`; "
+        "or `distmon look` on their node."
+    )
     return summary, "\n".join(detail)
 
 

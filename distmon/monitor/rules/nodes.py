@@ -153,11 +153,12 @@ def _waits_for(
     job: JobState, ctx: Context, node: SilentNode, waiting: list[Wait], groups: dict[str, Group]
 ) -> list[Wait]:
     """Of the other live ranks' ``waiting``, the waits for ``node``'s ranks alone, begun about
-    when it went silent and longer than three steps (a healthy collective is over sooner), the
-    longest first: in a collective of ``groups`` every live member has issued, or a send or
-    receive to one of its ranks. A wait begun long after (its ranks, unwatched, stopped since)
-    is the hang's."""
-    longest = min(ctx.early_after, ctx.hang_after)
+    when it went silent and as long as a hang (a collective with ranks whose relay alone died
+    completes within a few steps, but a loaded host's steps come and go: a shorter wait pages a
+    node that trains on), the longest first: in a collective of ``groups`` every live member has
+    issued, or a send or receive to one of its ranks. A wait begun long after (its ranks,
+    unwatched, stopped since) is the hang's."""
+    longest = ctx.hang_after
     began_by = node.since + float(np.nanmax(job.cols.interval[node.ranks])) + longest
     found = []
     for w in waiting:

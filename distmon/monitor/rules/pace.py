@@ -38,7 +38,6 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.pace import Holdups
-from distmon.node.proc import CPUS
 
 STARVED_SHARE = 0.2
 """A straggler whose training thread waited for a CPU this share of the time or more is
@@ -63,6 +62,8 @@ class Cpu:
     waited: float
     """The share of the time the rank's training thread waited, runnable, for a CPU."""
     load: float
+    cpus: int
+    """The host's CPUs; 0 where its eye does not say."""
 
 
 def straggler(job: JobState, ctx: Context) -> list[Finding]:
@@ -187,10 +188,9 @@ def _cpu(job: JobState, rank: int, ctx: Context) -> tuple[bool, Cpu | None]:
     if seen is None or seen.first is None or seen.last is None or seen.last.t - seen.first.t < 1.0:
         return on_host is None or ctx.outside is None, None
     waited = (seen.last.queued - seen.first.queued) / (seen.last.t - seen.first.t)
-    return True, Cpu(waited, seen.last.load)
+    return True, Cpu(waited, seen.last.load, seen.last.cpus)
 
 
 def _starved_words(cpu: Cpu) -> str:
-    return (
-        f"its training thread waited for a CPU {cpu.waited:.0%} of the time (host load {cpu.load:.1f} on {CPUS} CPUs)"
-    )
+    on = f" on {cpu.cpus} CPUs" if cpu.cpus else ""
+    return f"its training thread waited for a CPU {cpu.waited:.0%} of the time (host load {cpu.load:.1f}{on})"

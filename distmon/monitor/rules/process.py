@@ -36,7 +36,7 @@ from distmon.monitor.state.alerts import Finding
 from distmon.monitor.state.columns import I8
 from distmon.monitor.state.kinds import IDLE_VERDICTS, MOVING_VERDICTS, Doing
 from distmon.monitor.state.whereabouts import classify, frame_lines
-from distmon.node.proc import GIL_WAKES, Sample
+from distmon.node.proc import GIL_WAIT_WAKES, Sample
 from distmon.node.pyspy import OutsideStack
 
 MAX_WATCHED = 16
@@ -210,16 +210,15 @@ def _gil_for(s: RankState, ctx: Context) -> GilHeld:
 
 
 def waits_for_the_gil(seen: Seen) -> bool:
-    """The reporting thread woke half of :data:`~distmon.node.proc.GIL_WAKES` times a second or
+    """The reporting thread woke :data:`~distmon.node.proc.GIL_WAIT_WAKES` times a second or
     more over the last second of looks (half a second of them at least): it waited for the GIL
-    most of that time, however loaded its host (it wakes on a timer). Waiting for its next
-    report, it wakes about once a second."""
+    (it wakes on a timer for it). Waiting for its next report, it wakes about once a second."""
     looks = [look for look in seen.within(SPAN) if look.reporter_wakes is not None]
     if len(looks) < 2 or looks[-1].t - looks[0].t < SPAN / 2:
         return False
     first, last = looks[0], looks[-1]
     assert first.reporter_wakes is not None and last.reporter_wakes is not None
-    return (last.reporter_wakes - first.reporter_wakes) / (last.t - first.t) >= GIL_WAKES / 2
+    return (last.reporter_wakes - first.reporter_wakes) / (last.t - first.t) >= GIL_WAIT_WAKES
 
 
 def keep_looking(s: RankState, ctx: Context) -> None:

@@ -13,7 +13,7 @@ the GIL, asleep where it never slept) fits no habit and is named as fast as ever
 Nothing is configured. A pause counts once it ended on its own (its ranks went on), unless a
 person or a debugger stopped the rank, or it was named for outlasting its habit (an
 exception, not the rule); it is a habit once the job has taken it :data:`USUAL_AFTER` times,
-so its first times may warn. It counts only if it was one: the waiting ranks' own reports
+so its first time may warn. It counts only if it was one: the waiting ranks' own reports
 showed a wait longer than a few of the job's steps
 (:data:`~distmon.monitor.state.limits.PAUSE_STEPS`). A rank the others wait for in every
 step holds them up for a fraction of a step each time; the monitor, reading reports sent
@@ -31,8 +31,9 @@ from dataclasses import dataclass, field
 from distmon.monitor.state.kinds import NEVER_USUAL
 from distmon.monitor.state.words import duration
 
-USUAL_AFTER = 2
-"""Pauses of the same kind the job has come out of before the next one is usual."""
+USUAL_AFTER = 1
+"""Pauses of the same kind the job has come out of before the next one is usual: one, so a
+habit warns its first time alone (a healthy job's every habit paged once is one too many)."""
 MARGIN = 2.0
 """A usual pause may last this many times the longest one seen before it is a hang."""
 MAX_HABITS = 64

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 WARNING = "warning"
@@ -79,9 +79,16 @@ class Change:
 
     event: str
     alert: Alert
+    """The alert itself, which the ticks after this one go on updating."""
     escalated: bool = False
     """An update that turned a warning critical (a culprit found not to be working): a page,
     as a critical alert raised would be."""
+    then: Alert = field(init=False, compare=False)
+    """The alert as this change left it: what its line says and its record keeps, whenever
+    they are written (a loop that runs two ticks before it prints, a screen's thread)."""
+
+    def __post_init__(self) -> None:
+        self.then = replace(self.alert, ranks=list(self.alert.ranks), doing=dict(self.alert.doing))
 
 
 class AlertBook:

@@ -31,8 +31,7 @@ def flagged(cols: Columns, flag: int, ranks: Ranks = ALL) -> Mask:
 def found(cols: Columns, ranks: Ranks = ALL) -> Mask:
     """Per rank: heard from, and its latest report its node's eye's, for a rank found from
     outside (:func:`distmon.wire.found_in_flags`: bit 128 without an exception)."""
-    flags = cols.flags[ranks]
-    mask: Mask = cols.present[ranks] & ((flags & wire.FLAG_FOUND) != 0) & ((flags & wire.FLAG_RAISED) == 0)
+    mask: Mask = cols.present[ranks] & wire.found_in_flags(cols.flags[ranks])
     return mask
 
 

@@ -129,6 +129,9 @@ def _admit(admission: Admission, parsed: Parsed, arrived: F8) -> npt.NDArray[np.
         first, ended = h[i], admission.job_hash is not None and admission.ended(float(arrived[i]))
         another = first["job"] != admission.job_hash and not admission.pinned
         followed = admission.job_world
+        if followed is None and first["job"] == admission.job_hash:  # a job named before it reported
+            admission.job_world = int(first["world"])
+            break
         resized = first["job"] == admission.job_hash and followed is not None and first["world"] != followed
         if not (admission.job_hash is None or (ended and (another or resized))):
             break
@@ -154,7 +157,7 @@ def _admit(admission: Admission, parsed: Parsed, arrived: F8) -> npt.NDArray[np.
     churn = other_process & ~gone
     # A node's eye reports for a rank it found from outside; once the rank reports itself (its
     # hook attached since), its own reports say more, and the eye's are not taken in.
-    found = ((h["flags"] & wire.FLAG_FOUND) != 0) & ((h["flags"] & wire.FLAG_RAISED) == 0)
+    found = wire.found_in_flags(h["flags"])
     keep &= ~(found & alive & ~other_process & ~facts.found(cols, current))
     reason = refusals(world, rank, admission.job_world, admission.max_world, churn & keep)
     for code in np.unique(reason[keep & (reason > 0)]):
@@ -348,7 +351,8 @@ def _history(admission: Admission, rank: I8, h: npt.NDArray[np.void], waiting: F
         "waiting": waiting,
         "data_wait": h["data_wait"],
     }
-    for metric, value in values.items():
-        cols.history[metric][slot, rank] = value
+    with np.errstate(over="ignore"):  # a value past the column's float32 (a crafted report's) is kept as inf
+        for metric, value in values.items():
+            cols.history[metric][slot, rank] = value
     cols.history_next[rank] = (slot + 1) % HISTORY
     cols.history_count[rank] += 1

@@ -35,13 +35,12 @@ from distmon.monitor.state.array_sets import distinct
 from distmon.monitor.state.columns import ALL, F8, I8, Columns
 from distmon.monitor.state.ending import Ending, job_ending
 from distmon.monitor.state.ingest import Admission
-from distmon.monitor.state.kinds import PEER_PLACES
 from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.nodes import EyesTold, NodeLinks, SilentNode, blind_hosts, silent_nodes
 from distmon.monitor.state.pace import Holdups
 from distmon.monitor.state.ranks import Ranks, RankState
 from distmon.monitor.state.reports import Reports
-from distmon.monitor.state.whereabouts import classify
+from distmon.node.torch_frames import waits_on_peers
 from distmon.wire import GroupStatus, Report
 from distmon.wire.column_batch import ColumnBatch
 from distmon.wire.sockets import Batch, Relay
@@ -459,4 +458,4 @@ class JobState:
 
 def _at_peers(job: JobState, rank: int) -> bool:
     """Rank ``rank``'s stack stands where a rank waits on its peers."""
-    return classify(job.report_of(rank).stack).kind in PEER_PLACES
+    return waits_on_peers(job.report_of(rank).stack)

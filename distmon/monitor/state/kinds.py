@@ -9,7 +9,22 @@ notifications: a name users' tools read, never changed.
 
 from __future__ import annotations
 
-from enum import StrEnum
+import sys
+from enum import Enum
+
+if sys.version_info >= (3, 11):
+    from enum import StrEnum
+else:
+
+    class StrEnum(str, Enum):
+        """Python 3.10's stand-in for 3.11's ``enum.StrEnum``: a member is its value, in
+        ``str()`` and ``format()`` alike (``f"{AlertKind.HANG}"`` is ``hang``)."""
+
+        def __str__(self) -> str:
+            return str.__str__(self)
+
+        def __format__(self, spec: str) -> str:
+            return str.__format__(self, spec)
 
 
 class AlertKind(StrEnum):
@@ -69,9 +84,6 @@ PLACES = frozenset(
 """Where a stack can stand."""
 WAITING_PLACES = frozenset({Doing.INIT, Doing.COLLECTIVE, Doing.P2P, Doing.DATALOADER})
 """Places where a rank waits on others: the large group found there are victims."""
-PEER_PLACES = frozenset({Doing.INIT, Doing.COLLECTIVE, Doing.P2P})
-"""Places where a rank waits on its peers (a rank waiting on its DataLoader waits on its own
-workers: it holds its peers up)."""
 VERDICTS = frozenset(
     {Doing.SIGSTOPPED, Doing.TRACED, Doing.ZOMBIE, Doing.GONE, Doing.WORKING, Doing.FILE_IO, Doing.NETWORK,
      Doing.GIL, Doing.LOCK, Doing.SLEEPING, Doing.UNKNOWN}

@@ -24,6 +24,7 @@ from distmon.monitor.state.columns import F8, I8, Columns
 from distmon.monitor.state.facts import flagged
 from distmon.monitor.state.limits import Thresholds
 from distmon.node.links import Link, LinkChange, changes
+from distmon.node.looks import MAX_REACHED, Reached
 from distmon.wire.sockets import Relay
 
 TOGETHER = 0.5
@@ -106,6 +107,7 @@ class EyesTold:
         self._eyes: OrderedDict[str, None] = OrderedDict()
         self._links: dict[str, NodeLinks] = {}
         self._gone: OrderedDict[tuple[str, int], float] = OrderedDict()
+        self._reached: dict[str, Reached] = {}
 
     @property
     def eyes(self) -> Mapping[str, None]:
@@ -124,6 +126,18 @@ class EyesTold:
         """The processes (host, pid) the nodes' eyes saw end, with when they told it (the
         monitor's clock), in that order."""
         return MappingProxyType(self._gone)
+
+    @property
+    def reached(self) -> Mapping[str, Reached]:
+        """The nodes a command reached for the job's ranks (``distmon look``, ``--find`` with
+        ``--hosts`` or ``--slurm``) and how each fared, by host, as the command's host told."""
+        return MappingProxyType(self._reached)
+
+    def fared(self, reached: Iterable[Reached]) -> None:
+        """How nodes reached fared, as told (the latest telling of a node stands)."""
+        for r in reached:
+            if r.host in self._reached or len(self._reached) < MAX_REACHED:
+                self._reached[r.host] = r
 
     def spoke(self, host: str) -> bool:
         """The eye on ``host`` spoke; whether it is its first word. At most :data:`MAX_EYES`

@@ -13,29 +13,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 
 from distmon.monitor.state.kinds import Doing
+from distmon.node.torch_frames import c10d_op, in_backward, in_dataloader, in_init, p2p_frames
 from distmon.wire import StackFrame
 
 LIBRARY = ("/site-packages/", "/dist-packages/", "/lib/python3", "<frozen", "/distmon/hooks/")
 """Path parts of frames that are not the user's: installed packages, the standard library."""
-INIT_FUNCS = frozenset(
-    {"init_process_group", "rendezvous", "_store_based_barrier", "_create_c10d_store", "init_device_mesh"}
-)
-NEXT_FUNCS = frozenset({"__next__", "_next_data", "_get_data", "_try_get_data"})
 IO_PATHS = ("torch/serialization.py", "torch/distributed/checkpoint/", "safetensors", "h5py", "/shutil.py")
 IO_NATIVE = re.compile(r"^(__libc_|__GI___libc_)?(p?read|p?write|open|open64|fsync|fdatasync|stat|statx|getdents)")
 IO_CODE = re.compile(r"\b(open|read|readinto|write|load|save|listdir|scandir|stat|fsync|copyfile)\(")
-P2P_FRAMES = (
-    ("torch/distributed/pipelining/", frozenset({"_wait_batch_p2p", "_batch_p2p", "_sorted_batch_p2p"})),
-    (
-        "torch/distributed/distributed_c10d.py",
-        frozenset({"send", "recv", "isend", "irecv", "batch_isend_irecv", "send_object_list", "recv_object_list"}),
-    ),
-    ("megatron/core/pipeline_parallel/p2p_communication.py", None),
-    ("deepspeed/runtime/pipe/p2p.py", None),
-)
-"""(path part, functions or None for all): frames of a point-to-point send or receive, plain
-(``dist.send``), batched, or a pipeline library's (torch.distributed.pipelining, Megatron,
-DeepSpeed). The frame below ``Work.wait``, which is native, names the op."""
 PIPELINES = {
     "torch/distributed/pipelining/": "torch.distributed.pipelining",
     "megatron/": "Megatron",
@@ -86,19 +71,15 @@ def _gil(frames: list[StackFrame], owns_gil: bool) -> str | None:
 
 
 def _dataloader(frames: list[StackFrame], _gil: bool) -> str | None:
-    if any(f.func in NEXT_FUNCS and f.file.endswith("torch/utils/data/dataloader.py") for f in frames):
-        return "waiting for a DataLoader batch"
-    return None
+    return "waiting for a DataLoader batch" if in_dataloader(frames) else None
 
 
 def _init(frames: list[StackFrame], _gil: bool) -> str | None:
-    if any(f.func in INIT_FUNCS and "torch/distributed/" in f.file for f in frames):
-        return "in init_process_group (rendezvous: waiting for every rank to join)"
-    return None
+    return "in init_process_group (rendezvous: waiting for every rank to join)" if in_init(frames) else None
 
 
 def _p2p(frames: list[StackFrame], _gil: bool) -> str | None:
-    ops = [f for f in frames for part, funcs in P2P_FRAMES if part in f.file and (funcs is None or f.func in funcs)]
+    ops = p2p_frames(frames)
     if not ops:
         return None
     library = next((name for part, name in PIPELINES.items() for f in frames if part in f.file), None)
@@ -106,10 +87,10 @@ def _p2p(frames: list[StackFrame], _gil: bool) -> str | None:
 
 
 def _collective(frames: list[StackFrame], _gil: bool) -> str | None:
-    op = next((f.func for f in reversed(frames) if f.file.endswith("torch/distributed/distributed_c10d.py")), None)
+    op = c10d_op(frames)
     if op:
         return f"in a collective ({op})"
-    if any(f.func == "backward" and "torch/autograd/" in f.file for f in frames):
+    if in_backward(frames):
         return "in backward (with DDP: the gradient all-reduce)"
     return None
 

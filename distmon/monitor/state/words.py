@@ -15,6 +15,8 @@ import numpy.typing as npt
 from distmon.monitor.state.array_sets import distinct, expand
 from distmon.monitor.state.pace import RankPace
 from distmon.monitor.state.whereabouts import classify, frame_lines
+from distmon.node import looks
+from distmon.node.looks import Reached
 from distmon.wire import ANY_SOURCE, SEND, GroupStatus, Loader, Report, StackFrame, Worker
 
 MAX_LISTED = 16
@@ -117,6 +119,31 @@ def stackless_words(ranks: Iterable[int], why: str | None) -> str:
         return ""
     their = "its stack" if len(ranks) == 1 else "their stacks"
     return f"{rank_word(ranks)}: {their} could not be taken from outside ({why or 'py-spy found no frame'})"
+
+
+REACH_WORDS = {
+    looks.UNREACHABLE: (
+        "not reached over {how} ({detail})",
+        "check that `ssh {host}` works from here without a password, or look there",
+    ),
+    looks.NO_DISTMON: ("distmon is not installed there ({detail})", "install distmon in the job's Python there"),
+    looks.OTHER_VERSION: ("another distmon there ({detail})", "install the same distmon on every node"),
+    looks.NO_PYSPY: ("its ranks were found but not judged: {detail}", "pip install py-spy in the job's Python there"),
+    looks.SILENT: ("it did not answer ({detail})", "is it overloaded? look again, or look there"),
+    looks.ENDED: ("its eye ended early ({detail})", "look again, or look there"),
+    looks.REFUSED: ("its eye refused: {detail}", "look there"),
+}
+"""What each way a node reached can fare means, and what to do, with ``{host}``, ``{how}`` and ``{detail}``."""
+
+
+def reach_line(r: Reached) -> str:
+    """``node-b: not reached over ssh (Permission denied (publickey)): check that ...``; empty
+    for a node seen."""
+    if r.state == looks.SEEN or r.state not in REACH_WORDS:
+        return ""
+    what, todo = REACH_WORDS[r.state]
+    how = "Slurm (srun)" if r.how == looks.SLURM else r.how
+    return f"{r.host}: {what.format(how=how, detail=r.detail)}: {todo.format(host=r.host)}"
 
 
 def date_time(t: float) -> str:

@@ -1,7 +1,7 @@
 """A real Ray Train job (``TorchTrainer``, CPU workers on gloo) with distmon attached in the
 training function, as docs/deployment.md shows it; one worker may misbehave at one step.
 
-    python ray_train_job.py [--fault sleep|stop|raise] [--rank 2] [--step 40] [--steps 60]
+    python ray_train_job.py [--fault sleep|stop|raise] [--rank 2] [--step 40] [--steps 60] [--no-distmon]
 
 Needs ``ray[train]``. Prints ``done`` when the trainer returns.
 """
@@ -23,7 +23,8 @@ import distmon.hooks
 
 def train_func(config: dict) -> None:
     model = prepare_model(torch.nn.Linear(32, 1))
-    distmon.hooks.attach(model)
+    if config["distmon"]:
+        distmon.hooks.attach(model)
     optimizer = torch.optim.SGD(model.parameters(), lr=0.01)
     rank = ray.train.get_context().get_world_rank()
     for step in range(config["steps"]):
@@ -53,6 +54,7 @@ def main() -> None:
     p.add_argument("--step", type=int, default=40)
     p.add_argument("--steps", type=int, default=60)
     p.add_argument("--name", default=None, help="the run's name (RunConfig(name=...))")
+    p.add_argument("--no-distmon", dest="distmon", action="store_false", help="no hook: a job found from outside")
     args = p.parse_args()
     ray.init(num_cpus=4, include_dashboard=False)
     trainer = TorchTrainer(

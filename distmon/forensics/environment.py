@@ -1,0 +1,210 @@
+"""What the job's environment refused it, in the words of whatever met the refusal: a host name
+that did not resolve, GPUs that cannot reach each other's memory, a library missing or built for
+another version, MPI that could not start or a launch asking more slots than its hosts have, gloo
+or the InfiniBand verbs refusing to set up, a launcher that could not start its daemons on every
+node or lost one, a cluster that could not start the workers in time, a node declared dead, taken
+back or evicting its pod, a scheduler's time limit, no GPU to be seen::
+
+    ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
+    ssh: Could not resolve hostname job-worker-5.job: Name or service not known
+    ORTE was unable to reliably start one or more daemons.
+    Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
+    ImportError: libmpi.so.40: cannot open shared object file: No such file or directory
+    The worker group startup timed out after 30.0 seconds waiting for 8 workers.    (Ray Train)
+    The node with node id: ... and ip: 10.0.0.3 has been marked dead because the detector has
+        missed too many heartbeats from it.                                         (Ray's GCS)
+    =>> PBS: job killed: walltime 86431 exceeded limit 86400
+
+Each is the set-up's or the platform's, the same for whichever process met it first: no rank is
+to blame for it, and the verdict says what to check. Each kind is one entry of :data:`FAULTS`:
+its words are data, read anywhere in a line.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from distmon.guards.text import visible
+
+MAX_FAULTS = 16
+"""Faults kept from one log."""
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One kind of refusal: what failed, what to check, the words that say it and a literal each
+    line saying it holds (a cheap test before the pattern)."""
+
+    what: str
+    check: str
+    keys: tuple[str, ...]
+    pattern: re.Pattern[str]
+
+
+FAULTS = (
+    Fault(
+        "a host name did not resolve",
+        "the host names the launch uses (MASTER_ADDR, the hostfile, the rendezvous endpoint) and whether each is "
+        "registered yet (a pod's or a node's DNS name comes up with it: start the workers once it has, or retry)",
+        ("not known", "resolve", "name resolution", "servname", "host not found", "getaddrinfo"),
+        re.compile(
+            r"Name or service not known|Could not resolve hostname|Temporary failure in name resolution"
+            r"|nodename nor servname provided|host not found|getaddrinfo(?: failed|\(\) failed)"
+        ),
+    ),
+    Fault(
+        "the GPUs cannot reach each other's memory (peer-to-peer)",
+        "peer-to-peer between the GPUs (`nvidia-smi topo -p2p r`), PCIe ACS and the IOMMU (ACS off, iommu=pt or "
+        "intel_iommu=off), the driver; NCCL_P2P_DISABLE=1 as a test",
+        ("peer access", "217", "PeerAccess"),
+        re.compile(r"peer access is not supported|cudaErrorPeerAccessUnsupported|Cuda failure 217\b"),
+    ),
+    Fault(
+        "a library is missing or was built for another version",
+        "the installation: the versions of torch, CUDA, NCCL and MPI and of what was built against them (Horovod, "
+        "an extension), LD_LIBRARY_PATH, the driver",
+        ("shared object", "undefined symbol", "GLIBC", "driver version", "kernel image", "No module named"),
+        re.compile(
+            r"cannot open shared object file|undefined symbol: |version `GLIBC\w{0,4}_[\d.]{1,12}' not found"
+            r"|ModuleNotFoundError: No module named"
+            r"|CUDA driver version is insufficient for CUDA runtime version"
+            r"|no kernel image is available for execution on the device"
+        ),
+    ),
+    Fault(
+        "the launcher could not start its daemons on every node",
+        "ssh from the launching node to each node, the nodes' names, the launcher and its libraries on each node's "
+        "PATH and LD_LIBRARY_PATH",
+        ("reliably start", "Host key verification"),
+        re.compile(r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"),
+    ),
+    Fault(
+        "the launch asked for more processes than its hosts have slots",
+        "the process count (-np) against the hostfile's slots (--oversubscribe, or more hosts)",
+        ("not enough slots",),
+        re.compile(r"There are not enough slots available in the system to satisfy"),
+    ),
+    Fault(
+        "MPI could not start",
+        "the MPI installation and its transports on each node (UCX_TLS, OMPI_MCA_btl, the fabric's drivers), "
+        "the launcher's environment",
+        ("MPI_INIT failed", "PMPI_Init", "requested component was not found"),
+        re.compile(
+            r"It looks like MPI_INIT failed for some reason|Fatal error in PMPI_Init"
+            r"|A requested component was not found, or was unable to be opened"
+        ),
+    ),
+    Fault(
+        "gloo could not connect the processes as they set up",
+        "the address each host's name resolves to (/etc/hosts mapping it to 127.0.1.1), GLOO_SOCKET_IFNAME, "
+        "a firewall between the hosts",
+        ("connectFullMesh",),
+        re.compile(r"connectFullMesh failed"),
+    ),
+    Fault(
+        "the InfiniBand verbs refused the transport's set-up",
+        "the locked-memory limit (ulimit -l, unlimited in the container), GPUDirect RDMA's module "
+        "(nvidia_peermem), the adapter (`ibstat`)",
+        ("ibv_",),
+        re.compile(r"Call to ibv_(?:reg_mr|reg_dmabuf_mr|create_\w{1,10}|modify_qp|alloc_pd)\w{0,20} failed"),
+    ),
+    Fault(
+        "the launcher lost a node's daemon",
+        "that node (its network, a reboot, the scheduler taking it back: its own logs)",
+        ("lost communication with a remote daemon",),
+        re.compile(r"(?:ORTE|PRTE) has lost communication with a remote daemon"),
+    ),
+    Fault(
+        "the cluster did not start the workers in time",
+        "the cluster's free resources (GPUs, autoscaling), the placement asked (ScalingConfig), the runtime "
+        "environment's install time (RAY_TRAIN_WORKER_GROUP_START_TIMEOUT_S)",
+        ("startup timed out",),
+        re.compile(r"worker group startup timed out after [\d.]{1,12} seconds"),
+    ),
+    Fault(
+        "a node was declared dead",
+        "that node: shut down, preempted or out of memory, or its agent crashed (its own logs, the cloud's events)",
+        ("marked dead", "node has died", "node died"),
+        re.compile(
+            r"has been marked dead because the detector has missed too many heartbeats"
+            r"|(?:actor|task|worker) (?:is dead|died|failed) because its node (?:has )?died"
+        ),
+    ),
+    Fault(
+        "a node was taken back",
+        "the node's preemption (a spot or preemptible instance, the scheduler's priorities): checkpoint and resume",
+        ("preempted", "interruption"),
+        re.compile(r"(?:[Ii]nstance|VM|[Nn]ode)\b.{0,120}\b(?:was|has been) preempted|[Ss]pot instance interruption"),
+    ),
+    Fault(
+        "the node ran low on a resource and evicted the pod",
+        "the node's memory or disk against the pods' requests and limits (kubectl describe node)",
+        ("low on resource",),
+        re.compile(r"The node was low on resource: \w{1,40}"),
+    ),
+    Fault(
+        "the scheduler's time limit ran out",
+        "the time the job asked (walltime, --time, activeDeadlineSeconds), or checkpoint and resume",
+        ("walltime", "TERM_RUNLIMIT", "deadline"),
+        re.compile(
+            r"job killed: walltime \d{1,12} exceeded limit \d{1,12}|TERM_RUNLIMIT"
+            r"|Job was active longer than specified deadline"
+        ),
+    ),
+    Fault(
+        "no GPU could be used",
+        "the devices the launch gives each process (CUDA_VISIBLE_DEVICES, --gres, the container's GPUs), the driver, "
+        "a GPU in exclusive mode held by another process",
+        ("CUDA-capable", "NVIDIA driver"),
+        re.compile(
+            r"no CUDA-capable device is detected|CUDA-capable device\(s\) is/are busy or unavailable"
+            r"|Found no NVIDIA driver on your system|couldn't communicate with the NVIDIA driver"
+        ),
+    ),
+)
+"""The refusals read, each as data."""
+_WARNING = re.compile(r"\b\w{0,40}Warning\b|\[W\d{3,4} ")
+"""A Python warning (an optional extension not loaded) or torch's glog warning: routine, no refusal."""
+_KEYS = re.compile("|".join(re.escape(key) for fault in FAULTS for key in fault.keys))
+
+
+@dataclass(frozen=True)
+class Met:
+    """A refusal a line of the log says, in its words."""
+
+    fault: Fault
+    said: str
+
+
+@dataclass
+class Environment:
+    """The refusals the log's lines say, in the order it says them."""
+
+    met: list[Met] = field(default_factory=list)
+
+    def line(self, body: str) -> bool:
+        """Reads ``body`` if it says one of :data:`FAULTS`."""
+        if len(self.met) >= MAX_FAULTS or _KEYS.search(body) is None or _WARNING.search(body):
+            return False
+        for fault in FAULTS:
+            found = fault.pattern.search(body) if any(key in body for key in fault.keys) else None
+            if found is not None:
+                said = visible(body.strip(), 200)
+                if all(m.fault is not fault for m in self.met):
+                    self.met.append(Met(fault, said))
+                return True
+        return False
+
+    def said(self) -> str | None:
+        """The first refusal, in words: what, the line, what to check."""
+        if not self.met:
+            return None
+        first = self.met[0]
+        return f"{first.fault.what} ({first.said}): the set-up or the platform, not a rank: check {first.fault.check}"
+
+
+def refused(text: str) -> bool:
+    """``text`` (an exception's message) says one of :data:`FAULTS`: the set-up's words, no fault of the
+    process that raised it."""
+    return _KEYS.search(text) is not None and any(fault.pattern.search(text) for fault in FAULTS)

@@ -1,0 +1,206 @@
+"""Each rank's failure of its own, as a log shows it (its exception, how its launcher says it
+ended, a native crash), and whether they failed alike: two ranks failing the same way at once
+point to the program or its environment, not to a rank (:func:`alike`)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.tracebacks import Raised
+from distmon.forensics.worker_exits import (
+    ON_A_NODE,
+    PROCESS,
+    RANK,
+    SELF,
+    SIGABRT,
+    SIGNAL_NAMES,
+    SIGTERM,
+    WORKER,
+    WorkerExit,
+)
+from distmon.monitor.state.words import duration, rank_word
+
+TOGETHER = 1.0
+"""Seconds within which failures, or ranks' timeouts in the same collective, count as at once."""
+
+
+ALIKE = (
+    "the program or its environment (a bad input or argument, a library or driver, memory too small for the "
+    "batch), not a rank"
+)
+
+
+SIGKILL = 9
+
+
+UNALIKE = frozenset({SIGKILL, -SIGABRT, -SIGTERM})
+"""Signals no sign that processes failed alike: sent from outside to each process for its own (the OOM
+killer's pick, a launcher's teardown), or an abort that follows another's failure (a watchdog's, a
+peer lost)."""
+
+
+def own_failure(log: LogFacts) -> bool:
+    """A rank raised an error of its own (not another's consequence, not a launcher's word)."""
+    return any(is_own(r) for r in log.raised.values())
+
+
+SHARED_MEMORY = (
+    "the node's shared memory ran out (/dev/shm: a container's is 64 MB unless it is given more, docker run "
+    "--shm-size or --ipc=host, a Kubernetes emptyDir of medium Memory), not a rank"
+)
+
+
+def is_own(raised: Raised) -> bool:
+    return not raised.consequence and not raised.cut and raised.launcher is None
+
+
+@dataclass
+class Failure:
+    """A rank's (or a process's) failure of its own: its exception where the log holds it, how
+    its launcher says it ended where one does."""
+
+    who: str
+    exception: str | None = None
+    """Its exception as alike across ranks (:func:`_kind`: numbers left out)."""
+    exit: str | None = None
+    at: float | None = None
+    said: str | None = None
+    """Its exception as it was raised, to be shown."""
+
+
+def alike(log: LogFacts) -> str | None:
+    """Why no rank is to blame where two ranks or more failed, each the same way (the same
+    exception where the log holds them, the same exit where it does not), at once, and nothing
+    else failed: the program or its environment failed everywhere."""
+    failures = failures_of(log)
+    exceptions = {f.exception for f in failures if f.exception}
+    exits = {f.exit for f in failures if f.exit}
+    times = [f.at for f in failures if f.at is not None]
+    if len(failures) < 2 or len(exceptions) > 1 or len(exits) > 1 or (times and max(times) - min(times) > TOGETHER):
+        return None
+    if any(f.exception is None for f in failures) and any(f.exit is None for f in failures):
+        return None  # one said by its exception only, another by its exit only: not comparable
+    spread = max(times) - min(times) if len(times) > 1 else 0.0
+    together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
+    how = next(f.said or "" for f in failures) if all(f.exception for f in failures) else next(iter(exits))
+    why = SHARED_MEMORY if "SIGBUS" in how or "Bus error" in how else ALIKE
+    return f"{whom(failures)} failed alike{together} ({how}): {why}"
+
+
+def failures_of(log: LogFacts) -> list[Failure]:
+    """Each rank's (or process's) failure of its own (a local rank's or a task's only where no
+    launcher names global ranks: they are the same workers)."""
+    found: dict[str, Failure] = {}
+    for rank, raised in log.raised.items():
+        if not raised.cut and not raised.consequence and raised.launcher is None:
+            found[f"{RANK} {rank}"] = Failure(f"{RANK} {rank}", _kind(raised), at=raised.at, said=_said(raised))
+    if not found:
+        found.update(_unnamed(log))
+    ranked = any(e.unit == RANK for e in log.exits)
+    same = (*ON_A_NODE, PROCESS)  # the ranks' workers again, where a launcher names the ranks
+    root = _root(log)
+    for e in log.exits:
+        said = e.code is None and e.said is not None and e.said != SELF
+        if (e.code is None and not said) or e.code == 0 or e.unit == WORKER:
+            continue
+        if e.signal_number in UNALIKE:
+            continue
+        if ranked and e.unit in same:
+            continue
+        if root is not None and e.by == root.by and e.at is not None and e.at > root.at + TOGETHER:
+            continue  # torchrun tore it down once its first failure was seen: SIGTERM, SIGKILL 30 s on
+        if e.unit == RANK and (own := log.raised.get(e.who)) is not None and (own.cut or own.consequence):
+            continue  # its exception was another's consequence: its exit is that too
+        failure = found.setdefault(f"{e.unit} {e.who}", Failure(f"{e.unit} {e.who}"))
+        failure.exit = e.ended
+        failure.at = failure.at if failure.at is not None else e.at
+    _crashed(log, found)
+    return list(found.values())
+
+
+def _crashed(log: LogFacts, found: dict[str, Failure]) -> None:
+    """Each native crash as a process's failure: by its rank where a label gives one, else by its pid
+    (one a launcher's exit by pid names too), else the process a launcher says ended by the same
+    signal, else one more process (the C++ runtime's ``terminate`` says no pid)."""
+    unnamed = [f for f in found.values() if f.exception is None]
+    for i, crash in enumerate(log.crashes.crashes):
+        name = SIGNAL_NAMES.get(crash.signal)
+        signal = f"signal {crash.signal}" + (f" ({name})" if name else "")
+        kind = f"terminate: {re.sub(r'[0-9]+', 'N', crash.threw)[:120]}" if crash.threw else None
+        if crash.rank is not None:
+            who = f"{RANK} {crash.rank}"
+        elif crash.pid is not None:
+            who = f"{PROCESS} {crash.pid}"
+        elif (twin := next((f for f in unnamed if f.exit == signal), None)) is not None:
+            unnamed.remove(twin)
+            twin.exception, twin.said = kind, crash.said
+            continue
+        else:
+            who = f"{PROCESS} #{i}"
+        failure = found.setdefault(who, Failure(who))
+        failure.exit = failure.exit or signal
+        failure.exception = failure.exception or kind
+        failure.said = failure.said or crash.said
+
+
+@dataclass(frozen=True)
+class _Root:
+    by: str
+    at: float
+
+
+def _root(log: LogFacts) -> _Root | None:
+    """torchrun's root cause, where its table gives its time: a failure its table gives a later
+    time was torchrun's teardown (``_close``: SIGTERM to every worker, SIGKILL to those alive
+    30 s on), not a failure of its own."""
+    root = next((e for e in log.exits if e.first and e.unit == RANK and e.by == "torchrun" and e.at is not None), None)
+    return None if root is None or root.at is None else _Root(root.by, root.at)
+
+
+def _unnamed(log: LogFacts) -> dict[str, Failure]:
+    """Exceptions no rank prefixes, where the world the launcher printed has as many processes as
+    the log shows tracebacks of and each is the same (every process raised it; a second copy of
+    one process's traceback does not make two)."""
+    own = [r for r in log.unplaced if not r.cut and not r.consequence]
+    if len(own) < 2 or log.world != len(own) or len({_kind(r) for r in own}) > 1:
+        return {}
+    return {f"{PROCESS} {i}": Failure(f"{PROCESS} {i}", _kind(r), at=r.at, said=_said(r)) for i, r in enumerate(own)}
+
+
+def _kind(raised: Raised) -> str:
+    """An exception as alike across ranks: its type and its message's first sentence, numbers
+    left out (each rank's OOM names its own GPU and sizes)."""
+    sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
+    message = re.sub(r"\d+", "N", sentence)[:120]
+    return f"{raised.type}: {message}" if message else raised.type
+
+
+def _said(raised: Raised) -> str:
+    """An exception as the verdict shows it: its type and its message's first sentence."""
+    sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0][:120]
+    return f"{raised.type}: {sentence}" if sentence else raised.type
+
+
+def whom(failures: list[Failure]) -> str:
+    ranks = sorted(int(f.who.split()[-1]) for f in failures if f.who.startswith(f"{RANK} "))
+    others = [f.who for f in failures if not f.who.startswith(f"{RANK} ")]
+    units = {w.rsplit(" ", 1)[0] for w in others}
+    parts = [rank_word(ranks)] if ranks else []
+    if others:
+        unit = units.pop() if len(units) == 1 else "worker"
+        plural = "" if len(others) == 1 else "es" if unit.endswith("process") else "s"
+        parts.append(f"{len(others)} {unit}{plural}")
+    return " and ".join(parts)
+
+
+def ended_in_failure(e: WorkerExit, log: LogFacts) -> bool:
+    """A worker's end that is a failure of its own: not a clean exit, not the launcher's teardown
+    (SIGTERM), not a SIGABRT beside ranks that timed out (their watchdogs abort them), not a
+    launcher's word that says nothing of how, unless it is its first observed failure."""
+    if e.code is None:
+        return e.first and e.said is not None and e.said != SELF
+    if e.code == 0 or e.code == SIGTERM or e.said == SELF:
+        return False
+    return e.code != SIGABRT or (e.first and not log.waiting)

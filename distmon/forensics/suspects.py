@@ -1,0 +1,169 @@
+"""The ranks a log only points to, where no report proves who held the job up and nothing says
+no rank is to blame: a worker a launcher saw fail first, a local rank or an srun task killed, the
+rank the others waited for in the store, a lost peer's host, the store's host. Most likely first."""
+
+from __future__ import annotations
+
+from distmon.forensics.failures import TOGETHER, ended_in_failure
+from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.worker_exits import LOCAL_RANK, ON_A_NODE, RANK, SIGABRT, SIGBUS, SPAWNED, TEARDOWN
+
+
+def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Where to look, most likely first, with why."""
+    found = _killed(log) + lost_peers(log, world) + _disagreeing(log, world)
+    found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world)
+    return found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world)
+
+
+def _awaited(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """The ranks a store wait names as awaited (a communicator's root), then the main process a
+    rank waited for in a block it runs first, then the rank whose progress bar still ran."""
+    stores, found = log.stores, []
+    waiters = stores.waiters() | {r for r, _ in stores.main_first if r is not None}
+    for awaited in stores.awaited():
+        found.append(
+            (awaited, "the others waited in c10d's store for its part of the set-up (the ncclUniqueId it sends)")
+        )
+    for waiter, context in stores.main_first[:1]:
+        who = f"rank {waiter}" if waiter is not None else "a process"
+        if 0 not in waiters:
+            found.append(
+                (
+                    0,
+                    f"the main process: {who} waited for it in a barrier inside {context}, whose block the "
+                    "main process runs first (preparing or loading data) while the others wait",
+                )
+            )
+    if log.progress is not None and (stores.waits or stores.main_first or (log.timed_out and not log.waiting)):
+        drawer, bar = log.progress
+        busy = drawer if drawer is not None else 0 if 0 not in waiters else None
+        if busy is not None:
+            drew = (
+                "its progress bar"
+                if drawer is not None
+                else "a progress bar no rank labels (the main process's, as a rule)"
+            )
+            found.append((busy, f"still working while the others waited: {drew} ran on to {bar}"))
+    named: dict[int, list[str]] = {}
+    for rank, why in found:
+        if rank < max(world, 1) and rank not in waiters:
+            named.setdefault(rank, []).append(why)
+    return [(rank, "; ".join(whys)) for rank, whys in named.items()]
+
+
+def _short_barrier(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Where fewer ranks reached a group's store-based barrier than the world has: the ranks the
+    log does not show waiting in it."""
+    short = log.stores.short()
+    if short is None:
+        return []
+    size, count, key = short
+    why = f"not among the ranks shown waiting in the store-based barrier of {key}, which {count} of {size} reached"
+    return [(r, why) for r in range(min(size, world or size)) if r not in log.stores.barrier_ranks]
+
+
+BUS_ERROR = (
+    "a bus error, most often the node's shared memory (/dev/shm) run out, which every process on the node shares; "
+    "else a file mapped and cut under it"
+)
+"""Why a worker a launcher saw end first by SIGBUS is suspected, not proven."""
+
+
+ABORTED = (
+    "an abort of its own (a C++ exception, a failed check or assertion, a CUDA error its watchdog caught), unless a "
+    "collective timed out first where the log does not show it"
+)
+"""Why a worker a launcher saw end by SIGABRT first, where no rank of the log timed out, is suspected."""
+
+
+def _killed(log: LogFacts) -> list[tuple[int, str]]:
+    """Local ranks, srun tasks and ``mp.spawn``'s processes that died, where the log names no
+    global rank for them (how in the launcher's words where it gives no code: ``mp.spawn``'s
+    process that raised, the deepspeed launcher's only worker); a launcher's first observed
+    failure whose exit the paste cut, and the ranks that failed within a second of it; a rank a
+    launcher saw end first by SIGABRT, where no rank timed out (then it is the watchdog's abort);
+    ranks a launcher saw fail where it says which first of none (Intel MPI's blocks)."""
+    found = _cut_root(log)
+    first = any(e.first and e.unit == RANK for e in log.exits)
+    for e in log.exits:
+        if not ended_in_failure(e, log):
+            continue
+        if e.unit == RANK:
+            if e.code == SIGABRT and e.first and e.who not in log.raised:
+                found.append((e.who, f"rank {e.who} ended by {e.how} first, as {e.by} says: {ABORTED}"))
+            elif e.code == SIGBUS and e.first and e.who not in log.raised:
+                found.append((e.who, f"rank {e.who} ended by {e.how} first, as {e.by} says: {BUS_ERROR}"))
+            elif not first and e.code is not None and e.who not in log.raised:
+                found.append(
+                    (e.who, f"rank {e.who} ended by {e.how}, as {e.by} says; which rank first, it does not say")
+                )
+            continue
+        if e.unit not in ON_A_NODE or (e.code is None and e.unit == SPAWNED and e.who in log.raised):
+            continue  # a spawned process's traceback in the log says how it ended, or that it waited
+        aborted = f"; {ABORTED}" if e.code == SIGABRT else ""
+        if e.unit == LOCAL_RANK:
+            why = f"local rank {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
+        elif e.unit == SPAWNED:
+            why = f"process {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
+        else:
+            why = f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"
+        found.append((e.who, why + aborted))
+    return found
+
+
+def _cut_root(log: LogFacts) -> list[tuple[int, str]]:
+    """A launcher's first observed failure whose exit code the paste cut (or which the launcher
+    says in words: mpirun's process that exited without ``MPI_Finalize``): it failed first, how is
+    not in the log; the ranks its table shows failing within a second of it may have failed as
+    early (its times are whole seconds)."""
+    root = next((e for e in log.exits if e.first and e.unit == RANK and e.code is None), None)
+    if root is None or root.who in log.raised:
+        return []
+    how = f": it {root.said}" if root.said else "; how it ended is cut from the log"
+    found = [(root.who, f"{root.by}'s first observed failure{how}")]
+    for e in log.exits:
+        close = root.at is not None and e.at is not None and abs(e.at - root.at) <= TOGETHER
+        if e.unit == RANK and e is not root and close and e.code not in (None, 0) and e.code not in TEARDOWN:
+            found.append((e.who, f"it failed in the same second ({e.how}), as {e.by} says"))
+    return found
+
+
+def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Two ranks the fingerprint check found running different collectives, where it does not
+    say which of them is the odd one."""
+    ran = log.debug.ran
+    return [
+        (
+            rank,
+            f"ran {ran[rank]} where the other ran {next(p for r, p in ran.items() if r != rank)} "
+            "(TORCH_DISTRIBUTED_DEBUG's check; which of them is odd, it does not say)",
+        )
+        for rank in log.debug.disagreeing()
+        if rank < world and len(ran) > 1
+    ]
+
+
+def _store_host(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Where ranks lost c10d's store and rank 0 is not among them: rank 0, whose process creates the
+    store (unless torchrun's agent holds it, on rank 0's node)."""
+    lost = log.stores.lost
+    if not lost or 0 in lost or world < 1:
+        return []
+    return [
+        (
+            0,
+            "the store's usual host: rank 0's process creates c10d's store (unless torchrun's agent holds it, on "
+            "rank 0's node), and the ranks that lost it saw its server go first",
+        )
+    ]
+
+
+def lost_peers(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """The ranks on the hosts a transport says it lost, where NCCL's lines place them."""
+    found = []
+    for peer in log.peers.peers():
+        for rank in log.nccl.ranks_on(peer):
+            if rank < world:
+                found.append((rank, f"on {peer}, the peer whose connection closed"))
+    return found

@@ -1,0 +1,81 @@
+"""What the tests of the real logs (``tests/data/logs/real``) share."""
+
+from __future__ import annotations
+
+MISSED = {
+    "nccl_tests_mpirun_rank3_segv_ucx_tls.log": "the lines prove rank 3 crashed first (SIGSEGV); the thread traces "
+    "it to the MPI transport's set-up (UCX across containers), which no line says",
+    "spawn_process5_daemonic_dataloader_every_rank.log": "one process's traceback, cut: that every process raised "
+    "it, the lines do not show",
+    "speculators_npu_regression_two_exit1_same_second.log": "the root cause's exit code is cut: ranks 1 and 3 failing "
+    "in one second are suspected, not read as alike",
+    "mask_propagation_launch_two_procs_one_gpu_last_cmd.log": "the launcher says a worker exited 1, not which; the "
+    "cause the thread gives (two processes on one GPU) is in no line",
+    "slurm_two_tasks_spawn_worker_count_4_of_2.log": "the barrier's count of 4 in a world of 2 is in the thread's "
+    "title, not in the log: its lines show process 1's spawn traceback, cut, which is suspected",
+    "torchdata_spawn_process5_rank0_late_http.log": "process 5's traceback is cut before its exception line (the "
+    "thread's store timeout waiting for rank 0): the process whose error spawn printed is suspected",
+    "gpustack_vllm_mp_store_closed_ranks2_4.log": "two ranks lost the c10d store: its host's process ended first, "
+    "how no line says (the thread: the launch's port collision); rank 0, the store's usual host, is suspected",
+    "horovod_elastic_benchmark_kills_rank2_repro.log": "rank 2's last line is the script's own word that it will "
+    "kill itself; no launcher's or torch's line says a rank ended",
+    "horovod_mpirun_rank0_sys_exit_repro_unlabelled.log": "mpirun says one process returned non-zero; its next "
+    "block, naming it, is cut, and the output names no rank",
+    "horovod_tf_segfault_after_20h_coordinator_race.log": "Open MPI's handler names the crashed process by its pid "
+    "only; mpirun's line naming its rank is cut",
+    "ray_train_worker0_killed_after_train_func_host_memory.log": "Ray names the dead worker by its pid; only the "
+    "program's own [Worker:0] tag, no list of Ray Train's, says its rank",
+    "vllm_ray_gather_rank1_custom_allreduce.log": "one rank waits in a gather: its root, absent, is suspected; the "
+    "cause the thread gives (vLLM's custom all-reduce) is in no line",
+    "weathergen_srun_rank11_allreduce52_env_reinstall.log": "one rank waits in an all-reduce: the absent ranks are "
+    "suspected; the cause the thread gives (a broken environment, reinstalled) is in no line",
+    "codegeex_megatron_pretrain_illegal_access_timers_sync.log": "a process the log does not name raised a CUDA "
+    "illegal memory access; that the set-up was too small for the model (every rank alike) is the thread's word",
+    "horovod_torch_32_ranks_rank25_cudaeventquery_illegal_access_abort.log": "rank 25's abort is under Open MPI's "
+    "tag in a form the reader does not take for a rank's end",
+    "horovod_torch_optimizer_rewrapped_each_epoch_segv_one_process.log": "Open MPI names the crashed process by pid "
+    "alone; that every rank rewrapped its optimizer is the thread's word",
+    "lightning_horovod_rank0_early_stop_rank1_segv_mpi_wait.log": "rank 1's segfault is in the lines; that rank 0 "
+    "stopped early before it, no line says",
+    "moddednanogpt_eight_procs_four_gpus_agent_names_local_rank7.log": "torchrun names local rank 7's exit; that eight "
+    "processes share four GPUs is in the command, not the log",
+    "opensoraplan_shm_rings_rank0_nccl_enqueue_cuda_oom.log": "rank 0's NCCL out-of-memory warning names no rank "
+    "in a form the reader takes",
+    "prulong_h20_cu121_sigfpe_agent_table_cut.log": "the agent's table is cut before the ranks' ends",
+    "raysgd_ddp_init_broadcast_operation_timed_out_public_ip.log": "RaySGD's timeout at start-up names no rank and "
+    "no cause the reader knows",
+    "rtx5090_cu118_build_nccl_named_symbol_not_found.log": "NCCL's 'named symbol not found' (a build without the "
+    "GPU's architecture) is not among the environment's refusals read",
+    "ssit_spawn_incompatible_device_barrier_process0.log": "process 0's traceback is cut before its exception: it is "
+    "suspected; the thread's incompatible device is in no line",
+    "stepvideo_l40s_ranks_oom_loading_agent_names_local_rank2.log": "rank 3's out of memory is proven; that every rank "
+    "ran out alike loading the model, the lines show for one",
+    "torch23_regression_nccl212_barrier_invalid_resource_handle.log": "NCCL's invalid resource handle in a barrier "
+    "names no rank; the regression is the thread's word",
+    "torch_nightly_driver122_nvls_invalid_argument_rank0.log": "rank 0's NCCL error is proven; that the driver was "
+    "too old for NVLS on every rank is the thread's word",
+    "torchtune_ci_nccl226_mempool_operation_not_supported_both_ranks.log": "NCCL's 'operation not supported' under "
+    "both ranks' labels is not read as every rank alike",
+    "gluoncv_horovod_yolov3_rank6_double_free_sigabrt.log": "rank 6's glibc abort (a double free) under Open MPI's "
+    "lines is not read as a rank's end",
+    "horovod_spark_cpu_every_rank_segv_at_finalize_mpirun_rank5.log": "mpirun's first observed failure (rank 5, "
+    "SIGSEGV) is proven; that every rank segfaulted alike at the interpreter's exit, the lines show for one",
+    "nccl_tests_nccl1_eight_p100_unhandled_cuda_error_upgrade.log": "NCCL 1's 'unhandled cuda error' (a library too "
+    "old for the set-up) is not read as the set-up's fault",
+    "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log": "rank 4's traceback in "
+    "set_device, cut before its exception, is suspected; that every rank past the host's GPUs fails alike (an "
+    "invalid device ordinal) is in no line read",
+    "tsn_caffe_mpirun_docker_four_procs_bus_error_rank1_noticed.log": "mpirun's first bus error (rank 1) is suspected; "
+    "four processes ended by SIGBUS within one second are not read as alike",
+    "cosyvoice_sft_four_a800_gloo_join_rank2_failed_monitored_barrier.log": "rank 0's monitored barrier names rank "
+    "2; rank 0's own wait for a send from itself, in another rank's line, is read as rank 0 failing too",
+    "deepspeed_hostfile_second_node_ssh_exit_255_not_reachable.log": "DeepSpeed's launcher refusing a host it "
+    "cannot reach over ssh is not read as the set-up's fault",
+    "deepspeed_pdsh_hostfile_worker_hostname_unresolvable_ssh_check.log": "DeepSpeed's launcher refusing a host "
+    "it cannot reach over ssh is not read as the set-up's fault",
+    "dekr_docker_train_nccl_unhandled_system_error_shm_ipc_host.log": "NCCL's 'unhandled system error' in a "
+    "container without the host's shared memory is not read as the set-up's fault",
+    "nccl_socket_ifname_nonexistent_eth2_internal_error_at_init.log": "NCCL's internal error at init, its "
+    "NCCL_SOCKET_IFNAME naming no interface, is not read as the set-up's fault",
+}
+"""Logs whose known truth the reader misses, and how: ``benchmarks/bench_real_logs.py`` counts them."""

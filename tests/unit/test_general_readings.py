@@ -1,0 +1,360 @@
+"""The general readings of ``distmon analyze``, written once for every launcher and era rather than
+a family at a time: which process ended first and how (each launcher's words as data), every
+process failing alike, the environment refusing the job, a transport lost, NCCL's own failed
+calls. Every line here is written as the code that prints it writes it, for these tests alone."""
+
+from __future__ import annotations
+
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from distmon.forensics.analysis import Analysis, analyze
+from distmon.forensics.blame import Blame, assign_blame
+from distmon.forensics.environment import FAULTS, Environment
+from distmon.forensics.launcher_lines import LauncherLines
+from distmon.forensics.logs import read_log
+from distmon.forensics.pasted import lines_as_written
+from distmon.forensics.worker_exits import PROCESS, RANK, WORKER, WorkerExit
+
+
+def judged(text: str) -> Blame:
+    return assign_blame(analyzed(text))
+
+
+def analyzed(text: str) -> Analysis:
+    with tempfile.TemporaryDirectory() as folder:
+        (Path(folder) / "job.log").write_text(text)
+        return analyze([folder])
+
+
+def ends(text: str) -> list[WorkerExit]:
+    exits: list[WorkerExit] = []
+    lines = LauncherLines(exits.append)
+    for line in text.splitlines():
+        lines.line(line)
+    lines.finish()
+    return exits
+
+
+def suspects(verdict: Blame) -> list[int]:
+    return [s.rank for s in verdict.suspects]
+
+
+# --- which process ended first, and how: the launchers' words as data -----------------------
+
+ENDS = [
+    # a line as the launcher prints it, then (unit, who, code, first)
+    ("Process 5 exit with status code 1.", (RANK, 5, 1, False)),
+    ("node-7 || Process 2 exit with status code 139.", (RANK, 2, 139, False)),
+    (
+        "ERROR 2022-03-04 05:06:07,890 launch_utils.py:600] ABORT!!! Out of all 8 trainers, the trainer process "
+        "with rank=[6] was aborted. Please check its log.",
+        (RANK, 6, None, True),
+    ),
+    (
+        "Container rank 3 status failed cmd ['/usr/bin/python', '-u', 'train.py'] code 2 log log/workerlog.3",
+        (RANK, 3, 2, True),
+    ),
+    ("(TorchTrainer pid=4242) Worker 2 has failed.", (RANK, 2, None, True)),
+    ("application called MPI_Abort(MPI_COMM_WORLD, 3) - process 5", (RANK, 5, 3, True)),
+    ("Abort(1) on node 7 (rank 7 in comm 0): Fatal error in PMPI_Bcast: Other MPI error", (RANK, 7, 1, True)),
+    ("command terminated with exit code 137", (WORKER, -1, 137, False)),
+    ("AlgorithmError: ExecuteUserScriptError: ExitCode 1 ErrorMessage ...", (WORKER, -1, 1, False)),
+    ("pdsh@head: node-3: ssh exited with exit code 1", (WORKER, -1, 1, False)),
+    ("[launcher] Rank 6 (pid 4242) exited unexpectedly with exit code 3", (RANK, 6, 3, False)),
+    ("Killed", (WORKER, -1, -9, False)),
+    ("Segmentation fault (core dumped)", (WORKER, -1, -11, False)),
+    (
+        "/var/spool/slurm/job7/slurm_script: line 12: 4242 Killed                  python train.py",
+        (WORKER, -1, -9, False),
+    ),
+    ("[node-2:04242] Signal: Bus error (7)", (PROCESS, 4242, -7, False)),
+]
+
+
+@pytest.mark.parametrize(("line", "said"), ENDS, ids=[line[:40] for line, _ in ENDS])
+def test_each_launchers_words_on_a_worker_end_are_read_wherever_they_stand(
+    line: str, said: tuple[str, int, int | None, bool]
+) -> None:
+    [end] = ends(line)
+    assert (end.unit, end.who, end.code, end.first) == said
+
+
+def test_a_help_text_broken_over_two_lines_is_read_whole() -> None:
+    """Open MPI's ``MPI_ABORT`` message breaks before its error code."""
+    [end] = ends("MPI_ABORT was invoked on rank 6 in communicator MPI_COMM_WORLD\nwith errorcode 4.\n")
+    assert (end.unit, end.who, end.code, end.aborted, end.first) == (RANK, 6, 4, True, True)
+
+
+def test_a_launchers_list_names_each_worker_and_a_first_only_alone() -> None:
+    line = "Out of all 4 trainers, the trainer process with rank=[0, 2] was aborted. Please check its log."
+    found = ends(line)
+    assert [(e.who, e.first) for e in found] == [(0, False), (2, False)]
+
+
+def test_words_in_a_sentence_of_the_programs_own_are_no_end() -> None:
+    """A shell's word is the whole line: a program's sentence that holds it ends nothing."""
+    assert ends("Killed 3 stale processes before training\nTerminated: no\nAborted run 12 resumed\n") == []
+
+
+def test_the_name_of_the_first_process_may_follow_its_exit_code() -> None:
+    """A collector may put the exit code's line before the name's (horovodrun's, Open MPI's block)."""
+    text = "The first process to do so was:\nExit code: 3\nProcess name: 2\n"
+    [end] = ends(text)
+    assert (end.unit, end.who, end.code, end.first) == (RANK, 2, 3, True)
+
+
+def test_a_signal_under_a_ranks_label_is_that_ranks_end() -> None:
+    """Open MPI's handler and the shell write in the process's own output: Open MPI's tag names the rank."""
+    facts = read_log(["[1,4]<stderr>:[n1:04242] Signal: Segmentation fault (11)", "[1,6]<stderr>:Killed"])
+    assert sorted((e.unit, e.who, e.code) for e in facts.exits) == [(RANK, 4, -11), (RANK, 6, -9)]
+
+
+def test_one_worker_a_launcher_found_failed_first_is_suspected_how_it_says() -> None:
+    verdict = judged("Out of all 4 trainers, the trainer process with rank=[2] was aborted. Please check its log.\n")
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [2] and "was aborted" in verdict.headline
+
+
+def test_a_rank_that_called_mpi_abort_is_proven_and_an_abort_with_code_0_is_no_failure() -> None:
+    failed = judged("MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD\nwith errorcode 2.\n")
+    assert failed.culprits == [5]
+    done = judged("MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD\nwith errorcode 0.\n")
+    assert done.culprits == [] and done.nobody is not None and "error code 0" in done.nobody
+
+
+def test_a_bus_error_a_launcher_saw_first_is_suspected_not_proven() -> None:
+    """A bus error is most often the node's shared memory run out, which its processes share."""
+    verdict = judged("mpirun noticed that process rank 3 with PID 4242 on node n1 exited on signal 7 (Bus error).\n")
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [3] and "shared memory" in verdict.suspects[0].why
+
+
+# --- every process failing alike ----------------------------------------------------------
+
+
+def test_every_process_ended_by_the_same_signal_blames_nobody_however_each_launcher_says_it() -> None:
+    """Exit status 139 (a shell's 128 + 11) and SIGSEGV are one end."""
+    text = (
+        "Process 1 exit with status code 139.\nProcess 3 exit with status code 139.\n"
+        "[2]<stderr>:Segmentation fault (core dumped)\n"
+    )
+    verdict = judged(text)
+    assert verdict.nobody is not None and "ranks 1-3 failed alike" in verdict.nobody and "SIGSEGV" in verdict.nobody
+
+
+def test_ranks_signal_handlers_alike_clear_the_rank_mpirun_saw_first() -> None:
+    handlers = "".join(f"[1,{r}]<stderr>:[n1:0100{r}] Signal: Segmentation fault (11)\n" for r in range(3))
+    first = "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 11 (Segmentation fault).\n"
+    verdict = judged(handlers + first)
+    assert verdict.culprits == [] and verdict.nobody is not None and "ranks 0-2 failed alike" in verdict.nobody
+    assert judged(first).culprits == [1]
+
+
+def test_every_process_ended_by_a_bus_error_is_the_nodes_shared_memory() -> None:
+    text = "".join(f"[1,{r}]<stderr>:[n1:0100{r}] Signal: Bus error (7)\n" for r in range(2))
+    nobody = judged(text).nobody
+    assert nobody is not None and "ranks 0-1 failed alike" in nobody and "shared memory" in nobody
+
+
+def test_the_cpp_runtimes_terminate_in_two_processes_alike_blames_nobody() -> None:
+    """``terminate`` is said once a process: two of the same throw are two processes."""
+    threw = "terminate called after throwing an instance of 'std::length_error'\n  what():  vector::reserve\n"
+    verdict = judged(threw * 2)
+    assert verdict.nobody is not None and "2 processes failed alike" in verdict.nobody
+
+
+def test_a_terminate_over_a_collectives_error_is_no_crash_of_its_own() -> None:
+    threw = (
+        "terminate called after throwing an instance of 'std::runtime_error'\n"
+        "  what():  [Rank 2] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, "
+        "Timeout(ms)=600000) ran for 600100 milliseconds before timing out.\n"
+    )
+    assert read_log([*threw.splitlines()] * 2).crashes.crashes == []
+
+
+@pytest.mark.parametrize("word", ["Killed", "Aborted (core dumped)", "Terminated"])
+def test_kills_and_aborts_are_no_sign_of_alike(word: str) -> None:
+    """SIGKILL comes from outside for each process's own (the OOM killer's pick); SIGABRT follows
+    another's failure as often as not (a watchdog, a peer lost); SIGTERM is a teardown."""
+    text = f"[1,0]<stderr>:{word}\n[1,1]<stderr>:{word}\n"
+    nobody = judged(text).nobody
+    assert nobody is None or "alike" not in nobody
+
+
+def test_every_worker_ended_by_sigterm_together_was_stopped_from_outside() -> None:
+    text = "".join(f"2025-01-02 03:04:05 10.0.0.{w} [{w}] Terminated\n" for w in range(4))
+    nobody = judged(text).nobody
+    assert nobody is not None and "4 workers ended by SIGTERM" in nobody and "from outside" in nobody
+    assert judged("Terminated\n").nobody is None
+
+
+def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:
+    """Two nodes each told they are the first start the same global ranks; the others never come."""
+    text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in (0, 1, 0, 1))
+    nobody = judged(text).nobody
+    assert nobody is not None and "ranks 0-1 announced by two processes each, 2 of 4 by none" in nobody
+    restart = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/2\n" for r in (0, 1, 0, 1))
+    assert judged(restart).nobody is None
+
+
+# --- the environment refusing the job -----------------------------------------------------
+
+REFUSALS = [
+    "ValueError: host not found: Name or service not known",
+    "ssh: Could not resolve hostname job-worker-3.job: Temporary failure in name resolution",
+    "n1:42:42 [0] transport/p2p.cc:1 NCCL WARN Cuda failure 217 'peer access is not supported between these two'",
+    "ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
+    "ModuleNotFoundError: No module named 'apex'",
+    "ORTE was unable to reliably start one or more daemons.",
+    "There are not enough slots available in the system to satisfy the 16",
+    "It looks like MPI_INIT failed for some reason; your parallel process is",
+    "RuntimeError: Gloo connectFullMesh failed with [pair.cc:144] no error",
+    "n1:42:42 [0] NCCL WARN Call to ibv_reg_mr failed with error Cannot allocate memory",
+    "ORTE has lost communication with a remote daemon.",
+    "The worker group startup timed out after 60.0 seconds waiting for 4 workers.",
+    "The node with node id: abc and ip: 10.0.0.3 has been marked dead because the detector has missed too many "
+    "heartbeats from it.",
+    "The instance gpu-node-4 was preempted by the cloud provider.",
+    "The node was low on resource: memory. Container trainer was using 60Gi, which exceeds its request of 32Gi.",
+    "=>> PBS: job killed: walltime 3610 exceeded limit 3600",
+    "RuntimeError: No CUDA GPUs are available: no CUDA-capable device is detected",
+]
+
+
+def test_each_kind_of_refusal_has_a_line_here() -> None:
+    assert {fault.what for fault in FAULTS} <= {
+        f.what for line in REFUSALS for f in FAULTS if f.pattern.search(line) is not None
+    }
+
+
+@pytest.mark.parametrize("line", REFUSALS, ids=[line[:40] for line in REFUSALS])
+def test_a_refusal_of_the_environment_blames_nobody_and_says_what_to_check(line: str) -> None:
+    nobody = judged(line + "\n").nobody
+    assert nobody is not None and "not a rank: check" in nobody
+
+
+def test_a_refusal_beside_a_ranks_own_error_blames_the_rank() -> None:
+    oom = "[rank3]: Traceback (most recent call last):\n[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert judged(oom + REFUSALS[0] + "\n").culprits == [3]
+
+
+def test_a_warning_is_no_refusal() -> None:
+    """An optional extension a warning says it could not load refuses nothing."""
+    environment = Environment()
+    assert not environment.line("UserWarning: Failed to load image Python extension: libjpeg.so: cannot open shared")
+    assert environment.met == []
+
+
+def test_nccls_failed_call_in_its_transport_blames_nobody_and_a_ranks_own_error_still_goes_first() -> None:
+    trace = "n1:42:43 [0] NCCL INFO transport/net.cc:515 -> 2\nn1:42:43 [0] NCCL INFO init.cc:1090 -> 2\n"
+    nobody = judged(trace).nobody
+    assert nobody is not None and "ncclSystemError in transport/net.cc" in nobody
+    oom = "[rank1]: Traceback (most recent call last):\n[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert judged(oom + trace).culprits == [1]
+
+
+def test_one_process_driving_every_gpu_holds_up_no_rank() -> None:
+    """nccl-tests' ``-g 4``: its ranks are threads of one process."""
+    table = "".join(f"#  Rank {r} Group  0 Pid  4242 on   node1 device  {r} [0x0{r}] GPU\n" for r in range(4))
+    nobody = judged(table).nobody
+    assert nobody is not None and "process 4242 on node1, driving GPUs 0, 1, 2, 3" in nobody
+    apart = "".join(f"#  Rank {r} Group  0 Pid  424{r} on   node1 device  {r} [0x0{r}] GPU\n" for r in range(4))
+    assert judged(apart).nobody is None
+
+
+# --- a transport lost, Slurm's and srun's words -------------------------------------------
+
+
+def test_a_transport_lost_in_a_log_that_names_no_rank_is_the_network_or_the_peers_host() -> None:
+    lost = "RuntimeError: [gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.1.2.3]:4242\n"
+    nobody = judged(lost).nobody
+    assert nobody is not None and "the connection to 10.1.2.3 was lost" in nobody
+    named = "[rank1]:RuntimeError: [gloo/transport/tcp/pair.cc:598] Connection closed by peer [10.1.2.3]:4242\n"
+    verdict = judged(named + "[rank1]:Initializing distributed: GLOBAL_RANK: 1, MEMBER: 2/2\n")
+    assert verdict.nobody is None and suspects(verdict) == [0]
+
+
+def test_a_cancel_after_a_task_failed_is_sruns_teardown_and_the_task_is_suspected() -> None:
+    text = (
+        "slurmstepd: error: Detected 1 oom-kill event(s) in step 7.0 cgroup.\n"
+        "srun: error: n3: task 2: Out Of Memory\n"
+        "srun: Terminating job step 7.0\n"
+        "slurmstepd: error: *** STEP 7.0 ON n3 CANCELLED AT 2025-01-02T03:04:05 ***\n"
+    )
+    verdict = judged(text)
+    assert verdict.nobody is None and suspects(verdict)[:1] == [2]
+    assert judged("\n".join(text.splitlines()[2:]) + "\n").nobody is None  # srun ended the step: no scancel
+    cancelled = judged(text.splitlines()[-1] + "\n").nobody
+    assert cancelled is not None and "scancel" in cancelled
+
+
+# --- first works, teardowns, a bar still running ------------------------------------------
+
+
+def test_a_batch_of_sends_and_receives_that_is_a_groups_first_work_is_the_set_up() -> None:
+    """A batch (``batch_isend_irecv``) runs on the group's own communicator, as a collective does."""
+    line = (
+        "[rank9]:[E101 01:02:03.000000000 ProcessGroupNCCL.cpp:685] [Rank 3] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=0, NumelOut=0, Timeout(ms)=600000) ran for 600500 "
+        "milliseconds before timing out.\n"
+        "[rank9]:[E101 01:02:03.000000000 ProcessGroupNCCL.cpp:2251] [PG ID 4 PG GUID 40(PIPELINE) Rank 3]  failure "
+        "detected by watchdog at work sequence id: 1 PG status: last enqueued work: 1, last completed work: -1\n"
+    )
+    nobody = judged(line).nobody
+    assert nobody is not None and "first collective never completed" in nobody
+
+
+def test_a_watchdog_hang_after_every_process_reached_its_exit_is_the_teardown() -> None:
+    exits = "".join(
+        f"[rank{r}]:[W101 01:02:0{r}.0 ProcessGroupNCCL.cpp:1538] Warning: WARNING: destroy_process_group() was "
+        "not called before program exit, which can leak resources.\n"
+        for r in range(3)
+    )
+    hang = (
+        "[rank1]:[F101 01:20:00.0 ProcessGroupNCCL.cpp:1614] [PG ID 2 PG GUID 7 Rank 1] Terminating the process "
+        "after attempting to dump debug info, due to ProcessGroupNCCL watchdog hang.\n"
+    )
+    nobody = judged(exits + hang).nobody
+    assert nobody is not None and "the job's work had ended" in nobody
+
+
+def test_a_bar_still_running_beside_a_watchdogs_timeout_frames_suspects_the_rank_its_words_name() -> None:
+    text = (
+        "Scoring on rank=2:  40%|####      | 2/5 [03:00<04:30, 90.0s/it]\n"
+        "frame #1: c10d::ProcessGroupNCCL::WorkNCCL::checkTimeout(std::optional<long>) + 0x1d2 (0x1 in libtorch.so)\n"
+    )
+    verdict = judged(text)
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [2] and "progress bar" in verdict.suspects[0].why
+
+
+# --- the store, NCCL's sockets, pastes ----------------------------------------------------
+
+
+def test_a_client_that_failed_to_connect_to_the_store_is_the_set_up() -> None:
+    line = "torch.distributed.DistNetworkError: The client socket has failed to connect to [head]:29500 (errno: 113)"
+    nobody = judged(line + "\n").nobody
+    assert nobody is not None and "could not reach the c10d store at head:29500" in nobody
+
+
+def test_a_ranks_timeout_for_the_dataloaders_shared_seed_waited_for_rank_0() -> None:
+    line = "[rank3]:RuntimeError: Timed out receiving the shared seed from the distribtued store on Rank 3\n"
+    verdict = judged(line)
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [0]
+
+
+def test_nccls_socket_that_would_not_connect_is_the_network() -> None:
+    line = "n2:42:42 [0] misc/socket.cc:1 NCCL WARN socketPollConnect: connect returned Connection refused, exceeded"
+    nobody = judged(line + "\n").nobody
+    assert nobody is not None and "NCCL could not connect (Connection refused)" in nobody
+
+
+def test_open_mpis_tag_before_each_fragment_of_a_line_is_taken_off() -> None:
+    """Open MPI tags each write of a process: a line written in pieces carries the tag within it."""
+    [written] = lines_as_written(["[1,3]<stderr>:[[1,3]<stderr>:horovod[1,3]<stderr>:] stalled"])
+    assert written.text == "[rank3]:[horovod] stalled"
+
+
+def test_a_collectors_columns_are_taken_off() -> None:
+    lines = ["<info>    [2025-01-02 03:04:05] 0a1b2c3d || Process 2 exit with status code 1.", "master.0 -- x"]
+    assert [w.text for w in lines_as_written(lines)] == ["Process 2 exit with status code 1.", "x"]
