@@ -132,13 +132,13 @@ def test_distmon_look_names_the_stopped_rank_and_says_so_by_its_exit_code(side_b
 def _look_at(job: subprocess.Popen[bytes], log: Path, fault: str) -> subprocess.CompletedProcess[str]:
     try:
         wait_until(lambda: injected(log, fault), 180, f"the job to inject {fault}")
-        return distmon("look", "--pid", str(job.pid), "--seconds", "6", timeout=60)
+        return distmon("look", "--pid", str(job.pid), "--seconds", "10", timeout=60)
     finally:
         kill_tree(job)
 
 
 def test_ranks_started_by_srun_are_found_and_a_rank_in_another_collective_named(tmp_path: Path) -> None:
-    path = f"{launchers.install(tmp_path / 'bin')}{os.pathsep}{ENV['PATH']}"
+    path = f"{launchers.install(tmp_path / 'bin', 4343)}{os.pathsep}{ENV['PATH']}"
     env = {**ENV, "PATH": path, "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     log = tmp_path / "job.log"
     argv = ["srun", "-n", "3", sys.executable, str(TRAIN), "--workers", "0", "--timeout", "120"]
@@ -150,7 +150,7 @@ def test_ranks_started_by_srun_are_found_and_a_rank_in_another_collective_named(
     assert re.search(
         r"FIRST CAUSE \(\+[\d.]+s\): divergence: rank 1 in barrier at \S+train.py:\d+ in inject", look.stdout
     )
-    assert "Job slurm-4242: 3 ranks on 1 host, found without the hook" in look.stdout
+    assert "Job slurm-4343: 3 ranks on 1 host, found without the hook" in look.stdout
 
 
 @pytest.mark.skipif(shutil.which("mpirun") is None, reason="Open MPI is not installed (apt install openmpi-bin)")

@@ -33,7 +33,7 @@ JOB_NAMES = {"srun": "slurm-4242", "mpirun": "mpi-prterun-vm-4242@1"}
 @pytest.mark.parametrize("launcher", ["srun", "mpirun"])
 def test_a_hang_among_ranks_started_by_the_launcher_names_the_rank(tmp_path: Path, launcher: str) -> None:
     out = tmp_path / "run.distmon"
-    path = f"{launchers.install(tmp_path / 'bin')}{os.pathsep}{os.environ['PATH']}"
+    path = f"{launchers.install(tmp_path / 'bin', 4242)}{os.pathsep}{os.environ['PATH']}"
     env = {**os.environ, "PATH": path, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1", "DISTMON_INTERVAL": "1"}
     env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(free_port())}
     job = [launcher, "-n", "3", sys.executable, str(TRAIN), "--fault", "hang", "--fault-rank", "2"]

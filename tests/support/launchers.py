@@ -4,7 +4,8 @@ each starts one process per rank, with the variables its launcher sets, and no `
 :func:`install` writes them as executables into a directory to put first on ``PATH``, so that
 ``distmon run -- srun -n 3 python train.py`` runs as it would in a Slurm allocation: the
 ranks are the launcher's children only here (slurmstepd starts them on a cluster), which
-distmon does not rely on.
+distmon does not rely on. Each test gives its jobs a number of its own: two jobs of one number
+on one host (tests run side by side) would be one job claiming each rank twice.
 """
 
 from __future__ import annotations
@@ -25,10 +26,10 @@ NAME = {name!r}
 def variables(rank: int, size: int) -> dict[str, str]:
     if NAME == "srun":
         return {{"SLURM_PROCID": str(rank), "SLURM_NTASKS": str(size), "SLURM_NPROCS": str(size),
-                "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_JOB_ID": "4242", "SLURM_STEP_ID": "0"}}
+                "SLURM_LOCALID": str(rank), "SLURM_NODEID": "0", "SLURM_JOB_ID": "{job}", "SLURM_STEP_ID": "0"}}
     return {{"OMPI_COMM_WORLD_RANK": str(rank), "OMPI_COMM_WORLD_SIZE": str(size),
             "OMPI_COMM_WORLD_LOCAL_RANK": str(rank), "OMPI_COMM_WORLD_LOCAL_SIZE": str(size),
-            "PMIX_RANK": str(rank), "PMIX_NAMESPACE": "prterun-vm-4242@1"}}
+            "PMIX_RANK": str(rank), "PMIX_NAMESPACE": "prterun-vm-{job}@1"}}
 
 
 args = sys.argv[1:]
@@ -55,11 +56,12 @@ sys.exit(next((c if c > 0 else 128 - c for c in codes if c), 0))
 '''
 
 
-def install(directory: Path) -> Path:
-    """``srun`` and ``mpirun`` in ``directory``; returns it, to put first on ``PATH``."""
+def install(directory: Path, job: int) -> Path:
+    """``srun`` and ``mpirun`` in ``directory``, their jobs numbered ``job``; returns it, to put
+    first on ``PATH``."""
     directory.mkdir(parents=True, exist_ok=True)
     for name in ("srun", "mpirun"):
         path = directory / name
-        path.write_text(SHIM.format(python=sys.executable, name=name))
+        path.write_text(SHIM.format(python=sys.executable, name=name, job=job))
         path.chmod(0o755)
     return directory
