@@ -57,17 +57,35 @@ MAX_LINE = 1 << 16
 MAX_DETAIL = 300
 """Characters kept of what a node or its ssh said."""
 MISSING = 3
-"""The exit code of the remote script where no Python there has distmon."""
-SCRIPT = """for p in "$@"; do
-  if command -v "$p" >/dev/null 2>&1 && "$p" -c 'import distmon.node.relay' >/dev/null 2>&1; then
-    exec "$p" -m distmon eye
-  fi
+"""The exit code of the remote script where no Python there can run the eye."""
+SCRIPT = """lacks=""
+for p in "$@"; do
+  m=$("$p" -c 'try:
+    import distmon.node.relay
+except ImportError as e:
+    print("".join(c for c in e.name or "?" if c.isalnum() or c in "._"))' 2>/dev/null)
+  case $? in
+    0) [ -z "$m" ] && exec "$p" -m distmon eye ;;
+    126|127) m="-" ;;
+    *) m="!" ;;
+  esac
+  lacks="$lacks $m"
 done
-printf '{"host": "%s", "refused": "no_distmon"}\\n' "$(hostname)"
+printf '{"host": "%s", "refused": "no_distmon", "lacks": "%s"}\\n' "$(hostname)" "${lacks# }"
 exit 3"""
 """Run on each node by ``sh``: the first of the Pythons given that has distmon and what its eye
 needs (its relay imports them: a checkout in the working directory has distmon, not its
-dependencies) runs the eye."""
+dependencies) runs the eye; else it says, Python by Python, the first module each lacks (``-``:
+that Python is not there; ``!``: it fails importing distmon otherwise)."""
+
+
+def _tried(pythons: list[str], lacks: object) -> str:
+    """The Pythons a node's script tried, each with what it lacked there."""
+    said = str(lacks).split() if isinstance(lacks, str) else []
+    if len(said) != len(pythons):
+        return f"tried {', '.join(pythons)}"
+    why = [{"-": "not there", "!": "distmon fails to import"}.get(m, f"no {m}") for m in said]
+    return "tried " + ", ".join(f"{p} ({w})" for p, w in zip(pythons, why, strict=True))
 
 
 @dataclass
@@ -259,7 +277,7 @@ class Eyes:
         node.answer = answer
         refused = answer.get("refused")
         if refused == "no_distmon":
-            self._fared(host, NO_DISTMON, f"tried {', '.join(self.pythons)}")
+            self._fared(host, NO_DISTMON, _tried(self.pythons, answer.get("lacks")))
         elif refused == "other_version":
             self._fared(host, OTHER_VERSION, f"it runs distmon {answer.get('version')}, this is {distmon.__version__}")
         elif refused is not None:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -68,15 +69,21 @@ def test_a_node_reached_answers_reports_to_the_head_and_ends_with_it(head: tuple
     wait_until(lambda: not eyes_running(), 10, "the eye to end")
 
 
-def test_nodes_not_reached_say_why_each(head: tuple[LiveFeed, keys.JobKey], monkeypatch: pytest.MonkeyPatch) -> None:
+def test_nodes_not_reached_say_why_each(
+    head: tuple[LiveFeed, keys.JobKey], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
     feed, key = head
     assert feed.eyes_port is not None
-    eyes = Eyes(feed.eyes_port, key, None, ["/nowhere/python"])
+    bare = tmp_path / "python"  # a Python that imports distmon (a checkout beside it) but none of its dependencies
+    bare.write_text(f'#!/bin/sh\nPYTHONPATH={Path(distmon.__file__).parents[1]} exec {sys.executable} -S "$@"\n')
+    bare.chmod(0o755)
+    eyes = Eyes(feed.eyes_port, key, None, ["/nowhere/python", str(bare)])
     eyes.over_ssh(["unreachable", "bare"])
     eyes.wait()
     assert eyes.nodes["unreachable"].state == looks.UNREACHABLE
     assert eyes.nodes["unreachable"].detail == "ssh: connect to host unreachable port 22: Connection refused"
-    assert eyes.nodes["bare"].state == looks.NO_DISTMON and "/nowhere/python" in eyes.nodes["bare"].detail
+    assert eyes.nodes["bare"].state == looks.NO_DISTMON
+    assert re.fullmatch(rf"tried /nowhere/python \(not there\), {bare} \(no \w+\)", eyes.nodes["bare"].detail)
     eyes.close()
     monkeypatch.setattr(distmon, "__version__", "0.0.1")
     eyes = Eyes(feed.eyes_port, key, None, [sys.executable])

@@ -126,7 +126,10 @@ REACH_WORDS = {
         "not reached over {how} ({detail})",
         "check that `ssh {host}` works from here without a password, or look there",
     ),
-    looks.NO_DISTMON: ("distmon is not installed there ({detail})", "install distmon in the job's Python there"),
+    looks.NO_DISTMON: (
+        "distmon cannot run there ({detail})",
+        "pip install distmon (it brings what it needs) in the job's Python there",
+    ),
     looks.OTHER_VERSION: ("another distmon there ({detail})", "install the same distmon on every node"),
     looks.NO_PYSPY: ("its ranks were found but not judged: {detail}", "pip install py-spy in the job's Python there"),
     looks.SILENT: ("it did not answer ({detail})", "is it overloaded? look again, or look there"),
