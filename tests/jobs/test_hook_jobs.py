@@ -69,7 +69,7 @@ def paused_job(torchrun, new_endpoint) -> PausedJob:
         latest = {r.rank: r for r in listener.snapshot()}
         children = {rank: child_pids(report.pid) for rank, report in latest.items()}
         exit_code = job.wait(timeout=90)
-        listener.wait_for(every_rank(lambda r: r.exit), timeout=5)
+        listener.wait_for(every_rank(lambda r: r.exit), timeout=30)
     assert all_stalled, f"the pause was not reported by every rank:\n{job.output[-3000:]}"
     return PausedJob(exit_code, listener.by_rank(), children)
 

@@ -248,7 +248,7 @@ def test_a_process_asked_about_again_is_looked_at_at_once(python) -> None:
     time.sleep(CLOSE_PERIOD)
     assert prober.take() == []
     prober.ask([(p.pid, None, None)])
-    wait_for(prober.take, timeout=1.0)  # its next turn was 30 s away
+    wait_for(prober.take, timeout=10.0)  # its next turn was 30 s away
 
 
 def test_a_stopped_process_still_shows_its_python_frames(python) -> None:
