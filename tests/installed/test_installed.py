@@ -152,8 +152,9 @@ def test_the_html_extra_writes_a_page(tmp_path_factory: pytest.TempPathFactory, 
 
 @pytest.fixture
 def sleeper(scratch: Path) -> Iterator[subprocess.Popen[str]]:
-    """A Python process sitting in a function whose name py-spy should report."""
-    code = "import time\ndef waiting_for_the_stack():\n    time.sleep(60)\nwaiting_for_the_stack()\n"
+    """A Python process sitting in a function whose name py-spy should report, until the test
+    ends (the extra's install before the first look takes minutes on a loaded machine)."""
+    code = "import time\ndef waiting_for_the_stack():\n    time.sleep(3600)\nwaiting_for_the_stack()\n"
     process = subprocess.Popen([sys.executable, "-c", code], text=True)
     yield process
     process.kill()

@@ -37,6 +37,10 @@ class PausedMonitor:
     alerts: list[dict]
     stderr: str
     recording: Path
+    paused: float
+    """When the recorder was frozen."""
+    caught_up: str
+    """The recorder's standard error once it had caught up after the pause."""
     stopped: float
     """When rank ``CULPRIT`` was stopped, after the monitor had caught up."""
     ended: float
@@ -53,9 +57,11 @@ def paused(
         with torchrun(RANKS, "--epochs", "50", endpoint=endpoint, interval=1.0):
             recorder.wait_recorded("every rank stepping", lambda reports: _stepping(reports) == RANKS, timeout=120)
             recorder.process.send_signal(signal.SIGSTOP)
+            paused_at = time.time()
             time.sleep(PAUSE)  # the scenario itself: the monitor stands still this long
             recorder.process.send_signal(signal.SIGCONT)
             wait_until(lambda: "resolved monitor_behind" in recorder.stderr(), 60, "the monitor to catch up")
+            caught_up = recorder.stderr()
             culprit = next(r.pid for r in reversed(recorder.reports()) if r.rank == CULPRIT)
             os.kill(culprit, signal.SIGSTOP)
             stopped = time.time()
@@ -66,7 +72,7 @@ def paused(
             stderr = recorder.stderr()
             ended = time.time()
         alerts = recorder.alerts()
-    return PausedMonitor(alerts, stderr, out, stopped, ended)
+    return PausedMonitor(alerts, stderr, out, paused_at, caught_up, stopped, ended)
 
 
 def _stepping(reports: list) -> int:
@@ -76,13 +82,17 @@ def _stepping(reports: list) -> int:
 
 
 def test_the_pause_is_said_in_one_line_naming_no_rank(paused: PausedMonitor) -> None:
-    behind = [a for a in paused.alerts if a["kind"] == "monitor_behind"]
+    """(A monitor starved of CPU later, on a machine loaded past its cores, says so again: that
+    is another incident, not the pause's.)"""
+    behind = [
+        a for a in paused.alerts if a["kind"] == "monitor_behind" and paused.paused - 5 <= a["t"] < paused.stopped
+    ]
     assert len(behind) == 1 and behind[0]["ranks"] == [], paused.alerts
     assert "did not watch" in behind[0]["summary"] and "stood still" in behind[0]["summary"], behind[0]
     paused_for = re.search(r"Its own loop did not run for (\d+)s", behind[0]["detail"])
     assert paused_for and int(paused_for.group(1)) >= PAUSE - 1, behind[0]["detail"]
-    lines = [line for line in paused.stderr.splitlines() if "monitor_behind:" in line and "resolved" not in line]
-    assert len(lines) == 1, paused.stderr
+    lines = [line for line in paused.caught_up.splitlines() if "monitor_behind:" in line and "resolved" not in line]
+    assert len(lines) == 1, paused.caught_up
 
 
 def test_no_rank_is_named_for_the_silence_it_did_not_see(paused: PausedMonitor) -> None:
