@@ -1,6 +1,21 @@
-"""What the tests of the real logs (``tests/data/logs/real``) share."""
+"""What the tests of the log readers share: the real logs' misses (``tests/data/logs/real``), and
+a launcher's lines read as the exits they tell."""
 
 from __future__ import annotations
+
+from distmon.forensics.launcher_lines import LauncherLines
+from distmon.forensics.worker_exits import WorkerExit
+
+
+def read_launcher(text: str) -> list[WorkerExit]:
+    """The processes' ends the launcher's lines in ``text`` tell, in order."""
+    exits: list[WorkerExit] = []
+    lines = LauncherLines(exits.append)
+    for line in text.splitlines():
+        lines.line(line)
+    lines.finish()
+    return exits
+
 
 MISSED = {
     "nccl_tests_mpirun_rank3_segv_ucx_tls.log": "the lines prove rank 3 crashed first (SIGSEGV); the thread traces "

@@ -13,10 +13,10 @@ import pytest
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import Blame, assign_blame
 from distmon.forensics.environment import FAULTS, Environment
-from distmon.forensics.launcher_lines import LauncherLines
 from distmon.forensics.logs import read_log
 from distmon.forensics.pasted import lines_as_written
-from distmon.forensics.worker_exits import PROCESS, RANK, WORKER, WorkerExit
+from distmon.forensics.worker_exits import PROCESS, RANK, WORKER
+from tests.support.real_logs import read_launcher
 
 
 def judged(text: str) -> Blame:
@@ -27,15 +27,6 @@ def analyzed(text: str) -> Analysis:
     with tempfile.TemporaryDirectory() as folder:
         (Path(folder) / "job.log").write_text(text)
         return analyze([folder])
-
-
-def ends(text: str) -> list[WorkerExit]:
-    exits: list[WorkerExit] = []
-    lines = LauncherLines(exits.append)
-    for line in text.splitlines():
-        lines.line(line)
-    lines.finish()
-    return exits
 
 
 def suspects(verdict: Blame) -> list[int]:
@@ -78,31 +69,31 @@ ENDS = [
 def test_each_launchers_words_on_a_worker_end_are_read_wherever_they_stand(
     line: str, said: tuple[str, int, int | None, bool]
 ) -> None:
-    [end] = ends(line)
+    [end] = read_launcher(line)
     assert (end.unit, end.who, end.code, end.first) == said
 
 
 def test_a_help_text_broken_over_two_lines_is_read_whole() -> None:
     """Open MPI's ``MPI_ABORT`` message breaks before its error code."""
-    [end] = ends("MPI_ABORT was invoked on rank 6 in communicator MPI_COMM_WORLD\nwith errorcode 4.\n")
+    [end] = read_launcher("MPI_ABORT was invoked on rank 6 in communicator MPI_COMM_WORLD\nwith errorcode 4.\n")
     assert (end.unit, end.who, end.code, end.aborted, end.first) == (RANK, 6, 4, True, True)
 
 
 def test_a_launchers_list_names_each_worker_and_a_first_only_alone() -> None:
     line = "Out of all 4 trainers, the trainer process with rank=[0, 2] was aborted. Please check its log."
-    found = ends(line)
+    found = read_launcher(line)
     assert [(e.who, e.first) for e in found] == [(0, False), (2, False)]
 
 
 def test_words_in_a_sentence_of_the_programs_own_are_no_end() -> None:
     """A shell's word is the whole line: a program's sentence that holds it ends nothing."""
-    assert ends("Killed 3 stale processes before training\nTerminated: no\nAborted run 12 resumed\n") == []
+    assert read_launcher("Killed 3 stale processes before training\nTerminated: no\nAborted run 12 resumed\n") == []
 
 
 def test_the_name_of_the_first_process_may_follow_its_exit_code() -> None:
     """A collector may put the exit code's line before the name's (horovodrun's, Open MPI's block)."""
     text = "The first process to do so was:\nExit code: 3\nProcess name: 2\n"
-    [end] = ends(text)
+    [end] = read_launcher(text)
     assert (end.unit, end.who, end.code, end.first) == (RANK, 2, 3, True)
 
 

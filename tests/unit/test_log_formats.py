@@ -21,7 +21,7 @@ from distmon.forensics.desync import MAX_REPORTS, DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.failures import Failure, whom
 from distmon.forensics.horovod import HorovodStalls
-from distmon.forensics.launcher_lines import LauncherLines, task_list
+from distmon.forensics.launcher_lines import task_list
 from distmon.forensics.logs import read_log
 from distmon.forensics.nccl import NcclLines
 from distmon.forensics.pasted import lines_as_written, unlabelled
@@ -29,8 +29,9 @@ from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
 from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.stores import MAX_WAITS, StoreLines
 from distmon.forensics.watchdog import op_family, watchdog_said
-from distmon.forensics.worker_exits import LOCAL_RANK, PROCESS, RANK, SPAWNED, TASK, WORKER, WorkerExit
+from distmon.forensics.worker_exits import LOCAL_RANK, PROCESS, RANK, SPAWNED, TASK, WORKER
 from distmon.wire import StackFrame
+from tests.support.real_logs import read_launcher
 
 
 def analyze_text(text: str) -> Analysis:
@@ -60,15 +61,6 @@ Root Cause (first observed failure):
   error_file: <N/A>
   traceback : Signal 9 (SIGKILL) received by PID 102
 ============================================================"""
-
-
-def read_launcher(text: str) -> list[WorkerExit]:
-    exits: list[WorkerExit] = []
-    lines = LauncherLines(exits.append)
-    for line in text.splitlines():
-        lines.line(line)
-    lines.finish()
-    return exits
 
 
 def test_torchruns_table_gives_every_entry_and_its_root_cause() -> None:
