@@ -5,8 +5,10 @@
 
 - ``step``: added time per step of a small CPU model (a ~100 us step on an idle core),
   with and without ``attach()``, in alternating blocks in one process, beside the same
-  measurement with no hook (its noise floor); then the two hooks on the training thread
-  alone (counting a forward, counting an optimizer step), which a busy machine cannot blur.
+  measurement with no hook (its noise floor); the same step again in a world-1 gloo group,
+  where the pace sampler looks about 50 times a second (with no group it naps); then the two
+  hooks on the training thread alone (counting a forward, counting an optimizer step), which
+  a busy machine cannot blur.
 - ``p2p``: added time per point-to-point op on the training thread: two gloo ranks exchange
   small tensors as a pipeline stage does (isend, irecv, both waits), with and without the
   hook in alternating blocks; then the two wrappers alone, and what they add to a 1F1B step.
@@ -66,10 +68,16 @@ def step_cost() -> list[tuple[str, str, str]]:
         _, noise = unhooked.measure(train_step, model, blocks=101, calls=200)
         _, forward_added = hooked.measure(lambda: identity(x), identity, 15, 50_000)
         _, optimizer_added = hooked.measure(empty.step, None, 15, 20_000)
+        in_group, in_group_added = in_a_group(lambda: hooked.measure(train_step, model, blocks=61, calls=200))
     forward_own, optimizer_own = own_cost(identity, x)
     return [
         ("added time per step", f"{step_added:+.2f} us on a {step:.0f} us step", "<= 2 us"),
         ("the same without the hook (noise floor)", f"{noise:+.2f} us", ""),
+        (
+            "the same step in a world-1 gloo group (the pace sampler looking)",
+            f"{in_group_added:+.2f} us on a {in_group:.0f} us step",
+            "",
+        ),
         ("hot path: counting a forward", f"{forward_added:+.2f} us", ""),
         ("hot path: counting an optimizer step", f"{optimizer_added:+.2f} us", ""),
         (
@@ -78,6 +86,19 @@ def step_cost() -> list[tuple[str, str, str]]:
             "<= 2 us",
         ),
     ]
+
+
+def in_a_group(measure: Callable[[], tuple[float, float]]) -> tuple[float, float]:
+    """``measure`` run while this process is rank 0 of a world-1 gloo group: a rank with no
+    group has no collective to wait in, and the pace sampler naps instead of looking."""
+    import torch.distributed as dist
+
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(free_port()))
+    dist.init_process_group("gloo", rank=0, world_size=1)
+    try:
+        return measure()
+    finally:
+        dist.destroy_process_group()
 
 
 class Alternation:

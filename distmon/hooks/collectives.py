@@ -87,6 +87,12 @@ class Recorder:
                     self.unnamed[pg_id] = enqueued(status[pg_id])
         return {self.names[pg_id]: entry for pg_id, entry in status.items() if pg_id in self.names}
 
+    def status(self) -> dict[str, dict[str, Any]]:
+        """The status dump's ``pg_status`` by pg_id, read the shortest way: the pace sampler
+        reads it about 50 times a second, and these bytes are this process's own."""
+        status: dict[str, dict[str, Any]] = pickle.loads(self.dump(False)).get("pg_status", {})
+        return status
+
     def entries(self) -> list[dict[str, Any]]:
         """The collectives of a full dump (the whole ring: only when something is unknown)."""
         entries: list[dict[str, Any]] = load_dump(self.dump(True), walk_first=False).get("entries", [])
@@ -197,8 +203,7 @@ class GroupReader:
         if not recorders:
             return None
         for recorder in recorders:
-            status = load_dump(recorder.dump(False), walk_first=False).get("pg_status", {})
-            for pg_id, entry in status.items():
+            for pg_id, entry in recorder.status().items():
                 begun = last_started(entry)
                 last = enqueued(entry) if begun is None else begun
                 if last > number(entry, "last_completed_collective") and not self._sends(recorder, pg_id):

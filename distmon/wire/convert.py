@@ -14,11 +14,18 @@ from distmon.wire.schema import WireError
 
 
 def to_wire(obj: Any) -> Any:
-    if dataclasses.is_dataclass(obj):
-        return {f.name: to_wire(value) for f in dataclasses.fields(obj) if (value := getattr(obj, f.name)) is not None}
+    names = _field_names(obj.__class__)
+    if names is not None:
+        return {name: to_wire(value) for name in names if (value := getattr(obj, name)) is not None}
     if isinstance(obj, list):
         return [to_wire(item) for item in obj]
     return obj
+
+
+@cache
+def _field_names(cls: Any) -> tuple[str, ...] | None:
+    """A dataclass's field names, else None; asked once a type: every rank encodes a report a second."""
+    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
 
 
 Convert = Callable[[Any], Any]

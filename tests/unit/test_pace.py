@@ -6,12 +6,14 @@ straggler's peers, who wait for it and come late to their data-parallel peers in
 
 from __future__ import annotations
 
+import itertools
 import re
+import time
 
 import numpy as np
 import pytest
 
-from distmon.hooks.pace_sampler import MIN_STEPS, PaceSampler
+from distmon.hooks.pace_sampler import MIN_STEPS, NAP, PaceSampler
 from distmon.hooks.progress import Counters
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.pipeline import Monitor
@@ -59,23 +61,70 @@ def test_a_rank_counts_its_samples_of_ordinary_steps_and_never_a_pauses() -> Non
     steps = Steps()
     sampler = PaceSampler(steps.counters, lambda: steps.waits)
     began = steps.step(0.0)
-    sampler.sample(began)
-    assert (sampler.samples, sampler.waited) == (0, 0), "no median yet"
+    assert not sampler.sample(began, 0.05), "no median yet"
     sampler.median = 0.1
     for k in range(1, 11):
-        sampler.sample(began)
+        assert sampler.sample(began, began + 0.05)
         began = steps.step(k * 0.1)
-    sampler.sample(began)
+    sampler.sample(began, began + 0.05)
     assert (sampler.samples, sampler.waited) == (10, 10)
     steps.waits = False
-    for _ in range(5):
-        sampler.sample(began)  # a step four times the median: a pause
+    for late in (0.05, 0.2, 0.29):
+        sampler.sample(began, began + late)  # a step four times the median: a pause
     began = steps.step(began + 0.1 * (PAUSE_STEPS + 1))
-    sampler.sample(began)
+    sampler.sample(began, began + 0.05)
     assert (sampler.samples, sampler.waited) == (10, 10), "the pause's samples count for nothing"
     began = steps.step(began + 0.1)
-    sampler.sample(began)
+    sampler.sample(began, began + 0.05)
     assert (sampler.samples, sampler.waited) == (11, 10)
+
+
+def test_no_look_is_taken_once_the_step_under_way_is_a_pause() -> None:
+    """Each look takes the GIL from the training thread: none while it could not count."""
+    looks = []
+    steps = Steps()
+    sampler = PaceSampler(steps.counters, lambda: looks.append(1) or True)
+    sampler.median = 0.1
+    began = steps.step(0.0)
+    assert sampler.sample(began, 0.1 * PAUSE_STEPS - 0.01)
+    assert not sampler.sample(began, 0.1 * PAUSE_STEPS + 0.01), "a pause already"
+    assert len(looks) == 1
+
+
+def test_the_step_a_nap_ends_in_counts_for_nothing() -> None:
+    """Woken from a nap mid-step, the thread would see only the step's later part, where its
+    collectives wait: that step's samples are dropped, the next whole step's count."""
+    steps = Steps()
+    sampler = PaceSampler(steps.counters, lambda: steps.waits)
+    sampler.median = 0.1
+    began = steps.step(0.0)
+    sampler.napped(began)
+    sampler.sample(began, 0.09)
+    began = steps.step(0.1)
+    sampler.sample(began, 0.15)
+    assert (sampler.samples, sampler.waited) == (0, 0)
+    began = steps.step(0.2)
+    sampler.sample(began, 0.25)
+    assert (sampler.samples, sampler.waited) == (1, 1)
+
+
+def test_the_thread_naps_while_the_rank_has_no_group() -> None:
+    """A look finding no group (training before init_process_group, or none at all) sends the
+    thread to sleep for NAP, not back to its 50 looks a second."""
+    steps = Steps()
+    looks: list[float] = []
+    sampler = PaceSampler(steps.counters, lambda: looks.append(time.monotonic()) or None)
+    sampler.median = 1e6  # never a pause
+    steps.step(time.monotonic())
+    sampler.start()
+    try:
+        deadline = time.monotonic() + 60
+        while len(looks) < 3 and time.monotonic() < deadline:
+            time.sleep(0.05)
+    finally:
+        sampler.stop()
+    assert len(looks) >= 3, looks
+    assert min(b - a for a, b in itertools.pairwise(looks)) >= NAP, looks
 
 
 def test_the_median_counts_once_the_rank_has_stepped_enough() -> None:
