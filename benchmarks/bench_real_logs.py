@@ -10,9 +10,9 @@ where the command does not read the log (an exit other than 0, no JSON). A verdi
 a rank the truth clears names an innocent. The held-out logs (``"held_out"``: no rule was
 written against them) are scored first and apart: they are the fair measure. The logs once held
 out (``"held_out_once"``: round 61's 42, drawn at random as ``tests/data/logs/real/NOTES.md``
-says, and round 62's 60) were scored once as found (``benchmarks/README.md`` keeps those figures)
-and are development logs since; each round's are still scored apart, as the rounds are, to follow
-how the reader does on them.
+says, and all of rounds 62, 63 and 64) were scored once as found (``benchmarks/README.md``
+keeps those figures) and are development logs since; each round's are still scored apart, as
+the rounds are, to follow how the reader does on them.
 
 ``--pasted`` scores the same logs re-pasted the ways people paste them
 (``tests/support/pastes.py``: wrapped by a terminal, stamped by a logger or a collector,

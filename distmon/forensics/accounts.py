@@ -6,7 +6,8 @@ exceptions: the reports torch, Horovod and the launchers print (:mod:`~distmon.f
 
 Each says one of: these ranks held the others up (a report names them: proven); no rank is to
 blame (every process the log shows failed alike, however each launcher says an end; the program
-misused NCCL; the environment refused the job, :mod:`~distmon.forensics.environment`; the fabric
+misused NCCL; the environment refused the job, :mod:`~distmon.forensics.environment`; the first
+collective timed out as DDP was built; the model did not fit the GPU as it was placed; the fabric
 failed; every rank joined the same collective; a transport lost its peer where no rank is named;
 every worker was stopped from outside); or only where to look (a worker a launcher saw fail
 first, a local rank or an srun task killed, a lost peer's host, the store's host): suspects. The
@@ -32,6 +33,7 @@ from distmon.forensics.failures import (
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
 from distmon.forensics.suspects import lost_peers, suspects
+from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
     RANK,
     SELF,
@@ -92,6 +94,8 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _one_process(log)
         or _unconnected(log)
         or _environment(log)
+        or _ddp_built(log)
+        or _model_too_large(log)
         or _library(log)
         or _illegal(log)
         or _announced_twice(log)
@@ -319,7 +323,9 @@ UNCONNECTED = (
     "the network between the processes as they set up (the interface NCCL picks: NCCL_SOCKET_IFNAME; a firewall; "
     "a route between the nodes), not a rank"
 )
-_NCCL_ERROR = re.compile(r"NCCL error|nccl\w{0,20}Error|DistBackendError")
+_NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError")
+"""torch's words on a failed NCCL call: ``NCCL error in: ...`` (c10d), ``NCCL Error 1: unhandled cuda error``
+(torch 1.x's ``torch.cuda.nccl``), NCCL's result names, torch 2's exception."""
 
 
 def _unconnected(log: LogFacts) -> str | None:
@@ -363,10 +369,74 @@ def _environment(log: LogFacts) -> str | None:
     said = log.environment.said()
     if said is None:
         return None
-    own = [r for r in [*log.raised.values(), *log.unplaced] if is_own(r) and not refused(f"{r.type}: {r.said}")]
+    nccl = log.environment.by_nccl
+    own = [
+        r
+        for r in [*log.raised.values(), *log.unplaced]
+        if is_own(r) and not refused(text := f"{r.type}: {r.said}") and not (nccl and _NCCL_ERROR.search(text))
+    ]
     if own or any(e.killed and e.unit != WORKER for e in log.exits):
         return None
     return said
+
+
+DDP_BUILT = (
+    "the first collective timed out as DistributedDataParallel was built: every rank's DDP broadcasts rank 0's "
+    "parameters from its constructor, the group's first collective, so the ranks never reached each other: the "
+    "set-up (the address and interface the process group uses: MASTER_ADDR, NCCL_SOCKET_IFNAME or "
+    "GLOO_SOCKET_IFNAME, a public address where the hosts talk on a private one; a firewall), not a rank (unless "
+    "one rank came to build DDP late, loading or preparing data alone first)"
+)
+_TIMED_OUT = re.compile(r"[Tt]imed? ?out")
+_DDP = "torch/nn/parallel/distributed.py"
+_DDP_SYNC = re.compile(r"_sync|broadcast|_verify_params")
+"""DDP's constructor's first collectives: the parameters' check across processes and their broadcast."""
+
+
+def _ddp_built(log: LogFacts) -> str | None:
+    """Where every exception the log shows is a timeout in DistributedDataParallel's constructor, in its
+    broadcast of rank 0's parameters (or its check of them across processes), and nothing else failed:
+    the group's first collective, which every rank issues as it builds the model."""
+    raised = [r for r in [*log.raised.values(), *log.unplaced] if not r.cut and r.launcher is None]
+    if not raised or not all(_in_ddp_build(r) for r in raised) or log.waiting or log.crashes.crashes:
+        return None
+    if any(e.killed for e in log.exits):
+        return None
+    return f"{raised[0].type}: {raised[0].message.splitlines()[0][:200]}: {DDP_BUILT}"
+
+
+def _in_ddp_build(raised: Raised) -> bool:
+    """A timeout raised in DDP's constructor, in one of its first collectives."""
+    frames = raised.frames
+    built = any(f.file.endswith(_DDP) and f.func == "__init__" for f in frames)
+    syncing = any(_DDP_SYNC.search(f.func) for f in frames[-3:])
+    return built and syncing and _TIMED_OUT.search(raised.said) is not None
+
+
+TOO_LARGE = (
+    "every rank places the same model (or its equal part of it) on its GPU, so the model at this parallelism does "
+    "not fit the GPU: the set-up (GPUs with more memory, more ranks to split the model, a lower precision, the "
+    "model sharded or offloaded), not a rank"
+)
+_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory")
+_MODULE = "torch/nn/modules/module.py"
+
+
+def _model_too_large(log: LogFacts) -> str | None:
+    """Where every failure of a rank's own the log shows is CUDA running out of memory as the model was
+    moved onto the GPU (``Module.to``/``cuda``: its ``_apply``), and no process was killed."""
+    own = [r for r in [*log.raised.values(), *log.unplaced] if is_own(r)]
+    placing = [r for r in own if _OOM.search(f"{r.type}: {r.said}") and any(_placing(f.file, f.func) for f in r.frames)]
+    if not own or len(placing) < len(own) or any(e.killed for e in log.exits) or log.crashes.crashes:
+        return None
+    ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
+    who = rank_word(ranks) if ranks else "a process"
+    return f"{who} ran out of GPU memory moving the model onto its GPU ({placing[0].type}): {TOO_LARGE}"
+
+
+def _placing(file: str, func: str) -> bool:
+    """A frame of ``Module._apply``: the model's parameters moved or cast, as ``to``, ``cuda`` and ``half`` do."""
+    return file.endswith(_MODULE) and func == "_apply"
 
 
 ANNOUNCED_TWICE = (

@@ -1,23 +1,28 @@
 """What the job's environment refused it, in the words of whatever met the refusal: a host name
 that did not resolve, GPUs that cannot reach each other's memory, a library missing or built for
-another version, MPI that could not start or a launch asking more slots than its hosts have, gloo
-or the InfiniBand verbs refusing to set up, a launcher that could not start its daemons on every
-node or lost one, a cluster that could not start the workers in time, a node declared dead, taken
-back or evicting its pod, a scheduler's time limit, no GPU to be seen::
+another version, a CUDA call of NCCL's that the build, the driver or the GPU do not support, a GPU
+the installed torch was not built for, MPI that could not start or a launch asking more slots than
+its hosts have, gloo or the InfiniBand verbs refusing to set up, a launcher that could not start its
+daemons on every node or lost one, a cluster that could not start the workers in time, a node
+declared dead, taken back or evicting its pod, a scheduler's time limit, no GPU to be seen::
 
     ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
     ssh: Could not resolve hostname job-worker-5.job: Name or service not known
     ORTE was unable to reliably start one or more daemons.
     Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
     ImportError: libmpi.so.40: cannot open shared object file: No such file or directory
+    n1:42:42 [0] init.cc:416 NCCL WARN Cuda failure 'operation not supported'     (NCCL, 2.12+)
+    UserWarning: NVIDIA H100 with CUDA capability sm_90 is not compatible with the current PyTorch
+        installation.                                   (torch.cuda's check, and its source line)
     The worker group startup timed out after 30.0 seconds waiting for 8 workers.    (Ray Train)
     The node with node id: ... and ip: 10.0.0.3 has been marked dead because the detector has
         missed too many heartbeats from it.                                         (Ray's GCS)
     =>> PBS: job killed: walltime 86431 exceeded limit 86400
 
 Each is the set-up's or the platform's, the same for whichever process met it first: no rank is
-to blame for it, and the verdict says what to check. Each kind is one entry of :data:`FAULTS`:
-its words are data, read anywhere in a line.
+to blame for it, and the verdict says what to check; a rank's NCCL error after NCCL's refusal is
+that refusal said again. Each kind is one entry of :data:`FAULTS`: its words are data, read
+anywhere in a line.
 """
 
 from __future__ import annotations
@@ -40,7 +45,22 @@ class Fault:
     check: str
     keys: tuple[str, ...]
     pattern: re.Pattern[str]
+    nccl: bool = False
+    """NCCL says it: a rank's NCCL error (``unhandled cuda error``) is the same refusal, said again."""
+    warning: bool = False
+    """A warning says it (torch's check of the GPU's capability warns, the failure comes later)."""
 
+
+_REFUSED = (
+    "named symbol not found|no kernel image is available for execution on the device|invalid device function"
+    "|device kernel image is invalid|operation not supported|invalid argument|invalid resource handle"
+    "|system not yet initialized|the provided PTX was compiled with an unsupported toolchain|unsupported PTX version"
+    "|forward compatibility was attempted on non supported HW|system has unsupported display driver"
+)
+"""CUDA's words (``cudaGetErrorString``) for a call the build, the driver or the GPU do not support: code
+missing for the GPU's architecture, a driver too old for the build or a feature the node lacks (a memory
+pool, NVLS's multicast, the Fabric Manager not started), a stream or event the version pairing mishandles.
+The same in every process of the set-up; not memory run out, nor an illegal access (a kernel's own)."""
 
 FAULTS = (
     Fault(
@@ -71,6 +91,27 @@ FAULTS = (
             r"|CUDA driver version is insufficient for CUDA runtime version"
             r"|no kernel image is available for execution on the device"
         ),
+    ),
+    Fault(
+        "NCCL's CUDA call failed on what the build, the driver or the GPU lacks",
+        "the build against the GPU and the driver: torch's CUDA build and the NCCL in it (torch.cuda.get_arch_list() "
+        "holding the GPU's sm_XX, a newer NCCL), the driver (nvidia-smi) against them, the device each process sets "
+        "before its first collective (torch.cuda.set_device)",
+        ("Cuda failure",),
+        re.compile(rf"Cuda failure (?:\d{{1,4}} )?'(?:{_REFUSED})"),
+        nccl=True,
+    ),
+    Fault(
+        "the GPU is not one the installed torch was built for",
+        "the torch build against the GPU: torch.cuda.get_arch_list() against the GPU's capability (a build for a "
+        "newer CUDA that has the GPU's sm_XX, or an older torch for an old GPU)",
+        ("not compatible with the current PyTorch", "incompatible_device_warn", "no longer supports this GPU"),
+        re.compile(
+            r"with CUDA capability sm_\d{1,4} is not compatible with the current PyTorch installation"
+            r"|warnings\.warn\(incompatible_device_warn\.format\("
+            r"|PyTorch no longer supports this GPU because it is too old"
+        ),
+        warning=True,
     ),
     Fault(
         "the launcher could not start its daemons on every node",
@@ -185,16 +226,23 @@ class Environment:
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it says one of :data:`FAULTS`."""
-        if len(self.met) >= MAX_FAULTS or _KEYS.search(body) is None or _WARNING.search(body):
+        if len(self.met) >= MAX_FAULTS or _KEYS.search(body) is None:
             return False
+        warned = _WARNING.search(body) is not None
         for fault in FAULTS:
-            found = fault.pattern.search(body) if any(key in body for key in fault.keys) else None
+            keyed = any(key in body for key in fault.keys) and (fault.warning or not warned)
+            found = fault.pattern.search(body) if keyed else None
             if found is not None:
                 said = visible(body.strip(), 200)
                 if all(m.fault is not fault for m in self.met):
                     self.met.append(Met(fault, said))
                 return True
         return False
+
+    @property
+    def by_nccl(self) -> bool:
+        """NCCL said a refusal: the ranks' NCCL errors are that refusal, not failures of their own."""
+        return any(m.fault.nccl for m in self.met)
 
     def said(self) -> str | None:
         """The first refusal, in words: what, the line, what to check."""

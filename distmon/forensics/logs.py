@@ -92,7 +92,8 @@ _ANNOUNCED = re.compile(r"GLOBAL_RANK: ?(\d{1,9}), MEMBER: ?\d{1,9}/\d{1,9}")
 _CHECK_TIMEOUT = re.compile(r"WorkNCCL::checkTimeout|Exception raised from checkTimeout")
 """A frame of the watchdog's timeout, in its C++ backtrace: a collective timed out on some rank."""
 _JOB = re.compile(
-    r"torch[./](?:distributed|multiprocessing)|\bc10d?::|libtorch|libc10|ProcessGroup|NCCL|\bgloo\b|OpType="
+    r"torch[./](?:distributed|multiprocessing|nn[./]parallel[./]distributed)|\bc10d?::|libtorch|libc10"
+    r"|ProcessGroup|NCCL|\bgloo\b|OpType="
     r"|CUDA (?:error|out of memory|kernel errors)|OutOfMemoryError|CUDA_LAUNCH_BLOCKING|ChildFailedError|torchrun"
     r"|mpirun|Primary job|MPI_ABORT|srun: error|horovod|deepspeed|accelerate/commands|vendor err \d"
 )
@@ -395,6 +396,9 @@ class _Reader:
             self.headers = 1 if fresh else self.headers + 1
             return
         building = self.nameless
+        if building is None and FRAME.match(body):
+            building = self.nameless = Traceback()  # a paste begun inside a traceback: its header cut
+            self.headers = 1
         if building is None:
             return
         if building.raised is not None and self.headers > 1:

@@ -23,8 +23,11 @@ node's NVLink fabric's. A socket NCCL could not connect (``Connect to ... failed
 the processes (the interface NCCL picks, a firewall, a route), not a rank. An InfiniBand adapter's
 fatal async event (the device's ``local catastrophic error``, a queue pair's or a completion
 queue's fatal error: ``net_ib``'s async thread reads them from the driver) is that node's adapter
-failing, not a rank; its other events (a port's state, the GID table) are no failure. Any ``NCCL
-WARN`` line is a job's line, whatever it warns of.
+failing, not a rank; its other events (a port's state, the GID table) are no failure. A process's
+rank is the one its own set-up lines give it (its ``comm ... rank N`` line, the connections it
+sets up: ``Channel 00 : 2[...] -> 0[...]``), where they give one: the rank whose GPU NCCL then finds
+``out of memory`` is suspected (that CUDA refused NCCL's call for the set-up's reasons is read by
+:mod:`~distmon.forensics.environment`). Any ``NCCL WARN`` line is a job's line, whatever it warns of.
 """
 
 from __future__ import annotations
@@ -38,7 +41,10 @@ MAX_GROUP = 1 << 20
 """Ranks a communicator or a process group may have: more is no real job's."""
 MAX_HOSTS = 65536
 
-_PREFIX = re.compile(r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[(\d{1,4})\] NCCL (?:INFO|WARN)")
+_PREFIX = re.compile(
+    r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[(\d{1,4})\] (?:[\w/.-]{1,200}:\d{1,6} )?NCCL (?:INFO|WARN)"
+)
+"""A line of NCCL's: its process (host, pid, thread), its device, the source line of a WARN (2.12+)."""
 _TESTS_RANK = re.compile(
     r"#\s{1,8}Rank\s{1,8}(\d{1,9})\s{1,8}(?:Group\s{1,8}\d{1,9}\s{1,8})?Pid\s{1,8}(\d{1,12})\s{1,8}on\s{1,8}([\w.-]{1,200})"
     r"\s{1,8}device\s{1,8}(\d{1,4})"
@@ -70,6 +76,11 @@ _ASYNC = re.compile(
 said as such since 2.23, before then by its name."""
 _FATAL_EVENTS = re.compile(r"catastrophic|fatal|CQ error|work queue|access violation|invalid request", re.IGNORECASE)
 """The ``ibv_event_type_str`` names of the adapter's fatal events (not a port's state, not the GID table)."""
+_CHANNEL = re.compile(r"NCCL INFO Channel \d{1,3}(?:/\d{1,3})? ?: (\d{1,9})\[\w{1,20}\] -> \d{1,9}\[")
+"""A connection NCCL sets up (``Channel 00 : 0[1020] -> 2[1040] via SHM/direct/direct``): each transport's
+send set-up prints it, so its first rank is the printing process's own in that communicator."""
+_OUT_OF_MEMORY = re.compile(r"NCCL WARN Cuda failure (?:\d{1,4} )?'out of memory'")
+"""A CUDA allocation or launch of NCCL's that found the process's GPU out of memory."""
 _MISUSE = re.compile(
     r"ncclInvalidUsage|ncclInvalidArgument|NCCL error.{0,300}?, invalid (?:usage|argument)|invalid device ordinal"
 )
@@ -99,6 +110,11 @@ class NcclLines:
     """Per process (host, pid), the GPUs NCCL's lines, or nccl-tests' table, show it driving."""
     returned: str | None = None
     """The first of NCCL's calls that failed in its set-up or transport, in words (its result, its file)."""
+    own: dict[tuple[str, str], set[int]] = field(default_factory=dict)
+    """Per process (host, pid), the ranks its own lines give it in a communicator (its member line, the
+    connections it sets up)."""
+    starved: set[tuple[str, str]] = field(default_factory=set)
+    """The processes whose GPU NCCL found out of memory (two at most kept: more say the same)."""
 
     @property
     def misuse(self) -> str | None:
@@ -112,6 +128,7 @@ class NcclLines:
             process = (visible(prefix.group(1), 200), prefix.group(2))
             self.processes.add(process)
             self._drives(process, int(prefix.group(3)))
+            self._owns(process, line)
             found = True
         if "Pid" in line and (tests := _TESTS_RANK.search(line)) is not None and len(self.processes) < MAX_HOSTS:
             process = (visible(tests.group(3), 200), tests.group(2))
@@ -149,6 +166,25 @@ class NcclLines:
             self.invalid = visible(line.strip(), 200)
             found = True
         return found
+
+    def _owns(self, process: tuple[str, str], line: str) -> None:
+        """The process's rank, where its line says it (its member line, a connection it sets up), or
+        that NCCL found its GPU out of memory."""
+        if "out of memory" in line and len(self.starved) < 2 and _OUT_OF_MEMORY.search(line):
+            self.starved.add(process)
+        mine = _CHANNEL.search(line) if "Channel" in line else _MEMBER.search(line) if "comm" in line else None
+        if mine is not None and len(held := self.own.setdefault(process, set())) < MAX_DEVICES:
+            held.add(int(mine.group(1)))
+
+    def out_of_memory(self) -> tuple[int, str] | None:
+        """The rank whose GPU NCCL found out of memory, one process's alone, where that process's own lines
+        give it one rank (one communicator's set-up: the world's where the log shows no other), with its
+        host and pid."""
+        if len(self.starved) != 1:
+            return None
+        [(host, pid)] = self.starved
+        ranks = self.own.get((host, pid), set())
+        return (next(iter(ranks)), f"process {pid} on {host}") if len(ranks) == 1 else None
 
     def _drives(self, process: tuple[str, str], device: int) -> None:
         held = self.devices.setdefault(process, set())

@@ -240,7 +240,10 @@ def split_writes(line: str) -> list[str]:
     if not cuts:
         return [line]
     ends = [0, *cuts, len(line)]
-    return [line[a:b] for a, b in pairwise(ends) if line[a:b].strip()]
+    pieces = [line[a:b] for a, b in pairwise(ends) if line[a:b].strip()]
+    if len(pieces) > 1 and _TORCHRUN.fullmatch(pieces[0]):
+        pieces[:2] = [pieces[0] + pieces[1]]  # the line's own rank label (a tag made one), not a write
+    return pieces
 
 
 def lines_as_written(raw: Iterable[str]) -> Iterator[Written]:

@@ -1,6 +1,8 @@
 """The ranks a log only points to, where no report proves who held the job up and nothing says
-no rank is to blame: a worker a launcher saw fail first, a local rank or an srun task killed, the
-rank the others waited for in the store, a lost peer's host, the store's host. Most likely first."""
+no rank is to blame: a rank whose GPU NCCL found out of memory, a rank the C++ runtime aborted
+over an error of its own, a worker a launcher saw fail first, a local rank or an srun task killed,
+the rank the others waited for in the store, a lost peer's host, the store's host. Most likely
+first."""
 
 from __future__ import annotations
 
@@ -11,9 +13,42 @@ from distmon.forensics.worker_exits import LOCAL_RANK, ON_A_NODE, RANK, SIGABRT,
 
 def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
-    found = _killed(log) + lost_peers(log, world) + _disagreeing(log, world)
+    found = _starved(log, world) + _threw(log, world) + _killed(log) + lost_peers(log, world)
+    found += _disagreeing(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world)
     return found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world)
+
+
+def _starved(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """The rank whose GPU NCCL found out of memory (``NCCL WARN Cuda failure 'out of memory'``), as its
+    process's own lines of NCCL's set-up place it: its own failure, where the log shows no other rank's
+    GPU out of memory."""
+    starved = log.nccl.out_of_memory()
+    if starved is None or (world and starved[0] >= world):
+        return []
+    rank, process = starved
+    return [
+        (
+            rank,
+            f"NCCL found its GPU out of memory ({process}, rank {rank} of the communicator its lines set up): its "
+            "own failure, its GPU fuller than its peers' (a larger share of the batch or the model, another process "
+            "on that GPU)",
+        )
+    ]
+
+
+def _threw(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Ranks whose C++ runtime aborted them over an error of their own (``terminate called after
+    throwing`` under the rank's label, what it threw not a collective's word on a peer), where no
+    launcher's word on their end suspects them already."""
+    ended = {e.who for e in log.exits if e.unit == RANK and ended_in_failure(e, log)}
+    found: dict[int, str] = {}
+    for crash in log.crashes.crashes:
+        rank = crash.rank
+        if rank is None or crash.threw is None or rank in ended or rank in log.raised or (world and rank >= world):
+            continue
+        found.setdefault(rank, f"rank {rank} aborted after throwing {crash.threw}: an error of its own")
+    return list(found.items())
 
 
 def _awaited(log: LogFacts, world: int) -> list[tuple[int, str]]:

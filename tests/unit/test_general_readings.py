@@ -210,6 +210,8 @@ REFUSALS = [
     "The node was low on resource: memory. Container trainer was using 60Gi, which exceeds its request of 32Gi.",
     "=>> PBS: job killed: walltime 3610 exceeded limit 3600",
     "RuntimeError: No CUDA GPUs are available: no CUDA-capable device is detected",
+    "gpu9:515:515 [1] NCCL WARN Cuda failure 'no kernel image is available for execution on the device'",
+    "UserWarning: NVIDIA H100 with CUDA capability sm_90 is not compatible with the current PyTorch installation.",
 ]
 
 
@@ -235,6 +237,109 @@ def test_a_warning_is_no_refusal() -> None:
     environment = Environment()
     assert not environment.line("UserWarning: Failed to load image Python extension: libjpeg.so: cannot open shared")
     assert environment.met == []
+
+
+@pytest.mark.parametrize(
+    "warn",
+    [
+        "init.cc:88 NCCL WARN Cuda failure 'named symbol not found'",
+        "init.cc:90 NCCL WARN Cuda failure 'operation not supported'",
+        "enqueue.cc:7 NCCL WARN Cuda failure 'invalid resource handle'",
+        "transport/nvls.cc:7 NCCL WARN Cuda failure 1 'invalid argument'",
+    ],
+)
+def test_a_cuda_call_of_nccls_the_set_up_refuses_blames_nobody_though_a_rank_raised_nccls_error(warn: str) -> None:
+    """CUDA's words for what the build, the driver or the GPU lack: every process of the set-up meets them, and
+    the rank whose NCCL error the log shows says the same refusal again."""
+    raised = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/w/job.py", line 9, in <module>\n'
+        "[rank0]:     dist.all_reduce(t)\n"
+        "[rank0]: torch.distributed.DistBackendError: NCCL error in: /w/NCCLUtils.cpp:7, unhandled cuda error\n"
+    )
+    verdict = judged(f"gpu3:7001:7019 [0] {warn}\n{raised}")
+    assert verdict.culprits == [] and verdict.nobody is not None
+    assert "the build, the driver or the GPU" in verdict.nobody
+
+
+def test_nccls_cuda_failure_beside_a_ranks_own_error_of_another_kind_blames_the_rank() -> None:
+    warn = "gpu3:7001:7019 [0] init.cc:88 NCCL WARN Cuda failure 'operation not supported'\n"
+    oom = "[rank2]: Traceback (most recent call last):\n[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    assert judged(warn + oom).culprits == [2]
+
+
+def test_torchs_warning_that_the_gpu_is_not_in_its_build_is_the_set_up_though_a_process_raised_after() -> None:
+    """Python prints a warning's source line after it: torch's capability check's own line says it too."""
+    lines = (
+        "/env/torch/cuda/__init__.py:9: UserWarning:\n"
+        "  warnings.warn(incompatible_device_warn.format(device_name, capability, arch_list, device_name))\n"
+        "-- Process 1 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/w/train.py", line 40, in worker\n'
+        "    dist.barrier()\n"
+    )
+    verdict = judged(lines)
+    assert verdict.nobody is not None and "not one the installed torch was built for" in verdict.nobody
+
+
+def test_nccls_out_of_memory_suspects_the_rank_its_process_connects_as() -> None:
+    """NCCL's send set-up prints ``Channel 00 : 2[...] -> 0[...]`` from the process of rank 2."""
+    channels = "".join(
+        f"box:{900 + r}:{950 + r} [{r}] NCCL INFO Channel 00 : {r}[{r}000] -> {(r + 1) % 3}[{(r + 1) % 3}000] via P2P\n"
+        for r in range(3)
+    )
+    oom = "box:902:902 [2] enqueue.cc:5 NCCL WARN Cuda failure 'out of memory'\n"
+    verdict = judged(channels + oom)
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [2]
+    assert "NCCL found its GPU out of memory (process 902 on box" in verdict.suspects[0].why
+    two = channels + "box:902:950 [2] NCCL INFO Channel 01 : 0[0] -> 1[1000] via P2P\n"  # two ranks: which is not said
+    assert suspects(judged(two + oom))[:1] != [2]
+    also = "box:900:900 [0] enqueue.cc:5 NCCL WARN Cuda failure 'out of memory'\n"  # rank 0's too: not one rank's
+    assert suspects(judged(channels + oom + also))[:1] != [2]
+
+
+def test_a_timeout_as_ddp_is_built_is_the_set_up() -> None:
+    """DDP's constructor broadcasts rank 0's parameters: the group's first collective, which every rank issues;
+    a paste may begin inside the traceback."""
+    lines = (
+        '  File "/env/torch/nn/parallel/distributed.py", line 30, in __init__\n'
+        "    self._sync_module_states(module)\n"
+        '  File "/env/torch/nn/parallel/distributed.py", line 80, in _sync_module_states\n'
+        "    broadcast(tensors)\n"
+        "RuntimeError: Timed out after 1800 seconds\n"
+    )
+    verdict = judged(lines)
+    assert verdict.nobody is not None and "as DistributedDataParallel was built" in verdict.nobody
+    later = lines.replace("in __init__", "in forward")
+    assert judged(later).nobody is None
+
+
+def test_running_out_of_memory_as_the_model_is_placed_is_the_set_up_not_the_rank() -> None:
+    placing = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/w/run.py", line 5, in <module>\n'
+        "[rank1]:     model.to(device)\n"
+        '[rank1]:   File "/env/torch/nn/modules/module.py", line 900, in _apply\n'
+        "[rank1]:     param_applied = fn(param)\n"
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    verdict = judged(placing)
+    assert verdict.culprits == [] and verdict.nobody is not None and "moving the model onto its GPU" in verdict.nobody
+    training = placing.replace("in _apply", "in forward")
+    assert judged(training).culprits == [1]
+
+
+def test_a_ranks_cpp_abort_over_its_own_error_under_open_mpis_tag_suspects_it() -> None:
+    """Open MPI tags every write: the tag before ``terminate`` is the rank's label, not another write."""
+    lines = (
+        "[1,6]<stderr>:terminate called after throwing an instance of 'std::runtime_error'\n"
+        "[1,6]<stderr>:  what():  cudaStreamSynchronize failed: an illegal memory access was encountered\n"
+        "[1,6]<stderr>:[n4:3131] *** Process received signal ***\n"
+        "[1,6]<stderr>:[n4:3131] Signal: Aborted (6)\n"
+    )
+    verdict = judged(lines)
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [6]
+    assert "aborted after throwing std::runtime_error" in verdict.suspects[0].why
 
 
 def test_nccls_failed_call_in_its_transport_blames_nobody_and_a_ranks_own_error_still_goes_first() -> None:

@@ -1501,3 +1501,21 @@ def test_horovods_stall_list_under_its_header_is_no_sruns_label_and_may_wrap() -
     assert stalls.missing == {t: {2} for t in ("grads/AddN_1_0", "grads/AddN_2_0", "grads/AddN_3_0")}
     assert assign_blame(analyze_text(log)).culprits == [2]
     assert texts("3: Missing ranks:\n3: 2: [a, b]")[1] == "2: [a, b]", "srun's label once, then Horovod's rank"
+
+
+def test_open_mpis_tag_before_a_cpp_terminate_labels_its_line_and_makes_no_write_of_its_own() -> None:
+    [written] = lines_as_written(["[1,4]<stderr>:terminate called after throwing an instance of 'std::bad_alloc'"])
+    assert written.text == "[rank4]:terminate called after throwing an instance of 'std::bad_alloc'"
+
+
+def test_nccl_places_a_process_by_the_connections_it_sets_up_and_reads_a_warn_after_its_source_line() -> None:
+    nccl = NcclLines()
+    assert nccl.line("h:11:12 [1] NCCL INFO Channel 00/02 : 1[2000] -> 0[1000] via P2P/IPC")
+    assert nccl.line("h:11:11 [1] enqueue.cc:9 NCCL WARN Cuda failure 'out of memory'")
+    assert nccl.out_of_memory() == (1, "process 11 on h") and ("h", "11") in nccl.processes
+
+
+def test_a_traceback_pasted_from_inside_keeps_its_frames_and_its_exception() -> None:
+    facts = read_log(io.StringIO('  File "/w/a.py", line 3, in step\n    go()\nValueError: bad batch\n'))
+    [raised] = facts.unplaced
+    assert raised.type == "ValueError" and [f.func for f in raised.frames] == ["step"]

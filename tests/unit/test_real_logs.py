@@ -1567,8 +1567,8 @@ VERDICTS = [
     (
         "horovod_torch_32_ranks_rank25_cudaeventquery_illegal_access_abort.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [25],
+        "suspected: rank 25 (rank 25 aborted after throwing std::logic_error:",
     ),
     (
         "horovod_torch_optimizer_rewrapped_each_epoch_segv_one_process.log",
@@ -1681,8 +1681,8 @@ VERDICTS = [
     (
         "opensoraplan_shm_rings_rank0_nccl_enqueue_cuda_oom.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [0],
+        "suspected: rank 0 (NCCL found its GPU out of memory (process 3018451",
     ),
     (
         "prulong_h20_cu121_sigfpe_agent_table_cut.log",
@@ -1693,26 +1693,26 @@ VERDICTS = [
     (
         "raysgd_ddp_init_broadcast_operation_timed_out_public_ip.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: RuntimeError: Operation timed out!: the first",
     ),
     (
         "rtx5090_cu118_build_nccl_named_symbol_not_found.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
     ),
     (
         "ssit_spawn_incompatible_device_barrier_process0.log",
         [],
-        [0],
-        "suspected: rank 0 (it raised in worker (/hy-tmp/SSiT/main.py:102):",
+        NOBODY,
+        "nobody to blame: the GPU is not one the installed torch was built for",
     ),
     (
         "stepvideo_l40s_ranks_oom_loading_agent_names_local_rank2.log",
-        [3],
         [],
-        "rank_exception: rank 3 raised torch.cuda.OutOfMemoryError: CUDA out",
+        NOBODY,
+        "nobody to blame: rank 3 ran out of GPU memory moving the model onto",
     ),
     (
         "streamvggt_two_ranks_sigfpe_cublaslt_same_second.log",
@@ -1735,14 +1735,14 @@ VERDICTS = [
     (
         "torch23_regression_nccl212_barrier_invalid_resource_handle.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
     ),
     (
         "torch_nightly_driver122_nvls_invalid_argument_rank0.log",
-        [0],
         [],
-        "rank_exception: rank 0 raised torch.distributed.DistBackendError:",
+        NOBODY,
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
     ),
     (
         "torchtitan_ci_container_dev_shm_16mb_nccl_system_error.log",
@@ -1753,8 +1753,8 @@ VERDICTS = [
     (
         "torchtune_ci_nccl226_mempool_operation_not_supported_both_ranks.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
     ),
     (
         "xr1_grpo_accelerate_deepspeed_local_rank1_exit1_two_procs.log",
@@ -1869,7 +1869,7 @@ VERDICTS = [
         "nccl218_h100_nvls_invalid_argument_fabricmanager_restart.log",
         [],
         NOBODY,
-        "nobody to blame: the node's NVLink fabric (its NVSwitches and the",
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
     ),
     (
         "nccl228_ofi_rank3_remote_error_undeliverable_verify_params.log",
@@ -1881,7 +1881,7 @@ VERDICTS = [
         "nccl_tests_h100_nvls_allocate_mem_invalid_argument_fm_restart.log",
         [],
         NOBODY,
-        "nobody to blame: the node's NVLink fabric (its NVSwitches and the",
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
     ),
     (
         "nccl_tests_nccl1_eight_p100_unhandled_cuda_error_upgrade.log",
