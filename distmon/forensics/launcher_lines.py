@@ -120,7 +120,7 @@ _HYDRA_STATUS = re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,9})")
 """MPICH's Hydra (``pmiserv_cb.c``) on the first process its proxy found killed by a signal: ``=   PID
 4242 RUNNING AT n1`` / ``=   EXIT CODE: 9``, the raw wait status (the signal, 128 more with a core)."""
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})")
-_HANDLER = re.compile(r"^\[([\w.-]{1,200}):(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
+_HANDLER = re.compile(r"^\s{0,8}\[([\w.-]{1,200}):(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
 _SRUN = re.compile(
     r"srun: error: ([\w.-]{1,200}): tasks? ([\d,-]{1,4000}): "
     r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault|Bus error"

@@ -29,6 +29,10 @@ import tomllib
 from tests.support.paths import DATA, REPO
 from tests.support.venvs import Venv
 
+pytestmark = pytest.mark.timeout(600)
+"""The first test waits for three Pythons' environments, made side by side, and every reader run on
+each: about two minutes on a quiet 2-core machine, over five with six test files beside it."""
+
 LOWEST = (3, 10)
 """The lowest Python the package claims: ``requires-python``, and what mypy and ruff check for."""
 EVERY_READER = """

@@ -17,6 +17,9 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
+_HELD_OUT = "held out (round 66): missed as found; not studied, no rule written against it"
+"""Why a held-out log is missed is not asked: its misses are counted, not read."""
+
 MISSED = {
     "nccl_tests_mpirun_rank3_segv_ucx_tls.log": "the lines prove rank 3 crashed first (SIGSEGV); the thread traces "
     "it to the MPI transport's set-up (UCX across containers), which no line says",
@@ -75,5 +78,25 @@ MISSED = {
     "container without the host's shared memory is not read as the set-up's fault",
     "nccl_socket_ifname_nonexistent_eth2_internal_error_at_init.log": "NCCL's internal error at init, its "
     "NCCL_SOCKET_IFNAME naming no interface, is not read as the set-up's fault",
+    "alpaca_13b_offload_four_a100_sigterm_gap_pid_53040_mangled_error.log": _HELD_OUT,
+    "aml_kubernetes_worker1_nccl_invalid_rank_requested_2_of_2.log": _HELD_OUT,
+    "c10d_hang_py_rank0_double_numel_allreduce_seq1_eight_ranks.log": _HELD_OUT,
+    "colossalai_chat_node1_no_authentication_methods_one_line.log": _HELD_OUT,
+    "colossalai_two_nodes_remote_host_not_valid_rsa_key.log": _HELD_OUT,
+    "elastic_scale_down_surviving_node_local_rank0_unhandled_system_error_restart.log": _HELD_OUT,
+    "examples_multinode_two_ranks_same_busid_86000_ddp_init.log": _HELD_OUT,
+    "fairseq_kubeflow_worker0_connection_refused_retrying_rank_flags_unset.log": _HELD_OUT,
+    "fr_trace_analysis_allreduce_31117_missing_ranks_3_to_7.log": _HELD_OUT,
+    "glm130b_four_procs_loading_checkpoints_sigterm_gap_pid_52479.log": _HELD_OUT,
+    "gloo_isend_rank0_exits_rank1_recv_connection_closed_by_peer.log": _HELD_OUT,
+    "horovod_celeron_no_avx_mpirun_rank0_sigill_one_line.log": _HELD_OUT,
+    "horovod_tf_rank0_segfault_openmpi_mem_hooks_host_pid_only.log": _HELD_OUT,
+    "hrnet_seg_launch_command_pasted_twice_every_rank_unrecognized_m.log": _HELD_OUT,
+    "lightning_slurm_two_p100_nodes_bootstrap_rank1_already_checked_in.log": _HELD_OUT,
+    "nanotron_10b_tokens_rank0_grouping_texts_ranks23_barrier_seq3.log": _HELD_OUT,
+    "nccl_p2p_use_cuda_memcpy_two_gpus_rank1_allreduce7.log": _HELD_OUT,
+    "physicsnemo_cuda_graph_capture_watchdog_rank10_not_permitted_capturing.log": _HELD_OUT,
+    "streaming_lightning_restart_rank7_stale_shm_locals_file_exists.log": _HELD_OUT,
+    "tcpstore_occupied_port_rank3_gdb_stuck_in_doget.log": _HELD_OUT,
 }
 """Logs whose known truth the reader misses, and how: ``benchmarks/bench_real_logs.py`` counts them."""

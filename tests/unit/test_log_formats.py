@@ -98,6 +98,12 @@ def test_open_mpis_signal_handler_names_processes_not_ranks() -> None:
     assert [(e.unit, e.who, e.code, e.host) for e in exits] == [(PROCESS, 4711, -11, "gpu-2")]
 
 
+def test_open_mpis_signal_handler_is_read_indented_as_a_paste_keeps_it() -> None:
+    """A paste indented as a block keeps its indent where a terminal's wrap or a stamp ends the block."""
+    exits = read_launcher("    [gpu-2:04711] Signal: Segmentation fault (11)\n    [gpu-2:04711] Signal code:  (128)")
+    assert [(e.unit, e.who, e.code) for e in exits] == [(PROCESS, 4711, -11)]
+
+
 def test_sruns_tasks_are_named_as_tasks() -> None:
     exits = read_launcher(
         "srun: error: node-3: tasks 8-10,12: Exited with exit code 1\nsrun: error: node-4: task 3: Killed"
