@@ -144,7 +144,7 @@ MISUSED_SET_UP = re.compile(
 def _misused_set_up(log: LogFacts) -> str | None:
     """Where every failure the log shows (a rank's, or a process's it does not name) is one of
     torch.distributed's checks of the program's set-up: every process runs the same check."""
-    own = [r for r in [*log.raised.values(), *log.unplaced] if is_own(r)]
+    own = [r for r in log.exceptions if is_own(r)]
     if not own or not all(MISUSED_SET_UP.search(r.said) for r in own):
         return None
     ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
@@ -372,7 +372,7 @@ def _environment(log: LogFacts) -> str | None:
     nccl = log.environment.by_nccl
     own = [
         r
-        for r in [*log.raised.values(), *log.unplaced]
+        for r in log.exceptions
         if is_own(r) and not refused(text := f"{r.type}: {r.said}") and not (nccl and _NCCL_ERROR.search(text))
     ]
     if own or any(e.killed and e.unit != WORKER for e in log.exits):
@@ -397,7 +397,7 @@ def _ddp_built(log: LogFacts) -> str | None:
     """Where every exception the log shows is a timeout in DistributedDataParallel's constructor, in its
     broadcast of rank 0's parameters (or its check of them across processes), and nothing else failed:
     the group's first collective, which every rank issues as it builds the model."""
-    raised = [r for r in [*log.raised.values(), *log.unplaced] if not r.cut and r.launcher is None]
+    raised = [r for r in log.exceptions if not r.cut and r.launcher is None]
     if not raised or not all(_in_ddp_build(r) for r in raised) or log.waiting or log.crashes.crashes:
         return None
     if any(e.killed for e in log.exits):
@@ -425,7 +425,7 @@ _MODULE = "torch/nn/modules/module.py"
 def _model_too_large(log: LogFacts) -> str | None:
     """Where every failure of a rank's own the log shows is CUDA running out of memory as the model was
     moved onto the GPU (``Module.to``/``cuda``: its ``_apply``), and no process was killed."""
-    own = [r for r in [*log.raised.values(), *log.unplaced] if is_own(r)]
+    own = [r for r in log.exceptions if is_own(r)]
     placing = [r for r in own if _OOM.search(f"{r.type}: {r.said}") and any(_placing(f.file, f.func) for f in r.frames)]
     if not own or len(placing) < len(own) or any(e.killed for e in log.exits) or log.crashes.crashes:
         return None
@@ -503,7 +503,7 @@ def _nccl_failed(log: LogFacts) -> str | None:
 
 def _own_beyond_nccl(log: LogFacts) -> bool:
     """A process failed of its own of something else than NCCL's errors, or a launcher saw one killed."""
-    raised = [*log.raised.values(), *log.unplaced]
+    raised = log.exceptions
     own = any(is_own(r) and not _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in raised)
     return own or any(e.killed for e in log.exits) or bool(log.crashes.crashes)
 

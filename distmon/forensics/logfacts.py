@@ -239,6 +239,11 @@ class LogFacts:
         return max((r for r in ranks if r < MAX_GROUP), default=None)
 
     @property
+    def exceptions(self) -> list[Raised]:
+        """Every exception the log shows, its rank's known or not."""
+        return [*self.raised.values(), *self.unplaced]
+
+    @property
     def largest_group(self) -> int | None:
         """The most ranks a group has, as its all-gathers' or reduce-scatters' element counts
         say: the world has at least as many."""
