@@ -420,18 +420,42 @@ TOO_LARGE = (
 )
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory")
 _MODULE = "torch/nn/modules/module.py"
+_SIZE = r"(\d+(?:\.\d+)?) ([KMGT])iB"
+_TOTAL = re.compile(rf"{_SIZE} total capacity|total capacity of {_SIZE}")
+_HELD = re.compile(rf"this process has {_SIZE}|{_SIZE} reserved in total by PyTorch|{_SIZE} already allocated")
+_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
 
 
 def _model_too_large(log: LogFacts) -> str | None:
     """Where every failure of a rank's own the log shows is CUDA running out of memory as the model was
-    moved onto the GPU (``Module.to``/``cuda``: its ``_apply``), and no process was killed."""
+    moved onto the GPU (``Module.to``/``cuda``: its ``_apply``), and no process was killed. The model is
+    what filled the GPU where two processes failed so, or where the message's own figures say the process
+    held most of it; a process holding little failed for what another holds there (a stale process, two
+    ranks given one GPU), and one process's bare message only suggests either."""
     own = [r for r in log.exceptions if is_own(r)]
     placing = [r for r in own if _OOM.search(f"{r.type}: {r.said}") and any(_placing(f.file, f.func) for f in r.frames)]
     if not own or len(placing) < len(own) or any(e.killed for e in log.exits) or log.crashes.crashes:
         return None
+    shares = [_share_held(r.said) for r in placing]
+    if any(s is not None and s < 0.5 for s in shares) or (len(placing) == 1 and shares[0] is None):
+        return None
     ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
     who = rank_word(ranks) if ranks else "a process"
     return f"{who} ran out of GPU memory moving the model onto its GPU ({placing[0].type}): {TOO_LARGE}"
+
+
+def _share_held(said: str) -> float | None:
+    """The share of its GPU that CUDA's out-of-memory message says the process itself held, where it
+    gives the GPU's total and the process's own figure (every torch era words them differently)."""
+    total = _TOTAL.search(said)
+    held = [_bytes(m) for m in _HELD.finditer(said)]
+    return max(held) / _bytes(total) if total and held and _bytes(total) else None
+
+
+def _bytes(match: re.Match[str]) -> float:
+    """The first size a match holds (its number and unit prefix), in bytes."""
+    number, unit = next((a, b) for a, b in zip(match.groups()[::2], match.groups()[1::2], strict=True) if a)
+    return float(number) * _UNITS[unit]
 
 
 def _placing(file: str, func: str) -> bool:

@@ -314,19 +314,50 @@ def test_a_timeout_as_ddp_is_built_is_the_set_up() -> None:
     assert judged(later).nobody is None
 
 
-def test_running_out_of_memory_as_the_model_is_placed_is_the_set_up_not_the_rank() -> None:
-    placing = (
-        "[rank1]: Traceback (most recent call last):\n"
-        '[rank1]:   File "/w/run.py", line 5, in <module>\n'
-        "[rank1]:     model.to(device)\n"
-        '[rank1]:   File "/env/torch/nn/modules/module.py", line 900, in _apply\n'
-        "[rank1]:     param_applied = fn(param)\n"
-        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+def placing_oom(rank: int, message: str) -> str:
+    """A rank's traceback running out of GPU memory as it moves the model onto its GPU."""
+    return (
+        f"[rank{rank}]: Traceback (most recent call last):\n"
+        f'[rank{rank}]:   File "/w/run.py", line 5, in <module>\n'
+        f"[rank{rank}]:     model.to(device)\n"
+        f'[rank{rank}]:   File "/env/torch/nn/modules/module.py", line 900, in _apply\n'
+        f"[rank{rank}]:     param_applied = fn(param)\n"
+        f"[rank{rank}]: torch.OutOfMemoryError: CUDA out of memory. {message}\n"
     )
-    verdict = judged(placing)
+
+
+HELD_MOST = (
+    "Tried to allocate 216.00 MiB. GPU 0 has a total capacity of 44.42 GiB of which 118.12 MiB is free. Including "
+    "non-PyTorch memory, this process has 44.29 GiB memory in use."
+)
+HELD_LITTLE = (
+    "Tried to allocate 2.00 GiB (GPU 0; 79.15 GiB total capacity; 1.20 GiB already allocated; 3.00 MiB free; "
+    "1.50 GiB reserved in total by PyTorch)"
+)
+
+
+@pytest.mark.parametrize(
+    "lines",
+    [
+        placing_oom(1, "Tried to allocate 2.00 GiB.") + placing_oom(2, "Tried to allocate 2.00 GiB."),
+        placing_oom(1, HELD_MOST),
+    ],
+    ids=["two ranks", "one rank holding its GPU"],
+)
+def test_running_out_of_memory_as_the_model_is_placed_is_the_set_up_not_the_rank(lines: str) -> None:
+    verdict = judged(lines)
     assert verdict.culprits == [] and verdict.nobody is not None and "moving the model onto its GPU" in verdict.nobody
-    training = placing.replace("in _apply", "in forward")
-    assert judged(training).culprits == [1]
+    training = judged(lines.replace("in _apply", "in forward"))
+    assert "moving the model" not in (training.nobody or "")
+
+
+@pytest.mark.parametrize(
+    "message", ["Tried to allocate 2.00 GiB.", HELD_LITTLE], ids=["its figures not shown", "holding little of its GPU"]
+)
+def test_one_rank_out_of_memory_placing_the_model_is_not_proof_the_model_is_too_large(message: str) -> None:
+    """A GPU another process holds (a stale one, two ranks given one GPU) fails the same way on one rank."""
+    verdict = judged(placing_oom(1, message))
+    assert verdict.nobody is None and verdict.culprits == [1]
 
 
 def test_a_ranks_cpp_abort_over_its_own_error_under_open_mpis_tag_suspects_it() -> None:
