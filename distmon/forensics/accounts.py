@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.devices import device_refused, model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
     SHARED_MEMORY,
@@ -95,7 +96,8 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _unconnected(log)
         or _environment(log)
         or _ddp_built(log)
-        or _model_too_large(log)
+        or model_too_large(log)
+        or device_refused(log)
         or _library(log)
         or _illegal(log)
         or _announced_twice(log)
@@ -213,9 +215,7 @@ def _launcher_signalled(log: LogFacts) -> tuple[str, int] | None:
 def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
     """The ranks each report names: the monitored barrier, torch's desync report (its ranks
     global where it is the world group's), the fingerprint check, Horovod's stall inspector."""
-    named = [
-        ([rank], f"never answered a peer's monitored barrier ({why})") for rank, why in log.debug.unanswered.items()
-    ]
+    named = [([rank], f"never came to rank 0's monitored barrier ({why})") for rank, why in log.debug.failed.items()]
     for report in log.desync.reports:
         said = report.culprits()
         if said is not None and report.of_world:
@@ -350,7 +350,7 @@ ONE_PROCESS = (
     "one process drives every GPU the log shows, so no rank's program can hold up another: what failed or hung is "
     "the GPUs, the links between them or NCCL's set-up, not a rank; check peer-to-peer (`nvidia-smi topo -p2p r`, "
     "NCCL_P2P_DISABLE=1 as a test), PCIe ACS and the IOMMU, NCCL's environment variables (NCCL_P2P_LEVEL, "
-    "NCCL_SHM_DISABLE)"
+    "NCCL_SHM_DISABLE), the NCCL build against the driver"
 )
 
 
@@ -413,56 +413,6 @@ def _in_ddp_build(raised: Raised) -> bool:
     return built and syncing and _TIMED_OUT.search(raised.said) is not None
 
 
-TOO_LARGE = (
-    "every rank places the same model (or its equal part of it) on its GPU, so the model at this parallelism does "
-    "not fit the GPU: the set-up (GPUs with more memory, more ranks to split the model, a lower precision, the "
-    "model sharded or offloaded), not a rank"
-)
-_OOM = re.compile(r"OutOfMemoryError|CUDA out of memory")
-_MODULE = "torch/nn/modules/module.py"
-_SIZE = r"(\d+(?:\.\d+)?) ([KMGT])iB"
-_TOTAL = re.compile(rf"{_SIZE} total capacity|total capacity of {_SIZE}")
-_HELD = re.compile(rf"this process has {_SIZE}|{_SIZE} reserved in total by PyTorch|{_SIZE} already allocated")
-_UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
-
-
-def _model_too_large(log: LogFacts) -> str | None:
-    """Where every failure of a rank's own the log shows is CUDA running out of memory as the model was
-    moved onto the GPU (``Module.to``/``cuda``: its ``_apply``), and no process was killed. The model is
-    what filled the GPU where two processes failed so, or where the message's own figures say the process
-    held most of it; a process holding little failed for what another holds there (a stale process, two
-    ranks given one GPU), and one process's bare message only suggests either."""
-    own = [r for r in log.exceptions if is_own(r)]
-    placing = [r for r in own if _OOM.search(f"{r.type}: {r.said}") and any(_placing(f.file, f.func) for f in r.frames)]
-    if not own or len(placing) < len(own) or any(e.killed for e in log.exits) or log.crashes.crashes:
-        return None
-    shares = [_share_held(r.said) for r in placing]
-    if any(s is not None and s < 0.5 for s in shares) or (len(placing) == 1 and shares[0] is None):
-        return None
-    ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
-    who = rank_word(ranks) if ranks else "a process"
-    return f"{who} ran out of GPU memory moving the model onto its GPU ({placing[0].type}): {TOO_LARGE}"
-
-
-def _share_held(said: str) -> float | None:
-    """The share of its GPU that CUDA's out-of-memory message says the process itself held, where it
-    gives the GPU's total and the process's own figure (every torch era words them differently)."""
-    total = _TOTAL.search(said)
-    held = [_bytes(m) for m in _HELD.finditer(said)]
-    return max(held) / _bytes(total) if total and held and _bytes(total) else None
-
-
-def _bytes(match: re.Match[str]) -> float:
-    """The first size a match holds (its number and unit prefix), in bytes."""
-    number, unit = next((a, b) for a, b in zip(match.groups()[::2], match.groups()[1::2], strict=True) if a)
-    return float(number) * _UNITS[unit]
-
-
-def _placing(file: str, func: str) -> bool:
-    """A frame of ``Module._apply``: the model's parameters moved or cast, as ``to``, ``cuda`` and ``half`` do."""
-    return file.endswith(_MODULE) and func == "_apply"
-
-
 ANNOUNCED_TWICE = (
     "the launch started processes that took the same global rank (each node told it is the first: its node rank, "
     "or the scheduler's tasks per node against the processes each node starts), so the others never came: the "
@@ -517,9 +467,9 @@ NCCL_FAILED = (
 
 
 def _nccl_failed(log: LogFacts) -> str | None:
-    """Where NCCL's trace says a call of its set-up or transport failed (a system call, its own
-    state, a peer gone) and no rank failed of anything but NCCL's errors."""
-    returned = log.nccl.returned
+    """Where NCCL's trace, or torch's error quoting NCCL's result, says a call of its set-up or transport
+    failed (a system call, its own state, a peer gone) and no rank failed of anything but NCCL's errors."""
+    returned = log.nccl.returned or log.nccl.result
     if returned is None or _own_beyond_nccl(log) or log.waiting:
         return None
     return f"NCCL's call failed ({returned}): {NCCL_FAILED}"

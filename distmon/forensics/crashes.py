@@ -12,6 +12,7 @@ which torch's DataLoader and NCCL say shared memory ran out::
     Fatal Python error: Segmentation fault
     terminate called after throwing an instance of 'std::out_of_range'
       what():  map::at                                   (the C++ runtime, once a process, then SIGABRT)
+    double free or corruption (!prev)                    (glibc, on a heap it found corrupted, then SIGABRT)
     [/pytorch/third_party/gloo/gloo/transport/uv/libuv.h:596] uv_accept: invalid argument
     ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared memory (shm).
     DataLoader worker (pid 4242) is killed by signal: Bus error. It is possible that dataloader's workers are
@@ -19,13 +20,13 @@ which torch's DataLoader and NCCL say shared memory ran out::
     NCCL WARN Error while creating shared memory segment /dev/shm/nccl-Xy (size 9637888)
     NCCL WARN Call to posix_fallocate failed : No space left on device
 
-The C++ runtime's ``terminate`` is a process's own abort unless what it threw is torch's, NCCL's
-or gloo's word on a collective (a watchdog's timeout, a lost peer): those are read where they are
-said. A bus error is a mapped page with nothing behind it: in shared memory (NCCL's transport between
-a node's GPUs, the DataLoader's workers) it is /dev/shm run out, a container's 64 MB unless it is
-given more: the node's set-up, not a rank. A crash whose backtrace lies in the communication
-library's own thread (NCCL's proxy, gloo's event loop), no frame of the program's, is the
-library's, its transport's or the node's, not a rank's program.
+glibc's abort over a corrupted heap is the process's own; the C++ runtime's ``terminate`` is too,
+unless what it threw is torch's, NCCL's or gloo's word on a collective (a watchdog's timeout, a lost
+peer): those are read where they are said. A bus error is a mapped page with nothing behind it: in
+shared memory (NCCL's transport between a node's GPUs, the DataLoader's workers) it is /dev/shm run
+out, a container's 64 MB unless it is given more: the node's set-up, not a rank. A crash whose
+backtrace lies in the communication library's own thread (NCCL's proxy, gloo's event loop), no
+frame of the program's, is the library's, its transport's or the node's, not a rank's program.
 """
 
 from __future__ import annotations
@@ -62,6 +63,15 @@ _COLLECTIVE_WORDS = re.compile(
 )
 """What a process threw when its watchdog or transport gave up on a collective: said where its
 line is read, not a crash of its own."""
+_HEAP = re.compile(
+    r"^(?:\*{0,3} ?Error in `[^`]{1,200}': )?(?:double free or corruption \(\S{1,12}\)"
+    r"|free\(\): invalid (?:pointer|size|next size \(\w{1,12}\))|free\(\): corrupted unsorted chunks"
+    r"|malloc\(\): (?:memory corruption|corrupted top size|unsorted double linked list corrupted)"
+    r"|corrupted size vs\. prev_size|corrupted double-linked list|munmap_chunk\(\): invalid pointer"
+    r"|malloc_consolidate\(\): invalid chunk size)"
+)
+"""glibc's words as it aborts a process whose heap it found corrupted (``double free or corruption (!prev)``;
+before glibc 2.26 inside ``*** Error in `python': ... ***``, its stars perhaps taken for Markdown's)."""
 _GLOO_CHECK = re.compile(r"gloo/[^\s:\]]{1,200}:\d{1,6}\] (.{1,200})")
 """gloo's ``GLOO_ENFORCE`` message: ``[file:line] what failed``."""
 _SHM = re.compile(
@@ -91,8 +101,9 @@ class Crash:
     """Python frames follow (faulthandler's dump of the thread): the program's own thread."""
     rank: int | None = None
     """The rank a launcher's label gives the line, where one does."""
-    threw: str | None = None
-    """What the C++ runtime's ``terminate`` says it threw, its type and ``what()``."""
+    own: str | None = None
+    """Why the process aborted itself, where it was its own error: what the C++ runtime's ``terminate``
+    says it threw (its type and ``what()``), glibc's word on the heap it found corrupted."""
 
     @property
     def library(self) -> str | None:
@@ -122,7 +133,7 @@ class Crashes:
     def line(self, body: str, rank: int | None = None) -> bool:
         """Reads ``body`` (``rank``: its label's) if it is a crash handler's, a frame of its
         backtrace, the C++ runtime's ``terminate``, or words on shared memory or gloo's check."""
-        if self._terminate(body, rank):
+        if self._terminate(body, rank) or self._heap(body, rank):
             return True
         if (crash := _crash(body)) is not None:
             crash.rank = rank
@@ -148,6 +159,16 @@ class Crashes:
             return True
         return False
 
+    def _heap(self, body: str, rank: int | None) -> bool:
+        """glibc's abort over a heap it found corrupted (a native extension's or a library's bug in
+        that process): a crash of the process's own."""
+        if ("()" not in body and "corrupt" not in body) or (found := _HEAP.search(body)) is None:
+            return False
+        if len(self.crashes) < MAX_CRASHES:
+            said = visible(found.group(0).strip(), 120)
+            self.crashes.append(Crash(6, f"glibc found its heap corrupted: {said}", rank=rank, own=f"glibc: {said}"))
+        return True
+
     def _terminate(self, body: str, rank: int | None) -> bool:
         """``terminate called after throwing an instance of 'T'``, then its ``what():``: a crash of
         the process's own where what it threw is not a collective's word."""
@@ -166,7 +187,8 @@ class Crashes:
             and len(self.crashes) < MAX_CRASHES
         ):
             threw = f"{kind}: {said}"
-            self.crashes.append(Crash(6, f"terminate called after throwing {threw}", rank=by, threw=threw))
+            said = f"terminate called after throwing {threw}"
+            self.crashes.append(Crash(6, said, rank=by, own=f"terminate: {threw}"))
         return True
 
     def node_memory(self) -> str | None:

@@ -14,8 +14,10 @@ so rank 1's message proves that ranks 0 and 2-6 ran what rank 1 ran, and rank 7 
 rank that ran another collective than the others is the odd one. Where the message leaves only
 two ranks that disagree (rank 1 naming rank 0), it does not say which of them is.
 
-The monitored barrier (``dist.monitored_barrier``): ``Rank 1 failed to pass monitoredBarrier``,
-``... waiting for send/recv from rank 0``: those ranks never answered it.
+The monitored barrier (``dist.monitored_barrier``): rank 0 waits for every other rank, then answers
+each; it names those that never came (``Rank 1 failed to pass monitoredBarrier``). A rank that came
+and got no answer says ``... waiting for send/recv from rank 0. Please check rank 0 logs for faulty
+rank``: rank 0 never answered, held up itself or waiting for a rank its own report names.
 """
 
 from __future__ import annotations
@@ -75,8 +77,15 @@ class DebugChecks:
     """Each rank's collective as a message states it."""
     agreed: dict[int, Fingerprint] = field(default_factory=dict)
     """Ranks a message proves ran its reporter's collective (checked before the one it names)."""
-    unanswered: dict[int, str] = field(default_factory=dict)
-    """Ranks a monitored barrier names as never answering, with its words."""
+    failed: dict[int, str] = field(default_factory=dict)
+    """Ranks rank 0's monitored barrier names as never coming, with its words."""
+    unacked: dict[int, str] = field(default_factory=dict)
+    """Ranks a rank that came to a monitored barrier waited for an answer from (rank 0)."""
+
+    def unanswering(self) -> dict[int, str]:
+        """Rank 0, where ranks that came to its monitored barrier say it never answered and no report of
+        its own names a rank that never came: it held them up, or waited for a rank its log names."""
+        return {} if self.failed else self.unacked
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is a fingerprint mismatch or a monitored barrier's failure."""
@@ -104,12 +113,13 @@ class DebugChecks:
         if found is None:
             return False
         named = [found.group(1)] if found.group(1) else re.findall(r"\d{1,9}", found.group(2))
+        kept = self.unacked if found.group(1) else self.failed
         why = visible(found.group(0), 300)
         for rank in map(int, named):
-            if len(self.unanswered) >= MAX_RANKS:
+            if len(kept) >= MAX_RANKS:
                 break
             if rank < MAX_RANKS:
-                self.unanswered.setdefault(rank, why)
+                kept.setdefault(rank, why)
         return True
 
     def odd(self) -> tuple[list[int], str] | None:

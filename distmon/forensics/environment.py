@@ -8,6 +8,8 @@ declared dead, taken back or evicting its pod, a scheduler's time limit, no GPU 
 
     ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
     ssh: Could not resolve hostname job-worker-5.job: Name or service not known
+    RuntimeError: Using hostfile at /job/hostfile but host=worker-1 was not reachable via ssh.
+                                                        (DeepSpeed's launcher, before any rank starts)
     ORTE was unable to reliably start one or more daemons.
     Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
     ImportError: libmpi.so.40: cannot open shared object file: No such file or directory
@@ -114,11 +116,14 @@ FAULTS = (
         warning=True,
     ),
     Fault(
-        "the launcher could not start its daemons on every node",
-        "ssh from the launching node to each node, the nodes' names, the launcher and its libraries on each node's "
-        "PATH and LD_LIBRARY_PATH",
-        ("reliably start", "Host key verification"),
-        re.compile(r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"),
+        "the launcher could not reach every node to start its processes",
+        "passwordless ssh from the launching node to each node (`ssh -o PasswordAuthentication=no HOST hostname`), "
+        "the nodes' names in the hostfile, the launcher and its libraries on each node's PATH and LD_LIBRARY_PATH",
+        ("reliably start", "Host key verification", "reachable via ssh"),
+        re.compile(
+            r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"
+            r"|host=\S{1,253} was not reachable via ssh"
+        ),
     ),
     Fault(
         "the launch asked for more processes than its hosts have slots",

@@ -128,7 +128,7 @@ def _crashed(log: LogFacts, found: dict[str, Failure]) -> None:
     for i, crash in enumerate(log.crashes.crashes):
         name = SIGNAL_NAMES.get(crash.signal)
         signal = f"signal {crash.signal}" + (f" ({name})" if name else "")
-        kind = f"terminate: {re.sub(r'[0-9]+', 'N', crash.threw)[:120]}" if crash.threw else None
+        kind = re.sub(r"[0-9]+", "N", crash.own)[:120] if crash.own else None
         if crash.rank is not None:
             who = f"{RANK} {crash.rank}"
         elif crash.pid is not None:

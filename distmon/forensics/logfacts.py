@@ -230,7 +230,7 @@ class LogFacts:
         """The highest global rank a report of the log names (torch's desync report of the world
         group, its fingerprint check, a monitored barrier, Horovod, Ray's dead actors, the store's
         waits, a progress bar's own words): the world has at least one more."""
-        ranks = {*self.debug.ran, *self.debug.unanswered, *self.horovod.listed()}
+        ranks = {*self.debug.ran, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
         ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
         ranks.update({*self.stores.waiters(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())

@@ -46,15 +46,19 @@ _PREFIX = re.compile(
 )
 """A line of NCCL's: its process (host, pid, thread), its device, the source line of a WARN (2.12+)."""
 _TESTS_RANK = re.compile(
-    r"#\s{1,8}Rank\s{1,8}(\d{1,9})\s{1,8}(?:Group\s{1,8}\d{1,9}\s{1,8})?Pid\s{1,8}(\d{1,12})\s{1,8}on\s{1,8}([\w.-]{1,200})"
-    r"\s{1,8}device\s{1,8}(\d{1,4})"
+    r"#\s{1,8}Rank\s{1,8}(\d{1,9})\s{1,8}(?:Group\s{1,8}\d{1,9}\s{1,8})?(?:Pid\s{1,8}(\d{1,12})\s{1,8})?on\s{1,8}"
+    r"([\w.-]{1,200})\s{1,8}device\s{1,8}(\d{1,4})"
 )
-"""nccl-tests' table of its ranks (``#  Rank  0 Group  0 Pid   4242 on node1 device  0 [0x07] ...``)."""
+"""nccl-tests' table of its ranks (``#  Rank  0 Group  0 Pid   4242 on node1 device  0 [0x07] ...``); the
+tests of NCCL 1 ran in one process and print no pid (``#   Rank  0 on  node03 device  0 [0x00] ...``)."""
 _RETURNED = re.compile(r"NCCL INFO ([\w/.-]{1,200}\.(?:cc|cu|cpp|h)):\d{1,6} -> (\d{1,2})\b")
 """NCCL's trace of a call that failed, each caller on its way out (``transport/net.cc:515 -> 2``)."""
 RESULTS = {2: "ncclSystemError", 3: "ncclInternalError", 6: "ncclRemoteError"}
 """The results of NCCL's calls that its connections' set-up or transport returns (a system call, its
 own state, a peer gone): not a rank's program (its CUDA and usage errors are read where said)."""
+_RESULT = re.compile(r"unhandled system error|internal check failed|ncclSystemError|ncclInternalError")
+"""Those results as torch's error quotes them (``NCCL error in: ..., unhandled system error``), a peer gone
+(``ncclRemoteError``) left out: that is a peer's end, read as a lost peer."""
 MAX_DEVICES = 64
 """Devices kept of one process."""
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
@@ -62,12 +66,15 @@ _MEMBER = re.compile(r"\bcomm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1
 _DUPLICATE = re.compile(r"Duplicate GPU detected : rank (\d{1,9}) and rank (\d{1,9}) both on CUDA device (\w{1,40})")
 _NVLS = re.compile(r"transport/nvls\.cc:\d{1,6} NCCL WARN (.{1,300})")
 _UNCONNECTED = re.compile(
-    r"Connect to ([\w.:%-]{1,200})<\d{1,6}> (?:failed ?: ?|returned \d{1,4}\()([\w ]{1,60})|(no socket interface found)"
+    r"Connect to ([\w.:%-]{1,200})<\d{1,6}> (?:failed ?: ?|returned \d{1,4}\()([\w ]{1,60})"
+    r"|(no socket interface found|with family \d{1,6} is neither AF_INET)"
     r"|socketPollConnect: connect returned ([\w ]{1,60})"
 )
 """A socket NCCL could not connect (2.7-2.12's ``Connect to ... failed``, then ``socketStartConnect:``,
 2.19's ``socketPollConnect: connect returned Connection refused, exceeded error retry count``), or no
-interface to bootstrap on."""
+interface to bootstrap on (``no socket interface found``; an address of no family, ``ncclSocketInit: connecting
+to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)``, where NCCL_SOCKET_IFNAME names an
+interface the host lacks)."""
 _ASYNC = re.compile(
     r"NET/IB ?: (?:([\w.-]{1,64}):\d{1,4} )?"
     r"(?:Got async event ?: ?|async fatal event(?: on (?:CQ|QP|SRQ)[^:]{0,300})?: ?)(.{1,120})"
@@ -110,6 +117,8 @@ class NcclLines:
     """Per process (host, pid), the GPUs NCCL's lines, or nccl-tests' table, show it driving."""
     returned: str | None = None
     """The first of NCCL's calls that failed in its set-up or transport, in words (its result, its file)."""
+    result: str | None = None
+    """The first such result an error quotes, where NCCL's trace is not in the log."""
     own: dict[tuple[str, str], set[int]] = field(default_factory=dict)
     """Per process (host, pid), the ranks its own lines give it in a communicator (its member line, the
     connections it sets up)."""
@@ -130,8 +139,8 @@ class NcclLines:
             self._drives(process, int(prefix.group(3)))
             self._owns(process, line)
             found = True
-        if "Pid" in line and (tests := _TESTS_RANK.search(line)) is not None and len(self.processes) < MAX_HOSTS:
-            process = (visible(tests.group(3), 200), tests.group(2))
+        if "Rank" in line and (tests := _TESTS_RANK.search(line)) is not None and len(self.processes) < MAX_HOSTS:
+            process = (visible(tests.group(3), 200), tests.group(2) or "")
             self.processes.add(process)
             self._drives(process, int(tests.group(4)))
             found = True
@@ -139,6 +148,9 @@ class NcclLines:
             result = RESULTS.get(int(returned.group(2)))
             if result is not None:
                 self.returned = f"{result} in {visible(returned.group(1), 200)}"
+            found = True
+        if self.result is None and "rror" in line and (quoted := _RESULT.search(line)) is not None:
+            self.result = quoted.group(0)
             found = True
         if found and self.nvls is None and (nvls := _NVLS.search(line)):
             self.nvls = visible(nvls.group(1).strip(), 200)
@@ -152,6 +164,8 @@ class NcclLines:
         if connecting and (failed := _UNCONNECTED.search(line)) is not None:
             peer, why, bootstrap, polled = failed.groups()
             where = f" to {visible(peer, 200)}" if peer else ""
+            if bootstrap is not None and not bootstrap.startswith("no socket"):
+                bootstrap = "NCCL found no address to bootstrap on (an interface the host lacks)"
             self.unconnected = bootstrap or f"NCCL could not connect{where} ({(why or polled).strip()})"
             found = True
         if "NCCL INFO" in line and (nranks := _NRANKS.search(line)) and int(nranks.group(1)) <= MAX_GROUP:
@@ -199,7 +213,8 @@ class NcclLines:
         (host, pid), devices = next(iter(self.devices.items()), (("", ""), set()))
         if len(devices) < 2:
             return None
-        return f"process {pid} on {host}, driving GPUs {', '.join(str(d) for d in sorted(devices))}"
+        process = f"process {pid} on {host}" if pid else f"one process on {host}"
+        return f"{process}, driving GPUs {', '.join(str(d) for d in sorted(devices))}"
 
     def _member(self, line: str) -> None:
         prefix, member = _PREFIX.match(line), _MEMBER.search(line)

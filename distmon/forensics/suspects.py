@@ -1,8 +1,8 @@
 """The ranks a log only points to, where no report proves who held the job up and nothing says
-no rank is to blame: a rank whose GPU NCCL found out of memory, a rank the C++ runtime aborted
-over an error of its own, a worker a launcher saw fail first, a local rank or an srun task killed,
-the rank the others waited for in the store, a lost peer's host, the store's host. Most likely
-first."""
+no rank is to blame: rank 0 where the ranks at its monitored barrier got no answer, a rank whose
+GPU NCCL found out of memory, a rank the C++ runtime or glibc aborted over an error of its own, a
+worker a launcher saw fail first, a local rank or an srun task killed, the rank the others waited
+for in the store, a lost peer's host, the store's host. Most likely first."""
 
 from __future__ import annotations
 
@@ -13,10 +13,23 @@ from distmon.forensics.worker_exits import LOCAL_RANK, ON_A_NODE, RANK, SIGABRT,
 
 def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
-    found = _starved(log, world) + _threw(log, world) + _killed(log) + lost_peers(log, world)
+    found = _unanswering(log) + _starved(log, world) + _aborted_itself(log, world) + _killed(log)
+    found += lost_peers(log, world)
     found += _disagreeing(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world)
     return found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world)
+
+
+def _unanswering(log: LogFacts) -> list[tuple[int, str]]:
+    """Rank 0, where ranks that came to its monitored barrier waited for its answer in vain."""
+    return [
+        (
+            rank,
+            f"ranks that came to its monitored barrier waited for its answer ({why}): it held them up, or "
+            "waited itself for a rank that never came (its own log names it)",
+        )
+        for rank, why in log.debug.unanswering().items()
+    ]
 
 
 def _starved(log: LogFacts, world: int) -> list[tuple[int, str]]:
@@ -37,17 +50,17 @@ def _starved(log: LogFacts, world: int) -> list[tuple[int, str]]:
     ]
 
 
-def _threw(log: LogFacts, world: int) -> list[tuple[int, str]]:
-    """Ranks whose C++ runtime aborted them over an error of their own (``terminate called after
-    throwing`` under the rank's label, what it threw not a collective's word on a peer), where no
-    launcher's word on their end suspects them already."""
+def _aborted_itself(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Ranks that aborted over an error of their own under their label (the C++ runtime's ``terminate``,
+    what it threw not a collective's word on a peer; glibc's on a corrupted heap), where no launcher's
+    word on their end suspects them already."""
     ended = {e.who for e in log.exits if e.unit == RANK and ended_in_failure(e, log)}
     found: dict[int, str] = {}
     for crash in log.crashes.crashes:
         rank = crash.rank
-        if rank is None or crash.threw is None or rank in ended or rank in log.raised or (world and rank >= world):
+        if rank is None or crash.own is None or rank in ended or rank in log.raised or (world and rank >= world):
             continue
-        found.setdefault(rank, f"rank {rank} aborted after throwing {crash.threw}: an error of its own")
+        found.setdefault(rank, f"rank {rank} aborted ({crash.said}): an error of its own")
     return list(found.items())
 
 

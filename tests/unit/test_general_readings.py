@@ -370,7 +370,7 @@ def test_a_ranks_cpp_abort_over_its_own_error_under_open_mpis_tag_suspects_it() 
     )
     verdict = judged(lines)
     assert verdict.culprits == [] and suspects(verdict)[:1] == [6]
-    assert "aborted after throwing std::runtime_error" in verdict.suspects[0].why
+    assert "terminate called after throwing std::runtime_error" in verdict.suspects[0].why
 
 
 def test_nccls_failed_call_in_its_transport_blames_nobody_and_a_ranks_own_error_still_goes_first() -> None:
@@ -485,3 +485,96 @@ def test_open_mpis_tag_before_each_fragment_of_a_line_is_taken_off() -> None:
 def test_a_collectors_columns_are_taken_off() -> None:
     lines = ["<info>    [2025-01-02 03:04:05] 0a1b2c3d || Process 2 exit with status code 1.", "master.0 -- x"]
     assert [w.text for w in lines_as_written(lines)] == ["Process 2 exit with status code 1.", "x"]
+
+
+def test_rank_0s_monitored_barrier_names_who_never_came_over_those_that_waited_for_its_answer() -> None:
+    """Rank 0 answers a monitored barrier only once every rank came: those that came and got no
+    answer say so of rank 0 (suspected: it may wait itself), whose own report names the rank that never came."""
+    came = (
+        "[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but received errors while "
+        "waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n"
+    )
+    alone = judged(came)
+    assert alone.culprits == [] and [s.rank for s in alone.suspects] == [0]
+    named = came + "[E ProcessGroupGloo.cpp:138] [Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms\n"
+    assert judged(named).culprits == [3]
+
+
+def test_a_launcher_that_cannot_reach_a_host_by_ssh_is_the_set_up() -> None:
+    """DeepSpeed's launcher checks every host of its hostfile with ssh before it starts any rank."""
+    lines = (
+        "Traceback (most recent call last):\n"
+        '  File "/env/bin/deepspeed", line 6, in <module>\n'
+        "    main()\n"
+        '  File "/env/deepspeed/launcher/runner.py", line 400, in main\n'
+        "    raise RuntimeError(\n"
+        "RuntimeError: Using hostfile at /job/hostfile but host=worker-1 was not reachable via ssh. If you are "
+        "running with a single node please remove /job/hostfile or setup passwordless ssh.\n"
+    )
+    verdict = judged(lines)
+    assert verdict.culprits == [] and verdict.nobody is not None and "passwordless ssh" in verdict.nobody
+
+
+def test_nccls_system_error_quoted_by_torch_with_nothing_else_failing_is_ncclss_set_up() -> None:
+    """torch quotes NCCL's result (a system call NCCL made failed: its shared memory, a socket); a peer
+    gone (``ncclRemoteError``) is not read so: that is a peer's end."""
+    lines = (
+        "RuntimeError: NCCL error in: /torch/lib/c10d/ProcessGroupNCCL.cpp:825, unhandled system error, NCCL version "
+        "2.7.8\n"
+        "ncclSystemError: System call (socket, malloc, munmap, etc) failed.\n"
+    )
+    verdict = judged(lines)
+    assert verdict.culprits == [] and verdict.nobody is not None and "unhandled system error" in verdict.nobody
+    remote = "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
+    assert judged(remote).nobody is None
+
+
+def test_nccl_tests_of_nccl_1_run_every_gpu_in_one_process() -> None:
+    """The tests of NCCL 1 print their ranks without a pid: one process drives them all."""
+    lines = "".join(f"#   Rank  {r} on     node03 device  {r} [0x00] Tesla P100-PCIE-16GB\n" for r in range(4))
+    verdict = judged(lines + "NCCL failure all_reduce.cu:95 'unhandled cuda error'\n")
+    assert verdict.nobody is not None and verdict.nobody.startswith("one process on node03, driving GPUs 0, 1, 2, 3")
+
+
+def test_an_interface_nccl_was_given_that_the_host_lacks_is_the_set_up() -> None:
+    lines = (
+        "[trainer3]:n1:1958:1958 [3] NCCL INFO NCCL_SOCKET_IFNAME set by environment to eth2\n"
+        "[trainer0]:ncclInternalError: Internal check failed.\n"
+        "[trainer0]:ncclSocketInit: connecting to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)\n"
+    )
+    verdict = judged(lines)
+    assert verdict.culprits == [] and verdict.nobody is not None and "no address to bootstrap on" in verdict.nobody
+
+
+@pytest.mark.parametrize(
+    "abort", ["double free or corruption (!prev)", "*** Error in `python': free(): invalid pointer: 0x00007f3a ***"]
+)
+def test_a_rank_glibc_aborts_over_its_corrupted_heap_is_suspected(abort: str) -> None:
+    lines = (
+        "[1,2]<stderr>:epoch 1 step 10\n"
+        f"[1,6]<stderr>:{abort}\n"
+        "[1,6]<stderr>:[n1:47506] *** Process received signal ***\n"
+        "[1,6]<stderr>:[n1:47506] Signal: Aborted (6)\n"
+    )
+    verdict = judged(lines)
+    assert [s.rank for s in verdict.suspects][:1] == [6] and "glibc" in verdict.suspects[0].why
+
+
+def test_ranks_failing_as_they_set_their_gpu_are_the_launchs_doing() -> None:
+    """``torch.cuda.set_device`` refuses only a GPU the host does not have; a paste may cut the
+    traceback before its exception line."""
+    frames = (
+        "[rank{r}]: Traceback (most recent call last):\n"
+        '[rank{r}]:   File "/w/train.py", line 13, in <module>\n'
+        "[rank{r}]:     torch.cuda.set_device(args.local_rank)\n"
+        '[rank{r}]:   File "/env/torch/cuda/__init__.py", line 399, in set_device\n'
+    )
+    cut = frames.format(r=4)
+    verdict = judged(cut)
+    assert verdict.culprits == [] and verdict.nobody is not None and "a GPU its host does not have" in verdict.nobody
+    said = cut + (
+        "[rank4]:     torch._C._cuda_setDevice(device)\n[rank4]: RuntimeError: CUDA error: invalid device ordinal\n"
+    )
+    assert judged(said).nobody is not None
+    elsewhere = cut.replace("in set_device", "in current_device")
+    assert judged(elsewhere).nobody is None
