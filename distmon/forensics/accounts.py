@@ -25,6 +25,7 @@ from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
     SHARED_MEMORY,
     alike,
+    crashed_alike,
     ended_in_failure,
     failures_of,
     is_own,
@@ -102,6 +103,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
+        or crashed_alike(log)
         or _terminated(log)
         or _aborted_cleanly(log)
         or _fabric(log)

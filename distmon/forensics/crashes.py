@@ -34,6 +34,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.worker_exits import SIGNAL_NAMES
 from distmon.guards.text import visible
 
 MAX_CRASHES = 64
@@ -48,7 +49,18 @@ _UCX = re.compile(r"^\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] Caugh
 _ABSL = re.compile(r"\b(SIG[A-Z]{2,10}) received at time=\d{1,20}")
 """absl's ``*** SIGABRT received at time=... ***`` (a paste may take its stars for Markdown's)."""
 _FAULT = re.compile(r"^Fatal Python error: (Segmentation fault|Bus error|Aborted|Floating point exception)")
-_SIGNALS = {"SIGSEGV": 11, "SIGBUS": 7, "SIGABRT": 6, "SIGFPE": 8, "SIGILL": 4}
+_OMPI = re.compile(
+    r"^\[([\w.-]{1,200}):(\d{1,12})\] (?:\*\*\* Process received signal|\[ ?\d{1,3}\] \S|\*\*\* End of error message)"
+)
+"""Open MPI's handler, a line of its report on a signal it caught (``[n1:4242] *** Process received signal
+***``, a frame ``[n1:4242] [ 3] /lib/libc.so.6(...)``, ``[n1:4242] *** End of error message ***``): the
+process crashed, whichever of its lines a paste keeps (the ``Signal:`` line names the signal)."""
+_GLOG = re.compile(r"^\*{0,3} ?Aborted at (\d{9,11}) \(unix time\) try \"date -d @")
+_GLOG_SIGNAL = re.compile(r"^\*{0,3} ?(SIG[A-Z]{2,10}) \(@0x[0-9a-fA-F]{1,16}\) received by PID (\d{1,12})")
+"""glog's failure handler (Caffe, MXNet, Paddle), a report a process: ``*** Aborted at 1554366514 (unix
+time) ...``, its time in whole seconds, then ``*** SIGSEGV (@0x0) received by PID 24 (TID ...) ...``; it
+handles SIGTERM too."""
+_SIGNALS = {name: number for number, name in SIGNAL_NAMES.items()}
 _FAULTS = {"Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Floating point exception": 8}
 _NATIVE = re.compile(
     r"^\s{0,12}(?:PC: )?@\s{1,12}0x[0-9a-fA-F]{1,16}\s{1,12}\S{1,40}\s{1,12}(.{1,300})"
@@ -101,6 +113,10 @@ class Crash:
     """Python frames follow (faulthandler's dump of the thread): the program's own thread."""
     rank: int | None = None
     """The rank a launcher's label gives the line, where one does."""
+    at: float | None = None
+    """The time its handler gives (glog's ``Aborted at`` unix time), if any."""
+    teardown: bool = False
+    """Its handler reports SIGTERM too (glog's): a launcher's teardown prints the same report."""
     own: str | None = None
     """Why the process aborted itself, where it was its own error: what the C++ runtime's ``terminate``
     says it threw (its type and ``what()``), glibc's word on the heap it found corrupted."""
@@ -135,6 +151,12 @@ class Crashes:
         backtrace, the C++ runtime's ``terminate``, or words on shared memory or gloo's check."""
         if self._terminate(body, rank) or self._heap(body, rank):
             return True
+        if "received by PID" in body and (glog := _GLOG_SIGNAL.match(body.strip())) is not None:
+            self._glog_signal(_SIGNALS.get(glog.group(1), 0), glog.group(2))
+            return True
+        if body.lstrip().startswith("[") and (handler := _OMPI.match(body.strip())) is not None:
+            self._handled(handler.group(1), handler.group(2), rank)
+            return True
         if (crash := _crash(body)) is not None:
             crash.rank = rank
             if len(self.crashes) < MAX_CRASHES:
@@ -158,6 +180,19 @@ class Crashes:
             self.check = visible(check.group(1).strip(), 200)
             return True
         return False
+
+    def _glog_signal(self, number: int, pid: str) -> None:
+        """The signal glog's report names, given to the last of its reports still without one."""
+        last = next((c for c in reversed(self.crashes) if c.teardown and not c.signal), None)
+        if last is not None:
+            last.signal, last.pid = number, pid
+            last.said = f"received {SIGNAL_NAMES.get(number, 'a signal')} (glog's failure handler)"
+
+    def _handled(self, host: str, pid: str, rank: int | None) -> None:
+        """A line of Open MPI's handler's report: the first of a process's makes its crash."""
+        host = visible(host, 200)
+        if len(self.crashes) < MAX_CRASHES and all((c.host, c.pid) != (host, pid) for c in self.crashes):
+            self.crashes.append(Crash(0, "caught a signal (Open MPI's handler)", host, pid, rank=rank))
 
     def _heap(self, body: str, rank: int | None) -> bool:
         """glibc's abort over a heap it found corrupted (a native extension's or a library's bug in
@@ -217,6 +252,8 @@ def _crash(body: str) -> Crash | None:
         return Crash(_SIGNALS.get(name, 0), f"received {name}")
     if body.startswith("Fatal Python error") and (fault := _FAULT.match(body)) is not None:
         return Crash(_FAULTS[fault.group(1)], f"died of {fault.group(1).lower()}")
+    if "unix time" in body and (glog := _GLOG.match(body.strip())) is not None:
+        return Crash(0, "caught a signal (glog's failure handler)", at=float(glog.group(1)), teardown=True)
     return None
 
 

@@ -578,3 +578,43 @@ def test_ranks_failing_as_they_set_their_gpu_are_the_launchs_doing() -> None:
     assert judged(said).nobody is not None
     elsewhere = cut.replace("in set_device", "in current_device")
     assert judged(elsewhere).nobody is None
+
+
+def handler(rank: int, pid: int) -> str:
+    """Open MPI's handler's report on rank ``rank``'s segfault, as a paste keeps it: its frames and end."""
+    return (
+        f"[1,{rank}]<stderr>:[n1:{pid}] [ 0] /lib/x86_64-linux-gnu/libpthread.so.0(+0x10330)[0x7fcc1ecc1330]\n"
+        f"[1,{rank}]<stderr>:[n1:{pid}] [ 1] /env/bin/python(Py_FinalizeEx+0x1a7)[0x7fcc1f3094a7]\n"
+        f"[1,{rank}]<stderr>:[n1:{pid}] *** End of error message ***\n"
+    )
+
+
+MPIRUN_SEGV = "mpirun noticed that process rank 5 with PID 4205 on node n1 exited on signal 11 (Segmentation fault).\n"
+
+
+def test_ranks_whose_own_crash_handlers_report_a_signal_crashed_alike_whoever_mpirun_saw_first() -> None:
+    """A launcher's teardown sends SIGTERM or SIGKILL, which no handler reports: each rank whose handler
+    reports a crash crashed of itself."""
+    verdict = judged(handler(6, 4206) + handler(11, 4211) + MPIRUN_SEGV)
+    assert verdict.culprits == [] and verdict.nobody is not None
+    assert verdict.nobody.startswith("3 processes crashed with signal 11 (SIGSEGV)")
+    alone = judged(handler(5, 4205) + MPIRUN_SEGV)
+    assert alone.nobody is None and alone.culprits == [5]
+
+
+def test_crash_handlers_in_one_second_with_a_bus_error_are_the_nodes_shared_memory() -> None:
+    """glog's handler reports SIGTERM too: a report counts where its signal is one a process gets of itself."""
+    glog = (
+        '*** Aborted at {t} (unix time) try "date -d @{t}" if you are using GNU date ***\n'
+        "*** {signal} (@0x7f1f2c367f56) received by PID {pid} (TID 0x7f1f) from PID 0; stack trace: ***\n"
+    )
+    bus = "mpirun noticed that process rank 1 with PID 24 on node b7 exited on signal 7 (Bus error).\n"
+    crashed = "".join(glog.format(t=1554366514, signal="SIGBUS", pid=24 + i) for i in range(4))
+    verdict = judged(crashed + bus)
+    assert verdict.nobody is not None and "at once (signal 7 (SIGBUS)): the node's shared memory" in verdict.nobody
+    apart = glog.format(t=1554366514, signal="SIGBUS", pid=24) + glog.format(t=1554366600, signal="SIGBUS", pid=25)
+    assert judged(apart + bus).nobody is None
+    torn_down = glog.format(t=1554366514, signal="SIGBUS", pid=24) + "".join(
+        glog.format(t=1554366514, signal="SIGTERM", pid=25 + i) for i in range(3)
+    )
+    assert judged(torn_down + bus).nobody is None
