@@ -20,12 +20,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.devices import device_refused, model_too_large
+from distmon.forensics.devices import model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
     SHARED_MEMORY,
     alike,
-    crashed_alike,
     ended_in_failure,
     failures_of,
     is_own,
@@ -98,12 +97,10 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _environment(log)
         or _ddp_built(log)
         or model_too_large(log)
-        or device_refused(log)
         or _library(log)
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
-        or crashed_alike(log)
         or _terminated(log)
         or _aborted_cleanly(log)
         or _fabric(log)
@@ -474,6 +471,8 @@ def _nccl_failed(log: LogFacts) -> str | None:
     returned = log.nccl.returned or log.nccl.result
     if returned is None or _own_beyond_nccl(log) or log.waiting:
         return None
+    if log.nccl.returned is None and any(ended_in_failure(e, log) for e in log.exits):
+        return None  # torch's quote alone: a process a launcher saw fail may be the peer NCCL lost
     return f"NCCL's call failed ({returned}): {NCCL_FAILED}"
 
 

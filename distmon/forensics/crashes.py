@@ -49,14 +49,8 @@ _UCX = re.compile(r"^\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] Caugh
 _ABSL = re.compile(r"\b(SIG[A-Z]{2,10}) received at time=\d{1,20}")
 """absl's ``*** SIGABRT received at time=... ***`` (a paste may take its stars for Markdown's)."""
 _FAULT = re.compile(r"^Fatal Python error: (Segmentation fault|Bus error|Aborted|Floating point exception)")
-_OMPI = re.compile(
-    r"^\[([\w.-]{1,200}):(\d{1,12})\] (?:\*\*\* Process received signal|\[ ?\d{1,3}\] \S|\*\*\* End of error message)"
-)
-"""Open MPI's handler, a line of its report on a signal it caught (``[n1:4242] *** Process received signal
-***``, a frame ``[n1:4242] [ 3] /lib/libc.so.6(...)``, ``[n1:4242] *** End of error message ***``): the
-process crashed, whichever of its lines a paste keeps (the ``Signal:`` line names the signal)."""
 _GLOG = re.compile(r"^\*{0,3} ?Aborted at (\d{9,11}) \(unix time\) try \"date -d @")
-_GLOG_SIGNAL = re.compile(r"^\*{0,3} ?(SIG[A-Z]{2,10}) \(@0x[0-9a-fA-F]{1,16}\) received by PID (\d{1,12})")
+_GLOG_SIGNAL = re.compile(r"^\*{0,3} ?(SIG[A-Z]{2,10}) \(@0x[0-9a-fA-F]{1,16}\) received by PID \d{1,12}")
 """glog's failure handler (Caffe, MXNet, Paddle), a report a process: ``*** Aborted at 1554366514 (unix
 time) ...``, its time in whole seconds, then ``*** SIGSEGV (@0x0) received by PID 24 (TID ...) ...``; it
 handles SIGTERM too."""
@@ -115,8 +109,8 @@ class Crash:
     """The rank a launcher's label gives the line, where one does."""
     at: float | None = None
     """The time its handler gives (glog's ``Aborted at`` unix time), if any."""
-    teardown: bool = False
-    """Its handler reports SIGTERM too (glog's): a launcher's teardown prints the same report."""
+    glog: bool = False
+    """glog's report: the signal comes on its next line (SIGTERM too: a launcher's teardown is reported)."""
     own: str | None = None
     """Why the process aborted itself, where it was its own error: what the C++ runtime's ``terminate``
     says it threw (its type and ``what()``), glibc's word on the heap it found corrupted."""
@@ -152,10 +146,7 @@ class Crashes:
         if self._terminate(body, rank) or self._heap(body, rank):
             return True
         if "received by PID" in body and (glog := _GLOG_SIGNAL.match(body.strip())) is not None:
-            self._glog_signal(_SIGNALS.get(glog.group(1), 0), glog.group(2))
-            return True
-        if body.lstrip().startswith("[") and (handler := _OMPI.match(body.strip())) is not None:
-            self._handled(handler.group(1), handler.group(2), rank)
+            self._glog_signal(_SIGNALS.get(glog.group(1), 0))
             return True
         if (crash := _crash(body)) is not None:
             crash.rank = rank
@@ -181,18 +172,13 @@ class Crashes:
             return True
         return False
 
-    def _glog_signal(self, number: int, pid: str) -> None:
-        """The signal glog's report names, given to the last of its reports still without one."""
-        last = next((c for c in reversed(self.crashes) if c.teardown and not c.signal), None)
-        if last is not None:
-            last.signal, last.pid = number, pid
-            last.said = f"received {SIGNAL_NAMES.get(number, 'a signal')} (glog's failure handler)"
-
-    def _handled(self, host: str, pid: str, rank: int | None) -> None:
-        """A line of Open MPI's handler's report: the first of a process's makes its crash."""
-        host = visible(host, 200)
-        if len(self.crashes) < MAX_CRASHES and all((c.host, c.pid) != (host, pid) for c in self.crashes):
-            self.crashes.append(Crash(0, "caught a signal (Open MPI's handler)", host, pid, rank=rank))
+    def _glog_signal(self, number: int) -> None:
+        """The signal glog's report names, given to the first of its reports still without one (its pid is
+        kept out: a launcher names the same process by rank, and one process must not count twice)."""
+        first = next((c for c in self.crashes if c.glog and not c.signal), None)
+        if first is not None:
+            first.signal = number
+            first.said = f"received {SIGNAL_NAMES.get(number, 'a signal')} (glog's failure handler)"
 
     def _heap(self, body: str, rank: int | None) -> bool:
         """glibc's abort over a heap it found corrupted (a native extension's or a library's bug in
@@ -253,7 +239,7 @@ def _crash(body: str) -> Crash | None:
     if body.startswith("Fatal Python error") and (fault := _FAULT.match(body)) is not None:
         return Crash(_FAULTS[fault.group(1)], f"died of {fault.group(1).lower()}")
     if "unix time" in body and (glog := _GLOG.match(body.strip())) is not None:
-        return Crash(0, "caught a signal (glog's failure handler)", at=float(glog.group(1)), teardown=True)
+        return Crash(0, "caught a signal (glog's failure handler)", at=float(glog.group(1)), glog=True)
     return None
 
 

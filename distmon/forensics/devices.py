@@ -1,7 +1,6 @@
 """What the ranks' GPUs refused as each rank set itself up, the same for every rank of that set-up: the
-model, moved onto its GPU, did not fit (every rank places the same model, or its equal part), or the
-launch gave a rank a GPU its host does not have (``torch.cuda.set_device`` refused it: more processes on
-a node than it has GPUs, CUDA_VISIBLE_DEVICES narrower than the launch). Neither is a rank's fault."""
+model, moved onto its GPU, did not fit (every rank places the same model, or its equal part): not a
+rank's fault."""
 
 from __future__ import annotations
 
@@ -18,7 +17,7 @@ TOO_LARGE = (
 )
 _OOM = re.compile(r"OutOfMemoryError|CUDA out of memory")
 _MODULE = "torch/nn/modules/module.py"
-_SIZE = r"(\d+(?:\.\d+)?) ([KMGT])iB"
+_SIZE = r"(\d{1,9}(?:\.\d{1,4})?) ([KMGT])iB"
 _TOTAL = re.compile(rf"{_SIZE} total capacity|total capacity of {_SIZE}")
 _HELD = re.compile(rf"this process has {_SIZE}|{_SIZE} reserved in total by PyTorch|{_SIZE} already allocated")
 _UNITS = {"K": 2**10, "M": 2**20, "G": 2**30, "T": 2**40}
@@ -29,7 +28,7 @@ def model_too_large(log: LogFacts) -> str | None:
     moved onto the GPU (``Module.to``/``cuda``: its ``_apply``), and no process was killed. The model is
     what filled the GPU where two processes failed so, or where the message's own figures say the process
     held most of it; a process holding little failed for what another holds there (a stale process, two
-    ranks given one GPU), and one process's bare message only suggests either."""
+    ranks given one GPU), and one process's bare message is that rank's failure, as any rank's error is."""
     own = [r for r in log.exceptions if is_own(r)]
     placing = [r for r in own if _OOM.search(f"{r.type}: {r.said}") and any(_placing(f.file, f.func) for f in r.frames)]
     if not own or len(placing) < len(own) or any(e.killed for e in log.exits) or log.crashes.crashes:
@@ -59,29 +58,3 @@ def _bytes(match: re.Match[str]) -> float:
 def _placing(file: str, func: str) -> bool:
     """A frame of ``Module._apply``: the model's parameters moved or cast, as ``to``, ``cuda`` and ``half`` do."""
     return file.endswith(_MODULE) and func == "_apply"
-
-
-DEVICE_REFUSED = (
-    "the launch gives a process a GPU its host does not have (more processes on a node than it has GPUs, "
-    "CUDA_VISIBLE_DEVICES or the scheduler's GPUs fewer than --nproc-per-node), so every process past the last "
-    "GPU fails alike: the launch, not a rank"
-)
-_CUDA = "torch/cuda/__init__.py"
-
-
-def device_refused(log: LogFacts) -> str | None:
-    """Where every failure of a rank's own the log shows ended in ``torch.cuda.set_device`` (its
-    message, or the line past its frames, cut or not), and no process was killed."""
-    own = [r for r in log.exceptions if not r.consequence and r.launcher is None]
-    if not own or not all(r.frames and _setting_device(r.frames[-1].file, r.frames[-1].func) for r in own):
-        return None
-    if any(e.killed for e in log.exits) or log.crashes.crashes:
-        return None
-    ranks = sorted(rank for rank, r in log.raised.items() if r in own)
-    who = rank_word(ranks) if ranks else "a process"
-    said = "its exception line not in the log" if own[0].cut else own[0].type
-    return f"{who} failed setting its GPU (torch.cuda.set_device: {said}): {DEVICE_REFUSED}"
-
-
-def _setting_device(file: str, func: str) -> bool:
-    return file.endswith(_CUDA) and func == "set_device"

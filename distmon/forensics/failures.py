@@ -15,7 +15,6 @@ from distmon.forensics.worker_exits import (
     RANK,
     SELF,
     SIGABRT,
-    SIGBUS,
     SIGNAL_NAMES,
     SIGTERM,
     WORKER,
@@ -37,6 +36,8 @@ SIGKILL = 9
 
 
 UNALIKE = frozenset({SIGKILL, -SIGABRT, -SIGTERM})
+_TEARDOWN = frozenset({SIGKILL, -SIGTERM})
+"""Signals a launcher ends its processes with (glog's handler reports SIGTERM too): no crash of their own."""
 """Signals no sign that processes failed alike: sent from outside to each process for its own (the OOM
 killer's pick, a launcher's teardown), or an abort that follows another's failure (a watchdog's, a
 peer lost)."""
@@ -90,37 +91,6 @@ def alike(log: LogFacts) -> str | None:
     return f"{whom(failures)} failed alike{together} ({how}): {why}"
 
 
-CRASHED = (
-    "each process's own handler reported the signal, so each crashed of itself, none torn down after another's "
-    "end (a launcher's teardown sends SIGTERM or SIGKILL, which no handler reports): the program or its "
-    "environment crashed alike (an extension or library built for another version, the interpreter's exit, the "
-    "node), not a rank"
-)
-
-
-def crashed_alike(log: LogFacts) -> str | None:
-    """Where the crash handlers of two processes or more reported a signal (Open MPI's, glog's, UCX's,
-    faulthandler's), the same where they name it, at once where their times say, and no process failed
-    of an error of its own."""
-    crashes = [c for c in log.crashes.crashes if c.own is None and c.library is None and (c.signal or not c.teardown)]
-    if log.waiting or log.timed_out:
-        return None  # a watchdog's abort, after a peer held its collective up, is caught by a handler too
-    processes = {c.rank if c.rank is not None else (c.host, c.pid) if c.pid else i for i, c in enumerate(crashes)}
-    if len(processes) < 2 or any(is_own(r) for r in log.exceptions):
-        return None
-    if all(c.rank is not None for c in crashes):
-        processes |= {e.who for e in log.exits if e.killed and e.unit == RANK}
-    ended = {e.signal_number for e in log.exits if e.killed} - {None}
-    signals = {c.signal for c in crashes if c.signal} | ended
-    times = [c.at for c in crashes if c.at is not None]
-    if len(signals) > 1 or signals & UNALIKE or (times and max(times) - min(times) > TOGETHER):
-        return None
-    number = next(iter(signals), None)
-    name = f"signal {number}" + (f" ({SIGNAL_NAMES[number]})" if number in SIGNAL_NAMES else "") if number else None
-    said = f"{len(processes)} processes crashed" + (f" with {name}" if name else "") + " at once" * bool(times)
-    return f"{said}: {SHARED_MEMORY if number == -SIGBUS else CRASHED}"
-
-
 def failures_of(log: LogFacts) -> list[Failure]:
     """Each rank's (or process's) failure of its own (a local rank's or a task's only where no
     launcher names global ranks: they are the same workers)."""
@@ -158,8 +128,8 @@ def _crashed(log: LogFacts, found: dict[str, Failure]) -> None:
     signal, else one more process (the C++ runtime's ``terminate`` says no pid)."""
     unnamed = [f for f in found.values() if f.exception is None]
     for i, crash in enumerate(log.crashes.crashes):
-        if not crash.signal:
-            continue  # a handler's report whose signal line the paste left out: its exit says how it ended
+        if not crash.signal or crash.signal in _TEARDOWN:
+            continue  # no signal said (its exit says how it ended), or a handler's report of a launcher's teardown
         name = SIGNAL_NAMES.get(crash.signal)
         signal = f"signal {crash.signal}" + (f" ({name})" if name else "")
         kind = re.sub(r"[0-9]+", "N", crash.own)[:120] if crash.own else None
@@ -170,6 +140,7 @@ def _crashed(log: LogFacts, found: dict[str, Failure]) -> None:
         elif (twin := next((f for f in unnamed if f.exit == signal), None)) is not None:
             unnamed.remove(twin)
             twin.exception, twin.said = kind, crash.said
+            twin.at = twin.at if twin.at is not None else crash.at
             continue
         else:
             who = f"{PROCESS} #{i}"

@@ -348,7 +348,7 @@ def test_running_out_of_memory_as_the_model_is_placed_is_the_set_up_not_the_rank
     verdict = judged(lines)
     assert verdict.culprits == [] and verdict.nobody is not None and "moving the model onto its GPU" in verdict.nobody
     training = judged(lines.replace("in _apply", "in forward"))
-    assert "moving the model" not in (training.nobody or "")
+    assert training.culprits == [1] if "rank2" not in lines else "failed alike" in (training.nobody or "")
 
 
 @pytest.mark.parametrize(
@@ -527,6 +527,11 @@ def test_nccls_system_error_quoted_by_torch_with_nothing_else_failing_is_ncclss_
     assert verdict.culprits == [] and verdict.nobody is not None and "unhandled system error" in verdict.nobody
     remote = "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.\n"
     assert judged(remote).nobody is None
+    agent = (
+        "E1203 10:00:00.000000 1 torch/distributed/elastic/multiprocessing/api.py:826] failed (exitcode: 1) "
+        "local_rank: 3 (pid: 4242) of binary: /env/bin/python\n"
+    )
+    assert judged(lines + agent).nobody is None  # the peer NCCL lost may be the process torchrun saw fail
 
 
 def test_nccl_tests_of_nccl_1_run_every_gpu_in_one_process() -> None:
@@ -560,50 +565,9 @@ def test_a_rank_glibc_aborts_over_its_corrupted_heap_is_suspected(abort: str) ->
     assert [s.rank for s in verdict.suspects][:1] == [6] and "glibc" in verdict.suspects[0].why
 
 
-def test_ranks_failing_as_they_set_their_gpu_are_the_launchs_doing() -> None:
-    """``torch.cuda.set_device`` refuses only a GPU the host does not have; a paste may cut the
-    traceback before its exception line."""
-    frames = (
-        "[rank{r}]: Traceback (most recent call last):\n"
-        '[rank{r}]:   File "/w/train.py", line 13, in <module>\n'
-        "[rank{r}]:     torch.cuda.set_device(args.local_rank)\n"
-        '[rank{r}]:   File "/env/torch/cuda/__init__.py", line 399, in set_device\n'
-    )
-    cut = frames.format(r=4)
-    verdict = judged(cut)
-    assert verdict.culprits == [] and verdict.nobody is not None and "a GPU its host does not have" in verdict.nobody
-    said = cut + (
-        "[rank4]:     torch._C._cuda_setDevice(device)\n[rank4]: RuntimeError: CUDA error: invalid device ordinal\n"
-    )
-    assert judged(said).nobody is not None
-    elsewhere = cut.replace("in set_device", "in current_device")
-    assert judged(elsewhere).nobody is None
-
-
-def handler(rank: int, pid: int) -> str:
-    """Open MPI's handler's report on rank ``rank``'s segfault, as a paste keeps it: its frames and end."""
-    return (
-        f"[1,{rank}]<stderr>:[n1:{pid}] [ 0] /lib/x86_64-linux-gnu/libpthread.so.0(+0x10330)[0x7fcc1ecc1330]\n"
-        f"[1,{rank}]<stderr>:[n1:{pid}] [ 1] /env/bin/python(Py_FinalizeEx+0x1a7)[0x7fcc1f3094a7]\n"
-        f"[1,{rank}]<stderr>:[n1:{pid}] *** End of error message ***\n"
-    )
-
-
-MPIRUN_SEGV = "mpirun noticed that process rank 5 with PID 4205 on node n1 exited on signal 11 (Segmentation fault).\n"
-
-
-def test_ranks_whose_own_crash_handlers_report_a_signal_crashed_alike_whoever_mpirun_saw_first() -> None:
-    """A launcher's teardown sends SIGTERM or SIGKILL, which no handler reports: each rank whose handler
-    reports a crash crashed of itself."""
-    verdict = judged(handler(6, 4206) + handler(11, 4211) + MPIRUN_SEGV)
-    assert verdict.culprits == [] and verdict.nobody is not None
-    assert verdict.nobody.startswith("3 processes crashed with signal 11 (SIGSEGV)")
-    alone = judged(handler(5, 4205) + MPIRUN_SEGV)
-    assert alone.nobody is None and alone.culprits == [5]
-
-
-def test_crash_handlers_in_one_second_with_a_bus_error_are_the_nodes_shared_memory() -> None:
-    """glog's handler reports SIGTERM too: a report counts where its signal is one a process gets of itself."""
+def test_glogs_crash_reports_in_one_second_with_a_bus_error_are_the_nodes_shared_memory() -> None:
+    """glog's handler reports SIGTERM too: its report is a crash where its signal is one a process gets of
+    itself; each names its pid, but a launcher names the same process by rank, so one is not counted twice."""
     glog = (
         '*** Aborted at {t} (unix time) try "date -d @{t}" if you are using GNU date ***\n'
         "*** {signal} (@0x7f1f2c367f56) received by PID {pid} (TID 0x7f1f) from PID 0; stack trace: ***\n"

@@ -31,6 +31,15 @@ EACH = 3
 three pastes (``benchmarks/bench_real_logs.py --pasted`` runs every log in every paste)."""
 SHAPES = list(PASTES)
 PAIRS = [(name, SHAPES[(EACH * i + k) % len(SHAPES)]) for i, name in enumerate(sorted(TRUTHS)) for k in range(EACH)]
+HELD_OUT_EXCERPTS = {("chatglm_efficient_tuning_two_v100_table_both_ranks_exit1_oom_lengths.log", "last 60%")}
+"""Excerpts of held-out logs that name a rank the truth clears: known, expected to fail until a general
+reading mends them (no rule is written against a held-out log)."""
+CASES = [
+    pytest.param(name, paste, id=f"{name}-{paste}", marks=pytest.mark.xfail(strict=True, reason="held out: counted"))
+    if (name, paste) in HELD_OUT_EXCERPTS
+    else pytest.param(name, paste, id=f"{name}-{paste}")
+    for name, paste in PAIRS
+]
 
 
 def analyzed(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
@@ -53,12 +62,7 @@ def as_found(name: str) -> tuple[list[int], list[int], bool, str]:
     return said(analysis_json(analyze([str(REAL / name)])))
 
 
-HELD_OUT_EXCERPTS = {("chatglm_efficient_tuning_two_v100_table_both_ranks_exit1_oom_lengths.log", "last 60%")}
-"""Excerpts of held-out logs that name a rank the truth clears: counted, not studied (no rule is written
-against a held-out log)."""
-
-
-@pytest.mark.parametrize(("name", "paste"), PAIRS, ids=[f"{name}-{paste}" for name, paste in PAIRS])
+@pytest.mark.parametrize(("name", "paste"), CASES)
 def test_a_pasted_log_is_read_and_names_no_innocent(
     name: str, paste: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -68,7 +72,7 @@ def test_a_pasted_log_is_read_and_names_no_innocent(
     if paste in KEEPING:
         assert said(found) == as_found(name), found["summary"]
     truth = TRUTHS[name]["truth"]
-    if truth == "unknown" or name in MISSED or (name, paste) in HELD_OUT_EXCERPTS:
+    if truth == "unknown" or name in MISSED:
         return  # no truth to hold it to; or one the log as found already misses (MISSED says how)
     innocent = set(found["culprits"]) - (set() if truth == "none" else set(truth))
     assert not innocent, found["summary"]

@@ -1613,8 +1613,8 @@ VERDICTS = [
     (
         "lightning_fsdp_two_dgx_containers_ncclsystemerror_node1_aborts.log",
         [],
-        NOBODY,
-        "nobody to blame: NCCL's call failed (ncclSystemError): the network",
+        [0],
+        "suspected: rank 0 (local rank 0 ended by exit code 1, as torchrun",
     ),
     (
         "lightning_horovod_rank0_early_stop_rank1_segv_mpi_wait.log",
@@ -1841,9 +1841,9 @@ VERDICTS = [
     ),
     (
         "horovod_spark_cpu_every_rank_segv_at_finalize_mpirun_rank5.log",
+        [5],
         [],
-        NOBODY,
-        "nobody to blame: 3 processes crashed with signal 11 (SIGSEGV): each",
+        "rank_exception: rank 5 raised Signal 11 (Segmentation fault): killed:",
     ),
     (
         "launch_two_gpus_midtraining_sigkill_local_rank1_warning_w_cut.log",
@@ -1908,8 +1908,8 @@ VERDICTS = [
     (
         "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log",
         [],
-        NOBODY,
-        "nobody to blame: rank 4 failed setting its GPU",
+        [4, 1],
+        "suspected: rank 4 (it raised in set_device",
     ),
     (
         "stoke_launch_torch19_two_procs_sigkill_local_rank0_backticked.log",
@@ -2124,8 +2124,8 @@ VERDICTS = [
     (
         "elastic_scale_down_surviving_node_local_rank0_unhandled_system_error_restart.log",
         [],
-        NOBODY,
-        "nobody to blame: NCCL's call failed (unhandled system error): the",
+        [0],
+        "suspected: rank 0 (local rank 0 ended by signal 6 (SIGABRT), as",
     ),
     (
         "examples_multinode_two_ranks_same_busid_86000_ddp_init.log",
