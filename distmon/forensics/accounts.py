@@ -471,9 +471,16 @@ def _nccl_failed(log: LogFacts) -> str | None:
     returned = log.nccl.returned or log.nccl.result
     if returned is None or _own_beyond_nccl(log) or log.waiting:
         return None
-    if log.nccl.returned is None and any(ended_in_failure(e, log) for e in log.exits):
-        return None  # torch's quote alone: a process a launcher saw fail may be the peer NCCL lost
+    if log.nccl.returned is None and (any(ended_in_failure(e, log) for e in log.exits) or _silent(log)):
+        return None  # torch's quote alone: a process a launcher saw fail, or a rank shown that raised no NCCL
+        # error, may be the peer NCCL lost
     return f"NCCL's call failed ({returned}): {NCCL_FAILED}"
+
+
+def _silent(log: LogFacts) -> set[int]:
+    """The ranks the log shows that raised no NCCL error."""
+    raised = {rank for rank, r in log.raised.items() if _NCCL_ERROR.search(f"{r.type}: {r.said}")}
+    return log.seen - raised
 
 
 def _own_beyond_nccl(log: LogFacts) -> bool:

@@ -532,6 +532,10 @@ def test_nccls_system_error_quoted_by_torch_with_nothing_else_failing_is_ncclss_
         "local_rank: 3 (pid: 4242) of binary: /env/bin/python\n"
     )
     assert judged(lines + agent).nobody is None  # the peer NCCL lost may be the process torchrun saw fail
+    quoted = "".join(f"[rank0]: {line}" for line in lines.splitlines(keepends=True))
+    assert "NCCL's call failed (unhandled system error)" in (judged(quoted).nobody or "")
+    beside = judged(quoted + "[rank2]: epoch 3 step 120 loss 0.31\n")  # rank 2 raised no NCCL error
+    assert "NCCL's call failed" not in (beside.nobody or "")
 
 
 def test_nccl_tests_of_nccl_1_run_every_gpu_in_one_process() -> None:
