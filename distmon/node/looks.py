@@ -69,19 +69,25 @@ failed), lacks distmon, runs another version of it, did not answer in time (``si
 ended early (``ended``), or turned the orders down (``refused``)."""
 SSH, SLURM = "ssh", "slurm"
 MAX_REACHED = 16_384
+MAX_FOUND = 4096
+"""Ranks a node reached may say it found there: more than any node runs."""
+MAX_JOB = 1 << 17
+"""Ranks the nodes reached may say they found, together: the largest job."""
 
 
 @dataclass(frozen=True)
 class Reached:
     """A node a command reached to find its job's ranks there, and how that went, as the
     command's host tells it: ``how`` (:data:`SSH`, :data:`SLURM`), ``state`` (one of
-    :data:`REACH_STATES`) and ``detail``, what the node or its ssh said (text from elsewhere:
-    shown escaped)."""
+    :data:`REACH_STATES`), ``detail``, what the node or its ssh said (text from elsewhere:
+    shown escaped), and ``ranks``, the job's ranks its eye found there as it answered (their
+    reports follow, a look later)."""
 
     host: str
     how: str
     state: str
     detail: str = ""
+    ranks: tuple[int, ...] = ()
 
 
 class Reaching(Protocol):
@@ -166,7 +172,7 @@ def _node(looks: Looks) -> dict[str, Any]:
         "stacks": [_stack(taken) for taken in looks.stacks],
         **({"links": [_link(link) for link in looks.links]} if looks.links is not None else {}),
         **({"read": looks.read} if looks.links is not None and looks.read is not None else {}),
-        **({"reached": [[r.host, r.how, r.state, r.detail] for r in looks.reached]} if looks.reached else {}),
+        **({"reached": [_reached(r) for r in looks.reached]} if looks.reached else {}),
     }
 
 
@@ -197,6 +203,8 @@ def decode_looks(data: bytes) -> list[Looks]:
         raise WireError(MALFORMED, str(e)) from None
     if sum(len(one.samples) for one in looks) > MAX_SAMPLES or sum(len(one.stacks) for one in looks) > MAX_STACKS:
         raise WireError(MALFORMED, "more looks than a batch carries")
+    if sum(len(r.ranks) for one in looks for r in one.reached) > MAX_JOB:
+        raise WireError(MALFORMED, "more ranks found than a job has")
     return looks
 
 
@@ -225,11 +233,22 @@ def _read_node(node: Any) -> Looks:
     )
 
 
+def _reached(r: Reached) -> list[Any]:
+    return [r.host, r.how, r.state, r.detail, list(r.ranks)]
+
+
 def _read_reached(item: list[Any]) -> Reached:
     host, how, state, detail = item[:4]
     if not all(isinstance(t, str) for t in (host, how, detail)) or how not in (SSH, SLURM) or state not in REACH_STATES:
         raise TypeError("a node reached is not a host, how, a state and words")
-    return Reached(host, how, state, detail)
+    ranks = item[4] if len(item) > 4 else []
+    if not isinstance(ranks, list) or len(ranks) > MAX_FOUND or not all(_rank(r) for r in ranks):
+        raise TypeError("a node reached's ranks are not a list of ranks")
+    return Reached(host, how, state, detail, tuple(ranks))
+
+
+def _rank(value: object) -> bool:
+    return type(value) is int and 0 <= value < MAX_JOB
 
 
 def _read_link(item: list[Any]) -> Link:

@@ -32,6 +32,8 @@ from distmon import keys
 from distmon.guards.text import visible
 from distmon.node.looks import (
     ENDED,
+    MAX_FOUND,
+    MAX_JOB,
     NO_DISTMON,
     NO_PYSPY,
     OTHER_VERSION,
@@ -206,7 +208,17 @@ class Eyes:
             changed = [n for n in self.nodes.values() if n.told != (n.state, n.detail)]
             for n in changed:
                 n.told = (n.state, n.detail)
-            return [Reached(n.host, n.how, n.state, n.detail) for n in changed]
+            return [Reached(n.host, n.how, n.state, n.detail, self._ranks(n)) for n in changed]
+
+    def _ranks(self, node: Node) -> tuple[int, ...]:
+        """The ranks of the job followed its eye said it found on ``node`` (of the one job found
+        there, where none is named yet)."""
+        jobs = node.jobs
+        facts = jobs.get(self.job) if self.job is not None else next(iter(jobs.values())) if len(jobs) == 1 else None
+        ranks = facts.get("ranks") if facts is not None else None
+        if not isinstance(ranks, list):
+            return ()
+        return tuple(r for r in ranks[:MAX_FOUND] if type(r) is int and 0 <= r < MAX_JOB)
 
     def close(self) -> None:
         """Tell every eye to end (their inputs closed), then end what is left here."""

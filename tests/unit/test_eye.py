@@ -49,7 +49,10 @@ def node_b() -> Looks:
 def test_looks_read_back_as_sent() -> None:
     (back,) = eye_looks.decode_looks(eye_looks.encode_looks([node_b()]))
     assert back == node_b()
-    reached = [Reached("node-c", eye_looks.SSH, eye_looks.UNREACHABLE, "ssh: Connection refused")]
+    reached = [
+        Reached("node-c", eye_looks.SSH, eye_looks.UNREACHABLE, "ssh: Connection refused"),
+        Reached("node-d", eye_looks.SLURM, eye_looks.SEEN, "", (4, 5, 6, 7)),
+    ]
     head = Looks("head", reached=reached)
     assert eye_looks.decode_looks(eye_looks.encode_looks([head])) == [head]
 
@@ -89,6 +92,15 @@ def test_how_the_nodes_reached_fared_is_kept_and_said_with_what_to_do(tmp_path: 
         msgpack.packb([{"host": "b", "fields": [], "samples": [], "stacks": [[1, float("nan"), None, None, 0, 0, 0]]}]),
         msgpack.packb([{"host": "b", "fields": [], "samples": [], "stacks": [[1, 1.0, [[1, 2, 3, 4]], 0, 0, 0, 0]]}]),
         msgpack.packb([{"host": "b" * 5000, "fields": [], "samples": [], "stacks": []}]),
+        *(
+            msgpack.packb([{"host": "b", "fields": [], "samples": [], "stacks": [], "reached": reached}])
+            for reached in (
+                [["c", "ssh", "seen", ""], 1],
+                [["c", "ssh", "seen", "", ["2"]]],
+                [["c", "ssh", "seen", "", [-1]]],
+                [["c", "ssh", "seen", "", [0] * 5000]],
+            )
+        ),
     ],
 )
 def test_what_is_not_looks_is_refused(claim: bytes) -> None:

@@ -18,9 +18,11 @@ from distmon.monitor.outside.sight import Seen
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.alerts import CRITICAL, WARNING, Alert
+from distmon.monitor.state.limits import Thresholds
 from distmon.monitor.state.words import stackless_words
 from distmon.node import found_ranks, proc
 from distmon.node.finder import Found, FoundRank
+from distmon.node.looks import SEEN, SSH, Reached
 from distmon.node.prober import CLOSE_PERIOD
 from distmon.node.proc import Sample
 from distmon.node.pyspy import Sampled
@@ -76,17 +78,24 @@ def found_report(rank: int, t: float, where: Where, world: int = 4) -> Report:
     return report(rank, world, t=t, stack=stack, stalled_since=since, outside=outside)
 
 
-def run(job: dict[int, object], outside: Eye, seconds: float, world: int = 4) -> list[Alert]:
+def run(
+    job: dict[int, object], outside: Eye, seconds: float, world: int = 4, told: tuple[float, Reached] | None = None
+) -> list[Alert]:
     """Each rank of ``job`` reports once a second for ``seconds`` as ``job[rank](t)`` says
-    (a :data:`Where`, or None once its process is gone); every alert raised, as it last stood."""
+    (a :data:`Where`, :data:`NOT_YET`, or None once its process is gone), a node reached
+    ``told`` of at its time; every alert raised, as it last stood."""
     monitor = Monitor(Detector(probe=lambda host, pid: "alive", outside=outside))
     alerts: dict[str, Alert] = {}
     gone: set[int] = set()
     for step in range(int(seconds)):
         t = T0 + step
         outside.now = t
+        if told is not None and told[0] == t:
+            monitor.state.told.fared([told[1]], t)
         for rank, where in job.items():
             said = where(t)  # type: ignore[operator]
+            if said is NOT_YET:
+                continue
             if said is not None:
                 monitor.ingest(wire.encode(found_report(rank, t, said, world)), t)
             elif rank not in gone:  # the eye's last report for it
@@ -96,6 +105,15 @@ def run(job: dict[int, object], outside: Eye, seconds: float, world: int = 4) ->
         for change in monitor.tick(t + 0.5):
             alerts[change.alert.key] = change.alert
     return list(alerts.values())
+
+
+NOT_YET = ("not yet",)
+"""A found rank its node's eye has not reported yet."""
+
+
+def later(where: Callable[[float], Where], from_t: float) -> Callable[[float], object]:
+    """A rank ``where`` tells of, whose node's eye reports it from ``from_t`` on."""
+    return lambda t: where(t) if t >= from_t else NOT_YET
 
 
 def waiting(stack: list[StackFrame], from_t: float = T0 + 1, peer: int | None = None) -> Callable[[float], Where]:
@@ -257,6 +275,25 @@ def test_ranks_seen_waiting_for_ranks_not_seen_blame_nobody_and_say_where_to_loo
     assert hang.summary.endswith("whom for is not seen (ranks 2-3, on other nodes)")
     assert "The job has 4 ranks: ranks 2-3 were not seen" in hang.detail
     assert "distmon look --hosts NODE,..." in hang.detail
+
+
+def test_ranks_a_node_reached_found_are_awaited_before_whom_for_is_called_not_seen() -> None:
+    """``distmon look`` on a loaded host: node-b's eye found ranks 2-3 as it answered, and their
+    first reports come seconds later. The ranks here wait for them meanwhile: one incident, the
+    hang named once they come (not first "whom for is not seen", then the culprit)."""
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE), 2: later(waiting(ALL_REDUCE), T0 + 9)}
+    job[3] = later(waiting(ASLEEP), T0 + 9)
+    reached = Reached("node-b", SSH, SEEN, "", (2, 3))
+    (hang,) = run(job, Eye({3: "clock_nanosleep"}), 14, told=(T0 + 5, reached))
+    assert hang.key == "hang" and hang.ranks == [3] and hang.severity == CRITICAL
+
+
+def test_ranks_a_node_reached_found_that_never_report_are_not_seen_a_hang_later() -> None:
+    """Their eye said it found them, and no report came: whom for is not seen, a hang threshold
+    after the node was told of."""
+    reached = Reached("node-b", SSH, SEEN, "", (2, 3))
+    (hang,) = run({0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE)}, Eye({}), 14, told=(T0 + 5, reached))
+    assert hang.key == "hang:unseen" and hang.ranks == [] and hang.t >= T0 + 5 + Thresholds().hang_after(0.0)
 
 
 def test_a_rank_seen_holding_up_the_others_is_named_and_the_ranks_not_seen_are_said() -> None:

@@ -20,7 +20,7 @@ from distmon import keys
 from distmon.commands.shared.finding import add_finding_arguments, problem
 from distmon.monitor.intake.feeds import LiveFeed
 from distmon.node import looks
-from distmon.reach.eyes import SSH_ENV, Eyes
+from distmon.reach.eyes import SSH_ENV, Eyes, Node
 from distmon.reach.plan import ReachError, given
 from tests.support.waiting import wait_until
 
@@ -67,6 +67,21 @@ def test_a_node_reached_answers_reports_to_the_head_and_ends_with_it(head: tuple
     assert eyes.news() == [], "told once"
     eyes.close()
     wait_until(lambda: not eyes_running(), 10, "the eye to end")
+
+
+def test_how_a_node_fared_tells_the_ranks_of_the_job_its_eye_found_there() -> None:
+    """Of the job followed (of the one found, where none is named yet); what an eye says of
+    them is read as claims: only ranks."""
+    answer = {"jobs": {"j1": {"ranks": [2, 3]}, "j2": {"ranks": [0, 1]}}}
+    followed = Eyes(0, keys.fresh(), "j1", [sys.executable])
+    followed.nodes["b"] = Node("b", looks.SSH, looks.SEEN, answer=answer)
+    assert [r.ranks for r in followed.news()] == [(2, 3)]
+    followed.close()
+    none_named = Eyes(0, keys.fresh(), None, [sys.executable])
+    none_named.nodes["b"] = Node("b", looks.SSH, looks.SEEN, answer=answer)
+    none_named.nodes["c"] = Node("c", looks.SSH, looks.SEEN, answer={"jobs": {"j1": {"ranks": ["4", -1, 5, True]}}})
+    assert [r.ranks for r in none_named.news()] == [(), (5,)]
+    none_named.close()
 
 
 def test_nodes_not_reached_say_why_each(

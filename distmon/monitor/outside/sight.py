@@ -92,7 +92,7 @@ class Sight:
         new = []
         for one in looks:
             first = self.told.spoke(one.host)
-            self.told.fared(one.reached)
+            self.told.fared(one.reached, t)
             times = [sample.t for sample in one.samples] + ([one.read] if one.read is not None else [])
             if times:
                 offset = t - max(times)

@@ -134,7 +134,7 @@ def _eyes(state: JobState, looks: bytes, t: float) -> None:
     with contextlib.suppress(WireError):
         for one in eye_looks.decode_looks(looks):
             state.told.spoke(one.host)
-            state.told.fared(one.reached)
+            state.told.fared(one.reached, t)
             for sample in one.samples:
                 if sample.state == "X":
                     state.told.saw_end(one.host, sample.pid, t)

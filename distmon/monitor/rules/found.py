@@ -113,7 +113,9 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
         return [_deadlock(job, ctx, ring, waiting)]
     if unseen:  # whom they wait for is not seen: named by nobody
         waited = max(w.age for w in waiting)
-        return [_unseen(job, unseen, waiting)] if waited >= hang and ctx.behind is None else []
+        if waited < hang or ctx.behind is not None or job.told.found_since(ctx.now - hang).intersection(unseen):
+            return []  # not yet: a node reached found some of them, and their reports are on their way
+        return [_unseen(job, unseen, waiting)]
     by_place = _by_place(waiting)
     if len(by_place) > 1 and min(w.age for w in waiting) >= early:
         return [_divergence(job, ctx, by_place)]

@@ -24,7 +24,7 @@ from distmon.monitor.state.columns import F8, I8, Columns
 from distmon.monitor.state.facts import flagged
 from distmon.monitor.state.limits import Thresholds
 from distmon.node.links import Link, LinkChange, changes
-from distmon.node.looks import MAX_REACHED, Reached
+from distmon.node.looks import MAX_REACHED, NO_PYSPY, SEEN, Reached
 from distmon.wire.sockets import Relay
 
 TOGETHER = 0.5
@@ -108,6 +108,8 @@ class EyesTold:
         self._links: dict[str, NodeLinks] = {}
         self._gone: OrderedDict[tuple[str, int], float] = OrderedDict()
         self._reached: dict[str, Reached] = {}
+        self._reached_at: dict[str, float] = {}
+        """When each node reached was last told of (the monitor's clock)."""
 
     @property
     def eyes(self) -> Mapping[str, None]:
@@ -133,11 +135,23 @@ class EyesTold:
         ``--hosts`` or ``--slurm``) and how each fared, by host, as the command's host told."""
         return MappingProxyType(self._reached)
 
-    def fared(self, reached: Iterable[Reached]) -> None:
-        """How nodes reached fared, as told (the latest telling of a node stands)."""
+    def fared(self, reached: Iterable[Reached], t: float) -> None:
+        """How nodes reached fared, as told at ``t`` (the latest telling of a node stands)."""
         for r in reached:
             if r.host in self._reached or len(self._reached) < MAX_REACHED:
                 self._reached[r.host] = r
+                self._reached_at[r.host] = t
+
+    def found_since(self, t: float) -> set[int]:
+        """The job's ranks that the eyes of nodes reached said they found there, told at ``t`` or
+        later: where each is, their reports are on their way (a node's eye writes a rank's first
+        report once it has looked at it)."""
+        return {
+            rank
+            for host, r in self._reached.items()
+            if r.state in (SEEN, NO_PYSPY) and self._reached_at[host] >= t
+            for rank in r.ranks
+        }
 
     def spoke(self, host: str) -> bool:
         """The eye on ``host`` spoke; whether it is its first word. At most :data:`MAX_EYES`
