@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from distmon.forensics.devices import model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
+    NCCL_ERROR,
     SHARED_MEMORY,
     alike,
     ended_in_failure,
@@ -322,16 +323,13 @@ UNCONNECTED = (
     "the network between the processes as they set up (the interface NCCL picks: NCCL_SOCKET_IFNAME; a firewall; "
     "a route between the nodes), not a rank"
 )
-_NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError")
-"""torch's words on a failed NCCL call: ``NCCL error in: ...`` (c10d), ``NCCL Error 1: unhandled cuda error``
-(torch 1.x's ``torch.cuda.nccl``), NCCL's result names, torch 2's exception."""
 
 
 def _unconnected(log: LogFacts) -> str | None:
     """Where NCCL could not connect a socket to a peer, or found no interface to bootstrap on, and
     no rank failed of anything but NCCL's errors."""
     said = log.nccl.unconnected
-    if said is None or any(is_own(r) and not _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.raised.values()):
+    if said is None or any(is_own(r) and not NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.raised.values()):
         return None
     return f"{UNCONNECTED}: {said}"
 
@@ -372,7 +370,7 @@ def _environment(log: LogFacts) -> str | None:
     own = [
         r
         for r in log.exceptions
-        if is_own(r) and not refused(text := f"{r.type}: {r.said}") and not (nccl and _NCCL_ERROR.search(text))
+        if is_own(r) and not refused(text := f"{r.type}: {r.said}") and not (nccl and NCCL_ERROR.search(text))
     ]
     if own or any(e.killed and e.unit != WORKER for e in log.exits):
         return None
@@ -479,14 +477,14 @@ def _nccl_failed(log: LogFacts) -> str | None:
 
 def _silent(log: LogFacts) -> set[int]:
     """The ranks the log shows that raised no NCCL error."""
-    raised = {rank for rank, r in log.raised.items() if _NCCL_ERROR.search(f"{r.type}: {r.said}")}
+    raised = {rank for rank, r in log.raised.items() if NCCL_ERROR.search(f"{r.type}: {r.said}")}
     return log.seen - raised
 
 
 def _own_beyond_nccl(log: LogFacts) -> bool:
     """A process failed of its own of something else than NCCL's errors, or a launcher saw one killed."""
     raised = log.exceptions
-    own = any(is_own(r) and not _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in raised)
+    own = any(is_own(r) and not NCCL_ERROR.search(f"{r.type}: {r.said}") for r in raised)
     return own or any(e.killed for e in log.exits) or bool(log.crashes.crashes)
 
 
@@ -502,7 +500,7 @@ def _transport(log: LogFacts, world: int) -> str | None:
     peer is one of the ranks it does not show, suspected) nor places one on the peer's host: the
     network or the peer's host."""
     peers = log.peers.peers()
-    remote = any(r.consequence and _NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.unplaced)
+    remote = any(r.consequence and NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.unplaced)
     if not (peers or remote) or log.seen or _own_beyond_nccl(log) or lost_peers(log, world):
         return None
     if log.stores.lost or log.stores.waits or any(ended_in_failure(e, log) for e in log.exits):

@@ -33,6 +33,9 @@ ALIKE = (
 
 
 SIGKILL = 9
+NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError")
+"""torch's words on a failed NCCL call: ``NCCL error in: ...`` (c10d), ``NCCL Error 1: unhandled cuda error``
+(torch 1.x's ``torch.cuda.nccl``), NCCL's result names, torch 2's exception."""
 
 
 UNALIKE = frozenset({SIGKILL, -SIGABRT, -SIGTERM})
@@ -75,7 +78,8 @@ class Failure:
 def alike(log: LogFacts) -> str | None:
     """Why no rank is to blame where two ranks or more failed, each the same way (the same
     exception where the log holds them, the same exit where it does not), at once, and nothing
-    else failed: the program or its environment failed everywhere."""
+    else failed: the program or its environment failed everywhere. Not where that exception is
+    NCCL's error and the log shows a rank that raised none: it may be the peer they lost."""
     failures = failures_of(log)
     exceptions = {f.exception for f in failures if f.exception}
     exits = {f.exit for f in failures if f.exit}
@@ -84,6 +88,8 @@ def alike(log: LogFacts) -> str | None:
         return None
     if any(f.exception is None for f in failures) and any(f.exit is None for f in failures):
         return None  # one said by its exception only, another by its exit only: not comparable
+    if exceptions and NCCL_ERROR.search(next(iter(exceptions))) and log.seen - _ranks(failures):
+        return None
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
     how = next(f.said or "" for f in failures) if all(f.exception for f in failures) else next(iter(exits))
@@ -189,8 +195,12 @@ def _said(raised: Raised) -> str:
     return f"{raised.type}: {sentence}" if sentence else raised.type
 
 
+def _ranks(failures: list[Failure]) -> set[int]:
+    return {int(f.who.split()[-1]) for f in failures if f.who.startswith(f"{RANK} ")}
+
+
 def whom(failures: list[Failure]) -> str:
-    ranks = sorted(int(f.who.split()[-1]) for f in failures if f.who.startswith(f"{RANK} "))
+    ranks = sorted(_ranks(failures))
     others = [f.who for f in failures if not f.who.startswith(f"{RANK} ")]
     units = {w.rsplit(" ", 1)[0] for w in others}
     parts = [rank_word(ranks)] if ranks else []

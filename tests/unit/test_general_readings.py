@@ -586,3 +586,22 @@ def test_glogs_crash_reports_in_one_second_with_a_bus_error_are_the_nodes_shared
         glog.format(t=1554366514, signal="SIGTERM", pid=25 + i) for i in range(3)
     )
     assert judged(torn_down + bus).nobody is None
+
+
+def test_ranks_raising_ncclss_error_alike_beside_a_rank_that_raised_none_are_not_the_program() -> None:
+    """Two ranks lost their peer at once and said so alike; a third rank's lines show it raised no
+    NCCL error: it may be the peer they lost, so they did not fail alike of the program."""
+    error = (
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/NCCLUtils.cpp:77, "
+        "unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version 2.21.5\n"
+    )
+    both = "".join(
+        f"[rank{rank}]: {line}\n"
+        for rank in (0, 1)
+        for line in ("Traceback (most recent call last):", '  File "/job/train.py", line 40, in <module>',
+                     "    dist.all_reduce(t)", error.rstrip())
+    )  # fmt: skip
+    alone = judged(both)
+    assert alone.culprits == [] and "failed alike" in (alone.nobody or "")
+    beside = judged("[rank2]: epoch 3 step 120 loss 0.31\n" + both)
+    assert "failed alike" not in (beside.nobody or "")
