@@ -44,6 +44,11 @@ _SHAPE = re.compile(r"TensorShape=\[([\d, ]{0,200})\]")
 _MONITORED = re.compile(
     r"waiting for send/recv from rank (\d{1,9})|Ranks? ([\d, ]{1,200}) failed to pass monitoredBarrier"
 )
+_REPORTER = re.compile(
+    r"\[Rank (\d{1,9})\]: Ranks? [\d, ]{1,200} failed|Rank (\d{1,9}) successfully reached monitoredBarrier"
+)
+"""The reporter's rank in the barrier's group: rank 0's ``[Rank 0]: Rank 3 failed ...``, a rank that came's
+``Rank 1 successfully reached monitoredBarrier``."""
 
 
 @dataclass(frozen=True)
@@ -87,10 +92,11 @@ class DebugChecks:
         its own names a rank that never came: it held them up, or waited for a rank its log names."""
         return {} if self.failed else self.unacked
 
-    def line(self, body: str) -> bool:
-        """Reads ``body`` if it is a fingerprint mismatch or a monitored barrier's failure."""
+    def line(self, body: str, rank: int | None = None) -> bool:
+        """Reads ``body`` if it is a fingerprint mismatch or a monitored barrier's failure (said by
+        ``rank``, where its label gives it)."""
         if "monitoredBarrier" in body or "waiting for send/recv" in body:
-            return self._barrier(body)
+            return self._barrier(body, rank)
         if MISMATCH not in body or (running := _RUNNING.search(body)) is None:
             return False
         reporter = int(running.group(1))
@@ -108,18 +114,24 @@ class DebugChecks:
                         self.agreed.setdefault(rank, self.ran[reporter])
         return True
 
-    def _barrier(self, body: str) -> bool:
+    def _barrier(self, body: str, rank: int | None) -> bool:
+        """The ranks a monitored barrier names, as ranks of its group: the job's only where it is the
+        world's, so not where the reporter's label gives another rank than the one it has there (a
+        subgroup's barrier, whose members the log does not say)."""
         found = _MONITORED.search(body)
         if found is None:
             return False
+        reporter = _REPORTER.search(body)
+        if rank is not None and reporter is not None and int(reporter.group(1) or reporter.group(2)) != rank:
+            return True
         named = [found.group(1)] if found.group(1) else re.findall(r"\d{1,9}", found.group(2))
         kept = self.unacked if found.group(1) else self.failed
         why = visible(found.group(0), 300)
-        for rank in map(int, named):
+        for one in map(int, named):
             if len(kept) >= MAX_RANKS:
                 break
-            if rank < MAX_RANKS:
-                kept.setdefault(rank, why)
+            if one < MAX_RANKS:
+                kept.setdefault(one, why)
         return True
 
     def odd(self) -> tuple[list[int], str] | None:

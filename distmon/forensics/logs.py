@@ -305,7 +305,7 @@ class _Reader:
         facts = self.facts
         read = (
             facts.desync.line(body, rank) is not None,
-            facts.debug.line(body),
+            facts.debug.line(body, rank),
             facts.horovod.line(body),
             facts.nccl.line(body),
             facts.peers.line(body, rank),

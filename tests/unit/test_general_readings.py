@@ -500,6 +500,21 @@ def test_rank_0s_monitored_barrier_names_who_never_came_over_those_that_waited_f
     assert judged(named).culprits == [3]
 
 
+def test_a_monitored_barrier_of_a_subgroup_names_ranks_of_that_group_not_of_the_job() -> None:
+    """Global rank 4 is rank 0 of its group: the rank 3 it names is its group's, which the log does
+    not map to the job's; nor is the rank 0 that a rank that came waited for the job's rank 0."""
+    root = "[rank4]:[E ProcessGroupGloo.cpp:138] [Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms\n"
+    came = (
+        "[rank5]:[E ProcessGroupGloo.cpp:138] Rank 1 successfully reached monitoredBarrier, but received errors "
+        "while waiting for send/recv from rank 0. Please check rank 0 logs for faulty rank.\n"
+    )
+    for lines in (root, came, came + root):
+        verdict = judged(lines)
+        assert 3 not in verdict.culprits and 0 not in verdict.culprits and 0 not in suspects(verdict), lines
+    world = "[rank0]:[E ProcessGroupGloo.cpp:138] [Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms\n"
+    assert judged(world).culprits == [3]
+
+
 def test_a_launcher_that_cannot_reach_a_host_by_ssh_is_the_set_up() -> None:
     """DeepSpeed's launcher checks every host of its hostfile with ssh before it starts any rank."""
     lines = (
