@@ -193,7 +193,7 @@ def start_script(directory: Path, source: str, env: dict[str, str]) -> subproces
 def run_script(directory: Path, source: str, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
     process = start_script(directory, source, env)
     try:
-        out, err = process.communicate(timeout=60)
+        out, err = process.communicate(timeout=180)  # a loaded host imports torch slowly: a wait, not a bound
     finally:
         process.kill()
     return subprocess.CompletedProcess(process.args, process.returncode, out, err)

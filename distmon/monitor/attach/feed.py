@@ -45,7 +45,9 @@ UNREACHABLE_AFTER = 2.0
 TELL_AFTER = 1.5
 """Seconds of failed handshakes after which a screen with a key, none of whose tries said the
 monitor has no key, is told the monitor holds another job's (ZeroMQ tries every 0.1 s, and
-a try may fail without saying why)."""
+a try may fail without saying why)..."""
+TELL_TRIES = 8
+"""...and as many failed tries at least: a loaded host tries less often than every 0.1 s."""
 CONNECTION_EVENTS = (
     zmq.EVENT_CONNECTED
     | zmq.EVENT_CONNECT_RETRIED
@@ -77,6 +79,8 @@ class AttachedFeed:
         """When the monitor first refused this screen's handshake."""
         self._mismatch = False
         """A refusal said one side had a key and the other none."""
+        self._failures = 0
+        """Handshakes the monitor refused."""
         self._queue: deque[Item] = deque()
         self._queued = 0
         self._told: deque[Told] = deque()
@@ -154,6 +158,7 @@ class AttachedFeed:
                     self._refused_since = time.monotonic()
             else:  # a handshake failed: ZeroMQ tries again, and the tries tell why
                 self._mismatch |= value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
+                self._failures += 1
                 if self._failed_at is None:
                     self._failed_at = time.monotonic()
 
@@ -169,7 +174,7 @@ class AttachedFeed:
             )
         if self._mismatch:
             return f"the monitor at {self.endpoint} has no job key: attach without one (no --key-file, no ${keys.ENV})"
-        if time.monotonic() - self._failed_at < TELL_AFTER:
+        if time.monotonic() - self._failed_at < TELL_AFTER or self._failures < TELL_TRIES:
             return None
         return f"the monitor at {self.endpoint} refused this screen's key: it holds another job's"
 
