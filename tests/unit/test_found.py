@@ -277,6 +277,15 @@ def test_ranks_seen_waiting_for_ranks_not_seen_blame_nobody_and_say_where_to_loo
     assert "distmon look --hosts NODE,..." in hang.detail
 
 
+def test_a_rank_seen_at_work_beside_the_rank_seen_asleep_is_not_paged() -> None:
+    """Both stand outside the collective the others wait in; one is asleep in it, the other
+    moves (its stack changes, its process runs): the page names the one asleep."""
+    job = {0: waiting(ALL_REDUCE), 1: waiting(ALL_REDUCE), 2: waiting(ASLEEP)}
+    job[3] = lambda t: (frames(line=int(t) % 7 + 20), None, None)
+    (hang,) = run(job, Eye({2: "clock_nanosleep"}), 12)
+    assert hang.ranks == [2] and hang.severity == CRITICAL
+
+
 def test_ranks_a_node_reached_found_are_awaited_before_whom_for_is_called_not_seen() -> None:
     """``distmon look`` on a loaded host: node-b's eye found ranks 2-3 as it answered, and their
     first reports come seconds later. The ranks here wait for them meanwhile: one incident, the

@@ -255,6 +255,10 @@ def _hang(
             rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
+        idle = [rank for rank, look in looks.items() if not (look.working or look.pending)]
+        if idle and len(idle) < len(looks) == len(roots):
+            # those seen at work beside a rank seen doing nothing make progress: waits, not this page's culprits
+            roots, looks = idle, {rank: looks[rank] for rank in idle}
         habit = observe(job, ctx, roots, waited, {rank: look.verdict for rank, look in looks.items()}, lambda: True)
         if habit is not None and waited <= habit.allowance(hang_after):
             return []
