@@ -42,12 +42,10 @@ MAX_MESSAGE = 64 * 1024 * 1024
 their evidence); reports come in pieces of ``PIECE_BYTES``."""
 UNREACHABLE_AFTER = 2.0
 """Seconds of refused connections after which nothing listens at the address."""
-TELL_AFTER = 1.5
-"""Seconds of failed handshakes after which a screen with a key, none of whose tries said the
-monitor has no key, is told the monitor holds another job's (ZeroMQ tries every 0.1 s, and
-a try may fail without saying why)..."""
-TELL_TRIES = 8
-"""...and as many failed tries at least: a loaded host tries less often than every 0.1 s."""
+TELL_AFTER, TELL_TRIES = 1.5, 8
+"""Seconds of failed handshakes, and failed tries at least, after which a screen with a key, none
+of whose tries said the monitor has no key, is told the monitor holds another job's (ZeroMQ tries
+every 0.1 s, less often on a loaded host, and a try may fail without saying why)."""
 CONNECTION_EVENTS = (
     zmq.EVENT_CONNECTED
     | zmq.EVENT_CONNECT_RETRIED

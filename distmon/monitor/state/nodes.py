@@ -143,9 +143,8 @@ class EyesTold:
                 self._reached_at[r.host] = t
 
     def found_since(self, t: float) -> set[int]:
-        """The job's ranks that the eyes of nodes reached said they found there, told at ``t`` or
-        later: where each is, their reports are on their way (a node's eye writes a rank's first
-        report once it has looked at it)."""
+        """The job's ranks the eyes of nodes reached said they found there, told at ``t`` or later:
+        their reports are on their way (an eye writes a rank's first report once it has looked at it)."""
         return {
             rank
             for host, r in self._reached.items()
