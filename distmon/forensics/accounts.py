@@ -214,12 +214,16 @@ def _launcher_signalled(log: LogFacts) -> tuple[str, int] | None:
 
 def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
     """The ranks each report names: the monitored barrier, torch's desync report (its ranks
-    global where it is the world group's), the fingerprint check, Horovod's stall inspector."""
+    global where it is the world group's), Flight Recorder's analyzer, the fingerprint check,
+    Horovod's stall inspector."""
     named = [([rank], f"never came to rank 0's monitored barrier ({why})") for rank, why in log.debug.failed.items()]
     for report in log.desync.reports:
         said = report.culprits()
         if said is not None and report.of_world:
             named.append(said)
+    unjoined = log.fr_trace.first()
+    if unjoined is not None:
+        named.append(unjoined)
     odd = log.debug.odd()
     if odd is not None:
         named.append(odd)

@@ -2,14 +2,19 @@
 that did not resolve, GPUs that cannot reach each other's memory, a library missing or built for
 another version, a CUDA call of NCCL's that the build, the driver or the GPU do not support, a GPU
 the installed torch was not built for, MPI that could not start or a launch asking more slots than
-its hosts have, gloo or the InfiniBand verbs refusing to set up, a launcher that could not start its
-daemons on every node or lost one, a cluster that could not start the workers in time, a node
-declared dead, taken back or evicting its pod, a scheduler's time limit, no GPU to be seen::
+its hosts have, arguments the script does not take, a rank outside the world size, gloo or the
+InfiniBand verbs refusing to set up, a launcher that could not reach every node or lost one, a
+cluster that could not start the workers in time, a node declared dead, taken back or evicting its
+pod, a scheduler's time limit, no GPU to be seen::
 
     ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
     ssh: Could not resolve hostname job-worker-5.job: Name or service not known
     RuntimeError: Using hostfile at /job/hostfile but host=worker-1 was not reachable via ssh.
                                                         (DeepSpeed's launcher, before any rank starts)
+    Error: failed to run torchrun ... on n2, is localhost: False, exception: Authentication failed.
+                                                        (ColossalAI's launcher, over ssh)
+    train.py: error: unrecognized arguments: --local_rank=1     (the script's parser, in every process)
+    n1:25:25 [0] init.cc:981 NCCL WARN Invalid rank requested : 2/2
     ORTE was unable to reliably start one or more daemons.
     Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
     ImportError: libmpi.so.40: cannot open shared object file: No such file or directory
@@ -119,11 +124,30 @@ FAULTS = (
         "the launcher could not reach every node to start its processes",
         "passwordless ssh from the launching node to each node (`ssh -o PasswordAuthentication=no HOST hostname`), "
         "the nodes' names in the hostfile, the launcher and its libraries on each node's PATH and LD_LIBRARY_PATH",
-        ("reliably start", "Host key verification", "reachable via ssh"),
+        ("reliably start", "Host key verification", "reachable via ssh", "is localhost:"),
         re.compile(
             r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"
             r"|host=\S{1,253} was not reachable via ssh"
+            r"|is localhost: (?:True|False), exception: (?:No authentication methods available"
+            r"|Authentication failed|not a valid \w{1,10} private key file|Unable to connect to port \d{1,5}"
+            r"|Error reading SSH protocol banner)"
         ),
+    ),
+    Fault(
+        "the launcher passed the script arguments its parser does not take",
+        "the script's argument parser against what the launcher passes: torch.distributed.launch passes "
+        "--local_rank (--local-rank since torch 2.0), torchrun passes none (read LOCAL_RANK); the command line "
+        "itself (a command pasted twice)",
+        ("error: unrecognized arguments", "error: the following arguments"),
+        re.compile(r": error: (?:unrecognized arguments: |the following arguments are required: )"),
+    ),
+    Fault(
+        "the launch gave a process a rank outside the world size",
+        "each process's RANK and WORLD_SIZE (node rank times processes per node, plus the local rank, below "
+        "nodes times processes per node), as the launcher and the cluster's operator set them",
+        ("Invalid rank requested",),
+        re.compile(r"NCCL WARN Invalid rank requested : \d{1,9}/\d{1,9}"),
+        nccl=True,
     ),
     Fault(
         "the launch asked for more processes than its hosts have slots",

@@ -65,6 +65,7 @@ import re
 import signal
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from itertools import pairwise
 
 from distmon.forensics.tracebacks import ISO, MAX_TRACEBACK_LINES, TRACEBACK, Traceback, utc
 from distmon.forensics.worker_exits import (
@@ -93,8 +94,11 @@ or as a person retyped them (``... failure) :``)."""
 _SQUASHED = re.compile(r"\brank\s?:?\s?(\d{1,9}) \(local[_ ]rank: ?\d{1,9}\)\s*exit ?code\s?:\s?(-?\d{1,9})")
 """An entry's rank and exit code run into one line, as a person retyped the table."""
 _AGENT = re.compile(r"failed \(exitcode: (-?\d{1,9})\) local_rank: (\d{1,9}) \(pid: \d{1,9}\)")
+_CLOSING = re.compile(r"Sending process (\d{1,9}) closing\b")
+"""torchrun's agent closing its workers (``Sending process 52478 closing signal SIGTERM``): those still alive."""
+MAX_CLOSING = 1024
 _NOTICED = re.compile(
-    r"noticed that (?:process|job) rank (\d{1,9}) with PID \S{1,20} on node \"?(\S{1,200}?)\"? exited on\s{1,8}"
+    r"noticed that (?:process|job) rank (\d{1,9}) with PID \S{1,20} on node (?:\"?(\S{1,200}?)\"? )?exited on\s{1,8}"
     r"signal (\d{1,3})(?: \(([\w :]{1,40})\))?"
 )
 _EXITED_DUE = re.compile(
@@ -206,6 +210,10 @@ class LauncherLines:
     next line another."""
     opened: tuple[Words, str] | None = None
     """A line that began one of :data:`ENDS`' messages a help text breaks over two, and its words."""
+    closing: set[int] = field(default_factory=set)
+    """The pids torchrun's agent sent its closing signal."""
+    agent: bool = False
+    """torchrun's agent named the worker it found failed."""
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is a launcher's; False for any other line."""
@@ -215,6 +223,7 @@ class LauncherLines:
         return (
             self._said(body)
             or self._agent(body)
+            or self._closing(body)
             or self._mpirun(body)
             or self._srun(body)
             or self._spawned(body)
@@ -305,6 +314,29 @@ class LauncherLines:
         self.hydras = []
         if self.killing:
             self._workers(None, None)
+        if not self.agent:
+            self._gap()
+
+    def _closing(self, body: str) -> bool:
+        found = _CLOSING.search(body) if "closing" in body else None
+        if found is None:
+            return False
+        if len(self.closing) < MAX_CLOSING:
+            self.closing.add(int(found.group(1)))
+        return True
+
+    def _gap(self) -> None:
+        """torchrun's agent sends its closing signal only to the workers still alive. It starts them in
+        local-rank order, their pids one after another on a quiet host: where the pids it signalled run
+        on but for one between them, that one had ended first, and its place in the run is its local rank."""
+        pids = sorted(self.closing)
+        steps = [b - a for a, b in pairwise(pids)]
+        if len(pids) < 2 or sorted(steps) != [1] * (len(steps) - 1) + [2]:
+            return
+        local = steps.index(2) + 1
+        missing = f"pids {pids[0]}-{pids[-1]} but {pids[0] + local}"
+        said = f"what no line says, before torchrun's agent closed the others ({missing})"
+        self.kept(WorkerExit(LOCAL_RANK, local, None, "torchrun", first=True, said=said))
 
     def child(self, body: str, rank: int | None) -> bool:
         """Lightning's subprocess launcher on the first child it found ended, its local rank the
@@ -375,6 +407,7 @@ class LauncherLines:
         if found is None:
             return False
         self.kept(WorkerExit(LOCAL_RANK, int(found.group(2)), int(found.group(1)), "torchrun", first=True))
+        self.agent = True
         return True
 
     def _mpirun(self, body: str) -> bool:
@@ -415,9 +448,8 @@ class LauncherLines:
         noticed = _NOTICED.search(text)
         if noticed:
             rank, host, signal, name = noticed.groups()
-            self.kept(
-                WorkerExit(RANK, int(rank), -int(signal), "mpirun", host=visible(host, 200), first=True, signal=name)
-            )
+            host = visible(host, 200) if host else None
+            self.kept(WorkerExit(RANK, int(rank), -int(signal), "mpirun", host=host, first=True, signal=name))
             return True
         due = _EXITED_DUE.search(text)
         if due:

@@ -10,6 +10,7 @@ from distmon.forensics.crashes import Crashes
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.environment import Environment
+from distmon.forensics.fr_trace import FrTraceLines
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.peers import PeerLines
@@ -135,6 +136,7 @@ class LogFacts:
     """How the launchers say their workers ended."""
     debug: DebugChecks = field(default_factory=DebugChecks)
     desync: DesyncLines = field(default_factory=DesyncLines)
+    fr_trace: FrTraceLines = field(default_factory=FrTraceLines)
     horovod: HorovodStalls = field(default_factory=HorovodStalls)
     nccl: NcclLines = field(default_factory=NcclLines)
     peers: PeerLines = field(default_factory=PeerLines)
@@ -228,12 +230,14 @@ class LogFacts:
     @property
     def mentioned(self) -> int | None:
         """The highest global rank a report of the log names (torch's desync report of the world
-        group, its fingerprint check, a monitored barrier, Horovod, Ray's dead actors, the store's
-        waits, a progress bar's own words): the world has at least one more."""
+        group, Flight Recorder's analyzer's, the fingerprint check, a monitored barrier, Horovod,
+        Ray's dead actors, the store's waits, a progress bar's own words): the world has at least
+        one more."""
         ranks = {*self.debug.ran, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
         ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
         ranks.update({*self.stores.waiters(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
+        ranks.update(r for report in self.fr_trace.reports for r in report.listed())
         if self.progress is not None and self.progress[0] is not None:
             ranks.add(self.progress[0])
         return max((r for r in ranks if r < MAX_GROUP), default=None)

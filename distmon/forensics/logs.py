@@ -306,6 +306,7 @@ class _Reader:
         read = (
             facts.desync.line(body, rank) is not None,
             facts.debug.line(body, rank),
+            facts.fr_trace.line(body),
             facts.horovod.line(body),
             facts.nccl.line(body),
             facts.peers.line(body, rank),

@@ -64,6 +64,9 @@ MAX_DEVICES = 64
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
 _MEMBER = re.compile(r"\bcomm 0x[0-9a-fA-F]{1,16} rank (\d{1,9}) n[Rr]anks (\d{1,9})")
 _DUPLICATE = re.compile(r"Duplicate GPU detected : rank (\d{1,9}) and rank (\d{1,9}) both on CUDA device (\w{1,40})")
+_BUS = re.compile(r"\bbusId (\w{1,16})")
+MAX_GPUS = 4096
+"""GPUs kept by host and bus id, from NCCL's member lines."""
 _NVLS = re.compile(r"transport/nvls\.cc:\d{1,6} NCCL WARN (.{1,300})")
 _UNCONNECTED = re.compile(
     r"Connect to ([\w.:%-]{1,200})<\d{1,6}> (?:failed ?: ?|returned \d{1,4}\()([\w ]{1,60})"
@@ -102,7 +105,9 @@ class NcclLines:
     hosts: dict[int, dict[str, set[int]]] = field(default_factory=dict)
     """Per communicator size, each host's ranks in communicators of that size."""
     duplicate: str | None = None
-    """Two ranks on one GPU, as NCCL says it."""
+    """Two ranks on one GPU, as NCCL says it, or as its member lines show it."""
+    gpus: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)
+    """Per GPU (host, bus id), the first process (pid), rank and communicator size NCCL's member lines put on it."""
     invalid: str | None = None
     """The first line saying NCCL was used wrongly (``ncclInvalidUsage``, ``invalid argument``)."""
     nvls: str | None = None
@@ -224,6 +229,20 @@ class NcclLines:
         hosts = self.hosts.setdefault(size, {})
         if rank < size and (prefix.group(1) in hosts or len(hosts) < MAX_HOSTS):
             hosts.setdefault(visible(prefix.group(1), 200), set()).add(rank)
+        if (bus := _BUS.search(line)) is not None:
+            self._on_gpu((visible(prefix.group(1), 200), bus.group(1)), prefix.group(2), rank, size)
+
+    def _on_gpu(self, gpu: tuple[str, str], pid: str, rank: int, size: int) -> None:
+        """Two processes, other ranks of communicators of one size, on one host's one GPU: NCCL's
+        duplicate GPU, where its own words are not in the log."""
+        first = self.gpus.get(gpu)
+        if first is None:
+            if len(self.gpus) < MAX_GPUS:
+                self.gpus[gpu] = (pid, rank, size)
+            return
+        if self.duplicate is None and first[0] != pid and first[1] != rank and first[2] == size:
+            a, b = sorted((first[1], rank))
+            self.duplicate = f"ranks {a} and {b} both on the GPU of bus id {visible(gpu[1], 16)} on {gpu[0]}"
 
     def ranks_on(self, host: str) -> list[int]:
         """The global ranks on ``host`` (a host name or its first label), as the largest

@@ -160,10 +160,11 @@ _SEPARATOR = re.compile(r"\s*--\s*")
 """A CI web view's line between two blocks of a log."""
 _GLUED = re.compile(
     r"(?<=\S)(?=terminate called after throwing)|(?<=\S)(?=Traceback \(most recent call last\):)"
-    r"|(?<=\S)(?=\[rank\d{1,9}\]:)"
+    r"|(?<=\S)(?=\[rank\d{1,9}\]:)|(?<=\S)(?=\[default\d{1,9}\]:)"
     r"|(?<=\S)(?=\(\w{1,100}(?: rank=\d{1,9})? pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) )"
 )
-"""Where another process's write starts in the middle of a line."""
+"""Where another process's write starts in the middle of a line (a progress bar ends with no newline):
+its rank's prefix, torchrun's (``[rank5]:``, ``--tee``'s ``[default5]:`` of torch 1.9-2.1) or Ray's."""
 _REPEATED_WHAT = re.compile(r"(what\(\): +)(?:what\(\): +)+")
 _RECORD = re.compile(
     r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"

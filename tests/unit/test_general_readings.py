@@ -198,6 +198,8 @@ REFUSALS = [
     "ImportError: libnccl.so.2: cannot open shared object file: No such file or directory",
     "ModuleNotFoundError: No module named 'apex'",
     "ORTE was unable to reliably start one or more daemons.",
+    "train.py: error: unrecognized arguments: --local-rank=3",
+    "n2:31:31 [0] init.cc:981 NCCL WARN Invalid rank requested : 8/8",
     "There are not enough slots available in the system to satisfy the 16",
     "It looks like MPI_INIT failed for some reason; your parallel process is",
     "RuntimeError: Gloo connectFullMesh failed with [pair.cc:144] no error",
@@ -620,3 +622,101 @@ def test_ranks_raising_ncclss_error_alike_beside_a_rank_that_raised_none_are_not
     assert alone.culprits == [] and "failed alike" in (alone.nobody or "")
     beside = judged("[rank2]: epoch 3 step 120 loss 0.31\n" + both)
     assert "failed alike" not in (beside.nobody or "")
+
+
+@pytest.mark.parametrize(
+    "why",
+    ["No authentication methods available", "Authentication failed.", "not a valid RSA private key file"],
+)
+def test_a_launcher_whose_ssh_to_a_node_failed_before_it_ran_anything_is_the_set_up(why: str) -> None:
+    """ColossalAI's launcher runs torchrun on each node over ssh (fabric): a node it could not log in to."""
+    line = (
+        "Error: failed to run torchrun --nproc_per_node=8 --nnodes=2 --node_rank=1 --master_addr=n1 "
+        f"--master_port=29500 train.py on n2, is localhost: False, exception: {why}\n"
+    )
+    verdict = judged(line)
+    assert verdict.culprits == [] and "could not reach every node" in (verdict.nobody or "")
+    ran = line.replace(f"exception: {why}", "exception: Encountered a bad command exit code!")
+    assert "could not reach every node" not in (judged(ran).nobody or ""), "the command ran there, and failed"
+
+
+def test_arguments_the_scripts_parser_refuses_in_every_process_are_the_launch() -> None:
+    """torch.distributed.launch passes --local_rank=N to each process: a parser that does not take it
+    refuses it in every one, whichever the paste shows."""
+    lines = "".join(
+        f"usage: main.py [-h] --config CONFIG\nmain.py: error: unrecognized arguments: --local_rank={rank}\n"
+        for rank in (1, 0)
+    )
+    verdict = judged(lines)
+    assert verdict.culprits == [] and verdict.suspects == []
+    assert "arguments its parser does not take" in (verdict.nobody or "")
+
+
+def test_ncclss_refusal_of_a_rank_beyond_the_world_is_the_launch() -> None:
+    line = "n2:31:31 [0] init.cc:981 NCCL WARN Invalid rank requested : 4/4\n"
+    verdict = judged(line)
+    assert verdict.culprits == [] and "a rank outside the world size" in (verdict.nobody or "")
+
+
+def test_mpiruns_line_with_its_node_left_out_is_read() -> None:
+    """A paste that took the host name out of mpirun's sentence still says which rank, and how."""
+    verdict = judged(
+        "mpirun noticed that process rank 0 with PID 0 on node exited on signal 4 (Illegal instruction).\n"
+    )
+    assert verdict.culprits == [] and "SIGILL" in (verdict.nobody or "")
+
+
+def test_two_processes_on_one_gpu_as_ncclss_member_lines_show_them_are_the_device_assignment() -> None:
+    """Two processes of one host, ranks 0 and 1 of a communicator of two, on the same bus id: the launch
+    gave both the same GPU (NCCL's "Duplicate GPU detected" not in the paste)."""
+    member = "n1:{pid}:{pid} [0] NCCL INFO comm 0x55{pid} rank {rank} nranks 2 cudaDev 0 busId {bus} - Init COMPLETE\n"
+    same = member.format(pid=101, rank=0, bus=86000) + member.format(pid=102, rank=1, bus=86000)
+    assert "both on the GPU of bus id 86000 on n1" in (judged(same).nobody or "")
+    apart = member.format(pid=101, rank=0, bus=86000) + member.format(pid=102, rank=1, bus=87000)
+    assert "bus id" not in (judged(apart).nobody or "")
+    one_process = member.format(pid=101, rank=0, bus=86000) + member.format(pid=101, rank=1, bus=86000)
+    assert "bus id" not in (judged(one_process).nobody or ""), "one process in two communicators"
+
+
+def fr_trace_report(group: str, missing: str) -> str:
+    return (
+        "Not all ranks joining collective: sequence number: 812\n"
+        "internal record id: 811\n"
+        f"group info: {group}\n"
+        "collective: nccl:all_gather\n"
+        f"missing ranks: {{{missing}}}\n"
+        "input sizes: [[1024]]\n"
+        "world size: 4\n"
+        "expected ranks: {0, 1, 2, 3}\n"
+        "collective state: scheduled\n"
+    )
+
+
+def test_flight_recorders_analyzer_proves_the_ranks_that_never_issued_the_collective() -> None:
+    verdict = judged(fr_trace_report("0:default_pg", "2"))
+    assert verdict.culprits == [2] and "never issued collective #812 (all_gather)" in verdict.headline
+    subgroup = judged(fr_trace_report("3:tp", "1"))
+    assert subgroup.culprits == [], "rank 1 of group tp: which of the job's ranks, the report does not say"
+
+
+def test_a_ranks_prefix_after_another_ranks_progress_bar_starts_its_own_line() -> None:
+    """tqdm ends its bar with no newline: the next process's line, with its --tee prefix, runs on."""
+    bar = "[default0]:Tokenizing:   8%|▊         | 726/9672 [02:32<30:38, 4.86 examples/s]"
+    watchdog = (
+        "[default{rank}]:[E ProcessGroupNCCL.cpp:475] [Rank {rank}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600888 "
+        "milliseconds before timing out.\n"
+    )
+    verdict = judged(bar + watchdog.format(rank=1))
+    assert [s.rank for s in verdict.suspects][:1] == [0], verdict.headline
+
+
+def test_the_worker_torchruns_agent_did_not_close_is_suspected_where_the_pids_run_on_but_for_it() -> None:
+    """The agent sends SIGTERM to the workers still alive; they started one after another in
+    local-rank order: the pid missing between them had ended first."""
+    closing = "WARNING:torch.distributed.elastic.multiprocessing.api:Sending process {} closing signal SIGTERM\n"
+    verdict = judged("".join(closing.format(pid) for pid in (52478, 52480, 52481)))
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [1]
+    assert "pids 52478-52481 but 52479" in verdict.suspects[0].why
+    apart = judged("".join(closing.format(pid) for pid in (52478, 52483, 52490)))
+    assert 1 not in suspects(apart), "pids far apart: their order says nothing"
