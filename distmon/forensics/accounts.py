@@ -213,10 +213,11 @@ def _launcher_signalled(log: LogFacts) -> tuple[str, int] | None:
 
 
 def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
-    """The ranks each report names: the monitored barrier, torch's desync report (its ranks
+    """The ranks each report names: the monitored barrier (the world's), torch's desync report (its ranks
     global where it is the world group's), Flight Recorder's analyzer, the fingerprint check,
     Horovod's stall inspector."""
-    named = [([rank], f"never came to rank 0's monitored barrier ({why})") for rank, why in log.debug.failed.items()]
+    failed = log.debug.failed.items() if not _subgroups(log) else ()
+    named = [([rank], f"never came to rank 0's monitored barrier ({why})") for rank, why in failed]
     for report in log.desync.reports:
         said = report.culprits()
         if said is not None and report.of_world:
@@ -231,6 +232,13 @@ def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
     if held is not None:
         named.append(held)
     return named
+
+
+def _subgroups(log: LogFacts) -> bool:
+    """The job has groups besides the world (torch's lines laying them out), or its monitored barrier is
+    called on one (``monitored_barrier(group=...)`` in a traceback): the ranks a barrier names are its
+    group's, which the log may not map to the job's."""
+    return bool(log.layouts) or log.debug.of_group
 
 
 def _misuse(log: LogFacts) -> str | None:
@@ -378,6 +386,9 @@ def _environment(log: LogFacts) -> str | None:
     ]
     if own or any(e.killed and e.unit != WORKER for e in log.exits):
         return None
+    ends = log.environment.exits
+    if ends and any(e.code not in ends and ended_in_failure(e, log) for e in log.exits):
+        return None  # a worker ended otherwise than the refusal ends it: a failure of its own
     return said
 
 

@@ -86,6 +86,9 @@ class DebugChecks:
     """Ranks rank 0's monitored barrier names as never coming, with its words."""
     unacked: dict[int, str] = field(default_factory=dict)
     """Ranks a rank that came to a monitored barrier waited for an answer from (rank 0)."""
+    of_group: bool = False
+    """A monitored barrier is called on a group (``monitored_barrier(group=...)``, a traceback's line):
+    the ranks it names are that group's."""
 
     def unanswering(self) -> dict[int, str]:
         """Rank 0, where ranks that came to its monitored barrier say it never answered and no report of
@@ -95,6 +98,9 @@ class DebugChecks:
     def line(self, body: str, rank: int | None = None) -> bool:
         """Reads ``body`` if it is a fingerprint mismatch or a monitored barrier's failure (said by
         ``rank``, where its label gives it)."""
+        if "monitored_barrier(" in body and "group=" in body:
+            self.of_group = True
+            return True
         if "monitoredBarrier" in body or "waiting for send/recv" in body:
             return self._barrier(body, rank)
         if MISMATCH not in body or (running := _RUNNING.search(body)) is None:

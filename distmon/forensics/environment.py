@@ -56,6 +56,9 @@ class Fault:
     """NCCL says it: a rank's NCCL error (``unhandled cuda error``) is the same refusal, said again."""
     warning: bool = False
     """A warning says it (torch's check of the GPU's capability warns, the failure comes later)."""
+    exits: int | None = None
+    """The exit code a process ends with once it has said it: a worker that ended otherwise failed
+    of something else."""
 
 
 _REFUSED = (
@@ -140,6 +143,7 @@ FAULTS = (
         "itself (a command pasted twice)",
         ("error: unrecognized arguments", "error: the following arguments"),
         re.compile(r": error: (?:unrecognized arguments: |the following arguments are required: )"),
+        exits=2,
     ),
     Fault(
         "the launch gave a process a rank outside the world size",
@@ -272,6 +276,11 @@ class Environment:
     def by_nccl(self) -> bool:
         """NCCL said a refusal: the ranks' NCCL errors are that refusal, not failures of their own."""
         return any(m.fault.nccl for m in self.met)
+
+    @property
+    def exits(self) -> set[int]:
+        """The exit codes the refusals said end their processes with."""
+        return {m.fault.exits for m in self.met if m.fault.exits is not None}
 
     def said(self) -> str | None:
         """The first refusal, in words: what, the line, what to check."""

@@ -36,6 +36,12 @@ SIGKILL = 9
 NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError")
 """torch's words on a failed NCCL call: ``NCCL error in: ...`` (c10d), ``NCCL Error 1: unhandled cuda error``
 (torch 1.x's ``torch.cuda.nccl``), NCCL's result names, torch 2's exception."""
+PEER_LOST = re.compile(
+    r"unhandled system error|ncclSystemError|ncclRemoteError|remote process exit|[Cc]onnection (?:closed|reset)"
+    r"|[Nn]etwork error"
+)
+"""NCCL's errors that may say a peer was lost (a socket failed, a remote process exited), not the rank's own
+CUDA failure or misuse."""
 
 
 UNALIKE = frozenset({SIGKILL, -SIGABRT, -SIGTERM})
@@ -79,7 +85,7 @@ def alike(log: LogFacts) -> str | None:
     """Why no rank is to blame where two ranks or more failed, each the same way (the same
     exception where the log holds them, the same exit where it does not), at once, and nothing
     else failed: the program or its environment failed everywhere. Not where that exception is
-    NCCL's error and the log shows a rank that raised none: it may be the peer they lost."""
+    NCCL's on a peer it may have lost and the log shows a rank that raised none: it may be that peer."""
     failures = failures_of(log)
     exceptions = {f.exception for f in failures if f.exception}
     exits = {f.exit for f in failures if f.exit}
@@ -88,7 +94,7 @@ def alike(log: LogFacts) -> str | None:
         return None
     if any(f.exception is None for f in failures) and any(f.exit is None for f in failures):
         return None  # one said by its exception only, another by its exit only: not comparable
-    if exceptions and NCCL_ERROR.search(next(iter(exceptions))) and log.seen - _ranks(failures):
+    if exceptions and PEER_LOST.search(next(iter(exceptions))) and log.seen - _ranks(failures):
         return None
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"

@@ -327,12 +327,13 @@ class LauncherLines:
 
     def _gap(self) -> None:
         """torchrun's agent sends its closing signal only to the workers still alive. It starts them in
-        local-rank order, their pids one after another on a quiet host: where the pids it signalled run
-        on but for one between them, that one had ended first, and its place in the run is its local rank."""
+        local-rank order, their pids one after another on a quiet host: where three pids or more it
+        signalled run on but for one between them, that one had ended first, and its place in the run is
+        its local rank."""
         pids = sorted(self.closing)
         steps = [b - a for a, b in pairwise(pids)]
-        if len(pids) < 2 or sorted(steps) != [1] * (len(steps) - 1) + [2]:
-            return
+        if len(pids) < 3 or sorted(steps) != [1] * (len(steps) - 1) + [2]:
+            return  # two pids: the one ended may as well be past them
         local = steps.index(2) + 1
         missing = f"pids {pids[0]}-{pids[-1]} but {pids[0] + local}"
         said = f"what no line says, before torchrun's agent closed the others ({missing})"

@@ -105,9 +105,15 @@ class NcclLines:
     hosts: dict[int, dict[str, set[int]]] = field(default_factory=dict)
     """Per communicator size, each host's ranks in communicators of that size."""
     duplicate: str | None = None
-    """Two ranks on one GPU, as NCCL says it, or as its member lines show it."""
+    """Two ranks on one GPU, as NCCL says it."""
+    shared: str | None = None
+    """Two ranks on one GPU, as NCCL's member lines show it (where the job was not launched twice)."""
     gpus: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)
     """Per GPU (host, bus id), the first process (pid), rank and communicator size NCCL's member lines put on it."""
+    members: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
+    """Per communicator size and rank, the first process (host, pid) its member lines show."""
+    relaunched: bool = False
+    """A rank of a communicator of one size shown in two processes: the job ran twice (a restart)."""
     invalid: str | None = None
     """The first line saying NCCL was used wrongly (``ncclInvalidUsage``, ``invalid argument``)."""
     nvls: str | None = None
@@ -133,7 +139,7 @@ class NcclLines:
     @property
     def misuse(self) -> str | None:
         """How the program used NCCL wrongly, in the most telling words the log has."""
-        return self.duplicate or self.invalid
+        return self.duplicate or (None if self.relaunched else self.shared) or self.invalid
 
     def line(self, line: str) -> bool:
         """Reads what ``line`` says, if NCCL wrote it or quoted it in an error."""
@@ -229,20 +235,26 @@ class NcclLines:
         hosts = self.hosts.setdefault(size, {})
         if rank < size and (prefix.group(1) in hosts or len(hosts) < MAX_HOSTS):
             hosts.setdefault(visible(prefix.group(1), 200), set()).add(rank)
+        host = visible(prefix.group(1), 200)
+        first = self.members.get((size, rank))
+        if first is None and len(self.members) < MAX_GPUS:
+            self.members[(size, rank)] = (host, prefix.group(2))
+        self.relaunched |= first is not None and first != (host, prefix.group(2))
         if (bus := _BUS.search(line)) is not None:
-            self._on_gpu((visible(prefix.group(1), 200), bus.group(1)), prefix.group(2), rank, size)
+            self._on_gpu((host, bus.group(1)), prefix.group(2), rank, size)
 
     def _on_gpu(self, gpu: tuple[str, str], pid: str, rank: int, size: int) -> None:
         """Two processes, other ranks of communicators of one size, on one host's one GPU: NCCL's
-        duplicate GPU, where its own words are not in the log."""
+        duplicate GPU, where its own words are not in the log (unless the job ran twice: a restart may
+        put another rank on the GPU)."""
         first = self.gpus.get(gpu)
         if first is None:
             if len(self.gpus) < MAX_GPUS:
                 self.gpus[gpu] = (pid, rank, size)
             return
-        if self.duplicate is None and first[0] != pid and first[1] != rank and first[2] == size:
+        if self.shared is None and first[0] != pid and first[1] != rank and first[2] == size:
             a, b = sorted((first[1], rank))
-            self.duplicate = f"ranks {a} and {b} both on the GPU of bus id {visible(gpu[1], 16)} on {gpu[0]}"
+            self.shared = f"ranks {a} and {b} both on the GPU of bus id {visible(gpu[1], 16)} on {gpu[0]}"
 
     def ranks_on(self, host: str) -> list[int]:
         """The global ranks on ``host`` (a host name or its first label), as the largest

@@ -116,10 +116,8 @@ MISSED = {
     "llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log": _HELD_OUT,
     "llamafactory_zero3_rm_13b_gpu0_oom_other_procs_contexts_on_gpu0.log": _HELD_OUT,
     "megatron_t5_samples_mapping_rank0_builds_12h_socket_timeout.log": _HELD_OUT,
-    "mim_train_mmcls_launch_local_rank_underscore_rejected_one_rank_shown.log": _HELD_OUT,
     "mpi4jax_cuda_mpi_bcast_before_xla_init_mpiexec_rank0_segv_every_rank.log": _HELD_OUT,
     "mpirun_jacobi_two_gtx1050_read_errno14_both_ranks_rank1_segv.log": _HELD_OUT,
-    "mtr_launch_torch2_local_rank_hyphen_rejected_ranks1_5_alike.log": _HELD_OUT,
     "nccl_ras_allgather_count_mismatch_two_ranks_ahead.log": _HELD_OUT,
     "nemo_run_multinode_nccl_2251_net_id0_internal_error.log": _HELD_OUT,
     "nemo_vpp_microbatch_group_valueerror_rank7_only.log": _HELD_OUT,
@@ -132,6 +130,5 @@ MISSED = {
     "torch_mpi_backend_three_ranks_raise_rank0_allgather_hang_pids_only.log": _HELD_OUT,
     "trlx_deepspeed_eight_v100_every_process_sigbus_nccl_shm_open.log": _HELD_OUT,
     "verl_fully_async_workerdict_0_1_died_service_thread_closed_by_localrank1.log": _HELD_OUT,
-    "yi_deepspeed_tp_demo_local_rank_arg_every_rank_usage.log": _HELD_OUT,
 }
 """Logs whose known truth the reader misses, and how: ``benchmarks/bench_real_logs.py`` counts them."""

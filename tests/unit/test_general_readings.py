@@ -515,6 +515,13 @@ def test_a_monitored_barrier_of_a_subgroup_names_ranks_of_that_group_not_of_the_
         assert 3 not in verdict.culprits and 0 not in verdict.culprits and 0 not in suspects(verdict), lines
     world = "[rank0]:[E ProcessGroupGloo.cpp:138] [Rank 0]: Rank 3 failed to pass monitoredBarrier in 30000 ms\n"
     assert judged(world).culprits == [3]
+    called = (
+        "[rank0]:Traceback (most recent call last):\n"
+        '[rank0]:  File "/job/train.py", line 88, in <module>\n'
+        "[rank0]:    dist.monitored_barrier(group=dp_group, timeout=timedelta(seconds=30))\n"
+        "[rank0]:RuntimeError: [Rank 0]: Rank 1 failed to pass monitoredBarrier in 30000 ms\n"
+    )
+    assert 1 not in judged(called).culprits, "the barrier of group dp_group: its rank 1, not the job's"
 
 
 def test_a_launcher_that_cannot_reach_a_host_by_ssh_is_the_set_up() -> None:
@@ -622,6 +629,8 @@ def test_ranks_raising_ncclss_error_alike_beside_a_rank_that_raised_none_are_not
     assert alone.culprits == [] and "failed alike" in (alone.nobody or "")
     beside = judged("[rank2]: epoch 3 step 120 loss 0.31\n" + both)
     assert "failed alike" not in (beside.nobody or "")
+    own = both.replace("unhandled system error", "unhandled cuda error")  # each rank's own CUDA failure
+    assert "failed alike" in (judged("[rank2]: epoch 3 step 120 loss 0.31\n" + own).nobody or "")
 
 
 @pytest.mark.parametrize(
@@ -650,6 +659,10 @@ def test_arguments_the_scripts_parser_refuses_in_every_process_are_the_launch() 
     verdict = judged(lines)
     assert verdict.culprits == [] and verdict.suspects == []
     assert "arguments its parser does not take" in (verdict.nobody or "")
+    other = (
+        "E1203 10:00:00.000000 1 api.py:826] failed (exitcode: 1) local_rank: 3 (pid: 9914) of binary: /env/python\n"
+    )
+    assert "arguments" not in (judged(lines + other).nobody or ""), "a worker ended otherwise than argparse ends it"
 
 
 def test_ncclss_refusal_of_a_rank_beyond_the_world_is_the_launch() -> None:
@@ -676,6 +689,8 @@ def test_two_processes_on_one_gpu_as_ncclss_member_lines_show_them_are_the_devic
     assert "bus id" not in (judged(apart).nobody or "")
     one_process = member.format(pid=101, rank=0, bus=86000) + member.format(pid=101, rank=1, bus=86000)
     assert "bus id" not in (judged(one_process).nobody or ""), "one process in two communicators"
+    restarted = same + member.format(pid=203, rank=0, bus=87000)
+    assert "bus id" not in (judged(restarted).nobody or ""), "rank 0 in two processes: launched again"
 
 
 def fr_trace_report(group: str, missing: str) -> str:
@@ -697,6 +712,12 @@ def test_flight_recorders_analyzer_proves_the_ranks_that_never_issued_the_collec
     assert verdict.culprits == [2] and "never issued collective #812 (all_gather)" in verdict.headline
     subgroup = judged(fr_trace_report("3:tp", "1"))
     assert subgroup.culprits == [], "rank 1 of group tp: which of the job's ranks, the report does not say"
+    both = judged(fr_trace_report("0:default_pg", "2, 3") + fr_trace_report("3:tp", "1"))
+    assert both.culprits == [], "rank 2 may wait in tp's collective for rank 3"
+    comma = fr_trace_report("0:default_pg", "2").replace("collective: sequence", "collective, sequence")
+    assert judged(comma).culprits == [2]
+    then = fr_trace_report("3:tp", "1") + "Collective sequence number: 212 has errors\ngroup info: 0:default_pg\n"
+    assert judged(then).culprits == [], "the next report's group is not the first's"
 
 
 def test_a_ranks_prefix_after_another_ranks_progress_bar_starts_its_own_line() -> None:
@@ -720,3 +741,5 @@ def test_the_worker_torchruns_agent_did_not_close_is_suspected_where_the_pids_ru
     assert "pids 52478-52481 but 52479" in verdict.suspects[0].why
     apart = judged("".join(closing.format(pid) for pid in (52478, 52483, 52490)))
     assert 1 not in suspects(apart), "pids far apart: their order says nothing"
+    two = judged("".join(closing.format(pid) for pid in (52478, 52480)))
+    assert 1 not in suspects(two), "two pids: the one that ended may be past them"

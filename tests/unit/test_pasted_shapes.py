@@ -31,12 +31,20 @@ EACH = 3
 three pastes (``benchmarks/bench_real_logs.py --pasted`` runs every log in every paste)."""
 SHAPES = list(PASTES)
 PAIRS = [(name, SHAPES[(EACH * i + k) % len(SHAPES)]) for i, name in enumerate(sorted(TRUTHS)) for k in range(EACH)]
-HELD_OUT_EXCERPTS = {("chatglm_efficient_tuning_two_v100_table_both_ranks_exit1_oom_lengths.log", "last 60%")}
-"""Excerpts of held-out logs that name a rank the truth clears: known, expected to fail until a general
-reading mends them (no rule is written against a held-out log)."""
+HELD_OUT = "held out: counted, not read (no rule is written against a held-out log)"
+MISREAD = {
+    ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "bracket stamp"): HELD_OUT,
+    ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "kubectl stamp"): HELD_OUT,
+    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "srun+wrap80+quote"): HELD_OUT,
+    ("torch_nightly_driver122_nvls_invalid_argument_rank0.log", "last 60%"): "the excerpt cuts NVLS's warning that "
+    "says the set-up refused its call, and keeps rank 0's NCCL error (unhandled cuda error): read as rank 0's own",
+}
+"""Pastes the reader does not read as it read the log as found, or that name a rank the truth clears:
+known, expected to fail until a general reading mends them."""
+assert set(MISREAD) <= set(PAIRS), "a known misreading of a paste no longer drawn"
 CASES = [
-    pytest.param(name, paste, id=f"{name}-{paste}", marks=pytest.mark.xfail(strict=True, reason="held out: counted"))
-    if (name, paste) in HELD_OUT_EXCERPTS
+    pytest.param(name, paste, id=f"{name}-{paste}", marks=pytest.mark.xfail(strict=True, reason=MISREAD[name, paste]))
+    if (name, paste) in MISREAD
     else pytest.param(name, paste, id=f"{name}-{paste}")
     for name, paste in PAIRS
 ]
