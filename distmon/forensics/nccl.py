@@ -113,7 +113,8 @@ class NcclLines:
     members: dict[tuple[int, int], tuple[str, str]] = field(default_factory=dict)
     """Per communicator size and rank, the first process (host, pid) its member lines show."""
     relaunched: bool = False
-    """A rank of a communicator of one size shown in two processes: the job ran twice (a restart)."""
+    """A rank of a communicator of one size shown in two processes: the job ran twice (a restart), or it
+    has several communicators of that size; either way two ranks on one GPU may not be one launch's."""
     invalid: str | None = None
     """The first line saying NCCL was used wrongly (``ncclInvalidUsage``, ``invalid argument``)."""
     nvls: str | None = None
