@@ -685,7 +685,8 @@ def test_a_two_node_job_through_a_relay_per_node_is_heard_through_a_relay_restar
         before = max(r.steps for t, r in reports if r.rank == rank and t < killed)
         after = [r for t, r in reports if r.rank == rank and t > restarted]
         assert after and max(r.steps for r in after) > before
-        assert after[-1].exit is not None and after[-1].exit.how == "clean"
+        exits = [r.exit.how for r in after if r.exit is not None]  # a frame after it may carry the numbers alone
+        assert exits and set(exits) == {"clean"}, exits
 
 
 def heard_in(records: Iterable[object]) -> list[tuple[float, Report]]:
