@@ -159,9 +159,9 @@ _TORCHRUN = re.compile(r"\s*\[rank\d{1,9}\]:")
 _SEPARATOR = re.compile(r"\s*--\s*")
 """A CI web view's line between two blocks of a log."""
 _GLUED = re.compile(
-    r"(?<=\S)(?=terminate called after throwing)|(?<=\S)(?=Traceback \(most recent call last\):)"
-    r"|(?<=\S)(?=\[rank\d{1,9}\]:)|(?<=\S)(?=\[default\d{1,9}\]:)"
-    r"|(?<=\S)(?=\(\w{1,100}(?: rank=\d{1,9})? pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) )"
+    r"(?<=\S)(?=terminate called after throwing|Traceback \(most recent call last\):"
+    r"|\[rank\d{1,9}\]:|\[default\d{1,9}\]:"
+    r"|\(\w{1,100}(?: rank=\d{1,9})? pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) )"
 )
 """Where another process's write starts in the middle of a line (a progress bar ends with no newline):
 its rank's prefix, torchrun's (``[rank5]:``, ``--tee``'s ``[default5]:`` of torch 1.9-2.1) or Ray's."""

@@ -14,18 +14,35 @@ from distmon.wire.schema import WireError
 
 
 def to_wire(obj: Any) -> Any:
-    names = _field_names(obj.__class__)
-    if names is not None:
-        return {name: to_wire(value) for name in names if (value := getattr(obj, name)) is not None}
+    fields = _fields(obj.__class__)
+    if fields is not None:
+        wire = {}
+        for name, plain in fields:
+            if (value := getattr(obj, name)) is not None:
+                wire[name] = value if plain else to_wire(value)
+        return wire
     if isinstance(obj, list):
         return [to_wire(item) for item in obj]
     return obj
 
 
 @cache
-def _field_names(cls: Any) -> tuple[str, ...] | None:
-    """A dataclass's field names, else None; asked once a type: every rank encodes a report a second."""
-    return tuple(f.name for f in dataclasses.fields(cls)) if dataclasses.is_dataclass(cls) else None
+def _fields(cls: Any) -> tuple[tuple[str, bool], ...] | None:
+    """A dataclass's field names, each with whether its values go as they are (:func:`_plain`),
+    else None; asked once a type: every rank encodes a report a second, a simulated job
+    thousands."""
+    if not dataclasses.is_dataclass(cls):
+        return None
+    hints = typing.get_type_hints(cls)
+    return tuple((f.name, _plain(hints[f.name])) for f in dataclasses.fields(cls))
+
+
+def _plain(tp: Any) -> bool:
+    """Whether values of ``tp`` are msgpack's as they are: no dataclass anywhere inside."""
+    origin = typing.get_origin(tp)
+    if origin in (Union, types.UnionType, list, dict, tuple):
+        return all(_plain(arg) for arg in typing.get_args(tp) if arg is not Ellipsis)
+    return tp in (int, float, str, bool, bytes, type(None))
 
 
 Convert = Callable[[Any], Any]

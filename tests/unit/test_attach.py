@@ -22,6 +22,7 @@ import pytest
 
 from distmon import keys
 from distmon.endpoint import EndpointError, viewer_address
+from distmon.monitor.attach import serve
 from distmon.monitor.attach.feed import AttachedFeed
 from distmon.monitor.attach.follow import AttachedMonitor
 from distmon.monitor.attach.messages import AttachError, numbered, read, tick_message
@@ -230,10 +231,15 @@ for line in sys.stdin:  # the test says when to tell what it shows
 """
 
 
-def test_a_stopped_screen_is_skipped_not_waited_for_and_catches_up_once_continued(endpoint: str) -> None:
+def test_a_stopped_screen_is_skipped_not_waited_for_and_catches_up_once_continued(
+    endpoint: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """A screen stopped with SIGSTOP takes nothing: the monitor holds at most its backlog for
-    it, then skips it, and goes on; continued, the screen notices and catches up."""
-    with live(endpoint, world=2048) as job:
+    it, then skips it, and goes on; continued, the screen notices and catches up. (The backlog
+    held for a screen is made an eighth of the product's, so that the stream that overflows it
+    costs the test a quarter.)"""
+    monkeypatch.setattr(serve, "BACKLOG_BYTES", serve.BACKLOG_BYTES // 8)
+    with live(endpoint, world=1024) as job:
         screen = subprocess.Popen(
             [sys.executable, "-c", SCREEN, endpoint], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=REPO
         )
@@ -243,7 +249,7 @@ def test_a_stopped_screen_is_skipped_not_waited_for_and_catches_up_once_continue
             job.advance(1.0)
             assert screen.stdout.readline().strip() == "attached"
             screen.send_signal(signal.SIGSTOP)
-            job.advance(40)  # 2048 ranks' reports for 40 s: about 40 MB, more than it may be held
+            job.advance(32)  # 1024 ranks' reports for 32 s: about 16 MB, more than is held and queued for it
             wait_until(lambda: job.server.skips == 1, 30, "the server's thread to skip it")  # behind, on a loaded host
             assert [a.kind for a in job.monitor.alerts.history] == ["hang"], "the monitor went on"
             assert job.server.held() == 0, "skipped: nothing held for it"
