@@ -20,6 +20,8 @@
   reports then carry stacks and the op in flight).
 - ``memory``: resident memory of the same kind of rank at the end of training, with and
   without the hook, in fresh processes.
+- ``encode``: a report made a frame (what the agent does with each report before it sends
+  it), a simulated rank's while it steps and while it is stalled, the best of seven runs.
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -309,6 +312,21 @@ def sampler_cpu(seconds: float = 20.0, interval: float = 1.0) -> list[tuple[str,
     ]
 
 
+def encode_cost() -> list[tuple[str, str, str]]:
+    from simulated import SimJob
+
+    from distmon.wire import encode
+
+    sim = SimJob(world=64).hang(3, at=10)
+    rows = []
+    for state, t in (("stepping", 5.0), ("stalled", 20.0)):
+        report = sim.report(3, sim.start + t)
+        assert report is not None
+        cost = _best(partial(encode, report), 20_000)
+        rows.append((f"a report encoded, {state}", f"{cost:.0f} us", ""))
+    return rows
+
+
 def wire_bytes(ranks: int = 4) -> list[tuple[str, str, str]]:
     from distmon.monitor.intake.receiver import Receiver
     from distmon.wire import decode
@@ -446,6 +464,7 @@ BENCHMARKS: dict[str, Callable[[], list[tuple[str, str, str]]]] = {
     "cpu": sampler_cpu,
     "bytes": wire_bytes,
     "memory": memory,
+    "encode": encode_cost,
 }
 
 
