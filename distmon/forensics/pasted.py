@@ -165,6 +165,8 @@ _GLUED = re.compile(
 )
 """Where another process's write starts in the middle of a line (a progress bar ends with no newline):
 its rank's prefix, torchrun's (``[rank5]:``, ``--tee``'s ``[default5]:`` of torch 1.9-2.1) or Ray's."""
+_GLUED_WORDS = ("terminate called", "Traceback", "[rank", "[default", "pid=")
+"""Words a line holds wherever :data:`_GLUED` finds a write in it (most lines hold none)."""
 _REPEATED_WHAT = re.compile(r"(what\(\): +)(?:what\(\): +)+")
 _RECORD = re.compile(
     r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
@@ -236,8 +238,10 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
 
 def split_writes(line: str) -> list[str]:
     """The writes of the processes that shared one line, each a line of its own."""
-    line = _REPEATED_WHAT.sub(r"\1", line)
-    cuts = [m.start() for m in _GLUED.finditer(line, 1)][:MAX_PIECES]
+    line = _REPEATED_WHAT.sub(r"\1", line) if "what()" in line else line
+    if not any(word in line for word in _GLUED_WORDS):
+        return [line]
+    cuts = [m.start() for m in islice(_GLUED.finditer(line, 1), MAX_PIECES)]
     if not cuts:
         return [line]
     ends = [0, *cuts, len(line)]
