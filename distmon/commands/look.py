@@ -50,7 +50,8 @@ seconds, and the one holding the others up be seen doing nothing, to be named.""
 LONGEST = 2.0
 """It looks ``--seconds`` from the moment every rank of the job has reported, at most this many
 times ``--seconds`` in all (on a loaded host, or nodes slow to answer, the first stacks come
-late), and answers as soon as an alert is critical."""
+late: a look that has not yet heard every rank goes on until it has or this is up), and answers
+as soon as an alert is critical."""
 FIRST_SCAN = 10.0
 """Seconds to wait for the eye's first scan of this host."""
 POLL = 0.05
@@ -208,12 +209,12 @@ def _look(
         job = named or (job if not explicit else _job_of(eyes, job, asked))
     session = Session(feed, live_monitor(recorder, job))
     began = time.monotonic()
-    until, seen = began + seconds, False
+    until, seen = began + LONGEST * seconds, False
     try:
         while time.monotonic() < until and not _named(session.monitor.alerts):
             session.drain()
             if not seen and (seen := _every_rank_seen(session.monitor.state)):
-                until = min(max(until, time.monotonic() + seconds), began + LONGEST * seconds)
+                until = min(max(began + seconds, time.monotonic() + seconds), until)
             time.sleep(POLL)
         feed.settle()
         session.finish()

@@ -98,7 +98,7 @@ def test_from_the_head_every_node_named_is_reached_and_the_rank_asleep_named(clu
 def test_on_a_node_of_the_job_its_other_nodes_are_reached_by_what_the_job_tells(cluster: Cluster) -> None:
     """node-a holds the job's store: the hosts it hears from are the job's other nodes."""
     code, alerts, said = looked(cluster.nodes[0].command([*DISTMON, "look"]), cluster.env)
-    assert code == 1, said
+    assert code == 1, (said, alerts)
     assert [a["ranks"] for a in alerts if a["kind"] == "hang"] == [[3]], alerts
     wait_until(lambda: not eyes_left(cluster), 15, "no eye left on any node")
 
