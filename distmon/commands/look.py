@@ -214,7 +214,7 @@ def _look(
         while time.monotonic() < until and not _named(session.monitor.alerts):
             session.drain()
             if not seen and (seen := _every_rank_seen(session.monitor.state)):
-                until = min(max(began + seconds, time.monotonic() + seconds), until)
+                until = min(time.monotonic() + seconds, until)
             time.sleep(POLL)
         feed.settle()
         session.finish()
