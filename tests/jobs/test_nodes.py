@@ -110,6 +110,15 @@ class Job:
         return wait_until(shown, timeout, f"{evidence!r} in the alert's detail")
 
 
+def _stepping(job: Job) -> bool:
+    """Every rank of the job has reported a step: node B's ranks are known to the monitor."""
+    try:
+        batches = [r.batch.headers for r in read_recording(str(job.out))[1] if isinstance(r, ColumnRecord)]
+    except RecordingError:
+        return False
+    return {int(rank) for h in batches for rank in h["rank"][h["steps"] > 0]} >= {0, 1, 2, 3}
+
+
 def _process_of(job: Job, rank: int) -> int:
     """Rank ``rank``'s pid, as its latest report recorded said it."""
     batches = [r.batch.headers for r in read_recording(str(job.out))[1] if isinstance(r, ColumnRecord)]
@@ -222,6 +231,7 @@ def test_a_link_that_drops_and_comes_back_is_one_warning_naming_the_node_and_its
 
 
 def test_a_node_cut_off_is_one_alert_naming_the_node_and_its_ranks(job: Job) -> None:
+    wait_until(lambda: _stepping(job), 120, "every rank stepping (the test run alone)")
     cut = time.time()
     job.nodes[1].cut()
     alert = wait_until(lambda: next(iter(job.raised(cut)), None), 30, "an alert after node B was cut off")
