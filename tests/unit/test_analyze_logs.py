@@ -604,3 +604,15 @@ def test_a_store_wait_in_a_spawned_process_is_that_process_s() -> None:
     analysis = analyze_text(log)
     assert analysis.log.stores.waiters() == {2}
     assert 2 not in [s.rank for s in assign_blame(analysis).suspects]
+
+
+def test_a_rank_known_only_from_a_launchers_line_gets_no_process_or_step_it_was_not_seen_at() -> None:
+    """A report read from a log has no process of its own and no step: the culprit's words say
+    what the line says (its rank, how it ended), not ``pid 0`` or ``at step 0``."""
+    text = (
+        "mpirun noticed that process rank 2 with PID 4121 on node gpu-07 exited on signal 11 (Segmentation fault).\n"
+        "3 total processes killed (some possibly by mpirun during cleanup)\n"
+    )
+    shown = render_analysis(analyze_text(text))
+    assert "rank 2" in shown, shown
+    assert "pid 0" not in shown and "step 0" not in shown, shown

@@ -156,9 +156,11 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
     assert exc is not None
     ranks = [s.rank for s in culprits]
     summary = f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message)}"
+    # a report read from a file (``distmon analyze``) has no process, nor a step it is known at
+    seen = f" ({lead.host}, pid {lead.pid})" if lead.pid else ""
+    step = f"at step {lead.steps}, " if lead.pid else ""
     lines = [
-        f"{rank_word(ranks)} ({lead.host}, pid {lead.pid}) raised {exc.type} "
-        f"at step {lead.steps}, at {where(exc.where)}:",
+        f"{rank_word(ranks)}{seen} raised {exc.type} {step}at {where(exc.where)}:",
         f"    {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
     ]
     if exc.traceback:
