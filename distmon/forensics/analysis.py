@@ -149,7 +149,7 @@ def _world(
     or a communicator of (``nranks 8``, an all-gather's element counts, a store-based barrier's
     world size), or a launcher or a report names, or processes print NCCL's lines, or Horovod's
     stalled tensors need (a rank not missing from each), where that is more than the highest
-    rank seen; a rank that waits in a collective has a peer."""
+    rank seen; a rank that waits in a collective, or lost its peer in a send or receive, has a peer."""
     seen = max([*dumps, *log.seen], default=-1) + 1
     if given is not None and given >= seen:
         return given, "--world"
@@ -161,7 +161,9 @@ def _world(
     named = max((r for r in (log.listed, log.mentioned) if r is not None), default=-1)
     printing = len(log.nccl.processes) if log.seen else 0  # ranks, but which only the ranks seen say
     barrier = log.stores.counted[0] if log.stores.counted else 0
-    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing, barrier, log.horovod.least_world())
+    paired = 2 if log.p2p_closed else 0  # a send or receive has a peer besides the rank that called it
+    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing, barrier, paired)
+    counted = max(counted, log.horovod.least_world())
     if counted > seen:
         return counted, "the log"
     if seen == 1 and log.waiting:

@@ -19,7 +19,7 @@ from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import GATHERS, SCATTERS, Said
 from distmon.forensics.worker_exits import WorkerExit
-from distmon.wire import ExceptionInfo
+from distmon.wire import ExceptionInfo, StackFrame
 
 DEFAULT_PG = "default_pg"
 WORLD_GROUP = "0"
@@ -228,6 +228,16 @@ class LogFacts:
             self.unnamed[rank] = loose
 
     @property
+    def p2p_closed(self) -> list[tuple[int, StackFrame]]:
+        """The peers whose connection closed under a rank's send or receive, each once, as the
+        program's line named them, with that line's frame (:attr:`Raised.closed_peer`)."""
+        found: dict[int, StackFrame] = {}
+        for raised in self.exceptions:
+            if (closed := raised.closed_peer) is not None:
+                found.setdefault(*closed)
+        return list(found.items())
+
+    @property
     def mentioned(self) -> int | None:
         """The highest global rank a report of the log names (torch's desync report of the world
         group, Flight Recorder's analyzer's, the fingerprint check, a monitored barrier, Horovod,
@@ -240,6 +250,7 @@ class LogFacts:
         ranks.update(r for report in self.fr_trace.reports for r in report.listed())
         if self.progress is not None and self.progress[0] is not None:
             ranks.add(self.progress[0])
+        ranks.update(rank for rank, _ in self.p2p_closed)
         return max((r for r in ranks if r < MAX_GROUP), default=None)
 
     @property

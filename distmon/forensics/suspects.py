@@ -2,7 +2,8 @@
 no rank is to blame: rank 0 where the ranks at its monitored barrier got no answer, a rank whose
 GPU NCCL found out of memory, a rank the C++ runtime or glibc aborted over an error of its own, a
 worker a launcher saw fail first, a local rank or an srun task killed, the rank the others waited
-for in the store, a lost peer's host, the store's host. Most likely first."""
+for in the store, a lost peer's host or the rank a send or receive named, the store's host. Most
+likely first."""
 
 from __future__ import annotations
 
@@ -208,10 +209,21 @@ def _store_host(log: LogFacts, world: int) -> list[tuple[int, str]]:
 
 
 def lost_peers(log: LogFacts, world: int) -> list[tuple[int, str]]:
-    """The ranks on the hosts a transport says it lost, where NCCL's lines place them."""
+    """The ranks on the hosts a transport says it lost, where NCCL's lines place them, and the
+    rank a send or receive named where the connection it waited on closed."""
     found = []
     for peer in log.peers.peers():
         for rank in log.nccl.ranks_on(peer):
             if rank < world:
                 found.append((rank, f"on {peer}, the peer whose connection closed"))
+    return found + [p for p in _p2p_peers(log) if all(p[0] != rank for rank, _ in found)]
+
+
+def _p2p_peers(log: LogFacts) -> list[tuple[int, str]]:
+    """The peer a rank's send or receive named in the program's line, where the connection it
+    waited on closed: the peer's process ended or crashed first."""
+    found = []
+    for rank, frame in log.p2p_closed:
+        where = f"`{frame.code}` in {frame.func}, {frame.file.rsplit('/', 1)[-1]}:{frame.line}"
+        found.append((rank, f"the peer this call named ({where}), whose connection closed"))
     return found

@@ -47,6 +47,10 @@ _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 output between its frames is not one."""
 _NOT_MESSAGE = re.compile(r"\s*(?:$|\[[EWIF]\d{0,4}[ \d]|Traceback|File \"|During handling|The above exception)")
 """What ends an exception's message: a blank line, a glog line, the next traceback."""
+_CLOSED = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|closed by remote peer", re.IGNORECASE)
+_P2P_CALL = re.compile(r"\b(?:i?send|i?recv)\(\s*[^,()]{1,100},\s*(?:src=|dst=)?(\d{1,6})\s*[,)]")
+"""A send or receive whose peer the program's line gives as a number: ``dist.recv(buf, 0)``,
+``dist.isend(t, dst=1)``."""
 ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
 
@@ -84,6 +88,16 @@ class Raised:
         innermost frame of ``torch.distributed`` that names one."""
         inner = (f for f in reversed(self.frames[-8:]) if any(part in f.file for part in _DISTRIBUTED))
         return next((family for f in inner if (family := op_family(f.func)) is not None), None)
+
+    @property
+    def closed_peer(self) -> tuple[int, StackFrame] | None:
+        """Where it raised because its connection to a peer closed (gloo's pair, a socket) in a
+        send or receive whose peer the program's line gives as a number: that peer, and the frame."""
+        if not _CLOSED.search(self.said):
+            return None
+        calls = ((f, m) for f in reversed(self.frames) if f.code and (m := _P2P_CALL.search(f.code)))
+        frame, call = next(calls, (None, None))
+        return None if frame is None or call is None else (int(call.group(1)), frame)
 
     @property
     def consequence(self) -> bool:

@@ -70,9 +70,6 @@ MISSED = {
     "61), and that the others completed it no line says",
     "fairseq_kubeflow_worker0_connection_refused_retrying_rank_flags_unset.log": "NCCL's connections refused during "
     "its set-up, retried: no line says they failed for good, nor why (ranks unset), only the thread",
-    "gloo_isend_rank0_exits_rank1_recv_connection_closed_by_peer.log": "rank 1's receive lost its peer's connection, "
-    "an address, not a rank: the network or that peer's host; that the peer was rank 0, which exited, only the recv's "
-    "source in the script says",
     "horovod_tf_rank0_segfault_openmpi_mem_hooks_host_pid_only.log": "Open MPI's handler names the crashed process by "
     "host and pid: its rank no line says",
     "nccl_p2p_use_cuda_memcpy_two_gpus_rank1_allreduce7.log": "rank 1 timed out in an all-reduce, rank 0's lines not "

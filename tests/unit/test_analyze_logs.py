@@ -616,3 +616,28 @@ def test_a_rank_known_only_from_a_launchers_line_gets_no_process_or_step_it_was_
     shown = render_analysis(analyze_text(text))
     assert "rank 2" in shown, shown
     assert "pid 0" not in shown and "step 0" not in shown, shown
+
+
+P2P_LOST = """\
+[rank1]: Traceback (most recent call last):
+[rank1]:   File "/work/pipeline/stage.py", line 88, in <module>
+[rank1]:     run_stage(args)
+[rank1]:   File "/work/pipeline/stage.py", line 41, in run_stage
+[rank1]:     work = dist.irecv(activations, src=2)
+[rank1]:   File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 2101, in irecv
+[rank1]:     return pg.recv([tensor], src, tag)
+[rank1]: RuntimeError: [gloo/transport/tcp/pair.cc:534] Read error [10.1.2.3]:40771: Connection reset by peer
+"""
+
+
+def test_a_connection_closed_under_a_receive_suspects_the_peer_the_programs_line_names() -> None:
+    """The rank that lost its peer is a witness; the peer its own line of code received from (a
+    number there, not a variable) ended first: the first suspect, proven by no line."""
+    analysis = analyze_text(P2P_LOST)
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [] and verdict.nobody is None
+    lead = verdict.suspects[0]
+    assert lead.rank == 2 and "dist.irecv(activations, src=2)" in lead.why and "stage.py:41" in lead.why, lead
+    assert analysis.world == 3, "the peer named is a rank of the job"
+    unnamed = assign_blame(analyze_text(P2P_LOST.replace("src=2", "src=upstream")))
+    assert all("stage.py" not in s.why for s in unnamed.suspects), unnamed.suspects

@@ -2166,8 +2166,8 @@ VERDICTS = [
     (
         "gloo_isend_rank0_exits_rank1_recv_connection_closed_by_peer.log",
         [],
-        NOBODY,
-        "nobody to blame: the connection to 18.25.6.30 was lost: the network",
+        [0],
+        "suspected: rank 0 (the peer this call named (`dist.recv(input,0)` in",
     ),
     (
         "hallo2_stage1_table_rank0_sigsegv_no_other.log",
