@@ -92,7 +92,7 @@ def test_from_the_head_every_node_named_is_reached_and_the_rank_asleep_named(clu
     assert hang["ranks"] == [3], alerts
     assert hang["summary"].startswith("rank 3 is asleep in clock_nanosleep; 3 ranks wait for it")
     assert "rank 3 (node-b, pid" in hang["detail"]
-    wait_until(lambda: not eyes_left(cluster), 15, "no eye left on any node")
+    wait_until(lambda: not eyes_left(cluster), 30, "no eye left on any node")
 
 
 def test_on_a_node_of_the_job_its_other_nodes_are_reached_by_what_the_job_tells(cluster: Cluster) -> None:
@@ -100,7 +100,7 @@ def test_on_a_node_of_the_job_its_other_nodes_are_reached_by_what_the_job_tells(
     code, alerts, said = looked(cluster.nodes[0].command([*DISTMON, "look"]), cluster.env)
     assert code == 1, (said, alerts)
     assert [a["ranks"] for a in alerts if a["kind"] == "hang"] == [[3]], alerts
-    wait_until(lambda: not eyes_left(cluster), 15, "no eye left on any node")
+    wait_until(lambda: not eyes_left(cluster), 30, "no eye left on any node")
 
 
 def test_on_one_node_alone_nobody_unseen_is_blamed_and_where_to_look_is_said(cluster: Cluster) -> None:
