@@ -136,8 +136,10 @@ def test_a_monitor_that_falls_behind_says_so_and_blames_no_rank(endpoint: str) -
     raised = [(t - sim.start, c.alert) for t, c in changes if c.event == "raised"]
     summary = [(round(t), a.kind, a.ranks, a.summary) for t, a in raised]
     assert monitor.state.dropped["overflow"] > 0
-    behind = [a for _, a in raised if a.kind == "monitor_behind"]
-    assert len(behind) == 1 and behind[0].ranks == [], summary
+    # the pause is one incident, one alert; a host loaded past its cores may put the monitor
+    # behind again later, a second incident, which names no rank either
+    behind = [a for t, a in raised if a.kind == "monitor_behind" and t < HANG]
+    assert len(behind) == 1 and all(a.ranks == [] for _, a in raised if a.kind == "monitor_behind"), summary
     assert (
         behind[0].summary
         == "the monitor is behind: it drops reports it cannot take in; it names no rank for the silence"

@@ -90,8 +90,10 @@ def test_what_the_recorder_said_is_in_its_file_however_it_ends_the_moment_after(
     cleanly as on SIGINT or SIGTERM, its file whole; killed, its file still holds the alert and
     what came before (real jobs, stopped by SIGINT and SIGTERM: tests/jobs/test_recorder_stopped_jobs.py)."""
     out = tmp_path / "run.distmon"
-    sim = SimJob(world=4, start=time.time()).exception(1, at=2)
     with recording(out, endpoint) as recorder:
+        # the job starts once the recorder listens (a loaded host starts it in seconds): a stream
+        # begun before would go as one burst of seconds past, and then fall silent
+        sim = SimJob(world=4, start=time.time()).exception(1, at=2)
         with sender(endpoint, linger=0) as push:
             for t, raw in sim.stream(until=30):
                 time.sleep(max(0.0, t - time.time()))  # as the job happens
