@@ -641,3 +641,11 @@ def test_a_connection_closed_under_a_receive_suspects_the_peer_the_programs_line
     assert analysis.world == 3, "the peer named is a rank of the job"
     unnamed = assign_blame(analyze_text(P2P_LOST.replace("src=2", "src=upstream")))
     assert all("stage.py" not in s.why for s in unnamed.suspects), unnamed.suspects
+
+
+def test_a_rank_a_launcher_says_died_of_a_signal_is_told_as_a_crash_not_an_exception_to_fix() -> None:
+    """Killed by a signal, it left no traceback to fix: what to do is where a native crash is told."""
+    text = "mpirun noticed that process rank 2 with PID 4121 on node gpu-07 exited on signal 11 (Segmentation fault).\n"
+    shown = render_analysis(analyze_text(text))
+    assert "died of a signal" in shown and "dmesg" in shown, shown
+    assert "fix the error above" not in shown and "torchrun prefixes" not in shown, shown

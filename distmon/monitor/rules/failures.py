@@ -171,11 +171,18 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
             f"({victims[0].report.exception.type}: connection to a peer lost): "  # type: ignore[union-attr]
             "consequences, not causes."
         )
-    lines.append(
-        f"What to do: fix the error above on {rank_word(ranks)}; its full traceback is in that "
-        "rank's stderr (torchrun prefixes it with [rank"
-        f"{ranks[0]}]). The other ranks' timeouts and ChildFailedError follow from it."
-    )
+    if exc.type.startswith("Signal ") and not exc.traceback:  # a launcher's word: killed, no exception
+        lines.append(
+            f"What to do: {rank_word(ranks)} died of a signal, not of a Python exception: a native crash (a "
+            "library, a driver, the node's memory). Its stderr and its node's kernel log (dmesg) say where; "
+            "PYTHONFAULTHANDLER=1 prints its Python stack when it crashes. The other ranks' ends follow from it."
+        )
+    else:
+        lines.append(
+            f"What to do: fix the error above on {rank_word(ranks)}; its full traceback is in that "
+            "rank's stderr (torchrun prefixes it with [rank"
+            f"{ranks[0]}]). The other ranks' timeouts and ChildFailedError follow from it."
+        )
     return Finding(
         "rank_exception", "rank_exception", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx)
     )
