@@ -433,11 +433,12 @@ def test_process_exits_promptly_after_the_script_ends(tmp_path, request, ending,
     """A bound, not a speed: a forgotten ZeroMQ linger, a non-daemon thread or a flush
     waiting for a monitor that never reads would hold the process here for ever (until the
     30 s wait). The bound leaves room for torch's own teardown, as long with the hook as
-    without it, on a machine loaded with the whole suite."""
+    without it, on a machine loaded with the whole suite (a 15 s bound was passed by 0.7 s once,
+    the endpoint's host unresolvable, the suite's load beside it)."""
     endpoint = ENDPOINTS[monitor](request)
     source = PLAIN if ending == "clean" else EXCEPTION
     seconds = seconds_to_exit(tmp_path, source, script_env(endpoint))
-    assert seconds < 15, f"the process outlived its script by {seconds:.2f} s"
+    assert seconds < 20, f"the process outlived its script by {seconds:.2f} s"
 
 
 def test_disabled_hook_does_nothing(monkeypatch):
