@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
 import pytest
 
 from distmon.monitor.recording.format import AlertEvent, ColumnRecord
@@ -110,18 +111,22 @@ class Job:
         return wait_until(shown, timeout, f"{evidence!r} in the alert's detail")
 
 
+def _headers(job: Job) -> list[np.ndarray]:
+    """The reports' headers recorded so far, a batch at a time; none before the file is there."""
+    try:
+        return [r.batch.headers for r in read_recording(str(job.out))[1] if isinstance(r, ColumnRecord)]
+    except RecordingError:
+        return []
+
+
 def _stepping(job: Job) -> bool:
     """Every rank of the job has reported a step: node B's ranks are known to the monitor."""
-    try:
-        batches = [r.batch.headers for r in read_recording(str(job.out))[1] if isinstance(r, ColumnRecord)]
-    except RecordingError:
-        return False
-    return {int(rank) for h in batches for rank in h["rank"][h["steps"] > 0]} >= {0, 1, 2, 3}
+    return {int(rank) for h in _headers(job) for rank in h["rank"][h["steps"] > 0]} >= {0, 1, 2, 3}
 
 
 def _process_of(job: Job, rank: int) -> int:
     """Rank ``rank``'s pid, as its latest report recorded said it."""
-    batches = [r.batch.headers for r in read_recording(str(job.out))[1] if isinstance(r, ColumnRecord)]
+    batches = _headers(job)
     return next(int(h["pid"][h["rank"] == rank][-1]) for h in reversed(batches) if (h["rank"] == rank).any())
 
 
