@@ -80,16 +80,22 @@ SECONDS = "20"
 asleep stand still (the figures are the benchmark's, bench_reach.py)."""
 
 
-def looked(argv: list[str], env: dict[str, str]) -> tuple[int, list[dict], str]:
-    done = subprocess.run([*argv, "--json", "--seconds", SECONDS], env=env, capture_output=True, text=True, timeout=120)
-    return done.returncode, json.loads(done.stdout or "[]"), done.stderr
+def looked(argv: list[str], env: dict[str, str], out: Path) -> tuple[int, list[dict], str]:
+    """The look's exit code, its alerts, and what it said: on stderr, and what ``report`` reads
+    of what it saw (``--out``), for a failing assertion to show."""
+    argv = [*argv, "--json", "--seconds", SECONDS, "--out", str(out)]
+    done = subprocess.run(argv, env=env, capture_output=True, text=True, timeout=120)
+    seen = distmon("report", out).stdout if out.exists() else "(nothing recorded)"
+    return done.returncode, json.loads(done.stdout or "[]"), f"{done.stderr}\n{seen}"
 
 
 def test_from_the_head_every_node_named_is_reached_and_the_rank_asleep_named(cluster: Cluster) -> None:
-    code, alerts, said = looked([*DISTMON, "look", "--hosts", "node-a,node-b"], cluster.env)
+    code, alerts, said = looked(
+        [*DISTMON, "look", "--hosts", "node-a,node-b"], cluster.env, cluster.folder / "head.distmon"
+    )
     assert code == 1, said
     hang = next(a for a in alerts if a["kind"] == "hang")
-    assert hang["ranks"] == [3], alerts
+    assert hang["ranks"] == [3], said
     assert hang["summary"].startswith("rank 3 is asleep in clock_nanosleep; 3 ranks wait for it")
     assert "rank 3 (node-b, pid" in hang["detail"]
     wait_until(lambda: not eyes_left(cluster), 30, "no eye left on any node")
@@ -97,14 +103,18 @@ def test_from_the_head_every_node_named_is_reached_and_the_rank_asleep_named(clu
 
 def test_on_a_node_of_the_job_its_other_nodes_are_reached_by_what_the_job_tells(cluster: Cluster) -> None:
     """node-a holds the job's store: the hosts it hears from are the job's other nodes."""
-    code, alerts, said = looked(cluster.nodes[0].command([*DISTMON, "look"]), cluster.env)
-    assert code == 1, (said, alerts)
-    assert [a["ranks"] for a in alerts if a["kind"] == "hang"] == [[3]], alerts
+    code, alerts, said = looked(
+        cluster.nodes[0].command([*DISTMON, "look"]), cluster.env, cluster.folder / "told.distmon"
+    )
+    assert code == 1, said
+    assert [a["ranks"] for a in alerts if a["kind"] == "hang"] == [[3]], said
     wait_until(lambda: not eyes_left(cluster), 30, "no eye left on any node")
 
 
 def test_on_one_node_alone_nobody_unseen_is_blamed_and_where_to_look_is_said(cluster: Cluster) -> None:
-    code, alerts, said = looked(cluster.nodes[0].command([*DISTMON, "look", "--here"]), cluster.env)
+    code, alerts, said = looked(
+        cluster.nodes[0].command([*DISTMON, "look", "--here"]), cluster.env, cluster.folder / "here.distmon"
+    )
     assert code == 1, said
     (hang,) = [a for a in alerts if a["kind"] == "hang"]
     assert hang["ranks"] == [] and hang["severity"] == "critical"
