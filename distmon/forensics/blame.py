@@ -23,6 +23,7 @@ no rank is named.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
@@ -31,6 +32,7 @@ from distmon.forensics.failures import TOGETHER
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS
+from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import ROOTED
 from distmon.forensics.worker_exits import PROCESS, RANK, SELF, WORKER
 from distmon.monitor.state.alerts import Alert
@@ -39,6 +41,7 @@ from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus
 
+_OOM_DEVICE = re.compile(r"\bGPU (\d{1,4}) has a total capac")
 LOW_TIMEOUT_MS = 10_000
 """A collective timeout shorter than this is no job's setting but a mistake (``Timeout(ms)=1``):
 any collective may take that long while a rank loads a batch."""
@@ -53,12 +56,15 @@ HABIT = (
     "rank 0 most often works alone while the others wait: saving a checkpoint, evaluating, "
     "preparing or downloading data"
 )
+NOT_DELIVERED = (
+    "Check peer-to-peer between the GPUs (`nvidia-smi topo -p2p r`; NCCL_P2P_DISABLE=1 as a test), PCIe ACS and the "
+    "IOMMU (ACS off, iommu=pt), the driver; across nodes, the interface NCCL uses (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) "
+    "and a firewall"
+)
 NEVER_CONNECTED = (
     "the group's first collective never completed: NCCL makes a group's communicator at its first collective, "
     "once every member has called it, so every rank issued it and none holds it up: the ranks never reached each "
-    "other, a set-up fault, not a rank. Check peer-to-peer between the GPUs (`nvidia-smi topo -p2p r`; "
-    "NCCL_P2P_DISABLE=1 as a test), PCIe ACS and the IOMMU (ACS off, iommu=pt), the driver; across nodes, the "
-    "interface NCCL uses (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) and a firewall"
+    f"other, a set-up fault, not a rank. {NOT_DELIVERED}"
 )
 EAGER = (
     " (unless the job made its communicators at start, init_process_group(device_id=...): then a rank the log "
@@ -130,6 +136,8 @@ def assign_blame(analysis: Analysis) -> Blame:
     cut = _cut_beside(log)
     if odd is None and not cut and (not first.ranks or _never_set_up(analysis) or _torn_down(log)):
         return _nobody(analysis, first)
+    if odd is None and not cut and (undelivered := _undelivered(analysis, first.ranks)) is not None:
+        return Blame([], [], undelivered, f"nobody to blame: {undelivered}", first)
     proven = sorted(r for r in first.ranks if _proven(analysis, r) and (odd is None or r not in odd.ranks))
     suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
     raised = [Suspect(r, _silent(log, r)) for r in cut if r not in proven]
@@ -218,6 +226,14 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     said += log.ray.unnamed()[:1]
     suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r) and r not in waiters]
     suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
+    if primary and not suspects and (on := _device_of(primary[0])) is not None:
+        suspects.append(
+            Suspect(
+                on,
+                f"its process ran out of memory on GPU {on}: local rank {on}, where each process "
+                "has its own GPU (the rank, where the job runs on one node)",
+            )
+        )
     if stored and not suspects and 0 not in waiters:
         suspects.append(Suspect(0, f"{NO_LINE}; {HABIT}"))
     if consequences or peers or stored:
@@ -242,6 +258,13 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         else "nothing to judge: no dump, and no line of the log names a rank that waited, failed or was reported",
         first,
     )
+
+
+def _device_of(raised: Raised) -> int | None:
+    """The GPU a process's CUDA out-of-memory error names (``GPU 1 has a total capacity``), where
+    it is not the first: a process given one GPU alone sees it as GPU 0, whatever its rank."""
+    found = _OOM_DEVICE.search(raised.message) if "out of memory" in raised.message else None
+    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
 
 
 def _unnamed_ends(log: LogFacts) -> list[str]:
@@ -338,6 +361,38 @@ def _never_set_up(analysis: Analysis) -> bool:
         and not analysis.log.unnamed
         and _first_collective(analysis)
         and all(g.op not in P2P_OPS for g in waits)
+    )
+
+
+def _undelivered(analysis: Analysis, ranks: list[int]) -> str | None:
+    """Where each rank named waits in its group's first collective (not a send or a receive),
+    which a peer in that group completed: the peer joined it, so what the collective carried to
+    the rank never arrived, on the connections NCCL made at that collective. The transport's
+    set-up, in words; None otherwise."""
+    if not ranks or analysis.dumps:
+        return None
+    waits = {}
+    for rank in ranks:
+        f = analysis.ranks.get(rank)
+        first = [g for g in f.groups if in_flight(g) and g.completed <= 0 and g.op and g.op not in P2P_OPS] if f else []
+        if not first:
+            return None
+        waits[rank] = first[0]
+    ids = {g.id for g in waits.values()}
+    past = sorted(
+        f.rank
+        for f in analysis.ranks.values()
+        if f.rank not in waits and any(g.id in ids and g.completed >= 1 for g in f.groups)
+    )
+    if not past:
+        return None
+    g = next(iter(waits.values()))
+    one = len(waits) == 1
+    return (
+        f"{rank_word(sorted(waits))} {'waits' if one else 'wait'} in collective #1 ({g.op}) of {group_name(g.id, g)}, "
+        f"the group's first, which {rank_word(past)} completed: what it carried never reached "
+        f"{'it' if one else 'them'}, on the connections NCCL makes at a group's first collective: a set-up fault, not "
+        f"a rank. {NOT_DELIVERED}"
     )
 
 

@@ -5,7 +5,8 @@ the installed torch was not built for, MPI that could not start or a launch aski
 its hosts have, arguments the script does not take, a rank outside the world size, gloo or the
 InfiniBand verbs refusing to set up, a launcher that could not reach every node or lost one, a
 cluster that could not start the workers in time, a node declared dead, taken back or evicting its
-pod, a scheduler's time limit, no GPU to be seen::
+pod, a scheduler's time limit, no GPU to be seen, a feature the GPU, driver or toolkit lacks, Slurm
+refusing the tasks, the training's numbers diverging (shared by every rank through its gradients)::
 
     ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
     ssh: Could not resolve hostname job-worker-5.job: Name or service not known
@@ -25,6 +26,9 @@ pod, a scheduler's time limit, no GPU to be seen::
     The node with node id: ... and ip: 10.0.0.3 has been marked dead because the detector has
         missed too many heartbeats from it.                                         (Ray's GCS)
     =>> PBS: job killed: walltime 86431 exceeded limit 86400
+    NCCL WARN NET/IB : collective mismatch error local size 546816 remote 524288
+    srun: error: Munge encode failed: Failed to access "/var/run/munge/munge.socket.2"
+    Exception: Current loss scale already at minimum - cannot decrease scale anymore.   (DeepSpeed)
 
 Each is the set-up's or the platform's, the same for whichever process met it first: no rank is
 to blame for it, and the verdict says what to check; a rank's NCCL error after NCCL's refusal is
@@ -152,6 +156,43 @@ FAULTS = (
         ("Invalid rank requested",),
         re.compile(r"NCCL WARN Invalid rank requested : \d{1,9}/\d{1,9}"),
         nccl=True,
+    ),
+    Fault(
+        "the GPU, its driver or the CUDA toolkit lacks a feature the program asked for",
+        "what the feature needs against the node (the driver's and the toolkit's versions, the GPU's model, its "
+        "NVLink or NVSwitch for multicast), or the feature turned off as the message says",
+        ("not support",),
+        re.compile(r"\b(?:[Dd]evice|[Dd]river|[Tt]oolkit)(?: version)?s?\b[\w ,/]{0,60}? (?:does|do) not support\b"),
+    ),
+    Fault(
+        "the InfiniBand transport between the nodes delivered a message of a size the receiver did not post",
+        "NCCL's version and environment alike on every node (NCCL_PROTO, NCCL_ALGO, NCCL_IB_*), the adapters' "
+        "firmware and relaxed ordering; NCCL_IB_DISABLE=1 as a test; where all are alike, ranks calling one "
+        "collective with different sizes (TORCH_DISTRIBUTED_DEBUG=DETAIL)",
+        ("collective mismatch",),
+        re.compile(r"NCCL WARN NET/IB ?: .{0,200}collective mismatch error"),
+        nccl=True,
+    ),
+    Fault(
+        "Slurm refused to start the job's tasks",
+        "the cluster's Slurm on this host: munged running (`systemctl status munge`, its socket), the partition, "
+        "account and resources asked (srun's error says which)",
+        ("srun: error:",),
+        re.compile(
+            r"srun: error: (?:Munge (?:encode|decode) failed|.{0,120}authentication error"
+            r"|Unable to allocate resources: )"
+        ),
+    ),
+    Fault(
+        "the training's numbers diverged (a loss or gradient not finite), alike in every rank: the ranks share "
+        "their gradients",
+        "the learning rate and its warm-up, fp16 against bf16 (a loss scale at its minimum), gradient clipping, the "
+        "data (a bad sample: run the step on one rank with anomaly detection)",
+        ("loss scale already at minimum", "found NaN in local grad norm"),
+        re.compile(
+            r"Current loss scale already at minimum - cannot decrease scale anymore"
+            r"|found NaN in local grad norm in backwards? pass"
+        ),
     ),
     Fault(
         "the launch asked for more processes than its hosts have slots",

@@ -22,7 +22,7 @@ first cause only where nothing timed out first. Shapes read::
     mpiexec   BAD TERMINATION OF ONE OF YOUR APPLICATION PROCESSES / =   RANK 3 PID 4242 RUNNING AT n1 /
               =   KILLED BY SIGNAL: 9 (Killed)            (Intel MPI's Hydra: one block a failed rank)
               =   PID 4242 RUNNING AT n1 / =   EXIT CODE: 9       (MPICH's Hydra: the first killed, by pid)
-              [host:02773] Signal: Segmentation fault (11)       (Open MPI's handler, by pid)
+              [host:02773] Signal: Segmentation fault (11)       (Open MPI's handler, by pid; [02773] without host)
     srun      srun: error: node-1: tasks 8-13,15: Exited with exit code 1
               srun: error: node-1: task 3: Killed
     mp.spawn  torch.multiprocessing.spawn.ProcessExitedException: process 0 terminated with signal SIGKILL
@@ -124,7 +124,7 @@ _HYDRA_STATUS = re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,9})")
 """MPICH's Hydra (``pmiserv_cb.c``) on the first process its proxy found killed by a signal: ``=   PID
 4242 RUNNING AT n1`` / ``=   EXIT CODE: 9``, the raw wait status (the signal, 128 more with a core)."""
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})")
-_HANDLER = re.compile(r"^\s{0,8}\[([\w.-]{1,200}):(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
+_HANDLER = re.compile(r"^\s{0,8}\[(?:([\w.-]{1,200}):)?(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
 _SRUN = re.compile(
     r"srun: error: ([\w.-]{1,200}): tasks? ([\d,-]{1,4000}): "
     r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault|Bus error"
@@ -219,6 +219,8 @@ class LauncherLines:
         """Reads ``body`` if it is a launcher's; False for any other line."""
         if self._table(body):
             return True
+        if not body.strip() and self.entry is not None and self.traceback is None:
+            return True  # a blank line a page's copy put after each line of torchrun's table
         self.flush()
         return (
             self._said(body)

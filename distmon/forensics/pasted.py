@@ -93,7 +93,7 @@ then the failing line's indent, then the line."""
 _FENCE = re.compile(r"^\s{0,8}```(?:[A-Za-z+-]{0,20}[ \t]+)?(?=\S)|(?<=\S)```\s*$")
 """A Markdown code fence glued to the first or the last line of the log it fences."""
 _STAMP = re.compile(
-    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?"
+    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?(?::(?= ))?"
     r"(?: (?:stdout|stderr) [FP])?"  # the kubelet's stream and whether the line is whole
     r"(?:\[[\w.<>-]{1,100}\](?=\[))?"  # hydra's logger name: ``[name][LEVEL]``
     r"(?: ?[-|]? ?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]? {0,8}[-|:]?)?"  # a logger's level
@@ -101,11 +101,13 @@ _STAMP = re.compile(
     r" ?"
 )
 """A logger's or a collector's time before a line (``2024-05-01 12:00:01,234 - INFO - ``,
-``[2024-05-01 12:00:01] ``, ``2024-05-01T12:00:01.123456Z stdout F ``), and what a logger puts
+``[2024-05-01 12:00:01] ``, ``2024-05-01T12:00:01.123456Z stdout F ``, a collector's
+``2024-05-01T12:00:01.123Z: ``), and what a logger puts
 after it: its name (hydra's ``[2024-05-01 12:00:01,234][__main__][INFO] - ``), its level, its
 place (loguru's ``| ERROR    | train:main:42 - ``, DeepSpeed's ``[INFO] [launch.py:321:main] ``)."""
 _LABELS = re.compile(
-    r"\[\d{1,9}\] (?=\S)(?!is setting up NCCL)"  # a pasted file's line number (not torch's "[3] is setting up")
+    r"\[\d{1,9}\] (?=\S)(?!is setting up NCCL|Signal: )"  # a pasted file's line number (not torch's "[3] is"
+    # "setting up", nor Open MPI's signal handler's process)
     r"| {0,4}\| ?"  # a CI web view's gutter
     r"|\d{1,6}: "  # srun --label
     r"|\[[\w.-]{1,100}:\d{1,6}\]: ?"  # host and local rank
@@ -143,6 +145,10 @@ _MPI_TAG = re.compile(r"\[(\d{1,6})\] ")
 """MPICH's and Intel MPI's ``mpiexec -l`` (``[5] ``): the rank, where the paste's lines show it is
 not a pasted file's line numbers (:func:`_mpi_labelled`)."""
 _NUMBERED = re.compile(r"\[(\d{1,9})\] ")
+_HANDLER = re.compile(
+    r"\*\*\* (?:Process received signal|End of error message) \*\*\*|Signal(?: code)?: |Failing at |\[ ?\d{1,3}\] "
+)
+"""Open MPI's signal handler's lines, which its ``[PID] `` labels: a process's id, not a rank."""
 _GLOBAL_RANK = re.compile(r"^\[rank(\d{1,9})\]:|\[Rank (\d{1,9})\]|default_pg\) ?Rank (\d{1,9})\]")
 """A line's global rank: torchrun's prefix, the watchdog's ``[Rank N]`` of old torch (not a
 group's ``[PG 3 Rank N]``), the default group's rank."""
@@ -392,8 +398,9 @@ def _task_a_rank(lines: list[str], labels: Labels) -> bool:
 def _mpi_labelled(lines: list[str]) -> bool:
     """Whether the ``[N] `` before the paste's lines is MPICH's or Intel MPI's rank label (``mpiexec
     -l``): its numbers repeat or fall from a line to the next, where a pasted file's line numbers
-    rise by one on every line."""
-    numbers = [int(found.group(1)) for line in lines if (found := _NUMBERED.match(_bare(line)))]
+    rise by one on every line; not Open MPI's signal handler's ``[PID] ``."""
+    numbered = [(found, bare) for line in lines if (found := _NUMBERED.match(bare := _bare(line)))]
+    numbers = [int(found.group(1)) for found, bare in numbered if not _HANDLER.match(bare, found.end())]
     return any(b != a + 1 for a, b in pairwise(numbers))
 
 

@@ -62,6 +62,7 @@ ENDS = [
         (WORKER, -1, -9, False),
     ),
     ("[node-2:04242] Signal: Bus error (7)", (PROCESS, 4242, -7, False)),
+    ("[4242] Signal: Segmentation fault (11)", (PROCESS, 4242, -11, False)),
 ]
 
 
@@ -214,6 +215,11 @@ REFUSALS = [
     "RuntimeError: No CUDA GPUs are available: no CUDA-capable device is detected",
     "gpu9:515:515 [1] NCCL WARN Cuda failure 'no kernel image is available for execution on the device'",
     "UserWarning: NVIDIA H100 with CUDA capability sm_90 is not compatible with the current PyTorch installation.",
+    "RuntimeError: the installed CUDA driver does not support the fabric memory handles this collective asks for",
+    "node-3:77:90 [2] transport/net_ib.cc:1200 NCCL WARN NET/IB : req 1/2 tag 7 peer 10.1.0.4<4242> collective "
+    "mismatch error, local size 1024 remote size 2048",
+    "srun: error: Unable to allocate resources: Invalid partition name specified",
+    "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
 ]
 
 
@@ -743,3 +749,73 @@ def test_the_worker_torchruns_agent_did_not_close_is_suspected_where_the_pids_ru
     assert 1 not in suspects(apart), "pids far apart: their order says nothing"
     two = judged("".join(closing.format(pid) for pid in (52478, 52480)))
     assert 1 not in suspects(two), "two pids: the one that ended may be past them"
+
+
+# --- pastes, a process's own GPU, a first collective half done ------------------------------
+
+
+def test_a_torchrun_table_pasted_with_blank_lines_between_its_lines_is_read() -> None:
+    table = (
+        "Root Cause (first observed failure):\n[0]:\n  time      : 2024-03-01_10:00:05\n  host      : node-1\n"
+        "  rank      : 6 (local_rank: 6)\n  exitcode  : -9 (pid: 102)\n  error_file: <N/A>\n"
+        "  traceback : Signal 9 (SIGKILL) received by PID 102\n"
+    )
+    assert judged(table.replace("\n", "\n\n")).culprits == judged(table).culprits == [6]
+
+
+def test_a_collectors_stamp_and_its_colon_before_open_mpis_tag_are_taken_off() -> None:
+    [written] = lines_as_written(["2024-01-02T03:04:05.678Z: [1,2]<stderr>:ValueError: bad sample"])
+    assert (written.text, written.stamp) == ("[rank2]:ValueError: bad sample", "2024-01-02T03:04:05.678Z")
+
+
+def test_open_mpis_signal_handler_labelled_by_pid_alone_names_the_process_not_a_rank() -> None:
+    handler = "".join(
+        f"[4242] {line}\n"
+        for line in (
+            "*** Process received signal ***",
+            "Signal: Segmentation fault (11)",
+            "Signal code:  (128)",
+            "Failing at address: (nil)",
+            "[ 0] /lib/libc.so.6(+0x42)[0x7f0]",
+            "*** End of error message ***",
+        )
+    )
+    analysis = analyzed(handler)
+    verdict = assign_blame(analysis)
+    assert not analysis.ranks and not verdict.culprits and not verdict.suspects
+    assert "a process (pid 4242) ended by signal 11 (Segmentation fault), as Open MPI says" in verdict.headline
+
+
+def first_watchdog(rank: int, seq: int, op: str) -> str:
+    return (
+        f"[rank{rank}]:[E101 01:02:03.000000000 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600050 milliseconds before timing out.\n"
+    )
+
+
+def test_a_ranks_first_collective_that_its_peer_completed_never_reached_it_the_set_up() -> None:
+    """Rank 0 went on to #2: it joined #1, so what #1 carried to rank 1 was lost on the way."""
+    verdict = judged(first_watchdog(1, 1, "BROADCAST") + first_watchdog(0, 2, "ALLREDUCE"))
+    assert not verdict.culprits and not verdict.suspects
+    assert verdict.nobody is not None and "the group's first, which rank 0 completed" in verdict.nobody
+
+
+def test_a_rank_behind_its_peer_later_in_the_job_is_still_the_one_named() -> None:
+    """Past a group's first collective the connections were made and used: the rank behind is named."""
+    verdict = judged(first_watchdog(1, 7, "BROADCAST") + first_watchdog(0, 8, "ALLREDUCE"))
+    assert verdict.nobody is None and verdict.culprits == [1]
+
+
+@pytest.mark.parametrize(("device", "suspected"), [(3, [3]), (0, [])])
+def test_a_process_out_of_memory_on_gpu_n_suspects_local_rank_n_but_not_gpu_0(
+    device: int, suspected: list[int]
+) -> None:
+    """A process given one GPU alone sees it as GPU 0, whatever its rank: GPU 0 says nothing of it."""
+    oom = (
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    loss.backward()\n'
+        f"torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU {device} has a total capacity "
+        "of 79.15 GiB of which 1.00 GiB is free.\n"
+    )
+    verdict = judged(oom)
+    assert suspects(verdict) == suspected and not verdict.culprits
