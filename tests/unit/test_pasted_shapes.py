@@ -33,11 +33,29 @@ SHAPES = list(PASTES)
 PAIRS = [(name, SHAPES[(EACH * i + k) % len(SHAPES)]) for i, name in enumerate(sorted(TRUTHS)) for k in range(EACH)]
 HELD_OUT = "held out: counted, not read (no rule is written against a held-out log)"
 MISREAD = {
-    ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "bracket stamp"): HELD_OUT,
-    ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "kubectl stamp"): HELD_OUT,
     ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "srun+wrap80+quote"): HELD_OUT,
-    ("torch_nightly_driver122_nvls_invalid_argument_rank0.log", "last 60%"): "the excerpt cuts NVLS's warning that "
-    "says the set-up refused its call, and keeps rank 0's NCCL error (unhandled cuda error): read as rank 0's own",
+    (
+        "chatglm_efficient_tuning_two_v100_table_both_ranks_exit1_oom_lengths.log",
+        "last 60%",
+    ): (
+        "the excerpt keeps only rank 0's entry of torchrun's table (exit code 1, the first observed): that "
+        "the other rank failed alike is in the part cut"
+    ),
+    (
+        "llamafactory_baichuan13b_zero_fp16_loss_scale_minimum_every_rank.log",
+        "kubectl+wrap120",
+    ): (
+        "the same verdict, its quote of the line another: two processes' writes glued in one line (`Exiting "
+        "run.  File ...`), which a wrap at 120 columns cuts elsewhere"
+    ),
+    (
+        "llamafactory_deepseek_r1_bf16_eight_gpus_load_model_oom_ranks5_6_alike.log",
+        "last 60%",
+    ): (
+        "the excerpt keeps rank 6's out-of-memory traceback alone: that ranks 5 and 6 ran out alike as the "
+        "model loaded is in the part cut"
+    ),
+    ("llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log", "logging stamp"): HELD_OUT,
 }
 """Pastes the reader does not read as it read the log as found, or that name a rank the truth clears:
 known, expected to fail until a general reading mends them."""
