@@ -11,7 +11,8 @@ keeps it).
 
 Exit codes: 0, nothing holds the job up; 1, a first cause was named (a culprit, or a
 collective no rank causes); 2, no job found, several found and none picked (``--pid``), no
-rank's stack could be taken (py-spy missing or refused: said why), or a mistake in the command.
+rank's stack could be taken (py-spy missing or refused: said why), ranks a node reached found
+never reported before the look ended (said which), or a mistake in the command.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ from distmon.commands.shared import finding
 from distmon.guards import values
 from distmon.guards.text import visible
 from distmon.monitor.state.alerts import CRITICAL
-from distmon.monitor.state.words import count, reach_line
+from distmon.monitor.state.words import count, rank_word, reach_line
 from distmon.node.finder import Found, FoundRank
 from distmon.node.jobhosts import is_here
 from distmon.node.launchers import slurm_job
@@ -235,6 +236,16 @@ def _every_rank_seen(state: JobState) -> bool:
     return bool(state.world) and len(state.ranks) >= state.world
 
 
+def _unheard(state: JobState) -> dict[int, str]:
+    """The ranks the nodes reached said they found that never reported, each with its node: a
+    look that ends without them has not seen the job, whatever the others show."""
+    import numpy as np
+
+    found = state.told.found()
+    heard = state.heard(np.array(sorted(found), dtype=np.int64))
+    return {rank: found[rank] for rank, was in zip(sorted(found), heard, strict=True) if not was}
+
+
 def _job_of(eyes: Eyes, here: str | None, asked: str | None = None) -> str | None:
     """The job to follow among those the nodes reached found: the Slurm job ``asked`` for
     (``--slurm``), as its ranks name it, wherever it was found or where nothing was yet (an eye
@@ -272,6 +283,16 @@ def _answer(recording: str, as_json: bool) -> int:
         print(render(pm))
     if pm.first_cause is not None:
         return CULPRIT
+    unheard = _unheard(pm.state)
+    if unheard:
+        ranks, hosts = sorted(unheard), sorted(set(unheard.values()))
+        print(
+            f"distmon look: {rank_word(ranks)}, found on {', '.join(visible(h) for h in hosts[:4])}, sent no report "
+            "before the look ended (their node's eye was slow to take their stacks): nothing is said of them, nor of "
+            "what the others wait for; look again with a longer --seconds",
+            file=sys.stderr,
+        )
+        return NOTHING
     if not pm.state.ranks:
         missed = [line for r in pm.state.told.reached.values() if (line := reach_line(r))]
         print(

@@ -16,12 +16,16 @@ from pathlib import Path
 import pytest
 
 import distmon
-from distmon import keys
+from distmon import keys, wire
+from distmon.commands.look import _unheard
 from distmon.commands.shared.finding import add_finding_arguments, problem
 from distmon.monitor.intake.feeds import LiveFeed
+from distmon.monitor.pipeline import Monitor
+from distmon.monitor.rules.detector import Detector
 from distmon.node import looks
 from distmon.reach.eyes import SSH_ENV, Eyes, Node
 from distmon.reach.plan import ReachError, given
+from tests.support.messages import T0, report
 from tests.support.waiting import wait_until
 
 FAKE_SSH = """#!/bin/sh
@@ -219,3 +223,13 @@ def test_a_ranks_python_is_the_one_it_was_started_as_not_the_one_its_link_resolv
     finally:
         process.kill()
         process.wait()
+
+
+def test_a_look_says_which_ranks_a_node_reached_found_but_never_heard() -> None:
+    """Ranks 2-3 found on node-b that sent no report: the look has not seen the job."""
+    monitor = Monitor(Detector())
+    for rank in (0, 1, 2):
+        monitor.ingest(wire.encode(report(rank, 4, t=T0)), T0)
+    monitor.state.told.fared([looks.Reached("node-b", looks.SSH, looks.SEEN, ranks=(2, 3))], T0)
+    monitor.state.told.fared([looks.Reached("node-c", looks.SSH, looks.UNREACHABLE, ranks=(4,))], T0)
+    assert _unheard(monitor.state) == {3: "node-b"}

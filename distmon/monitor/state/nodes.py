@@ -142,6 +142,10 @@ class EyesTold:
                 self._reached[r.host] = r
                 self._reached_at[r.host] = t
 
+    def found(self) -> dict[int, str]:
+        """The job's ranks the eyes of nodes reached said they found, each with its node."""
+        return {rank: host for host, r in self._reached.items() if r.state in (SEEN, NO_PYSPY) for rank in r.ranks}
+
     def found_since(self, t: float) -> set[int]:
         """The job's ranks the eyes of nodes reached said they found there, told at ``t`` or later:
         their reports are on their way (an eye writes a rank's first report once it has looked at it)."""
