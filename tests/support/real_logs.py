@@ -17,7 +17,7 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 68 and 69): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 68, 69 and 70): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
@@ -147,5 +147,20 @@ MISSED = {
     "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log": _HELD_OUT,
     "torchtitan_torchrun_sac_torchfunctionmode_bug_local_rank1_reported_every_rank_none.log": _HELD_OUT,
     "torchtitan_torchrun_dsv3_fsdp_tp_regression_local_rank7_reported_every_rank_alike.log": _HELD_OUT,
+    "lightning_ddp_log_dict_key_mismatch_rank1_seq_behind.log": _HELD_OUT,
+    "llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log": _HELD_OUT,
+    "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log": _HELD_OUT,
+    "openrlhf_ray_reward_func_actor_oom_killed_raylet_get_rewards_workercrashed.log": _HELD_OUT,
+    "nemo_rl_ray_megatron_moe_ep_cross_rack_alltoall_stall_rank8_stack_none.log": _HELD_OUT,
+    "mmaction2_dist_train_sh_missing_gpu_arg_nproc_per_node_launcher_setup_fault.log": _HELD_OUT,
+    "xtuner_llava_dist_ranks1to3_broadcast_seq1_timeout_rank0_dataset_map_stuck.log": _HELD_OUT,
+    "xtuner_llava_4gpu_ranks1to3_broadcast_seq1_timeout_rank0_still_mapping_dataset.log": _HELD_OUT,
+    "msswift_qwen25vl_ddp_infer_every_rank_assertion_eval_human_stream_torchrun_sigterm.log": _HELD_OUT,
+    "wenet_ddp_2node_16gpu_rank0_host_rss_leak_killed.log": _HELD_OUT,
+    "wenet_gloo_8node_64gpu_init_hang_backend_setup.log": _HELD_OUT,
+    "zipvoice_mpspawn_process1_grad_scale_too_small_fp16_without_k2.log": _HELD_OUT,
+    "icefall_zipformer_mpspawn_4gpu_grad_scale_small_ranks0_2_divergence.log": _HELD_OUT,
+    "fairseq_mpspawn_multigpu_rank0_oom_skip_batch_process3_reported.log": _HELD_OUT,
+    "sdscripts_flux_accelerate_rank3_ddp_blockswap_valueerror_all_ranks.log": _HELD_OUT,
 }
 """Logs whose known truth the reader misses, and how: ``benchmarks/bench_real_logs.py`` counts them."""
