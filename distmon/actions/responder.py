@@ -34,7 +34,7 @@ from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, Change
 from distmon.monitor.state.kinds import ENDING_KINDS
 from distmon.monitor.state.words import duration, time_of_day
-from distmon.node.pyspy import OutsideStack
+from distmon.node.pyspy import OutsideStack, executable
 from distmon.wire import Report
 from distmon.wire.sockets import DUMP, END, Command, Dump
 
@@ -202,14 +202,19 @@ class Responder:
             self._writer.close(timeout)
 
     def _outside_stacks(self, monitor: Monitor, alert: Alert, take: bool) -> dict[int, OutsideStack | None]:
-        """The named ranks' stacks from outside, asked once per alert and collected later."""
+        """The named ranks' stacks from outside, asked once per alert and collected later. Where
+        py-spy is not here, only of ranks gone silent: the stack would come from the rank's
+        faulthandler, whose dump of every thread from a signal handler is safe while one thread
+        holds the GIL (the others cannot run) but may crash a rank whose own threads run Python
+        (its hook's sampler); a rank still reporting has its Python stack in its reports."""
         _, source, _ = monitor.detector.sources
         if source is None:
             return {}
+        traced = executable() is not None
         stacks: dict[int, OutsideStack | None] = {}
         for rank in alert.ranks[:MAX_OUTSIDE_STACKS]:
             s = monitor.state.ranks.get(rank)
-            if s is not None and not s.finished:
+            if s is not None and not s.finished and (traced or s.silent(alert.t)):
                 stacks[rank] = source(s.report.host, s.report.pid, alert.t, take)
         return stacks
 

@@ -15,16 +15,19 @@ from pathlib import Path
 import pytest
 import zmq
 
+from distmon.actions import responder as responder_module
 from distmon.actions.bundles import DUMP_PREFIX, Bundle, EvidenceStore
 from distmon.actions.responder import Responder
 from distmon.monitor.intake.receiver import Receiver
 from distmon.monitor.pipeline import Monitor
+from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state import JobState
 from distmon.monitor.state.alerts import CRITICAL, Alert, AlertBook, Change, Finding
 from distmon.monitor.state.limits import LIMITS
-from distmon.wire import Report, WireError
+from distmon.wire import Report, WireError, encode
 from distmon.wire.sockets import DUMP, RANK_SOCKET, Command, Dump, decode_command, dump_frames, encode_command
 from tests.support.commands import distmon, free_port
+from tests.support.messages import T0, report
 
 
 def hang_alert(t: float = 1000.0) -> Alert:
@@ -170,3 +173,25 @@ def test_abort_on_hang_is_refused_where_anyone_could_trigger_it(tmp_path: Path, 
     assert done.returncode == 2
     assert done.stderr.count("\n") == 1 and "without a key would let anyone" in done.stderr, done.stderr
     assert not (tmp_path / "x.distmon").exists()
+
+
+def test_without_py_spy_only_a_silent_ranks_stack_is_asked_from_outside(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Without py-spy a stack from outside is the rank's faulthandler's, which may crash a rank
+    whose threads run Python: a rank still reporting is not signalled, a silent one is."""
+    asked: list[int] = []
+
+    def source(host: str, pid: int, since: float, take: bool) -> None:
+        asked.append(pid - 1000)
+
+    monitor = Monitor(Detector(stacks=source))
+    monitor.ingest(encode(report(0, 2, t=T0)), T0)
+    monitor.ingest(encode(report(1, 2, t=T0 + 60)), T0 + 60)
+    alert = Alert("hang", CRITICAL, [0, 1], T0 + 61, "ranks 0-1", "")
+    responder = Responder(Ranks())
+    monkeypatch.setattr(responder_module, "executable", lambda: None)
+    responder._outside_stacks(monitor, alert, take=True)
+    assert asked == [0]
+    monkeypatch.setattr(responder_module, "executable", lambda: "/usr/bin/py-spy")
+    asked.clear()
+    responder._outside_stacks(monitor, alert, take=True)
+    assert asked == [0, 1]
