@@ -242,8 +242,9 @@ def _unheard(state: JobState) -> dict[int, str]:
     import numpy as np
 
     found = state.told.found()
-    heard = state.heard(np.array(sorted(found), dtype=np.int64))
-    return {rank: found[rank] for rank, was in zip(sorted(found), heard, strict=True) if not was}
+    ranks = sorted(found)
+    heard = state.heard(np.array(ranks, dtype=np.int64))
+    return {rank: found[rank] for rank, was in zip(ranks, heard, strict=True) if not was}
 
 
 def _job_of(eyes: Eyes, here: str | None, asked: str | None = None) -> str | None:
@@ -288,7 +289,7 @@ def _answer(recording: str, as_json: bool) -> int:
         ranks, hosts = sorted(unheard), sorted(set(unheard.values()))
         print(
             f"distmon look: {rank_word(ranks)}, found on {', '.join(visible(h) for h in hosts[:4])}, sent no report "
-            "before the look ended (their node's eye was slow to take their stacks): nothing is said of them, nor of "
+            "before the look ended (their node's eye sent none in time): nothing is said of them, nor of "
             "what the others wait for; look again with a longer --seconds",
             file=sys.stderr,
         )

@@ -149,12 +149,7 @@ class EyesTold:
     def found_since(self, t: float) -> set[int]:
         """The job's ranks the eyes of nodes reached said they found there, told at ``t`` or later:
         their reports are on their way (an eye writes a rank's first report once it has looked at it)."""
-        return {
-            rank
-            for host, r in self._reached.items()
-            if r.state in (SEEN, NO_PYSPY) and self._reached_at[host] >= t
-            for rank in r.ranks
-        }
+        return {rank for rank, host in self.found().items() if self._reached_at[host] >= t}
 
     def spoke(self, host: str) -> bool:
         """The eye on ``host`` spoke; whether it is its first word. At most :data:`MAX_EYES`
