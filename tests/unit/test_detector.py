@@ -496,3 +496,37 @@ def test_a_rank_stopped_just_after_reporting_a_collective_its_peers_have_finishe
     findings = Detector(outside=outside).evaluate(state, t + 2.2)
     assert [(f.kind, f.ranks, f.severity) for f in findings] == [("hang", [2], "warning")], findings
     assert findings[0].summary.startswith("rank 2 is stopped (SIGSTOP)")
+
+
+def test_ranks_whose_latest_reports_predate_the_wait_are_not_named_for_doing_nothing_in_it() -> None:
+    """Rank 1 stops after collective #225; rank 0 waits in #226 from t. Ranks 2-3 last reported
+    just before they entered #226 and the prober sees them idle in it, waiting like rank 0:
+    what they do says nothing of where they are until a report taken since tells (CI's stop 70
+    named them). Once it does, rank 1 is named alone."""
+    state, t = JobState(LIMITS), 1000.0
+    pace = StepStats(n=64, mean=0.05, p50=0.05, max=0.06, last=0.05)
+    world = [0, 1, 2, 3]
+
+    def sent(rank: int, at: float, group: GroupStatus, received: float) -> None:
+        state.apply(report(rank, t=at, groups=[group], steps=220, step_time=pace), received)
+
+    for rank in (1, 2, 3):
+        sent(rank, t - 0.2, _group("world", world, 225, 225, None, None), t - 0.1)
+    for at in (t + 0.1, t + 1.1):
+        sent(0, at, _group("world", world, 226, 225, "all_reduce", t), at + 0.1)
+    eye_now = t + 1.6
+    idle = tuple(Sample(pid, eye_now - 1.5 + 0.25 * k, "S", syscall="futex") for pid in (1002, 1003) for k in range(7))
+    stopped = Sample(1001, eye_now, "T")
+
+    def outside(host: str, pid: int) -> Seen:
+        if pid == 1001:
+            return Seen(stopped, stopped, stopped, (stopped,), now=eye_now)
+        looks = tuple(look for look in idle if look.pid == pid)
+        return Seen(looks[0], looks[-1], looks[-3], looks, now=eye_now) if looks else _seen(pid, "R", "running", 1.0)
+
+    detector = Detector(outside=outside)
+    assert [f.ranks for now in (t + 1.5, t + 1.6) for f in detector.evaluate(state, now) if f.kind == "hang"] == []
+    for rank in (2, 3):
+        sent(rank, t + 0.8, _group("world", world, 226, 225, "all_reduce", t + 0.05), t + 1.5)
+    findings = [f for f in detector.evaluate(state, t + 1.6) if f.kind == "hang"]
+    assert [(f.ranks, f.severity) for f in findings] == [([1], "warning")], findings

@@ -164,12 +164,24 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
         return None
     verdict = judge_process(r.host, looks[0], seen.last, r.stack)
     if span >= AGREED and verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
-        return verdict
+        return verdict if _told_since(s, ctx, seen, looks[0]) else None
     if verdict.working and gil_held(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
         moved = Moved.between(looks[0], seen.last)
         return holding_the_gil(moved, _gil_for(s, ctx), taken.frames if taken else None, verdict.evidence)
     return None
+
+
+def _told_since(s: RankState, ctx: Context, seen: Seen, first: Sample) -> bool:
+    """Whether where rank ``s``'s report places it (in no collective, no send) holds over the
+    looks since ``first``: its report was taken after that look, or none comes on time any
+    more (its reporting thread cannot run). A rank that reported just before it entered a
+    collective does nothing in it, waiting like its peers: its next report tells."""
+    if s.report.outside is not None or seen.now is None:
+        return True
+    if s.silent_for(ctx.now) > ctx.limits.overdue_after(s.interval):
+        return True
+    return s.taken() >= first.t + (ctx.now - seen.now)
 
 
 def _doing(look: Sample) -> str | None:

@@ -135,6 +135,12 @@ class RankState:
         clock was: measured on the rank's clock, so skew between hosts does not enter."""
         return float(self._get("t")) - t + (now - self.received)
 
+    def taken(self) -> float:
+        """When its latest report was taken, on the monitor's clock: its own time and the least
+        delay its reports have had on the way, so that a report held up in a queue is as old as
+        it is, not as its arrival."""
+        return float(self._get("t")) + float(self._get("least_delay"))
+
     def stalled_for(self, now: float) -> float | None:
         """How long the rank has made no progress, by its own account; None while it does."""
         since = float(self._get("stalled_since"))
