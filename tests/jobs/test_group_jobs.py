@@ -21,7 +21,7 @@ from tests.support.alerts import is_root_hang
 from tests.support.listener import Listener
 from tests.support.paths import EXAMPLES, SCRIPTS
 from tests.support.recorder import recording
-from tests.support.scripts.many_groups import BARRIERS, GROUPS, MESSAGES
+from tests.support.scripts.many_groups_plan import BARRIERS, GROUPS, MESSAGES
 
 MANY_GROUPS = SCRIPTS / "many_groups.py"
 PARALLEL = EXAMPLES / "parallel.py"
