@@ -216,8 +216,12 @@ def test_collectives_on_four_gloo_ranks(stopped_rank: Future[str] | None) -> Non
         kill_tree(job)
     assert job.returncode == 0, err[-3000:]
     document = json.loads(out)
-    checks = {c["name"]: c["status"] for c in document["checks"]}
-    assert checks == dict.fromkeys(("ranks", "init", "barrier", "all_reduce", "broadcast", "versions"), "pass")
+    checks = {c["name"]: c for c in document["checks"]}
+    assert set(checks) == {"ranks", "init", "barrier", "all_reduce", "broadcast", "versions"}
+    for name, check in checks.items():
+        # A rank the machine's load held back is a true warning: the timing rule is tests/unit/test_doctor.py's.
+        slowed = name in ("barrier", "all_reduce", "broadcast") and check["detail"].startswith(f"{name} slow on rank")
+        assert check["status"] == "pass" or (check["status"] == "warn" and slowed), check
     assert [row["rank"] for row in document["ranks"]] == [0, 1, 2, 3]
     assert all(row["result"] == "ok" and row["all_reduce"] > 0 for row in document["ranks"])
 
