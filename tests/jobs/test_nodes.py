@@ -40,8 +40,10 @@ from tests.support.waiting import wait_until
 
 pytestmark = pytest.mark.skipif(bool(can_make_nodes()), reason=can_make_nodes() or "")
 
-ASLEEP, GIL, STOPPED = 60, 140, 220
-"""The steps at which the faults come (a job's first steps are slow: the eyes learn the job)."""
+ASLEEP, GIL, STOPPED = 60, 160, 280
+"""The steps at which the faults come (a job's first steps are slow: the eyes learn the job), far
+enough apart that each alert is resolved before the next fault: a rank's hangs share a key, and a
+fault that came while the last was still open would update that alert, not raise one."""
 # The GIL is held and rank 1 stopped 12 s each: either is named once the rank's reporting thread
 # has been silent two intervals and a second, which three test files at once on 2 cores can
 # stretch past 6 s.

@@ -319,3 +319,18 @@ def test_a_real_flapping_link_is_its_one_warning_though_the_job_stood_still_past
     raised = [(a.kind, a.severity, a.ranks) for a in monitor.alerts.history]
     assert raised == [("link_flapping", WARNING, [])], raised
     assert monitor.alerts.history[0].summary.endswith("3.2s each; the job stood still each time")
+
+
+def test_a_node_whose_last_batches_came_late_before_it_was_cut_off_is_lost_not_unwatched() -> None:
+    """Node B's relay forwards nothing in the two seconds before its link goes (a loaded host's
+    relay, late), while ranks 2-3 still complete the others' all-reduces: ranks 0-1 step past
+    what ranks 2-3 were last heard to issue, yet the node is up then. Silence allows a node's
+    reports that late, so it may have been cut off that long after it was last heard: node_lost,
+    never a node_unwatched naming none first (CI's stop 113, tests/jobs/test_nodes.py)."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).hang(2, at=CUT)
+    late = CUT - 2
+    _, changes = run(
+        sim, 60, lambda rank, second: rank < 2 or second < CUT, lambda s: [NODE_A] if s >= late else [NODE_A, NODE_B]
+    )
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [2, 3])], raised

@@ -190,7 +190,10 @@ def _trains_on(job: JobState, ctx: Context, node: SilentNode) -> Steps | None:
     shares = job.live(ctx.now) & (np.isin(c.g_id[:, :used], theirs) & rows).any(axis=1)
     shares[node.ranks] = False  # its own, heard a moment longer, are no evidence
     peers = np.flatnonzero(shares)[:PEERS_LOOKED_AT]
-    cut_by = node.since + float(np.nanmax(c.interval[node.ranks]))
+    # Its reports may come as late as silence allows and the node still be up: it may have been cut
+    # off that long after it was last heard (a loaded host's relay forwards late), its ranks
+    # completing the others' collectives till then.
+    cut_by = node.since + float(ctx.limits.silent_after(float(np.nanmax(c.interval[node.ranks]))))
     stepped = [p for p in peers.tolist() if _steps_since(job, p, cut_by) >= STEPS_ON]
     best: Steps | None = None
     for gid in theirs.tolist() if stepped else []:
