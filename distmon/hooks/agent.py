@@ -193,6 +193,12 @@ class Agent:
             self._sent.wait_for(lambda: self._reports >= target, timeout=LAST_WORDS_WAIT)
 
     def _run(self) -> None:
+        try:
+            self._report_until_stopped()
+        finally:
+            self._termination.agent_ended.set()
+
+    def _report_until_stopped(self) -> None:
         context = zmq.Context(io_threads=1)
         sock = context.socket(RANK_SOCKET)
         sock.setsockopt(zmq.LINGER, 0)

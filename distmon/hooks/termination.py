@@ -22,6 +22,13 @@ import threading
 from types import FrameType
 
 _SIG_DFL = 0
+PATIENCE = 3.0
+"""Seconds the main thread, in the SIGTERM handler before the agent has sent its last words and
+ended the process, waits for the agent before it dies itself (at once where the agent has ended).
+On an idle machine the agent is done within milliseconds; a loaded one (a CI run beside CPU
+burners) can stretch its send and linger past a second, and a rank torn down without last words
+reads as killed, a second culprit beside the rank that died first. Far under torchrun's 30 s
+before its SIGKILL."""
 
 
 class TerminationWatch:
@@ -29,6 +36,8 @@ class TerminationWatch:
         self.fd: int | None = None
         self._write_fd: int | None = None
         self._owner = os.getpid()
+        self.agent_ended = threading.Event()
+        """Set by the agent thread as it ends: past it, nobody will send last words."""
 
     def install(self) -> bool:
         if threading.current_thread() is not threading.main_thread():
@@ -95,7 +104,7 @@ class TerminationWatch:
 
     def _python_handler(self, _signum: int, _frame: FrameType | None) -> None:
         """The main thread got here before the agent finished: give it a moment, then die."""
-        threading.Event().wait(1.0)
+        self.agent_ended.wait(PATIENCE)
         self.die()
 
     def _forget_in_child(self) -> None:
