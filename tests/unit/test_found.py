@@ -215,6 +215,28 @@ def test_a_rank_gone_while_the_others_run_on_is_lost() -> None:
     assert "while ranks 0, 2-3 run on" in lost.summary
 
 
+class GoneEye(Eye):
+    """An eye on this host that finds rank 0's process gone while its node's eye still reports
+    where it last stood (its report of the end not sent yet)."""
+
+    def __call__(self, host: str, pid: int) -> Seen:
+        seen = super().__call__(host, pid)
+        return replace(seen, last=None, recent=None, looks=()) if pid == 1000 else seen
+
+
+def test_a_rank_seen_gone_before_its_eye_says_so_is_lost_not_a_hang() -> None:
+    """Seen gone by a look of its own while its node's eye still shows it where it stood: the others'
+    wait is not the hang's to page (at a job's end, its processes end in no telling order); once the
+    eye tells of the end and the others run on without it, the rank is lost."""
+
+    def ends(t: float) -> Where | None:
+        return None if t >= T0 + 12 else waiting(ASLEEP)(t)
+
+    stuck = waiting(ALL_REDUCE)
+    alerts = run({0: ends, 1: stuck, 2: stuck, 3: stuck}, GoneEye({}), 20)
+    assert [(a.kind, a.ranks) for a in alerts] == [("rank_lost", [0])], alerts
+
+
 def test_rank_0_working_on_alone_after_the_others_ended_is_a_job_ending_well() -> None:
     """Rank 0 saves the model, or uploads its metrics, after the others finished: nobody waits
     for the ranks gone."""

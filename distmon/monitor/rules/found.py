@@ -71,6 +71,10 @@ MAX_SHOWN = 4
 RAN_ON = 5.0
 """Seconds the others must run on after a found rank's process ended for it to be named."""
 SYNC_POINT = "a sync point (on a GPU, where a rank waits for its collective)"
+ENDED = (Doing.GONE, Doing.ZOMBIE)
+"""A root whose process has ended: not the hang's to name. Seen from outside, a job's processes
+end in no telling order: rank 0 seen gone a moment before its peers, whose eye still shows them
+where they last stood, is a job ending; ``found_gone`` names a rank the others ran on without."""
 THE_JOB = "the job"
 """The group a collective seen from outside is waited in: its stack names no group."""
 
@@ -250,11 +254,17 @@ def _hang(
         looks = {
             rank: _early_look(s, verdict, ctx, waited) for rank, s, verdict in zip(roots, views, seen, strict=True)
         }
+        roots, looks = _alive(roots, looks)
+        if not roots:
+            return []
     else:
         looks = {
             rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
+        roots, looks = _alive(roots, looks)
+        if not roots:
+            return []
         idle = [rank for rank, look in looks.items() if not (look.working or look.pending)]
         if idle and len(idle) < len(looks) == len(roots):
             # those seen at work beside a rank seen doing nothing make progress: waits, not this page's culprits
@@ -284,6 +294,13 @@ def _hang(
     )
     summary, detail = hang_words(h)
     return [Finding("hang", AlertKind.HANG, h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
+
+
+def _alive(roots: list[int], looks: dict[int, Look]) -> tuple[list[int], dict[int, Look]]:
+    """The roots whose processes have not ended, and their looks: one that has is ``found_gone``'s
+    to name, once the others have run on without it."""
+    ended = {rank for rank, look in looks.items() if look.verdict is not None and look.verdict.kind in ENDED}
+    return [r for r in roots if r not in ended], {r: look for r, look in looks.items() if r not in ended}
 
 
 def _early_look(s: RankState | None, verdict: Verdict | None, ctx: Context, waited: float) -> Look:
