@@ -8,6 +8,7 @@ import re
 from dataclasses import dataclass
 
 from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.signal_handler import CRASHED
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
     ON_A_NODE,
@@ -88,7 +89,7 @@ def alike(log: LogFacts) -> str | None:
     NCCL's on a peer it may have lost and the log shows a rank that raised none: it may be that peer."""
     failures = failures_of(log)
     exceptions = {f.exception for f in failures if f.exception}
-    exits = {f.exit for f in failures if f.exit}
+    exits = {f.exit for f in failures if f.exit and f.exit != CRASHED}  # a crash whose signal is cut: any
     times = [f.at for f in failures if f.at is not None]
     if len(failures) < 2 or len(exceptions) > 1 or len(exits) > 1 or (times and max(times) - min(times) > TOGETHER):
         return None
@@ -98,7 +99,7 @@ def alike(log: LogFacts) -> str | None:
         return None
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
-    how = next(f.said or "" for f in failures) if all(f.exception for f in failures) else next(iter(exits))
+    how = next(f.said or "" for f in failures) if all(f.exception for f in failures) else next(iter(exits), CRASHED)
     why = SHARED_MEMORY if "SIGBUS" in how or "Bus error" in how else ALIKE
     return f"{whom(failures)} failed alike{together} ({how}): {why}"
 
@@ -128,7 +129,7 @@ def failures_of(log: LogFacts) -> list[Failure]:
         if e.unit == RANK and (own := log.raised.get(e.who)) is not None and (own.cut or own.consequence):
             continue  # its exception was another's consequence: its exit is that too
         failure = found.setdefault(f"{e.unit} {e.who}", Failure(f"{e.unit} {e.who}"))
-        failure.exit = e.ended
+        failure.exit = failure.exit if failure.exit and e.said == CRASHED else e.ended
         failure.at = failure.at if failure.at is not None else e.at
     _crashed(log, found)
     return list(found.values())

@@ -67,6 +67,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from itertools import pairwise
 
+from distmon.forensics.signal_handler import SignalHandler
 from distmon.forensics.tracebacks import ISO, MAX_TRACEBACK_LINES, TRACEBACK, Traceback, utc
 from distmon.forensics.worker_exits import (
     ENDS,
@@ -124,7 +125,6 @@ _HYDRA_STATUS = re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,9})")
 """MPICH's Hydra (``pmiserv_cb.c``) on the first process its proxy found killed by a signal: ``=   PID
 4242 RUNNING AT n1`` / ``=   EXIT CODE: 9``, the raw wait status (the signal, 128 more with a core)."""
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})")
-_HANDLER = re.compile(r"^\s{0,8}\[(?:([\w.-]{1,200}):)?(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
 _SRUN = re.compile(
     r"srun: error: ([\w.-]{1,200}): tasks? ([\d,-]{1,4000}): "
     r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault|Bus error"
@@ -214,6 +214,10 @@ class LauncherLines:
     """The pids torchrun's agent sent its closing signal."""
     agent: bool = False
     """torchrun's agent named the worker it found failed."""
+    handler: SignalHandler = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.handler = SignalHandler(self.kept)
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is a launcher's; False for any other line."""
@@ -240,14 +244,7 @@ class LauncherLines:
         signal. Its rank is the label's; without one, a worker the log does not name."""
         if self.child(body, rank):
             return True
-        handler = _HANDLER.match(body) if "Signal:" in body else None
-        if handler is not None:
-            host, pid, name, number = handler.groups()
-            if rank is None:
-                self.kept(WorkerExit(PROCESS, int(pid), -int(number), "Open MPI", host=host, signal=name.strip()))
-            else:
-                by = "Open MPI's signal handler"
-                self.kept(WorkerExit(RANK, rank, -int(number), by, host=host, signal=name.strip()))
+        if self.handler.line(body, rank):
             return True
         shell = _SHELL.match(body) if len(body) < 2400 and _SHELL_KEYS.search(body) else None
         if shell is None:

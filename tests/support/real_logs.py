@@ -60,9 +60,6 @@ MISSED = {
     "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log": "rank 4's traceback is cut "
     "in set_device before its message: suspected; that every rank past the host's GPUs failed alike (an invalid "
     "device ordinal, not an ECC error or a busy GPU) no line says",
-    "horovod_spark_cpu_every_rank_segv_at_finalize_mpirun_rank5.log": "mpirun's first segfault (rank 5) is proven; "
-    "two more ranks' Open MPI handler reports are cut before their signal lines (the handler reports SIGABRT too, a "
-    "watchdog's abort), so that every rank crashed alike no line proves",
     "tsn_caffe_mpirun_docker_four_procs_bus_error_rank1_noticed.log": "four glog handler reports in one second, "
     "their signals cut: glog reports a launcher's SIGTERM too, so they do not prove that four processes crashed",
     "c10d_hang_py_rank0_double_numel_allreduce_seq1_eight_ranks.log": "rank 0 alone timed out in the group's first "

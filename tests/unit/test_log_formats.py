@@ -187,6 +187,40 @@ def test_open_mpis_signal_handler_and_mpirun_naming_one_segfaulting_worker_are_o
     assert whom([Failure("process 11"), Failure("process 12")]) == "2 processes"
 
 
+def handler_backtrace(rank: int, pid: int, *frames: str, first: int = 0) -> str:
+    """Open MPI's handler's backtrace of ``rank`` under mpirun's ``--tag-output`` from its frame
+    ``first``, its lines naming the signal cut (an excerpt)."""
+    lines = [f"[1,{rank}]<stderr>:[n1:{pid}] [{i:2d}] {frame}" for i, frame in enumerate(frames, first)]
+    return "\n".join([*lines, f"[1,{rank}]<stderr>:[n1:{pid}] *** End of error message ***"]) + "\n"
+
+
+MPIRUN_SEGV = "mpirun noticed that process rank 2 with PID 0 on node n1 exited on signal 11 (Segmentation fault).\n"
+
+
+def test_ranks_whose_handlers_show_a_crash_beside_mpiruns_one_segfault_failed_alike() -> None:
+    """mpirun names the first process it saw end; other ranks' handlers, their signal lines cut,
+    show crashes of their own (no abort in their first frames): every one crashed alike."""
+    segv = (
+        "/lib/libpthread.so.0(+0x10330)[0x7f01]",
+        "python(PyObject_IsTrue+0x39)[0x5501]",
+        "python(+0x1604fb)[0x5502]",
+    )
+    text = handler_backtrace(0, 301, *segv) + handler_backtrace(3, 304, *segv) + MPIRUN_SEGV
+    verdict = assign_blame(analyze_text(text))
+    assert verdict.culprits == [] and verdict.nobody is not None
+    assert verdict.nobody.startswith("ranks 0, 2-3 failed alike at once (signal 11 (SIGSEGV))")
+
+
+def test_a_handlers_backtrace_of_an_abort_or_cut_at_its_head_proves_no_crash_alike() -> None:
+    """An abort (a watchdog's, after another's failure) or a backtrace whose first frames are cut
+    says nothing of a crash of the rank's own: mpirun's rank stays the one that failed."""
+    abort = ("/lib/libpthread.so.0(+0xf6d0)[0x7f01]", "/lib/libc.so.6(gsignal+0x37)[0x7f02]", "libc.so.6(abort)[0x3]")
+    cut = handler_backtrace(3, 304, "python(+0x1)[0x1]", "python(+0x2)[0x2]", "python(+0x3)[0x3]", first=5)
+    text = handler_backtrace(0, 301, *abort) + cut + MPIRUN_SEGV
+    verdict = assign_blame(analyze_text(text))
+    assert verdict.nobody is None and verdict.culprits == [2]
+
+
 # --- the desync report ----------------------------------------------------------------------
 
 
