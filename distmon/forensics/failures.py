@@ -46,11 +46,11 @@ CUDA failure or misuse."""
 
 
 UNALIKE = frozenset({SIGKILL, -SIGABRT, -SIGTERM})
-_TEARDOWN = frozenset({SIGKILL, -SIGTERM})
-"""Signals a launcher ends its processes with (glog's handler reports SIGTERM too): no crash of their own."""
 """Signals no sign that processes failed alike: sent from outside to each process for its own (the OOM
 killer's pick, a launcher's teardown), or an abort that follows another's failure (a watchdog's, a
 peer lost)."""
+_TEARDOWN = frozenset({SIGKILL, -SIGTERM})
+"""Signals a launcher ends its processes with (glog's handler reports SIGTERM too): no crash of their own."""
 
 
 def own_failure(log: LogFacts) -> bool:
