@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.forked import Forker
 from tests.support.listener import Listener
 from tests.support.paths import TRAIN
 from tests.support.torchrun import Torchrun
@@ -20,16 +21,22 @@ def listener(endpoint: str) -> Iterator[Listener]:
 
 
 @pytest.fixture(scope="session")
-def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun]:
-    """Starts ``examples/train.py`` (or ``script``) under torchrun, reporting to ``endpoint``.
+def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[..., Torchrun]]:
+    """Starts ``examples/train.py`` (or ``script``) under torchrun's agent, reporting to ``endpoint``.
 
     ``interval`` is the hook's report interval; the collective timeout is kept short so a
     broken job fails the test instead of hanging it. The job has no DataLoader workers unless
     ``args`` asks for them (``--workers N``): each worker is a process of its own, and most
-    tests are about the ranks.
+    tests are about the ranks. Its ranks are forked (:mod:`tests.support.forked`): torch's
+    import, a CPU-second or two a rank, is paid once a test worker (by its :class:`Forker`, started
+    for its first job, which forks its jobs one at a time). ``forked`` False starts ``torchrun``
+    as a user does.
     """
+    forkers: list[Forker] = []
 
-    def start(nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN) -> Torchrun:
+    def start(
+        nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN, forked: bool = True
+    ) -> Torchrun:
         env = {
             **os.environ,
             "DISTMON_ENDPOINT": endpoint,
@@ -40,6 +47,10 @@ def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Callable[..., Torchrun
         log = tmp_path_factory.mktemp("torchrun") / "output.log"
         if script == TRAIN:
             args = ("--distmon", "--timeout", "60", *(() if "--workers" in args else ("--workers", "0")), *args)
-        return Torchrun(nproc, list(args), env, log, script)
+        if forked and not forkers:
+            forkers.append(Forker())
+        return Torchrun(forkers[0] if forked else None, nproc, list(args), env, log, script)
 
-    return start
+    yield start
+    for forker in forkers:
+        forker.close()

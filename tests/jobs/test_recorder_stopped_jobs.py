@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import re
 import signal
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import pytest
@@ -28,9 +28,8 @@ from distmon.monitor.recording.readback import load_recording
 from distmon.monitor.recording.reader import read_recording
 from distmon.monitor.state.alerts import Change
 from distmon.wire import Report, decode
-from tests.support.forked import Forker
-from tests.support.paths import TRAIN
 from tests.support.recorder import Recorder
+from tests.support.torchrun import Torchrun
 
 RANKS = 3
 """Enough for a culprit with more than one victim."""
@@ -64,17 +63,10 @@ class Run:
     """What ``distmon report --json`` prints."""
 
 
-@pytest.fixture(scope="module")
-def forker() -> Iterator[Forker]:
-    forking = Forker()
-    yield forking
-    forking.close()
-
-
 @pytest.fixture(scope="module", params=RUNS, ids=[f"{fault}-{sig.name}-{again}" for fault, sig, again in RUNS])
 def run(
     request: pytest.FixtureRequest,
-    forker: Forker,
+    torchrun: Callable[..., Torchrun],
     new_endpoint: Callable[[], str],
     tmp_path_factory: pytest.TempPathFactory,
 ) -> Run:
@@ -86,9 +78,8 @@ def run(
     try:
         recorder.wait_listening()
         workers = "1" if fault == "worker-kill" else "0"
-        args = ["--distmon", "--timeout", "60", "--steps", "40", "--step-time", "0.05", "--workers", workers]
-        env = {"DISTMON_ENDPOINT": endpoint, "DISTMON_INTERVAL": "0.5", "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
-        with forker.start(RANKS, TRAIN, [*args, "--fault", f"{fault}@20:{CULPRIT}"], env, directory / "job.log") as job:
+        args = ["--steps", "40", "--step-time", "0.05", "--workers", workers, "--fault", f"{fault}@20:{CULPRIT}"]
+        with torchrun(RANKS, *args, endpoint=endpoint, interval=0.5) as job:
             code = job.wait(180)
         assert code == 1, job.output[-3000:]  # a rank failed: the fault ended the job, not its steps
         injected = INJECTED.search(job.output)

@@ -1,5 +1,5 @@
-"""torchrun's own agent, its ranks forked from a process that imported torch once: for tests
-that run many short jobs.
+"""torchrun's own agent, its ranks forked from a process that imported torch once: the jobs of
+the tests of the hook and the monitor (``torchrun`` in tests/jobs/conftest.py).
 
 A job that torchrun starts by exec costs each rank torch's import (about 6 CPU seconds a rank
 on the 2-core test machine, the optimizer's lazy ``torch._dynamo`` included): most of a job
@@ -59,6 +59,18 @@ class Job:
                 self.kill()
                 raise AssertionError(f"the job still runs after {timeout} s:\n{self.output[-4000:]}") from None
         return self.code
+
+    def poll(self) -> int | None:
+        """The job's exit status if it has ended, else None (as ``Popen.poll``)."""
+        if self.code is None:
+            with contextlib.suppress(TimeoutError):
+                self.code = int(self._forker.line("exit", 0))
+        return self.code
+
+    def send_signal(self, sig: int) -> None:
+        """``sig`` to the launcher (torchrun's agent), as to a ``torchrun`` a user started."""
+        if self.code is None:
+            os.kill(self.pid, sig)
 
     def kill(self) -> None:
         if self.code is None:
@@ -185,7 +197,10 @@ def _rank(script: str, *args: str) -> None:
     atexit._run_exitfuncs()
     sys.stdout.flush()
     sys.stderr.flush()
-    os._exit(code)
+    if code:
+        os._exit(code)
+    # a clean end returns to torch's wrapper: the agent counts a worker done by the value it hands
+    # back, and tells it when it may exit
 
 
 if __name__ == "__main__":
