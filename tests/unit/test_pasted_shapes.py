@@ -39,6 +39,10 @@ MISREAD = {
         "the excerpt cuts `dist.recv(input,0)`, the line that names the peer: what is left, a connection "
         "closed by a peer's address, reads as the network's or that peer's process's"
     ),
+    ("horovod_spark_cpu_every_rank_segv_at_finalize_mpirun_rank5.log", "last 60%"): (
+        "the excerpt cuts rank 11's first frames, which show its crash its own (no abort): what is left, "
+        "mpirun's one segfault and rank 6's handler's last line, proves rank 5's crash alone"
+    ),
     ("llamafactory_deepseek_r1_bf16_eight_gpus_load_model_oom_ranks5_6_alike.log", "last 60%"): (
         "the excerpt keeps rank 6's out-of-memory traceback alone: that ranks 5 and 6 ran out alike as the "
         "model loaded is in the part cut"
