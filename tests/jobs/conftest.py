@@ -29,14 +29,14 @@ def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...,
     ``args`` asks for them (``--workers N``): each worker is a process of its own, and most
     tests are about the ranks. Its ranks are forked (:mod:`tests.support.forked`): torch's
     import, a CPU-second or two a rank, is paid once a test worker (by its :class:`Forker`, started
-    for its first job, which forks its jobs one at a time). ``forked`` False starts ``torchrun``
-    as a user does.
+    for its first job, which forks its jobs one at a time). A rank must end by returning or
+    raising, or exit non-zero: one that ends by ``os._exit(0)`` hands the fork-started agent no
+    result, and the job never ends. The tests of what a job shows from outside (its command lines,
+    its launcher) start ``torchrun`` as a user does.
     """
     forkers: list[Forker] = []
 
-    def start(
-        nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN, forked: bool = True
-    ) -> Torchrun:
+    def start(nproc: int, *args: str, endpoint: str, interval: float = 0.5, script: Path = TRAIN) -> Torchrun:
         env = {
             **os.environ,
             "DISTMON_ENDPOINT": endpoint,
@@ -47,9 +47,9 @@ def torchrun(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Callable[...,
         log = tmp_path_factory.mktemp("torchrun") / "output.log"
         if script == TRAIN:
             args = ("--distmon", "--timeout", "60", *(() if "--workers" in args else ("--workers", "0")), *args)
-        if forked and not forkers:
+        if not forkers:
             forkers.append(Forker())
-        return Torchrun(forkers[0] if forked else None, nproc, list(args), env, log, script)
+        return Torchrun(forkers[0], nproc, list(args), env, log, script)
 
     yield start
     for forker in forkers:

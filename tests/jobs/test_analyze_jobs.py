@@ -28,8 +28,7 @@ def hung_job(torchrun: Callable, endpoint: str, out: Path, fault: str, recorder:
     raised it), then have each rank dump; returns the dumps' prefix."""
     prefix = out / "nccl_trace_rank_"
     args = ["--prefix", str(prefix), "--fault", fault, "--culprit", str(CULPRIT)]
-    hook = ["--distmon"] if recorder else []
-    with torchrun(4, *args, *hook, endpoint=endpoint, script=JOB, forked=False) as job:  # its ranks end by os._exit
+    with torchrun(4, *args, *(["--distmon"] if recorder else []), endpoint=endpoint, script=JOB) as job:
         arrived = [Path(f"{prefix}{r}.at") for r in range(4)]
         deadline = time.monotonic() + 120
         while not all(a.exists() for a in arrived):

@@ -1,10 +1,10 @@
 """A real job whose rank turns slower than its peers in every step, after a healthy start with
 a pause of its own every few steps: 3 gloo ranks under torchrun paced 100 ms a step, rank 0
 uploading its metrics to a slow service every 40 steps (1 s asleep in a socket read, the
-others waiting), rank 2 sleeping 20% longer in every step from step 150; `distmon record`
+others waiting), rank 2 sleeping twice as long in every step from step 150; `distmon record`
 watching. The uploads make no straggler of rank 0; rank 2 is named, alone, once, with what it
-costs the job; the replay of the recording names it as the live monitor did. How soon is
-``benchmarks/bench_straggler.py``'s to measure, not this test's."""
+costs the job; the replay of the recording names it as the live monitor did. How small a
+straggler is named, and how soon, is ``benchmarks/bench_straggler.py``'s to measure, not this test's."""
 
 from __future__ import annotations
 
@@ -24,6 +24,12 @@ from tests.support.recorder import recording
 
 RANKS = 3
 SLOW_FROM = 150
+FACTOR = "2"
+"""How much longer rank 2 sleeps a step: its peers wait for it 40-45% of the time. A rank that holds
+them up is named only where that is twice the share of the time it waited for a CPU (else it is
+its host's scheduler's, :data:`distmon.monitor.rules.pace.SCHEDULED`); amid the suite's other
+jobs the ranks wait for one 9-13% of the time (load 9 on 2 cores), which a rank 20% slower
+(holding them up 12%) did not clear."""
 INJECTED = re.compile(r"\[train\] rank 2: injecting straggler at step \d+, t=([\d.]+)")
 
 
@@ -40,7 +46,7 @@ class Job:
 @pytest.fixture(scope="module")
 def job(torchrun, new_endpoint, tmp_path_factory) -> Job:
     args = ["--steps", "420", "--step-time", "0.1", "--habit", "upload@40:0:1"]
-    args += ["--fault", f"straggler@{SLOW_FROM}:2:600", "--straggler-factor", "1.2"]
+    args += ["--fault", f"straggler@{SLOW_FROM}:2:600", "--straggler-factor", FACTOR]
     out = tmp_path_factory.mktemp("straggler") / "run.distmon"
     endpoint = new_endpoint()
     with recording(out, endpoint) as recorder:
@@ -81,7 +87,7 @@ def test_the_slower_rank_is_named_alone_once_with_what_it_costs(job: Job) -> Non
 def test_the_replay_names_it_as_the_live_monitor_did(job: Job) -> None:
     def named(*command: str) -> list[tuple[object, object, str]]:
         """Each straggler alert, its figures left out: the replay works the hold-ups out at its own
-        ticks, which a loaded machine's live monitor took a moment apart (13% live, 14% replayed)."""
+        ticks, which a loaded machine's live monitor took a moment apart (13% live, 14% replayed once)."""
         done = subprocess.run([*DISTMON, *command, str(job.recording)], capture_output=True, text=True, timeout=120)
         alerts = json.loads(done.stdout)
         return [(a["kind"], a["ranks"], re.sub(r"\d+", "N", a["summary"])) for a in alerts if a["kind"] == "straggler"]

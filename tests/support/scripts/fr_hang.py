@@ -17,7 +17,8 @@ data-parallel pairs (0, 2) and (1, 3) and the world all-reduce. At step ``--at``
 Odd ranks write torch's JSON dump, even ranks its pickle (with stack traces). Every rank
 writes ``PREFIX<rank>.at`` when it reaches step ``--at``, and dumps its recorder
 once ``PREFIX`` + ``go`` exists and its recorder stands still (or at once, when a collective
-fails because a peer died), then exits. The CPU recorder leaves ``pg_config`` empty where
+fails because a peer died), then exits with status 1, as torch's watchdog ends a rank whose
+collective timed out. The CPU recorder leaves ``pg_config`` empty where
 NCCL's lists every group: the dump is given the groups in NCCL's shape, as NCCL would have
 written them. Run by tests/jobs/test_analyze_jobs.py under torchrun.
 """
@@ -85,7 +86,7 @@ def main() -> None:
                 pending.wait()
     except RuntimeError:
         write_dump(prefix, rank, groups)
-        os._exit(0 if Path(f"{prefix}go").exists() else 1)
+        os._exit(1)
 
 
 def fault(kind: str, prefix: Path) -> None:
@@ -118,7 +119,7 @@ def dump_when_told(prefix: Path, rank: int, groups: dict[str, tuple[dist.Process
         time.sleep(0.3)
     write_dump(prefix, rank, groups)
     peers_dumped(prefix)
-    os._exit(0)
+    os._exit(1)
 
 
 def peers_dumped(prefix: Path, wait: float = 60.0) -> None:
