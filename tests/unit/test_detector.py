@@ -530,3 +530,33 @@ def test_ranks_whose_latest_reports_predate_the_wait_are_not_named_for_doing_not
         sent(rank, t + 0.8, _group("world", world, 226, 225, "all_reduce", t + 0.05), t + 1.5)
     findings = [f for f in detector.evaluate(state, t + 1.6) if f.kind == "hang"]
     assert [(f.ranks, f.severity) for f in findings] == [([1], "warning")], findings
+
+
+def test_no_rank_is_named_early_while_a_report_shows_a_wait_in_a_collective_already_completed() -> None:
+    """Node B cut off: its ranks 2-3's last reports, come late through its relay, have them wait in
+    #613, which ranks 0-1 have completed since; rank 1 waits in #627, rank 0 sits on a lock (its
+    gradients' all-reduce cannot complete without node B). Where ranks 2-3 stand now is not
+    known: rank 0 is not named early for holding them up (CI's stop 74: a warning naming rank 0
+    came before node B's node_lost)."""
+    state, t = JobState(LIMITS), 1000.0
+    pace = StepStats(n=64, mean=0.05, p50=0.05, max=0.06, last=0.05)
+    world = [0, 1, 2, 3]
+
+    def sent(rank: int, at: float, group: GroupStatus, received: float) -> None:
+        state.apply(report(rank, t=at, groups=[group], steps=610, step_time=pace), received)
+
+    for rank in (2, 3):
+        sent(rank, t - 3.7, _group("world", world, 613, 612, "all_reduce", t - 4.2), t + 1.0)
+    for at in (t + 0.1, t + 1.1):
+        sent(0, at, _group("world", world, 622, 622, None, None), at + 0.05)
+        sent(1, at, _group("world", world, 627, 626, "all_reduce", t - 0.5), at + 0.05)
+    eye_now = t + 1.6
+    locked = tuple(Sample(1000, eye_now - 1.5 + 0.25 * k, "S", syscall="futex") for k in range(7))
+
+    def outside(host: str, pid: int) -> Seen:
+        if pid == 1000:
+            return Seen(locked[0], locked[-1], locked[-3], locked, now=eye_now)
+        return _seen(pid, "R", "running", 1.0)
+
+    detector = Detector(outside=outside)
+    assert [f.ranks for now in (t + 1.5, t + 1.6) for f in detector.evaluate(state, now) if f.kind == "hang"] == []

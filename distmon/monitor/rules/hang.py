@@ -241,11 +241,12 @@ class Incidents:
         """Before a wait is a hang: the ranks that waits of half the early threshold lead to
         are looked at from outside, and once a wait reaches it, ranks that the prober has
         seen do nothing for a second (stopped, asleep, blocked, on a lock, holding the GIL)
-        are named, as a warning saying so. A rank that works, or that the prober has yet to
-        see, waits for the hang threshold as before; a pause the job usually takes
-        (:mod:`~distmon.monitor.rules.routine`) is named only once it outlasts itself."""
+        are named, as a warning saying so (not while a report is behind, :meth:`_behind`). A rank
+        that works, or that the prober has yet to see, waits for the hang threshold as before; a
+        pause the job usually takes (:mod:`~distmon.monitor.rules.routine`) is named only once it
+        outlasts itself."""
         first, stuck, reach = self._relation(self.ctx.looked_after)
-        if not first:
+        if not first or self._behind(reach):
             return []
         roots = self._roots(reach)
         if not roots or len(roots) > MAX_SHOWN:
@@ -266,6 +267,13 @@ class Incidents:
             return []
         looks = {rank: self._look(rank, verdicts[rank]) for rank in roots}
         return [self._hang(roots, reach, stuck, looks, early=True)]
+
+    def _behind(self, reach: set[Node]) -> bool:
+        """Some rank the waits lead to reports a wait in a collective a member has completed since:
+        its report is behind (held up on the way, its node's relay late or cut off), and where it
+        stands now, and so who holds whom up, is not known. No rank is named early on such a
+        picture: the hang threshold, or the node's silence, decides."""
+        return any(isinstance(n, tuple) and len(n) == 2 and self.groups[n[0]].completed >= n[1] for n in reach)
 
     def _maybe_waiting(self, s: RankState) -> bool:
         """Inside a collective or a send its report does not call a wait yet: it may wait
