@@ -19,10 +19,11 @@ $(VENV)/.demo: pyproject.toml constraints.txt
 	$(PIP) torch -e .
 	touch $@
 
-# What the tests need besides: every extra, and the tools.
-$(VENV)/.installed: $(VENV)/.demo
-	$(PIP) -e ".[dev,stacks,integrations,html]"
-	touch $@
+# What the tests need besides: every extra, and the tools (torch with them: one resolution, not two).
+$(VENV)/.installed: pyproject.toml constraints.txt
+	$(PYTHON) -m venv $(VENV)
+	$(PIP) torch -e ".[dev,stacks,integrations,html]"
+	touch $(VENV)/.demo $@
 
 setup: $(VENV)/.installed
 
