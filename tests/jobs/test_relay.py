@@ -268,7 +268,8 @@ def test_rank_frames_arrive_as_batches_naming_the_relay_and_an_idle_relay_still_
         assert 2 <= len(batches) <= 8, "the frames of an interval travel together"
         assert whole_of(batches) == sent[:3], "a rank's report goes whole when it has news: the first"
         idle = collect(receiver, lambda b: len(b) >= 5)
-        assert [len(b) for b in idle] == [0] * 5 and all(relay_ids(b) == [relay.id] for b in idle)
+        assert len(idle) >= 5, "one receive may take several batches that came together"
+        assert all(len(b) == 0 and relay_ids(b) == [relay.id] for b in idle), [len(b) for b in idle]
         assert relay.id.split(":") == [socket.gethostname(), str(relay.process.pid)]
         closing = relay.stop()
     assert closing.startswith(f"distmon relay: {len(sent)} reports in ") and "(3 of them whole)" in closing
