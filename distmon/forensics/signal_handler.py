@@ -37,7 +37,7 @@ class SignalHandler:
 
     kept: Callable[[WorkerExit], None]
     crashed: set[int] = field(default_factory=set)
-    """The ranks whose crash was handed on (or seen to be an abort)."""
+    """The ranks whose crash was handed on (or seen to be an abort), :data:`MAX_TASKS` at most."""
     backtraces: dict[int, list[str]] = field(default_factory=dict)
     """The first frames of each rank's backtrace whose line naming the signal was not read."""
 
@@ -49,7 +49,8 @@ class SignalHandler:
             if rank is None:
                 self.kept(WorkerExit(PROCESS, int(pid), -int(number), "Open MPI", host=host, signal=name.strip()))
             else:
-                self.crashed.add(rank)
+                if len(self.crashed) < MAX_TASKS:
+                    self.crashed.add(rank)
                 self.kept(WorkerExit(RANK, rank, -int(number), BY, host=host, signal=name.strip()))
             return True
         frame = _FRAME.match(body) if rank is not None and "] [" in body else None

@@ -27,9 +27,10 @@ from distmon.forensics.nccl import NcclLines
 from distmon.forensics.pasted import lines_as_written, unlabelled
 from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
 from distmon.forensics.ray_actors import RayActors
+from distmon.forensics.signal_handler import SignalHandler
 from distmon.forensics.stores import MAX_WAITS, StoreLines
 from distmon.forensics.watchdog import op_family, watchdog_said
-from distmon.forensics.worker_exits import LOCAL_RANK, PROCESS, RANK, SPAWNED, TASK, WORKER
+from distmon.forensics.worker_exits import LOCAL_RANK, MAX_TASKS, PROCESS, RANK, SPAWNED, TASK, WORKER
 from distmon.wire import StackFrame
 from tests.support.real_logs import read_launcher
 
@@ -219,6 +220,14 @@ def test_a_handlers_backtrace_of_an_abort_or_cut_at_its_head_proves_no_crash_ali
     text = handler_backtrace(0, 301, *abort) + cut + MPIRUN_SEGV
     verdict = assign_blame(analyze_text(text))
     assert verdict.nobody is None and verdict.culprits == [2]
+
+
+def test_the_signal_handlers_reader_keeps_a_bounded_account_of_the_ranks_it_read() -> None:
+    handler = SignalHandler(lambda exit: None)
+    for rank in range(MAX_TASKS + 10):
+        handler.line(f"[n1:{rank}] Signal: Segmentation fault (11)", rank)
+        handler.line(f"[n1:{rank}] [ 0] python(+0x1)[0x1]", rank + MAX_TASKS)
+    assert len(handler.crashed) <= MAX_TASKS and len(handler.backtraces) <= MAX_TASKS
 
 
 # --- the desync report ----------------------------------------------------------------------
