@@ -77,8 +77,11 @@ class Pane:
         subprocess.run([*TMUX, "send-keys", "-t", self.name, key], check=True, timeout=30)
 
     def exit_status(self) -> int:
-        wait_until(self.exited.exists, 30, f"the screen in {self.name} to exit")
-        return int(self.exited.read_text())
+        # the shell creates the file, then writes the status: wait for the status
+        def written() -> str:
+            return self.exited.read_text().strip() if self.exited.exists() else ""
+
+        return int(wait_until(written, 30, f"the screen in {self.name} to exit"))
 
     def kill(self) -> None:
         subprocess.run([*TMUX, "kill-session", "-t", self.name], timeout=30)
