@@ -560,3 +560,38 @@ def test_no_rank_is_named_early_while_a_report_shows_a_wait_in_a_collective_alre
 
     detector = Detector(outside=outside)
     assert [f.ranks for now in (t + 1.5, t + 1.6) for f in detector.evaluate(state, now) if f.kind == "hang"] == []
+
+
+def test_a_rank_freed_from_its_wait_is_not_named_with_the_culprit_it_waited_for() -> None:
+    """Tensor x data parallel, 4 ranks: rank 1 sleeps 15 s before its tensor-parallel all-reduce
+    #22, its peer rank 0 waits in it, and ranks 2-3 wait in their data-parallel #26 for ranks 0
+    and 1. Rank 1 wakes: both complete #22, and for a moment neither has reached #26, on which
+    ranks 2-3 still wait. Rank 0 was a victim all along, not a culprit caught up with (CI's stop
+    75: the hang alert naming rank 1 turned to name ranks 0-1 the second before it resolved)."""
+    state, t = JobState(LIMITS), 1000.0
+    pace = StepStats(n=64, mean=0.05, p50=0.05, max=0.06, last=0.05)
+    world = [0, 1, 2, 3]
+    tp = {0: ("tp0", [0, 1]), 1: ("tp0", [0, 1]), 2: ("tp1", [2, 3]), 3: ("tp1", [2, 3])}
+    dp = {0: ("dp0", [0, 2]), 1: ("dp1", [1, 3]), 2: ("dp0", [0, 2]), 3: ("dp1", [1, 3])}
+    began = t - 15.0
+
+    def sent(rank: int, at: float, tp_done: bool, waiting: bool) -> None:
+        (tp_id, tp_ranks), (dp_id, dp_ranks) = tp[rank], dp[rank]
+        in_tp = not tp_done and rank == 0
+        groups = [
+            _group(tp_id, tp_ranks, 22 if (tp_done or in_tp) else 21, 22 if tp_done else 21,
+                   "all_reduce" if in_tp else None, began if in_tp else None),
+            _group(dp_id, dp_ranks, 26 if waiting else 25, 25, "all_reduce" if waiting else None,
+                   began if waiting else None),
+        ]  # fmt: skip
+        stalled = began if rank == 1 and not tp_done else None
+        state.apply(report(rank, t=at, groups=groups, steps=20, step_time=pace, stalled_since=stalled), at + 0.05)
+
+    for at in [began + k for k in range(16)]:
+        for rank in world:
+            sent(rank, at, tp_done=rank in (2, 3), waiting=rank in (2, 3))
+    for rank in (0, 1):  # rank 1 woke: #22 completes on both, #26 not yet entered
+        sent(rank, t + 0.3, tp_done=True, waiting=False)
+    named = [f.ranks for f in Detector().evaluate(state, t + 0.5) if f.kind == "hang"]
+    assert all(0 not in ranks for ranks in named), named
+    assert named == [[1]]

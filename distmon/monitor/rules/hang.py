@@ -233,9 +233,18 @@ class Incidents:
         decided = np.where(held | left, False, True)
         for i in np.flatnonzero(doubt).tolist():
             decided[i] = self._own_incident(int(known[i]))
-        ours[present] = decided
+        ours[present] = decided & ~self._catching_up(known, reach)
         roots: list[int] = ranks[ours].tolist()
         return roots
+
+    def _catching_up(self, ranks: I8, reach: set[Node]) -> npt.NDArray[np.bool_]:
+        """Of ``ranks``, those that were waiting themselves when the oldest of these waits began,
+        and came out of it since (:meth:`JobState.freed`), less than the hang threshold ago: the
+        rank they waited for moved on, and they are on their way; the waits are that one's. Where
+        one of them stops again, it is named once it has held the others up that long itself."""
+        oldest = max((w.age for w in self.relation.all if w.node in reach), default=0.0)
+        within = min(self.ctx.hang_after, oldest)
+        return self.job.freed(ranks, self.ctx.now, lasted=self.ctx.looked_after, within=within)
 
     def _early(self) -> list[Finding]:
         """Before a wait is a hang: the ranks that waits of half the early threshold lead to

@@ -85,6 +85,8 @@ class Columns:
         "collective_since": "f8",
         "collective_slot": "i8",
         "in_p2p": "?",
+        "wait_began": "f8",
+        "wait_ended": "f8",
         "history_next": "i8",
         "history_count": "i8",
     }
@@ -171,6 +173,11 @@ class Columns:
     """Its group slot, where ``collective_since`` is not NaN."""
     in_p2p: Array
     """Blocked in a send or receive, on any channel."""
+    wait_began: Array
+    """When the latest wait the rank came out of began (its oldest collective in flight, or a
+    send or receive it was blocked in), on its own clock; NaN: none yet ..."""
+    wait_ended: Array
+    """... and the time of the first report that no longer showed it: by then it had ended."""
     history_next: Array
     history_count: Array
     g_id: Array

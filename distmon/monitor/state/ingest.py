@@ -293,6 +293,7 @@ def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8) -> None:
     position[frames] = np.arange(len(frames))
     h = parsed.headers[frames]
     cols.widen(int(h["groups"].max(initial=0)), int(h["channels"].max(initial=0)))
+    was = _waiting_since(cols, rank)
     cols.groups[rank], cols.channels[rank] = h["groups"], h["channels"]
     for of, slots, table, fields in (
         (parsed.group_of, parsed.group_slot, parsed.groups, GROUP_COLUMNS),
@@ -315,6 +316,20 @@ def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8) -> None:
     used = int(cols.channels[rank].max(initial=0))
     blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
     cols.in_p2p[rank] = blocked.any(axis=1)
+    now = _waiting_since(cols, rank)
+    ended = ~np.isnan(was) & ~(now <= was)  # NaN now: out of every wait; later: out of that one
+    cols.wait_began[rank[ended]] = was[ended]
+    cols.wait_ended[rank[ended]] = cols.t[rank[ended]]
+
+
+def _waiting_since(cols: Columns, rank: I8) -> F8:
+    """Per rank of ``rank``: when the oldest wait it is in began, a collective in flight or a
+    send or receive it is blocked in, on its own clock; NaN: none."""
+    used = int(cols.channels[rank].max(initial=0))
+    blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
+    p2p = np.where(blocked, cols.c_blocked_since[rank, :used], np.inf).min(axis=1, initial=np.inf)
+    since: F8 = np.fmin(cols.collective_since[rank], p2p)  # fmin: NaN where neither
+    return np.where(np.isfinite(since), since, np.nan)
 
 
 def _pace(admission: Admission, rank: I8, h: npt.NDArray[np.void]) -> F8:

@@ -322,6 +322,16 @@ class JobState:
         age: F8 = self.ages(self.cols.collective_since, now)
         return age
 
+    def freed(self, ranks: I8, now: float, lasted: float, within: float) -> npt.NDArray[np.bool_]:
+        """Of ``ranks``, those that came out of a wait of at least ``lasted`` seconds less than
+        ``within`` ago (by their reports' clocks): the peer they waited for moved on, and they
+        catch up. Those still waited for are this incident's tail, not its culprits."""
+        c = self.cols
+        out: npt.NDArray[np.bool_] = (c.wait_ended[ranks] - c.wait_began[ranks] >= lasted) & (
+            self.ages(c.wait_ended[ranks], now, ranks) < within
+        )
+        return out
+
     def flagged(self, flag: int, ranks: I8 | slice = ALL) -> npt.NDArray[np.bool_]:
         """Per rank (of ``ranks``): :func:`~distmon.monitor.state.facts.flagged`."""
         return facts.flagged(self.cols, flag, ranks)
