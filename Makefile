@@ -42,9 +42,9 @@ check: lint
 
 # Four test files at a time: most of a real-rank test is waiting (for a step, a threshold, an
 # alert), so four share the 2 cores of a small CI machine (three left a quarter of them idle); a
-# file's module-scoped jobs stay in one worker. Files start in the order collected (tests/installed and tests/jobs first: the
-# long real jobs), not by how many tests each holds, so that the quick unit files fill the gaps
-# at the end and no long file starts last.
+# file's module-scoped jobs stay in one worker. Files start in the order collected, the longest
+# first (tests/conftest.py), not by how many tests each holds, so that the quick unit files fill
+# the gaps at the end and no long file starts last.
 test: lint
 	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 

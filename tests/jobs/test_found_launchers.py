@@ -14,6 +14,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
@@ -73,7 +74,9 @@ def test_with_the_hook_too_a_gpus_waiters_are_victims_not_culprits(tmp_path: Pat
     with recording(tmp_path / "hooked.distmon", endpoint) as hooked:
         argv = [TORCHRUN, "--nproc-per-node", "4", str(LAUNCHED), "--launch", "none", "--gpu", "--distmon"]
         with started(tmp_path, argv, {"DISTMON_ENDPOINT": endpoint, "DISTMON_INTERVAL": "1"}) as job:
-            hooked.wait_critical("hang", 60)
-            found = named(distmon("look", "--pid", str(job.pid), "--json", "--seconds", "20", timeout=120))
+            with ThreadPoolExecutor(1) as side:  # the look beside the hook's monitor: the spinning ranks burn CPU
+                look = side.submit(distmon, "look", "--pid", str(job.pid), "--json", "--seconds", "20", timeout=120)
+                hooked.wait_critical("hang", 60)
+                found = named(look.result())
             hang = next(a for a in hooked.alerts() if a["kind"] == "hang")
     assert hang["ranks"] == [2] and found["ranks"] == [2], (hang, found)
