@@ -11,7 +11,7 @@ BIN := $(VENV)/bin
 PIP := $(BIN)/pip install --quiet --no-compile --constraint constraints.txt
 unexport PYTHONDONTWRITEBYTECODE
 
-.PHONY: setup demo check test lint clean
+.PHONY: setup demo check test lint warm clean
 
 # What the demo needs: torch (the job's ranks) and distmon itself, no extra.
 $(VENV)/.demo: pyproject.toml constraints.txt
@@ -36,6 +36,12 @@ lint: setup
 	$(BIN)/lint-imports
 	$(BIN)/mypy
 
+# torch compiled once, where it is first imported (--no-compile above): else the ranks of the
+# jobs the tests start first each compile it at once, 5 CPU-s a process. Beside the lint, which
+# keeps one core of two busy.
+warm: setup
+	$(BIN)/python -c "import torch, torch.distributed, torch.distributed.run, torch._dynamo, torch.nn.parallel, torch.utils.data"
+
 # What to run before a commit, within 3 minutes on 2 cores: lint, types, the unit tests.
 check: lint
 	$(BIN)/pytest -n 2 -q tests/unit
@@ -45,7 +51,8 @@ check: lint
 # file's module-scoped jobs stay in one worker. Files start in the order collected, the longest
 # first (tests/conftest.py), not by how many tests each holds, so that the quick unit files fill
 # the gaps at the end and no long file starts last.
-test: lint
+test: setup
+	$(MAKE) --no-print-directory -j2 lint warm
 	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 clean:
