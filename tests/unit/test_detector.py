@@ -7,6 +7,7 @@ import math
 from copy import copy
 from dataclasses import replace
 
+import numpy as np
 import pytest
 
 from distmon.monitor.outside.sight import SPAN, Seen
@@ -595,3 +596,18 @@ def test_a_rank_freed_from_its_wait_is_not_named_with_the_culprit_it_waited_for(
     named = [f.ranks for f in Detector().evaluate(state, t + 0.5) if f.kind == "hang"]
     assert all(0 not in ranks for ranks in named), named
     assert named == [[1]]
+
+
+def test_a_wait_is_as_long_as_its_reports_saw_it_last_not_until_the_report_after() -> None:
+    """A report caught rank 1 a moment into an all-reduce; the next, a second later, finds it out
+    of it and asleep: it came out of a short wait, nothing to catch up from (CI's stop 75: a rank
+    asleep, taken for one catching up, was named only at the hang threshold, not early). A wait
+    its reports showed for 15 s is one."""
+    state, t, world = JobState(LIMITS), 1000.0, [0, 1, 2, 3]
+    state.apply(report(1, t=t, groups=[_group("world", world, 41, 40, "all_reduce", t - 0.05)], steps=40), t)
+    state.apply(report(1, t=t + 1, groups=[_group("world", world, 41, 41, None, None)], steps=41), t + 1)
+    for at in (t - 15, t):
+        state.apply(report(2, t=at, groups=[_group("world", world, 41, 40, "all_reduce", t - 15)], steps=40), at)
+    state.apply(report(2, t=t + 1, groups=[_group("world", world, 41, 41, None, None)], steps=41), t + 1)
+    ranks = np.array([1, 2])
+    assert state.freed(ranks, t + 1.5, lasted=0.5, within=10.0).tolist() == [False, True]

@@ -177,7 +177,9 @@ class Columns:
     """When the latest wait the rank came out of began (its oldest collective in flight, or a
     send or receive it was blocked in), on its own clock; NaN: none yet ..."""
     wait_ended: Array
-    """... and the time of the first report that no longer showed it: by then it had ended."""
+    """... and the time of the last report that showed it: how long it had lasted then, at least,
+    and when it ended, at the earliest (a short wait a report caught lasted a moment; a rank that
+    fell asleep after one came out of it long before the next report)."""
     history_next: Array
     history_count: Array
     g_id: Array

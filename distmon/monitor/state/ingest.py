@@ -231,6 +231,7 @@ def _apply_once(admission: Admission, parsed: Parsed, frames: I8, arrived: F8, r
     cols.received[rank] = arrived
     creep = DELAY_CREEP * np.nan_to_num(h["interval"], nan=1.0)
     cols.least_delay[rank] = np.fmin(cols.least_delay[rank] + creep, arrived - h["t"])
+    waited = _waiting_since(cols, rank), cols.t[rank]  # as the rank's last report left it
     for name in ("t", "n", "pid", "host", "local_rank", "steps", "forwards", "flags", "stack"):
         getattr(cols, name)[rank] = h[name]
     for name in ("interval", "data_wait", "step_p50", "stalled_since", "last_step_t", "rss"):
@@ -240,7 +241,7 @@ def _apply_once(admission: Admission, parsed: Parsed, frames: I8, arrived: F8, r
     cols.bytes[rank] = sizes
     cols.report_t[rank[sent]] = h["t"][sent]
     cols.via[rank] = _relay_indices(admission, parsed.via[frames], relays)
-    _rows(admission, parsed, frames, rank)
+    _rows(admission, parsed, frames, rank, waited)
     _history(admission, rank, h, _pace(admission, rank, h))
     kept = frames[sent]
     starts, ends = parsed.report_start[kept].tolist(), parsed.report_end[kept].tolist()
@@ -285,15 +286,15 @@ def _relay_index(admission: Admission, relay: Relay) -> int:
     return i
 
 
-def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8) -> None:
+def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8, waited: tuple[F8, F8]) -> None:
     """Group and channel rows into the ranks' slots, and what the ranks wait in read off
-    them once here, not by every tick."""
+    them once here, not by every tick; ``waited``: when the wait each rank's last report showed
+    began (NaN: none), and that report's time."""
     cols = admission.cols
     position = np.full(len(parsed), -1, dtype=np.int64)
     position[frames] = np.arange(len(frames))
     h = parsed.headers[frames]
     cols.widen(int(h["groups"].max(initial=0)), int(h["channels"].max(initial=0)))
-    was = _waiting_since(cols, rank)
     cols.groups[rank], cols.channels[rank] = h["groups"], h["channels"]
     for of, slots, table, fields in (
         (parsed.group_of, parsed.group_slot, parsed.groups, GROUP_COLUMNS),
@@ -316,10 +317,11 @@ def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8) -> None:
     used = int(cols.channels[rank].max(initial=0))
     blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
     cols.in_p2p[rank] = blocked.any(axis=1)
+    was, seen = waited
     now = _waiting_since(cols, rank)
     ended = ~np.isnan(was) & ~(now <= was)  # NaN now: out of every wait; later: out of that one
     cols.wait_began[rank[ended]] = was[ended]
-    cols.wait_ended[rank[ended]] = cols.t[rank[ended]]
+    cols.wait_ended[rank[ended]] = seen[ended]
 
 
 def _waiting_since(cols: Columns, rank: I8) -> F8:

@@ -323,9 +323,10 @@ class JobState:
         return age
 
     def freed(self, ranks: I8, now: float, lasted: float, within: float) -> npt.NDArray[np.bool_]:
-        """Of ``ranks``, those that came out of a wait of at least ``lasted`` seconds less than
-        ``within`` ago (by their reports' clocks): the peer they waited for moved on, and they
-        catch up. Those still waited for are this incident's tail, not its culprits."""
+        """Of ``ranks``, those that came out of a wait their reports showed lasting ``lasted``
+        seconds at least, last seen less than ``within`` ago (by their reports' clocks): the peer
+        they waited for moved on, and they catch up. Those still waited for are this incident's
+        tail, not its culprits."""
         c = self.cols
         out: npt.NDArray[np.bool_] = (c.wait_ended[ranks] - c.wait_began[ranks] >= lasted) & (
             self.ages(c.wait_ended[ranks], now, ranks) < within
