@@ -216,6 +216,12 @@ class SimJob:
         self.faults.append(_Fault("hang", rank, self.start + at))
         return self
 
+    def stuck(self, at: float) -> SimJob:
+        """The collective every rank issues next after ``start + at`` never completes (the
+        transport, not a rank: none is behind)."""
+        self.faults.append(_Fault("stuck", -1, self.start + at))
+        return self
+
     def gil(self, rank: int, at: float) -> SimJob:
         """``rank`` holds the GIL in native code: alive, but silent, and the others wait."""
         self.faults.append(_Fault("gil", rank, self.start + at))
@@ -369,7 +375,7 @@ class SimJob:
     def _freeze(self, t: float) -> tuple[_Fault | None, float]:
         """The fault that stops the whole job's progress at ``t`` (the first for good, else a
         pause going on, as a fault that began when it did), and the seconds of pauses over by then."""
-        stops = [f for f in self.faults if f.kind in ("hang", "gil", "extra", "uneven") and f.at <= t]
+        stops = [f for f in self.faults if f.kind in ("hang", "gil", "extra", "uneven", "stuck") and f.at <= t]
         end = min((f.at for f in stops), default=t)
         over = 0.0
         for f in (f for f in self.faults if f.kind == "pause"):
@@ -415,7 +421,7 @@ class SimJob:
         if frozen_at is not None and freeze is not None:
             culprit = rank == freeze.rank
             stalled_since = frozen_at
-            if freeze.kind in ("hang", "gil"):
+            if freeze.kind in ("hang", "gil", "stuck"):
                 if not culprit:
                     enqueued, op, since, stack = (
                         base + 1 + self.ahead,

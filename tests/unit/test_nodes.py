@@ -334,3 +334,15 @@ def test_a_node_whose_last_batches_came_late_before_it_was_cut_off_is_lost_not_u
     )
     raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
     assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [2, 3])], raised
+
+
+@pytest.mark.parametrize("before", [1, 3, 4])
+def test_a_node_cut_off_in_a_collective_every_rank_issued_is_the_node_lost_not_the_transport(before: int) -> None:
+    """Every rank issued the all-reduce ``before`` seconds before node B was cut off (it waited on
+    node B's link), node B's ranks' last reports in it: a collective that does not complete while
+    members are unheard is their node's incident, one node_lost, not a stuck collective with
+    "none behind" raised first (a fresh-clone run of tests/jobs/test_nodes.py)."""
+    sim = SimJob(world=4, ranks_per_host=2, gpu=False).stuck(at=CUT - before)
+    _, changes = run(sim, 60, lambda rank, second: rank < 2 or second < CUT, cut)
+    raised = [(t, c.alert) for t, c in changes if c.event == "raised"]
+    assert [(a.kind, a.severity, a.ranks) for _, a in raised] == [("node_lost", CRITICAL, [2, 3])], raised

@@ -178,7 +178,7 @@ class Incidents:
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.relation.diverged and self._everyone_waited(node, hang_after):
                 gid, seq = node
-                if not self._link_dropped(gid, seq):
+                if not self._link_dropped(gid, seq) and not self._member_unheard(gid, seq):
                     findings.append(self._stuck_collective(gid, seq, reach))
             elif len(node) == 4 and ANY_SOURCE not in node[1:3]:
                 findings.append(self._stuck_message(node))
@@ -460,10 +460,20 @@ class Incidents:
         came back less than a hang threshold ago: the link's incident (``link_flapping``, or no
         alarm for one drop), not a collective that does not complete."""
         members = [w for w in self.groups[gid].waits if w.seq == seq]
-        ranks = np.unique(np.concatenate([w.ranks for w in members])) if members else np.zeros(0, dtype=np.int64)
-        hosts = {self.job.host_name(int(h)) for h in distinct(self.job.cols.host[ranks])}
+        hosts = {self.job.host_name(int(h)) for h in distinct(self.job.cols.host[self._members(gid, seq)])}
         began = self.ctx.now - max((w.age for w in members), default=0.0)
         return dropped_over(self.job, hosts, began, self.ctx.now, self.ctx.hang_after)
+
+    def _member_unheard(self, gid: str, seq: int) -> bool:
+        """A member of the collective is on a node fallen silent, or about to be, or its process
+        ended without a word: its last report, in the collective, is old news, and the incident
+        is its node's (``node_lost``) or its own (``rank_lost``), not the transport's."""
+        return bool(np.isin(self._members(gid, seq), list(self._node_ranks | self._ended)).any())
+
+    def _members(self, gid: str, seq: int) -> I8:
+        """The ranks waiting in collective ``seq`` of group ``gid``."""
+        members = [w.ranks for w in self.groups[gid].waits if w.seq == seq]
+        return np.unique(np.concatenate(members)) if members else np.zeros(0, dtype=np.int64)
 
     def _stuck_collective(self, gid: str, seq: int, reach: set[Node]) -> Finding:
         """Every member issued it and it does not complete. Its members that are also what

@@ -314,9 +314,7 @@ def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8, waited: tu
     cols.in_collective[rank] = flying.any(axis=1)
     cols.collective_since[rank] = np.where(np.isfinite(first), first, np.nan)
     cols.collective_slot[rank] = oldest
-    used = int(cols.channels[rank].max(initial=0))
-    blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
-    cols.in_p2p[rank] = blocked.any(axis=1)
+    cols.in_p2p[rank] = _blocked(cols, rank).any(axis=1)
     was, seen = waited
     now = _waiting_since(cols, rank)
     ended = ~np.isnan(was) & ~(now <= was)  # NaN now: out of every wait; later: out of that one
@@ -327,11 +325,17 @@ def _rows(admission: Admission, parsed: Parsed, frames: I8, rank: I8, waited: tu
 def _waiting_since(cols: Columns, rank: I8) -> F8:
     """Per rank of ``rank``: when the oldest wait it is in began, a collective in flight or a
     send or receive it is blocked in, on its own clock; NaN: none."""
-    used = int(cols.channels[rank].max(initial=0))
-    blocked = (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
-    p2p = np.where(blocked, cols.c_blocked_since[rank, :used], np.inf).min(axis=1, initial=np.inf)
+    blocked = _blocked(cols, rank)
+    p2p = np.where(blocked, cols.c_blocked_since[rank, : blocked.shape[1]], np.inf).min(axis=1, initial=np.inf)
     since: F8 = np.fmin(cols.collective_since[rank], p2p)  # fmin: NaN where neither
     return np.where(np.isfinite(since), since, np.nan)
+
+
+def _blocked(cols: Columns, rank: I8) -> npt.NDArray[np.bool_]:
+    """Per rank of ``rank``, per channel slot it uses: whether it is blocked in that slot's send
+    or receive."""
+    used = int(cols.channels[rank].max(initial=0))
+    return (np.arange(used) < cols.channels[rank, None]) & (cols.c_blocked[rank, :used] >= 0)
 
 
 def _pace(admission: Admission, rank: I8, h: npt.NDArray[np.void]) -> F8:
