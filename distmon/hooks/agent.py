@@ -134,13 +134,15 @@ class Agent:
         self._last_words.uninstall()
         self._ray_errors.uninstall()
         self._leaving.uninstall()
-        self._termination.uninstall()
         stacksignal.disarm()
         self._pace.stop()
         self._stopping = True
         self._wake()
         if self._thread.is_alive() and self._thread is not threading.current_thread():
             self._thread.join(timeout=LAST_WORDS_WAIT + EXIT_LINGER_MS / 1000)
+        # Only now: a SIGTERM while the last words are still on their way out (the launcher tears
+        # the others down a moment after this rank raised) waits for them, then kills as before.
+        self._termination.uninstall()
         if not self._thread.is_alive() and self._wake_write >= 0:
             os.close(self._wake_read)
             os.close(self._wake_write)

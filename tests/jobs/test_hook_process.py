@@ -546,6 +546,48 @@ def test_sigterm_sends_last_words_then_kills_as_before(tmp_path, listener):
     assert listener.snapshot()[-1].exit.how == "terminated"
 
 
+SIGTERM_AS_THE_LAST_WORDS_LEAVE = """
+import atexit
+import os
+import signal
+
+import zmq
+
+import distmon.hooks
+
+distmon.hooks.attach()
+
+
+def teardown_as_the_last_words_leave():
+    \"\"\"Runs before the hook's exit handler (registered earlier): SIGTERM comes as the hook
+    sends its last report, as torchrun's teardown of the others reaches a rank whose last words
+    are on their way out.\"\"\"
+    send = zmq.Socket.send
+
+    def sigterm_then_send(self, *args, **kwargs):
+        os.kill(os.getpid(), signal.SIGTERM)
+        return send(self, *args, **kwargs)
+
+    zmq.Socket.send = sigterm_then_send
+
+
+atexit.register(teardown_as_the_last_words_leave)
+raise ValueError("the rank's own error")
+"""
+
+
+def test_a_sigterm_while_the_last_words_leave_waits_for_them_then_kills(tmp_path, listener):
+    """A rank raised and is leaving; the launcher, tearing the others down, sends it SIGTERM as
+    its last report is queued: the report still leaves (a fresh-clone run named such a rank
+    killed beside the one that was)."""
+    done = run_script(tmp_path, SIGTERM_AS_THE_LAST_WORDS_LEAVE, script_env(listener.endpoint))
+    assert done.returncode == -signal.SIGTERM, done.stderr[-2000:]
+    assert "ValueError: the rank's own error" in done.stderr
+    assert listener.wait_for(lambda reports: any(r.exit is not None for r in reports), timeout=30)
+    last = listener.snapshot()[-1]
+    assert last.exit is not None and last.exception is not None and last.exception.type == "ValueError"
+
+
 def test_a_sigterm_handler_installed_later_keeps_its_say(tmp_path, endpoint):
     script = tmp_path / "script.py"
     script.write_text(textwrap.dedent(SIGTERM_TARGET))
