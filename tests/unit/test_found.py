@@ -308,6 +308,24 @@ def test_a_rank_seen_at_work_beside_the_rank_seen_asleep_is_not_paged() -> None:
     assert hang.ranks == [2] and hang.severity == CRITICAL
 
 
+def test_a_rank_just_moved_on_from_the_collective_is_no_culprit_of_the_wait_its_peers_are_still_seen_in() -> None:
+    """Rank 2's sleep ends as the eye looks, seconds behind on a loaded host: ranks 1 and 3 are
+    still seen where they waited, while rank 0, seen in the collective all along, is now seen at
+    the next line, its stack new there and its process asleep (in the next collective, which the
+    stack has yet to show). It moved: it is not what the others waited for."""
+    woke = T0 + 12
+
+    def rank_0(t: float) -> Where:
+        return waiting(ALL_REDUCE)(t) if t < woke else (frames(line=52), None, None)
+
+    def rank_2(t: float) -> Where:
+        return waiting(ASLEEP)(t) if t < woke else (ALL_REDUCE, None, None)
+
+    job = {0: rank_0, 1: waiting(ALL_REDUCE), 2: rank_2, 3: waiting(ALL_REDUCE)}
+    alerts = run(job, Eye({0: "futex_wait", 2: "clock_nanosleep"}), 15)
+    assert [a.ranks for a in alerts if a.kind == "hang"] == [[2]], alerts
+
+
 def test_ranks_a_node_reached_found_are_awaited_before_whom_for_is_called_not_seen() -> None:
     """``distmon look`` on a loaded host: node-b's eye found ranks 2-3 as it answered, and their
     first reports come seconds later. The ranks here wait for them meanwhile: one incident, the

@@ -254,7 +254,7 @@ def _hang(
         looks = {
             rank: _early_look(s, verdict, ctx, waited) for rank, s, verdict in zip(roots, views, seen, strict=True)
         }
-        roots, looks = _alive(roots, looks)
+        roots, looks = _alive(job, roots, looks)
         if not roots:
             return []
     else:
@@ -262,7 +262,7 @@ def _hang(
             rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
-        roots, looks = _alive(roots, looks)
+        roots, looks = _alive(job, roots, looks)
         if not roots:
             return []
         idle = [rank for rank, look in looks.items() if not (look.working or look.pending)]
@@ -296,11 +296,23 @@ def _hang(
     return [Finding("hang", AlertKind.HANG, h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
 
 
-def _alive(roots: list[int], looks: dict[int, Look]) -> tuple[list[int], dict[int, Look]]:
-    """The roots whose processes have not ended, and their looks: one that has is ``found_gone``'s
-    to name, once the others have run on without it."""
-    ended = {rank for rank, look in looks.items() if look.verdict is not None and look.verdict.kind in ENDED}
-    return [r for r in roots if r not in ended], {r: look for r, look in looks.items() if r not in ended}
+def _alive(job: JobState, roots: list[int], looks: dict[int, Look]) -> tuple[list[int], dict[int, Look]]:
+    """The roots that may hold the others up, and their looks. Not one whose process has ended:
+    ``found_gone``'s to name, once the others have run on without it. Nor one idle whose stack
+    has only just come where it stands: it moved, and an eye seconds behind on a loaded host
+    shows it past the wait its peers are still seen in (one that stood still there long enough
+    is judged by where it stands)."""
+    out = {rank: look for rank, look in looks.items() if not _ended(look) and not _moved(job, rank, look)}
+    return [r for r in roots if r in out], out
+
+
+def _ended(look: Look) -> bool:
+    return look.verdict is not None and look.verdict.kind in ENDED
+
+
+def _moved(job: JobState, rank: int, look: Look) -> bool:
+    r = job.report_of(rank)
+    return not look.working and bool(r.stack) and r.outside is not None and r.outside.stood_since is None
 
 
 def _early_look(s: RankState | None, verdict: Verdict | None, ctx: Context, waited: float) -> Look:
