@@ -13,6 +13,8 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import ClassVar
 
+import pytest
+
 from distmon import wire
 from distmon.monitor.outside.sight import Seen
 from distmon.monitor.pipeline import Monitor
@@ -308,21 +310,26 @@ def test_a_rank_seen_at_work_beside_the_rank_seen_asleep_is_not_paged() -> None:
     assert hang.ranks == [2] and hang.severity == CRITICAL
 
 
-def test_a_rank_just_moved_on_from_the_collective_is_no_culprit_of_the_wait_its_peers_are_still_seen_in() -> None:
+@pytest.mark.parametrize("rank_0", ["futex_wait", None], ids=["idle", "working"])
+def test_a_rank_just_moved_on_from_the_collective_is_no_culprit_of_the_wait_its_peers_are_still_seen_in(
+    rank_0: str | None,
+) -> None:
     """Rank 2's sleep ends as the eye looks, seconds behind on a loaded host: ranks 1 and 3 are
-    still seen where they waited, while rank 0, seen in the collective all along, is now seen at
-    the next line, its stack new there and its process asleep (in the next collective, which the
-    stack has yet to show). It moved: it is not what the others waited for."""
+    still seen where they waited and rank 2 just came into the collective, while rank 0, seen in
+    it all along, is now seen at the next line, its stack new there. Whether its process is seen
+    asleep there (in the next collective, which the stack has yet to show) or at work, it moved:
+    it is not what the others waited for, and the alert still names rank 2."""
     woke = T0 + 12
 
-    def rank_0(t: float) -> Where:
+    def rank_0_moves(t: float) -> Where:
         return waiting(ALL_REDUCE)(t) if t < woke else (frames(line=52), None, None)
 
-    def rank_2(t: float) -> Where:
+    def rank_2_wakes(t: float) -> Where:
         return waiting(ASLEEP)(t) if t < woke else (ALL_REDUCE, None, None)
 
-    job = {0: rank_0, 1: waiting(ALL_REDUCE), 2: rank_2, 3: waiting(ALL_REDUCE)}
-    alerts = run(job, Eye({0: "futex_wait", 2: "clock_nanosleep"}), 15)
+    job = {0: rank_0_moves, 1: waiting(ALL_REDUCE), 2: rank_2_wakes, 3: waiting(ALL_REDUCE)}
+    asleep = {2: "clock_nanosleep"} | ({0: rank_0} if rank_0 else {})
+    alerts = run(job, Eye(asleep), 15)
     assert [a.ranks for a in alerts if a.kind == "hang"] == [[2]], alerts
 
 

@@ -109,7 +109,8 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     unseen = sorted(set(range(job.world)) - set(job.ranks))
     roots = [rank for rank in ranks.tolist() if rank not in at_peers]
     if roots:
-        return _hang(job, ctx, roots, waiting, early, hang, tuple(unseen))
+        astir = any(_new_there(job, rank) for rank in at_peers)
+        return _hang(job, ctx, roots, waiting, (early, hang), tuple(unseen), astir)
     if len(waiting) < len(at_peers):
         return []  # some ranks at a collective still move, or work there: not stuck yet
     ring = _ring(waiting)
@@ -229,13 +230,14 @@ def _hang(
     ctx: Context,
     roots: list[int],
     waiting: list[_Stood],
-    early_after: float,
-    hang_after: float,
+    thresholds: tuple[float, float],
     unseen: tuple[int, ...],
+    astir: bool,
 ) -> list[Finding]:
     """Ranks stand still waiting on peers while ``roots`` stand elsewhere: before ``hang_after``,
     named as a warning once each is seen doing nothing for a second; after, with what their
-    processes do (working: a warning)."""
+    processes do (working: a warning). ``astir``: a rank at its peers has only just come there."""
+    early_after, hang_after = thresholds
     waited = max(w.age for w in waiting)
     views = [job.ranks.get(rank) for rank in roots[:MAX_SHOWN]]
     early = waited < hang_after
@@ -254,7 +256,7 @@ def _hang(
         looks = {
             rank: _early_look(s, verdict, ctx, waited) for rank, s, verdict in zip(roots, views, seen, strict=True)
         }
-        roots, looks = _alive(job, roots, looks)
+        roots, looks = _alive(job, roots, looks, astir)
         if not roots:
             return []
     else:
@@ -262,7 +264,7 @@ def _hang(
             rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
-        roots, looks = _alive(job, roots, looks)
+        roots, looks = _alive(job, roots, looks, astir)
         if not roots:
             return []
         idle = [rank for rank, look in looks.items() if not (look.working or look.pending)]
@@ -296,13 +298,18 @@ def _hang(
     return [Finding("hang", AlertKind.HANG, h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
 
 
-def _alive(job: JobState, roots: list[int], looks: dict[int, Look]) -> tuple[list[int], dict[int, Look]]:
+def _alive(job: JobState, roots: list[int], looks: dict[int, Look], astir: bool) -> tuple[list[int], dict[int, Look]]:
     """The roots that may hold the others up, and their looks. Not one whose process has ended:
-    ``found_gone``'s to name, once the others have run on without it. Nor one idle whose stack
-    has only just come where it stands: it moved, and an eye seconds behind on a loaded host
-    shows it past the wait its peers are still seen in (one that stood still there long enough
-    is judged by where it stands)."""
-    out = {rank: look for rank, look in looks.items() if not _ended(look) and not _moved(job, rank, look)}
+    ``found_gone``'s to name, once the others have run on without it. Nor one whose stack has
+    only just come where it stands, seen idle there, or at work while a rank at its peers has
+    only just come there too: it moved, and so did the collective, which an eye seconds behind
+    on a loaded host still shows others waiting in. (One seen at work all along, while the others
+    stand still, is a warning that says so; one that stood still where it is, the hang's.)"""
+    out = {
+        rank: look
+        for rank, look in looks.items()
+        if not _ended(look) and not (_new_there(job, rank) and (astir or not look.working))
+    }
     return [r for r in roots if r in out], out
 
 
@@ -310,9 +317,10 @@ def _ended(look: Look) -> bool:
     return look.verdict is not None and look.verdict.kind in ENDED
 
 
-def _moved(job: JobState, rank: int, look: Look) -> bool:
+def _new_there(job: JobState, rank: int) -> bool:
+    """The rank's stack, taken, has not stood where it is for long (moving, or only just come)."""
     r = job.report_of(rank)
-    return not look.working and bool(r.stack) and r.outside is not None and r.outside.stood_since is None
+    return bool(r.stack) and r.outside is not None and r.outside.stood_since is None
 
 
 def _early_look(s: RankState | None, verdict: Verdict | None, ctx: Context, waited: float) -> Look:
