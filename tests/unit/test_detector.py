@@ -4,6 +4,7 @@ a healthy job raises nothing."""
 from __future__ import annotations
 
 import math
+import re
 from copy import copy
 from dataclasses import replace
 
@@ -611,3 +612,27 @@ def test_a_wait_is_as_long_as_its_reports_saw_it_last_not_until_the_report_after
     state.apply(report(2, t=t + 1, groups=[_group("world", world, 41, 41, None, None)], steps=41), t + 1)
     ranks = np.array([1, 2])
     assert state.freed(ranks, t + 1.5, lasted=0.5, within=10.0).tolist() == [False, True]
+
+
+def test_every_rank_waiting_for_the_culprit_is_counted_as_the_hang_turns_critical() -> None:
+    """Ranks 0 and 1 entered the all-reduce 0.4 s apart, a tick of the monitor between them;
+    rank 2 never did. Each waits for it from its own moment, and the alert counts both at every
+    update, the one that pages included (counted once past the threshold, rank 1 was left out of
+    the alert as it turned critical)."""
+    t0, step = 1_700_000_000.0, StepStats(n=50, mean=0.1, p50=0.1, max=0.1, last=0.1)
+
+    def group(enqueued: int, since: float | None) -> GroupStatus:
+        return GroupStatus("0", "gloo", 3, [[0, 3, 1]], 600.0, enqueued, 20, op="all_reduce", since=since)
+
+    monitor = Monitor(Detector(probe=lambda host, pid: "alive"))
+    monitor.ingest(encode(report(2, 3, t=t0, steps=50, step_time=step, groups=[group(20, None)])), t0)
+    summaries = []
+    for n, t in enumerate(t0 + i / 2 for i in range(1, 49)):
+        for rank, entered in ((0, t0 + 0.9), (1, t0 + 1.3)):
+            if t >= entered:
+                waits = {"steps": 50, "step_time": step, "groups": [group(21, entered)], "stalled_since": entered}
+                monitor.ingest(encode(report(rank, 3, t=t, n=n, interval=0.5, **waits)), t)
+        if n % 2:
+            summaries += [c.alert.summary for c in monitor.tick(t) if c.alert.kind == "hang"]
+    counted = {n for summary in summaries for n in re.findall(r"(\d+) ranks? waits? for it", summary)}
+    assert summaries and counted == {"2"}, summaries

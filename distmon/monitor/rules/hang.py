@@ -162,7 +162,7 @@ class Incidents:
         hang_after = self.ctx.hang_after
         if not any(w.age >= hang_after for w in self.relation.all):
             return self._early()
-        _, stuck, reach = self._relation(hang_after)
+        _, reach = self._relation(hang_after)
         roots = self._roots(reach)
         findings = []
         if roots:
@@ -170,10 +170,10 @@ class Incidents:
             looks = {rank: self._look(rank, waited=waited) for rank in roots[:MAX_SHOWN]}
             habit = self._observe(roots, reach, {rank: look.verdict for rank, look in looks.items()})
             if habit is None:
-                findings.append(self._hang(roots, reach, stuck, looks))
+                findings.append(self._hang(roots, reach, looks))
             elif self._outlasts(habit, reach):
                 self.ctx.routine.outlasted(roots)
-                findings.append(self._hang(roots, reach, stuck, looks, habit=habit))
+                findings.append(self._hang(roots, reach, looks, habit=habit))
         for node in sorted((n for n in reach if isinstance(n, tuple) and not self.relation.edges[n]), key=str):
             # a collective or message that waits for nobody yet does not complete
             if len(node) == 2 and node[0] not in self.relation.diverged and self._everyone_waited(node, hang_after):
@@ -187,16 +187,16 @@ class Incidents:
             findings.append(self._deadlock(ring))
         return findings
 
-    def _relation(self, after: float) -> tuple[list[Wait], npt.NDArray[np.bool_], set[Node]]:
-        """The waits at least ``after`` old (and the sends and receives of their ranks), the
-        ranks in them, and what the relation reaches from them."""
+    def _relation(self, after: float) -> tuple[list[Wait], set[Node]]:
+        """The waits at least ``after`` old (and the sends and receives of their ranks), and
+        what the relation reaches from them."""
         first = [w for w in self.relation.all if w.age >= after]
         stuck = np.zeros(len(self.relation.collective), dtype=bool)
         """The ranks that have waited too long."""
         for w in first:
             stuck[w.ranks[w.ages >= after]] = True
         first += [w for rank, mine in self.relation.p2p_of.items() if stuck[rank] for w in mine if w.age < after]
-        return first, stuck, self.relation.reachable(first)
+        return first, self.relation.reachable(first)
 
     @cached_property
     def _node_ranks(self) -> set[int]:
@@ -254,7 +254,7 @@ class Incidents:
         that works, or that the prober has yet to see, waits for the hang threshold as before; a
         pause the job usually takes (:mod:`~distmon.monitor.rules.routine`) is named only once it
         outlasts itself."""
-        first, stuck, reach = self._relation(self.ctx.looked_after)
+        first, reach = self._relation(self.ctx.looked_after)
         if not first or self._behind(reach):
             return []
         roots = self._roots(reach)
@@ -275,7 +275,7 @@ class Incidents:
         if len(verdicts) < len(roots) or waited < self.ctx.early_after:
             return []
         looks = {rank: self._look(rank, verdicts[rank]) for rank in roots}
-        return [self._hang(roots, reach, stuck, looks, early=True)]
+        return [self._hang(roots, reach, looks, early=True)]
 
     def _behind(self, reach: set[Node]) -> bool:
         """Some rank the waits lead to reports a wait in a collective a member has completed since:
@@ -361,19 +361,17 @@ class Incidents:
         overdue = self.ctx.limits.overdue_after(float(c.interval[rank]))
         return max(sent_ago, float(self.ctx.now - c.received[rank])) > overdue
 
-    def _waiting(self, roots: list[int], reach: set[Node], stuck: npt.NDArray[np.bool_]) -> list[_Row]:
-        """A row per collective or message the ranks of the relation (those ``stuck``, and
-        those reached) wait in: those waiting for the roots themselves first, then those
-        waiting for them, and so on."""
-        reached = np.array([n for n in reach if isinstance(n, int)], dtype=np.int64)
+    def _waiting(self, roots: list[int], reach: set[Node]) -> list[_Row]:
+        """A row per collective or message of the relation, with every rank waiting in it,
+        however long it has (a rank that came in last waits for the roots as much: counted
+        only once its wait reached the threshold, a rank would drop out of the alert as it
+        turned critical): those waiting for the roots themselves first, then those waiting
+        for them, and so on."""
         rows: dict[Node, _Row] = {}
         for w in self.relation.all:
-            if w.node not in reach:
+            if w.node not in reach or not len(w.ranks):
                 continue
-            mine = stuck[w.ranks] | np.isin(w.ranks, reached)
-            if not mine.any():
-                continue
-            ranks, age = w.ranks[mine], float(w.ages[mine].max())
+            ranks, age = w.ranks, float(w.ages.max())
             row = rows.get(w.node)
             if row is None:
                 rows[w.node] = _Row(age, w.node, ranks, w)
@@ -405,14 +403,13 @@ class Incidents:
         self,
         roots: list[int],
         reach: set[Node],
-        stuck: npt.NDArray[np.bool_],
         looks: dict[int, Look],
         early: bool = False,
         habit: Habit | None = None,
     ) -> Finding:
         """The hang's alert, with ``looks`` at the roots; ``early``, named before the hang
         threshold: a warning saying what they do; ``habit``, the usual pause this one outlasts."""
-        rows = self._waiting(roots, reach, stuck)
+        rows = self._waiting(roots, reach)
         samples = [(row.age, self.groups[row.wait.gid].sample) for row in rows if row.wait.gid is not None]
         left = min((t for age, sample in samples if (t := timeout_left(sample, age)) is not None), default=None)
         shortest = min((sample.timeout for _, sample in samples if sample.timeout), default=None)
