@@ -52,6 +52,9 @@ class SideBySide:
     (an alert's words follow the rank: once it trains on, it is working)."""
     look: subprocess.CompletedProcess[str]
     log: str
+    named: list[AlertEvent]
+    """Every change of the alerts the eye's recorder raised, as it said them live: the report
+    gives each alert's last form, which may be the moment its incident ended."""
 
 
 def doings(recording: Path) -> dict[int, set[str]]:
@@ -62,6 +65,11 @@ def doings(recording: Path) -> dict[int, set[str]]:
         if isinstance(r, AlertEvent) and r.alert.kind == "hang" and len(r.alert.ranks) == 1:
             said.setdefault(r.alert.ranks[0], set()).add(r.alert.summary.split("; ")[0])
     return said
+
+
+def alert_events(recording: Path) -> list[AlertEvent]:
+    _, records = read_recording(str(recording))
+    return [r for r in records if isinstance(r, AlertEvent)]
 
 
 def injected(log: Path, fault: str) -> bool:
@@ -85,7 +93,7 @@ def side_by_side(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SideBySid
                 look = distmon("look", "--pid", str(job.pid), "--seconds", "10", "--json", timeout=60)
                 assert job.wait(240) == 0, log.read_text()[-3000:]
                 alerts = hooked.alerts(), found.alerts()
-                yield SideBySide(*alerts, doings(hooked.out), look, log.read_text())
+                yield SideBySide(*alerts, doings(hooked.out), look, log.read_text(), alert_events(found.out))
         finally:
             kill_tree(job)
 
@@ -105,8 +113,8 @@ def test_found_from_outside_the_culprit_is_named_in_the_hooks_words(side_by_side
     _named(side_by_side.hooked, rank)
     said = side_by_side.said[rank]
     assert any(words.startswith(f"rank {rank} {DOING[fault]}") for words in said), said
-    found = [a for a in side_by_side.found if a["kind"] == "hang" and rank in a["ranks"]]
-    assert found and all("found without the hook" in a["detail"] for a in found), side_by_side.found
+    found = [e.alert for e in side_by_side.named if e.alert.kind == "hang" and rank in e.alert.ranks]
+    assert found and all("found without the hook" in a.detail for a in found), side_by_side.found
 
 
 def test_found_from_outside_nothing_else_is_said(side_by_side: SideBySide) -> None:
