@@ -59,15 +59,15 @@ class SideBySide:
 
 def doings(recording: Path) -> dict[int, set[str]]:
     """What the hang alerts naming one rank said that rank does, update by update."""
-    _, records = read_recording(str(recording))
     said: dict[int, set[str]] = {}
-    for r in records:
-        if isinstance(r, AlertEvent) and r.alert.kind == "hang" and len(r.alert.ranks) == 1:
-            said.setdefault(r.alert.ranks[0], set()).add(r.alert.summary.split("; ")[0])
+    for e in alert_events(recording):
+        if e.alert.kind == "hang" and len(e.alert.ranks) == 1:
+            said.setdefault(e.alert.ranks[0], set()).add(e.alert.summary.split("; ")[0])
     return said
 
 
 def alert_events(recording: Path) -> list[AlertEvent]:
+    """Every change of the recording's alerts, as its monitor said them live."""
     _, records = read_recording(str(recording))
     return [r for r in records if isinstance(r, AlertEvent)]
 

@@ -110,7 +110,7 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     roots = [rank for rank in ranks.tolist() if rank not in at_peers]
     if roots:
         astir = any(_new_there(job, rank) for rank in at_peers)
-        return _hang(job, ctx, roots, waiting, (early, hang), tuple(unseen), astir)
+        return _hang(job, ctx, roots, waiting, early, hang, tuple(unseen), astir)
     if len(waiting) < len(at_peers):
         return []  # some ranks at a collective still move, or work there: not stuck yet
     ring = _ring(waiting)
@@ -230,14 +230,14 @@ def _hang(
     ctx: Context,
     roots: list[int],
     waiting: list[_Stood],
-    thresholds: tuple[float, float],
+    early_after: float,
+    hang_after: float,
     unseen: tuple[int, ...],
     astir: bool,
 ) -> list[Finding]:
     """Ranks stand still waiting on peers while ``roots`` stand elsewhere: before ``hang_after``,
     named as a warning once each is seen doing nothing for a second; after, with what their
     processes do (working: a warning). ``astir``: a rank at its peers has only just come there."""
-    early_after, hang_after = thresholds
     waited = max(w.age for w in waiting)
     views = [job.ranks.get(rank) for rank in roots[:MAX_SHOWN]]
     early = waited < hang_after
@@ -256,7 +256,7 @@ def _hang(
         looks = {
             rank: _early_look(s, verdict, ctx, waited) for rank, s, verdict in zip(roots, views, seen, strict=True)
         }
-        roots, looks = _alive(job, roots, looks, astir)
+        roots, looks = _holding_up(job, roots, looks, astir)
         if not roots:
             return []
     else:
@@ -264,7 +264,7 @@ def _hang(
             rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
-        roots, looks = _alive(job, roots, looks, astir)
+        roots, looks = _holding_up(job, roots, looks, astir)
         if not roots:
             return []
         idle = [rank for rank, look in looks.items() if not (look.working or look.pending)]
@@ -298,7 +298,9 @@ def _hang(
     return [Finding("hang", AlertKind.HANG, h.severity, roots, summary, detail, said(job, roots, ctx, looks))]
 
 
-def _alive(job: JobState, roots: list[int], looks: dict[int, Look], astir: bool) -> tuple[list[int], dict[int, Look]]:
+def _holding_up(
+    job: JobState, roots: list[int], looks: dict[int, Look], astir: bool
+) -> tuple[list[int], dict[int, Look]]:
     """The roots that may hold the others up, and their looks. Not one whose process has ended:
     ``found_gone``'s to name, once the others have run on without it. Nor one whose stack has
     only just come where it stands, seen idle there, or at work while a rank at its peers has
