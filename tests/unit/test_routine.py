@@ -12,7 +12,7 @@ from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.base import Context
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.rules.process import look_at
-from distmon.monitor.rules.routine import MARGIN
+from distmon.monitor.rules.routine import MARGIN, Habit, Mark, Routine
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
 from distmon.node.prober import CLOSE_PERIOD
@@ -228,3 +228,39 @@ def test_a_rank_slower_in_every_step_is_a_straggler_not_a_habit() -> None:
     raised = [c.alert for _, c in drive(sim, monitor, 60) if c.event == "raised"]
     assert [(a.kind, a.ranks) for a in raised] == [("straggler", [3])], [a.summary for a in raised]
     assert monitor.detector.routine.habits == []
+
+
+def _tick(routine: Routine, waited: float, mark: Mark, step: int) -> Habit | None:
+    """One tick in which rank 1 holds the others up, ``mark`` where the monitor sees it."""
+    habit = routine.observe([1], waited, {1: mark}, {1: step}, paused=waited > 1)
+    routine.settle(lambda rank: True, learning=True)
+    return habit
+
+
+ASLEEP = Mark("train.py:inject", "sleeping:sleep", "asleep in clock_nanosleep")
+
+
+def test_a_pause_first_seen_from_a_report_sent_before_it_is_learned_where_it_was() -> None:
+    """Rank 1 sleeps 6 s at step 60, first seen from its report of step 57 (sent before it got
+    there: nothing known yet of where it is), then asleep in inject at step 60. The habit is
+    learned where it was, and a stop of rank 1 later fits it not: a fresh-clone run of
+    tests/jobs/test_nodes.py learned it with no place at all (rank 1 past step 57 was taken to
+    have come out of it), a habit that fit anything, and the stop went unnamed for 12 s."""
+    routine = Routine()
+    _tick(routine, 0.6, Mark(), 57)
+    for waited in (2.1, 3.1, 6.1):
+        _tick(routine, waited, ASLEEP, 60)
+    routine.settle(lambda rank: True, learning=True)  # the others' collective completed: it ended
+    [habit] = routine.habits
+    assert (habit.places.frames, habit.places.doings) == ({1: {"train.py:inject"}}, {1: {"sleeping:sleep"}})
+    assert _tick(routine, 0.6, Mark(), 266) is habit, "nothing known yet: it may be the habit"
+    assert _tick(routine, 2.3, Mark(None, "sigstopped", "stopped (SIGSTOP)"), 266) is None
+
+
+def test_a_pause_never_seen_where_it_was_is_not_learned() -> None:
+    """A pause whose rank was never placed (no stack, no look) would fit any later pause."""
+    routine = Routine()
+    for waited in (0.6, 2.1, 6.1):
+        _tick(routine, waited, Mark(), 60)
+    routine.settle(lambda rank: True, learning=True)
+    assert routine.habits == []

@@ -79,12 +79,18 @@ class _Places:
             self.said = self.said or mark.words
 
     def fit(self, marks: dict[int, Mark]) -> bool:
-        """Every mark known is one seen before (an unknown one fits)."""
+        """Every mark known is one seen before (an unknown one fits), and none is what no job
+        does as a habit (a rank stopped, or gone)."""
         return all(
             (m.frame is None or rank not in self.frames or m.frame in self.frames[rank])
             and (m.doing is None or rank not in self.doings or m.doing in self.doings[rank])
+            and not _never_usual(m.doing)
             for rank, m in marks.items()
         )
+
+    def knows(self, ranks: tuple[int, ...]) -> bool:
+        """Where each of ``ranks`` was is known, by its frame or by what its process did."""
+        return all(rank in self.frames or rank in self.doings for rank in ranks)
 
     def overlap(self, other: _Places) -> bool:
         """The same place: a frame in common where both know the frames, else a doing."""
@@ -173,6 +179,9 @@ class Routine:
             pause = self._pauses[key] = _Pause(key, min(steps.values(), default=0), waited, _Places())
         pause.longest = max(pause.longest, waited)
         pause.paused |= paused
+        if not pause.places.knows(key):
+            # seen first from reports sent before its ranks reached it: its step is where they are now
+            pause.step = max(pause.step, min(steps.values(), default=0))
         if all(step <= pause.step for step in steps.values()):
             pause.places.add(marks)  # past its step, a rank is out of it: the waits shown are old
         habit = self._habit(key, marks)
@@ -191,13 +200,15 @@ class Routine:
     def settle(self, went_on: Callable[[int], bool], learning: bool) -> None:
         """End the tick: a pause not seen in it is over. It is learned if it was one (the job
         stood still for it), it ended on its own (every rank of it ``went_on``: still running,
-        not silent), and it was neither named for outlasting its habit nor something no job
+        not silent), where each of its ranks was is known (a habit that knows no place would
+        fit any pause), and it was neither named for outlasting its habit nor something no job
         does as a habit (:data:`NEVER_USUAL`). While
         the monitor is not ``learning`` (it is behind, and may not see the waits), no pause ends."""
         for key in [k for k in self._pauses if k not in self._seen and learning]:
             pause = self._pauses.pop(key)
-            never = any(d.split(":")[0] in NEVER_USUAL for seen in pause.places.doings.values() for d in seen)
-            if pause.paused and not pause.outlasted and not never and all(went_on(rank) for rank in key):
+            never = any(_never_usual(d) for seen in pause.places.doings.values() for d in seen)
+            known = pause.places.knows(key)
+            if pause.paused and known and not pause.outlasted and not never and all(went_on(rank) for rank in key):
                 self._learn(pause)
         self.pausing, self._pausing, self._seen = self._pausing, {}, set()
 
@@ -215,6 +226,11 @@ class Routine:
         habit.longest = max(habit.longest, pause.longest)
         habit.places.merge(pause.places)
         habit.steps = [*habit.steps, pause.step][-MAX_STEPS:]
+
+
+def _never_usual(doing: str | None) -> bool:
+    """``doing`` (a verdict's habit, ``stopped``) is something no job does as a habit."""
+    return doing is not None and doing.split(":")[0] in NEVER_USUAL
 
 
 def about(seconds: float) -> str:
