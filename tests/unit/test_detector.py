@@ -636,3 +636,33 @@ def test_every_rank_waiting_for_the_culprit_is_counted_as_the_hang_turns_critica
             summaries += [c.alert.summary for c in monitor.tick(t) if c.alert.kind == "hang"]
     counted = {n for summary in summaries for n in re.findall(r"(\d+) ranks? waits? for it", summary)}
     assert summaries and counted == {"2"}, summaries
+
+
+def test_a_rank_waiting_for_a_waiter_in_another_group_is_counted_as_the_hang_turns_critical() -> None:
+    """Rank 1 never enters the tensor-parallel all-reduce that rank 0 waits in; rank 2 waits
+    0.4 s later in the data-parallel one, for rank 0. Both wait for rank 1 at every update of
+    the alert, the one that pages included (a fresh-clone run of test_analyze_jobs paged "1 rank
+    waits for it": rank 2's wait, a few milliseconds younger than rank 0's, had not reached the
+    threshold at the tick rank 0's did)."""
+    t0, step = 1_700_000_000.0, StepStats(n=50, mean=0.1, p50=0.1, max=0.1, last=0.1)
+
+    def group(gid: str, ranks: list[int], enqueued: int, since: float | None) -> GroupStatus:
+        return GroupStatus(gid, "gloo", 2, [ranks], 600.0, enqueued, 20, op="all_reduce", since=since)
+
+    tp, dp = ("tp", [0, 2, 1]), ("dp", [0, 2, 2])
+    monitor = Monitor(Detector(probe=lambda host, pid: "alive"))
+    monitor.ingest(encode(report(1, 3, t=t0, steps=50, step_time=step, groups=[group(*tp, 20, None)])), t0)
+    summaries = []
+    for n, t in enumerate(t0 + i / 2 for i in range(1, 49)):
+        for rank, entered, groups in (
+            (0, t0 + 0.9, [group(*tp, 21, t0 + 0.9), group(*dp, 20, None)]),
+            (2, t0 + 1.3, [group(*dp, 21, t0 + 1.3)]),
+        ):
+            if t >= entered:
+                waits = {"steps": 50, "step_time": step, "groups": groups, "stalled_since": entered}
+                monitor.ingest(encode(report(rank, 3, t=t, n=n, interval=0.5, **waits)), t)
+        if n % 2:
+            summaries += [c.alert.summary for c in monitor.tick(t) if c.alert.kind == "hang"]
+    assert summaries and all(s.startswith("rank 1 ") for s in summaries), summaries
+    counted = {n for summary in summaries for n in re.findall(r"(\d+) ranks? waits? for it", summary)}
+    assert counted == {"2"}, summaries

@@ -362,12 +362,13 @@ class Incidents:
         return max(sent_ago, float(self.ctx.now - c.received[rank])) > overdue
 
     def _waiting(self, roots: list[int], reach: set[Node]) -> list[_Row]:
-        """A row per collective or message of the relation, with every rank waiting in it,
-        however long it has (a rank that came in last waits for the roots as much: counted
-        only once its wait reached the threshold, a rank would drop out of the alert as it
-        turned critical): those waiting for the roots themselves first, then those waiting
-        for them, and so on."""
+        """A row per collective or message of the relation that waits for the roots, with every
+        rank waiting in it, however long it has (a rank that came in last waits for the roots
+        as much: counted only once its wait reached the threshold, a rank would drop out of the
+        alert as it turned critical): those waiting for the roots themselves first, then those
+        waiting for them, and so on."""
         rows: dict[Node, _Row] = {}
+        reach = self.relation.joined(reach)
         for w in self.relation.all:
             if w.node not in reach or not len(w.ranks):
                 continue

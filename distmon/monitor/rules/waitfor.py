@@ -349,6 +349,31 @@ class WaitFor:
                     todo.append(nxt)
         return seen
 
+    def joined(self, reach: set[Node]) -> set[Node]:
+        """``reach`` and every collective or message whose ranks wait for a rank of it (one it
+        waits for, or one waiting in it), however briefly yet: they wait for its roots as much.
+        A walk back through the ranks, each wait entered once."""
+        by_awaited: dict[int, list[Wait]] = defaultdict(list)
+        for w in self.all:
+            if w.node not in reach:
+                for rank in self.edges.get(w.node, ()):
+                    if isinstance(rank, int):
+                        by_awaited[rank].append(w)
+        nodes = set(reach)
+        if not by_awaited:
+            return nodes
+        keys = np.fromiter(by_awaited, np.int64, len(by_awaited))
+        todo = [n for n in reach if isinstance(n, int)]
+        for w in self.all:
+            if w.node in reach:
+                todo += w.ranks[np.isin(w.ranks, keys)].tolist()
+        while todo:
+            for w in by_awaited.pop(todo.pop(), []):
+                if w.node not in nodes:
+                    nodes.add(w.node)
+                    todo += w.ranks[np.isin(w.ranks, keys)].tolist()
+        return nodes
+
     def awaited_ranks(self, reach: set[Node]) -> set[Node]:
         """The ranks some collective or message in ``reach`` waits for: of the ranks, the only
         ones a path through the relation can pass."""
