@@ -368,9 +368,9 @@ class Incidents:
         alert as it turned critical): those waiting for the roots themselves first, then those
         waiting for them, and so on."""
         rows: dict[Node, _Row] = {}
-        reach = self.relation.joined(reach)
+        joined = self.relation.joined(reach)
         for w in self.relation.all:
-            if w.node not in reach or not len(w.ranks):
+            if w.node not in joined or not len(w.ranks):
                 continue
             ranks, age = w.ranks, float(w.ages.max())
             row = rows.get(w.node)
@@ -378,9 +378,9 @@ class Incidents:
                 rows[w.node] = _Row(age, w.node, ranks, w)
             else:
                 row.ranks, row.age = np.concatenate([row.ranks, ranks]), max(row.age, age)
-        hops = self.relation.hops(roots, reach)
+        hops = self.relation.hops(roots, joined)
         return sorted(
-            rows.values(), key=lambda row: (hops.get(row.node, len(reach)), -len(row.ranks), -row.age, str(row.node))
+            rows.values(), key=lambda row: (hops.get(row.node, len(joined)), -len(row.ranks), -row.age, str(row.node))
         )
 
     def _group_label(self, gid: str) -> str:
