@@ -59,8 +59,8 @@ test: warm
 # alert), so four share the 2 cores of a small CI machine (three left a quarter of them idle); a
 # file's module-scoped jobs stay in one worker. Files start in the order collected, the longest
 # first (tests/conftest.py), not by how many tests each holds, so that the quick unit files fill
-# the gaps at the end and no long file starts last.
-suite: warm
+# the gaps at the end and no long file starts last. (Run by `test`, which warms torch first.)
+suite: setup
 	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25
 
 clean:
