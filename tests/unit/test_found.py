@@ -333,6 +333,33 @@ def test_a_rank_just_moved_on_from_the_collective_is_no_culprit_of_the_wait_its_
     assert [a.ranks for a in alerts if a.kind == "hang"] == [[2]], alerts
 
 
+class WakingEye(Eye):
+    """An eye that sees rank 2 asleep until ``woke``, then every rank at work."""
+
+    def __init__(self, woke: float) -> None:
+        super().__init__({2: "clock_nanosleep"})
+        self.woke = woke
+
+    def __call__(self, host: str, pid: int) -> Seen:
+        self.asleep = {} if self.now >= self.woke else {2: "clock_nanosleep"}
+        return super().__call__(host, pid)
+
+
+def test_ranks_seen_moving_on_from_the_wait_as_the_incident_ends_are_not_its_culprits() -> None:
+    """Rank 2's sleep ends: it works on, and so do ranks 0 and 3, seen leaving the all-reduce they
+    stood in all along, while rank 1 is still seen in it (the eye is seconds behind). Ranks 0 and 3
+    moved on from the wait: they catch up, and the alert, as it last stands, still names rank 2."""
+    woke = T0 + 14
+
+    def moves_on_at(t_moves: float) -> Callable[[float], Where]:
+        return lambda t: waiting(ALL_REDUCE)(t) if t < t_moves else moving(t)
+
+    job = {0: moves_on_at(woke), 1: moves_on_at(woke + 3), 2: moves_on_at(woke), 3: moves_on_at(woke)}
+    job[2] = lambda t: waiting(ASLEEP)(t) if t < woke else moving(t)
+    alerts = run(job, WakingEye(woke), 17)
+    assert [a.ranks for a in alerts if a.kind == "hang"] == [[2]], alerts
+
+
 def test_ranks_a_node_reached_found_are_awaited_before_whom_for_is_called_not_seen() -> None:
     """``distmon look`` on a loaded host: node-b's eye found ranks 2-3 as it answered, and their
     first reports come seconds later. The ranks here wait for them meanwhile: one incident, the

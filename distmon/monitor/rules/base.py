@@ -58,6 +58,9 @@ class Context:
     drops: dict[tuple[str, str, float], bool | None] = field(default_factory=dict)
     """Whether the job stood still over each drop of a node's link (host, link, when it went),
     judged once when it was told, while the ranks' histories hold it (the detector's memory)."""
+    seen_waiting: dict[int, float] = field(default_factory=dict)
+    """Ranks found from outside seen standing in a wait at their peers, and when last: one seen
+    moving on from it catches up (the detector's memory, a hooked rank's being its reports')."""
 
     @property
     def hang_after(self) -> float:
@@ -76,4 +79,4 @@ class Context:
 Rule = Callable[[JobState, Context], list[Finding]]
 """A rule: what it finds in the job's state, in the context of one tick; it may add to the
 detector's memory there (:attr:`Context.named_early`, :attr:`Context.routine`,
-:attr:`Context.drops`)."""
+:attr:`Context.drops`, :attr:`Context.seen_waiting`)."""

@@ -6,6 +6,7 @@ What it keeps:
 - the job's routine pauses (:class:`~distmon.monitor.rules.routine.Routine`), learned as it runs;
 - the ranks named early, with what they were seen doing, while an alert names them;
 - whether the job stood still over each drop of a node's link, judged once when it was told;
+- when each rank found from outside was last seen standing in a wait at its peers;
 - the findings of each slower rule, which stand between its turns
   (:data:`~distmon.monitor.rules.SLOW_PERIOD`);
 - while the monitor is behind, the incidents found before.
@@ -60,6 +61,7 @@ class Detector:
         self._held: dict[Rule, tuple[float, list[Finding]]] = {}
         self._named_early: dict[int, Verdict] = {}
         self._drops: dict[tuple[str, str, float], bool | None] = {}
+        self._seen_waiting: dict[int, float] = {}
         self.routine = Routine()
         """The pauses the job takes as a habit, learned as it runs."""
 
@@ -84,6 +86,7 @@ class Detector:
             outside=outside,
             named_early=self._named_early,
             drops=self._drops,
+            seen_waiting=self._seen_waiting,
             routine=self.routine,
             standing=frozenset(self._last),
             ended=self.sight.ended if self.sight is not None and self.sight.eyes else None,

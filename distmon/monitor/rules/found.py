@@ -104,6 +104,7 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     ]
     waiting += [_Stood(rank, age, _waited_in(job, rank, places[rank], True)) for rank, age in sorted(synced.items())]
     early, hang = _thresholds(ctx, waiting)
+    _remember(ctx, waiting, hang)
     if not waiting or max(w.age for w in waiting) < min(hang, early / 2):
         return []
     unseen = sorted(set(range(job.world)) - set(job.ranks))
@@ -128,6 +129,24 @@ def found_hang(job: JobState, ctx: Context) -> list[Finding]:
     if len(by_place) == 1 and max(w.age for w in waiting) >= hang and not gone:
         return [_stuck(waiting)]
     return []
+
+
+def _remember(ctx: Context, waiting: list[_Stood], hang_after: float) -> None:
+    """The ranks standing in a wait at their peers now, in the detector's memory; those seen so
+    a hang threshold ago or more, out of it."""
+    seen = ctx.seen_waiting
+    seen.update((w.rank, ctx.now) for w in waiting)
+    for rank in [rank for rank, last in seen.items() if ctx.now - last >= hang_after]:
+        del seen[rank]
+
+
+def _moved_on(ctx: Context, ranks: list[int], waited: float, hang_after: float) -> set[int]:
+    """Of ``ranks``, those seen standing in a wait at their peers since the oldest of these waits
+    began, less than the hang threshold ago: the rank they waited for moved on, and they catch
+    up (as :meth:`JobState.freed` tells of hooked ranks); an eye seconds behind still shows others
+    in the wait."""
+    within = min(hang_after, waited)
+    return {rank for rank in ranks if ctx.now - ctx.seen_waiting.get(rank, -np.inf) < within}
 
 
 def _thresholds(ctx: Context, waiting: list[_Stood]) -> tuple[float, float]:
@@ -241,6 +260,7 @@ def _hang(
     waited = max(w.age for w in waiting)
     views = [job.ranks.get(rank) for rank in roots[:MAX_SHOWN]]
     early = waited < hang_after
+    moved_on = _moved_on(ctx, roots, waited, hang_after)
     habit = None
     if early:
         if len(roots) > MAX_SHOWN:
@@ -256,7 +276,7 @@ def _hang(
         looks = {
             rank: _early_look(s, verdict, ctx, waited) for rank, s, verdict in zip(roots, views, seen, strict=True)
         }
-        roots, looks = _holding_up(job, roots, looks, astir)
+        roots, looks = _holding_up(job, roots, looks, astir, moved_on)
         if not roots:
             return []
     else:
@@ -264,7 +284,7 @@ def _hang(
             rank: _root_look(s, ctx, waited) if s is not None else Look(None)
             for rank, s in zip(roots, views, strict=False)
         }
-        roots, looks = _holding_up(job, roots, looks, astir)
+        roots, looks = _holding_up(job, roots, looks, astir, moved_on)
         if not roots:
             return []
         idle = [rank for rank, look in looks.items() if not (look.working or look.pending)]
@@ -299,18 +319,19 @@ def _hang(
 
 
 def _holding_up(
-    job: JobState, roots: list[int], looks: dict[int, Look], astir: bool
+    job: JobState, roots: list[int], looks: dict[int, Look], astir: bool, moved_on: set[int]
 ) -> tuple[list[int], dict[int, Look]]:
     """The roots that may hold the others up, and their looks. Not one whose process has ended:
     ``found_gone``'s to name, once the others have run on without it. Nor one whose stack has
     only just come where it stands, seen idle there, or at work while a rank at its peers has
-    only just come there too: it moved, and so did the collective, which an eye seconds behind
-    on a loaded host still shows others waiting in. (One seen at work all along, while the others
-    stand still, is a warning that says so; one that stood still where it is, the hang's.)"""
+    only just come there too, or at work where it came from the wait (``moved_on``): it moved,
+    and so did the collective, which an eye seconds behind on a loaded host still shows others
+    waiting in. (One seen at work all along, while the others stand still, is a warning that
+    says so; one that stood still where it is, the hang's.)"""
     out = {
         rank: look
         for rank, look in looks.items()
-        if not _ended(look) and not (_new_there(job, rank) and (astir or not look.working))
+        if not _ended(look) and not (_new_there(job, rank) and (astir or not look.working or rank in moved_on))
     }
     return [r for r in roots if r in out], out
 
