@@ -55,13 +55,20 @@ check: lint
 test: warm
 	$(MAKE) --no-print-directory -j2 lint suite
 
-# Four test files at a time: most of a real-rank test is waiting (for a step, a threshold, an
-# alert), so four share the 2 cores of a small CI machine (three left a quarter of them idle); a
-# file's module-scoped jobs stay in one worker. Files start in the order collected, the longest
-# first (tests/conftest.py), not by how many tests each holds, so that the quick unit files fill
-# the gaps at the end and no long file starts last. (Run by `test`, which warms torch first.)
+# The tests in two runs side by side. The tests of real jobs four files at a time: most of such
+# a test is waiting (for a step, a threshold, an alert), so four share the 2 cores of a small CI
+# machine; a file's module-scoped jobs stay in one worker; the longest files start first
+# (tests/conftest.py), so that no long file starts last. The unit tests in one process beside
+# them from the start: while the first jobs stand in their injected hangs a sixth of the
+# machine is idle (measured with /proc/stat), which the unit tests take, where in one run they
+# waited behind the jobs' files. The unit tests' output is shown once both runs have ended.
+# (Run by `test`, which warms torch first.)
 suite: setup
-	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25
+	@echo "$(BIN)/pytest -p no:xdist tests/unit (beside)"
+	@echo "$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25 tests/jobs tests/installed"
+	@log=$$(mktemp); $(BIN)/pytest -p no:xdist tests/unit > $$log 2>&1 & unit=$$!; \
+	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25 tests/jobs tests/installed; jobs=$$?; \
+	wait $$unit; units=$$?; cat $$log; rm -f $$log; exit $$((jobs | units))
 
 clean:
 	rm -rf $(VENV) .pytest_cache .ruff_cache .mypy_cache .import_linter_cache

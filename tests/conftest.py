@@ -26,8 +26,8 @@ LONGEST = (
 )
 """The files that take longest (75-150 s each of a test worker's time in a full run on a loaded
 2-core machine: ``pytest --junitxml``'s times, summed by file), longest first. They start first,
-the rest in the order collected (the other real jobs, then the quick unit tests): a long file that
-starts last ends the run alone, the other workers idle (a run's last 30 s, before this order)."""
+the rest in the order collected: a long file that starts last ends the run alone, the other
+workers idle (a run's last 30 s, before this order)."""
 
 
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
