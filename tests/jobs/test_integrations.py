@@ -17,6 +17,9 @@ from tests.support.commands import TORCHRUN
 from tests.support.listener import Listener
 from tests.support.waiting import wait_until
 
+# Each script ends its process group, as torch asks of every script: without it, a gloo rank that
+# trained well may abort as its interpreter ends (SIGABRT, "terminate called without an active
+# exception", pytorch/pytorch#190489), as one did in a fresh-clone CI run, its Trainer's steps done.
 LIGHTNING_SCRIPT = """
     import torch
     import lightning.pytorch as pl
@@ -44,6 +47,8 @@ LIGHTNING_SCRIPT = """
             logger=False, enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False,
         )
         trainer.fit(Tiny(), data)
+        if torch.distributed.is_initialized():  # see above
+            torch.distributed.destroy_process_group()
 """
 
 TRANSFORMERS_SCRIPT = """
@@ -65,6 +70,7 @@ TRANSFORMERS_SCRIPT = """
         report_to=[], save_strategy="no", logging_strategy="no", disable_tqdm=True,
     )
     Trainer(model=Tiny(), args=args, train_dataset=data, callbacks=[DistmonCallback()]).train()
+    torch.distributed.destroy_process_group()  # see above
 """
 
 
