@@ -63,11 +63,12 @@ test: warm
 # machine is idle (measured with /proc/stat), which the unit tests take, where in one run they
 # waited behind the jobs' files. The unit tests' output is shown once both runs have ended.
 # (Run by `test`, which warms torch first.)
+UNIT_TESTS := $(BIN)/pytest -p no:xdist tests/unit
+JOB_TESTS := $(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25 tests/jobs tests/installed
 suite: setup
-	@echo "$(BIN)/pytest -p no:xdist tests/unit (beside)"
-	@echo "$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25 tests/jobs tests/installed"
-	@log=$$(mktemp); $(BIN)/pytest -p no:xdist tests/unit > $$log 2>&1 & unit=$$!; \
-	$(BIN)/pytest -n 4 --dist loadfile --no-loadscope-reorder --durations=25 tests/jobs tests/installed; jobs=$$?; \
+	@echo "$(UNIT_TESTS) (beside)"; echo "$(JOB_TESTS)"
+	@log=$$(mktemp); $(UNIT_TESTS) > $$log 2>&1 & unit=$$!; \
+	$(JOB_TESTS); jobs=$$?; \
 	wait $$unit; units=$$?; cat $$log; rm -f $$log; exit $$((jobs | units))
 
 clean:
