@@ -96,6 +96,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _one_process(log)
         or _unconnected(log)
         or _environment(log)
+        or _files(log)
         or _ddp_built(log)
         or model_too_large(log)
         or _library(log)
@@ -155,6 +156,39 @@ def _misused_set_up(log: LogFacts) -> str | None:
         f"{who} raised {own[0].type}: {own[0].message.splitlines()[0][:200]}: torch.distributed's check of how the "
         "program set it up, which every process runs alike: the program or its launch, not a rank"
     )
+
+
+FILES = re.compile(
+    r"^(?:FileNotFoundError|FileExistsError|PermissionError|IsADirectoryError|NotADirectoryError)\b"
+    r"|\[Errno (?:2|13|17)\]|^\w{0,40}Error: (?:[Ff]ile|[Pp]ath|[Dd]irectory) \S{1,300} (?:not found|does not exist)"
+)
+"""The file system's word on a path the program opens or creates (missing, already there, not allowed:
+errno's ENOENT, EEXIST, EACCES), and a library's for a data file it cannot find."""
+FILES_WHY = (
+    "a file the program opens or creates is missing, left by an earlier run, or not allowed (its path, a "
+    "directory not shared between the nodes, an earlier run's files in /dev/shm or a cache): every rank runs "
+    "the same program on the same files, so the program's set-up, not a rank"
+)
+
+
+def _files(log: LogFacts) -> str | None:
+    """Where every failure the log shows is the file system's refusal of a path, and no process
+    crashed: raised by a process the log does not name, or by two ranks or more at the same line
+    (one whose exception line is cut too): every rank meets it alike. One rank's alone may be its
+    own (a path only it opens): its exception names it."""
+    own = [r for r in log.exceptions if is_own(r)]
+    if not own or log.crashes.crashes or not all(FILES.search(f"{r.type}: {r.message}") for r in own):
+        return None
+    where = {(f.file, f.line) for r in own for f in r.frames[-1:]}
+    at = [
+        rank
+        for rank, r in log.raised.items()
+        if r.launcher is None and {(f.file, f.line) for f in r.frames[-1:]} & where
+    ]
+    if len(where) > 1 or (len(at) < 2 and any(is_own(r) for r in log.raised.values())):
+        return None
+    said = own[0].message.splitlines()[0][:200].rstrip(".")
+    return f"{rank_word(sorted(at)) if at else 'a process'} raised {own[0].type}: {said}: {FILES_WHY}"
 
 
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 15: "SIGTERM"}

@@ -177,7 +177,7 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
     any other text (an empty file, such as a marker, without a word). A text ``named`` on the
     command line is a log whatever it holds (an excerpt may hold no line the reader knows):
     it is judged, and said to prove nothing."""
-    before = log.matched
+    before, raised = log.matched, len(log.unplaced)
     try:
         with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
             lines = _Lines(f)
@@ -188,8 +188,8 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
         return 0
     if lines.cut_short:
         problems.append(f"{path}: not read to its end within {MAX_LOG_SECONDS:.0f} s: the lines read by then are kept")
-    if log.matched > before:
-        return 1
+    if log.matched > before or (named and len(log.unplaced) > raised):
+        return 1  # named, an exception no line places is a process's: judged as one
     if not empty and named:
         problems.append(f"{path}: no line of a job's ranks, launcher, NCCL or torch in it: nothing to judge")
         return 1

@@ -9,8 +9,10 @@ from typing import Any
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.blame import Blame, assign_blame, cut_only
 from distmon.forensics.evidence import Evidence, evidence
+from distmon.forensics.failures import is_own
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.kinds import FAILURE_KINDS
+from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import (
     count,
     date_time,
@@ -75,7 +77,8 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
     or why nobody is to blame."""
     headline = visible(verdict.headline, MAX_LINE)
     if verdict.nobody is not None:
-        return [f"NOBODY TO BLAME: {visible(verdict.nobody, MAX_LINE)}"]
+        raised = _raised(analysis) if verdict.accounted else []
+        return [f"NOBODY TO BLAME: {visible(verdict.nobody, MAX_LINE)}", *("  " + line for line in raised)]
     if verdict.culprits:
         lines = [f"CULPRIT {rank_word(verdict.culprits)}: {headline}"]
         found = evidence(analysis, verdict.culprits, verdict.reported)
@@ -90,6 +93,15 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
         lines.append("  Suspected, in order (no line proves it):" if not verdict.culprits else "  Also suspected:")
         lines += ["    " + line for line in _suspected(verdict)]
     return lines
+
+
+def _raised(analysis: Analysis) -> list[str]:
+    """Where the first exception of a process's own was raised, innermost last: the verdict says
+    what to check rather than whom to fix, and the user's code is where to look."""
+    raised = next((r for r in analysis.log.exceptions if is_own(r) and r.frames), None)
+    if raised is None:
+        return []
+    return [f"where it raised {raised.type}:", *frame_lines(raised.frames, depth=4)]
 
 
 def _suspected(verdict: Blame) -> list[str]:

@@ -90,8 +90,6 @@ MISSED = {
     "past the one GPU, only the command says",
     "llamafactory_qwen2vl_dataset_json_not_found_ranks3_6_alike.log": "rank 3 raised its own ValueError (a file not "
     "found): proven; that every rank failed alike, rank 6's cut traceback only suggests",
-    "mmseg_two_nodes_eval_hook_part2_pkl_not_shared.log": "a process the log does not name could not open a result "
-    "file: that the directory is not shared between the nodes, only the thread says",
     "nanogpt_two_nodes_ddp_crash_fixed_by_nccl_ib_disable.log": "NCCL's watchdog took a process down, no rank, "
     "collective or cause in the lines: that the InfiniBand transport was it, only the thread's fix says",
     "nccl_allreduce_rank0_409600_vs_32768000_others_hang.log": "the program's own prints of each rank's tensor size, "

@@ -15,6 +15,7 @@ from distmon.forensics.blame import Blame, assign_blame
 from distmon.forensics.environment import FAULTS, Environment
 from distmon.forensics.logs import read_log
 from distmon.forensics.pasted import lines_as_written
+from distmon.forensics.render import render_analysis
 from distmon.forensics.worker_exits import PROCESS, RANK, WORKER
 from tests.support.real_logs import read_launcher
 
@@ -179,6 +180,23 @@ def test_every_worker_ended_by_sigterm_together_was_stopped_from_outside() -> No
     nobody = judged(text).nobody
     assert nobody is not None and "4 workers ended by SIGTERM" in nobody and "from outside" in nobody
     assert judged("Terminated\n").nobody is None
+
+
+def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_its_own() -> None:
+    def raised(who: str, message: str) -> str:
+        lines = ["Traceback (most recent call last):", '  File "/w/prep.py", line 12, in load', "    open(p)", message]
+        return "".join(f"{who}{line}\n" for line in lines)
+
+    missing = "FileNotFoundError: [Errno 2] No such file or directory: '/shared/run7/shards.idx'"
+    verdict = judged(raised("[rank2]: ", missing) + raised("[rank5]: ", missing))
+    assert verdict.nobody is not None and verdict.nobody.startswith("ranks 2, 5 raised FileNotFoundError")
+    assert "a file the program opens or creates is missing" in verdict.nobody
+    said = render_analysis(analyzed(raised("", "FileExistsError: [Errno 17] File exists: '/run_locals'")))
+    assert "NOBODY TO BLAME: a process raised FileExistsError" in said
+    assert "your code: /w/prep.py:12 in load" in said, "where it raised is shown beside the verdict"
+    assert judged(raised("[rank3]: ", missing)).culprits == [3], "one rank's alone: a path only it may open"
+    oom = raised("[rank1]: ", "torch.OutOfMemoryError: CUDA out of memory.")
+    assert judged(raised("[rank2]: ", missing) * 2 + oom).nobody is None, "another failure of a rank's own"
 
 
 def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:

@@ -2592,8 +2592,8 @@ VERDICTS = [
     (
         "mmseg_two_nodes_eval_hook_part2_pkl_not_shared.log",
         [],
-        [],
-        "a process the log does not name raised FileNotFoundError: [Errno 2]",
+        NOBODY,
+        "a process raised FileNotFoundError: [Errno 2] No such file or directory",
     ),
     (
         "nanogpt_two_nodes_ddp_crash_fixed_by_nccl_ib_disable.log",
