@@ -14,12 +14,15 @@ from dataclasses import dataclass
 
 from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
 from distmon.forensics.analysis import Analysis, RankFacts
-from distmon.monitor.state.words import duration, group_name, in_flight, rank_word
+from distmon.monitor.state.whereabouts import frame_lines
+from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus, expand_runs
 
 HARDWARE = "hardware"
 CODE = "code"
 UNKNOWN = "unknown"
+RAISED = "it raised"
+"""How a culprit's evidence begins where the rank raised: what its place already says."""
 
 
 @dataclass
@@ -60,7 +63,7 @@ def evidence(analysis: Analysis, culprits: list[int], reported: dict[int, str] |
                 found.append(_no_dump(rank, analysis.missing[rank]))
             continue
         if f.dump is None:  # a log's rank: only what its and its peers' watchdog lines show
-            if (said := _device_error(f, analysis) or _host_stopped(f, analysis)) is not None:
+            if (said := _device_error(f, analysis) or _raised(f, analysis) or _host_stopped(f, analysis)) is not None:
                 found.append(said)
             continue
         found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
@@ -131,6 +134,23 @@ def _device_error(f: RankFacts, analysis: Analysis) -> Evidence | None:
         "drain its node before the restart if the error comes again on the same GPU: on its host "
         "`nvidia-smi -q` (ECC, retired pages) and `dmesg | grep -i xid`; an illegal memory access may be a "
         "kernel's bug instead: rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
+    )
+
+
+def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
+    """It raised an exception of its own (its traceback is in the log, its exception line there or
+    cut): where in its code is what to read; it is not hanging, so no stack of it is to be had."""
+    raised = analysis.log.raised.get(f.rank)
+    if raised is None or raised.consequence or raised.launcher is not None or not raised.frames:
+        return None
+    said = "its exception line is not in the log" if raised.cut else f"{raised.type}: {first_line(raised.message)}"
+    return Evidence(
+        f.rank,
+        f"{RAISED} ({said})",
+        frame_lines(raised.frames, depth=4, indent=""),
+        CODE,
+        "read its exception whole in its own output (its stderr; torchrun prefixes its lines with [rank"
+        f"{f.rank}]) and fix it where it raised; the others' timeouts follow from it",
     )
 
 

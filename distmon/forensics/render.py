@@ -8,7 +8,7 @@ from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.blame import Blame, assign_blame, cut_only
-from distmon.forensics.evidence import Evidence, evidence
+from distmon.forensics.evidence import RAISED, Evidence, evidence
 from distmon.forensics.failures import is_own
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -148,7 +148,9 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
     suspected = {s.rank for s in verdict.suspects}
     for rank, f in analysis.ranks.items():
         place = _place(f, analysis)
-        places.setdefault(f"CULPRIT, {named[rank]}; {place}" if rank in named else place, []).append(rank)
+        if rank in named:
+            place = f"CULPRIT, {named[rank]}" + ("" if named[rank].startswith(RAISED) else f"; {place}")
+        places.setdefault(place, []).append(rank)
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
             judged = "suspected" if rank in suspected else "judged as never heard from"

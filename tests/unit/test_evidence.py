@@ -154,3 +154,23 @@ def test_a_receive_its_sender_completed_is_the_receivers_device(tmp_path: Path) 
     assert culprits(analysis) == [2]
     (found,) = evidence(analysis, [2])
     assert found.points_at == HARDWARE and "point-to-point op #1 (recv 1<-0" in found.facts[0]
+
+
+def test_a_rank_that_raised_beside_waiting_peers_is_shown_where_it_raised_not_as_hanging(tmp_path: Path) -> None:
+    """Its traceback cut before its exception line: it raised in its own code (no stack to take
+    of a process that is gone), and its peers' timeouts follow from it."""
+    timeout = (
+        "[rank{r}]:[E1203 10:00:00.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=120, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+        "ran for 600012 milliseconds before timing out.\n"
+    )
+    raised = "".join(
+        f"[rank2]: {line}\n"
+        for line in ("Traceback (most recent call last):", '  File "/job/train.py", line 70, in main', "    next(it)")
+    )
+    (tmp_path / "job.log").write_text(raised + "".join(timeout.format(r=r) for r in (0, 1, 3)))
+    analysis = analyze([str(tmp_path)])
+    [said] = evidence(analysis, [2])
+    assert said.points_at == CODE and said.why == "it raised (its exception line is not in the log)"
+    assert said.facts[0] == "your code: /job/train.py:70 in main" and "py-spy" not in said.next_step
+    assert "rank 2: CULPRIT, it raised (its exception line is not in the log)\n" in render_analysis(analysis) + "\n"
