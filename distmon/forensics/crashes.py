@@ -45,7 +45,13 @@ FRAMES = 96
 """Lines after a handler's first in which its backtrace may stand."""
 SIGBUS = 7
 
-_UCX = re.compile(r"^\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] Caught signal (\d{1,3}) \(([^)]{1,200})\)")
+_UCX = re.compile(
+    r"^(?:\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] )?Caught signal (\d{1,3}) \(([^)]{1,200})\)$"
+)
+"""UCX's handler: ``[host:pid :0:tid] Caught signal 7 (Bus error: ...)``, its label perhaps cut from the paste."""
+_GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,8}\d{1,12} [\w.-]{1,100}:\d{1,6}\] ")
+"""glog's own line prefix (``W1128 08:53:27.593163 27220 init.cc:234] ``), before its failure handler's report
+where the program writes it through glog (Paddle)."""
 _ABSL = re.compile(r"\b(SIG[A-Z]{2,10}) received at time=\d{1,20}")
 """absl's ``*** SIGABRT received at time=... ***`` (a paste may take its stars for Markdown's)."""
 _FAULT = re.compile(r"^Fatal Python error: (Segmentation fault|Bus error|Aborted|Floating point exception)")
@@ -143,6 +149,7 @@ class Crashes:
     def line(self, body: str, rank: int | None = None) -> bool:
         """Reads ``body`` (``rank``: its label's) if it is a crash handler's, a frame of its
         backtrace, the C++ runtime's ``terminate``, or words on shared memory or gloo's check."""
+        body = _GLOG_LINE.sub("", body, count=1) if body[:1] in "IWEF" else body
         if self._terminate(body, rank) or self._heap(body, rank):
             return True
         if "received by PID" in body and (glog := _GLOG_SIGNAL.match(body.strip())) is not None:
@@ -232,7 +239,8 @@ class Crashes:
 def _crash(body: str) -> Crash | None:
     if "Caught signal" in body and (ucx := _UCX.match(body.strip())) is not None:
         host, pid, number, said = ucx.groups()
-        return Crash(int(number), f"caught signal {number} ({visible(said, 100)})", visible(host, 200), pid)
+        place = visible(host, 200) if host else None
+        return Crash(int(number), f"caught signal {number} ({visible(said, 100)})", place, pid)
     if "received at time" in body and (absl := _ABSL.search(body)) is not None:
         name = absl.group(1)
         return Crash(_SIGNALS.get(name, 0), f"received {name}")

@@ -150,6 +150,28 @@ def test_every_process_ended_by_a_bus_error_is_the_nodes_shared_memory() -> None
     assert nobody is not None and "ranks 0-1 failed alike" in nobody and "shared memory" in nobody
 
 
+def test_crash_reports_whose_labels_the_paste_cut_or_glog_prefixed_are_read() -> None:
+    """UCX's handler with its ``[host:pid :0:tid]`` label cut away; glog's failure handler written
+    through glog itself (Paddle), each of its lines behind glog's own prefix."""
+    bare = "Caught signal 7 (Bus error: nonexistent physical address)\n" * 3
+    nobody = judged(bare).nobody
+    assert nobody is not None and "3 processes failed alike" in nobody and "shared memory" in nobody
+    glog = "".join(
+        f"W0102 03:04:05.{i}00000 {pid} init.cc:9] {line}\n"
+        for i, (pid, line) in enumerate(
+            (pid, line)
+            for pid in (701, 702)
+            for line in (
+                '*** Aborted at 1700000000 (unix time) try "date -d @1700000000" if you are using GNU date ***',
+                f"*** SIGSEGV (@0x0) received by PID {pid} (TID 0x7f) from PID 0; stack trace: ***",
+            )
+        )
+    )
+    nobody = judged(glog).nobody
+    assert nobody is not None and "2 processes failed alike" in nobody and "SIGSEGV" in nobody
+    assert judged("Caught signal 7 (Bus error: nonexistent physical address) in the test\n").nobody is None
+
+
 def test_the_cpp_runtimes_terminate_in_two_processes_alike_blames_nobody() -> None:
     """``terminate`` is said once a process: two of the same throw are two processes."""
     threw = "terminate called after throwing an instance of 'std::length_error'\n  what():  vector::reserve\n"

@@ -2959,8 +2959,8 @@ VERDICTS = [
     (
         "paddledet_two_trainers_sigbus_same_instant_interleaved.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "2 processes failed alike at once (signal 7 (SIGBUS))",
     ),
     (
         "paddleocr_ppstructure_launch_two_trainers_rank1_aborted_at_first_batch.log",
@@ -3061,8 +3061,8 @@ VERDICTS = [
     (
         "trlx_deepspeed_eight_v100_every_process_sigbus_nccl_shm_open.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "8 processes failed alike at once (signal 7 (SIGBUS))",
     ),
     (
         "verl_fully_async_workerdict_0_1_died_service_thread_closed_by_localrank1.log",
