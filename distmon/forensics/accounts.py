@@ -34,7 +34,7 @@ from distmon.forensics.failures import (
 )
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
-from distmon.forensics.suspects import lost_peers, suspects
+from distmon.forensics.suspects import TASK_FAILURE, lost_peers, suspects
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
     RANK,
@@ -213,7 +213,7 @@ def _signalled(log: LogFacts) -> str | None:
     received SIGTERM, and no rank failed of its own before."""
     if own_failure(log):
         return None
-    if log.cancelled is not None and not log.cancelled_after:
+    if log.cancelled is not None and log.cancelled != TASK_FAILURE and not log.cancelled_after:
         why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower())
         return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
     signalled = _launcher_signalled(log)
@@ -483,10 +483,10 @@ STOPPED = (
 
 
 def _terminated(log: LogFacts) -> str | None:
-    """Where every worker's end the log shows is SIGTERM, two or more, and nothing failed: they were
-    stopped together from outside."""
+    """Where every worker's end the log shows is SIGTERM, two or more, and nothing failed (Slurm
+    says no task did): they were stopped together from outside."""
     ends = [e for e in log.exits if e.code == SIGTERM and e.said != SELF]
-    failed = any(ended_in_failure(e, log) for e in log.exits) or log.crashes.crashes
+    failed = any(ended_in_failure(e, log) for e in log.exits) or log.crashes.crashes or log.cancelled == TASK_FAILURE
     if len(ends) < 2 or failed or own_failure(log) or log.waiting:
         return None
     named = sorted({e.who for e in ends if e.unit == RANK})

@@ -56,7 +56,10 @@ _RETURNED = re.compile(r"NCCL INFO ([\w/.-]{1,200}\.(?:cc|cu|cpp|h)):\d{1,6} -> 
 RESULTS = {2: "ncclSystemError", 3: "ncclInternalError", 6: "ncclRemoteError"}
 """The results of NCCL's calls that its connections' set-up or transport returns (a system call, its
 own state, a peer gone): not a rank's program (its CUDA and usage errors are read where said)."""
-_RESULT = re.compile(r"unhandled system error|internal error, NCCL version|ncclSystemError|ncclInternalError")
+_RESULT = re.compile(
+    r"unhandled system error|internal error(?:, NCCL version| - please report this issue to the NCCL developers)"
+    r"|ncclSystemError|ncclInternalError"
+)
 """Those results as torch's error quotes them (``NCCL error in: ..., unhandled system error``), a peer gone
 (``ncclRemoteError``) left out: that is a peer's end, read as a lost peer."""
 MAX_DEVICES = 64

@@ -9,12 +9,28 @@ from __future__ import annotations
 
 from distmon.forensics.failures import TOGETHER, ended_in_failure
 from distmon.forensics.logfacts import LogFacts
-from distmon.forensics.worker_exits import LOCAL_RANK, ON_A_NODE, RANK, SIGABRT, SIGBUS, SPAWNED, TEARDOWN
+from distmon.forensics.worker_exits import (
+    LOCAL_RANK,
+    ON_A_NODE,
+    RANK,
+    SIGABRT,
+    SIGBUS,
+    SIGTERM,
+    SPAWNED,
+    TASK,
+    TEARDOWN,
+)
+
+TASK_FAILURE = "TASK FAILURE"
+"""Why slurmstepd cancelled a step (``CANCELLED AT ... DUE TO TASK FAILURE``): a task of its own failed
+(srun's ``--kill-on-bad-exit``), and the step's other tasks were ended for it."""
+SPARED_AT_MOST = 2
+"""Tasks srun's list of those it ended may leave out and still single out the one that failed."""
 
 
 def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
-    found = _unanswering(log) + _starved(log, world) + _aborted_itself(log, world) + _killed(log)
+    found = _unanswering(log) + _starved(log, world) + _aborted_itself(log, world) + _killed(log) + _spared(log, world)
     found += lost_peers(log, world)
     found += _disagreeing(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world)
@@ -124,6 +140,28 @@ ABORTED = (
     "collective timed out first where the log does not show it"
 )
 """Why a worker a launcher saw end by SIGABRT first, where no rank of the log timed out, is suspected."""
+
+
+def _spared(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Where Slurm cancelled the step over a task's failure and srun lists the tasks it ended
+    (SIGTERM), the one or two of the job's tasks its list leaves out: the task that failed, whose own
+    end its line said apart or the paste cut."""
+    if log.cancelled != TASK_FAILURE:
+        return []
+    ended = {e.who for e in log.exits if e.unit == TASK and e.code == SIGTERM}
+    others = {e.who for e in log.exits if e.unit == TASK} - ended
+    tasks = max(world, max(ended, default=-1) + 1)
+    spared = sorted(set(range(tasks)) - ended)
+    if len(ended) < 2 or not 1 <= len(spared) <= SPARED_AT_MOST or others - set(spared):
+        return []
+    return [
+        (
+            task,
+            f"srun task {task} is not among the {len(ended)} tasks srun ended as Slurm cancelled the step over a "
+            f"task's failure: the task that failed, rank {task} if srun started a task a rank",
+        )
+        for task in spared
+    ]
 
 
 def _killed(log: LogFacts) -> list[tuple[int, str]]:

@@ -464,6 +464,17 @@ def test_a_cancel_after_a_task_failed_is_sruns_teardown_and_the_task_is_suspecte
     assert cancelled is not None and "scancel" in cancelled
 
 
+def test_a_step_cancelled_over_a_task_failure_suspects_the_task_srun_did_not_end() -> None:
+    """srun ends the others with SIGTERM and lists them; the task it leaves out is the one that failed."""
+    cancel = "slurmstepd: error: *** STEP 9.0 ON n1 CANCELLED AT 2025-01-02T03:04:05 DUE TO TASK FAILURE ***\n"
+    verdict = judged(cancel + "srun: error: n1: tasks 0-4,6-15: Terminated\n")
+    assert verdict.nobody is None and suspects(verdict) == [5]
+    assert "not among the 15 tasks srun ended" in verdict.suspects[0].why
+    assert judged(cancel + "srun: error: n1: tasks 0-3,8-15: Terminated\n").suspects == [], "too many left out"
+    time_limit = cancel.replace("TASK FAILURE", "TIME LIMIT")
+    assert "time limit" in (judged(time_limit + "srun: error: n1: tasks 0-15: Terminated\n").nobody or "")
+
+
 # --- first works, teardowns, a bar still running ------------------------------------------
 
 
@@ -606,6 +617,11 @@ def test_nccls_system_error_quoted_by_torch_with_nothing_else_failing_is_ncclss_
     assert "NCCL's call failed (unhandled system error)" in (judged(quoted).nobody or "")
     beside = judged(quoted + "[rank2]: epoch 3 step 120 loss 0.31\n")  # rank 2 raised no NCCL error
     assert "NCCL's call failed" not in (beside.nobody or "")
+    internal = (  # NCCL 2.2x's words for its internal error
+        "torch.distributed.DistBackendError: NCCL error in: /torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3376, "
+        "internal error - please report this issue to the NCCL developers, NCCL version 2.25.1\n"
+    )
+    assert "NCCL's call failed (internal error" in (judged(internal).nobody or "")
 
 
 def test_nccl_tests_of_nccl_1_run_every_gpu_in_one_process() -> None:

@@ -2935,8 +2935,8 @@ VERDICTS = [
     (
         "nemo_run_multinode_nccl_2251_net_id0_internal_error.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "NCCL's call failed (internal error - please report this issue to the NCCL developers)",
     ),
     (
         "nemo_vpp_microbatch_group_valueerror_rank7_only.log",
@@ -3031,8 +3031,8 @@ VERDICTS = [
     (
         "srun_desi_zproc_step_cancelled_task_failure_tasks_0_57_59_63_terminated.log",
         [],
-        NOBODY,
-        "nobody to blame: Slurm cancelled the job: task failure; it ended the",
+        [58],
+        "srun task 58 is not among the 63 tasks srun ended",
     ),
     (
         "srun_picongpu_killall_no_process_tasks_10_11_exit1_benign.log",
