@@ -147,7 +147,7 @@ def _world(
     """The world size: ``--world`` unless the files hold ranks beyond it; the dumps' groups;
     a launcher's line or the world group's start; else the most ranks the log shows a group
     or a communicator of (``nranks 8``, an all-gather's element counts, a store-based barrier's
-    world size), or a launcher or a report names, or processes print NCCL's lines, or Horovod's
+    world size, NCCL's RAS report), or a launcher or a report names, or processes print NCCL's lines, or Horovod's
     stalled tensors need (a rank not missing from each), where that is more than the highest
     rank seen; a rank that waits in a collective, or lost its peer in a send or receive, has a peer."""
     seen = max([*dumps, *log.seen], default=-1) + 1
@@ -163,7 +163,7 @@ def _world(
     barrier = log.stores.counted[0] if log.stores.counted else 0
     paired = 2 if log.p2p_closed else 0  # a send or receive has a peer besides the rank that called it
     counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing, barrier, paired)
-    counted = max(counted, log.horovod.least_world())
+    counted = max(counted, log.horovod.least_world(), log.ras.largest)
     if counted > seen:
         return counted, "the log"
     if seen == 1 and log.waiting:

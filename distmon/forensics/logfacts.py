@@ -14,6 +14,7 @@ from distmon.forensics.fr_trace import FrTraceLines
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.peers import PeerLines
+from distmon.forensics.ras import RasReport
 from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
@@ -141,6 +142,7 @@ class LogFacts:
     nccl: NcclLines = field(default_factory=NcclLines)
     peers: PeerLines = field(default_factory=PeerLines)
     ray: RayActors = field(default_factory=RayActors)
+    ras: RasReport = field(default_factory=RasReport)
     crashes: Crashes = field(default_factory=Crashes)
     stores: StoreLines = field(default_factory=StoreLines)
     environment: Environment = field(default_factory=Environment)

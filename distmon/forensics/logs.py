@@ -312,6 +312,7 @@ class _Reader:
             facts.peers.line(body, rank),
             facts.stores.line(body, rank),
             facts.ray.line(body),
+            facts.ras.line(body),
             facts.crashes.line(body, rank),
             facts.environment.line(body),
         )

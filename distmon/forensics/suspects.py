@@ -33,7 +33,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     found = _unanswering(log) + _starved(log, world) + _aborted_itself(log, world) + _killed(log) + _spared(log, world)
     found += lost_peers(log, world)
     found += _disagreeing(log, world)
-    found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world)
+    found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
     return found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world)
 
 

@@ -117,7 +117,6 @@ MISSED = {
     "megatron_t5_samples_mapping_rank0_builds_12h_socket_timeout.log": _HELD_OUT,
     "mpi4jax_cuda_mpi_bcast_before_xla_init_mpiexec_rank0_segv_every_rank.log": _HELD_OUT,
     "mpirun_jacobi_two_gtx1050_read_errno14_both_ranks_rank1_segv.log": _HELD_OUT,
-    "nccl_ras_allgather_count_mismatch_two_ranks_ahead.log": _HELD_OUT,
     "nemo_vpp_microbatch_group_valueerror_rank7_only.log": _HELD_OUT,
     "pytorch_broadcast_only_rank0_hang_init_lines.log": _HELD_OUT,
     "ray_train_v1_two_nodes_five_workers_nccl_hang_after_pg_setup_gloo_fix.log": _HELD_OUT,

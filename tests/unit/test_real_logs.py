@@ -2917,8 +2917,8 @@ VERDICTS = [
     (
         "nccl_ras_allgather_count_mismatch_two_ranks_ahead.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [0, 1, 2],
+        "NCCL's RAS reports it behind in its communicator's AllGather operations",
     ),
     (
         "nccl_tests_mpirun_np2_g2_node1_two_gpus_invalid_ordinal_one_pid.log",
