@@ -49,6 +49,8 @@ _TERMINATED = "The process receives a SIGTERM"
 _WORKER_PID = re.compile(r"Worker PID: ?(\d{1,12})")
 _NAME = re.compile(r"^\s*name: ?(\S{1,300})\s*$")
 _PID = re.compile(r"^\s*pid: ?(\d{1,12})\s*$")
+_ACTOR_ID = re.compile(r"^\s*actor_id: ?[0-9a-f]{16,40}\s*$")
+"""A field of ``ActorDiedError``'s: where a paste begins with it, the error's line above was cut."""
 _CLASS = re.compile(r"^\s*class_name: ?(\S{1,300})\s*$")
 """The actor's class: its name where Ray's fields give no ``name`` (an actor nobody named)."""
 _WORKER = re.compile(r"_(\d{1,6}):(\d{1,6})$")
@@ -86,6 +88,9 @@ class RayActors:
     kind: str | None = None
     """The dead actor's class, where its fields are being read."""
     pid: str | None = None
+    cut: bool = False
+    """The fields being read began below their error's line (cut from the paste): only Ray's reason
+    (the exit type it gives) says the actor died."""
     terminated: list[str] = field(default_factory=list)
     """The worker processes (their pids, where the line gives them) Ray says received SIGTERM."""
     died: int = 0
@@ -130,7 +135,10 @@ class RayActors:
                 self._worker()
         if "The actor died" in body and _DIED.search(body):
             self.finish()
-            self.reading = FIELDS
+            self.reading, self.cut = FIELDS, False
+            return True
+        if not self.reading and "actor_id" in body and _ACTOR_ID.match(body):
+            self.reading, self.cut = FIELDS, True
             return True
         if not self.reading:
             return False
@@ -170,7 +178,7 @@ class RayActors:
         dead worker being read."""
         self._worker()
         named = self.name or self.kind
-        if named is not None and len(self.dead) < MAX_ACTORS:
+        if named is not None and (exit is not None or not self.cut) and len(self.dead) < MAX_ACTORS:
             worker = _WORKER.search(self.name or "")
             rank = int(worker.group(2)) if worker and worker.group(1) == "0" else None
             if all(d.name != named or d.pid != self.pid for d in self.dead):

@@ -123,7 +123,6 @@ MISSED = {
     "searchr1_verl_h20_vllm_logits_sigfpe_workerdict_0_0_cublas.log": _HELD_OUT,
     "thinkless_verl_four_v100_workerdict_0_2_died_triton_mma_ampere_assert.log": _HELD_OUT,
     "torch_mpi_backend_three_ranks_raise_rank0_allgather_hang_pids_only.log": _HELD_OUT,
-    "verl_fully_async_workerdict_0_1_died_service_thread_closed_by_localrank1.log": _HELD_OUT,
     "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": _HELD_OUT,
     "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": _HELD_OUT,
     "weathergen_srun_task1_config_typeerror_every_rank_alike.log": _HELD_OUT,

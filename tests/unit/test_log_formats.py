@@ -447,6 +447,10 @@ def test_rays_dead_actor_is_the_rank_verl_names_it_after() -> None:
     assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [3]
     assert "aBcDeFWorkerDict_0:3 died (SYSTEM_ERROR)" in verdict.suspects[0].why
     assert not assign_blame(analyze_text(died.format(pg=1))).suspects, "a later placement group's ranks: unknown"
+    fields = "\tactor_id: 1bc865d7417ba6d5182635e30a000000\n" + died.format(pg=0).split("\n", 2)[2]
+    assert [s.rank for s in assign_blame(analyze_text(fields)).suspects] == [3], "its error's line cut above"
+    unsaid = fields.rsplit("\n", 1)[0]  # Ray's reason cut too: nothing says the actor died
+    assert not assign_blame(analyze_text(unsaid)).suspects
 
 
 def test_deepspeeds_launcher_with_one_worker_names_it() -> None:

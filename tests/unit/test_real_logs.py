@@ -3019,8 +3019,8 @@ VERDICTS = [
     (
         "searchr1_verl_h20_vllm_logits_sigfpe_workerdict_0_0_cublas.log",
         [],
-        [],
-        "a Ray worker (pid 358920) died (SYSTEM_ERROR: Worker unexpectedly",
+        [0],
+        "its Ray actor 7qR4vGWorkerDict_0:0 died (SYSTEM_ERROR)",
     ),
     (
         "sglang_tp2_server_dev_shm_too_small_nccl_system_error.log",
@@ -3067,8 +3067,8 @@ VERDICTS = [
     (
         "verl_fully_async_workerdict_0_1_died_service_thread_closed_by_localrank1.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [1],
+        "its Ray actor ra0GdtWorkerDict_0:1 died (SYSTEM_ERROR)",
     ),
     (
         "vllm_k8s_pod_tp2_dev_shm_64m_nccl_shared_memory_segment.log",
