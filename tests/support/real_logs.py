@@ -17,7 +17,7 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 68 to 71): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 69 to 72): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
@@ -110,19 +110,35 @@ MISSED = {
     "elastic_scale_down_surviving_node_local_rank0_unhandled_system_error_restart.log": "the surviving node's worker "
     "aborted on NCCL's system error: suspected; that its peer was removed on purpose (a scale-down) only the thread "
     "says",
-    "detectron2_launch_four_procs_process_group_url_none_alike.log": _HELD_OUT,
-    "horovod_four_gpus_858_samples_rank3_25_batches_others_26_shut_down.log": _HELD_OUT,
-    "llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log": _HELD_OUT,
-    "llamafactory_zero3_rm_13b_gpu0_oom_other_procs_contexts_on_gpu0.log": _HELD_OUT,
-    "megatron_t5_samples_mapping_rank0_builds_12h_socket_timeout.log": _HELD_OUT,
-    "mpi4jax_cuda_mpi_bcast_before_xla_init_mpiexec_rank0_segv_every_rank.log": _HELD_OUT,
-    "mpirun_jacobi_two_gtx1050_read_errno14_both_ranks_rank1_segv.log": _HELD_OUT,
-    "nemo_vpp_microbatch_group_valueerror_rank7_only.log": _HELD_OUT,
-    "pytorch_broadcast_only_rank0_hang_init_lines.log": _HELD_OUT,
-    "ray_train_v1_two_nodes_five_workers_nccl_hang_after_pg_setup_gloo_fix.log": _HELD_OUT,
-    "searchr1_verl_h20_vllm_logits_sigfpe_workerdict_0_0_cublas.log": _HELD_OUT,
-    "thinkless_verl_four_v100_workerdict_0_2_died_triton_mma_ampere_assert.log": _HELD_OUT,
-    "torch_mpi_backend_three_ranks_raise_rank0_allgather_hang_pids_only.log": _HELD_OUT,
+    "detectron2_launch_four_procs_process_group_url_none_alike.log": "four processes logged detectron2's own word on "
+    "the process group's URL; that they failed alike at set-up, only that framework's line says: spawn's first process "
+    "is suspected",
+    "horovod_four_gpus_858_samples_rank3_25_batches_others_26_shut_down.log": "the script's own counts of each rank's "
+    "batches, no launcher's or Horovod's line on a rank: that rank 3 ran out first, only those counts suggest",
+    "llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log": "torchrun saw rank 0 exit 1 "
+    "first and rank 1 raised a device-placement error: proven failures; that every rank hits the same bug, only the "
+    "thread says",
+    "llamafactory_zero3_rm_13b_gpu0_oom_other_procs_contexts_on_gpu0.log": "one process's CUDA OOM, its exception line "
+    "alone at the paste's top, other processes' contexts on its GPU: that the device was not set early, only the "
+    "thread says (a rank's own OOM shows such contexts too)",
+    "megatron_t5_samples_mapping_rank0_builds_12h_socket_timeout.log": "Megatron's word that rank 0 builds the index, "
+    "then a traceback cut after its first frame: that the others timed out waiting for it, the lines only suggest",
+    "mpi4jax_cuda_mpi_bcast_before_xla_init_mpiexec_rank0_segv_every_rank.log": "mpiexec's one line proves rank 0 "
+    "crashed first; that every rank would, only the thread says",
+    "mpirun_jacobi_two_gtx1050_read_errno14_both_ranks_rank1_segv.log": "both processes' Open MPI read errors, then "
+    "rank 1's SIGSEGV first, as mpirun says: that the MPI is not CUDA-aware, only the thread says",
+    "nemo_vpp_microbatch_group_valueerror_rank7_only.log": "rank 7's own ValueError over the pipeline's configuration, "
+    "proven; that every rank runs the same check, its lines do not show",
+    "pytorch_broadcast_only_rank0_hang_init_lines.log": "both ranks' process groups set up, then nothing: no line "
+    "names a rank; the culprit is in the script only",
+    "ray_train_v1_two_nodes_five_workers_nccl_hang_after_pg_setup_gloo_fix.log": "five workers set up their group and "
+    "the run began, then nothing fails in the lines: the hang across nodes, only the thread's fix says",
+    "searchr1_verl_h20_vllm_logits_sigfpe_workerdict_0_0_cublas.log": "rank 0's Ray actor died, as Ray says: proven; "
+    "that every worker meets the same cuBLAS fault, only the thread says",
+    "thinkless_verl_four_v100_workerdict_0_2_died_triton_mma_ampere_assert.log": "rank 2's Ray actor died, as Ray "
+    "says: proven; that the kernels refuse every V100 alike, only the thread says",
+    "torch_mpi_backend_three_ranks_raise_rank0_allgather_hang_pids_only.log": "three processes raised, named by their "
+    "pids alone: which ranks they are, no line says",
     "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": _HELD_OUT,
     "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": _HELD_OUT,
     "weathergen_srun_task1_config_typeerror_every_rank_alike.log": _HELD_OUT,
