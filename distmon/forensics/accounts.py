@@ -34,7 +34,7 @@ from distmon.forensics.failures import (
 )
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
-from distmon.forensics.suspects import TASK_FAILURE, lost_peers, suspects
+from distmon.forensics.suspects import TASK_FAILURE, lost_peers, spared, suspects
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
     RANK,
@@ -103,7 +103,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
-        or _terminated(log)
+        or _terminated(log, world)
         or _aborted_cleanly(log)
         or _fabric(log)
         or _adapter(log)
@@ -482,11 +482,13 @@ STOPPED = (
 )
 
 
-def _terminated(log: LogFacts) -> str | None:
+def _terminated(log: LogFacts, world: int) -> str | None:
     """Where every worker's end the log shows is SIGTERM, two or more, and nothing failed (Slurm
-    says no task did): they were stopped together from outside."""
+    says no task did, srun's list leaves out no task between those it ended): they were stopped
+    together from outside."""
     ends = [e for e in log.exits if e.code == SIGTERM and e.said != SELF]
-    failed = any(ended_in_failure(e, log) for e in log.exits) or log.crashes.crashes or log.cancelled == TASK_FAILURE
+    failed = any(ended_in_failure(e, log) for e in log.exits) or log.crashes.crashes
+    failed = failed or log.cancelled == TASK_FAILURE or bool(spared(log, world))
     if len(ends) < 2 or failed or own_failure(log) or log.waiting:
         return None
     named = sorted({e.who for e in ends if e.unit == RANK})

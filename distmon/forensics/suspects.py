@@ -142,25 +142,30 @@ ABORTED = (
 """Why a worker a launcher saw end by SIGABRT first, where no rank of the log timed out, is suspected."""
 
 
-def _spared(log: LogFacts, world: int) -> list[tuple[int, str]]:
-    """Where Slurm cancelled the step over a task's failure and srun lists the tasks it ended
-    (SIGTERM), the one or two of the job's tasks its list leaves out: the task that failed, whose own
-    end its line said apart or the paste cut."""
-    if log.cancelled != TASK_FAILURE:
-        return []
+def spared(log: LogFacts, world: int) -> list[int]:
+    """The srun tasks its list of those it ended (SIGTERM) leaves out, one or two: inside the span
+    of the list; where Slurm cancelled the step over a task's failure, up to the world's end too.
+    Each ended otherwise than torn down: the task that failed, whose own end its line said apart or
+    the paste cut."""
     ended = {e.who for e in log.exits if e.unit == TASK and e.code == SIGTERM}
     others = {e.who for e in log.exits if e.unit == TASK} - ended
-    tasks = max(world, max(ended, default=-1) + 1)
-    spared = sorted(set(range(tasks)) - ended)
-    if len(ended) < 2 or not 1 <= len(spared) <= SPARED_AT_MOST or others - set(spared):
+    if len(ended) < 2:
         return []
+    low, high = (0, max(world, max(ended) + 1)) if log.cancelled == TASK_FAILURE else (min(ended), max(ended))
+    left = sorted(set(range(low, high)) - ended)
+    return left if 1 <= len(left) <= SPARED_AT_MOST and not others - set(left) else []
+
+
+def _spared(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    ended = sum(1 for e in log.exits if e.unit == TASK and e.code == SIGTERM)
+    cancelled = " as Slurm cancelled the step over a task's failure" if log.cancelled == TASK_FAILURE else ""
     return [
         (
             task,
-            f"srun task {task} is not among the {len(ended)} tasks srun ended as Slurm cancelled the step over a "
-            f"task's failure: the task that failed, rank {task} if srun started a task a rank",
+            f"srun task {task} is not among the {ended} tasks srun ended{cancelled}: it ended otherwise (the task "
+            f"that failed), rank {task} if srun started a task a rank",
         )
-        for task in spared
+        for task in spared(log, world)
     ]
 
 

@@ -470,6 +470,8 @@ def test_a_step_cancelled_over_a_task_failure_suspects_the_task_srun_did_not_end
     verdict = judged(cancel + "srun: error: n1: tasks 0-4,6-15: Terminated\n")
     assert verdict.nobody is None and suspects(verdict) == [5]
     assert "not among the 15 tasks srun ended" in verdict.suspects[0].why
+    assert suspects(judged("srun: error: n1: tasks 0-4,6-15: Terminated\n")) == [5], "the cancel's line cut"
+    assert judged("srun: error: n1: tasks 0-15: Terminated\n").nobody is not None, "every task torn down"
     assert judged(cancel + "srun: error: n1: tasks 0-3,8-15: Terminated\n").suspects == [], "too many left out"
     time_limit = cancel.replace("TASK FAILURE", "TIME LIMIT")
     assert "time limit" in (judged(time_limit + "srun: error: n1: tasks 0-15: Terminated\n").nobody or "")
