@@ -487,7 +487,7 @@ def _terminated(log: LogFacts, world: int) -> str | None:
     says no task did, srun's list leaves out no task between those it ended): they were stopped
     together from outside."""
     ends = [e for e in log.exits if e.code == SIGTERM and e.said != SELF]
-    failed = any(ended_in_failure(e, log) for e in log.exits) or log.crashes.crashes
+    failed = any(ended_in_failure(e, log) for e in log.exits) or bool(log.crashes.crashes)
     failed = failed or log.cancelled == TASK_FAILURE or bool(spared(log, world))
     if len(ends) < 2 or failed or own_failure(log) or log.waiting:
         return None
