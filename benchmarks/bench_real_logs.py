@@ -10,7 +10,7 @@ where the command does not read the log (an exit other than 0, no JSON). A verdi
 a rank the truth clears names an innocent. The held-out logs (``"held_out"``: no rule was
 written against them) are scored first and apart: they are the fair measure. The logs once held
 out (``"held_out_once"``: round 61's 42, drawn at random as ``tests/data/logs/real/NOTES.md``
-says, and all of rounds 62 to 65) were scored once as found (``benchmarks/README.md``
+says, and all of rounds 62 to 68) were scored once as found (``benchmarks/README.md``
 keeps those figures) and are development logs since; each round's are still scored apart, as
 the rounds are, to follow how the reader does on them.
 
