@@ -12,6 +12,7 @@ from dataclasses import replace
 import pytest
 
 from distmon.monitor.outside.sight import SPAN, Seen
+from distmon.monitor.outside.verdicts import Moved
 from distmon.monitor.overview import OverviewTracker
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.recording.readback import Postmortem
@@ -331,3 +332,12 @@ def test_workers_killed_in_the_teardown_are_no_crash() -> None:
     assert worker_crash(job_of(torn_down), context(T0)) == []
     crashed = report(0, exception=died, exit=ExitInfo(how="exception", t=T0))
     assert [f.kind for f in worker_crash(job_of(crashed), context(T0))] == ["worker_crash"]
+
+
+def test_a_process_working_while_it_waits_for_a_cpu_says_so() -> None:
+    """Its thread runnable but not run (a loaded host, a process just continued): working, and its
+    words say why, not ``0.0s of CPU`` alone."""
+    waiting = Moved(seconds=9.8, cpu=0.0, read=0, written=0, queued=3.1)
+    assert waiting.busy and waiting.words() == "0.0s of CPU in 9.8s, 3.1s more waiting for a CPU (a loaded host)"
+    running = Moved(seconds=10.0, cpu=4.0, read=0, written=0, queued=0.5)
+    assert running.words() == "4.0s of CPU in 10s"

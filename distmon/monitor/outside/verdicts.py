@@ -100,13 +100,16 @@ class Moved:
         return (self.cpu + self.queued) / self.seconds >= BUSY_CPU or moved >= BUSY_BYTES
 
     def words(self) -> str:
-        """``wrote 410.0 MiB in 12s, 3.1s of CPU``: the larger of its reads and writes, and its CPU."""
+        """``wrote 410.0 MiB in 12s, 3.1s of CPU in 12s``: the larger of its reads and writes, its CPU,
+        and its wait for a CPU where that is what made it count as working (a loaded host)."""
         parts = []
         if self.written >= self.read and self.written / self.seconds >= BUSY_BYTES:
             parts.append(f"wrote {size(self.written)} in {duration(self.seconds)}")
         elif self.read / self.seconds >= BUSY_BYTES:
             parts.append(f"read {size(self.read)} in {duration(self.seconds)}")
         parts.append(f"{self.cpu:.1f}s of CPU in {duration(self.seconds)}")
+        if self.queued >= self.cpu and self.queued / self.seconds >= BUSY_CPU / 2:
+            parts.append(f"{self.queued:.1f}s more waiting for a CPU (a loaded host)")
         return ", ".join(parts)
 
 
