@@ -29,6 +29,9 @@ MAX_RANKS = 1 << 17
 MAX_COUNTS = 64
 """Distinct operation counts kept of one communicator."""
 
+_SUMMARY = re.compile(r"^\(total\)\s+per node\s+per process\s+\(total\)\s+\(total\)$")
+_SIZES = re.compile(r"^(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})$")
+"""The job summary's figures: nodes, processes per node, GPUs per process, processes, GPUs."""
 _BLOCK = re.compile(r"^#\d{1,6}-\d{1,6} \([0-9a-f]{1,16}\) MISMATCH")
 _OPS = re.compile(r"^Communicator ranks have different (\w{1,40}) operation counts")
 _COUNT = re.compile(r"^(\d{1,7}) ranks have (?:launched up to operation (\d{1,20})|not launched any operations)")
@@ -71,10 +74,21 @@ class RasReport:
 
     mismatches: list[OperationCounts] = field(default_factory=list)
     reading: bool = False
+    processes: int | None = None
+    """The job's processes, as the report's summary counts them: a communicator of them all numbers
+    its ranks as the job does."""
+    summary: bool = False
+    """The line after the summary's headings: its figures."""
 
     def line(self, body: str) -> bool:
         """Reads ``body`` if it is a line of a mismatch RAS reports."""
         text = body.strip()
+        if self.summary and (sizes := _SIZES.match(text)) is not None:
+            self.processes, self.summary = int(sizes.group(4)), False
+            return True
+        if "per process" in text and _SUMMARY.match(text):
+            self.summary = True
+            return True
         if "MISMATCH" in text and _BLOCK.match(text):
             self.reading = len(self.mismatches) < MAX_COMMUNICATORS
             if self.reading:
@@ -108,16 +122,18 @@ class RasReport:
 
     @property
     def largest(self) -> int:
-        """The most ranks a communicator of the report has."""
-        return max((sum(m.counts.values()) for m in self.mismatches), default=0)
+        """The job's processes, as the report's summary counts them, or the most ranks a communicator
+        of the report has."""
+        return max([self.processes or 0, *(sum(m.counts.values()) for m in self.mismatches)])
 
     def suspected(self, world: int) -> list[tuple[int, str]]:
         """The ranks behind in each mismatch, where RAS's lists say who they are (within the
-        world, where the log gives one)."""
+        world, where the log gives one), of a communicator of every process where the report's
+        summary counts them (another's ranks are its own, not the job's)."""
         found: list[tuple[int, str]] = []
         for mismatch in self.mismatches:
             behind = mismatch.behind()
-            if behind is None:
+            if behind is None or (self.processes and sum(mismatch.counts.values()) != self.processes):
                 continue
             ranks, low, high = behind
             why = (

@@ -60,3 +60,15 @@ def test_counts_whose_ranks_ras_does_not_list_suspect_nobody() -> None:
     """Two counts of many ranks each: RAS lists neither, and the reader does not guess."""
     text = HEAD + "  9 ranks have launched up to operation 64\n  7 ranks have launched up to operation 63\n"
     assert suspects(judged(text)) == []
+
+
+def test_a_communicator_of_some_of_the_jobs_processes_numbers_its_own_ranks() -> None:
+    """Where RAS's summary counts the job's processes, a smaller communicator's ranks are not the job's."""
+    summary = (
+        "Job summary\n===========\n\n  Nodes  Processes         GPUs  Processes     GPUs\n"
+        "(total)   per node  per process    (total)  (total)\n      4          8            1         32       32\n\n"
+    )
+    text = HEAD + "  15 ranks have launched up to operation 64\n"
+    text += "  Rank 7 has launched up to operation 60 -- GPU 7 managed by process 1650386 on node node1\n"
+    assert suspects(judged(summary + text)) == []
+    assert suspects(judged(summary.replace("32       32", "16       16") + text)) == [7]
