@@ -37,6 +37,7 @@ from distmon.forensics.stores import SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, lost_peers, spared, suspects
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
+    ON_A_NODE,
     RANK,
     SELF,
     SIGTERM,
@@ -173,9 +174,10 @@ FILES_WHY = (
 
 def _files(log: LogFacts) -> str | None:
     """Where every failure the log shows is the file system's refusal of a path, and no process
-    crashed: raised by a process the log does not name, or by two ranks or more at the same line
-    (one whose exception line is cut too): every rank meets it alike. One rank's alone may be its
-    own (a path only it opens): its exception names it."""
+    crashed nor a launcher saw another fail: raised by two ranks or more at the same line (one
+    whose exception line is cut too), or by a process the log does not name where no rank is shown
+    waiting: every rank meets it alike. One rank's alone may be its own (a path only it opens): its
+    exception names it."""
     own = [r for r in log.exceptions if is_own(r)]
     if not own or log.crashes.crashes or not all(FILES.search(f"{r.type}: {r.message}") for r in own):
         return None
@@ -187,6 +189,10 @@ def _files(log: LogFacts) -> str | None:
     ]
     if len(where) > 1 or (len(at) < 2 and any(is_own(r) for r in log.raised.values())):
         return None
+    if not at and log.waiting:
+        return None  # a process's traceback beside ranks waiting: one the program caught, or that rank's own
+    if any(ended_in_failure(e, log) and not (e.unit in (RANK, *ON_A_NODE) and e.who in at) for e in log.exits):
+        return None  # a worker a launcher saw fail that is not one of those: a failure of its own
     said = own[0].message.splitlines()[0][:200].rstrip(".")
     return f"{rank_word(sorted(at)) if at else 'a process'} raised {own[0].type}: {said}: {FILES_WHY}"
 

@@ -45,10 +45,12 @@ FRAMES = 96
 """Lines after a handler's first in which its backtrace may stand."""
 SIGBUS = 7
 
-_UCX = re.compile(
-    r"^(?:\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] )?Caught signal (\d{1,3}) \(([^)]{1,200})\)$"
-)
-"""UCX's handler: ``[host:pid :0:tid] Caught signal 7 (Bus error: ...)``, its label perhaps cut from the paste."""
+_UCX = re.compile(r"^\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] Caught signal (\d{1,3}) \(([^)]{1,200})\)")
+"""UCX's handler: ``[host:pid :0:tid] Caught signal 7 (Bus error: ...)``."""
+_UCX_BARE = re.compile(r"^Caught signal (4|7|8|11) \((.{1,200})\)$")
+"""UCX's handler's line with its label cut from the paste: one of the error signals UCX catches (SIGILL,
+SIGBUS, SIGFPE, SIGSEGV), the whole line (a program's own print of a signal it caught says more, or
+another)."""
 _GLOG_LINE = re.compile(r"^[IWEF]\d{4} \d\d:\d\d:\d\d\.\d{1,9}\s{1,8}\d{1,12} [\w.-]{1,100}:\d{1,6}\] ")
 """glog's own line prefix (``W1128 08:53:27.593163 27220 init.cc:234] ``), before its failure handler's report
 where the program writes it through glog (Paddle)."""
@@ -239,8 +241,10 @@ class Crashes:
 def _crash(body: str) -> Crash | None:
     if "Caught signal" in body and (ucx := _UCX.match(body.strip())) is not None:
         host, pid, number, said = ucx.groups()
-        place = visible(host, 200) if host else None
-        return Crash(int(number), f"caught signal {number} ({visible(said, 100)})", place, pid)
+        return Crash(int(number), f"caught signal {number} ({visible(said, 100)})", visible(host, 200), pid)
+    if body.startswith("Caught signal") and (bare := _UCX_BARE.match(body.strip())) is not None:
+        number, said = bare.groups()
+        return Crash(int(number), f"caught signal {number} ({visible(said, 100)})")
     if "received at time" in body and (absl := _ABSL.search(body)) is not None:
         name = absl.group(1)
         return Crash(_SIGNALS.get(name, 0), f"received {name}")

@@ -144,13 +144,14 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
     if raised is None or raised.consequence or raised.launcher is not None or not raised.frames:
         return None
     said = "its exception line is not in the log" if raised.cut else f"{raised.type}: {first_line(raised.message)}"
+    others = "; the others' waits follow from it" if analysis.log.waiting else ""
     return Evidence(
         f.rank,
         f"{RAISED} ({said})",
         frame_lines(raised.frames, depth=4, indent=""),
         CODE,
         "read its exception whole in its own output (its stderr; torchrun prefixes its lines with [rank"
-        f"{f.rank}]) and fix it where it raised; the others' timeouts follow from it",
+        f"{f.rank}]) and fix it where it raised{others}",
     )
 
 

@@ -32,7 +32,7 @@ MAX_COUNTS = 64
 _SUMMARY = re.compile(r"^\(total\)\s+per node\s+per process\s+\(total\)\s+\(total\)$")
 _SIZES = re.compile(r"^(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})$")
 """The job summary's figures: nodes, processes per node, GPUs per process, processes, GPUs."""
-_BLOCK = re.compile(r"^#\d{1,6}-\d{1,6} \([0-9a-f]{1,16}\) MISMATCH")
+_BLOCK = re.compile(r"^#\d{1,6}-\d{1,6} \(([0-9a-f]{1,16})\) MISMATCH")
 _OPS = re.compile(r"^Communicator ranks have different (\w{1,40}) operation counts")
 _COUNT = re.compile(r"^(\d{1,7}) ranks have (?:launched up to operation (\d{1,20})|not launched any operations)")
 _RANK = re.compile(
@@ -45,6 +45,8 @@ class OperationCounts:
     """One communicator's operation counts: how many ranks launched up to each, and the ranks RAS
     lists of a count."""
 
+    hash: str = ""
+    """The communicator's hash, as NCCL's own lines give it too: the same communicator in two reports."""
     ops: str = "collective"
     counts: dict[int, int] = field(default_factory=dict)
     """Operations launched -> ranks that launched that many."""
@@ -89,10 +91,10 @@ class RasReport:
         if "per process" in text and _SUMMARY.match(text):
             self.summary = True
             return True
-        if "MISMATCH" in text and _BLOCK.match(text):
+        if "MISMATCH" in text and (block := _BLOCK.match(text)) is not None:
             self.reading = len(self.mismatches) < MAX_COMMUNICATORS
             if self.reading:
-                self.mismatches.append(OperationCounts())
+                self.mismatches.append(OperationCounts(block.group(1)))
             return True
         if not self.reading or not self.mismatches:
             return False
@@ -127,19 +129,30 @@ class RasReport:
         return max([self.processes or 0, *(sum(m.counts.values()) for m in self.mismatches)])
 
     def suspected(self, world: int) -> list[tuple[int, str]]:
-        """The ranks behind in each mismatch, where RAS's lists say who they are (within the
-        world, where the log gives one), of a communicator of every process where the report's
-        summary counts them (another's ranks are its own, not the job's)."""
+        """The ranks behind in each communicator's last report, where RAS's lists say who they are,
+        of a communicator of the job's every process (the summary's count, or the world: another's
+        ranks are its own, not the job's), and not where an earlier report of it had them further
+        behind (they moved on: a job working, RAS sampling it)."""
         found: list[tuple[int, str]] = []
-        for mismatch in self.mismatches:
+        last = {m.hash: m for m in self.mismatches}
+        for mismatch in last.values():
             behind = mismatch.behind()
-            if behind is None or (self.processes and sum(mismatch.counts.values()) != self.processes):
+            size = sum(mismatch.counts.values())
+            if behind is None or size != (self.processes or world or size):
                 continue
             ranks, low, high = behind
+            earlier = [min(m.counts) for m in self.mismatches if m.hash == mismatch.hash and m is not mismatch]
+            if any(count < low for count in earlier):
+                continue
+            again = (
+                "still there in an earlier report: stuck, or running far behind"
+                if earlier
+                else "still running behind, or stuck; a second report says which (`ncclras` again: its count moves, "
+                "or not)"
+            )
             why = (
-                f"NCCL's RAS reports it behind in its communicator's {mismatch.ops} operations (launched up to "
-                f"#{low} where others launched up to #{high}): still running behind, or stuck; a second report "
-                "says which (`ncclras` again: its count moves, or not)"
+                f"behind in the communicator's {mismatch.ops} operations, as NCCL's RAS reports (launched up to "
+                f"#{low} where others launched up to #{high}): {again}"
             )
             found += [(r, why) for r in ranks if not world or r < world]
         return found

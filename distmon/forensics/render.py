@@ -95,10 +95,14 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
     return lines
 
 
+STOPPED = frozenset({"KeyboardInterrupt", "SystemExit"})
+"""Exceptions that stop a program from outside or by its own choice: where they were raised is no fault."""
+
+
 def _raised(analysis: Analysis) -> list[str]:
     """Where the first exception of a process's own was raised, innermost last: the verdict says
     what to check rather than whom to fix, and the user's code is where to look."""
-    raised = next((r for r in analysis.log.exceptions if is_own(r) and r.frames), None)
+    raised = next((r for r in analysis.log.exceptions if is_own(r) and r.frames and r.type not in STOPPED), None)
     if raised is None:
         return []
     return [f"where it raised {raised.type}:", *frame_lines(raised.frames, depth=4)]

@@ -147,17 +147,21 @@ def spared(log: LogFacts, world: int) -> list[int]:
     of the list; where Slurm cancelled the step over a task's failure, up to the world's end too.
     Each ended otherwise than torn down: the task that failed, whose own end its line said apart or
     the paste cut."""
-    ended = {e.who for e in log.exits if e.unit == TASK and e.code == SIGTERM}
+    ended = {e.who for e in log.exits if e.unit == TASK and e.signal_number == -SIGTERM}
     others = {e.who for e in log.exits if e.unit == TASK} - ended
     if len(ended) < 2:
         return []
     low, high = (0, max(world, max(ended) + 1)) if log.cancelled == TASK_FAILURE else (min(ended), max(ended))
+    if not 1 <= (high - low) - sum(1 for task in ended if low <= task < high) <= SPARED_AT_MOST:
+        return []  # (counted first: srun's numbers are read from the log, the range's size unbounded)
     left = sorted(set(range(low, high)) - ended)
-    return left if 1 <= len(left) <= SPARED_AT_MOST and not others - set(left) else []
+    return left if not others - set(left) else []
 
 
 def _spared(log: LogFacts, world: int) -> list[tuple[int, str]]:
-    ended = sum(1 for e in log.exits if e.unit == TASK and e.code == SIGTERM)
+    """The tasks :func:`spared` finds whose own end no line says (one a line says is suspected by it)."""
+    said = {e.who for e in log.exits if e.unit == TASK}
+    ended = sum(1 for e in log.exits if e.unit == TASK and e.signal_number == -SIGTERM)
     cancelled = " as Slurm cancelled the step over a task's failure" if log.cancelled == TASK_FAILURE else ""
     return [
         (
@@ -166,6 +170,7 @@ def _spared(log: LogFacts, world: int) -> list[tuple[int, str]]:
             f"that failed), rank {task} if srun started a task a rank",
         )
         for task in spared(log, world)
+        if task not in said
     ]
 
 

@@ -170,6 +170,9 @@ def test_crash_reports_whose_labels_the_paste_cut_or_glog_prefixed_are_read() ->
     nobody = judged(glog).nobody
     assert nobody is not None and "2 processes failed alike" in nobody and "SIGSEGV" in nobody
     assert judged("Caught signal 7 (Bus error: nonexistent physical address) in the test\n").nobody is None
+    assert judged("Caught signal 15 (Terminated)\n" * 2).nobody is None, "a program's own word on a signal it caught"
+    nested = "[n7:3039 :0:3095] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))"
+    assert read_log([nested]).crashes.crashes[0].signal == 11, "UCX's usual words end in a parenthesis of their own"
 
 
 def test_the_cpp_runtimes_terminate_in_two_processes_alike_blames_nobody() -> None:
@@ -219,6 +222,18 @@ def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_i
     assert judged(raised("[rank3]: ", missing)).culprits == [3], "one rank's alone: a path only it may open"
     oom = raised("[rank1]: ", "torch.OutOfMemoryError: CUDA out of memory.")
     assert judged(raised("[rank2]: ", missing) * 2 + oom).nobody is None, "another failure of a rank's own"
+    waits = "".join(
+        f"[rank{r}]:[E1206 10:10:01.123456 22 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=51, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran "
+        "for 600021 milliseconds before timing out.\n"
+        for r in (0, 1, 3)
+    )
+    assert judged(raised("", missing) + waits).nobody is None, "a process's traceback the program may have caught"
+    agent = (
+        "E1206 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+        "local_rank: 1 (pid: 1112) of binary: /usr/bin/python\n"
+    )
+    assert judged(raised("", missing) + agent).nobody is None, "a worker killed besides: a failure of its own"
 
 
 def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:
@@ -473,6 +488,7 @@ def test_a_step_cancelled_over_a_task_failure_suspects_the_task_srun_did_not_end
     assert suspects(judged("srun: error: n1: tasks 0-4,6-15: Terminated\n")) == [5], "the cancel's line cut"
     assert judged("srun: error: n1: tasks 0-15: Terminated\n").nobody is not None, "every task torn down"
     assert judged(cancel + "srun: error: n1: tasks 0-3,8-15: Terminated\n").suspects == [], "too many left out"
+    assert judged("srun: error: n1: tasks 0,999999999: Terminated\n").suspects == [], "counted before listed"
     time_limit = cancel.replace("TASK FAILURE", "TIME LIMIT")
     assert "time limit" in (judged(time_limit + "srun: error: n1: tasks 0-15: Terminated\n").nobody or "")
 

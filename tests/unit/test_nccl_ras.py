@@ -72,3 +72,30 @@ def test_a_communicator_of_some_of_the_jobs_processes_numbers_its_own_ranks() ->
     text += "  Rank 7 has launched up to operation 60 -- GPU 7 managed by process 1650386 on node node1\n"
     assert suspects(judged(summary + text)) == []
     assert suspects(judged(summary.replace("32       32", "16       16") + text)) == [7]
+
+
+def test_a_communicator_of_fewer_ranks_than_the_world_numbers_its_own() -> None:
+    text = (
+        HEAD.replace("#0-0 (0123456789abcdef)", "#1-1 (0123456789abcdef)")
+        + "  3 ranks have launched up to operation 9\n"
+    )
+    text += "  Rank 0 has launched up to operation 4 -- GPU 4 managed by process 77104 on node n2\n"
+    wait = (
+        "[rank15]:[E1206 10:10:01.123456 22 ProcessGroupNCCL.cpp:616] [Rank 15] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600021 "
+        "milliseconds before timing out.\n"
+    )
+    assert all("RAS" not in s.why for s in judged(text + wait).suspects)
+
+
+def test_reports_of_one_communicator_whose_counts_move_on_suspect_nobody_and_those_that_stay_are_stuck() -> None:
+    def report(low: int, high: int) -> str:
+        return (
+            HEAD
+            + f"  15 ranks have launched up to operation {high}\n"
+            + (f"  Rank 7 has launched up to operation {low} -- GPU 7 managed by process 1650386 on node node1\n")
+        )
+
+    assert suspects(judged(report(60, 64) + report(90, 94))) == []
+    stuck = judged(report(60, 64) + report(60, 94))
+    assert suspects(stuck) == [7] and "still there in an earlier report" in stuck.suspects[0].why

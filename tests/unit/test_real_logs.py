@@ -2918,7 +2918,7 @@ VERDICTS = [
         "nccl_ras_allgather_count_mismatch_two_ranks_ahead.log",
         [],
         [0, 1, 2],
-        "NCCL's RAS reports it behind in its communicator's AllGather operations",
+        "behind in the communicator's AllGather operations, as NCCL's RAS reports",
     ),
     (
         "nccl_tests_mpirun_np2_g2_node1_two_gpus_invalid_ordinal_one_pid.log",
