@@ -45,7 +45,7 @@ FRAMES = 96
 """Lines after a handler's first in which its backtrace may stand."""
 SIGBUS = 7
 
-_UCX = re.compile(r"^\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] Caught signal (\d{1,3}) \(([^)]{1,200})\)")
+_UCX = re.compile(r"^\[([\w.-]{1,200}):\s?(\d{1,12})\s?:\d{1,6}:\d{1,12}\] Caught signal (\d{1,3}) \((.{1,200})\)")
 """UCX's handler: ``[host:pid :0:tid] Caught signal 7 (Bus error: ...)``."""
 _UCX_BARE = re.compile(r"^Caught signal (4|7|8|11) \((.{1,200})\)$")
 """UCX's handler's line with its label cut from the paste: one of the error signals UCX catches (SIGILL,

@@ -35,9 +35,8 @@ _SIZES = re.compile(r"^(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})\s+(\d{1,7})
 _BLOCK = re.compile(r"^#\d{1,6}-\d{1,6} \(([0-9a-f]{1,16})\) MISMATCH")
 _OPS = re.compile(r"^Communicator ranks have different (\w{1,40}) operation counts")
 _COUNT = re.compile(r"^(\d{1,7}) ranks have (?:launched up to operation (\d{1,20})|not launched any operations)")
-_RANK = re.compile(
-    r"^Rank (\d{1,7})(?: has (?:launched up to operation (\d{1,20})|not launched any operations))? -- GPU"
-)
+_RANK = re.compile(r"^Rank (\d{1,7})(?: has (?:launched up to operation (\d{1,20})|not launched any operations))? -- ")
+"""A rank of a count, with the process RAS found it in (``-- GPU 4 managed by process ...``) or not."""
 
 
 @dataclass
@@ -98,6 +97,8 @@ class RasReport:
             return True
         if not self.reading or not self.mismatches:
             return False
+        if not text:
+            return False  # a blank line between a block's sections: the block goes on
         current = self.mismatches[-1]
         if (ops := _OPS.match(text)) is not None:
             current.ops = ops.group(1)

@@ -172,7 +172,8 @@ def test_crash_reports_whose_labels_the_paste_cut_or_glog_prefixed_are_read() ->
     assert judged("Caught signal 7 (Bus error: nonexistent physical address) in the test\n").nobody is None
     assert judged("Caught signal 15 (Terminated)\n" * 2).nobody is None, "a program's own word on a signal it caught"
     nested = "[n7:3039 :0:3095] Caught signal 11 (Segmentation fault: address not mapped to object at address (nil))"
-    assert read_log([nested]).crashes.crashes[0].signal == 11, "UCX's usual words end in a parenthesis of their own"
+    [crash] = read_log([nested]).crashes.crashes
+    assert crash.signal == 11 and crash.said.endswith("at address (nil))"), "UCX's words end in a parenthesis too"
 
 
 def test_the_cpp_runtimes_terminate_in_two_processes_alike_blames_nobody() -> None:

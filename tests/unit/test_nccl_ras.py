@@ -99,3 +99,9 @@ def test_reports_of_one_communicator_whose_counts_move_on_suspect_nobody_and_tho
     assert suspects(judged(report(60, 64) + report(90, 94))) == []
     stuck = judged(report(60, 64) + report(60, 94))
     assert suspects(stuck) == [7] and "still there in an earlier report" in stuck.suspects[0].why
+
+
+def test_a_rank_ras_found_no_process_for_and_a_blank_line_inside_a_block_are_read() -> None:
+    text = HEAD + "  15 ranks have launched up to operation 64\n\n"
+    text += "  Rank 7 has launched up to operation 60 -- [process information not found]\n"
+    assert suspects(judged(text)) == [7]
