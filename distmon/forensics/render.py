@@ -51,7 +51,8 @@ def render_analysis(analysis: Analysis) -> str:
     lines += _verdict(analysis, verdict)
     for a in [] if verdict.accounted else analysis.alerts:
         if a is not verdict.cause and not cut_only(analysis.log, a):
-            lines += ["", f"Also: {visible(a.headline, MAX_LINE)}", *("  " + line for line in a.detail.splitlines())]
+            same = bool(set(a.ranks) & set(verdict.culprits))  # the culprits' evidence above says why: who waits
+            lines += ["", f"Also: {visible(a.headline, MAX_LINE)}", *("  " + line for line in _detail(a.detail, same))]
     standing = _standing(analysis, verdict)
     if standing:
         lines += ["", "Where each rank stood:", *("  " + line for line in standing)]

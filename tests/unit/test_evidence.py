@@ -174,3 +174,26 @@ def test_a_rank_that_raised_beside_waiting_peers_is_shown_where_it_raised_not_as
     assert said.points_at == CODE and said.why == "it raised (its exception line is not in the log)"
     assert said.facts[0] == "your code: /job/train.py:70 in main" and "py-spy" not in said.next_step
     assert "rank 2: CULPRIT, it raised (its exception line is not in the log)\n" in render_analysis(analysis) + "\n"
+
+
+def test_the_hang_a_raised_culprit_left_behind_says_only_who_waits(tmp_path: Path) -> None:
+    """The culprit's evidence says where it raised: the hang it left, said after, adds who waits for
+    it, not a stack to take of a process that is gone."""
+    timeout = (
+        "[rank{r}]:[E1203 10:00:00.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=51, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+        "ran for 600012 milliseconds before timing out.\n"
+    )
+    raised = "".join(
+        f"[rank3]: {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/job/train.py", line 61, in main',
+            "    batch = next(it)",
+            "RuntimeError: bad sample 123",
+        )
+    )
+    (tmp_path / "job.log").write_text(raised + "".join(timeout.format(r=r) for r in (0, 1, 2)))
+    shown = render_analysis(analyze([str(tmp_path)]))
+    assert "CULPRIT rank 3" in shown and "Also: hang: rank 3 holds up the job" in shown
+    assert "ranks 0-2 in collective #51" in shown and "py-spy" not in shown and "pid 0" not in shown
