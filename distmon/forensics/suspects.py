@@ -147,7 +147,7 @@ def spared(log: LogFacts, world: int) -> list[int]:
     of the list; where Slurm cancelled the step over a task's failure, up to the world's end too.
     Each ended otherwise than torn down: the task that failed, whose own end its line said apart or
     the paste cut."""
-    ended = {e.who for e in log.exits if e.unit == TASK and e.signal_number == -SIGTERM}
+    ended = _ended_tasks(log)
     others = {e.who for e in log.exits if e.unit == TASK} - ended
     if len(ended) < 2:
         return []
@@ -158,10 +158,15 @@ def spared(log: LogFacts, world: int) -> list[int]:
     return left if not others - set(left) else []
 
 
+def _ended_tasks(log: LogFacts) -> set[int]:
+    """The srun tasks srun says it ended by SIGTERM (``Terminated``, or exit code 143 through a shell)."""
+    return {e.who for e in log.exits if e.unit == TASK and e.signal_number == -SIGTERM}
+
+
 def _spared(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """The tasks :func:`spared` finds whose own end no line says (one a line says is suspected by it)."""
     said = {e.who for e in log.exits if e.unit == TASK}
-    ended = sum(1 for e in log.exits if e.unit == TASK and e.signal_number == -SIGTERM)
+    ended = len(_ended_tasks(log))
     cancelled = " as Slurm cancelled the step over a task's failure" if log.cancelled == TASK_FAILURE else ""
     return [
         (
