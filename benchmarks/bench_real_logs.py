@@ -110,10 +110,9 @@ def score() -> dict[str, Any]:
             sets[group][result] += 1
             sets[group]["known"] += 1
             sets[group][INNOCENT] += named
-        if result != RIGHT:
+        if result != RIGHT and not held:  # a held-out miss is counted, not shown: no rule is to be written for it
             said = found["summary"][:120] if found is not None else f"exit {code}, no JSON"
-            mark = "held out: " if held else ""
-            misses.append(f"{mark}{name}: {result} (truth {told['truth']}; said: {said})")
+            misses.append(f"{name}: {result} (truth {told['truth']}; said: {said})")
     totals = sum(by_kind.values(), Counter[str]())
     known = sum(totals.values())
     return {
@@ -178,11 +177,13 @@ def score_pasted() -> dict[str, Any]:
                     result = outcome(pasted, truth) if pasted is not None else ABSTAINED
                     counts[result] += 1
                     counts[MISNAMED] += pasted is not None and misnamed(pasted, truth)
+                if told.get("held_out"):
+                    continue  # counted, not shown
                 if result == WRONG or not (kept or paste_name in CUTTING):
                     summary = pasted["summary"][:100] if pasted is not None else f"exit {code}, no JSON"
                     misses.append(f"{paste_name}: {name}: {result or 'changed'} (truth {truth}; said: {summary})")
             if truth != "unknown":
-                _cut_anywhere(name, text, truth, path, cut, misses)
+                _cut_anywhere(name, text, truth, path, cut, misses if not told.get("held_out") else [])
     totals = sum(by_paste.values(), Counter[str]())
     return {
         "logs": len(truths),

@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from distmon.forensics.devices import model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
+    FILES,
+    FILES_WHY,
     NCCL_ERROR,
     SHARED_MEMORY,
     alike,
@@ -30,6 +32,7 @@ from distmon.forensics.failures import (
     failures_of,
     is_own,
     own_failure,
+    program_error,
     whom,
 )
 from distmon.forensics.logfacts import LogFacts
@@ -104,6 +107,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
+        or program_error(log)
         or _terminated(log, world)
         or _aborted_cleanly(log)
         or _fabric(log)
@@ -157,19 +161,6 @@ def _misused_set_up(log: LogFacts) -> str | None:
         f"{who} raised {own[0].type}: {own[0].message.splitlines()[0][:200]}: torch.distributed's check of how the "
         "program set it up, which every process runs alike: the program or its launch, not a rank"
     )
-
-
-FILES = re.compile(
-    r"^(?:FileNotFoundError|FileExistsError|PermissionError|IsADirectoryError|NotADirectoryError)\b"
-    r"|\[Errno (?:2|13|17)\]|^\w{0,40}Error: (?:[Ff]ile|[Pp]ath|[Dd]irectory) \S{1,300} (?:not found|does not exist)"
-)
-"""The file system's word on a path the program opens or creates (missing, already there, not allowed:
-errno's ENOENT, EEXIST, EACCES), and a library's for a data file it cannot find."""
-FILES_WHY = (
-    "a file the program opens or creates is missing, left by an earlier run, or not allowed (its path, a "
-    "directory not shared between the nodes, an earlier run's files in /dev/shm or a cache): every rank runs "
-    "the same program on the same files, so the program's set-up, not a rank"
-)
 
 
 def _files(log: LogFacts) -> str | None:

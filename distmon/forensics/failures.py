@@ -104,6 +104,63 @@ def alike(log: LogFacts) -> str | None:
     return f"{whom(failures)} failed alike{together} ({how}): {why}"
 
 
+FILES = re.compile(
+    r"^(?:FileNotFoundError|FileExistsError|PermissionError|IsADirectoryError|NotADirectoryError)\b"
+    r"|\[Errno (?:2|13|17)\]|^\w{0,40}Error: (?:[Ff]ile|[Pp]ath|[Dd]irectory) \S{1,300} (?:not found|does not exist)"
+)
+"""The file system's word on a path the program opens or creates (missing, already there, not allowed:
+errno's ENOENT, EEXIST, EACCES), and a library's for a data file it cannot find."""
+FILES_WHY = (
+    "a file the program opens or creates is missing, left by an earlier run, or not allowed (its path, a "
+    "directory not shared between the nodes, an earlier run's files in /dev/shm or a cache): every rank runs "
+    "the same program on the same files, so the program's set-up, not a rank"
+)
+
+
+PROGRAM = re.compile(
+    r"^(?:\w+\.)*(?:ValueError|TypeError|KeyError|AttributeError|NameError|UnboundLocalError|NotImplementedError"
+    r"|AssertionError|ImportError|ModuleNotFoundError|SyntaxError|IndentationError)\b"
+    r"|^(?:\w+\.)*RuntimeError: (?:Expected all tensors to be on the same device|mat1 and mat2 shapes cannot be"
+    r"|Error\(s\) in loading state_dict|Expected to have finished reduction in the prior iteration"
+    r"|element 0 of tensors does not require grad|Trying to backward through the graph a second time)"
+)
+"""Errors of the program's own code or configuration (a check of its arguments, a name or attribute
+it lacks, a module not installed, tensors on two devices, a checkpoint of another model): the same in
+every rank, which runs the same code on the same configuration."""
+_BATCH = re.compile(r"torch/utils/data/|in DataLoader worker process")
+"""A batch being fetched: its sample is one rank's own (a corrupt image, a missing key)."""
+PROGRAM_WHY = (
+    "an error of the program's own code or configuration, which every rank runs alike (the launcher stops the "
+    "others at the first failure it sees, and a paste keeps one rank's traceback): fix it where it raised, "
+    "not a rank"
+)
+
+
+def program_error(log: LogFacts) -> str | None:
+    """Why no rank is to blame where every failure the log shows is one error of the program's own
+    code or configuration (:data:`PROGRAM`; a path the file system refused is :data:`FILES`'s), raised
+    by one rank or more (or a process the log does not name) at one place, not while fetching a batch,
+    no rank is shown waiting for them and nothing else failed: a paste keeps one rank's traceback of
+    what every rank raised."""
+    own = [r for r in log.exceptions if is_own(r)]
+    if not own or log.waiting or log.crashes.crashes:
+        return None
+    if len({_kind(r) for r in own}) > 1 or len({(f.file, f.line) for r in own for f in r.frames[-1:]}) > 1:
+        return None
+    first = own[0]
+    said = f"{first.type}: {first.message}"
+    if not PROGRAM.search(said) or FILES.search(said) or _BATCH.search(first.said):
+        return None
+    if any(_BATCH.search(f.file) for f in first.frames):
+        return None
+    if any(e.signal_number is not None and ended_in_failure(e, log) for e in log.exits):
+        return None  # a worker ended by a signal (the OOM killer's, a crash): a failure of another kind
+    ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
+    message = first.message.splitlines()[0][:200].rstrip(".") if first.message else ""
+    who = rank_word(ranks) if ranks else "a process"
+    return f"{who} raised {first.type}" + (f": {message}" if message else "") + f": {PROGRAM_WHY}"
+
+
 def failures_of(log: LogFacts) -> list[Failure]:
     """Each rank's (or process's) failure of its own (a local rank's or a task's only where no
     launcher names global ranks: they are the same workers)."""

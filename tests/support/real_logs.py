@@ -17,10 +17,18 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 69 to 72): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 69 to 73): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log": _HELD_OUT,
+    "torchtitan_pp4_fsdp2_multinode_stage_init_shape_inference_hang.log": _HELD_OUT,
+    "torch_xla_xmp_spawn_rank0_assert_rank1_waits_rendezvous.log": _HELD_OUT,
+    "swift_grpo_two_nodes_agent_rendezvous_store_socket_timeout.log": _HELD_OUT,
+    "sglang_tp4_tp3_pynccl_unhandled_cuda_error_cu126_image.log": _HELD_OUT,
+    "lmdeploy_ascend_tp4_rank2_broadcast_hccl_fftsplus_timeout_idle.log": _HELD_OUT,
+    "llamafactory_torchrun_sighup_death_signal_8_workers_lora.log": _HELD_OUT,
+    "composer_rocm_rank2_sigabrt_exit_minus6.log": _HELD_OUT,
     "nccl_tests_mpirun_rank3_segv_ucx_tls.log": "the lines prove rank 3 crashed first (SIGSEGV); the thread traces "
     "it to the MPI transport's set-up (UCX across containers), which no line says",
     "spawn_process5_daemonic_dataloader_every_rank.log": "one process's traceback, cut: that every process raised "
@@ -115,9 +123,6 @@ MISSED = {
     "is suspected",
     "horovod_four_gpus_858_samples_rank3_25_batches_others_26_shut_down.log": "the script's own counts of each rank's "
     "batches, no launcher's or Horovod's line on a rank: that rank 3 ran out first, only those counts suggest",
-    "llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log": "torchrun saw rank 0 exit 1 "
-    "first and rank 1 raised a device-placement error: proven failures; that every rank hits the same bug, only the "
-    "thread says",
     "llamafactory_zero3_rm_13b_gpu0_oom_other_procs_contexts_on_gpu0.log": "one process's CUDA OOM, its exception line "
     "alone at the paste's top, other processes' contexts on its GPU: that the device was not set early, only the "
     "thread says (a rank's own OOM shows such contexts too)",
@@ -127,8 +132,6 @@ MISSED = {
     "crashed first; that every rank would, only the thread says",
     "mpirun_jacobi_two_gtx1050_read_errno14_both_ranks_rank1_segv.log": "both processes' Open MPI read errors, then "
     "rank 1's SIGSEGV first, as mpirun says: that the MPI is not CUDA-aware, only the thread says",
-    "nemo_vpp_microbatch_group_valueerror_rank7_only.log": "rank 7's own ValueError over the pipeline's configuration, "
-    "proven; that every rank runs the same check, its lines do not show",
     "pytorch_broadcast_only_rank0_hang_init_lines.log": "both ranks' process groups set up, then nothing: no line "
     "names a rank; the culprit is in the script only",
     "ray_train_v1_two_nodes_five_workers_nccl_hang_after_pg_setup_gloo_fix.log": "five workers set up their group and "
@@ -141,8 +144,6 @@ MISSED = {
     "pids alone: which ranks they are, no line says",
     "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": _HELD_OUT,
     "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": _HELD_OUT,
-    "weathergen_srun_task1_config_typeerror_every_rank_alike.log": _HELD_OUT,
-    "weathergen_srun_task3_fesomdataset_attributeerror_every_rank_alike.log": _HELD_OUT,
     "verl_ray_k8s_taskrunner_died_pod_memory_limit.log": _HELD_OUT,
     "roll_ray_actor_infer12_killed_vllm_mm_cache_leak_all_workers.log": _HELD_OUT,
     "sphereformer_mp_spawn_process2_exit_code1_deliberate_exit_after_validation.log": _HELD_OUT,
@@ -157,18 +158,14 @@ MISSED = {
     "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log": _HELD_OUT,
     "openrlhf_ray_reward_func_actor_oom_killed_raylet_get_rewards_workercrashed.log": _HELD_OUT,
     "nemo_rl_ray_megatron_moe_ep_cross_rack_alltoall_stall_rank8_stack_none.log": _HELD_OUT,
-    "mmaction2_dist_train_sh_missing_gpu_arg_nproc_per_node_launcher_setup_fault.log": _HELD_OUT,
     "xtuner_llava_dist_ranks1to3_broadcast_seq1_timeout_rank0_dataset_map_stuck.log": _HELD_OUT,
     "xtuner_llava_4gpu_ranks1to3_broadcast_seq1_timeout_rank0_still_mapping_dataset.log": _HELD_OUT,
-    "msswift_qwen25vl_ddp_infer_every_rank_assertion_eval_human_stream_torchrun_sigterm.log": _HELD_OUT,
     "wenet_ddp_2node_16gpu_rank0_host_rss_leak_killed.log": _HELD_OUT,
     "wenet_gloo_8node_64gpu_init_hang_backend_setup.log": _HELD_OUT,
     "zipvoice_mpspawn_process1_grad_scale_too_small_fp16_without_k2.log": _HELD_OUT,
     "icefall_zipformer_mpspawn_4gpu_grad_scale_small_ranks0_2_divergence.log": _HELD_OUT,
     "fairseq_mpspawn_multigpu_rank0_oom_skip_batch_process3_reported.log": _HELD_OUT,
     "sdscripts_flux_accelerate_rank3_ddp_blockswap_valueerror_all_ranks.log": _HELD_OUT,
-    "tgi_v100_2shard_flash_attention_notimplemented_shard0_every_rank_alike.log": _HELD_OUT,
-    "tgi_falcon7b_2shard_num_heads_not_divisible_shard0_config_fault.log": _HELD_OUT,
     "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log": _HELD_OUT,
     "diffusers_controlnet_sdxl_accelerate_ddp_reducer_oom_rank2_rank0_every_rank_alike.log": _HELD_OUT,
     "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log": _HELD_OUT,
@@ -176,7 +173,6 @@ MISSED = {
     "ray_horovod_gloo_rendezvous_http_store_timeout_all_workers_none.log": _HELD_OUT,
     "openrlhf_ray_4x4090_nccl_p2p_unsupported_reference_actor_init_none.log": _HELD_OUT,
     "llama_efficient_tuning_sft_rank0_tokenizer_straggler_barrier_socket_timeout_rank0.log": _HELD_OUT,
-    "detectron2_mpspawn_dataset_not_registered_in_workers_process0_reported_every_rank_alike.log": _HELD_OUT,
     "detectron2_tridentnet_mpspawn_deadlock_two_gpus_keyboardinterrupt_environment_none.log": _HELD_OUT,
     "llmfoundry_composer_launcher_2xa100_first_allgather_watchdog_p2p_none.log": _HELD_OUT,
     "vllm_v1_multiproc_tp8_worker1_exception_died_others_parent_exited_rank1.log": _HELD_OUT,
@@ -184,7 +180,6 @@ MISSED = {
     "vllm_xpu_llmscaler_multiproc_worker3_died_enginecore_fatal_rank3.log": _HELD_OUT,
     "vllm_v1_multiproc_rope_illegal_memory_access_rank2_rank5_alike_none.log": _HELD_OUT,
     "msswift_grpo_gemma3_27b_2node_torchrun_oom_rank15_rank12_resources_none.log": _HELD_OUT,
-    "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log": _HELD_OUT,
     "qwenvl_finetune_ds_8xa100_mixed_text_image_rank7_reduce_watchdog_none.log": _HELD_OUT,
     "qwenvl_series_finetune_mixed_dataset_rank0_seq959_others_seq963_watchdog_none.log": _HELD_OUT,
     "coqui_trainer_distribute_vits_rank0_test_log_attributeerror.log": _HELD_OUT,

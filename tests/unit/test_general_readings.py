@@ -237,6 +237,46 @@ def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_i
     assert judged(raised("", missing) + agent).nobody is None, "a worker killed besides: a failure of its own"
 
 
+def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_shows() -> None:
+    def raised(who: str, message: str, frame: str = '  File "/w/train.py", line 40, in build') -> str:
+        lines = ["Traceback (most recent call last):", frame, "    check(cfg)", message]
+        return "".join(f"{who}{line}\n" for line in lines)
+
+    config = "ValueError: tensor_parallel_size (3) must divide num_attention_heads (32)"
+    verdict = judged(raised("[rank5]: ", config))
+    assert verdict.culprits == [] and verdict.nobody is not None
+    assert verdict.nobody.startswith("rank 5 raised ValueError: tensor_parallel_size (3) must divide")
+    assert "an error of the program's own code or configuration, which every rank runs alike" in verdict.nobody
+    said = render_analysis(analyzed(raised("", "AttributeError: 'Config' object has no attribute 'lr_warmup'")))
+    assert "NOBODY TO BLAME: a process raised AttributeError" in said
+    assert "your code: /w/train.py:40 in build" in said, "where it raised is shown beside the verdict"
+    devices = (
+        "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:1!"
+    )
+    assert judged(raised("[rank1]: ", devices) + raised("[rank0]: ", devices)).nobody is not None
+    assert judged(raised("[rank2]: ", "RuntimeError: CUDA error: an illegal memory access")).culprits == [2]
+    batch = '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch'
+    assert judged(raised("[rank3]: ", "KeyError: 'image'", batch)).culprits == [3], "a sample of its own shard"
+    missing = "ValueError: File data/shards.json not found."
+    assert judged(raised("[rank4]: ", missing)).culprits == [4], "a path: the file system's rule, not this one"
+    other = raised(
+        "[rank6]: ", "TypeError: unsupported operand type(s) for +: 'int' and 'str'", '  File "/w/a.py", line 9, in f'
+    )
+    assert judged(raised("[rank5]: ", config) + other).nobody is None, "two errors in two places: not one program's"
+    waits = "".join(
+        f"[rank{r}]:[E1206 10:10:01.123456 22 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=51, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran "
+        "for 600021 milliseconds before timing out.\n"
+        for r in (1, 2, 3)
+    )
+    assert judged(raised("[rank0]: ", config) + waits).culprits == [0], "the others waited: they did not raise it"
+    agent = (
+        "E1206 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+        "local_rank: 1 (pid: 1112) of binary: /usr/bin/python\n"
+    )
+    assert judged(raised("[rank0]: ", config) + agent).nobody is None, "a worker killed besides: a failure of its own"
+
+
 def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:
     """Two nodes each told they are the first start the same global ranks; the others never come."""
     text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in (0, 1, 0, 1))

@@ -32,24 +32,22 @@ three pastes (``benchmarks/bench_real_logs.py --pasted`` runs every log in every
 SHAPES = list(PASTES)
 PAIRS = [(name, SHAPES[(EACH * i + k) % len(SHAPES)]) for i, name in enumerate(sorted(TRUTHS)) for k in range(EACH)]
 HELD_OUT = "held out: counted, not read (no rule is written against a held-out log)"
+STAMPS = (
+    "the collector's stamps stand in for the times torchrun's tables give each failure: the ranks it tore "
+    "down a second later read as failing at once with the others (the verdict, nobody, is the same)"
+)
 MISREAD = {
-    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "kubectl+wrap120"): (
-        "the collector's stamps stand in for the times torchrun's tables give each failure: the ranks it tore "
-        "down a second later read as failing at once with the others (the verdict, nobody, is the same)"
+    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "bracket stamp"): STAMPS,
+    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "kubectl stamp"): STAMPS,
+    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "srun label"): STAMPS,
+    ("llamafactory_deepseek_r1_bf16_eight_gpus_load_model_oom_ranks5_6_alike.log", "last 60%"): (
+        "the excerpt cuts rank 5's out-of-memory error: rank 6's, left alone, reads as its own (the log as "
+        "found shows both alike)"
     ),
-    ("llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log", "logging stamp"): (
-        "stamped, rank 1's exception has a time apart from the table's root cause: rank 1 alone is proven, "
-        "where the log as found proves ranks 0 and 1 (its truth, nobody, is missed either way)"
-    ),
-    ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "kubectl+wrap120"): (
-        "the collector's stamp takes the `ERROR: ` before the DataLoader's words for a level: the verdict "
-        "quotes the line without it (the verdict, nobody, is the same)"
-    ),
-    ("torch_nightly_driver122_nvls_invalid_argument_rank0.log", "last 60%"): (
-        "the excerpt cuts NCCL's warning of the CUDA call the platform refused (transport/nvls.cc): what is "
-        "left, rank 0's unhandled cuda error, reads as its own failure"
-    ),
-    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "kubectl+wrap120"): HELD_OUT,
+    ("llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log", "wrap80"): HELD_OUT,
+    ("open_r1_multimodal_first_broadcast_nccl_bootstrap_no_socket_interface_eth0_setup.log", "first 60%"): HELD_OUT,
+    ("verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log", "bracket stamp"): HELD_OUT,
+    ("verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log", "kubectl stamp"): HELD_OUT,
 }
 """Pastes the reader does not read as it read the log as found, or that name a rank the truth clears:
 known, expected to fail until a general reading mends them."""

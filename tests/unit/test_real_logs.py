@@ -2856,9 +2856,9 @@ VERDICTS = [
     ),
     (
         "llamafactory_fsdp_dpo_full_table_rank0_both_ranks_cpu_vs_cuda_index_select.log",
-        [0, 1],
         [],
-        "rank_exception: ranks 0-1 raised Exception: exit code 1, torchrun's",
+        NOBODY,
+        "nobody to blame: rank 1 raised RuntimeError: Expected all tensors to",
     ),
     (
         "llamafactory_ppo_bf16_table_rank4_sigkill_no_other_failures.log",
@@ -2940,9 +2940,9 @@ VERDICTS = [
     ),
     (
         "nemo_vpp_microbatch_group_valueerror_rank7_only.log",
-        [7],
         [],
-        "rank_exception: rank 7 raised ValueError: The number of contiguous",
+        NOBODY,
+        "nobody to blame: rank 7 raised ValueError: The number of contiguous",
     ),
     (
         "openvla_rlds_finetune_cpu_memory_sigkill_local_rank0_agent_line.log",
@@ -3121,14 +3121,14 @@ VERDICTS = [
     (
         "weathergen_srun_task1_config_typeerror_every_rank_alike.log",
         [],
-        [],
-        "a process the log does not name raised TypeError: '>' not supported be",
+        NOBODY,
+        "nobody to blame: a process raised TypeError: '>' not supported",
     ),
     (
         "weathergen_srun_task3_fesomdataset_attributeerror_every_rank_alike.log",
         [],
-        [],
-        "a process the log does not name raised AttributeError: 'FesomDataset' ",
+        NOBODY,
+        "nobody to blame: a process raised AttributeError: 'FesomDataset'",
     ),
     (
         "verl_ray_k8s_taskrunner_died_pod_memory_limit.log",
@@ -3307,8 +3307,8 @@ VERDICTS = [
     (
         "mmaction2_dist_train_sh_missing_gpu_arg_nproc_per_node_launcher_setup_fault.log",
         [],
-        [],
-        "a process the log does not name raised ValueError: invalid literal for",
+        NOBODY,
+        "nobody to blame: a process raised ValueError: invalid literal for",
     ),
     (
         "mmseg_mmcv_torchrun_childfailed_rank1_root_cause_no_other_failures.log",
@@ -3331,8 +3331,8 @@ VERDICTS = [
     (
         "msswift_qwen25vl_ddp_infer_every_rank_assertion_eval_human_stream_torchrun_sigterm.log",
         [],
-        [1],
-        "a process the log does not name raised AssertionError: ; suspected: ra",
+        NOBODY,
+        "nobody to blame: a process raised AssertionError: an error of the",
     ),
     (
         "gptneox_deepspeed_pdsh_2node_nccl_internal_error_connection_refused_network.log",
@@ -3391,14 +3391,14 @@ VERDICTS = [
     (
         "tgi_v100_2shard_flash_attention_notimplemented_shard0_every_rank_alike.log",
         [],
-        [],
-        "a process the log does not name raised NotImplementedError: Sharded Ll",
+        NOBODY,
+        "nobody to blame: a process raised NotImplementedError: Sharded Llama",
     ),
     (
         "tgi_falcon7b_2shard_num_heads_not_divisible_shard0_config_fault.log",
         [],
-        [],
-        "a process the log does not name raised ValueError: `num_heads` must be",
+        NOBODY,
+        "nobody to blame: a process raised ValueError: `num_heads` must be",
     ),
     (
         "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log",
@@ -3498,9 +3498,9 @@ VERDICTS = [
     ),
     (
         "detectron2_mpspawn_dataset_not_registered_in_workers_process0_reported_every_rank_alike.log",
-        [0],
         [],
-        "rank_exception: rank 0 raised KeyError: 'car'",
+        NOBODY,
+        "nobody to blame: rank 0 raised KeyError: 'car': an error of the",
     ),
     (
         "detectron2_tridentnet_mpspawn_deadlock_two_gpus_keyboardinterrupt_environment_none.log",
@@ -3582,9 +3582,9 @@ VERDICTS = [
     ),
     (
         "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log",
-        [1],
         [],
-        "rank_exception: rank 1 raised KeyError: '.._.._.._.._DroneVehicle_RGB_",
+        NOBODY,
+        "nobody to blame: rank 1 raised KeyError:",
     ),
     (
         "deepspeed_inference_2node_16rank_ib_completion_error12_proxy_rank2_network_none.log",
@@ -3637,8 +3637,8 @@ VERDICTS = [
     (
         "coqui_trainer_distribute_vits_rank0_test_log_attributeerror.log",
         [],
-        [],
-        "a process the log does not name raised AttributeError: 'DistributedDat",
+        NOBODY,
+        "nobody to blame: a process raised AttributeError:",
     ),
     (
         "coqui_tts_vits_distribute_hang_step0_rank0_test_log.log",
@@ -3975,6 +3975,228 @@ VERDICTS = [
         [],
         NOBODY,
         "nobody to blame: the c10d store could not listen on its port: another",
+    ),
+    (
+        "chatglm_efficient_tuning_accelerate_sighup_2_workers.log",
+        [],
+        NOBODY,
+        "nobody to blame: torchrun's agent itself received SIGHUP: its",
+    ),
+    (
+        "composer_rocm_rank2_sigabrt_exit_minus6.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "dinov2_torchrun_heartbeat_monitor_watchdog_stuck_ranks0_1.log",
+        [],
+        NOBODY,
+        "nobody to blame: every rank's watchdog got stuck: their watchdogs",
+    ),
+    (
+        "horovod_mxnet_stall_missing_rank5_allreduce.log",
+        [5],
+        [],
+        "rank 5 missing from the stalled tensor, which its peers submitted",
+    ),
+    (
+        "internlm_watchdog_allreduce_seq316_ranks0_3_timeout.log",
+        [],
+        [1, 2],
+        "ranks 0, 3 wait in collective #316 (all_reduce) of group 0",
+    ),
+    (
+        "litgpt_70b_fsdp_32rank_allreduce_timeout_rank31_rank23_checkpoint_save.log",
+        [],
+        [0, 1, 2],
+        "ranks 23, 31 wait in collective #2603 (all_reduce) of group 0",
+    ),
+    (
+        "llamafactory_torchrun_sighup_death_signal_8_workers_lora.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "llamafactory_two_nodes_16_ranks_allreduce_timeout_all_joined_none_finished.log",
+        [],
+        NOBODY,
+        "nobody to blame: torch's desync report: every rank joined collective",
+    ),
+    (
+        "lmdeploy_ascend_tp4_rank2_broadcast_hccl_fftsplus_timeout_idle.log",
+        [],
+        [],
+        "a process the log does not name raised RuntimeError: ACL stream",
+    ),
+    (
+        "mace_pbs_two_ranks_allreduce_seq10260_timeout.log",
+        [],
+        NOBODY,
+        "nobody to blame: ranks 0-1 wait in collective #10260 (all_reduce) of",
+    ),
+    (
+        "megatron_bridge_qwen3_32b_pp_group_first_p2p_coalesced_timeout_rank10.log",
+        [],
+        NOBODY,
+        "nobody to blame: rank 10 waits in collective #1 (coalesced) of group",
+    ),
+    (
+        "minicpmv_torchrun_lora_end_of_training_sigkill_local_rank0.log",
+        [],
+        [0],
+        "suspected: rank 0 (local rank 0 ended by signal 9 (SIGKILL), as",
+    ),
+    (
+        "mmdet_torch201_allreduce_timeout_ranks0_1_2_communicator_aborted.log",
+        [],
+        NOBODY,
+        "nobody to blame: ranks 0-2 wait in collective #2511984 (all_reduce)",
+    ),
+    (
+        "mmdet_torchelastic_restart_store_barrier_worker_count4_world2_all_ranks.log",
+        [],
+        NOBODY,
+        "nobody to blame: the store-based barrier of store_based_barrier_key:1",
+    ),
+    (
+        "mmseg_wandb_hook_allgather_base_timeout_rank0_seq7559_rank1_seq7561.log",
+        [0],
+        [],
+        "hang: rank 0 holds up the job: 1 rank waits for it, in collective",
+    ),
+    (
+        "nnunet_torchrun_rank1_allgather_seq5_timeout_4_ranks.log",
+        [],
+        [0, 2, 3],
+        "rank 1 waits in collective #5 (all_gather) of group 0 (default_pg,",
+    ),
+    (
+        "sagemaker_dlc_torchrun_nccl_cuda_failure_image_nccl_mismatch_setup.log",
+        [],
+        NOBODY,
+        "nobody to blame: NCCL's CUDA call failed on what the build, the",
+    ),
+    (
+        "sglang_tp4_tp3_pynccl_unhandled_cuda_error_cu126_image.log",
+        [],
+        [],
+        "a process the log does not name raised RuntimeError: NCCL error:",
+    ),
+    (
+        "sglang_tp8_heartbeat_monitor_timeout_pg3_unknown.log",
+        [],
+        [2, 3, 4],
+        "ranks 0-1, 6-7 wait with the watchdog stuck in group 3 (ranks 0-7);",
+    ),
+    (
+        "skypilot_ray_azure_accelnet_nccl_socket_connect_abort_setup.log",
+        [],
+        NOBODY,
+        "nobody to blame: the network between the processes as they set up",
+    ),
+    (
+        "swift_grpo_two_nodes_agent_rendezvous_store_socket_timeout.log",
+        [],
+        [0],
+        "a process timed out waiting in c10d's store for another rank;",
+    ),
+    (
+        "swift_sft_torchrun_sighup_death_signal_during_training.log",
+        [],
+        NOBODY,
+        "nobody to blame: torchrun's agent itself received SIGHUP: its",
+    ),
+    (
+        "tgi_2shards_rank0_first_allreduce_timeout_llama2.log",
+        [],
+        NOBODY,
+        "nobody to blame: rank 0 waits in collective #1 (all_reduce) of group",
+    ),
+    (
+        "tgi_4shards_rank0_ready_ranks123_never_ready.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "torch_xla_rendezvous_after_spawn_mesh_master_connect_failed.log",
+        [],
+        NOBODY,
+        "nobody to blame: a process could not reach torch_xla's mesh master at",
+    ),
+    (
+        "torch_xla_xmp_spawn_rank0_assert_rank1_waits_rendezvous.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "torchtitan_pp4_fsdp2_multinode_stage_init_shape_inference_hang.log",
+        [],
+        [],
+        "rank 0 timed out waiting in c10d's store for another rank",
+    ),
+    (
+        "torchtune_fsdp_midepoch_checkpoint_rank0_seq315_rank1_seq313_desync.log",
+        [1],
+        [],
+        "hang: rank 1 holds up the job: 1 rank waits for it, in collective",
+    ),
+    (
+        "trlx_ppo_accelerate_allgather_timeout_rank_finished_make_experience_early.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "trtllm_mpirun_tp4_nccl_warn_communicator_ranks2_0_unknown.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log",
+        [],
+        NOBODY,
+        "nobody to blame: ranks 0-1 wait in collective #1 (all_reduce) of",
+    ),
+    (
+        "verl_ray_multinode_nccl_socket_connect_abort_aws_link_local.log",
+        [],
+        NOBODY,
+        "nobody to blame: the network between the processes as they set up",
+    ),
+    (
+        "vllm_ascend_qwen25vl_hccl_watchdog_allreduce_seq196_rank1.log",
+        [],
+        [0],
+        "rank 1 waits in a collective (its number not in the log) of group 0",
+    ),
+    (
+        "vllm_ray_tp2_rank1_first_allreduce_timeout_driver545.log",
+        [],
+        NOBODY,
+        "nobody to blame: rank 1 waits in collective #1 (all_reduce) of group",
+    ),
+    (
+        "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log",
+        [],
+        [0, 1, 2],
+        "rank 4 waits in collective #20518 (all_reduce) of group 0",
+    ),
+    (
+        "vllm_ray_tp_rank1_gather_timeout_unknown.log",
+        [],
+        [0],
+        "rank 1 waits in collective #158046 (gather) of group 1 (ranks 0-1)",
+    ),
+    (
+        "yolov5_torchrun_store_barrier_worker_count8_world4_all_ranks_waiting.log",
+        [],
+        NOBODY,
+        "nobody to blame: the store-based barrier of store_based_barrier_key:1",
     ),
 ]
 
