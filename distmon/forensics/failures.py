@@ -22,6 +22,7 @@ from distmon.forensics.worker_exits import (
     WorkerExit,
 )
 from distmon.monitor.state.words import duration, rank_word
+from distmon.wire.schema import StackFrame
 
 TOGETHER = 1.0
 """Seconds within which failures, or ranks' timeouts in the same collective, count as at once."""
@@ -88,18 +89,21 @@ def alike(log: LogFacts) -> str | None:
     else failed: the program or its environment failed everywhere. Not where that exception is
     NCCL's on a peer it may have lost and the log shows a rank that raised none: it may be that peer."""
     failures = failures_of(log)
-    exceptions = {f.exception for f in failures if f.exception}
+    failures += _cut_alike(log, failures)
+    exceptions = {f.exception for f in failures if f.exception and f.exception != CUT}
     exits = {f.exit for f in failures if f.exit and f.exit != CRASHED}  # a crash whose signal is cut: any
     times = [f.at for f in failures if f.at is not None]
     if len(failures) < 2 or len(exceptions) > 1 or len(exits) > 1 or (times and max(times) - min(times) > TOGETHER):
         return None
-    if any(f.exception is None for f in failures) and any(f.exit is None for f in failures):
+    if any(f.exception is None for f in failures) and any(f.exit is None and f.exception != CUT for f in failures):
         return None  # one said by its exception only, another by its exit only: not comparable
     if exceptions and PEER_LOST.search(next(iter(exceptions))) and log.seen - _ranks(failures):
         return None
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
-    how = next(f.said or "" for f in failures) if all(f.exception for f in failures) else next(iter(exits), CRASHED)
+    said = [f.said for f in failures if f.said]
+    how = said[0] if said and all(f.exception for f in failures) else next(iter(exits), CRASHED)
+    how = CUT_SAID if all(f.exception == CUT for f in failures) else how
     why = SHARED_MEMORY if "SIGBUS" in how or "Bus error" in how else ALIKE
     return f"{whom(failures)} failed alike{together} ({how}): {why}"
 
@@ -159,6 +163,36 @@ def program_error(log: LogFacts) -> str | None:
     message = first.message.splitlines()[0][:200].rstrip(".") if first.message else ""
     who = rank_word(ranks) if ranks else "a process"
     return f"{who} raised {first.type}" + (f": {message}" if message else "") + f": {PROGRAM_WHY}"
+
+
+CUT = "cut"
+"""A failure whose traceback the paste cut before its exception line: alike any (:func:`_cut_alike`)."""
+CUT_SAID = "in the same code, their exception lines cut from the log"
+
+
+def _cut_alike(log: LogFacts, failures: list[Failure]) -> list[Failure]:
+    """Ranks whose tracebacks the paste cut before their exception lines, where another rank's
+    failure stands beside them and each traceback the log holds passes through where the others
+    were cut (the same step of the same code): failures of the same kind, as far as the lines go.
+    Not one cut in torch's collective calls (a rank that raised while waiting: another's
+    consequence), nor beside a rank shown waiting or a native crash."""
+    cut = {rank: r for rank, r in log.raised.items() if r.cut and not r.consequence and r.launcher is None}
+    if not cut or len(cut) + len(failures) < 2 or log.waiting or log.crashes.crashes:
+        return []
+    if any(r.in_collective or not r.frames for r in cut.values()):
+        return []
+    paths = [r.frames for r in log.raised.values() if (is_own(r) or r.cut) and r.frames]
+    if not all(_one_path(a, b) for i, a in enumerate(paths) for b in paths[i + 1 :]):
+        return []
+    named = {f.who.rsplit(" ", 1)[-1] for f in failures}  # a rank, or the same worker by its launcher's number
+    return [Failure(f"{RANK} {rank}", CUT, at=r.at) for rank, r in sorted(cut.items()) if str(rank) not in named]
+
+
+def _one_path(a: list[StackFrame], b: list[StackFrame]) -> bool:
+    """Two tracebacks on one path: the innermost frame of one is a frame of the other."""
+    return (a[-1].file, a[-1].line) in {(f.file, f.line) for f in b} or (b[-1].file, b[-1].line) in {
+        (f.file, f.line) for f in a
+    }
 
 
 def failures_of(log: LogFacts) -> list[Failure]:

@@ -104,9 +104,10 @@ def _raised(analysis: Analysis) -> list[str]:
     """Where the first exception of a process's own was raised, innermost last: the verdict says
     what to check rather than whom to fix, and the user's code is where to look."""
     raised = next((r for r in analysis.log.exceptions if is_own(r) and r.frames and r.type not in STOPPED), None)
-    if raised is None:
-        return []
-    return [f"where it raised {raised.type}:", *frame_lines(raised.frames, depth=4)]
+    if raised is not None:
+        return [f"where it raised {raised.type}:", *frame_lines(raised.frames, depth=4)]
+    cut = next((r for r in analysis.log.exceptions if r.cut and not r.consequence and r.frames), None)
+    return [] if cut is None else ["where it raised (its exception line cut):", *frame_lines(cut.frames, depth=4)]
 
 
 def _suspected(verdict: Blame) -> list[str]:

@@ -17,7 +17,7 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 69 to 73): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 70 to 73): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
@@ -65,9 +65,6 @@ MISSED = {
     "moddednanogpt_eight_procs_four_gpus_agent_names_local_rank7.log": "torchrun names local rank 7's exit; that eight "
     "processes share four GPUs is in the command, not the log",
     "prulong_h20_cu121_sigfpe_agent_table_cut.log": "the agent's table is cut before the ranks' ends",
-    "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log": "rank 4's traceback is cut "
-    "in set_device before its message: suspected; that every rank past the host's GPUs failed alike (an invalid "
-    "device ordinal, not an ECC error or a busy GPU) no line says",
     "tsn_caffe_mpirun_docker_four_procs_bus_error_rank1_noticed.log": "four glog handler reports in one second, "
     "their signals cut: glog reports a launcher's SIGTERM too, so they do not prove that four processes crashed",
     "c10d_hang_py_rank0_double_numel_allreduce_seq1_eight_ranks.log": "rank 0 alone timed out in the group's first "
@@ -142,17 +139,46 @@ MISSED = {
     "says: proven; that the kernels refuse every V100 alike, only the thread says",
     "torch_mpi_backend_three_ranks_raise_rank0_allgather_hang_pids_only.log": "three processes raised, named by their "
     "pids alone: which ranks they are, no line says",
-    "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": _HELD_OUT,
-    "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": _HELD_OUT,
-    "verl_ray_k8s_taskrunner_died_pod_memory_limit.log": _HELD_OUT,
-    "roll_ray_actor_infer12_killed_vllm_mm_cache_leak_all_workers.log": _HELD_OUT,
-    "sphereformer_mp_spawn_process2_exit_code1_deliberate_exit_after_validation.log": _HELD_OUT,
-    "sphereformer_mp_spawn_one_gpu_process1_invalid_device_ordinal_setup.log": _HELD_OUT,
-    "styleavatar_torch_launch_ddp_unused_params_rank1_message_model_structure_every_rank.log": _HELD_OUT,
-    "trl_sft_fsdp_torchrun_8x3080_rank2_rank0_oom_every_rank_none.log": _HELD_OUT,
-    "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log": _HELD_OUT,
-    "torchtitan_torchrun_sac_torchfunctionmode_bug_local_rank1_reported_every_rank_none.log": _HELD_OUT,
-    "torchtitan_torchrun_dsv3_fsdp_tp_regression_local_rank7_reported_every_rank_alike.log": _HELD_OUT,
+    "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": (
+        "rank 1's TensorFlow error (a graph execution error detected at a Horovod all-reduce node) is cut "
+        "before its words, rank 3 shows Horovod shut down; rank 0, which left the loop (early stopping "
+        "decided on the master alone, the thread's fix), has no line: rank 1's error is read as its own"
+    ),
+    "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": (
+        "only Horovod's shutdown shows (a consequence of a rank's exception or early exit), from a process "
+        "the log does not name; the first exception (a GPU the container did not expose, the thread's "
+        "finding) is in no line"
+    ),
+    "verl_ray_k8s_taskrunner_died_pod_memory_limit.log": (
+        "Ray says the TaskRunner actor died and may have exceeded the pod's memory limit: a maybe; that it is"
+        " verl's controller, no rank, the thread says, not the lines"
+    ),
+    "roll_ray_actor_infer12_killed_vllm_mm_cache_leak_all_workers.log": (
+        "Ray says actor_infer-12 died (a SIGKILL-class exit); that a library's memory leak grew in every "
+        "inference worker (the thread's answer) is in no line"
+    ),
+    "sphereformer_mp_spawn_process2_exit_code1_deliberate_exit_after_validation.log": (
+        "mp.spawn says process 2 exited with code 1; that the script calls exit() after validation on "
+        "purpose, in every process (the maintainer's answer), no line says"
+    ),
+    "sphereformer_mp_spawn_one_gpu_process1_invalid_device_ordinal_setup.log": (
+        "process 1's traceback under spawn's line is cut before its exception (an invalid device ordinal on a"
+        " one-GPU machine, the thread's title): its cut error is suspected; the launch's GPU count is in no "
+        "line"
+    ),
+    "styleavatar_torch_launch_ddp_unused_params_rank1_message_model_structure_every_rank.log": (
+        "DDP's unused-parameters error shows its last sentence only (its type and first line cut) and "
+        "torchrun's agent names local rank 0 first: that every rank raised it alike (the model's own unused "
+        "parameters) the lines do not show"
+    ),
+    "torchtitan_torchrun_sac_torchfunctionmode_bug_local_rank1_reported_every_rank_none.log": (
+        "torchrun's agent names local rank 1 as the first worker that failed (exit code 1) and no worker's "
+        "traceback shows: that a framework bug failed every rank alike (the thread) no line shows"
+    ),
+    "torchtitan_torchrun_dsv3_fsdp_tp_regression_local_rank7_reported_every_rank_alike.log": (
+        "torchrun's agent names local rank 7 as the first worker that failed (exit code 1) and no worker's "
+        "traceback shows: that a code regression failed every rank alike (the thread) no line shows"
+    ),
     "lightning_ddp_log_dict_key_mismatch_rank1_seq_behind.log": _HELD_OUT,
     "llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log": _HELD_OUT,
     "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log": _HELD_OUT,
@@ -167,7 +193,6 @@ MISSED = {
     "fairseq_mpspawn_multigpu_rank0_oom_skip_batch_process3_reported.log": _HELD_OUT,
     "sdscripts_flux_accelerate_rank3_ddp_blockswap_valueerror_all_ranks.log": _HELD_OUT,
     "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log": _HELD_OUT,
-    "diffusers_controlnet_sdxl_accelerate_ddp_reducer_oom_rank2_rank0_every_rank_alike.log": _HELD_OUT,
     "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log": _HELD_OUT,
     "xdit_pipefusion_end_of_timesteps_heartbeat_hang_pg5_config_bug_none.log": _HELD_OUT,
     "ray_horovod_gloo_rendezvous_http_store_timeout_all_workers_none.log": _HELD_OUT,
@@ -178,8 +203,6 @@ MISSED = {
     "vllm_v1_multiproc_tp8_worker1_exception_died_others_parent_exited_rank1.log": _HELD_OUT,
     "vllm_v1_multiproc_tp2_worker1_died_unexpectedly_shm_broadcast_rank1.log": _HELD_OUT,
     "vllm_xpu_llmscaler_multiproc_worker3_died_enginecore_fatal_rank3.log": _HELD_OUT,
-    "vllm_v1_multiproc_rope_illegal_memory_access_rank2_rank5_alike_none.log": _HELD_OUT,
-    "msswift_grpo_gemma3_27b_2node_torchrun_oom_rank15_rank12_resources_none.log": _HELD_OUT,
     "qwenvl_finetune_ds_8xa100_mixed_text_image_rank7_reduce_watchdog_none.log": _HELD_OUT,
     "qwenvl_series_finetune_mixed_dataset_rank0_seq959_others_seq963_watchdog_none.log": _HELD_OUT,
     "coqui_trainer_distribute_vits_rank0_test_log_attributeerror.log": _HELD_OUT,

@@ -277,6 +277,36 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
     assert judged(raised("[rank0]: ", config) + agent).nobody is None, "a worker killed besides: a failure of its own"
 
 
+def test_ranks_cut_in_the_same_code_as_another_ranks_failure_failed_alike() -> None:
+    def traceback(rank: int, frames: list[tuple[str, int, str]], message: str | None) -> str:
+        lines = ["Traceback (most recent call last):"]
+        lines += [f'  File "{file}", line {line}, in {func}' for file, line, func in frames]
+        return "".join(f"[rank{rank}]: {line}\n" for line in lines + ([message] if message else []))
+
+    step = [("/w/train.py", 67, "<module>"), ("/w/loop.py", 30, "train"), ("/w/loop.py", 51, "step")]
+    backward = [*step, ("/venv/lib/python3.11/site-packages/torch/_tensor.py", 626, "backward")]
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 388.00 MiB."
+    verdict = judged(traceback(0, step, None) + traceback(2, backward, oom))
+    assert verdict.nobody is not None and verdict.nobody.startswith(
+        "ranks 0, 2 failed alike at once (torch.OutOfMemory"
+    )
+    both_cut = analyzed(traceback(0, step, None) + traceback(2, backward, None))
+    said = render_analysis(both_cut)
+    assert "ranks 0, 2 failed alike at once (in the same code, their exception lines cut from the log)" in said
+    assert "where it raised (its exception line cut):" in said and "your code: /w/loop.py:51 in step" in said
+    waiting = [*step, ("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 2501, "all_reduce")]
+    assert judged(traceback(0, waiting, None) + traceback(2, backward, oom)).culprits == [2], "cut while waiting"
+    elsewhere = [("/w/train.py", 67, "<module>"), ("/w/eval.py", 12, "evaluate")]
+    assert judged(traceback(0, elsewhere, None) + traceback(2, backward, oom)).nobody is None, "another place"
+    assert judged(traceback(0, step, None)).nobody is None, "one rank's cut traceback alone: its own"
+    waits = (
+        "[rank1]:[E1206 10:10:01.123456 22 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=51, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600021 "
+        "milliseconds before timing out.\n"
+    )
+    assert judged(traceback(0, step, None) + traceback(2, backward, oom) + waits).nobody is None, "a rank waited"
+
+
 def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:
     """Two nodes each told they are the first start the same global ranks; the others never come."""
     text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in (0, 1, 0, 1))
