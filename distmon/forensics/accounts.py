@@ -107,7 +107,6 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
-        or program_error(log)
         or _terminated(log, world)
         or _aborted_cleanly(log)
         or _fabric(log)
@@ -117,6 +116,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or log.horovod.diverged(world)
         or _set_up(log)
         or _transport(log, world)
+        or program_error(log)
     )
     if found.nobody is None:
         found.suspects = suspects(log, world)

@@ -144,11 +144,11 @@ def program_error(log: LogFacts) -> str | None:
     """Why no rank is to blame where every failure the log shows is one error of the program's own
     code or configuration (:data:`PROGRAM`; a path the file system refused is :data:`FILES`'s), raised
     by one rank or more (or a process the log does not name) at one place, not while fetching a batch,
-    no rank is shown waiting for them and nothing else failed: a paste keeps one rank's traceback of
-    what every rank raised."""
+    no rank is shown waiting for them or losing them and nothing else failed: a paste keeps one rank's
+    traceback of what every rank raised. The last reading of all: the most a paste leaves to judgement."""
     own = [r for r in log.exceptions if is_own(r)]
-    if not own or log.waiting or log.crashes.crashes:
-        return None
+    if not own or log.waiting or log.crashes.crashes or any(r.consequence and not r.launchers for r in log.exceptions):
+        return None  # a rank shown waiting, crashed or losing its peer did not raise it: not every rank's
     if len({_kind(r) for r in own}) > 1 or len({(f.file, f.line) for r in own for f in r.frames[-1:]}) > 1:
         return None
     first = own[0]

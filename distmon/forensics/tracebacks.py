@@ -106,7 +106,12 @@ class Raised:
         a check that reports on the others (:data:`~distmon.forensics.distributed_debug.MISMATCH`),
         or a launcher because a worker failed."""
         said = self.said
-        return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.type.endswith(_LAUNCHERS)
+        return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.launchers
+
+    @property
+    def launchers(self) -> bool:
+        """A launcher's exception over a worker that failed (torchrun's ChildFailedError, spawn's, Ray's)."""
+        return self.type.endswith(_LAUNCHERS)
 
 
 @dataclass

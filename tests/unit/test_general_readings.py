@@ -270,6 +270,8 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
         for r in (1, 2, 3)
     )
     assert judged(raised("[rank0]: ", config) + waits).culprits == [0], "the others waited: they did not raise it"
+    lost = raised("[rank1]: ", "RuntimeError: [pair.cc:598] Connection closed by peer [10.0.0.2]:14004")
+    assert judged(raised("[rank0]: ", config) + lost).culprits == [0], "another lost it: it did not raise it"
     agent = (
         "E1206 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
         "local_rank: 1 (pid: 1112) of binary: /usr/bin/python\n"
