@@ -34,7 +34,16 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     found += lost_peers(log, world)
     found += _disagreeing(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
-    return found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world)
+    return _once(found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world))
+
+
+def _once(found: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """Each rank once, where it first stands, with every reason the log gives for it."""
+    reasons: dict[int, list[str]] = {}
+    for rank, why in found:
+        said = reasons.setdefault(rank, [])
+        said += [why] if why not in said else []
+    return [(rank, "; and ".join(whys)) for rank, whys in reasons.items()]
 
 
 def _unanswering(log: LogFacts) -> list[tuple[int, str]]:

@@ -309,6 +309,16 @@ def test_ranks_cut_in_the_same_code_as_another_ranks_failure_failed_alike() -> N
     assert judged(traceback(0, step, None) + traceback(2, backward, oom) + waits).nobody is None, "a rank waited"
 
 
+def test_a_rank_two_launchers_name_is_suspected_once_with_both_their_words() -> None:
+    agent = (
+        "E1206 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
+        "local_rank: 1 (pid: 1112) of binary: /usr/bin/python\n"
+    )
+    verdict = judged(agent + "srun: error: node-1: task 1: Killed\n")
+    assert suspects(verdict) == [1]
+    assert "as torchrun says" in verdict.suspects[0].why and "; and srun task 1" in verdict.suspects[0].why
+
+
 def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:
     """Two nodes each told they are the first start the same global ranks; the others never come."""
     text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in (0, 1, 0, 1))
