@@ -121,6 +121,24 @@ FILES_WHY = (
 )
 
 
+def _beside(log: LogFacts) -> bool:
+    """Something else the log shows: a rank waiting (in a collective, cut in one, at a monitored
+    barrier) or going on after another raised, a native crash, a worker ended by a signal, a Ray
+    actor dead, a process the kernel or Slurm killed for memory. Beside it, one rank's error is not
+    every rank's."""
+    return bool(
+        log.waiting
+        or log.cut_waiting
+        or log.went_on - log.raised.keys()
+        or (log.progress is not None and log.progress[0] not in log.raised)
+        or log.debug.unanswering()
+        or log.crashes.crashes
+        or any(e.signal_number is not None and ended_in_failure(e, log) for e in log.exits)
+        or log.ray.dead
+        or log.oom_killed
+    )
+
+
 PROGRAM = re.compile(
     r"^(?:\w+\.)*(?:ValueError|TypeError|KeyError|AttributeError|NameError|UnboundLocalError|NotImplementedError"
     r"|AssertionError|ImportError|ModuleNotFoundError|SyntaxError|IndentationError)\b"
@@ -133,8 +151,19 @@ it lacks, a module not installed, tensors on two devices, a checkpoint of anothe
 every rank, which runs the same code on the same configuration."""
 _BATCH = re.compile(r"torch/utils/data/|in DataLoader worker process")
 """A batch being fetched: its sample is one rank's own (a corrupt image, a missing key)."""
+_FETCH = frozenset({"__getitem__", "__next__", "__iter__", "collate_fn", "fetch"})
+"""The functions a dataset or a loader fetches a sample in, whichever library."""
+_NUMBERS = re.compile(r"\b(?:nan|inf|not finite|non-finite)\b", re.IGNORECASE)
+"""A check of the numbers (a loss or a gradient not finite): a rank's own data or GPU may have made them."""
+
+
+def _batch(raised: Raised) -> bool:
+    """Raised while fetching a batch: the sample is one rank's own."""
+    return bool(_BATCH.search(raised.said)) or any(_BATCH.search(f.file) or f.func in _FETCH for f in raised.frames)
+
+
 PROGRAM_WHY = (
-    "an error of the program's own code or configuration, which every rank runs alike (the launcher stops the "
+    "an error of the program's own code or configuration, which every rank runs alike (a launcher stops the "
     "others at the first failure it sees, and a paste keeps one rank's traceback): fix it where it raised, "
     "not a rank"
 )
@@ -147,18 +176,14 @@ def program_error(log: LogFacts) -> str | None:
     no rank is shown waiting for them or losing them and nothing else failed: a paste keeps one rank's
     traceback of what every rank raised. The last reading of all: the most a paste leaves to judgement."""
     own = [r for r in log.exceptions if is_own(r)]
-    if not own or log.waiting or log.crashes.crashes or any(r.consequence and not r.launchers for r in log.exceptions):
+    if not own or _beside(log) or any(r.consequence and not r.launchers for r in log.exceptions):
         return None  # a rank shown waiting, crashed or losing its peer did not raise it: not every rank's
     if len({_kind(r) for r in own}) > 1 or len({(f.file, f.line) for r in own for f in r.frames[-1:]}) > 1:
         return None
     first = own[0]
     said = f"{first.type}: {first.message}"
-    if not PROGRAM.search(said) or FILES.search(said) or _BATCH.search(first.said):
+    if not PROGRAM.search(said) or FILES.search(said) or _NUMBERS.search(said) or _batch(first):
         return None
-    if any(_BATCH.search(f.file) for f in first.frames):
-        return None
-    if any(e.signal_number is not None and ended_in_failure(e, log) for e in log.exits):
-        return None  # a worker ended by a signal (the OOM killer's, a crash): a failure of another kind
     ranks = sorted(rank for rank, r in log.raised.items() if is_own(r))
     message = first.message.splitlines()[0][:200].rstrip(".") if first.message else ""
     who = rank_word(ranks) if ranks else "a process"
@@ -168,6 +193,8 @@ def program_error(log: LogFacts) -> str | None:
 CUT = "cut"
 """A failure whose traceback the paste cut before its exception line: alike any (:func:`_cut_alike`)."""
 CUT_SAID = "in the same code, their exception lines cut from the log"
+MIN_PATH = 3
+"""Frames a cut traceback holds to place its rank in the code another failed in, past the script's entry."""
 
 
 def _cut_alike(log: LogFacts, failures: list[Failure]) -> list[Failure]:
@@ -177,15 +204,26 @@ def _cut_alike(log: LogFacts, failures: list[Failure]) -> list[Failure]:
     Not one cut in torch's collective calls (a rank that raised while waiting: another's
     consequence), nor beside a rank shown waiting or a native crash."""
     cut = {rank: r for rank, r in log.raised.items() if r.cut and not r.consequence and r.launcher is None}
-    if not cut or len(cut) + len(failures) < 2 or log.waiting or log.crashes.crashes:
+    if not cut or _beside(log) or any(not r.frames for r in cut.values()):
         return []
-    if any(r.in_collective or not r.frames for r in cut.values()):
-        return []
+    own = [r for r in log.exceptions if is_own(r)]
+    if not own or any(_batch(r) or not _alike_anywhere(f"{r.type}: {r.message}") for r in own):
+        return []  # beside a failure a rank may meet alone (a GPU's fault, its sample), or none: waiters, perhaps
+    if any(len(r.frames) < MIN_PATH for r in cut.values()):
+        return []  # cut at the program's first frames: on the path of any error
+    if any(e.who in cut and e.unit in (RANK, *ON_A_NODE) and e.code in (SIGTERM, -SIGKILL) for e in log.exits):
+        return []  # a launcher tore it down: it did not fail of its own
     paths = [r.frames for r in log.raised.values() if (is_own(r) or r.cut) and r.frames]
     if not all(_one_path(a, b) for i, a in enumerate(paths) for b in paths[i + 1 :]):
         return []
     named = {f.who.rsplit(" ", 1)[-1] for f in failures}  # a rank, or the same worker by its launcher's number
     return [Failure(f"{RANK} {rank}", CUT, at=r.at) for rank, r in sorted(cut.items()) if str(rank) not in named]
+
+
+def _alike_anywhere(exception: str) -> bool:
+    """A failure every rank may meet alike: out of memory (the same batch, the same model), or an
+    error of the program's own (:data:`PROGRAM`), not a GPU's fault one rank meets alone."""
+    return "out of memory" in exception.lower() or bool(PROGRAM.search(exception))
 
 
 def _one_path(a: list[StackFrame], b: list[StackFrame]) -> bool:

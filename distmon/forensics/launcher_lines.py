@@ -280,7 +280,7 @@ class LauncherLines:
 
     def _ended(self, words: Words, found: re.Match[str]) -> None:
         named = found.groupdict()
-        code = int(named["code"]) if named.get("code") is not None else None
+        code = int(named["code"]) if named.get("code") is not None else words.code
         if named.get("ranks") is not None:
             ranks = [int(r) for r in re.findall(r"\d{1,9}", named["ranks"])[:MAX_TASKS]]
             for rank in ranks:

@@ -166,6 +166,10 @@ class LogFacts:
     killed one for memory: srun's own teardown of the step, not a cancel from outside."""
     step_ended: bool = False
     """srun said it was ending the step itself (``srun: Terminating StepId=12.0``)."""
+    went_on: set[int] = field(default_factory=set)
+    """Ranks that wrote a line of their own (no traceback's) after another rank raised: they did not."""
+    cut_waiting: int = 0
+    """Tracebacks the log cuts inside a collective call: ranks that were waiting, their exceptions unseen."""
     oom_killed: str | None = None
     """slurmstepd's word that the step's cgroup killed a process for memory."""
     announced: dict[int, int] = field(default_factory=dict)

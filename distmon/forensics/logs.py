@@ -103,6 +103,11 @@ with no rank's line and no account of one that holds them is still a job's log (
 as what it is, with nothing to judge where it proves nothing."""
 
 
+def _own_line(body: str) -> bool:
+    """A rank's line of its own: not a traceback's (its header, a frame, a line of code under one)."""
+    return bool(body.strip()) and not body[:1].isspace() and TRACEBACK not in body and not FRAME.match(body)
+
+
 @dataclass
 class _Reader:
     facts: LogFacts
@@ -144,6 +149,8 @@ class _Reader:
         elif "initialization options" in line:
             self._layout(line)
         body = line[prefix.end() :] if prefix else line
+        if rank is not None and self.facts.raised and rank not in {*self.facts.raised, *self.tracebacks}:
+            self.facts.went_on |= {rank} if _own_line(body) else set()
         self._accounts(body, rank if rank is not None else self.spawned)
         if rank is not None:
             if not self.launcher.ranked(body, rank):
@@ -163,11 +170,13 @@ class _Reader:
             cut = building.cut(self.stamp)
             if cut is not None:
                 self.facts.stores.traceback(rank, cut.frames, cut.in_collective)
+                self.facts.cut_waiting += cut.in_collective
             if cut is not None and not consequences and not cut.in_collective:
                 self._raised(rank, cut)
         nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
         if nameless is not None:
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
+            self.facts.cut_waiting += nameless.in_collective
         self.facts.ray.finish()
         self.facts.place()
 

@@ -90,6 +90,8 @@ class Words:
     """The worker ended the job itself (``MPI_Abort``)."""
     joins: bool = False
     """Its message may break over two lines (a help text's)."""
+    code: int | None = None
+    """The exit code the words mean where they give none (the OOM killer's SIGKILL)."""
 
 
 ENDS = (
@@ -154,6 +156,13 @@ ENDS = (
         said="OOMKilled (its container's memory limit)",
     ),
     Words(
+        "the kernel's OOM killer",
+        "Killed process",
+        re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process (?P<who>\d{1,9}) \("),
+        unit=PROCESS,
+        code=-9,
+    ),
+    Words(
         "kubectl",
         "command terminated with exit code",
         re.compile(r"\bcommand terminated with exit code (?P<code>\d{1,3})\b"),
@@ -183,9 +192,9 @@ ENDS = (
 """The launchers' one-line words on their workers' ends (Horovod's gloo launcher, Paddle's
 ``launch_utils.py`` and its controller's ``Container failed``, Ray Train's ``check_for_failure``,
 MPICH's, Open MPI's and Intel MPI's ``MPI_Abort``, a Kubernetes container killed for its memory
-limit, ``kubectl exec``, SageMaker's user script, any launcher's sentence that a rank exited with a
-code, pdsh under DeepSpeed's multi-node runner), read anywhere in a line whatever a collector put
-before it."""
+limit, the kernel's OOM killer (``dmesg``), ``kubectl exec``, SageMaker's user script, any
+launcher's sentence that a rank exited with a code, pdsh under DeepSpeed's multi-node runner), read
+anywhere in a line whatever a collector put before it."""
 
 
 @dataclass

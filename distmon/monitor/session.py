@@ -18,6 +18,7 @@ import numpy.typing as npt
 
 from distmon.monitor.intake.feeds import Feed, Item, Stamped, weight
 from distmon.monitor.pipeline import Monitoring
+from distmon.monitor.rules.process import LAST_WORDS_GRACE
 from distmon.monitor.state.alerts import Change
 from distmon.monitor.state.unwatched import JUMPED, PAUSED
 from distmon.wire.column_batch import ColumnBatch
@@ -198,8 +199,17 @@ class Session:
         )
         if self._next_tick is not None and not closed:
             changes += self._tick_until(self._next_tick)
+            if self._told_lately():
+                changes += self._tick_until(self._next_tick)
         self.finished = True
         return changes
+
+    def _told_lately(self) -> bool:
+        """An eye told a process gone too lately for the closing tick to judge that it said no
+        last words (:data:`~distmon.monitor.rules.process.LAST_WORDS_GRACE`): one more tick does,
+        live and replayed alike (what the eyes told is recorded)."""
+        closing = (self._next_tick or 0.0) - self.TICK
+        return any(closing - told < LAST_WORDS_GRACE for told in self.monitor.state.gone.values())
 
     def close(self) -> None:
         """Close the monitor (its recording first), then stop the feed: whatever else fails

@@ -50,11 +50,16 @@ KILLED = 10.6
 
 
 def watched(
-    until: float, ends: dict[int, float], words_at: dict[int, float] | None = None, eye: bool = True
+    until: float,
+    ends: dict[int, float],
+    words_at: dict[int, float] | None = None,
+    eye: bool = True,
+    stopped: bool = False,
 ) -> tuple[SimJob, Monitor, list[tuple[float, str, list[int]]]]:
     """Rank 2 SIGKILLed at :data:`KILLED` on the monitor's own host, whose eye watches the
     ranks there and tells each end listed (``ends``: rank to when it told; without ``eye``,
-    none), through the one loop up to ``until``; ``words_at`` moves a rank's last words.
+    none), through the one loop up to ``until`` (``stopped``: then the session's closing tick, as
+    a recorder stopped there runs it); ``words_at`` moves a rank's last words.
     Returns each alert raised as it was raised: the second, its kind and ranks."""
     sim = SimJob(world=4).kill(2, at=KILLED)
     records: list[Record] = [LooksRecord(sim.start, eye_looks.encode_looks([Looks("node000")]))] if eye else []
@@ -72,7 +77,10 @@ def watched(
     def tick(now: float) -> None:
         raised.extend((now - sim.start, a.kind, list(a.ranks)) for a in monitor.alerts.history if a.t == now)
 
-    Session(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor, on_tick=tick).drain()
+    session = Session(ReplayFeed(records, speed=math.inf, end=sim.start + until), monitor, on_tick=tick)
+    session.drain()
+    if stopped:
+        session.finish()
     return sim, monitor, raised
 
 
@@ -100,6 +108,16 @@ def test_a_recording_stopped_before_the_rank_was_named_ends_it_as_its_eye_saw_it
     end = sim.start + 10.95
     words = rank_ending(monitor.state.ranks[2], end, fates(monitor.state, monitor.alerts.history, end))
     assert words.startswith("its process is gone, without last words, as the monitor's own eye"), words
+
+
+def test_a_recorder_stopped_as_the_eye_tells_an_end_names_the_rank_lost_at_its_closing_tick() -> None:
+    """The job ended and the recorder was stopped at 10.96 s; rank 2's eye told its end at 10.95 s,
+    too late for the tick at 11 s to call its silence final: the closing tick runs once more and
+    names it (CI's ci193, a loaded host: the recorder said nothing of the fault)."""
+    _, monitor, raised = watched(until=10.96, ends={2: 10.95}, stopped=True)
+    assert raised == [(12.0, "rank_lost", [2])], raised
+    ending = monitor.state.ending(a for a in monitor.alerts.history if a.resolved is None)
+    assert ending is not None and ending.words.startswith("failed: rank_lost: rank 2 "), ending
 
 
 def test_before_any_rule_has_spoken_the_ranks_that_lost_a_peer_are_not_the_cause() -> None:

@@ -272,6 +272,23 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
     assert judged(raised("[rank0]: ", config) + waits).culprits == [0], "the others waited: they did not raise it"
     lost = raised("[rank1]: ", "RuntimeError: [pair.cc:598] Connection closed by peer [10.0.0.2]:14004")
     assert judged(raised("[rank0]: ", config) + lost).culprits == [0], "another lost it: it did not raise it"
+    went_on = "[rank1]: step 1203 | loss 2.1797\n"
+    assert judged(raised("[rank0]: ", config) + went_on).culprits == [0], "another went on: it did not raise it"
+    nan = "AssertionError: loss is NaN at step 5123"
+    assert judged(raised("[rank2]: ", nan)).culprits == [2], "numbers not finite: its data or its GPU, perhaps"
+    reader = '  File "/w/shards.py", line 88, in __next__'
+    assert judged(raised("[rank3]: ", "KeyError: 'jpg'", reader)).culprits == [3], "a sample its own reader fetched"
+    killed = "[123456.789] Out of memory: Killed process 41235 (python) total-vm:1234kB, anon-rss:987kB\n"
+    assert judged(raised("[rank0]: ", config) + killed).nobody is None, "the kernel killed a process besides"
+    in_collective = "".join(
+        f"[rank1]: {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/w/train.py", line 97, in train_step',
+            '  File "/venv/torch/distributed/distributed_c10d.py", line 2501, in all_reduce',
+        )
+    )
+    assert judged(raised("[rank0]: ", config) + in_collective).culprits == [0], "another cut waiting in a collective"
     agent = (
         "E1206 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
         "local_rank: 1 (pid: 1112) of binary: /usr/bin/python\n"
@@ -292,10 +309,34 @@ def test_ranks_cut_in_the_same_code_as_another_ranks_failure_failed_alike() -> N
     assert verdict.nobody is not None and verdict.nobody.startswith(
         "ranks 0, 2 failed alike at once (torch.OutOfMemory"
     )
-    both_cut = analyzed(traceback(0, step, None) + traceback(2, backward, None))
-    said = render_analysis(both_cut)
-    assert "ranks 0, 2 failed alike at once (in the same code, their exception lines cut from the log)" in said
-    assert "where it raised (its exception line cut):" in said and "your code: /w/loop.py:51 in step" in said
+    framed = render_analysis(analyzed(traceback(0, step, None) + f"[rank2]: {oom}\n"))
+    assert "ranks 0, 2 failed alike at once (torch.OutOfMemoryError" in framed, "the error's frames cut, not its line"
+    assert "where it raised (its exception line cut):" in framed and "your code: /w/loop.py:51 in step" in framed
+    assert judged(traceback(0, step, None) + traceback(2, backward, None)).nobody is None, "no failure seen: waiters?"
+    ecc = "RuntimeError: CUDA error: uncorrectable ECC error encountered"
+    gpu = judged(traceback(0, step, None) + traceback(2, backward, ecc))
+    assert gpu.nobody is None and 2 in gpu.culprits, "a GPU's fault: its own"
+    shallow = traceback(0, step[:2], None) + traceback(2, backward, oom)
+    assert judged(shallow).nobody is None, "cut at the script's first frames: on the path of any error"
+    table = "\n".join(
+        [
+            "Root Cause (first observed failure):",
+            "[0]:",
+            "  time      : 2026-12-06_10:00:01",
+            "  host      : gpu-a",
+            "  rank      : 2 (local_rank: 2)",
+            "  exitcode  : 1 (pid: 4242)",
+            "Other Failures:",
+            "[1]:",
+            "  time      : 2026-12-06_10:00:02",
+            "  host      : gpu-a",
+            "  rank      : 0 (local_rank: 0)",
+            "  exitcode  : -15 (pid: 4240)",
+            "",
+        ]
+    )
+    torn_down = traceback(0, step, None) + traceback(2, backward, oom) + table
+    assert judged(torn_down).nobody is None, "the launcher ended rank 0 (SIGTERM): it did not fail of its own"
     waiting = [*step, ("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 2501, "all_reduce")]
     assert judged(traceback(0, waiting, None) + traceback(2, backward, oom)).culprits == [2], "cut while waiting"
     elsewhere = [("/w/train.py", 67, "<module>"), ("/w/eval.py", 12, "evaluate")]

@@ -1908,8 +1908,8 @@ VERDICTS = [
     (
         "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log",
         [],
-        NOBODY,
-        "nobody to blame: rank 4 and 1 local rank failed alike at once (exit",
+        [4, 1],
+        "suspected: rank 4 (it raised in set_device",
     ),
     (
         "stoke_launch_torch19_two_procs_sigkill_local_rank0_backticked.log",
@@ -3223,14 +3223,14 @@ VERDICTS = [
     (
         "trl_sft_fsdp_torchrun_8x3080_rank2_rank0_oom_every_rank_none.log",
         [],
-        NOBODY,
-        "nobody to blame: ranks 0, 2 failed alike at once (in the same code,",
+        [0, 2],
+        "suspected: rank 0 (it raised in training_step",
     ),
     (
         "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log",
+        [2, 5],
         [],
-        NOBODY,
-        "nobody to blame: ranks 2, 5 failed alike at once",
+        "rank_exception: ranks 2, 5 raised an exception: its exception line is",
     ),
     (
         "torchtitan_torchrun_sac_torchfunctionmode_bug_local_rank1_reported_every_rank_none.log",
@@ -3535,8 +3535,8 @@ VERDICTS = [
     (
         "vllm_v1_multiproc_rope_illegal_memory_access_rank2_rank5_alike_none.log",
         [],
-        NOBODY,
-        "nobody to blame: ranks 2, 5 failed alike at once (in the same code,",
+        [2, 5],
+        "suspected: rank 2 (it raised in execute_model",
     ),
     (
         "vllm_v1_multiproc_nccl_init_cuda_operation_not_supported_rank0_rank1_none.log",
@@ -3582,9 +3582,9 @@ VERDICTS = [
     ),
     (
         "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log",
+        [1],
         [],
-        NOBODY,
-        "nobody to blame: rank 1 raised KeyError:",
+        "rank_exception: rank 1 raised KeyError: '.._.._.._.._DroneVehicle_RGB_",
     ),
     (
         "deepspeed_inference_2node_16rank_ib_completion_error12_proxy_rank2_network_none.log",
