@@ -16,7 +16,8 @@ store waited for another: the rank it names, or the one still working, is suspec
 Sometimes nobody is to blame: every rank waits in the same collective, which all of them
 issued (the transport, a GPU, NCCL); a group's first collective never completed, whichever of
 its ranks the log shows (NCCL made its communicator only once every member had called it: the
-ranks never reached each other, a set-up fault); the timeout is set absurdly low (the
+ranks never reached each other, a set-up fault), but for the one rank missing beside two or more
+waiting (its communicator made before, eagerly, it may never have called it); the timeout is set absurdly low (the
 configuration); every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then
 no rank is named.
 """
@@ -361,7 +362,17 @@ def _never_set_up(analysis: Analysis) -> bool:
         and not analysis.log.unnamed
         and _first_collective(analysis)
         and all(g.op not in P2P_OPS for g in waits)
+        and _one_absent(analysis) is None
     )
+
+
+def _one_absent(analysis: Analysis) -> int | None:
+    """The one rank of the world a log of two waiting ranks or more does not show, where every
+    rank it shows waits: it may never have called the group's first collective (busy alone,
+    where its communicator was made before it, eagerly), so it is suspected, not cleared."""
+    log = analysis.log
+    absent = set(range(analysis.world)) - log.seen
+    return absent.pop() if len(absent) == 1 and len(log.waiting) >= 2 and log.waiting == log.seen else None
 
 
 def _undelivered(analysis: Analysis, ranks: list[int]) -> str | None:

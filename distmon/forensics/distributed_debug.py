@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 
 from distmon.forensics.nccl import MAX_GROUP
 from distmon.guards.text import visible
+from distmon.monitor.state.words import rank_word
 
 MISMATCH = "Detected mismatch between collectives"
 """What a rank raises when the fingerprint check fails: a report of the others, no fault of its own."""
@@ -38,6 +39,8 @@ MAX_RANKS = MAX_GROUP
 
 _RUNNING = re.compile(r"Rank (\d{1,9}) is running (inconsistent )?collective: ")
 _BUT = re.compile(r", but Rank (\d{1,9}) is running collective: ")
+_WRAPPED = re.compile(r"\[Rank (\d{1,9})\] Running collective: (CollectiveFingerPrint\(.{0,400})")
+"""``ProcessGroupWrapper``'s line as each rank starts a collective (DETAIL, logged at INFO)."""
 _SEQ = re.compile(r"SequenceNumber=(\d{1,18})")
 _OP = re.compile(r"OpType=(\w{1,40})")
 _SHAPE = re.compile(r"TensorShape=\[([\d, ]{0,200})\]")
@@ -86,6 +89,8 @@ class DebugChecks:
     """Ranks rank 0's monitored barrier names as never coming, with its words."""
     unacked: dict[int, str] = field(default_factory=dict)
     """Ranks a rank that came to a monitored barrier waited for an answer from (rank 0)."""
+    running: dict[int, Fingerprint] = field(default_factory=dict)
+    """Each rank's latest collective, as ``ProcessGroupWrapper`` logs it starting."""
     of_group: bool = False
     """A monitored barrier is called on a group (``monitored_barrier(group=...)``, a traceback's line):
     the ranks it names are that group's."""
@@ -103,6 +108,10 @@ class DebugChecks:
             return True
         if "monitoredBarrier" in body or "waiting for send/recv" in body:
             return self._barrier(body, rank)
+        if "Running collective: CollectiveFingerPrint" in body and (wrapped := _WRAPPED.search(body)) is not None:
+            if int(wrapped.group(1)) < MAX_RANKS:
+                self.running[int(wrapped.group(1))] = Fingerprint.read(wrapped.group(2))
+            return True
         if MISMATCH not in body or (running := _RUNNING.search(body)) is None:
             return False
         reporter = int(running.group(1))
@@ -157,3 +166,21 @@ class DebugChecks:
     def disagreeing(self) -> list[int]:
         """The ranks the messages show at odds, where they do not say which is the odd one."""
         return sorted(self.ran) if self.ran and self.odd() is None else []
+
+    def behind(self) -> tuple[list[int], str] | None:
+        """The ranks whose latest collective, as ``ProcessGroupWrapper`` logs each starting, is
+        numbered below the one two ranks or more agree they are in: they issued fewer collectives
+        (a branch of their own, a sync the others made), with why. A paste may cut a rank's later
+        lines: suspected, not proven."""
+        latest = {rank: p for rank, p in self.running.items() if p.seq is not None}
+        if len(latest) < 3:
+            return None
+        top = max(p.seq for p in latest.values())  # type: ignore[type-var]
+        ahead = sorted(r for r, p in latest.items() if p.seq == top)
+        late = sorted(r for r, p in latest.items() if p.seq != top)
+        if len(ahead) < 2 or not late or len(late) >= len(ahead):
+            return None
+        return late, (
+            f"its last collective is {latest[late[0]]} where {rank_word(ahead)} run {latest[ahead[0]]} "
+            "(TORCH_DISTRIBUTED_DEBUG's lines): it issued fewer collectives than they"
+        )

@@ -29,6 +29,9 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
     NCCL WARN NET/IB : collective mismatch error local size 546816 remote 524288
     srun: error: Munge encode failed: Failed to access "/var/run/munge/munge.socket.2"
     Exception: Current loss scale already at minimum - cannot decrease scale anymore.   (DeepSpeed)
+    WARNING [train.py:1057] (2/4) Grad scale is small: 1.2924697071141057e-26     (icefall, k2's recipes)
+    RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10
+    FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.  (fairseq)
 
 Each is the set-up's or the platform's, the same for whichever process met it first: no rank is
 to blame for it, and the verdict says what to check; a rank's NCCL error after NCCL's refusal is
@@ -188,10 +191,17 @@ FAULTS = (
         "their gradients",
         "the learning rate and its warm-up, fp16 against bf16 (a loss scale at its minimum), gradient clipping, the "
         "data (a bad sample: run the step on one rank with anomaly detection)",
-        ("loss scale already at minimum", "found NaN in local grad norm"),
+        (
+            "loss scale already at minimum",
+            "found NaN in local grad norm",
+            "grad_scale is too small",
+            "Grad scale is small",
+            "Minimum loss scale",
+        ),
         re.compile(
             r"Current loss scale already at minimum - cannot decrease scale anymore"
-            r"|found NaN in local grad norm in backwards? pass"
+            r"|found NaN in local grad norm in backwards? pass|grad_scale is too small, exiting"
+            r"|Grad scale is small: [\d.]{1,20}e-\d{1,3}|Minimum loss scale reached \([\d.e-]{1,20}\)"
         ),
     ),
     Fault(

@@ -177,6 +177,7 @@ class _Reader:
         if nameless is not None:
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
             self.facts.cut_waiting += nameless.in_collective
+        self.facts.seen |= self.facts.debug.running.keys()  # ranks ProcessGroupWrapper's lines name
         self.facts.ray.finish()
         self.facts.place()
 

@@ -32,7 +32,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
     found = _unanswering(log) + _starved(log, world) + _aborted_itself(log, world) + _killed(log) + _spared(log, world)
     found += lost_peers(log, world)
-    found += _disagreeing(log, world)
+    found += _disagreeing(log, world) + _behind(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
     return _once(found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world))
 
@@ -238,6 +238,12 @@ def _cut_root(log: LogFacts) -> list[tuple[int, str]]:
         if e.unit == RANK and e is not root and close and e.code not in (None, 0) and e.code not in TEARDOWN:
             found.append((e.who, f"it failed in the same second ({e.how}), as {e.by} says"))
     return found
+
+
+def _behind(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Ranks ``ProcessGroupWrapper``'s lines show a collective behind the others."""
+    behind = log.debug.behind()
+    return [] if behind is None else [(rank, behind[1]) for rank in behind[0] if not world or rank < world]
 
 
 def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:

@@ -17,10 +17,20 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 70 to 73): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 71 to 74): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "windows_gloo_c10d_store_use_libuv_default_build_without_libuv_setup.log": _HELD_OUT,
+    "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": _HELD_OUT,
+    "torchtitan_k8s_pod_no_dshm_rank0_root_cause_broadcast_shm_full.log": _HELD_OUT,
+    "torchrun_c10d_elastic_agent_rejoin_rendezvous_closed_local_rank0.log": _HELD_OUT,
+    "simpletuner_fsdp_dcp_load_metadata_none_all8_ranks.log": _HELD_OUT,
+    "megatron_dcp_load_missing_key_rank3_reports_rank2_plan.log": _HELD_OUT,
+    "horovod_elastic_k8s_autotune_rank0_exit137_rank1_connection_reset.log": _HELD_OUT,
+    "hf_datasets_shared_cache_race_srun_tasks14_9_oserror_incomplete_dir.log": _HELD_OUT,
+    "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": _HELD_OUT,
+    "accelerate_notebook_launcher_kaggle_fork_cuda_reinit_torchao_import_all_ranks.log": _HELD_OUT,
     "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log": (
         "rank 4's traceback is cut before its exception (an invalid device ordinal, the thread's) and "
         "torchrun names local rank 1 first, exit code 1: the cut one is suspected; that every rank raised "
@@ -196,19 +206,40 @@ MISSED = {
         "torchrun's agent names local rank 7 as the first worker that failed (exit code 1) and no worker's "
         "traceback shows: that a code regression failed every rank alike (the thread) no line shows"
     ),
-    "lightning_ddp_log_dict_key_mismatch_rank1_seq_behind.log": _HELD_OUT,
-    "llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log": _HELD_OUT,
-    "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log": _HELD_OUT,
-    "openrlhf_ray_reward_func_actor_oom_killed_raylet_get_rewards_workercrashed.log": _HELD_OUT,
-    "nemo_rl_ray_megatron_moe_ep_cross_rack_alltoall_stall_rank8_stack_none.log": _HELD_OUT,
-    "xtuner_llava_dist_ranks1to3_broadcast_seq1_timeout_rank0_dataset_map_stuck.log": _HELD_OUT,
-    "xtuner_llava_4gpu_ranks1to3_broadcast_seq1_timeout_rank0_still_mapping_dataset.log": _HELD_OUT,
-    "wenet_ddp_2node_16gpu_rank0_host_rss_leak_killed.log": _HELD_OUT,
-    "wenet_gloo_8node_64gpu_init_hang_backend_setup.log": _HELD_OUT,
-    "zipvoice_mpspawn_process1_grad_scale_too_small_fp16_without_k2.log": _HELD_OUT,
-    "icefall_zipformer_mpspawn_4gpu_grad_scale_small_ranks0_2_divergence.log": _HELD_OUT,
-    "fairseq_mpspawn_multigpu_rank0_oom_skip_batch_process3_reported.log": _HELD_OUT,
-    "sdscripts_flux_accelerate_rank3_ddp_blockswap_valueerror_all_ranks.log": _HELD_OUT,
+    "llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log": (
+        "DeepSpeed's check says rank 0 and rank 6 disagree on their parameter-fetch traces, from a process "
+        "the log does not name; that every rank's MoE routing differs (ZeRO-3 with MoE, the thread's answer) "
+        "no line says"
+    ),
+    "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log": (
+        "rank 0's traceback in broadcast_parameters is the failure the lines show; that rank 3's own download"
+        " was corrupt (the maintainer's answer) is in no line"
+    ),
+    "openrlhf_ray_reward_func_actor_oom_killed_raylet_get_rewards_workercrashed.log": (
+        "Ray says a worker died (a connection error, the OOM killer's kind); that it was the reward "
+        "function's actor, no rank, and its memory a leak of the set-up, the thread says, not the lines"
+    ),
+    "nemo_rl_ray_megatron_moe_ep_cross_rack_alltoall_stall_rank8_stack_none.log": (
+        "a stack of rank 8 in an all-to-all is all the lines hold; that the expert-parallel group spanned two"
+        " racks (the maintainer's answer) no line says"
+    ),
+    "wenet_ddp_2node_16gpu_rank0_host_rss_leak_killed.log": (
+        "rank 0's per-step lines show its host memory growing; no line says a process was killed (the "
+        "reporter's words): growth is no failure the reader names"
+    ),
+    "wenet_gloo_8node_64gpu_init_hang_backend_setup.log": (
+        "the lines show a start-up that never finished, no rank waiting or failing; that gloo at 64 ranks was"
+        " the cause (the reporter's fix) no line says"
+    ),
+    "fairseq_mpspawn_multigpu_rank0_oom_skip_batch_process3_reported.log": (
+        "mp.spawn names process 3, whose traceback is in fairseq's all_gather_list; the OOM line naming GPU 0"
+        " stands without a rank (fairseq's OOM handler skipped the batch): that rank 0 fell out of step, the "
+        "thread says"
+    ),
+    "sdscripts_flux_accelerate_rank3_ddp_blockswap_valueerror_all_ranks.log": (
+        "rank 3's traceback is cut before its exception line (DDP's check of parameters left on the CPU): a "
+        "cut traceback is suspected; that every rank raised it alike the lines do not show"
+    ),
     "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log": _HELD_OUT,
     "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log": _HELD_OUT,
     "xdit_pipefusion_end_of_timesteps_heartbeat_hang_pg5_config_bug_none.log": _HELD_OUT,

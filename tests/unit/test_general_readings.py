@@ -360,6 +360,22 @@ def test_a_rank_two_launchers_name_is_suspected_once_with_both_their_words() -> 
     assert "as torchrun says" in verdict.suspects[0].why and "; and srun task 1" in verdict.suspects[0].why
 
 
+def test_a_rank_whose_last_wrapped_collective_is_behind_the_others_is_suspected() -> None:
+    """TORCH_DISTRIBUTED_DEBUG=DETAIL logs each collective as a rank starts it: rank 1's last is #3
+    where ranks 0 and 2 run #4: it issued fewer collectives (suspected: a paste may cut its later lines)."""
+
+    def wrapped(rank: int, seq: int, shape: int) -> str:
+        return (
+            f"[I ProcessGroupWrapper.cpp:562] [Rank {rank}] Running collective: CollectiveFingerPrint(SequenceNumber="
+            f"{seq}, OpType=BROADCAST, TensorShape=[{shape}], TensorDtypes=Long)\n"
+        )
+
+    verdict = judged(wrapped(1, 3, 1) + wrapped(0, 4, 73) + wrapped(2, 4, 73))
+    assert not verdict.culprits and suspects(verdict)[:1] == [1]
+    assert "its last collective is BROADCAST #3 of [1] where ranks 0, 2 run BROADCAST #4 of [73]" in verdict.headline
+    assert not suspects(judged(wrapped(1, 3, 1) + wrapped(0, 4, 73))), "one against one: which is behind, unsaid"
+
+
 def test_a_rank_announced_twice_and_others_by_none_is_the_launch() -> None:
     """Two nodes each told they are the first start the same global ranks; the others never come."""
     text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in (0, 1, 0, 1))
@@ -399,6 +415,9 @@ REFUSALS = [
     "mismatch error, local size 1024 remote size 2048",
     "srun: error: Unable to allocate resources: Invalid partition name specified",
     "Exception: Current loss scale already at minimum - cannot decrease scale anymore. Exiting run.",
+    "[rank1]: RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10",
+    "2024-01-14 01:03:00,826 WARNING [train.py:1057] (2/4) Grad scale is small: 1.2924697071141057e-26",
+    "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.",
 ]
 
 
@@ -997,6 +1016,17 @@ def test_a_ranks_first_collective_that_its_peer_completed_never_reached_it_the_s
     verdict = judged(first_watchdog(1, 1, "BROADCAST") + first_watchdog(0, 2, "ALLREDUCE"))
     assert not verdict.culprits and not verdict.suspects
     assert verdict.nobody is not None and "the group's first, which rank 0 completed" in verdict.nobody
+
+
+def test_the_one_rank_missing_beside_ranks_waiting_in_the_first_collective_is_suspected() -> None:
+    """Ranks 1-3 wait in their group's first broadcast; rank 0, the fourth, has no line: it may never
+    have called it (its communicator made before it, eagerly), so it is suspected, not cleared. One
+    rank's line alone, or every rank's, is still the set-up's."""
+    three = judged("".join(first_watchdog(r, 1, "BROADCAST") for r in (1, 2, 3)))
+    assert three.nobody is None and suspects(three)[:1] == [0], three.headline
+    assert judged(first_watchdog(1, 1, "BROADCAST")).nobody is not None, "one rank's lines alone: the set-up"
+    every = judged("".join(first_watchdog(r, 1, "BROADCAST") for r in range(4)))
+    assert every.nobody is not None, "every rank waits in it: the set-up"
 
 
 def test_a_rank_behind_its_peer_later_in_the_job_is_still_the_one_named() -> None:

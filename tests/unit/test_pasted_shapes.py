@@ -37,20 +37,16 @@ STAMPS = (
     "down a second later read as failing at once with the others (the verdict, nobody, is the same)"
 )
 MISREAD = {
+    ("chatglm_efficient_tuning_two_v100_table_both_ranks_exit1_oom_lengths.log", "last 60%"): (
+        "the excerpt cuts the table's other failure: rank 0's, left alone, reads as its own (the log as found "
+        "shows both ranks failing alike)"
+    ),
     ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "bracket stamp"): STAMPS,
     ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "kubectl stamp"): STAMPS,
     ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "srun label"): STAMPS,
-    ("llamafactory_deepseek_r1_bf16_eight_gpus_load_model_oom_ranks5_6_alike.log", "last 60%"): (
-        "the excerpt cuts rank 5's out-of-memory error: rank 6's, left alone, reads as its own (the log as "
-        "found shows both alike)"
-    ),
-    ("llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log", "wrap80"): HELD_OUT,
-    ("open_r1_multimodal_first_broadcast_nccl_bootstrap_no_socket_interface_eth0_setup.log", "first 60%"): (
-        "the excerpt cuts NCCL's warning that no socket interface matched NCCL_SOCKET_IFNAME: what is left, rank 0's "
-        "NCCL error, reads as its own failure"
-    ),
-    ("verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log", "bracket stamp"): HELD_OUT,
-    ("verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log", "kubectl stamp"): HELD_OUT,
+    ("torchrun_azure_vm_4ranks_all_exit1_nccl_error_table.log", "srun+wrap80+quote"): HELD_OUT,
+    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "bracket stamp"): HELD_OUT,
+    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "kubectl stamp"): HELD_OUT,
 }
 """Pastes the reader does not read as it read the log as found, or that name a rank the truth clears:
 known, expected to fail until a general reading mends them."""
