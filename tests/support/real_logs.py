@@ -21,6 +21,14 @@ _HELD_OUT = "held out (rounds 71 to 74): missed as found; not studied, no rule w
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "streaming_shm_prefix_internal_error_rank6_nonleader.log": _HELD_OUT,
+    "nvrx_torchrun_2node_async_writer_hang_node_rank_flag_setup.log": _HELD_OUT,
+    "mace_torchrun_rank2_cuda_device_assert_num_gpus_setup.log": _HELD_OUT,
+    "mace_patience_rank0_leaves_epoch_loop_allgather_mismatch_rank0.log": _HELD_OUT,
+    "lightning_slurm_srun_tasks6-7_indexerror_uneven_gpus_per_node.log": _HELD_OUT,
+    "horovod_torch_dataloader_worker_segfault_every_rank_alike.log": _HELD_OUT,
+    "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": _HELD_OUT,
+    "alignment_handbook_zero3_rank0_push_to_hub_allgather_alone_timeout.log": _HELD_OUT,
     "windows_gloo_c10d_store_use_libuv_default_build_without_libuv_setup.log": _HELD_OUT,
     "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": _HELD_OUT,
     "torchtitan_k8s_pod_no_dshm_rank0_root_cause_broadcast_shm_full.log": _HELD_OUT,
