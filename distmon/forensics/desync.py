@@ -109,7 +109,7 @@ class DesyncReport:
         """Where every rank the report lists started the same collective and none finished it."""
         if self.missing or self.stopped or self.lag is None or self.numbers != {self.lag}:
             return None
-        ops = self.started[self.lag]
+        ops = self.started.get(self.lag, {})  # the snapshot cut after its number: no ranks under it
         if len(ops) != 1:
             return None
         [op] = ops

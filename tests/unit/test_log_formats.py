@@ -288,6 +288,22 @@ def test_a_desync_report_where_every_rank_joined_one_collective_blames_nobody() 
     assert verdict.culprits == [] and verdict.nobody is not None and "every rank joined collective #7" in verdict.nobody
 
 
+def test_a_desync_report_cut_anywhere_is_read_without_failing() -> None:
+    """A paste that ends after the snapshot's number, before the ranks under it, is still read."""
+    report = (
+        "[rank6]:[E1115 16:42:37.768057301 ProcessGroupNCCL.cpp:1936] Rank 6\n"
+        "\t - [6] Timeout at collective: ALLREDUCE, #730\n"
+        "\t - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+        "\t   - [0, 1, 2, 3] joined but didn't finish collective #730 (count from 1)\n"
+        "\t - Snapshot of ranks' latest states:\n"
+        "\t   #730 started ranks:\n"
+        "\t     [0, 1, 2, 3] started ALLREDUCE\n"
+    )
+    lines = report.splitlines(keepends=True)
+    for end in range(1, len(lines) + 1):
+        assign_blame(analyze_text("".join(lines[:end])))
+
+
 def test_a_subgroups_desync_report_is_not_read_as_global_ranks() -> None:
     [report] = desync("- [1] Timeout at collective: ALLREDUCE, #3", rank=5).reports
     assert not report.of_world, "the group's rank 1 printed on global rank 5"
