@@ -156,6 +156,13 @@ ENDS = (
         said="OOMKilled (its container's memory limit)",
     ),
     Words(
+        "vLLM's executor",
+        "died unexpectedly",
+        re.compile(r"\bWorker proc VllmWorker-(?P<who>\d{1,9}) died unexpectedly"),
+        first=True,
+        said="died unexpectedly (vLLM's executor saw its process end first and shut the others down)",
+    ),
+    Words(
         "the kernel's OOM killer",
         "Killed process",
         re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process (?P<who>\d{1,9}) \("),
@@ -192,9 +199,9 @@ ENDS = (
 """The launchers' one-line words on their workers' ends (Horovod's gloo launcher, Paddle's
 ``launch_utils.py`` and its controller's ``Container failed``, Ray Train's ``check_for_failure``,
 MPICH's, Open MPI's and Intel MPI's ``MPI_Abort``, a Kubernetes container killed for its memory
-limit, the kernel's OOM killer (``dmesg``), ``kubectl exec``, SageMaker's user script, any
-launcher's sentence that a rank exited with a code, pdsh under DeepSpeed's multi-node runner), read
-anywhere in a line whatever a collector put before it."""
+limit, vLLM's multiprocess executor, the kernel's OOM killer (``dmesg``), ``kubectl exec``,
+SageMaker's user script, any launcher's sentence that a rank exited with a code, pdsh under
+DeepSpeed's multi-node runner), read anywhere in a line whatever a collector put before it."""
 
 
 @dataclass

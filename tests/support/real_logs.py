@@ -17,10 +17,22 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 71 to 74): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 72 to 76): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "vits_mpspawn_rank0_device_side_assert_nccl_abort_unhandled_cuda.log": _HELD_OUT,
+    "torchtune_qat_lora_distributed_compile_rank0_traceback_library_bug.log": _HELD_OUT,
+    "torch_launch_flagai_aquila_pretrain_local_rank_arg_rejected_every_rank.log": _HELD_OUT,
+    "torch_launch_flagai_aquila_ifconfig_missing_launcher_usage_error.log": _HELD_OUT,
+    "torch_launch_flagai_aquila_bmtrain_missing_nameerror_every_rank.log": _HELD_OUT,
+    "prime_rl_torchrun_rank2_exit1_root_cause_trainer_bug_all_ranks.log": _HELD_OUT,
+    "monai_bundle_torchrun_2gpu_rank0_allreduce_watchdog_container_random_timeout_none.log": _HELD_OUT,
+    "monai_auto3dseg_torchrun_dints_local_rank0_syntaxerror_exit1_none.log": _HELD_OUT,
+    "llama_recipes_torchrun_rank1_and_root_both_exit1_requires_grad_every_rank.log": _HELD_OUT,
+    "isaaclab_rsl_rl_g1_rank1_illegal_memory_access_nccl_transport.log": _HELD_OUT,
+    "flagembedding_multigpu_ucx_sigsegv_in_nccl_ibv_get_device_list_env.log": _HELD_OUT,
+    "deepspeed_moss_zero3_rank0_alone_in_save_checkpoint_allreduce_timeout.log": _HELD_OUT,
     "streaming_shm_prefix_internal_error_rank6_nonleader.log": _HELD_OUT,
     "nvrx_torchrun_2node_async_writer_hang_node_rank_flag_setup.log": _HELD_OUT,
     "mace_torchrun_rank2_cuda_device_assert_num_gpus_setup.log": _HELD_OUT,
@@ -54,8 +66,15 @@ MISSED = {
         "training step: no named rank's own failure is seen, so the cut tracebacks are suspected, not read as"
         " failing alike"
     ),
-    "vllm_v1_multiproc_rope_illegal_memory_access_rank2_rank5_alike_none.log": _HELD_OUT,
-    "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log": _HELD_OUT,
+    "vllm_v1_multiproc_rope_illegal_memory_access_rank2_rank5_alike_none.log": (
+        "ranks 2 and 5 raise an illegal memory access, rank 5's whole and rank 2's cut, in the same second: a"
+        " GPU's fault is a rank's own until the lines show every rank met it (the thread: a kernel's bug "
+        "every rank runs)"
+    ),
+    "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log": (
+        "process 1's KeyError is raised in a dataset registry's lookup, a fetch the reader takes for a "
+        "sample's: that the datasets were registered in no spawned process (the thread) no line says"
+    ),
     "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log": _HELD_OUT,
     "torchtitan_pp4_fsdp2_multinode_stage_init_shape_inference_hang.log": _HELD_OUT,
     "torch_xla_xmp_spawn_rank0_assert_rank1_waits_rendezvous.log": _HELD_OUT,
@@ -248,23 +267,62 @@ MISSED = {
         "rank 3's traceback is cut before its exception line (DDP's check of parameters left on the CPU): a "
         "cut traceback is suspected; that every rank raised it alike the lines do not show"
     ),
-    "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log": _HELD_OUT,
-    "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log": _HELD_OUT,
-    "xdit_pipefusion_end_of_timesteps_heartbeat_hang_pg5_config_bug_none.log": _HELD_OUT,
-    "ray_horovod_gloo_rendezvous_http_store_timeout_all_workers_none.log": _HELD_OUT,
-    "openrlhf_ray_4x4090_nccl_p2p_unsupported_reference_actor_init_none.log": _HELD_OUT,
-    "llama_efficient_tuning_sft_rank0_tokenizer_straggler_barrier_socket_timeout_rank0.log": _HELD_OUT,
-    "detectron2_tridentnet_mpspawn_deadlock_two_gpus_keyboardinterrupt_environment_none.log": _HELD_OUT,
-    "llmfoundry_composer_launcher_2xa100_first_allgather_watchdog_p2p_none.log": _HELD_OUT,
-    "vllm_v1_multiproc_tp8_worker1_exception_died_others_parent_exited_rank1.log": _HELD_OUT,
-    "vllm_v1_multiproc_tp2_worker1_died_unexpectedly_shm_broadcast_rank1.log": _HELD_OUT,
-    "vllm_xpu_llmscaler_multiproc_worker3_died_enginecore_fatal_rank3.log": _HELD_OUT,
-    "qwenvl_finetune_ds_8xa100_mixed_text_image_rank7_reduce_watchdog_none.log": _HELD_OUT,
-    "qwenvl_series_finetune_mixed_dataset_rank0_seq959_others_seq963_watchdog_none.log": _HELD_OUT,
-    "coqui_trainer_distribute_vits_rank0_test_log_attributeerror.log": _HELD_OUT,
-    "coqui_tts_vits_distribute_hang_step0_rank0_test_log.log": _HELD_OUT,
-    "vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log": _HELD_OUT,
-    "kubeflow_pytorchjob_gloo_simple_worker0_init_process_group_connection_reset_setup_none.log": _HELD_OUT,
+    "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log": (
+        "the interleaved tracebacks are read as no rank's; that every rank called all_reduce on a tensor left"
+        " on the CPU the thread says"
+    ),
+    "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log": (
+        "TensorRT-LLM's `[executor][RANK 5] Failed to initialize executor on rank 5` is taken for a line under "
+        "rank 5's label, not read as its failure"
+    ),
+    "xdit_pipefusion_end_of_timesteps_heartbeat_hang_pg5_config_bug_none.log": (
+        "ranks 0 and 4 wait with their watchdogs stuck in group 5 and the others have no line: they are "
+        "suspected; that a configuration of the library hangs every rank (the maintainer) no line says"
+    ),
+    "ray_horovod_gloo_rendezvous_http_store_timeout_all_workers_none.log": (
+        "Horovod's gloo rendezvous timing out on its HTTP store is not read; that its 30 s were too short for"
+        " every worker (the fix) is the thread's"
+    ),
+    "openrlhf_ray_4x4090_nccl_p2p_unsupported_reference_actor_init_none.log": (
+        "the lines hold an actor's start-up and NCCL's error without the words of peer access; that the GPUs "
+        "lack it (the reporter) no line says"
+    ),
+    "llama_efficient_tuning_sft_rank0_tokenizer_straggler_barrier_socket_timeout_rank0.log": (
+        "a progress bar no rank labels stands before a traceback of main_process_first's barrier no rank "
+        "labels: whose bar, and whose wait, no prefix says"
+    ),
+    "detectron2_tridentnet_mpspawn_deadlock_two_gpus_keyboardinterrupt_environment_none.log": (
+        "only the parent's Ctrl-C in spawn's join shows: a stop from outside, no failure; that the "
+        "environment hung spawn (the maintainer) no line says"
+    ),
+    "llmfoundry_composer_launcher_2xa100_first_allgather_watchdog_p2p_none.log": (
+        "rank 0 waits in collective #2, not the group's first, and rank 1 has no line: it is suspected; that "
+        "peer access between the GPUs hung both (the fix) no line says"
+    ),
+    "qwenvl_finetune_ds_8xa100_mixed_text_image_rank7_reduce_watchdog_none.log": (
+        "rank 7 waits in a reduce and the others have no line: rank 0, the reduce's usual root, is suspected;"
+        " that mixed data diverged every rank's path (the thread) no line says"
+    ),
+    "qwenvl_series_finetune_mixed_dataset_rank0_seq959_others_seq963_watchdog_none.log": (
+        "torch 2.1's watchdog lines name no group: whether rank 0's #959 and the others' #963 are of one "
+        "group the lines do not say, so nobody is judged"
+    ),
+    "coqui_trainer_distribute_vits_rank0_test_log_attributeerror.log": (
+        "an AttributeError no rank labels reads as the program's own, every rank's; that only rank 0 runs "
+        "test_log (Trainer's rank <= 0) the code says, not the lines"
+    ),
+    "coqui_tts_vits_distribute_hang_step0_rank0_test_log.log": (
+        "the lines show both ranks' command lines and training stopped at step 0, no traceback and no rank's "
+        "failure: that rank 0 died in test_log (Trainer's rank <= 0) the thread says"
+    ),
+    "vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log": (
+        "a warning's line after spawn's traceback is read as its exception line: process 2's AttributeError "
+        "is lost to it"
+    ),
+    "kubeflow_pytorchjob_gloo_simple_worker0_init_process_group_connection_reset_setup_none.log": (
+        "one traceback of init_process_group losing its connection, no rank named: that the rendezvous was "
+        "the set-up's (the master pod up, the worker's connection reset) the thread says"
+    ),
     "deepspeed_launcher_2gpu_docker_shm_sigbus_killing_subprocess_none.log": _HELD_OUT,
     "jukebox_mpich_hydra_bad_termination_sigkill_rerun_host_state.log": _HELD_OUT,
     "llamafactory_accelerate_test_every_rank_exit1_table.log": _HELD_OUT,

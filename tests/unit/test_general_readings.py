@@ -64,6 +64,12 @@ ENDS = [
     ),
     ("[node-2:04242] Signal: Bus error (7)", (PROCESS, 4242, -7, False)),
     ("[4242] Signal: Segmentation fault (11)", (PROCESS, 4242, -11, False)),
+    (
+        "ERROR 07-04 17:35:16 [multiproc_executor.py:140] Worker proc VllmWorker-1 died unexpectedly, shutting down "
+        "executor.",
+        (RANK, 1, None, True),
+    ),
+    ("[123.4] Out of memory: Killed process 41235 (python) total-vm:1234kB", (PROCESS, 41235, -9, False)),
 ]
 
 

@@ -32,19 +32,18 @@ three pastes (``benchmarks/bench_real_logs.py --pasted`` runs every log in every
 SHAPES = list(PASTES)
 PAIRS = [(name, SHAPES[(EACH * i + k) % len(SHAPES)]) for i, name in enumerate(sorted(TRUTHS)) for k in range(EACH)]
 HELD_OUT = "held out: counted, not read (no rule is written against a held-out log)"
-STAMPS = (
-    "the collector's stamps stand in for the times torchrun's tables give each failure: the ranks it tore "
-    "down a second later read as failing at once with the others (the verdict, nobody, is the same)"
-)
 MISREAD = {
-    ("diffusers_controlnet_sdxl_accelerate_ddp_reducer_oom_rank2_rank0_every_rank_alike.log", "first 60%"): HELD_OUT,
-    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "srun+wrap80+quote"): STAMPS,
-    ("gloo_isend_rank0_exits_rank1_recv_connection_closed_by_peer.log", "last 60%"): (
-        "the excerpt cuts rank 0's own lines: what is left, rank 1's receive losing its peer, reads as the network's"
+    ("chatglm_efficient_tuning_two_v100_table_both_ranks_exit1_oom_lengths.log", "last 60%"): (
+        "the excerpt cuts the table's other failure: rank 0's, left alone, reads as its own (the log as found "
+        "shows both ranks failing alike)"
     ),
-    ("llamafactory_baichuan13b_zero_fp16_loss_scale_minimum_every_rank.log", "kubectl+wrap120"): (
-        "the log as found has a frame's line run into the loss scale's, which the verdict quotes; the wrapped "
-        "paste parts them (the verdict, nobody, is the same)"
+    ("llamafactory_deepseek_r1_bf16_eight_gpus_load_model_oom_ranks5_6_alike.log", "last 60%"): (
+        "the excerpt cuts rank 5's out-of-memory error: rank 6's, left alone, reads as its own (the log as "
+        "found shows both alike)"
+    ),
+    ("llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log", "wrap80"): (
+        "wrapped at 80 columns, DeepSpeed's long line of the ranks' traces loses its exception's start: the "
+        "error the log as found shows is not read (its truth, nobody, is missed either way)"
     ),
     ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "kubectl+wrap120"): (
         "the collector's stamp takes the `ERROR: ` before the DataLoader's words for a level: the verdict "
@@ -55,8 +54,16 @@ MISREAD = {
         "left, rank 0's unhandled cuda error, reads as its own failure"
     ),
     ("torchrun_azure_vm_4ranks_all_exit1_nccl_error_table.log", "kubectl+wrap120"): HELD_OUT,
-    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "bracket stamp"): HELD_OUT,
-    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "kubectl stamp"): HELD_OUT,
+    ("verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log", "bracket stamp"): HELD_OUT,
+    ("verl_ray_2gpu_slurm_first_allreduce_hang_both_ranks.log", "kubectl stamp"): HELD_OUT,
+    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "bracket stamp"): (
+        "the collector's stamp takes the `WARNING: ` before a warning's words for a level: the verdict quotes "
+        "the line without it (its truth, nobody, is missed either way)"
+    ),
+    ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "kubectl stamp"): (
+        "the collector's stamp takes the `WARNING: ` before a warning's words for a level: the verdict quotes "
+        "the line without it (its truth, nobody, is missed either way)"
+    ),
 }
 """Pastes the reader does not read as it read the log as found, or that name a rank the truth clears:
 known, expected to fail until a general reading mends them."""
