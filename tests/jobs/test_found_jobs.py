@@ -126,7 +126,8 @@ def test_found_from_outside_nothing_else_is_said(side_by_side: SideBySide) -> No
     assert innocent == [], innocent
     doubts = [a for a in side_by_side.found if len(a["ranks"]) > 1]
     assert all(a["severity"] == "warning" and "making progress" in a["detail"] for a in doubts), doubts
-    assert {a["kind"] for a in side_by_side.found} == {"hang"}
+    about_the_job = {a["kind"] for a in side_by_side.found if a["kind"] != "monitor_behind"}
+    assert about_the_job == {"hang"}  # a loaded host may leave the monitor itself behind: it says so, naming none
 
 
 def test_distmon_look_names_the_stopped_rank_and_says_so_by_its_exit_code(side_by_side: SideBySide) -> None:

@@ -42,10 +42,11 @@ MAX_MESSAGE = 64 * 1024 * 1024
 their evidence); reports come in pieces of ``PIECE_BYTES``."""
 UNREACHABLE_AFTER = 2.0
 """Seconds of refused connections after which nothing listens at the address."""
-TELL_AFTER, TELL_TRIES = 1.5, 8
+TELL_AFTER, TELL_TRIES = 3.0, 12
 """Seconds of failed handshakes, and failed tries at least, after which a screen with a key, none
 of whose tries said the monitor has no key, is told the monitor holds another job's (ZeroMQ tries
-every 0.1 s, less often on a loaded host, and a try may fail without saying why)."""
+every 0.1 s, less often on a loaded host, and a try may fail without saying why: beside two CPU burners
+eight tries in 1.5 s once all did, ci197)."""
 CONNECTION_EVENTS = (
     zmq.EVENT_CONNECTED
     | zmq.EVENT_CONNECT_RETRIED
