@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import json
 import re
+from functools import cache
 
 import pytest
 
 from distmon.cli import main
-from distmon.forensics.analysis import analyze
+from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
 from distmon.forensics.render import render_analysis
 from tests.support.paths import DATA
@@ -4904,7 +4905,7 @@ def test_every_real_log_is_listed_and_has_notes_and_a_truth() -> None:
 
 @pytest.mark.parametrize(("name", "proven", "suspects", "words"), VERDICTS, ids=[v[0] for v in VERDICTS])
 def test_each_real_log_is_read_and_judged(name: str, proven: list[int], suspects: list[int] | str, words: str) -> None:
-    analysis = analyze([str(REAL / name)])
+    analysis = analysis_of(name)
     verdict = assign_blame(analysis)
     shown = render_analysis(analysis)
     assert analysis.logs == 1, shown
@@ -4921,9 +4922,15 @@ def test_each_real_log_is_read_and_judged(name: str, proven: list[int], suspects
     assert "0.0s" not in shown
 
 
+@cache
+def analysis_of(name: str) -> Analysis:
+    """The log read once for every test of it."""
+    return analyze([str(REAL / name)])
+
+
 def right(name: str, truth: list[int] | str) -> bool:
     """The verdict leads with the truth and proves no innocent (or clears everyone where the truth does)."""
-    verdict = assign_blame(analyze([str(REAL / name)]))
+    verdict = assign_blame(analysis_of(name))
     if truth == "none":
         return verdict.nobody is not None and not verdict.culprits and not verdict.suspects
     lead = verdict.culprits[:1] or [s.rank for s in verdict.suspects[:1]]
@@ -4932,7 +4939,7 @@ def right(name: str, truth: list[int] | str) -> bool:
 
 @pytest.mark.parametrize(("name", "truth"), SCORED, ids=[name for name, _ in SCORED])
 def test_the_truth_leads_and_no_innocent_is_proven(name: str, truth: list[int] | str) -> None:
-    assert right(name, truth), assign_blame(analyze([str(REAL / name)])).headline
+    assert right(name, truth), assign_blame(analysis_of(name)).headline
 
 
 @pytest.mark.parametrize("name", sorted(MISSED))
