@@ -103,8 +103,11 @@ with no rank's line and no account of one that holds them is still a job's log (
 as what it is, with nothing to judge where it proves nothing."""
 
 
-def _own_line(body: str) -> bool:
-    """A rank's line of its own: not a traceback's (its header, a frame, a line of code under one)."""
+def _went_on(facts: LogFacts, tracebacks: dict[int, Traceback], rank: int, body: str) -> bool:
+    """A line of a rank of its own (not a traceback's: its header, a frame, a line of code under
+    one) after another rank raised, from a rank that neither raised nor was already seen going on."""
+    if rank in facts.raised or rank in tracebacks or rank in facts.went_on:
+        return False
     return bool(body.strip()) and not body[:1].isspace() and TRACEBACK not in body and not FRAME.match(body)
 
 
@@ -149,8 +152,8 @@ class _Reader:
         elif "initialization options" in line:
             self._layout(line)
         body = line[prefix.end() :] if prefix else line
-        if rank is not None and self.facts.raised and rank not in {*self.facts.raised, *self.tracebacks}:
-            self.facts.went_on |= {rank} if _own_line(body) else set()
+        if rank is not None and self.facts.raised and _went_on(self.facts, self.tracebacks, rank, body):
+            self.facts.went_on.add(rank)
         self._accounts(body, rank if rank is not None else self.spawned)
         if rank is not None:
             if not self.launcher.ranked(body, rank):
