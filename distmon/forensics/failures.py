@@ -214,7 +214,7 @@ def _cut_alike(log: LogFacts, failures: list[Failure]) -> list[Failure]:
     if any(e.who in cut and e.unit in (RANK, *ON_A_NODE) and e.code in (SIGTERM, -SIGKILL) for e in log.exits):
         return []  # a launcher tore it down: it did not fail of its own
     paths = [r.frames for r in log.raised.values() if (is_own(r) or r.cut) and r.frames]
-    if not all(_one_path(a, b) for i, a in enumerate(paths) for b in paths[i + 1 :]):
+    if not _one_path(paths):
         return []
     named = {f.who.rsplit(" ", 1)[-1] for f in failures}  # a rank, or the same worker by its launcher's number
     return [Failure(f"{RANK} {rank}", CUT, at=r.at) for rank, r in sorted(cut.items()) if str(rank) not in named]
@@ -226,11 +226,11 @@ def _alike_anywhere(exception: str) -> bool:
     return "out of memory" in exception.lower() or bool(PROGRAM.search(exception))
 
 
-def _one_path(a: list[StackFrame], b: list[StackFrame]) -> bool:
-    """Two tracebacks on one path: the innermost frame of one is a frame of the other."""
-    return (a[-1].file, a[-1].line) in {(f.file, f.line) for f in b} or (b[-1].file, b[-1].line) in {
-        (f.file, f.line) for f in a
-    }
+def _one_path(paths: list[list[StackFrame]]) -> bool:
+    """Tracebacks on one path: the innermost frame of each is a frame of the deepest (one look at
+    each, however many ranks the paste shows)."""
+    deepest = {(f.file, f.line) for f in max(paths, key=len)}
+    return all((frames[-1].file, frames[-1].line) in deepest for frames in paths)
 
 
 def failures_of(log: LogFacts) -> list[Failure]:
