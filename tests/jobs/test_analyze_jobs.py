@@ -35,7 +35,7 @@ def hung_job(torchrun: Callable, endpoint: str, out: Path, fault: str, recorder:
             assert time.monotonic() < deadline and job.process.poll() is None, job.output[-3000:]
             time.sleep(0.1)
         if recorder is not None:
-            recorder.wait_critical("hang", timeout=120)
+            recorder.wait_critical("hang", timeout=120, job=job)
         Path(f"{prefix}go").touch()
         job.wait(timeout=120)
     for marker in [*arrived, Path(f"{prefix}go")]:

@@ -48,7 +48,7 @@ def watched(torchrun: Callable[..., Torchrun], new_endpoint: Callable[[], str], 
     with recording(out, endpoint) as recorder:
         args = ("--steps", "2000", "--fault", "stop@8:2:300", "--timeout", "600")
         with torchrun(4, *args, endpoint=endpoint, interval=0.5) as job:
-            recorder.wait_critical("hang", timeout=180)
+            recorder.wait_critical("hang", timeout=180, job=job)
             yield Watched(endpoint, recorder, job)
 
 

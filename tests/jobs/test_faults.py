@@ -46,7 +46,7 @@ def run_fault(
     """Run the job until the alert shows; the alerts and the injection time."""
     args = ["--fault", fault, "--fault-rank", "2", "--fault-step", "20", "--timeout", str(COLLECTIVE_TIMEOUT), *extra]
     with torchrun(RANKS, *args, endpoint=endpoint, interval=1.0) as job:
-        recorder.wait_critical(kind, wait)
+        recorder.wait_critical(kind, wait, job)
         job.process.send_signal(signal.SIGTERM)
         job.wait(30)
     injected = INJECTED.search(job.output)

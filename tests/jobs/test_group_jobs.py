@@ -71,9 +71,9 @@ def parallel_job(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_f
     args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "15"]
     args += ["--deadlock-rank", "0", "--deadlock-step", "60"]
     out = tmp_path_factory.mktemp("parallel") / "run.distmon"
-    with recording(out, endpoint) as recorder, torchrun(8, *args, endpoint=endpoint, script=PARALLEL):
-        recorder.wait_critical("hang", timeout=120)
-        recorder.wait_critical("deadlock", timeout=120)
+    with recording(out, endpoint) as recorder, torchrun(8, *args, endpoint=endpoint, script=PARALLEL) as job:
+        recorder.wait_critical("hang", timeout=120, job=job)
+        recorder.wait_critical("deadlock", timeout=120, job=job)
         return recorder.alerts()  # stopped before the job is killed: its ranks' end is the test's
 
 

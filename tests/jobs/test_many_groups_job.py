@@ -19,9 +19,9 @@ def test_a_rank_stalled_in_the_last_of_32_groups_is_named_with_that_group(
 ) -> None:
     with (
         recording(tmp_path / "run.distmon", endpoint) as recorder,
-        torchrun(3, "--culprit", str(CULPRIT), endpoint=endpoint, script=JOB),
+        torchrun(3, "--culprit", str(CULPRIT), endpoint=endpoint, script=JOB) as job,
     ):
-        recorder.wait_critical("hang", timeout=60)
+        recorder.wait_critical("hang", timeout=60, job=job)
         alerts = recorder.alerts()
     (hang,) = [a for a in alerts if a["kind"] == "hang"]
     assert hang["ranks"] == [CULPRIT], hang["summary"]

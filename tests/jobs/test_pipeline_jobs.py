@@ -59,7 +59,7 @@ def run_pipeline(torchrun: Callable, endpoint: str, tmp: Path, until: str, *args
     """The job, recorded until the recorder prints a line containing ``until``; then killed."""
     with recording(tmp / "run.distmon", endpoint) as recorder:
         with torchrun(4, "--distmon", "--timeout", "120", *args, endpoint=endpoint, script=PIPELINE) as job:
-            recorder.wait_critical(until, timeout=120)
+            recorder.wait_critical(until, timeout=120, job=job)
         job.wait(timeout=30)
         alerts = recorder.alerts()
     injected: dict[str, float] = {}

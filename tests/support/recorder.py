@@ -9,12 +9,20 @@ import subprocess
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Protocol
 
 from distmon.monitor.recording.format import AlertEvent, received
 from distmon.monitor.recording.reader import RecordingError, read_recording
 from distmon.wire import Report, decode
 from tests.support.commands import DISTMON, distmon
 from tests.support.waiting import wait_until
+
+
+class Printing(Protocol):
+    """A job whose output can be read while it runs."""
+
+    @property
+    def output(self) -> str: ...
 
 
 class Recorder:
@@ -47,9 +55,10 @@ class Recorder:
         """The reports recorded so far, in order."""
         return [decode(frame) for _, frame in received(read_recording(str(self.out))[1])]
 
-    def wait_critical(self, kind: str, timeout: float) -> None:
+    def wait_critical(self, kind: str, timeout: float, job: Printing | None = None) -> None:
         """Until its stderr shows a ``kind`` alert critical (raised so, or a warning turned so:
-        a culprit is a warning while the monitor still looks at its process)."""
+        a culprit is a warning while the monitor still looks at its process). Where it does not,
+        the failure shows what the recorder said and, given the ``job``, what the job printed."""
 
         def critical() -> bool:
             return any(f" {kind}: " in line and " CRITICAL " in line for line in self.stderr().splitlines())
@@ -57,7 +66,8 @@ class Recorder:
         try:
             wait_until(critical, timeout, f"a critical {kind} alert")
         except AssertionError as e:
-            raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}") from None
+            printed = f"\nthe job printed:\n{job.output[-3000:]}" if job is not None else ""
+            raise AssertionError(f"{e}; the recorder said:\n{self.stderr()[-3000:]}{printed}") from None
 
     def stop(self, sig: signal.Signals = signal.SIGTERM) -> str:
         """Stop it as a batch system (SIGTERM) or a person (SIGINT) would; its stderr."""
