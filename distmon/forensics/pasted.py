@@ -12,8 +12,9 @@ start: a stamp a logger or a collector put there
 (``2024-05-01 12:00:01,234 - INFO - ``, ``[2024-05-01 12:00:01] ``, the kubelet's
 ``2024-05-01T12:00:01.123456Z stdout F ``), kept as the line's time; the line numbers of a
 pasted file (``[80746] ``, rising by one line after line), a CI web view's gutter (``  | ``) and
-its lone ``--`` between blocks, ``srun``'s task label (``0: ``), pdsh's host (``worker-3: ``, as
-DeepSpeed's multi-node launcher shows each node's lines), journald's time, host and process
+its lone ``--`` between blocks, ``srun``'s task label (``0: ``), a runner's stream (``accelerate
+test``'s ``stderr: ``), pdsh's host (``worker-3: ``, as DeepSpeed's multi-node launcher shows each
+node's lines), journald's time, host and process
 (``May 01 12:00:01 node1 python3[4321]: ``), a host and local rank (``[node12:5]:``), Open MPI's
 and horovodrun's tags (``[1,5]<stderr>:``, ``[5]<stdout>:``, horovodrun's time before them; Open
 MPI's again before each fragment of a line a process wrote in pieces), a collector's columns
@@ -110,6 +111,7 @@ _LABELS = re.compile(
     # "setting up", nor Open MPI's signal handler's process)
     r"| {0,4}\| ?"  # a CI web view's gutter
     r"|\d{1,6}: "  # srun --label
+    r"|(?:stdout|stderr): "  # a runner's stream (``accelerate test``'s ``stderr: ``)
     r"|\[[\w.-]{1,100}:\d{1,6}\]: ?"  # host and local rank
     r"|\[(?:\d{1,6},)?\d{1,9}\]<std(?:out|err)>: ?"  # Open MPI --tag-output, horovodrun
     r"|\[\d{1,6},mpirank:\d{1,9},[\w.-]{1,100}\]<std(?:out|err)>: ?"  # SageMaker's MPI

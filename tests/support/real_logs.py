@@ -17,10 +17,15 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 72 to 76): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 73 to 77): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "sglang_2node_tp16_rank3_pg2_watchdog_idle_dist_timeout.log": _HELD_OUT,
+    "modded_nanogpt_rocm_mi300x_torchrun_local_rank5_exit1_torch_build.log": _HELD_OUT,
+    "modded_nanogpt_8xh100_torchrun_local_rank0_no_error_file_nccl_version.log": _HELD_OUT,
+    "llmc_mpirun_8gpu_dataloader_assert_every_rank_sigabrt.log": _HELD_OUT,
+    "bevformer_mmdet_dist_train_rank0_sigkill_at_test_start.log": _HELD_OUT,
     "vits_mpspawn_rank0_device_side_assert_nccl_abort_unhandled_cuda.log": _HELD_OUT,
     "torchtune_qat_lora_distributed_compile_rank0_traceback_library_bug.log": _HELD_OUT,
     "torch_launch_flagai_aquila_pretrain_local_rank_arg_rejected_every_rank.log": _HELD_OUT,
@@ -323,11 +328,25 @@ MISSED = {
         "one traceback of init_process_group losing its connection, no rank named: that the rendezvous was "
         "the set-up's (the master pod up, the worker's connection reset) the thread says"
     ),
-    "deepspeed_launcher_2gpu_docker_shm_sigbus_killing_subprocess_none.log": _HELD_OUT,
-    "jukebox_mpich_hydra_bad_termination_sigkill_rerun_host_state.log": _HELD_OUT,
-    "llamafactory_accelerate_test_every_rank_exit1_table.log": _HELD_OUT,
-    "returnn_gloo_4gpu_cuda_oom_at_first_param_sync_every_worker.log": _HELD_OUT,
-    "skypilot_spot_two_nodes_worker_node_killed_rank1_exit_barrier.log": _HELD_OUT,
-    "torchrun_repro_every_rank_oob_index_watchdog_abort_local_rank0_exit_minus6.log": _HELD_OUT,
+    "deepspeed_launcher_2gpu_docker_shm_sigbus_killing_subprocess_none.log": (
+        "DeepSpeed's launcher killing its two workers is all the log shows: that the container's shared "
+        "memory was too small only the thread says"
+    ),
+    "jukebox_mpich_hydra_bad_termination_sigkill_rerun_host_state.log": (
+        "MPICH's Hydra names a PID killed by SIGKILL, no rank; that the host's state after a first run was "
+        "at fault only the thread says"
+    ),
+    "returnn_gloo_4gpu_cuda_oom_at_first_param_sync_every_worker.log": (
+        "one process's CUDA out of memory, its rank in no line; that every worker met it at the same step "
+        "only the thread says"
+    ),
+    "skypilot_spot_two_nodes_worker_node_killed_rank1_exit_barrier.log": (
+        "node-0's rank aborted and its agent waited at the exit barrier for the other node's: that node-1, "
+        "its rank 1, was killed by hand the thread says, and which rank node-1 held no line does"
+    ),
+    "torchrun_repro_every_rank_oob_index_watchdog_abort_local_rank0_exit_minus6.log": (
+        "torchrun saw local rank 0 abort first; that the repro makes every rank corrupt its CUDA context "
+        "alike only the thread's script shows"
+    ),
 }
 """Logs whose known truth the reader misses, and how: ``benchmarks/bench_real_logs.py`` counts them."""

@@ -1004,6 +1004,7 @@ LABELS = {
     "loguru": "2024-05-01 12:00:01.234 | ERROR    | train:main:42 - ",
     "DeepSpeed's logger": "[2024-05-01 12:00:01,234] [ERROR] [launch.py:321:sigkill_handler] ",
     "a slashed date": "2024/05/01 12:00:01 ",
+    "a runner's stream (accelerate test)": "stderr: ",
 }
 
 
