@@ -3,7 +3,10 @@
 The monitor names the first cause (:func:`~distmon.monitor.state.ending.first_cause`, as the
 live header and ``distmon report`` pick it: a rank that raised before the peers it left
 waiting). Of the ranks it names, the files prove those whose own lines or dump show them at
-fault: a rank that raised, a rank whose own numbers stop short of its peers' or name another
+fault: a rank that raised beside another rank the log shows (waiting for it, going on, failing
+otherwise: alone, it may have raised what every rank raised, the others' lines left out of the
+paste, so it is suspected, told with its evidence; a GPU's hardware fault is proven alone too), a
+rank whose own numbers stop short of its peers' or name another
 op, a rank whose dump shows it behind, a rank whose dump is missing from a set of dumps (a
 rank writes one unless killed). A rank a log does not show is not proven anything: a pasted
 log is an excerpt. It is suspected, in order: a rank whose traceback the log holds, cut
@@ -29,7 +32,7 @@ from dataclasses import dataclass, field
 
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.failures import TOGETHER
+from distmon.forensics.failures import TOGETHER, device_fault, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS
@@ -51,6 +54,11 @@ MAX_SUSPECTS = 1024
 SHORT_TIMEOUT_MS = 300_000
 """A collective timeout shorter than this is tripped by a rank's routine work alone (a
 checkpoint, an evaluation): worth saying beside the ranks suspected."""
+UNSEEN = (
+    "the log shows no other rank waiting for it, going on without it or failing otherwise: every rank may have "
+    "failed so, their lines left out of the paste"
+)
+"""Why a failure the log shows alone is suspected, not proven."""
 NO_LINE = "no line in the log"
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
 HABIT = (
@@ -109,6 +117,8 @@ class Blame:
     accounted: bool = False
     """The verdict is the log's own accounts' (a report, the launchers, NCCL), not the monitor's
     rules on the waits."""
+    alone: bool = False
+    """The suspects' failure is the only one the log shows: told with its evidence, as a culprit's."""
 
 
 def assign_blame(analysis: Analysis) -> Blame:
@@ -120,6 +130,9 @@ def assign_blame(analysis: Analysis) -> Blame:
     if told.nobody is not None:
         return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", None, accounted=True)
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
+        if not shown_apart(log, set(first.ranks)) and not device_fault(log, set(first.ranks)):
+            suspects = [Suspect(r, "its failure is the only one the log shows") for r in sorted(first.ranks)]
+            return Blame([], suspects, None, f"{first.headline}; suspected, not proven: {UNSEEN}", first, alone=True)
         return Blame(sorted(first.ranks), [], None, first.headline, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
     if low:

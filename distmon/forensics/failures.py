@@ -139,6 +139,33 @@ def _beside(log: LogFacts) -> bool:
     )
 
 
+def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
+    """Whether the log shows a rank apart from ``ranks``, which failed: another rank's lines (waiting,
+    going on, or any before), its own failure, a launcher's word on how another ended, a traceback cut
+    in a collective, a bar still moving, a native crash, a Ray actor dead, a process killed for memory.
+    Where it shows none, their failure may be every rank's, the others' lines left out of the paste."""
+    return bool(
+        log.seen - ranks
+        or log.raised.keys() - ranks
+        or any(e.who not in ranks for e in log.exits)
+        or log.cut_waiting
+        or (log.progress is not None and log.progress[0] not in ranks)
+        or log.debug.unanswering()
+        or any(c.rank not in ranks for c in log.crashes.crashes)
+        or log.ray.dead
+        or log.oom_killed
+    )
+
+
+_DEVICE = re.compile(r"ECC error|\bXid\b|fallen off the bus|GPU is lost")
+"""A GPU's own hardware fault: one device's, never every rank's alike."""
+
+
+def device_fault(log: LogFacts, ranks: set[int]) -> bool:
+    """One of ``ranks`` raised its GPU's own hardware fault: proof of it, whatever else the log shows."""
+    return any(_DEVICE.search(f"{r.type}: {r.message}") for rank, r in log.raised.items() if rank in ranks)
+
+
 PROGRAM = re.compile(
     r"^(?:\w+\.)*(?:ValueError|TypeError|KeyError|AttributeError|NameError|UnboundLocalError|NotImplementedError"
     r"|AssertionError|ImportError|ModuleNotFoundError|SyntaxError|IndentationError)\b"

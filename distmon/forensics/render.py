@@ -80,9 +80,10 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
     if verdict.nobody is not None:
         raised = _raised(analysis) if verdict.accounted else []
         return [f"NOBODY TO BLAME: {visible(verdict.nobody, MAX_LINE)}", *("  " + line for line in raised)]
-    if verdict.culprits:
-        lines = [f"CULPRIT {rank_word(verdict.culprits)}: {headline}"]
-        found = evidence(analysis, verdict.culprits, verdict.reported)
+    if verdict.culprits or verdict.alone:  # a failure the log shows alone is told as a culprit's, suspected
+        named = verdict.culprits or [s.rank for s in verdict.suspects]
+        lines = [f"{'CULPRIT' if verdict.culprits else 'SUSPECTED'} {rank_word(named)}: {headline}"]
+        found = evidence(analysis, named, verdict.reported)
         lines += ["  " + line for line in _grouped(found)]
         if verdict.cause is not None and not (found and verdict.cause.kind in FAILURE_KINDS):
             lines += ["  " + line for line in _detail(verdict.cause.detail, bool(found))]
@@ -90,7 +91,7 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
         lines = [f"SUSPECTED {rank_word([s.rank for s in verdict.suspects[:1]])}: {headline}"]
     else:
         return [headline[:1].upper() + headline[1:] + "."]
-    if verdict.suspects:
+    if verdict.suspects and not verdict.alone:
         lines.append("  Suspected, in order (no line proves it):" if not verdict.culprits else "  Also suspected:")
         lines += ["    " + line for line in _suspected(verdict)]
     return lines

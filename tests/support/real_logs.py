@@ -17,10 +17,23 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 73 to 77): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 73 to 78): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "torchrun_nccl_desync_report_rank0_extra_allreduce_rank1_never_joined.log": _HELD_OUT,
+    "torchrun_inductor_cpp_wrapper_gxx_failure_rank2_every_rank_alike.log": _HELD_OUT,
+    "torchrun_gloo_torchcomms_flight_recorder_rank1_sleeps_before_allreduce_missing_ranks.log": _HELD_OUT,
+    "torchrun_dynamo_unsupported_distributed_op_rank0_single_proc.log": _HELD_OUT,
+    "torch_pipelining_gloo_batch_p2p_bug_rank0_conn_reset.log": _HELD_OUT,
+    "megatron_moe_two_thread_alltoall_same_comm_watchdog_every_rank.log": _HELD_OUT,
+    "lighteval_vllm_dp2_ray_task_no_gpu_setup.log": _HELD_OUT,
+    "functional_collectives_all_to_all_single_grad_compile_failure_rank0_library_bug.log": _HELD_OUT,
+    "flower_ray_vce_client_actor_died_gpu_oversubscribed.log": _HELD_OUT,
+    "flight_recorder_fr_trace_cli_rank1_missing_from_allreduce_seq4.log": _HELD_OUT,
+    "deepspeed_zero3_qwen3_moe_allgather_size_mismatch_every_rank.log": _HELD_OUT,
+    "chimera_torchrun_nccl_pipeline_hang_rank0_sigabrt.log": _HELD_OUT,
+    "cache_dit_ulysses_anything_torchrun_rank2_alltoall_watchdog_lru_cache_desync.log": _HELD_OUT,
     "sglang_2node_tp16_rank3_pg2_watchdog_idle_dist_timeout.log": _HELD_OUT,
     "modded_nanogpt_rocm_mi300x_torchrun_local_rank5_exit1_torch_build.log": _HELD_OUT,
     "modded_nanogpt_8xh100_torchrun_local_rank0_no_error_file_nccl_version.log": _HELD_OUT,

@@ -18,6 +18,7 @@ from distmon.forensics.pasted import lines_as_written
 from distmon.forensics.render import render_analysis
 from distmon.forensics.worker_exits import PROCESS, RANK, WORKER
 from tests.support.real_logs import read_launcher
+from tests.support.verdicts import alone
 
 
 def judged(text: str) -> Blame:
@@ -118,7 +119,7 @@ def test_one_worker_a_launcher_found_failed_first_is_suspected_how_it_says() -> 
 
 def test_a_rank_that_called_mpi_abort_is_proven_and_an_abort_with_code_0_is_no_failure() -> None:
     failed = judged("MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD\nwith errorcode 2.\n")
-    assert failed.culprits == [5]
+    assert alone(failed) == [5]
     done = judged("MPI_ABORT was invoked on rank 5 in communicator MPI_COMM_WORLD\nwith errorcode 0.\n")
     assert done.culprits == [] and done.nobody is not None and "error code 0" in done.nobody
 
@@ -147,7 +148,7 @@ def test_ranks_signal_handlers_alike_clear_the_rank_mpirun_saw_first() -> None:
     first = "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 11 (Segmentation fault).\n"
     verdict = judged(handlers + first)
     assert verdict.culprits == [] and verdict.nobody is not None and "ranks 0-2 failed alike" in verdict.nobody
-    assert judged(first).culprits == [1]
+    assert alone(judged(first)) == [1]
 
 
 def test_every_process_ended_by_a_bus_error_is_the_nodes_shared_memory() -> None:
@@ -226,7 +227,7 @@ def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_i
     said = render_analysis(analyzed(raised("", "FileExistsError: [Errno 17] File exists: '/run_locals'")))
     assert "NOBODY TO BLAME: a process raised FileExistsError" in said
     assert "your code: /w/prep.py:12 in load" in said, "where it raised is shown beside the verdict"
-    assert judged(raised("[rank3]: ", missing)).culprits == [3], "one rank's alone: a path only it may open"
+    assert alone(judged(raised("[rank3]: ", missing))) == [3], "one rank's alone: a path only it may open"
     oom = raised("[rank1]: ", "torch.OutOfMemoryError: CUDA out of memory.")
     assert judged(raised("[rank2]: ", missing) * 2 + oom).nobody is None, "another failure of a rank's own"
     waits = "".join(
@@ -260,11 +261,11 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
         "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:1!"
     )
     assert judged(raised("[rank1]: ", devices) + raised("[rank0]: ", devices)).nobody is not None
-    assert judged(raised("[rank2]: ", "RuntimeError: CUDA error: an illegal memory access")).culprits == [2]
+    assert alone(judged(raised("[rank2]: ", "RuntimeError: CUDA error: an illegal memory access"))) == [2]
     batch = '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch'
-    assert judged(raised("[rank3]: ", "KeyError: 'image'", batch)).culprits == [3], "a sample of its own shard"
+    assert alone(judged(raised("[rank3]: ", "KeyError: 'image'", batch))) == [3], "a sample of its own shard"
     missing = "ValueError: File data/shards.json not found."
-    assert judged(raised("[rank4]: ", missing)).culprits == [4], "a path: the file system's rule, not this one"
+    assert alone(judged(raised("[rank4]: ", missing))) == [4], "a path: the file system's rule, not this one"
     other = raised(
         "[rank6]: ", "TypeError: unsupported operand type(s) for +: 'int' and 'str'", '  File "/w/a.py", line 9, in f'
     )
@@ -281,9 +282,9 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
     went_on = "[rank1]: step 1203 | loss 2.1797\n"
     assert judged(raised("[rank0]: ", config) + went_on).culprits == [0], "another went on: it did not raise it"
     nan = "AssertionError: loss is NaN at step 5123"
-    assert judged(raised("[rank2]: ", nan)).culprits == [2], "numbers not finite: its data or its GPU, perhaps"
+    assert alone(judged(raised("[rank2]: ", nan))) == [2], "numbers not finite: its data or its GPU, perhaps"
     reader = '  File "/w/shards.py", line 88, in __next__'
-    assert judged(raised("[rank3]: ", "KeyError: 'jpg'", reader)).culprits == [3], "a sample its own reader fetched"
+    assert alone(judged(raised("[rank3]: ", "KeyError: 'jpg'", reader))) == [3], "a sample its own reader fetched"
     killed = "[123456.789] Out of memory: Killed process 41235 (python) total-vm:1234kB, anon-rss:987kB\n"
     assert judged(raised("[rank0]: ", config) + killed).nobody is None, "the kernel killed a process besides"
     in_collective = "".join(
@@ -441,7 +442,7 @@ def test_a_refusal_of_the_environment_blames_nobody_and_says_what_to_check(line:
 
 def test_a_refusal_beside_a_ranks_own_error_blames_the_rank() -> None:
     oom = "[rank3]: Traceback (most recent call last):\n[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
-    assert judged(oom + REFUSALS[0] + "\n").culprits == [3]
+    assert alone(judged(oom + REFUSALS[0] + "\n")) == [3]
 
 
 def test_a_warning_is_no_refusal() -> None:
@@ -477,7 +478,7 @@ def test_a_cuda_call_of_nccls_the_set_up_refuses_blames_nobody_though_a_rank_rai
 def test_nccls_cuda_failure_beside_a_ranks_own_error_of_another_kind_blames_the_rank() -> None:
     warn = "gpu3:7001:7019 [0] init.cc:88 NCCL WARN Cuda failure 'operation not supported'\n"
     oom = "[rank2]: Traceback (most recent call last):\n[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
-    assert judged(warn + oom).culprits == [2]
+    assert alone(judged(warn + oom)) == [2]
 
 
 def test_torchs_warning_that_the_gpu_is_not_in_its_build_is_the_set_up_though_a_process_raised_after() -> None:
@@ -560,7 +561,7 @@ def test_running_out_of_memory_as_the_model_is_placed_is_the_set_up_not_the_rank
     verdict = judged(lines)
     assert verdict.culprits == [] and verdict.nobody is not None and "moving the model onto its GPU" in verdict.nobody
     training = judged(lines.replace("in _apply", "in forward"))
-    assert training.culprits == [1] if "rank2" not in lines else "failed alike" in (training.nobody or "")
+    assert alone(training) == [1] if "rank2" not in lines else "failed alike" in (training.nobody or "")
 
 
 @pytest.mark.parametrize(
@@ -569,7 +570,7 @@ def test_running_out_of_memory_as_the_model_is_placed_is_the_set_up_not_the_rank
 def test_one_rank_out_of_memory_placing_the_model_is_not_proof_the_model_is_too_large(message: str) -> None:
     """A GPU another process holds (a stale one, two ranks given one GPU) fails the same way on one rank."""
     verdict = judged(placing_oom(1, message))
-    assert verdict.nobody is None and verdict.culprits == [1]
+    assert verdict.nobody is None and alone(verdict) == [1]
 
 
 def test_a_ranks_cpp_abort_over_its_own_error_under_open_mpis_tag_suspects_it() -> None:
@@ -590,7 +591,7 @@ def test_nccls_failed_call_in_its_transport_blames_nobody_and_a_ranks_own_error_
     nobody = judged(trace).nobody
     assert nobody is not None and "ncclSystemError in transport/net.cc" in nobody
     oom = "[rank1]: Traceback (most recent call last):\n[rank1]: torch.OutOfMemoryError: CUDA out of memory.\n"
-    assert judged(oom + trace).culprits == [1]
+    assert alone(judged(oom + trace)) == [1]
 
 
 def test_one_process_driving_every_gpu_holds_up_no_rank() -> None:
@@ -983,7 +984,7 @@ def test_a_torchrun_table_pasted_with_blank_lines_between_its_lines_is_read() ->
         "  rank      : 6 (local_rank: 6)\n  exitcode  : -9 (pid: 102)\n  error_file: <N/A>\n"
         "  traceback : Signal 9 (SIGKILL) received by PID 102\n"
     )
-    assert judged(table.replace("\n", "\n\n")).culprits == judged(table).culprits == [6]
+    assert alone(judged(table.replace("\n", "\n\n"))) == alone(judged(table)) == [6]
 
 
 def test_a_collectors_stamp_and_its_colon_before_open_mpis_tag_are_taken_off() -> None:
@@ -1053,3 +1054,26 @@ def test_a_process_out_of_memory_on_gpu_n_suspects_local_rank_n_but_not_gpu_0(
     )
     verdict = judged(oom)
     assert suspects(verdict) == suspected and not verdict.culprits
+
+
+def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_proven() -> None:
+    """A paste of one rank's failure and nothing of the others may hold what every rank raised: the
+    rank is suspected, told with its evidence, not proven. Beside another rank waiting for it, going on
+    without it, or torn down by its launcher, the failure is its own; a GPU's hardware fault is its
+    device's whatever else the log shows."""
+    oom = "[rank3]: Traceback (most recent call last):\n[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    verdict = judged(oom)
+    assert alone(verdict) == [3] and "suspected, not proven" in verdict.headline
+    shown = render_analysis(analyzed(oom))
+    assert "SUSPECTED rank 3" in shown and "every rank may have failed so" in shown
+    assert "rank 3 raised torch.OutOfMemoryError" in shown and "What to do: fix the error" in shown, "as a culprit's"
+    waiting = (
+        "[rank1]:[E501 10:00:00.0 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600005 "
+        "milliseconds before timing out.\n"
+    )
+    assert judged(oom + waiting).culprits == [3], "rank 1 waited for it"
+    went_on = "[rank0]: step 41 loss 2.31\n"
+    assert judged(oom + went_on).culprits == [3], "rank 0 went on: it did not raise so"
+    ecc = "[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
+    assert judged(ecc).culprits == [5], "its GPU's own fault"

@@ -33,6 +33,7 @@ from distmon.forensics.watchdog import op_family, watchdog_said
 from distmon.forensics.worker_exits import LOCAL_RANK, MAX_TASKS, PROCESS, RANK, SPAWNED, TASK, WORKER
 from distmon.wire import StackFrame
 from tests.support.real_logs import read_launcher
+from tests.support.verdicts import alone
 
 
 def analyze_text(text: str) -> Analysis:
@@ -445,7 +446,7 @@ def test_torchruns_agent_signalled_itself_blames_no_rank() -> None:
     verdict = assign_blame(analyze_text(log))
     assert verdict.nobody is not None and "SIGHUP" in verdict.nobody and "nohup" in verdict.nobody
     failed = "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: CUDA error: misaligned address\n"
-    assert assign_blame(analyze_text(failed + log)).culprits == [1], "a rank that failed of its own goes first"
+    assert alone(assign_blame(analyze_text(failed + log))) == [1], "a rank that failed of its own goes first"
 
 
 def test_rays_dead_actor_is_the_rank_verl_names_it_after() -> None:
@@ -527,7 +528,7 @@ def test_nccls_warnings_are_a_jobs_lines_and_its_nvls_transport_is_the_nodes() -
     verdict = assign_blame(
         analyze_text(line + "\n[rank1]: RuntimeError: CUDA error: an illegal memory access was encountered")
     )
-    assert verdict.culprits == [1], "a rank's own failure is not the fabric's"
+    assert alone(verdict) == [1], "a rank's own failure is not the fabric's"
 
 
 def test_the_processes_printing_nccls_lines_are_ranks_the_world_has() -> None:
@@ -751,7 +752,7 @@ def test_alike_compares_exceptions_where_the_log_holds_them_and_exits_where_it_d
     verdict = assign_blame(analyze_text(f"{oom}\n{traced}"))
     assert verdict.nobody is not None and "torch.OutOfMemoryError: CUDA out of memory" in verdict.nobody
     one = oom.split("\n[rank2]")[0]
-    assert assign_blame(analyze_text(one)).culprits == [1], "one rank out of memory is that rank's"
+    assert alone(assign_blame(analyze_text(one))) == [1], "one rank out of memory, no other shown: suspected"
 
 
 # --- a log as pasted: the paste's margin and wraps, a stamp, colour; an excerpt's cut -------------
@@ -843,9 +844,9 @@ def test_a_traceback_cut_before_its_exception_line_is_suspected_not_proven() -> 
         verdict.culprits == []
         and verdict.suspects[0].why == "it raised RuntimeError: the log is cut before its message"
     )
-    assert assign_blame(
-        analyze_text(head + "[rank1]: RuntimeError: \n[rank1]: CUDA error: unknown error")
-    ).culprits == [1]
+    assert alone(assign_blame(analyze_text(head + "[rank1]: RuntimeError: \n[rank1]: CUDA error: unknown error"))) == [
+        1
+    ]
 
 
 def test_lone_waits_further_apart_than_one_groups_are_of_groups_the_log_does_not_name() -> None:
@@ -989,7 +990,7 @@ def test_a_programs_own_rank_labels_name_the_rank() -> None:
     """Lightning's ``[rank: 1] ``, a script's ``[rank1] ``, ``[RANK 1] ``, ``rank1: ``."""
     for label in ("[rank: 1] ", "[rank1] ", "[RANK 1] ", "rank1: ", "Rank 1: "):
         assert unlabelled(label + "RuntimeError: CUDA error: an illegal memory access").text.startswith("[rank1]:")
-    assert assign_blame(analyze_text("[rank: 3] torch.OutOfMemoryError: CUDA out of memory.")).culprits == [3]
+    assert alone(assign_blame(analyze_text("[rank: 3] torch.OutOfMemoryError: CUDA out of memory."))) == [3]
 
 
 LABELS = {
@@ -1032,7 +1033,7 @@ def test_pytests_mark_a_glued_code_fence_and_rays_repeated_lines_are_taken_off()
     ]
     assert texts("\n".join(spawned))[4] == '  File "/py/torch/multiprocessing/spawn.py", line 69, in _wrap'
     verdict = assign_blame(analyze_text("\n".join(spawned)))
-    assert verdict.culprits == [2] and "CUDA out of memory" in verdict.headline, "process 2's own error"
+    assert alone(verdict) == [2] and "CUDA out of memory" in verdict.headline, "process 2's own error"
     assert texts("(WorkerDict pid=7) [rank1]: KeyError: 'x' [repeated 3x across cluster]") == ["[rank1]: KeyError: 'x'"]
 
 
@@ -1062,7 +1063,7 @@ def test_rays_older_actor_error_and_a_worker_it_stopped_by_sigterm() -> None:
     died = raylet.format(detail="Worker unexpectedly exits with a connection error code 2. End of file.")
     assert assign_blame(analyze_text(f"{stopped}\n{died}")).nobody is None, "another died of something else"
     failed = "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: CUDA error: misaligned address\n"
-    assert assign_blame(analyze_text(failed + stopped)).culprits == [1], "a rank that failed goes first"
+    assert alone(assign_blame(analyze_text(failed + stopped))) == [1], "a rank that failed goes first"
     actor = (
         older + "\nThe actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
     )
@@ -1168,7 +1169,7 @@ def test_torch_distributeds_checks_of_the_programs_set_up_fail_every_process_ali
         said = assign_blame(analyze_text(log)).nobody
         assert said is not None and "which every process runs alike" in said, message
         other = f"{log}\n[rank1]: Traceback (most recent call last):\n[rank1]: KeyError: 'label'"
-        assert assign_blame(analyze_text(other)).culprits == [1], "another rank's own error goes first"
+        assert alone(assign_blame(analyze_text(other))) == [1], "another rank's own error goes first"
         ranked = "\n".join(f"[rank2]: {line}" for line in log.splitlines())
         assert assign_blame(analyze_text(ranked)).nobody is not None, "a rank's own line of it: the same"
 
@@ -1234,7 +1235,7 @@ def test_a_socket_nccl_could_not_connect_is_the_networks_set_up() -> None:
         said = assign_blame(analyze_text(f"{warn}\n{raised}system error, NCCL version 2.18.1")).nobody
         assert said is not None and "NCCL_SOCKET_IFNAME" in said, warn
     oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory."
-    assert assign_blame(analyze_text(f"{warn}\n{oom}")).culprits == [1], "a rank's own failure goes first"
+    assert alone(assign_blame(analyze_text(f"{warn}\n{oom}"))) == [1], "a rank's own failure goes first"
 
 
 def test_ray_trains_list_of_the_workers_it_started_gives_the_world() -> None:
@@ -1277,7 +1278,7 @@ def test_open_mpi_5s_process_name_and_mpichs_bad_termination_name_the_rank() -> 
     )
     [exit] = read_launcher(block)
     assert (exit.who, exit.code, exit.first) == (5, -9, True), "a block alone is the first failure"
-    assert assign_blame(analyze_text(block)).culprits == [5]
+    assert alone(assign_blame(analyze_text(block))) == [5]
     hydra = block + "=   RANK 2 PID 4239 RUNNING AT gpu01\n=   EXIT STATUS: 1\n"
     exits = read_launcher(hydra)
     assert [(e.who, e.code, e.first) for e in exits] == [(5, -9, False), (2, 1, False)], "one a rank, in no time order"
@@ -1305,7 +1306,7 @@ def test_slurm_cancelling_the_job_is_no_ranks_failure() -> None:
         said = assign_blame(analyze_text(f"{cancel}\n{killed}")).nobody
         assert said is not None and said.startswith("Slurm cancelled the job") and words in said, why
     oom = "[rank2]: torch.OutOfMemoryError: CUDA out of memory."
-    assert assign_blame(analyze_text(f"{oom}\n{cancel}")).culprits == [2], "a rank that failed first goes first"
+    assert alone(assign_blame(analyze_text(f"{oom}\n{cancel}"))) == [2], "a rank that failed first goes first"
 
 
 # --- what round 62's logs brought: the launchers' other words, each from the code that prints it ---------------
@@ -1325,7 +1326,7 @@ def test_mpiruns_sentence_over_two_lines_names_the_process_that_ended_the_job() 
     [exit] = read_launcher(aborted)
     assert (exit.who, exit.aborted, exit.first) == (6, True, True)
     verdict = assign_blame(analyze_text(aborted))
-    assert verdict.culprits == [6] and "ended the job itself: mpirun's first observed failure" in verdict.headline
+    assert alone(verdict) == [6] and "ended the job itself: mpirun's first observed failure" in verdict.headline
     improper = (
         "prterun has exited due to process rank 2 with PID 91 on node gpu01 exiting\n"
         "improperly. There are three reasons this could occur:\n"
@@ -1383,7 +1384,7 @@ def test_a_process_killed_by_an_illegal_instruction_is_the_build_or_the_platform
         assert said is not None and "illegal instruction (SIGILL)" in said, log
     device = "[rank2]:[E225 13:49:33.9 ProcessGroupNCCL.cpp:1595] [PG ID 0 PG GUID 0(default_pg) Rank 2] Process "
     device += "group watchdog thread terminated with exception: CUDA error: an illegal instruction was encountered"
-    assert assign_blame(analyze_text(device)).culprits == [2]
+    assert alone(assign_blame(analyze_text(device))) == [2]
 
 
 def test_intel_and_mpich_hydra_say_a_process_ended_badly_in_their_own_ways() -> None:
@@ -1510,7 +1511,7 @@ def test_a_process_exiting_as_its_watchdog_still_ran_is_no_failure() -> None:
     said = assign_blame(analyze_text(exiting)).nobody
     assert said is not None and "was exiting" in said and "no rank failed" in said
     oom = "[rank2]: Traceback (most recent call last):\n[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
-    assert assign_blame(analyze_text(oom + exiting)).culprits == [2]
+    assert alone(assign_blame(analyze_text(oom + exiting))) == [2]
 
 
 def test_ranks_that_lost_the_store_point_at_its_host_not_at_a_rank() -> None:
