@@ -17,10 +17,16 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 73 to 78): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 73 to 79): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "transformers_layoutlmv2_ddp_unused_params_rank1_every_rank_alike.log": _HELD_OUT,
+    "stylegan3_spawn_gloo_rank1_broadcast_recv_timeout_rank0_plugin_build_hang.log": _HELD_OUT,
+    "paddleocr_launch_4_trainers_rank1_2_3_aborted_custom_dataset_code.log": _HELD_OUT,
+    "autogluon_tabular_ray_fold_workers_force_cancelled_time_limit.log": _HELD_OUT,
+    "applio_rvc_2gpu_process1_rank0_filenotfound_then_process2.log": _HELD_OUT,
+    "accelerate_layoutlmv2_ddp_unused_params_rank0_every_rank_alike.log": _HELD_OUT,
     "torchrun_nccl_desync_report_rank0_extra_allreduce_rank1_never_joined.log": _HELD_OUT,
     "torchrun_inductor_cpp_wrapper_gxx_failure_rank2_every_rank_alike.log": _HELD_OUT,
     "torchrun_gloo_torchcomms_flight_recorder_rank1_sleeps_before_allreduce_missing_ranks.log": _HELD_OUT,
