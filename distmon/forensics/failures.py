@@ -147,7 +147,7 @@ def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
     return bool(
         log.seen - ranks
         or log.raised.keys() - ranks
-        or any(e.who not in ranks for e in log.exits)
+        or any(e.who >= 0 and e.who not in ranks for e in log.exits)  # a worker it names: -1 names none
         or log.cut_waiting
         or (log.progress is not None and log.progress[0] not in ranks)
         or log.debug.unanswering()

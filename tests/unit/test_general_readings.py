@@ -1075,5 +1075,8 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     assert judged(oom + waiting).culprits == [3], "rank 1 waited for it"
     went_on = "[rank0]: step 41 loss 2.31\n"
     assert judged(oom + went_on).culprits == [3], "rank 0 went on: it did not raise so"
+    count = "Primary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction\n"
+    segv = "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 11 (Segmentation fault).\n"
+    assert alone(judged(count + segv)) == [1], "mpirun's count of processes names no other rank"
     ecc = "[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
     assert judged(ecc).culprits == [5], "its GPU's own fault"

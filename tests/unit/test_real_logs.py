@@ -105,8 +105,18 @@ VERDICTS = [
     ("pla_childfailed_install_alike.log", [], NOBODY, "ranks 1-3 failed alike at once (exit code 1)"),
     ("egovlp_sigkill_local_rank3.log", [], [3], "local rank 3 ended by signal 9 (SIGKILL)"),
     ("robomamba_sigkill_local_rank5.log", [], [5], "local rank 5 ended by signal 9 (SIGKILL)"),
-    ("horovod_mpirun_rank7_killed.log", [7], [], "rank 7 raised Signal 9 (Killed)"),
-    ("horovod_mpirun_rank1_killed_xxx.log", [1], [], "rank 1 raised Signal 9 (Killed)"),
+    (
+        "horovod_mpirun_rank7_killed.log",
+        [],
+        [7],
+        "rank_exception: rank 7 raised Signal 9 (Killed): killed: mpirun's",
+    ),
+    (
+        "horovod_mpirun_rank1_killed_xxx.log",
+        [],
+        [1],
+        "rank_exception: rank 1 raised Signal 9 (Killed): killed: mpirun's",
+    ),
     ("horovod_libmpi_every_process_segfault.log", [], NOBODY, "6 processes failed alike at once"),
     ("horovod_stalled_broadcast_missing_rank0.log", [0], [], "rank 0 missing from every stalled tensor"),
     ("horovod_mpi_tags_missing_rank1.log", [1], [], "rank 1 missing from every stalled tensor"),
@@ -332,9 +342,9 @@ VERDICTS = [
     ),
     (
         "horovod_mpirun_first_nonzero_process0_only_table.log",
-        [0],
         [],
-        "rank 0 raised Exception: exit code 1, mpirun's first observed failure",
+        [0],
+        "rank_exception: rank 0 raised Exception: exit code 1, mpirun's first",
     ),
     (
         "horovod_srun_juwels_two_tasks_nccl_init_system_error.log",
@@ -1378,8 +1388,8 @@ VERDICTS = [
     ),
     (
         "mpi_operator_launcher_crashloop_rank1_worker1_oom_killed.log",
-        [1],
         [],
+        [1],
         "rank_exception: rank 1 raised Signal 9 (Killed): killed: mpirun's",
     ),
     (
@@ -2964,14 +2974,14 @@ VERDICTS = [
     ),
     (
         "mpi4jax_cuda_mpi_bcast_before_xla_init_mpiexec_rank0_segv_every_rank.log",
-        [0],
         [],
+        [0],
         "rank_exception: rank 0 raised Signal 11 (Segmentation fault): killed:",
     ),
     (
         "mpirun_jacobi_two_gtx1050_read_errno14_both_ranks_rank1_segv.log",
-        [1],
         [],
+        [1],
         "rank_exception: rank 1 raised Signal 11 (Segmentation fault): killed:",
     ),
     (
