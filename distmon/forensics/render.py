@@ -11,6 +11,7 @@ from distmon.forensics.blame import Blame, assign_blame, cut_only
 from distmon.forensics.evidence import RAISED, Evidence, evidence
 from distmon.forensics.failures import is_own
 from distmon.guards.text import MAX_LINE, visible, visible_lines
+from distmon.monitor.rules.failures import FOLLOWS
 from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import (
@@ -86,7 +87,10 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
         found = evidence(analysis, named, verdict.reported)
         lines += ["  " + line for line in _grouped(found)]
         if verdict.cause is not None and not (found and verdict.cause.kind in FAILURE_KINDS):
-            lines += ["  " + line for line in _detail(verdict.cause.detail, bool(found))]
+            detail = verdict.cause.detail
+            for follows in FOLLOWS if verdict.alone else ():  # the log shows no other rank to follow from it
+                detail = detail.replace(follows, "")
+            lines += ["  " + line for line in _detail(detail, bool(found))]
     elif verdict.suspects:
         lines = [f"SUSPECTED {rank_word([s.rank for s in verdict.suspects[:1]])}: {headline}"]
     else:

@@ -1067,6 +1067,7 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     shown = render_analysis(analyzed(oom))
     assert "SUSPECTED rank 3" in shown and "every rank may have failed so" in shown
     assert "rank 3 raised torch.OutOfMemoryError" in shown and "What to do: fix the error" in shown, "as a culprit's"
+    assert "follow from it" not in shown, "no other rank's end the log shows follows from it"
     waiting = (
         "[rank1]:[E501 10:00:00.0 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation timeout: "
         "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600005 "

@@ -150,6 +150,10 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
     return [Finding("hang", AlertKind.HANG, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
 
 
+FOLLOWS = (" The other ranks' ends follow from it.", " The other ranks' timeouts and ChildFailedError follow from it.")
+"""What a rank's failure says of the others: ``distmon analyze`` leaves it out where the log shows none of them."""
+
+
 def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:
     lead = culprits[0].report
     exc = lead.exception
@@ -175,13 +179,13 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
         lines.append(
             f"What to do: {rank_word(ranks)} died of a signal, not of a Python exception: a native crash (a "
             "library, a driver, the node's memory). Its stderr and its node's kernel log (dmesg) say where; "
-            "PYTHONFAULTHANDLER=1 prints its Python stack when it crashes. The other ranks' ends follow from it."
+            f"PYTHONFAULTHANDLER=1 prints its Python stack when it crashes.{FOLLOWS[0]}"
         )
     else:
         lines.append(
             f"What to do: fix the error above on {rank_word(ranks)}; its full traceback is in that "
             "rank's stderr (torchrun prefixes it with [rank"
-            f"{ranks[0]}]). The other ranks' timeouts and ChildFailedError follow from it."
+            f"{ranks[0]}]).{FOLLOWS[1]}"
         )
     return Finding(
         "rank_exception", "rank_exception", CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx)
