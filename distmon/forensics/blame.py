@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.failures import TOGETHER, device_fault, shown_apart
+from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS
@@ -130,7 +130,8 @@ def assign_blame(analysis: Analysis) -> Blame:
     if told.nobody is not None:
         return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", None, accounted=True)
     if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
-        if not shown_apart(log, set(first.ranks)) and not device_fault(log, set(first.ranks)):
+        failed = set(first.ranks)
+        if one_kind(log, failed) and not shown_apart(log, failed) and not device_fault(log, failed):
             suspects = [Suspect(r, "its failure is the only one the log shows") for r in sorted(first.ranks)]
             return Blame([], suspects, None, f"{first.headline}; suspected, not proven: {UNSEEN}", first, alone=True)
         return Blame(sorted(first.ranks), [], None, first.headline, first)

@@ -34,6 +34,10 @@ ALIKE = (
 )
 
 
+_DEVICE = re.compile(r"ECC error|\bXid\b|fallen off the bus|GPU is lost")
+"""A GPU's own hardware fault: one device's, never every rank's alike."""
+
+
 SIGKILL = 9
 NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError")
 """torch's words on a failed NCCL call: ``NCCL error in: ...`` (c10d), ``NCCL Error 1: unhandled cuda error``
@@ -99,6 +103,8 @@ def alike(log: LogFacts) -> str | None:
         return None  # one said by its exception only, another by its exit only: not comparable
     if exceptions and PEER_LOST.search(next(iter(exceptions))) and log.seen - _ranks(failures):
         return None
+    if exceptions and _DEVICE.search(next(iter(exceptions))):
+        return None  # each GPU's own fault, however many
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
     said = [f.said for f in failures if f.said]
@@ -141,24 +147,31 @@ def _beside(log: LogFacts) -> bool:
 
 def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
     """Whether the log shows a rank apart from ``ranks``, which failed: another rank's lines (waiting,
-    going on, or any before), its own failure, a launcher's word on how another ended, a traceback cut
-    in a collective, a bar still moving, a native crash, a Ray actor dead, a process killed for memory.
-    Where it shows none, their failure may be every rank's, the others' lines left out of the paste."""
+    going on, its own end), a traceback cut in a collective, a launcher naming another global rank that
+    ended or tearing down a worker still running (SIGTERM), a native crash, a Ray actor dead, a process
+    killed for memory. Where it shows none, their failure may be every rank's, the others' lines left
+    out of the paste."""
     return bool(
         log.seen - ranks
-        or log.raised.keys() - ranks
-        or any(e.who >= 0 and e.who not in ranks for e in log.exits)  # a worker it names: -1 names none
         or log.cut_waiting
-        or (log.progress is not None and log.progress[0] not in ranks)
+        or any(_apart(e, ranks) for e in log.exits)
         or log.debug.unanswering()
-        or any(c.rank not in ranks for c in log.crashes.crashes)
+        or any(c.rank is not None and c.rank not in ranks for c in log.crashes.crashes)
         or log.ray.dead
         or log.oom_killed
     )
 
 
-_DEVICE = re.compile(r"ECC error|\bXid\b|fallen off the bus|GPU is lost")
-"""A GPU's own hardware fault: one device's, never every rank's alike."""
+def one_kind(log: LogFacts, ranks: set[int]) -> bool:
+    """The failures of ``ranks`` the log shows are of one kind (the same exception, numbers aside; a
+    cut one any): what every rank may have met alike, not a failure of each one's own."""
+    return len({_kind(r) for rank, r in log.raised.items() if rank in ranks and not r.cut}) <= 1
+
+
+def _apart(e: WorkerExit, ranks: set[int]) -> bool:
+    """Another global rank a launcher says ended, or a worker it tore down (SIGTERM) while it ran (a
+    local rank, a task, a process may be the failed rank itself)."""
+    return e.code == SIGTERM or (e.unit == RANK and e.who >= 0 and e.who not in ranks)
 
 
 def device_fault(log: LogFacts, ranks: set[int]) -> bool:

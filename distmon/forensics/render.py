@@ -81,8 +81,7 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
     if verdict.nobody is not None:
         raised = _raised(analysis) if verdict.accounted else []
         return [f"NOBODY TO BLAME: {visible(verdict.nobody, MAX_LINE)}", *("  " + line for line in raised)]
-    if verdict.culprits or verdict.alone:  # a failure the log shows alone is told as a culprit's, suspected
-        named = verdict.culprits or [s.rank for s in verdict.suspects]
+    if named := _told(verdict):  # a failure the log shows alone is told as a culprit's, suspected
         lines = [f"{'CULPRIT' if verdict.culprits else 'SUSPECTED'} {rank_word(named)}: {headline}"]
         found = evidence(analysis, named, verdict.reported)
         lines += ["  " + line for line in _grouped(found)]
@@ -227,7 +226,7 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         "culprits": verdict.culprits,
         "suspects": [s.to_json() for s in verdict.suspects],
         "nobody": verdict.nobody,
-        "evidence": [e.to_json() for e in evidence(analysis, verdict.culprits, verdict.reported)],
+        "evidence": [e.to_json() for e in evidence(analysis, _told(verdict), verdict.reported)],
         "summary": verdict.headline,
         "world": analysis.world,
         "t": analysis.t,
@@ -236,6 +235,11 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         "missing": [{"rank": r, "reason": why} for r, why in sorted(analysis.missing.items())],
         "problems": analysis.problems,
     }
+
+
+def _told(verdict: Blame) -> list[int]:
+    """The ranks whose evidence a verdict tells: its culprits, or the rank whose failure it shows alone."""
+    return verdict.culprits or ([s.rank for s in verdict.suspects] if verdict.alone else [])
 
 
 def _rank_json(f: RankFacts) -> dict[str, Any]:

@@ -184,7 +184,7 @@ def test_open_mpis_signal_handler_and_mpirun_naming_one_segfaulting_worker_are_o
         "mpirun noticed that process rank 3 with PID 4711 on node gpu-2 exited on signal 11 (Segmentation fault).\n"
     )
     verdict = assign_blame(analyze_text(text))
-    assert verdict.nobody is None and verdict.culprits == [3], "the process is rank 3, by pid and by rank"
+    assert verdict.nobody is None and alone(verdict) == [3], "the process is rank 3, by pid and by rank: alone"
     assert whom([Failure("rank 0"), Failure("process 12")]) == "rank 0 and 1 process"
     assert whom([Failure("process 11"), Failure("process 12")]) == "2 processes"
 
@@ -1138,7 +1138,7 @@ def test_a_bus_error_in_nccl_or_shared_memory_run_out_is_the_nodes() -> None:
         said = assign_blame(analyze_text(words)).nobody
         assert said is not None and "shared memory ran out" in said, words
     oom = "[rank2]: Traceback (most recent call last):\n[rank2]: torch.OutOfMemoryError: CUDA out of memory.\n"
-    assert assign_blame(analyze_text(oom + UCX_BUS)).culprits == [2], "a rank's own failure goes first"
+    assert alone(assign_blame(analyze_text(oom + UCX_BUS))) == [2], "a rank's own failure goes first"
 
 
 def test_a_crash_in_a_communication_librarys_own_thread_is_no_ranks_program() -> None:

