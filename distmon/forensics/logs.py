@@ -23,6 +23,7 @@ traceback with no rank is kept apart (:attr:`LogFacts.unplaced`).
 from __future__ import annotations
 
 import re
+import signal
 import time
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -75,8 +76,11 @@ process's program had ended."""
 _EXITING = re.compile(r"main process destroyed cuda before watchdog loop exited|CUDA error: driver shutting down")
 """torch's watchdog as its process exits (``ProcessGroupNCCL.cpp``, logged at INFO): the CUDA
 context torn down under it, CUDA saying ``driver shutting down`` to a call made as the process ends."""
-_DEATH = re.compile(r"Received (\d{1,3}) death signal, shutting down workers")
-"""torchrun's agent, on a signal sent to itself (SIGHUP, SIGTERM, SIGINT): it ends its workers."""
+_DEATH = re.compile(
+    r"Received (?:(\d{1,3})|Signals\.(SIG(?:HUP|INT|QUIT|TERM|USR1|USR2))) death signal, shutting down workers"
+)
+"""torchrun's agent, on a signal sent to itself (SIGHUP, SIGTERM, SIGINT): it ends its workers
+(``Received 1 death signal``; by the signal's name where Python formats it so)."""
 _CANCELLED = re.compile(
     r"(?:STEP|JOB) [\w.]{1,40} ON \S{1,200} CANCELLED AT \S{1,40}(?: DUE TO ([A-Z][A-Z ]{0,40}[A-Z]))?"
 )
@@ -227,8 +231,9 @@ class _Reader:
         if exiting and facts.exiting is None and (words := _EXITING.search(line)) is not None:
             facts.exiting = (f"rank {rank}'s process" if rank is not None else "a process", words.group())
             facts.matched += 1
-        if "death signal" in line and (signal := _DEATH.search(line)) is not None:
-            facts.signalled = int(signal.group(1))
+        if "death signal" in line and (death := _DEATH.search(line)) is not None:
+            number, name = death.groups()
+            facts.signalled = int(number) if number else signal.Signals[name].value
             facts.matched += 1
         if "CANCELLED AT" in line and facts.cancelled is None and (cancel := _CANCELLED.search(line)) is not None:
             facts.cancelled = cancel.group(1) or ""

@@ -119,6 +119,9 @@ _LOST = re.compile(
     r"|(TCPStore server has shut down)"
 )
 """A rank's connection to the store closed: its server went away."""
+_AGENT = ("torch/distributed/run.py", "distributed/elastic/agent/server/", "distributed/launcher/api.py")
+"""torchrun's own files: a traceback through them is its agent's, which meets the other nodes'
+agents in the store before it starts any worker."""
 _DOCKER_BRIDGE = re.compile(r"172\.17\.\d{1,3}\.\d{1,3}$")
 """Docker's default bridge network: an address reachable from its own host only."""
 
@@ -252,7 +255,15 @@ class StoreLines:
         return list(dict.fromkeys(w.awaited for w in self.waits if w.awaited is not None))
 
     def traceback(self, rank: int | None, frames: list[StackFrame], in_collective: bool) -> None:
-        """A traceback's frames: a wait in a barrier inside a block the main process runs first."""
+        """A traceback's frames: torchrun's agent's, whose wait in the store no rank waited (no
+        worker had started); a wait in a barrier inside a block the main process runs first."""
+        agent = any(part in f.file for f in frames for part in _AGENT)
+        if rank is None and agent and any(w.rank is None for w in self.waits):
+            self.waits = [w for w in self.waits if w.rank is not None]
+            self.unreachable = self.unreachable or (
+                "torchrun's agent timed out in its rendezvous's c10d store (its traceback is torchrun's "
+                "own), before it started any worker: its node never met the others"
+            )
         if not in_collective or len(self.main_first) >= MAX_WAITS:
             return
         context = next((f.func for f in reversed(frames) if f.func in _FIRST), None)

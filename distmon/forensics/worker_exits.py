@@ -182,6 +182,12 @@ ENDS = (
         unit=WORKER,
     ),
     Words(
+        "Composer's launcher",
+        "crashed with exit code",
+        re.compile(r"\bRank (?P<who>\d{1,9}) crashed with exit code (?P<code>-?\d{1,9})\b"),
+        first=True,
+    ),
+    Words(
         "the launcher",
         "ank",
         re.compile(
@@ -200,7 +206,8 @@ ENDS = (
 ``launch_utils.py`` and its controller's ``Container failed``, Ray Train's ``check_for_failure``,
 MPICH's, Open MPI's and Intel MPI's ``MPI_Abort``, a Kubernetes container killed for its memory
 limit, vLLM's multiprocess executor, the kernel's OOM killer (``dmesg``), ``kubectl exec``,
-SageMaker's user script, any launcher's sentence that a rank exited with a code, pdsh under
+SageMaker's user script, Composer's launcher on the first rank it polled found ended non-zero
+(``composer/cli/launcher.py``), any launcher's sentence that a rank exited with a code, pdsh under
 DeepSpeed's multi-node runner), read anywhere in a line whatever a collector put before it."""
 
 

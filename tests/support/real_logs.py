@@ -17,7 +17,7 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 73 to 79): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 74 to 79): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
@@ -102,11 +102,8 @@ MISSED = {
     "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log": _HELD_OUT,
     "torchtitan_pp4_fsdp2_multinode_stage_init_shape_inference_hang.log": _HELD_OUT,
     "torch_xla_xmp_spawn_rank0_assert_rank1_waits_rendezvous.log": _HELD_OUT,
-    "swift_grpo_two_nodes_agent_rendezvous_store_socket_timeout.log": _HELD_OUT,
     "sglang_tp4_tp3_pynccl_unhandled_cuda_error_cu126_image.log": _HELD_OUT,
     "lmdeploy_ascend_tp4_rank2_broadcast_hccl_fftsplus_timeout_idle.log": _HELD_OUT,
-    "llamafactory_torchrun_sighup_death_signal_8_workers_lora.log": _HELD_OUT,
-    "composer_rocm_rank2_sigabrt_exit_minus6.log": _HELD_OUT,
     "nccl_tests_mpirun_rank3_segv_ucx_tls.log": "the lines prove rank 3 crashed first (SIGSEGV); the thread traces "
     "it to the MPI transport's set-up (UCX across containers), which no line says",
     "spawn_process5_daemonic_dataloader_every_rank.log": "one process's traceback, cut: that every process raised "

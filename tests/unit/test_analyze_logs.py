@@ -498,6 +498,27 @@ def test_a_store_wait_beside_a_progress_bar_still_moving_suspects_the_busy_rank(
     assert "0 ranks" not in render_analysis(analysis)
 
 
+def test_a_store_wait_in_torchruns_own_traceback_is_its_agents_rendezvous_no_ranks() -> None:
+    """torchrun's agent meets the other nodes' in the store before it starts a worker: its wait
+    timing out is the set-up's, and no rank (rank 0 busy alone) is suspected."""
+    wait = (
+        "[W903 11:02:07.000000000 socket.cpp:462] [c10d] waitForInput: poll for socket SocketImpl(fd=9, "
+        "addr=[n2]:40110, remote=[n1]:29400) returned 0, likely a timeout"
+    )
+    frames = [
+        "Traceback (most recent call last):",
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/run.py", line 922, in main',
+        "    run(args)",
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/launcher/api.py", line 255, in launch_agent',
+        "    result = agent.run()",
+    ]
+    verdict = assign_blame(analyze_text("\n".join([wait, *frames])))
+    assert verdict.nobody is not None and verdict.suspects == []
+    assert "torchrun's agent timed out in its rendezvous's c10d store" in verdict.nobody
+    worker = '  File "/srv/job/train.py", line 40, in main'
+    assert assign_blame(analyze_text("\n".join([wait, frames[0], worker]))).suspects, "a worker's wait: a rank's"
+
+
 def test_a_store_wait_names_the_rank_it_waited_for() -> None:
     """The communicator's set-up names its root: the waiter waited for it."""
     log = (

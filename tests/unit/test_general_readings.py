@@ -57,6 +57,7 @@ ENDS = [
     ("AlgorithmError: ExecuteUserScriptError: ExitCode 1 ErrorMessage ...", (WORKER, -1, 1, False)),
     ("pdsh@head: node-3: ssh exited with exit code 1", (WORKER, -1, 1, False)),
     ("[launcher] Rank 6 (pid 4242) exited unexpectedly with exit code 3", (RANK, 6, 3, False)),
+    ("ERROR:composer.cli.launcher:Rank 3 crashed with exit code -6.", (RANK, 3, -6, True)),
     ("Killed", (WORKER, -1, -9, False)),
     ("Segmentation fault (core dumped)", (WORKER, -1, -11, False)),
     (

@@ -445,6 +445,8 @@ def test_torchruns_agent_signalled_itself_blames_no_rank() -> None:
     )
     verdict = assign_blame(analyze_text(log))
     assert verdict.nobody is not None and "SIGHUP" in verdict.nobody and "nohup" in verdict.nobody
+    named = log.replace("Received 1 death", "Received Signals.SIGHUP death")  # as Python 3.11 formats it
+    assert assign_blame(analyze_text(named)).nobody == verdict.nobody
     failed = "[rank1]: Traceback (most recent call last):\n[rank1]: RuntimeError: CUDA error: misaligned address\n"
     assert alone(assign_blame(analyze_text(failed + log))) == [1], "a rank that failed of its own goes first"
 

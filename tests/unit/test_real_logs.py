@@ -4066,8 +4066,8 @@ VERDICTS = [
     (
         "composer_rocm_rank2_sigabrt_exit_minus6.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [2],
+        "suspected: rank 2 (rank 2 ended by signal 6 (SIGABRT) first, as",
     ),
     (
         "dinov2_torchrun_heartbeat_monitor_watchdog_stuck_ranks0_1.log",
@@ -4096,8 +4096,8 @@ VERDICTS = [
     (
         "llamafactory_torchrun_sighup_death_signal_8_workers_lora.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: torchrun's agent itself received SIGHUP: its",
     ),
     (
         "llamafactory_two_nodes_16_ranks_allreduce_timeout_all_joined_none_finished.log",
@@ -4180,8 +4180,8 @@ VERDICTS = [
     (
         "swift_grpo_two_nodes_agent_rendezvous_store_socket_timeout.log",
         [],
-        [0],
-        "a process timed out waiting in c10d's store for another rank;",
+        NOBODY,
+        "nobody to blame: torchrun's agent timed out in its rendezvous's c10d",
     ),
     (
         "swift_sft_torchrun_sighup_death_signal_during_training.log",
@@ -4516,8 +4516,8 @@ VERDICTS = [
     (
         "composer_launcher_rank1_streaming_local_leader_wait_timeout.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError: Waiting for",
+        [1],
+        "rank_exception: rank 1 raised Exception: exit code 1, Composer's",
     ),
     (
         "composer_multinode_4090_nccl_proxy_connect_closed_by_remote_rank1.log",
