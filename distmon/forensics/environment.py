@@ -32,6 +32,8 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
     WARNING [train.py:1057] (2/4) Grad scale is small: 1.2924697071141057e-26     (icefall, k2's recipes)
     RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10
     FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.  (fairseq)
+    RuntimeError: use_libuv was requested but PyTorch was build without libuv support  (torch 2.4+ on Windows)
+    RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, ...
 
 Each is the set-up's or the platform's, the same for whichever process met it first: no rank is
 to blame for it, and the verdict says what to check; a rank's NCCL error after NCCL's refusal is
@@ -276,6 +278,19 @@ FAULTS = (
             r"job killed: walltime \d{1,12} exceeded limit \d{1,12}|TERM_RUNLIMIT"
             r"|Job was active longer than specified deadline"
         ),
+    ),
+    Fault(
+        "c10d's store was asked to use libuv, which this torch build lacks (torch's Windows wheels)",
+        "USE_LIBUV=0 in the environment (use_libuv=0 in an init_method URL), or a torch build with libuv",
+        ("use_libuv",),
+        re.compile(r"use_libuv was requested but PyTorch was build without libuv support"),
+    ),
+    Fault(
+        "CUDA was initialized in the process that forked the workers, which every forked worker then refuses",
+        "what touches CUDA before the fork (a notebook cell, an import that queries the GPU), or start the workers "
+        "with the 'spawn' start method",
+        ("re-initialize CUDA",),
+        re.compile(r"Cannot re-initialize CUDA in forked subprocess"),
     ),
     Fault(
         "no GPU could be used",

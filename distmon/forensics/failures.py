@@ -116,13 +116,15 @@ def alike(log: LogFacts) -> str | None:
 
 FILES = re.compile(
     r"^(?:FileNotFoundError|FileExistsError|PermissionError|IsADirectoryError|NotADirectoryError)\b"
-    r"|\[Errno (?:2|13|17)\]|^\w{0,40}Error: (?:[Ff]ile|[Pp]ath|[Dd]irectory) \S{1,300} (?:not found|does not exist)"
+    r"|\[Errno (?:2|13|17|39)\]|^\w{0,40}Error: (?:[Ff]ile|[Pp]ath|[Dd]irectory) \S{1,300} (?:not found|does not exist)"
 )
-"""The file system's word on a path the program opens or creates (missing, already there, not allowed:
-errno's ENOENT, EEXIST, EACCES), and a library's for a data file it cannot find."""
+"""The file system's word on a path the program opens or creates (missing, already there, not allowed, a
+directory not empty as it removes it: errno's ENOENT, EEXIST, EACCES, ENOTEMPTY), and a library's for a
+data file it cannot find."""
 FILES_WHY = (
-    "a file the program opens or creates is missing, left by an earlier run, or not allowed (its path, a "
-    "directory not shared between the nodes, an earlier run's files in /dev/shm or a cache): every rank runs "
+    "a file the program opens or creates is missing, left by an earlier run, written by another process at "
+    "once, or not allowed (its path, a directory not shared between the nodes, an earlier run's files in "
+    "/dev/shm, a cache every process prepares at once): every rank runs "
     "the same program on the same files, so the program's set-up, not a rank"
 )
 

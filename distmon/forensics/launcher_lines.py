@@ -158,6 +158,8 @@ _SRUN_SIGNALS = {
 }
 
 
+_UNNAMED = tuple(words for words in ENDS if words.unit == WORKER)
+"""The launchers' words on a worker they do not name."""
 _SHELL_KEYS = re.compile(r"Killed|Terminated|fault|Aborted|Bus error|Illegal|exception|Hangup")
 _SIGNAL_WORDS = (
     r"(Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception|Hangup)"
@@ -244,6 +246,8 @@ class LauncherLines:
         signal. Its rank is the label's; without one, a worker the log does not name."""
         if self.child(body, rank):
             return True
+        if rank is not None and self._labelled(body, rank):
+            return True
         if self.handler.line(body, rank):
             return True
         shell = _SHELL.match(body) if len(body) < 2400 and _SHELL_KEYS.search(body) else None
@@ -256,6 +260,18 @@ class LauncherLines:
         else:
             self.kept(WorkerExit(RANK, rank, -number, by, signal=SIGNAL_NAMES.get(number)))
         return True
+
+    def _labelled(self, body: str, rank: int) -> bool:
+        """A word of :data:`ENDS` on a worker it does not name (``command terminated with exit code
+        137``, kubectl's on its exec) under a rank's label (horovodrun's ``[0]<stderr>:``): that rank's end."""
+        for words in _UNNAMED:
+            found = words.pattern.search(body) if words.key in body else None
+            if found is not None:
+                named = found.groupdict()
+                code = int(named["code"]) if named.get("code") is not None else words.code
+                self.kept(WorkerExit(RANK, rank, code, words.by, said=words.said if code is None else None))
+                return True
+        return False
 
     def _said(self, body: str) -> bool:
         """One of :data:`ENDS`, read anywhere in the line (joined with the line before where a help

@@ -17,10 +17,23 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 74 to 79): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 75 to 80): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "xla_xrt_rendezvous_init_socket_closed_tpu6_tpu7_every_ordinal.log": _HELD_OUT,
+    "xla_xmp_spawn_fn_returns_at_once_process1_mesh_client_connect_failed.log": _HELD_OUT,
+    "xla_colab_8core_rendezvous_init_socket_closed_tpu3_tpu4_random.log": _HELD_OUT,
+    "verl_ray_taskrunner_npu_hccl_comm_init_ej0001_rankid2.log": _HELD_OUT,
+    "ray_train_rocm_4gpu_invalid_device_ordinal_visibility_setup.log": _HELD_OUT,
+    "optimum_neuron_llama3_16proc_enc_metaring_devmem_reservation_ranks_alike.log": _HELD_OUT,
+    "moco_mp_spawn_transport_endpoint_not_connected_network.log": _HELD_OUT,
+    "k8s_ddp_2gpu_first_allreduce_watchdog_nccl_p2p_path_env_fault.log": _HELD_OUT,
+    "ipex_llm_vllm_ray_worker_oneccl_atl_no_shm_provider.log": _HELD_OUT,
+    "ddp_rocm_aws_ofi_rccl_libfabric122_rank14_hang_at_ddp_init.log": _HELD_OUT,
+    "ascend_torchrun_hccl_barrier_ej0001_hccp_init_failed_ranks2_3.log": _HELD_OUT,
+    "applio_windows_gloo_unsupported_device_single_proc.log": _HELD_OUT,
+    "applio_windows_gloo_makeuvdevice_hostname_empty.log": _HELD_OUT,
     "transformers_layoutlmv2_ddp_unused_params_rank1_every_rank_alike.log": _HELD_OUT,
     "stylegan3_spawn_gloo_rank1_broadcast_recv_timeout_rank0_plugin_build_hang.log": _HELD_OUT,
     "paddleocr_launch_4_trainers_rank1_2_3_aborted_custom_dataset_code.log": _HELD_OUT,
@@ -65,16 +78,29 @@ MISSED = {
     "horovod_torch_dataloader_worker_segfault_every_rank_alike.log": _HELD_OUT,
     "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": _HELD_OUT,
     "alignment_handbook_zero3_rank0_push_to_hub_allgather_alone_timeout.log": _HELD_OUT,
-    "windows_gloo_c10d_store_use_libuv_default_build_without_libuv_setup.log": _HELD_OUT,
-    "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": _HELD_OUT,
-    "torchtitan_k8s_pod_no_dshm_rank0_root_cause_broadcast_shm_full.log": _HELD_OUT,
-    "torchrun_c10d_elastic_agent_rejoin_rendezvous_closed_local_rank0.log": _HELD_OUT,
-    "simpletuner_fsdp_dcp_load_metadata_none_all8_ranks.log": _HELD_OUT,
-    "megatron_dcp_load_missing_key_rank3_reports_rank2_plan.log": _HELD_OUT,
-    "horovod_elastic_k8s_autotune_rank0_exit137_rank1_connection_reset.log": _HELD_OUT,
-    "hf_datasets_shared_cache_race_srun_tasks14_9_oserror_incomplete_dir.log": _HELD_OUT,
-    "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": _HELD_OUT,
-    "accelerate_notebook_launcher_kaggle_fork_cuda_reinit_torchao_import_all_ranks.log": _HELD_OUT,
+    "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": (
+        "rank 0's DDP reducer assert and rank 1's traceback cut before its exception: that both met the library's"
+        " bug alike only the thread says"
+    ),
+    "torchtitan_k8s_pod_no_dshm_rank0_root_cause_broadcast_shm_full.log": (
+        "torchrun's root cause, rank 0, its traceback cut in its first broadcast: that /dev/shm was missing on "
+        "every pod only the thread says"
+    ),
+    "torchrun_c10d_elastic_agent_rejoin_rendezvous_closed_local_rank0.log": (
+        "torchrun saw local rank 0 exit 1 and its agent's traceback is cut before its exception: that an agent "
+        "was stopped by hand and the rendezvous closed only the thread says"
+    ),
+    "simpletuner_fsdp_dcp_load_metadata_none_all8_ranks.log": (
+        "rank 7's and rank 0's lines run into one another with no exception line whole: that DCP's load found no "
+        "metadata on every rank only the thread's cut line says"
+    ),
+    "megatron_dcp_load_missing_key_rank3_reports_rank2_plan.log": (
+        "a DCP traceback rank 3 prints for rank 2, cut before its exception: that the checkpoint lacks keys only "
+        "the thread says"
+    ),
+    "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": (
+        "one py-spy stack waiting on the DataLoader's queue, no rank in it: that it is rank 0's the reporter says"
+    ),
     "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log": (
         "rank 4's traceback is cut before its exception (an invalid device ordinal, the thread's) and "
         "torchrun names local rank 1 first, exit code 1: the cut one is suspected; that every rank raised "
@@ -99,11 +125,26 @@ MISSED = {
         "process 1's KeyError is raised in a dataset registry's lookup, a fetch the reader takes for a "
         "sample's: that the datasets were registered in no spawned process (the thread) no line says"
     ),
-    "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log": _HELD_OUT,
-    "torchtitan_pp4_fsdp2_multinode_stage_init_shape_inference_hang.log": _HELD_OUT,
-    "torch_xla_xmp_spawn_rank0_assert_rank1_waits_rendezvous.log": _HELD_OUT,
-    "sglang_tp4_tp3_pynccl_unhandled_cuda_error_cu126_image.log": _HELD_OUT,
-    "lmdeploy_ascend_tp4_rank2_broadcast_hccl_fftsplus_timeout_idle.log": _HELD_OUT,
+    "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log": (
+        "rank 4's lone watchdog timeout beside CUDA graph capture waiting: that NCCL and CUDA graphs deadlock "
+        "every rank alike only the thread says"
+    ),
+    "torchtitan_pp4_fsdp2_multinode_stage_init_shape_inference_hang.log": (
+        "every stage waits in shape inference and rank 0 in the store: that a torch bug holds them all only the "
+        "thread says"
+    ),
+    "torch_xla_xmp_spawn_rank0_assert_rank1_waits_rendezvous.log": (
+        "XLA's CPU rendezvous shows rank 1 waiting for all participants: that rank 0 asserted the reporter's "
+        "script says"
+    ),
+    "sglang_tp4_tp3_pynccl_unhandled_cuda_error_cu126_image.log": (
+        "one process's NCCL unhandled cuda error, no rank named: that the image's CUDA build was at fault only "
+        "the thread says"
+    ),
+    "lmdeploy_ascend_tp4_rank2_broadcast_hccl_fftsplus_timeout_idle.log": (
+        "one process's ACL stream synchronize failure, no rank named: that HCCL timed out on an idle broadcast "
+        "only the thread says"
+    ),
     "nccl_tests_mpirun_rank3_segv_ucx_tls.log": "the lines prove rank 3 crashed first (SIGSEGV); the thread traces "
     "it to the MPI transport's set-up (UCX across containers), which no line says",
     "spawn_process5_daemonic_dataloader_every_rank.log": "one process's traceback, cut: that every process raised "

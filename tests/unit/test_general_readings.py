@@ -107,6 +107,12 @@ def test_the_name_of_the_first_process_may_follow_its_exit_code() -> None:
     assert (end.unit, end.who, end.code, end.first) == (RANK, 2, 3, True)
 
 
+def test_a_launchers_word_on_a_worker_it_does_not_name_under_a_ranks_label_is_that_ranks_end() -> None:
+    """horovodrun runs each rank through ``kubectl exec`` on Kubernetes and labels what it says."""
+    [end] = read_log(["[0]<stderr>:command terminated with exit code 137"]).exits
+    assert (end.unit, end.who, end.code) == (RANK, 0, 137)
+
+
 def test_a_signal_under_a_ranks_label_is_that_ranks_end() -> None:
     """Open MPI's handler and the shell write in the process's own output: Open MPI's tag names the rank."""
     facts = read_log(["[1,4]<stderr>:[n1:04242] Signal: Segmentation fault (11)", "[1,6]<stderr>:Killed"])
@@ -225,6 +231,8 @@ def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_i
     verdict = judged(raised("[rank2]: ", missing) + raised("[rank5]: ", missing))
     assert verdict.nobody is not None and verdict.nobody.startswith("ranks 2, 5 raised FileNotFoundError")
     assert "a file the program opens or creates is missing" in verdict.nobody
+    emptied = "OSError: [Errno 39] Directory not empty: '/cache/squad/0.0.0.incomplete'"  # a cache built at once
+    assert judged(raised("", emptied)).nobody is not None
     said = render_analysis(analyzed(raised("", "FileExistsError: [Errno 17] File exists: '/run_locals'")))
     assert "NOBODY TO BLAME: a process raised FileExistsError" in said
     assert "your code: /w/prep.py:12 in load" in said, "where it raised is shown beside the verdict"
@@ -426,6 +434,9 @@ REFUSALS = [
     "[rank1]: RuntimeError: grad_scale is too small, exiting: 2.3283064365386963e-10",
     "2024-01-14 01:03:00,826 WARNING [train.py:1057] (2/4) Grad scale is small: 1.2924697071141057e-26",
     "FloatingPointError: Minimum loss scale reached (0.0001). Your loss is probably exploding.",
+    "RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
+    "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
+    "the 'spawn' start method",
 ]
 
 
