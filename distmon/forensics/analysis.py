@@ -19,6 +19,7 @@ from distmon.flightrecorder.fields import Entry, RankDump, created_at, entry_gro
 from distmon.forensics.inputs import Files, walk
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.standings import statuses
+from distmon.forensics.worker_exits import RANK
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
@@ -109,11 +110,13 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
 
 def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
     """Why a rank has no report: its dump missing or unread, or, with logs alone, the log's
-    silence (its lines, but no watchdog line; or no line at all)."""
+    silence (a launcher's word on its end alone; its lines, but no watchdog line; or no line at all)."""
     if dumps or rank in files.unread:
         return files.unread.get(rank, "no file")
     if rank in log.waiting:
         return "its waits are in groups the log does not name"
+    if (said := next((e for e in log.exits if e.unit == RANK and e.who == rank), None)) is not None:
+        return f"only {said.by}'s word on how it ended"
     return "no watchdog line in the log" if rank in log.seen else "no line in the log"
 
 

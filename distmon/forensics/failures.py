@@ -148,15 +148,15 @@ def _beside(log: LogFacts) -> bool:
 
 
 def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
-    """Whether the log shows a rank apart from ``ranks``, which failed: another rank's lines (waiting,
-    going on, its own end), a traceback cut in a collective, a launcher naming another global rank that
-    ended or tearing down a worker still running (SIGTERM), a native crash, a Ray actor dead, a process
-    killed for memory. Where it shows none, their failure may be every rank's, the others' lines left
-    out of the paste."""
+    """Whether the log shows a rank apart from ``ranks``, which failed: another rank's lines (waiting, going on, its
+    own end), a traceback cut in a collective, a launcher naming another global rank that ended or tearing down a
+    worker still running (SIGTERM, torchrun's closing signal), a native crash, a Ray actor dead, a process killed
+    for memory. Where it shows none, their failure may be every rank's, the others' lines left out of the paste."""
     return bool(
         log.seen - ranks
         or log.cut_waiting
         or any(_apart(e, ranks) for e in log.exits)
+        or (log.closed and log.signalled is None)  # signalled, it closes every worker, the failed one too
         or log.debug.unanswering()
         or any(c.rank is not None and c.rank not in ranks for c in log.crashes.crashes)
         or log.ray.dead

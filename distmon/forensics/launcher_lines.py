@@ -158,8 +158,6 @@ _SRUN_SIGNALS = {
 }
 
 
-_UNNAMED = tuple(words for words in ENDS if words.unit == WORKER)
-"""The launchers' words on a worker they do not name."""
 _SHELL_KEYS = re.compile(r"Killed|Terminated|fault|Aborted|Bus error|Illegal|exception|Hangup")
 _SIGNAL_WORDS = (
     r"(Killed|Terminated|Segmentation fault|Aborted|Bus error|Illegal instruction|Floating point exception|Hangup)"
@@ -242,8 +240,9 @@ class LauncherLines:
 
     def ranked(self, body: str, rank: int | None) -> bool:
         """What a process's own line says of its end, under the rank a launcher's label gives it
-        (None: no label): Lightning's launcher on a child, a signal handler's or a shell's word on a
-        signal. Its rank is the label's; without one, a worker the log does not name."""
+        (None: no label): Lightning's launcher on a child, a launcher's word of :data:`ENDS`, a signal
+        handler's or a shell's word on a signal. Its rank is the label's; without one, a worker the log
+        does not name."""
         if self.child(body, rank):
             return True
         if rank is not None and self._labelled(body, rank):
@@ -262,16 +261,13 @@ class LauncherLines:
         return True
 
     def _labelled(self, body: str, rank: int) -> bool:
-        """A word of :data:`ENDS` on a worker it does not name (``command terminated with exit code
-        137``, kubectl's on its exec) under a rank's label (horovodrun's ``[0]<stderr>:``): that rank's end."""
-        for words in _UNNAMED:
-            found = words.pattern.search(body) if words.key in body else None
-            if found is not None:
-                named = found.groupdict()
-                code = int(named["code"]) if named.get("code") is not None else words.code
-                self.kept(WorkerExit(RANK, rank, code, words.by, said=words.said if code is None else None))
-                return True
-        return False
+        """A word of :data:`ENDS` under a rank's label: the rank it names, or, where it names none
+        (``command terminated with exit code 137``, kubectl's on its exec), the label's (horovodrun's
+        ``[0]<stderr>:``)."""
+        found = next(((w, m) for w in ENDS if w.key in body and (m := w.pattern.search(body)) is not None), None)
+        if found is not None:
+            self._ended(*found, label=rank)
+        return found is not None
 
     def _said(self, body: str) -> bool:
         """One of :data:`ENDS`, read anywhere in the line (joined with the line before where a help
@@ -294,7 +290,7 @@ class LauncherLines:
                 return True
         return False
 
-    def _ended(self, words: Words, found: re.Match[str]) -> None:
+    def _ended(self, words: Words, found: re.Match[str], label: int | None = None) -> None:
         named = found.groupdict()
         code = int(named["code"]) if named.get("code") is not None else words.code
         if named.get("ranks") is not None:
@@ -304,11 +300,10 @@ class LauncherLines:
                 self.kept(WorkerExit(words.unit, rank, code, words.by, first=first, said=words.said))
             return
         who = int(named["who"]) if named.get("who") is not None else -1
+        unit, who = (RANK, label) if label is not None and words.unit == WORKER else (words.unit, who)
         host = visible(named["host"], 200) if named.get("host") else None
         said = words.said if code is None else None
-        self.kept(
-            WorkerExit(words.unit, who, code, words.by, host=host, first=words.first, said=said, aborted=words.aborted)
-        )
+        self.kept(WorkerExit(unit, who, code, words.by, host=host, first=words.first, said=said, aborted=words.aborted))
 
     def flush(self) -> None:
         """Keeps the table entry being read, as it stands (the table or the log ended)."""

@@ -182,6 +182,13 @@ ENDS = (
         unit=WORKER,
     ),
     Words(
+        "TensorRT-LLM's executor",
+        "Failed to initialize executor on rank",
+        re.compile(r"\bFailed to initialize executor on rank (?P<who>\d{1,9})\b"),
+        first=True,
+        said="failed to initialize its executor (its error on the lines after)",
+    ),
+    Words(
         "Composer's launcher",
         "crashed with exit code",
         re.compile(r"\bRank (?P<who>\d{1,9}) crashed with exit code (?P<code>-?\d{1,9})\b"),
@@ -202,13 +209,13 @@ ENDS = (
         unit=WORKER,
     ),
 )
-"""The launchers' one-line words on their workers' ends (Horovod's gloo launcher, Paddle's
-``launch_utils.py`` and its controller's ``Container failed``, Ray Train's ``check_for_failure``,
-MPICH's, Open MPI's and Intel MPI's ``MPI_Abort``, a Kubernetes container killed for its memory
-limit, vLLM's multiprocess executor, the kernel's OOM killer (``dmesg``), ``kubectl exec``,
-SageMaker's user script, Composer's launcher on the first rank it polled found ended non-zero
-(``composer/cli/launcher.py``), any launcher's sentence that a rank exited with a code, pdsh under
-DeepSpeed's multi-node runner), read anywhere in a line whatever a collector put before it."""
+"""The launchers' one-line words on their workers' ends (Horovod's gloo launcher, Paddle's ``launch_utils.py`` and
+its controller's ``Container failed``, Ray Train's ``check_for_failure``, MPICH's, Open MPI's and Intel MPI's
+``MPI_Abort``, a Kubernetes container killed for its memory limit, vLLM's multiprocess executor, the kernel's OOM
+killer (``dmesg``), ``kubectl exec``, SageMaker's user script, TensorRT-LLM's executor on the rank that could not
+start it, Composer's launcher on the first rank it polled found ended non-zero (``composer/cli/launcher.py``), any
+launcher's sentence that a rank exited with a code, pdsh under DeepSpeed's multi-node runner), read anywhere in a
+line whatever a collector put before it."""
 
 
 @dataclass

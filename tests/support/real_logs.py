@@ -333,10 +333,6 @@ MISSED = {
         "the interleaved tracebacks are read as no rank's; that every rank called all_reduce on a tensor left"
         " on the CPU the thread says"
     ),
-    "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log": (
-        "TensorRT-LLM's `[executor][RANK 5] Failed to initialize executor on rank 5` is taken for a line under "
-        "rank 5's label, not read as its failure"
-    ),
     "xdit_pipefusion_end_of_timesteps_heartbeat_hang_pg5_config_bug_none.log": (
         "ranks 0 and 4 wait with their watchdogs stuck in group 5 and the others have no line: they are "
         "suspected; that a configuration of the library hangs every rank (the maintainer) no line says"

@@ -58,6 +58,7 @@ ENDS = [
     ("pdsh@head: node-3: ssh exited with exit code 1", (WORKER, -1, 1, False)),
     ("[launcher] Rank 6 (pid 4242) exited unexpectedly with exit code 3", (RANK, 6, 3, False)),
     ("ERROR:composer.cli.launcher:Rank 3 crashed with exit code -6.", (RANK, 3, -6, True)),
+    ("[TensorRT-LLM][ERROR] Failed to initialize executor on rank 5: no attribute", (RANK, 5, None, True)),
     ("Killed", (WORKER, -1, -9, False)),
     ("Segmentation fault (core dumped)", (WORKER, -1, -11, False)),
     (
@@ -111,6 +112,13 @@ def test_a_launchers_word_on_a_worker_it_does_not_name_under_a_ranks_label_is_th
     """horovodrun runs each rank through ``kubectl exec`` on Kubernetes and labels what it says."""
     [end] = read_log(["[0]<stderr>:command terminated with exit code 137"]).exits
     assert (end.unit, end.who, end.code) == (RANK, 0, 137)
+    [named] = read_log(["[executor][RANK 5] Failed to initialize executor on rank 5:"]).exits
+    assert (named.unit, named.who, named.first) == (RANK, 5, True), "a word that names its rank keeps it"
+
+
+def test_a_rank_only_a_launcher_names_is_said_so_not_lineless() -> None:
+    said = render_analysis(analyzed("ERROR:composer.cli.launcher:Rank 2 crashed with exit code -6.\n"))
+    assert "rank 2 (only Composer's launcher's word on how it ended)" in said
 
 
 def test_a_signal_under_a_ranks_label_is_that_ranks_end() -> None:
@@ -1093,6 +1101,8 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     assert alone(judged(count + segv)) == [1], "mpirun's count of processes names no other rank"
     agent = "failed (exitcode: 1) local_rank: 3 (pid: 48213) of binary: /usr/bin/python\n"
     assert alone(judged(oom.replace("rank3", "rank11") + agent)) == [11], "local rank 3 is no other rank"
+    closing = "W0501 10:00:01.000 1 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 48214 "
+    assert judged(oom + closing + "closing signal SIGTERM\n").culprits == [3], "a worker torn down while it ran"
     disk = "[rank5]: Traceback (most recent call last):\n[rank5]: OSError: [Errno 28] No space left on device\n"
     assert judged(oom + disk).culprits == [3, 5], "two failing otherwise: not every rank's alike"
     ecc = "[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"

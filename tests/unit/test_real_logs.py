@@ -70,8 +70,8 @@ VERDICTS = [
     ("sglang_what_pg3_allgather.log", [], [], "rank 5 of group 3: _all_gather_base #9141"),
     (
         "swift_multinode_oom_rank11.log",
-        [],
         [11],
+        [],
         "rank_exception: rank 11 raised torch.OutOfMemoryError: CUDA out of",
     ),
     ("torch21_terminate_broadcast_880.log", [], [0, 1], "rank 5 waits in collective #880 (broadcast)"),
@@ -2744,9 +2744,9 @@ VERDICTS = [
     ),
     (
         "opensora_torchrun_rank0_dataloader_worker_exited_sigterm_three.log",
-        [],
         [0],
-        "worker_crash: rank 0: DataLoader worker (pid 8864) exited with code",
+        [],
+        "worker_crash: rank 0: DataLoader worker (pid 8864) exited with code 1",
     ),
     (
         "pai_megatron_baichuan_pp2_nan_grad_norm_rank3_interleaved.log",
@@ -3508,8 +3508,8 @@ VERDICTS = [
     (
         "trtllm_mpi_disagg_gen16_rank5_hf_module_copy_race_init_fail_rank5.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that wa",
+        [5],
+        "suspected: rank 5 (TensorRT-LLM's executor's first observed failure:",
     ),
     (
         "pytorch_ddp_4gpu_rank3_broadcast_vs_allreduce_seq4084_watchdog_unknown.log",
