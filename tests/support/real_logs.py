@@ -21,6 +21,19 @@ _HELD_OUT = "held out (rounds 75 to 80): missed as found; not studied, no rule w
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "vllm_ray_tp4_raylet_oom_kills_two_workers_driver_logits.log": _HELD_OUT,
+    "nccl_h100_torchrun_nvls_invalid_argument_every_rank_init.log": _HELD_OUT,
+    "megatron_deepspeed_2node_index_cache_doc_idx_filenotfound_both_nodes.log": _HELD_OUT,
+    "lightning_ddp_8gpu_nccl_p2p_ipc_hang_after_init_env_fault.log": _HELD_OUT,
+    "horovodrun_gloo_tf_rank13_unable_to_find_interface_enp129s0f1_setup.log": _HELD_OUT,
+    "horovodrun_gloo_task_servers_no_valid_address_driver_setup.log": _HELD_OUT,
+    "horovod_ray_torch_single_worker_sigsegv_background_thread_init.log": _HELD_OUT,
+    "horovod_ray_tf_macos_gloo_uv_read_start_worker_died.log": _HELD_OUT,
+    "gpt_neox_pdsh_4node_train_script_missing_on_two_nodes.log": _HELD_OUT,
+    "finetrainers_wsl2_two_gpus_nccl_cuda_failure_999_rank0_init_setup.log": _HELD_OUT,
+    "deepmd_pt_lammps_mpi_comm_assertion_sigabrt_every_rank.log": _HELD_OUT,
+    "deepmd_horovodrun_tf_ncclcomminitrank_unhandled_cuda_rank1_every_rank.log": _HELD_OUT,
+    "ddp_launch_2gpu_nccl_topology_sysfs_every_rank_alike.log": _HELD_OUT,
     "xla_xrt_rendezvous_init_socket_closed_tpu6_tpu7_every_ordinal.log": _HELD_OUT,
     "xla_xmp_spawn_fn_returns_at_once_process1_mesh_client_connect_failed.log": _HELD_OUT,
     "xla_colab_8core_rendezvous_init_socket_closed_tpu3_tpu4_random.log": _HELD_OUT,
