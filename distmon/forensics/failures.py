@@ -110,7 +110,7 @@ def alike(log: LogFacts) -> str | None:
     said = [f.said for f in failures if f.said]
     how = said[0] if said and all(f.exception for f in failures) else next(iter(exits), CRASHED)
     how = CUT_SAID if all(f.exception == CUT for f in failures) else how
-    why = SHARED_MEMORY if "SIGBUS" in how or "Bus error" in how else ALIKE
+    why = SHARED_MEMORY if "SIGBUS" in how or "bus error" in how.lower() else ALIKE
     return f"{whom(failures)} failed alike{together} ({how}): {why}"
 
 

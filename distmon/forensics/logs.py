@@ -93,6 +93,11 @@ _TERMINATING = re.compile(r"srun: Terminating (?:job step \d|StepId=\d)")
 """srun ending the step itself: a task failed (``--kill-on-bad-exit``), or srun was interrupted twice."""
 _ANNOUNCED = re.compile(r"GLOBAL_RANK: ?(\d{1,9}), MEMBER: ?\d{1,9}/\d{1,9}")
 """Lightning's word as each process joins (``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/4``)."""
+_WORKER_CRASH = re.compile(
+    r"^ERROR: (Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker\.)"
+)
+"""torch's handler in a DataLoader worker (``DataLoader.cpp``) on the signal that kills it: the rank's data
+pipeline crashed (its main process says ``DataLoader worker (pid N) is killed by signal`` next)."""
 _CHECK_TIMEOUT = re.compile(r"WorkNCCL::checkTimeout|Exception raised from checkTimeout")
 """A frame of the watchdog's timeout, in its C++ backtrace: a collective timed out on some rank."""
 _JOB = re.compile(
@@ -348,6 +353,9 @@ class _Reader:
             if body.startswith(TRACEBACK):
                 return
         if building is None:
+            if rank not in self.facts.raised and (crash := _WORKER_CRASH.match(body)) is not None:
+                self._raised(rank, Raised("ERROR", crash.group(1), [], self.stamp))
+                return
             if lone and rank not in self.facts.raised and (begun := alone(body, self.stamp)) is not None:
                 assert begun.raised is not None
                 self.tracebacks[rank] = begun

@@ -13,22 +13,22 @@ mean the program used NCCL wrongly.
     node3:815:864 [0] NCCL WARN NET/IB : mlx5_0:1 async fatal event: local catastrophic error    (2.23+)
 
 A host names a node; a communicator's ``rank`` is its own, the global rank only in the largest
-communicator of the log (the world's). ``invalid usage`` (two ranks on one GPU, a communicator
-used after it was aborted, arguments no two ranks agree on) and CUDA's ``invalid device
-ordinal`` (more ranks on a node than it has GPUs) are the program's or its launch's doing, not
-a rank's: no rank is to blame for them. A failure of the NVLS transport (``transport/nvls.cc``:
-NVLink SHARP, multicast through the node's NVSwitches, which the Fabric Manager runs) is the
-node's NVLink fabric's. A socket NCCL could not connect (``Connect to ... failed``, 2.7-2.12 and
-``socketStartConnect:`` since), or no interface to bootstrap on, is the network's set-up between
-the processes (the interface NCCL picks, a firewall, a route), not a rank. An InfiniBand adapter's
-fatal async event (the device's ``local catastrophic error``, a queue pair's or a completion
-queue's fatal error: ``net_ib``'s async thread reads them from the driver) is that node's adapter
-failing, not a rank; its other events (a port's state, the GID table) are no failure. A process's
-rank is the one its own set-up lines give it (its ``comm ... rank N`` line, the connections it
-sets up: ``Channel 00 : 2[...] -> 0[...]``), where they give one: the rank whose GPU NCCL then finds
-``out of memory`` is suspected (that CUDA refused NCCL's call for the set-up's reasons is read by
-:mod:`~distmon.forensics.environment`). Any ``NCCL WARN`` line is a job's line, whatever it warns of.
-"""
+communicator of the log (the world's). ``invalid usage`` (two ranks on one GPU, a communicator used
+after it was aborted, arguments no two ranks agree on) and CUDA's ``invalid device ordinal`` (more
+ranks on a node than it has GPUs; torch's ``device < num_gpus`` check) are the program's or its
+launch's doing, not a rank's: no rank is to blame for them. A failure of the NVLS transport
+(``transport/nvls.cc``: NVLink SHARP, multicast through the node's NVSwitches, which the Fabric
+Manager runs) is the node's NVLink fabric's. A socket NCCL could not connect (``Connect to ...
+failed``, 2.7-2.12 and ``socketStartConnect:`` since), or no interface to bootstrap on, is the
+network's set-up between the processes (the interface NCCL picks, a firewall, a route), not a rank.
+An InfiniBand adapter's fatal async event (the device's ``local catastrophic error``, a queue pair's
+or a completion queue's fatal error: ``net_ib``'s async thread reads them from the driver) is that
+node's adapter failing, not a rank; its other events (a port's state, the GID table) are no failure.
+A process's rank is the one its own set-up lines give it (its ``comm ... rank N`` line, the
+connections it sets up: ``Channel 00 : 2[...] -> 0[...]``), where they give one: the rank whose GPU
+NCCL then finds ``out of memory`` is suspected (that CUDA refused NCCL's call for the set-up's
+reasons is read by :mod:`~distmon.forensics.environment`). Any ``NCCL WARN`` line is a job's line,
+whatever it warns of."""
 
 from __future__ import annotations
 
@@ -96,7 +96,10 @@ _OUT_OF_MEMORY = re.compile(r"NCCL WARN Cuda failure (?:\d{1,4} )?'out of memory
 """A CUDA allocation or launch of NCCL's that found the process's GPU out of memory."""
 _MISUSE = re.compile(
     r"ncclInvalidUsage|ncclInvalidArgument|NCCL error.{0,300}?, invalid (?:usage|argument)|invalid device ordinal"
+    r"|device >= 0 && device < num_gpus INTERNAL ASSERT FAILED"
 )
+"""NCCL's word on its misuse, and CUDA's (torch's own check in ``CUDAContext.cpp`` since 2.x) on a device
+index past the GPUs the process sees."""
 
 
 @dataclass
@@ -191,7 +194,7 @@ class NcclLines:
             a, b = sorted(duplicate.groups()[:2], key=int)
             self.duplicate = f"ranks {a} and {b} both on CUDA device {visible(duplicate.group(3), 40)}"
             found = True
-        elif "nvalid" in line and self.invalid is None and _MISUSE.search(line):
+        elif ("nvalid" in line or "num_gpus" in line) and self.invalid is None and _MISUSE.search(line):
             self.invalid = visible(line.strip(), 200)
             found = True
         return found

@@ -17,7 +17,7 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 75 to 80): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 76 to 81): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
@@ -83,14 +83,27 @@ MISSED = {
     "isaaclab_rsl_rl_g1_rank1_illegal_memory_access_nccl_transport.log": _HELD_OUT,
     "flagembedding_multigpu_ucx_sigsegv_in_nccl_ibv_get_device_list_env.log": _HELD_OUT,
     "deepspeed_moss_zero3_rank0_alone_in_save_checkpoint_allreduce_timeout.log": _HELD_OUT,
-    "streaming_shm_prefix_internal_error_rank6_nonleader.log": _HELD_OUT,
-    "nvrx_torchrun_2node_async_writer_hang_node_rank_flag_setup.log": _HELD_OUT,
-    "mace_torchrun_rank2_cuda_device_assert_num_gpus_setup.log": _HELD_OUT,
-    "mace_patience_rank0_leaves_epoch_loop_allgather_mismatch_rank0.log": _HELD_OUT,
-    "lightning_slurm_srun_tasks6-7_indexerror_uneven_gpus_per_node.log": _HELD_OUT,
-    "horovod_torch_dataloader_worker_segfault_every_rank_alike.log": _HELD_OUT,
-    "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": _HELD_OUT,
-    "alignment_handbook_zero3_rank0_push_to_hub_allgather_alone_timeout.log": _HELD_OUT,
+    "streaming_shm_prefix_internal_error_rank6_nonleader.log": (
+        "rank 6's shared-memory prefix error alone: that other ranks met the library's race alike only the thread says"
+    ),
+    "nvrx_torchrun_2node_async_writer_hang_node_rank_flag_setup.log": (
+        "no rank's failure or wait: that --node-rank=0 given to both nodes hung the job only the thread says"
+    ),
+    "mace_patience_rank0_leaves_epoch_loop_allgather_mismatch_rank0.log": (
+        "rank 0's collective mismatch cut before the other rank's fingerprint: that rank 0 alone left the epoch "
+        "loop only the thread's fix says"
+    ),
+    "lightning_slurm_srun_tasks6-7_indexerror_uneven_gpus_per_node.log": (
+        "srun tasks (no rank shown to be a task) raising IndexError in Lightning's root_device: that the nodes "
+        "had different GPU counts only the thread says"
+    ),
+    "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": (
+        "DALI's iterator failing to start, no rank named: that every rank builds it alike only the thread says"
+    ),
+    "alignment_handbook_zero3_rank0_push_to_hub_allgather_alone_timeout.log": (
+        "rank 0's own watchdog timeout in an all-gather, rank 1 unseen: that rank 0 entered it alone saving for "
+        "the hub only the script of the time shows"
+    ),
     "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": (
         "rank 0's DDP reducer assert and rank 1's traceback cut before its exception: that both met the library's"
         " bug alike only the thread says"

@@ -1108,3 +1108,27 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     ecc = "[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
     assert judged(ecc).culprits == [5], "its GPU's own fault"
     assert judged(ecc + ecc.replace("rank5", "rank2")).culprits == [2, 5], "each GPU's, however many"
+
+
+def test_a_dataloader_workers_crash_is_its_ranks_and_alike_in_every_rank_nobodys() -> None:
+    """torch's handler in a DataLoader worker says the signal that killed it, under its rank's label."""
+    segv = "[rank{r}]:ERROR: Unexpected segmentation fault encountered in worker.\n"
+    going = "[rank0]: step 40 loss 2.1\n"
+    verdict = judged(segv.format(r=3) + going)
+    assert verdict.culprits == [3] and "Unexpected segmentation fault" in verdict.headline
+    assert "num_workers=0" in render_analysis(analyzed(segv.format(r=3) + going)), "what to do for a worker's crash"
+    nobody = judged(segv.format(r=1) + segv.format(r=2)).nobody
+    assert nobody is not None and "failed alike" in nobody
+    bus = "[rank{r}]:ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
+    shm = judged("".join(bus.format(r=r) + "memory (shm).\n" for r in (1, 2))).nobody
+    assert shm is not None and "shared memory" in shm
+
+
+def test_a_device_past_the_gpus_a_process_sees_is_the_launchs_not_a_ranks() -> None:
+    """torch's own check of a device index (``CUDAContext.cpp``), as CUDA's ``invalid device ordinal``."""
+    line = (
+        "[rank2]: torch.cuda.DeferredCudaCallError: CUDA call failed lazily at initialization with error: device >= 0 "
+        '&& device < num_gpus INTERNAL ASSERT FAILED at "../aten/src/ATen/cuda/CUDAContext.cpp":49, please report\n'
+    )
+    nobody = judged(line).nobody
+    assert nobody is not None and "device assignment" in nobody

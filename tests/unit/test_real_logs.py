@@ -4552,8 +4552,8 @@ VERDICTS = [
     (
         "horovod_torch_dataloader_worker_segfault_every_rank_alike.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: ranks 0-1, 4-6 failed alike at once (ERROR:",
     ),
     (
         "lightning_horovod_stall_rank0_rank1_diverged_modelcheckpoint_broadcast.log",
@@ -4582,8 +4582,8 @@ VERDICTS = [
     (
         "mace_torchrun_rank2_cuda_device_assert_num_gpus_setup.log",
         [],
-        [2],
-        "rank_exception: rank 2 raised torch.cuda.DeferredCudaCallError: CUDA",
+        NOBODY,
+        "nobody to blame: the program or its launch used NCCL or the GPUs",
     ),
     (
         "metaseq_interactive_hosted_store_barrier_worker_count3_world2_setup.log",

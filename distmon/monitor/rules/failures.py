@@ -175,7 +175,13 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
             f"({victims[0].report.exception.type}: connection to a peer lost): "  # type: ignore[union-attr]
             "consequences, not causes."
         )
-    if exc.type.startswith("Signal ") and not exc.traceback:  # a launcher's word: killed, no exception
+    if "encountered in worker" in exc.message:  # torch's handler in a DataLoader worker, on its signal
+        lines.append(
+            f"What to do: {rank_word(ranks)}'s DataLoader worker crashed natively: a C extension its dataset calls "
+            "(an image or audio decoder, a tokenizer). With num_workers=0 the crash comes in the main process, "
+            f"where PYTHONFAULTHANDLER=1 prints its Python stack.{FOLLOWS[0]}"
+        )
+    elif exc.type.startswith("Signal ") and not exc.traceback:  # a launcher's word: killed, no exception
         lines.append(
             f"What to do: {rank_word(ranks)} died of a signal, not of a Python exception: a native crash (a "
             "library, a driver, the node's memory). Its stderr and its node's kernel log (dmesg) say where; "
