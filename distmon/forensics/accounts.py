@@ -28,6 +28,7 @@ from distmon.forensics.failures import (
     NCCL_ERROR,
     SHARED_MEMORY,
     alike,
+    cut_on_path,
     ended_in_failure,
     failures_of,
     is_own,
@@ -165,8 +166,8 @@ def _misused_set_up(log: LogFacts) -> str | None:
 
 def _files(log: LogFacts) -> str | None:
     """Where every failure the log shows is the file system's refusal of a path, and no process
-    crashed nor a launcher saw another fail: raised by two ranks or more at the same line (one
-    whose exception line is cut too), or by a process the log does not name where no rank is shown
+    crashed nor a launcher saw another fail: raised by two ranks or more at the same line (or one
+    whose traceback is cut on the way to it), or by a process the log does not name where no rank is shown
     waiting: every rank meets it alike. One rank's alone may be its own (a path only it opens): its
     exception names it."""
     own = [r for r in log.exceptions if is_own(r)]
@@ -178,6 +179,7 @@ def _files(log: LogFacts) -> str | None:
         for rank, r in log.raised.items()
         if r.launcher is None and {(f.file, f.line) for f in r.frames[-1:]} & where
     ]
+    at = sorted({*at, *cut_on_path(log)})
     if len(where) > 1 or (len(at) < 2 and any(is_own(r) for r in log.raised.values())):
         return None
     if not at and log.waiting:

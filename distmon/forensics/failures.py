@@ -240,26 +240,32 @@ MIN_PATH = 3
 
 
 def _cut_alike(log: LogFacts, failures: list[Failure]) -> list[Failure]:
-    """Ranks whose tracebacks the paste cut before their exception lines, where another rank's
-    failure stands beside them and each traceback the log holds passes through where the others
-    were cut (the same step of the same code): failures of the same kind, as far as the lines go.
-    Not one cut in torch's collective calls (a rank that raised while waiting: another's
-    consequence), nor beside a rank shown waiting or a native crash."""
-    cut = {rank: r for rank, r in log.raised.items() if r.cut and not r.consequence and r.launcher is None}
-    if not cut or _beside(log) or any(not r.frames for r in cut.values()):
-        return []
+    """Ranks whose tracebacks the paste cut before their exception lines on the path of another
+    rank's failure (:func:`cut_on_path`), where that failure is one every rank may meet alike:
+    failures of the same kind, as far as the lines go."""
     own = [r for r in log.exceptions if is_own(r)]
     if not own or any(_batch(r) or not _alike_anywhere(f"{r.type}: {r.message}") for r in own):
         return []  # beside a failure a rank may meet alone (a GPU's fault, its sample), or none: waiters, perhaps
-    if any(len(r.frames) < MIN_PATH for r in cut.values()):
-        return []  # cut at the program's first frames: on the path of any error
-    if any(e.who in cut and e.unit in (RANK, *ON_A_NODE) and e.code in (SIGTERM, -SIGKILL) for e in log.exits):
-        return []  # a launcher tore it down: it did not fail of its own
-    paths = [r.frames for r in log.raised.values() if (is_own(r) or r.cut) and r.frames]
-    if not _one_path(paths):
-        return []
     named = {f.who.rsplit(" ", 1)[-1] for f in failures}  # a rank, or the same worker by its launcher's number
-    return [Failure(f"{RANK} {rank}", CUT, at=r.at) for rank, r in sorted(cut.items()) if str(rank) not in named]
+    cut = [rank for rank in cut_on_path(log) if str(rank) not in named]
+    return [Failure(f"{RANK} {rank}", CUT, at=log.raised[rank].at) for rank in cut]
+
+
+def cut_on_path(log: LogFacts) -> list[int]:
+    """Ranks whose tracebacks the paste cut before their exception lines, where another rank's
+    failure stands beside them and each traceback the log holds passes through where the others
+    were cut (the same step of the same code). Not one cut in torch's collective calls (a rank that
+    raised while waiting: another's consequence), nor beside a rank shown waiting or a native crash,
+    nor one cut at the program's first frames (on the path of any error) or torn down by its launcher."""
+    cut = {rank: r for rank, r in log.raised.items() if r.cut and not r.consequence and r.launcher is None}
+    if not cut or _beside(log) or any(not r.frames for r in cut.values()):
+        return []
+    if not any(is_own(r) for r in log.exceptions) or any(len(r.frames) < MIN_PATH for r in cut.values()):
+        return []
+    if any(e.who in cut and e.unit in (RANK, *ON_A_NODE) and e.code in (SIGTERM, -SIGKILL) for e in log.exits):
+        return []
+    paths = [r.frames for r in log.raised.values() if (is_own(r) or r.cut) and r.frames]
+    return sorted(cut) if _one_path(paths) else []
 
 
 def _alike_anywhere(exception: str) -> bool:

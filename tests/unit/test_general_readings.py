@@ -239,6 +239,13 @@ def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_i
     verdict = judged(raised("[rank2]: ", missing) + raised("[rank5]: ", missing))
     assert verdict.nobody is not None and verdict.nobody.startswith("ranks 2, 5 raised FileNotFoundError")
     assert "a file the program opens or creates is missing" in verdict.nobody
+    frames = [f'  File "/w/{f}.py", line {n}, in {f}\n    {f}()' for n, f in ((3, "main"), (9, "build"), (5, "read"))]
+    head = ["Traceback (most recent call last):", *"\n".join(frames).splitlines()]
+    cut = "".join(f"[rank5]: {line}\n" for line in head)  # cut before it reached load
+    full = "".join(
+        f"[rank2]: {line}\n" for line in [*head, '  File "/w/load.py", line 12, in load', "    open(p)", missing]
+    )
+    assert judged(full + cut).nobody is not None, "one cut on the way to the same line"
     emptied = "OSError: [Errno 39] Directory not empty: '/cache/squad/0.0.0.incomplete'"  # a cache built at once
     assert judged(raised("", emptied)).nobody is not None
     said = render_analysis(analyzed(raised("", "FileExistsError: [Errno 17] File exists: '/run_locals'")))
