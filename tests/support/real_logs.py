@@ -17,10 +17,15 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 76 to 81): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 76 to 82): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "fastvideo_torchrun_runpod_1xh100_world4_set_device_invalid_ordinal.log": _HELD_OUT,
+    "deepspeed_summit_jsrun_mp6_bert_oom_gpu3_setup.log": _HELD_OUT,
+    "ddp_launch_two_nodes_socket_ifname_lo_bootstrap_refused_setup.log": _HELD_OUT,
+    "accelerate_notebook_launcher_kaggle_elastic_fork_local_rank0_cuda_init_error.log": _HELD_OUT,
+    "accelerate_notebook_launcher_fork_7proc_process1_cuda_reinit_setup.log": _HELD_OUT,
     "vllm_ray_tp4_raylet_oom_kills_two_workers_driver_logits.log": _HELD_OUT,
     "nccl_h100_torchrun_nvls_invalid_argument_every_rank_init.log": _HELD_OUT,
     "megatron_deepspeed_2node_index_cache_doc_idx_filenotfound_both_nodes.log": _HELD_OUT,

@@ -5989,6 +5989,102 @@ VERDICTS = [
         [0, 1, 3],
         "ranks 2, 4 wait in collective #3106 (all_reduce) of group 1 (ranks",
     ),
+    (
+        "accelerate_notebook_launcher_fork_7proc_process1_cuda_reinit_setup.log",
+        [],
+        [1],
+        "suspected: rank 1 (it raised in _lazy_init",
+    ),
+    (
+        "accelerate_notebook_launcher_kaggle_elastic_fork_local_rank0_cuda_init_error.log",
+        [],
+        [0],
+        "suspected: rank 0 (local rank 0 ended by exit code 1, as torchrun",
+    ),
+    (
+        "colossalai_torchrun_rank0_allgather_timeout_local_rank1_sigkill.log",
+        [],
+        [1, 0],
+        "rank 0 waits in collective #3424 (all_gather) of group 0 (default_pg,",
+    ),
+    (
+        "ddp_launch_two_nodes_socket_ifname_lo_bootstrap_refused_setup.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "deepspeed_summit_jsrun_mp6_bert_oom_gpu3_setup.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "fairseq_avhubert_tsubame_sge_torchrun_rendezvous_timeout_master.log",
+        [],
+        NOBODY,
+        "nobody to blame: torchrun's rendezvous timed out before every node",
+    ),
+    (
+        "fairseq_colab_tpu_xmp_spawn_tpu0_world_size_assert_setup.log",
+        [],
+        NOBODY,
+        "nobody to blame: a process raised AssertionError: an error of the",
+    ),
+    (
+        "fastvideo_torchrun_runpod_1xh100_world4_set_device_invalid_ordinal.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "gcp_a3ultra_sglang_gib_plugin_glibc_every_rank.log",
+        [],
+        NOBODY,
+        "nobody to blame: a library is missing or was built for another",
+    ),
+    (
+        "horovod_mpirun_efa_allgather_stall_rank1.log",
+        [1],
+        [],
+        "rank 1 missing from the stalled tensor, which its peers submitted",
+    ),
+    (
+        "nanochat_torchrun_lambda_8xh100_rank4_cuda_error_in_backward.log",
+        [],
+        [4],
+        "suspected: rank 4 (it raised in _engine_run_backward",
+    ),
+    (
+        "paddle_launch_legacy_8_trainers_rank0_aborted_picodet.log",
+        [],
+        [0],
+        "suspected: rank 0 (Paddle's launcher's first observed failure: it was",
+    ),
+    (
+        "transformers_singularity_slurm_launch_two_ranks_barrier_nccl_error.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "wan22_s2v_torchrun_rank7_vae_decode_oom_exit1.log",
+        [],
+        [7],
+        "rank_exception: rank 7 raised Exception: exit code 1, torchrun's",
+    ),
+    (
+        "xla_colab_tpu_xmp_spawn_8core_tpu0_session_not_found.log",
+        [],
+        [],
+        "a process the log does not name raised RuntimeError: Aborted: Session",
+    ),
+    (
+        "xla_colab_tpu_xmp_spawn_fork_process0_xla_device_setup_failure.log",
+        [],
+        [0],
+        "suspected: rank 0 (it raised in get_xla_supported_devices",
+    ),
 ]
 
 TRUTHS: dict[str, dict[str, object]] = json.loads((REAL / "truths.json").read_text())
