@@ -31,6 +31,7 @@ from distmon.forensics.failures import (
     cut_on_path,
     ended_in_failure,
     failures_of,
+    in_set_up,
     is_own,
     own_failure,
     program_error,
@@ -118,6 +119,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _set_up(log)
         or _transport(log, world)
         or program_error(log)
+        or in_set_up(log)
     )
     if found.nobody is None:
         found.suspects = suspects(log, world)
@@ -131,12 +133,17 @@ def _set_up(log: LogFacts) -> str | None:
     failure is one of torch.distributed's checks of how the program set it up."""
     if any(is_own(r) and not (SET_UP.search(r.said) or MISUSED_SET_UP.search(r.said)) for r in log.raised.values()):
         return None
+    check = log.stores.check or (
+        "the address and port given (MASTER_ADDR and MASTER_PORT, --rdzv-endpoint), a firewall, a node whose "
+        "launch never started, another job on the port, or the store's host not up yet"
+    )
     if log.stores.unreachable is not None:
-        check = log.stores.check or (
-            "the address and port given (MASTER_ADDR and MASTER_PORT, --rdzv-endpoint), a firewall, a node whose "
-            "launch never started, another job on the port, or the store's host not up yet"
-        )
         return f"{log.stores.unreachable}: {check}: the set-up, not a rank"
+    if log.stores.agent_waited and not (log.seen or log.raised or log.exits or log.closed or log.timeouts):
+        return (
+            "torchrun's agent timed out in the c10d store of its rendezvous before any worker started (its "
+            f"traceback is torchrun's own; the log shows no worker): the set-up, not a rank; check {check}"
+        )
     return log.stores.barrier_said() or _misused_set_up(log)
 
 
@@ -221,6 +228,13 @@ def _signalled(log: LogFacts) -> str | None:
         name = SIGNALS.get(number, f"signal {number}")
         sent = f"{name}: {_SENT_BY[number]}" if number in _SENT_BY else name
         return f"{who} itself received {sent}; it ended its workers, no rank failed"
+    if (stop := next((r for r in log.exceptions if r.stopped), None)) is not None and not log.waiting:
+        ranks = sorted(rank for rank, r in log.raised.items() if r.stopped)
+        who = rank_word(ranks) if ranks else "a process"
+        return (
+            f"{who} raised {stop.type.rsplit('.', 1)[-1]}: stopped by a signal from outside (the scheduler's "
+            "cancel or time limit, a preemption, a user's kill or Ctrl-C), not failed; no rank failed"
+        )
     if log.exiting is not None and not log.waiting:
         who, words = log.exiting
         return (

@@ -115,9 +115,11 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
         return files.unread.get(rank, "no file")
     if rank in log.waiting:
         return "its waits are in groups the log does not name"
+    if rank in log.seen:
+        return "no watchdog line in the log"
     if (said := next((e for e in log.exits if e.unit == RANK and e.who == rank), None)) is not None:
         return f"only {said.by}'s word on how it ended"
-    return "no watchdog line in the log" if rank in log.seen else "no line in the log"
+    return "no line in the log"
 
 
 def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> tuple[float, bool]:

@@ -70,7 +70,7 @@ SHARED_MEMORY = (
 
 
 def is_own(raised: Raised) -> bool:
-    return not raised.consequence and not raised.cut and raised.launcher is None
+    return not raised.consequence and not raised.cut and raised.launcher is None and not raised.stopped
 
 
 @dataclass
@@ -156,7 +156,6 @@ def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
         log.seen - ranks
         or log.cut_waiting
         or any(_apart(e, ranks) for e in log.exits)
-        or (log.closed and log.signalled is None)  # signalled, it closes every worker, the failed one too
         or log.debug.unanswering()
         or any(c.rank is not None and c.rank not in ranks for c in log.crashes.crashes)
         or log.ray.dead
@@ -173,7 +172,7 @@ def one_kind(log: LogFacts, ranks: set[int]) -> bool:
 def _apart(e: WorkerExit, ranks: set[int]) -> bool:
     """Another global rank a launcher says ended, or a worker it tore down (SIGTERM) while it ran (a
     local rank, a task, a process may be the failed rank itself)."""
-    return e.code == SIGTERM or (e.unit == RANK and e.who >= 0 and e.who not in ranks)
+    return e.unit == RANK and e.who >= 0 and e.who not in ranks and e.code != SIGTERM
 
 
 def device_fault(log: LogFacts, ranks: set[int]) -> bool:
@@ -230,6 +229,57 @@ def program_error(log: LogFacts) -> str | None:
     message = first.message.splitlines()[0][:200].rstrip(".") if first.message else ""
     who = rank_word(ranks) if ranks else "a process"
     return f"{who} raised {first.type}" + (f": {message}" if message else "") + f": {PROGRAM_WHY}"
+
+
+SET_UP_CALLS = frozenset(
+    {
+        "init_process_group",
+        "_new_process_group_helper",
+        "new_group",
+        "new_subgroups",
+        "init_device_mesh",
+        "_store_based_barrier",
+        "_create_c10d_store",
+        "_tcp_rendezvous_handler",
+        "_env_rendezvous_handler",
+        "_verify_param_shape_across_processes",
+        "_sync_module_states",
+        "_sync_params_and_buffers",
+        "init_distributed",
+        "init_distributed_environment",
+        "initialize_model_parallel",
+        "init_model_parallel_group",
+    }
+)
+"""The calls that set the process groups up (torch's, DDP's first sync, DeepSpeed's, Megatron's and
+vLLM's): every rank makes them together, before its first step."""
+
+
+def in_set_up(log: LogFacts) -> str | None:
+    """Why no rank is to blame where every failure the log shows was raised setting the process
+    groups up (:data:`SET_UP_CALLS`), none because a peer was lost or awaited, no rank is shown apart
+    (waiting, going on, crashed, ended otherwise) and none is a GPU's own fault: what every rank meets alike at
+    that point is the set-up (the network between them, the address they meet at, the backend's
+    build, the devices), even where the paste keeps one process's traceback."""
+    raised = [r for r in log.exceptions if r.frames and not r.consequence]
+    if not raised or len(raised) < len(log.exceptions) or _beside(log) or log.timeouts:
+        return None  # a peer lost or awaited as they set up: that peer
+    if log.stores.short() or log.stores.awaited() or any(_DEVICE.search(f"{r.type}: {r.message}") for r in raised):
+        return None
+    if any(ended_in_failure(e, log) and not (e.unit == RANK and e.who in log.raised) for e in log.exits):
+        return None
+    calls = [next((f.func for f in reversed(r.frames) if f.func in SET_UP_CALLS), None) for r in raised]
+    if None in calls:
+        return None
+    first = next(r for r in raised if not r.cut) if any(not r.cut for r in raised) else raised[0]
+    ranks = sorted(log.raised)
+    who = rank_word(ranks) if ranks else "a process"
+    what = _said(first) if not first.cut else "an exception, its line cut from the log"
+    return (
+        f"{who} raised {what} in {calls[0]}, setting the process groups up before training: the set-up (the "
+        "network between the processes, the address and port they meet at, the backend's build, the devices "
+        "they are given), which every rank meets alike, not a rank"
+    )
 
 
 CUT = "cut"

@@ -303,6 +303,8 @@ class LauncherLines:
         unit, who = (RANK, label) if label is not None and words.unit == WORKER else (words.unit, who)
         host = visible(named["host"], 200) if named.get("host") else None
         said = words.said if code is None else None
+        if said is not None and named.get("why"):
+            said = f"{said}: {visible(named['why'].strip(), 300)}"
         self.kept(WorkerExit(unit, who, code, words.by, host=host, first=words.first, said=said, aborted=words.aborted))
 
     def flush(self) -> None:

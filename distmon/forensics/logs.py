@@ -93,6 +93,8 @@ _TERMINATING = re.compile(r"srun: Terminating (?:job step \d|StepId=\d)")
 """srun ending the step itself: a task failed (``--kill-on-bad-exit``), or srun was interrupted twice."""
 _ANNOUNCED = re.compile(r"GLOBAL_RANK: ?(\d{1,9}), MEMBER: ?\d{1,9}/\d{1,9}")
 """Lightning's word as each process joins (``initializing ddp: GLOBAL_RANK: 1, MEMBER: 2/4``)."""
+_BLOCK = re.compile(r"\s*-{5,}(Begin|End) global rank (\d{1,9}) STD(?:OUT|ERR)-{5,}\s*$")
+"""Composer's launcher around a failed rank's output, which it kept in a file while the rank ran."""
 _WORKER_CRASH = re.compile(
     r"^ERROR: (Unexpected (?:segmentation fault|bus error|floating-point exception) encountered in worker\.)"
 )
@@ -133,6 +135,8 @@ class _Reader:
     launcher: LauncherLines = field(init=False)
     spawned: int | None = None
     """The process whose traceback ``torch.multiprocessing.spawn`` is printing."""
+    block: int | None = None
+    """The rank whose output Composer's launcher is printing between its ``Begin`` and ``End`` lines."""
     nameless: Traceback | None = None
     """A traceback no rank prefixes, nor ``mp.spawn`` names."""
     headers: int = 0
@@ -145,8 +149,11 @@ class _Reader:
 
     def line(self, written: Written) -> None:
         line = written.text
+        if "global rank" in line and (block := _BLOCK.match(line)) is not None:
+            self.block = int(block.group(2)) if block.group(1) == "Begin" and int(block.group(2)) < MAX_GROUP else None
+            return
         prefix = _RANK.search(line)
-        rank = int(prefix.group(1)) if prefix else None
+        rank = int(prefix.group(1)) if prefix else self.block
         at = self._time(line, written.stamp)
         if at is not None:
             self.stamp = at
@@ -190,9 +197,23 @@ class _Reader:
         if nameless is not None:
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
             self.facts.cut_waiting += nameless.in_collective
+        self._placed()
         self.facts.seen |= self.facts.debug.running.keys()  # ranks ProcessGroupWrapper's lines name
         self.facts.ray.finish()
         self.facts.place()
+
+    def _placed(self) -> None:
+        """The one traceback no label places, beside the one rank a launcher alone says failed: that
+        rank's (Composer's launcher prints its local rank 0's output unlabelled, torch before 2.2
+        labelled no worker's lines)."""
+        facts = self.facts
+        if len(facts.raised) != 1 or len(facts.unplaced) != 1:
+            return
+        [(rank, told)], [raised] = facts.raised.items(), facts.unplaced
+        if told.launcher is None or raised.consequence or raised.cut or sum(e.first for e in facts.exits) > 1:
+            return
+        facts.unplaced.clear()
+        self._raised(rank, raised)
 
     def _time(self, line: str, stamp: str) -> float | None:
         """The glog stamp ``[E1124 03:12:44.123456789`` (its year that of the log's other
@@ -346,17 +367,19 @@ class _Reader:
         """A line of the rank's traceback; with ``lone``, an exception line the paste holds
         without its traceback is one too (a watchdog's line is not: it says the rank waited)."""
         building = self.tracebacks.get(rank)
+        told = self.facts.raised.get(rank)
+        open_ = told is None or told.launcher is not None  # a launcher's word alone: its own lines say more
         if body.startswith(TRACEBACK) or (building is None and FRAME.match(body)):
-            if rank in self.facts.raised:
+            if not open_:
                 return
             building = self.tracebacks[rank] = Traceback()
             if body.startswith(TRACEBACK):
                 return
         if building is None:
-            if rank not in self.facts.raised and (crash := _WORKER_CRASH.match(body)) is not None:
+            if open_ and (crash := _WORKER_CRASH.match(body)) is not None:
                 self._raised(rank, Raised("ERROR", crash.group(1), [], self.stamp))
                 return
-            if lone and rank not in self.facts.raised and (begun := alone(body, self.stamp)) is not None:
+            if lone and open_ and (begun := alone(body, self.stamp)) is not None:
                 assert begun.raised is not None
                 self.tracebacks[rank] = begun
                 self._raised(rank, begun.raised)
@@ -368,10 +391,13 @@ class _Reader:
             del self.tracebacks[rank]
 
     def _raised(self, rank: int, raised: Raised) -> None:
-        if raised.frames and rank not in self.facts.raised:
-            self.facts.stores.traceback(rank, raised.frames, raised.in_collective)
-        self.facts.seen.add(rank)
-        self.facts.raised.setdefault(rank, raised)
+        told = self.facts.raised.get(rank)
+        if told is None or (told.launcher is not None and raised.launcher is None):
+            if raised.frames:
+                self.facts.stores.traceback(rank, raised.frames, raised.in_collective)
+            self.facts.raised[rank] = raised  # its own traceback says more than a launcher's word
+        if raised.launcher is None:
+            self.facts.seen.add(rank)  # a launcher's word is not a line of the rank's own
         if raised.at is not None:
             self.facts.latest = max(self.facts.latest or raised.at, raised.at)
 

@@ -91,7 +91,11 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
                 detail = detail.replace(follows, "")
             lines += ["  " + line for line in _detail(detail, bool(found))]
     elif verdict.suspects:
-        lines = [f"SUSPECTED {rank_word([s.rank for s in verdict.suspects[:1]])}: {headline}"]
+        lead = rank_word([s.rank for s in verdict.suspects[:1]])
+        said = f"suspected: {lead} ("  # the headline is the suspicion alone: said once, not twice
+        if headline.startswith(said) and headline.endswith(")"):
+            headline = headline[len(said) : -1]
+        lines = [f"SUSPECTED {lead}: {headline}"]
     else:
         return [headline[:1].upper() + headline[1:] + "."]
     if verdict.suspects and not verdict.alone:

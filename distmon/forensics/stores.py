@@ -157,6 +157,9 @@ class StoreLines:
     """Ranks (None: a line no rank prefixes) whose connection to the store closed."""
     server: str | None = None
     """The store's address, where a line that lost it gives it."""
+    agent_waited: bool = False
+    """torchrun's agent timed out in the store at its first rendezvous (its own traceback, before it
+    started workers or watched them): where the log shows no worker, no rank waited."""
 
     def line(self, body: str, rank: int | None) -> bool:
         """Reads ``body`` if it is one of the store's lines (``rank``: its prefix's)."""
@@ -255,15 +258,18 @@ class StoreLines:
         return list(dict.fromkeys(w.awaited for w in self.waits if w.awaited is not None))
 
     def traceback(self, rank: int | None, frames: list[StackFrame], in_collective: bool) -> None:
-        """A traceback's frames: torchrun's agent's, whose wait in the store no rank waited (no
-        worker had started); a wait in a barrier inside a block the main process runs first."""
+        """A traceback's frames: torchrun's agent's at its first rendezvous (not a restart's, not in the loop
+        that watches its workers run, not raising their failure), after a wait in the store no rank says it
+        waited; a wait in a barrier inside a block the main process runs first."""
         agent = any(part in f.file for f in frames for part in _AGENT)
-        if rank is None and agent and any(w.rank is None for w in self.waits):
-            self.waits = [w for w in self.waits if w.rank is not None]
-            self.unreachable = self.unreachable or (
-                "torchrun's agent timed out in its rendezvous's c10d store (its traceback is torchrun's "
-                "own), before it started any worker: its node never met the others"
-            )
+        calls = {f.func for f in frames}
+        started = (
+            "_restart_workers" in calls
+            or ("_invoke_run" in calls and "_initialize_workers" not in calls)
+            or any("ChildFailedError" in (f.code or "") for f in frames)
+        )
+        if rank is None and agent and not started and any(w.rank is None for w in self.waits):
+            self.agent_waited = True
         if not in_collective or len(self.main_first) >= MAX_WAITS:
             return
         context = next((f.func for f in reversed(frames) if f.func in _FIRST), None)

@@ -34,6 +34,8 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     found += lost_peers(log, world)
     found += _disagreeing(log, world) + _behind(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
+    waiters = log.stores.waiters()  # its end is its wait in the store timing out: a victim's
+    found = [(rank, why) for rank, why in found if rank not in waiters]
     return _once(found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world))
 
 

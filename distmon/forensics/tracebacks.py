@@ -54,6 +54,9 @@ _P2P_CALL = re.compile(r"\b(?:i?send|i?recv)\(\s*[^,()]{1,100},\s*(?:src=|dst=)?
 ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
 
+_STOPS = ("SignalException", "SIGTERMException", "KeyboardInterrupt")
+
+
 @dataclass
 class Raised:
     """A rank's last words: the exception its traceback ended in."""
@@ -107,6 +110,12 @@ class Raised:
         or a launcher because a worker failed."""
         said = self.said
         return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.launchers
+
+    @property
+    def stopped(self) -> bool:
+        """Raised by a signal's handler (torchrun's ``SignalException``, Lightning's ``SIGTERMException``)
+        or by Ctrl-C: the process was stopped from outside, no failure of its own."""
+        return self.type.endswith(_STOPS)
 
     @property
     def launchers(self) -> bool:

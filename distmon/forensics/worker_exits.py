@@ -85,7 +85,8 @@ class Words:
     unit: str = RANK
     first: bool = False
     said: str | None = None
-    """How the worker ended, in the launcher's words, where it gives no code."""
+    """How the worker ended, in the launcher's words, where it gives no code; what the line says after
+    them (its ``why``), where it says more."""
     aborted: bool = False
     """The worker ended the job itself (``MPI_Abort``)."""
     joins: bool = False
@@ -184,15 +185,26 @@ ENDS = (
     Words(
         "TensorRT-LLM's executor",
         "Failed to initialize executor on rank",
-        re.compile(r"\bFailed to initialize executor on rank (?P<who>\d{1,9})\b"),
+        re.compile(r"\bFailed to initialize executor on rank (?P<who>\d{1,9})\b:? ?(?P<why>\S.{0,300})?"),
         first=True,
-        said="failed to initialize its executor (its error on the lines after)",
+        said="failed to initialize its executor",
     ),
     Words(
         "Composer's launcher",
         "crashed with exit code",
         re.compile(r"\bRank (?P<who>\d{1,9}) crashed with exit code (?P<code>-?\d{1,9})\b"),
         first=True,
+    ),
+    Words(
+        "Composer's launcher",
+        "Killing global rank",
+        re.compile(r"\bKilling global rank (?P<who>\d{1,9}) \(PID \d{1,12}\) with SIGTERM"),
+        code=-15,
+    ),
+    Words(
+        "Composer's launcher",
+        ") exited with code",
+        re.compile(r"\bGlobal rank (?P<who>\d{1,9}) \(PID \d{1,12}\) exited with code (?P<code>-?\d{1,9})\b"),
     ),
     Words(
         "the launcher",

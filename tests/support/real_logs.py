@@ -50,8 +50,6 @@ MISSED = {
     "ipex_llm_vllm_ray_worker_oneccl_atl_no_shm_provider.log": _HELD_OUT,
     "ddp_rocm_aws_ofi_rccl_libfabric122_rank14_hang_at_ddp_init.log": _HELD_OUT,
     "ascend_torchrun_hccl_barrier_ej0001_hccp_init_failed_ranks2_3.log": _HELD_OUT,
-    "applio_windows_gloo_unsupported_device_single_proc.log": _HELD_OUT,
-    "applio_windows_gloo_makeuvdevice_hostname_empty.log": _HELD_OUT,
     "transformers_layoutlmv2_ddp_unused_params_rank1_every_rank_alike.log": _HELD_OUT,
     "stylegan3_spawn_gloo_rank1_broadcast_recv_timeout_rank0_plugin_build_hang.log": _HELD_OUT,
     "paddleocr_launch_4_trainers_rank1_2_3_aborted_custom_dataset_code.log": _HELD_OUT,
@@ -379,10 +377,6 @@ MISSED = {
     "llama_efficient_tuning_sft_rank0_tokenizer_straggler_barrier_socket_timeout_rank0.log": (
         "a progress bar no rank labels stands before a traceback of main_process_first's barrier no rank "
         "labels: whose bar, and whose wait, no prefix says"
-    ),
-    "detectron2_tridentnet_mpspawn_deadlock_two_gpus_keyboardinterrupt_environment_none.log": (
-        "only the parent's Ctrl-C in spawn's join shows: a stop from outside, no failure; that the "
-        "environment hung spawn (the maintainer) no line says"
     ),
     "llmfoundry_composer_launcher_2xa100_first_allgather_watchdog_p2p_none.log": (
         "rank 0 waits in collective #2, not the group's first, and rank 1 has no line: it is suspected; that "

@@ -514,9 +514,14 @@ def test_a_store_wait_in_torchruns_own_traceback_is_its_agents_rendezvous_no_ran
     ]
     verdict = assign_blame(analyze_text("\n".join([wait, *frames])))
     assert verdict.nobody is not None and verdict.suspects == []
-    assert "torchrun's agent timed out in its rendezvous's c10d store" in verdict.nobody
+    assert "torchrun's agent timed out in the c10d store of its rendezvous before any worker started" in verdict.nobody
     worker = '  File "/srv/job/train.py", line 40, in main'
     assert assign_blame(analyze_text("\n".join([wait, frames[0], worker]))).suspects, "a worker's wait: a rank's"
+    restart = '  File "/venv/lib/python3.11/site-packages/torch/distributed/elastic/agent/server/api.py", line 700, in '
+    again = "\n".join([wait, *frames, restart + "_restart_workers"])
+    assert assign_blame(analyze_text(again)).nobody is None, "a restart's rendezvous: its workers had run"
+    failed = "failed (exitcode: -11) local_rank: 2 (pid: 4242) of binary: /usr/bin/python"
+    assert assign_blame(analyze_text("\n".join([failed, wait, *frames]))).nobody is None, "the log shows a worker"
 
 
 def test_a_store_wait_names_the_rank_it_waited_for() -> None:

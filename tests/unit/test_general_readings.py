@@ -59,6 +59,8 @@ ENDS = [
     ("[launcher] Rank 6 (pid 4242) exited unexpectedly with exit code 3", (RANK, 6, 3, False)),
     ("ERROR:composer.cli.launcher:Rank 3 crashed with exit code -6.", (RANK, 3, -6, True)),
     ("[TensorRT-LLM][ERROR] Failed to initialize executor on rank 5: no attribute", (RANK, 5, None, True)),
+    ("INFO:composer.cli.launcher:Killing global rank 3 (PID 3103) with SIGTERM", (RANK, 3, -15, False)),
+    ("ERROR:composer.cli.launcher:Global rank 0 (PID 3100) exited with code -15", (RANK, 0, -15, False)),
     ("Killed", (WORKER, -1, -9, False)),
     ("Segmentation fault (core dumped)", (WORKER, -1, -11, False)),
     (
@@ -1086,8 +1088,8 @@ def test_a_process_out_of_memory_on_gpu_n_suspects_local_rank_n_but_not_gpu_0(
 def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_proven() -> None:
     """A paste of one rank's failure and nothing of the others may hold what every rank raised: the
     rank is suspected, told with its evidence, not proven. Beside another rank waiting for it, going on
-    without it, or torn down by its launcher, the failure is its own; a GPU's hardware fault is its
-    device's whatever else the log shows."""
+    without it, the failure is its own (a worker its launcher tore down was alive then, no more); a GPU's
+    hardware fault is its device's whatever else the log shows."""
     oom = "[rank3]: Traceback (most recent call last):\n[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
     verdict = judged(oom)
     assert alone(verdict) == [3] and "suspected, not proven" in verdict.headline
@@ -1109,7 +1111,8 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     agent = "failed (exitcode: 1) local_rank: 3 (pid: 48213) of binary: /usr/bin/python\n"
     assert alone(judged(oom.replace("rank3", "rank11") + agent)) == [11], "local rank 3 is no other rank"
     closing = "W0501 10:00:01.000 1 torch/distributed/elastic/multiprocessing/api.py:897] Sending process 48214 "
-    assert judged(oom + closing + "closing signal SIGTERM\n").culprits == [3], "a worker torn down while it ran"
+    torn = judged(oom + closing + "closing signal SIGTERM\n")
+    assert alone(torn) == [3], "a worker torn down was alive then, not shown past where rank 3 stopped"
     disk = "[rank5]: Traceback (most recent call last):\n[rank5]: OSError: [Errno 28] No space left on device\n"
     assert judged(oom + disk).culprits == [3, 5], "two failing otherwise: not every rank's alike"
     ecc = "[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n"
@@ -1139,3 +1142,100 @@ def test_a_device_past_the_gpus_a_process_sees_is_the_launchs_not_a_ranks() -> N
     )
     nobody = judged(line).nobody
     assert nobody is not None and "device assignment" in nobody
+
+
+COMPOSER = """ERROR:composer.cli.launcher:Rank 1 crashed with exit code 1.
+INFO:composer.cli.launcher:Killing global rank 0 (PID 3100) with SIGTERM
+Global rank 1 (PID 3101) exited with code 1
+----------Begin global rank 1 STDERR----------
+Traceback (most recent call last):
+  File "/w/train.py", line 86, in <module>
+    main(cfg)
+ValueError: Sample 88123 has 4211 tokens, more than max_seq_len
+----------End global rank 1 STDERR----------
+"""
+
+
+def test_composers_launcher_gives_a_failed_ranks_own_output_and_its_traceback_is_read_as_its() -> None:
+    """Composer prints a failed rank's output between its Begin and End lines, after its own word on
+    the rank; the traceback there says more than the word, and is the rank's."""
+    verdict = judged(COMPOSER)
+    assert "rank 1 raised ValueError: Sample 88123" in verdict.headline
+    console = "".join(  # local rank 0's output goes to the console, unlabelled: the one traceback, the one rank
+        line.replace("Rank 1 crashed", "Rank 0 crashed").replace("global rank 0 (PID 3100)", "global rank 2 (PID 3102)")
+        + "\n"
+        for line in COMPOSER.splitlines()
+        if "global rank 1" not in line.lower() and "STDERR" not in line
+    )
+    assert "rank 0 raised ValueError" in judged(console).headline
+    said = render_analysis(analyzed(COMPOSER))
+    assert "rank 0 (only Composer's launcher's word on how it ended)" in said
+
+
+def test_a_launchers_word_with_more_on_its_line_keeps_it() -> None:
+    line = "[TensorRT-LLM][ERROR] Failed to initialize executor on rank {r}: KeyError: 'qwen3_5'\n"
+    nobody = judged(line.format(r=0) + line.format(r=1)).nobody
+    assert nobody is not None and "failed to initialize its executor: KeyError: 'qwen3_5'" in nobody
+
+
+def test_a_rank_stopped_by_a_signal_failed_of_nothing_its_own() -> None:
+    """torchrun's handler's SignalException, Lightning's SIGTERMException: the process was sent a
+    signal from outside; a rank's own error before it is still the cause."""
+    stopped = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/w/train.py", line 64, in <module>\n'
+        "[rank1]: lightning.fabric.utilities.exceptions.SIGTERMException\n"
+    )
+    nobody = judged(stopped).nobody
+    assert nobody is not None and "stopped by a signal from outside" in nobody
+    agent = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/elastic/multiprocessing/api.py", line 79, in '
+        "_terminate_process_handler\n"
+        '    raise SignalException(f"Process {os.getpid()} got signal: {sigval}", sigval=sigval)\n'
+        "torch.distributed.elastic.multiprocessing.api.SignalException: Process 140 got signal: 15\n"
+    )
+    assert judged(agent).nobody is not None, "torchrun's agent's own, its death signal's line cut"
+    own = "[rank2]: Traceback (most recent call last):\n[rank2]: RuntimeError: CUDA error: misaligned address\n"
+    assert judged(own + stopped).nobody is None, "rank 2 failed of its own first"
+
+
+def test_a_failure_every_process_met_setting_its_groups_up_is_the_set_ups() -> None:
+    """Raised in init_process_group (or DDP's first sync), nothing else failing: what every rank meets
+    there is the set-up; not where a peer was lost or awaited there (that peer)."""
+    frames = [
+        "Traceback (most recent call last):",
+        '  File "/w/train.py", line 12, in main',
+        "    dist.init_process_group('nccl')",
+        '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1520, in '
+        "init_process_group",
+        "    store, rank, world_size = next(rendezvous_iterator)",
+    ]
+    failed = "\n".join([*frames, "OSError: [Errno 99] Cannot assign requested address"])
+    nobody = judged(failed).nobody
+    assert nobody is not None and "in init_process_group, setting the process groups up" in nobody
+    lost = "\n".join([*frames, "RuntimeError: Connection reset by peer"])
+    assert judged(lost).nobody is None, "a peer lost as they set up: that peer"
+    waiting = (
+        "[rank3]:[E501 10:00:00.0 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600005 "
+        "milliseconds before timing out.\n"
+    )
+    assert judged(failed + "\n" + waiting).nobody is None, "beside a rank waiting"
+
+
+def test_a_rank_that_waited_in_the_store_is_no_suspect_the_rank_it_awaited_is() -> None:
+    """torchrun's first observed failure is a waiter's timeout in the store: the rank it waited for leads."""
+    waits = "".join(
+        f"[rank{r}]: RuntimeError: [{r}] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via "
+        "c10d key-value store by key '0', but store->get('0') got error: Socket Timeout\n"
+        for r in (1, 2)
+    )
+    agent = "failed (exitcode: 1) local_rank: 1 (pid: 4243) of binary: /usr/bin/python\n"
+    verdict = judged(waits + agent)
+    assert suspects(verdict)[:1] == [0] and 1 not in suspects(verdict)
+
+
+def test_a_suspicion_alone_is_said_once() -> None:
+    said = render_analysis(analyzed("ERROR:composer.cli.launcher:Rank 2 crashed with exit code -6.\n"))
+    assert "SUSPECTED rank 2: rank 2 ended by signal 6" in said and "suspected: rank 2 (" not in said

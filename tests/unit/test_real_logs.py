@@ -70,8 +70,8 @@ VERDICTS = [
     ("sglang_what_pg3_allgather.log", [], [], "rank 5 of group 3: _all_gather_base #9141"),
     (
         "swift_multinode_oom_rank11.log",
-        [11],
         [],
+        [11],
         "rank_exception: rank 11 raised torch.OutOfMemoryError: CUDA out of",
     ),
     ("torch21_terminate_broadcast_880.log", [], [0, 1], "rank 5 waits in collective #880 (broadcast)"),
@@ -2744,9 +2744,9 @@ VERDICTS = [
     ),
     (
         "opensora_torchrun_rank0_dataloader_worker_exited_sigterm_three.log",
-        [0],
         [],
-        "worker_crash: rank 0: DataLoader worker (pid 8864) exited with code 1",
+        [0],
+        "worker_crash: rank 0: DataLoader worker (pid 8864) exited with code",
     ),
     (
         "pai_megatron_baichuan_pp2_nan_grad_norm_rank3_interleaved.log",
@@ -3586,14 +3586,14 @@ VERDICTS = [
     (
         "detectron2_tridentnet_mpspawn_deadlock_two_gpus_keyboardinterrupt_environment_none.log",
         [],
-        [],
-        "a process the log does not name raised KeyboardInterrupt: ",
+        NOBODY,
+        "nobody to blame: a process raised KeyboardInterrupt: stopped by a",
     ),
     (
         "llmfoundry_composer_launcher_2xa100_first_allgather_watchdog_p2p_none.log",
         [],
-        [1, 0],
-        "rank 0 waits in collective #2 (_all_gather_base) of group 0 (default_p",
+        [1],
+        "rank 0 waits in collective #2 (_all_gather_base) of group 0",
     ),
     (
         "vllm_v1_multiproc_tp8_worker1_exception_died_others_parent_exited_rank1.log",
@@ -3887,7 +3887,7 @@ VERDICTS = [
         "mpirun_merlin_tf_horovod_rank2_rmm_oom_first_exit_rank1.log",
         [1, 2],
         [],
-        "rank_exception: ranks 1-2 raised Exception: exit code 1, mpirun's firs",
+        "rank_exception: ranks 1-2 raised an exception: its exception line is",
     ),
     (
         "msswift_sft_torchrun_local_rank3_sigabrt_none_dealloc.log",
@@ -4181,7 +4181,7 @@ VERDICTS = [
         "swift_grpo_two_nodes_agent_rendezvous_store_socket_timeout.log",
         [],
         NOBODY,
-        "nobody to blame: torchrun's agent timed out in its rendezvous's c10d",
+        "nobody to blame: torchrun's agent timed out in the c10d store of its",
     ),
     (
         "swift_sft_torchrun_sighup_death_signal_during_training.log",
@@ -4517,7 +4517,7 @@ VERDICTS = [
         "composer_launcher_rank1_streaming_local_leader_wait_timeout.log",
         [],
         [1],
-        "rank_exception: rank 1 raised Exception: exit code 1, Composer's",
+        "rank_exception: rank 1 raised RuntimeError: Waiting for local rank 0,",
     ),
     (
         "composer_multinode_4090_nccl_proxy_connect_closed_by_remote_rank1.log",
@@ -5578,14 +5578,14 @@ VERDICTS = [
     (
         "applio_windows_gloo_makeuvdevice_hostname_empty.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError:",
+        NOBODY,
+        "nobody to blame: a process raised RuntimeError:",
     ),
     (
         "applio_windows_gloo_unsupported_device_single_proc.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError:",
+        NOBODY,
+        "nobody to blame: a process raised RuntimeError:",
     ),
     (
         "ascend_torchrun_8npu_first_failure_local_rank2_exit1.log",
@@ -6071,7 +6071,7 @@ VERDICTS = [
         "wan22_s2v_torchrun_rank7_vae_decode_oom_exit1.log",
         [],
         [7],
-        "rank_exception: rank 7 raised Exception: exit code 1, torchrun's",
+        "suspected: rank 7 (it raised in decode (/home/zwz/work/code/Wan2.2/wan",
     ),
     (
         "xla_colab_tpu_xmp_spawn_8core_tpu0_session_not_found.log",
