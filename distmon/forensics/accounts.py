@@ -197,7 +197,8 @@ def _files(log: LogFacts) -> str | None:
     return f"{rank_word(sorted(at)) if at else 'a process'} raised {own[0].type}: {said}: {FILES_WHY}"
 
 
-SIGNALS = {1: "SIGHUP", 2: "SIGINT", 15: "SIGTERM"}
+SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 10: "SIGUSR1", 12: "SIGUSR2", 15: "SIGTERM"}
+"""The signals a launcher is sent to stop it (torchrun's agent handles these)."""
 _SENT_BY = {
     1: "its terminal or ssh session closed: run it under nohup, tmux or the scheduler",
     2: "Ctrl-C",

@@ -150,7 +150,7 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
         f"{RAISED} ({said})",
         frame_lines(raised.frames, depth=4, indent=""),
         CODE,
-        "read its exception whole in its own output (its stderr; torchrun prefixes its lines with [rank"
+        "read its exception whole in its own output (its stderr; under torchrun, its lines prefixed [rank"
         f"{f.rank}]) and fix it where it raised{others}",
     )
 

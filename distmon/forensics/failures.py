@@ -149,9 +149,10 @@ def _beside(log: LogFacts) -> bool:
 
 def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
     """Whether the log shows a rank apart from ``ranks``, which failed: another rank's lines (waiting, going on, its
-    own end), a traceback cut in a collective, a launcher naming another global rank that ended or tearing down a
-    worker still running (SIGTERM, torchrun's closing signal), a native crash, a Ray actor dead, a process killed
-    for memory. Where it shows none, their failure may be every rank's, the others' lines left out of the paste."""
+    own end), a traceback cut in a collective, a launcher naming another global rank that ended of its own, a
+    native crash, a Ray actor dead, a process killed for memory. Not a worker a launcher tore down: alive then, it
+    may have been on its way to the same failure. Where it shows none, their failure may be every rank's, the
+    others' lines left out of the paste."""
     return bool(
         log.seen - ranks
         or log.cut_waiting
@@ -170,8 +171,8 @@ def one_kind(log: LogFacts, ranks: set[int]) -> bool:
 
 
 def _apart(e: WorkerExit, ranks: set[int]) -> bool:
-    """Another global rank a launcher says ended, or a worker it tore down (SIGTERM) while it ran (a
-    local rank, a task, a process may be the failed rank itself)."""
+    """Another global rank a launcher says ended of its own (not one it tore down with SIGTERM: alive
+    then, no more; a local rank, a task, a process may be the failed rank itself)."""
     return e.unit == RANK and e.who >= 0 and e.who not in ranks and e.code != SIGTERM
 
 

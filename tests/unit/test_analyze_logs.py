@@ -674,4 +674,4 @@ def test_a_rank_a_launcher_says_died_of_a_signal_is_told_as_a_crash_not_an_excep
     text = "mpirun noticed that process rank 2 with PID 4121 on node gpu-07 exited on signal 11 (Segmentation fault).\n"
     shown = render_analysis(analyze_text(text))
     assert "died of a signal" in shown and "dmesg" in shown, shown
-    assert "fix the error above" not in shown and "torchrun prefixes" not in shown, shown
+    assert "fix the error above" not in shown and "its lines prefixed" not in shown, shown

@@ -190,7 +190,7 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
     else:
         lines.append(
             f"What to do: fix the error above on {rank_word(ranks)}; its full traceback is in that "
-            "rank's stderr (torchrun prefixes it with [rank"
+            "rank's stderr (under torchrun, its lines prefixed [rank"
             f"{ranks[0]}]).{FOLLOWS[1]}"
         )
     return Finding(
