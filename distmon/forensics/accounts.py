@@ -31,7 +31,6 @@ from distmon.forensics.failures import (
     cut_on_path,
     ended_in_failure,
     failures_of,
-    in_set_up,
     is_own,
     own_failure,
     program_error,
@@ -119,7 +118,6 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _set_up(log)
         or _transport(log, world)
         or program_error(log)
-        or in_set_up(log)
     )
     if found.nobody is None:
         found.suspects = suspects(log, world)
@@ -229,7 +227,7 @@ def _signalled(log: LogFacts) -> str | None:
         name = SIGNALS.get(number, f"signal {number}")
         sent = f"{name}: {_SENT_BY[number]}" if number in _SENT_BY else name
         return f"{who} itself received {sent}; it ended its workers, no rank failed"
-    if (stop := next((r for r in log.exceptions if r.stopped), None)) is not None and not log.waiting:
+    if (stop := next((r for r in log.exceptions if r.stopped), None)) is not None and not _failed_besides(log):
         ranks = sorted(rank for rank, r in log.raised.items() if r.stopped)
         who = rank_word(ranks) if ranks else "a process"
         return (
@@ -248,6 +246,20 @@ def _signalled(log: LogFacts) -> str | None:
     return (
         f"{stopped} received SIGTERM, as Ray says: stopped from outside (Ray shutting its workers down as the job "
         "ended, the scheduler, a user), not failed; no rank failed"
+    )
+
+
+def _failed_besides(log: LogFacts) -> bool:
+    """Where processes were stopped by a signal, something that failed besides: a rank waiting, or
+    stopped inside a collective (a hang a user interrupted), a worker killed or crashed (the signals
+    came from its launcher's teardown), a native crash, a process killed for memory."""
+    return bool(
+        log.waiting
+        or any(r.stopped and r.collective is not None for r in log.exceptions)
+        or any(e.code is not None and e.code < 0 and -e.code not in SIGNALS for e in log.exits)
+        or log.crashes.crashes
+        or log.oom_killed
+        or log.step_ended
     )
 
 

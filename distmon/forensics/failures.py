@@ -232,57 +232,6 @@ def program_error(log: LogFacts) -> str | None:
     return f"{who} raised {first.type}" + (f": {message}" if message else "") + f": {PROGRAM_WHY}"
 
 
-SET_UP_CALLS = frozenset(
-    {
-        "init_process_group",
-        "_new_process_group_helper",
-        "new_group",
-        "new_subgroups",
-        "init_device_mesh",
-        "_store_based_barrier",
-        "_create_c10d_store",
-        "_tcp_rendezvous_handler",
-        "_env_rendezvous_handler",
-        "_verify_param_shape_across_processes",
-        "_sync_module_states",
-        "_sync_params_and_buffers",
-        "init_distributed",
-        "init_distributed_environment",
-        "initialize_model_parallel",
-        "init_model_parallel_group",
-    }
-)
-"""The calls that set the process groups up (torch's, DDP's first sync, DeepSpeed's, Megatron's and
-vLLM's): every rank makes them together, before its first step."""
-
-
-def in_set_up(log: LogFacts) -> str | None:
-    """Why no rank is to blame where every failure the log shows was raised setting the process
-    groups up (:data:`SET_UP_CALLS`), none because a peer was lost or awaited, no rank is shown apart
-    (waiting, going on, crashed, ended otherwise) and none is a GPU's own fault: what every rank meets alike at
-    that point is the set-up (the network between them, the address they meet at, the backend's
-    build, the devices), even where the paste keeps one process's traceback."""
-    raised = [r for r in log.exceptions if r.frames and not r.consequence]
-    if not raised or len(raised) < len(log.exceptions) or _beside(log) or log.timeouts:
-        return None  # a peer lost or awaited as they set up: that peer
-    if log.stores.short() or log.stores.awaited() or any(_DEVICE.search(f"{r.type}: {r.message}") for r in raised):
-        return None
-    if any(ended_in_failure(e, log) and not (e.unit == RANK and e.who in log.raised) for e in log.exits):
-        return None
-    calls = [next((f.func for f in reversed(r.frames) if f.func in SET_UP_CALLS), None) for r in raised]
-    if None in calls:
-        return None
-    first = next(r for r in raised if not r.cut) if any(not r.cut for r in raised) else raised[0]
-    ranks = sorted(log.raised)
-    who = rank_word(ranks) if ranks else "a process"
-    what = _said(first) if not first.cut else "an exception, its line cut from the log"
-    return (
-        f"{who} raised {what} in {calls[0]}, setting the process groups up before training: the set-up (the "
-        "network between the processes, the address and port they meet at, the backend's build, the devices "
-        "they are given), which every rank meets alike, not a rank"
-    )
-
-
 CUT = "cut"
 """A failure whose traceback the paste cut before its exception line: alike any (:func:`_cut_alike`)."""
 CUT_SAID = "in the same code, their exception lines cut from the log"
@@ -337,7 +286,7 @@ def failures_of(log: LogFacts) -> list[Failure]:
     launcher names global ranks: they are the same workers)."""
     found: dict[str, Failure] = {}
     for rank, raised in log.raised.items():
-        if not raised.cut and not raised.consequence and raised.launcher is None:
+        if is_own(raised):
             found[f"{RANK} {rank}"] = Failure(f"{RANK} {rank}", _kind(raised), at=raised.at, said=_said(raised))
     if not found:
         found.update(_unnamed(log))
@@ -356,6 +305,8 @@ def failures_of(log: LogFacts) -> list[Failure]:
             continue  # torchrun tore it down once its first failure was seen: SIGTERM, SIGKILL 30 s on
         if e.unit == RANK and (own := log.raised.get(e.who)) is not None and (own.cut or own.consequence):
             continue  # its exception was another's consequence: its exit is that too
+        if e.unit == RANK and (own := log.raised.get(e.who)) is not None and own.stopped:
+            continue  # it was stopped by a signal: its exit is that
         failure = found.setdefault(f"{e.unit} {e.who}", Failure(f"{e.unit} {e.who}"))
         failure.exit = failure.exit if failure.exit and e.said == CRASHED else e.ended
         failure.at = failure.at if failure.at is not None else e.at
@@ -410,7 +361,7 @@ def _unnamed(log: LogFacts) -> dict[str, Failure]:
     """Exceptions no rank prefixes, where the world the launcher printed has as many processes as
     the log shows tracebacks of and each is the same (every process raised it; a second copy of
     one process's traceback does not make two)."""
-    own = [r for r in log.unplaced if not r.cut and not r.consequence]
+    own = [r for r in log.unplaced if is_own(r)]
     if len(own) < 2 or log.world != len(own) or len({_kind(r) for r in own}) > 1:
         return {}
     return {f"{PROCESS} {i}": Failure(f"{PROCESS} {i}", _kind(r), at=r.at, said=_said(r)) for i, r in enumerate(own)}

@@ -285,13 +285,20 @@ class LogFacts:
 
     def last_words(self, rank: int, moment: float) -> ExceptionInfo | None:
         """The exception the rank raised, at its time in the log (at ``moment`` where the log
-        gives none: ranks that raised without a stamp count as raising together)."""
+        gives none: ranks that raised without a stamp count as raising together); none for a stop."""
         raised = self.raised.get(rank)
-        if raised is None:
-            return None
+        if raised is None or raised.stopped:
+            return None  # a signal's handler raised it: the rank was stopped, it did not fail
+        if raised.launcher is not None and any(_told(r) for r in self.raised.values()):
+            return None  # a launcher's word beside a rank's own traceback: that one says what failed
         where = raised.frames[-1] if raised.frames else None
         at = raised.at if raised.at is not None else moment
         return ExceptionInfo(raised.type, raised.said, where, raised.frames, at)
+
+
+def _told(raised: Raised) -> bool:
+    """A rank's own exception, its traceback in the log: not a launcher's word, a stop, nor cut."""
+    return raised.launcher is None and not raised.stopped and not raised.cut and not raised.consequence
 
 
 def _merge(into: Timeout, loose: Timeout) -> None:

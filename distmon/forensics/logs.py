@@ -152,6 +152,8 @@ class _Reader:
         if "global rank" in line and (block := _BLOCK.match(line)) is not None:
             self.block = int(block.group(2)) if block.group(1) == "Begin" and int(block.group(2)) < MAX_GROUP else None
             return
+        if self.block is not None and ("composer.cli.launcher" in line or line.startswith("Global rank ")):
+            self.block = None  # the launcher's own line: the block's End was cut from the paste
         prefix = _RANK.search(line)
         rank = int(prefix.group(1)) if prefix else self.block
         at = self._time(line, written.stamp)
@@ -203,17 +205,17 @@ class _Reader:
         self.facts.place()
 
     def _placed(self) -> None:
-        """The one traceback no label places, beside the one rank a launcher alone says failed: that
-        rank's (Composer's launcher prints its local rank 0's output unlabelled, torch before 2.2
-        labelled no worker's lines)."""
+        """The one traceback no label places, beside the one rank a launcher alone says failed (by an
+        exit code: a signal ends a process with no exception): that rank's (Composer's launcher prints its
+        local rank 0's output unlabelled, torch before 2.2 labelled no worker's lines)."""
         facts = self.facts
-        if len(facts.raised) != 1 or len(facts.unplaced) != 1:
+        told = [rank for rank, r in facts.raised.items() if r.launcher is not None and not r.type.startswith("Signal")]
+        if len(told) != 1 or len(facts.unplaced) != 1 or sum(e.first for e in facts.exits) > 1:
             return
-        [(rank, told)], [raised] = facts.raised.items(), facts.unplaced
-        if told.launcher is None or raised.consequence or raised.cut or sum(e.first for e in facts.exits) > 1:
-            return
-        facts.unplaced.clear()
-        self._raised(rank, raised)
+        [raised] = facts.unplaced
+        if not (raised.cut or raised.launchers or raised.stopped):  # not a launcher's own, nor a stop
+            facts.unplaced.clear()
+            self._raised(told[0], raised)
 
     def _time(self, line: str, stamp: str) -> float | None:
         """The glog stamp ``[E1124 03:12:44.123456789`` (its year that of the log's other

@@ -20,6 +20,7 @@ from distmon.forensics.worker_exits import (
     TASK,
     TEARDOWN,
 )
+from distmon.monitor.state.words import rank_word, where
 
 TASK_FAILURE = "TASK FAILURE"
 """Why slurmstepd cancelled a step (``CANCELLED AT ... DUE TO TASK FAILURE``): a task of its own failed
@@ -30,13 +31,20 @@ SPARED_AT_MOST = 2
 
 def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
-    found = _unanswering(log) + _starved(log, world) + _aborted_itself(log, world) + _killed(log) + _spared(log, world)
+    waiters = log.stores.waiters()  # a launcher's word on its end: its wait in the store timing out
+    ended = _aborted_itself(log, world) + _killed(log) + _spared(log, world)
+    ended = [(rank, why) for rank, why in ended if rank not in waiters]
+    found = _unanswering(log) + _starved(log, world) + ended
     found += lost_peers(log, world)
     found += _disagreeing(log, world) + _behind(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
-    waiters = log.stores.waiters()  # its end is its wait in the store timing out: a victim's
-    found = [(rank, why) for rank, why in found if rank not in waiters]
-    return _once(found + _awaited(log, world) + _short_barrier(log, world) + _store_host(log, world))
+    return _once(
+        _stopped_elsewhere(log, world)
+        + found
+        + _awaited(log, world)
+        + _short_barrier(log, world)
+        + _store_host(log, world)
+    )
 
 
 def _once(found: list[tuple[int, str]]) -> list[tuple[int, str]]:
@@ -246,6 +254,24 @@ def _behind(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Ranks ``ProcessGroupWrapper``'s lines show a collective behind the others."""
     behind = log.debug.behind()
     return [] if behind is None else [(rank, behind[1]) for rank in behind[0] if not world or rank < world]
+
+
+def _stopped_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """The ranks a signal stopped (Ctrl-C, a scheduler's SIGTERM) outside any collective, where others
+    it stopped were inside one: those waited for them (a hang someone interrupted)."""
+    stopped = {rank: r for rank, r in log.raised.items() if r.stopped and rank < max(world, 1)}
+    inside = sorted(rank for rank, r in stopped.items() if r.collective is not None)
+    if not inside:
+        return []
+    return [
+        (
+            rank,
+            f"stopped ({r.type.rsplit('.', 1)[-1]}) in {where(r.frames[-1])}, not in the collective "
+            f"{rank_word(inside)} were stopped in: they waited for it",
+        )
+        for rank, r in sorted(stopped.items())
+        if r.collective is None and r.frames
+    ]
 
 
 def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:

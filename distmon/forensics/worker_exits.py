@@ -202,11 +202,6 @@ ENDS = (
         code=-15,
     ),
     Words(
-        "Composer's launcher",
-        ") exited with code",
-        re.compile(r"\bGlobal rank (?P<who>\d{1,9}) \(PID \d{1,12}\) exited with code (?P<code>-?\d{1,9})\b"),
-    ),
-    Words(
         "the launcher",
         "ank",
         re.compile(

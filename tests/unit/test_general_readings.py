@@ -60,7 +60,6 @@ ENDS = [
     ("ERROR:composer.cli.launcher:Rank 3 crashed with exit code -6.", (RANK, 3, -6, True)),
     ("[TensorRT-LLM][ERROR] Failed to initialize executor on rank 5: no attribute", (RANK, 5, None, True)),
     ("INFO:composer.cli.launcher:Killing global rank 3 (PID 3103) with SIGTERM", (RANK, 3, -15, False)),
-    ("ERROR:composer.cli.launcher:Global rank 0 (PID 3100) exited with code -15", (RANK, 0, -15, False)),
     ("Killed", (WORKER, -1, -9, False)),
     ("Segmentation fault (core dumped)", (WORKER, -1, -11, False)),
     (
@@ -1200,28 +1199,23 @@ def test_a_rank_stopped_by_a_signal_failed_of_nothing_its_own() -> None:
     assert judged(own + stopped).nobody is None, "rank 2 failed of its own first"
 
 
-def test_a_failure_every_process_met_setting_its_groups_up_is_the_set_ups() -> None:
-    """Raised in init_process_group (or DDP's first sync), nothing else failing: what every rank meets
-    there is the set-up; not where a peer was lost or awaited there (that peer)."""
-    frames = [
-        "Traceback (most recent call last):",
-        '  File "/w/train.py", line 12, in main',
-        "    dist.init_process_group('nccl')",
-        '  File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 1520, in '
-        "init_process_group",
-        "    store, rank, world_size = next(rendezvous_iterator)",
-    ]
-    failed = "\n".join([*frames, "OSError: [Errno 99] Cannot assign requested address"])
-    nobody = judged(failed).nobody
-    assert nobody is not None and "in init_process_group, setting the process groups up" in nobody
-    lost = "\n".join([*frames, "RuntimeError: Connection reset by peer"])
-    assert judged(lost).nobody is None, "a peer lost as they set up: that peer"
-    waiting = (
-        "[rank3]:[E501 10:00:00.0 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective operation timeout: "
-        "WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600005 "
-        "milliseconds before timing out.\n"
-    )
-    assert judged(failed + "\n" + waiting).nobody is None, "beside a rank waiting"
+def test_a_hang_someone_interrupted_suspects_the_rank_stopped_outside_the_collective() -> None:
+    """Ctrl-C stops every rank where it stands: those in a collective waited for the one elsewhere."""
+
+    def stopped(rank: int, frames: list[tuple[str, int, str]]) -> str:
+        lines = ["Traceback (most recent call last):"]
+        lines += [f'  File "{file}", line {n}, in {func}\n    {func}()' for file, n, func in frames]
+        return "".join(f"[rank{rank}]: {line}\n" for line in [*"\n".join(lines).splitlines(), "KeyboardInterrupt"])
+
+    main = ("/w/train.py", 97, "train_step")
+    waiting = [main, ("/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", 2501, "all_reduce")]
+    log = "".join(stopped(r, waiting) for r in (0, 1, 2)) + stopped(3, [main, ("/w/data.py", 44, "_open_shard")])
+    verdict = judged(log)
+    assert suspects(verdict)[:1] == [3] and "_open_shard" in verdict.suspects[0].why
+    killed = "failed (exitcode: -9) local_rank: 1 (pid: 4243) of binary: /usr/bin/python\n"
+    sigterm = stopped(0, [main]).replace("KeyboardInterrupt", "lightning.fabric.utilities.exceptions.SIGTERMException")
+    assert judged(killed + sigterm).nobody is None, "a worker killed first: the SIGTERMs were its teardown"
+    assert judged(sigterm).nobody is not None, "SIGTERM alone: from outside"
 
 
 def test_a_rank_that_waited_in_the_store_is_no_suspect_the_rank_it_awaited_is() -> None:
@@ -1234,6 +1228,21 @@ def test_a_rank_that_waited_in_the_store_is_no_suspect_the_rank_it_awaited_is() 
     agent = "failed (exitcode: 1) local_rank: 1 (pid: 4243) of binary: /usr/bin/python\n"
     verdict = judged(waits + agent)
     assert suspects(verdict)[:1] == [0] and 1 not in suspects(verdict)
+
+
+def test_a_launchers_word_beside_a_ranks_own_traceback_proves_nothing() -> None:
+    """Composer names the first rank it polled found ended: the traceback of another says what failed."""
+    lost = COMPOSER.replace("Rank 1 crashed", "Rank 0 crashed").replace(
+        "Killing global rank 0", "Killing global rank 2"
+    )
+    verdict = judged(lost)
+    assert 0 not in verdict.culprits and "rank 1 raised ValueError" in verdict.headline
+
+
+def test_a_composer_block_whose_end_was_cut_ends_at_the_launchers_next_line() -> None:
+    cut = COMPOSER.replace("----------End global rank 1 STDERR----------\n", "")
+    later = "ERROR:composer.cli.launcher:Global rank 0 (PID 3100) exited with code -15\n[rank3]: step 7\n"
+    assert 3 in analyzed(cut + later).log.seen
 
 
 def test_a_suspicion_alone_is_said_once() -> None:

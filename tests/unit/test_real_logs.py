@@ -5578,14 +5578,14 @@ VERDICTS = [
     (
         "applio_windows_gloo_makeuvdevice_hostname_empty.log",
         [],
-        NOBODY,
-        "nobody to blame: a process raised RuntimeError:",
+        [],
+        "a process the log does not name raised RuntimeError:",
     ),
     (
         "applio_windows_gloo_unsupported_device_single_proc.log",
         [],
-        NOBODY,
-        "nobody to blame: a process raised RuntimeError:",
+        [],
+        "a process the log does not name raised RuntimeError:",
     ),
     (
         "ascend_torchrun_8npu_first_failure_local_rank2_exit1.log",
