@@ -234,7 +234,7 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         "summary": verdict.headline,
         "world": analysis.world,
         "t": analysis.t,
-        "alerts": [a.to_json() for a in analysis.alerts],
+        "alerts": [] if verdict.accounted else [a.to_json() for a in analysis.alerts],  # as the text: none it explains
         "ranks": [_rank_json(analysis.ranks[r]) for r in sorted(analysis.ranks)],
         "missing": [{"rank": r, "reason": why} for r, why in sorted(analysis.missing.items())],
         "problems": analysis.problems,

@@ -82,6 +82,15 @@ def test_a_suspect_is_said_suspected_and_named_no_culprit(capsys: pytest.Capture
     assert "SUSPECTED rank 0" in printed and "CULPRIT" not in printed
 
 
+def test_the_json_keeps_no_alert_its_nobody_explains(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
+    """As the text: where every rank failed alike, no rank's exception is left as a critical alert."""
+    oom = "[rank{r}]: Traceback (most recent call last):\n[rank{r}]: torch.OutOfMemoryError: CUDA out of memory.\n"
+    (tmp_path / "job.log").write_text(oom.format(r=0) + oom.format(r=1))
+    assert main(["analyze", str(tmp_path / "job.log"), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert found["nobody"] is not None and found["alerts"] == []
+
+
 def test_the_json_names_the_culprit_and_the_exception(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["analyze", str(LOGS / "traceback_oom_16.log"), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
