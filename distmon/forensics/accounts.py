@@ -251,11 +251,13 @@ def _signalled(log: LogFacts) -> str | None:
 
 def _failed_besides(log: LogFacts) -> bool:
     """Where processes were stopped by a signal, something that failed besides: a rank waiting, or
-    stopped inside a collective (a hang a user interrupted), a worker killed or crashed (the signals
-    came from its launcher's teardown), a native crash, a process killed for memory."""
+    stopped inside a collective (a hang a user interrupted), ranks that lost a peer (the one stopped,
+    maybe stuck when it was), a worker killed or crashed (the signals came from its launcher's
+    teardown), a native crash, a process killed for memory."""
     return bool(
         log.waiting
         or any(r.stopped and r.collective is not None for r in log.exceptions)
+        or any(r.consequence and not r.launchers for r in log.exceptions)  # ranks that lost a peer
         or any(e.code is not None and e.code < 0 and -e.code not in SIGNALS for e in log.exits)
         or log.crashes.crashes
         or log.oom_killed

@@ -20,6 +20,7 @@ from distmon.forensics.worker_exits import (
     TASK,
     TEARDOWN,
 )
+from distmon.monitor.state.whereabouts import classify
 from distmon.monitor.state.words import rank_word, where
 
 TASK_FAILURE = "TASK FAILURE"
@@ -258,20 +259,25 @@ def _behind(log: LogFacts, world: int) -> list[tuple[int, str]]:
 
 def _stopped_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """The ranks a signal stopped (Ctrl-C, a scheduler's SIGTERM) outside any collective, where others
-    it stopped were inside one: those waited for them (a hang someone interrupted)."""
+    it stopped were inside one, or others lost a peer: those waited for them, or lost them (a hang
+    someone interrupted, one rank stopped)."""
     stopped = {rank: r for rank, r in log.raised.items() if r.stopped and rank < max(world, 1)}
     inside = sorted(rank for rank, r in stopped.items() if r.collective is not None)
-    if not inside:
+    lost = sorted(rank for rank, r in log.raised.items() if r.consequence and not r.launchers)
+    if not inside and not lost:
         return []
-    return [
-        (
-            rank,
-            f"stopped ({r.type.rsplit('.', 1)[-1]}) in {where(r.frames[-1])}, not in the collective "
-            f"{rank_word(inside)} were stopped in: they waited for it",
-        )
-        for rank, r in sorted(stopped.items())
-        if r.collective is None and r.frames
-    ]
+    others = (
+        f"the collective {rank_word(inside)} were stopped in: they waited for it"
+        if inside
+        else (f"a collective: {rank_word(lost)} lost their peer")
+    )
+    found = []
+    for rank, r in sorted(stopped.items()):
+        if r.collective is None and r.frames:
+            place = classify(r.frames)
+            yours = f" (your code: {where(place.user)})" if place.user is not None else ""
+            found.append((rank, f"stopped ({r.type.rsplit('.', 1)[-1]}) {place.words}{yours}, not in {others}"))
+    return found
 
 
 def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:

@@ -1212,6 +1212,11 @@ def test_a_hang_someone_interrupted_suspects_the_rank_stopped_outside_the_collec
     log = "".join(stopped(r, waiting) for r in (0, 1, 2)) + stopped(3, [main, ("/w/data.py", 44, "_open_shard")])
     verdict = judged(log)
     assert suspects(verdict)[:1] == [3] and "_open_shard" in verdict.suspects[0].why
+    lost = (
+        "[rank1]: torch.distributed.DistBackendError: NCCL error: remote process exited or there was a network error\n"
+    )
+    alone_stopped = stopped(0, [main, ("/w/data.py", 44, "_open_shard")]) + lost
+    assert suspects(judged(alone_stopped))[:1] == [0], "the peer rank 1 lost: the rank someone stopped"
     killed = "failed (exitcode: -9) local_rank: 1 (pid: 4243) of binary: /usr/bin/python\n"
     sigterm = stopped(0, [main]).replace("KeyboardInterrupt", "lightning.fabric.utilities.exceptions.SIGTERMException")
     assert judged(killed + sigterm).nobody is None, "a worker killed first: the SIGTERMs were its teardown"
