@@ -6085,7 +6085,6 @@ VERDICTS = [
         [0],
         "suspected: rank 0 (it raised in get_xla_supported_devices",
     ),
-
 ]
 
 TRUTHS: dict[str, dict[str, object]] = json.loads((REAL / "truths.json").read_text())
