@@ -96,6 +96,8 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
         if headline.startswith(said) and headline.endswith(")"):
             headline = headline[len(said) : -1]
         lines = [f"SUSPECTED {lead}: {headline}"]
+        if len(verdict.suspects) == 1 and headline == visible(verdict.suspects[0].why, MAX_LINE):
+            return lines  # the one suspect, and why, said already
     else:
         return [headline[:1].upper() + headline[1:] + "."]
     if verdict.suspects and not verdict.alone:
