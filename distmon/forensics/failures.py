@@ -232,6 +232,8 @@ def program_error(log: LogFacts) -> str | None:
     return f"{who} raised {first.type}" + (f": {message}" if message else "") + f": {PROGRAM_WHY}"
 
 
+MAX_SAID = 120
+"""Characters of an exception's first sentence a verdict shows."""
 CUT = "cut"
 """A failure whose traceback the paste cut before its exception line: alike any (:func:`_cut_alike`)."""
 CUT_SAID = "in the same code, their exception lines cut from the log"
@@ -377,7 +379,8 @@ def _kind(raised: Raised) -> str:
 
 def _said(raised: Raised) -> str:
     """An exception as the verdict shows it: its type and its message's first sentence."""
-    sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0][:120]
+    sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
+    sentence = sentence if len(sentence) <= MAX_SAID else sentence[: MAX_SAID - 1] + "…"
     return f"{raised.type}: {sentence}" if sentence else raised.type
 
 

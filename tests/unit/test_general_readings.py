@@ -1253,3 +1253,14 @@ def test_a_composer_block_whose_end_was_cut_ends_at_the_launchers_next_line() ->
 def test_a_suspicion_alone_is_said_once() -> None:
     said = render_analysis(analyzed("ERROR:composer.cli.launcher:Rank 2 crashed with exit code -6.\n"))
     assert "SUSPECTED rank 2: rank 2 ended by signal 6" in said and "suspected: rank 2 (" not in said
+
+
+def test_ranks_that_raised_different_exceptions_are_not_said_to_raise_one() -> None:
+    raised = "[rank{r}]: Traceback (most recent call last):\n[rank{r}]: {e}\n"
+    going = "[rank0]: step 12 loss 2.0\n"
+    log = raised.format(r=1, e="torch.OutOfMemoryError: CUDA out of memory.") + raised.format(
+        r=3, e="ValueError: Sample 88123 has no tokens"
+    )
+    assert "ranks 1, 3 raised exceptions of their own (torch.OutOfMemoryError first, ValueError)" in (
+        judged(log + going).headline
+    )

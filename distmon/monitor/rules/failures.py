@@ -8,6 +8,8 @@ Those are consequences. These rules name the first failure and list the rest as 
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import numpy.typing as npt
 
@@ -150,6 +152,8 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
     return [Finding("hang", AlertKind.HANG, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
 
 
+_NAMED = re.compile(r"[A-Za-z_][\w.]{0,200}")
+"""An exception's class as Python prints it (not a launcher's words for one it did not see)."""
 FOLLOWS = (" The other ranks' ends follow from it.", " The other ranks' timeouts and ChildFailedError follow from it.")
 """What a rank's failure says of the others: ``distmon analyze`` leaves it out where the log shows none of them."""
 
@@ -160,6 +164,10 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
     assert exc is not None
     ranks = [s.rank for s in culprits]
     summary = f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message)}"
+    named = {e.type for s in culprits if (e := s.report.exception) is not None and _NAMED.fullmatch(e.type)}
+    others = named - {exc.type}
+    if others and _NAMED.fullmatch(exc.type):  # each rank's own, the first said (one cut before its line: any)
+        summary = f"{rank_word(ranks)} raised exceptions of their own ({exc.type} first, {', '.join(sorted(others))})"
     # a report read from a file (``distmon analyze``) has no process, nor a step it is known at
     seen = f" ({lead.host}, pid {lead.pid})" if lead.pid else ""
     step = f"at step {lead.steps}, " if lead.pid else ""
