@@ -370,7 +370,9 @@ class _Reader:
         without its traceback is one too (a watchdog's line is not: it says the rank waited)."""
         building = self.tracebacks.get(rank)
         told = self.facts.raised.get(rank)
-        open_ = told is None or told.launcher is not None  # a launcher's word alone: its own lines say more
+        # a launcher's word alone: its own lines say more; a block of the rank's stderr Composer printed
+        # once it ended holds its tracebacks in order, the last the one it died of
+        open_ = told is None or told.launcher is not None or self.block == rank
         if body.startswith(TRACEBACK) or (building is None and FRAME.match(body)):
             if not open_:
                 return
@@ -394,7 +396,7 @@ class _Reader:
 
     def _raised(self, rank: int, raised: Raised) -> None:
         told = self.facts.raised.get(rank)
-        if told is None or (told.launcher is not None and raised.launcher is None):
+        if told is None or (told.launcher is not None and raised.launcher is None) or self.block == rank:
             if raised.frames:
                 self.facts.stores.traceback(rank, raised.frames, raised.in_collective)
             self.facts.raised[rank] = raised  # its own traceback says more than a launcher's word
