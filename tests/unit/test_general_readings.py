@@ -1169,6 +1169,7 @@ def test_composers_launcher_gives_a_failed_ranks_own_output_and_its_traceback_is
     assert "rank 0 raised ValueError" in judged(console).headline
     said = render_analysis(analyzed(COMPOSER))
     assert "rank 0 (only Composer's launcher's word on how it ended)" in said
+    assert "torn down by Composer's launcher (running until then)" in said, "not 'never heard from'"
     logged = 'Traceback (most recent call last):\n  File "/w/log.py", line 9, in flush\n    post()\nOSError: 429\n'
     earlier = COMPOSER.replace("STDERR----------\nTraceback", "STDERR----------\n" + logged + "Traceback", 1)
     assert "rank 1 raised ValueError" in judged(earlier).headline, "the block's last traceback: the one it died of"
