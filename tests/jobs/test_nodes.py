@@ -49,6 +49,10 @@ fault that came while the last was still open would update that alert, not raise
 # stretch past 6 s.
 FAULTS = [f"hang@{ASLEEP}:1:6", f"regex@{GIL}:3:12", f"stop@{STOPPED}:1:12"]
 WITHOUT_PTRACE = ["capsh", "--drop=cap_sys_ptrace", "--"]
+AWAY_SLACK = 10.0
+"""How far a replay's ``monitor_behind`` may stand from the live one's: the live monitor notices its own
+stall (its loop, or its feed's reader thread, starved on a loaded host) at the stall's end, and records
+it at its start, whence a replay says it."""
 
 
 @dataclass
@@ -292,5 +296,7 @@ def test_a_replay_tells_the_story_the_live_monitor_told(job: Job) -> None:
     assert len(replayed) == len(live) and live, (live, replayed)
     for was, again in zip(live, replayed, strict=True):
         assert (again["kind"], again["ranks"]) == (was["kind"], was["ranks"]), (was, again)
-        assert abs(float(again["t"]) - float(was["t"])) <= 1.0, (was, again)  # type: ignore[arg-type]
+        # the live monitor's own stall on a loaded host: live says it at its end, a replay from its start
+        within = AWAY_SLACK if was["kind"] == "monitor_behind" else 1.0
+        assert abs(float(again["t"]) - float(was["t"])) <= within, (was, again)  # type: ignore[arg-type]
         assert str(again["summary"]).split(",")[0] == str(was["summary"]).split(",")[0], (was, again)
