@@ -35,6 +35,8 @@ _TRAILING_RANK = re.compile(r"(\d{1,9})(?:\.(?:json|pkl|pickle|pt|bin))?$")
 SNIFF = 4096
 _JSON_OBJECT = re.compile(rb'\s*\{\s*"')
 """A JSON dump's start; a log may start with a dict Python printed (``{'loss': 0.11}``)."""
+_DUMP_KEYS = re.compile(rb'"(?:version|entries|pg_status|pg_config|nccl_comm_state)"\s*:')
+"""A Flight Recorder dump's own keys: a JSON object without any is a paste's (a model's config)."""
 
 
 @dataclass
@@ -138,7 +140,7 @@ def sniff(path: str, problems: list[str]) -> str | None:
         if rank_of(path) is not None:  # a dump's name: cut before anything was written
             problems.append(f"{path}: empty (0 bytes), no dump in it")
         return None
-    if head[:1] == b"\x80" or _JSON_OBJECT.match(head):
+    if head[:1] == b"\x80" or (_JSON_OBJECT.match(head) and _DUMP_KEYS.search(head)):
         return "dump"
     if b"\0" in head:
         problems.append(f"{path}: neither a Flight Recorder dump nor a log")

@@ -684,3 +684,13 @@ def test_a_rank_a_launcher_says_died_of_a_signal_is_told_as_a_crash_not_an_excep
     shown = render_analysis(analyze_text(text))
     assert "died of a signal" in shown and "dmesg" in shown, shown
     assert "fix the error above" not in shown and "its lines prefixed" not in shown, shown
+
+
+def test_a_log_that_begins_with_a_json_object_is_read_as_a_log(tmp_path: Path) -> None:
+    """A paste may begin with a model's config, a JSON object without a Flight Recorder dump's keys."""
+    config = '{\n  "bos_token_id": 1,\n  "transformers_version": "4.29.2"\n}\n'
+    line = "failed (exitcode: -9) local_rank: 2 (pid: 4243) of binary: /usr/bin/python\n"
+    (tmp_path / "job.log").write_text(config + line)
+    analysis = analyze([str(tmp_path / "job.log")])
+    assert analysis.logs == 1 and not analysis.problems
+    assert [s.rank for s in assign_blame(analysis).suspects] == [2]
