@@ -19,7 +19,6 @@ from distmon.flightrecorder.fields import Entry, RankDump, created_at, entry_gro
 from distmon.forensics.inputs import Files, walk
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.standings import statuses
-from distmon.forensics.worker_exits import RANK
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
@@ -117,7 +116,7 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
         return "its waits are in groups the log does not name"
     if rank in log.seen:
         return "no watchdog line in the log"
-    if (said := next((e for e in log.exits if e.unit == RANK and e.who == rank), None)) is not None:
+    if (said := log.ended(rank)) is not None:
         return f"only {said.by}'s word on how it ended"
     return "no line in the log"
 

@@ -70,7 +70,7 @@ SHARED_MEMORY = (
 
 
 def is_own(raised: Raised) -> bool:
-    return not raised.consequence and not raised.cut and raised.launcher is None and not raised.stopped
+    return raised.own
 
 
 @dataclass

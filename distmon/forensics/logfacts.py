@@ -19,7 +19,7 @@ from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import GATHERS, SCATTERS, Said
-from distmon.forensics.worker_exits import WorkerExit
+from distmon.forensics.worker_exits import RANK, WorkerExit
 from distmon.wire import ExceptionInfo, StackFrame
 
 DEFAULT_PG = "default_pg"
@@ -262,6 +262,10 @@ class LogFacts:
         ranks.update(rank for rank, _ in self.p2p_closed)
         return max((r for r in ranks if r < MAX_GROUP), default=None)
 
+    def ended(self, rank: int) -> WorkerExit | None:
+        """A launcher's word on how ``rank`` (a global rank) ended, its first."""
+        return next((e for e in self.exits if e.unit == RANK and e.who == rank), None)
+
     @property
     def exceptions(self) -> list[Raised]:
         """Every exception the log shows, its rank's known or not."""
@@ -289,16 +293,11 @@ class LogFacts:
         raised = self.raised.get(rank)
         if raised is None or raised.stopped:
             return None  # a signal's handler raised it: the rank was stopped, it did not fail
-        if raised.launcher is not None and any(_told(r) for r in self.raised.values()):
+        if raised.launcher is not None and any(r.own for r in self.raised.values()):
             return None  # a launcher's word beside a rank's own traceback: that one says what failed
         where = raised.frames[-1] if raised.frames else None
         at = raised.at if raised.at is not None else moment
         return ExceptionInfo(raised.type, raised.said, where, raised.frames, at)
-
-
-def _told(raised: Raised) -> bool:
-    """A rank's own exception, its traceback in the log: not a launcher's word, a stop, nor cut."""
-    return raised.launcher is None and not raised.stopped and not raised.cut and not raised.consequence
 
 
 def _merge(into: Timeout, loose: Timeout) -> None:

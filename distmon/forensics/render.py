@@ -10,7 +10,7 @@ from distmon.forensics.analysis import Analysis, RankFacts, entry_json
 from distmon.forensics.blame import Blame, assign_blame, cut_only
 from distmon.forensics.evidence import RAISED, Evidence, evidence
 from distmon.forensics.failures import is_own
-from distmon.forensics.worker_exits import RANK, SIGTERM
+from distmon.forensics.worker_exits import SIGTERM
 from distmon.guards.text import MAX_LINE, visible, visible_lines
 from distmon.monitor.rules.failures import FOLLOWS
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -171,8 +171,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
             judged = "suspected" if rank in suspected else "judged as never heard from"
-            torn = next((e for e in analysis.log.exits if e.unit == RANK and e.who == rank and e.code == SIGTERM), None)
-            if torn is not None and rank not in suspected:
+            torn = analysis.log.ended(rank)
+            if torn is not None and torn.code == SIGTERM and rank not in suspected:
                 judged = f"torn down by {torn.by} (running until then)"
             if rank in analysis.log.unnamed:
                 judged = _unnamed(analysis, rank)

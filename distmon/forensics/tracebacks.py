@@ -112,6 +112,12 @@ class Raised:
         return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.launchers
 
     @property
+    def own(self) -> bool:
+        """A failure of the rank's own: not another's consequence, not cut before its exception line,
+        not a launcher's word on it, not a stop."""
+        return not self.consequence and not self.cut and self.launcher is None and not self.stopped
+
+    @property
     def stopped(self) -> bool:
         """Raised by a signal's handler (torchrun's ``SignalException``, Lightning's ``SIGTERMException``)
         or by Ctrl-C: the process was stopped from outside, no failure of its own."""
