@@ -256,7 +256,7 @@ class LogFacts:
         ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
         ranks.update({*self.stores.waiters(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
-        ranks.update(r for report in self.fr_trace.reports for r in report.listed())
+        ranks.update(self.fr_trace.listed())
         if self.progress is not None and self.progress[0] is not None:
             ranks.add(self.progress[0])
         ranks.update(rank for rank, _ in self.p2p_closed)

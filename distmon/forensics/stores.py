@@ -214,7 +214,8 @@ class StoreLines:
             return False
         root = _ROOT.search(body)
         waiter = rank if rank is not None else int(root.group(1)) if root else None
-        awaited = int(root.group(2)) if root else None
+        # the ranks it names are the group's: another group's than the world's where its prefix says otherwise
+        awaited = int(root.group(2)) if root and waiter == int(root.group(1)) else None
         said = (
             "waited for the communicator's ncclUniqueId" if root else "its wait for a key another rank sets timed out"
         )

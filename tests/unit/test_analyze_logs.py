@@ -544,6 +544,18 @@ def test_a_store_wait_names_the_rank_it_waited_for() -> None:
     assert "ncclUniqueId" in verdict.suspects[0].why and 3 not in [s.rank for s in verdict.suspects]
 
 
+def test_a_subgroups_store_wait_names_no_global_rank() -> None:
+    """Its ``[1] ... from [0]`` are ranks of a subgroup where the rank's prefix says another: global
+    rank 0 is not the one awaited."""
+    log = (
+        "[rank5]: RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d "
+        "key-value store by key '0', but store->get('0') got error: Socket Timeout"
+    )
+    analysis = analyze_text(log)
+    assert analysis.log.stores.waiters() == {5} and analysis.log.stores.awaited() == []
+    assert 0 not in [s.rank for s in assign_blame(analysis).culprits]
+
+
 def test_the_communicators_set_up_message_at_a_lines_start_keeps_its_rank() -> None:
     """torch's ``[3] is setting up NCCL communicator ...`` is rank 3's, not a pasted file's line 3,
     where it starts a line or a terminal's wrap put it there."""

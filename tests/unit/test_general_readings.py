@@ -966,16 +966,27 @@ def fr_trace_report(group: str, missing: str) -> str:
 
 
 def test_flight_recorders_analyzer_proves_the_ranks_that_never_issued_the_collective() -> None:
+    """Its ranks are the job's in every group: the analyzer reads each group's members as global
+    ranks; a rank missing from one collective and waiting in another is not the first."""
     verdict = judged(fr_trace_report("0:default_pg", "2"))
     assert verdict.culprits == [2] and "never issued collective #812 (all_gather)" in verdict.headline
     subgroup = judged(fr_trace_report("3:tp", "1"))
-    assert subgroup.culprits == [], "rank 1 of group tp: which of the job's ranks, the report does not say"
-    both = judged(fr_trace_report("0:default_pg", "2, 3") + fr_trace_report("3:tp", "1"))
-    assert both.culprits == [], "rank 2 may wait in tp's collective for rank 3"
+    assert subgroup.culprits == [1] and "of group 3:tp" in subgroup.headline
+    cycle = judged(fr_trace_report("0:default_pg", "2, 3") + fr_trace_report("3:tp", "1"))
+    assert cycle.culprits == [], "ranks 2 and 3 wait in tp's collective, rank 1 in the world's: orders differ"
+    waits = fr_trace_report("3:tp", "3").replace("{0, 1, 2, 3}", "{2, 3}")
+    assert judged(fr_trace_report("0:default_pg", "2, 3") + waits).culprits == [3], "rank 2 waits in tp for 3"
     comma = fr_trace_report("0:default_pg", "2").replace("collective: sequence", "collective, sequence")
     assert judged(comma).culprits == [2]
     then = fr_trace_report("3:tp", "1") + "Collective sequence number: 212 has errors\ngroup info: 0:default_pg\n"
-    assert judged(then).culprits == [], "the next report's group is not the first's"
+    assert "of group 3:tp" in judged(then).headline, "the next report's group is not the first's"
+    short = "Not all ranks joining collective, sequence number: 4\ncollective: nccl:all_reduce\nmissing ranks: {1}\n"
+    assert judged(short).culprits == [1], "torchcomms' report: no group, no expected ranks"
+    first_era = (
+        "Not all ranks joining collective for group 0:default_pg collective nccl:all_reduce  Missing ranks are {1}  "
+        "[[3, 4]] [[3, 4]] 2 scheduled  \nCollective stack traces: \n"
+    )
+    assert judged(first_era).culprits == [1]
 
 
 def test_a_ranks_prefix_after_another_ranks_progress_bar_starts_its_own_line() -> None:

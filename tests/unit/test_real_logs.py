@@ -2236,7 +2236,7 @@ VERDICTS = [
         "fr_trace_analysis_allreduce_31117_missing_ranks_3_to_7.log",
         [3, 4, 5, 6, 7],
         [],
-        "ranks 3-7 never issued collective #31117 (all_reduce), which the",
+        "ranks 3-7 never issued collective #31117 (all_reduce) of group",
     ),
     (
         "glm130b_four_procs_loading_checkpoints_sigterm_gap_pid_52479.log",
@@ -5211,9 +5211,9 @@ VERDICTS = [
     ),
     (
         "flight_recorder_fr_trace_cli_rank1_missing_from_allreduce_seq4.log",
+        [1],
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        "rank 1 never issued collective #4 (all_reduce) of group",
     ),
     (
         "flower_ray_vce_client_actor_died_gpu_oversubscribed.log",
@@ -5325,9 +5325,9 @@ VERDICTS = [
     ),
     (
         "torchrun_gloo_torchcomms_flight_recorder_rank1_sleeps_before_allreduce_missing_ranks.log",
+        [1],
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        "rank 1 never issued collective #4 (all_reduce), which the others did",
     ),
     (
         "torchrun_inductor_cpp_wrapper_gxx_failure_rank2_every_rank_alike.log",

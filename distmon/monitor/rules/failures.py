@@ -147,14 +147,17 @@ def gave_up_waiting(job: JobState, ctx: Context) -> list[Finding]:
         f"Then {rank_word(s.rank for s in victims)} raised {exc.type}: {first_line(exc.message, FIRST_LINE_IN_DETAIL)}",
         "(waiting for it: consequences, not causes).",
         f"What to do: look at where {rank_word(ranks)} stood (above): that is what the others waited for. "
-        "Their timeouts and torchrun's ChildFailedError follow from it.",
+        "Their timeouts and the launcher's report of a failed worker (torchrun's ChildFailedError) follow from it.",
     ]
     return [Finding("hang", AlertKind.HANG, CRITICAL, ranks, summary, "\n".join(lines), said(job, ranks, ctx))]
 
 
 _NAMED = re.compile(r"[A-Za-z_][\w.]{0,200}")
 """An exception's class as Python prints it (not a launcher's words for one it did not see)."""
-FOLLOWS = (" The other ranks' ends follow from it.", " The other ranks' timeouts and ChildFailedError follow from it.")
+FOLLOWS = (
+    " The other ranks' ends follow from it.",
+    " The other ranks' timeouts and the launcher's report of a failed worker follow from it.",
+)
 """What a rank's failure says of the others: ``distmon analyze`` leaves it out where the log shows none of them."""
 
 
