@@ -17,10 +17,21 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 76, 77, 79 to 82): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 76, 77, 79 to 83): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "trl_dpo_peft_ddp_rank0_rank1_marked_ready_twice_gradient_checkpointing.log": _HELD_OUT,
+    "tacotron2_multiproc_ranks4to7_world4_setup_hang.log": _HELD_OUT,
+    "msswift_lora_embedding_ddp_rank4_rank3_reentrant_checkpoint_backward.log": _HELD_OUT,
+    "mpspawn_ddp_2x_rtx5090_rank0_watchdog_illegal_memory_access_setup.log": _HELD_OUT,
+    "horovodrun_espnet_missing_ranks_code_differs_between_nodes.log": _HELD_OUT,
+    "horovod_mpirun_startup_illegal_memory_access_ranks0_2_alike.log": _HELD_OUT,
+    "horovod_gloo_50_nodes_http_store_wait_timeout_key0_rank1.log": _HELD_OUT,
+    "dlrm_terabyte_8gpu_test_barrier_alltoall_timeout_rank7.log": _HELD_OUT,
+    "diffsynth_wan_i2v_rank6_store_recv_0_bytes_after_finish.log": _HELD_OUT,
+    "algoperf_wmt_eval_broadcast_timeout_batch_size_desync.log": _HELD_OUT,
+    "accelerate_fsdp2_ci_device_side_assert_both_ranks_agent_names_rank0.log": _HELD_OUT,
     "applio_windows_gloo_unsupported_device_single_proc.log": _HELD_OUT,
     "applio_windows_gloo_makeuvdevice_hostname_empty.log": _HELD_OUT,
     "fastvideo_torchrun_runpod_1xh100_world4_set_device_invalid_ordinal.log": _HELD_OUT,
