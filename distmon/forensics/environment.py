@@ -15,6 +15,7 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
     Error: failed to run torchrun ... on n2, is localhost: False, exception: Authentication failed.
                                                         (ColossalAI's launcher, over ssh)
     train.py: error: unrecognized arguments: --local_rank=1     (the script's parser, in every process)
+    usage: train.py [-h] [--lr LR] ...                  (argparse's usage, before its error: it refused)
     n1:25:25 [0] init.cc:981 NCCL WARN Invalid rank requested : 2/2
     ORTE was unable to reliably start one or more daemons.
     Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
@@ -68,6 +69,8 @@ class Fault:
     exits: int | None = None
     """The exit code a process ends with once it has said it: a worker that ended otherwise failed
     of something else."""
+    fallback: bool = False
+    """It is said only where the log says no other refusal (argparse's usage, before its error line)."""
 
 
 _REFUSED = (
@@ -80,6 +83,13 @@ _REFUSED = (
 missing for the GPU's architecture, a driver too old for the build or a feature the node lacks (a memory
 pool, NVLS's multicast, the Fabric Manager not started), a stream or event the version pairing mishandles.
 The same in every process of the set-up; not memory run out, nor an illegal access (a kernel's own)."""
+
+ARGUMENTS = (
+    "the script's argument parser against what the launcher passes: torch.distributed.launch passes --local_rank "
+    "(--local-rank since torch 2.0), torchrun passes none (read LOCAL_RANK); the command line itself (a command "
+    "pasted twice, a variable that came out empty)"
+)
+"""What to check where an argument parser refused its command line."""
 
 FAULTS = (
     Fault(
@@ -147,12 +157,19 @@ FAULTS = (
     ),
     Fault(
         "the launcher passed the script arguments its parser does not take",
-        "the script's argument parser against what the launcher passes: torch.distributed.launch passes "
-        "--local_rank (--local-rank since torch 2.0), torchrun passes none (read LOCAL_RANK); the command line "
-        "itself (a command pasted twice)",
+        ARGUMENTS,
         ("error: unrecognized arguments", "error: the following arguments"),
         re.compile(r": error: (?:unrecognized arguments: |the following arguments are required: )"),
         exits=2,
+    ),
+    Fault(
+        "an argument parser printed its usage: it refused the command line it was given (the script's, or the "
+        "launcher's own; its error line is not in the log)",
+        ARGUMENTS,
+        ("usage: ",),
+        re.compile(r"^usage: [\w.-]{1,200}\.py \[-h\]"),
+        exits=2,
+        fallback=True,
     ),
     Fault(
         "the launch gave a process a rank outside the world size",
@@ -352,7 +369,7 @@ class Environment:
         """The first refusal, in words: what, the line, what to check."""
         if not self.met:
             return None
-        first = self.met[0]
+        first = next((m for m in self.met if not m.fault.fallback), self.met[0])
         return f"{first.fault.what} ({first.said}): the set-up or the platform, not a rank: check {first.fault.check}"
 
 

@@ -29,6 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO
 
+from distmon.forensics.failures import PROGRAM
 from distmon.forensics.launcher_lines import LauncherLines
 from distmon.forensics.logfacts import DEFAULT_PG, WORLD_GROUP, Layout, LogFacts, Timeout
 from distmon.forensics.nccl import MAX_GROUP
@@ -143,6 +144,8 @@ class _Reader:
     """Tracebacks of several processes begun in :attr:`nameless`, interleaved line by line."""
     job: bool = False
     """A line of the log holds a job's words (:data:`_JOB`)."""
+    begun: bool = False
+    """A line of the log has been read: a paste's first line is read apart."""
 
     def __post_init__(self) -> None:
         self.launcher = LauncherLines(self._exit)
@@ -178,6 +181,7 @@ class _Reader:
                 self._traceback(rank, body, lone=found is None)
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
+        self.begun = True
         if not self.job and _JOB.search(line):
             self.job = True
             self.facts.matched += 1
@@ -459,6 +463,9 @@ class _Reader:
             building = self.nameless = Traceback()  # a paste begun inside a traceback: its header cut
             self.headers = 1
         if building is None:
+            if not self.begun and PROGRAM.match(body) and (begun := alone(body, self.stamp)) is not None:
+                assert begun.raised is not None  # a paste begun at the program's own error: its traceback cut above
+                self._unplaced(begun.raised)
             return
         if building.raised is not None and self.headers > 1:
             again = Traceback(frames=building.frames).line(body, self.stamp)

@@ -17,10 +17,27 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 76, 77, 79 to 83): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 77 and 79 to 84): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "torchrun_rhel_destroy_process_group_local_rank5_first_exit1_cuda_busy_teardown.log": _HELD_OUT,
+    "returnn_ddp4_gloo_has_data_allreduce_timeout_rank0_absent.log": _HELD_OUT,
+    "redrock_srun_128ranks_process114_raised_empty_redshift_slice_too_many_ranks.log": _HELD_OUT,
+    "pytorch_ci_test_nccl_timeout_rank0_alone_ranks1_2_skip_exit10.log": _HELD_OUT,
+    "openrlhf_llmrayactor_vllm016_collective_rpc_failed_version_mismatch.log": _HELD_OUT,
+    "llamacpp_mpirun_jetson_4ranks_bad_termination_exit134_mpi_backend_broken.log": _HELD_OUT,
+    "llamacpp_mpirun_8ranks_workers_ggml_assert_n_threads_library_bug.log": _HELD_OUT,
+    "litllama_slurm_four_nodes_node48_ib_async_port_error_all_local_procs.log": _HELD_OUT,
+    "horovod_mpirun_two_hosts_bootstrap_connection_closed_socket_ifname.log": _HELD_OUT,
+    "horovod_mpirun_single_host_ib_bootstrap_recv_reset_by_peer_ib_driver.log": _HELD_OUT,
+    "gpt_neox_pdsh_two_workers_ssh_permission_denied_exit255_setup_fault.log": _HELD_OUT,
+    "flux_torch23_8gpu_gemm_rs_local_rank0_first_backend2_cuda_library_bug.log": _HELD_OUT,
+    "desi_srun_68tasks_knl_task21_oom_kill_node_memory.log": _HELD_OUT,
+    "deepspeed_runner_ssh_no_route_to_host_docker_host_ip_setup_fault.log": _HELD_OUT,
+    "deepspeed_runner_ssh_check_master_itself_exit255_2node_setup_fault.log": _HELD_OUT,
+    "deepspeed_pdsh_k8s_empty_master_addr_hostname_i_setup_fault.log": _HELD_OUT,
+    "deepspeed_pdsh_2node_azureml_fused_adam_init_both_nodes_fail_every_rank.log": _HELD_OUT,
     "trl_dpo_peft_ddp_rank0_rank1_marked_ready_twice_gradient_checkpointing.log": _HELD_OUT,
     "tacotron2_multiproc_ranks4to7_world4_setup_hang.log": _HELD_OUT,
     "msswift_lora_embedding_ddp_rank4_rank3_reentrant_checkpoint_backward.log": _HELD_OUT,
@@ -63,12 +80,10 @@ MISSED = {
     "ipex_llm_vllm_ray_worker_oneccl_atl_no_shm_provider.log": _HELD_OUT,
     "ddp_rocm_aws_ofi_rccl_libfabric122_rank14_hang_at_ddp_init.log": _HELD_OUT,
     "ascend_torchrun_hccl_barrier_ej0001_hccp_init_failed_ranks2_3.log": _HELD_OUT,
-    "transformers_layoutlmv2_ddp_unused_params_rank1_every_rank_alike.log": _HELD_OUT,
     "stylegan3_spawn_gloo_rank1_broadcast_recv_timeout_rank0_plugin_build_hang.log": _HELD_OUT,
     "paddleocr_launch_4_trainers_rank1_2_3_aborted_custom_dataset_code.log": _HELD_OUT,
     "autogluon_tabular_ray_fold_workers_force_cancelled_time_limit.log": _HELD_OUT,
     "applio_rvc_2gpu_process1_rank0_filenotfound_then_process2.log": _HELD_OUT,
-    "accelerate_layoutlmv2_ddp_unused_params_rank0_every_rank_alike.log": _HELD_OUT,
     "torchrun_nccl_desync_report_rank0_extra_allreduce_rank1_never_joined.log": (
         "torch's desync report names rank 1 as not joining collective #3: that rank 0 issued an extra "
         "collective rank 1 never would, only the script says"
@@ -117,18 +132,38 @@ MISSED = {
     "modded_nanogpt_8xh100_torchrun_local_rank0_no_error_file_nccl_version.log": _HELD_OUT,
     "llmc_mpirun_8gpu_dataloader_assert_every_rank_sigabrt.log": _HELD_OUT,
     "bevformer_mmdet_dist_train_rank0_sigkill_at_test_start.log": _HELD_OUT,
-    "vits_mpspawn_rank0_device_side_assert_nccl_abort_unhandled_cuda.log": _HELD_OUT,
-    "torchtune_qat_lora_distributed_compile_rank0_traceback_library_bug.log": _HELD_OUT,
-    "torch_launch_flagai_aquila_pretrain_local_rank_arg_rejected_every_rank.log": _HELD_OUT,
-    "torch_launch_flagai_aquila_ifconfig_missing_launcher_usage_error.log": _HELD_OUT,
-    "torch_launch_flagai_aquila_bmtrain_missing_nameerror_every_rank.log": _HELD_OUT,
-    "prime_rl_torchrun_rank2_exit1_root_cause_trainer_bug_all_ranks.log": _HELD_OUT,
-    "monai_bundle_torchrun_2gpu_rank0_allreduce_watchdog_container_random_timeout_none.log": _HELD_OUT,
-    "monai_auto3dseg_torchrun_dints_local_rank0_syntaxerror_exit1_none.log": _HELD_OUT,
-    "llama_recipes_torchrun_rank1_and_root_both_exit1_requires_grad_every_rank.log": _HELD_OUT,
-    "isaaclab_rsl_rl_g1_rank1_illegal_memory_access_nccl_transport.log": _HELD_OUT,
-    "flagembedding_multigpu_ucx_sigsegv_in_nccl_ibv_get_device_list_env.log": _HELD_OUT,
-    "deepspeed_moss_zero3_rank0_alone_in_save_checkpoint_allreduce_timeout.log": _HELD_OUT,
+    "vits_mpspawn_rank0_device_side_assert_nccl_abort_unhandled_cuda.log": (
+        "a device-side assert and NCCL's abort in a process torch 1.x's destructor names only as 'rank 0' of "
+        "its group: not read as a rank"
+    ),
+    "torchtune_qat_lora_distributed_compile_rank0_traceback_library_bug.log": (
+        "rank 0's traceback is cut before its exception: suspected; that a library's bug hit every rank "
+        "alike, only the thread says"
+    ),
+    "prime_rl_torchrun_rank2_exit1_root_cause_trainer_bug_all_ranks.log": (
+        "torchrun's root cause is rank 2's exit 1, its traceback not in the log: suspected; that the "
+        "trainer's bug hit every rank, only the thread says"
+    ),
+    "monai_bundle_torchrun_2gpu_rank0_allreduce_watchdog_container_random_timeout_none.log": (
+        "rank 0 alone waits in an all-reduce, rank 1's lines not shown: suspected; that the container's set-"
+        "up timed out at random, only the thread says"
+    ),
+    "llama_recipes_torchrun_rank1_and_root_both_exit1_requires_grad_every_rank.log": (
+        "torchrun's table lists rank 1's exit 1, its root cause cut: suspected; that every rank raised alike,"
+        " only the thread says"
+    ),
+    "isaaclab_rsl_rl_g1_rank1_illegal_memory_access_nccl_transport.log": (
+        "rank 1's illegal memory access is a GPU's fault of its own until the lines show every rank met it: "
+        "that NCCL's transport caused it, only the thread says"
+    ),
+    "flagembedding_multigpu_ucx_sigsegv_in_nccl_ibv_get_device_list_env.log": (
+        "UCX's handler reports a segfault in NCCL's InfiniBand probe, no rank named: that the node's verbs "
+        "library crashes every process alike, only the thread says"
+    ),
+    "deepspeed_moss_zero3_rank0_alone_in_save_checkpoint_allreduce_timeout.log": (
+        "rank 0 alone waits in an all-reduce, rank 1's lines not shown: rank 1 is suspected; that rank 0 "
+        "entered it alone saving a checkpoint, only the thread says"
+    ),
     "streaming_shm_prefix_internal_error_rank6_nonleader.log": (
         "rank 6's shared-memory prefix error alone: that other ranks met the library's race alike only the thread says"
     ),

@@ -427,6 +427,7 @@ REFUSALS = [
     "ModuleNotFoundError: No module named 'apex'",
     "ORTE was unable to reliably start one or more daemons.",
     "train.py: error: unrecognized arguments: --local-rank=3",
+    "usage: train.py [-h] [--config CONFIG] [--lr LR]",
     "n2:31:31 [0] init.cc:981 NCCL WARN Invalid rank requested : 8/8",
     "There are not enough slots available in the system to satisfy the 16",
     "It looks like MPI_INIT failed for some reason; your parallel process is",
@@ -460,6 +461,12 @@ def test_each_kind_of_refusal_has_a_line_here() -> None:
     assert {fault.what for fault in FAULTS} <= {
         f.what for line in REFUSALS for f in FAULTS if f.pattern.search(line) is not None
     }
+
+
+def test_a_usage_is_argparses_refusal_only_at_a_lines_start() -> None:
+    """argparse prints its usage, then its error, when it refuses a command line: a paste cut
+    before the error still shows the refusal; a program's own word on usage is none."""
+    assert judged("Print the usage: train.py [-h] to see options\n").nobody is None
 
 
 @pytest.mark.parametrize("line", REFUSALS, ids=[line[:40] for line in REFUSALS])
@@ -1279,3 +1286,16 @@ def test_ranks_that_raised_different_exceptions_are_not_said_to_raise_one() -> N
     assert "ranks 1, 3 raised exceptions of their own (torch.OutOfMemoryError first, ValueError)" in (
         judged(log + going).headline
     )
+
+
+def test_a_paste_begun_at_an_exception_line_holds_that_exception() -> None:
+    """The paste cut the traceback above its last line: the exception a launcher's line then
+    says a worker died of; only at the paste's first line (elsewhere such a line is any text)."""
+    agent = (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4242) of "
+        "binary: /usr/bin/python\n"
+    )
+    verdict = judged("NameError: name 'amp' is not defined\n" + agent)
+    assert verdict.nobody is not None and "NameError: name 'amp' is not defined" in verdict.nobody
+    later = judged("Starting epoch 1\nNameError: name 'amp' is not defined\n" + agent)
+    assert later.nobody is None and [s.rank for s in later.suspects][:1] == [0]

@@ -162,6 +162,16 @@ def _collective(place: WaitedIn) -> str:
     return f"collective #{place.seq}{f' ({place.op})' if place.op else ''}"
 
 
+UNTIMED = 0.05
+"""A wait shorter is one no time is known for (a log whose line gives none, judged as of that
+line): live, a wait is seconds old before it is one."""
+
+
+def _lasting(words: str, age: float) -> str:
+    """``words`` and the wait's length; nothing where no time is known."""
+    return f"{words}{duration(age)}" if age >= UNTIMED else ""
+
+
 def hang_words(h: Hang) -> tuple[str, str]:
     """The hang's summary and detail."""
     who = rank_word(h.roots)
@@ -173,14 +183,14 @@ def hang_words(h: Hang) -> tuple[str, str]:
     more = f" and {h.places - 1} more" if h.places > 1 else ""
     summary = (
         f"{who_does}{h.waiting} {'rank waits' if h.waiting == 1 else 'ranks wait'} "
-        f"for {them}, in {what(h.lines[0].place)}{more}, for up to {duration(h.oldest)}{usually}"
+        f"for {them}, in {what(h.lines[0].place)}{more}{_lasting(', for up to ', h.oldest)}{usually}"
     )
     countdown = (
         f"; the earliest collective timeout fires in {duration(h.timeout_left)}" if h.timeout_left is not None else ""
     )
     detail = [
         f"{who} {'waits' if one else 'wait'} for nobody, and every waiting rank waits for "
-        f"{them}, directly or through a peer: the oldest wait is {duration(h.oldest)}{countdown}.",
+        f"{them}, directly or through a peer{_lasting(': the oldest wait is ', h.oldest)}{countdown}.",
     ]
     if h.habit is not None:
         detail.append(
@@ -195,7 +205,7 @@ def hang_words(h: Hang) -> tuple[str, str]:
     detail.append("Waiting:")
     for line in h.lines:
         for_whom = f" for {rank_word(line.awaited)}" if line.awaited else ""
-        detail.append(f"  {rank_word(line.ranks)} in {what(line.place)}{for_whom}, {duration(line.age)}")
+        detail.append(f"  {rank_word(line.ranks)} in {what(line.place)}{for_whom}{_lasting(', ', line.age)}")
     if h.places > len(h.lines):
         detail.append(f"  ... and {h.unshown} more ranks in {h.places - len(h.lines)} more collectives or sends")
     if h.unseen:
@@ -213,15 +223,15 @@ def unseen_words(u: Unseen) -> tuple[str, str]:
     unseen = rank_word(u.unseen)
     where = ", ".join(u.hosts) or "this host"
     summary = (
-        f"{seen} {'waits' if waiting == 1 else 'wait'}, in {what(u.lines[0].place)}, for up to "
-        f"{duration(oldest)}: whom for is not seen ({unseen}, on other nodes)"
+        f"{seen} {'waits' if waiting == 1 else 'wait'}, in {what(u.lines[0].place)}"
+        f"{_lasting(', for up to ', oldest)}: whom for is not seen ({unseen}, on other nodes)"
     )
     detail = [
         f"Every rank seen ({seen}, on {where}) waits on its peers, and none of them holds the others up. "
         f"The job has {u.world} ranks: {unseen} {'was' if len(u.unseen) == 1 else 'were'} not seen, and the "
         "one the others wait for is among them.",
         "Waiting:",
-        *(f"  {rank_word(line.ranks)} in {what(line.place)}, {duration(line.age)}" for line in u.lines),
+        *(f"  {rank_word(line.ranks)} in {what(line.place)}{_lasting(', ', line.age)}" for line in u.lines),
     ]
     if u.reached:
         detail += ["Nodes not seen:", *(f"  {line}" for line in u.reached)]
@@ -346,7 +356,7 @@ def deadlock_words(d: Deadlock) -> tuple[str, str]:
     for rank in d.shown:
         for w in rank.waits:
             lines.append(
-                f"  {rank_word(w.ranks)} waits in {what(w.place)} for {rank_word(w.awaited)}, {duration(w.age)}"
+                f"  {rank_word(w.ranks)} waits in {what(w.place)} for {rank_word(w.awaited)}{_lasting(', ', w.age)}"
             )
         if rank.frame is not None:
             lines.append(f"    at {where(rank.frame)}")
