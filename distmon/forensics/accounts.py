@@ -93,7 +93,8 @@ def accounts(log: LogFacts, world: int) -> Accounts:
     if found.named:
         return found
     found.nobody = (
-        _misuse(log)
+        log.unjoined().nobody
+        or _misuse(log)
         or _everyone_joined(log)
         or _usage(log)
         or _signalled(log)
@@ -284,9 +285,7 @@ def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
         said = report.culprits()
         if said is not None and report.of_world:
             named.append(said)
-    unjoined = log.fr_trace.first()
-    if unjoined is not None:
-        named.append(unjoined)
+    named += log.unjoined().proven
     odd = log.debug.odd()
     if odd is not None:
         named.append(odd)

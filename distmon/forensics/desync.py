@@ -27,6 +27,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.watchdog import PG, pg_prefix
 from distmon.guards.text import visible
 
 MAX_LISTED = 1 << 17
@@ -57,6 +58,9 @@ class DesyncReport:
     seq: int
     prefix: int | None = None
     """The global rank whose line began it, where torchrun's prefix says."""
+    world: bool | None = None
+    """The group's own prefix on its first line (``[PG ID 2 PG GUID 5(tp) Rank 0]``) says it is the
+    world's, or another's; None where the line has none."""
     missing: list[int] = field(default_factory=list)
     """Never joined any collective."""
     joined: list[int] = field(default_factory=list)
@@ -74,8 +78,10 @@ class DesyncReport:
 
     @property
     def of_world(self) -> bool:
-        """Its ranks are global: the world group's report (its reporter's place in the group is
-        the global rank its line carries, or no line says otherwise)."""
+        """Its ranks are global: the world group's report (the group's prefix says so; else its
+        reporter's place in the group is the global rank its line carries, or no line says otherwise)."""
+        if self.world is not None:
+            return self.world
         return self.prefix is None or self.prefix == self.reporter
 
     def listed(self) -> set[int]:
@@ -142,6 +148,9 @@ class DesyncLines:
             if not self.taking:
                 return None
             report = DesyncReport(int(begun.group(1)), visible(begun.group(2), 40), int(begun.group(3)), rank)
+            if (group := PG.search(body)) is not None:
+                name, desc, _ = pg_prefix(group)
+                report.world = desc == "default_pg" if desc else name == "0"
             self.reports.append(report)
             return report
         if not self.reports or not self.taking or not any(word in body for word in _WORDS):

@@ -71,7 +71,12 @@ def evidence(analysis: Analysis, culprits: list[int], reported: dict[int, str] |
 
 
 def _reported(rank: int, why: str, analysis: Analysis) -> Evidence:
-    """A rank a report of the log names: the report's words, and what its own lines show."""
+    """A rank a report of the log names: the report's words, and what its own lines show (where it
+    raised, its exception: why it never came)."""
+    f = analysis.ranks.get(rank)
+    raised = _raised(f, analysis) if f is not None and f.dump is None else None
+    if raised is not None:
+        return Evidence(rank, why, [f"{raised.why}, at:", *raised.facts], raised.points_at, raised.next_step)
     own = "its own lines are in the log" if rank in analysis.log.seen else "no line of its own in the log"
     return Evidence(
         rank,

@@ -10,7 +10,7 @@ from distmon.forensics.crashes import Crashes
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.environment import Environment
-from distmon.forensics.fr_trace import FrTraceLines
+from distmon.forensics.fr_trace import AnalyzerFindings, FrTraceLines
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.peers import PeerLines
@@ -180,6 +180,11 @@ class LogFacts:
     timed_out: bool = False
     """A watchdog's frames say a collective timed out (``WorkNCCL::checkTimeout``) on a rank the log
     does not name."""
+
+    def unjoined(self) -> AnalyzerFindings:
+        """What Flight Recorder's analyzer's reports prove, beside the ranks' own watchdog lines
+        (a rank shown waiting elsewhere is not one that never came)."""
+        return self.fr_trace.judged(set(self.timeouts))
 
     def forget(self, rank: int) -> None:
         self.seen.discard(rank)

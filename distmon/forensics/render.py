@@ -85,7 +85,7 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
     if named := _told(verdict):  # a failure the log shows alone is told as a culprit's, suspected
         lines = [f"{'CULPRIT' if verdict.culprits else 'SUSPECTED'} {rank_word(named)}: {headline}"]
         found = evidence(analysis, named, verdict.reported)
-        lines += ["  " + line for line in _grouped(found)]
+        lines += ["  " + line for line in _grouped(found, verdict.headline)]
         if verdict.cause is not None and not (found and verdict.cause.kind in FAILURE_KINDS):
             detail = verdict.cause.detail
             for follows in FOLLOWS if verdict.alone else ():  # the log shows no other rank to follow from it
@@ -129,15 +129,19 @@ def _suspected(verdict: Blame) -> list[str]:
     return [f"{rank_word(ranks)}: {visible(why, MAX_LINE)}" for why, ranks in by_why.items()]
 
 
-def _grouped(found: list[Evidence]) -> list[str]:
-    """The culprits' evidence, culprits with the same evidence on one entry."""
+def _grouped(found: list[Evidence], headline: str) -> list[str]:
+    """The culprits' evidence, culprits with the same evidence on one entry; its why not said
+    again where the headline says it."""
     by_lines: dict[tuple[str, ...], list[int]] = {}
     for item in found:
         by_lines.setdefault(tuple(item.lines()[1:]), []).append(item.rank)
     out = []
     for rest, ranks in by_lines.items():
         why = next(e.why for e in found if e.rank == ranks[0])
-        out += [f"{rank_word(ranks)}: {why}", *rest]
+        if headline == f"{rank_word(ranks)} {why}":
+            out += [line[2:] for line in rest]
+        else:
+            out += [f"{rank_word(ranks)}: {why}", *rest]
     return out
 
 
@@ -176,6 +180,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
                 judged = f"torn down by {torn.by} (running until then)"
             if rank in analysis.log.unnamed:
                 judged = _unnamed(analysis, rank)
+            if (joined := analysis.log.fr_trace.joined(rank)) is not None:
+                judged = f"waits in {joined.said()} (Flight Recorder's analyzer fr_trace)"
             if rank in named:
                 judged = f"CULPRIT, {named[rank]}"
             places.setdefault(f"no evidence ({why}): {judged}", []).append(rank)

@@ -35,7 +35,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     waiters = log.stores.waiters()  # a launcher's word on its end: its wait in the store timing out
     ended = _aborted_itself(log, world) + _killed(log) + _spared(log, world)
     ended = [(rank, why) for rank, why in ended if rank not in waiters]
-    found = _unanswering(log) + _starved(log, world) + ended
+    found = log.unjoined().suspected + _unanswering(log) + _starved(log, world) + ended
     found += lost_peers(log, world)
     found += _disagreeing(log, world) + _behind(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)

@@ -996,6 +996,69 @@ def test_flight_recorders_analyzer_proves_the_ranks_that_never_issued_the_collec
     assert judged(first_era).culprits == [1]
 
 
+def test_flight_recorders_analyzer_read_against_the_ranks_own_lines() -> None:
+    """A rank missing from a collective whose own watchdog line shows it waiting in another is no
+    first cause; ranks each waiting in a collective another skipped issued them in different
+    orders (nobody); reports that only count their groups' ranks leave that unsaid (suspects)."""
+    waits = (
+        "[rank1]:[E1015 10:31:20.123456789 ProcessGroupNCCL.cpp:632] [PG ID 1 PG GUID 1(tp) Rank 1] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=12, OpType=_ALLGATHER_BASE, NumelIn=1024, NumelOut=2048, "
+        "Timeout(ms)=600000) ran for 600012 milliseconds before timing out.\n"
+    )
+    assert judged(waits + fr_trace_report("0:default_pg", "1, 3")).culprits == [3]
+    cycle = fr_trace_report("1:tp", "1").replace("{0, 1, 2, 3}", "{0, 1}") + fr_trace_report("2:dp", "0").replace(
+        "{0, 1, 2, 3}", "{0, 1}"
+    )
+    verdict = judged(cycle)
+    assert verdict.culprits == [] and "different orders" in (verdict.nobody or "")
+    counted = "".join(
+        fr_trace_report(group, missing).replace("expected ranks: {0, 1, 2, 3}", "expected ranks: 2")
+        for group, missing in (("1:tp", "1"), ("3:dp", "3"))
+    )
+    verdict = judged(counted)
+    assert verdict.culprits == [] and sorted(suspects(verdict)[:2]) == [1, 3]
+
+
+def test_flight_recorders_report_of_errors_suspects_the_side_fewer_ranks_stand_on() -> None:
+    """Its culprits are the ranks whose entry differs from the first rank's: where they are most of
+    the group, the first rank's side is the odd one."""
+    report = (
+        "Collective sequence number: 7 has errors\ngroup info: 0:default_pg\ncollective: nccl:all_reduce\n"
+        "world size: 4\nexpected ranks: {{0, 1, 2, 3}}\nerror msg: {culprits}\n"
+    )
+    differ = "Culprit rank {}; Error type: SIZE_OR_SYNTAX_MISMATCH, Expected input sizes: '[[1]]' does not match"
+    one = judged(report.format(culprits=differ.format(3)))
+    assert one.culprits == [] and suspects(one)[:1] == [3] and "otherwise than ranks 0-2" in one.headline
+    most = judged(report.format(culprits=", ".join(differ.format(r) for r in (1, 2, 3))))
+    assert suspects(most)[:1] == [0]
+
+
+def test_a_rank_a_report_names_that_raised_is_shown_with_its_exception() -> None:
+    """Why it never came: its own traceback, not a hint to take its stack while it hangs."""
+    oom = (
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/srv/train.py", line 120, in <module>\n'
+        "[rank2]:     loss = model(batch).sum()\n"
+        "[rank2]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n"
+    )
+    shown = render_analysis(analyzed(oom + fr_trace_report("0:default_pg", "2")))
+    assert "OutOfMemoryError" in shown.split("Where each rank stood")[0] and "py-spy" not in shown
+
+
+def test_a_desync_report_of_a_subgroup_names_no_global_rank() -> None:
+    """Its ``[1]`` is a rank of the group its prefix names, whatever the reporter's global rank."""
+    report = (
+        "[rank0]:[E1015 10:31:33.2 ProcessGroupNCCL.cpp:1620] [PG ID 2 PG GUID 7(pp) Rank 0]  - [0] Timeout at "
+        "collective: BROADCAST, #3\n"
+        "[rank0]: - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+        "[rank0]:   - [1] finished collective #2, but didn't join collective #3 (count from 1)\n"
+    )
+    assert judged(report).culprits == []
+    assert judged(report.replace("PG GUID 7(pp)", "PG GUID 0(default_pg)").replace("PG ID 2", "PG ID 0")).culprits == [
+        1
+    ]
+
+
 def test_a_ranks_prefix_after_another_ranks_progress_bar_starts_its_own_line() -> None:
     """tqdm ends its bar with no newline: the next process's line, with its --tee prefix, runs on."""
     bar = "[default0]:Tokenizing:   8%|▊         | 726/9672 [02:32<30:38, 4.86 examples/s]"
