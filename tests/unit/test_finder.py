@@ -115,9 +115,13 @@ def test_a_python_launcher_with_a_rank_of_its_own_is_no_rank(launch) -> None:
     envs = [torchrun_env(r, 2, "run-b") for r in range(2)]
     agent = launch("torchrun", envs, own=srun_env(0, 1))
     finder = Finder()
-    found = scan_until(finder, lambda f: len(f.jobs.get("slurm-77", [])) == 2)
+
+    def workers(found: Found) -> bool:  # before its children start, the agent alone holds a rank: a rank then
+        ranks = found.jobs.get("slurm-77", [])
+        return len(ranks) == 2 and all(r.pid != agent for r in ranks)
+
+    found = scan_until(finder, workers)
     assert {r.launcher for r in found.jobs["slurm-77"]} == {agent}
-    assert all(r.pid != agent for r in found.jobs["slurm-77"])
 
 
 LIGHTNING = textwrap.dedent(
