@@ -133,8 +133,8 @@ def assign_blame(analysis: Analysis) -> Blame:
         failed = set(first.ranks)
         if one_kind(log, failed) and not shown_apart(log, failed) and not device_fault(log, failed):
             suspects = [Suspect(r, "its failure is the only one the log shows") for r in sorted(first.ranks)]
-            return Blame([], suspects, None, f"{first.headline}; suspected, not proven: {UNSEEN}", first, alone=True)
-        return Blame(sorted(first.ranks), [], None, first.headline, first)
+            return Blame([], suspects, None, f"{first.summary}; suspected, not proven: {UNSEEN}", first, alone=True)
+        return Blame(sorted(first.ranks), [], None, first.summary, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
     if low:
         why = (
@@ -160,8 +160,8 @@ def assign_blame(analysis: Analysis) -> Blame:
     if odd is not None:
         suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
     if proven:
-        return Blame(proven, suspects, None, first.headline + _short(log), first)
-    waiting = _waiting(analysis) or first.headline
+        return Blame(proven, suspects, None, first.summary + _short(log), first)
+    waiting = _waiting(analysis) or first.summary
     if not suspects:
         return Blame([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
     lead = suspects[0]

@@ -17,10 +17,21 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 77 and 79 to 84): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 77 and 79 to 85): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "vllm_v1_tp8_rtx50_all_eight_workers_raise_multiprocexecutor_fatal_signal.log": _HELD_OUT,
+    "vllm_v1_custom_allreduce_invalid_argument_vllmworker0_died_first_alike.log": _HELD_OUT,
+    "torchx_torchrec_dlrm_1x2_replica1_worker_cuda_init_error_num_workers_every_rank.log": _HELD_OUT,
+    "torch_elastic_launch_missing_optimizer_checkpoint_filenotfound_local_rank0.log": _HELD_OUT,
+    "torch_distributed_launch_weights_only_load_failure_rank0_nproc1.log": _HELD_OUT,
+    "pytorch_fsdp_mpspawn_inference_mode_grad_fn_assert_both_ranks.log": _HELD_OUT,
+    "megatron_bridge_llama3_8b_exit_no_destroy_pg_every_rank.log": _HELD_OUT,
+    "llama_recipes_torchrun_fsdp_wrap_prefix_peft_rank0_root_cause.log": _HELD_OUT,
+    "litgpt_fabric_fsdp_grad_fn_post_backward_hook_assert_interleaved_ranks.log": _HELD_OUT,
+    "horovod_mnist_4node_dataloader_worker_segfault_each_node_alike.log": _HELD_OUT,
+    "dynamo_vllm_tp8_custom_allreduce_invalid_argument_every_worker_alike.log": _HELD_OUT,
     "torchrun_rhel_destroy_process_group_local_rank5_first_exit1_cuda_busy_teardown.log": _HELD_OUT,
     "returnn_ddp4_gloo_has_data_allreduce_timeout_rank0_absent.log": _HELD_OUT,
     "redrock_srun_128ranks_process114_raised_empty_redshift_slice_too_many_ranks.log": _HELD_OUT,

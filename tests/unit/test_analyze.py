@@ -73,7 +73,7 @@ def test_a_pipeline_hang_names_the_stuck_stage_rank_alone(tmp_path: Path) -> Non
     assert analysis.world == 8 and analysis.world_from == "the dumps" and analysis.missing == {}
     assert all(len(r.groups) >= 3 for r in analysis.ranks.values())
     text = render_analysis(analysis)
-    assert f"CULPRIT rank {STUCK}: hang: rank {STUCK} holds up the job" in text
+    assert f"CULPRIT rank {STUCK}: rank {STUCK} holds up the job" in text
     assert "rank 1 in send #4 to rank 5 in group" in text
     assert "(TENSOR_MODEL_PARALLEL_GROUP, ranks 4-5)" in text
     assert f"rank {STUCK}: CULPRIT, its host stopped enqueuing while its peers went on; nothing in flight" in text
@@ -197,7 +197,7 @@ def test_the_command_prints_json_with_the_contract_fields(tmp_path: Path, capsys
     assert main(["analyze", str(tmp_path), "--json"]) == 0
     found = json.loads(capsys.readouterr().out)
     assert {"culprits", "summary", "ranks", "missing"} <= found.keys()
-    assert found["culprits"] == [STUCK] and found["summary"].startswith(f"hang: rank {STUCK} holds up the job")
+    assert found["culprits"] == [STUCK] and found["summary"].startswith(f"rank {STUCK} holds up the job")
     rank1 = next(r for r in found["ranks"] if r["rank"] == 1)
     assert {"groups", "last_started", "last_completed", "oldest_pending"} <= rank1.keys()
     assert rank1["oldest_pending"]["op"] == "send 0->1"
