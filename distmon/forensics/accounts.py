@@ -413,6 +413,8 @@ def _usage(log: LogFacts) -> str | None:
     failures = failures_of(log)
     if not failures or any(f.exception or f.exit != f"exit code {USAGE}" for f in failures):
         return None
+    if USAGE in log.environment.exits and (said := log.environment.said()) is not None:
+        return said  # the parser's own words say what it refused
     return f"{whom(failures)} exited with code {USAGE}: {USAGE_WHY}"
 
 

@@ -10,6 +10,7 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
 
     ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
     ssh: Could not resolve hostname job-worker-5.job: Name or service not known
+    ssh: connect to host node2 port 22: Connection refused          (pdsh's or the launcher's ssh)
     RuntimeError: Using hostfile at /job/hostfile but host=worker-1 was not reachable via ssh.
                                                         (DeepSpeed's launcher, before any rank starts)
     Error: failed to run torchrun ... on n2, is localhost: False, exception: Authentication failed.
@@ -146,9 +147,11 @@ FAULTS = (
         "the launcher could not reach every node to start its processes",
         "passwordless ssh from the launching node to each node (`ssh -o PasswordAuthentication=no HOST hostname`), "
         "the nodes' names in the hostfile, the launcher and its libraries on each node's PATH and LD_LIBRARY_PATH",
-        ("reliably start", "Host key verification", "reachable via ssh", "is localhost:"),
+        ("reliably start", "Host key verification", "reachable via ssh", "is localhost:", "ssh: connect to host"),
         re.compile(
             r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"
+            r"|ssh: connect to host \S{1,253} port \d{1,5}: (?:Connection refused|No route to host"
+            r"|Connection timed out|Network is unreachable)"
             r"|host=\S{1,253} was not reachable via ssh"
             r"|is localhost: (?:True|False), exception: (?:No authentication methods available"
             r"|Authentication failed|not a valid \w{1,10} private key file|Unable to connect to port \d{1,5}"
@@ -156,7 +159,7 @@ FAULTS = (
         ),
     ),
     Fault(
-        "the launcher passed the script arguments its parser does not take",
+        "the script's argument parser refused the command line the launcher gave it",
         ARGUMENTS,
         ("error: unrecognized arguments", "error: the following arguments"),
         re.compile(r": error: (?:unrecognized arguments: |the following arguments are required: )"),

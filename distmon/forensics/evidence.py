@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
 from distmon.forensics.analysis import Analysis, RankFacts
+from distmon.forensics.failures import device_fault
 from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus, expand_runs
@@ -123,20 +124,29 @@ def _device_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:
 
 
 def _device_error(f: RankFacts, analysis: Analysis) -> Evidence | None:
-    """Its watchdog found its own device failed (``CUDA error: ...``): the peers' timeouts
-    follow from it."""
+    """Its watchdog found its own device failed (``CUDA error: ...``), or it raised its GPU's own
+    hardware fault (an ECC error, an Xid): the peers' timeouts follow from it, and the GPU, not
+    the code, is what to look at."""
     raised = analysis.log.raised.get(f.rank)
-    if raised is None or raised.type != "CUDA error":
+    hardware = device_fault(analysis.log, {f.rank})
+    if raised is None or (raised.type != "CUDA error" and not hardware):
         return None
+    where = frame_lines(raised.frames, depth=3, indent="") if raised.frames else []
     return Evidence(
         f.rank,
-        f"its device failed: CUDA error: {raised.message}",
+        f"its device failed: {raised.type}: {first_line(raised.message)}",
         [
             "its own NCCL watchdog found the error on its GPU and took the process down; any peer that "
             "timed out waited for it"
+            if raised.type == "CUDA error"
+            else "its GPU reported a hardware fault; any peer that timed out waited for it",
+            *where,
         ],
         HARDWARE,
-        "drain its node before the restart if the error comes again on the same GPU: on its host "
+        "drain its node before the restart: on its host `nvidia-smi -q -d ECC` (ECC errors, retired pages) and "
+        "`dmesg | grep -i xid`"
+        if hardware
+        else "drain its node before the restart if the error comes again on the same GPU: on its host "
         "`nvidia-smi -q` (ECC, retired pages) and `dmesg | grep -i xid`; an illegal memory access may be a "
         "kernel's bug instead: rerun with CUDA_LAUNCH_BLOCKING=1 to find the kernel",
     )

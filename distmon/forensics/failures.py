@@ -192,7 +192,8 @@ PROGRAM = re.compile(
 it lacks, a module not installed, tensors on two devices, a checkpoint of another model): the same in
 every rank, which runs the same code on the same configuration."""
 _BATCH = re.compile(r"torch/utils/data/|in DataLoader worker process")
-"""A batch being fetched: its sample is one rank's own (a corrupt image, a missing key)."""
+"""A batch being fetched: its sample is one rank's own (a corrupt image, a missing key, a sequence
+longer than the rest, which a collate function stacks)."""
 _FETCH = frozenset({"__getitem__", "__next__", "__iter__", "collate_fn", "fetch"})
 """The functions a dataset or a loader fetches a sample in, whichever library."""
 _NUMBERS = re.compile(r"\b(?:nan|inf|not finite|non-finite)\b", re.IGNORECASE)
@@ -201,7 +202,10 @@ _NUMBERS = re.compile(r"\b(?:nan|inf|not finite|non-finite)\b", re.IGNORECASE)
 
 def _batch(raised: Raised) -> bool:
     """Raised while fetching a batch: the sample is one rank's own."""
-    return bool(_BATCH.search(raised.said)) or any(_BATCH.search(f.file) or f.func in _FETCH for f in raised.frames)
+    return bool(_BATCH.search(raised.said)) or any(
+        _BATCH.search(f.file) or f.func in _FETCH or "collate" in f.func or "collate(" in (f.code or "")
+        for f in raised.frames
+    )
 
 
 PROGRAM_WHY = (

@@ -123,6 +123,10 @@ def _went_on(facts: LogFacts, tracebacks: dict[int, Traceback], rank: int, body:
     return bool(body.strip()) and not body[:1].isspace() and TRACEBACK not in body and not FRAME.match(body)
 
 
+_CARET = re.compile(r"\s{0,200}[~^]{0,200}\^[~^]{0,200}\s{0,8}")
+"""Python's marker under the code an error points at (``    ^``, ``~~~^^^``)."""
+
+
 @dataclass
 class _Reader:
     facts: LogFacts
@@ -146,6 +150,8 @@ class _Reader:
     """A line of the log holds a job's words (:data:`_JOB`)."""
     begun: bool = False
     """A line of the log has been read: a paste's first line is read apart."""
+    marked: bool = False
+    """The last line no rank prefixes was Python's caret under a line of code (a SyntaxError's)."""
 
     def __post_init__(self) -> None:
         self.launcher = LauncherLines(self._exit)
@@ -459,12 +465,14 @@ class _Reader:
             self.headers = 1 if fresh else self.headers + 1
             return
         building = self.nameless
+        marked, self.marked = self.marked, _CARET.fullmatch(body) is not None
         if building is None and FRAME.match(body):
             building = self.nameless = Traceback()  # a paste begun inside a traceback: its header cut
             self.headers = 1
         if building is None:
-            if not self.begun and PROGRAM.match(body) and (begun := alone(body, self.stamp)) is not None:
-                assert begun.raised is not None  # a paste begun at the program's own error: its traceback cut above
+            # a paste begun at the program's own error, or a SyntaxError under its caret: its frames cut above
+            if (not self.begun or marked) and PROGRAM.match(body) and (begun := alone(body, self.stamp)) is not None:
+                assert begun.raised is not None
                 self._unplaced(begun.raised)
             return
         if building.raised is not None and self.headers > 1:

@@ -45,7 +45,6 @@ MISSED = {
     "gpt_neox_pdsh_two_workers_ssh_permission_denied_exit255_setup_fault.log": _HELD_OUT,
     "flux_torch23_8gpu_gemm_rs_local_rank0_first_backend2_cuda_library_bug.log": _HELD_OUT,
     "desi_srun_68tasks_knl_task21_oom_kill_node_memory.log": _HELD_OUT,
-    "deepspeed_runner_ssh_no_route_to_host_docker_host_ip_setup_fault.log": _HELD_OUT,
     "deepspeed_runner_ssh_check_master_itself_exit255_2node_setup_fault.log": _HELD_OUT,
     "deepspeed_pdsh_k8s_empty_master_addr_hostname_i_setup_fault.log": _HELD_OUT,
     "deepspeed_pdsh_2node_azureml_fused_adam_init_both_nodes_fail_every_rank.log": _HELD_OUT,
