@@ -152,6 +152,8 @@ class _Reader:
     """A line of the log has been read: a paste's first line is read apart."""
     marked: bool = False
     """The last line no rank prefixes was Python's caret under a line of code (a SyntaxError's)."""
+    by_spawn: set[int] = field(default_factory=set)
+    """The process indexes whose tracebacks ``mp.spawn`` printed, read as ranks."""
 
     def __post_init__(self) -> None:
         self.launcher = LauncherLines(self._exit)
@@ -205,6 +207,7 @@ class _Reader:
                 self.facts.cut_waiting += cut.in_collective
             if cut is not None and not consequences and not cut.in_collective:
                 self._raised(rank, cut)
+        self._respawned()
         nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
         if nameless is not None:
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
@@ -430,9 +433,30 @@ class _Reader:
         if self.spawned is None or not body.strip():
             return False
         self._traceback(self.spawned, body)
+        if self.spawned in self.facts.raised:
+            self.by_spawn.add(self.spawned)
         if self.spawned not in self.tracebacks:
             self.spawned = None
         return True
+
+    def _respawned(self) -> None:
+        """A process ``mp.spawn`` names by its index is that rank only where the job ran on one node:
+        where another rank raised the same under its own prefix, that is the process; where the rank
+        of that number shows its own wait, the process is another node's, its rank unknown."""
+        facts = self.facts
+        for index in sorted(self.by_spawn):
+            raised = facts.raised.get(index)
+            if raised is None or raised.consequence or raised.launcher is not None:
+                continue
+            twin = any(
+                rank != index and (other.type, other.message) == (raised.type, raised.message)
+                for rank, other in facts.raised.items()
+                if rank not in self.by_spawn
+            )
+            if twin or index in facts.timeouts or index in facts.loose:
+                del facts.raised[index]
+                if not twin and len(facts.unplaced) < MAX_UNPLACED:
+                    facts.unplaced.append(raised)
 
     def _launched(self, body: str) -> bool:
         """A launcher's line (:mod:`~distmon.forensics.launcher_lines`)."""

@@ -1363,3 +1363,27 @@ def test_a_paste_begun_at_an_exception_line_holds_that_exception() -> None:
     assert verdict.nobody is not None and "NameError: name 'amp' is not defined" in verdict.nobody
     later = judged("Starting epoch 1\nNameError: name 'amp' is not defined\n" + agent)
     assert later.nobody is None and [s.rank for s in later.suspects][:1] == [0]
+
+
+def test_a_process_spawn_names_is_its_rank_only_where_nothing_says_otherwise() -> None:
+    """``mp.spawn``'s index is the rank on one node: the rank of that number shown waiting is
+    another process (the index is of a later node's), and the same error under a rank's own
+    prefix is that rank's, said once."""
+    watchdog = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank {}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9, "
+        "OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=1800000) ran for 1800300 milliseconds before timing "
+        "out.\n"
+    )
+    spawned = (
+        "torch.multiprocessing.spawn.ProcessRaisedException: \n\n-- Process 1 terminated with the following error:\n"
+        "Traceback (most recent call last):\n"
+        '  File "/srv/train.py", line 151, in main\n'
+        "    loss.backward()\n"
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    elsewhere = judged("".join(watchdog.format(r) for r in (0, 1, 2, 4)) + spawned)
+    assert 1 not in elsewhere.culprits and suspects(elsewhere)[:1] == [3]
+    prefixed = "".join(f"[rank5]: {line}\n" for line in spawned.splitlines()[3:])
+    twin = judged(prefixed + spawned)
+    assert twin.culprits == [5] or suspects(twin)[:1] == [5]
+    assert 1 not in twin.culprits + suspects(twin)
