@@ -125,8 +125,8 @@ class LogFacts:
     latest: float | None = None
     """The latest watchdog line's or exception's time."""
     dated: bool = False
-    """A line gave its year (glog stamps do not: theirs is taken from such a line, else this
-    year's)."""
+    """A line gave its year before any glog stamp was read (glog stamps give none: theirs is taken
+    from such a line, else this year's)."""
     unplaced_lines: int = 0
     """Watchdog lines whose rank the log does not say."""
     unplaced_said: list[str] = field(default_factory=list)

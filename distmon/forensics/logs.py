@@ -152,6 +152,9 @@ class _Reader:
     """A line of the log has been read: a paste's first line is read apart."""
     marked: bool = False
     """The last line no rank prefixes was Python's caret under a line of code (a SyntaxError's)."""
+    assumed: bool = False
+    """A glog stamp was read before any line gave the year: the log's times stand in this year, which
+    a later line's year does not make its own."""
     by_spawn: set[int] = field(default_factory=set)
     """The process indexes whose tracebacks ``mp.spawn`` printed, read as ranks."""
 
@@ -239,11 +242,12 @@ class _Reader:
         iso = ISO.match(stamp) or ISO.search(line, 0, STAMP_SPAN)
         if iso:
             self.year = int(iso.group(1))
-            self.facts.dated = True
+            self.facts.dated = self.facts.dated or not self.assumed
         outer = utc(*iso.groups()) if iso else None
         glog = _GLOG.search(line)
         if glog is None:
             return None if outer is None else outer + self.skew
+        self.assumed = self.assumed or not self.facts.dated  # its year this year's, the times before read so
         at = utc(self.year, *glog.groups())
         if at is not None and outer is not None:
             self.skew = at - outer

@@ -1387,3 +1387,16 @@ def test_a_process_spawn_names_is_its_rank_only_where_nothing_says_otherwise() -
     twin = judged(prefixed + spawned)
     assert twin.culprits == [5] or suspects(twin)[:1] == [5]
     assert 1 not in twin.culprits + suspects(twin)
+
+
+def test_a_year_a_line_gives_after_glog_stamps_does_not_date_them() -> None:
+    """glog's stamps read before any line gave the year stand in this year: the moment judged is
+    said without one, not with this year's."""
+    lines = (
+        "[rank0]:[E0305 14:16:00.000000000 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600100 "
+        "milliseconds before timing out.\n"
+        "  time      : 2019-03-05_14:27:05\n"
+    )
+    shown = render_analysis(analyzed(lines)).splitlines()[0]
+    assert "it gives no year" in shown and "2019" not in shown, shown
