@@ -9,6 +9,7 @@ deadlock across two groups, recorded by a real `distmon record`.
 from __future__ import annotations
 
 import re
+import sys
 from collections.abc import Callable
 from pathlib import Path
 
@@ -64,19 +65,28 @@ def test_every_group_reports_its_own_counts_on_every_rank(torchrun: Callable, en
 
 
 @pytest.fixture(scope="module")
-def parallel_job(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_factory) -> list[dict]:
+def parallel_run(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_factory) -> tuple[list[dict], Path]:
     """8 ranks, TP 2 x DP 4: rank 5 stalls 15 s at step 20, then ranks 0 and 1 deadlock."""
-    endpoint = new_endpoint()
     args = ["--tp", "2", "--steps", "200", "--distmon", "--timeout", "300"]
     args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "15"]
     args += ["--deadlock-rank", "0", "--deadlock-step", "60"]
-    out = tmp_path_factory.mktemp("parallel") / "run.distmon"
-    with recording(out, endpoint) as recorder, torchrun(8, *args, endpoint=endpoint, script=PARALLEL) as job:
-        # 8 ranks import torch on 2 cores beside other jobs' ranks: under load the stall at step 20
-        # may come minutes in (ci211 waited 120 s and heard nothing); the deadlock follows it soon
-        recorder.wait_critical("hang", timeout=200, job=job)
-        recorder.wait_critical("deadlock", timeout=80, job=job)
-        return recorder.alerts()  # stopped before the job is killed: its ranks' end is the test's
+    for attempt in (1, 2):
+        endpoint = new_endpoint()
+        out = tmp_path_factory.mktemp("parallel") / "run.distmon"
+        with recording(out, endpoint) as recorder, torchrun(8, *args, endpoint=endpoint, script=PARALLEL) as job:
+            try:  # under load the stall at step 20 comes a minute or two in; the deadlock follows it soon
+                recorder.wait_critical("hang", timeout=150 * attempt, job=job)
+            except AssertionError as e:
+                # ci200, ci211, ci219: no alert at all, rarely (the ranks are forked from an agent whose
+                # threads may hold a lock at the fork): once more, the first attempt's words kept
+                if attempt == 2:
+                    raise
+                print(f"the 8-rank job's first attempt heard nothing: {e}", file=sys.stderr)
+                recorder.kill()
+                continue
+            recorder.wait_critical("deadlock", timeout=80, job=job)
+            return recorder.alerts(), out  # stopped before the job is killed: its ranks' end is the test's
+    raise AssertionError("unreachable")
 
 
 def hang_updates(recording: Path, ranks: list[int]) -> list[AlertEvent]:
@@ -86,8 +96,13 @@ def hang_updates(recording: Path, ranks: list[int]) -> list[AlertEvent]:
 
 
 @pytest.fixture(scope="module")
-def parallel_job_recording(parallel_job: list[dict], tmp_path_factory) -> Path:
-    return tmp_path_factory.getbasetemp() / "parallel0" / "run.distmon"
+def parallel_job(parallel_run: tuple[list[dict], Path]) -> list[dict]:
+    return parallel_run[0]
+
+
+@pytest.fixture(scope="module")
+def parallel_job_recording(parallel_run: tuple[list[dict], Path]) -> Path:
+    return parallel_run[1]
 
 
 def test_a_stalled_rank_is_named_alone_with_its_waiting_peers(parallel_job, parallel_job_recording) -> None:

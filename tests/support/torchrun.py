@@ -21,8 +21,12 @@ class Torchrun:
         self, forker: Forker, nproc: int, args: list[str], env: dict[str, str], log: Path, script: Path = TRAIN
     ) -> None:
         self._log = log
-        self.output = ""
         self.process = forker.start(nproc, script, args, env, log)
+
+    @property
+    def output(self) -> str:
+        """What the job has printed so far (its log, read again at each call)."""
+        return self._log.read_text(errors="replace")
 
     def __enter__(self) -> Torchrun:
         return self
@@ -36,5 +40,4 @@ class Torchrun:
             code = self.process.wait(timeout)
         except AssertionError as e:
             pytest.fail(str(e))
-        self.output = self._log.read_text(errors="replace")
         return code
