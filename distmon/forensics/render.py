@@ -216,7 +216,7 @@ def _place(f: RankFacts, analysis: Analysis) -> str:
         return "waits " + "; ".join(_in_collective(g, f.rank, analysis) for g in flying)
     raised = analysis.log.raised.get(f.rank)
     if raised is not None and f.dump is None and raised.launcher is not None:  # a launcher's word, no exception
-        how = "" if raised.type == "Exception" else f"{raised.type.lower()}, "
+        how = "" if raised.type == "Exception" else f"{visible(raised.type, 200)}, "  # Signal 11 (...), MPI_Abort
         return f"ended: {how}{visible(first_line(raised.message))}"
     if raised is not None and f.dump is None:
         return f"raised {visible(raised.type, 200)}: {visible(first_line(raised.message))}"
