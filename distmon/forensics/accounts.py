@@ -346,8 +346,8 @@ def _adapter(log: LogFacts) -> str | None:
 
 
 ADAPTER = (
-    "the node's InfiniBand adapter failed (its own fatal event: its firmware, its driver, the card; `ibstat`, "
-    "`dmesg` on that node), not a rank"
+    "the node's InfiniBand adapter or its link failed (its own fatal event, or its port gone down: its firmware, its "
+    "driver, the card, the cable and the switch's port; `ibstat`, `dmesg` on that node), not a rank"
 )
 
 

@@ -11,6 +11,8 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
     ValueError: host not found: Name or service not known              (c10d's TCPStore, torch 1.x)
     ssh: Could not resolve hostname job-worker-5.job: Name or service not known
     ssh: connect to host node2 port 22: Connection refused          (pdsh's or the launcher's ssh)
+    node2: user@node2: Permission denied (publickey,password).         (pdsh's ssh, no key to log in with)
+    ... --node_rank=%n --master_addr= --master_port=29500 train.py   (an address that came out empty)
     RuntimeError: Using hostfile at /job/hostfile but host=worker-1 was not reachable via ssh.
                                                         (DeepSpeed's launcher, before any rank starts)
     Error: failed to run torchrun ... on n2, is localhost: False, exception: Authentication failed.
@@ -147,16 +149,33 @@ FAULTS = (
         "the launcher could not reach every node to start its processes",
         "passwordless ssh from the launching node to each node (`ssh -o PasswordAuthentication=no HOST hostname`), "
         "the nodes' names in the hostfile, the launcher and its libraries on each node's PATH and LD_LIBRARY_PATH",
-        ("reliably start", "Host key verification", "reachable via ssh", "is localhost:", "ssh: connect to host"),
+        (
+            "reliably start",
+            "Host key verification",
+            "reachable via ssh",
+            "is localhost:",
+            "ssh: connect to host",
+            "Permission denied (",
+            "PasswordAuthentication=no",
+        ),
         re.compile(
             r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"
             r"|ssh: connect to host \S{1,253} port \d{1,5}: (?:Connection refused|No route to host"
             r"|Connection timed out|Network is unreachable)"
+            r"|Permission denied \((?:publickey|password|gssapi|keyboard-interactive|hostbased)[\w,-]{0,80}\)"
+            r"|Command 'ssh -o PasswordAuthentication=no \S{1,253} hostname' returned non-zero exit status 255"
             r"|host=\S{1,253} was not reachable via ssh"
             r"|is localhost: (?:True|False), exception: (?:No authentication methods available"
             r"|Authentication failed|not a valid \w{1,10} private key file|Unable to connect to port \d{1,5}"
             r"|Error reading SSH protocol banner)"
         ),
+    ),
+    Fault(
+        "the launch was given no master address (the variable it takes the address from came out empty)",
+        "where the launch takes the master's address from (MASTER_ADDR, --master_addr, the hostfile's first host, "
+        "`hostname -i` in a container whose name has no address yet) on the node that launches",
+        ("--master_addr=", "Using IP address of  for node"),
+        re.compile(r"--master_addr=(?:\s|$|;)|Using IP address of  for node"),
     ),
     Fault(
         "the script's argument parser refused the command line the launcher gave it",

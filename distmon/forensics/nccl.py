@@ -23,7 +23,8 @@ failed``, 2.7-2.12 and ``socketStartConnect:`` since), or no interface to bootst
 network's set-up between the processes (the interface NCCL picks, a firewall, a route), not a rank.
 An InfiniBand adapter's fatal async event (the device's ``local catastrophic error``, a queue pair's
 or a completion queue's fatal error: ``net_ib``'s async thread reads them from the driver) is that
-node's adapter failing, not a rank; its other events (a port's state, the GID table) are no failure.
+node's adapter failing, not a rank, as is its port going down (``port error``: the link lost); its other
+events (a port coming up, the GID table) are no failure.
 A process's rank is the one its own set-up lines give it (its ``comm ... rank N`` line, the
 connections it sets up: ``Channel 00 : 2[...] -> 0[...]``), where they give one: the rank whose GPU
 NCCL then finds ``out of memory`` is suspected (that CUDA refused NCCL's call for the set-up's
@@ -42,16 +43,17 @@ MAX_GROUP = 1 << 20
 MAX_HOSTS = 65536
 
 _PREFIX = re.compile(
-    r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[(\d{1,4})\] (?:[\w/.-]{1,200}:\d{1,6} )?NCCL (?:INFO|WARN)"
+    r"^([\w.-]{1,200}):(\d{1,12}):\d{1,12} \[(\d{1,4})\] (?:[\w/.-]{1,200}:\d{1,6} )?(?:NCCL )?(INFO|WARN)\b"
 )
-"""A line of NCCL's: its process (host, pid, thread), its device, the source line of a WARN (2.12+)."""
+"""A line of NCCL's: its process (host, pid, thread), its device, the source line of a WARN (2.12+; 2.4
+and 2.5's before a WARN not yet named NCCL's: ``node1:42:57 [1] include/socket.h:194 WARN ...``)."""
 _TESTS_RANK = re.compile(
     r"#\s{1,8}Rank\s{1,8}(\d{1,9})\s{1,8}(?:Group\s{1,8}\d{1,9}\s{1,8})?(?:Pid\s{1,8}(\d{1,12})\s{1,8})?on\s{1,8}"
     r"([\w.-]{1,200})\s{1,8}device\s{1,8}(\d{1,4})"
 )
 """nccl-tests' table of its ranks (``#  Rank  0 Group  0 Pid   4242 on node1 device  0 [0x07] ...``); the
 tests of NCCL 1 ran in one process and print no pid (``#   Rank  0 on  node03 device  0 [0x00] ...``)."""
-_RETURNED = re.compile(r"NCCL INFO ([\w/.-]{1,200}\.(?:cc|cu|cpp|h)):\d{1,6} -> (\d{1,2})\b")
+_RETURNED = re.compile(r"\bINFO ([\w/.-]{1,200}\.(?:cc|cu|cpp|h)):\d{1,6} -> (\d{1,2})\b")
 """NCCL's trace of a call that failed, each caller on its way out (``transport/net.cc:515 -> 2``)."""
 RESULTS = {2: "ncclSystemError", 3: "ncclInternalError", 6: "ncclRemoteError"}
 """The results of NCCL's calls that its connections' set-up or transport returns (a system call, its
@@ -87,8 +89,11 @@ _ASYNC = re.compile(
 )
 """``net_ib``'s async thread on an event of the adapter (its name and port since NCCL 2.21): a fatal one
 said as such since 2.23, before then by its name."""
-_FATAL_EVENTS = re.compile(r"catastrophic|fatal|CQ error|work queue|access violation|invalid request", re.IGNORECASE)
-"""The ``ibv_event_type_str`` names of the adapter's fatal events (not a port's state, not the GID table)."""
+_FATAL_EVENTS = re.compile(
+    r"catastrophic|fatal|CQ error|work queue|access violation|invalid request|^port error", re.IGNORECASE
+)
+"""The ``ibv_event_type_str`` names of the adapter's fatal events and of its port going down (``port error``:
+its link lost), not a port's other states nor the GID table."""
 _CHANNEL = re.compile(r"NCCL INFO Channel \d{1,3}(?:/\d{1,3})? ?: (\d{1,9})\[\w{1,20}\] -> \d{1,9}\[")
 """A connection NCCL sets up (``Channel 00 : 0[1020] -> 2[1040] via SHM/direct/direct``): each transport's
 send set-up prints it, so its first rank is the printing process's own in that communicator."""
@@ -150,8 +155,9 @@ class NcclLines:
 
     def line(self, line: str) -> bool:
         """Reads what ``line`` says, if NCCL wrote it or quoted it in an error."""
-        found = "NCCL WARN" in line
-        if (found or "NCCL INFO" in line) and len(self.processes) < MAX_HOSTS and (prefix := _PREFIX.match(line)):
+        prefix = _PREFIX.match(line) if "INFO" in line or "WARN" in line else None
+        found = "NCCL WARN" in line or (prefix is not None and prefix.group(4) == "WARN")
+        if prefix is not None and len(self.processes) < MAX_HOSTS:
             process = (visible(prefix.group(1), 200), prefix.group(2))
             self.processes.add(process)
             self._drives(process, int(prefix.group(3)))
@@ -162,7 +168,8 @@ class NcclLines:
             self.processes.add(process)
             self._drives(process, int(tests.group(4)))
             found = True
-        if "->" in line and self.returned is None and (returned := _RETURNED.search(line)) is not None:
+        named = prefix is not None or "NCCL INFO" in line
+        if "->" in line and named and self.returned is None and (returned := _RETURNED.search(line)) is not None:
             result = RESULTS.get(int(returned.group(2)))
             if result is not None:
                 self.returned = f"{result} in {visible(returned.group(1), 200)}"

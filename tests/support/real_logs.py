@@ -17,10 +17,62 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 77, 79 to 81 and 83 to 85): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 77, 79 to 81, 83, 85 and 86): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "deepspeed_pdsh_2node_azureml_fused_adam_init_both_nodes_fail_every_rank.log": (
+        "two hosts' tracebacks in deepspeed.initialize under pdsh's host prefixes, their exception lines cut: "
+        "hosts, not ranks, and the error every process met only the thread's title says"
+    ),
+    "desi_srun_68tasks_knl_task21_oom_kill_node_memory.log": (
+        "srun says task 21 ran out of memory in the step's cgroup: that the node was too small for the tile, "
+        "not the task's own use, only the thread says"
+    ),
+    "flux_torch23_8gpu_gemm_rs_local_rank0_first_backend2_cuda_library_bug.log": (
+        "torchrun saw local rank 0 fail first (exit 1), no traceback of a rank's in the paste: that all eight "
+        "met the same library error, only the thread's title says"
+    ),
+    "llamacpp_mpirun_8ranks_workers_ggml_assert_n_threads_library_bug.log": (
+        "the same GGML assertion in several processes no line gives a rank: a program not torch's, whose "
+        "processes the reader does not count as a job's ranks"
+    ),
+    "llamacpp_mpirun_jetson_4ranks_bad_termination_exit134_mpi_backend_broken.log": (
+        "MPICH says one process (a pid, no rank) aborted with exit 134: that llama.cpp's MPI path is broken "
+        "for every process, only the thread says"
+    ),
+    "openrlhf_llmrayactor_vllm016_collective_rpc_failed_version_mismatch.log": (
+        "a vLLM engine's collective_rpc failing, its exception cut: that OpenRLHF's code and the newer vLLM "
+        "disagree, only the thread says"
+    ),
+    "pytorch_ci_test_nccl_timeout_rank0_alone_ranks1_2_skip_exit10.log": (
+        "PyTorch's own test harness says process 0 exited with code 10: that ranks 1 and 2 skip the "
+        "collective by the test's design is in its code, not in the lines"
+    ),
+    "redrock_srun_128ranks_process114_raised_empty_redshift_slice_too_many_ranks.log": (
+        "one process's traceback (114 of 128): that every rank past the work's count fails alike, only the thread says"
+    ),
+    "returnn_ddp4_gloo_has_data_allreduce_timeout_rank0_absent.log": (
+        "ranks 1-3 end alike at once (exit 1), their traceback in RETURNN's own format (locals under each "
+        "frame), not read: that they waited in an all_reduce rank 0 never joined is in frames the reader does "
+        "not place"
+    ),
+    "torchrun_rhel_destroy_process_group_local_rank5_first_exit1_cuda_busy_teardown.log": (
+        "torchrun saw local rank 5 fail first (exit 1) and tore the others down: that every process fails "
+        "alike at teardown on that system, only the thread says"
+    ),
+    "vllm_apple_silicon_world1_tcpstore_ping_recvvalue_connection_reset.log": _HELD_OUT,
+    "verl_taskrunner_workerdict_critic_init_model_fsdp_duplicate_gpu_setup_hook.log": _HELD_OUT,
+    "trl_orpo_accelerate_gather_shape_mismatch_every_rank.log": _HELD_OUT,
+    "torchdata_dataloader2_gloo_new_group_multinode_every_rank_no_socket_ifname.log": _HELD_OUT,
+    "torch_gloo_init_unable_to_find_address_bond1_socket_ifname_setup.log": _HELD_OUT,
+    "torch1_10_gloo_new_group_after_nccl_init_both_ranks_alike.log": _HELD_OUT,
+    "ray_train_torchtrainer_two_hosts_gloo_connection_refused_etc_hosts_127_0_1_1.log": _HELD_OUT,
+    "pytorch_fr_profiler_dump_rank0_skips_allgather_after_iter10.log": _HELD_OUT,
+    "pytorch1_0_gloo_ioexception_connect_127_0_1_1_refused_node1_hostname_loopback.log": _HELD_OUT,
+    "mpirun_tritonserver_trtllm_tp2_mpisize_assert_wrong_dir.log": _HELD_OUT,
+    "miss_alignment_lightning_two_gpu_rank1_watchdog_stuck_broken_p2p.log": _HELD_OUT,
+    "deepspeed_pipe_fp16_off_stuck_two_ranks_nccl_init.log": _HELD_OUT,
     "vllm_v1_tp8_rtx50_all_eight_workers_raise_multiprocexecutor_fatal_signal.log": _HELD_OUT,
     "vllm_v1_custom_allreduce_invalid_argument_vllmworker0_died_first_alike.log": _HELD_OUT,
     "torchx_torchrec_dlrm_1x2_replica1_worker_cuda_init_error_num_workers_every_rank.log": _HELD_OUT,
@@ -32,22 +84,6 @@ MISSED = {
     "litgpt_fabric_fsdp_grad_fn_post_backward_hook_assert_interleaved_ranks.log": _HELD_OUT,
     "horovod_mnist_4node_dataloader_worker_segfault_each_node_alike.log": _HELD_OUT,
     "dynamo_vllm_tp8_custom_allreduce_invalid_argument_every_worker_alike.log": _HELD_OUT,
-    "torchrun_rhel_destroy_process_group_local_rank5_first_exit1_cuda_busy_teardown.log": _HELD_OUT,
-    "returnn_ddp4_gloo_has_data_allreduce_timeout_rank0_absent.log": _HELD_OUT,
-    "redrock_srun_128ranks_process114_raised_empty_redshift_slice_too_many_ranks.log": _HELD_OUT,
-    "pytorch_ci_test_nccl_timeout_rank0_alone_ranks1_2_skip_exit10.log": _HELD_OUT,
-    "openrlhf_llmrayactor_vllm016_collective_rpc_failed_version_mismatch.log": _HELD_OUT,
-    "llamacpp_mpirun_jetson_4ranks_bad_termination_exit134_mpi_backend_broken.log": _HELD_OUT,
-    "llamacpp_mpirun_8ranks_workers_ggml_assert_n_threads_library_bug.log": _HELD_OUT,
-    "litllama_slurm_four_nodes_node48_ib_async_port_error_all_local_procs.log": _HELD_OUT,
-    "horovod_mpirun_two_hosts_bootstrap_connection_closed_socket_ifname.log": _HELD_OUT,
-    "horovod_mpirun_single_host_ib_bootstrap_recv_reset_by_peer_ib_driver.log": _HELD_OUT,
-    "gpt_neox_pdsh_two_workers_ssh_permission_denied_exit255_setup_fault.log": _HELD_OUT,
-    "flux_torch23_8gpu_gemm_rs_local_rank0_first_backend2_cuda_library_bug.log": _HELD_OUT,
-    "desi_srun_68tasks_knl_task21_oom_kill_node_memory.log": _HELD_OUT,
-    "deepspeed_runner_ssh_check_master_itself_exit255_2node_setup_fault.log": _HELD_OUT,
-    "deepspeed_pdsh_k8s_empty_master_addr_hostname_i_setup_fault.log": _HELD_OUT,
-    "deepspeed_pdsh_2node_azureml_fused_adam_init_both_nodes_fail_every_rank.log": _HELD_OUT,
     "trl_dpo_peft_ddp_rank0_rank1_marked_ready_twice_gradient_checkpointing.log": _HELD_OUT,
     "tacotron2_multiproc_ranks4to7_world4_setup_hang.log": _HELD_OUT,
     "msswift_lora_embedding_ddp_rank4_rank3_reentrant_checkpoint_backward.log": _HELD_OUT,

@@ -427,6 +427,11 @@ REFUSALS = [
     "ModuleNotFoundError: No module named 'apex'",
     "ORTE was unable to reliably start one or more daemons.",
     "node1: ssh: connect to host node2 port 22: Connection refused",
+    "node2: trainer@node2: Permission denied (publickey,password).",
+    "subprocess.CalledProcessError: Command 'ssh -o PasswordAuthentication=no 10.1.0.9 hostname' returned non-zero "
+    "exit status 255.",
+    "[INFO] [runner.py:400:main] cmd = pdsh -w n1,n2 python -m deepspeed.launcher.launch --node_rank=%n "
+    "--master_addr= --master_port=29500 train.py",
     "train.py: error: unrecognized arguments: --local-rank=3",
     "usage: train.py [-h] [--config CONFIG] [--lr LR]",
     "n2:31:31 [0] init.cc:981 NCCL WARN Invalid rank requested : 8/8",

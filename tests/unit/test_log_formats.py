@@ -1466,15 +1466,17 @@ def test_torch_xlas_mesh_master_out_of_reach_is_the_set_up() -> None:
 
 def test_an_infiniband_adapters_fatal_event_is_its_nodes_and_an_old_completion_error_the_fabrics() -> None:
     """``net_ib``'s async thread reads the adapter's events: a fatal one (NCCL 2.4-2.22 by its name, 2.23+
-    as such) is that node's adapter; a port's state or the GID table is no failure. A completion error
-    of NCCL 2.4-2.11 names no peer, 2.27's its status by name: the fabric either way."""
+    as such) is that node's adapter, as is its port going down; a port coming up or the GID table is no
+    failure. A completion error of NCCL 2.4-2.11 names no peer, 2.27's its status by name: the fabric
+    either way."""
     for line in (
         "node3:815:864 [0] transport/net_ib.cu:80 NCCL WARN NET/IB : Got async event : local catastrophic error",
         "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 async fatal event: local catastrophic error",
         "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : local work queue catastrophic error",
+        "node3:815:864 [0] transport/net_ib.cc:93 NCCL WARN NET/IB : Got async event : port error",
     ):
         said = assign_blame(analyze_text(f"[1,12]<stdout>:{line}")).nobody
-        assert said is not None and said.startswith("the node's InfiniBand adapter failed"), line
+        assert said is not None and said.startswith("the node's InfiniBand adapter or its link failed"), line
     quiet = "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port active(9)"
     assert read_log(io.StringIO(quiet)).nccl.adapter is None
     for line in (
@@ -1485,6 +1487,22 @@ def test_an_infiniband_adapters_fatal_event_is_its_nodes_and_an_old_completion_e
     ):
         said = assign_blame(analyze_text(line)).nobody
         assert said is not None and "InfiniBand completion error 12" in said, line
+
+
+def test_nccls_lines_before_they_named_it_are_read_as_its_own() -> None:
+    """NCCL 2.4 and 2.5 wrote ``WARN`` and ``INFO`` without its name after the process's prefix: a failed
+    call's trace (``-> 2``) through the bootstrap is the transport's set-up failing, not a rank's; the
+    same words without the process's prefix are no line of NCCL's."""
+    log = (
+        "gpu1:4410:4530 [2] include/socket.h:390 WARN Connection closed by remote peer\n"
+        "gpu1:4410:4530 [2] INFO transport/net_socket.cu:160 -> 2\n"
+        "gpu1:4410:4530 [2] INFO bootstrap.cu:40 -> 2 [Net]\n"
+        "gpu1:4410:4530 [2] INFO init.cu:400 -> 2\n"
+    )
+    said = assign_blame(analyze_text(log)).nobody
+    assert said is not None and "ncclSystemError in transport/net_socket.cu" in said
+    facts = read_log(io.StringIO("worker INFO step.cc:12 -> 2\n"))
+    assert facts.nccl.returned is None and not facts.nccl.processes
 
 
 def test_a_pg_prefix_without_a_guid_is_its_id_and_a_watchdog_stuck_at_teardown_blames_nobody() -> None:

@@ -101,12 +101,13 @@ def test_a_pasted_log_is_read_and_names_no_innocent(
     assert truth == "none" or found["nobody"] is None, f"the culprit {truth} cleared: {found['summary']}"
 
 
-BIG = 10_000_000
+BIG = 2_000_000
+"""Bytes of a large paste: the benchmark reads one of 10 MB and times it (``bench_real_logs.py --pasted``)."""
 
 
-def test_a_10mb_log_pasted_is_read_to_its_end_within_the_limit(tmp_path: Path) -> None:
+def test_a_large_log_pasted_is_read_to_its_end_within_the_limit(tmp_path: Path) -> None:
     """The reader's limits hold for a pasted log as for one as found: the corpus again and again,
-    stamped, interleaved and wrapped; one line of 10 MB wrapped at 80 columns, joined again
+    stamped, interleaved and wrapped; one line of 2 MB wrapped at 80 columns, joined again
     into lines of the longest length read."""
     corpus = "".join(path.read_text() for path in sorted(REAL.glob("*.log")))
     line = corpus.replace("\n", " ")
