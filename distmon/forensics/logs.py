@@ -157,6 +157,8 @@ class _Reader:
     a later line's year does not make its own."""
     by_spawn: set[int] = field(default_factory=set)
     """The process indexes whose tracebacks ``mp.spawn`` printed, read as ranks."""
+    seen_by_spawn: set[int] = field(default_factory=set)
+    """Those of them no line of the rank's own showed: heard from only through spawn's word."""
 
     def __post_init__(self) -> None:
         self.launcher = LauncherLines(self._exit)
@@ -175,6 +177,7 @@ class _Reader:
             self.stamp = at
         if rank is not None:
             self.facts.seen.add(rank)
+            self.seen_by_spawn.discard(rank)
             self.facts.matched += 1
         self._world(line)
         self._progress(line, rank)
@@ -192,7 +195,7 @@ class _Reader:
                 self._traceback(rank, body, lone=found is None)
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
-        self.begun = True
+        self.begun = self.begun or bool(line.strip())  # a paste's blank lines before its first are not its start
         if not self.job and _JOB.search(line):
             self.job = True
             self.facts.matched += 1
@@ -436,7 +439,10 @@ class _Reader:
             return True
         if self.spawned is None or not body.strip():
             return False
+        fresh = self.spawned not in self.facts.seen
         self._traceback(self.spawned, body)
+        if fresh and self.spawned in self.facts.seen:
+            self.seen_by_spawn.add(self.spawned)
         if self.spawned in self.facts.raised:
             self.by_spawn.add(self.spawned)
         if self.spawned not in self.tracebacks:
@@ -459,6 +465,8 @@ class _Reader:
             )
             if twin or index in facts.timeouts or index in facts.loose:
                 del facts.raised[index]
+                if twin and index in self.seen_by_spawn:
+                    facts.seen.discard(index)  # the process was the twin's: rank ``index`` said nothing
                 if not twin and len(facts.unplaced) < MAX_UNPLACED:
                     facts.unplaced.append(raised)
 

@@ -1364,8 +1364,9 @@ def test_a_paste_begun_at_an_exception_line_holds_that_exception() -> None:
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4242) of "
         "binary: /usr/bin/python\n"
     )
-    verdict = judged("NameError: name 'amp' is not defined\n" + agent)
-    assert verdict.nobody is not None and "NameError: name 'amp' is not defined" in verdict.nobody
+    for paste in ("", "\n  \n"):  # blank lines above the first are no line of the job's
+        verdict = judged(paste + "NameError: name 'amp' is not defined\n" + agent)
+        assert verdict.nobody is not None and "NameError: name 'amp' is not defined" in verdict.nobody
     later = judged("Starting epoch 1\nNameError: name 'amp' is not defined\n" + agent)
     assert later.nobody is None and [s.rank for s in later.suspects][:1] == [0]
 
@@ -1392,6 +1393,7 @@ def test_a_process_spawn_names_is_its_rank_only_where_nothing_says_otherwise() -
     twin = judged(prefixed + spawned)
     assert twin.culprits == [5] or suspects(twin)[:1] == [5]
     assert 1 not in twin.culprits + suspects(twin)
+    assert read_log((prefixed + spawned).splitlines()).seen == {5}, "rank 1 said nothing of its own"
 
 
 def test_a_year_a_line_gives_after_glog_stamps_does_not_date_them() -> None:
