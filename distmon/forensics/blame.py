@@ -37,7 +37,7 @@ from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS
 from distmon.forensics.tracebacks import Raised
-from distmon.forensics.watchdog import ROOTED
+from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, WORLD_GROUP
 from distmon.forensics.worker_exits import PROCESS, RANK, SELF, WORKER
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
@@ -120,6 +120,19 @@ class Blame:
     alone: bool = False
     """The suspects' failure is the only one the log shows: told with its evidence, as a culprit's."""
 
+    @property
+    def leading(self) -> list[int]:
+        """The suspects led with: the first, or the first ranks with one reason alike (no line of
+        theirs in the log), whose order is their numbers', not a likelihood."""
+        return leading(self.suspects)
+
+
+def leading(suspects: list[Suspect]) -> list[int]:
+    if not suspects:
+        return []
+    lead = suspects[0]
+    return [s.rank for s in suspects if s.why == lead.why] if lead.why == NO_LINE else [lead.rank]
+
 
 def assign_blame(analysis: Analysis) -> Blame:
     log = analysis.log
@@ -164,9 +177,15 @@ def assign_blame(analysis: Analysis) -> Blame:
     waiting = _waiting(analysis) or first.summary
     if not suspects:
         return Blame([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
-    lead = suspects[0]
-    headline = f"{waiting}; suspected: {rank_word([lead.rank])} ({lead.why}){_short(log)}"
+    headline = f"{waiting}; suspected: {_lead(suspects)}{_short(log)}"
     return Blame([], suspects, None, headline, first)
+
+
+def _lead(suspects: list[Suspect]) -> str:
+    """The suspects led with (:func:`leading`), and why."""
+    alike = leading(suspects)
+    together = ", none more than another" if len(alike) > 1 else ""
+    return f"{rank_word(alike)}{together} ({suspects[0].why})"
 
 
 def _pointed(told: Accounts, suspects: list[Suspect]) -> list[Suspect]:
@@ -249,7 +268,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
                 "has its own GPU (the rank, where the job runs on one node)",
             )
         )
-    if stored and not suspects and 0 not in waiters:
+    if stored and not suspects and 0 not in waiters and not log.stores.in_subgroups():
         suspects.append(Suspect(0, f"{NO_LINE}; {HABIT}"))
     if consequences or peers or stored:
         shown = log.seen | log.stores.waiters() | log.stores.barrier_ranks
@@ -257,11 +276,8 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         why = f"no line in the log: the peer lost is one the log does not show{lost}" if not stored else NO_LINE
         suspects += [Suspect(r, why) for r in gone]
     if suspects:
-        lead = suspects[0]
         headline = "; ".join(said) + "; " if said else ""
-        return Blame(
-            [], suspects[:MAX_SUSPECTS], None, f"{headline}suspected: {rank_word([lead.rank])} ({lead.why})", first
-        )
+        return Blame([], suspects[:MAX_SUSPECTS], None, f"{headline}suspected: {_lead(suspects)}", first)
     if said:
         return Blame([], [], None, "; ".join(said) + ("" if not consequences else ", and no line says which"), first)
     return Blame(
@@ -477,12 +493,19 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     lone = _unplaced_owner(analysis, absent)
     if lone is not None:
         found.append(lone)
-    if 0 in absent and all(s.rank != 0 for s in found):
+    if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
         found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
     found += [Suspect(r, NO_LINE) for r in absent if all(s.rank != r for s in found)]
     if alone is not None and alone.why != ALONE:
         found.append(alone)
     return found[:MAX_SUSPECTS]
+
+
+def _subgroups_only(analysis: Analysis) -> bool:
+    """Every wait the log shows is in another group than the world's (a tensor- or pipeline-parallel
+    one): rank 0 has no part in it that another rank lacks."""
+    groups = [g for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
+    return bool(groups) and all(g.id != WORLD_GROUP and g.desc != DEFAULT_PG for g in groups)
 
 
 def _silent(log: LogFacts, rank: int) -> str:

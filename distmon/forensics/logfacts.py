@@ -18,13 +18,10 @@ from distmon.forensics.ras import RasReport
 from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
-from distmon.forensics.watchdog import GATHERS, SCATTERS, Said
+from distmon.forensics.watchdog import DEFAULT_PG, GATHERS, SCATTERS, WORLD_GROUP, Said
 from distmon.forensics.worker_exits import LOCAL_RANK, RANK, SPAWNED, WorkerExit
 from distmon.wire import ExceptionInfo, StackFrame
 
-DEFAULT_PG = "default_pg"
-WORLD_GROUP = "0"
-"""The world group's name: it is created first on every rank, in every torch era."""
 MAX_SPREAD = 2
 """How far apart the works two ranks of one group time out in may lie: a collective no member
 completed holds every member at it (a rooted one's root may be a work ahead)."""

@@ -31,11 +31,11 @@ from typing import IO
 
 from distmon.forensics.failures import PROGRAM
 from distmon.forensics.launcher_lines import LauncherLines
-from distmon.forensics.logfacts import DEFAULT_PG, WORLD_GROUP, Layout, LogFacts, Timeout
+from distmon.forensics.logfacts import Layout, LogFacts, Timeout
 from distmon.forensics.nccl import MAX_GROUP
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
-from distmon.forensics.watchdog import OPTIONS, PG, Said, pg_prefix, watchdog_said
+from distmon.forensics.watchdog import DEFAULT_PG, OPTIONS, PG, WORLD_GROUP, Said, pg_prefix, watchdog_said
 from distmon.forensics.worker_exits import RANK, SPAWNED, TASK, TEARDOWN, WorkerExit
 
 MAX_UNPLACED = 16
@@ -216,8 +216,10 @@ class _Reader:
         self._respawned()
         nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
         if nameless is not None:
+            waits = len(self.facts.stores.main_first)
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
             self.facts.cut_waiting += nameless.in_collective
+            self.facts.matched += len(self.facts.stores.main_first) > waits  # a process's wait: a job's line
         self._placed()
         self.facts.seen |= self.facts.debug.running.keys()  # ranks ProcessGroupWrapper's lines name
         self.facts.ray.finish()

@@ -92,7 +92,7 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
                 detail = detail.replace(follows, "")
             lines += ["  " + line for line in _detail(detail, bool(found))]
     elif verdict.suspects:
-        lead = rank_word([s.rank for s in verdict.suspects[:1]])
+        lead = rank_word(verdict.leading)
         said = f"suspected: {lead} ("  # the headline is the suspicion alone: said once, not twice
         if headline.startswith(said) and headline.endswith(")"):
             headline = headline[len(said) : -1]

@@ -3,9 +3,9 @@ against its peers': how far each group's members went, and who they are."""
 
 from __future__ import annotations
 
-from distmon.forensics.logfacts import DEFAULT_PG, LogFacts, Timeout
+from distmon.forensics.logfacts import LogFacts, Timeout
 from distmon.forensics.tracebacks import Raised
-from distmon.forensics.watchdog import ROOTED, op_family
+from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, op_family
 from distmon.wire import GroupStatus, rank_runs
 
 P2P_OPS = ("send", "recv")

@@ -44,6 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.watchdog import DEFAULT_PG, PG, WORLD_GROUP, pg_prefix
 from distmon.guards.text import visible
 from distmon.monitor.state.words import rank_word
 from distmon.wire import StackFrame
@@ -135,6 +136,8 @@ class StoreWait:
     awaited: int | None
     """The rank it waited for, where the line names it (the communicator's root)."""
     said: str
+    subgroup: bool = False
+    """It waited for another group's communicator than the world's (its ranks are that group's)."""
 
 
 @dataclass
@@ -215,11 +218,16 @@ class StoreLines:
         root = _ROOT.search(body)
         waiter = rank if rank is not None else int(root.group(1)) if root else None
         # the ranks it names are the group's: another group's than the world's where its prefix says otherwise
-        awaited = int(root.group(2)) if root and waiter == int(root.group(1)) else None
+        pg = PG.search(body) if "PG" in body else None
+        named = pg_prefix(pg)[:2] if pg is not None else None
+        subgroup = bool(root and waiter != int(root.group(1))) or (
+            named is not None and named[0] != WORLD_GROUP and named[1] != DEFAULT_PG
+        )
+        awaited = int(root.group(2)) if root and not subgroup else None
         said = (
             "waited for the communicator's ncclUniqueId" if root else "its wait for a key another rank sets timed out"
         )
-        self.waits.append(StoreWait(waiter, awaited, said))
+        self.waits.append(StoreWait(waiter, awaited, said, subgroup))
         return True
 
     def barrier_said(self) -> str | None:
@@ -251,6 +259,11 @@ class StoreLines:
             "0's, or torchrun's agent's on its node) ended first; how, these lines do not say: that node's log will"
         )
 
+    def in_subgroups(self) -> bool:
+        """Every wait the lines show was for another group's communicator than the world's: rank 0
+        has no part in it that the others' ranks lack."""
+        return bool(self.waits) and all(w.subgroup for w in self.waits)
+
     def waiters(self) -> set[int]:
         return {w.rank for w in self.waits if w.rank is not None}
 
@@ -271,9 +284,12 @@ class StoreLines:
         )
         if rank is None and agent and not started and any(w.rank is None for w in self.waits):
             self.agent_waited = True
-        if not in_collective or len(self.main_first) >= MAX_WAITS:
+        if len(self.main_first) >= MAX_WAITS:
             return
-        context = next((f.func for f in reversed(frames) if f.func in _FIRST), None)
+        context = next((f.func for f in reversed(frames) if f.func in _FIRST), None) if in_collective else None
+        if context is None and len(frames) >= 2 and frames[-1].func == "__enter__":
+            # cut as it entered the block: a process but the main one waits there, the main one yields at once
+            context = next((name for name in _FIRST if f".{name}(" in (frames[-2].code or "")), None)
         if context is not None:
             self.main_first.append((rank, context))
 

@@ -52,6 +52,10 @@ def _words(phrase: str) -> str:
     return " ?".join(re.escape(word) for word in phrase.split(" "))
 
 
+DEFAULT_PG = "default_pg"
+"""The world group's description in the lines of torch 2.3 and later."""
+WORLD_GROUP = "0"
+"""The world group's name: it is created first on every rank, in every torch era."""
 PG = re.compile(
     r"\[PG ?ID ?(\d{1,9}) ?PG ?GUID ?(\w{0,200})(?:\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"
     r"|\[PG ?(\w{1,200})(?: ?\(([^)\]]{0,200})\))? ?Rank ?(\d{1,9})\]"

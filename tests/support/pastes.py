@@ -40,13 +40,17 @@ def wrapped(width: int) -> Paste:
     return wrap
 
 
-def stamped(form: str) -> Paste:
+def stamped(form: str, records: bool = False) -> Paste:
     """A stamp before every line, a millisecond apart, in the form of a logger or a collector
-    (``{t}`` the time, formatted as the form's own strftime pattern after ``|``)."""
+    (``{t}`` the time, formatted as the form's own strftime pattern after ``|``). A logger's
+    (``records``) stamps a record's first line: an indented line is the rest of one (a traceback's
+    frame, a message printed over two lines), as Python's ``logging`` writes a record of several."""
     shape, pattern = form.split("|")
 
     def stamp(text: str) -> str:
         def one(i: int, line: str) -> str:
+            if records and line[:1].isspace():
+                return line
             at = _START + timedelta(milliseconds=i)
             return shape.format(t=at.strftime(pattern), ms=f"{at.microsecond // 1000:03d}") + line
 
@@ -55,7 +59,7 @@ def stamped(form: str) -> Paste:
     return stamp
 
 
-logging_stamp = stamped("{t},{ms} - INFO - |%Y-%m-%d %H:%M:%S")
+logging_stamp = stamped("{t},{ms} - INFO - |%Y-%m-%d %H:%M:%S", records=True)
 """Python's ``logging`` with ``%(asctime)s - %(levelname)s - ``."""
 bracket_stamp = stamped("[{t}] |%Y-%m-%d %H:%M:%S")
 """A shell's or a wrapper script's ``[date] `` before each line."""

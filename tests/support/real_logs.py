@@ -17,10 +17,17 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 77, 79 to 81, 83, 85 and 86): missed as found; not studied, no rule written against it"
+_HELD_OUT = "held out (rounds 77, 79 to 81, 83 and 85 to 87): missed as found; not studied, no rule written against it"
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "torchrun_srun_subgroup_allgather_barrier_device_guess_rank4_table.log": _HELD_OUT,
+    "sglang_v100_pg1_rank1_device_side_assert_watchdog.log": _HELD_OUT,
+    "sglang_two_node_tp16_head_node_init_exception_firewall.log": _HELD_OUT,
+    "sglang_tp_pg2_rank1_illegal_memory_watchdog_what.log": _HELD_OUT,
+    "nccl_tests_mpirun_two_slots_one_gpu_host_rank1_invalid_device_ordinal.log": _HELD_OUT,
+    "nccl_tests_mpirun_tag_output_ranks8_15_invalid_device_ordinal_one_host.log": _HELD_OUT,
+    "kubeflow_pytorchjob_gloo_worker0_init_hang_istio_sidecar.log": _HELD_OUT,
     "deepspeed_pdsh_2node_azureml_fused_adam_init_both_nodes_fail_every_rank.log": (
         "two hosts' tracebacks in deepspeed.initialize under pdsh's host prefixes, their exception lines cut: "
         "hosts, not ranks, and the error every process met only the thread's title says"
@@ -512,10 +519,6 @@ MISSED = {
     "openrlhf_ray_4x4090_nccl_p2p_unsupported_reference_actor_init_none.log": (
         "the lines hold an actor's start-up and NCCL's error without the words of peer access; that the GPUs "
         "lack it (the reporter) no line says"
-    ),
-    "llama_efficient_tuning_sft_rank0_tokenizer_straggler_barrier_socket_timeout_rank0.log": (
-        "a progress bar no rank labels stands before a traceback of main_process_first's barrier no rank "
-        "labels: whose bar, and whose wait, no prefix says"
     ),
     "llmfoundry_composer_launcher_2xa100_first_allgather_watchdog_p2p_none.log": (
         "rank 0 waits in collective #2, not the group's first, and rank 1 has no line: it is suspected; that "

@@ -553,7 +553,31 @@ def test_a_subgroups_store_wait_names_no_global_rank() -> None:
     )
     analysis = analyze_text(log)
     assert analysis.log.stores.waiters() == {5} and analysis.log.stores.awaited() == []
-    assert 0 not in [s.rank for s in assign_blame(analysis).culprits]
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [] and all(s.why == "no line in the log" for s in verdict.suspects), "no habit"
+    assert verdict.leading == [0, 1, 2, 3, 4] and "suspected: ranks 0-4, none more than another" in verdict.headline
+    prefixed = (
+        "[rank1]:[E1015 10:01:02.000000000 ProcessGroupNCCL.cpp:2215] [PG ID 3 PG GUID 3(tp) Rank 1] [1] is setting "
+        "up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
+        "store->get('0') got error: Socket Timeout"
+    )
+    assert analyze_text(prefixed).log.stores.awaited() == [], "its group's prefix says whose ranks they are"
+
+
+def test_rank_0_is_not_suspected_by_habit_in_another_group_than_the_worlds() -> None:
+    """Rank 0 works alone in the world group (saving, evaluating); in a tensor-parallel group it has no
+    part another rank lacks: the ranks the log does not show are suspected alike."""
+    desync = (
+        "[rank4]:[E1015 10:31:33.123456789 ProcessGroupNCCL.cpp:1595] [PG ID 2 PG GUID 5(tp) Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+        "Timeout(ms)=1800000) ran for 1800100 milliseconds before timing out.\n"
+    )
+    verdict = assign_blame(analyze_text(desync))
+    assert all("most often works alone" not in s.why for s in verdict.suspects), verdict.suspects
+    world = assign_blame(
+        analyze_text(desync.replace("PG ID 2 PG GUID 5(tp) Rank 0", "PG ID 0 PG GUID 0(default_pg) Rank 4"))
+    )
+    assert "most often works alone" in world.suspects[0].why and world.leading == [0]
 
 
 def test_the_communicators_set_up_message_at_a_lines_start_keeps_its_rank() -> None:
@@ -585,6 +609,15 @@ def test_a_barrier_inside_main_process_first_waits_for_the_main_process() -> Non
     verdict = assign_blame(analyze_text(log))
     assert [s.rank for s in verdict.suspects] == [0] and "main_process_first" in verdict.suspects[0].why
     assert "47% (47000/100000)" in verdict.suspects[0].why and verdict.nobody is None
+    entering = [
+        *log.split("\n")[:3],
+        '  File "/usr/lib/python3.10/contextlib.py", line 135, in __enter__',
+        "    return next(self.gen)",
+    ]
+    cut = analyze_text("\n".join(entering))  # cut as it entered the block: the main one yields at once
+    assert [s.rank for s in assign_blame(cut).suspects] == [0] and cut.log.matched
+    other = "\n".join(entering).replace("args.main_process_first(desc='map')", "open(path)")
+    assert analyze_text(other).log.stores.main_first == [], "entering another block waits for nobody"
 
 
 def test_no_summary_says_zero_ranks() -> None:

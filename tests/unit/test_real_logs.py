@@ -3562,8 +3562,8 @@ VERDICTS = [
     (
         "llama_efficient_tuning_sft_rank0_tokenizer_straggler_barrier_socket_timeout_rank0.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that wa",
+        [0],
+        "a process waited in a barrier inside main_process_first for the main",
     ),
     (
         "sdscripts_accelerate_caching_latents_rank0_straggler_rank1_watchdog.log",
@@ -6990,6 +6990,90 @@ VERDICTS = [
         [],
         NOBODY,
         "nobody to blame: the c10d store could not listen on its port: another",
+    ),
+    (
+        "c10d_rdzv_tcpstore_host_not_found_k8s_dns_volcano.log",
+        [],
+        NOBODY,
+        "nobody to blame: a host name did not resolve (ValueError: host not",
+    ),
+    (
+        "cips_fid_rank0_alone_rank1_allreduce_timeout.log",
+        [],
+        [0],
+        "rank 1 waits in all_reduce (its number not in the log) of group 0",
+    ),
+    (
+        "kubeflow_pytorchjob_gloo_worker0_init_hang_istio_sidecar.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "nccl_tests_hpcx_g8_per_process_two_nodes_invalid_device_ordinal_setup.log",
+        [],
+        NOBODY,
+        "nobody to blame: the program or its launch used NCCL or the GPUs",
+    ),
+    (
+        "nccl_tests_mpirun_tag_output_ranks8_15_invalid_device_ordinal_one_host.log",
+        [],
+        NOBODY,
+        "nobody to blame: the program or its launch used NCCL or the GPUs",
+    ),
+    (
+        "nccl_tests_mpirun_two_slots_one_gpu_host_rank1_invalid_device_ordinal.log",
+        [],
+        NOBODY,
+        "nobody to blame: the program or its launch used NCCL or the GPUs",
+    ),
+    (
+        "paddle_v1_mpi_rank68_sigabrt_thread_resource_unavailable.log",
+        [],
+        [68],
+        "suspected: rank 68 (rank 68 aborted (terminate called after throwing",
+    ),
+    (
+        "sglang_tp_pg2_rank1_illegal_memory_watchdog_what.log",
+        [],
+        [],
+        "the watchdog's lines name no global rank (rank 1 of group 3: CUDA",
+    ),
+    (
+        "sglang_two_node_tp16_head_node_init_exception_firewall.log",
+        [],
+        [],
+        "nothing to judge: no dump, and no line of the log names a rank that",
+    ),
+    (
+        "sglang_v100_pg1_rank1_device_side_assert_watchdog.log",
+        [],
+        [],
+        "the watchdog's lines name no global rank (rank 1 of group 1: CUDA",
+    ),
+    (
+        "torchrun_flux_gemmrs_two_nodes_rank1_rank0_illegal_memory.log",
+        [],
+        NOBODY,
+        "nobody to blame: ranks 0-1 failed alike at once (CUDA error: an",
+    ),
+    (
+        "torchrun_srun_subgroup_allgather_barrier_device_guess_rank4_table.log",
+        [4],
+        [],
+        "rank 4 raised Exception: exit code 1, torchrun's first observed",
+    ),
+    (
+        "torchx_k8s_c10d_rdzv_rank0_pod_timeout_dns_race.log",
+        [],
+        NOBODY,
+        "nobody to blame: torchrun's rendezvous timed out before every node",
+    ),
+    (
+        "vllm_ray_docker_prefix_caching_pg2_rank1_illegal_memory_wrapped.log",
+        [],
+        [1],
+        "rank 1 raised CUDA error: an illegal memory access was encountered;",
     ),
 ]
 
