@@ -111,8 +111,8 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or alike(log)
         or _terminated(log, world)
         or _aborted_cleanly(log)
-        or _fabric(log)
         or _adapter(log)
+        or _fabric(log)
         or _nvlink(log)
         or _nccl_failed(log)
         or log.horovod.diverged(world)
@@ -438,7 +438,7 @@ def _one_process(log: LogFacts) -> str | None:
 def _environment(log: LogFacts) -> str | None:
     """Where a line says the environment refused the job (:mod:`~distmon.forensics.environment`)
     and no process failed of anything else of its own (an exception saying the refusal is it)."""
-    said = log.environment.said()
+    said = log.environment.said(ran=log.ran)
     if said is None:
         return None
     nccl = log.environment.by_nccl

@@ -242,7 +242,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
     stored = _stored(log)
-    waiters = log.stores.waiters()  # a store waiter's traceback, cut or not, is its wait
+    waiters = log.stores.waiting()  # a waiter's traceback, cut or not, is its wait
     consequences = sorted(r for r in log.raised if _consequence(log, r) and r not in log.debug.ran and r not in waiters)
     peers = log.peers.peers()
     lost = f" ({', '.join(f'connection closed by {p}' for p in peers[:2])})" if peers else ""
@@ -271,8 +271,10 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     if stored and not suspects and 0 not in waiters and not log.stores.in_subgroups():
         suspects.append(Suspect(0, f"{NO_LINE}; {HABIT}"))
     if consequences or peers or stored:
-        shown = log.seen | log.stores.waiters() | log.stores.barrier_ranks
-        gone = [r for r in range(analysis.world) if r not in shown and all(s.rank != r for s in suspects)]
+        shown = log.seen | log.stores.waiting() | log.stores.barrier_ranks
+        bound = log.stores.roots_at_most() if stored else None  # a group's root is no higher than its waiter
+        within = range(analysis.world if bound is None else min(bound + 1, analysis.world))
+        gone = [r for r in within if r not in shown and all(s.rank != r for s in suspects)]
         why = f"no line in the log: the peer lost is one the log does not show{lost}" if not stored else NO_LINE
         suspects += [Suspect(r, why) for r in gone]
     if suspects:

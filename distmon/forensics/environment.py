@@ -74,6 +74,8 @@ class Fault:
     of something else."""
     fallback: bool = False
     """It is said only where the log says no other refusal (argparse's usage, before its error line)."""
+    setup: bool = False
+    """It keeps the job from starting: where the log shows the ranks ran collectives, it did not."""
 
 
 _REFUSED = (
@@ -111,6 +113,7 @@ FAULTS = (
         "intel_iommu=off), the driver; NCCL_P2P_DISABLE=1 as a test",
         ("peer access", "217", "PeerAccess"),
         re.compile(r"peer access is not supported|cudaErrorPeerAccessUnsupported|Cuda failure 217\b"),
+        nccl=True,
     ),
     Fault(
         "a library is missing or was built for another version",
@@ -162,20 +165,27 @@ FAULTS = (
             r"(?:ORTE|PRTE) was unable to reliably start one or more daemons|Host key verification failed"
             r"|ssh: connect to host \S{1,253} port \d{1,5}: (?:Connection refused|No route to host"
             r"|Connection timed out|Network is unreachable)"
-            r"|Permission denied \((?:publickey|password|gssapi|keyboard-interactive|hostbased)[\w,-]{0,80}\)"
-            r"|Command 'ssh -o PasswordAuthentication=no \S{1,253} hostname' returned non-zero exit status 255"
+            r"|(?<![\w.-])(?!git@)[\w.-]{1,64}@[\w.-]{1,253}: Permission denied "
+            r"\((?:publickey|password|gssapi|keyboard-interactive|hostbased)[\w,-]{0,80}\)"
+            r"|Command 'ssh -o PasswordAuthentication=no (?:-p ?\d{1,5} )?\S{1,253} hostname' returned non-zero exit "
+            r"status 255"
             r"|host=\S{1,253} was not reachable via ssh"
             r"|is localhost: (?:True|False), exception: (?:No authentication methods available"
             r"|Authentication failed|not a valid \w{1,10} private key file|Unable to connect to port \d{1,5}"
             r"|Error reading SSH protocol banner)"
         ),
+        setup=True,
     ),
     Fault(
         "the launch was given no master address (the variable it takes the address from came out empty)",
         "where the launch takes the master's address from (MASTER_ADDR, --master_addr, the hostfile's first host, "
         "`hostname -i` in a container whose name has no address yet) on the node that launches",
-        ("--master_addr=", "Using IP address of  for node"),
-        re.compile(r"--master_addr=(?:\s|$|;)|Using IP address of  for node"),
+        ("--master_addr", "Using IP address of  for node", "rendezvous endpoint ':"),
+        re.compile(
+            r"--master_addr(?:=(?:\s|$|;)| ?=?(?:''|\"\")(?:\s|$))|Using IP address of  for node"
+            r"|The hostname of the rendezvous endpoint ':\d{1,5}' "
+        ),
+        setup=True,
     ),
     Fault(
         "the script's argument parser refused the command line the launcher gave it",
@@ -387,11 +397,13 @@ class Environment:
         """The exit codes the refusals said end their processes with."""
         return {m.fault.exits for m in self.met if m.fault.exits is not None}
 
-    def said(self) -> str | None:
-        """The first refusal, in words: what, the line, what to check."""
-        if not self.met:
+    def said(self, ran: bool = False) -> str | None:
+        """The first refusal, in words: what, the line, what to check; where the ranks ``ran``
+        collectives, none that would have kept the job from starting."""
+        met = [m for m in self.met if not (ran and m.fault.setup)]
+        if not met:
             return None
-        first = next((m for m in self.met if not m.fault.fallback), self.met[0])
+        first = next((m for m in met if not m.fault.fallback), met[0])
         return f"{first.fault.what} ({first.said}): the set-up or the platform, not a rank: check {first.fault.check}"
 
 

@@ -257,7 +257,7 @@ class LogFacts:
         one more."""
         ranks = {*self.debug.ran, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
         ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
-        ranks.update({*self.stores.waiters(), *self.stores.awaited(), *self.stores.barrier_ranks})
+        ranks.update({*self.stores.waiting(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
         ranks.update(self.fr_trace.listed())
         if self.progress is not None and self.progress[0] is not None:
@@ -286,6 +286,11 @@ class LogFacts:
         """Ranks the log shows waiting: in a collective, or with their watchdog stuck."""
         busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
         return busy | set(self.unnamed)
+
+    @property
+    def ran(self) -> bool:
+        """Some rank had completed a collective: the job was past its set-up."""
+        return any((t.seq or 0) > 1 or (t.completed or 0) > 0 for ts in self.timeouts.values() for t in ts.values())
 
     @property
     def timeouts_ms(self) -> list[int]:

@@ -195,7 +195,8 @@ class _Reader:
                 self._traceback(rank, body, lone=found is None)
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
-        self.begun = self.begun or bool(line.strip())  # a paste's blank lines before its first are not its start
+        # a paste's blank lines before its first are not its start, nor a traceback's source line above its error
+        self.begun = self.begun or bool(line.strip() and not line[:1].isspace())
         if not self.job and _JOB.search(line):
             self.job = True
             self.facts.matched += 1
@@ -275,7 +276,10 @@ class _Reader:
             short = int(percent) < 100 and int(done) < int(total)
             named = _BAR_RANK.search(line, max(0, bar.start() - 200), bar.start()) if rank is None else None
             drawer = int(named.group(1)) if named is not None else rank
-            facts.progress = (drawer, f"{percent}% ({done}/{total}) after {elapsed}") if short else None
+            if short:
+                facts.progress = (drawer, f"{percent}% ({done}/{total}) after {elapsed}")
+            elif facts.progress is not None and facts.progress[0] == drawer:
+                facts.progress = None  # its bar ended; another rank's still short of its end stands
         if _FINISHED.search(line):
             facts.finished = True
         exiting = "destroyed cuda" in line or "driver shutting down" in line

@@ -136,6 +136,8 @@ class NcclLines:
     """The processes NCCL's lines come from (host, pid): each a rank's."""
     adapter: str | None = None
     """The first fatal event of an InfiniBand adapter, in words."""
+    _port_down: str | None = None
+    """Where the port whose going down :attr:`adapter` says is (its device, its host)."""
     devices: dict[tuple[str, str], set[int]] = field(default_factory=dict)
     """Per process (host, pid), the GPUs NCCL's lines, or nccl-tests' table, show it driving."""
     returned: str | None = None
@@ -147,6 +149,18 @@ class NcclLines:
     connections it sets up)."""
     starved: set[tuple[str, str]] = field(default_factory=set)
     """The processes whose GPU NCCL found out of memory (two at most kept: more say the same)."""
+
+    def _event(self, line: str, event: re.Match[str]) -> None:
+        """An adapter's event: the first fatal one, or its port gone down, unless that port came up
+        again since (a link that flapped and recovered failed nothing)."""
+        said, device = event.group(2).strip(), event.group(1)
+        host = prefix.group(1) if (prefix := _PREFIX.match(line)) else None
+        where = " on ".join(visible(w, 200) for w in (device, host) if w)
+        if self.adapter is None and ("fatal event" in line or _FATAL_EVENTS.search(said)):
+            self.adapter = f"{visible(said, 120)}" + (f" ({where})" if where else "")
+            self._port_down = where if said.startswith("port error") else None
+        elif self._port_down == where and said.startswith("port active"):
+            self.adapter = self._port_down = None
 
     @property
     def misuse(self) -> str | None:
@@ -179,12 +193,8 @@ class NcclLines:
             found = True
         if found and self.nvls is None and (nvls := _NVLS.search(line)):
             self.nvls = visible(nvls.group(1).strip(), 200)
-        if found and self.adapter is None and "async" in line and (event := _ASYNC.search(line)) is not None:
-            said, device = event.group(2).strip(), event.group(1)
-            if "fatal event" in line or _FATAL_EVENTS.search(said):
-                host = prefix.group(1) if (prefix := _PREFIX.match(line)) else None
-                where = " on ".join(visible(w, 200) for w in (device, host) if w)
-                self.adapter = f"{visible(said, 120)}" + (f" ({where})" if where else "")
+        if found and "async" in line and (event := _ASYNC.search(line)) is not None:
+            self._event(line, event)
         connecting = self.unconnected is None and ("onnect" in line or "interface found" in line)
         if connecting and (failed := _UNCONNECTED.search(line)) is not None:
             peer, why, bootstrap, polled = failed.groups()

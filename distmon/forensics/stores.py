@@ -136,8 +136,11 @@ class StoreWait:
     awaited: int | None
     """The rank it waited for, where the line names it (the communicator's root)."""
     said: str
-    subgroup: bool = False
-    """It waited for another group's communicator than the world's (its ranks are that group's)."""
+    subgroup: bool | None = None
+    """It waited for another group's communicator than the world's (its ranks are that group's);
+    False, the world's; None, the line does not say."""
+    root_at_most: int | None = None
+    """The highest rank its group's root may be, where that group's ranks are not the world's."""
 
 
 @dataclass
@@ -217,17 +220,10 @@ class StoreLines:
             return False
         root = _ROOT.search(body)
         waiter = rank if rank is not None else int(root.group(1)) if root else None
-        # the ranks it names are the group's: another group's than the world's where its prefix says otherwise
-        pg = PG.search(body) if "PG" in body else None
-        named = pg_prefix(pg)[:2] if pg is not None else None
-        subgroup = bool(root and waiter != int(root.group(1))) or (
-            named is not None and named[0] != WORLD_GROUP and named[1] != DEFAULT_PG
-        )
-        awaited = int(root.group(2)) if root and not subgroup else None
         said = (
             "waited for the communicator's ncclUniqueId" if root else "its wait for a key another rank sets timed out"
         )
-        self.waits.append(StoreWait(waiter, awaited, said, subgroup))
+        self.waits.append(_wait(body, root, waiter, said))
         return True
 
     def barrier_said(self) -> str | None:
@@ -260,12 +256,23 @@ class StoreLines:
         )
 
     def in_subgroups(self) -> bool:
-        """Every wait the lines show was for another group's communicator than the world's: rank 0
-        has no part in it that the others' ranks lack."""
-        return bool(self.waits) and all(w.subgroup for w in self.waits)
+        """The waits the lines show were for other groups' communicators than the world's (none
+        said to be the world's): rank 0 has no part in them that the others' ranks lack."""
+        return any(w.subgroup for w in self.waits) and all(w.subgroup is not False for w in self.waits)
+
+    def roots_at_most(self) -> int | None:
+        """The highest rank the groups' roots the waits awaited may be, where each says a bound."""
+        bounds = [w.root_at_most for w in self.waits if w.subgroup]
+        return max(bounds) if bounds and all(b is not None for b in bounds) else None  # type: ignore[type-var]
 
     def waiters(self) -> set[int]:
+        """The ranks shown waiting in the store."""
         return {w.rank for w in self.waits if w.rank is not None}
+
+    def waiting(self) -> set[int]:
+        """The ranks shown waiting for another: in the store, or in a barrier while the main process
+        ran a block first (a traceback of theirs, cut or not, is that wait)."""
+        return self.waiters() | {r for r, _ in self.main_first if r is not None}
 
     def awaited(self) -> list[int]:
         """The ranks the waits name as awaited, each once."""
@@ -289,9 +296,32 @@ class StoreLines:
         context = next((f.func for f in reversed(frames) if f.func in _FIRST), None) if in_collective else None
         if context is None and len(frames) >= 2 and frames[-1].func == "__enter__":
             # cut as it entered the block: a process but the main one waits there, the main one yields at once
-            context = next((name for name in _FIRST if f".{name}(" in (frames[-2].code or "")), None)
+            code = frames[-2].code or ""
+            context = next((name for name in _FIRST if re.search(rf"(?<!\w){name}\(", code)), None)
         if context is not None:
             self.main_first.append((rank, context))
+
+
+def _wait(body: str, root: re.Match[str] | None, waiter: int | None, said: str) -> StoreWait:
+    """A wait in the store, read against its group: the ranks a communicator's set-up names
+    (``[1] ... from [0]``) are its group's, another's than the world's where its prefix says so
+    or the waiter's own rank differs. A group's ranks are its members' in order (``new_group``
+    sorts them), so the waiter ``r``, its group's ``g``, waits for a root among ranks 0 to ``r - g``:
+    rank 0 itself where ``g`` is ``r``."""
+    pg = PG.search(body) if "PG" in body else None
+    named = pg_prefix(pg)[:2] if pg is not None else None
+    local = int(root.group(1)) if root else None
+    if named is not None:
+        subgroup: bool | None = named[0] != WORLD_GROUP and named[1] != DEFAULT_PG
+    else:
+        subgroup = None if local is None or waiter is None else (True if waiter != local else None)
+    if root is None or waiter is None or local is None or waiter < local:
+        return StoreWait(waiter, None, said, subgroup)
+    origin = int(root.group(2))
+    if not subgroup:
+        return StoreWait(waiter, origin, said, subgroup)  # the world's ranks, or a group's as low as they go
+    first = origin == 0 and waiter == local  # members 0 to r: its root is rank 0
+    return StoreWait(waiter, 0 if first else None, said, True, None if first else waiter - local)
 
 
 def _never_met(found: re.Match[str]) -> str:

@@ -32,7 +32,7 @@ SPARED_AT_MOST = 2
 
 def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
-    waiters = log.stores.waiters()  # a launcher's word on its end: its wait in the store timing out
+    waiters = log.stores.waiting()  # a launcher's word on its end: its wait timing out
     ended = _aborted_itself(log, world) + _killed(log) + _spared(log, world)
     ended = [(rank, why) for rank, why in ended if rank not in waiters]
     found = log.unjoined().suspected + _unanswering(log) + _starved(log, world) + ended
@@ -105,19 +105,24 @@ def _awaited(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """The ranks a store wait names as awaited (a communicator's root), then the main process a
     rank waited for in a block it runs first, then the rank whose progress bar still ran."""
     stores, found = log.stores, []
-    waiters = stores.waiters() | {r for r, _ in stores.main_first if r is not None}
+    waiters = stores.waiting()
     for awaited in stores.awaited():
         found.append(
             (awaited, "the others waited in c10d's store for its part of the set-up (the ncclUniqueId it sends)")
         )
+    drawer = log.progress[0] if log.progress is not None else None
     for waiter, context in stores.main_first[:1]:
         who = f"rank {waiter}" if waiter is not None else "a process"
-        if 0 not in waiters:
+        # the main process is the node's own where the block is local (transformers' default): a rank
+        # whose progress bar still ran, below the waiter, is that one
+        main = drawer if drawer is not None and drawer not in waiters and (waiter is None or drawer < waiter) else 0
+        if main not in waiters:
             found.append(
                 (
-                    0,
+                    main,
                     f"the main process: {who} waited for it in a barrier inside {context}, whose block the "
-                    "main process runs first (preparing or loading data) while the others wait",
+                    "main process (its node's, where the block is local) runs first (preparing or loading data) "
+                    "while the others wait",
                 )
             )
     if log.progress is not None and (stores.waits or stores.main_first or (log.timed_out and not log.waiting)):

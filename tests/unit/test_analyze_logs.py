@@ -561,7 +561,12 @@ def test_a_subgroups_store_wait_names_no_global_rank() -> None:
         "up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but "
         "store->get('0') got error: Socket Timeout"
     )
-    assert analyze_text(prefixed).log.stores.awaited() == [], "its group's prefix says whose ranks they are"
+    assert analyze_text(prefixed).log.stores.awaited() == [0], "its group's first ranks are the world's 0 and 1"
+    polled = "[rank5]: [c10d] waitForInput: poll for socket SocketImpl(fd=7) returned 0, likely a timeout\n"
+    verdict = assign_blame(analyze_text(polled + log))
+    assert verdict.leading == [0, 1, 2, 3, 4], "a wait the line does not place is not the world's"
+    higher = assign_blame(analyze_text(log + "\n[rank7]: step 9 done\n"))
+    assert 6 not in [s.rank for s in higher.suspects], "its group's root is among ranks 0-4: new_group sorts them"
 
 
 def test_rank_0_is_not_suspected_by_habit_in_another_group_than_the_worlds() -> None:
@@ -618,6 +623,19 @@ def test_a_barrier_inside_main_process_first_waits_for_the_main_process() -> Non
     assert [s.rank for s in assign_blame(cut).suspects] == [0] and cut.log.matched
     other = "\n".join(entering).replace("args.main_process_first(desc='map')", "open(path)")
     assert analyze_text(other).log.stores.main_first == [], "entering another block waits for nobody"
+    bare = "\n".join(entering).replace("args.main_process_first(desc='map')", "torch_distributed_zero_first(RANK)")
+    assert analyze_text(bare).log.stores.main_first == [(None, "torch_distributed_zero_first")]
+    prefixed = "".join(f"[rank3]: {line}\n" for line in entering[1:])
+    verdict = assign_blame(analyze_text(prefixed))
+    assert [s.rank for s in verdict.suspects][:1] == [0] and "rank 3 waited in a barrier" in verdict.headline
+    node = (
+        "[rank8]:"
+        + log.split("\n")[0].split("Traceback")[0]
+        + "\n"
+        + "[rank0]:Mapping rows: 100%|██| 9/9 [0:01<0:00]\n"
+    )
+    verdict = assign_blame(analyze_text(node + prefixed.replace("rank3", "rank9")))
+    assert [s.rank for s in verdict.suspects][:1] == [8], "a node's own main process, its bar still short"
 
 
 def test_no_summary_says_zero_ranks() -> None:

@@ -469,6 +469,30 @@ def test_each_kind_of_refusal_has_a_line_here() -> None:
     }
 
 
+def test_a_refusal_that_keeps_a_job_from_starting_is_none_once_its_ranks_ran() -> None:
+    """An empty master address, ssh refusing the launcher: the launch's, in each form a launcher or
+    torchrun says it; not where the ranks had completed collectives (the address was not used, or
+    not that one), nor another program's key refused (git's, to its host)."""
+    waits = "".join(
+        f"[rank{r}]:[E510 09:50:01.1 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=512, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600100 "
+        "milliseconds before timing out.\n"
+        for r in (0, 1, 2)
+    )
+    command = "+ torchrun --nnodes=2 --node_rank=1 --master_addr= --master_port=29500 train.py\n"
+    assert "no master address" in str(judged(command).nobody)
+    assert judged(command + waits + "[rank3]: step 511 done\n").nobody is None
+    for said in (
+        "ValueError: The hostname of the rendezvous endpoint ':29500' must be a dot-separated list of labels, an "
+        "IPv4 address, or an IPv6 address.",
+        "+ torchrun --nnodes=2 --master_addr '' --master_port=29500 train.py",
+    ):
+        assert "no master address" in str(judged(said + "\n").nobody), said
+    ssh = "CalledProcessError: Command 'ssh -o PasswordAuthentication=no -p 2222 n2 hostname' returned non-zero exit "
+    assert "could not reach every node" in str(judged(ssh + "status 255.\n").nobody)
+    assert judged("[rank0]: git@github.com: Permission denied (publickey).\n").nobody is None
+
+
 def test_a_usage_is_argparses_refusal_only_at_a_lines_start() -> None:
     """argparse prints its usage, then its error, when it refuses a command line: a paste cut
     before the error still shows the refusal; a program's own word on usage is none."""
@@ -479,6 +503,15 @@ def test_a_usage_is_argparses_refusal_only_at_a_lines_start() -> None:
 def test_a_refusal_of_the_environment_blames_nobody_and_says_what_to_check(line: str) -> None:
     nobody = judged(line + "\n").nobody
     assert nobody is not None and "not a rank: check" in nobody
+
+
+def test_nccls_peer_access_refusal_is_what_a_ranks_nccl_error_says_again() -> None:
+    refusal = "n1:3216:3291 [1] misc/utils.cu:120 NCCL WARN Cuda failure 'peer access is not supported between these'\n"
+    error = (
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, unhandled cuda error\n"
+    )
+    nobody = judged(refusal + error).nobody
+    assert nobody is not None and "peer-to-peer" in nobody
 
 
 def test_a_refusal_beside_a_ranks_own_error_blames_the_rank() -> None:
@@ -1364,7 +1397,7 @@ def test_a_paste_begun_at_an_exception_line_holds_that_exception() -> None:
         "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: 1) local_rank: 0 (pid: 4242) of "
         "binary: /usr/bin/python\n"
     )
-    for paste in ("", "\n  \n"):  # blank lines above the first are no line of the job's
+    for paste in ("", "\n  \n", "    return amp.scale(loss)\n"):  # blank lines, or the source line above it
         verdict = judged(paste + "NameError: name 'amp' is not defined\n" + agent)
         assert verdict.nobody is not None and "NameError: name 'amp' is not defined" in verdict.nobody
     later = judged("Starting epoch 1\nNameError: name 'amp' is not defined\n" + agent)

@@ -1479,6 +1479,10 @@ def test_an_infiniband_adapters_fatal_event_is_its_nodes_and_an_old_completion_e
         assert said is not None and said.startswith("the node's InfiniBand adapter or its link failed"), line
     quiet = "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 Got non-fatal async event: port active(9)"
     assert read_log(io.StringIO(quiet)).nccl.adapter is None
+    down = "node3:815:864 [0] NCCL WARN NET/IB : mlx5_2:1 Got async event : port error\n"
+    assert read_log(io.StringIO(down + down.replace("error", "active"))).nccl.adapter is None, "it came up again"
+    elsewhere = down + down.replace("error", "active").replace("node3", "node4")
+    assert read_log(io.StringIO(elsewhere)).nccl.adapter == "port error (mlx5_2 on node3)"
     for line in (
         "w-1:946:988 [0] transport/net_ib.cc:839 NCCL WARN NET/IB : Got completion with error 12, opcode 1, len 0, "
         "vendor err 129",
