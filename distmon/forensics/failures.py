@@ -39,9 +39,10 @@ _DEVICE = re.compile(r"ECC error|\bXid\b|fallen off the bus|GPU is lost")
 
 
 SIGKILL = 9
-NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError")
+NCCL_ERROR = re.compile(r"NCCL [Ee]rror|nccl\w{0,20}Error|DistBackendError|nccl[A-Z]\w{0,30} failed: ")
 """torch's words on a failed NCCL call: ``NCCL error in: ...`` (c10d), ``NCCL Error 1: unhandled cuda error``
-(torch 1.x's ``torch.cuda.nccl``), NCCL's result names, torch 2's exception."""
+(torch 1.x's ``torch.cuda.nccl``), NCCL's result names, torch 2's exception; another library's naming
+NCCL's call (Horovod's ``ncclCommInitRank failed: unhandled system error``)."""
 PEER_LOST = re.compile(
     r"unhandled system error|ncclSystemError|ncclRemoteError|remote process exit|[Cc]onnection (?:closed|reset)"
     r"|[Nn]etwork error"

@@ -514,6 +514,19 @@ def test_nccls_peer_access_refusal_is_what_a_ranks_nccl_error_says_again() -> No
     assert nobody is not None and "peer-to-peer" in nobody
 
 
+def test_horovods_word_on_nccls_failed_set_up_is_nccls_error_not_the_ranks() -> None:
+    """Horovod names NCCL's call that failed (``ncclCommInitRank failed: unhandled system error``): as
+    torch's ``NCCL error``, a peer lost or the network as the communicator set up, not the rank's own."""
+    log = (
+        "[1,0]<stdout>:n1:3215:3283 [0] include/socket.h:390 WARN Connection closed by remote peer\n"
+        "[1,0]<stdout>:n1:3215:3283 [0] INFO transport/net_socket.cu:160 -> 2\n"
+        "[1,0]<stderr>:horovod.common.exceptions.HorovodInternalError: ncclCommInitRank failed: unhandled system "
+        "error\n"
+    )
+    verdict = judged(log)
+    assert not verdict.culprits and verdict.nobody is not None and "ncclSystemError" in verdict.nobody
+
+
 def test_a_refusal_beside_a_ranks_own_error_blames_the_rank() -> None:
     oom = "[rank3]: Traceback (most recent call last):\n[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
     assert alone(judged(oom + REFUSALS[0] + "\n")) == [3]

@@ -16,6 +16,7 @@ import sys
 import time
 import zlib
 from collections import Counter
+from collections.abc import Callable, Iterator
 from functools import cache
 from pathlib import Path
 
@@ -43,19 +44,50 @@ HEADER = msgpack.packb({"format": "distmon-recording", "version": 1, "created": 
 HEADER_V2 = msgpack.packb({"format": "distmon-recording", "version": 2, "created": 1_700_000_000.0})
 PEAK_MB = 150
 """More than the Python interpreter and distmon's imports, far less than any claim below."""
-PEAK = """
-import json, resource, subprocess, sys
-argv = [sys.executable, "-m", "distmon", *sys.argv[1:]]
-done = subprocess.run(argv, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=30)
-peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
-print(json.dumps({"code": done.returncode, "stderr": done.stderr, "peak_mb": peak}))
+MEASURER = """
+import json, os, sys
+import distmon.commands.replay, distmon.commands.report
+from distmon.cli import main
+for line in sys.stdin:
+    read, write = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.dup2(write, 2)
+        os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
+        code = 1
+        try:
+            code = main(json.loads(line))
+        finally:
+            sys.stderr.flush()
+            os._exit(code)
+    os.close(write)
+    with os.fdopen(read) as said:
+        stderr = said.read()
+    _, status, usage = os.wait4(pid, 0)
+    peak = usage.ru_maxrss / 1024
+    print(json.dumps({"code": os.waitstatus_to_exitcode(status), "stderr": stderr, "peak_mb": peak}), flush=True)
 """
+"""A process with distmon imported that runs each command asked of it in a child of its own, as
+``python -m distmon`` would run it, and says its exit code, stderr and peak memory: the child's own
+(each a fresh process's, less the interpreter's start)."""
 
 
-def run_measured(*args: str) -> dict:
+@pytest.fixture(scope="module")
+def run_measured() -> Iterator[Callable[..., dict]]:
     """A distmon command, its exit code, stderr and peak memory (MB)."""
-    result = subprocess.run([sys.executable, "-c", PEAK, *args], capture_output=True, text=True, timeout=60)
-    return json.loads(result.stdout)
+    measurer = subprocess.Popen(
+        [sys.executable, "-c", MEASURER], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    assert measurer.stdin is not None and measurer.stdout is not None
+
+    def run(*args: str) -> dict:
+        measurer.stdin.write(json.dumps(args) + "\n")  # type: ignore[union-attr]
+        measurer.stdin.flush()  # type: ignore[union-attr]
+        return json.loads(measurer.stdout.readline())  # type: ignore[union-attr]
+
+    yield run
+    measurer.stdin.close()
+    measurer.wait(timeout=30)
 
 
 def message(t: float = 1_700_000_001.0) -> bytes:
@@ -141,7 +173,9 @@ READ_BEFORE = {
 
 @pytest.mark.parametrize("command", ["report", "replay"])
 @pytest.mark.parametrize("case", [*CRAFTED, *BOMBS, *CRAFTED_V2])
-def test_a_crafted_recording_is_one_line_exit_2_and_bounded_memory(tmp_path: Path, command: str, case: str) -> None:
+def test_a_crafted_recording_is_one_line_exit_2_and_bounded_memory(
+    tmp_path: Path, command: str, case: str, run_measured: Callable[..., dict]
+) -> None:
     content, reason = (bombed(case), BOMBS[case][1]) if case in BOMBS else {**CRAFTED, **CRAFTED_V2}[case]
     path = tmp_path / "crafted.distmon"
     path.write_bytes(content)
@@ -153,7 +187,7 @@ def test_a_crafted_recording_is_one_line_exit_2_and_bounded_memory(tmp_path: Pat
     assert result["peak_mb"] < PEAK_MB
 
 
-def test_a_claim_longer_than_the_file_is_a_torn_tail(tmp_path: Path) -> None:
+def test_a_claim_longer_than_the_file_is_a_torn_tail(tmp_path: Path, run_measured: Callable[..., dict]) -> None:
     path = tmp_path / "torn.distmon"
     path.write_bytes(HEADER + message() + b"\xdb\x7f\xff\xff\xff" + b"x" * 3_000_000)
     result = run_measured("report", str(path))
@@ -161,7 +195,7 @@ def test_a_claim_longer_than_the_file_is_a_torn_tail(tmp_path: Path) -> None:
     assert result["peak_mb"] < PEAK_MB
 
 
-def test_absurd_counts_inside_valid_records_are_kept_out(tmp_path: Path) -> None:
+def test_absurd_counts_inside_valid_records_are_kept_out(tmp_path: Path, run_measured: Callable[..., dict]) -> None:
     """A recording whose messages claim absurd ranks and world sizes, and drop counts that
     are not counts: reported like any other, the claims refused and counted."""
     path = tmp_path / "absurd.distmon"
