@@ -26,7 +26,7 @@ from distmon.forensics.failures import (
     FILES,
     FILES_WHY,
     NCCL_ERROR,
-    SHARED_MEMORY,
+    TOGETHER,
     alike,
     cut_on_path,
     ended_in_failure,
@@ -36,6 +36,7 @@ from distmon.forensics.failures import (
     program_error,
     whom,
 )
+from distmon.forensics.host_memory import node_memory, step_memory
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, lost_peers, spared, suspects
@@ -98,7 +99,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _everyone_joined(log)
         or _usage(log)
         or _signalled(log)
-        or _node_memory(log)
+        or node_memory(log)
         or _one_process(log)
         or _unconnected(log)
         or _environment(log)
@@ -109,6 +110,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
+        or step_memory(log)
         or _terminated(log, world)
         or _aborted_cleanly(log)
         or _adapter(log)
@@ -223,7 +225,7 @@ def _signalled(log: LogFacts) -> str | None:
         why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower())
         return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
     signalled = _launcher_signalled(log)
-    if signalled is not None:
+    if signalled is not None and not _failed_before(log, log.signalled_at):
         who, number = signalled
         name = SIGNALS.get(number, f"signal {number}")
         sent = f"{name}: {_SENT_BY[number]}" if number in _SENT_BY else name
@@ -263,6 +265,14 @@ def _failed_besides(log: LogFacts) -> bool:
         or log.crashes.crashes
         or log.oom_killed
         or log.step_ended
+    )
+
+
+def _failed_before(log: LogFacts, moment: float | None) -> bool:
+    """A worker a launcher saw fail of its own by ``moment`` (another node's, before its agent was
+    signalled: the scheduler then stops the job's other nodes)."""
+    return moment is not None and any(
+        ended_in_failure(e, log) and e.at is not None and e.at <= moment + TOGETHER for e in log.exits
     )
 
 
@@ -370,18 +380,6 @@ LIBRARY = (
     "the library, its transport or the node it runs on (its version, the platform, a driver), not a rank's "
     "program: no frame of the program's is in it"
 )
-
-
-def _node_memory(log: LogFacts) -> str | None:
-    """Where a line says shared memory ran out, or a bus error struck in NCCL's own thread, and
-    no rank failed of anything else."""
-    said = log.crashes.node_memory()
-    if said is None or any(is_own(r) and not _SHM_WORDS.search(r.said) for r in log.raised.values()):
-        return None
-    return f"{SHARED_MEMORY}: {said}"
-
-
-_SHM_WORDS = re.compile(r"shared memory|[Bb]us error")
 
 
 def _library(log: LogFacts) -> str | None:
@@ -517,7 +515,7 @@ def _terminated(log: LogFacts, world: int) -> str | None:
     together from outside."""
     ends = [e for e in log.exits if e.code == SIGTERM and e.said != SELF]
     failed = any(ended_in_failure(e, log) for e in log.exits) or bool(log.crashes.crashes)
-    failed = failed or log.cancelled == TASK_FAILURE or bool(spared(log, world))
+    failed = failed or log.cancelled == TASK_FAILURE or bool(spared(log, world)) or log.oom_killed is not None
     if len(ends) < 2 or failed or own_failure(log) or log.waiting:
         return None
     named = sorted({e.who for e in ends if e.unit == RANK})

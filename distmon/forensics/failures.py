@@ -106,6 +106,8 @@ def alike(log: LogFacts) -> str | None:
         return None
     if exceptions and _DEVICE.search(next(iter(exceptions))):
         return None  # each GPU's own fault, however many
+    if any(e.unit == RANK and e.who not in _ranks(failures) and e.code == -SIGKILL for e in log.exits):
+        return None  # another rank killed (its node's memory, the OOM killer's pick): theirs may follow from it
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
     said = [f.said for f in failures if f.said]

@@ -155,6 +155,8 @@ class LogFacts:
     signalled: int | None = None
     """The signal torchrun's agent itself received (``Received 1 death signal``): it shut its
     workers down."""
+    signalled_at: float | None = None
+    """When, where the log gives the time."""
     cancelled: str | None = None
     """Why Slurm cancelled the job or its step (``CANCELLED AT ... DUE TO TIME LIMIT``; empty: a
     user did, ``scancel``)."""

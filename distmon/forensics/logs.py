@@ -87,7 +87,7 @@ _CANCELLED = re.compile(
 )
 """slurmstepd's ``*** JOB 1234 ON node1 CANCELLED AT 2024-05-01T12:00:00 DUE TO TIME LIMIT ***``:
 Slurm stopped the job (its time limit, a preemption, a node that failed; no reason: scancel)."""
-_OOM_KILL = re.compile(r"Detected \d{1,9} oom[-_]kill events? in (?:step |StepId=)?[\w.]{1,40}")
+_OOM_KILL = re.compile(r"Detected \d{1,9} oom[-_]kill event(?:s|\(s\))? in (?:step |StepId=)?[\w.]{0,39}\w")
 """slurmstepd, once the step's cgroup killed a process for memory (``Detected 1 oom-kill event(s) in
 step 123.0 cgroup``, Slurm 21+: ``oom_kill event in StepId=123.0``)."""
 _TERMINATING = re.compile(r"srun: Terminating (?:job step \d|StepId=\d)")
@@ -289,6 +289,7 @@ class _Reader:
         if "death signal" in line and (death := _DEATH.search(line)) is not None:
             number, name = death.groups()
             facts.signalled = int(number) if number else signal.Signals[name].value
+            facts.signalled_at = self.stamp
             facts.matched += 1
         if "CANCELLED AT" in line and facts.cancelled is None and (cancel := _CANCELLED.search(line)) is not None:
             facts.cancelled = cancel.group(1) or ""

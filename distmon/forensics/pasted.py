@@ -202,6 +202,9 @@ class Labels(NamedTuple):
     """pytest's ``E`` and the indent it puts before every line of the failure it reports."""
     tasks: bool = False
     """srun started a task a rank: its task label is the rank."""
+    node: int = 0
+    """The first global rank of the node whose torchrun ``--tee`` labels the lines (``[default3]:``,
+    its local rank 3), where the lines' own ranks say it (``[Rank 11]`` under ``[default3]:``)."""
 
 
 ALONE = Labels()
@@ -233,7 +236,9 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
         elif task is None and _TASK.fullmatch(found.group()):
             task = found.group()[:-2]
         tag = _TAG.fullmatch(found.group()) or (_MPI_TAG.fullmatch(found.group()) if labels.mpi else None)
-        tagged = next(g for g in tag.groups() if g) if tag else tagged
+        if tag is not None:
+            number = next(g for g in tag.groups() if g)
+            tagged = str(int(number) + labels.node) if tag.re is _TAG and tag.group(2) else number
         line = line[found.end() :]
         if tag is not None and "<std" in found.group() and found.group().rstrip() in line:
             line = line.replace(found.group().rstrip(), "")  # Open MPI tags each write: a line's fragments
@@ -364,7 +369,7 @@ def _wrap(lines: list[str]) -> _Wrap | None:
 def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
     ahead = [_unfenced(line) for line in _ahead(raw)]
     labels = Labels(_mpi_labelled(ahead), _pytest_mark(ahead))
-    labels = labels._replace(tasks=_task_a_rank(ahead, labels))
+    labels = labels._replace(tasks=_task_a_rank(ahead, labels), node=_tee_node(ahead))
     listing = False
     for line in chain(ahead, (_unfenced(line) for line in raw)):
         if _SEPARATOR.fullmatch(line):
@@ -395,6 +400,30 @@ def _task_a_rank(lines: list[str], labels: Labels) -> bool:
                 return False
             agree.add(number)
     return len(agree) > 1
+
+
+_TEE = re.compile(r"\[[a-z_]{1,20}?(\d{1,6})\]: ?")
+"""torchrun's ``--tee`` label: its role and the worker's local rank."""
+_OWN_RANK = re.compile(r"\[Rank (\d{1,9})\]|default_pg\) ?Rank (\d{1,9})\]")
+
+
+def _tee_node(lines: list[str]) -> int:
+    """The first global rank of the node whose ``--tee`` labels the lines: where every line carrying
+    both a label and its global rank (the watchdog's ``[Rank N]``, its default group's) sets them
+    the same distance apart; else 0 (the job ran on one node, or the lines do not say)."""
+    apart: set[int] = set()
+    for line in map(_stampless, lines):
+        label = _TEE.match(line)
+        glued = _TEE.search(line, label.end()) if label is not None else None  # another's write on its line
+        own = _OWN_RANK.search(line, label.end(), glued.start() if glued else len(line)) if label else None
+        if label is not None and own is not None:
+            apart.add(int(next(g for g in own.groups() if g)) - int(label.group(1)))
+    return apart.pop() if len(apart) == 1 and min(apart) > 0 else 0
+
+
+def _stampless(line: str) -> str:
+    found = _STAMP.match(line)
+    return line[found.end() :] if found is not None else line
 
 
 def _mpi_labelled(lines: list[str]) -> bool:

@@ -228,6 +228,8 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
             continue
         if e.unit not in ON_A_NODE or (e.code is None and e.unit == SPAWNED and e.who in log.raised):
             continue  # a spawned process's traceback in the log says how it ended, or that it waited
+        if (raised := log.raised.get(e.who)) is not None and raised.consequence:
+            continue  # the rank of that number raised because it lost a peer: its end is that
         aborted = f"; {ABORTED}" if e.code == SIGABRT else ""
         if e.unit == LOCAL_RANK:
             why = f"local rank {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"

@@ -1453,3 +1453,84 @@ def test_a_year_a_line_gives_after_glog_stamps_does_not_date_them() -> None:
     )
     shown = render_analysis(analyzed(lines)).splitlines()[0]
     assert "it gives no year" in shown and "2019" not in shown, shown
+
+
+# --- a job of several nodes, pasted from one or from each ---------------------------------------
+
+TABLE = """torch.distributed.elastic.multiprocessing.errors.ChildFailedError:
+============================================================
+train.py FAILED
+------------------------------------------------------------
+Failures:
+  <NO_OTHER_FAILURES>
+------------------------------------------------------------
+Root Cause (first observed failure):
+[0]:
+  time      : 2024-05-02_10:14:{second}
+  host      : {host}
+  rank      : {rank} (local_rank: {local})
+  exitcode  : {code} (pid: {pid})
+  error_file: <N/A>
+  traceback : {why}
+============================================================
+"""
+
+
+def table(rank: int, local: int, code: int, second: int = 31, host: str = "gpu-node-1") -> str:
+    why = "Signal 9 (SIGKILL) received by PID 4242" if code == -9 else "To enable traceback see: https://pytorch.org"
+    return TABLE.format(second=second, host=host, rank=rank, local=local, code=code, pid=4242, why=why)
+
+
+def test_another_nodes_killed_rank_stands_before_the_agent_signalled_after_it_and_ranks_failing_after() -> None:
+    """Node 1's table: rank 11 killed at 10:14:31. Node 0's agent signalled after it (the scheduler
+    stopping the job's other nodes), or node 0's ranks failing after it: neither clears rank 11, and
+    ranks failing together after another was killed did not fail alike of the program."""
+    signalled = (
+        "[2024-05-02 10:14:31,900] torch.distributed.elastic.agent.server.api: [WARNING] Received Signals.SIGTERM "
+        "death signal, shutting down workers\n"
+    )
+    verdict = judged(table(11, 3, -9) + signalled)
+    assert verdict.nobody is None and (verdict.culprits or suspects(verdict))[:1] == [11]
+    assert "killed (SIGKILL)" in render_analysis(analyzed(table(11, 3, -9))), "no crash of its own: sent"
+    assert judged(signalled).nobody is not None, "the agent signalled, nothing failed before: stopped"
+    after = table(11, 3, -9) + table(0, 0, 1, second=33, host="gpu-node-0") + table(1, 1, 1, 33, "gpu-node-0")
+    verdict = judged(after)
+    assert verdict.nobody is None and (verdict.culprits or suspects(verdict))[:1] == [11]
+
+
+def test_torchruns_tee_labels_are_local_ranks_placed_by_the_lines_own_global_ranks() -> None:
+    """``[default3]:`` is torchrun's ``--tee`` label, its local rank: on a node whose watchdog lines under
+    ``[default0]:`` say ``[Rank 8]``, it is global rank 11."""
+    lines = "[default3]:RuntimeError: CUDA error: an illegal memory access was encountered\n" + "".join(
+        f"[default{local}]:[E502 10:24:31.1 ProcessGroupNCCL.cpp:616] [Rank {8 + local}] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=4811, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+        "Timeout(ms)=600000) ran for 600041 milliseconds before timing out.\n"
+        for local in (0, 1)
+    )
+    verdict = judged(lines)
+    assert (verdict.culprits or suspects(verdict))[:1] == [11] and 3 not in verdict.culprits
+    assert (judged(lines.replace("Rank 8]", "Rank 0]").replace("Rank 9]", "Rank 1]")).culprits or [3])[:1] == [3]
+
+
+def test_slurms_out_of_memory_kill_naming_no_task_is_the_steps_memory() -> None:
+    for said in ("event(s) in StepId=884217.0.", "event in StepId=884217.0", "event(s) in step 884217.0 cgroup."):
+        log = (
+            f"slurmstepd: error: Detected 1 oom-kill {said} Some of your processes may have been killed.\n"
+            "srun: error: node-2: tasks 0-7: Terminated\nsrun: error: node-3: tasks 8-15: Terminated\n"
+        )
+        nobody = judged(log).nobody
+        assert nobody is not None and "killed a process of the step for memory" in nobody, said
+        assert "884217.0)" in nobody, "the step's number, not the sentence's full stop"
+
+
+def test_a_launchers_first_exit_of_a_rank_that_lost_a_peer_is_no_suspect() -> None:
+    """Every rank shown lost a peer: the one lost is not in the paste (another node), and torchrun's
+    first exit on this node is a victim's."""
+    lost = "".join(
+        f"[rank{r}]: torch.distributed.DistBackendError: NCCL error in: NCCLUtils.hpp:275, remote process exited or "
+        "there was a network error, NCCL version 2.20.5\n"
+        for r in range(4)
+    )
+    agent = "E0502 10:24:33.5 140 api.py:833] failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: /usr/bin/python3\n"
+    verdict = judged(lost + agent)
+    assert not verdict.culprits and suspects(verdict) == [] and "peer was lost" in verdict.headline

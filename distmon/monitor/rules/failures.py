@@ -192,6 +192,13 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
             "(an image or audio decoder, a tokenizer). With num_workers=0 the crash comes in the main process, "
             f"where PYTHONFAULTHANDLER=1 prints its Python stack.{FOLLOWS[0]}"
         )
+    elif exc.type.startswith("Signal 9 ") and not exc.traceback:  # SIGKILL: sent, never a crash of its own
+        lines.append(
+            f"What to do: {rank_word(ranks)} was killed (SIGKILL), which a process cannot catch nor send itself: "
+            "most often the kernel's out-of-memory killer, for its node's host memory (`dmesg -T | grep -i "
+            "'killed process'` on its node; the cgroup's, the container's or Slurm's memory limit), else a user or "
+            f"the scheduler.{FOLLOWS[0]}"
+        )
     elif exc.type.startswith("Signal ") and not exc.traceback:  # a launcher's word: killed, no exception
         lines.append(
             f"What to do: {rank_word(ranks)} died of a signal, not of a Python exception: a native crash (a "
