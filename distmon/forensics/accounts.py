@@ -510,14 +510,14 @@ STOPPED = (
 
 
 def _terminated(log: LogFacts, world: int) -> str | None:
-    """Where every worker's end the log shows is SIGTERM, two or more, and nothing failed (Slurm
-    says no task did, srun's list leaves out no task between those it ended): they were stopped
-    together from outside."""
+    """Where every worker's end the log shows is SIGTERM, two or more or the launcher's first, and
+    nothing failed (Slurm says no task did, srun's list leaves out no task between those it ended):
+    they were stopped together from outside."""
     ends = [e for e in log.exits if e.code == SIGTERM and e.said != SELF]
     failed = any(ended_in_failure(e, log) for e in log.exits) or bool(log.crashes.crashes)
     failed = failed or log.cancelled == TASK_FAILURE or bool(spared(log, world)) or log.oom_killed is not None
-    if len(ends) < 2 or failed or own_failure(log) or log.waiting:
-        return None
+    if (len(ends) < 2 and not any(e.first for e in ends)) or failed or own_failure(log) or log.waiting:
+        return None  # one worker's SIGTERM stands alone where it was the launcher's first failure: sent it first
     named = sorted({e.who for e in ends if e.unit == RANK})
     who = rank_word(named) if len(named) == len(ends) else f"{len(ends)} workers"
     return f"{who} ended by SIGTERM, as {ends[0].by} says: {STOPPED}"

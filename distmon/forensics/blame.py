@@ -122,16 +122,13 @@ class Blame:
 
     @property
     def leading(self) -> list[int]:
-        """The suspects led with: the first, or the first ranks with one reason alike (no line of
-        theirs in the log), whose order is their numbers', not a likelihood."""
+        """The suspects led with: the first, and those with its reason word for word (no line of theirs
+        in the log, one of a node's ranks), whose order is their numbers', not a likelihood."""
         return leading(self.suspects)
 
 
 def leading(suspects: list[Suspect]) -> list[int]:
-    if not suspects:
-        return []
-    lead = suspects[0]
-    return [s.rank for s in suspects if s.why == lead.why] if lead.why == NO_LINE else [lead.rank]
+    return [s.rank for s in suspects if s.why == suspects[0].why] if suspects else []
 
 
 def assign_blame(analysis: Analysis) -> Blame:
@@ -184,8 +181,11 @@ def assign_blame(analysis: Analysis) -> Blame:
 def _lead(suspects: list[Suspect]) -> str:
     """The suspects led with (:func:`leading`), and why."""
     alike = leading(suspects)
-    together = ", none more than another" if len(alike) > 1 else ""
-    return f"{rank_word(alike)}{together} ({suspects[0].why})"
+    return f"{rank_word(alike)}{NO_ORDER if len(alike) > 1 else ''} ({suspects[0].why})"
+
+
+NO_ORDER = ", none more than another"
+"""Said of suspects led with together."""
 
 
 def _pointed(told: Accounts, suspects: list[Suspect]) -> list[Suspect]:
@@ -300,17 +300,22 @@ def _device_of(raised: Raised) -> int | None:
     return int(found.group(1)) if found and int(found.group(1)) > 0 else None
 
 
+_BUILDING = ("the deepspeed launcher", "the launcher")
+"""Launchers whose line on a worker's end prints the command they built last, whichever worker ended."""
+
+
 def _unnamed_ends(log: LogFacts) -> list[str]:
     """What the launchers say of workers they do not name by rank: a worker of theirs ended (the
     command they print is the last they built), so many processes returned non-zero, a process
     by its pid; none where a launcher names the rank."""
-    if any(e.unit == RANK for e in log.exits):
-        return []
+    if any(e.unit == RANK for e in log.exits) or log.deepspeed.first() is not None:
+        return []  # a launcher names the rank, or DeepSpeed's nodes place the worker
     said = []
     for e in log.exits:
         if e.unit == WORKER and e.code != 0 and (e.code is not None or e.said) and e.said != SELF:
             who = "a worker" if e.count == 1 else f"{e.count} workers"
-            built = " (the command its line prints is the last it built)" if e.code is not None else ""
+            who += f" on {e.host}" if e.host else ""
+            built = " (the command its line prints is the last it built)" if e.by in _BUILDING and e.code else ""
             said.append(f"{e.by} says {who} ended by {e.how}, not which{built}")
         elif e.unit == PROCESS and e.code not in (None, 0):
             where = f" on {e.host}" if e.host else ""

@@ -7,6 +7,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from distmon.forensics.crashes import Crashes
+from distmon.forensics.deepspeed_nodes import DeepSpeedNodes
 from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.environment import Environment
@@ -139,6 +140,7 @@ class LogFacts:
     nccl: NcclLines = field(default_factory=NcclLines)
     peers: PeerLines = field(default_factory=PeerLines)
     ray: RayActors = field(default_factory=RayActors)
+    deepspeed: DeepSpeedNodes = field(default_factory=DeepSpeedNodes)
     ras: RasReport = field(default_factory=RasReport)
     crashes: Crashes = field(default_factory=Crashes)
     stores: StoreLines = field(default_factory=StoreLines)
@@ -254,7 +256,7 @@ class LogFacts:
     def mentioned(self) -> int | None:
         """The highest global rank a report of the log names (torch's desync report of the world
         group, Flight Recorder's analyzer's, the fingerprint check, a monitored barrier, Horovod,
-        Ray's dead actors, the store's waits, a progress bar's own words, a launcher's rank, local
+        DeepSpeed's nodes, Ray's dead actors, the store's waits, a progress bar's own words, a launcher's rank, local
         rank or spawned process, whose number is below the world's size): the world has at least
         one more."""
         ranks = {*self.debug.ran, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
@@ -262,6 +264,7 @@ class LogFacts:
         ranks.update({*self.stores.waiting(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
         ranks.update(self.fr_trace.listed())
+        ranks.update(r for node in self.deepspeed.ranks.values() for r in node)
         if self.progress is not None and self.progress[0] is not None:
             ranks.add(self.progress[0])
         ranks.update(rank for rank, _ in self.p2p_closed)

@@ -133,6 +133,8 @@ class _Reader:
     year: int
     stamp: float | None = None
     """The last time a line gave: an unstamped traceback's."""
+    host: str = ""
+    """The node pdsh says the line being read came from."""
     skew: float = 0.0
     """How far the job's own clock (glog's stamps) stands from the clock of the stamps a logger
     or a collector put before its lines, as the last line with both says."""
@@ -165,6 +167,7 @@ class _Reader:
 
     def line(self, written: Written) -> None:
         line = written.text
+        self.host = written.host
         if "global rank" in line and (block := _BLOCK.match(line)) is not None:
             self.block = int(block.group(2)) if block.group(1) == "Begin" and int(block.group(2)) < MAX_GROUP else None
             return
@@ -386,6 +389,7 @@ class _Reader:
             facts.peers.line(body, rank),
             facts.stores.line(body, rank),
             facts.ray.line(body),
+            facts.deepspeed.line(body, self.stamp, self.host),
             facts.ras.line(body),
             facts.crashes.line(body, rank),
             facts.environment.line(body),

@@ -82,6 +82,8 @@ class Written(NamedTuple):
 
     text: str
     stamp: str = ""
+    host: str = ""
+    """The node pdsh says the line came from (``node2: ``), where it put its label."""
 
 
 _COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])")
@@ -106,6 +108,10 @@ _STAMP = re.compile(
 ``2024-05-01T12:00:01.123Z: ``), and what a logger puts
 after it: its name (hydra's ``[2024-05-01 12:00:01,234][__main__][INFO] - ``), its level, its
 place (loguru's ``| ERROR    | train:main:42 - ``, DeepSpeed's ``[INFO] [launch.py:321:main] ``)."""
+_PDSH_HOST = re.compile(
+    r"(?:\d{1,3}(?:\.\d{1,3}){3}|[a-z][a-z0-9-]{0,62}\d[a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,6}): "
+)
+"""pdsh's label: the host the line came from (an address, or a name with a number in it)."""
 _LABELS = re.compile(
     r"\[\d{1,9}\] (?=\S)(?!is setting up NCCL|Signal: )"  # a pasted file's line number (not torch's "[3] is"
     # "setting up", nor Open MPI's signal handler's process)
@@ -125,8 +131,9 @@ _LABELS = re.compile(
     r"|[a-z][\w-]{0,40}\.\d{1,4} -- "  # a pod's role and replica (``master.0 -- ``)
     r"|(?:\d{1,3}\.){3}\d{1,3} \[\d{1,6}\] "  # xla_dist's worker: its host's address and index, no rank
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,200} [\w.@/-]{1,100}(?:\[\d{1,9}\])?: "  # journald
-    r"|(?:\d{1,3}(?:\.\d{1,3}){3}|[a-z][a-z0-9-]{0,62}\d[a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,6}): "  # pdsh
-    r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?=\[)"  # horovodrun's time before its tag
+    r"|"
+    + _PDSH_HOST.pattern  # pdsh
+    + r"|[A-Z][a-z]{2} [A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d \d{4}(?=\[)"  # horovodrun's time before its tag
     # vLLM's logger: its level, month-day, time and file
     r"|(?:DEBUG|INFO|WARNING|ERROR|CRITICAL) \d\d-\d\d \d\d:\d\d:\d\d(?:\.\d{1,6})? \[?[\w./-]{1,200}:\d{1,6}\] "
     r"|(?:> ?)+(?=\S)"  # a Markdown quote
@@ -223,7 +230,7 @@ def unlabelled(line: str, labels: Labels = ALONE, listing: bool = False) -> Writ
 
 def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Written, int | None]:
     """:func:`unlabelled`, and srun's task label where the line has one."""
-    tagged, stamp, task = None, "", None
+    tagged, stamp, task, host = None, "", None, ""
     for _ in range(8):
         found = _STAMP.match(line) or _LABELS.match(line) or (labels.pytest.match(line) if labels.pytest else None)
         numbered = found is not None and _TASK.fullmatch(found.group()) is not None
@@ -233,6 +240,8 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
             break  # Horovod's ``2: [tensor, ...]`` under its ``Missing ranks:``
         if found.re is _STAMP:
             stamp = stamp or found.group(1)
+        elif not host and _PDSH_HOST.fullmatch(found.group()):
+            host = found.group()[:-2]
         elif task is None and _TASK.fullmatch(found.group()):
             task = found.group()[:-2]
         tag = _TAG.fullmatch(found.group()) or (_MPI_TAG.fullmatch(found.group()) if labels.mpi else None)
@@ -246,7 +255,7 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
     line = _REPEATED.sub("", line) if "across cluster" in line else line
     tagged = task if tagged is None and labels.tasks else tagged
     text = f"[rank{tagged}]:{line}" if tagged is not None and not _TORCHRUN.match(line) else line
-    return Written(text, stamp), int(task) if task is not None else None
+    return Written(text, stamp, host), int(task) if task is not None else None
 
 
 def split_writes(line: str) -> list[str]:
@@ -378,7 +387,7 @@ def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
         for piece in split_writes(first.text):
             written = unlabelled(piece, labels, listing)
             listing = bool(_STALL_LIST.search(written.text))
-            yield Written(written.text, written.stamp or first.stamp)
+            yield Written(written.text, written.stamp or first.stamp, written.host or first.host)
 
 
 def _unfenced(line: str) -> str:

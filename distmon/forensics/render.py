@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 from distmon.forensics.analysis import Analysis, RankFacts, entry_json
-from distmon.forensics.blame import Blame, assign_blame, cut_only
+from distmon.forensics.blame import NO_ORDER, Blame, assign_blame, cut_only
 from distmon.forensics.evidence import RAISED, Evidence, evidence
 from distmon.forensics.failures import is_own
 from distmon.forensics.worker_exits import SIGTERM
@@ -93,7 +93,8 @@ def _verdict(analysis: Analysis, verdict: Blame) -> list[str]:
             lines += ["  " + line for line in _detail(detail, bool(found))]
     elif verdict.suspects:
         lead = rank_word(verdict.leading)
-        said = f"suspected: {lead} ("  # the headline is the suspicion alone: said once, not twice
+        alike = NO_ORDER if len(verdict.leading) > 1 else ""
+        said = f"suspected: {lead}{alike} ("  # the headline is the suspicion alone: said once, not twice
         if headline.startswith(said) and headline.endswith(")"):
             headline = headline[len(said) : -1]
         lines = [f"SUSPECTED {lead}: {headline}"]

@@ -39,6 +39,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     found += lost_peers(log, world)
     found += _disagreeing(log, world) + _behind(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
+    found = log.deepspeed.suspected() + found
     return _once(
         _stopped_elsewhere(log, world)
         + found
@@ -213,8 +214,9 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
     ranks a launcher saw fail where it says which first of none (Intel MPI's blocks)."""
     found = _cut_root(log)
     first = any(e.first and e.unit == RANK for e in log.exits)
+    placed = log.deepspeed.first() is not None  # its nodes' ranks say whose worker it was
     for e in log.exits:
-        if not ended_in_failure(e, log):
+        if not ended_in_failure(e, log) or (placed and e.by in ("the deepspeed launcher", "pdsh")):
             continue
         if e.unit == RANK:
             if e.code == SIGABRT and e.first and e.who not in log.raised:

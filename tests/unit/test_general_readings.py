@@ -1534,3 +1534,33 @@ def test_a_launchers_first_exit_of_a_rank_that_lost_a_peer_is_no_suspect() -> No
     agent = "E0502 10:24:33.5 140 api.py:833] failed (exitcode: 1) local_rank: 0 (pid: 9) of binary: /usr/bin/python3\n"
     verdict = judged(lost + agent)
     assert not verdict.culprits and suspects(verdict) == [] and "peer was lost" in verdict.headline
+
+
+def test_a_workers_sigterm_torchrun_saw_first_is_a_stop_from_outside() -> None:
+    nobody = judged(table(8, 0, -15)).nobody
+    assert nobody is not None and "stopped from outside" in nobody
+
+
+def test_deepspeeds_nodes_place_the_worker_its_launcher_saw_end_first() -> None:
+    """DeepSpeed's launcher over pdsh prints each node's global ranks, then under pdsh's ``host: `` that
+    a worker ended, not which: the node it ended on first holds the rank, the rank itself where the node
+    ran one."""
+    mapping = (
+        "n1: [2024-05-02 11:02:14,101] [INFO] [launch.py:163:main] global_rank_mapping=defaultdict(<class 'list'>, "
+        "{{'n1': {first}, 'n2': {second}}})\n"
+    )
+    ended = (
+        "{host}: [2024-05-02 12:{minute}:03,120] [ERROR] [launch.py:321:sigkill_handler] ['/usr/bin/python', '-u', "
+        "'train.py', '--local_rank=0'] exits with return code = {code}\n"
+    )
+    pdsh = "pdsh@n1: {host}: ssh exited with exit code {code}\n"
+    one = mapping.format(first=[0], second=[1]) + ended.format(host="n2", minute=30, code=-9)
+    verdict = judged(one + pdsh.format(host="n2", code=247))
+    assert suspects(verdict) == [1] and "the one worker on n2" in verdict.headline, verdict.headline
+    eight = mapping.format(first=list(range(8)), second=list(range(8, 16)))
+    later = ended.format(host="n1", minute=40, code=-6) + ended.format(host="n2", minute=30, code=-9)
+    verdict = judged(eight + later)
+    assert verdict.leading == list(range(8, 16)) and "ranks 8-15, none more than another" in verdict.headline
+    assert "one of ranks 8-15 on n2" in verdict.suspects[0].why and 0 not in suspects(verdict)
+    unplaced = judged(ended.format(host="n2", minute=30, code=-9))
+    assert "n2" not in unplaced.headline, "no mapping: the node's ranks are not known"

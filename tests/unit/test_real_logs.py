@@ -3293,7 +3293,7 @@ VERDICTS = [
         "lightning_mickey_ddp_rank3_sigkill_dataloader_worker_killed.log",
         [],
         [3],
-        "the shell says a worker ended by signal 9 (SIGKILL), not which (the co",
+        "the shell says a worker ended by signal 9 (SIGKILL), not which;",
     ),
     (
         "firefly_torchrun_local_rank4_sigkill_exitcode-9_loading_checkpoint_shards.log",
@@ -5135,7 +5135,7 @@ VERDICTS = [
         "sglang_tp8_all_ranks_scheduler_watchdog_300s_sigquit.log",
         [],
         [],
-        "the shell says a worker ended by signal 9 (SIGKILL), not which (the",
+        "the shell says a worker ended by signal 9 (SIGKILL), not which",
     ),
     (
         "tgi_4shard_eetq_rank2_first_allreduce_watchdog_120s.log",
@@ -6869,7 +6869,7 @@ VERDICTS = [
         "pytorch1_0_gloo_ioexception_connect_127_0_1_1_refused_node1_hostname_loopback.log",
         [],
         [],
-        "the shell says a worker ended by signal 6 (SIGABRT), not which (the",
+        "the shell says a worker ended by signal 6 (SIGABRT), not which",
     ),
     (
         "pytorch_fr_profiler_dump_rank0_skips_allgather_after_iter10.log",
