@@ -292,6 +292,16 @@ class LogFacts:
         busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
         return busy | set(self.unnamed)
 
+    def node_rank(self, local: int) -> int | None:
+        """The global rank of local rank ``local`` on the one node whose processes announced their
+        ranks (Lightning's ``GLOBAL_RANK``: a run of ranks, each once, not from rank 0), where it is one
+        of them; None where the log does not place it."""
+        ranks = sorted(self.announced)
+        once = all(count == 1 for count in self.announced.values())
+        if not ranks or ranks[0] == 0 or not once or ranks[-1] - ranks[0] + 1 != len(ranks) or local >= len(ranks):
+            return None
+        return ranks[0] + local
+
     @property
     def ran(self) -> bool:
         """Some rank had completed a collective: the job was past its set-up."""

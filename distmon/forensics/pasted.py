@@ -127,6 +127,7 @@ _LABELS = re.compile(
     r"|\(\w{1,40}, rank=\d{1,6}, pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # SkyPilot's node
     r"|\((?:raylet|gcs_server|autoscaler|monitor|dashboard)\b[^)]{0,100}\) "  # Ray's own processes
     r"|\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] "  # kubectl logs --prefix
+    r"|\[(?!rank\d)[a-z][\w.-]{0,62}\d[\w.-]{0,62}\] "  # a node's name, put by whoever gathered its lines
     r"|<\w{0,10}> {1,12}|[\w-]{1,64} \|\| "  # a collector's level column, a container's id and its column
     r"|[a-z][\w-]{0,40}\.\d{1,4} -- "  # a pod's role and replica (``master.0 -- ``)
     r"|(?:\d{1,3}\.){3}\d{1,3} \[\d{1,6}\] "  # xla_dist's worker: its host's address and index, no rank

@@ -233,6 +233,10 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
         if (raised := log.raised.get(e.who)) is not None and raised.consequence:
             continue  # the rank of that number raised because it lost a peer: its end is that
         aborted = f"; {ABORTED}" if e.code == SIGABRT else ""
+        if e.unit == LOCAL_RANK and (rank := log.node_rank(e.who)) is not None:
+            node = rank_word(sorted(log.announced))
+            found.append((rank, f"local rank {e.who} ended by {e.how}, as {e.by} says, on the node of {node}"))
+            continue
         if e.unit == LOCAL_RANK:
             why = f"local rank {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
         elif e.unit == SPAWNED:

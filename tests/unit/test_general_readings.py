@@ -1564,3 +1564,21 @@ def test_deepspeeds_nodes_place_the_worker_its_launcher_saw_end_first() -> None:
     assert "one of ranks 8-15 on n2" in verdict.suspects[0].why and 0 not in suspects(verdict)
     unplaced = judged(ended.format(host="n2", minute=30, code=-9))
     assert "n2" not in unplaced.headline, "no mapping: the node's ranks are not known"
+
+
+def test_a_nodes_name_in_brackets_before_each_line_is_a_label() -> None:
+    """Lines gathered from several nodes, each put behind its node's name: ``[node1] `` is taken off,
+    the line's own indent kept (torchrun's table is read under it)."""
+    labelled = "".join(f"[node1] {line}\n" for line in table(11, 3, -9).splitlines())
+    verdict = judged(labelled)
+    assert (verdict.culprits or suspects(verdict))[:1] == [11]
+    assert next(lines_as_written(["[rank1] step 3"])).text.startswith("[rank1]"), "a rank's prefix is no node's name"
+
+
+def test_a_local_rank_on_a_node_whose_processes_announced_their_ranks_is_placed_among_them() -> None:
+    announced = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/16\n" for r in range(8, 12))
+    child = "[rank: 3] Child process with PID 61244 terminated with code -9. Forcefully terminating all other processes"
+    verdict = judged(announced + child + "\n")
+    assert suspects(verdict)[:1] == [11] and "on the node of ranks 8-11" in verdict.suspects[0].why
+    everyone = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in range(4))
+    assert suspects(judged(everyone + child + "\n"))[:1] == [3], "every node's announced: no node to place it on"
