@@ -38,7 +38,7 @@ from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, WORLD_GROUP
-from distmon.forensics.worker_exits import PROCESS, RANK, SELF, WORKER
+from distmon.forensics.worker_exits import PROCESS, RANK, SELF, SIGTERM, TASK, WORKER
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -317,6 +317,11 @@ def _unnamed_ends(log: LogFacts) -> list[str]:
             who += f" on {e.host}" if e.host else ""
             built = " (the command its line prints is the last it built)" if e.by in _BUILDING and e.code else ""
             said.append(f"{e.by} says {who} ended by {e.how}, not which{built}")
+        elif e.unit == TASK and log.tasks_are_nodes and e.code not in (None, 0, SIGTERM):
+            where = f" on {e.host}" if e.host else ""
+            said.append(
+                f"srun says task {e.who}, the launcher{where}, ended by {e.how}: which of its ranks, its lines say"
+            )
         elif e.unit == PROCESS and e.code not in (None, 0):
             where = f" on {e.host}" if e.host else ""
             said.append(f"a process (pid {e.who}{where}) ended by {e.how}, as {e.by} says: its rank is not in the log")

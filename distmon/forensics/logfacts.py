@@ -176,6 +176,8 @@ class LogFacts:
     """Tracebacks the log cuts inside a collective call: ranks that were waiting, their exceptions unseen."""
     oom_killed: str | None = None
     """slurmstepd's word that the step's cgroup killed a process for memory."""
+    agents_under_srun: bool = False
+    """srun started a launcher on each node (its command line says so): its tasks are nodes, not ranks."""
     announced: dict[int, int] = field(default_factory=dict)
     """How many processes announced each global rank (Lightning's ``GLOBAL_RANK: 1, MEMBER: 2/4``)."""
     timed_out: bool = False
@@ -291,6 +293,12 @@ class LogFacts:
         """Ranks the log shows waiting: in a collective, or with their watchdog stuck."""
         busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
         return busy | set(self.unnamed)
+
+    @property
+    def tasks_are_nodes(self) -> bool:
+        """srun started a launcher on each node (its command line says so, or torchrun's agent speaks):
+        its tasks are nodes, not ranks."""
+        return self.agents_under_srun or any(e.by == "torchrun" for e in self.exits)
 
     def node_rank(self, local: int) -> int | None:
         """The global rank of local rank ``local`` on the one node whose processes announced their

@@ -90,6 +90,10 @@ Slurm stopped the job (its time limit, a preemption, a node that failed; no reas
 _OOM_KILL = re.compile(r"Detected \d{1,9} oom[-_]kill event(?:s|\(s\))? in (?:step |StepId=)?[\w.]{0,39}\w")
 """slurmstepd, once the step's cgroup killed a process for memory (``Detected 1 oom-kill event(s) in
 step 123.0 cgroup``, Slurm 21+: ``oom_kill event in StepId=123.0``)."""
+_SRUN_AGENTS = re.compile(
+    r"\bsrun\b.{0,300}?\s(?:torchrun|accelerate launch|deepspeed|python3? -m torch\.distributed\.run)\b"
+)
+"""srun starting a launcher on each node (``srun --ntasks-per-node=1 torchrun ...``): its tasks are nodes."""
 _TERMINATING = re.compile(r"srun: Terminating (?:job step \d|StepId=\d)")
 """srun ending the step itself: a task failed (``--kill-on-bad-exit``), or srun was interrupted twice."""
 _ANNOUNCED = re.compile(r"GLOBAL_RANK: ?(\d{1,9}), MEMBER: ?\d{1,9}/\d{1,9}")
@@ -309,6 +313,8 @@ class _Reader:
         if "oom" in line and facts.oom_killed is None and (oom := _OOM_KILL.search(line)) is not None:
             facts.oom_killed = oom.group()
             facts.matched += 1
+        if "srun" in line and not facts.agents_under_srun and _SRUN_AGENTS.search(line):
+            facts.agents_under_srun = True
         if "GLOBAL_RANK" in line and (announced := _ANNOUNCED.search(line)) is not None:
             rank = int(announced.group(1))
             if rank < MAX_GROUP and (rank in facts.announced or len(facts.announced) < MAX_EXITS):

@@ -241,6 +241,8 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
             why = f"local rank {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
         elif e.unit == SPAWNED:
             why = f"process {e.who} ended by {e.how}, as {e.by} says: rank {e.who} if the job ran on one node"
+        elif log.tasks_are_nodes:
+            continue  # srun's task is a node's launcher: which of its ranks failed, the launcher's own lines say
         else:
             why = f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"
         found.append((e.who, why + aborted))

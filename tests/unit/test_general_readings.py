@@ -382,14 +382,15 @@ def test_ranks_cut_in_the_same_code_as_another_ranks_failure_failed_alike() -> N
     assert judged(traceback(0, step, None) + traceback(2, backward, oom) + waits).nobody is None, "a rank waited"
 
 
-def test_a_rank_two_launchers_name_is_suspected_once_with_both_their_words() -> None:
+def test_under_torchruns_agent_srun_task_is_a_nodes_launcher_said_apart() -> None:
+    """torchrun's agent names local rank 1; srun's task 1 is a node's launcher, not rank 1 again."""
     agent = (
         "E1206 10:00:01.000000 1234 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -9) "
         "local_rank: 1 (pid: 1112) of binary: /usr/bin/python\n"
     )
     verdict = judged(agent + "srun: error: node-1: task 1: Killed\n")
-    assert suspects(verdict) == [1]
-    assert "as torchrun says" in verdict.suspects[0].why and "; and srun task 1" in verdict.suspects[0].why
+    assert suspects(verdict) == [1] and "as torchrun says" in verdict.suspects[0].why
+    assert "srun says task 1, the launcher on node-1, ended by signal 9" in verdict.headline
 
 
 def test_a_rank_whose_last_wrapped_collective_is_behind_the_others_is_suspected() -> None:
@@ -1582,3 +1583,14 @@ def test_a_local_rank_on_a_node_whose_processes_announced_their_ranks_is_placed_
     assert suspects(verdict)[:1] == [11] and "on the node of ranks 8-11" in verdict.suspects[0].why
     everyone = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in range(4))
     assert suspects(judged(everyone + child + "\n"))[:1] == [3], "every node's announced: no node to place it on"
+
+
+def test_srun_starting_a_launcher_on_each_node_ends_nodes_not_ranks() -> None:
+    """``srun --ntasks-per-node=1 torchrun ...``: srun's task 1 is node-3's torchrun, not rank 1."""
+    log = (
+        "+ srun --nodes=2 --ntasks-per-node=1 torchrun --nnodes=2 --nproc_per_node=8 train.py\n"
+        "srun: error: node-3: task 1: Exited with exit code 1\nsrun: error: node-2: task 0: Terminated\n"
+    )
+    verdict = judged(log)
+    assert suspects(verdict) == [] and "task 1, the launcher on node-3, ended by exit code 1" in verdict.headline
+    assert suspects(judged(log.split("\n", 1)[1]))[:1] == [1], "srun alone: a task a rank, if it started one so"
