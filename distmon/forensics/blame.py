@@ -259,6 +259,10 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     said += _unnamed_ends(log)
     said += log.ray.unnamed()[:1]
     suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r) and r not in waiters]
+    if passing := sorted(r for r, ts in log.timeouts.items() if any(t.op in P2P_OPS for t in ts.values())):
+        said.append(f"{rank_word(passing)} wait in sends or receives, which each rank numbers its own")
+        suspects += [Suspect(r, _silent(log, r)) for r in sorted(log.seen - log.waiting - set(log.raised))]
+        suspects += [Suspect(r, NO_LINE) for r in range(analysis.world) if r not in log.seen]
     suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
     if primary and not suspects and (on := _device_of(primary[0])) is not None:
         suspects.append(

@@ -25,6 +25,8 @@ def statuses(facts: LogFacts, world: int, moment: float) -> dict[int, list[Group
     for rank, timeouts in facts.timeouts.items():
         for t in timeouts.values():
             assert t.group is not None, "placed"
+            if t.op in P2P_OPS and standings.mixed(t.group):
+                continue  # sends and receives number each rank's own: no place against its peers
             seq = standings.position(t)
             behind = t.idle or (op_family(t.op or "") not in ROOTED and standings.passed(t.group, seq))
             size, runs = standings.members(t.group)
@@ -104,6 +106,10 @@ class Standings:
         if t.idle and t.completed is not None:
             return max(t.completed + 1, 1)
         return max(t.seq, 1) if t.seq is not None else self.named[t.group]
+
+    def mixed(self, group: str) -> bool:
+        """The group's members timed out in sends or receives at different numbers."""
+        return len({t.seq for _, t in self.by_group[group]}) > 1
 
     def passed(self, group: str, seq: int) -> bool:
         return group in self.furthest and self.furthest[group] >= seq

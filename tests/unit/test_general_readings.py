@@ -1594,3 +1594,25 @@ def test_srun_starting_a_launcher_on_each_node_ends_nodes_not_ranks() -> None:
     verdict = judged(log)
     assert suspects(verdict) == [] and "task 1, the launcher on node-3, ended by exit code 1" in verdict.headline
     assert suspects(judged(log.split("\n", 1)[1]))[:1] == [1], "srun alone: a task a rank, if it started one so"
+
+
+def test_sends_and_receives_numbered_apart_place_no_rank_behind() -> None:
+    """A pipeline's sends and receives count each rank's own point-to-point work: ranks timing out in
+    them at different numbers are no more behind one another than waiting; the rank with no wait is
+    the one suspected."""
+
+    def p2p(rank: int, guid: int, local: int, seq: int, op: str) -> str:
+        return (
+            f"[rank{rank}]:[E0301 10:40:10.0 ProcessGroupNCCL.cpp:632] [PG ID 2 PG GUID {guid}(pp) Rank {local}] "
+            f"Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=8, "
+            "NumelOut=8, Timeout(ms)=600000) ran for 600043 milliseconds before timing out.\n"
+        )
+
+    log = (
+        p2p(0, 3, 0, 1201, "SEND")
+        + p2p(2, 3, 1, 1188, "RECV")
+        + p2p(1, 4, 0, 1201, "SEND")
+        + p2p(3, 4, 1, 1102, "RECV")
+    )
+    verdict = judged(log + "[rank5]:  iteration     1200/  500000 | lm loss: 2.114E+00 |\n")
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [5], verdict.headline
