@@ -293,7 +293,9 @@ def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
     named = [([rank], f"never came to rank 0's monitored barrier ({why})") for rank, why in failed]
     for report in log.desync.reports:
         said = report.culprits()
-        if said is not None and report.of_world:
+        # a rank it names waiting itself in the collective it times out at: its ranks are a group's, not the world's
+        shown = said is not None and any(report.seq in log.waited_at(r) for r in said[0])
+        if said is not None and report.of_world and not shown:
             named.append(said)
     named += log.unjoined().proven
     odd = log.debug.odd()

@@ -20,10 +20,9 @@ Sometimes nobody is to blame: every rank waits in the same collective, which all
 issued (the transport, a GPU, NCCL); a group's first collective never completed, whichever of
 its ranks the log shows (NCCL made its communicator only once every member had called it: the
 ranks never reached each other, a set-up fault), but for the one rank missing beside two or more
-waiting (its communicator made before, eagerly, it may never have called it); the timeout is set absurdly low (the
-configuration); every rank's watchdog is stuck (a CUDA or NCCL call that never returned). Then
-no rank is named.
-"""
+waiting (its communicator made before, eagerly, it may never have called it); the timeout is set
+absurdly low (the configuration); every rank's watchdog is stuck (a CUDA or NCCL call that never
+returned). Then no rank is named."""
 
 from __future__ import annotations
 
@@ -35,10 +34,10 @@ from distmon.forensics.analysis import Analysis
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
-from distmon.forensics.standings import P2P_OPS
+from distmon.forensics.standings import P2P_OPS, waits_unplaced
+from distmon.forensics.suspects import unnamed_ends
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, WORLD_GROUP
-from distmon.forensics.worker_exits import PROCESS, RANK, SELF, SIGTERM, TASK, WORKER
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -256,13 +255,12 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         said.append(f"a transport lost its peer{lost}")
     if log.debug.disagreeing():
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
-    said += _unnamed_ends(log)
+    said += unnamed_ends(log)
     said += log.ray.unnamed()[:1]
     suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r) and r not in waiters]
-    if passing := sorted(r for r, ts in log.timeouts.items() if any(t.op in P2P_OPS for t in ts.values())):
-        said.append(f"{rank_word(passing)} wait in sends or receives, which each rank numbers its own")
+    if placeless := waits_unplaced(log):  # a rank shown not waiting with them is suspected; one not shown, no more
+        said.append(placeless)
         suspects += [Suspect(r, _silent(log, r)) for r in sorted(log.seen - log.waiting - set(log.raised))]
-        suspects += [Suspect(r, NO_LINE) for r in range(analysis.world) if r not in log.seen]
     suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
     if primary and not suspects and (on := _device_of(primary[0])) is not None:
         suspects.append(
@@ -302,34 +300,6 @@ def _device_of(raised: Raised) -> int | None:
     it is not the first: a process given one GPU alone sees it as GPU 0, whatever its rank."""
     found = _OOM_DEVICE.search(raised.message) if "out of memory" in raised.message else None
     return int(found.group(1)) if found and int(found.group(1)) > 0 else None
-
-
-_BUILDING = ("the deepspeed launcher", "the launcher")
-"""Launchers whose line on a worker's end prints the command they built last, whichever worker ended."""
-
-
-def _unnamed_ends(log: LogFacts) -> list[str]:
-    """What the launchers say of workers they do not name by rank: a worker of theirs ended (the
-    command they print is the last they built), so many processes returned non-zero, a process
-    by its pid; none where a launcher names the rank."""
-    if any(e.unit == RANK for e in log.exits) or log.deepspeed.first() is not None:
-        return []  # a launcher names the rank, or DeepSpeed's nodes place the worker
-    said = []
-    for e in log.exits:
-        if e.unit == WORKER and e.code != 0 and (e.code is not None or e.said) and e.said != SELF:
-            who = "a worker" if e.count == 1 else f"{e.count} workers"
-            who += f" on {e.host}" if e.host else ""
-            built = " (the command its line prints is the last it built)" if e.by in _BUILDING and e.code else ""
-            said.append(f"{e.by} says {who} ended by {e.how}, not which{built}")
-        elif e.unit == TASK and log.tasks_are_nodes and e.code not in (None, 0, SIGTERM):
-            where = f" on {e.host}" if e.host else ""
-            said.append(
-                f"srun says task {e.who}, the launcher{where}, ended by {e.how}: which of its ranks, its lines say"
-            )
-        elif e.unit == PROCESS and e.code not in (None, 0):
-            where = f" on {e.host}" if e.host else ""
-            said.append(f"a process (pid {e.who}{where}) ended by {e.how}, as {e.by} says: its rank is not in the log")
-    return list(dict.fromkeys(said))[:2]
 
 
 def _stored(log: LogFacts) -> str | None:

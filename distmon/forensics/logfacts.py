@@ -294,6 +294,11 @@ class LogFacts:
         busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
         return busy | set(self.unnamed)
 
+    def waited_at(self, rank: int) -> set[int]:
+        """The numbers of the works the rank's own watchdog lines show it waiting in, whatever group."""
+        placed = [t.seq for t in self.timeouts.get(rank, {}).values()]
+        return {s for s in [*placed, *(t.seq for t in self.unnamed.get(rank, []))] if s is not None}
+
     @property
     def tasks_are_nodes(self) -> bool:
         """srun started a launcher on each node (its command line says so, or torchrun's agent speaks):

@@ -6,6 +6,7 @@ from __future__ import annotations
 from distmon.forensics.logfacts import LogFacts, Timeout
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, op_family
+from distmon.monitor.state.words import rank_word
 from distmon.wire import GroupStatus, rank_runs
 
 P2P_OPS = ("send", "recv")
@@ -156,3 +157,12 @@ class Standings:
         if any(t.op in P2P_OPS for _, t in self.by_group[group]):
             return None
         return list(range(self.world))
+
+
+def waits_unplaced(log: LogFacts) -> str | None:
+    """Ranks the log shows waiting in works it gives no place against their peers': sends and receives
+    (each rank numbers its own), groups no line names (torch before 2.2 printed none)."""
+    passing = sorted(r for r, ts in log.timeouts.items() if any(t.op in P2P_OPS for t in ts.values()))
+    if passing:
+        return f"{rank_word(passing)} wait in sends or receives, which each rank numbers its own"
+    return f"{rank_word(sorted(log.unnamed))} wait in groups no line names" if log.unnamed else None

@@ -12,13 +12,16 @@ from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.worker_exits import (
     LOCAL_RANK,
     ON_A_NODE,
+    PROCESS,
     RANK,
+    SELF,
     SIGABRT,
     SIGBUS,
     SIGTERM,
     SPAWNED,
     TASK,
     TEARDOWN,
+    WORKER,
 )
 from distmon.monitor.state.whereabouts import classify
 from distmon.monitor.state.words import rank_word, where
@@ -344,3 +347,31 @@ def _p2p_peers(log: LogFacts) -> list[tuple[int, str]]:
         where = f"`{frame.code}` in {frame.func}, {frame.file.rsplit('/', 1)[-1]}:{frame.line}"
         found.append((rank, f"the peer this call named ({where}), whose connection closed"))
     return found
+
+
+_BUILDING = ("the deepspeed launcher", "the launcher")
+"""Launchers whose line on a worker's end prints the command they built last, whichever worker ended."""
+
+
+def unnamed_ends(log: LogFacts) -> list[str]:
+    """What the launchers say of workers they do not name by rank: a worker of theirs ended (the
+    command they print is the last they built), so many processes returned non-zero, a process
+    by its pid; none where a launcher names the rank."""
+    if any(e.unit == RANK for e in log.exits) or log.deepspeed.first() is not None:
+        return []  # a launcher names the rank, or DeepSpeed's nodes place the worker
+    said = []
+    for e in log.exits:
+        if e.unit == WORKER and e.code != 0 and (e.code is not None or e.said) and e.said != SELF:
+            who = "a worker" if e.count == 1 else f"{e.count} workers"
+            who += f" on {e.host}" if e.host else ""
+            built = " (the command its line prints is the last it built)" if e.by in _BUILDING and e.code else ""
+            said.append(f"{e.by} says {who} ended by {e.how}, not which{built}")
+        elif e.unit == TASK and log.tasks_are_nodes and e.code not in (None, 0, SIGTERM):
+            where = f" on {e.host}" if e.host else ""
+            said.append(
+                f"srun says task {e.who}, the launcher{where}, ended by {e.how}: which of its ranks, its lines say"
+            )
+        elif e.unit == PROCESS and e.code not in (None, 0):
+            where = f" on {e.host}" if e.host else ""
+            said.append(f"a process (pid {e.who}{where}) ended by {e.how}, as {e.by} says: its rank is not in the log")
+    return list(dict.fromkeys(said))[:2]

@@ -1616,3 +1616,27 @@ def test_sends_and_receives_numbered_apart_place_no_rank_behind() -> None:
     )
     verdict = judged(log + "[rank5]:  iteration     1200/  500000 | lm loss: 2.114E+00 |\n")
     assert verdict.culprits == [] and suspects(verdict)[:1] == [5], verdict.headline
+
+
+def test_a_desync_report_naming_a_rank_shown_waiting_in_that_collective_is_not_the_worlds() -> None:
+    """torch 2.1 prints no group's name: rank 0's report of its data-parallel group names its rank [1]
+    (global 2) as never starting #801, while global rank 1's own line waits in #801; the report's
+    ranks are its group's. Ranks waiting in groups no line names are placed against no peer; the
+    rank shown not waiting with them is suspected."""
+
+    def waits(rank: int, local: int, seq: int) -> str:
+        return (
+            f"[rank{rank}]:[E0301 10:40:30.0 ProcessGroupNCCL.cpp:475] [Rank {local}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+            "ran for 600043 milliseconds before timing out.\n"
+        )
+
+    report = (
+        "[rank0]:[E0301 10:40:30.1 ProcessGroupNCCL.cpp:480] - [0] Timeout at collective: ALLREDUCE, #801\n"
+        "[rank0]:   - [1] finished collective #800, but didn't join collective #801 (count from 1)\n"
+    )
+    log = waits(2, 0, 4001) + waits(0, 0, 801) + waits(4, 2, 801) + waits(1, 0, 801) + waits(5, 2, 801)
+    log += report + "[rank3]: iteration 4000 | loss 2.31\n"
+    verdict = judged(log)
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [3], verdict.headline
+    assert "wait in groups no line names" in verdict.headline

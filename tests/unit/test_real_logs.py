@@ -3695,7 +3695,7 @@ VERDICTS = [
         "qwenvl_series_finetune_mixed_dataset_rank0_seq959_others_seq963_watchdog_none.log",
         [],
         [],
-        "nothing to judge: no dump, and no line of the log names a rank that wa",
+        "ranks 0-2, 4-5 wait in groups no line names",
     ),
     (
         "glm130b_torchrun_6xa6000_ranks6_7_exit1_more_procs_than_gpus_none.log",
