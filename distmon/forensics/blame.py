@@ -333,8 +333,15 @@ def _proven(analysis: Analysis, rank: int) -> bool:
 
 
 def _nobody(analysis: Analysis, first: Alert) -> Blame:
-    """Every rank waits in the same collective, or every rank's watchdog is stuck."""
+    """Every rank waits in the same collective, or every rank's watchdog is stuck; but where some
+    ranks' watchdogs alone are stuck beside the others' numbered waits, those are suspected: that a
+    stuck one issued the collective, no line shows, and its hang is its own GPU's or driver's."""
     log = analysis.log
+    alone = [r for r, ts in log.timeouts.items() if all(t.seq is None and t.stuck is not None for t in ts.values())]
+    if alone and len(alone) < len(log.timeouts) and not log.finished:
+        why = f"its watchdog alone got stuck while {rank_word(sorted(set(log.timeouts) - set(alone)))} waited: {STUCK}"
+        suspects = [Suspect(r, why.replace("their watchdogs", "its watchdog")) for r in sorted(alone)]
+        return Blame([], suspects, None, f"{_waiting(analysis) or first.summary}; suspected: {_lead(suspects)}", first)
     stuck = all(t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values())
     said = [t.said_at for ts in log.timeouts.values() for t in ts.values() if t.said_at is not None]
     spread = max(said) - min(said) if said else None

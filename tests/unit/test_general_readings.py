@@ -1640,3 +1640,21 @@ def test_a_desync_report_naming_a_rank_shown_waiting_in_that_collective_is_not_t
     verdict = judged(log)
     assert verdict.culprits == [] and suspects(verdict)[:1] == [3], verdict.headline
     assert "wait in groups no line names" in verdict.headline
+
+
+def test_one_ranks_watchdog_stuck_beside_the_others_numbered_waits_is_suspected() -> None:
+    """Ranks 0-2 time out in #57; rank 3's watchdog alone is stuck (no number: that it issued #57, no
+    line shows): its own CUDA or NCCL call hung, not every rank's collective."""
+    waits = "".join(
+        f"[rank{r}]:[E0301 10:40:00.0 ProcessGroupNCCL.cpp:632] [PG ID 0 PG GUID 0(default_pg) Rank {r}] Watchdog "
+        "caught collective operation timeout: WorkNCCL(SeqNum=57, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, "
+        "Timeout(ms)=600000) ran for 600043 milliseconds before timing out.\n"
+        for r in range(3)
+    )
+    stuck = (
+        "[rank3]:[E0301 10:42:00.0 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 3] "
+        "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+        "collectives.\n"
+    )
+    verdict = judged(waits + stuck)
+    assert verdict.nobody is None and suspects(verdict) == [3] and "watchdog alone got stuck" in verdict.headline
