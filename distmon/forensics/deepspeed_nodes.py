@@ -22,8 +22,9 @@ _MAPPING = re.compile(r"global_rank_mapping=defaultdict\(<class 'list'>, \{")
 _NODE = re.compile(r"'([\w.-]{1,253})': \[([\d, ]{0,1000000})\]")
 _ENDED = re.compile(r" exits with return code = (-?\d{1,4})\s*$")
 _PDSH = re.compile(r"pdsh@[\w.-]{1,253}: ([\w.-]{1,253}): ssh exited with exit code (\d{1,3})")
-_SIGNALLED = 128
-"""An exit code above this is a signal's, the shell's way (pdsh's 247: 256 less SIGKILL's 9)."""
+_SIGNALLED = range(129, 255)
+"""The exit codes of a node's launcher that ended by its worker's signal, as ssh passes them on: its
+negative code's low byte (247: SIGKILL's -9). 255 is ssh's own failure to reach the node."""
 
 
 @dataclass(frozen=True)
@@ -53,7 +54,7 @@ class DeepSpeedNodes:
         found = _PDSH.search(body) if "ssh exited" in body else None
         if found is not None:
             host, code = found.group(1), int(found.group(2))
-            code = code - 2 * _SIGNALLED if code > _SIGNALLED else code
+            code = code - 256 if code in _SIGNALLED else code
         elif host and "exits with return code" in body and (ended := _ENDED.search(body)) is not None:
             code = int(ended.group(1))
         else:

@@ -1563,6 +1563,8 @@ def test_deepspeeds_nodes_place_the_worker_its_launcher_saw_end_first() -> None:
     verdict = judged(eight + later)
     assert verdict.leading == list(range(8, 16)) and "ranks 8-15, none more than another" in verdict.headline
     assert "one of ranks 8-15 on n2" in verdict.suspects[0].why and 0 not in suspects(verdict)
+    unreached = judged(mapping.format(first=[0], second=[1]) + pdsh.format(host="n2", code=255))
+    assert "exit code 255" in unreached.suspects[0].why, "ssh's own failure, no signal"
     unplaced = judged(ended.format(host="n2", minute=30, code=-9))
     assert "n2" not in unplaced.headline, "no mapping: the node's ranks are not known"
 
