@@ -18,6 +18,7 @@ from distmon.forensics.worker_exits import (
     SIGABRT,
     SIGNAL_NAMES,
     SIGTERM,
+    TASK,
     WORKER,
     WorkerExit,
 )
@@ -108,6 +109,8 @@ def alike(log: LogFacts) -> str | None:
         return None  # each GPU's own fault, however many
     if any(e.unit == RANK and e.who not in _ranks(failures) and e.code == -SIGKILL for e in log.exits):
         return None  # another rank killed (its node's memory, the OOM killer's pick): theirs may follow from it
+    if _waited_for(log, failures):
+        return None
     spread = max(times) - min(times) if len(times) > 1 else 0.0
     together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
     said = [f.said for f in failures if f.said]
@@ -389,6 +392,16 @@ def _said(raised: Raised) -> str:
     sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
     sentence = sentence if len(sentence) <= MAX_SAID else sentence[: MAX_SAID - 1] + "…"
     return f"{raised.type}: {sentence}" if sentence else raised.type
+
+
+def _waited_for(log: LogFacts, failures: list[Failure]) -> bool:
+    """Other ranks wait for those that failed (in a collective they never joined): they got past the point
+    where those failed, so the failure is those ranks' own (their data, their node), not every rank's. Only
+    where each failure's rank is known (a rank, or a task where srun started a task a rank)."""
+    ranks = _ranks(failures) | {
+        int(f.who.split()[-1]) for f in failures if f.who.startswith(f"{TASK} ") and not log.tasks_are_nodes
+    }
+    return len(ranks) == len(failures) and bool(log.waiting - ranks)
 
 
 def _ranks(failures: list[Failure]) -> set[int]:

@@ -20,7 +20,7 @@ from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, GATHERS, SCATTERS, WORLD_GROUP, Said
-from distmon.forensics.worker_exits import LOCAL_RANK, RANK, SPAWNED, WorkerExit
+from distmon.forensics.worker_exits import ON_A_NODE, RANK, WorkerExit
 from distmon.wire import ExceptionInfo, StackFrame
 
 MAX_SPREAD = 2
@@ -259,8 +259,8 @@ class LogFacts:
         """The highest global rank a report of the log names (torch's desync report of the world
         group, Flight Recorder's analyzer's, the fingerprint check, a monitored barrier, Horovod,
         DeepSpeed's nodes, Ray's dead actors, the store's waits, a progress bar's own words, a launcher's rank, local
-        rank or spawned process, whose number is below the world's size): the world has at least
-        one more."""
+        rank, spawned process or srun task (a rank, or a node of one rank or more), whose number is below the
+        world's size): the world has at least one more."""
         ranks = {*self.debug.ran, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
         ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
         ranks.update({*self.stores.waiting(), *self.stores.awaited(), *self.stores.barrier_ranks})
@@ -270,7 +270,7 @@ class LogFacts:
         if self.progress is not None and self.progress[0] is not None:
             ranks.add(self.progress[0])
         ranks.update(rank for rank, _ in self.p2p_closed)
-        ranks.update(e.who for e in self.exits if e.unit in (RANK, LOCAL_RANK, SPAWNED))  # the world holds them
+        ranks.update(e.who for e in self.exits if e.unit in ON_A_NODE or e.unit == RANK)  # the world holds them
         return max((r for r in ranks if r < MAX_GROUP), default=None)
 
     def ended(self, rank: int) -> WorkerExit | None:

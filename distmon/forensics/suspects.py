@@ -7,7 +7,7 @@ likely first."""
 
 from __future__ import annotations
 
-from distmon.forensics.failures import TOGETHER, ended_in_failure
+from distmon.forensics.failures import SIGKILL, TOGETHER, ended_in_failure
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.worker_exits import (
     LOCAL_RANK,
@@ -22,9 +22,10 @@ from distmon.forensics.worker_exits import (
     TASK,
     TEARDOWN,
     WORKER,
+    WorkerExit,
 )
 from distmon.monitor.state.whereabouts import classify
-from distmon.monitor.state.words import rank_word, where
+from distmon.monitor.state.words import rank_word, ranks_text, where
 
 TASK_FAILURE = "TASK FAILURE"
 """Why slurmstepd cancelled a step (``CANCELLED AT ... DUE TO TASK FAILURE``): a task of its own failed
@@ -247,9 +248,22 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
         elif log.tasks_are_nodes:
             continue  # srun's task is a node's launcher: which of its ranks failed, the launcher's own lines say
         else:
-            why = f"srun task {e.who} ended by {e.how}: rank {e.who} if srun started a task a rank"
+            why = _task(log, e)
         found.append((e.who, why + aborted))
     return found
+
+
+def _task(log: LogFacts, e: WorkerExit) -> str:
+    """srun's words on a task that failed, said alike of the tasks it says ended alike on that host (a
+    node's ranks, which fail together where the node does); Slurm's out-of-memory kills beside a SIGKILL."""
+    alike = [x.who for x in log.exits if x.unit == TASK and x.host == e.host and x.code == e.code]
+    tasks = f"task {e.who}" if len(alike) == 1 else f"tasks {ranks_text(alike)}"
+    where = f" on {e.host}" if e.host else ""
+    ranks = rank_word(alike)
+    why = f"srun {tasks}{where} ended by {e.how}: {ranks} if srun started a task a rank"
+    if e.signal_number == SIGKILL and log.oom_killed is not None:
+        why += f"; Slurm's cgroup killed for memory ({log.oom_killed})"
+    return why
 
 
 def _cut_root(log: LogFacts) -> list[tuple[int, str]]:

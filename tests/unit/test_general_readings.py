@@ -731,6 +731,31 @@ def test_a_step_cancelled_over_a_task_failure_suspects_the_task_srun_did_not_end
     assert "time limit" in (judged(time_limit + "srun: error: n1: tasks 0-15: Terminated\n").nobody or "")
 
 
+def test_srun_tasks_one_per_rank_ended_together_on_a_node_others_wait_for_are_that_nodes_ranks() -> None:
+    """srun started a task a rank (its ``-l`` labels are the ranks): tasks 4-7 of node1 ended together while
+    ranks 0-3 of node0 wait in a collective for them. The world holds the tasks; node1's ranks are suspected
+    together, whether killed (the step's out-of-memory kills beside) or ended by the same exit code."""
+    waits = "".join(
+        f"{r}: [E501 12:10:40.{r}00000000 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4521, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in range(4)
+    )
+    oom = "slurmstepd: error: Detected 4 oom_kill events in StepId=81234.0. Some of the step tasks have been OOM "
+    oom += "Killed.\n"
+    killed = judged(waits + oom + "srun: error: node1: tasks 4-7: Killed\n")
+    assert killed.nobody is None and suspects(killed) == [4, 5, 6, 7] and killed.leading == [4, 5, 6, 7]
+    assert "srun tasks 4-7 on node1 ended by signal 9 (SIGKILL)" in killed.suspects[0].why
+    assert "Detected 4 oom_kill events" in killed.suspects[0].why
+    exited = judged(waits + "srun: error: node1: tasks 4-7: Exited with exit code 1\n")
+    assert exited.nobody is None and exited.leading == [4, 5, 6, 7], "waited for: not every rank's failure"
+    everywhere = judged(
+        "srun: error: node0: tasks 0-3: Exited with exit code 1\nsrun: error: node1: tasks 4-7: "
+        "Exited with exit code 1\n"
+    )
+    assert everywhere.nobody is not None and "failed alike" in everywhere.nobody, "nobody waits: every rank's"
+
+
 # --- first works, teardowns, a bar still running ------------------------------------------
 
 
