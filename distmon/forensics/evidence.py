@@ -14,7 +14,9 @@ from dataclasses import dataclass
 
 from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
 from distmon.forensics.analysis import Analysis, RankFacts
-from distmon.forensics.failures import device_fault
+from distmon.forensics.failures import SIGKILL, TOGETHER, device_fault
+from distmon.forensics.worker_exits import RANK, WorkerExit
+from distmon.monitor.rules.failures import KILLED, KILLER
 from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus, expand_runs
@@ -64,7 +66,8 @@ def evidence(analysis: Analysis, culprits: list[int], reported: dict[int, str] |
                 found.append(_no_dump(rank, analysis.missing[rank]))
             continue
         if f.dump is None:  # a log's rank: only what its and its peers' watchdog lines show
-            if (said := _device_error(f, analysis) or _raised(f, analysis) or _host_stopped(f, analysis)) is not None:
+            said = _device_error(f, analysis) or _raised(f, analysis) or _killed(f, analysis)
+            if (said := said or _host_stopped(f, analysis)) is not None:
                 found.append(said)
             continue
         found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
@@ -168,6 +171,29 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
         "read its exception whole in its own output (its stderr; under torchrun, its lines prefixed [rank"
         f"{f.rank}]) and fix it where it raised{others}",
     )
+
+
+def _killed(f: RankFacts, analysis: Analysis) -> Evidence | None:
+    """A launcher says a signal from outside it ended it (SIGKILL: no process sends it itself nor catches it): it
+    is not hanging, so no stack of it is to be had; the ranks of its host killed in the same second say the host."""
+    log = analysis.log
+    end = next((e for e in log.exits if e.unit == RANK and e.who == f.rank and e.signal_number == SIGKILL), None)
+    if end is None:
+        return None
+    host = f" on {end.host}" if end.host else ""
+    others = [
+        e.who
+        for e in log.exits
+        if e.unit == RANK and e.who != f.rank and e.host == end.host and e.signal_number == SIGKILL and _close(e, end)
+    ]
+    facts = [f"{end.by} says it ended by {end.how}{host}"]
+    if others:
+        facts.append(f"{rank_word(others)}{host} were killed in the same second: the host's memory, or the host")
+    return Evidence(f.rank, f"it was {KILLED}", facts, UNKNOWN, f"find who killed it: {KILLER}")
+
+
+def _close(a: WorkerExit, b: WorkerExit) -> bool:
+    return a.at is not None and b.at is not None and abs(a.at - b.at) <= TOGETHER
 
 
 def _host_stopped(f: RankFacts, analysis: Analysis) -> Evidence | None:

@@ -39,7 +39,8 @@ None of it names a rank, but Open MPI's, horovodrun's, MPICH's and Intel MPI's t
 the MPI rank (the job's rank where mpirun or horovodrun started the ranks), vLLM's worker label
 (its rank in vLLM's world, which torch.distributed's is), a program's own rank label, and
 torchrun's ``--tee`` prefix of torch 1.9-2.1 (``[default5]:``, the local rank: the rank where the
-job ran on one node, as most pasted logs of it did): a line they tag and torchrun's ``[rankN]:``
+job ran on one node, as most pasted logs of it did), and Ray's worker label where Ray Train's list of
+its workers at start gives its pid a rank: a line they tag and torchrun's ``[rankN]:``
 does not is written as torchrun would (``[1,5]<stderr>:x`` is ``[rank5]:x``). MPICH's ``[5] `` is
 told from a pasted file's line numbers by the lines ahead: line numbers rise by one from each
 line to the next, ranks' labels repeat; srun's ``5: `` is rank 5 where the lines ahead show srun
@@ -130,6 +131,7 @@ _LABELS = re.compile(
     r"|\[(?!rank\d)[a-z][\w.-]{0,62}\d[\w.-]{0,62}\] "  # a node's name, put by whoever gathered its lines
     r"|<\w{0,10}> {1,12}|[\w-]{1,64} \|\| "  # a collector's level column, a container's id and its column
     r"|[a-z][\w-]{0,40}\.\d{1,4} -- "  # a pod's role and replica (``master.0 -- ``)
+    r"|[a-z][\w.-]{0,100}[-_]\d{1,4} {1,40}\| "  # docker compose's container, padded (``trainer-1  | ``)
     r"|(?:\d{1,3}\.){3}\d{1,3} \[\d{1,6}\] "  # xla_dist's worker: its host's address and index, no rank
     r"|[A-Z][a-z]{2} [ \d]\d \d\d:\d\d:\d\d [\w.-]{1,200} [\w.@/-]{1,100}(?:\[\d{1,9}\])?: "  # journald
     r"|"
@@ -213,6 +215,8 @@ class Labels(NamedTuple):
     node: int = 0
     """The first global rank of the node whose torchrun ``--tee`` labels the lines (``[default3]:``,
     its local rank 3), where the lines' own ranks say it (``[Rank 11]`` under ``[default3]:``)."""
+    workers: tuple[tuple[int, int], ...] = ()
+    """Ray Train's workers as it lists them at start (``pid=40103) world_rank=3``): a pid and its rank, each."""
 
 
 ALONE = Labels()
@@ -249,6 +253,8 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
         if tag is not None:
             number = next(g for g in tag.groups() if g)
             tagged = str(int(number) + labels.node) if tag.re is _TAG and tag.group(2) else number
+        elif labels.workers and (actor := _RAY_PID.fullmatch(found.group())) is not None:
+            tagged = next((str(rank) for pid, rank in labels.workers if pid == int(actor.group(1))), tagged)
         line = line[found.end() :]
         if tag is not None and "<std" in found.group() and found.group().rstrip() in line:
             line = line.replace(found.group().rstrip(), "")  # Open MPI tags each write: a line's fragments
@@ -379,7 +385,7 @@ def _wrap(lines: list[str]) -> _Wrap | None:
 def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
     ahead = [_unfenced(line) for line in _ahead(raw)]
     labels = Labels(_mpi_labelled(ahead), _pytest_mark(ahead))
-    labels = labels._replace(tasks=_task_a_rank(ahead, labels), node=_tee_node(ahead))
+    labels = labels._replace(tasks=_task_a_rank(ahead, labels), node=_tee_node(ahead), workers=_ray_workers(ahead))
     listing = False
     for line in chain(ahead, (_unfenced(line) for line in raw)):
         if _SEPARATOR.fullmatch(line):
@@ -410,6 +416,24 @@ def _task_a_rank(lines: list[str], labels: Labels) -> bool:
                 return False
             agree.add(number)
     return len(agree) > 1
+
+
+def _ray_workers(lines: list[str]) -> tuple[tuple[int, int], ...]:
+    """Ray Train's list of its workers (``- (ip=10.0.0.1, pid=40103) world_rank=3, local_rank=3, node_rank=0``):
+    each worker's pid and rank, where no pid is listed twice with two ranks (two runs' lists)."""
+    listed = {
+        (int(found.group(1)), int(found.group(2)))
+        for line in lines
+        if "world_rank=" in line and (found := _RAY_WORKER.search(line))
+    }
+    pids = [pid for pid, _ in listed]
+    return tuple(sorted(listed)) if len(pids) == len(set(pids)) else ()
+
+
+_RAY_WORKER = re.compile(r"\bpid=(\d{1,12})\) world_rank=(\d{1,9}),")
+_RAY_PID = re.compile(r"\((?:\w{1,100} )?pid=(\d{1,12})(?:, ip=[\w.:]{1,64})?\) ?")
+"""A Ray worker's label (``(RayTrainWorker pid=40103, ip=10.0.0.1) ``): the process, whose rank Ray Train's list
+says."""
 
 
 _TEE = re.compile(r"\[[a-z_]{1,20}?(\d{1,6})\]: ?")

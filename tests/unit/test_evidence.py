@@ -197,3 +197,45 @@ def test_the_hang_a_raised_culprit_left_behind_says_only_who_waits(tmp_path: Pat
     shown = render_analysis(analyze([str(tmp_path)]))
     assert "CULPRIT rank 3" in shown and "Also: hang: rank 3 holds up the job" in shown
     assert "ranks 0-2 in collective #51" in shown and "py-spy" not in shown and "pid 0" not in shown
+
+
+def test_a_rank_a_launcher_says_was_killed_is_not_shown_as_hanging(tmp_path: Path) -> None:
+    """torchrun's table: rank 6 (its first observed failure) and ranks 4-5, 7 of the same host killed in the same
+    second while ranks 0-3 wait for them: the host's memory, not a stack to take of a process that is gone."""
+    timeout = (
+        "[rank{r}]:[E501 12:10:40.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=4521, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+        "ran for 600012 milliseconds before timing out.\n"
+    )
+
+    def failure(n: int, rank: int) -> str:
+        return (
+            f"[{n}]:\n  time      : 2024-05-01_12:00:40\n  host      : node1\n  rank      : {rank} (local_rank: "
+            f"{rank - 4})\n  exitcode  : -9 (pid: {3220 + rank})\n  error_file: <N/A>\n  traceback : Signal 9 "
+            f"(SIGKILL) received by PID {3220 + rank}\n"
+        )
+
+    table = (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n"
+        + "=" * 60
+        + "\ntrain.py FAILED\n"
+        + "-" * 60
+        + "\nFailures:\n"
+        + failure(1, 4)
+        + failure(2, 5)
+        + failure(3, 7)
+        + "-" * 60
+        + "\nRoot Cause (first observed failure):\n"
+        + failure(0, 6)
+        + "=" * 60
+        + "\n"
+    )
+    (tmp_path / "job.log").write_text("".join(timeout.format(r=r) for r in range(4)) + table)
+    analysis = analyze([str(tmp_path)])
+    [said] = evidence(analysis, [6])
+    assert said.why.startswith("it was killed (SIGKILL)") and "py-spy" not in said.next_step
+    assert said.facts == [
+        "torchrun says it ended by signal 9 (SIGKILL) on node1",
+        "ranks 4-5, 7 on node1 were killed in the same second: the host's memory, or the host",
+    ]
+    assert "dmesg" in said.next_step

@@ -1219,6 +1219,21 @@ def test_each_launchers_rank_label_names_the_rank_as_torchruns_does(label: str) 
     assert verdict.culprits == [1] and "rank 1 raised RuntimeError: CUDA error" in verdict.headline, verdict.headline
 
 
+def test_ray_trains_worker_label_is_the_rank_its_list_of_workers_gives_the_pid() -> None:
+    """Ray Train lists its workers at start (pid and world rank); each worker's lines carry its pid, not its rank."""
+    pids = {0: 40102, 1: 40100, 2: 40103, 3: 40101}
+    listed = "".join(
+        f"(TorchTrainer pid=40050, ip=10.0.0.1) - (node_id=9f2c, ip=10.0.0.1, pid={pids[r]}) world_rank={r}, "
+        f"local_rank={r}, node_rank=0\n"
+        for r in range(4)
+    )
+    lines = "\n".join(f"(RayTrainWorker pid={pids[r]}, ip=10.0.0.1) {line}" for r, line in RANKS_SAID)
+    head = "(TorchTrainer pid=40050, ip=10.0.0.1) Started distributed worker processes:\n"
+    verdict = assign_blame(analyze_text(head + listed + lines))
+    assert verdict.culprits == [1] and "rank 1 raised RuntimeError: CUDA error" in verdict.headline, verdict.headline
+    assert 1 not in assign_blame(analyze_text(lines)).culprits, "no list: the pid names no rank"
+
+
 def test_sruns_task_is_the_rank_only_where_the_lines_say_so() -> None:
     """``0: [rank3]:`` is torchrun under srun, a task a node: a traceback under ``0: `` is no rank's."""
     nodes = "\n".join(f"0: [rank{r}]:{line}" if "ProcessGroupNCCL" in line else f"0: {line}" for r, line in RANKS_SAID)

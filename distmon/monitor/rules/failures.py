@@ -159,6 +159,12 @@ FOLLOWS = (
     " The other ranks' timeouts and the launcher's report of a failed worker follow from it.",
 )
 """What a rank's failure says of the others: ``distmon analyze`` leaves it out where the log shows none of them."""
+KILLED = "killed (SIGKILL), which a process cannot catch nor send itself"
+KILLER = (
+    "most often the kernel's out-of-memory killer, for its node's host memory (`dmesg -T | grep -i 'killed process'` "
+    "on its node; the cgroup's, the container's or Slurm's memory limit), else a user or the scheduler"
+)
+"""Who kills a rank with SIGKILL, and where to look."""
 
 
 def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:
@@ -194,10 +200,7 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
         )
     elif exc.type.startswith("Signal 9 ") and not exc.traceback:  # SIGKILL: sent, never a crash of its own
         lines.append(
-            f"What to do: {rank_word(ranks)} was killed (SIGKILL), which a process cannot catch nor send itself: "
-            "most often the kernel's out-of-memory killer, for its node's host memory (`dmesg -T | grep -i "
-            "'killed process'` on its node; the cgroup's, the container's or Slurm's memory limit), else a user or "
-            f"the scheduler.{FOLLOWS[0]}"
+            f"What to do: {rank_word(ranks)} was {KILLED}: {KILLER}.{FOLLOWS[0]}"
         )
     elif exc.type.startswith("Signal ") and not exc.traceback:  # a launcher's word: killed, no exception
         lines.append(
