@@ -37,8 +37,10 @@ SPARED_AT_MOST = 2
 def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Where to look, most likely first, with why."""
     waiters = log.stores.waiting()  # a launcher's word on its end: its wait timing out
-    ended = _aborted_itself(log, world) + _killed(log) + _spared(log, world)
-    ended = [(rank, why) for rank, why in ended if rank not in waiters]
+    outlived = _outlived(log)
+    aborted = {e.who for e in log.exits if e.unit == RANK and e.code == SIGABRT} if outlived else set()
+    ended = outlived + _aborted_itself(log, world) + _killed(log) + _spared(log, world)
+    ended = [(rank, why) for rank, why in ended if rank not in waiters and rank not in aborted]
     found = log.unjoined().suspected + _unanswering(log) + _starved(log, world) + ended
     found += lost_peers(log, world)
     found += _disagreeing(log, world) + _behind(log, world)
@@ -90,6 +92,29 @@ def _starved(log: LogFacts, world: int) -> list[tuple[int, str]]:
             "on that GPU)",
         )
     ]
+
+
+OUTLIVED_SHARE = 4
+"""Ranks aborting together, at least, for each rank torn down among them that singles it out."""
+
+
+def _outlived(log: LogFacts) -> list[tuple[int, str]]:
+    """Ranks a launcher tore down (SIGTERM), still running, where many more aborted together (SIGABRT within a
+    second: each one's watchdog on a collective that timed out, most likely): the few that collective waited for,
+    in none of their own."""
+    aborted = {e.who: e for e in log.exits if e.unit == RANK and e.code == SIGABRT}
+    torn = sorted({e.who for e in log.exits if e.unit == RANK and e.code == SIGTERM} - aborted.keys())
+    times = [e.at for e in aborted.values() if e.at is not None]
+    if len(aborted) < 3 or not torn or len(torn) * OUTLIVED_SHARE > len(aborted):
+        return []
+    if times and max(times) - min(times) > TOGETHER:
+        return []
+    by = next(iter(aborted.values())).by
+    why = (
+        f"{by} tore it down still running, while {rank_word(aborted)} aborted together (SIGABRT: each one's watchdog "
+        "on a collective that timed out, most likely): the rank they waited for, in no collective of its own"
+    )
+    return [(rank, why) for rank in torn]
 
 
 def _aborted_itself(log: LogFacts, world: int) -> list[tuple[int, str]]:
@@ -218,6 +243,7 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
     ranks a launcher saw fail where it says which first of none (Intel MPI's blocks)."""
     found = _cut_root(log)
     first = any(e.first and e.unit == RANK for e in log.exits)
+    ranked = {e.by for e in log.exits if e.unit == RANK}  # its local ranks' ends are those ranks' again
     placed = log.deepspeed.first() is not None  # its nodes' ranks say whose worker it was
     for e in log.exits:
         if not ended_in_failure(e, log) or (placed and e.by in ("the deepspeed launcher", "pdsh")):
@@ -234,6 +260,8 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
             continue
         if e.unit not in ON_A_NODE or (e.code is None and e.unit == SPAWNED and e.who in log.raised):
             continue  # a spawned process's traceback in the log says how it ended, or that it waited
+        if e.unit == LOCAL_RANK and e.by in ranked:
+            continue
         if (raised := log.raised.get(e.who)) is not None and raised.consequence:
             continue  # the rank of that number raised because it lost a peer: its end is that
         aborted = f"; {ABORTED}" if e.code == SIGABRT else ""

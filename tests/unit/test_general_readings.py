@@ -1685,3 +1685,37 @@ def test_one_ranks_watchdog_stuck_beside_the_others_numbered_waits_is_suspected(
     )
     verdict = judged(waits + stuck)
     assert verdict.nobody is None and suspects(verdict) == [3] and "watchdog alone got stuck" in verdict.headline
+
+
+def failures_table(host: str, ended: dict[int, int]) -> str:
+    """torchrun's table of one node: each rank's exit code, the first its root cause."""
+
+    def entry(n: int, rank: int, code: int) -> str:
+        return (
+            f"[{n}]:\n  time      : 2024-05-02_10:14:31\n  host      : {host}\n  rank      : {rank} (local_rank: "
+            f"{rank % 4})\n  exitcode  : {code} (pid: {4240 + rank})\n  error_file: <N/A>\n  traceback : Signal "
+            f"{-code} ({'SIGABRT' if code == -6 else 'SIGTERM'}) received by PID {4240 + rank}\n"
+        )
+
+    (root, code), *rest = ended.items()
+    others = "".join(entry(n, rank, c) for n, (rank, c) in enumerate(rest, 1))
+    return (
+        f"E0502 10:14:31.2 2211 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: {code}) "
+        f"local_rank: {root % 4} (pid: {4240 + root}) of binary: /usr/bin/python3\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError:\n" + "=" * 60 + "\ntrain.py FAILED\n"
+        f"{'-' * 60}\nFailures:\n{others}{'-' * 60}\nRoot Cause (first observed failure):\n"
+        f"{entry(0, root, code)}{'=' * 60}\n"
+    )
+
+
+def test_a_rank_torn_down_still_running_where_the_rest_aborted_together_is_the_one_they_waited_for() -> None:
+    """Two nodes' tables: seven ranks ended by SIGABRT in the same second (their watchdogs, a collective timed out),
+    rank 5 torn down by SIGTERM, still running: it is suspected, not the first to abort. Half the ranks torn down
+    single none out."""
+    node0 = failures_table("node0", {0: -6, 1: -6, 2: -6, 3: -6})
+    verdict = judged(node0 + failures_table("node1", {4: -6, 5: -15, 6: -6, 7: -6}))
+    assert verdict.nobody is None and suspects(verdict) == [5]
+    assert "tore it down still running, while ranks 0-4, 6-7 aborted together" in verdict.suspects[0].why
+    split = judged(node0 + failures_table("node1", {4: -6, 5: -15, 6: -15, 7: -15}))
+    assert suspects(split)[:1] != [5], "three torn down beside five aborts: the aborts' timing, not a rank"
+    assert all("if the job ran on one node" not in s.why for s in split.suspects), "the table names the ranks"
