@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.flightrecorder.fields import ROOTED
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
 from distmon.forensics.analysis import Analysis
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
@@ -37,7 +38,7 @@ from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS, waits_unplaced
 from distmon.forensics.suspects import unnamed_ends
 from distmon.forensics.tracebacks import Raised
-from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, WORLD_GROUP
+from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -342,7 +343,9 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
         why = f"its watchdog alone got stuck while {rank_word(sorted(set(log.timeouts) - set(alone)))} waited: {STUCK}"
         suspects = [Suspect(r, why.replace("their watchdogs", "its watchdog")) for r in sorted(alone)]
         return Blame([], suspects, None, f"{_waiting(analysis) or first.summary}; suspected: {_lead(suspects)}", first)
-    stuck = all(t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values())
+    stuck = bool(log.timeouts) and all(
+        t.seq is None and t.stuck is not None for ts in log.timeouts.values() for t in ts.values()
+    )
     said = [t.said_at for ts in log.timeouts.values() for t in ts.values() if t.said_at is not None]
     spread = max(said) - min(said) if said else None
     together = ""
@@ -361,7 +364,7 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
         eager = EAGER if first.ranks else ""
         why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{eager}"
     else:
-        why = f"{_waiting(analysis) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
+        why = f"{_waiting(analysis, first) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
     return Blame([], [], why, f"nobody to blame: {why}", first)
 
 
@@ -442,9 +445,10 @@ def _first_collective(analysis: Analysis) -> bool:
     return bool(waits) and all(g.completed <= 0 and g.id in named and g.id in numbered for _, g in waits)
 
 
-def _waiting(analysis: Analysis) -> str | None:
-    """The wait most ranks are in, in words: ``ranks 1-3 wait in collective #N (op) of group
-    G for 10m00s``."""
+def _waiting(analysis: Analysis, first: Alert | None = None) -> str | None:
+    """The wait most ranks are in (the group's of ``first``, a collective that does not complete, where it is
+    one of them; of as many, the oldest), in words: ``ranks 1-3 wait in collective #N (op) of group G for
+    10m00s``."""
     places: dict[tuple[str, int], tuple[GroupStatus, list[int], float]] = {}
     for f in analysis.ranks.values():
         for g in f.groups:
@@ -454,7 +458,10 @@ def _waiting(analysis: Analysis) -> str | None:
                 places[key] = (sample if sample.op else g, [*ranks, f.rank], min(since, g.since))
     if not places:
         return None
-    (gid, seq), (g, ranks, since) = max(places.items(), key=lambda item: len(item[1][1]))
+    stuck = first.key.removeprefix("hang:") if first is not None else None
+    (gid, seq), (g, ranks, since) = max(
+        places.items(), key=lambda item: (item[0][0] == stuck, len(item[1][1]), -item[1][2])
+    )
     verb = "waits" if len(ranks) == 1 else "wait"
     said = [analysis.log.timeouts.get(r, {}).get(gid) for r in ranks]
     if all(t is not None and t.seq is None and t.stuck is not None for t in said):

@@ -10,11 +10,12 @@ ranks, one each), they say that the ranks disagree, not which is odd.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
+from distmon.flightrecorder.fields import number, op_family
 from distmon.forensics.analysis import Analysis
-from distmon.forensics.watchdog import op_family
-from distmon.monitor.state.words import rank_word
+from distmon.monitor.state.words import count, rank_word
 from distmon.wire import GroupStatus
 
 SAME_SIZE = ("all_reduce", "broadcast", "reduce", "all_gather", "reduce_scatter")
@@ -80,14 +81,31 @@ def _by_size(analysis: Analysis) -> Mismatch | None:
     for (gid, seq), members in _in_flight(analysis).items():
         by_op: dict[str, dict[object, list[int]]] = {}
         for rank, g in members:
-            said = analysis.log.timeouts.get(rank, {}).get(gid)
-            if g.op and op_family(g.op) in SAME_SIZE and said is not None and said.numel is not None:
-                by_op.setdefault(g.op, {}).setdefault(f"{g.op} of {said.numel[0]} elements", []).append(rank)
+            size = _size(analysis, rank, gid, seq)
+            if g.op and op_family(g.op) in SAME_SIZE and size is not None:
+                by_op.setdefault(g.op, {}).setdefault(f"{g.op} of {count(size, 'element')}", []).append(rank)
         for sides in by_op.values():
             found = _sides(sides, f"at collective #{seq}")
             if found is not None:
                 return found
     return None
+
+
+def _size(analysis: Analysis, rank: int, gid: str, seq: int) -> int | None:
+    """The element count of a rank's collective in flight: its watchdog line's, else its dump's entry's first
+    input's."""
+    said = analysis.log.timeouts.get(rank, {}).get(gid)
+    if said is not None and said.numel is not None:
+        return said.numel[0]
+    f = analysis.ranks[rank]
+    entry = f.dump.pending.get(gid) if f.dump is not None else None
+    if entry is None or number(entry, "collective_seq_id") != seq:
+        return None
+    sizes = entry.get("input_sizes")
+    shape = sizes[0] if isinstance(sizes, list) and sizes and isinstance(sizes[0], list) else None
+    if shape is None or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 0 for n in shape):
+        return None
+    return math.prod(shape)
 
 
 def _by_traceback(analysis: Analysis) -> Mismatch | None:

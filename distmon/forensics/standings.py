@@ -3,9 +3,10 @@ against its peers': how far each group's members went, and who they are."""
 
 from __future__ import annotations
 
+from distmon.flightrecorder.fields import ROOTED, op_family
 from distmon.forensics.logfacts import LogFacts, Timeout
 from distmon.forensics.tracebacks import Raised
-from distmon.forensics.watchdog import DEFAULT_PG, ROOTED, op_family
+from distmon.forensics.watchdog import DEFAULT_PG
 from distmon.monitor.state.words import rank_word
 from distmon.wire import GroupStatus, rank_runs
 

@@ -12,9 +12,9 @@ import calendar
 import re
 from dataclasses import dataclass, field
 
+from distmon.flightrecorder.fields import op_family
 from distmon.forensics.distributed_debug import MISMATCH
 from distmon.forensics.stores import WAITED
-from distmon.forensics.watchdog import op_family
 from distmon.guards.text import visible
 from distmon.wire import PEER_LOST, StackFrame
 

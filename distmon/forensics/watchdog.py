@@ -144,33 +144,6 @@ GATHERS = ("_all_gather_base", "all_gather")
 """Ops whose output is the group's size times their input."""
 SCATTERS = ("_reduce_scatter_base", "reduce_scatter")
 """Ops whose input is the group's size times their output."""
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
-"""Collectives with a root (rank 0 as a rule), which may complete on the root before the others."""
-_FAMILIES = (
-    ("all_reduce", "all_reduce"),
-    ("barrier", "all_reduce"),  # NCCL runs a barrier as an all-reduce: its watchdog says ALLREDUCE
-    ("monitored_barrier", "all_reduce"),
-    ("all_gather", "all_gather"),
-    ("reduce_scatter", "reduce_scatter"),
-    ("all_to_all", "all_to_all"),
-    ("broadcast", "broadcast"),
-    ("gather", "gather"),
-    ("scatter", "scatter"),
-    ("reduce", "reduce"),
-    ("isend", "send"),
-    ("send", "send"),
-    ("irecv", "recv"),
-    ("recv", "recv"),
-)
-
-
-def op_family(name: str) -> str | None:
-    """The collective an op is one of, whether the watchdog, the Flight Recorder or a
-    ``torch.distributed`` function names it (``_ALLGATHER_BASE``, ``all_gather_into_tensor``
-    and ``all_gather_object`` are all an all-gather); None for any other name."""
-    bare = name.lower().lstrip("_").replace("allgather", "all_gather").replace("allreduce", "all_reduce")
-    bare = bare.replace("reducescatter", "reduce_scatter").replace("alltoall", "all_to_all")
-    return next((family for prefix, family in _FAMILIES if bare.startswith(prefix)), None)
 
 
 @dataclass

@@ -8,6 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from distmon.forensics.analysis import analyze
+from distmon.forensics.blame import assign_blame
 from distmon.forensics.evidence import CODE, HARDWARE, evidence
 from distmon.forensics.render import culprits, render_analysis
 from tests.support.nccl_dumps import Group, RankRecorder
@@ -239,3 +240,42 @@ def test_a_rank_a_launcher_says_was_killed_is_not_shown_as_hanging(tmp_path: Pat
         "ranks 4-5, 7 on node1 were killed in the same second: the host's memory, or the host",
     ]
     assert "dmesg" in said.next_step
+
+
+def test_a_device_behind_on_work_its_host_and_peers_went_past_is_named(tmp_path: Path) -> None:
+    """Both ranks of a pair enqueued all-gathers #11 and #12; rank 0 completed #11, rank 1's device completed
+    neither: #12, which every member issued, waits for rank 1's device, not for the transport."""
+    recorders = job()
+    for r in recorders[:2]:
+        r.collective(TP_A.name, "_all_gather_base", done=r.rank == 0)
+        r.collective(TP_A.name, "_all_gather_base", done=False)
+    analysis = analyze(active_only(recorders, tmp_path))
+    assert culprits(analysis) == [1]
+    (found,) = evidence(analysis, [1])
+    assert found.points_at == HARDWARE and "rank 0 completed it" in found.facts[0]
+
+
+def test_collectives_waiting_behind_a_pairs_older_stuck_one_are_one_incident(tmp_path: Path) -> None:
+    """Ranks 2-3 issued all-gather #11 and it does not complete; they issued the all-to-all after it, which
+    ranks 0-1 wait in: it waits for their older work, so one incident (the pair's), not an all-to-all with
+    "none behind" beside it."""
+    recorders = job()
+    for r in recorders:
+        if r.rank >= 2:
+            r.collective(TP_B.name, "_all_gather_base", done=False)
+        r.collective(EP.name, "all_to_all", done=False)
+    analysis = analyze(active_only(recorders, tmp_path))
+    verdict = assign_blame(analysis)
+    assert verdict.nobody is not None and "collective #11 (_all_gather_base)" in verdict.nobody
+    assert "the transport" in verdict.nobody and "watchdog" not in verdict.nobody
+    assert len(analysis.alerts) == 1
+
+
+def test_a_rank_that_issued_a_collective_of_another_size_is_named_from_the_dumps(tmp_path: Path) -> None:
+    recorders = job()
+    for r in recorders:
+        entry = r.collective(WORLD.name, "all_reduce", done=False)
+        entry["input_sizes"] = [[2048 if r.rank == 2 else 1024]]
+    analysis = analyze(active_only(recorders, tmp_path))
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [2] and "2048 elements where ranks 0-1, 3 issued all_reduce of 1024" in verdict.headline

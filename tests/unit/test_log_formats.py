@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from distmon.flightrecorder.fields import op_family
 from distmon.forensics import crashes, distributed_debug, horovod, launcher_lines, ray_actors
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
@@ -29,7 +30,7 @@ from distmon.forensics.peers import CLOSED, FABRIC, PeerLines
 from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.signal_handler import SignalHandler
 from distmon.forensics.stores import MAX_WAITS, StoreLines
-from distmon.forensics.watchdog import op_family, watchdog_said
+from distmon.forensics.watchdog import watchdog_said
 from distmon.forensics.worker_exits import LOCAL_RANK, MAX_TASKS, PROCESS, RANK, SPAWNED, TASK, WORKER
 from distmon.wire import StackFrame
 from tests.support.real_logs import read_launcher

@@ -5273,7 +5273,7 @@ VERDICTS = [
         "primerl_ep_alltoall_base_rank13_watchdog_rank0_dump_signal.log",
         [],
         [1, 2, 3],
-        "rank 0 waits in collective #1260 of group 0 (default_pg, ranks 0-13);",
+        "rank 13 waits in collective #1438 (all_to_all) of group",
     ),
     (
         "pytorch_examples_imagenet_mp_spawn_multinode_nccl_connect_refused_docker_bridge.log",

@@ -199,9 +199,7 @@ def _exception_finding(job: JobState, culprits: list[RankState], victims: list[R
             f"where PYTHONFAULTHANDLER=1 prints its Python stack.{FOLLOWS[0]}"
         )
     elif exc.type.startswith("Signal 9 ") and not exc.traceback:  # SIGKILL: sent, never a crash of its own
-        lines.append(
-            f"What to do: {rank_word(ranks)} was {KILLED}: {KILLER}.{FOLLOWS[0]}"
-        )
+        lines.append(f"What to do: {rank_word(ranks)} was {KILLED}: {KILLER}.{FOLLOWS[0]}")
     elif exc.type.startswith("Signal ") and not exc.traceback:  # a launcher's word: killed, no exception
         lines.append(
             f"What to do: {rank_word(ranks)} died of a signal, not of a Python exception: a native crash (a "

@@ -481,7 +481,7 @@ class Incidents:
         age = max((m.age for m in members), default=0.0)
         op = next((wait_op(m) for m in members if m.op), None)
         inside = {int(r) for m in members for r in m.ranks}
-        suspects = sorted(inside & {n for n in self.relation.awaited_ranks(reach) if isinstance(n, int)})
+        suspects = sorted(inside & self.relation.short_of(reach))
         fires = timeout_left(view.sample, age)
         stuck = StuckCollective(WaitedIn(view.name, seq, op), age, view.sample.timeout, fires, tuple(suspects))
         summary, detail = stuck_collective_words(stuck)

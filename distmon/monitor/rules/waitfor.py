@@ -22,6 +22,7 @@ import numpy as np
 import numpy.typing as npt
 
 from distmon import wire
+from distmon.flightrecorder.fields import ROOTED, op_family
 from distmon.monitor.rules.base import Context
 from distmon.monitor.state import JobState, RankState
 from distmon.monitor.state.array_sets import expand, within
@@ -64,6 +65,12 @@ class Wait:
 
     def state(self, rank: int | None = None) -> RankState:
         return RankState(self.job, self.rank if rank is None else rank)
+
+
+def _rooted(w: Wait) -> bool:
+    """A collective with a root, which may complete on the root before the others: a member that completed it
+    does not prove the others' devices behind."""
+    return op_family(wait_op(w) or "") in ROOTED
 
 
 def wait_op(w: Wait) -> str | None:
@@ -238,12 +245,18 @@ class WaitFor:
         self.collective = np.full(len(job.cols.present), -1, dtype=np.int64)
         """Per rank, the index in ``collectives`` of the collective it waits in (-1: none):
         131,071 ranks waiting in one collective stay an array."""
+        self.waited = np.zeros(len(job.cols.present))
+        """Per rank, how long it has waited in its collective, or its longest send or receive."""
         for i, w in enumerate(self.collectives):
             self.collective[w.ranks] = i
+            self.waited[w.ranks] = w.ages
         self.p2p_of: dict[int, list[Wait]] = defaultdict(list)
         for w in waiting:
             if w.gid is None:
                 self.p2p_of[w.rank].append(w)
+                self.waited[w.rank] = max(self.waited[w.rank], w.age)
+        self.held: set[Node] = set()
+        """Collectives every member issued that wait for members held up in older work of their own."""
         self.edges: dict[Node, list[Node]] = {}
         for w in waiting:
             if w.node not in self.edges:
@@ -298,7 +311,15 @@ class WaitFor:
     def _awaited(self, w: Wait) -> list[Node]:
         """Whom the collective or message ``w`` waits in waits for."""
         if w.gid is not None:
-            return [] if w.gid in self.diverged else list(self.groups[w.gid].laggards(w.seq))
+            if w.gid in self.diverged:
+                return []
+            stuck = [
+                r for p in self.passed if p.gid == w.gid and p.seq < w.seq and not _rooted(p) for r in p.ranks.tolist()
+            ]
+            awaited = [*self.groups[w.gid].laggards(w.seq), *stuck]
+            if not awaited and (awaited := self._held_elsewhere(w)):
+                self.held.add(w.node)
+            return awaited
         gid, src, dst, k = w.node  # type: ignore[misc]
         if src == ANY_SOURCE:  # a receive from anyone: any member that is free to send would do
             others = self._members(gid, w)
@@ -313,6 +334,17 @@ class WaitFor:
         # Posted on both ends: an end not held up in it is held up in older work of its own
         # (NCCL runs a device's work in order), and the message waits for that end.
         return behind or [rank for rank, (_, _, blocked) in ends if blocked != k]
+
+    def _held_elsewhere(self, w: Wait) -> list[Node]:
+        """Members of a collective every member issued that wait in older work of their own (another
+        collective, a send or receive, waited in since before this one): their device runs its work in
+        order, so this one waits for them. Not a member waiting in later work (it went past this one: a
+        report that says otherwise is older)."""
+        members = expand(self.groups[w.gid].sample.ranks)  # type: ignore[index]
+        members = members[members < len(self.collective)]
+        elsewhere = np.array([c.node != w.node for c in self.collectives] + [False])  # -1 (in none) last
+        held = elsewhere[self.collective[members]] | np.isin(members, list(self.p2p_of))
+        return [int(r) for r in members[held & (self.waited[members] >= w.ages.min())]]
 
     def _members(self, gid: str, w: Wait) -> I8:
         sample = next((g for g in w.state().report.groups if g.id == gid), None)
@@ -378,6 +410,17 @@ class WaitFor:
         """The ranks some collective or message in ``reach`` waits for: of the ranks, the only
         ones a path through the relation can pass."""
         return {n for node in reach if not isinstance(node, int) for n in self.edges.get(node, ())}
+
+    def short_of(self, reach: set[Node]) -> set[int]:
+        """The ranks some collective or message in ``reach`` waits for that never issued it (not those
+        held up in older work of their own)."""
+        return {
+            n
+            for node in reach - self.held
+            if not isinstance(node, int)
+            for n in self.edges.get(node, ())
+            if isinstance(n, int)
+        }
 
     def ring(self, reach: set[Node]) -> list[int]:
         """Ranks on a cycle of the relation. A rank waits for all it waits in, so a cycle is a
