@@ -164,8 +164,14 @@ def p2p_in_flight(entries: list[Entry], name: str, ranks: list[int]) -> dict[tup
 
 
 def created_at(entry: Entry) -> float:
-    """When the entry was enqueued, in unix seconds (0 when unknown)."""
-    return number(entry, "time_created_ns") / 1e9
+    """When the entry was enqueued, in unix seconds (0 when unknown, or outside the years a dump may be written
+    in: a corrupt field)."""
+    t = number(entry, "time_created_ns") / 1e9
+    return t if EARLIEST <= t <= LATEST else 0.0
+
+
+EARLIEST, LATEST = 946_684_800.0, 4_102_444_800.0
+"""2000-01-01 and 2100-01-01, in unix seconds."""
 
 
 def group_ranks(config: Any) -> list[int] | None:

@@ -35,6 +35,9 @@ DUMP_DELAY = 60.0
 """Seconds a dump may take to be written after a collective timeout fires."""
 MAX_FRAMES = 64
 
+NO_FILE = "no file"
+"""Why a rank of a set of dumps has none: no file of its is among them."""
+
 
 @dataclass
 class RankFacts:
@@ -111,7 +114,7 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
     """Why a rank has no report: its dump missing or unread, or, with logs alone, the log's
     silence (a launcher's word on its end alone; its lines, but no watchdog line; or no line at all)."""
     if dumps or rank in files.unread:
-        return files.unread.get(rank, "no file")
+        return files.unread.get(rank, NO_FILE)
     if rank in log.waiting:
         return "its waits are in groups the log does not name"
     if rank in log.seen:

@@ -31,7 +31,7 @@ from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import ROOTED
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
-from distmon.forensics.analysis import Analysis
+from distmon.forensics.analysis import NO_FILE, Analysis
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
@@ -163,7 +163,7 @@ def assign_blame(analysis: Analysis) -> Blame:
         return _nobody(analysis, first)
     if odd is None and not cut and (undelivered := _undelivered(analysis, first.ranks)) is not None:
         return Blame([], [], undelivered, f"nobody to blame: {undelivered}", first)
-    proven = sorted(r for r in first.ranks if _proven(analysis, r) and (odd is None or r not in odd.ranks))
+    proven = _proven(analysis, [r for r in first.ranks if odd is None or r not in odd.ranks])
     suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
     raised = [Suspect(r, _silent(log, r)) for r in cut if r not in proven]
     suspects = raised + [s for s in suspects if s.rank not in cut]
@@ -325,12 +325,14 @@ def _stored(log: LogFacts) -> str | None:
     return None
 
 
-def _proven(analysis: Analysis, rank: int) -> bool:
-    """The rank's own dump or lines show it at fault, or its dump is missing from a set."""
-    f = analysis.ranks.get(rank)
-    if f is not None:
-        return f.dump is not None or bool(f.groups)
-    return analysis.dumps > 0
+def _proven(analysis: Analysis, ranks: list[int]) -> list[int]:
+    """Of ``ranks`` (those an alert names), the ones their own dump or lines show at fault; else those whose dump
+    is missing from a set (the culprit often writes none). Not one whose file is there but unreadable (it was
+    alive to write it), nor a missing one beside a rank its own dump shows at fault (what the other did, no file
+    says)."""
+    shown = [r for r in ranks if (f := analysis.ranks.get(r)) is not None and (f.dump is not None or bool(f.groups))]
+    absent = [r for r in ranks if r not in analysis.ranks and analysis.missing.get(r) == NO_FILE]
+    return sorted(shown or (absent if analysis.dumps else []))
 
 
 def _nobody(analysis: Analysis, first: Alert) -> Blame:

@@ -279,3 +279,33 @@ def test_a_rank_that_issued_a_collective_of_another_size_is_named_from_the_dumps
     analysis = analyze(active_only(recorders, tmp_path))
     verdict = assign_blame(analysis)
     assert verdict.culprits == [2] and "2048 elements where ranks 0-1, 3 issued all_reduce of 1024" in verdict.headline
+
+
+def host_stopped_at_3(tmp_path: Path) -> list[RankRecorder]:
+    """Rank 3 stays in its own code: its peers wait in the all-to-all it never issued."""
+    recorders = job()
+    for r in recorders:
+        if r.rank != 3:
+            r.collective(tp_of(r.rank).name, "_all_gather_base", done=r.rank < 2)
+            r.collective(EP.name, "all_to_all", done=False)
+    active_only(recorders, tmp_path)
+    return recorders
+
+
+def test_a_dump_missing_or_unreadable_beside_a_culprit_its_own_dump_shows_is_no_culprit(tmp_path: Path) -> None:
+    """Rank 3's dump shows it stopped; rank 2's file is cut short (it was alive to write it), or absent (what it
+    did, no file says): rank 3 is proven, rank 2 at most suspected."""
+    host_stopped_at_3(tmp_path)
+    dump = tmp_path / "nccl_trace_rank_2"
+    dump.write_bytes(dump.read_bytes()[:40])
+    assert culprits(analyze([str(tmp_path)])) == [3]
+    dump.unlink()
+    assert culprits(analyze([str(tmp_path)])) == [3]
+
+
+def test_a_corrupt_enqueue_time_says_no_wait_of_centuries(tmp_path: Path) -> None:
+    recorders = host_stopped_at_3(tmp_path)
+    recorders[0].entries[-1]["time_created_ns"] = 1000  # 1970
+    (tmp_path / "nccl_trace_rank_0").write_bytes(recorders[0].pickle())
+    shown = render_analysis(analyze([str(tmp_path)]))
+    assert "CULPRIT rank 3" in shown and "for up to 10m00s" in shown
