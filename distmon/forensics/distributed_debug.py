@@ -82,7 +82,10 @@ class DebugChecks:
     """What the fingerprint checks and monitored barriers of a log said, rank by rank."""
 
     ran: dict[int, Fingerprint] = field(default_factory=dict)
-    """Each rank's collective as a message states it."""
+    """Each rank's collective as its own message states it."""
+    said: dict[int, Fingerprint] = field(default_factory=dict)
+    """Each rank's collective as another's message states it: what that one received, which its own message
+    overrules (where the check's exchange fell out of step, ``SequenceNumber=0OpType=SCATTER``)."""
     agreed: dict[int, Fingerprint] = field(default_factory=dict)
     """Ranks a message proves ran its reporter's collective (checked before the one it names)."""
     failed: dict[int, str] = field(default_factory=dict)
@@ -122,7 +125,7 @@ class DebugChecks:
         self.ran.setdefault(reporter, Fingerprint.read(rest[: but.start()] if but else rest))
         if but is not None:
             other = int(but.group(1))
-            self.ran.setdefault(other, Fingerprint.read(rest[but.end() :]))
+            self.said.setdefault(other, Fingerprint.read(rest[but.end() :]))
             if other <= MAX_INFERRED and len(self.agreed) < MAX_INFERRED:
                 for rank in range(other):
                     if rank != reporter:
@@ -153,7 +156,7 @@ class DebugChecks:
         """The ranks whose collective differs from what the most ranks ran, with why; None
         where the messages leave it open (two ranks disagree, as many on each side)."""
         by: dict[Fingerprint, set[int]] = {}
-        for rank, print_ in {**self.agreed, **self.ran}.items():
+        for rank, print_ in self.stated().items():
             by.setdefault(print_, set()).add(rank)
         if len(by) < 2:
             return None
@@ -163,9 +166,14 @@ class DebugChecks:
             return None
         return sorted(odd), f"ran {fewest} where {len(many)} ranks ran {most} (TORCH_DISTRIBUTED_DEBUG's check)"
 
+    def stated(self) -> dict[int, Fingerprint]:
+        """Each rank's collective: its own message's, else another's, else the one a message proves it ran."""
+        return {**self.agreed, **self.said, **self.ran}
+
     def disagreeing(self) -> list[int]:
         """The ranks the messages show at odds, where they do not say which is the odd one."""
-        return sorted(self.ran) if self.ran and self.odd() is None else []
+        named = self.ran.keys() | self.said.keys()
+        return sorted(named) if named and self.odd() is None else []
 
     def behind(self) -> tuple[list[int], str] | None:
         """The ranks whose latest collective, as ``ProcessGroupWrapper`` logs each starting, is

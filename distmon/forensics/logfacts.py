@@ -261,7 +261,7 @@ class LogFacts:
         DeepSpeed's nodes, Ray's dead actors, the store's waits, a progress bar's own words, a launcher's rank, local
         rank, spawned process or srun task (a rank, or a node of one rank or more), whose number is below the
         world's size): the world has at least one more."""
-        ranks = {*self.debug.ran, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
+        ranks = {*self.debug.ran, *self.debug.said, *self.debug.failed, *self.debug.unacked, *self.horovod.listed()}
         ranks.update(a.rank for a in self.ray.dead if a.rank is not None)
         ranks.update({*self.stores.waiting(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())

@@ -343,7 +343,7 @@ def _stopped_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
 def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """Two ranks the fingerprint check found running different collectives, where it does not
     say which of them is the odd one."""
-    ran = log.debug.ran
+    ran = log.debug.stated()
     return [
         (
             rank,

@@ -334,6 +334,26 @@ def test_two_ranks_that_disagree_leave_the_odd_one_open() -> None:
     assert checks.odd() is None and checks.disagreeing() == [0, 1]
 
 
+def test_a_ranks_own_message_overrules_what_the_check_received_of_it() -> None:
+    """Rank 1 issued an extra barrier: the check's exchange falls out of step, so each message reports garbage
+    of the rank it names (``SequenceNumber=0``); each rank's own message says what it ran."""
+    garbled = "CollectiveFingerPrint(SequenceNumber=0OpType={op})."
+    checks = DebugChecks()
+    for rank in (2, 3, 0):
+        checks.line(
+            FINGERPRINT.format(a=rank, b=1).split(", but Rank 1")[0]
+            + ", but Rank 1 is running collective: "
+            + garbled.format(op="REDUCE")
+        )
+    checks.line(
+        "RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=9OpType=BARRIER), but Rank 0 is running collective: "
+        + garbled.format(op="SCATTER")
+    )
+    odd = checks.odd()
+    assert odd is not None and odd[0] == [1] and "BARRIER #9 where 3 ranks ran ALLREDUCE #9" in odd[1]
+
+
 def test_the_reporting_rank_raised_no_fault_of_its_own() -> None:
     log = f"[rank1]: Traceback (most recent call last):\n[rank1]: {FINGERPRINT.format(a=1, b=3)}"
     facts = read_log(io.StringIO(log))
