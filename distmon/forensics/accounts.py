@@ -198,6 +198,8 @@ def _files(log: LogFacts) -> str | None:
     return f"{rank_word(sorted(at)) if at else 'a process'} raised {own[0].type}: {said}: {FILES_WHY}"
 
 
+CTRL_C = 2
+"""SIGINT: a person at the launcher's terminal, most often stopping a job that hangs."""
 SIGNALS = {1: "SIGHUP", 2: "SIGINT", 3: "SIGQUIT", 10: "SIGUSR1", 12: "SIGUSR2", 15: "SIGTERM"}
 """The signals a launcher is sent to stop it (torchrun's agent handles these)."""
 _SENT_BY = {
@@ -225,7 +227,8 @@ def _signalled(log: LogFacts) -> str | None:
         why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower())
         return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
     signalled = _launcher_signalled(log)
-    if signalled is not None and not _failed_before(log, log.signalled_at):
+    interrupted = signalled is not None and signalled[1] == CTRL_C and _failed_besides(log)  # a hang Ctrl-C ended
+    if signalled is not None and not _failed_before(log, log.signalled_at) and not interrupted:
         who, number = signalled
         name = SIGNALS.get(number, f"signal {number}")
         sent = f"{name}: {_SENT_BY[number]}" if number in _SENT_BY else name

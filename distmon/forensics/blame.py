@@ -238,7 +238,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     said = []
     if log.unplaced_said:
         said.append(f"the watchdog's lines name no global rank ({'; '.join(log.unplaced_said[:3])})")
-    primary = [r for r in log.unplaced if not r.consequence]
+    primary = [r for r in log.unplaced if not r.consequence and not r.stopped]  # a launcher's own stop is none
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
     stored = _stored(log)

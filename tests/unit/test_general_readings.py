@@ -1719,3 +1719,29 @@ def test_a_rank_torn_down_still_running_where_the_rest_aborted_together_is_the_o
     split = judged(node0 + failures_table("node1", {4: -6, 5: -15, 6: -15, 7: -15}))
     assert suspects(split)[:1] != [5], "three torn down beside five aborts: the aborts' timing, not a rank"
     assert all("if the job ran on one node" not in s.why for s in split.suspects), "the table names the ranks"
+
+
+def test_a_hang_stopped_by_ctrl_c_suspects_the_rank_stopped_in_its_own_code() -> None:
+    """torchrun's agent got Ctrl-C: rank 1's traceback stands in its own code, ranks 0 and 2 lost their peer in
+    their collective. The stop is the person's; the hang it ended is rank 1's to answer for."""
+    agent = (
+        "W1206 15:52:29.658000 20052 torch/distributed/elastic/agent/server/api.py:753] Received 2 death signal, "
+        "shutting down workers\n"
+    )
+    stopped = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/job/train.py", line 43, in main\n'
+        "[rank1]:     time.sleep(100000)\n"
+        "[rank1]: KeyboardInterrupt\n"
+    )
+    lost = "".join(
+        f"[rank{r}]: Traceback (most recent call last):\n"
+        f'[rank{r}]:   File "/job/train.py", line 56, in main\n'
+        f"[rank{r}]:     loss.backward()\n"
+        f"[rank{r}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+        "[127.0.0.1]:30941\n"
+        for r in (0, 2)
+    )
+    verdict = judged(agent + stopped + lost)
+    assert verdict.nobody is None and suspects(verdict) == [1] and "train.py:43" in verdict.suspects[0].why
+    assert judged(agent + stopped).nobody is not None, "nobody lost it: the job was stopped, not hung"
