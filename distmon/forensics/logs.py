@@ -229,6 +229,7 @@ class _Reader:
             self.facts.cut_waiting += nameless.in_collective
             self.facts.matched += len(self.facts.stores.main_first) > waits  # a process's wait: a job's line
         self._placed()
+        self._ray_placed()
         self.facts.seen |= self.facts.debug.running.keys()  # ranks ProcessGroupWrapper's lines name
         self.facts.ray.finish()
         self.facts.place()
@@ -245,6 +246,16 @@ class _Reader:
         if not (raised.cut or raised.launchers or raised.stopped):  # not a launcher's own, nor a stop
             facts.unplaced.clear()
             self._raised(told[0], raised)
+
+    def _ray_placed(self) -> None:
+        """Tracebacks a Ray driver printed of its tasks that raised, each in the rank whose pid Ray Train's list of
+        its workers gives the task's process."""
+        facts = self.facts
+        for raised in list(facts.unplaced):
+            rank = facts.ray.ranks.get(raised.ray_pid) if raised.ray_pid is not None else None
+            if rank is not None and rank not in facts.raised:
+                facts.unplaced.remove(raised)
+                self._raised(rank, raised)
 
     def _time(self, line: str, stamp: str) -> float | None:
         """The glog stamp ``[E1124 03:12:44.123456789`` (its year that of the log's other

@@ -33,9 +33,10 @@ _LAUNCHERS = (
     "ProcessRaisedException",
     "ActorDiedError",
     "RayTaskError",
+    "TrainingFailedError",
 )
 """What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess;
-``torch.multiprocessing.spawn``; Ray, of a dead actor)."""
+``torch.multiprocessing.spawn``; Ray, of a dead actor; Ray Train's driver)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
 FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
@@ -57,6 +58,10 @@ ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}
 _STOPS = ("SignalException", "SIGTERMException", "KeyboardInterrupt")
 
 
+_RAY_TASK = re.compile(r"RayTaskError\(\w{1,100}\): .{0,200}?\(pid=(\d{1,12})[,)]")
+"""Ray's header before the frames of a remote task that raised: the process it ran in."""
+
+
 @dataclass
 class Raised:
     """A rank's last words: the exception its traceback ended in."""
@@ -74,6 +79,9 @@ class Raised:
     """The lines of its message after the first."""
     launcher: str | None = None
     """The launcher whose word it is (an exit code, a signal), where the rank left no traceback."""
+    ray_pid: str | None = None
+    """The Ray process it was raised in, as the last ``RayTaskError(...): ray::... (pid=N, ...)`` of its
+    traceback says (a Ray driver prints each remote task's failure so)."""
 
     @property
     def said(self) -> str:
@@ -138,6 +146,7 @@ class Traceback:
     raised: Raised | None = None
     """Once its exception line is read: the lines after it carry on its message."""
     closed: bool = False
+    ray_pid: str | None = None
 
     def line(self, body: str, stamp: float | None) -> Raised | None:
         """The exception, on its line; None before it and after it."""
@@ -158,12 +167,16 @@ class Traceback:
                 if code.strip("^~ "):
                     self.frames[-1].code = visible(code)
             return None
+        if "RayTaskError" in body and (task := _RAY_TASK.search(body)) is not None:
+            self.ray_pid = task.group(1)
+            return None
         exception = _EXCEPTION.fullmatch(body.rstrip())
         if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
             return None
         message = visible((exception.group(2) or "").strip())
         cut = exception.group(2) is not None and not message
         self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)
+        self.raised.ray_pid = self.ray_pid
         return self.raised
 
     @property

@@ -1255,6 +1255,30 @@ def test_ray_trains_worker_label_is_the_rank_its_list_of_workers_gives_the_pid()
     assert 1 not in assign_blame(analyze_text(lines)).culprits, "no list: the pid names no rank"
 
 
+def test_a_ray_drivers_traceback_of_a_task_is_the_rank_whose_pid_ray_train_lists() -> None:
+    """Ray's driver prints a remote task's failure under ``RayTaskError(...): ray::... (pid=N, ...)``; Ray Train's list
+    of its workers gives that pid its rank. Its own ``TrainingFailedError`` after it is the launcher's word."""
+    listed = "".join(
+        f"(TorchTrainer pid=40050) - (node_id=9f2c, ip=10.0.0.1, pid={40100 + r}) world_rank={r}, local_rank={r}, "
+        "node_rank=0\n"
+        for r in range(3)
+    )
+    driver = (
+        "Traceback (most recent call last):\n"
+        '  File "/venv/lib/python3.11/site-packages/ray/_private/worker.py", line 1053, in get_objects\n'
+        "    raise value.as_instanceof_cause()\n"
+        "ray.exceptions.RayTaskError(RuntimeError): ray::_RayTrainWorker__execute.get_next() (pid=40101, "
+        "ip=10.0.0.1, actor_id=2238, repr=<RayTrainWorker>)\n"
+        '  File "/job/train.py", line 18, in loop\n'
+        '    raise RuntimeError("bad batch")\n'
+        "RuntimeError: bad batch\n"
+        "ray.train.TrainingFailedError: The Ray Train run failed. Please inspect the previous error messages.\n"
+    )
+    verdict = assign_blame(analyze_text(listed + driver))
+    assert (verdict.culprits or alone(verdict)) == [1] and "rank 1 raised RuntimeError: bad batch" in verdict.headline
+    assert 1 not in assign_blame(analyze_text(driver)).culprits, "no list: the pid names no rank"
+
+
 def test_sruns_task_is_the_rank_only_where_the_lines_say_so() -> None:
     """``0: [rank3]:`` is torchrun under srun, a task a node: a traceback under ``0: `` is no rank's."""
     nodes = "\n".join(f"0: [rank{r}]:{line}" if "ProcessGroupNCCL" in line else f"0: {line}" for r, line in RANKS_SAID)
