@@ -280,6 +280,9 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         gone = [r for r in within if r not in shown and all(s.rank != r for s in suspects)]
         why = f"no line in the log: the peer lost is one the log does not show{lost}" if not stored else NO_LINE
         suspects += [Suspect(r, why) for r in gone]
+        if consequences and not gone:
+            quiet = [r for r in within if r in log.seen and _went(log, r) and all(s.rank != r for s in suspects)]
+            suspects += [Suspect(r, f"{WENT}{lost}") for r in quiet]
     if suspects:
         headline = "; ".join(said) + "; " if said else ""
         return Blame([], suspects[:MAX_SUSPECTS], None, f"{headline}suspected: {_lead(suspects)}", first)
@@ -294,6 +297,14 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         else "nothing to judge: no dump, and no line of the log names a rank that waited, failed or was reported",
         first,
     )
+
+
+WENT = "its lines show it neither failed nor waited: the peer the others lost, gone of its own, its exit not in the log"
+
+
+def _went(log: LogFacts, rank: int) -> bool:
+    """A rank whose lines show no failure, no wait, and no launcher's word on its end."""
+    return rank not in log.raised and rank not in log.waiting and log.ended(rank) is None
 
 
 def _device_of(raised: Raised) -> int | None:

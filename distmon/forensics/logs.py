@@ -55,6 +55,12 @@ _WORLD = re.compile(
 """The world as launchers print it: torchrun's rendezvous, DeepSpeed's launcher, Lightning's
 ``Initializing distributed``, accelerate's environment."""
 _WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
+_COMMAND = re.compile(
+    r"(?:torchrun|torch\.distributed\.(?:run|launch))\b.{0,400}?--nproc[-_]per[-_]node[= ](\d{1,5})\b"
+)
+_NODES = re.compile(r"--nnodes[= ](?:(\d{1,6})\b(?!:)|\S)")
+"""torchrun's command line: its processes a node, and its nodes (one where it does not say; none read where it
+gives a range, ``--nnodes 1:4``, which the world may be any of)."""
 _LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)|\bworld_rank=(\d{1,9}), local_rank=")
 """A rank torchrun's failure table lists, or Ray Train's list of the workers it started
 (``- (ip=10.0.0.1, pid=5101) world_rank=3, local_rank=1, node_rank=1``): the world has at least as
@@ -281,6 +287,11 @@ class _Reader:
         world = _WORLD.search(line) if any(words in line for words in _WORLD_WORDS) else None
         if world:
             self.facts.world = max(self.facts.world or 0, int(next(g for g in world.groups() if g)))
+        if "nproc" in line and (command := _COMMAND.search(line)) is not None:
+            nodes = _NODES.search(line, command.start())
+            if nodes is None or nodes.group(1) is not None:
+                count = int(command.group(1)) * (int(nodes.group(1)) if nodes is not None else 1)
+                self.facts.world = max(self.facts.world or 0, min(count, MAX_GROUP))
         listed = _LISTED.search(line) if "local_rank" in line else None
         if listed and (rank := int(listed.group(1) or listed.group(2))) < MAX_GROUP:
             self.facts.listed = max(self.facts.listed or 0, rank)

@@ -42,7 +42,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     ended = outlived + _aborted_itself(log, world) + _killed(log) + _spared(log, world)
     ended = [(rank, why) for rank, why in ended if rank not in waiters and rank not in aborted]
     found = log.unjoined().suspected + _unanswering(log) + _starved(log, world) + ended
-    found += lost_peers(log, world)
+    found += lost_peers(log, world) + _lost_elsewhere(log, world)
     found += _disagreeing(log, world) + _behind(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
     found = log.deepspeed.suspected() + found
@@ -338,6 +338,26 @@ def _stopped_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
             yours = f" (your code: {where(place.user)})" if place.user is not None else ""
             found.append((rank, f"stopped ({r.type.rsplit('.', 1)[-1]}) {place.words}{yours}, not in {others}"))
     return found
+
+
+def _lost_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """Where three ranks or more lost a peer, those that lost it at another place in their code than the most did
+    (the fewer, one place): they stood elsewhere (another collective, a branch of their own), so the others
+    waited for them, and lost them as the job ended."""
+    places: dict[tuple[str, int], list[int]] = {}
+    for rank, r in log.raised.items():
+        user = classify(r.frames).user if r.consequence and r.frames and rank < max(world, 1) else None
+        if user is not None:
+            places.setdefault((user.file, user.line), []).append(rank)
+    if sum(map(len, places.values())) < 3 or len(places) < 2:
+        return []
+    ordered = sorted(places.items(), key=lambda item: len(item[1]))
+    (odd, few), (most, many) = ordered[0], ordered[-1]
+    if len(few) >= len(ordered[1][1]) or len(few) >= len(many):
+        return []
+    at, usual = f"{odd[0]}:{odd[1]}", f"{most[0]}:{most[1]}"
+    why = f"it lost its peer at {at} where {rank_word(many)} lost theirs at {usual}: it stood elsewhere than they"
+    return [(rank, why + " (another collective, a branch of its own)") for rank in sorted(few)]
 
 
 def _disagreeing(log: LogFacts, world: int) -> list[tuple[int, str]]:

@@ -1745,3 +1745,33 @@ def test_a_hang_stopped_by_ctrl_c_suspects_the_rank_stopped_in_its_own_code() ->
     verdict = judged(agent + stopped + lost)
     assert verdict.nobody is None and suspects(verdict) == [1] and "train.py:43" in verdict.suspects[0].why
     assert judged(agent + stopped).nobody is not None, "nobody lost it: the job was stopped, not hung"
+
+
+def lost(rank: int, line: int, code: str) -> str:
+    """Rank ``rank``'s traceback: it lost its peer at the script's line ``line``."""
+    return (
+        f"[rank{rank}]: Traceback (most recent call last):\n"
+        f'[rank{rank}]:   File "/job/train.py", line {line}, in main\n'
+        f"[rank{rank}]:     {code}\n"
+        f"[rank{rank}]: RuntimeError: [../third_party/gloo/gloo/transport/tcp/pair.cc:553] Connection closed by peer "
+        "[127.0.0.1]:30941\n"
+    )
+
+
+def test_ranks_that_lost_a_peer_at_another_place_than_the_most_stood_elsewhere() -> None:
+    verdict = judged(lost(0, 55, "loss.backward()") + lost(1, 51, "dist.barrier()") + lost(2, 55, "loss.backward()"))
+    assert suspects(verdict)[:1] == [1] and "at /job/train.py:51 where ranks 0, 2" in verdict.suspects[0].why
+    even = judged(lost(0, 55, "loss.backward()") + lost(1, 51, "dist.barrier()"))
+    assert all("stood elsewhere" not in s.why for s in even.suspects), "one each: which is odd, no line says"
+
+
+def test_the_peer_lost_is_a_rank_whose_lines_show_it_neither_failed_nor_waited() -> None:
+    """torchrun's command says three processes; rank 2 printed a warning and left (sys.exit(0)): its peers lost it."""
+    command = "$ torchrun --nproc-per-node 3 train.py\n"
+    warned = "[rank2]:[W1206 16:00:02.0 reducer.cpp:1430] Warning: find_unused_parameters=True was specified\n"
+    verdict = judged(command + warned + lost(0, 55, "loss.backward()") + lost(1, 55, "loss.backward()"))
+    assert suspects(verdict) == [2] and "neither failed nor waited" in verdict.suspects[0].why
+    world = analyzed(command + lost(0, 55, "loss.backward()"))
+    assert (world.world, world.world_from) == (3, "the log"), "torchrun's command line: 3 a node, one node"
+    assert analyzed("torchrun --nnodes 1:4 --nproc_per_node=8 train.py\n").world != 8, "a range of nodes: unknown"
+    assert analyzed("torchrun --nnodes=2 --nproc_per_node=8 train.py\n" + lost(0, 55, "x")).world == 16
