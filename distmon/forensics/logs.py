@@ -271,7 +271,7 @@ class _Reader:
         node's); read as UTC, as only the differences between lines count."""
         iso = ISO.match(stamp) or ISO.search(line, 0, STAMP_SPAN)
         if iso:
-            self.year = int(iso.group(1))
+            self.year = self.year if self.assumed else int(iso.group(1))  # glog's times before stand in one year
             self.facts.dated = self.facts.dated or not self.assumed
         outer = utc(*iso.groups()) if iso else None
         glog = _GLOG.search(line)

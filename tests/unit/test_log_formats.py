@@ -1674,3 +1674,19 @@ def test_a_traceback_pasted_from_inside_keeps_its_frames_and_its_exception() -> 
     facts = read_log(io.StringIO('  File "/w/a.py", line 3, in step\n    go()\nValueError: bad batch\n'))
     [raised] = facts.unplaced
     assert raised.type == "ValueError" and [f.func for f in raised.frames] == ["step"]
+
+
+def test_a_year_a_later_line_gives_does_not_move_the_glog_stamps_read_before_it() -> None:
+    """glog stamps give no year: those read before torchrun's table (``2024-05-01_12:10:05``) stand in this
+    year, and so do those after it (the same log pasted twice), not two years apart."""
+
+    def wait(r: int) -> str:
+        return (
+            f"[rank{r}]:[E501 12:10:03.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+            "timeout: WorkNCCL(SeqNum=4521, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+            "600012 milliseconds before timing out.\n"
+        )
+
+    table = "Root Cause (first observed failure):\n[0]:\n  time      : 2024-05-01_12:10:05\n"
+    verdict = assign_blame(analyze_text(wait(0) + table + wait(1)))
+    assert "for 10m00s" in verdict.headline, verdict.headline
