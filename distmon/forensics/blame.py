@@ -139,7 +139,7 @@ def assign_blame(analysis: Analysis) -> Blame:
         return Blame(sorted(told.named), [], None, _named(told.named), None, told.named, accounted=True)
     if told.nobody is not None:
         return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", None, accounted=True)
-    if first is not None and first.kind in FAILURE_KINDS and not all(_consequence(log, r) for r in first.ranks):
+    if first is not None and first.kind in FAILURE_KINDS and not all(log.consequence(r) for r in first.ranks):
         failed = set(first.ranks)
         if one_kind(log, failed) and not shown_apart(log, failed) and not device_fault(log, failed):
             suspects = [Suspect(r, "its failure is the only one the log shows") for r in sorted(first.ranks)]
@@ -158,7 +158,10 @@ def assign_blame(analysis: Analysis) -> Blame:
     if odd is not None and odd.proven:
         said = dict.fromkeys(odd.ranks, odd.why)
         return Blame(odd.ranks, [], None, f"{rank_word(odd.ranks)} {odd.why}", None, said, accounted=True)
-    cut = _cut_beside(log)
+    cut = log.cut_beside()
+    idle = _idle(log)
+    if idle and odd is None and not cut and (not first.ranks or first.key == "hang:cycle"):
+        return Blame([], idle, None, f"{_waiting(analysis, first) or first.summary}; suspected: {_lead(idle)}", first)
     if odd is None and not cut and (not first.ranks or _never_set_up(analysis) or _torn_down(log)):
         return _nobody(analysis, first)
     if odd is None and not cut and (undelivered := _undelivered(analysis, first.ranks)) is not None:
@@ -171,6 +174,7 @@ def assign_blame(analysis: Analysis) -> Blame:
         suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
     if proven:
         return Blame(proven, suspects, None, first.summary + _short(log), first)
+    suspects = idle + [s for s in suspects if all(s.rank != i.rank for i in idle)]
     waiting = _waiting(analysis) or first.summary
     if not suspects:
         return Blame([], [], None, f"{waiting}; the log does not show whom they wait for{_short(log)}", first)
@@ -208,27 +212,7 @@ def cut_only(log: LogFacts, alert: Alert) -> bool:
     raised, but what, and whether before the others, is in the part of the log the paste left
     out. They are suspected (:func:`_silent`), not proven: the verdict names them itself (first
     beside ranks that wait), so it stands for the alert."""
-    return alert.kind in FAILURE_KINDS and bool(alert.ranks) and all(_cut(log, r) for r in alert.ranks)
-
-
-def _cut_beside(log: LogFacts) -> list[int]:
-    """Ranks whose traceback the log holds, cut before its exception line, beside ranks waiting
-    in a collective they are not in: a rank that raised while the others waited is the first to
-    suspect, ahead of ranks of which the log says nothing."""
-    if not log.waiting:
-        return []
-    return sorted(r for r in log.raised if _cut(log, r) and r not in log.waiting)
-
-
-def _cut(log: LogFacts, rank: int) -> bool:
-    raised = log.raised.get(rank)
-    return raised is not None and raised.cut
-
-
-def _consequence(log: LogFacts, rank: int) -> bool:
-    """The rank raised because another went first: its exception is no cause of its own."""
-    raised = log.raised.get(rank)
-    return raised is not None and raised.consequence
+    return alert.kind in FAILURE_KINDS and bool(alert.ranks) and all(log.cut(r) for r in alert.ranks)
 
 
 def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
@@ -243,7 +227,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
     stored = _stored(log)
     waiters = log.stores.waiting()  # a waiter's traceback, cut or not, is its wait
-    consequences = sorted(r for r in log.raised if _consequence(log, r) and r not in log.debug.ran and r not in waiters)
+    consequences = sorted(r for r in log.raised if log.consequence(r) and r not in log.debug.ran and r not in waiters)
     peers = log.peers.peers()
     lost = f" ({', '.join(f'connection closed by {p}' for p in peers[:2])})" if peers else ""
     if stored:
@@ -258,7 +242,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
     said += unnamed_ends(log)
     said += log.ray.unnamed()[:1]
-    suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if _cut(log, r) and r not in waiters]
+    suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if log.cut(r) and r not in waiters]
     if placeless := waits_unplaced(log):  # a rank shown not waiting with them is suspected; one not shown, no more
         said.append(placeless)
         suspects += [Suspect(r, _silent(log, r)) for r in sorted(log.seen - log.waiting - set(log.raised))]
@@ -299,6 +283,16 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     )
 
 
+def _idle(log: LogFacts) -> list[Suspect]:
+    """Ranks whose own watchdog lines say nothing of theirs is in flight (torch 2.6's dump signal, of the world
+    group) while others wait in collectives: those they wait for, which groups they share the log may not say."""
+    idle = sorted(r for r, ts in log.timeouts.items() if ts and all(t.idle for t in ts.values()))
+    waiting = rank_word(sorted(log.waiting)) if log.waiting else ""
+    why = f"nothing in flight, as its own watchdog's line says, while {waiting} wait: {IDLE}"
+    return [Suspect(r, why) for r in idle] if waiting else []
+
+
+IDLE = "in its own code, the rank their collectives wait for (which groups it shares with them, the log does not say)"
 WENT = "its lines show it neither failed nor waited: the peer the others lost, gone of its own, its exit not in the log"
 
 
@@ -498,7 +492,7 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     log = analysis.log
     unproven = [r for r in unproven if r not in log.waiting]
     seen = [r for r in unproven if r in log.seen]
-    found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not _cut(log, r))]
+    found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not log.cut(r))]
     alone = _alone(analysis)
     if alone is not None and alone.why == ALONE:
         found.insert(0, alone)

@@ -294,6 +294,23 @@ class LogFacts:
         busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
         return busy | set(self.unnamed)
 
+    def cut(self, rank: int) -> bool:
+        """The rank's traceback is in the log, cut before its exception line."""
+        raised = self.raised.get(rank)
+        return raised is not None and raised.cut
+
+    def consequence(self, rank: int) -> bool:
+        """The rank raised because another went first: its exception is no cause of its own."""
+        raised = self.raised.get(rank)
+        return raised is not None and raised.consequence
+
+    def cut_beside(self) -> list[int]:
+        """Ranks whose traceback the log holds, cut before its exception line, beside ranks waiting
+        in a collective they are not in: a rank that raised while the others waited is the first to
+        suspect, ahead of ranks of which the log says nothing."""
+        waiting = self.waiting
+        return sorted(r for r in self.raised if self.cut(r) and r not in waiting) if waiting else []
+
     def waited_at(self, rank: int) -> set[int]:
         """The numbers of the works the rank's own watchdog lines show it waiting in, whatever group."""
         placed = [t.seq for t in self.timeouts.get(rank, {}).values()]

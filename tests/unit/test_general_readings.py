@@ -1775,3 +1775,28 @@ def test_the_peer_lost_is_a_rank_whose_lines_show_it_neither_failed_nor_waited()
     assert (world.world, world.world_from) == (3, "the log"), "torchrun's command line: 3 a node, one node"
     assert analyzed("torchrun --nnodes 1:4 --nproc_per_node=8 train.py\n").world != 8, "a range of nodes: unknown"
     assert analyzed("torchrun --nnodes=2 --nproc_per_node=8 train.py\n" + lost(0, 55, "x")).world == 16
+
+
+def test_a_rank_whose_own_lines_say_nothing_in_flight_while_others_wait_in_groups_is_suspected() -> None:
+    """torch 2.6+: ranks 0-4 time out, each in a group the log names no members of; rank 5 is alive in its own code
+    and prints the world group's dump signal with nothing in flight. Not the transport, not a deadlock of groups
+    assumed to be the world's: rank 5."""
+
+    def timeout(rank: int, guid: int, desc: str) -> str:
+        return (
+            f"[rank{rank}]:[E1124 03:12:40.2 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective "
+            "operation timeout: WorkNCCL(SeqNum=4411, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+            f"ran for 600047 milliseconds before timing out.\n[rank{rank}]:[E1124 03:12:40.2 ProcessGroupNCCL.cpp:2271]"
+            f" [PG ID 2 PG GUID {guid}({desc}) Rank 0]  failure detected by watchdog at work sequence id: 4411 PG "
+            "status: last enqueued work: 4411, last completed work: 4410\n"
+        )
+
+    idle = (
+        "[rank5]:[E1124 03:12:41.9 ProcessGroupNCCL.cpp:1746] [PG ID 0 PG GUID 0(default_pg) Rank 5] Received a dump "
+        "signal due to a collective timeout from  rank 0 and we will try our best to dump the debug info. Last "
+        "enqueued NCCL work: 212, last completed NCCL work: 212.\n"
+    )
+    waits = "".join(timeout(r, 9 + r, "DATA_PARALLEL_GROUP") for r in range(4)) + timeout(4, 29, "TENSOR_GROUP")
+    verdict = judged(waits + idle)
+    assert verdict.nobody is None and verdict.culprits == [] and suspects(verdict)[:1] == [5]
+    assert "nothing in flight" in verdict.suspects[0].why
