@@ -134,6 +134,8 @@ def _set_up(log: LogFacts) -> str | None:
     failure is one of torch.distributed's checks of how the program set it up."""
     if any(is_own(r) and not (SET_UP.search(r.said) or MISUSED_SET_UP.search(r.said)) for r in log.raised.values()):
         return None
+    if any(e.killed and e.unit != WORKER for e in log.exits):
+        return None  # a worker crashed or was killed: a restart's rendezvous after it is its aftermath
     check = log.stores.check or (
         "the address and port given (MASTER_ADDR and MASTER_PORT, --rdzv-endpoint), a firewall, a node whose "
         "launch never started, another job on the port, or the store's host not up yet"
@@ -223,7 +225,8 @@ def _signalled(log: LogFacts) -> str | None:
     received SIGTERM, and no rank failed of its own before."""
     if own_failure(log):
         return None
-    if log.cancelled is not None and log.cancelled != TASK_FAILURE and not log.cancelled_after:
+    hung = log.cancelled != "NODE FAILURE" and bool(log.waiting)  # a hang the cancel or time limit ended
+    if log.cancelled is not None and log.cancelled != TASK_FAILURE and not log.cancelled_after and not hung:
         why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower())
         return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
     signalled = _launcher_signalled(log)

@@ -67,7 +67,9 @@ def evidence(analysis: Analysis, culprits: list[int], reported: dict[int, str] |
             continue
         if f.dump is None:  # a log's rank: only what its and its peers' watchdog lines show
             said = _device_error(f, analysis) or _raised(f, analysis) or _killed(f, analysis)
-            if (said := said or _host_stopped(f, analysis)) is not None:
+            if said is None and not _crashed(f, analysis):  # a process that crashed is not hanging
+                said = _host_stopped(f, analysis)
+            if said is not None:
                 found.append(said)
             continue
         found.append(_device_stopped(f, analysis) or _host_stopped(f, analysis) or _unexplained(f))
@@ -190,6 +192,12 @@ def _killed(f: RankFacts, analysis: Analysis) -> Evidence | None:
     if others:
         facts.append(f"{rank_word(others)}{host} were killed in the same second: the host's memory, or the host")
     return Evidence(f.rank, f"it was {KILLED}", facts, UNKNOWN, f"find who killed it: {KILLER}")
+
+
+def _crashed(f: RankFacts, analysis: Analysis) -> bool:
+    """A launcher says a signal of its own ended the rank (a native crash: SIGSEGV, SIGBUS): the failure's own
+    words say what to do, no stack of it is to be had."""
+    return any(e.unit == RANK and e.who == f.rank and e.killed for e in analysis.log.exits)
 
 
 def _close(a: WorkerExit, b: WorkerExit) -> bool:

@@ -1800,3 +1800,23 @@ def test_a_rank_whose_own_lines_say_nothing_in_flight_while_others_wait_in_group
     verdict = judged(waits + idle)
     assert verdict.nobody is None and verdict.culprits == [] and suspects(verdict)[:1] == [5]
     assert "nothing in flight" in verdict.suspects[0].why
+
+
+def test_a_time_limit_that_ended_a_hang_is_not_the_story_and_a_restarts_rendezvous_not_the_cause() -> None:
+    waits = "".join(
+        f"[rank{r}]:[E501 12:10:03.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=41876, OpType=BROADCAST, NumelIn=8, NumelOut=8, Timeout(ms)=1800000) ran for "
+        "1800012 milliseconds before timing out.\n"
+        for r in (0, 1, 2, 4, 5, 6, 7)
+    )
+    limit = "slurmstepd: error: *** STEP 77.0 ON node1 CANCELLED AT 2024-05-01T14:00:00 DUE TO TIME LIMIT ***\n"
+    verdict = judged(waits + limit)
+    assert verdict.nobody is None and suspects(verdict)[:1] == [3], "the hang the time limit ended: rank 3"
+    rendezvous = (
+        "torch.distributed.elastic.rendezvous.api.RendezvousTimeoutError\n"
+        "[E1012 13:35:05.5 dynamic_rendezvous.py:1] The node 'worker-0' has failed to join the rendezvous: the "
+        "rendezvous timed out\n"
+    )
+    crash = table(9, 1, -11).replace("To enable traceback see: https://pytorch.org", "Signal 11 (SIGSEGV) received")
+    assert judged(rendezvous).nobody is not None, "a rendezvous that timed out alone: the set-up"
+    assert (judged(crash + rendezvous).culprits or [9]) == [9], "after a crash, a restart's rendezvous is aftermath"
