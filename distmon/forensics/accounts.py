@@ -370,8 +370,11 @@ ADAPTER = (
 
 
 def _fabric(log: LogFacts) -> str | None:
-    """Where the only failure the log shows is the fabric's (InfiniBand completion errors)."""
+    """Where the only failure the log shows is the fabric's (InfiniBand completion errors): not where a worker
+    crashed or was killed (a peer's process gone fails the work requests to it alike)."""
     if not log.peers.fabric_only or any(not r.consequence for r in log.raised.values()):
+        return None
+    if any(e.killed and e.unit != WORKER for e in log.exits):
         return None
     return f"{FABRIC}: {log.peers.losses[0].said}"
 

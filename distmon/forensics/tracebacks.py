@@ -34,9 +34,11 @@ _LAUNCHERS = (
     "ActorDiedError",
     "RayTaskError",
     "TrainingFailedError",
+    "RendezvousClosedError",
 )
 """What a launcher raises once a worker failed (torchrun; DeepSpeed's, Accelerate's subprocess;
-``torch.multiprocessing.spawn``; Ray, of a dead actor; Ray Train's driver)."""
+``torch.multiprocessing.spawn``; Ray, of a dead actor; Ray Train's driver; torchrun's agent whose next
+rendezvous another node's agent closed as it gave up)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
 FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')

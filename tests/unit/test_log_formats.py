@@ -1551,6 +1551,11 @@ def test_an_infiniband_adapters_fatal_event_is_its_nodes_and_an_old_completion_e
     ):
         said = assign_blame(analyze_text(line)).nobody
         assert said is not None and "InfiniBand completion error 12" in said, line
+    crashed = (
+        "E1012 11:20:40.9 1 torch/distributed/elastic/multiprocessing/api.py:869] failed (exitcode: -11) local_rank: "
+        "5 (pid: 812) of binary: /usr/bin/python3\n"
+    )
+    assert assign_blame(analyze_text(crashed + line)).nobody is None, "a worker crashed: its peers' requests fail"
 
 
 def test_nccls_lines_before_they_named_it_are_read_as_its_own() -> None:
