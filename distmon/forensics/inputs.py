@@ -18,6 +18,7 @@ import stat
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from itertools import islice
 from typing import IO, cast
 
 from distmon.flightrecorder.fields import RankDump
@@ -174,6 +175,28 @@ class _Lines:
                 return
 
 
+RESTART = "attempts left; will restart worker group"
+"""torchrun's agent as it restarts its workers after they failed (``--max-restarts``): what came before is an
+earlier attempt's."""
+
+
+def _restarts(path: str) -> tuple[int, int]:
+    """How many times torchrun restarted its workers in the log, and the line its last attempt starts after; none
+    where the last attempt's lines show no rank failing nor waiting (the paste cut them, or they say nothing):
+    then the whole log is judged."""
+    count = last = 0
+    with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+        for number, line in enumerate(_Lines(f), 1):
+            if RESTART in line:
+                count, last = count + 1, number
+    if not count:
+        return 0, 0
+    with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+        lines = _Lines(f)
+        tail = read_log(cast(IO[str], islice(lines, last, None)))
+    return (count, last) if tail.failed_or_waited() else (0, 0)
+
+
 def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = False) -> int:
     """1 for a job's log (lines of ranks, of the watchdog, of a launcher, NCCL or torch), 0 for
     any other text (an empty file, such as a marker, without a word). A text ``named`` on the
@@ -181,8 +204,18 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
     it is judged, and said to prove nothing."""
     before, raised = log.matched, len(log.unplaced)
     try:
+        restarts, last = _restarts(path)
         with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
             lines = _Lines(f)
+            if restarts:
+                earlier = read_log(cast(IO[str], islice(lines, last)))
+                said = earlier.first_failure() or "what failed is not in the log"
+                times = "once" if restarts == 1 else f"{restarts} times"
+                log.restarts.append(
+                    f"torchrun restarted the workers {times} ({os.path.basename(path)}): judged on the last attempt; "
+                    f"before it, {said}"
+                )
+                log.matched += earlier.matched
             read_log(cast(IO[str], lines), log)  # it only iterates over the lines
             empty = raw.tell() == 0
     except OSError as e:

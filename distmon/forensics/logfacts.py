@@ -20,7 +20,8 @@ from distmon.forensics.ray_actors import RayActors
 from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, GATHERS, SCATTERS, WORLD_GROUP, Said
-from distmon.forensics.worker_exits import ON_A_NODE, RANK, WorkerExit
+from distmon.forensics.worker_exits import ON_A_NODE, RANK, WORKER, WorkerExit
+from distmon.monitor.state.words import first_line
 from distmon.wire import ExceptionInfo, StackFrame
 
 MAX_SPREAD = 2
@@ -129,6 +130,9 @@ class LogFacts:
     """Watchdog lines whose rank the log does not say."""
     unplaced_said: list[str] = field(default_factory=list)
     """What the first of them say, in words."""
+    restarts: list[str] = field(default_factory=list)
+    """Per log whose torchrun restarted its workers, in words: how many times, and the first failure before its
+    last attempt, which alone the log is judged on."""
     matched: int = 0
     """Lines read that a rank's prefix, the watchdog, a report or a launcher wrote."""
     exits: list[WorkerExit] = field(default_factory=list)
@@ -293,6 +297,21 @@ class LogFacts:
         """Ranks the log shows waiting: in a collective, or with their watchdog stuck."""
         busy = {r for r, ts in self.timeouts.items() if not all(t.idle for t in ts.values())}
         return busy | set(self.unnamed)
+
+    def failed_or_waited(self) -> bool:
+        """The log shows a rank or a worker failing or waiting."""
+        return bool(self.raised or self.unplaced or self.timeouts or any(e.code not in (None, 0) for e in self.exits))
+
+    def first_failure(self) -> str | None:
+        """The first failure of its own the log shows, in words: an exception a rank raised, else a launcher's
+        first observed failure, else the first worker it says ended badly."""
+        own = sorted((r.at or 0.0, rank) for rank, r in self.raised.items() if r.own)
+        if own:
+            raised = self.raised[own[0][1]]
+            return f"rank {own[0][1]} raised {raised.type}: {first_line(raised.message).split('. ')[0]}"
+        ended = [e for e in self.exits if e.code not in (None, 0) and e.unit != WORKER]
+        first = next((e for e in ended if e.first), ended[0] if ended else None)
+        return f"{first.unit} {first.who} ended by {first.how}, as {first.by} says" if first is not None else None
 
     def cut(self, rank: int) -> bool:
         """The rank's traceback is in the log, cut before its exception line."""

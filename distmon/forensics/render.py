@@ -48,6 +48,7 @@ def render_analysis(analysis: Analysis) -> str:
     lines = [f"Read {count(analysis.dumps, 'dump')} and {count(analysis.logs, 'log')}: {ranks}, judged as of {judged}"]
     if analysis.missing:
         lines.append(_missing(analysis.missing))
+    lines += [visible(said, MAX_LINE) for said in analysis.log.restarts]
     lines.append("")
     verdict = assign_blame(analysis)
     lines += _verdict(analysis, verdict)
@@ -254,6 +255,7 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         "ranks": [_rank_json(analysis.ranks[r]) for r in sorted(analysis.ranks)],
         "missing": [{"rank": r, "reason": why} for r, why in sorted(analysis.missing.items())],
         "problems": analysis.problems,
+        "restarts": analysis.log.restarts,
     }
 
 

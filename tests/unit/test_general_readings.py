@@ -1820,3 +1820,33 @@ def test_a_time_limit_that_ended_a_hang_is_not_the_story_and_a_restarts_rendezvo
     crash = table(9, 1, -11).replace("To enable traceback see: https://pytorch.org", "Signal 11 (SIGSEGV) received")
     assert judged(rendezvous).nobody is not None, "a rendezvous that timed out alone: the set-up"
     assert (judged(crash + rendezvous).culprits or [9]) == [9], "after a crash, a restart's rendezvous is aftermath"
+
+
+def test_a_log_of_torchruns_restarts_is_judged_on_its_last_attempt_the_earlier_said_apart() -> None:
+    """Rank 3 ran out of memory in the first attempt; after torchrun restarted the workers, ranks 0, 2-3 time out
+    while rank 1 says nothing: the last attempt's hang is rank 1's, rank 3's error an earlier attempt's. Where the
+    last attempt shows nothing failing (cut from the paste), the whole log is judged."""
+    oom = (
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/job/train.py", line 80, in step\n'
+        "[rank3]:     loss.backward()\n"
+        "[rank3]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.\n"
+    )
+    restart = (
+        "I1012 08:14:02.5 1 torch/distributed/elastic/agent/server/api.py:857] [default] Worker group FAILED. 1/1 "
+        "attempts left; will restart worker group\n"
+    )
+    waits = "".join(
+        f"[rank{r}]:[E1012 08:27:40.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=418, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in (0, 2, 3)
+    )
+    analysis = analyzed(oom + restart + waits)
+    verdict = assign_blame(analysis)
+    assert verdict.culprits == [] and suspects(verdict)[:1] == [1]
+    [said] = analysis.log.restarts
+    assert "restarted the workers once" in said and "rank 3 raised torch.OutOfMemoryError" in said
+    assert "restarted the workers" in render_analysis(analysis)
+    whole = analyzed(oom + restart)
+    assert whole.log.restarts == [] and 3 in (assign_blame(whole).culprits or suspects(assign_blame(whole)))
