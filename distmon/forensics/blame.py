@@ -243,9 +243,12 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     said += unnamed_ends(log)
     said += log.ray.unnamed()[:1]
     suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if log.cut(r) and r not in waiters]
-    if placeless := waits_unplaced(log):  # a rank shown not waiting with them is suspected; one not shown, no more
+    if placeless := waits_unplaced(log):  # a rank shown not waiting with them is suspected first; then the unseen
         said.append(placeless)
         suspects += [Suspect(r, _silent(log, r)) for r in sorted(log.seen - log.waiting - set(log.raised))]
+        unseen = sorted(set(range(analysis.world)) - log.seen - set(log.raised) - log.waiting)
+        passing = any(t.op in P2P_OPS for ts in log.timeouts.values() for t in ts.values())  # a pipeline's stages
+        suspects += [Suspect(r, NO_LINE) for r in unseen] if passing and len(unseen) < analysis.world else []
     suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
     if primary and not suspects and (on := _device_of(primary[0])) is not None:
         suspects.append(

@@ -1850,3 +1850,16 @@ def test_a_log_of_torchruns_restarts_is_judged_on_its_last_attempt_the_earlier_s
     assert "restarted the workers" in render_analysis(analysis)
     whole = analyzed(oom + restart)
     assert whole.log.restarts == [] and 3 in (assign_blame(whole).culprits or suspects(assign_blame(whole)))
+
+
+def test_a_pipeline_stage_absent_from_the_log_while_the_others_wait_in_sends_and_receives_is_suspected() -> None:
+    def passing(rank: int, op: str) -> str:
+        return (
+            f"[rank{rank}]:[E1124 03:12:40.2 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
+            f"operation timeout: WorkNCCL(SeqNum=41, OpType={op}, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran "
+            "for 600047 milliseconds before timing out.\n"
+        )
+
+    launch = "torchrun --nproc_per_node=4 pipeline.py\n"
+    verdict = judged(launch + passing(0, "RECV") + passing(1, "SEND") + passing(3, "RECV"))
+    assert verdict.nobody is None and suspects(verdict) == [2] and verdict.suspects[0].why == "no line in the log"
