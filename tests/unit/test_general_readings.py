@@ -1853,11 +1853,14 @@ def test_a_log_of_torchruns_restarts_is_judged_on_its_last_attempt_the_earlier_s
 
 
 def test_a_pipeline_stage_absent_from_the_log_while_the_others_wait_in_sends_and_receives_is_suspected() -> None:
-    def passing(rank: int, op: str) -> str:
+    def passing(rank: int, op: str) -> str:  # each rank numbers its own sends and receives
+        seq = 40 + rank * 7
         return (
             f"[rank{rank}]:[E1124 03:12:40.2 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective "
-            f"operation timeout: WorkNCCL(SeqNum=41, OpType={op}, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran "
-            "for 600047 milliseconds before timing out.\n"
+            f"operation timeout: WorkNCCL(SeqNum={seq}, OpType={op}, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran "
+            f"for 600047 milliseconds before timing out.\n[rank{rank}]:[E1124 03:12:40.2 ProcessGroupNCCL.cpp:2271] "
+            f"[PG ID 6 PG GUID 7(PIPELINE_MODEL_PARALLEL_GROUP) Rank {rank}]  failure detected by watchdog at work "
+            f"sequence id: {seq} PG status: last enqueued work: {seq}, last completed work: {seq - 1}\n"
         )
 
     launch = "torchrun --nproc_per_node=4 pipeline.py\n"
