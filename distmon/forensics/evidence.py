@@ -25,6 +25,12 @@ HARDWARE = "hardware"
 CODE = "code"
 UNKNOWN = "unknown"
 RAISED = "it raised"
+ASSERTED = (
+    "find the failing op: the assert's own line (`Assertion ... failed`) names the kernel; rerun with "
+    "CUDA_LAUNCH_BLOCKING=1, or on CPU, to raise at it; most often a label or an index out of range in this "
+    "rank's batch"
+)
+"""What to do where a kernel's own bounds check failed (a device-side assert): the program's, not the GPU's."""
 """How a culprit's evidence begins where the rank raised: what its place already says."""
 
 
@@ -137,6 +143,18 @@ def _device_error(f: RankFacts, analysis: Analysis) -> Evidence | None:
     if raised is None or (raised.type != "CUDA error" and not hardware):
         return None
     where = frame_lines(raised.frames, depth=3, indent="") if raised.frames else []
+    if "device-side assert" in raised.said:
+        return Evidence(
+            f.rank,
+            f"a kernel's own check failed on its device: {raised.type}: {first_line(raised.message)}",
+            [
+                "a device-side assert is a bounds check in a kernel, not the GPU failing; any peer that timed out "
+                "waited for it",
+                *where,
+            ],
+            CODE,
+            ASSERTED,
+        )
     return Evidence(
         f.rank,
         f"its device failed: {raised.type}: {first_line(raised.message)}",
@@ -165,14 +183,21 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
         return None
     said = "its exception line is not in the log" if raised.cut else f"{raised.type}: {first_line(raised.message)}"
     others = "; the others' waits follow from it" if analysis.log.waiting else ""
-    return Evidence(
-        f.rank,
-        f"{RAISED} ({said})",
-        frame_lines(raised.frames, depth=4, indent=""),
-        CODE,
-        "read its exception whole in its own output (its stderr; under torchrun, its lines prefixed [rank"
-        f"{f.rank}]) and fix it where it raised{others}",
-    )
+    if "CUDA out of memory" in raised.message:
+        fix = (
+            "its GPU ran out of memory, its peers' did not: another process on that GPU (the message's `Process N "
+            "has ... in use`), a batch or sequence longer than its peers', fragmentation (PYTORCH_CUDA_ALLOC_CONF="
+            "expandable_segments:True); else a smaller micro-batch"
+        )
+    elif "device-side assert" in raised.message:
+        fix = ASSERTED
+    else:
+        fix = (
+            "read its exception whole in its own output (its stderr; under torchrun, its lines prefixed "
+            f"[rank{f.rank}]) and fix it where it raised"
+        )
+    fix += others
+    return Evidence(f.rank, f"{RAISED} ({said})", frame_lines(raised.frames, depth=4, indent=""), CODE, fix)
 
 
 def _killed(f: RankFacts, analysis: Analysis) -> Evidence | None:

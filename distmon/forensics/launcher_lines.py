@@ -509,8 +509,9 @@ class LauncherLines:
         number = int(code) if code is not None else -_SRUN_SIGNALS[how]
         named = task_list(tasks, MAX_TASKS - self.tasks) if self.tasks < MAX_TASKS else []
         self.tasks += len(named)
+        oom = "Out Of Memory" if how == "Out Of Memory" else None  # Slurm's cgroup, told apart from a kill
         for task in named:
-            self.kept(WorkerExit(TASK, task, number, "srun", host=visible(host, 200)))
+            self.kept(WorkerExit(TASK, task, number, "srun", host=visible(host, 200), signal=oom))
         return True
 
     def _spawned(self, body: str) -> bool:

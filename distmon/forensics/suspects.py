@@ -284,7 +284,7 @@ def _killed(log: LogFacts) -> list[tuple[int, str]]:
 def _task(log: LogFacts, e: WorkerExit) -> str:
     """srun's words on a task that failed, said alike of the tasks it says ended alike on that host (a
     node's ranks, which fail together where the node does); Slurm's out-of-memory kills beside a SIGKILL."""
-    alike = [x.who for x in log.exits if x.unit == TASK and x.host == e.host and x.code == e.code]
+    alike = [x.who for x in log.exits if x.unit == TASK and x.host == e.host and x.how == e.how]
     tasks = f"task {e.who}" if len(alike) == 1 else f"tasks {ranks_text(alike)}"
     where = f" on {e.host}" if e.host else ""
     ranks = rank_word(alike)

@@ -11,10 +11,11 @@ VERSION = 1
 PEER_LOST = re.compile(
     r"Connection closed by peer|Connection reset by peer|Broken pipe|Connection refused|closed by remote peer"
     r"|caught collective operation timeout|communicator was aborted|monitoredBarrier"
-    r"|remote process exited|DistNetworkError|Socket Timeout|timed out|Timed out|Horovod has been shut down",
+    r"|remote process exited|DistNetworkError|Socket Timeout|(?<!DataLoader )timed out|Horovod has been shut down"
+    r"|Connection was likely closed",
     re.IGNORECASE,
 )
-"""What a rank raises when another one died first."""
+"""What a rank raises when another one died first (not its own DataLoader's timeout: its worker hung)."""
 WORKER_DIED = re.compile(r"DataLoader worker \(pid", re.IGNORECASE)
 """What a rank raises when one of its DataLoader workers died."""
 HARDWARE_THROTTLE = frozenset({"hw_slowdown", "hw_thermal", "power_brake"})

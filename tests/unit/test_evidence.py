@@ -309,3 +309,27 @@ def test_a_corrupt_enqueue_time_says_no_wait_of_centuries(tmp_path: Path) -> Non
     (tmp_path / "nccl_trace_rank_0").write_bytes(recorders[0].pickle())
     shown = render_analysis(analyze([str(tmp_path)]))
     assert "CULPRIT rank 3" in shown and "for up to 10m00s" in shown
+
+
+def test_a_device_side_assert_is_the_programs_check_and_an_out_of_memory_its_gpus_not_the_line_it_raised_at(
+    tmp_path: Path,
+) -> None:
+    timeout = (
+        "[rank{r}]:[E1203 10:00:00.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=120, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
+        "ran for 600012 milliseconds before timing out.\n"
+    )
+    waits = "".join(timeout.format(r=r) for r in (0, 2, 3))
+    for said, words in (
+        ("RuntimeError: CUDA error: device-side assert triggered", "a label or an index out of range"),
+        ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "another process on that GPU"),
+    ):
+        raised = (
+            "[rank1]: Traceback (most recent call last):\n"
+            '[rank1]:   File "/job/train.py", line 70, in main\n'
+            "[rank1]:     loss.backward()\n"
+            f"[rank1]: {said}\n"
+        )
+        (tmp_path / "job.log").write_text(raised + waits)
+        [found] = evidence(analyze([str(tmp_path)]), [1])
+        assert found.points_at == CODE and words in found.next_step and "drain" not in found.next_step, said

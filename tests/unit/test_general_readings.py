@@ -1866,3 +1866,26 @@ def test_a_pipeline_stage_absent_from_the_log_while_the_others_wait_in_sends_and
     launch = "torchrun --nproc_per_node=4 pipeline.py\n"
     verdict = judged(launch + passing(0, "RECV") + passing(1, "SEND") + passing(3, "RECV"))
     assert verdict.nobody is None and suspects(verdict) == [2] and verdict.suspects[0].why == "no line in the log"
+
+
+def test_a_ranks_own_dataloader_timeout_is_its_own_failure_not_a_lost_peer() -> None:
+    raised = (
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/venv/lib/python3.11/site-packages/torch/utils/data/dataloader.py", line 1133, in _get_data\n'
+        "[rank2]:     raise RuntimeError(f'DataLoader timed out after {self._timeout} seconds')\n"
+        "[rank2]: RuntimeError: DataLoader timed out after 300 seconds\n"
+    )
+    verdict = judged(raised)
+    assert (verdict.culprits or suspects(verdict))[:1] == [2], "its worker hung: rank 2's, no peer of its lost"
+
+
+def test_srun_telling_a_task_out_of_memory_sets_it_apart_from_those_killed_with_it() -> None:
+    waits = "".join(
+        f"{r}: [rank{r}]:[E501 12:10:40.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=5120, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in (0, 1, 2, 3, 6, 7)
+    )
+    ends = "srun: error: gpu-b12: task 5: Out Of Memory\nsrun: error: gpu-b12: tasks 4,6-7: Killed\n"
+    verdict = judged(waits + ends)
+    assert suspects(verdict)[:1] == [5] and "signal 9 (Out Of Memory)" in verdict.suspects[0].why

@@ -2746,7 +2746,7 @@ VERDICTS = [
         "opensora_torchrun_rank0_dataloader_worker_exited_sigterm_three.log",
         [],
         [0],
-        "rank 0: DataLoader worker (pid 8864) exited with code 1; suspected,",
+        "rank 0: DataLoader worker (pid 8864) exited unexpectedly (how,",
     ),
     (
         "pai_megatron_baichuan_pp2_nan_grad_norm_rank3_interleaved.log",

@@ -331,7 +331,9 @@ def test_workers_killed_in_the_teardown_are_no_crash() -> None:
     torn_down = report(0, exception=died, exit=ExitInfo(how="terminated", t=T0))
     assert worker_crash(job_of(torn_down), context(T0)) == []
     crashed = report(0, exception=died, exit=ExitInfo(how="exception", t=T0))
-    assert [f.kind for f in worker_crash(job_of(crashed), context(T0))] == ["worker_crash"]
+    [found] = worker_crash(job_of(crashed), context(T0))
+    assert found.kind == "worker_crash" and "exited unexpectedly (how, PyTorch's message does not say)" in found.summary
+    assert "OOM killer" in found.detail and "exited with code" not in found.detail, "no code its message gives"
 
 
 def test_a_process_working_while_it_waits_for_a_cpu_says_so() -> None:

@@ -56,7 +56,6 @@ def _dead_workers(s: RankState) -> list[Worker]:
                     pid=int(pid),
                     alive=False,
                     signal=SIGNAL_WORDS.get(signal.strip(), signal.strip()) if signal else None,
-                    exitcode=None if signal else 1,
                 ),
             )
     return sorted((w for w in dead.values() if w.signal not in DELIBERATE), key=lambda w: w.pid)
@@ -65,10 +64,17 @@ def _dead_workers(s: RankState) -> list[Worker]:
 def _finding(job: JobState, s: RankState, dead: list[Worker], ctx: Context) -> Finding:
     r = s.report
     first = dead[0]
-    how = f"killed by {first.signal}" if first.signal else f"exited with code {first.exitcode}"
+    how = (
+        f"killed by {first.signal}"
+        if first.signal
+        else f"exited with code {first.exitcode}"
+        if first.exitcode is not None
+        else "exited unexpectedly (how, PyTorch's message does not say)"
+    )
     pids = ", ".join(str(w.pid) for w in dead)
     summary = f"rank {r.rank}: DataLoader worker (pid {pids}) {how}"
-    lines = [f"rank {r.rank} on {r.host} (pid {r.pid}): DataLoader worker pid {pids} {how}."]
+    where = f" on {r.host} (pid {r.pid})" if r.pid else ""  # a log's rank: its process is not known
+    lines = [f"rank {r.rank}{where}: DataLoader worker pid {pids} {how}."]
     for loader in r.loaders:
         alive = sum(w.alive for w in loader.workers)
         lines.append(f"  loader: {alive}/{loader.expected} workers alive")
@@ -101,6 +107,12 @@ def _likely_cause(worker: Worker, s: RankState) -> str:
         return "a crash in native code called from __getitem__ (an image or audio decoder, a C extension)."
     if worker.signal:
         return f"something sent it {worker.signal}: check what else runs on the node."
+    if worker.exitcode is None:
+        return (
+            "most often the kernel's OOM killer (`dmesg -T | grep -i oom`), /dev/shm run out (a bus error), or a crash "
+            "in native code called from __getitem__; with num_workers=0 the failure comes in the main process, "
+            "where it says which."
+        )
     return "an exception in the worker (its traceback is in the rank's stderr) or os._exit in the dataset code."
 
 
