@@ -26,7 +26,6 @@ returned). Then no rank is named."""
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import ROOTED
@@ -37,7 +36,6 @@ from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS, waits_unplaced
 from distmon.forensics.suspects import unnamed_ends
-from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
@@ -45,7 +43,6 @@ from distmon.monitor.state.kinds import FAILURE_KINDS
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
 from distmon.wire import GroupStatus
 
-_OOM_DEVICE = re.compile(r"\bGPU (\d{1,4}) has a total capac")
 LOW_TIMEOUT_MS = 10_000
 """A collective timeout shorter than this is no job's setting but a mistake (``Timeout(ms)=1``):
 any collective may take that long while a rank loads a batch."""
@@ -159,7 +156,8 @@ def assign_blame(analysis: Analysis) -> Blame:
         said = dict.fromkeys(odd.ranks, odd.why)
         return Blame(odd.ranks, [], None, f"{rank_word(odd.ranks)} {odd.why}", None, said, accounted=True)
     cut = log.cut_beside()
-    idle = _idle(log)
+    idle = _faulted(log)
+    idle += [s for s in _idle(log) if all(s.rank != i.rank for i in idle)]
     if idle and odd is None and not cut and (not first.ranks or first.key == "hang:cycle"):
         return Blame([], idle, None, f"{_waiting(analysis, first) or first.summary}; suspected: {_lead(idle)}", first)
     if odd is None and not cut and (not first.ranks or _never_set_up(analysis) or _torn_down(log)):
@@ -174,6 +172,9 @@ def assign_blame(analysis: Analysis) -> Blame:
         suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
     if proven:
         return Blame(proven, suspects, None, first.summary + _short(log), first)
+    more = {s.rank: s.why for s in suspects}
+    idle = [Suspect(i.rank, f"{i.why}; and {more[i.rank]}" if i.rank in more else i.why) for i in idle]
+    idle.sort(key=lambda s: s.rank not in more)  # the alert's own suspects first
     suspects = idle + [s for s in suspects if all(s.rank != i.rank for i in idle)]
     waiting = _waiting(analysis) or first.summary
     if not suspects:
@@ -250,7 +251,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         passing = any(t.op in P2P_OPS for ts in log.timeouts.values() for t in ts.values())  # a pipeline's stages
         suspects += [Suspect(r, NO_LINE) for r in unseen] if passing and len(unseen) < analysis.world else []
     suspects += [Suspect(r, why) for r, why in told.suspects if all(s.rank != r for s in suspects)]
-    if primary and not suspects and (on := _device_of(primary[0])) is not None:
+    if primary and not suspects and (on := primary[0].oom_device) is not None:
         suspects.append(
             Suspect(
                 on,
@@ -286,6 +287,11 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     )
 
 
+def _faulted(log: LogFacts) -> list[Suspect]:
+    """Ranks whose GPU the driver's Xid lines say failed (:mod:`~distmon.forensics.xids`)."""
+    return [Suspect(rank, why) for rank, why in log.xids.suspected(log.nccl)]
+
+
 def _idle(log: LogFacts) -> list[Suspect]:
     """Ranks whose own watchdog lines say nothing of theirs is in flight (torch 2.6's dump signal, of the world
     group) while others wait in collectives: those they wait for, which groups they share the log may not say."""
@@ -302,13 +308,6 @@ WENT = "its lines show it neither failed nor waited: the peer the others lost, g
 def _went(log: LogFacts, rank: int) -> bool:
     """A rank whose lines show no failure, no wait, and no launcher's word on its end."""
     return rank not in log.raised and rank not in log.waiting and log.ended(rank) is None
-
-
-def _device_of(raised: Raised) -> int | None:
-    """The GPU a process's CUDA out-of-memory error names (``GPU 1 has a total capacity``), where
-    it is not the first: a process given one GPU alone sees it as GPU 0, whatever its rank."""
-    found = _OOM_DEVICE.search(raised.message) if "out of memory" in raised.message else None
-    return int(found.group(1)) if found and int(found.group(1)) > 0 else None
 
 
 def _stored(log: LogFacts) -> str | None:

@@ -21,6 +21,7 @@ from distmon.forensics.stores import StoreLines
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.watchdog import DEFAULT_PG, GATHERS, SCATTERS, WORLD_GROUP, Said
 from distmon.forensics.worker_exits import ON_A_NODE, RANK, WORKER, WorkerExit
+from distmon.forensics.xids import XidLines
 from distmon.monitor.state.words import first_line
 from distmon.wire import ExceptionInfo, StackFrame
 
@@ -146,6 +147,7 @@ class LogFacts:
     ray: RayActors = field(default_factory=RayActors)
     deepspeed: DeepSpeedNodes = field(default_factory=DeepSpeedNodes)
     ras: RasReport = field(default_factory=RasReport)
+    xids: XidLines = field(default_factory=XidLines)
     crashes: Crashes = field(default_factory=Crashes)
     stores: StoreLines = field(default_factory=StoreLines)
     environment: Environment = field(default_factory=Environment)

@@ -421,6 +421,7 @@ class _Reader:
             facts.ras.line(body),
             facts.crashes.line(body, rank),
             facts.environment.line(body),
+            facts.xids.line(body, self.host),
         )
         facts.matched += any(read)
 

@@ -57,6 +57,7 @@ _P2P_CALL = re.compile(r"\b(?:i?send|i?recv)\(\s*[^,()]{1,100},\s*(?:src=|dst=)?
 ISO = re.compile(r"(\d{4})-(\d\d)-(\d\d)[T _](\d\d):(\d\d):(\d\d)(?:[.,](\d{1,9}))?")
 
 
+_OOM_DEVICE = re.compile(r"\bGPU (\d{1,4}) has a total capac")
 _STOPS = ("SignalException", "SIGTERMException", "KeyboardInterrupt")
 
 
@@ -120,6 +121,13 @@ class Raised:
         or a launcher because a worker failed."""
         said = self.said
         return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.launchers
+
+    @property
+    def oom_device(self) -> int | None:
+        """The GPU its CUDA out-of-memory error names (``GPU 1 has a total capacity``), where it is not the first:
+        a process given one GPU alone sees it as GPU 0, whatever its rank."""
+        found = _OOM_DEVICE.search(self.message) if "out of memory" in self.message else None
+        return int(found.group(1)) if found and int(found.group(1)) > 0 else None
 
     @property
     def own(self) -> bool:

@@ -1889,3 +1889,27 @@ def test_srun_telling_a_task_out_of_memory_sets_it_apart_from_those_killed_with_
     ends = "srun: error: gpu-b12: task 5: Out Of Memory\nsrun: error: gpu-b12: tasks 4,6-7: Killed\n"
     verdict = judged(waits + ends)
     assert suspects(verdict)[:1] == [5] and "signal 9 (Out Of Memory)" in verdict.suspects[0].why
+
+
+def test_the_drivers_xid_on_a_gpu_names_the_rank_nccl_put_on_it() -> None:
+    """``NVRM: Xid (PCI:0000:5d:00): 79`` is the GPU of NCCL's ``busId 5d000``: rank 7's, the one rank no watchdog
+    line shows; where the dmesg line names no host and both nodes have that bus, each of their ranks alike."""
+    members = "".join(
+        f"[rank{r}]:gpu-node-0{1 + r // 4}:{4100 + r % 4}:{4100 + r % 4} [{r % 4}] NCCL INFO comm 0x55d0 rank {r} "
+        f"nranks 8 cudaDev {r % 4} nvmlDev {r % 4} busId {('18', '2a', '3a', '5d')[r % 4]}000 commId 0x8f2e - Init "
+        "COMPLETE\n"
+        for r in range(8)
+    )
+    waits = "".join(
+        f"[rank{r}]:[E501 04:40:00.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=2207, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in range(7)
+    )
+    xid = "[Wed May  1 04:29:58 2024] NVRM: Xid (PCI:0000:5d:00): 79, pid='<unknown>', name=<unknown>, GPU has fallen "
+    xid += "off the bus.\n"
+    verdict = judged(members + waits + xid)
+    assert suspects(verdict)[:2] == [7, 3] and "Xid 79" in verdict.suspects[0].why
+    assert verdict.leading == [7], "rank 7 also printed no watchdog line"
+    every = judged(members + waits + waits.replace("[rank0]", "[rank7]").replace("[Rank 0]", "[Rank 7]") + xid)
+    assert every.nobody is None and every.leading == [3, 7], "every rank waits: the GPU's rank, not the transport"
