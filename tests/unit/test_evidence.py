@@ -37,6 +37,15 @@ def tp_of(rank: int) -> Group:
     return TP_A if rank < 2 else TP_B
 
 
+def waited(rank: int, seq: int, stamp: str = "1203 10:00:00.000000") -> str:
+    """Rank ``rank``'s watchdog line: it timed out in all-reduce #``seq``."""
+    return (
+        f"[rank{rank}]:[E{stamp} 1 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+    )
+
+
 def active_only(recorders: list[RankRecorder], folder: Path) -> list[str]:
     """The dumps as torch writes them when its watchdog fires: the work still in flight."""
     folder.mkdir(exist_ok=True)
@@ -160,16 +169,11 @@ def test_a_receive_its_sender_completed_is_the_receivers_device(tmp_path: Path) 
 def test_a_rank_that_raised_beside_waiting_peers_is_shown_where_it_raised_not_as_hanging(tmp_path: Path) -> None:
     """Its traceback cut before its exception line: it raised in its own code (no stack to take
     of a process that is gone), and its peers' timeouts follow from it."""
-    timeout = (
-        "[rank{r}]:[E1203 10:00:00.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=120, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
-        "ran for 600012 milliseconds before timing out.\n"
-    )
     raised = "".join(
         f"[rank2]: {line}\n"
         for line in ("Traceback (most recent call last):", '  File "/job/train.py", line 70, in main', "    next(it)")
     )
-    (tmp_path / "job.log").write_text(raised + "".join(timeout.format(r=r) for r in (0, 1, 3)))
+    (tmp_path / "job.log").write_text(raised + "".join(waited(r, 120) for r in (0, 1, 3)))
     analysis = analyze([str(tmp_path)])
     [said] = evidence(analysis, [2])
     assert said.points_at == CODE and said.why == "it raised (its exception line is not in the log)"
@@ -180,11 +184,6 @@ def test_a_rank_that_raised_beside_waiting_peers_is_shown_where_it_raised_not_as
 def test_the_hang_a_raised_culprit_left_behind_says_only_who_waits(tmp_path: Path) -> None:
     """The culprit's evidence says where it raised: the hang it left, said after, adds who waits for
     it, not a stack to take of a process that is gone."""
-    timeout = (
-        "[rank{r}]:[E1203 10:00:00.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=51, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
-        "ran for 600012 milliseconds before timing out.\n"
-    )
     raised = "".join(
         f"[rank3]: {line}\n"
         for line in (
@@ -194,7 +193,7 @@ def test_the_hang_a_raised_culprit_left_behind_says_only_who_waits(tmp_path: Pat
             "RuntimeError: bad sample 123",
         )
     )
-    (tmp_path / "job.log").write_text(raised + "".join(timeout.format(r=r) for r in (0, 1, 2)))
+    (tmp_path / "job.log").write_text(raised + "".join(waited(r, 51) for r in (0, 1, 2)))
     shown = render_analysis(analyze([str(tmp_path)]))
     assert "CULPRIT rank 3" in shown and "Also: hang: rank 3 holds up the job" in shown
     assert "ranks 0-2 in collective #51" in shown and "py-spy" not in shown and "pid 0" not in shown
@@ -203,11 +202,6 @@ def test_the_hang_a_raised_culprit_left_behind_says_only_who_waits(tmp_path: Pat
 def test_a_rank_a_launcher_says_was_killed_is_not_shown_as_hanging(tmp_path: Path) -> None:
     """torchrun's table: rank 6 (its first observed failure) and ranks 4-5, 7 of the same host killed in the same
     second while ranks 0-3 wait for them: the host's memory, not a stack to take of a process that is gone."""
-    timeout = (
-        "[rank{r}]:[E501 12:10:40.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=4521, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
-        "ran for 600012 milliseconds before timing out.\n"
-    )
 
     def failure(n: int, rank: int) -> str:
         return (
@@ -231,7 +225,7 @@ def test_a_rank_a_launcher_says_was_killed_is_not_shown_as_hanging(tmp_path: Pat
         + "=" * 60
         + "\n"
     )
-    (tmp_path / "job.log").write_text("".join(timeout.format(r=r) for r in range(4)) + table)
+    (tmp_path / "job.log").write_text("".join(waited(r, 4521, "501 12:10:40.000000") for r in range(4)) + table)
     analysis = analyze([str(tmp_path)])
     [said] = evidence(analysis, [6])
     assert said.why.startswith("it was killed (SIGKILL)") and "py-spy" not in said.next_step
@@ -314,12 +308,7 @@ def test_a_corrupt_enqueue_time_says_no_wait_of_centuries(tmp_path: Path) -> Non
 def test_a_device_side_assert_is_the_programs_check_and_an_out_of_memory_its_gpus_not_the_line_it_raised_at(
     tmp_path: Path,
 ) -> None:
-    timeout = (
-        "[rank{r}]:[E1203 10:00:00.000000 1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
-        "operation timeout: WorkNCCL(SeqNum=120, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) "
-        "ran for 600012 milliseconds before timing out.\n"
-    )
-    waits = "".join(timeout.format(r=r) for r in (0, 2, 3))
+    waits = "".join(waited(r, 120) for r in (0, 2, 3))
     for said, words in (
         ("RuntimeError: CUDA error: device-side assert triggered", "a label or an index out of range"),
         ("torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.", "another process on that GPU"),
