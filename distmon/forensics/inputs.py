@@ -158,9 +158,9 @@ class _Lines:
     """A log's lines, each cut at :data:`MAX_LINE` characters as it is read (a line of a
     gigabyte is never held whole), until :data:`MAX_LOG_SECONDS` have passed."""
 
-    def __init__(self, text: IO[str]) -> None:
+    def __init__(self, text: IO[str], until: float) -> None:
         self._text = text
-        self._until = time.monotonic() + MAX_LOG_SECONDS
+        self._until = until
         self.cut_short = False
         """The time ran out before the end of the file."""
 
@@ -180,20 +180,19 @@ RESTART = "attempts left; will restart worker group"
 earlier attempt's."""
 
 
-def _restarts(path: str) -> tuple[int, int]:
+def _restarts(path: str, until: float) -> tuple[int, int]:
     """How many times torchrun restarted its workers in the log, and the line its last attempt starts after; none
     where the last attempt's lines show no rank failing nor waiting (the paste cut them, or they say nothing):
     then the whole log is judged."""
     count = last = 0
     with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
-        for number, line in enumerate(_Lines(f), 1):
+        for number, line in enumerate(_Lines(f, until), 1):
             if RESTART in line:
                 count, last = count + 1, number
     if not count:
         return 0, 0
     with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
-        lines = _Lines(f)
-        tail = read_log(cast(IO[str], islice(lines, last, None)))
+        tail = read_log(cast(IO[str], islice(_Lines(f, until), last, None)))
     return (count, last) if tail.failed_or_waited() else (0, 0)
 
 
@@ -204,9 +203,10 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
     it is judged, and said to prove nothing."""
     before, raised = log.matched, len(log.unplaced)
     try:
-        restarts, last = _restarts(path)
+        until = time.monotonic() + MAX_LOG_SECONDS  # for every read of the file together
+        restarts, last = _restarts(path, until)
         with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
-            lines = _Lines(f)
+            lines = _Lines(f, until)
             if restarts:
                 earlier = read_log(cast(IO[str], islice(lines, last)))
                 said = earlier.first_failure() or "what failed is not in the log"
