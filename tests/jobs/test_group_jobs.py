@@ -9,7 +9,7 @@ deadlock across two groups, recorded by a real `distmon record`.
 from __future__ import annotations
 
 import re
-import sys
+import warnings
 from collections.abc import Callable
 from pathlib import Path
 
@@ -66,9 +66,9 @@ def test_every_group_reports_its_own_counts_on_every_rank(torchrun: Callable, en
 
 @pytest.fixture(scope="module")
 def parallel_run(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_factory) -> tuple[list[dict], Path]:
-    """8 ranks, TP 2 x DP 4: rank 5 stalls 15 s at step 20, then ranks 0 and 1 deadlock."""
+    """8 ranks, TP 2 x DP 4: rank 5 stalls 30 s at step 20, then ranks 0 and 1 deadlock."""
     args = ["--tp", "2", "--steps", "200", "--distmon", "--timeout", "300"]
-    args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "15"]
+    args += ["--stall-rank", "5", "--stall-step", "20", "--stall-seconds", "30"]
     args += ["--deadlock-rank", "0", "--deadlock-step", "60"]
     for attempt in (1, 2):
         endpoint = new_endpoint()
@@ -77,11 +77,12 @@ def parallel_run(torchrun: Callable, new_endpoint: Callable[[], str], tmp_path_f
             try:  # under load the stall at step 20 comes a minute or two in; the deadlock follows it soon
                 recorder.wait_critical("hang", timeout=150 * attempt, job=job)
             except AssertionError as e:
-                # ci200, ci211, ci219: no alert at all, rarely (the ranks are forked from an agent whose
-                # threads may hold a lock at the fork): once more, the first attempt's words kept
+                # ci200, ci211, ci219, ci234: no critical hang in 150 s, rarely, why not yet known (the stall
+                # was 15 s then, which a pace learned under load may outlast): once more, the words kept
                 if attempt == 2:
                     raise
-                print(f"the 8-rank job's first attempt heard nothing: {e}", file=sys.stderr)
+                # a warning, not a print: pytest shows it with a test that passed, where CI keeps it
+                warnings.warn(f"the 8-rank job's first attempt heard nothing: {e}", stacklevel=1)
                 recorder.kill()
                 continue
             recorder.wait_critical("deadlock", timeout=80, job=job)
