@@ -214,7 +214,7 @@ _SENT_BY = {
 _CANCELLED_BY = {
     "TIME LIMIT": "its time limit ran out (--time)",
     "PREEMPTION": "a job of a higher priority preempted it",
-    "NODE FAILURE": "a node of the job failed: that node, not a rank",
+    "NODE FAILURE": "a node of the job failed{node}: the node, not a rank; keep the next run off it (sbatch --exclude)",
     "": "a user or an admin cancelled it (scancel)",
 }
 
@@ -227,7 +227,9 @@ def _signalled(log: LogFacts) -> str | None:
         return None
     hung = log.cancelled != "NODE FAILURE" and bool(log.waiting)  # a hang the cancel or time limit ended
     if log.cancelled is not None and log.cancelled != TASK_FAILURE and not log.cancelled_after and not hung:
-        why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower())
+        why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower()).format(
+            node=f" ({log.failed_node})" if log.failed_node else ""
+        )
         return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
     signalled = _launcher_signalled(log)
     interrupted = signalled is not None and signalled[1] == CTRL_C and _failed_besides(log)  # a hang Ctrl-C ended

@@ -168,6 +168,8 @@ class LogFacts:
     cancelled: str | None = None
     """Why Slurm cancelled the job or its step (``CANCELLED AT ... DUE TO TIME LIMIT``; empty: a
     user did, ``scancel``)."""
+    failed_node: str | None = None
+    """The node srun says Slurm lost (``srun: error: Node failure on gpu-node-07``)."""
     cancelled_after: bool = False
     """Slurm cancelled the step, for no reason it gives, after a task had failed or its cgroup had
     killed one for memory: srun's own teardown of the step, not a cancel from outside."""

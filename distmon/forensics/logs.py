@@ -93,6 +93,8 @@ _CANCELLED = re.compile(
 )
 """slurmstepd's ``*** JOB 1234 ON node1 CANCELLED AT 2024-05-01T12:00:00 DUE TO TIME LIMIT ***``:
 Slurm stopped the job (its time limit, a preemption, a node that failed; no reason: scancel)."""
+_NODE_FAILED = re.compile(r"srun: error: Node failure on ([\w.-]{1,200})")
+"""srun, when Slurm lost a node of the step (``srun: error: Node failure on gpu-node-07``)."""
 _OOM_KILL = re.compile(r"Detected \d{1,9} oom[-_]kill event(?:s|\(s\))? in (?:step |StepId=)?[\w.]{0,39}\w")
 """slurmstepd, once the step's cgroup killed a process for memory (``Detected 1 oom-kill event(s) in
 step 123.0 cgroup``, Slurm 21+: ``oom_kill event in StepId=123.0``)."""
@@ -328,6 +330,9 @@ class _Reader:
                 or any(e.unit == TASK and e.code not in TEARDOWN for e in facts.exits)
             )
             facts.cancelled_after = not facts.cancelled and failed
+            facts.matched += 1
+        if "Node failure on" in line and facts.failed_node is None and (node := _NODE_FAILED.search(line)) is not None:
+            facts.failed_node, facts.cancelled = node.group(1), "NODE FAILURE"
             facts.matched += 1
         if "srun: Terminating" in line and _TERMINATING.search(line) is not None:
             facts.step_ended = True

@@ -1371,6 +1371,27 @@ def test_slurm_cancelling_the_job_is_no_ranks_failure() -> None:
     assert alone(assign_blame(analyze_text(f"{oom}\n{cancel}"))) == [2], "a rank that failed first goes first"
 
 
+def test_a_node_slurm_lost_is_named_and_the_ranks_waiting_for_it_are_not_blamed() -> None:
+    """srun names the node it lost; the ranks left waiting in a collective are its victims, and what to
+    do is to keep the next run off that node. Without srun's line the node is not guessed (slurmstepd's
+    ``ON node`` is where it runs, not the node that failed)."""
+    waits = "\n".join(
+        f"[rank{r}]:[E1206 10:00:01.000000 1{r} ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=812, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) "
+        "ran for 600002 milliseconds before timing out."
+        for r in (0, 1)
+    )
+    lost = "srun: error: Node failure on gpu-node-07"
+    cancel = (
+        "slurmstepd: error: *** STEP 4242.0 ON gpu-node-03 CANCELLED AT 2026-12-06T10:00:05 DUE TO NODE FAILURE ***"
+    )
+    for text in (f"{waits}\n{lost}", f"{waits}\n{lost}\n{cancel}"):
+        said = assign_blame(analyze_text(text)).nobody
+        assert said is not None and "a node of the job failed (gpu-node-07)" in said and "--exclude" in said, text
+    said = assign_blame(analyze_text(f"{waits}\n{cancel}")).nobody
+    assert said is not None and "a node of the job failed: the node" in said and "gpu-node-03" not in said
+
+
 # --- what round 62's logs brought: the launchers' other words, each from the code that prints it ---------------
 
 
