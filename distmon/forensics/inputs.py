@@ -180,20 +180,27 @@ RESTART = "attempts left; will restart worker group"
 earlier attempt's."""
 
 
-def _restarts(path: str, until: float) -> tuple[int, int]:
-    """How many times torchrun restarted its workers in the log, and the line its last attempt starts after; none
-    where the last attempt's lines show no rank failing nor waiting (the paste cut them, or they say nothing):
-    then the whole log is judged."""
+SUCCEEDED = "(WorkerState.SUCCEEDED)"
+"""torchrun's agent once its workers all ended well (``Local worker group finished (WorkerState.SUCCEEDED)``)."""
+
+
+def _restarts(path: str, until: float) -> tuple[int, int, bool]:
+    """How many times torchrun restarted its workers in the log, the line its last attempt starts after, and
+    whether that attempt finished well. The line is 0 where the last attempt's lines show no rank failing nor
+    waiting (it finished, the paste cut its lines, or they say nothing): then the whole log is judged."""
     count = last = 0
+    recovered = False
     with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
         for number, line in enumerate(_Lines(f, until), 1):
             if RESTART in line:
-                count, last = count + 1, number
+                count, last, recovered = count + 1, number, False
+            elif count and SUCCEEDED in line:
+                recovered = True
     if not count:
-        return 0, 0
+        return 0, 0, False
     with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
         tail = read_log(cast(IO[str], islice(_Lines(f, until), last, None)))
-    return (count, last) if tail.failed_or_waited() else (0, 0)
+    return count, last if tail.failed_or_waited() else 0, recovered
 
 
 def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = False) -> int:
@@ -204,18 +211,23 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
     before, raised = log.matched, len(log.unplaced)
     try:
         until = time.monotonic() + MAX_LOG_SECONDS  # for every read of the file together
-        restarts, last = _restarts(path, until)
+        restarts, last, recovered = _restarts(path, until)
+        times = "once" if restarts == 1 else f"{restarts} times"
         with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
             lines = _Lines(f, until)
-            if restarts:
+            if last:
                 earlier = read_log(cast(IO[str], islice(lines, last)))
                 said = earlier.first_failure() or "what failed is not in the log"
-                times = "once" if restarts == 1 else f"{restarts} times"
                 log.restarts.append(
                     f"torchrun restarted the workers {times} ({os.path.basename(path)}): judged on the last attempt; "
                     f"before it, {said}"
                 )
                 log.matched += earlier.matched
+            elif recovered:
+                log.restarts.append(
+                    f"torchrun restarted the workers {times} ({os.path.basename(path)}) and the last attempt "
+                    f"finished {SUCCEEDED}: the job recovered; what failed before it is judged below"
+                )
             read_log(cast(IO[str], lines), log)  # it only iterates over the lines
             empty = raw.tell() == 0
     except OSError as e:

@@ -1825,7 +1825,7 @@ def test_a_time_limit_that_ended_a_hang_is_not_the_story_and_a_restarts_rendezvo
 def test_a_log_of_torchruns_restarts_is_judged_on_its_last_attempt_the_earlier_said_apart() -> None:
     """Rank 3 ran out of memory in the first attempt; after torchrun restarted the workers, ranks 0, 2-3 time out
     while rank 1 says nothing: the last attempt's hang is rank 1's, rank 3's error an earlier attempt's. Where the
-    last attempt shows nothing failing (cut from the paste), the whole log is judged."""
+    last attempt shows nothing failing (cut from the paste, or it finished: that is said), the whole log is judged."""
     oom = (
         "[rank3]: Traceback (most recent call last):\n"
         '[rank3]:   File "/job/train.py", line 80, in step\n'
@@ -1850,6 +1850,14 @@ def test_a_log_of_torchruns_restarts_is_judged_on_its_last_attempt_the_earlier_s
     assert "restarted the workers" in render_analysis(analysis)
     whole = analyzed(oom + restart)
     assert whole.log.restarts == [] and 3 in (assign_blame(whole).culprits or suspects(assign_blame(whole)))
+    finished = (
+        "I1012 09:40:00.1 1 torch/distributed/elastic/agent/server/api.py:594] Local worker group finished "
+        "(WorkerState.SUCCEEDED). Waiting 300 seconds for other agents to finish\n"
+    )
+    recovered = analyzed(oom + restart + finished)
+    [said] = recovered.log.restarts
+    assert "restarted the workers once" in said and "the job recovered" in said, "the job's end is said"
+    assert 3 in (assign_blame(recovered).culprits or suspects(assign_blame(recovered))), "what failed, still judged"
 
 
 def test_a_pipeline_stage_absent_from_the_log_while_the_others_wait_in_sends_and_receives_is_suspected() -> None:
