@@ -15,7 +15,7 @@ from dataclasses import dataclass
 from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
 from distmon.forensics.analysis import Analysis, RankFacts
 from distmon.forensics.failures import SIGKILL, TOGETHER, device_fault
-from distmon.forensics.worker_exits import RANK, WorkerExit
+from distmon.forensics.worker_exits import OOM_KILLER, PROCESS, RANK, WorkerExit
 from distmon.monitor.rules.failures import KILLED, KILLER
 from distmon.monitor.state.whereabouts import frame_lines
 from distmon.monitor.state.words import duration, first_line, group_name, in_flight, rank_word
@@ -200,6 +200,14 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
     return Evidence(f.rank, f"{RAISED} ({said})", frame_lines(raised.frames, depth=4, indent=""), CODE, fix)
 
 
+HOST_MEMORY = (
+    "its node's host memory ran out: what each rank holds there (the dataset loaded whole, DataLoader workers times "
+    "their prefetch, pinned memory, a checkpoint gathered on CPU) against the node's or its container's memory; "
+    "`free -g` and `dmesg -T` on that node"
+)
+"""What to do where the kernel's OOM killer killed a rank."""
+
+
 def _killed(f: RankFacts, analysis: Analysis) -> Evidence | None:
     """A launcher says a signal from outside it ended it (SIGKILL: no process sends it itself nor catches it): it
     is not hanging, so no stack of it is to be had; the ranks of its host killed in the same second say the host."""
@@ -214,8 +222,13 @@ def _killed(f: RankFacts, analysis: Analysis) -> Evidence | None:
         if e.unit == RANK and e.who != f.rank and e.host == end.host and e.signal_number == SIGKILL and _close(e, end)
     ]
     facts = [f"{end.by} says it ended by {end.how}{host}"]
+    oom = any(e.unit == PROCESS and e.by == OOM_KILLER and e.who == end.pid for e in log.exits if end.pid)
+    if oom:
+        facts.append(f"the kernel's log in the paste says its out-of-memory killer killed process {end.pid}, this one")
     if others:
         facts.append(f"{rank_word(others)}{host} were killed in the same second: the host's memory, or the host")
+    if oom:
+        return Evidence(f.rank, "the kernel's out-of-memory killer killed it", facts, UNKNOWN, HOST_MEMORY)
     return Evidence(f.rank, f"it was {KILLED}", facts, UNKNOWN, f"find who killed it: {KILLER}")
 
 

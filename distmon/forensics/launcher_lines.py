@@ -94,7 +94,9 @@ _HEADS = re.compile(r"\s*(Root Cause(?: \(first observed failure\))?|(?:Other )?
 or as a person retyped them (``... failure) :``)."""
 _SQUASHED = re.compile(r"\brank\s?:?\s?(\d{1,9}) \(local[_ ]rank: ?\d{1,9}\)\s*exit ?code\s?:\s?(-?\d{1,9})")
 """An entry's rank and exit code run into one line, as a person retyped the table."""
-_AGENT = re.compile(r"failed \(exitcode: (-?\d{1,9})\) local_rank: (\d{1,9}) \(pid: \d{1,9}\)")
+_PID = re.compile(r"\(pid: (\d{1,9})\)")
+"""torchrun's table's process id beside the exit code: ``exitcode : -9 (pid: 4203)``."""
+_AGENT = re.compile(r"failed \(exitcode: (-?\d{1,9})\) local_rank: (\d{1,9}) \(pid: (\d{1,9})\)")
 _CLOSING = re.compile(r"Sending process (\d{1,9}) closing\b")
 """torchrun's agent closing its workers (``Sending process 52478 closing signal SIGTERM``): those still alive."""
 MAX_CLOSING = 1024
@@ -404,6 +406,7 @@ class LauncherLines:
             entry.who = int(number.group())
         elif key == "exitcode" and number:
             entry.code = int(number.group())
+            entry.pid = int(pid.group(1)) if (pid := _PID.search(value)) else None
         elif key == "time" and (iso := ISO.match(value)):
             entry.at = utc(*iso.groups())
         elif key == "host":
@@ -419,7 +422,8 @@ class LauncherLines:
         found = _AGENT.search(body) if "local_rank" in body else None
         if found is None:
             return False
-        self.kept(WorkerExit(LOCAL_RANK, int(found.group(2)), int(found.group(1)), "torchrun", first=True))
+        code, local, pid = map(int, found.groups())
+        self.kept(WorkerExit(LOCAL_RANK, local, code, "torchrun", first=True, pid=pid))
         self.agent = True
         return True
 

@@ -45,6 +45,10 @@ WORKER = "worker"
 index ``mp.spawn`` gave a process, or nothing (a worker the launcher does not name)."""
 
 
+OOM_KILLER = "the kernel's OOM killer"
+"""Who says it killed a process (its pid) for the host's memory, in ``dmesg``'s words."""
+
+
 ON_A_NODE = (LOCAL_RANK, TASK, SPAWNED)
 """Units that are the rank where the job ran on one node (a task: where srun started one a rank)."""
 
@@ -164,7 +168,7 @@ ENDS = (
         said="died unexpectedly (vLLM's executor saw its process end first and shut the others down)",
     ),
     Words(
-        "the kernel's OOM killer",
+        OOM_KILLER,
         "Killed process",
         re.compile(r"\b(?:Out of memory|Memory cgroup out of memory): Killed process (?P<who>\d{1,9}) \("),
         unit=PROCESS,
@@ -249,6 +253,8 @@ class WorkerExit:
     """It ended the job itself (``MPI_Abort``): a failure of its own, whatever its code."""
     count: int = 1
     """How many workers the line says ended so, where it names none (mpirun's count)."""
+    pid: int | None = None
+    """Its process id, where the launcher gives it (torchrun's): the kernel's OOM killer names the pid it killed."""
 
     @property
     def how(self) -> str:

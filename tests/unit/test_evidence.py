@@ -201,7 +201,8 @@ def test_the_hang_a_raised_culprit_left_behind_says_only_who_waits(tmp_path: Pat
 
 def test_a_rank_a_launcher_says_was_killed_is_not_shown_as_hanging(tmp_path: Path) -> None:
     """torchrun's table: rank 6 (its first observed failure) and ranks 4-5, 7 of the same host killed in the same
-    second while ranks 0-3 wait for them: the host's memory, not a stack to take of a process that is gone."""
+    second while ranks 0-3 wait for them: the host's memory, not a stack to take of a process that is gone; where
+    the kernel's log says its OOM killer killed a rank's pid, that rank's memory, said so."""
 
     def failure(n: int, rank: int) -> str:
         return (
@@ -234,6 +235,13 @@ def test_a_rank_a_launcher_says_was_killed_is_not_shown_as_hanging(tmp_path: Pat
         "ranks 4-5, 7 on node1 were killed in the same second: the host's memory, or the host",
     ]
     assert "dmesg" in said.next_step
+    kernel = "[ 812.3] Out of memory: Killed process {} (python) total-vm:98765432kB, anon-rss:61234567kB\n"
+    table = (tmp_path / "job.log").read_text()
+    for pid, killer in ((9999, False), (3226, True)):
+        (tmp_path / "job.log").write_text(kernel.format(pid) + table)
+        [said] = evidence(analyze([str(tmp_path)]), [6])
+        assert (said.why == "the kernel's out-of-memory killer killed it") is killer, "where its pid is the kernel's"
+        assert ("killed process 3226, this one" in said.facts[1] and "host memory ran out" in said.next_step) is killer
 
 
 def test_a_device_behind_on_work_its_host_and_peers_went_past_is_named(tmp_path: Path) -> None:
