@@ -25,13 +25,16 @@ HARDWARE = "hardware"
 CODE = "code"
 UNKNOWN = "unknown"
 RAISED = "it raised"
+"""How a culprit's evidence begins where the rank raised: what its place already says."""
 ASSERTED = (
     "find the failing op: the assert's own line (`Assertion ... failed`) names the kernel; rerun with "
     "CUDA_LAUNCH_BLOCKING=1, or on CPU, to raise at it; most often a label or an index out of range in this "
     "rank's batch"
 )
 """What to do where a kernel's own bounds check failed (a device-side assert): the program's, not the GPU's."""
-"""How a culprit's evidence begins where the rank raised: what its place already says."""
+ASSERT_TRIGGERED = "device-side assert triggered"
+"""CUDA's words for a kernel's failed assert; not torch's trailer under every CUDA error since 2.0 (``Compile with
+`TORCH_USE_CUDA_DSA` to enable device-side assertions``)."""
 
 
 @dataclass
@@ -143,7 +146,7 @@ def _device_error(f: RankFacts, analysis: Analysis) -> Evidence | None:
     if raised is None or (raised.type != "CUDA error" and not hardware):
         return None
     where = frame_lines(raised.frames, depth=3, indent="") if raised.frames else []
-    if "device-side assert" in raised.said:
+    if ASSERT_TRIGGERED in raised.said:
         return Evidence(
             f.rank,
             f"a kernel's own check failed on its device: {raised.type}: {first_line(raised.message)}",
@@ -189,7 +192,7 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
             "has ... in use`), a batch or sequence longer than its peers', fragmentation (PYTORCH_CUDA_ALLOC_CONF="
             "expandable_segments:True); else a smaller micro-batch"
         )
-    elif "device-side assert" in raised.message:
+    elif ASSERT_TRIGGERED in raised.message:
         fix = ASSERTED
     else:
         fix = (

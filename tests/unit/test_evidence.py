@@ -330,3 +330,26 @@ def test_a_device_side_assert_is_the_programs_check_and_an_out_of_memory_its_gpu
         (tmp_path / "job.log").write_text(raised + waits)
         [found] = evidence(analyze([str(tmp_path)]), [1])
         assert found.points_at == CODE and words in found.next_step and "drain" not in found.next_step, said
+
+
+def test_torchs_trailer_under_every_cuda_error_is_no_device_side_assert(tmp_path: Path) -> None:
+    """Since torch 2.0 every CUDA error ends ``Compile with `TORCH_USE_CUDA_DSA` to enable device-side
+    assertions.``: an ECC error with it is still the GPU's, to drain; an assert with it still the program's."""
+    trailer = (
+        "[rank1]: CUDA kernel errors might be asynchronously reported at some other API call, so the stacktrace "
+        "below might be incorrect.\n[rank1]: For debugging consider passing CUDA_LAUNCH_BLOCKING=1\n"
+        "[rank1]: Compile with `TORCH_USE_CUDA_DSA` to enable device-side assertions.\n"
+    )
+    for error, points_at, words in (
+        ("uncorrectable ECC error encountered", HARDWARE, "drain its node"),
+        ("device-side assert triggered", CODE, "a label or an index out of range"),
+    ):
+        raised = (
+            "[rank1]: Traceback (most recent call last):\n"
+            '[rank1]:   File "/job/train.py", line 70, in main\n'
+            "[rank1]:     loss.backward()\n"
+            f"[rank1]: RuntimeError: CUDA error: {error}\n"
+        )
+        (tmp_path / "job.log").write_text(raised + trailer + "".join(waited(r, 120) for r in (0, 2, 3)))
+        [found] = evidence(analyze([str(tmp_path)]), [1])
+        assert found.points_at == points_at and words in found.next_step, error
