@@ -117,6 +117,8 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
         return files.unread.get(rank, NO_FILE)
     if rank in log.waiting:
         return "its waits are in groups the log does not name"
+    if rank in log.cut_in:
+        return f"no watchdog line in the log; its traceback, cut, ends in {log.cut_in[rank]}"
     if rank in log.seen:
         return "no watchdog line in the log"
     if (said := log.ended(rank)) is not None:

@@ -493,12 +493,12 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     the one rank an exception the log places nowhere can be; the others absent."""
     log = analysis.log
     unproven = [r for r in unproven if r not in log.waiting]
-    seen = [r for r in unproven if r in log.seen]
+    seen = [r for r in unproven if r in log.seen and r not in log.cut_in]
     found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not log.cut(r))]
     alone = _alone(analysis)
     if alone is not None and alone.why == ALONE:
         found.insert(0, alone)
-    absent = [r for r in unproven if r not in log.seen]
+    absent = [r for r in unproven if r not in log.seen and r not in log.cut_in]
     lone = _unplaced_owner(analysis, absent)
     if lone is not None:
         found.append(lone)

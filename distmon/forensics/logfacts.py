@@ -182,6 +182,8 @@ class LogFacts:
     """Ranks that wrote a line of their own (no traceback's) after another rank raised: they did not."""
     cut_waiting: int = 0
     """Tracebacks the log cuts inside a collective call: ranks that were waiting, their exceptions unseen."""
+    cut_in: dict[int, str] = field(default_factory=dict)
+    """The ranks of those tracebacks, each with where it stood (``all_reduce (distributed_c10d.py:2221)``)."""
     oom_killed: str | None = None
     """slurmstepd's word that the step's cgroup killed a process for memory."""
     agents_under_srun: bool = False

@@ -22,6 +22,7 @@ traceback with no rank is kept apart (:attr:`LogFacts.unplaced`).
 
 from __future__ import annotations
 
+import os
 import re
 import signal
 import time
@@ -227,6 +228,9 @@ class _Reader:
             if cut is not None:
                 self.facts.stores.traceback(rank, cut.frames, cut.in_collective)
                 self.facts.cut_waiting += cut.in_collective
+                if cut.in_collective:
+                    inner = cut.frames[-1]
+                    self.facts.cut_in[rank] = f"{inner.func} ({os.path.basename(inner.file)}:{inner.line})"
             if cut is not None and not consequences and not cut.in_collective:
                 self._raised(rank, cut)
         self._respawned()

@@ -1921,3 +1921,34 @@ def test_the_drivers_xid_on_a_gpu_names_the_rank_nccl_put_on_it() -> None:
     assert verdict.leading == [7], "rank 7 also printed no watchdog line"
     every = judged(members + waits + waits.replace("[rank0]", "[rank7]").replace("[Rank 0]", "[Rank 7]") + xid)
     assert every.nobody is None and every.leading == [3, 7], "every rank waits: the GPU's rank, not the transport"
+
+
+def test_a_rank_whose_traceback_the_paste_cuts_inside_a_collective_waited_and_is_no_suspect() -> None:
+    """Ranks 0-1 time out in all-reduce #9120; rank 2's traceback is cut inside ``dist.all_reduce``'s
+    ``work.wait()``: it waited too, so of four ranks the one absent, rank 3, is suspected, and rank 2 is said to
+    stand in that collective, not "never heard from"."""
+    waits = "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:563] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=9120, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=1800000) ran for 1800042 "
+        "milliseconds before timing out.\n"
+        for r in (0, 1)
+    )
+    cut = "".join(
+        f"[rank2]:{line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/workspace/train.py", line 210, in main',
+            "    reduce_metrics(stats)",
+            '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 2221, in '
+            "all_reduce",
+            "    work.wait()",
+        )
+    )
+    launch = "torchrun --nproc_per_node=4 train.py\n"
+    analysis = analyzed(launch + waits + cut)
+    verdict = assign_blame(analysis)
+    assert suspects(verdict) == [3], verdict.headline
+    assert "ends in all_reduce (distributed_c10d.py:2221)" in analysis.missing[2]
+    assert "rank 2: no evidence" in render_analysis(analysis) and "it waited in a collective" in render_analysis(
+        analysis
+    )
