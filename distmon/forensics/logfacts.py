@@ -175,8 +175,8 @@ class LogFacts:
     killed one for memory: srun's own teardown of the step, not a cancel from outside."""
     step_ended: bool = False
     """srun said it was ending the step itself (``srun: Terminating StepId=12.0``)."""
-    closed: int = 0
-    """Workers torchrun's agent sent its closing signal (``Sending process 4242 closing signal
+    closed: frozenset[int] = frozenset()
+    """The pids of the workers torchrun's agent sent its closing signal (``Sending process 4242 closing signal
     SIGTERM``): still running as it tore them down, after the failure it saw (or the signal it got)."""
     went_on: set[int] = field(default_factory=set)
     """Ranks that wrote a line of their own (no traceback's) after another rank raised: they did not."""

@@ -221,7 +221,7 @@ class _Reader:
         """What the log ended in the middle of: a launcher's table, tracebacks cut before their
         exception line."""
         self.launcher.finish()
-        self.facts.closed = len(self.launcher.closing)
+        self.facts.closed = frozenset(self.launcher.closing)
         consequences = any(r.consequence for r in self.facts.raised.values())
         for rank, building in self.tracebacks.items():
             cut = building.cut(self.stamp)

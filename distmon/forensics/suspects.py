@@ -103,7 +103,8 @@ def _outlived(log: LogFacts) -> list[tuple[int, str]]:
     second: each one's watchdog on a collective that timed out, most likely): the few that collective waited for,
     in none of their own."""
     aborted = {e.who: e for e in log.exits if e.unit == RANK and e.code == SIGABRT}
-    torn = sorted({e.who for e in log.exits if e.unit == RANK and e.code == SIGTERM} - aborted.keys())
+    closed = _closed(log)
+    torn = sorted(({e.who for e in log.exits if e.unit == RANK and e.code == SIGTERM} | closed.keys()) - aborted.keys())
     times = [e.at for e in aborted.values() if e.at is not None]
     if len(aborted) < 3 or not torn or len(torn) * OUTLIVED_SHARE > len(aborted):
         return []
@@ -114,7 +115,22 @@ def _outlived(log: LogFacts) -> list[tuple[int, str]]:
         f"{by} tore it down still running, while {rank_word(aborted)} aborted together (SIGABRT: each one's watchdog "
         "on a collective that timed out, most likely): the rank they waited for, in no collective of its own"
     )
-    return [(rank, why) for rank in torn]
+    placed = " (pid {}: the table's pids, one after another by rank, put it at this rank)"
+    return [(rank, why + (placed.format(closed[rank]) if rank in closed else "")) for rank in torn]
+
+
+def _closed(log: LogFacts) -> dict[int, int]:
+    """The ranks of the pids torchrun's agent closed (SIGTERM: still running) that its table leaves out. It starts a
+    host's workers in local-rank order, their pids one after another: where three of the table's ranks of one host
+    or more keep one distance between pid and rank, a closed pid at that distance is the rank it names (each rank's
+    pid)."""
+    rows = [e for e in log.exits if e.unit == RANK and e.pid is not None and e.who >= 0]
+    offsets = {e.pid - e.who for e in rows if e.pid is not None}
+    if len(rows) < 3 or len(offsets) != 1 or len({e.host for e in rows}) != 1:
+        return {}
+    offset, listed = offsets.pop(), {e.who for e in rows}
+    within = range(min(listed), max(listed) + 2)  # the host's ranks, the last perhaps the one closed
+    return {pid - offset: pid for pid in log.closed if pid - offset in within and pid - offset not in listed}
 
 
 def _aborted_itself(log: LogFacts, world: int) -> list[tuple[int, str]]:

@@ -1721,6 +1721,28 @@ def test_a_rank_torn_down_still_running_where_the_rest_aborted_together_is_the_o
     assert all("if the job ran on one node" not in s.why for s in split.suspects), "the table names the ranks"
 
 
+def test_a_rank_torchrun_closed_that_its_table_leaves_out_is_placed_by_the_tables_pids() -> None:
+    """One node: seven ranks in the table ended by SIGABRT together, their pids one after another by rank; the
+    agent closed pid 4244, which no row lists: rank 4's place in that order, torn down still running. A pid off
+    the host's run of ranks places none."""
+    aborted = failures_table("node0", {r: -6 for r in (0, 1, 2, 3, 5, 6, 7)})
+    waits = "".join(
+        f"[rank{r}]:[E ProcessGroupNCCL.cpp:523] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=15233, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600012 "
+        "milliseconds before timing out.\n"
+        for r in (0, 3)
+    )
+    for pid, expected in ((4244, [4]), (4299, [])):
+        closing = (
+            "W0502 10:14:30.9 2211 torch/distributed/elastic/multiprocessing/api.py:900] Sending process "
+            f"{pid} closing signal SIGTERM\n"
+        )
+        verdict = judged(waits + closing + aborted)
+        placed = [s for s in verdict.suspects if "tore it down" in s.why]
+        assert [s.rank for s in placed] == expected, verdict.headline
+        assert all(f"(pid {pid}: the table's pids, one after another by rank" in s.why for s in placed)
+
+
 def test_a_hang_stopped_by_ctrl_c_suspects_the_rank_stopped_in_its_own_code() -> None:
     """torchrun's agent got Ctrl-C: rank 1's traceback stands in its own code, ranks 0 and 2 lost their peer in
     their collective. The stop is the person's; the hang it ended is rank 1's to answer for."""
