@@ -39,7 +39,7 @@ from distmon.forensics.failures import (
 from distmon.forensics.host_memory import node_memory, step_memory
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
-from distmon.forensics.suspects import TASK_FAILURE, lost_peers, spared, suspects
+from distmon.forensics.suspects import TASK_FAILURE, gone_peer, lost_peers, spared, suspects
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
     ON_A_NODE,
@@ -373,8 +373,8 @@ ADAPTER = (
 
 def _fabric(log: LogFacts) -> str | None:
     """Where the only failure the log shows is the fabric's (InfiniBand completion errors): not where a worker
-    crashed or was killed (a peer's process gone fails the work requests to it alike)."""
-    if not log.peers.fabric_only or any(not r.consequence for r in log.raised.values()):
+    crashed, was killed or went silent, the one peer they name (a process gone fails the requests to it alike)."""
+    if not log.peers.fabric_only or any(not r.consequence for r in log.raised.values()) or gone_peer(log):
         return None
     if any(e.killed and e.unit != WORKER for e in log.exits):
         return None

@@ -55,15 +55,21 @@ _TESTS_RANK = re.compile(
 tests of NCCL 1 ran in one process and print no pid (``#   Rank  0 on  node03 device  0 [0x00] ...``)."""
 _RETURNED = re.compile(r"\bINFO ([\w/.-]{1,200}\.(?:cc|cu|cpp|h)):\d{1,6} -> (\d{1,2})\b")
 """NCCL's trace of a call that failed, each caller on its way out (``transport/net.cc:515 -> 2``)."""
-RESULTS = {2: "ncclSystemError", 3: "ncclInternalError", 6: "ncclRemoteError"}
+RESULTS = {2: "ncclSystemError", 3: "ncclInternalError"}
 """The results of NCCL's calls that its connections' set-up or transport returns (a system call, its
-own state, a peer gone): not a rank's program (its CUDA and usage errors are read where said)."""
+own state): not a rank's program (its CUDA and usage errors are read where said). A peer gone
+(``ncclRemoteError``, 6) is left out: that is a peer's end, read as a lost peer."""
 _RESULT = re.compile(
     r"unhandled system error|internal error(?:, NCCL version| - please report this issue to the NCCL developers)"
     r"|ncclSystemError|ncclInternalError"
 )
 """Those results as torch's error quotes them (``NCCL error in: ..., unhandled system error``), a peer gone
 (``ncclRemoteError``) left out: that is a peer's end, read as a lost peer."""
+_ADDRESS = re.compile(
+    r"(?:Bootstrap ?: Using|NET/Socket ?: Using \[\d{1,3}\]|OOB) ?[\w.-]{1,64}:(\d{1,3}(?:\.\d{1,3}){3})<"
+)
+"""The address NCCL's process bootstraps or sends on (``Bootstrap : Using eth0:10.4.2.17<0>``, ``NET/Socket :
+Using [0]eth0:...``, ``NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:...``): where a peer lost by address is."""
 MAX_DEVICES = 64
 """Devices kept of one process."""
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
@@ -147,6 +153,8 @@ class NcclLines:
     own: dict[tuple[str, str], set[int]] = field(default_factory=dict)
     """Per process (host, pid), the ranks its own lines give it in a communicator (its member line, the
     connections it sets up)."""
+    addresses: dict[str, str] = field(default_factory=dict)
+    """Per IPv4 address, the host NCCL's lines show using it."""
     starved: set[tuple[str, str]] = field(default_factory=set)
     """The processes whose GPU NCCL found out of memory (two at most kept: more say the same)."""
 
@@ -177,6 +185,10 @@ class NcclLines:
             self._drives(process, int(prefix.group(3)))
             self._owns(process, line)
             found = True
+            if "Using" in line or "OOB" in line:
+                address = _ADDRESS.search(line)
+                if address is not None and len(self.addresses) < MAX_HOSTS:
+                    self.addresses[address.group(1)] = process[0]
         if "Rank" in line and (tests := _TESTS_RANK.search(line)) is not None and len(self.processes) < MAX_HOSTS:
             process = (visible(tests.group(3), 200), tests.group(2) or "")
             self.processes.add(process)
@@ -281,10 +293,10 @@ class NcclLines:
             self.shared = f"ranks {a} and {b} both on the GPU of bus id {visible(gpu[1], 16)} on {gpu[0]}"
 
     def ranks_on(self, host: str) -> list[int]:
-        """The global ranks on ``host`` (a host name or its first label), as the largest
-        communicator's lines place them."""
+        """The global ranks on ``host`` (a host name or its first label, or an address NCCL's lines show a
+        host using), as the largest communicator's lines place them."""
         if not self.hosts:
             return []
         placed = self.hosts[max(self.hosts)]
-        short = host.split(".")[0]
+        short = self.addresses.get(host, host).split(".")[0]
         return sorted({r for h, ranks in placed.items() if h.split(".")[0] == short for r in ranks})

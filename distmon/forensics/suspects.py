@@ -410,11 +410,31 @@ def lost_peers(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """The ranks on the hosts a transport says it lost, where NCCL's lines place them, and the
     rank a send or receive named where the connection it waited on closed."""
     found = []
-    for peer in log.peers.peers():
+    gone = gone_peer(log)
+    for peer in [*log.peers.peers(), *([gone] if gone else [])]:
+        where = f"{host} ({peer})" if (host := log.nccl.addresses.get(peer)) else peer
+        why = "the peer whose connection closed" if peer != gone else f"the one peer {FABRIC_GONE}"
         for rank in log.nccl.ranks_on(peer):
             if rank < world:
-                found.append((rank, f"on {peer}, the peer whose connection closed"))
+                found.append((rank, f"on {where}, {why}"))
     return found + [p for p in _p2p_peers(log) if all(p[0] != rank for rank, _ in found)]
+
+
+FABRIC_GONE = (
+    "every InfiniBand completion error names, whose ranks' lines stop before the errors: its processes went away "
+    "(killed, its node lost) more likely than the link alone"
+)
+
+
+def gone_peer(log: LogFacts) -> str | None:
+    """The one peer every InfiniBand completion error names, where NCCL's lines place ranks on it and none of
+    them waited or raised in the log: its processes went away, and the work requests to them failed with them."""
+    peers = {loss.peer for loss in log.peers.losses}
+    if not log.peers.fabric_only or len(peers) != 1 or "" in peers:
+        return None
+    peer = peers.pop()
+    ranks = log.nccl.ranks_on(peer)
+    return peer if ranks and not any(r in log.waiting or r in log.raised for r in ranks) else None
 
 
 def _p2p_peers(log: LogFacts) -> list[tuple[int, str]]:

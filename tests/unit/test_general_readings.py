@@ -682,6 +682,46 @@ def test_nccls_failed_call_in_its_transport_blames_nobody_and_a_ranks_own_error_
     assert alone(judged(oom + trace)) == [1]
 
 
+def node_b_lost(how: str) -> str:
+    """Two nodes of two ranks, NCCL's lines placing each rank and its host's address; ranks 0-1 on node a then
+    say ``how`` of node b's address."""
+    hosts = "".join(
+        f"[rank{r}]:node-{'ab'[r // 2]}:4{r}:4{r} [{r % 2}] NCCL INFO Bootstrap : Using eth0:10.0.0.{1 + r // 2}<0>\n"
+        f"[rank{r}]:node-{'ab'[r // 2]}:4{r}:9{r} [{r % 2}] NCCL INFO comm 0x5581a00{r}e0 rank {r} nranks 4 cudaDev "
+        f"{r % 2} busId {r + 1}0000 - Init COMPLETE\n"
+        for r in range(4)
+    )
+    return hosts + "".join(f"[rank{r}]:node-a:4{r}:30{r} [{r}] {how}\n" for r in (0, 1))
+
+
+def test_a_peer_lost_by_its_address_is_the_host_nccls_lines_show_using_it() -> None:
+    """Ranks 0-1 lost their connection to 10.0.0.2, the address node b's ranks bootstrapped on: node b's ranks
+    are suspected, the host named with its address; NCCL's trace of the call (``-> 6``, ncclRemoteError: a peer
+    gone) does not make it the network's."""
+    closed = "misc/socket.cc:49 NCCL WARN socketProgress: Connection closed by remote peer 10.0.0.2<50120>"
+    for trace in ("", "\nnode-a:40:300 [0] NCCL INFO transport/net.cc:1302 -> 6"):
+        verdict = judged(node_b_lost(closed + trace))
+        assert verdict.nobody is None and suspects(verdict) == [2, 3], verdict.headline
+        assert "on node-b (10.0.0.2), the peer whose connection closed" in verdict.suspects[0].why
+
+
+def test_infiniband_errors_all_from_one_peer_whose_ranks_went_silent_suspect_its_ranks_not_the_link() -> None:
+    """Every completion error names node b, whose ranks' lines stop at start-up: its processes went away (the
+    work requests to them fail alike). Where node b's ranks wait too, the link between them is what failed."""
+    error = "transport/net_ib.cc:1696 NCCL WARN NET/IB : Got completion from peer 10.0.0.2<54862> with status=12"
+    verdict = judged(node_b_lost(error + " opcode=0 len=0 vendor err 129"))
+    assert verdict.nobody is None and suspects(verdict) == [2, 3], verdict.headline
+    assert "the one peer every InfiniBand completion error names" in verdict.suspects[0].why
+    waits = "".join(
+        f"[rank{r}]:[E1206 10:00:01.0 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=9, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600012 "
+        "milliseconds before timing out.\n"
+        for r in (2, 3)
+    )
+    nobody = judged(node_b_lost(error + " opcode=0 len=0 vendor err 129") + waits).nobody
+    assert nobody is not None and "InfiniBand completion error 12" in nobody
+
+
 def test_one_process_driving_every_gpu_holds_up_no_rank() -> None:
     """nccl-tests' ``-g 4``: its ranks are threads of one process."""
     table = "".join(f"#  Rank {r} Group  0 Pid  4242 on   node1 device  {r} [0x0{r}] GPU\n" for r in range(4))

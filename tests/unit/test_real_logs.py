@@ -133,7 +133,12 @@ VERDICTS = [
     ("megatron_duplicate_gpu_interleaved.log", [], NOBODY, "ranks 0 and 3 both on CUDA device f000"),
     ("dfine_duplicate_gpu_default_device.log", [], NOBODY, "ranks 0 and 1 both on CUDA device 2000"),
     ("elastic_killed_agent_remote_peer_host.log", [], [0], "connection closed by ip-172-31-36-217"),
-    ("nccl_remote_error_aws_broken_pipe.log", [], NOBODY, "NCCL's call failed (ncclRemoteError in misc/socket.cc)"),
+    (
+        "nccl_remote_error_aws_broken_pipe.log",
+        [],
+        NOBODY,
+        "nobody to blame: the connection to 10.200.84.247 was lost: the",
+    ),
     ("accelerate_validation_dump_signal_rank0_observed.log", [], [0], "rank 1 waits in collective #22"),
     ("openrlhf_save_model_dump_signal_observed.log", [], [0, 1], "ranks 2, 6-7 wait in collective #460631"),
     ("accelerate_slurm_two_tables_rank4_first.log", [4], [], "rank 4 raised Exception: exit code 1"),
@@ -3677,7 +3682,7 @@ VERDICTS = [
         "openrlhf_deepspeed_multinode_ng30903_gpu3_nccl_proxy_cuda_oom_gpu0_peer_closed_unknown.log",
         [],
         NOBODY,
-        "nobody to blame: NCCL's call failed (ncclRemoteError in misc/socket.cc",
+        "nobody to blame: NCCL's call failed (ncclInternalError in",
     ),
     (
         "qwen_deepspeed_2xa40_first_broadcast_both_ranks_watchdog_none.log",
@@ -4523,7 +4528,7 @@ VERDICTS = [
         "composer_multinode_4090_nccl_proxy_connect_closed_by_remote_rank1.log",
         [],
         NOBODY,
-        "nobody to blame: NCCL's call failed (ncclRemoteError in",
+        "nobody to blame: NCCL's call failed (ncclInternalError in group.cc):",
     ),
     (
         "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log",
@@ -6449,7 +6454,7 @@ VERDICTS = [
         "nccl_tests_ucx_plugin_over_128_ranks_connection_closed_reset_217_regression.log",
         [],
         NOBODY,
-        "nobody to blame: NCCL's call failed (ncclRemoteError in",
+        "nobody to blame: the connection to 172.27.20.148 was lost: the",
     ),
     (
         "ngc_h100_2x8_local_rank3_exit1_then_exit_barrier_307s.log",
