@@ -499,9 +499,7 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     if alone is not None and alone.why == ALONE:
         found.insert(0, alone)
     absent = [r for r in unproven if r not in log.seen and r not in log.cut_in]
-    lone = _unplaced_owner(analysis, absent)
-    if lone is not None:
-        found.append(lone)
+    found += _unplaced_owners(analysis, absent)
     if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
         found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
     found += [Suspect(r, NO_LINE) for r in absent if all(s.rank != r for s in found)]
@@ -561,17 +559,14 @@ def _went_on(log: LogFacts, rank: int) -> bool:
     return any(t.seq is not None and t.enqueued > t.seq for t in log.timeouts.get(rank, {}).values())
 
 
-def _unplaced_owner(analysis: Analysis, absent: list[int]) -> Suspect | None:
-    """An exception the log shows with no rank, not a lost peer's, and one rank absent: it is
-    likely that rank's."""
+def _unplaced_owners(analysis: Analysis, absent: list[int]) -> list[Suspect]:
+    """An exception the log shows with no rank, not a lost peer's: likely one of the ranks absent's."""
     raised = next((r for r in analysis.log.unplaced if not r.cut and not r.consequence), None)
-    if raised is None or len(absent) != 1:
-        return None
-    return Suspect(
-        absent[0],
-        f"the log shows {raised.type}: {first_line(raised.message)} raised with no rank, and rank {absent[0]} is "
-        "the only one it does not show waiting",
-    )
+    if raised is None or not absent or len(absent) > MAX_SUSPECTS:
+        return []
+    which = f"rank {absent[0]} is the only one" if len(absent) == 1 else f"{rank_word(absent)} are the ones"
+    said = f"the log shows {raised.type}: {first_line(raised.message)} raised with no rank, and {which} it does not"
+    return [Suspect(r, f"{said} show waiting") for r in absent]
 
 
 def _source(analysis: Analysis) -> str:

@@ -2014,3 +2014,25 @@ def test_a_rank_whose_traceback_the_paste_cuts_inside_a_collective_waited_and_is
     assert "rank 2: no evidence" in render_analysis(analysis) and "it waited in a collective" in render_analysis(
         analysis
     )
+
+
+def test_an_exception_the_log_places_on_no_rank_is_said_with_the_ranks_it_may_be() -> None:
+    """Each pod's log pasted under a header, no rank prefix: ranks 0-1 time out, and a traceback of a worker
+    that is neither: it is one of the ranks absent, said with them, not dropped (one absent: that one)."""
+    waits = "".join(
+        f"[E ProcessGroupNCCL.cpp:821] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=9981, "
+        "OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800498 milliseconds before timing out.\n"
+        for r in (0, 1)
+    )
+    raised = (
+        "Traceback (most recent call last):\n"
+        '  File "/opt/app/train.py", line 231, in main\n'
+        "    for step, batch in enumerate(train_loader):\n"
+        "RuntimeError: DataLoader worker (pid(s) 2231) exited unexpectedly\n"
+    )
+    for world, absent in ((4, [2, 3]), (3, [2])):
+        verdict = judged(f"torchrun --nproc_per_node={world} train.py\n" + waits + raised)
+        assert suspects(verdict) == absent, verdict.headline
+        assert all(
+            "DataLoader worker (pid(s) 2231) exited unexpectedly raised with no rank" in s.why for s in verdict.suspects
+        )
