@@ -92,6 +92,9 @@ def _reported(rank: int, why: str, analysis: Analysis) -> Evidence:
     raised = _raised(f, analysis) if f is not None and f.dump is None else None
     if raised is not None:
         return Evidence(rank, why, [f"{raised.why}, at:", *raised.facts], raised.points_at, raised.next_step)
+    killed = _killed(f, analysis) if f is not None and f.dump is None else None
+    if killed is not None:  # not hanging: no stack of it to take
+        return Evidence(rank, why, [f"{killed.why}:", *killed.facts], killed.points_at, killed.next_step)
     own = "its own lines are in the log" if rank in analysis.log.seen else "no line of its own in the log"
     return Evidence(
         rank,

@@ -353,3 +353,19 @@ def test_torchs_trailer_under_every_cuda_error_is_no_device_side_assert(tmp_path
         (tmp_path / "job.log").write_text(raised + trailer + "".join(waited(r, 120) for r in (0, 2, 3)))
         [found] = evidence(analyze([str(tmp_path)]), [1])
         assert found.points_at == points_at and words in found.next_step, error
+
+
+def test_a_rank_a_report_names_that_a_launcher_says_was_killed_is_not_told_to_take_its_stack(tmp_path: Path) -> None:
+    """Horovod's stall inspector names rank 3; mpirun then says it died of SIGKILL: the next step is who killed
+    it, not a stack of a process that is gone."""
+    (tmp_path / "job.log").write_text(
+        "[1,0]<stderr>:[2024-06-11 03:02:14.118233: W /tmp/horovod/common/stall_inspector.cc:107] One or more "
+        "tensors were submitted to be reduced, gathered or broadcasted by subset of ranks and are waiting for "
+        "remainder of ranks for more than 60 seconds. This may indicate that different ranks are trying to submit "
+        "different tensors or that only subset of ranks is submitting tensors, which will cause deadlock. \n"
+        "[1,0]<stderr>:Missing ranks:\n[1,0]<stderr>:3: [allreduce.layer3.0.conv1.weight]\n"
+        "mpirun noticed that process rank 3 with PID 0 on node gpu-node4 exited on signal 9 (Killed).\n"
+    )
+    [said] = evidence(analyze([str(tmp_path)]), [3], {3: "missing from every stalled tensor"})
+    assert said.facts[0].startswith("it was killed (SIGKILL)") and "mpirun says it ended by signal 9" in said.facts[1]
+    assert "py-spy" not in said.next_step and "find who killed it" in said.next_step
