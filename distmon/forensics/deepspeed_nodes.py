@@ -21,6 +21,9 @@ MAX_RANKS = 1 << 17
 _MAPPING = re.compile(r"global_rank_mapping=defaultdict\(<class 'list'>, \{")
 _NODE = re.compile(r"'([\w.-]{1,253})': \[([\d, ]{0,1000000})\]")
 _ENDED = re.compile(r" exits with return code = (-?\d{1,4})\s*$")
+_SPAWNED = re.compile(r"\bprocess (\d{1,9}) spawned with command: \[.{0,2000}?'--local[_-]rank=(\d{1,4})'")
+"""The launcher on each worker it starts (``process 41202 spawned with command: ['python', ..., '--local_rank=1'
+...]``): its pid and local rank."""
 _PDSH = re.compile(r"pdsh@[\w.-]{1,253}: ([\w.-]{1,253}): ssh exited with exit code (\d{1,3})")
 _SIGNALLED = range(129, 255)
 """The exit codes of a node's launcher that ended by its worker's signal, as ssh passes them on: its
@@ -40,6 +43,8 @@ class DeepSpeedNodes:
 
     ranks: dict[str, list[int]] = field(default_factory=dict)
     ended: list[NodeEnded] = field(default_factory=list)
+    spawned: dict[int, int] = field(default_factory=dict)
+    """Each worker's local rank by its pid, as a launcher (not pdsh's label) says it started them."""
 
     def line(self, body: str, at: float | None, host: str = "") -> bool:
         """Reads ``body`` if it is the mapping, or a node's launcher's or pdsh's word on its end
@@ -50,6 +55,10 @@ class DeepSpeedNodes:
                 kept = sum(map(len, self.ranks.values()))
                 if len(self.ranks) < MAX_NODES and kept + len(numbers) <= MAX_RANKS:
                     self.ranks[visible(node.group(1), 253)] = numbers
+            return True
+        if "spawned with" in body and (spawned := _SPAWNED.search(body)) is not None:
+            if len(self.spawned) < MAX_RANKS and not host:
+                self.spawned[int(spawned.group(1))] = int(spawned.group(2))
             return True
         found = _PDSH.search(body) if "ssh exited" in body else None
         if found is not None:
@@ -62,6 +71,12 @@ class DeepSpeedNodes:
         if code != 0 and len(self.ended) < MAX_NODES and all(e.host != host for e in self.ended):
             self.ended.append(NodeEnded(visible(host, 253), code, at))
         return False  # the launcher's own reading counts the line
+
+    def rank_of(self, pid: int) -> int | None:
+        """The global rank of the worker the launcher started as ``pid``, where its mapping has one node."""
+        local = self.spawned.get(pid)
+        ranks = next(iter(self.ranks.values())) if len(self.ranks) == 1 else []
+        return ranks[local] if local is not None and local < len(ranks) else None
 
     def first(self) -> NodeEnded | None:
         """The node a worker ended on first, where the mapping gives its ranks: by the time its line

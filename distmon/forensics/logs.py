@@ -27,7 +27,7 @@ import re
 import signal
 import time
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import IO
 
 from distmon.forensics.failures import PROGRAM
@@ -37,7 +37,7 @@ from distmon.forensics.nccl import MAX_GROUP
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
 from distmon.forensics.watchdog import DEFAULT_PG, OPTIONS, PG, WORLD_GROUP, Said, pg_prefix, watchdog_said
-from distmon.forensics.worker_exits import RANK, SPAWNED, TASK, TEARDOWN, WorkerExit
+from distmon.forensics.worker_exits import PROCESS, RANK, SPAWNED, TASK, TEARDOWN, WorkerExit
 
 MAX_UNPLACED = 16
 """Exceptions with no rank kept from one log."""
@@ -234,6 +234,9 @@ class _Reader:
             if cut is not None and not consequences and not cut.in_collective:
                 self._raised(rank, cut)
         self._respawned()
+        ended = [e for e in self.facts.exits if e.unit == PROCESS]  # by pid: the launcher's started workers'
+        placed = {e.who: r for e in ended if (r := self.facts.deepspeed.rank_of(e.who)) is not None}
+        self.facts.exits += [replace(e, unit=RANK, who=placed[e.who], pid=e.who) for e in ended if e.who in placed]
         nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
         if nameless is not None:
             waits = len(self.facts.stores.main_first)

@@ -2036,3 +2036,18 @@ def test_an_exception_the_log_places_on_no_rank_is_said_with_the_ranks_it_may_be
         assert all(
             "DataLoader worker (pid(s) 2231) exited unexpectedly raised with no rank" in s.why for s in verdict.suspects
         )
+
+
+def test_the_pid_the_oom_killer_names_is_the_rank_the_deepspeed_launcher_started_as_it() -> None:
+    """One node: DeepSpeed's launcher prints each worker's pid and ``--local_rank``; the kernel killed pid 41202,
+    local rank 1, which the node's one mapping makes rank 1. With two nodes mapped, the pid places no rank."""
+    spawned = "".join(
+        f"[2024-05-01 11:58:40,10{r}] [INFO] [launch.py:256:main] process 4120{r} spawned with command: "
+        f"['/usr/bin/python', '-u', 'train.py', '--local_rank={r}', '--deepspeed', 'ds_config.json']\n"
+        for r in range(4)
+    )
+    killed = "[Wed May  1 12:40:12 2024] Out of memory: Killed process 41201 (python) total-vm:182344120kB\n"
+    for nodes, placed in (("{'localhost': [0, 1, 2, 3]}", [1]), ("{'n1': [0, 1, 2, 3], 'n2': [4, 5, 6, 7]}", [])):
+        mapping = f"[INFO] [launch.py:163:main] global_rank_mapping=defaultdict(<class 'list'>, {nodes})\n"
+        verdict = judged(mapping + spawned + killed)
+        assert [s.rank for s in verdict.suspects if "OOM killer" in s.why] == placed, verdict.headline
