@@ -121,6 +121,8 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
         return f"no watchdog line in the log; its traceback, cut, ends in {log.cut_in[rank]}"
     if rank in log.seen:
         return "no watchdog line in the log"
+    if rank in log.announced:
+        return "only its `Initializing distributed` line in the log"
     if (said := log.ended(rank)) is not None:
         return f"only {said.by}'s word on how it ended"
     return "no line in the log"

@@ -43,7 +43,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     ended = [(rank, why) for rank, why in ended if rank not in waiters and rank not in aborted]
     found = log.unjoined().suspected + _unanswering(log) + _starved(log, world) + ended
     found += lost_peers(log, world) + _lost_elsewhere(log, world)
-    found += _disagreeing(log, world) + _behind(log, world)
+    found += _disagreeing(log, world) + _behind(log, world) + _unannounced(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
     found = log.deepspeed.suspected() + found
     return _once(
@@ -53,6 +53,24 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
         + _short_barrier(log, world)
         + _store_host(log, world)
     )
+
+
+def _unannounced(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """The few ranks of the world no process announced (Lightning's ``Initializing distributed: GLOBAL_RANK: 6,
+    MEMBER: 7/8``, printed before init_process_group), where each other rank was announced once and the log shows
+    no rank waiting nor failing: they never reached init, where the others wait for them."""
+    announced = log.announced
+    missing = [r for r in range(world) if r not in announced]
+    if not announced or not missing or len(missing) * 2 > world or any(n > 1 for n in announced.values()):
+        return []
+    if log.failed_or_waited():
+        return []
+    why = (
+        "every other rank's `Initializing distributed: GLOBAL_RANK` line is in the log, not its: it never reached "
+        "init_process_group (its process not started, or stuck before: an import, data preparation), where the "
+        "others wait for it"
+    )
+    return [(r, why) for r in missing]
 
 
 def _once(found: list[tuple[int, str]]) -> list[tuple[int, str]]:

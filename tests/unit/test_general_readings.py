@@ -2051,3 +2051,14 @@ def test_the_pid_the_oom_killer_names_is_the_rank_the_deepspeed_launcher_started
         mapping = f"[INFO] [launch.py:163:main] global_rank_mapping=defaultdict(<class 'list'>, {nodes})\n"
         verdict = judged(mapping + spawned + killed)
         assert [s.rank for s in verdict.suspects if "OOM killer" in s.why] == placed, verdict.headline
+
+
+def test_a_rank_lightning_never_announced_while_the_job_hangs_at_init_is_suspected() -> None:
+    """Lightning prints each process's ``Initializing distributed`` before init_process_group: rank 6's is not in
+    the log and the job hangs there, so rank 6 is where to look. Ranks that failed or waited, or most of the world
+    unannounced (the paste cut), leave it to the other rules."""
+    announced = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in range(8) if r != 6)
+    verdict = judged(announced)
+    assert suspects(verdict) == [6] and "never reached init_process_group" in verdict.suspects[0].why
+    few = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in range(3))
+    assert not any("never reached init" in s.why for s in judged(few).suspects)

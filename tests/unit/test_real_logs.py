@@ -2066,8 +2066,8 @@ VERDICTS = [
     (
         "lightning_slurm_two_nodes_ddp_init_four_of_eight_members_hang.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [4, 5, 6],
+        "suspected: ranks 4-7, none more than another (every other rank's",
     ),
     (
         "llama2_13b_example_two_procs_c5_cpu_sigkill_local_rank0.log",
