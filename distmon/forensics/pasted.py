@@ -23,7 +23,8 @@ worker (``10.0.0.2 [3] ``, a host's index, no rank),
 MPICH's and Intel MPI's (``[5] ``, ``mpiexec -l``, as horovodrun runs them), Ray's actor or
 process (``(WorkerDict pid=63294) ``, ``(pid=63294, ip=10.0.0.2) ``, ``(raylet) ``) and its
 ``[repeated 3x across cluster]`` after a line, SkyPilot's node (``(worker1, rank=1, pid=2101,
-ip=10.0.0.2) ``), ``kubectl logs --prefix``'s pod (``[pod/job-worker-0/pytorch] ``), vLLM's
+ip=10.0.0.2) ``), ``kubectl logs --prefix``'s pod (``[pod/job-worker-0/pytorch] ``), stern's pod and
+container (``job-worker-0 pytorch ``), vLLM's
 worker and its logger (``(VllmWorker rank=3 pid=226) ERROR 06-26 23:10:17
 [multiproc_executor.py:527] ``), a logger's name, place or level after its time (hydra's
 ``[name][INFO] - ``, loguru's ``| ERROR    | module:function:42 - ``, DeepSpeed's ``[INFO]
@@ -128,6 +129,7 @@ _LABELS = re.compile(
     r"|\(\w{1,40}, rank=\d{1,6}, pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # SkyPilot's node
     r"|\((?:raylet|gcs_server|autoscaler|monitor|dashboard)\b[^)]{0,100}\) "  # Ray's own processes
     r"|\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] "  # kubectl logs --prefix
+    r"|[a-z][a-z0-9.-]{0,200}-\d{1,5}(?:-[a-z0-9]{5})? [a-z][a-z0-9-]{0,62} "  # stern's pod (by index), container
     r"|\[(?!rank\d)[a-z][\w.-]{0,62}\d[\w.-]{0,62}\] "  # a node's name, put by whoever gathered its lines
     r"|<\w{0,10}> {1,12}|[\w-]{1,64} \|\| "  # a collector's level column, a container's id and its column
     r"|[a-z][\w-]{0,40}\.\d{1,4} -- "  # a pod's role and replica (``master.0 -- ``)

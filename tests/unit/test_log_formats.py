@@ -1021,6 +1021,8 @@ LABELS = {
     "pdsh, an address": "10.1.2.3: ",
     "journald": "May 01 12:00:01 gpu-node7 python3[4321]: ",
     "kubectl --prefix": "[pod/job-worker-0/pytorch] ",
+    "stern": "job-worker-0 pytorch ",
+    "stern, a JobSet's pod": "llama-node-0-1-q9zrt node ",
     "Ray's process": "(pid=4242, ip=10.0.0.2) ",
     "Ray's raylet": "(raylet, ip=10.0.0.2) ",
     "SkyPilot": "(worker1, rank=1, pid=2101, ip=10.0.0.2) ",
