@@ -239,8 +239,10 @@ def _in_collective(g: GroupStatus, rank: int, analysis: Analysis) -> str:
     waited = f" for {duration(analysis.t - g.since)}" if g.since is not None and stated else ""
     if said is not None and said.seq is None and said.stuck is not None:
         return f"with its watchdog stuck in {visible(group_name(g.id, g))}{waited}"
-    op = f" ({visible(g.op)})" if g.op else ""
-    return f"in collective #{g.completed + 1}{op} of {visible(group_name(g.id, g))}{waited}"
+    op, group = f" ({visible(g.op)})" if g.op else "", visible(group_name(g.id, g))
+    if said is not None and said.seq is None:  # torch <=1.10's lines give no number: none is made up
+        return f"in {visible(g.op or 'a collective')} (its number not in the log) of {group}{waited}"
+    return f"in collective #{g.completed + 1}{op} of {group}{waited}"
 
 
 def analysis_json(analysis: Analysis) -> dict[str, Any]:

@@ -2062,3 +2062,14 @@ def test_a_rank_lightning_never_announced_while_the_job_hangs_at_init_is_suspect
     assert suspects(verdict) == [6] and "never reached init_process_group" in verdict.suspects[0].why
     few = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for r in range(3))
     assert not any("never reached init" in s.why for s in judged(few).suspects)
+
+
+def test_a_wait_whose_line_gives_no_number_is_shown_without_one() -> None:
+    """torch <=1.10's watchdog lines carry no SeqNum: where each rank stood says so, not ``#1``."""
+    waits = "".join(
+        f"[E ProcessGroupNCCL.cpp:587] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing out.\n"
+        for r in range(4)
+    )
+    shown = render_analysis(analyzed(waits))
+    assert "ranks 0-3: waits in all_reduce (its number not in the log) of group 0" in shown and "#1" not in shown
