@@ -333,13 +333,13 @@ def _stored(log: LogFacts) -> str | None:
 
 
 def _proven(analysis: Analysis, ranks: list[int]) -> list[int]:
-    """Of ``ranks`` (those an alert names), the ones their own dump or lines show at fault; else those whose dump
+    """Of ``ranks`` (those an alert names), the ones their own dump or lines show at fault; else the one whose dump
     is missing from a set (the culprit often writes none). Not one whose file is there but unreadable (it was
     alive to write it), nor a missing one beside a rank its own dump shows at fault (what the other did, no file
-    says)."""
+    says), nor several missing (a node's files not gathered: torch writes each rank's on its own node)."""
     shown = [r for r in ranks if (f := analysis.ranks.get(r)) is not None and (f.dump is not None or bool(f.groups))]
     absent = [r for r in ranks if r not in analysis.ranks and analysis.missing.get(r) == NO_FILE]
-    return sorted(shown or (absent if analysis.dumps else []))
+    return sorted(shown or (absent if analysis.dumps and len(absent) == 1 else []))
 
 
 def _nobody(analysis: Analysis, first: Alert) -> Blame:
@@ -502,10 +502,20 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     found += _unplaced_owners(analysis, absent)
     if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
         found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
-    found += [Suspect(r, NO_LINE) for r in absent if all(s.rank != r for s in found)]
+    found += [Suspect(r, _unseen(analysis, r)) for r in absent if all(s.rank != r for s in found)]
     if alone is not None and alone.why != ALONE:
         found.append(alone)
     return found[:MAX_SUSPECTS]
+
+
+def _unseen(analysis: Analysis, rank: int) -> str:
+    """Why a rank no file shows is suspected: no line of its in the log, or its dump missing from a set."""
+    if not analysis.dumps or analysis.missing.get(rank) != NO_FILE:
+        return NO_LINE
+    return (
+        f"{NO_FILE}: not gathered (torch writes each rank's dump on its own node, in /tmp by default), or it was "
+        + ("killed, crashed before its watchdog fired, or lost its node")
+    )
 
 
 def _subgroups_only(analysis: Analysis) -> bool:

@@ -369,3 +369,23 @@ def test_a_rank_a_report_names_that_a_launcher_says_was_killed_is_not_told_to_ta
     [said] = evidence(analyze([str(tmp_path)]), [3], {3: "missing from every stalled tensor"})
     assert said.facts[0].startswith("it was killed (SIGKILL)") and "mpirun says it ended by signal 9" in said.facts[1]
     assert "py-spy" not in said.next_step and "find who killed it" in said.next_step
+
+
+def test_one_dump_missing_proves_its_rank_several_missing_are_suspected_as_files_not_gathered(
+    tmp_path: Path,
+) -> None:
+    """Four ranks wait in world all-reduce #11, all started: the one rank with no dump is proven (the culprit
+    often writes none); two with none may be a node's files left on that node, so they are only suspected."""
+    recorders = job()
+    for r in recorders:
+        r.collective(WORLD.name, "allreduce", done=False)
+    for missing, proven in (([3], [3]), ([2, 3], [])):
+        for f in tmp_path.iterdir():
+            f.unlink()
+        for r in recorders:
+            if r.rank not in missing:
+                (tmp_path / f"nccl_trace_rank_{r.rank}").write_bytes(r.pickle())
+        verdict = assign_blame(analyze([str(tmp_path)]))
+        assert verdict.culprits == proven, verdict.headline
+        if not proven:
+            assert [s.rank for s in verdict.suspects] == missing and "not gathered" in verdict.suspects[0].why
