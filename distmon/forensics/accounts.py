@@ -36,7 +36,7 @@ from distmon.forensics.failures import (
     program_error,
     whom,
 )
-from distmon.forensics.host_memory import node_memory, step_memory
+from distmon.forensics.host_memory import killed_together, node_memory, step_memory
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, gone_peer, lost_peers, spared, suspects
@@ -111,6 +111,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _announced_twice(log)
         or alike(log)
         or step_memory(log)
+        or killed_together(log, world)
         or _terminated(log, world)
         or _aborted_cleanly(log)
         or _adapter(log)
@@ -382,8 +383,7 @@ def _fabric(log: LogFacts) -> str | None:
 
 
 def _nvlink(log: LogFacts) -> str | None:
-    """Where the only failure the log shows is NCCL's NVLS transport's (NVLink SHARP through the
-    node's NVSwitches)."""
+    """Where the only failure the log shows is NCCL's NVLS transport's (NVLink SHARP, the node's NVSwitches)."""
     if log.nccl.nvls is None or any(not r.consequence for r in log.raised.values()):
         return None
     return f"{NVLINK}: NCCL's NVLS transport: {log.nccl.nvls}"

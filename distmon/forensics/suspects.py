@@ -440,7 +440,7 @@ def lost_peers(log: LogFacts, world: int) -> list[tuple[int, str]]:
 
 FABRIC_GONE = (
     "every InfiniBand completion error names, whose ranks' lines stop before the errors: its processes went away "
-    "(killed, its node lost) more likely than the link alone"
+    "(killed, its node lost), or the link to it failed; its own log says which"
 )
 
 

@@ -5,6 +5,7 @@ calls. Every line here is written as the code that prints it writes it, for thes
 
 from __future__ import annotations
 
+import signal
 import tempfile
 from pathlib import Path
 
@@ -1731,10 +1732,10 @@ def failures_table(host: str, ended: dict[int, int]) -> str:
     """torchrun's table of one node: each rank's exit code, the first its root cause."""
 
     def entry(n: int, rank: int, code: int) -> str:
+        why = f"Signal {-code} ({signal.Signals(-code).name}) received by PID {4240 + rank}" if code < 0 else "<N/A>"
         return (
             f"[{n}]:\n  time      : 2024-05-02_10:14:31\n  host      : {host}\n  rank      : {rank} (local_rank: "
-            f"{rank % 4})\n  exitcode  : {code} (pid: {4240 + rank})\n  error_file: <N/A>\n  traceback : Signal "
-            f"{-code} ({'SIGABRT' if code == -6 else 'SIGTERM'}) received by PID {4240 + rank}\n"
+            f"{rank % 4})\n  exitcode  : {code} (pid: {4240 + rank})\n  error_file: <N/A>\n  traceback : {why}\n"
         )
 
     (root, code), *rest = ended.items()
@@ -1746,6 +1747,15 @@ def failures_table(host: str, ended: dict[int, int]) -> str:
         f"{'-' * 60}\nFailures:\n{others}{'-' * 60}\nRoot Cause (first observed failure):\n"
         f"{entry(0, root, code)}{'=' * 60}\n"
     )
+
+
+def test_every_rank_killed_in_the_same_second_is_no_ranks_fault() -> None:
+    """torchrun's table: ranks 0-3 all SIGKILLed at 10:14:31, rank 0 its first observed failure only as the first
+    it noticed: something outside killed them all (a memory limit, the scheduler). One rank of the four spared,
+    or a rank waiting before, leaves it to the other rules."""
+    said = judged(failures_table("gpu-node01", {r: -9 for r in range(4)})).nobody
+    assert said is not None and "ranks 0-3 on gpu-node01 were all killed (SIGKILL) at once" in said
+    assert judged(failures_table("gpu-node01", {0: -9, 1: -9, 2: -9, 3: 1})).nobody is None
 
 
 def test_a_rank_torn_down_still_running_where_the_rest_aborted_together_is_the_one_they_waited_for() -> None:
