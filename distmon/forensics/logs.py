@@ -52,10 +52,13 @@ STAMP_SPAN = 80
 """Where a docker or logging stamp may stand in a line: at its start, before the rank's prefix."""
 _WORLD = re.compile(
     r"global_world_sizes=\[(\d{1,9})|dist_world_size=(\d{1,9})|MEMBER: ?\d{1,9}/(\d{1,9})|Num processes: ?(\d{1,9})"
+    r"|Rank of current process: \d{1,9}\. World size: (\d{1,9})|using world size: (\d{1,9})"
+    r"|^\s{0,8}world_size \.{3,} (\d{1,9})\s*$|\bGPU number: (\d{1,9})\s*$"
+    r"|Completed store-based barrier for key:\S{1,200} with (\d{1,9}) nodes"
 )
-"""The world as launchers print it: torchrun's rendezvous, DeepSpeed's launcher, Lightning's
-``Initializing distributed``, accelerate's environment."""
-_WORLD_WORDS = ("world_size", "MEMBER:", "Num processes")
+"""The world as launchers and frameworks print it (torchrun, DeepSpeed, Lightning, accelerate, detectron2, Megatron's
+words and arguments, mmengine), and torch's store-based barrier as it creates the world's group."""
+_WORLD_WORDS = ("world_size", "MEMBER:", "Num processes", "World size", "world size", "GPU number", "barrier for key")
 _COMMAND = re.compile(
     r"(?:torchrun|torch\.distributed\.(?:run|launch))\b.{0,400}?--nproc[-_]per[-_]node[= ](\d{1,5})\b"
 )
@@ -64,8 +67,7 @@ _NODES = re.compile(r"--nnodes[= ](?:(\d{1,6})\b(?!:)|\S)")
 gives a range, ``--nnodes 1:4``, which the world may be any of)."""
 _LISTED = re.compile(r"^\s*rank\s{0,8}: ?(\d{1,9}) \(local_rank: ?\d{1,9}\)|\bworld_rank=(\d{1,9}), local_rank=")
 """A rank torchrun's failure table lists, or Ray Train's list of the workers it started
-(``- (ip=10.0.0.1, pid=5101) world_rank=3, local_rank=1, node_rank=1``): the world has at least as
-many."""
+(``- (ip=10.0.0.1, pid=5101) world_rank=3, local_rank=1, node_rank=1``): the world has at least as many."""
 _SPAWNED = re.compile(r"-- Process (\d{1,9}) terminated with the following error:")
 _JOIN = "multiprocessing/spawn.py"
 """Where ``mp.spawn``'s join raises the error of the process it found ended."""

@@ -1315,6 +1315,24 @@ def test_ray_trains_list_of_the_workers_it_started_gives_the_world() -> None:
     assert verdict.nobody is None and [s.rank for s in verdict.suspects] == [3]
 
 
+@pytest.mark.parametrize(
+    "said",
+    [
+        "[d2.engine.launch]: Rank of current process: 0. World size: 4",  # detectron2
+        "using world size: 4, data-parallel size: 4, context-parallel size: 1, tensor-model-parallel size: 1",
+        "  world_size ...................................... 4",  # Megatron's arguments
+        "2024/03/05 10:00:00 - mmengine - INFO -     GPU number: 4",
+        "INFO:torch.distributed.distributed_c10d:Completed store-based barrier for key:store_based_barrier_key:1 with "
+        "4 nodes.",
+    ],
+)
+def test_the_world_as_a_framework_prints_it_makes_the_silent_highest_rank_a_suspect(said: str) -> None:
+    """Ranks 0-2 wait; the framework's own words say the world has 4: rank 3, which no line shows, is where
+    to look, not "every rank issued it"."""
+    verdict = assign_blame(analyze_text("\n".join([said, *(WAIT.format(r=r) for r in range(3))])))
+    assert verdict.nobody is None and [s.rank for s in verdict.suspects] == [3], verdict.headline
+
+
 def test_every_rank_failing_alike_is_said_in_the_words_it_raised_and_nccls_connect_said_first() -> None:
     raised = (
         "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/NCCLUtils.hpp:317"
