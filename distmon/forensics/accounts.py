@@ -296,8 +296,8 @@ def _launcher_signalled(log: LogFacts) -> tuple[str, int] | None:
 
 def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
     """The ranks each report names: the monitored barrier (the world's), torch's desync report (its ranks
-    global where it is the world group's), Flight Recorder's analyzer, the fingerprint check,
-    Horovod's stall inspector."""
+    global where it is the world group's), Flight Recorder's analyzer, the fingerprint check, fairseq's
+    check of the workers' gradient norms, Horovod's stall inspector."""
     failed = log.debug.failed.items() if not _subgroups(log) else ()
     named = [([rank], f"never came to rank 0's monitored barrier ({why})") for rank, why in failed]
     for report in log.desync.reports:
@@ -307,9 +307,7 @@ def _reports(log: LogFacts, world: int) -> list[tuple[list[int], str]]:
         if said is not None and report.of_world and not shown:
             named.append(said)
     named += log.unjoined().proven
-    odd = log.debug.odd()
-    if odd is not None:
-        named.append(odd)
+    named += [odd for odd in (log.debug.odd(), log.grad_norms.odd()) if odd is not None]
     held = log.horovod.holding_up(world if world > 1 else None)
     if held is not None:
         named.append(held)

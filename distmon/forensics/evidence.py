@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
 from distmon.forensics.analysis import Analysis, RankFacts
 from distmon.forensics.failures import SIGKILL, TOGETHER, device_fault
+from distmon.forensics.grad_norms import CHECK_IT, ODD_NORM
 from distmon.forensics.worker_exits import OOM_KILLER, PROCESS, RANK, WorkerExit
 from distmon.monitor.rules.failures import KILLED, KILLER
 from distmon.monitor.state.whereabouts import frame_lines
@@ -96,6 +97,8 @@ def _reported(rank: int, why: str, analysis: Analysis) -> Evidence:
     if killed is not None:  # not hanging: no stack of it to take
         return Evidence(rank, why, [f"{killed.why}:", *killed.facts], killed.points_at, killed.next_step)
     own = "its own lines are in the log" if rank in analysis.log.seen else "no line of its own in the log"
+    if why.startswith(ODD_NORM):  # not held up: its numbers were its own
+        return Evidence(rank, why, [f"{own}; its peers' gradients agreed with each other"], CODE, CHECK_IT)
     return Evidence(
         rank,
         why,

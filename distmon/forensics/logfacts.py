@@ -12,6 +12,7 @@ from distmon.forensics.desync import DesyncLines
 from distmon.forensics.distributed_debug import DebugChecks
 from distmon.forensics.environment import Environment
 from distmon.forensics.fr_trace import AnalyzerFindings, FrTraceLines
+from distmon.forensics.grad_norms import GradNorms
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.peers import PeerLines
@@ -142,6 +143,7 @@ class LogFacts:
     desync: DesyncLines = field(default_factory=DesyncLines)
     fr_trace: FrTraceLines = field(default_factory=FrTraceLines)
     horovod: HorovodStalls = field(default_factory=HorovodStalls)
+    grad_norms: GradNorms = field(default_factory=GradNorms)
     nccl: NcclLines = field(default_factory=NcclLines)
     peers: PeerLines = field(default_factory=PeerLines)
     ray: RayActors = field(default_factory=RayActors)
@@ -267,7 +269,7 @@ class LogFacts:
     @property
     def mentioned(self) -> int | None:
         """The highest global rank a report of the log names (torch's desync report of the world
-        group, Flight Recorder's analyzer's, the fingerprint check, a monitored barrier, Horovod,
+        group, Flight Recorder's analyzer's, the fingerprint check, a monitored barrier, Horovod, fairseq's norms,
         DeepSpeed's nodes, Ray's dead actors, the store's waits, a progress bar's own words, a launcher's rank, local
         rank, spawned process or srun task (a rank, or a node of one rank or more), whose number is below the
         world's size): the world has at least one more."""
@@ -276,6 +278,7 @@ class LogFacts:
         ranks.update({*self.stores.waiting(), *self.stores.awaited(), *self.stores.barrier_ranks})
         ranks.update(r for report in self.desync.reports if report.of_world for r in report.listed())
         ranks.update(self.fr_trace.listed())
+        ranks.update(self.grad_norms.norms)
         ranks.update(r for node in self.deepspeed.ranks.values() for r in node)
         if self.progress is not None and self.progress[0] is not None:
             ranks.add(self.progress[0])

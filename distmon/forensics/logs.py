@@ -89,8 +89,7 @@ context torn down under it, CUDA saying ``driver shutting down`` to a call made 
 _DEATH = re.compile(
     r"Received (?:(\d{1,3})|Signals\.(SIG(?:HUP|INT|QUIT|TERM|USR1|USR2))) death signal, shutting down workers"
 )
-"""torchrun's agent, on a signal sent to itself (SIGHUP, SIGTERM, SIGINT): it ends its workers
-(``Received 1 death signal``; by the signal's name where Python formats it so)."""
+"""torchrun's agent, on a signal sent to itself (SIGHUP, SIGTERM, SIGINT; by number or name): it ends its workers."""
 _CANCELLED = re.compile(
     r"(?:STEP|JOB) [\w.]{1,40} ON \S{1,200} CANCELLED AT \S{1,40}(?: DUE TO ([A-Z][A-Z ]{0,40}[A-Z]))?"
 )
@@ -427,6 +426,7 @@ class _Reader:
             facts.debug.line(body, rank),
             facts.fr_trace.line(body),
             facts.horovod.line(body),
+            facts.grad_norms.line(body),
             facts.nccl.line(body),
             facts.peers.line(body, rank),
             facts.stores.line(body, rank),

@@ -2083,3 +2083,20 @@ def test_a_wait_whose_line_gives_no_number_is_shown_without_one() -> None:
     )
     shown = render_analysis(analyzed(waits))
     assert "ranks 0-3: waits in all_reduce (its number not in the log) of group 0" in shown and "#1" not in shown
+
+
+def test_fairseqs_table_of_the_workers_gradient_norms_names_the_odd_rank_not_the_one_that_raised() -> None:
+    """Rank 0 raised fairseq's ``gradients are inconsistent between workers``; its table shows rank 6's norm nan,
+    the seven others alike: rank 6's gradients are its own. Half the ranks apart names none."""
+
+    def raised(norms: list[str]) -> str:
+        rows = "".join(f"[rank0]:rank {r:3d} = {n}\n" for r, n in enumerate(norms))
+        return (
+            "[rank0]: FloatingPointError: Fatal error: gradients are inconsistent between workers. Try "
+            "--ddp-backend=legacy_ddp. Or are you mixing up different generation of GPUs in training?\n"
+            f"[rank0]:{'-' * 80}\n[rank0]:grad_norm across the workers:\n{rows}[rank0]:\n[rank0]:{'-' * 80}\n"
+        )
+
+    verdict = judged(raised(["0.81221455"] * 6 + ["nan", "0.81221455"]))
+    assert verdict.culprits == [6] and "had a gradient norm of nan where the other 7 ranks'" in verdict.headline
+    assert 6 not in judged(raised(["0.8"] * 4 + ["nan"] * 4)).culprits
