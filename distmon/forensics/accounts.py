@@ -447,7 +447,7 @@ def _one_process(log: LogFacts) -> str | None:
 def _environment(log: LogFacts) -> str | None:
     """Where a line says the environment refused the job (:mod:`~distmon.forensics.environment`)
     and no process failed of anything else of its own (an exception saying the refusal is it)."""
-    said = log.environment.said(ran=log.ran)
+    said = log.environment.said(ran=log.ran, waited=bool(log.waiting))
     if said is None:
         return None
     nccl = log.environment.by_nccl

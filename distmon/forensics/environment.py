@@ -76,6 +76,9 @@ class Fault:
     """It is said only where the log says no other refusal (argparse's usage, before its error line)."""
     setup: bool = False
     """It keeps the job from starting: where the log shows the ranks ran collectives, it did not."""
+    shared: bool = False
+    """Every rank meets it alike (the numbers the ranks share): not where the log shows ranks waiting, gone past
+    the check that raised it (Megatron's NaN check comes before the ranks share their gradients)."""
 
 
 _REFUSED = (
@@ -254,6 +257,7 @@ FAULTS = (
             r"|found NaN in local grad norm in backwards? pass|grad_scale is too small, exiting"
             r"|Grad scale is small: [\d.]{1,20}e-\d{1,3}|Minimum loss scale reached \([\d.e-]{1,20}\)"
         ),
+        shared=True,
     ),
     Fault(
         "the launch asked for more processes than its hosts have slots",
@@ -397,10 +401,11 @@ class Environment:
         """The exit codes the refusals said end their processes with."""
         return {m.fault.exits for m in self.met if m.fault.exits is not None}
 
-    def said(self, ran: bool = False) -> str | None:
+    def said(self, ran: bool = False, waited: bool = False) -> str | None:
         """The first refusal, in words: what, the line, what to check; where the ranks ``ran``
-        collectives, none that would have kept the job from starting."""
-        met = [m for m in self.met if not (ran and m.fault.setup)]
+        collectives, none that would have kept the job from starting; where ranks ``waited``, none every rank
+        meets alike."""
+        met = [m for m in self.met if not (ran and m.fault.setup) and not (waited and m.fault.shared)]
         if not met:
             return None
         first = next((m for m in met if not m.fault.fallback), met[0])

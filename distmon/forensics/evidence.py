@@ -10,6 +10,7 @@ the groups each culprit shares with the ranks that wait for it.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from distmon.flightrecorder.fields import Entry, created_at, entry_op, number, text_field
@@ -33,6 +34,8 @@ ASSERTED = (
     "rank's batch"
 )
 """What to do where a kernel's own bounds check failed (a device-side assert): the program's, not the GPU's."""
+_NOT_FINITE = re.compile(r"\bNaN\b|\bnan\b|\binf\b|not finite|non-finite", re.IGNORECASE)
+"""A rank's own check that its numbers are not finite (Megatron's ``found NaN in local grad norm``)."""
 ASSERT_TRIGGERED = "device-side assert triggered"
 """CUDA's words for a kernel's failed assert; not torch's trailer under every CUDA error since 2.0 (``Compile with
 `TORCH_USE_CUDA_DSA` to enable device-side assertions``)."""
@@ -200,6 +203,8 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
         )
     elif ASSERT_TRIGGERED in raised.message:
         fix = ASSERTED
+    elif _NOT_FINITE.search(raised.message):  # its own numbers, before the ranks shared them
+        fix = CHECK_IT
     else:
         fix = (
             "read its exception whole in its own output (its stderr; under torchrun, its lines prefixed "

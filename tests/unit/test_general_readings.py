@@ -14,6 +14,7 @@ import pytest
 from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import Blame, assign_blame
 from distmon.forensics.environment import FAULTS, Environment
+from distmon.forensics.evidence import evidence
 from distmon.forensics.logs import read_log
 from distmon.forensics.pasted import lines_as_written
 from distmon.forensics.render import render_analysis
@@ -2100,3 +2101,28 @@ def test_fairseqs_table_of_the_workers_gradient_norms_names_the_odd_rank_not_the
     verdict = judged(raised(["0.81221455"] * 6 + ["nan", "0.81221455"]))
     assert verdict.culprits == [6] and "had a gradient norm of nan where the other 7 ranks'" in verdict.headline
     assert 6 not in judged(raised(["0.8"] * 4 + ["nan"] * 4)).culprits
+
+
+def test_megatrons_nan_check_on_one_rank_while_the_others_wait_is_that_ranks_not_every_ranks() -> None:
+    """Megatron checks a rank's gradient norm before the ranks share gradients: rank 3 found NaN while ranks 0-2
+    wait in the all-reduce past their own check, so rank 3's numbers are its own (its batch, its GPU). Where no
+    rank is shown waiting, the NaN is said as the training's, every rank's."""
+    nan = (
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/mlm/megatron/core/distributed/param_and_grad_buffer.py", line 114, in start_grad_sync\n'
+        "[rank3]:     assert not norm.isnan(), (\n"
+        "[rank3]: AssertionError: Rank 3: found NaN in local grad norm in backward pass before data-parallel "
+        "communication collective. Device: 3, node: node-a\n"
+    )
+    waits = "".join(
+        f"[rank{r}]:[E1105 03:13:03.0 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=27951, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in range(3)
+    )
+    analysis = analyzed(nan + waits)
+    assert assign_blame(analysis).culprits == [3]
+    [found] = evidence(analysis, [3])
+    assert "its batch" in found.next_step and "its GPU" in found.next_step
+    nobody = judged(nan).nobody
+    assert nobody is not None and "the training's numbers diverged" in nobody
