@@ -54,10 +54,6 @@ TRANSPORT = (
     "every rank issued it, so none holds it up: that points to the transport (the network, NVLink or "
     "InfiniBand), a GPU, or NCCL itself, not to a rank"
 )
-MISUSED = (
-    "the program or its launch used NCCL or the GPUs wrongly (its device assignment, a communicator used after "
-    "it failed, arguments the ranks do not agree on), not a rank"
-)
 FABRIC = "the network between the nodes (the InfiniBand or RoCE fabric, a port, a switch), not a rank"
 NVLINK = (
     "the node's NVLink fabric (its NVSwitches and the Fabric Manager that runs them: restarted without a GPU "
@@ -95,7 +91,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         return found
     found.nobody = (
         log.unjoined().nobody
-        or _misuse(log)
+        or log.nccl.misused()
         or _everyone_joined(log)
         or _usage(log)
         or _signalled(log)
@@ -319,11 +315,6 @@ def _subgroups(log: LogFacts) -> bool:
     called on one (``monitored_barrier(group=...)`` in a traceback): the ranks a barrier names are its
     group's, which the log may not map to the job's."""
     return bool(log.layouts) or log.debug.of_group
-
-
-def _misuse(log: LogFacts) -> str | None:
-    misuse = log.nccl.misuse
-    return f"{MISUSED}: {misuse}" if misuse else None
 
 
 def _everyone_joined(log: LogFacts) -> str | None:

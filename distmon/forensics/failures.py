@@ -105,6 +105,8 @@ def alike(log: LogFacts) -> str | None:
         return None  # one said by its exception only, another by its exit only: not comparable
     if exceptions and PEER_LOST.search(next(iter(exceptions))) and log.seen - _ranks(failures):
         return None
+    if len({_kind(r) for r in log.unplaced if not (r.cut or r.stopped or r.launchers)}) > 1:
+        return None  # the processes' words, placed on no rank, differ: one failed, the others of it
     if exceptions and _DEVICE.search(next(iter(exceptions))):
         return None  # each GPU's own fault, however many
     if any(e.unit == RANK and e.who not in _ranks(failures) and e.code == -SIGKILL for e in log.exits):

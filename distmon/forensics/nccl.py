@@ -70,6 +70,14 @@ _ADDRESS = re.compile(
 )
 """The address NCCL's process bootstraps or sends on (``Bootstrap : Using eth0:10.4.2.17<0>``, ``NET/Socket :
 Using [0]eth0:...``, ``NET/IB : Using [0]mlx5_0:1/IB ; OOB eth0:...``): where a peer lost by address is."""
+_VERSIONS = re.compile(
+    r"Mismatched NCCL version detected : rank (\d{1,9}) version (\d{4,6}) rank (\d{1,9}) version (\d{4,6})"
+)
+"""NCCL as its ranks meet (``init.cc``): two ranks of one communicator built against other NCCLs."""
+MISUSED = (
+    "the program or its launch used NCCL or the GPUs wrongly (its device assignment, a communicator used after "
+    "it failed, arguments the ranks do not agree on), not a rank"
+)
 MAX_DEVICES = 64
 """Devices kept of one process."""
 _NRANKS = re.compile(r"NCCL INFO .{0,300}?\bn[Rr]anks (\d{1,9})")
@@ -153,6 +161,8 @@ class NcclLines:
     own: dict[tuple[str, str], set[int]] = field(default_factory=dict)
     """Per process (host, pid), the ranks its own lines give it in a communicator (its member line, the
     connections it sets up)."""
+    versions: str | None = None
+    """Where two ranks' NCCL versions differ, in words."""
     addresses: dict[str, str] = field(default_factory=dict)
     """Per IPv4 address, the host NCCL's lines show using it."""
     starved: set[tuple[str, str]] = field(default_factory=set)
@@ -170,10 +180,11 @@ class NcclLines:
         elif self._port_down == where and said.startswith("port active"):
             self.adapter = self._port_down = None
 
-    @property
-    def misuse(self) -> str | None:
-        """How the program used NCCL wrongly, in the most telling words the log has."""
-        return self.duplicate or (None if self.relaunched else self.shared) or self.invalid
+    def misused(self) -> str | None:
+        """Why no rank is to blame where the ranks' NCCLs differ (which NCCL calls an invalid usage too), or the
+        program used NCCL wrongly, in the most telling words the log has."""
+        misuse = self.duplicate or (None if self.relaunched else self.shared) or self.invalid
+        return self.versions or (f"{MISUSED}: {misuse}" if misuse else None)
 
     def line(self, line: str) -> bool:
         """Reads what ``line`` says, if NCCL wrote it or quoted it in an error."""
@@ -193,6 +204,15 @@ class NcclLines:
             process = (visible(tests.group(3), 200), tests.group(2) or "")
             self.processes.add(process)
             self._drives(process, int(tests.group(4)))
+            found = True
+        if "Mismatched NCCL" in line and self.versions is None and (versions := _VERSIONS.search(line)) is not None:
+            one, its, other, theirs = (int(n) for n in versions.groups())
+            self.versions = (
+                f"the ranks run different NCCL versions (rank {one} NCCL {_version(its)}, rank {other} NCCL "
+                f"{_version(theirs)}): "
+                "install one NCCL build on every node (the same torch wheel or nvidia-nccl package, the same "
+                "container image), not a rank"
+            )
             found = True
         named = prefix is not None or "NCCL INFO" in line
         if "->" in line and named and self.returned is None and (returned := _RETURNED.search(line)) is not None:
@@ -300,3 +320,12 @@ class NcclLines:
         placed = self.hosts[max(self.hosts)]
         short = self.addresses.get(host, host).split(".")[0]
         return sorted({r for h, ranks in placed.items() if h.split(".")[0] == short for r in ranks})
+
+
+def _version(code: int) -> str:
+    """NCCL's version code as its release (22105: 2.21.5; before 2.9, 2703: 2.7.3)."""
+    return (
+        f"{code // 10000}.{code // 100 % 100}.{code % 100}"
+        if code >= 20900
+        else f"{code // 1000}.{code // 100 % 10}.{code % 100}"
+    )

@@ -48,6 +48,10 @@ _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 """How the names of exceptions raised without a message end: a lone word of the rank's own
 output between its frames is not one."""
+ORIGINAL = "Original Traceback (most recent call last):"
+_CAUGHT = re.compile(r"Caught (\w{1,200}) (in .{1,200}?)\.?\s*$")
+"""torch's ``ExceptionWrapper`` re-raising in the main process what a DataLoader worker, a replica or the pin
+memory thread raised (``Caught OSError in DataLoader worker process 3.``), the original traceback after it."""
 _NOT_MESSAGE = re.compile(r"\s*(?:$|\[[EWIF]\d{0,4}[ \d]|Traceback|File \"|During handling|The above exception)")
 """What ends an exception's message: a blank line, a glog line, the next traceback."""
 _CLOSED = re.compile(r"Connection (?:closed by (?:remote )?peer|reset by peer)|closed by remote peer", re.IGNORECASE)
@@ -157,12 +161,20 @@ class Traceback:
     """Once its exception line is read: the lines after it carry on its message."""
     closed: bool = False
     ray_pid: str | None = None
+    original: Traceback | None = None
+    """Where the exception re-raises another process's or thread's (``Caught OSError in DataLoader worker process
+    3.``): the traceback it carries (``Original Traceback ...``), whose exception is the one to tell."""
 
     def line(self, body: str, stamp: float | None) -> Raised | None:
         """The exception, on its line; None before it and after it."""
         self.lines += 1
-        if self.raised is not None:
+        if self.raised is not None and self.original is not None:
+            self._original(body, stamp)
+        elif self.raised is not None and body.startswith(ORIGINAL) and _CAUGHT.match(self.raised.message):
+            self.original = Traceback()
+        elif self.raised is not None:
             self._message(body)
+        if self.raised is not None:
             return None
         frame = FRAME.match(body)
         if frame:
@@ -203,6 +215,19 @@ class Traceback:
         else:
             self.raised.more.append(visible(body.strip()))
             self.raised.cut = False
+
+    def _original(self, body: str, stamp: float | None) -> None:
+        """A line of the traceback the exception carries: its exception, where the worker's error is, told as the
+        exception's own (its type and message, where it was caught said after; its frames after the process's)."""
+        assert self.raised is not None and self.original is not None
+        inner = self.original.line(body, stamp)
+        if inner is not None:
+            caught = _CAUGHT.match(self.raised.message)
+            where = f" ({caught.group(2)})" if caught else ""
+            self.raised.type, self.raised.message = inner.type, f"{inner.message}{where}"
+            self.raised.frames = [*self.raised.frames, *inner.frames][-MAX_FRAMES:]
+        if inner is not None or self.original.done:
+            self.original, self.closed = None, True
 
     def cut(self, stamp: float | None) -> Raised | None:
         """What a traceback the log ends or breaks off before its exception line says: the

@@ -2126,3 +2126,65 @@ def test_megatrons_nan_check_on_one_rank_while_the_others_wait_is_that_ranks_not
     assert "its batch" in found.next_step and "its GPU" in found.next_step
     nobody = judged(nan).nobody
     assert nobody is not None and "the training's numbers diverged" in nobody
+
+
+def test_what_a_dataloader_worker_raised_is_told_not_the_main_process_re_raising_it() -> None:
+    """torch re-raises a worker's error in the main process (``Caught OSError in DataLoader worker process 3.``)
+    with the worker's own traceback after it: its exception and frames are the rank's to tell."""
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/job/train.py", line 117, in main',
+        "    for batch in loader:",
+        '  File "/py/torch/_utils.py", line 694, in reraise',
+        "    raise exception",
+        "OSError: Caught OSError in DataLoader worker process 3.",
+        "Original Traceback (most recent call last):",
+        '  File "/py/torch/utils/data/_utils/worker.py", line 308, in _worker_loop',
+        "    data = fetcher.fetch(index)",
+        '  File "/job/dataset.py", line 42, in __getitem__',
+        "    image = Image.open(path).convert('RGB')",
+        "OSError: image file is truncated (17 bytes not processed)",
+        "",
+    ]
+    raised = analyzed("".join(f"[rank2]:{line}\n" for line in lines)).log.raised[2]
+    assert (raised.type, raised.message) == (
+        "OSError",
+        "image file is truncated (17 bytes not processed) (in DataLoader worker process 3)",
+    )
+    assert [f.func for f in raised.frames][-2:] == ["_worker_loop", "__getitem__"]
+
+
+def test_ranks_built_against_different_nccls_are_the_installation_not_a_misuse() -> None:
+    """NCCL's ``Mismatched NCCL version detected`` (which it returns as an invalid usage): the nodes' NCCLs
+    differ, said in releases, with what to install; not the program's device assignment."""
+    lines = "".join(
+        f"gpu-node01:4187{r}:4187{r} [{r}] init.cc:743 NCCL WARN Mismatched NCCL version detected : rank 4 version "
+        f"22105 rank {r} version 21801\n"
+        for r in range(2)
+    )
+    nobody = judged(
+        lines + "torch.distributed.DistBackendError: NCCL error in: ProcessGroupNCCL.cpp:1970, invalid "
+        "usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.18.1\n"
+    ).nobody
+    assert nobody is not None and "rank 4 NCCL 2.21.5, rank 0 NCCL 2.18.1" in nobody and "install one NCCL" in nobody
+    assert "device assignment" not in nobody
+
+
+def test_tasks_that_failed_differently_are_not_alike_where_no_label_places_their_words() -> None:
+    """Under srun's labels (tasks, not ranks): task 0's store could not listen (its port taken), tasks 1-3 timed out
+    reaching it; srun says all four exited 1. Their words differ: the store's set-up, not "failed alike"."""
+    frame = (
+        '{}: Traceback (most recent call last):\n{}:   File "/py/torch/distributed/rendezvous.py", line 198, in _c\n'
+    )
+    server = frame.format(0, 0) + (
+        "0: torch.distributed.DistNetworkError: The server socket has failed to listen on any local network "
+        "address. useIpv6: 0, code: -98, name: EADDRINUSE, message: address already in use\n"
+    )
+    clients = "".join(
+        frame.format(t, t) + f"{t}: torch.distributed.DistNetworkError: The client socket has timed out after 1800s "
+        "while trying to connect to (10.10.0.11, 29500).\n"
+        for t in (1, 2, 3)
+    )
+    exits = "srun: error: n1: task 0: Exited with exit code 1\nsrun: error: n2: tasks 1-3: Exited with exit code 1\n"
+    nobody = judged(server + clients + exits).nobody
+    assert nobody is not None and "failed alike" not in nobody and "could not listen on its port" in nobody
