@@ -196,10 +196,11 @@ def _raised(f: RankFacts, analysis: Analysis) -> Evidence | None:
     said = "its exception line is not in the log" if raised.cut else f"{raised.type}: {first_line(raised.message)}"
     others = "; the others' waits follow from it" if analysis.log.waiting else ""
     if "CUDA out of memory" in raised.message:
+        peers = ", its peers' did not" if analysis.log.waiting or analysis.log.went_on else ""  # shown so
         fix = (
-            "its GPU ran out of memory, its peers' did not: another process on that GPU (the message's `Process N "
-            "has ... in use`), a batch or sequence longer than its peers', fragmentation (PYTORCH_CUDA_ALLOC_CONF="
-            "expandable_segments:True); else a smaller micro-batch"
+            f"its GPU ran out of memory{peers}: another process on that GPU (the "
+            "message's `Process N has ... in use`), a batch or sequence longer than its peers', fragmentation "
+            "(PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True); else a smaller micro-batch"
         )
     elif ASSERT_TRIGGERED in raised.message:
         fix = ASSERTED

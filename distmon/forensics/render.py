@@ -176,8 +176,9 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
         places.setdefault(place, []).append(rank)
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
-            judged = "suspected" if rank in suspected else "judged as never heard from"
             torn = analysis.log.ended(rank)
+            judged = "suspected" if rank in suspected else "judged as never heard from"
+            judged = f"ended by {torn.how}" if torn is not None and rank not in suspected else judged
             if torn is not None and torn.code == SIGTERM and rank not in suspected:
                 judged = f"torn down by {torn.by} (running until then)"
             if rank in analysis.log.unnamed:

@@ -2188,3 +2188,27 @@ def test_tasks_that_failed_differently_are_not_alike_where_no_label_places_their
     exits = "srun: error: n1: task 0: Exited with exit code 1\nsrun: error: n2: tasks 1-3: Exited with exit code 1\n"
     nobody = judged(server + clients + exits).nobody
     assert nobody is not None and "failed alike" not in nobody and "could not listen on its port" in nobody
+
+
+def test_what_the_log_does_not_show_of_the_peers_is_not_said() -> None:
+    """A rank's CUDA out-of-memory alone in the paste: its peers' memory is not said to have held (only where they
+    are shown waiting or going on). A rank the launcher's table alone shows ended is said to have ended so, not
+    "never heard from"."""
+    oom = (
+        "[rank0]: Traceback (most recent call last):\n"
+        '[rank0]:   File "/job/train.py", line 80, in step\n'
+        "[rank0]:     loss.backward()\n"
+        "[rank0]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.\n"
+    )
+    [alone] = evidence(analyzed(oom), [0])
+    assert "its GPU ran out of memory: another process" in alone.next_step
+    waits = "".join(
+        f"[rank{r}]:[E1012 08:27:40.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=418, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for "
+        "600012 milliseconds before timing out.\n"
+        for r in (1, 2)
+    )
+    [beside] = evidence(analyzed(oom + waits), [0])
+    assert "its GPU ran out of memory, its peers' did not" in beside.next_step
+    shown = render_analysis(analyzed(failures_table("n1", {0: 1, 1: 1, 2: 1, 3: 1})))
+    assert "(only torchrun's word on how it ended): ended by exit code 1" in shown
