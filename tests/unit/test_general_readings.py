@@ -2212,3 +2212,23 @@ def test_what_the_log_does_not_show_of_the_peers_is_not_said() -> None:
     assert "its GPU ran out of memory, its peers' did not" in beside.next_step
     shown = render_analysis(analyzed(failures_table("n1", {0: 1, 1: 1, 2: 1, 3: 1})))
     assert "(only torchrun's word on how it ended): ended by exit code 1" in shown
+
+
+def test_a_rank_read_from_a_log_at_odds_with_its_peers_has_no_live_monitors_step_or_stack_words() -> None:
+    """Rank 1 issued a reduce-scatter where ranks 0, 2-3 issued an all-gather: named, without the live
+    monitor's words on its step and stack, which a log does not give."""
+    waits = "".join(
+        f"[rank{r}]:[E0514 10:25:04.1 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        f"timeout: WorkNCCL(SeqNum=412877, OpType={op}, NumelIn=8, NumelOut=8, Timeout(ms)=1800000) ran for "
+        "1800012 milliseconds before timing out.\n"
+        for r, op in (
+            (0, "_ALLGATHER_BASE"),
+            (1, "_REDUCE_SCATTER_BASE"),
+            (2, "_ALLGATHER_BASE"),
+            (3, "_ALLGATHER_BASE"),
+        )
+    )
+    analysis = analyzed(waits)
+    assert assign_blame(analysis).culprits == [1]
+    shown = render_analysis(analysis)
+    assert "rank 1 issued _reduce_scatter_base" in shown and "no stack" not in shown and "step 0" not in shown

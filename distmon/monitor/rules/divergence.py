@@ -81,6 +81,8 @@ def _divergence(view: Group, odd: list[Wait], usual: list[Wait], reason: str, ct
     steps = int(values[counts.argmax()])
     for rank in odd_ranks[:MAX_SHOWN].tolist():
         r = odd_m.state(rank).report
+        if not r.pid and not r.stack:
+            continue  # a rank read from a log (no process): no step nor stack of it is known
         gap = f" (the others are at step {steps}: uneven batch counts?)" if r.steps != steps else ""
         top = r.stack[-1] if r.stack else None
         lines.append(f"  rank {r.rank} ({r.host}): step {r.steps}{gap}, at {where(top)}")
