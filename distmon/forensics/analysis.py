@@ -19,6 +19,7 @@ from distmon.flightrecorder.fields import Entry, RankDump, created_at, entry_gro
 from distmon.forensics.inputs import Files, walk
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.standings import statuses
+from distmon.forensics.worker_exits import SIGABRT
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
@@ -37,6 +38,8 @@ MAX_FRAMES = 64
 
 NO_FILE = "no file"
 """Why a rank of a set of dumps has none: no file of its is among them."""
+NO_LINE = "no line in the log"
+"""Why a rank a log shows nothing of is not heard from."""
 
 
 @dataclass
@@ -125,7 +128,7 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
         return "only its `Initializing distributed` line in the log"
     if (said := log.ended(rank)) is not None:
         return f"only {said.by}'s word on how it ended"
-    return "no line in the log"
+    return NO_LINE
 
 
 def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> tuple[float, bool]:
@@ -248,3 +251,16 @@ def entry_json(entry: Entry | None) -> dict[str, Any] | None:
         "state": text_field(entry, "state"),
         "created": number(entry, "time_created_ns") / 1e9 or None,
     }
+
+
+def unseen(analysis: Analysis, rank: int) -> str:
+    """Why a rank no file shows is suspected: no line of its in the log (a launcher's word that it aborted, as a
+    watchdog ends a rank that timed out, said: it may have waited too), or its dump missing from a set."""
+    if (end := analysis.log.ended(rank)) is not None and end.code == SIGABRT and analysis.log.timeouts:
+        return f"{NO_LINE}; {end.by} says it ended by SIGABRT, as a watchdog ends a rank that timed out"
+    if not analysis.dumps or analysis.missing.get(rank) != NO_FILE:
+        return NO_LINE
+    return (
+        f"{NO_FILE}: not gathered (torch writes each rank's dump on its own node, in /tmp by default), or it was "
+        "killed, crashed before its watchdog fired, or lost its node"
+    )

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import ROOTED
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
-from distmon.forensics.analysis import NO_FILE, Analysis
+from distmon.forensics.analysis import NO_FILE, NO_LINE, Analysis, unseen
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
@@ -56,7 +56,6 @@ UNSEEN = (
     "failed so, their lines left out of the paste"
 )
 """Why a failure the log shows alone is suspected, not proven."""
-NO_LINE = "no line in the log"
 NOTHING = "no rank was waiting in a collective or a send/recv when the files were written"
 HABIT = (
     "rank 0 most often works alone while the others wait: saving a checkpoint, evaluating, "
@@ -502,20 +501,10 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     found += _unplaced_owners(analysis, absent)
     if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
         found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
-    found += [Suspect(r, _unseen(analysis, r)) for r in absent if all(s.rank != r for s in found)]
+    found += [Suspect(r, unseen(analysis, r)) for r in absent if all(s.rank != r for s in found)]
     if alone is not None and alone.why != ALONE:
         found.append(alone)
     return found[:MAX_SUSPECTS]
-
-
-def _unseen(analysis: Analysis, rank: int) -> str:
-    """Why a rank no file shows is suspected: no line of its in the log, or its dump missing from a set."""
-    if not analysis.dumps or analysis.missing.get(rank) != NO_FILE:
-        return NO_LINE
-    return (
-        f"{NO_FILE}: not gathered (torch writes each rank's dump on its own node, in /tmp by default), or it was "
-        + ("killed, crashed before its watchdog fired, or lost its node")
-    )
 
 
 def _subgroups_only(analysis: Analysis) -> bool:

@@ -2232,3 +2232,18 @@ def test_a_rank_read_from_a_log_at_odds_with_its_peers_has_no_live_monitors_step
     assert assign_blame(analysis).culprits == [1]
     shown = render_analysis(analysis)
     assert "rank 1 issued _reduce_scatter_base" in shown and "no stack" not in shown and "step 0" not in shown
+
+
+def test_a_rank_only_a_launcher_says_aborted_beside_a_timeout_is_said_so_not_silent() -> None:
+    """Two ranks: rank 0 times out in all-reduce #51207; torchrun's table says rank 1 ended by SIGABRT, as a
+    watchdog ends a rank that timed out: suspected with that word, not as a rank of which no line says anything."""
+    wait = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 0] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=51207, "
+        "OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=1800000) ran for 1800461 milliseconds before timing "
+        "out.\n"
+    )
+    verdict = judged(wait + failures_table("n1", {1: -6, 0: -6}))
+    assert (
+        suspects(verdict)[:1] == [1]
+        and "torchrun says it ended by SIGABRT, as a watchdog ends" in verdict.suspects[0].why
+    )
