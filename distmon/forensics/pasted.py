@@ -441,14 +441,20 @@ says."""
 _TEE = re.compile(r"\[[a-z_]{1,20}?(\d{1,6})\]: ?")
 """torchrun's ``--tee`` label: its role and the worker's local rank."""
 _OWN_RANK = re.compile(r"\[Rank (\d{1,9})\]|default_pg\) ?Rank (\d{1,9})\]")
+_AGENTS_RANKS = re.compile(r"^\s{0,8}rank\s{0,8}: (\d{1,9}) \(local_rank: (\d{1,9})\)|\bglobal_ranks=\[(\d{1,9})")
+"""What torchrun's agent says of its own node's workers: its failure table's rows (``rank : 11 (local_rank: 3)``)
+and its rendezvous's ``global_ranks=[8, ...]``, the global rank of its local rank 0."""
 
 
 def _tee_node(lines: list[str]) -> int:
     """The first global rank of the node whose ``--tee`` labels the lines: where every line carrying
-    both a label and its global rank (the watchdog's ``[Rank N]``, its default group's) sets them
-    the same distance apart; else 0 (the job ran on one node, or the lines do not say)."""
+    both a label and its global rank (the watchdog's ``[Rank N]``, its default group's), and torchrun's agent's
+    word on its workers, set them the same distance apart; else 0 (one node, or the lines do not say)."""
     apart: set[int] = set()
     for line in map(_stampless, lines):
+        if ("local_rank" in line or "global_ranks" in line) and (agent := _AGENTS_RANKS.search(line)) is not None:
+            rank, local, first = agent.groups()
+            apart.add(int(first) if first is not None else int(rank) - int(local))
         label = _TEE.match(line)
         glued = _TEE.search(line, label.end()) if label is not None else None  # another's write on its line
         own = _OWN_RANK.search(line, label.end(), glued.start() if glued else len(line)) if label else None

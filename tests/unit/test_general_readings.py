@@ -1578,6 +1578,13 @@ def test_torchruns_tee_labels_are_local_ranks_placed_by_the_lines_own_global_ran
     verdict = judged(lines)
     assert (verdict.culprits or suspects(verdict))[:1] == [11] and 3 not in verdict.culprits
     assert (judged(lines.replace("Rank 8]", "Rank 0]").replace("Rank 9]", "Rank 1]")).culprits or [3])[:1] == [3]
+    # no watchdog line of the node's: torchrun's agent places its workers (its table's row, its rendezvous)
+    raised = "[default3]:RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    for agents in (
+        "  rank      : 11 (local_rank: 3)\n",
+        "I0502 10:00:00.0 1 api.py:525]   global_ranks=[8, 9, 10, 11]\n",
+    ):
+        assert (judged(raised + agents).culprits or suspects(judged(raised + agents)))[:1] == [11], agents
 
 
 def test_slurms_out_of_memory_kill_naming_no_task_is_the_steps_memory() -> None:
