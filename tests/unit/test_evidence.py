@@ -389,3 +389,16 @@ def test_one_dump_missing_proves_its_rank_several_missing_are_suspected_as_files
         assert verdict.culprits == proven, verdict.headline
         if not proven:
             assert [s.rank for s in verdict.suspects] == missing and "not gathered" in verdict.suspects[0].why
+
+
+def test_a_rank_missing_from_dumps_where_a_log_tells_of_other_ranks_is_suspected_not_proven(tmp_path: Path) -> None:
+    """Ranks 0-1's dumps and rank 2's watchdog line show them waiting in world all-reduce #1; rank 3 has neither:
+    with a log, not a dump, telling of rank 2, the set is no set of every rank's dumps, so rank 3 is suspected."""
+    recorders = job()
+    for r in recorders:
+        r.collective(WORLD.name, "all_reduce", done=False)
+    for r in recorders[:2]:
+        (tmp_path / f"nccl_trace_rank_{r.rank}").write_bytes(r.pickle())
+    (tmp_path / "node1.log").write_text(waited(2, 1).replace("=8,", "=1024,"))
+    verdict = assign_blame(analyze([str(tmp_path)]))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects][:1] == [3], verdict.headline
