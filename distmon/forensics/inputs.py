@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, cast
@@ -175,6 +175,21 @@ class _Lines:
                 return
 
 
+_RANKS_FILE = re.compile(r"(?:^|/)rank\.(\d{1,9})/std(?:out|err)$|(?:^|/)std_log_process_(\d{1,9})\.txt$")
+"""A file that is one rank's output by its name: Open MPI's ``--output-filename DIR`` (``DIR/1/rank.13/stderr``),
+Azure ML's ``user_logs/std_log_process_13.txt`` (the process's global rank)."""
+
+
+def _of_rank(path: str, lines: Iterable[str]) -> Iterator[str]:
+    """The lines of a file its name gives a rank, each as that rank's (torchrun's ``[rank13]:`` before it)."""
+    found = _RANKS_FILE.search(path.replace(os.sep, "/"))
+    if found is None:
+        yield from lines
+        return
+    rank = next(g for g in found.groups() if g)
+    yield from (f"[rank{rank}]:{line}" for line in lines)
+
+
 RESTART = "attempts left; will restart worker group"
 """torchrun's agent as it restarts its workers after they failed (``--max-restarts``): what came before is an
 earlier attempt's."""
@@ -228,7 +243,7 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
                     f"torchrun restarted the workers {times} ({os.path.basename(path)}) and the last attempt "
                     f"finished {SUCCEEDED}: the job recovered; what failed before it is judged below"
                 )
-            read_log(cast(IO[str], lines), log)  # it only iterates over the lines
+            read_log(cast(IO[str], _of_rank(path, lines)), log)  # it only iterates over the lines
             empty = raw.tell() == 0
     except OSError as e:
         problems.append(f"{path}: {why_not(path, e)}")

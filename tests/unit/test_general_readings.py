@@ -2254,3 +2254,19 @@ def test_a_rank_only_a_launcher_says_aborted_beside_a_timeout_is_said_so_not_sil
         suspects(verdict)[:1] == [1]
         and "torchrun says it ended by SIGABRT, as a watchdog ends" in verdict.suspects[0].why
     )
+
+
+def test_a_file_whose_name_is_one_ranks_output_places_its_lines_on_that_rank(tmp_path: Path) -> None:
+    """Open MPI's ``--output-filename`` (``out/1/rank.13/stderr``) and Azure ML's ``std_log_process_13.txt``: the
+    file's exception, under no prefix, is rank 13's; another name places none."""
+    raised = (
+        "Traceback (most recent call last):\n"
+        '  File "/job/train.py", line 80, in step\n'
+        "    loss.backward()\n"
+        "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.\n"
+    )
+    for name, rank in (("out/1/rank.13/stderr", 13), ("user_logs/std_log_process_13.txt", 13), ("node1.log", None)):
+        folder = tmp_path / name.replace("/", "_")
+        (folder / name).parent.mkdir(parents=True)
+        (folder / name).write_text(raised)
+        assert list(analyze([str(folder)]).log.raised) == ([rank] if rank is not None else []), name
