@@ -372,7 +372,8 @@ def _nobody(analysis: Analysis, first: Alert) -> Blame:
         why = f"every rank's watchdog got stuck{together}: {STUCK}{caveat}"
     elif _first_collective(analysis):
         eager = EAGER if first.ranks else ""
-        why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{eager}"
+        shm = "; NCCL's lines show shared memory (SHM) among its transports: /dev/shm's size (a container's is 64 MB)"
+        why = f"{_waiting(analysis)}{together}: {NEVER_CONNECTED}{shm if log.nccl.shm else ''}{eager}"
     else:
         why = f"{_waiting(analysis, first) or 'every rank waits in the same collective'}{together}: {TRANSPORT}{caveat}"
     return Blame([], [], why, f"nobody to blame: {why}", first)

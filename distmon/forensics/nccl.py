@@ -161,6 +161,9 @@ class NcclLines:
     own: dict[tuple[str, str], set[int]] = field(default_factory=dict)
     """Per process (host, pid), the ranks its own lines give it in a communicator (its member line, the
     connections it sets up)."""
+    shm: bool = False
+    """A connection NCCL set up goes through the node's shared memory (``via SHM/direct/direct``, ``via direct shared
+    memory`` before 2.8)."""
     versions: str | None = None
     """Where two ranks' NCCL versions differ, in words."""
     addresses: dict[str, str] = field(default_factory=dict)
@@ -253,6 +256,7 @@ class NcclLines:
         that NCCL found its GPU out of memory."""
         if "out of memory" in line and len(self.starved) < 2 and _OUT_OF_MEMORY.search(line):
             self.starved.add(process)
+        self.shm = self.shm or (("via SHM" in line or "via direct shared" in line) and bool(_CHANNEL.search(line)))
         mine = _CHANNEL.search(line) if "Channel" in line else _MEMBER.search(line) if "comm" in line else None
         if mine is not None and len(held := self.own.setdefault(process, set())) < MAX_DEVICES:
             held.add(int(mine.group(1)))

@@ -2270,3 +2270,18 @@ def test_a_file_whose_name_is_one_ranks_output_places_its_lines_on_that_rank(tmp
         (folder / name).parent.mkdir(parents=True)
         (folder / name).write_text(raised)
         assert list(analyze([str(folder)]).log.raised) == ([rank] if rank is not None else []), name
+
+
+def test_a_first_collective_never_completed_over_shared_memory_says_to_check_dev_shm() -> None:
+    """The first all-gather never completed and NCCL's lines show it connected through shared memory: /dev/shm is
+    among what to check; without such a line it is not said."""
+    waits = "".join(
+        f"[rank{r}]:[E1124 03:12:44.5 ProcessGroupNCCL.cpp:607] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=1, OpType=ALLGATHER, NumelIn=8, NumelOut=16, Timeout(ms)=1800000) ran for 1800060 "
+        "milliseconds before timing out.\n"
+        for r in (0, 1)
+    )
+    shm = "node3:18841:18925 [0] NCCL INFO Channel 00 : 0[1a000] -> 1[1b000] via SHM/direct/direct\n"
+    said = judged(shm + waits).nobody
+    assert said is not None and "never completed" in said and "/dev/shm" in said
+    assert "/dev/shm" not in (judged(waits).nobody or "")
