@@ -528,6 +528,10 @@ def _silent(log: LogFacts, rank: int) -> str:
             return f"it raised{where}: its traceback is in the log, cut before its exception line"
         return f"it raised {raised.type}: the log is cut before its message"
     waiting = len(log.waiting)
+    if rank in log.left:
+        return f"its own lines say its training ended ({log.left[rank]}) while {waiting} ranks wait: it left early " + (
+            "(fewer batches than its peers: uneven data; DistributedSampler(drop_last=True), or torch's Join)"
+        )
     return (
         f"its lines are in the log, but no watchdog line: it was not waiting with the {waiting} "
         f"{'rank' if waiting == 1 else 'ranks'} that timed out"

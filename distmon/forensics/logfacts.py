@@ -156,6 +156,8 @@ class LogFacts:
     progress: tuple[int | None, str] | None = None
     """The last progress bar the log shows short of its end, and the rank that drew it where a
     prefix says: a rank still working when the lines after it were written."""
+    left: dict[int, str] = field(default_factory=dict)
+    """Ranks whose own lines say their training loop ended (torchtitan's ``Training completed``), with those words."""
     finished: bool = False
     """A line says the job's work ended (Lightning's ``Trainer.fit`` stopped, transformers'
     Trainer's training completed, googletest's tear-down): the ranks left its collectives behind."""

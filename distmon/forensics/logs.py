@@ -79,13 +79,11 @@ _FINISHED = re.compile(
     r"`Trainer\.fit` stopped|Training completed\. Do not forget to share your model"
     r"|\[-{10}\] Global test environment tear-down|destroy_process_group\(\) was not called before program exit"
 )
-"""Lightning's and transformers' Trainer's words, on rank 0, once the training loop ended; a
-googletest binary's, once every test ran (a C++ test of a job's ranks, under mpirun); torch's, as
-a process group is destroyed at the interpreter's exit (``ProcessGroupNCCL``'s destructor): the
-process's program had ended."""
+"""The program had ended: Lightning's, transformers' Trainers' (rank 0's), googletest's, torch's at the exit; and
+(``_LEFT``) a rank's own training loop, as torchtitan says it."""
+_LEFT = re.compile(r"Ran out of data; last step was canceled|\bTraining completed\s*$")
 _EXITING = re.compile(r"main process destroyed cuda before watchdog loop exited|CUDA error: driver shutting down")
-"""torch's watchdog as its process exits (``ProcessGroupNCCL.cpp``, logged at INFO): the CUDA
-context torn down under it, CUDA saying ``driver shutting down`` to a call made as the process ends."""
+"""torch's watchdog as its process exits (at INFO): its CUDA context torn down under it, ``driver shutting down``."""
 _DEATH = re.compile(
     r"Received (?:(\d{1,3})|Signals\.(SIG(?:HUP|INT|QUIT|TERM|USR1|USR2))) death signal, shutting down workers"
 )
@@ -321,6 +319,8 @@ class _Reader:
                 facts.progress = None  # its bar ended; another rank's still short of its end stands
         if _FINISHED.search(line):
             facts.finished = True
+        elif rank is not None and rank not in facts.left and ("completed" in line or "out of data" in line):
+            facts.left.update({rank: left.group().strip()} if (left := _LEFT.search(line)) else {})
         exiting = "destroyed cuda" in line or "driver shutting down" in line
         if exiting and facts.exiting is None and (words := _EXITING.search(line)) is not None:
             facts.exiting = (f"rank {rank}'s process" if rank is not None else "a process", words.group())

@@ -2285,3 +2285,20 @@ def test_a_first_collective_never_completed_over_shared_memory_says_to_check_dev
     said = judged(shm + waits).nobody
     assert said is not None and "never completed" in said and "/dev/shm" in said
     assert "/dev/shm" not in (judged(waits).nobody or "")
+
+
+def test_a_rank_whose_own_lines_say_its_training_ended_while_the_others_wait_left_early() -> None:
+    """torchtitan's rank 6 ran out of data and ended its loop while ranks 0-5, 7 wait in an all-gather: it is
+    suspected as having left early (uneven data), with its own words."""
+    waits = "".join(
+        f"[rank{r}]:[E302 10:16:21.0 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=86704, OpType=_ALLGATHER_BASE, NumelIn=8, NumelOut=64, Timeout(ms)=600000) ran "
+        "for 600012 milliseconds before timing out.\n"
+        for r in (0, 1, 2, 3, 4, 5, 7)
+    )
+    left = (
+        "[rank6]:[titan] 2025-03-02 10:14:41,018 - root - WARNING - Ran out of data; last step was canceled.\n"
+        "[rank6]:[titan] 2025-03-02 10:14:41,019 - root - INFO - Training completed\n"
+    )
+    verdict = judged(left + waits)
+    assert suspects(verdict)[:1] == [6] and "its own lines say its training ended" in verdict.suspects[0].why
