@@ -143,10 +143,39 @@ def sniff(path: str, problems: list[str]) -> str | None:
         return None
     if head[:1] == b"\x80" or (_JSON_OBJECT.match(head) and _DUMP_KEYS.search(head)):
         return "dump"
-    if b"\0" in head:
+    packed = next((how for magic, how in _PACKED if head.startswith(magic)), None)
+    if packed is not None:
+        problems.append(f"{path}: {packed}-compressed: unpack it first ({_UNPACK[packed]}), then analyze what it holds")
+        return None
+    if head.startswith(_UTF16):
+        return "log"
+    text = head.strip(b"\0")  # a hole logrotate's copytruncate left before the text, or after it
+    if (len(text) - len(text.translate(None, _CONTROL))) * 100 > len(head):  # a binary's bytes, not a few NULs
         problems.append(f"{path}: neither a Flight Recorder dump nor a log")
         return None
     return "log"
+
+
+_PACKED = (
+    (b"\x1f\x8b", "gzip"),
+    (b"BZh", "bzip2"),
+    (b"\xfd7zXZ\x00", "xz"),
+    (b"(\xb5/\xfd", "zstd"),
+    (b"PK\x03\x04", "zip"),
+)
+"""The magic numbers of the packed files logs come in (a rotated log's ``.gz``, a folder zipped to be sent)."""
+_UNPACK = {"gzip": "gunzip -k", "bzip2": "bunzip2 -k", "xz": "unxz -k", "zstd": "unzstd", "zip": "unzip"}
+_CONTROL = bytes([*range(9), *range(14, 27), *range(28, 32)])
+"""Bytes no text holds (tabs, line ends and the escape of colours aside), but for a stray NUL."""
+_UTF16 = (b"\xff\xfe", b"\xfe\xff")
+"""The byte-order marks of UTF-16 text (a log copied on Windows): read as such."""
+
+
+def _text(raw: IO[bytes]) -> io.TextIOWrapper:
+    """The file's text, UTF-16 where its byte-order mark says so, else UTF-8 (anything else replaced)."""
+    head = raw.read(2)
+    raw.seek(0)
+    return io.TextIOWrapper(raw, encoding="utf-16" if head in _UTF16 else "utf-8", errors="replace")
 
 
 def rank_of(path: str) -> int | None:
@@ -205,7 +234,7 @@ def _restarts(path: str, until: float) -> tuple[int, int, bool]:
     waiting (it finished, the paste cut its lines, or they say nothing): then the whole log is judged."""
     count = last = 0
     recovered = False
-    with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+    with open_regular(path) as raw, _text(raw) as f:
         for number, line in enumerate(_Lines(f, until), 1):
             if RESTART in line:
                 count, last, recovered = count + 1, number, False
@@ -213,7 +242,7 @@ def _restarts(path: str, until: float) -> tuple[int, int, bool]:
                 recovered = True
     if not count:
         return 0, 0, False
-    with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+    with open_regular(path) as raw, _text(raw) as f:
         tail = read_log(cast(IO[str], islice(_Lines(f, until), last, None)))
     return count, last if tail.failed_or_waited() else 0, recovered
 
@@ -228,7 +257,7 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
         until = time.monotonic() + MAX_LOG_SECONDS  # for every read of the file together
         restarts, last, recovered = _restarts(path, until)
         times = "once" if restarts == 1 else f"{restarts} times"
-        with open_regular(path) as raw, io.TextIOWrapper(raw, encoding="utf-8", errors="replace") as f:
+        with open_regular(path) as raw, _text(raw) as f:
             lines = _Lines(f, until)
             if last:
                 earlier = read_log(cast(IO[str], islice(lines, last)))

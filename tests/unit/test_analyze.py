@@ -4,6 +4,7 @@ formats; the same verdict as a Monitor fed the same reports."""
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import pickle
@@ -253,3 +254,21 @@ def test_dumps_from_different_moments_are_judged_at_the_latest(tmp_path: Path) -
     pending = [e for r in recorders for e in r.entries if not e["retired"]]
     fired = min(e["time_created_ns"] / 1e9 + e["timeout_ms"] / 1000 for e in pending)
     assert analysis.t == pytest.approx(fired, abs=1e-5)
+
+
+def test_packed_logs_are_told_how_to_unpack_and_windows_and_rotated_text_is_read(tmp_path: Path) -> None:
+    """A rotated log's ``.gz`` (and the other packers) gets a line saying how to unpack it; a UTF-16 copy with its
+    byte-order mark, and a log behind a hole of NULs logrotate's copytruncate left, are read as the text they are."""
+    text = (
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/job/train.py", line 80, in step\n'
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 3.50 GiB.\n"
+    )
+    (tmp_path / "job.log.gz").write_bytes(gzip.compress(text.encode()))
+    packed = analyze([str(tmp_path / "job.log.gz")])
+    assert packed.problems == [
+        f"{tmp_path / 'job.log.gz'}: gzip-compressed: unpack it first (gunzip -k), then analyze what it holds"
+    ]
+    for name, data in (("windows.log", text.encode("utf-16")), ("rotated.log", b"\0" * 8192 + text.encode())):
+        (tmp_path / name).write_bytes(data)
+        assert list(analyze([str(tmp_path / name)]).log.raised) == [1], name
