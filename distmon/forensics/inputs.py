@@ -32,6 +32,7 @@ from distmon.monitor.state.admission import MAX_WORLD
 MAX_FILES = 1 << 20
 MAX_LOG_SECONDS = 300.0
 """Seconds one log may take to be read; the lines read by then are kept."""
+_NAMED_RANK = re.compile(r"rank[_.-]?(\d{1,9})(?!\d)", re.IGNORECASE)
 _TRAILING_RANK = re.compile(r"(\d{1,9})(?:\.(?:json|pkl|pickle|pt|bin))?$")
 SNIFF = 4096
 _JSON_OBJECT = re.compile(rb'\s*\{\s*"')
@@ -179,7 +180,10 @@ def _text(raw: IO[bytes]) -> io.TextIOWrapper:
 
 
 def rank_of(path: str) -> int | None:
-    found = _TRAILING_RANK.search(os.path.basename(path))
+    """The rank a dump's name gives: the number after ``rank`` (``fr_dump_rank_3_2025-09-23.pkl``), else the one it
+    ends in (``nccl_trace_rank_3``, ``_dump_3``)."""
+    name = os.path.basename(path)
+    found = _NAMED_RANK.search(name) or _TRAILING_RANK.search(name)
     return int(found.group(1)) if found else None
 
 

@@ -272,3 +272,12 @@ def test_packed_logs_are_told_how_to_unpack_and_windows_and_rotated_text_is_read
     for name, data in (("windows.log", text.encode("utf-16")), ("rotated.log", b"\0" * 8192 + text.encode())):
         (tmp_path / name).write_bytes(data)
         assert list(analyze([str(tmp_path / name)]).log.raised) == [1], name
+
+
+def test_a_dumps_rank_is_the_number_after_rank_in_its_name_not_a_date_after_it(tmp_path: Path) -> None:
+    """``fr_dump_rank_3_2025-09-23.pkl``: rank 3, not 23 for every file."""
+    recorders = pipeline_hang()
+    for r in recorders:
+        (tmp_path / f"fr_dump_rank_{r.rank}_2025-09-23.pkl").write_bytes(r.pickle())
+    analysis = analyze([str(tmp_path)])
+    assert sorted(analysis.ranks) == [r.rank for r in recorders] and culprits(analysis) == [STUCK]
