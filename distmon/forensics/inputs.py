@@ -189,11 +189,14 @@ def rank_of(path: str) -> int | None:
 
 class _Lines:
     """A log's lines, each cut at :data:`MAX_LINE` characters as it is read (a line of a
-    gigabyte is never held whole), until :data:`MAX_LOG_SECONDS` have passed."""
+    gigabyte is never held whole), until :data:`MAX_LOG_SECONDS` have passed, and no further than the file's size
+    as it was opened (a log still being written is read as it stood, not chased)."""
 
-    def __init__(self, text: IO[str], until: float) -> None:
+    def __init__(self, text: io.TextIOWrapper, until: float) -> None:
         self._text = text
+        self._raw = cast(IO[bytes], text.buffer)
         self._until = until
+        self._size = os.fstat(self._raw.fileno()).st_size
         self.cut_short = False
         """The time ran out before the end of the file."""
 
@@ -205,6 +208,8 @@ class _Lines:
             yield line
             if time.monotonic() > self._until:
                 self.cut_short = True
+                return
+            if self._raw.tell() > self._size + MAX_LINE:  # what was written since it was opened
                 return
 
 

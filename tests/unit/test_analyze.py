@@ -8,6 +8,7 @@ import gzip
 import json
 import os
 import pickle
+import time
 from pathlib import Path
 
 import pytest
@@ -15,7 +16,9 @@ import pytest
 from distmon.cli import main
 from distmon.forensics.analysis import POST_MORTEM, analyze
 from distmon.forensics.blame import assign_blame
+from distmon.forensics.inputs import _Lines, _text
 from distmon.forensics.render import analysis_json, culprits, render_analysis
+from distmon.guards.files import open_regular
 from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode
@@ -281,3 +284,16 @@ def test_a_dumps_rank_is_the_number_after_rank_in_its_name_not_a_date_after_it(t
         (tmp_path / f"fr_dump_rank_{r.rank}_2025-09-23.pkl").write_bytes(r.pickle())
     analysis = analyze([str(tmp_path)])
     assert sorted(analysis.ranks) == [r.rank for r in recorders] and culprits(analysis) == [STUCK]
+
+
+def test_a_log_still_being_written_is_read_as_it_stood_when_opened(tmp_path: Path) -> None:
+    """Lines appended after the file was opened are not chased: a writer faster than the reader would keep it
+    reading to no end."""
+    log = tmp_path / "growing.log"
+    log.write_text("a line as it stood\n" * 1000)
+    with open_regular(str(log)) as raw, _text(raw) as text:
+        lines = _Lines(text, time.monotonic() + 60)
+        with log.open("a") as more:
+            more.write("a line written later\n" * 200_000)
+        read = sum(1 for _ in lines)
+    assert 1000 <= read < 20_000
