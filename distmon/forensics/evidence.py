@@ -34,7 +34,7 @@ ASSERTED = (
     "rank's batch"
 )
 """What to do where a kernel's own bounds check failed (a device-side assert): the program's, not the GPU's."""
-_NOT_FINITE = re.compile(r"\bNaN\b|\bnan\b|\binf\b|not finite|non-finite", re.IGNORECASE)
+_NOT_FINITE = re.compile(r"\bnan\b|\binf\b|not finite|non-finite", re.IGNORECASE)
 """A rank's own check that its numbers are not finite (Megatron's ``found NaN in local grad norm``)."""
 ASSERT_TRIGGERED = "device-side assert triggered"
 """CUDA's words for a kernel's failed assert; not torch's trailer under every CUDA error since 2.0 (``Compile with
@@ -237,14 +237,17 @@ def _killed(f: RankFacts, analysis: Analysis) -> Evidence | None:
         if e.unit == RANK and e.who != f.rank and e.host == end.host and e.signal_number == SIGKILL and _close(e, end)
     ]
     facts = [f"{end.by} says it ended by {end.how}{host}"]
-    oom = any(e.unit == PROCESS and e.by == OOM_KILLER and e.who == end.pid for e in log.exits if end.pid)
+    oom = end.pid is not None and any(e.unit == PROCESS and e.by == OOM_KILLER and e.who == end.pid for e in log.exits)
     if oom:
         facts.append(f"the kernel's log in the paste says its out-of-memory killer killed process {end.pid}, this one")
     if others:
         facts.append(f"{rank_word(others)}{host} were killed in the same second: the host's memory, or the host")
-    if oom:
-        return Evidence(f.rank, "the kernel's out-of-memory killer killed it", facts, UNKNOWN, HOST_MEMORY)
-    return Evidence(f.rank, f"it was {KILLED}", facts, UNKNOWN, f"find who killed it: {KILLER}")
+    why, next_step = (
+        ("the kernel's out-of-memory killer killed it", HOST_MEMORY)
+        if oom
+        else (f"it was {KILLED}", f"find who killed it: {KILLER}")
+    )
+    return Evidence(f.rank, why, facts, UNKNOWN, next_step)
 
 
 def _crashed(f: RankFacts, analysis: Analysis) -> bool:

@@ -319,8 +319,8 @@ class _Reader:
                 facts.progress = None  # its bar ended; another rank's still short of its end stands
         if _FINISHED.search(line):
             facts.finished = True
-        elif rank is not None and rank not in facts.left and ("completed" in line or "out of data" in line):
-            facts.left.update({rank: left.group().strip()} if (left := _LEFT.search(line)) else {})
+        elif rank is not None and ("completed" in line or "out of data" in line) and (left := _LEFT.search(line)):
+            facts.left.setdefault(rank, left.group().strip())
         exiting = "destroyed cuda" in line or "driver shutting down" in line
         if exiting and facts.exiting is None and (words := _EXITING.search(line)) is not None:
             facts.exiting = (f"rank {rank}'s process" if rank is not None else "a process", words.group())
