@@ -295,7 +295,26 @@ def load_dump(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
     if len(entries) > MAX_ENTRIES:
         raise DumpError(f"holds {len(entries)} entries, over the {MAX_ENTRIES} a dump may have")
     dump["entries"] = [e for e in entries if isinstance(e, dict)]
+    _as_since_torch_2_4(dump["entries"])
     for part in ("pg_status", "pg_config"):
         if not isinstance(dump.get(part, {}), dict):
             raise DumpError(f"its {part} is not a mapping")
     return dump
+
+
+def _as_since_torch_2_4(entries: list[dict[str, Any]]) -> None:
+    """Torch 2.3's dumps (version 1.x) number a group's work in one ``seq_id``, collectives and
+    sends and receives together, and mark no entry point-to-point: each such entry gets the
+    fields torch wrote since (a send or receive known by its name gets its number as its p2p
+    number, and the group's collective number before it), so every reader reads one shape."""
+    last: dict[int | str | None, Any] = {}
+    for e in entries:
+        if "collective_seq_id" in e or "seq_id" not in e:
+            continue
+        name, group = e.get("profiling_name"), e.get("pg_id")
+        key = group if type(group) in (int, str) else None
+        e["is_p2p"] = isinstance(name, str) and name.startswith(("nccl:send", "nccl:recv"))
+        if e["is_p2p"]:
+            e["p2p_seq_id"], e["collective_seq_id"] = e["seq_id"], last.get(key, 0)
+        else:
+            e["collective_seq_id"] = last[key] = e["seq_id"]

@@ -126,6 +126,21 @@ class RankRecorder:
         out["entries"] = [dict(e) for e in self.entries]
         return out
 
+    def torch_2_3(self) -> bytes:
+        """The dump as torch 2.3 pickled it (version 1.5): one ``seq_id`` counting a group's
+        collectives and sends and receives together, no ``is_p2p``, dtypes, or ``pg_status``."""
+        dump = self.dump()
+        dump.update(version="1.5")
+        del dump["pg_status"], dump["comm_lib_version"]
+        counted: dict[Any, int] = {}
+        for e in dump["entries"]:
+            if e["profiling_name"] != "nccl:coalesced" or not e["is_p2p"]:
+                counted[e["pg_id"]] = counted.get(e["pg_id"], 0) + 1
+            e["seq_id"] = counted[e["pg_id"]]
+            for key in ("collective_seq_id", "p2p_seq_id", "is_p2p", "input_dtypes", "output_dtypes", "timeout_ms"):
+                del e[key]
+        return pickle.dumps(dump, protocol=2)
+
     def pickle(self) -> bytes:
         return pickle.dumps(self.dump(), protocol=2)
 

@@ -66,7 +66,7 @@ def pipeline_hang(stuck: int = STUCK, steps: int = 3) -> list[RankRecorder]:
 def write(recorders: list[RankRecorder], folder: Path, form: str = "pickle") -> None:
     folder.mkdir(exist_ok=True)
     for r in recorders:
-        data = r.pickle() if form == "pickle" else r.json()
+        data = {"pickle": r.pickle, "json": r.json, "torch 2.3": r.torch_2_3}[form]()
         (folder / f"nccl_trace_rank_{r.rank}").write_bytes(data)
 
 
@@ -81,6 +81,15 @@ def test_a_pipeline_hang_names_the_stuck_stage_rank_alone(tmp_path: Path) -> Non
     assert "rank 1 in send #4 to rank 5 in group" in text
     assert "(TENSOR_MODEL_PARALLEL_GROUP, ranks 4-5)" in text
     assert f"rank {STUCK}: CULPRIT, its host stopped enqueuing while its peers went on; nothing in flight" in text
+
+
+def test_torch_2_3s_dumps_name_the_same_rank(tmp_path: Path) -> None:
+    """Its one count of collectives and sends differs from stage to stage, yet members of a
+    group count alike: the stuck rank is named alone, as from the newer dumps."""
+    write(pipeline_hang(), tmp_path, "torch 2.3")
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [STUCK]
+    assert f"CULPRIT rank {STUCK}: rank {STUCK} holds up the job" in render_analysis(analysis)
 
 
 def test_the_verdict_is_a_monitors_on_the_same_reports(tmp_path: Path) -> None:

@@ -38,6 +38,26 @@ def test_every_version_and_form_reads_alike(version: str, form: str) -> None:
     assert fields.enqueued(dump["pg_status"]["0"]) == 2
 
 
+def test_torch_2_3s_dumps_count_collectives_and_sends_in_one_number() -> None:
+    """Version 1.5: the entries carry ``seq_id`` alone; a send is known by its name."""
+    stage = Group("0", "default_pg", [0, 1])
+    recorders = [RankRecorder(rank) for rank in (0, 1)]
+    for r in recorders:
+        r.join(stage)
+        r.collective("0", "all_reduce")
+    recorders[0].send("0", 1)
+    recorders[1].recv("0", 0)
+    recorders[0].collective("0", "all_reduce", done=False)
+    read = [read_dump(load_dump(r.torch_2_3()), {"0": [0, 1]}, r.rank) for r in recorders]
+    # the send was the group's work #2: torch 2.3's watchdog says so too ("last completed NCCL work: 2")
+    assert [(g.enqueued, g.completed, g.op) for g in read[0].groups] == [(3, 2, "all_reduce")]
+    assert [(g.enqueued, g.completed) for g in read[1].groups] == [(1, 1)]
+    assert read[0].oldest_pending is not None and read[0].oldest_pending["collective_seq_id"] == 3
+    # numbered in the one count on both ends alike, so a send still meets its receive
+    assert [(p.peer, p.dir, p.posted, p.completed) for p in read[1].p2p] == [(0, RECV, 2, 2)]
+    assert [(p.peer, p.dir, p.posted) for p in read[0].p2p] == [(1, SEND, 2)]
+
+
 def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
     recorder = RankRecorder(3)
     recorder.join(Group("0", "default_pg", [0, 1, 2, 3]))
