@@ -62,7 +62,7 @@ class Files:
 
     def read(self, path: str, named: bool = False) -> None:
         """One file; ``named`` on the command line rather than found in a folder."""
-        kind = sniff(path, self.problems)
+        kind = sniff(path, self.problems, named)
         if kind is None and (rank := rank_of(path)) is not None:
             self.unread.setdefault(rank, "its dump could not be read")
         if kind == "log":
@@ -130,8 +130,9 @@ def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
             yield file
 
 
-def sniff(path: str, problems: list[str]) -> str | None:
-    """``dump`` (torch's pickle or JSON), ``log`` (text), or None (said in ``problems``)."""
+def sniff(path: str, problems: list[str], named: bool = False) -> str | None:
+    """``dump`` (torch's pickle or JSON), ``log`` (text), or None (said in ``problems``, but
+    for an empty file found in a folder: a rank's empty stderr is no problem)."""
     try:
         with open_regular(path) as f:
             head = f.read(SNIFF)
@@ -141,6 +142,8 @@ def sniff(path: str, problems: list[str]) -> str | None:
     if not head:
         if rank_of(path) is not None:  # a dump's name: cut before anything was written
             problems.append(f"{path}: empty (0 bytes), no dump in it")
+        elif named:
+            problems.append(f"{path}: empty (0 bytes)")
         return None
     if head[:1] == b"\x80" or (_JSON_OBJECT.match(head) and _DUMP_KEYS.search(head)):
         return "dump"

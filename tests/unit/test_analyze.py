@@ -5,6 +5,7 @@ formats; the same verdict as a Monitor fed the same reports."""
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import os
 import pickle
@@ -229,6 +230,42 @@ def test_mistakes_get_one_line(tmp_path: Path, args: list[str], words: str) -> N
     done = distmon("analyze", str(tmp_path), *args)
     assert done.returncode == 2
     assert words in done.stderr and "Traceback" not in done.stderr
+
+
+WATCHDOG = (
+    "[rank1]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [Rank 1] Watchdog caught collective operation"
+    " timeout: WorkNCCL(SeqNum=15, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060"
+    " milliseconds before timing out.\n"
+)
+
+
+def piped(monkeypatch: pytest.MonkeyPatch, data: bytes) -> None:
+    monkeypatch.setattr("sys.stdin", io.TextIOWrapper(io.BytesIO(data)))
+
+
+def test_a_log_piped_in_is_read_as_a_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``kubectl logs POD | distmon analyze -``; a problem with it names stdin, not a copy."""
+    piped(monkeypatch, WATCHDOG.encode())
+    assert main(["analyze", "-"]) == 0
+    assert "rank 1 waits in collective #15 (all_reduce)" in capsys.readouterr().out
+    piped(monkeypatch, gzip.compress(WATCHDOG.encode()))
+    assert main(["analyze", "-"]) == 2
+    assert "distmon analyze: stdin: gzip-compressed: unpack it first" in capsys.readouterr().err
+
+
+def test_an_empty_file_named_is_said_and_json_still_gets_an_object(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Found in a folder, an empty file (a rank's empty stderr) is no problem; named, it is."""
+    (tmp_path / "run").mkdir()
+    (tmp_path / "run" / "stderr").write_text("")
+    (tmp_path / "job.log").write_text("")
+    assert main(["analyze", "--json", str(tmp_path / "job.log"), str(tmp_path / "run")]) == 2
+    out, err = capsys.readouterr()
+    assert json.loads(out)["culprits"] == [] and json.loads(out)["problems"] == [f"{tmp_path}/job.log: empty (0 bytes)"]
+    assert f"{tmp_path}/job.log: empty (0 bytes)" in err and "stderr" not in err
 
 
 def test_ranks_and_worlds_beyond_what_distmon_judges_get_a_line(tmp_path: Path) -> None:
