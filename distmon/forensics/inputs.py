@@ -16,7 +16,7 @@ import os
 import re
 import stat
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 from typing import IO, cast
@@ -106,8 +106,12 @@ def mtime(path: str) -> float:
 
 
 def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
-    """Every file under ``paths``; a path or a folder that cannot be read is said in ``problems``."""
+    """Every file under ``paths``, each once (a link to a file already given, or a path named
+    twice, is not read again); a folder's hidden files and folders (``.DS_Store``, an editor's
+    swap file, macOS's ``._`` copies, a notebook's checkpoints) are left out. A path or a
+    folder that cannot be read is said in ``problems``."""
     count = 0
+    seen: set[tuple[int, int]] = set()
 
     def unlisted(e: OSError) -> None:
         problems.append(f"{e.filename}: a folder that cannot be read ({e.strerror}): its files are left out")
@@ -118,16 +122,27 @@ def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
         except OSError as e:
             problems.append(f"{path}: {why_not(path, e)}")
             continue
-        if is_dir:
-            found = sorted(os.path.join(d, f) for d, _, files in os.walk(path, onerror=unlisted) for f in files)
-        else:
-            found = [path]
+        found = sorted(_unhidden(path, unlisted)) if is_dir else [path]
         for file in found:
+            try:
+                identity = os.stat(file)
+            except OSError:
+                pass  # said when it is opened
+            else:
+                if (identity.st_dev, identity.st_ino) in seen:
+                    continue
+                seen.add((identity.st_dev, identity.st_ino))
             count += 1
             if count > MAX_FILES:
                 problems.append(f"more than {MAX_FILES} files: the rest left out")
                 return
             yield file
+
+
+def _unhidden(folder: str, unlisted: Callable[[OSError], None]) -> Iterator[str]:
+    for where, folders, files in os.walk(folder, onerror=unlisted):
+        folders[:] = [f for f in folders if f[:1] != "."]  # .git, .ipynb_checkpoints' copies
+        yield from (os.path.join(where, f) for f in files if f[:1] != ".")
 
 
 def sniff(path: str, problems: list[str], named: bool = False) -> str | None:

@@ -268,6 +268,18 @@ def test_an_empty_file_named_is_said_and_json_still_gets_an_object(
     assert f"{tmp_path}/job.log: empty (0 bytes)" in err and "stderr" not in err
 
 
+def test_a_file_is_read_once_and_a_folders_hidden_files_not_at_all(tmp_path: Path) -> None:
+    """A link to a dump, a folder named twice, a notebook's checkpoint copy, macOS's ``._``
+    file: none is a second dump of a rank, nor a problem."""
+    write(pipeline_hang(), tmp_path / "dumps")
+    os.symlink(tmp_path / "dumps" / "nccl_trace_rank_3", tmp_path / "dumps" / "latest_rank_3")
+    (tmp_path / "dumps" / ".ipynb_checkpoints").mkdir()
+    (tmp_path / "dumps" / ".ipynb_checkpoints" / "nccl_trace_rank_1").write_bytes(pipeline_hang()[0].pickle())
+    (tmp_path / "dumps" / "._nccl_trace_rank_2").write_bytes(b"\x00\x05\x16\x07" + bytes(200))
+    analysis = analyze([str(tmp_path / "dumps"), str(tmp_path / "dumps"), str(tmp_path / "dumps" / "latest_rank_3")])
+    assert culprits(analysis) == [STUCK] and analysis.problems == []
+
+
 def test_ranks_and_worlds_beyond_what_distmon_judges_get_a_line(tmp_path: Path) -> None:
     write(pipeline_hang(), tmp_path)
     (tmp_path / "nccl_trace_rank_999999999").write_bytes(pipeline_hang()[0].pickle())
