@@ -11,6 +11,7 @@ flight when the dumps were taken was waiting, however briefly the dump saw it.
 
 from __future__ import annotations
 
+import itertools
 import os
 from dataclasses import dataclass, field
 from typing import Any
@@ -264,3 +265,11 @@ def unseen(analysis: Analysis, rank: int) -> str:
         f"{NO_FILE}: not gathered (torch writes each rank's dump on its own node, in /tmp by default), or it was "
         "killed, crashed before its watchdog fired, or lost its node"
     )
+
+
+def a_nodes(ranks: list[int], world: int) -> bool:
+    """Whether ``ranks`` (sorted) could be one node's or more, whose files were left there: a run of
+    consecutive ranks (torchrun, srun's blocks), ranks a stride apart (round-robin placement), or a
+    quarter of the world or more."""
+    steps = {b - a for a, b in itertools.pairwise(ranks)}
+    return steps == {1} or (len(steps) == 1 and len(ranks) > 2) or len(ranks) * 4 >= world

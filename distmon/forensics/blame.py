@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import ROOTED
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
-from distmon.forensics.analysis import NO_FILE, NO_LINE, Analysis, unseen
+from distmon.forensics.analysis import NO_FILE, NO_LINE, Analysis, a_nodes, unseen
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
@@ -335,12 +335,14 @@ def _proven(analysis: Analysis, ranks: list[int]) -> list[int]:
     """Of ``ranks`` (those an alert names), the ones their own dump or lines show at fault; else the one whose dump
     is missing from a set (the culprit often writes none). Not one whose file is there but unreadable (it was
     alive to write it), nor a missing one beside a rank its own dump shows at fault (what the other did, no file
-    says), nor several missing (a node's files not gathered: torch writes each rank's on its own node), nor one
-    missing where a log, not a dump, tells of other ranks."""
+    says), nor several missing that may be a node's (its files not gathered: torch writes each rank's on its own
+    node), nor one missing where a log, not a dump, tells of other ranks."""
     shown = [r for r in ranks if (f := analysis.ranks.get(r)) is not None and (f.dump is not None or bool(f.groups))]
-    absent = [r for r in ranks if r not in analysis.ranks and analysis.missing.get(r) == NO_FILE]
-    dumped = sum(1 for f in analysis.ranks.values() if f.dump is not None)  # all but it: a set of dumps
-    return sorted(shown or (absent if len(absent) == 1 and dumped == analysis.world - 1 else []))
+    absent = sorted(r for r in ranks if r not in analysis.ranks and analysis.missing.get(r) == NO_FILE)
+    dumped = sum(1 for f in analysis.ranks.values() if f.dump is not None)  # all but them: a set of dumps
+    if shown or dumped != analysis.world - len(absent):
+        return sorted(shown)
+    return absent if len(absent) == 1 or not a_nodes(absent, analysis.world) else []
 
 
 def _nobody(analysis: Analysis, first: Alert) -> Blame:

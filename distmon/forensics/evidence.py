@@ -314,7 +314,7 @@ def _unexplained(f: RankFacts) -> Evidence:
 def _no_dump(rank: int, why: str) -> Evidence:
     return Evidence(
         rank,
-        f"the others wait for it, and it left no evidence ({why})",
+        f"waited for by the others; left no evidence ({why})",
         ["a rank that wrote no dump was killed, crashed before the watchdog fired, or lost its node"],
         UNKNOWN,
         "look for its exit in the launcher's log (exit code, signal) and for its node in `dmesg` "

@@ -391,6 +391,27 @@ def test_one_dump_missing_proves_its_rank_several_missing_are_suspected_as_files
             assert [s.rank for s in verdict.suspects] == missing and "not gathered" in verdict.suspects[0].why
 
 
+def test_several_dumps_missing_are_proven_unless_they_may_be_a_nodes(tmp_path: Path) -> None:
+    """Sixteen ranks: fourteen wait in world all-reduce #3, enqueued by none of the two with no dump. Two
+    ranks apart (a fault injected into two ranks, killed) are proven; a run of consecutive ranks, ranks a
+    stride apart, or a quarter of the world may be a node whose files were left on it: suspected."""
+    world = Group("0", "default_pg", list(range(16)))
+    cases = (([10, 15], [10, 15]), ([3, 9], [3, 9]), ([6, 7], []), ([1, 5, 9], []), ([0, 3, 7, 12], []))
+    for missing, proven in cases:
+        for f in tmp_path.iterdir():
+            f.unlink()
+        for rank in set(range(16)) - set(missing):
+            r = RankRecorder(rank)
+            r.join(world)
+            r.collective(world.name, "all_reduce")
+            r.collective(world.name, "all_reduce")
+            r.collective(world.name, "all_reduce", done=False)
+            (tmp_path / f"nccl_trace_rank_{rank}").write_bytes(r.pickle())
+        verdict = assign_blame(analyze([str(tmp_path)]))
+        assert verdict.culprits == proven, (missing, verdict.headline)
+        assert [s.rank for s in verdict.suspects] == ([] if proven else missing), (missing, verdict.headline)
+
+
 def test_a_rank_missing_from_dumps_where_a_log_tells_of_other_ranks_is_suspected_not_proven(tmp_path: Path) -> None:
     """Ranks 0-1's dumps and rank 2's watchdog line show them waiting in world all-reduce #1; rank 3 has neither:
     with a log, not a dump, telling of rank 2, the set is no set of every rank's dumps, so rank 3 is suspected."""
