@@ -12,6 +12,7 @@ within :mod:`distmon.flightrecorder`'s limits, and a log line by line, each cut 
 from __future__ import annotations
 
 import io
+import itertools
 import os
 import re
 import stat
@@ -57,8 +58,8 @@ class Files:
     problems: list[str] = field(default_factory=list)
     unread: dict[int, str] = field(default_factory=dict)
     """Rank -> why its dump, found, was not read (its problem line says more)."""
-    _named: dict[int, str] = field(default_factory=dict)
-    """Rank -> the dump named for it, not read yet."""
+    _named: dict[int, list[str]] = field(default_factory=dict)
+    """Rank -> the dumps named for it, not read yet (two where two runs' dumps lie together)."""
 
     def read(self, path: str, named: bool = False) -> None:
         """One file; ``named`` on the command line rather than found in a folder."""
@@ -77,19 +78,29 @@ class Files:
             self.problems.append(f"{path}: a dump, but its name does not end in the rank's number")
         elif rank >= MAX_WORLD:
             self.problems.append(f"{path}: rank {rank}, beyond the {MAX_WORLD} ranks distmon judges")
-        elif rank in self._named:
-            self.problems.append(f"{path}: a second dump of rank {rank} (read {self._named[rank]})")
         else:
-            self._named[rank] = path
+            self._named.setdefault(rank, []).append(path)
 
     def read_dumps(self) -> None:
-        """Every dump named so far, read (:mod:`distmon.forensics.parallel`), in rank order."""
-        found = sorted(read_all([(path, rank) for rank, path in self._named.items()]), key=lambda r: r.rank)
+        """Every dump named so far, read (:mod:`distmon.forensics.parallel`), in rank order. Of two
+        dumps of one rank (a job run again, its dumps beside the first run's), the one written
+        last is judged, by the latest time it holds, else by its file's."""
+        found = read_all([(path, rank) for rank, paths in self._named.items() for path in paths])
         self._named.clear()
-        for read in found:
+        ordered = sorted(
+            found, key=lambda r: (r.rank, r.dump is not None, r.dump.t or 0 if r.dump else 0, mtime(r.path))
+        )
+        for read, after in itertools.zip_longest(ordered, ordered[1:]):
+            later = after is not None and after.rank == read.rank
             if read.dump is None:
                 self.problems.append(f"{read.path}: {read.problem}")
-                self.unread.setdefault(read.rank, "its dump could not be read")
+                if not later:
+                    self.unread.setdefault(read.rank, "its dump could not be read")
+            elif later:
+                self.problems.append(
+                    f"{read.path}: a second dump of rank {read.rank}, not the latest: {after.path} is judged"
+                )
+            if read.dump is None or later:
                 continue
             for name, members in read.configs.items():
                 self.configs.setdefault(name, members)

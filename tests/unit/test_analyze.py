@@ -280,6 +280,20 @@ def test_a_file_is_read_once_and_a_folders_hidden_files_not_at_all(tmp_path: Pat
     assert culprits(analysis) == [STUCK] and analysis.problems == []
 
 
+def test_of_two_runs_dumps_in_one_folder_the_latest_is_judged(tmp_path: Path) -> None:
+    """The job ran again an hour later, its dumps beside the first run's: a rank's later dump is
+    judged, whatever the paths' order, and each earlier one is said left out."""
+    first, again = pipeline_hang(stuck=5), pipeline_hang(stuck=6)
+    for r in again:
+        for e in r.entries:
+            e["time_created_ns"] += 3600 * 10**9
+    write(first, tmp_path / "a")
+    write(again, tmp_path / "b")
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [6]
+    assert len(analysis.problems) == 8 and all("not the latest" in p and "/a/" in p for p in analysis.problems)
+
+
 def test_ranks_and_worlds_beyond_what_distmon_judges_get_a_line(tmp_path: Path) -> None:
     write(pipeline_hang(), tmp_path)
     (tmp_path / "nccl_trace_rank_999999999").write_bytes(pipeline_hang()[0].pickle())
