@@ -84,7 +84,7 @@ class Analysis:
 def analyze(paths: list[str], world: int | None = None) -> Analysis:
     """Read every dump and log under ``paths`` and judge the job; never raises for a bad file."""
     files = Files()
-    for path in walk(paths, files.problems):
+    for path in walk(paths, files.problems, files.log.restarts):
         files.read(path, named=path in paths)
     files.read_dumps()
     problems, dumps, log = files.problems, files.dumps, files.log

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 import itertools
+import json
 import os
 import re
 import stat
@@ -116,10 +117,11 @@ def mtime(path: str) -> float:
         return 0.0
 
 
-def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
+def walk(paths: list[str], problems: list[str], restarts: list[str]) -> Iterator[str]:
     """Every file under ``paths``, each once (a link to a file already given, or a path named
     twice, is not read again); a folder's hidden files and folders (``.DS_Store``, an editor's
-    swap file, macOS's ``._`` copies, a notebook's checkpoints) are left out. A path or a
+    swap file, macOS's ``._`` copies, a notebook's checkpoints) are left out, and so are the
+    files of a torchrun run's attempts before its last (said in ``restarts``). A path or a
     folder that cannot be read is said in ``problems``."""
     count = 0
     seen: set[tuple[int, int]] = set()
@@ -133,7 +135,7 @@ def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
         except OSError as e:
             problems.append(f"{path}: {why_not(path, e)}")
             continue
-        found = sorted(_unhidden(path, unlisted)) if is_dir else [path]
+        found = _torchruns(sorted(_unhidden(path, unlisted)), restarts) if is_dir else [path]
         for file in found:
             try:
                 identity = os.stat(file)
@@ -148,6 +150,35 @@ def walk(paths: list[str], problems: list[str]) -> Iterator[str]:
                 problems.append(f"more than {MAX_FILES} files: the rest left out")
                 return
             yield file
+
+
+_ATTEMPT = re.compile(r"^(.*)[/\\]attempt_(\d{1,6})[/\\]")
+"""A file of one attempt of a torchrun run, in its log folder (``--log-dir``, else a temporary one):
+``RUN/attempt_N/LOCAL_RANK/stderr.log``, N counting its agent's restarts of the workers."""
+
+
+def _torchruns(files: list[str], restarts: list[str]) -> list[str]:
+    """The files but those of a torchrun run's attempts before its last (that attempt ended the job, as
+    a log whose agent restarted the workers is judged on its last attempt), and but a worker's
+    ``error.json`` beside its ``stderr.log``, which holds the same traceback."""
+    last: dict[str, int] = {}
+    for file in files:
+        if found := _ATTEMPT.match(file):
+            last[found[1]] = max(last.get(found[1], 0), int(found[2]))
+    for run, n in last.items():
+        if n:
+            times = "once" if n == 1 else f"{n} times"
+            restarts.append(
+                f"torchrun restarted the workers {times} ({os.path.basename(run)}): judged on its last attempt's "
+                f"files (attempt_{n}), the earlier attempts' are not read"
+            )
+    given = set(files)
+    return [
+        f
+        for f in files
+        if ((found := _ATTEMPT.match(f)) is None or int(found[2]) == last[found[1]])
+        and not (os.path.basename(f) == "error.json" and os.path.join(os.path.dirname(f), "stderr.log") in given)
+    ]
 
 
 def _unhidden(folder: str, unlisted: Callable[[OSError], None]) -> Iterator[str]:
@@ -247,14 +278,46 @@ _RANKS_FILE = re.compile(r"(?:^|/)rank\.(\d{1,9})/std(?:out|err)$|(?:^|/)std_log
 Azure ML's ``user_logs/std_log_process_13.txt`` (the process's global rank)."""
 
 
+_LOCAL_RANK_FILE = re.compile(r"(?:^|/)attempt_\d{1,6}/(\d{1,6})/(?:std(?:out|err)\.log|error\.json)$")
+"""A file of one worker in torchrun's log folder, by its local rank (its node's first rank is not in the path)."""
+
+
 def _of_rank(path: str, lines: Iterable[str]) -> Iterator[str]:
-    """The lines of a file its name gives a rank, each as that rank's (torchrun's ``[rank13]:`` before it)."""
-    found = _RANKS_FILE.search(path.replace(os.sep, "/"))
-    if found is None:
+    """The lines of a file its name gives a rank, each as that rank's (torchrun's ``[rank13]:`` before it), or a
+    local rank, as ``--tee`` labels it (``[default3]:``: its node's place found as for ``--tee``'s lines)."""
+    name = path.replace(os.sep, "/")
+    if found := _RANKS_FILE.search(name):
+        label = f"[rank{next(g for g in found.groups() if g)}]:"
+    elif found := _LOCAL_RANK_FILE.search(name):  # since torch 2.2 a worker's lines there carry its [rankN]:
+        label = f"[default{found[1]}]:"
+        yield from (line if line.startswith("[rank") else f"{label}{line}" for line in lines)
+        return
+    else:
         yield from lines
         return
-    rank = next(g for g in found.groups() if g)
-    yield from (f"[rank{rank}]:{line}" for line in lines)
+    yield from (f"{label}{line}" for line in lines)
+
+
+MAX_ERROR_FILE = 1 << 24
+"""Characters of a worker's ``error.json`` read: a traceback is kilobytes."""
+MAX_ERROR_LINES = 10_000
+
+
+def _error_file(path: str, text: io.TextIOWrapper) -> list[str] | None:
+    """The exception a torchrun worker's ``@record`` wrote to its ``error.json``, as its log shows it: the
+    traceback (``py_callstack``) ending in its exception, else the exception alone; None for another file."""
+    if os.path.basename(path) != "error.json":
+        return None
+    try:
+        said = json.loads(text.read(MAX_ERROR_FILE))["message"]
+        extra = said.get("extraInfo") if isinstance(said, dict) else None
+        stack = extra.get("py_callstack") if isinstance(extra, dict) else None
+        message = said.get("message") if isinstance(said, dict) else said
+    except (ValueError, KeyError, TypeError, AttributeError, RecursionError):
+        text.seek(0)
+        return None
+    found = stack if isinstance(stack, str) and stack else message if isinstance(message, str) else ""
+    return [line[:MAX_LINE] + "\n" for line in found.splitlines()[:MAX_ERROR_LINES]] or None
 
 
 RESTART = "attempts left; will restart worker group"
@@ -310,7 +373,7 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
                     f"torchrun restarted the workers {times} ({os.path.basename(path)}) and the last attempt "
                     f"finished {SUCCEEDED}: the job recovered; what failed before it is judged below"
                 )
-            read_log(cast(IO[str], _of_rank(path, lines)), log)  # it only iterates over the lines
+            read_log(cast(IO[str], _of_rank(path, _error_file(path, f) or lines)), log)  # it only iterates
             empty = raw.tell() == 0
     except OSError as e:
         problems.append(f"{path}: {why_not(path, e)}")

@@ -760,3 +760,57 @@ def test_a_log_that_begins_with_a_json_object_is_read_as_a_log(tmp_path: Path) -
     analysis = analyze([str(tmp_path / "job.log")])
     assert analysis.logs == 1 and not analysis.problems
     assert [s.rank for s in assign_blame(analysis).suspects] == [2]
+
+
+LOG_DIR = LOGS / "torchrun-log-dir"
+"""What torch 2.13's torchrun wrote with ``--log-dir --redirects 3``, one restart: rank 1 raised on both attempts
+(``tests/data/logs/torchrun-log-dir.md`` says how)."""
+
+
+def test_a_torchrun_log_folder_is_judged_on_its_last_attempt() -> None:
+    """Each worker's files are its own (since torch 2.2 their lines carry ``[rankN]:``); the first attempt's
+    are not read, which is said; ``error.json`` beside ``stderr.log`` is not read twice."""
+    analysis = analyze([str(LOG_DIR)])
+    assert culprits(analysis) == [1] and analysis.logs == 4 and analysis.problems == []
+    assert analysis.log.restarts == [
+        "torchrun restarted the workers once (none_s_tn2hgr): judged on its last attempt's files (attempt_1), "
+        "the earlier attempts' are not read"
+    ]
+    assert "rank 1 raised FileNotFoundError: [Errno 2] No such file or directory" in render_analysis(analysis)
+
+
+def test_a_workers_error_file_alone_tells_its_exception(tmp_path: Path) -> None:
+    """Without ``--redirects`` the folder holds each worker's ``error.json`` (``@record``'s) alone: its
+    traceback is read as the worker's lines, its local rank the rank (one node)."""
+    for error in LOG_DIR.glob("*/attempt_1/*/error.json"):
+        copy = tmp_path / error.relative_to(LOG_DIR)
+        copy.parent.mkdir(parents=True)
+        copy.write_bytes(error.read_bytes())
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [1] and analysis.logs == 2
+    assert "your code: /tmp/ld/train.py:12 in load_shard" in render_analysis(analysis)
+
+
+def test_an_older_torchruns_unlabelled_worker_file_is_its_local_rank(tmp_path: Path) -> None:
+    """Before torch 2.2 a worker's lines in the folder carry no label: they are its local rank's (where its own
+    lines say its global rank, as the watchdog's ``[Rank 11]``, placed on its node as ``--tee``'s are)."""
+    worker = tmp_path / "run_x" / "attempt_0" / "3" / "stderr.log"
+    worker.parent.mkdir(parents=True)
+    worker.write_text(
+        'Traceback (most recent call last):\n  File "train.py", line 9, in <module>\n    step()\n'
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+    )
+    analysis = analyze([str(tmp_path)])
+    assert [s.rank for s in assign_blame(analysis).suspects] == [3] and analysis.log.unplaced == []
+
+
+@pytest.mark.parametrize(
+    "raw",
+    [b"[" * 100_000, b'{"message": [1]}', b'{"message": {"extraInfo": 7}}', b"7", b'{"message": "\\ud800"}', b"\xff{"],
+)
+def test_a_hostile_error_file_is_read_as_text_or_not_at_all(tmp_path: Path, raw: bytes) -> None:
+    error = tmp_path / "run" / "attempt_0" / "2" / "error.json"
+    error.parent.mkdir(parents=True)
+    error.write_bytes(raw)
+    analysis = analyze([str(tmp_path)])
+    assert culprits(analysis) == [] and analysis.log.unplaced == []
