@@ -113,8 +113,8 @@ def alike(log: LogFacts) -> str | None:
         return None  # another rank killed (its node's memory, the OOM killer's pick): theirs may follow from it
     if _waited_for(log, failures):
         return None
-    spread = max(times) - min(times) if len(times) > 1 else 0.0
-    together = f" within {duration(spread)}" if spread >= 0.1 else " at once"
+    spread = max(times) - min(times) if len(times) > 1 else None  # no times: when, the log does not say
+    together = "" if spread is None else f" within {duration(spread)}" if spread >= 0.1 else " at once"
     said = [f.said for f in failures if f.said]
     how = said[0] if said and all(f.exception for f in failures) else next(iter(exits), CRASHED)
     how = CUT_SAID if all(f.exception == CUT for f in failures) else how

@@ -50,7 +50,7 @@ def killed_together(log: LogFacts, world: int) -> str | None:
     hosts = sorted({e.host for e in ends if e.host})
     on = f" on {', '.join(hosts[:3])}" if hosts else ""
     return (
-        f"{rank_word(sorted(killed))}{on} were all killed (SIGKILL) at once: from outside, not a rank: the memory "
-        "limit of their node, container or job (the kernel's or the cgroup's OOM killer; `dmesg -T` on the node), "
-        "or the scheduler or a user ending them"
+        f"{rank_word(sorted(killed))}{on} were all killed (SIGKILL){' at once' if len(times) > 1 else ''}: from "
+        "outside, not a rank: the memory limit of their node, container or job (the kernel's or the cgroup's OOM "
+        "killer; `dmesg -T` on the node), or the scheduler or a user ending them"
     )

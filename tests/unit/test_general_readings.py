@@ -340,11 +340,9 @@ def test_ranks_cut_in_the_same_code_as_another_ranks_failure_failed_alike() -> N
     backward = [*step, ("/venv/lib/python3.11/site-packages/torch/_tensor.py", 626, "backward")]
     oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 388.00 MiB."
     verdict = judged(traceback(0, step, None) + traceback(2, backward, oom))
-    assert verdict.nobody is not None and verdict.nobody.startswith(
-        "ranks 0, 2 failed alike at once (torch.OutOfMemory"
-    )
+    assert verdict.nobody is not None and verdict.nobody.startswith("ranks 0, 2 failed alike (torch.OutOfMemory")
     framed = render_analysis(analyzed(traceback(0, step, None) + f"[rank2]: {oom}\n"))
-    assert "ranks 0, 2 failed alike at once (torch.OutOfMemoryError" in framed, "the error's frames cut, not its line"
+    assert "ranks 0, 2 failed alike (torch.OutOfMemoryError" in framed, "the error's frames cut, not its line"
     assert "where it raised (its exception line cut):" in framed and "your code: /w/loop.py:51 in step" in framed
     assert judged(traceback(0, step, None) + traceback(2, backward, None)).nobody is None, "no failure seen: waiters?"
     ecc = "RuntimeError: CUDA error: uncorrectable ECC error encountered"

@@ -211,7 +211,7 @@ def test_ranks_whose_handlers_show_a_crash_beside_mpiruns_one_segfault_failed_al
     text = handler_backtrace(0, 301, *segv) + handler_backtrace(3, 304, *segv) + MPIRUN_SEGV
     verdict = assign_blame(analyze_text(text))
     assert verdict.culprits == [] and verdict.nobody is not None
-    assert verdict.nobody.startswith("ranks 0, 2-3 failed alike at once (signal 11 (SIGSEGV))")
+    assert verdict.nobody.startswith("ranks 0, 2-3 failed alike (signal 11 (SIGSEGV))")
 
 
 def test_a_handlers_backtrace_of_an_abort_or_cut_at_its_head_proves_no_crash_alike() -> None:

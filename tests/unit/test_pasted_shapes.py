@@ -74,7 +74,9 @@ def analyzed(path: Path, capsys: pytest.CaptureFixture[str]) -> dict[str, Any]:
 def said(found: dict[str, Any]) -> tuple[list[int], list[int], bool, str]:
     """The verdict: its culprits, its suspects in order, whether it clears everyone, its words
     but for how close in time the ranks timed out (which a stamp added to each line tells)."""
-    words = re.sub(r", (?:at once|within \S+ of each other)", "", found["summary"])
+    words = re.sub(
+        r", (?:at once|within \S+ of each other)|(?<=failed alike) (?:at once|within \S+)", "", found["summary"]
+    )
     return found["culprits"], [s["rank"] for s in found["suspects"]], found["nobody"] is not None, words
 
 

@@ -122,7 +122,7 @@ VERDICTS = [
         [1],
         "rank 1 raised Signal 9 (Killed): killed: mpirun's first observed",
     ),
-    ("horovod_libmpi_every_process_segfault.log", [], NOBODY, "6 processes failed alike at once"),
+    ("horovod_libmpi_every_process_segfault.log", [], NOBODY, "6 processes failed alike"),
     ("horovod_stalled_broadcast_missing_rank0.log", [0], [], "rank 0 missing from every stalled tensor"),
     ("horovod_mpi_tags_missing_rank1.log", [1], [], "rank 1 missing from every stalled tensor"),
     ("horovod_ready_ranks_rank3_other_tensor.log", [3], [], "rank 3 missing from 3 of the 4 stalled tensors"),
@@ -360,7 +360,7 @@ VERDICTS = [
         "horovod_srun_juwels_two_tasks_nccl_init_system_error.log",
         [],
         NOBODY,
-        "2 tasks failed alike at once (exit code 1): the program or its",
+        "2 tasks failed alike (exit code 1): the program or its",
     ),
     (
         "horovod_word2vec_stalled_rank2_tags_interleaved_chars.log",
@@ -1304,7 +1304,7 @@ VERDICTS = [
         "horovod_torch_build_every_rank_segv_mpirun_rank1.log",
         [],
         NOBODY,
-        "ranks 0-1 failed alike at once (signal 11 (SIGSEGV)): the program or",
+        "ranks 0-1 failed alike (signal 11 (SIGSEGV)): the program or",
     ),
     (
         "horovod_torch_dataparallel_ready_ranks_rank3_absent_one_line.log",
@@ -1316,13 +1316,13 @@ VERDICTS = [
         "horovodrun_docker_four_ranks_sigbus_at_once.log",
         [],
         NOBODY,
-        "ranks 0-3 failed alike at once (signal 7 (SIGBUS)): the node's shared memory",
+        "ranks 0-3 failed alike (signal 7 (SIGBUS)): the node's shared memory",
     ),
     (
         "horovodrun_gloo_pedl_every_process_exit_139_build.log",
         [],
         NOBODY,
-        "ranks 1-4, 7 failed alike at once (signal 11 (SIGSEGV)): the program",
+        "ranks 1-4, 7 failed alike (signal 11 (SIGSEGV)): the program",
     ),
     (
         "horovodrun_gloo_rank2_raises_others_run_on.log",
@@ -1406,7 +1406,7 @@ VERDICTS = [
         "mpich_hydra_procgen_two_procs_same_abort_exit134.log",
         [],
         NOBODY,
-        "2 processes failed alike at once (terminate called after throwing",
+        "2 processes failed alike (terminate called after throwing",
     ),
     (
         "msswift_megatron_grpo_end_reversed_paste_rank19_sigabrt.log",
@@ -1478,7 +1478,7 @@ VERDICTS = [
         "paddle_launch_all_four_trainers_aborted_script_bug.log",
         [],
         NOBODY,
-        "ranks 0-3 failed alike at once (was aborted (its own log says why)):",
+        "ranks 0-3 failed alike (was aborted (its own log says why)):",
     ),
     (
         "paddle_launch_two_trainers_rank1_aborted_epoch3.log",
@@ -1814,7 +1814,7 @@ VERDICTS = [
         "streamvggt_two_ranks_sigfpe_cublaslt_same_second.log",
         [],
         NOBODY,
-        "nobody to blame: 2 processes failed alike at once (signal 8",
+        "nobody to blame: 2 processes failed alike (signal 8",
     ),
     (
         "tangoflux_accelerate_duplicate_gpu_agent_names_local_rank1.log",
@@ -1917,7 +1917,7 @@ VERDICTS = [
         "habitat_ddppo_srun_tasks_segfault_on_import_rebuild.log",
         [],
         NOBODY,
-        "nobody to blame: 2 tasks failed alike at once (signal 11 (SIGSEGV)):",
+        "nobody to blame: 2 tasks failed alike (signal 11 (SIGSEGV)):",
     ),
     (
         "horovod_mpi_peer_disconnected_reco316_twelve_procs.log",
@@ -1929,7 +1929,7 @@ VERDICTS = [
         "horovod_spark_cpu_every_rank_segv_at_finalize_mpirun_rank5.log",
         [],
         NOBODY,
-        "ranks 5, 11 failed alike at once (signal 11 (SIGSEGV)): the program or",
+        "ranks 5, 11 failed alike (signal 11 (SIGSEGV)): the program or",
     ),
     (
         "launch_two_gpus_midtraining_sigkill_local_rank1_warning_w_cut.log",
@@ -2271,7 +2271,7 @@ VERDICTS = [
         "horovod_run_gloo_slurm_two_nodes_all_four_exit_250.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0-3 failed alike at once (exit code 250): the",
+        "nobody to blame: ranks 0-3 failed alike (exit code 250): the",
     ),
     (
         "horovod_tf_rank0_segfault_openmpi_mem_hooks_host_pid_only.log",
@@ -2301,7 +2301,7 @@ VERDICTS = [
         "llamafactory_deepseek_r1_bf16_eight_gpus_load_model_oom_ranks5_6_alike.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 5-6 failed alike at once",
+        "nobody to blame: ranks 5-6 failed alike",
     ),
     (
         "llamafactory_pretrain_big_data_rank2_uniqueid_from_rank0_barrier_socket_timeout.log",
@@ -2823,7 +2823,7 @@ VERDICTS = [
         "uniter_horovod_itm_eval_keyerror_ranks_1_2_3_rank0_logged.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 1-3 failed alike at once (KeyError: 'img_r1'):",
+        "nobody to blame: ranks 1-3 failed alike (KeyError: 'img_r1'):",
     ),
     (
         "unsloth_fork_issue6_four_procs_exit1_local_rank0_first.log",
@@ -3124,7 +3124,7 @@ VERDICTS = [
         "srun_picongpu_killall_no_process_tasks_10_11_exit1_benign.log",
         [],
         NOBODY,
-        "nobody to blame: 2 tasks failed alike at once (exit code 1): the",
+        "nobody to blame: 2 tasks failed alike (exit code 1): the",
     ),
     (
         "tecogan_dist_launch_local_hyphen_rank_arg_agent_names_local_rank0.log",
@@ -3148,7 +3148,7 @@ VERDICTS = [
         "trlx_deepspeed_eight_v100_every_process_sigbus_nccl_shm_open.log",
         [],
         NOBODY,
-        "8 processes failed alike at once (signal 7 (SIGBUS))",
+        "8 processes failed alike (signal 7 (SIGBUS))",
     ),
     (
         "verl_fully_async_workerdict_0_1_died_service_thread_closed_by_localrank1.log",
@@ -3496,7 +3496,7 @@ VERDICTS = [
         "diffusers_controlnet_sdxl_accelerate_ddp_reducer_oom_rank2_rank0_every_rank_alike.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0, 2 failed alike at once",
+        "nobody to blame: ranks 0, 2 failed alike",
     ),
     (
         "fastchat_torchrun_8proc_rank5_connectionerror_childfailed_rank5.log",
@@ -3640,7 +3640,7 @@ VERDICTS = [
         "msswift_grpo_gemma3_27b_2node_torchrun_oom_rank15_rank12_resources_none.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 12, 15 failed alike at once",
+        "nobody to blame: ranks 12, 15 failed alike",
     ),
     (
         "llamafactory_accelerate_ds_zero3_ppo_lora_broadcast_not_cuda_dense_ranks1_2_3_every_rank_alike.log",
@@ -3832,7 +3832,7 @@ VERDICTS = [
         "horovodrun_pytorch_wsl2_ncclbroadcast_unhandled_cuda_every_rank.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0-1 failed alike at once (RuntimeError: ncclBro",
+        "nobody to blame: ranks 0-1 failed alike (RuntimeError: ncclBro",
     ),
     (
         "jukebox_mpich_hydra_bad_termination_sigkill_rerun_host_state.log",
@@ -3928,13 +3928,13 @@ VERDICTS = [
         "paddle_launch_4trainers_gen_comm_id_refused_ranks1_2_3_aborted_unknown.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 1-3 failed alike at once (was aborted (its own",
+        "nobody to blame: ranks 1-3 failed alike (was aborted (its own",
     ),
     (
         "paddleclas_launch_4trainers_nccl_socket_connect_failed_ranks1_2_3_aborted_unknown.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 1-3 failed alike at once (was aborted (its own",
+        "nobody to blame: ranks 1-3 failed alike (was aborted (its own",
     ),
     (
         "ray_train_torchtrainer_5gpu_two_nodes_3090_3060_raytrainworker_prepare_model_nccl_runtimeerror_unknown.log",
@@ -3988,7 +3988,7 @@ VERDICTS = [
         "tensorrt_llm_mpirun_4x3090_two_ranks_sigbus_nccl_comm_init_allreduce_plugin.log",
         [],
         NOBODY,
-        "nobody to blame: 2 processes failed alike at once (signal 7 (SIGBUS)):",
+        "nobody to blame: 2 processes failed alike (signal 7 (SIGBUS)):",
     ),
     (
         "tensorrt_llm_mpirun_tp4_every_rank_allreduce_plugin_nccl_internal_error.log",
@@ -4606,7 +4606,7 @@ VERDICTS = [
         "nequip_srun_tasks_torchrun_tcpstore_port_in_use_setup.log",
         [],
         NOBODY,
-        "nobody to blame: 3 tasks failed alike at once (exit code 1): the",
+        "nobody to blame: 3 tasks failed alike (exit code 1): the",
     ),
     (
         "nvrx_torchrun_2node_async_writer_hang_node_rank_flag_setup.log",
@@ -5290,7 +5290,7 @@ VERDICTS = [
         "ring_flash_attn_torchrun_4gpu_every_rank_indexerror_lse_shape.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0-1 failed alike at once (IndexError: too many",
+        "nobody to blame: ranks 0-1 failed alike (IndexError: too many",
     ),
     (
         "ring_flash_attn_torchrun_zigzag_varlen_64k_rank0_traceback_no_answer.log",
@@ -5500,7 +5500,7 @@ VERDICTS = [
         "paddleocr_launch_2_trainers_both_aborted_sigsegv.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0-1 failed alike at once (was aborted (its own",
+        "nobody to blame: ranks 0-1 failed alike (was aborted (its own",
     ),
     (
         "paddleocr_launch_2gpu_container_rank0_sigkill_code_minus9.log",
@@ -5512,7 +5512,7 @@ VERDICTS = [
         "paddleocr_launch_4_trainers_rank1_2_3_aborted_custom_dataset_code.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 1-3 failed alike at once (was aborted (its own",
+        "nobody to blame: ranks 1-3 failed alike (was aborted (its own",
     ),
     (
         "paddleocr_launch_8_trainers_all_aborted_unrecognized_gpus_arg.log",
@@ -6118,7 +6118,7 @@ VERDICTS = [
         "deepspeed_8gpu_nccl_init_bus_error_devices_2_3_4_5_alike_none.log",
         [],
         NOBODY,
-        "nobody to blame: 3 processes failed alike at once (signal 7",
+        "nobody to blame: 3 processes failed alike (signal 7",
     ),
     (
         "deepspeed_launcher_8gpu_nccl_proxy_bus_error_after_11h_one_process_unknown.log",
@@ -6640,7 +6640,7 @@ VERDICTS = [
         "paddle_launch_4_trainers_all_aborted_oom_gpu0.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0-3 failed alike at once (was aborted (its own",
+        "nobody to blame: ranks 0-3 failed alike (was aborted (its own",
     ),
     (
         "pytorch_fsdp_mpspawn_inference_mode_grad_fn_assert_both_ranks.log",
@@ -6658,7 +6658,7 @@ VERDICTS = [
         "srun_8_tasks_oom_gpu2_batch_too_large_tasks_exit1.log",
         [],
         NOBODY,
-        "nobody to blame: 6 tasks failed alike at once (exit code 1): the",
+        "nobody to blame: 6 tasks failed alike (exit code 1): the",
     ),
     (
         "torch_distributed_launch_weights_only_load_failure_rank0_nproc1.log",
@@ -6856,7 +6856,7 @@ VERDICTS = [
         "paddle_launch_4gpu_nccl_init_unhandled_cuda_error_ranks0_3.log",
         [],
         NOBODY,
-        "nobody to blame: ranks 0, 3 failed alike at once (was aborted (its",
+        "nobody to blame: ranks 0, 3 failed alike (was aborted (its",
     ),
     (
         "pai_megatron_qwen72b_pp_rank31_recv_forward_traceback.log",
