@@ -298,6 +298,52 @@ def _of_rank(path: str, lines: Iterable[str]) -> Iterator[str]:
     yield from (f"{label}{line}" for line in lines)
 
 
+_TEXT_KEYS = ("log", "textPayload", "message", "msg", "MESSAGE")
+"""Where a log collector's export keeps a line's text: Docker's json-file (``log``), Google Cloud Logging
+(``textPayload``, ``jsonPayload.message``), journald's ``-o json`` (``MESSAGE``), a JSON logger's own."""
+_TIME_KEYS = ("time", "timestamp", "@timestamp")
+_TEXT_FIELD = re.compile(r'^\s{0,40}"(?:log|textPayload|message|msg|MESSAGE)": ("(?:[^"\\]|\\.)*"),?\s*$')
+"""A line's text in an export printed across lines (a JSON array, indented): its field alone on its line."""
+
+
+def _unwrapped(lines: Iterable[str]) -> Iterator[str]:
+    """The lines of a log exported as JSON as the job wrote them (a traceback's frames and exception line
+    each its own entry), each after its entry's time where it has one; any other line as it is."""
+    for line in lines:
+        bare = line.strip()
+        if bare[:1] == "{" and bare[-1:] == "}":
+            yield _entry_text(bare) or line
+        elif bare[:1] == '"' and (field := _TEXT_FIELD.match(line)) is not None:
+            yield _decoded(field[1]) or line
+        else:
+            yield line
+
+
+def _entry_text(entry: str) -> str | None:
+    try:
+        found = json.loads(entry)
+    except (ValueError, RecursionError):
+        return None
+    if not isinstance(found, dict):
+        return None
+    payload = found.get("jsonPayload")
+    text = next((v for k in _TEXT_KEYS if isinstance(v := found.get(k), str)), None)
+    if text is None and isinstance(payload, dict) and isinstance(payload.get("message"), str):
+        text = payload["message"]
+    if text is None:
+        return None
+    at = next((v for k in _TIME_KEYS if isinstance(v := found.get(k), str) and len(v) < 40), None)
+    return f"{at} {text.rstrip()}\n" if at else f"{text.rstrip()}\n"
+
+
+def _decoded(literal: str) -> str | None:
+    try:
+        text = json.loads(literal)
+    except ValueError:
+        return None
+    return f"{text.rstrip()}\n" if isinstance(text, str) else None
+
+
 MAX_ERROR_FILE = 1 << 24
 """Characters of a worker's ``error.json`` read: a traceback is kilobytes."""
 MAX_ERROR_LINES = 10_000
@@ -373,7 +419,7 @@ def read_log_file(path: str, log: LogFacts, problems: list[str], named: bool = F
                     f"torchrun restarted the workers {times} ({os.path.basename(path)}) and the last attempt "
                     f"finished {SUCCEEDED}: the job recovered; what failed before it is judged below"
                 )
-            read_log(cast(IO[str], _of_rank(path, _error_file(path, f) or lines)), log)  # it only iterates
+            read_log(cast(IO[str], _of_rank(path, _unwrapped(_error_file(path, f) or lines))), log)  # iterated
             empty = raw.tell() == 0
     except OSError as e:
         problems.append(f"{path}: {why_not(path, e)}")

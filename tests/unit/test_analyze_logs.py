@@ -10,6 +10,7 @@ import io
 import json
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -814,3 +815,44 @@ def test_a_hostile_error_file_is_read_as_text_or_not_at_all(tmp_path: Path, raw:
     error.write_bytes(raw)
     analysis = analyze([str(tmp_path)])
     assert culprits(analysis) == [] and analysis.log.unplaced == []
+
+
+EXPORTED = [
+    "[rank1]: Traceback (most recent call last):",
+    '[rank1]:   File "/app/train.py", line 61, in main',
+    "[rank1]:     batch = next(it)",
+    "[rank1]: OSError: [Errno 5] Input/output error: '/mnt/data/shard-00017.tar'",
+    "[rank0]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [Rank 0] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=1580, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 "
+    "milliseconds before timing out.",
+]
+
+
+@pytest.mark.parametrize(
+    "export",
+    [
+        # Google Cloud Logging's export, a JSON array printed indented
+        lambda: json.dumps(
+            [{"textPayload": line, "resource": {"type": "k8s_container"}} for line in EXPORTED], indent=2
+        ),
+        # one entry a line, the text in jsonPayload.message
+        lambda: "".join(
+            json.dumps({"jsonPayload": {"message": line}, "timestamp": f"2026-11-24T03:12:44.{i:06d}Z"}) + "\n"
+            for i, line in enumerate(EXPORTED)
+        ),
+        # Docker's json-file log
+        lambda: "".join(
+            json.dumps({"log": line + "\n", "stream": "stderr", "time": f"2026-11-24T03:12:44.{i:09d}Z"}) + "\n"
+            for i, line in enumerate(EXPORTED)
+        ),
+    ],
+    ids=["cloud logging array", "json lines", "docker json-file"],
+)
+def test_a_log_exported_as_json_is_read_as_the_job_wrote_it(tmp_path: Path, export: Callable[[], str]) -> None:
+    """Each line of the job an entry of its own: the exception read whole with its frame, no JSON in its words."""
+    (tmp_path / "export.json").write_text(export())
+    analysis = analyze([str(tmp_path / "export.json")])
+    text = render_analysis(analysis)
+    assert culprits(analysis) == [1], text
+    assert "rank 1 raised OSError: [Errno 5] Input/output error: '/mnt/data/shard-00017.tar'\n" in text
+    assert "your code: /app/train.py:61 in main" in text
