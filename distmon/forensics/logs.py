@@ -55,10 +55,11 @@ _WORLD = re.compile(
     r"|Rank of current process: \d{1,9}\. World size: (\d{1,9})|using world size: (\d{1,9})"
     r"|^\s{0,8}world_size \.{3,} (\d{1,9})\s*$|\bGPU number: (\d{1,9})\s*$"
     r"|Completed store-based barrier for key:\S{1,200} with (\d{1,9}) nodes"
+    r"|\b(?:mpirun|mpiexec|horovodrun)\b.{0,400}?\s-np?[= ](\d{1,6})\b"
 )
-"""The world as launchers and frameworks print it (torchrun, DeepSpeed, Lightning, accelerate, detectron2, Megatron's
-words and arguments, mmengine), and torch's store-based barrier as it creates the world's group."""
-_WORLD_WORDS = ("world_size", "MEMBER:", "Num processes", "World size", "world size", "GPU number", "barrier for key")
+"""The world as launchers and frameworks print it (torchrun, DeepSpeed, Lightning, accelerate, detectron2, Megatron,
+mmengine, mpirun's ``-np`` as SageMaker prints it), and torch's store-based barrier."""
+_WORLD_WORDS = ("world_size", "MEMBER:", "Num processes", "orld size", "GPU number", "barrier ", " -np", " -n ")
 _COMMAND = re.compile(
     r"(?:torchrun|torch\.distributed\.(?:run|launch))\b.{0,400}?--nproc[-_]per[-_]node[= ](\d{1,5})\b"
 )
@@ -217,8 +218,7 @@ class _Reader:
             self.facts.matched += 1
 
     def finish(self) -> None:
-        """What the log ended in the middle of: a launcher's table, tracebacks cut before their
-        exception line."""
+        """What the log ended in the middle of: a launcher's table, tracebacks cut before their exception line."""
         self.launcher.finish()
         self.facts.closed = frozenset(self.launcher.closing)
         consequences = any(r.consequence for r in self.facts.raised.values())

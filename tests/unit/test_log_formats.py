@@ -1324,6 +1324,8 @@ def test_ray_trains_list_of_the_workers_it_started_gives_the_world() -> None:
         "2024/03/05 10:00:00 - mmengine - INFO -     GPU number: 4",
         "INFO:torch.distributed.distributed_c10d:Completed store-based barrier for key:store_based_barrier_key:1 with "
         "4 nodes.",
+        "mpirun --host algo-1:2,algo-2:2 -np 4 --allow-run-as-root -x NCCL_DEBUG=INFO /opt/conda/bin/python train.py",
+        "horovodrun -np 4 -H localhost:4 python train.py",
     ],
 )
 def test_the_world_as_a_framework_prints_it_makes_the_silent_highest_rank_a_suspect(said: str) -> None:
