@@ -360,9 +360,20 @@ class _Wrap:
         """The line may be the rest of the one before it: it starts as none of the paste's
         own lines start, nor as a line of its own does (:data:`_STARTS`), nor indented (a
         wrap's cut may fall before one space, no more: an indented line is a traceback's code,
-        a table's row, a message a person broke)."""
+        a table's row, a message a person broke), nor is a table's row (columns apart)."""
         own = _STARTS.match(line) is not None and (self.numbered or not _numbered_only(line))
-        return bool(line.strip()) and not line.startswith(("  ", "\t")) and line[:HEAD] not in self.starts and not own
+        table = len(_COLUMNS.findall(line)) > 1  # a row of a table whose rows are as wide (kubectl's)
+        return (
+            bool(line.strip())
+            and not line.startswith(("  ", "\t"))
+            and line[:HEAD] not in self.starts
+            and not own
+            and not table
+        )
+
+
+_COLUMNS = re.compile(r"\S {3,}(?=\S)")
+"""A gap between a table's columns."""
 
 
 def _numbered_only(line: str) -> bool:

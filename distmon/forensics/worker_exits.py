@@ -156,7 +156,7 @@ ENDS = (
     Words(
         "Kubernetes",
         "OOMKilled",
-        re.compile(r"\bOOMKilled\b"),
+        re.compile(r"(?:^\s{0,8}(?P<host>[a-z0-9][a-z0-9.-]{0,252})\s{1,40}\d{1,3}/\d{1,3}\s{1,40})?\bOOMKilled\b"),
         unit=WORKER,
         said="OOMKilled (its container's memory limit)",
     ),

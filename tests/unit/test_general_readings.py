@@ -5,6 +5,7 @@ calls. Every line here is written as the code that prints it writes it, for thes
 
 from __future__ import annotations
 
+import io
 import signal
 import tempfile
 from pathlib import Path
@@ -391,6 +392,20 @@ def test_under_torchruns_agent_srun_task_is_a_nodes_launcher_said_apart() -> Non
     verdict = judged(agent + "srun: error: node-1: task 1: Killed\n")
     assert suspects(verdict) == [1] and "as torchrun says" in verdict.suspects[0].why
     assert "srun says task 1, the launcher on node-1, ended by signal 9" in verdict.headline
+
+
+def test_kubectls_table_of_pods_is_no_wrapped_line_and_its_oomkilled_pod_is_named() -> None:
+    """Its rows are as wide as each other, as a terminal's wrap would leave them: they are a table's (columns
+    apart), each a line; the pod the kernel killed for its container's memory limit is named."""
+    table = [
+        "NAME                 READY   STATUS      RESTARTS   AGE",
+        "bert-master-0        0/1     Error       0          31m",
+        "bert-worker-0        0/1     Error       0          31m",
+        "bert-worker-1        0/1     OOMKilled   0          31m",
+    ]
+    assert [w.text for w in lines_as_written(line + "\n" for line in table)] == table
+    [ended] = read_log(io.StringIO("\n".join(table))).exits
+    assert (ended.unit, ended.host, ended.by) == (WORKER, "bert-worker-1", "Kubernetes")
 
 
 def test_a_rank_whose_last_wrapped_collective_is_behind_the_others_is_suspected() -> None:
