@@ -181,8 +181,9 @@ def _world(
     counted = max(counted, log.horovod.least_world(), log.ras.largest)
     if counted > seen:
         return counted, "the log"
-    if seen == 1 and log.waiting:
-        return 2, "the log (a rank waits in a collective: it has a peer)"
+    first = [r for r, ts in log.timeouts.items() if any(t.local == 0 and not t.idle for t in ts.values())]
+    if log.waiting and max([*first, 0 if seen == 1 else -1]) + 2 > seen:  # its group's first: a peer above it
+        return max([*first, 0]) + 2, "the log (a rank waits in a collective: it has a peer)"
     return seen, "the highest rank seen"
 
 

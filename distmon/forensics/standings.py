@@ -153,11 +153,13 @@ class Standings:
 
     def _unknown(self, group: str) -> list[int] | None:
         """A group the log does not say the members of: any rank may be one, so the world
-        (ranks the log does not show may be the ones it waits for); none for a group of
-        sends and receives, a pair."""
+        (ranks the log does not show may be the ones it waits for), but for the ranks below its
+        first (a member whose group-local rank is 0: torch numbers a group's members in order);
+        none for a group of sends and receives, a pair."""
         if any(t.op in P2P_OPS for _, t in self.by_group[group]):
             return None
-        return list(range(self.world))
+        first = min((rank for rank, t in self.by_group[group] if t.local == 0), default=0)
+        return list(range(first, self.world))
 
 
 def waits_unplaced(log: LogFacts) -> str | None:

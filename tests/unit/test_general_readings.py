@@ -394,6 +394,21 @@ def test_under_torchruns_agent_srun_task_is_a_nodes_launcher_said_apart() -> Non
     assert "srun says task 1, the launcher on node-1, ended by signal 9" in verdict.headline
 
 
+def test_a_rank_first_in_its_group_waits_for_a_rank_after_it_not_before() -> None:
+    """Rank 4 is its tensor-parallel group's rank 0 (torch numbers a group's members in order): its peers are
+    after it, so the world has a rank 5 and ranks 0-3, in no group with it, are not suspected."""
+    said = "[PG ID 2 PG GUID 3(TENSOR_MODEL_PARALLEL_GROUP) Rank {local}]"
+    line = (
+        "[rank{rank}]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] {said} Watchdog caught collective operation"
+        " timeout: WorkNCCL(SeqNum=5653, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060"
+        " milliseconds before timing out."
+    )
+    analysis = analyzed(line.format(rank=4, said=said.format(local=0)))
+    assert analysis.world == 6 and suspects(assign_blame(analysis)) == [5]
+    analysis = analyzed(line.format(rank=4, said=said.format(local=1)))  # the group's second: one before it
+    assert analysis.world == 5 and suspects(assign_blame(analysis)) == [0, 1, 2, 3]
+
+
 def test_kubectls_table_of_pods_is_no_wrapped_line_and_its_oomkilled_pod_is_named() -> None:
     """Its rows are as wide as each other, as a terminal's wrap would leave them: they are a table's (columns
     apart), each a line; the pod the kernel killed for its container's memory limit is named."""

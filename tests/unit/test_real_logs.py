@@ -3525,8 +3525,8 @@ VERDICTS = [
     (
         "xdit_pipefusion_end_of_timesteps_heartbeat_hang_pg5_config_bug_none.log",
         [],
-        [1, 2, 3],
-        "ranks 0, 4 wait with the watchdog stuck in group 5 (ranks 0-4) for 10m",
+        [1, 2, 3, 5],
+        "ranks 0, 4 wait with the watchdog stuck in group 5 (ranks 0-5) for 10m",
     ),
     (
         "deepspeed_hostfile_docker_2x8a100_ib_completion_error_rank4_ncclremoteerror_none.log",
