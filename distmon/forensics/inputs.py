@@ -20,6 +20,7 @@ import stat
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from itertools import islice
 from typing import IO, cast
 
@@ -363,7 +364,17 @@ def _error_file(path: str, text: io.TextIOWrapper) -> list[str] | None:
         text.seek(0)
         return None
     found = stack if isinstance(stack, str) and stack else message if isinstance(message, str) else ""
-    return [line[:MAX_LINE] + "\n" for line in found.splitlines()[:MAX_ERROR_LINES]] or None
+    stamp = _raised_at(extra.get("timestamp") if isinstance(extra, dict) else None)
+    return [f"{stamp}{line[:MAX_LINE]}\n" for line in found.splitlines()[:MAX_ERROR_LINES]] or None
+
+
+def _raised_at(timestamp: object) -> str:
+    """``error.json``'s time (seconds since the epoch, a string) as a stamp before its lines: it orders the
+    workers' failures."""
+    try:
+        return f"{datetime.fromtimestamp(int(str(timestamp)[:12]), timezone.utc):%Y-%m-%dT%H:%M:%S}Z "
+    except (ValueError, OverflowError, OSError):
+        return ""
 
 
 RESTART = "attempts left; will restart worker group"

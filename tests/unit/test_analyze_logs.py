@@ -789,7 +789,9 @@ def test_a_workers_error_file_alone_tells_its_exception(tmp_path: Path) -> None:
         copy.write_bytes(error.read_bytes())
     analysis = analyze([str(tmp_path)])
     assert culprits(analysis) == [1] and analysis.logs == 2
-    assert "your code: /tmp/ld/train.py:12 in load_shard" in render_analysis(analysis)
+    text = render_analysis(analysis)
+    assert "your code: /tmp/ld/train.py:12 in load_shard" in text
+    assert "judged as of 2026-12-06 21:24:48 (the log's clock)" in text  # when the workers raised, as it says
 
 
 def test_an_older_torchruns_unlabelled_worker_file_is_its_local_rank(tmp_path: Path) -> None:

@@ -252,6 +252,10 @@ PREFIXES = [WATCHDOG.format(rank=1)[:n] for n in (8, 60, 100, 150, 200)] + [
     "<info>    [2024-05-01 12:00:01] 0a1b || master.0 -- 10.0.0.1 [1] ",
     "[1,0]<stderr>:[[1,0]<stderr>:",
     "Evaluating on rank=1:  47%|####  | 47/100 [",
+    # a log exported as JSON, an entry a line or printed across lines
+    '{"log": "[rank1]: Traceback (most recent call last):\\n", "stream": "stderr", "time": "',
+    '{"jsonPayload": {"message": "[rank0]: ',
+    '    "textPayload": "[rank1]: \\u0000\\"',
 ]
 
 
