@@ -256,8 +256,8 @@ def test_a_node_cut_off_is_one_alert_naming_the_node_and_its_ranks(job: Job) -> 
         about_the_job = [a for a in job.raised(cut) if a.alert.kind != "monitor_behind"]
         return len(about_the_job) == 1 and job.alive_for(alert, 5)
 
-    with contextlib.suppress(AssertionError):
-        wait_until(alone, 20, "five seconds of the alert alone")
+    with contextlib.suppress(AssertionError):  # the recording goes on 5 s later on a loaded host: awaited
+        wait_until(alone, 60, "five seconds of the alert alone")
     assert alone(), [(a.alert.kind, a.alert.ranks, a.alert.summary, a.event) for a in job.raised(cut)]
 
 
