@@ -207,7 +207,11 @@ def sniff(path: str, problems: list[str], named: bool = False) -> str | None:
         return "dump"
     packed = next((how for magic, how in _PACKED if head.startswith(magic)), None)
     if packed is not None:
-        problems.append(f"{path}: {packed}-compressed: unpack it first ({_UNPACK[packed]}), then analyze what it holds")
+        unpack = "tar xf" if _TARRED.search(path) else _UNPACK[packed]  # GNU tar unpacks each of these
+        problems.append(f"{path}: {packed}-compressed: unpack it first ({unpack}), then analyze what it holds")
+        return None
+    if head[257:262] == b"ustar":
+        problems.append(f"{path}: a tar archive: unpack it first (tar xf), then analyze the folder it holds")
         return None
     if head.startswith(_UTF16):
         return "log"
@@ -227,6 +231,8 @@ _PACKED = (
 )
 """The magic numbers of the packed files logs come in (a rotated log's ``.gz``, a folder zipped to be sent)."""
 _UNPACK = {"gzip": "gunzip -k", "bzip2": "bunzip2 -k", "xz": "unxz -k", "zstd": "unzstd", "zip": "unzip"}
+_TARRED = re.compile(r"\.(?:tar\.\w{1,4}|tgz|tbz2?|txz)$", re.IGNORECASE)
+"""A packed tar archive's name (a folder of logs or dumps tarred to be sent)."""
 _CONTROL = bytes([*range(9), *range(14, 27), *range(28, 32)])
 """Bytes no text holds (tabs, line ends and the escape of colours aside), but for a stray NUL."""
 _UTF16 = (b"\xff\xfe", b"\xfe\xff")

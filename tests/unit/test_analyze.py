@@ -9,6 +9,7 @@ import io
 import json
 import os
 import pickle
+import tarfile
 import time
 from pathlib import Path
 
@@ -343,6 +344,16 @@ def test_packed_logs_are_told_how_to_unpack_and_windows_and_rotated_text_is_read
     packed = analyze([str(tmp_path / "job.log.gz")])
     assert packed.problems == [
         f"{tmp_path / 'job.log.gz'}: gzip-compressed: unpack it first (gunzip -k), then analyze what it holds"
+    ]
+    folder = tmp_path / "logs"
+    folder.mkdir()
+    (folder / "job.log").write_text(text)
+    for name, mode in (("logs.tar", "w"), ("logs.tgz", "w:gz")):  # a folder tarred to be sent
+        with tarfile.open(tmp_path / name, mode) as tar:
+            tar.add(folder, "logs")
+    assert analyze([str(tmp_path / "logs.tar"), str(tmp_path / "logs.tgz")]).problems == [
+        f"{tmp_path / 'logs.tar'}: a tar archive: unpack it first (tar xf), then analyze the folder it holds",
+        f"{tmp_path / 'logs.tgz'}: gzip-compressed: unpack it first (tar xf), then analyze what it holds",
     ]
     for name, data in (("windows.log", text.encode("utf-16")), ("rotated.log", b"\0" * 8192 + text.encode())):
         (tmp_path / name).write_bytes(data)
