@@ -181,9 +181,11 @@ def _world(
     counted = max(counted, log.horovod.least_world(), log.ras.largest)
     if counted > seen:
         return counted, "the log"
+    # a waiting rank has a peer: one after it where it is its group's first (group-local rank 0)
     first = [r for r, ts in log.timeouts.items() if any(t.local == 0 and not t.idle for t in ts.values())]
-    if log.waiting and max([*first, 0 if seen == 1 else -1]) + 2 > seen:  # its group's first: a peer above it
-        return max([*first, 0]) + 2, "the log (a rank waits in a collective: it has a peer)"
+    least = max([r + 2 for r in first] + [2])
+    if log.waiting and least > seen:
+        return least, "the log (a rank waits in a collective: it has a peer)"
     return seen, "the highest rank seen"
 
 

@@ -90,7 +90,7 @@ class Files:
         found = read_all([(path, rank) for rank, paths in self._named.items() for path in paths])
         self._named.clear()
         ordered = sorted(
-            found, key=lambda r: (r.rank, r.dump is not None, r.dump.t or 0 if r.dump else 0, mtime(r.path))
+            found, key=lambda r: (r.rank, r.dump is not None, (r.dump.t or 0) if r.dump else 0, mtime(r.path))
         )
         for read, after in itertools.zip_longest(ordered, ordered[1:]):
             later = after is not None and after.rank == read.rank
@@ -295,60 +295,57 @@ def _of_rank(path: str, lines: Iterable[str]) -> Iterator[str]:
     name = path.replace(os.sep, "/")
     if found := _RANKS_FILE.search(name):
         label = f"[rank{next(g for g in found.groups() if g)}]:"
+        yield from (f"{label}{line}" for line in lines)
     elif found := _LOCAL_RANK_FILE.search(name):  # since torch 2.2 a worker's lines there carry its [rankN]:
         label = f"[default{found[1]}]:"
         yield from (line if line.startswith("[rank") else f"{label}{line}" for line in lines)
-        return
     else:
         yield from lines
-        return
-    yield from (f"{label}{line}" for line in lines)
 
 
 _TEXT_KEYS = ("log", "textPayload", "message", "msg", "MESSAGE")
 """Where a log collector's export keeps a line's text: Docker's json-file (``log``), Google Cloud Logging
 (``textPayload``, ``jsonPayload.message``), journald's ``-o json`` (``MESSAGE``), a JSON logger's own."""
 _TIME_KEYS = ("time", "timestamp", "@timestamp")
-_TEXT_FIELD = re.compile(r'^\s{0,40}"(?:log|textPayload|message|msg|MESSAGE)": ("(?:[^"\\]|\\.)*"),?\s*$')
+_TEXT_FIELD = re.compile(rf'^\s{{0,40}}"(?:{"|".join(_TEXT_KEYS)})": ("(?:[^"\\]|\\.)*"),?\s*$')
 """A line's text in an export printed across lines (a JSON array, indented): its field alone on its line."""
 
 
 def _unwrapped(lines: Iterable[str]) -> Iterator[str]:
     """The lines of a log exported as JSON as the job wrote them (a traceback's frames and exception line
-    each its own entry), each after its entry's time where it has one; any other line as it is."""
+    each its own entry, or one entry holding them all), each after its entry's time where it has one; any
+    other line as it is."""
     for line in lines:
         bare = line.strip()
         if bare[:1] == "{" and bare[-1:] == "}":
-            yield _entry_text(bare) or line
+            yield from _entry_lines(bare) or [line]
         elif bare[:1] == '"' and (field := _TEXT_FIELD.match(line)) is not None:
-            yield _decoded(field[1]) or line
+            yield from _text_lines(_decoded(field[1])) or [line]
         else:
             yield line
 
 
-def _entry_text(entry: str) -> str | None:
-    try:
-        found = json.loads(entry)
-    except (ValueError, RecursionError):
-        return None
+def _entry_lines(entry: str) -> list[str]:
+    found = _decoded(entry)
     if not isinstance(found, dict):
-        return None
+        return []
     payload = found.get("jsonPayload")
     text = next((v for k in _TEXT_KEYS if isinstance(v := found.get(k), str)), None)
-    if text is None and isinstance(payload, dict) and isinstance(payload.get("message"), str):
-        text = payload["message"]
-    if text is None:
-        return None
+    if text is None and isinstance(payload, dict):
+        text = payload.get("message")
     at = next((v for k in _TIME_KEYS if isinstance(v := found.get(k), str) and len(v) < 40), None)
-    return f"{at} {text.rstrip()}\n" if at else f"{text.rstrip()}\n"
+    return _text_lines(text, f"{at} " if at else "")
 
 
-def _decoded(literal: str) -> str | None:
+def _decoded(literal: str) -> object:
     try:
-        text = json.loads(literal)
-    except ValueError:
+        return json.loads(literal)
+    except (ValueError, RecursionError):
         return None
-    return f"{text.rstrip()}\n" if isinstance(text, str) else None
+
+
+def _text_lines(text: object, stamp: str = "") -> list[str]:
+    return [f"{stamp}{line}\n" for line in text.rstrip().splitlines()] if isinstance(text, str) else []
 
 
 MAX_ERROR_FILE = 1 << 24

@@ -847,8 +847,15 @@ EXPORTED = [
             json.dumps({"log": line + "\n", "stream": "stderr", "time": f"2026-11-24T03:12:44.{i:09d}Z"}) + "\n"
             for i, line in enumerate(EXPORTED)
         ),
+        # one entry holding the traceback whole, its lines apart
+        lambda: (
+            json.dumps({"jsonPayload": {"message": "\n".join(EXPORTED[:4])}, "timestamp": "2026-11-24T03:12:40Z"})
+            + "\n"
+            + json.dumps({"jsonPayload": {"message": EXPORTED[4]}})
+            + "\n"
+        ),
     ],
-    ids=["cloud logging array", "json lines", "docker json-file"],
+    ids=["cloud logging array", "json lines", "docker json-file", "a traceback in one entry"],
 )
 def test_a_log_exported_as_json_is_read_as_the_job_wrote_it(tmp_path: Path, export: Callable[[], str]) -> None:
     """Each line of the job an entry of its own: the exception read whole with its frame, no JSON in its words."""
