@@ -264,3 +264,24 @@ def test_a_pause_never_seen_where_it_was_is_not_learned() -> None:
         _tick(routine, waited, Mark(), 60)
     routine.settle(lambda rank: True, learning=True)
     assert routine.habits == []
+
+
+def test_a_rank_that_worked_then_blocked_holding_the_gil_is_named_for_the_block_not_for_burning_cpu() -> None:
+    """Rank 3 computed, then blocked opening a FIFO in C++ (``torch.save`` to a named pipe
+    nobody reads: the open holds the GIL), its reporting thread silent. Over the wait its CPU
+    moved, but not over its last second: it is blocked in the kernel on that file, not
+    "burning CPU" (a fresh-clone run of tests/jobs/test_stopped_and_working_ranks_jobs.py said
+    that under load)."""
+    sim = SimJob(world=8).gil(3, at=FIRST)
+    monitor = Monitor(Detector(probe=sim.probe))
+    drive(sim, monitor, FIRST + 8)
+    looks = [
+        Sample(10_003, t, "R", syscall="running", cpu=t)
+        if i < 3
+        else Sample(10_003, t, "S", syscall="openat", target="/ckpt/step_45.pt", fifo=True, cpu=2 * CLOSE_PERIOD)
+        for i, t in enumerate(x * CLOSE_PERIOD for x in range(9))
+    ]
+    seen = Seen(looks[0], looks[-1], looks[-5], tuple(looks))
+    ctx = Context(now=sim.start + FIRST + 8, pace=0.2, probe=None, limits=Thresholds(), outside=lambda h, p: seen)
+    verdict = look_at(monitor.state.ranks[3], ctx, silent=True, waited=2.0).verdict
+    assert verdict is not None and verdict.summary.startswith("is blocked in the kernel opening /ckpt/step_45.pt")

@@ -135,8 +135,11 @@ def look_at(s: RankState, ctx: Context, silent: bool, take: bool = True, waited:
         # its main thread went from call to call over the wait: it moves (steps, with a sleep in each)
         verdict = working(Moved.between(first, seen.last), frames, owns_gil, verdict.evidence)
     if verdict.working and seen.last is not None and gil_held(s, ctx):
-        moved = Moved.between(first, seen.last)
-        verdict = holding_the_gil(moved, _gil_for(s, ctx), frames if silent else None, verdict.evidence)
+        if _burning(seen):
+            moved = Moved.between(first, seen.last)
+            verdict = holding_the_gil(moved, _gil_for(s, ctx), frames if silent else None, verdict.evidence)
+        else:  # it worked, then blocked holding the GIL (a C++ open of a FIFO): what it does now
+            verdict = judge_process(r.host, seen.recent or first, seen.last, frames, owns_gil)
     return Look(verdict, stack=stack)
 
 
@@ -165,11 +168,18 @@ def stopped_now(s: RankState, ctx: Context, waited: float) -> Verdict | None:
     verdict = judge_process(r.host, looks[0], seen.last, r.stack)
     if span >= AGREED and verdict.kind in IDLE_VERDICTS and len({_doing(look) for look in looks}) == 1:
         return verdict if _told_since(s, ctx, seen, looks[0]) else None
-    if verdict.working and gil_held(s, ctx):
+    if verdict.working and _burning(seen) and gil_held(s, ctx):
         taken, _ = _outside_stack(s, ctx, alive=True) if ctx.stacks is not None else (None, ())
         moved = Moved.between(looks[0], seen.last)
         return holding_the_gil(moved, _gil_for(s, ctx), taken.frames if taken else None, verdict.evidence)
     return None
+
+
+def _burning(seen: Seen) -> bool:
+    """Its process used CPU over its last second of looks: what "burning CPU" says holds now,
+    not only earlier in the wait."""
+    since = seen.recent or seen.first
+    return since is not None and seen.last is not None and Moved.between(since, seen.last).busy
 
 
 def _told_since(s: RankState, ctx: Context, seen: Seen, first: Sample) -> bool:
