@@ -222,7 +222,8 @@ def _signalled(log: LogFacts) -> str | None:
     received SIGTERM, and no rank failed of its own before."""
     if own_failure(log):
         return None
-    hung = log.cancelled != "NODE FAILURE" and bool(log.waiting)  # a hang the cancel or time limit ended
+    looked = bool(log.stacks.ranked or log.stacks.unplaced)  # stacks taken as it ran: a hang the signal ended
+    hung = looked or (log.cancelled != "NODE FAILURE" and bool(log.waiting))  # a hang the cancel or time limit ended
     if log.cancelled is not None and log.cancelled != TASK_FAILURE and not log.cancelled_after and not hung:
         why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower()).format(
             node=f" ({log.failed_node})" if log.failed_node else ""
@@ -230,12 +231,13 @@ def _signalled(log: LogFacts) -> str | None:
         return f"Slurm cancelled the job: {why}; it ended the job's tasks, no rank failed"
     signalled = _launcher_signalled(log)
     interrupted = signalled is not None and signalled[1] == CTRL_C and _failed_besides(log)  # a hang Ctrl-C ended
-    if signalled is not None and not _failed_before(log, log.signalled_at) and not interrupted:
+    if signalled is not None and not _failed_before(log, log.signalled_at) and not interrupted and not looked:
         who, number = signalled
         name = SIGNALS.get(number, f"signal {number}")
         sent = f"{name}: {_SENT_BY[number]}" if number in _SENT_BY else name
         return f"{who} itself received {sent}; it ended its workers, no rank failed"
-    if (stop := next((r for r in log.exceptions if r.stopped), None)) is not None and not _failed_besides(log):
+    stop = next((r for r in log.exceptions if r.stopped), None) if not looked else None
+    if stop is not None and not _failed_besides(log):
         ranks = sorted(rank for rank, r in log.raised.items() if r.stopped)
         who = rank_word(ranks) if ranks else "a process"
         return (

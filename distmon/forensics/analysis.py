@@ -101,6 +101,9 @@ def analyze(paths: list[str], world: int | None = None) -> Analysis:
     for rank in sorted((found.keys() | log.raised.keys()) - facts.keys()):
         facts[rank] = RankFacts(rank, "log", found.get(rank, []))
     _place(facts, files.configs, size)
+    for rank, pasted in log.stacks.ranked.items():  # where it stood, where no dump says where it issued its wait
+        if rank in facts and facts[rank].stack is None:
+            facts[rank].stack = pasted.frames
     missing = {r: _why_missing(r, log, files, bool(dumps)) for r in range(size) if r not in facts}
     missing.update({r: "empty dump" for r, f in facts.items() if f.dump is not None and not f.dump.groups})
     monitor = Monitor(Detector(limits=POST_MORTEM), job=JOB, max_world=max(size, 1))
@@ -123,6 +126,8 @@ def _why_missing(rank: int, log: LogFacts, files: Files, dumps: bool) -> str:
         return "its waits are in groups the log does not name"
     if rank in log.cut_in:
         return f"no watchdog line in the log; its traceback, cut, ends in {log.cut_in[rank]}"
+    if (pasted := log.stacks.ranked.get(rank)) is not None:
+        return f"no watchdog line in the log, only a stack {pasted.how} took"
     if rank in log.seen:
         return "no watchdog line in the log"
     if rank in log.announced:

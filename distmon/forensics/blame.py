@@ -240,7 +240,7 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         said.append(f"a transport lost its peer{lost}")
     if log.debug.disagreeing():
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
-    said += unnamed_ends(log)
+    said += unnamed_ends(log) + log.stacks.unnamed()
     said += log.ray.unnamed()[:1]
     suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if log.cut(r) and r not in waiters]
     if placeless := waits_unplaced(log):  # a rank shown not waiting with them is suspected first; then the unseen

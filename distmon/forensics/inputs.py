@@ -289,15 +289,25 @@ _LOCAL_RANK_FILE = re.compile(r"(?:^|/)attempt_\d{1,6}/(\d{1,6})/(?:std(?:out|er
 """A file of one worker in torchrun's log folder, by its local rank (its node's first rank is not in the path)."""
 
 
+_NAMED_RANK_FILE = re.compile(
+    r"(?:^|/)(?:(?:py-?spy|stacks?|dump|trace|log)[_-]?)?rank[_-]?(\d{1,6})(?:[_-](?:py-?spy|stacks?|dump|trace|log))?"
+    r"\.(?:txt|log|out)$"
+)
+"""A file a person named for its rank, nothing else in the name (``rank3.txt``, ``pyspy_rank3.txt``: ``py-spy
+dump --pid PID > pyspy_rank3.txt`` for each rank of a hung job)."""
+
+
 def _of_rank(path: str, lines: Iterable[str]) -> Iterator[str]:
-    """The lines of a file its name gives a rank, each as that rank's (torchrun's ``[rank13]:`` before it), or a
-    local rank, as ``--tee`` labels it (``[default3]:``: its node's place found as for ``--tee``'s lines)."""
+    """The lines of a file its name gives a rank, each as that rank's (torchrun's ``[rank13]:`` before it; a
+    line a label already places keeps it, in a file only a person named), or a local rank, as ``--tee`` labels it
+    (``[default3]:``: its node's place found as for ``--tee``'s lines)."""
     name = path.replace(os.sep, "/")
     if found := _RANKS_FILE.search(name):
         label = f"[rank{next(g for g in found.groups() if g)}]:"
         yield from (f"{label}{line}" for line in lines)
-    elif found := _LOCAL_RANK_FILE.search(name):  # since torch 2.2 a worker's lines there carry its [rankN]:
-        label = f"[default{found[1]}]:"
+    elif found := _LOCAL_RANK_FILE.search(name) or _NAMED_RANK_FILE.search(name):
+        # since torch 2.2 a worker's lines in torchrun's folder carry its [rankN]:
+        label = f"[default{found[1]}]:" if found.re is _LOCAL_RANK_FILE else f"[rank{found[1]}]:"
         yield from (line if line.startswith("[rank") else f"{label}{line}" for line in lines)
     else:
         yield from lines

@@ -15,6 +15,7 @@ from distmon.forensics.fr_trace import AnalyzerFindings, FrTraceLines
 from distmon.forensics.grad_norms import GradNorms
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
+from distmon.forensics.pasted_stacks import PastedStacks
 from distmon.forensics.peers import PeerLines
 from distmon.forensics.ras import RasReport
 from distmon.forensics.ray_actors import RayActors
@@ -153,6 +154,7 @@ class LogFacts:
     crashes: Crashes = field(default_factory=Crashes)
     stores: StoreLines = field(default_factory=StoreLines)
     environment: Environment = field(default_factory=Environment)
+    stacks: PastedStacks = field(default_factory=PastedStacks)
     progress: tuple[int | None, str] | None = None
     """The last progress bar the log shows short of its end, and the rank that drew it where a
     prefix says: a rank still working when the lines after it were written."""

@@ -4,8 +4,8 @@ in (:mod:`~distmon.forensics.watchdog`), the Python exception it raised
 what the job's own accounts said of it: how the launchers saw each worker end
 (:mod:`~distmon.forensics.launcher_lines`), torch's desync report and debug checks
 (:mod:`~distmon.forensics.desync`, :mod:`~distmon.forensics.distributed_debug`), Horovod's stall
-inspector, NCCL's own lines and the transports' word on a lost peer. Each format is known in
-its own module; this one reads the lines into :class:`~distmon.forensics.logfacts.LogFacts`.
+inspector, NCCL's own lines, the transports' word on a lost peer, the stacks pasted. Each format
+is known in its own module; this one reads the lines into :class:`~distmon.forensics.logfacts.LogFacts`.
 
 A line's rank is torchrun's ``[rankN]:`` prefix wherever it stands (after docker or logging
 stamps, a host name, a progress bar), else the bare ``[Rank N]`` of old torch, else the
@@ -220,6 +220,7 @@ class _Reader:
     def finish(self) -> None:
         """What the log ended in the middle of: a launcher's table, tracebacks cut before their exception line."""
         self.launcher.finish()
+        self.facts.stacks.finish()
         self.facts.closed = frozenset(self.launcher.closing)
         consequences = any(r.consequence for r in self.facts.raised.values())
         for rank, building in self.tracebacks.items():
@@ -417,9 +418,8 @@ class _Reader:
         layout.members[local] = member
 
     def _accounts(self, body: str, rank: int | None) -> None:
-        """A line of torch's reports (desync, fingerprint check, monitored barrier), Horovod's
-        stall inspector, NCCL's own, a transport's on a lost peer, the store's, Ray's, or a
-        native crash's."""
+        """A line of torch's reports (desync, fingerprint check, monitored barrier), Horovod's stall inspector,
+        NCCL's own, a transport's on a lost peer, the store's, Ray's, a native crash's, or a stack dump's."""
         facts = self.facts
         read = (
             facts.desync.line(body, rank) is not None,
@@ -436,6 +436,7 @@ class _Reader:
             facts.crashes.line(body, rank),
             facts.environment.line(body),
             facts.xids.line(body, self.host),
+            facts.stacks.line(body, rank),
         )
         facts.matched += any(read)
 
@@ -592,8 +593,7 @@ def _unplaced(found: Said) -> str:
 
 def read_log(stream: IO[str] | Iterable[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:
     """What the ranks said in one log (any size: read line by line)."""
-    facts = facts or LogFacts()
-    reader = _Reader(facts, year or time.gmtime().tm_year)
+    reader = _Reader(facts := facts or LogFacts(), year or time.gmtime().tm_year)
     for written in lines_as_written(stream):
         reader.line(written)
     reader.finish()

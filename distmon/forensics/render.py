@@ -185,6 +185,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
                 judged = _unnamed(analysis, rank)
             if rank in analysis.log.cut_in and rank not in suspected:
                 judged = "it waited in a collective"
+            if (pasted := analysis.log.stacks.ranked.get(rank)) is not None and rank not in suspected:
+                judged = pasted.words()
             if (joined := analysis.log.fr_trace.joined(rank)) is not None:
                 judged = f"waits in {joined.said()} (Flight Recorder's analyzer fr_trace)"
             if rank in named:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from distmon.forensics.failures import SIGKILL, TOGETHER, ended_in_failure
 from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.pasted_stacks import WAITS
 from distmon.forensics.worker_exits import (
     LOCAL_RANK,
     ON_A_NODE,
@@ -48,6 +49,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     found = log.deepspeed.suspected() + found
     return _once(
         _stopped_elsewhere(log, world)
+        + _stood_apart(log, world)
         + found
         + _awaited(log, world)
         + _short_barrier(log, world)
@@ -372,6 +374,19 @@ def _stopped_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
             yours = f" (your code: {where(place.user)})" if place.user is not None else ""
             found.append((rank, f"stopped ({r.type.rsplit('.', 1)[-1]}) {place.words}{yours}, not in {others}"))
     return found
+
+
+def _stood_apart(log: LogFacts, world: int) -> list[tuple[int, str]]:
+    """The fewer ranks whose pasted stacks (py-spy's, faulthandler's) stand elsewhere than in a collective,
+    a send or receive, the rendezvous or a CUDA sync, where the others' stand: those wait, most likely for
+    them. A snapshot says where a rank stood, not that it stayed there: suspected."""
+    ranked = {rank: p for rank, p in log.stacks.ranked.items() if rank < max(world, 1)}
+    waiting = sorted(rank for rank, p in ranked.items() if p.place().kind in WAITS)
+    apart = sorted(ranked.keys() - set(waiting))
+    if not waiting or not apart or len(apart) > len(waiting):
+        return []
+    others = f"{rank_word(waiting)} stood {ranked[waiting[0]].place().words}"
+    return [(r, f"its stack, which {ranked[r].how} took, {ranked[r].words()}, where {others}") for r in apart]
 
 
 def _lost_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:

@@ -60,9 +60,9 @@ MAX_THREADS = 128
 MAX_FRAMES = 100
 
 # a newer CPython names the thread in brackets after its id (gh-125434)
-_HEAD = re.compile(r"(Current thread|Thread) 0x([0-9a-f]{1,16})(?: \[.*\])? \(most recent call first\):")
-_STACK = "Stack (most recent call first):"
-_FRAME = re.compile(r'  File "(.*)", line (\d{1,9}|\?\?\?) in (.*)')
+THREAD_HEAD = re.compile(r"(Current thread|Thread) 0x([0-9a-f]{1,16})(?: \[.*\])? \(most recent call first\):")
+STACK_HEAD = "Stack (most recent call first):"
+FRAME_LINE = re.compile(r'  File "(.*)", line (\d{1,9}|\?\?\?) in (.*)')
 _PRINTABLE = re.compile(r"[\x20-\x7e]*")
 
 
@@ -135,8 +135,8 @@ def parse_fault_stacks(text: str) -> FaultStacks:
     for line in text.splitlines():
         if len(line) > MAX_LINE or not _PRINTABLE.fullmatch(line):
             continue
-        head = _HEAD.fullmatch(line)
-        if head is not None or line == _STACK:
+        head = THREAD_HEAD.fullmatch(line)
+        if head is not None or line == STACK_HEAD:
             if len(threads) == MAX_THREADS:
                 cut = True
                 break
@@ -145,7 +145,7 @@ def parse_fault_stacks(text: str) -> FaultStacks:
             threads.append(ThreadStack(ident=ident, current=head is None or head.group(1) != "Thread", frames=frames))
         elif line == "...":
             cut = True
-        elif frames is not None and len(frames) < MAX_FRAMES and (found := _FRAME.fullmatch(line)):
+        elif frames is not None and len(frames) < MAX_FRAMES and (found := FRAME_LINE.fullmatch(line)):
             frames.append(_frame(*found.groups()))
     for thread in threads:
         thread.frames.reverse()

@@ -447,7 +447,8 @@ def test_fuzzed_bytes_and_cut_dumps_are_refused_in_one_line(noise: bytes, cut: i
 # --- job logs, line by line ------------------------------------------------------------
 
 
-FIXTURE_LINES = sorted({line for path in sorted(LOGS.rglob("*.log")) for line in path.read_text().splitlines()})
+FIXTURE_FILES = sorted([*LOGS.rglob("*.log"), *LOGS.rglob("pyspy_*.txt")])
+FIXTURE_LINES = sorted({line for path in FIXTURE_FILES for line in path.read_text().splitlines()})
 CONTROL = {chr(c) for c in range(32) if chr(c) != "\n"} | {"\x7f", "\x9b", "\u202e"}
 
 

@@ -4354,7 +4354,7 @@ VERDICTS = [
         "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log",
         [],
         [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        "a process stood waiting on a lock, a queue or a thread (your code: fairseq/data/iterators.py:648",
     ),
     (
         "firefly_torchrun_qlora_local_rank1_exit1_first_failure.log",
@@ -6316,7 +6316,7 @@ VERDICTS = [
         "accelerate_deepspeed_zero3_pyspy_allgather_waiter_one_rank_in_forward.log",
         [],
         [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        "a process stood in backward (with DDP: the gradient all-reduce) (your code: src/model_back",
     ),
     (
         "clip4clip_broadcast_seq2_timeout_rank1_sigabrt_no_other_failures.log",
