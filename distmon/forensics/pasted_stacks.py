@@ -44,6 +44,8 @@ _LOCAL_RANK = re.compile(r"--local[-_]rank[= ](\d{1,6})\b")
 _THREAD = re.compile(r'Thread (0x[0-9A-Fa-f]{1,16}|\d{1,10}) \(([a-z+]{1,20})\)(?:: "(.{0,200})")?')
 """A thread py-spy lists, by its id, whether it ran, and its name where Python gave it one."""
 _FRAME = re.compile(r" {2,6}(\S.{0,300}?) \(([^()]{1,1000}?)(?::(\d{1,9}))?\)")
+_HEADED = re.compile(r"[#=*>\- ]{0,10}(?:[Rr]ank|RANK) ?[=:#]? ?(\d{1,6})[ :=*#<\-]{0,10}")
+"""A line a person put above a rank's dump in a paste (``Rank 3:``, ``=== rank 3 ===``)."""
 _DEEPER = re.compile(r" {7,}\S")
 """py-spy's ``--locals`` lines, deeper than its frames: inside a frame, not the end of the thread."""
 
@@ -111,6 +113,8 @@ class _Dump:
     threads: list[_Thread] = field(default_factory=list)
     open: bool = True
     """A frame line now continues its last thread."""
+    rank: int | None = None
+    """The rank a person's line above the dump names, where no label places its lines."""
     crash: bool = False
     """faulthandler's dump of a fatal error (``Fatal Python error: Segmentation fault``): where the
     process crashed, read as its crash (:mod:`~distmon.forensics.crashes`), not where it stood."""
@@ -135,24 +139,42 @@ class PastedStacks:
     ranked: dict[int, Pasted] = field(default_factory=dict)
     unplaced: list[Pasted] = field(default_factory=list)
     _open: dict[int | None, _Dump] = field(default_factory=dict)
+    _headed: int | None = None
+    """The rank the last line that was no dump's named, alone on it (``Rank 3:``), in unlabelled lines."""
 
     def line(self, body: str, rank: int | None) -> bool:
         """One line, its label taken off (``rank`` None: none); whether it was a dump's."""
         if len(body) > MAX_LINE:
             return False
+        text = body.rstrip()
+        read = self._read(text, rank)
+        if rank is None and not read and text:
+            headed = _HEADED.fullmatch(text)
+            self._headed = int(headed.group(1)) if headed else None
+            if headed:
+                self._close(None)  # a paste's next rank: the dump before it has ended
+        return read
+
+    def _read(self, text: str, rank: int | None) -> bool:
         dump = self._open.get(rank)
-        if body.startswith("Process ") and (process := _PROCESS.fullmatch(body.rstrip())) is not None:
-            self._close(rank)
+        if text.startswith("Process ") and (process := _PROCESS.fullmatch(text)) is not None:
             local = _LOCAL_RANK.search(process.group(2))
-            self._open[rank] = _Dump(PY_SPY, int(process.group(1)), int(local.group(1)) if local else None)
+            self._start(rank, PY_SPY, int(process.group(1)), int(local.group(1)) if local else None)
             return True
-        if body.startswith("Fatal Python error"):
-            self._close(rank)
-            self._open[rank] = _Dump(FAULTHANDLER, crash=True)
+        if text.startswith("Fatal Python error"):
+            self._start(rank, FAULTHANDLER).crash = True
             return False
-        if body.startswith(("Thread ", "Current thread ", STACK_HEAD)):
-            return self._thread(rank, body.rstrip())
-        return dump is not None and dump.open and bool(dump.threads) and self._frame(dump, body.rstrip())
+        if text.startswith(("Thread ", "Current thread ", STACK_HEAD)):
+            return self._thread(rank, text)
+        return dump is not None and dump.open and bool(dump.threads) and self._frame(dump, text)
+
+    def _start(self, rank: int | None, how: str, pid: int | None = None, local: int | None = None) -> _Dump:
+        """A new dump of the lines of ``rank``, the one before it ended; unlabelled, of the rank a line above named."""
+        self._close(rank)
+        dump = self._open[rank] = _Dump(how, pid, local, rank=self._headed if rank is None else None)
+        if rank is None:
+            self._headed = None
+        return dump
 
     def unnamed(self) -> list[str]:
         """Where the processes whose stacks no label places stood, in words: the fewer that stood apart
@@ -184,8 +206,7 @@ class PastedStacks:
         current = spy is None and (fault is None or fault.group(1) != "Thread")
         # a dump has one current thread: another is the next dump (several processes' lines, unlabelled)
         if dump is None or dump.how != how or (current and any(t.current for t in dump.threads)):
-            self._close(rank)
-            dump = self._open[rank] = _Dump(how)
+            dump = self._start(rank, how)
         if len(dump.threads) == MAX_THREADS:
             dump.open = False
             return True
@@ -214,6 +235,7 @@ class PastedStacks:
         pasted = dump.main() if dump is not None and not dump.crash else None
         if pasted is None:
             return
+        rank = dump.rank if dump is not None and dump.rank is not None else rank
         if rank is not None:
             self.ranked[rank] = pasted  # a later dump of the rank: where it stood last
         elif len(self.unplaced) < MAX_UNPLACED:

@@ -134,6 +134,18 @@ def test_unlabelled_dumps_are_said_by_their_pids_and_blame_no_rank(tmp_path: Pat
     )
 
 
+def test_a_line_naming_a_rank_above_its_dump_places_it(tmp_path: Path) -> None:
+    """A paste of py-spy's dumps, each under a line a person wrote (``Rank 2:``, ``=== rank 0 ===``);
+    a rank named above another line, not a dump, places nothing."""
+    dumps = [py_spy(4000 + r, SPY_LOADING if r == 2 else SPY_ALL_REDUCE) for r in range(3)]
+    text = f"=== rank 0 ===\n{dumps[0]}\nRank 1:\n\n{dumps[1]}Rank 2:\n{dumps[2]}rank 3\nthe job was killed\n"
+    log = read_log(text.splitlines(keepends=True))
+    assert sorted(log.stacks.ranked) == [0, 1, 2] and log.stacks.unplaced == []
+    assert [p.pid for _, p in sorted(log.stacks.ranked.items())] == [4000, 4001, 4002]
+    (tmp_path / "hang.txt").write_text(text)
+    assert [s.rank for s in assign_blame(analyze([str(tmp_path)])).suspects] == [2]
+
+
 def test_py_spys_locals_stay_inside_their_frame() -> None:
     text = py_spy(7, SPY_ALL_REDUCE).replace(
         "    wrapper (torch/distributed/c10d_logger.py:83)\n",
