@@ -120,8 +120,8 @@ class _Dump:
     process crashed, read as its crash (:mod:`~distmon.forensics.crashes`), not where it stood."""
 
     def main(self) -> Pasted | None:
-        """The main thread's stack: py-spy names it ``MainThread``; faulthandler names none, and
-        lists the main thread last (its oldest) unless the dump's threads were cut."""
+        """The main thread's stack: py-spy names it ``MainThread`` (else lists it first); faulthandler
+        names none: the one whose outermost frame is the script's ``<module>``, else the current one."""
         if self.how == PY_SPY:
             main = next((t for t in self.threads if t.name == "MainThread"), self.threads[0] if self.threads else None)
         else:
@@ -210,7 +210,7 @@ class PastedStacks:
         if len(dump.threads) == MAX_THREADS:
             dump.open = False
             return True
-        named = spy.group(3) or "" if spy else ""
+        named = (spy.group(3) or "") if spy else ""
         dump.threads.append(_Thread(named, current=current, gil=spy is not None and "gil" in spy.group(2)))
         dump.open = True
         return True
