@@ -379,14 +379,18 @@ def _stopped_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:
 def _stood_apart(log: LogFacts, world: int) -> list[tuple[int, str]]:
     """The fewer ranks whose pasted stacks (py-spy's, faulthandler's) stand elsewhere than in a collective,
     a send or receive, the rendezvous or a CUDA sync, where the others' stand: those wait, most likely for
-    them. A snapshot says where a rank stood, not that it stayed there: suspected."""
+    them, as do the ranks whose watchdog lines say they waited in a collective (whatever their stacks show:
+    a snapshot says where a rank stood, not that it stayed there; the stacks only suspect)."""
     ranked = {rank: p for rank, p in log.stacks.ranked.items() if rank < max(world, 1)}
-    waiting = sorted(rank for rank, p in ranked.items() if p.place().kind in WAITS)
-    apart = sorted(ranked.keys() - set(waiting))
-    if not waiting or not apart or len(apart) > len(waiting):
+    waited = log.waiting
+    stood = sorted(rank for rank, p in ranked.items() if p.place().kind in WAITS and rank not in waited)
+    apart = sorted(ranked.keys() - set(stood) - waited)
+    if not apart or len(apart) > len(stood) + len(waited):
         return []
-    others = f"{rank_word(waiting)} stood {ranked[waiting[0]].place().words}"
-    return [(r, f"its stack, which {ranked[r].how} took, {ranked[r].words()}, where {others}") for r in apart]
+    others = [f"{rank_word(stood)} stood {ranked[stood[0]].place().words}"] if stood else []
+    others += [f"{rank_word(sorted(waited))} wait in a collective (their watchdog lines)"] if waited else []
+    where = " and ".join(others)
+    return [(r, f"its stack, which {ranked[r].how} took, {ranked[r].words()}, where {where}") for r in apart]
 
 
 def _lost_elsewhere(log: LogFacts, world: int) -> list[tuple[int, str]]:

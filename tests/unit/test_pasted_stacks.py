@@ -90,6 +90,26 @@ def test_py_spy_dumps_in_files_named_for_their_ranks_are_those_ranks_stacks(tmp_
     )
 
 
+WATCHDOG = (
+    "[rank{}]:[E1124 03:12:44.123456789 ProcessGroupNCCL.cpp:632] [Rank {}] Watchdog caught collective operation "
+    "timeout: WorkNCCL(SeqNum=51, OpType=ALLREDUCE, NumelIn=4, NumelOut=4, Timeout(ms)=600000) ran for 600060 "
+    "milliseconds before timing out.\n"
+)
+
+
+def test_beside_watchdog_lines_the_one_stack_pasted_says_where_the_silent_rank_stood(tmp_path: Path) -> None:
+    """Ranks 0 and 2 timed out in all_reduce; rank 1 printed no watchdog line, and its stack was
+    taken: it is suspected for where it stood, beside the ranks whose lines prove they waited."""
+    log = WATCHDOG.format(0, 0) + WATCHDOG.format(2, 2) + faulthandler(1, IN_LOADING)
+    (tmp_path / "job.log").write_text(log)
+    verdict = assign_blame(analyze([str(tmp_path)]))
+    assert verdict.culprits == [] and [s.rank for s in verdict.suspects] == [1], verdict
+    assert verdict.suspects[0].why == (
+        "its stack, which faulthandler took, stood in its own code (your code: /home/me/data.py:17 in load_batch), "
+        "where ranks 0, 2 wait in a collective (their watchdog lines)"
+    )
+
+
 def test_on_a_gpu_the_waiters_stand_at_a_cuda_sync(tmp_path: Path) -> None:
     """A collective returns at once on a GPU: the ranks that wait block later, synchronizing."""
     sync = [("/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", 985, "synchronize"), *IN_ALL_REDUCE[1:]]
