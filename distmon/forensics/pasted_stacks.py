@@ -149,7 +149,7 @@ class PastedStacks:
         text = body.rstrip()
         read = self._read(text, rank)
         if rank is None and not read and text:
-            headed = _HEADED.fullmatch(text)
+            headed = _HEADED.fullmatch(text) if len(text) < 40 and "ank" in text.lower() else None
             self._headed = int(headed.group(1)) if headed else None
             if headed:
                 self._close(None)  # a paste's next rank: the dump before it has ended
