@@ -120,7 +120,7 @@ def _sleep(frames: list[StackFrame], _gil: bool) -> str | None:
 
 def _lock(frames: list[StackFrame], _gil: bool) -> str | None:
     # py-spy prints a path shortened to its sys.path entry: the standard library's ``threading.py``
-    if any(part in f.file or f.file.startswith(part[1:]) for f in frames[-3:] for part in LOCK_PATHS):
+    if any(part in f.file or f.file.startswith(part.lstrip("/")) for f in frames[-3:] for part in LOCK_PATHS):
         return "waiting on a lock, a queue or a thread"
     return None
 
