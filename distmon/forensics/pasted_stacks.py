@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from distmon.monitor.state.kinds import Doing
 from distmon.monitor.state.whereabouts import Place, classify, is_library
@@ -74,6 +75,18 @@ class Pasted:
         """``stood in a collective (all_reduce) (your code: train.py:30 in step)``."""
         place = self.place()
         return f"stood {place.words}" + (f" (your code: {where(place.user)})" if place.user is not None else "")
+
+    def to_json(self, rank: int | None) -> dict[str, Any]:
+        place = self.place()
+        return {
+            "rank": rank,
+            "pid": self.pid,
+            "local_rank": self.local,
+            "how": self.how,
+            "stood": place.words,
+            "your_code": where(place.user) if place.user is not None else None,
+            "frames": [{"file": f.file, "line": f.line, "func": f.func} for f in self.frames],
+        }
 
     def whose(self) -> str:
         """``pid 4242 (--local_rank 3)``."""
@@ -191,6 +204,10 @@ class PastedStacks:
         many = "the other" if len(waiting) == 1 else f"{len(waiting)} others"
         others = f", where {many} stood {waiting[0].place().words}" if told is apart else ""
         return [f"stacks the log places on no rank: {shown}{others}"]
+
+    def to_json(self) -> list[dict[str, Any]]:
+        """Each dump, the ranks' in order, then those no label places."""
+        return [p.to_json(r) for r, p in sorted(self.ranked.items())] + [p.to_json(None) for p in self.unplaced]
 
     def finish(self) -> None:
         for rank in list(self._open):

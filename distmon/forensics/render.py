@@ -263,6 +263,7 @@ def analysis_json(analysis: Analysis) -> dict[str, Any]:
         "missing": [{"rank": r, "reason": why} for r, why in sorted(analysis.missing.items())],
         "problems": analysis.problems,
         "restarts": analysis.log.restarts,
+        "stacks": analysis.log.stacks.to_json(),
     }
 
 

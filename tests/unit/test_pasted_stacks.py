@@ -12,7 +12,7 @@ from pathlib import Path
 from distmon.forensics.analysis import analyze
 from distmon.forensics.blame import assign_blame
 from distmon.forensics.logs import read_log
-from distmon.forensics.render import render_analysis
+from distmon.forensics.render import analysis_json, render_analysis
 
 REAL = Path(__file__).parents[1] / "data" / "logs" / "pasted-stacks"
 
@@ -188,6 +188,14 @@ def test_a_real_jobs_stacks_name_the_rank_that_stopped_in_its_data_loading(tmp_p
         assert (
             "train.py:14 in load_batch), where ranks 0, 2 stood in a collective (all_reduce)" in verdict.suspects[0].why
         )
+    stacks = analysis_json(analyze([str(tmp_path)]))["stacks"]
+    assert [(s["rank"], s["pid"], s["how"], s["stood"]) for s in stacks] == [
+        (0, 24791, "py-spy", "in a collective (all_reduce)"),
+        (1, 24792, "py-spy", "in its own code"),
+        (2, 24793, "py-spy", "in a collective (all_reduce)"),
+    ]
+    assert stacks[1]["your_code"] == "train.py:14 in load_batch"
+    assert stacks[1]["frames"][-1] == {"file": "train.py", "line": 14, "func": "load_batch"}
     verdict = assign_blame(analyze([str(REAL / "torchrun.log")]))
     assert verdict.suspects == [] and verdict.nobody is None, verdict
     assert verdict.headline == (
