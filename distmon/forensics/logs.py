@@ -220,7 +220,7 @@ class _Reader:
     def finish(self) -> None:
         """What the log ended in the middle of: a launcher's table, tracebacks cut before their exception line."""
         self.launcher.finish()
-        self.facts.stacks.finish()
+        self.facts.stacks.finish({e.pid: e.who for e in self.facts.exits if e.unit == RANK and e.pid is not None})
         self.facts.closed = frozenset(self.launcher.closing)
         consequences = any(r.consequence for r in self.facts.raised.values())
         for rank, building in self.tracebacks.items():

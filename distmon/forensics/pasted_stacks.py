@@ -209,9 +209,16 @@ class PastedStacks:
         """Each dump, the ranks' in order, then those no label places."""
         return [p.to_json(r) for r, p in sorted(self.ranked.items())] + [p.to_json(None) for p in self.unplaced]
 
-    def finish(self) -> None:
+    def finish(self, ranks_of: dict[int, int]) -> None:
+        """The dumps still open closed; those no label placed, of a process a launcher names the rank of
+        by its pid (torchrun's failure table: ``rank : 1``, ``exitcode : -6 (pid: 4243)``), placed so."""
         for rank in list(self._open):
             self._close(rank)
+        for pasted in list(self.unplaced):
+            rank = ranks_of.get(pasted.pid) if pasted.pid is not None else None
+            if rank is not None and rank not in self.ranked:
+                self.ranked[rank] = pasted
+                self.unplaced.remove(pasted)
 
     def _thread(self, rank: int | None, text: str) -> bool:
         spy = _THREAD.fullmatch(text)

@@ -166,6 +166,26 @@ def test_a_line_naming_a_rank_above_its_dump_places_it(tmp_path: Path) -> None:
     assert [s.rank for s in assign_blame(analyze([str(tmp_path)])).suspects] == [2]
 
 
+def failure(rank: int) -> str:
+    """An entry of torchrun's failure table: the rank with its pid."""
+    return (
+        f"[{rank}]:\n  time      : 2024-11-24_03:22:44\n  host      : node-1\n"
+        f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : -6 (pid: {4000 + rank})\n  error_file: <N/A>\n"
+        f"  traceback : Signal 6 (SIGABRT) received by PID {4000 + rank}\n"
+    )
+
+
+def test_a_dump_of_a_process_torchruns_table_names_by_its_pid_is_that_ranks(tmp_path: Path) -> None:
+    """py-spy's dumps taken as the job hung, unlabelled; then the watchdogs aborted the ranks and
+    torchrun's table gave each rank's pid: the dumps are placed by it."""
+    dumps = "".join(py_spy(4000 + r, SPY_LOADING if r == 1 else SPY_ALL_REDUCE) for r in range(3))
+    table = "train.py FAILED\nFailures:\n" + failure(1) + failure(2) + "Root Cause (first observed failure):\n"
+    (tmp_path / "job.log").write_text(dumps + table + failure(0))
+    analysis = analyze([str(tmp_path)])
+    assert sorted(analysis.log.stacks.ranked) == [0, 1, 2] and analysis.log.stacks.unplaced == []
+    assert [s.rank for s in assign_blame(analysis).suspects][:1] == [1]
+
+
 def test_py_spys_locals_stay_inside_their_frame() -> None:
     text = py_spy(7, SPY_ALL_REDUCE).replace(
         "    wrapper (torch/distributed/c10d_logger.py:83)\n",
