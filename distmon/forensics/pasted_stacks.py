@@ -31,6 +31,9 @@ MAX_THREADS = 128
 """Threads and frames kept of one dump (faulthandler's own limits)."""
 MAX_LINE = 2048
 """Longer lines are no dump's."""
+MAX_KEPT = 1_000_000
+"""Frames read into the dumps of one log, whatever its size (a frame costs more than its line): the
+frames past it are not kept."""
 MAX_UNPLACED = 256
 """Dumps kept that no label places: more is no paste of one job's processes."""
 MAX_SAID = 3
@@ -152,6 +155,8 @@ class PastedStacks:
     ranked: dict[int, Pasted] = field(default_factory=dict)
     unplaced: list[Pasted] = field(default_factory=list)
     _open: dict[int | None, _Dump] = field(default_factory=dict)
+    _kept: int = 0
+    """Frames read so far (:data:`MAX_KEPT` at most)."""
     _headed: int | None = None
     """The rank the last line that was no dump's named, alone on it (``Rank 3:``), in unlabelled lines."""
 
@@ -246,7 +251,8 @@ class PastedStacks:
         if found is None:
             dump.open = dump.how == PY_SPY and _DEEPER.match(text) is not None
             return dump.open
-        if len(thread.frames) < MAX_FRAMES:
+        if len(thread.frames) < MAX_FRAMES and self._kept < MAX_KEPT:
+            self._kept += 1
             if dump.how == FAULTHANDLER:
                 file, line, func = found.groups()
             else:

@@ -9,6 +9,9 @@ from __future__ import annotations
 import shutil
 from pathlib import Path
 
+import pytest
+
+from distmon.forensics import pasted_stacks
 from distmon.forensics.analysis import analyze
 from distmon.forensics.blame import assign_blame
 from distmon.forensics.logs import read_log
@@ -184,6 +187,15 @@ def test_a_dump_of_a_process_torchruns_table_names_by_its_pid_is_that_ranks(tmp_
     analysis = analyze([str(tmp_path)])
     assert sorted(analysis.log.stacks.ranked) == [0, 1, 2] and analysis.log.stacks.unplaced == []
     assert [s.rank for s in assign_blame(analysis).suspects][:1] == [1]
+
+
+def test_the_frames_kept_of_one_log_are_bounded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """However many dumps a log holds, the frames read into them are bounded: past the bound, a dump
+    keeps none, and is no stack."""
+    monkeypatch.setattr(pasted_stacks, "MAX_KEPT", 8)
+    text = "".join(faulthandler(r, IN_ALL_REDUCE) for r in range(8))  # 4 frames a dump, the other thread's 1
+    log = read_log(text.splitlines(keepends=True))
+    assert sorted(log.stacks.ranked) == [0, 1]
 
 
 def test_py_spys_locals_stay_inside_their_frame() -> None:
