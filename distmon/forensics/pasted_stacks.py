@@ -34,10 +34,14 @@ MAX_LINE = 2048
 MAX_KEPT = 1_000_000
 """Frames read into the dumps of one log, whatever its size (a frame costs more than its line): the
 frames past it are not kept."""
+MAX_CHILDREN = 64
+"""Dumps kept of a rank's child processes (its DataLoader workers)."""
 MAX_UNPLACED = 256
 """Dumps kept that no label places: more is no paste of one job's processes."""
 MAX_SAID = 3
 """Of those, how many are said in words."""
+IDLE_CHILD = frozenset({Doing.LOCK, Doing.SLEEPING})
+"""Where a child process waits for work (a DataLoader worker on its index queue)."""
 WAITS = frozenset({Doing.COLLECTIVE, Doing.P2P, Doing.INIT, Doing.CUDA})
 """Where a stack stands waiting for other ranks (on a GPU a collective returns at once: its waiters
 block later, at a CUDA sync)."""
@@ -66,6 +70,9 @@ class Pasted:
     """py-spy saw the main thread hold the GIL."""
     local: int | None = None
     """The local rank its command names (``--local_rank=3``)."""
+    children: list[Pasted] = field(default_factory=list)
+    """Its child processes' dumps, after its own under its rank (``py-spy dump --subprocesses``: its
+    DataLoader workers)."""
 
     def place(self) -> Place:
         """Where it stood, the user's innermost frame the one their own code (py-spy prints the paths
@@ -75,9 +82,12 @@ class Pasted:
         return Place(place.kind, place.words, user)
 
     def words(self) -> str:
-        """``stood in a collective (all_reduce) (your code: train.py:30 in step)``."""
+        """``stood in a collective (all_reduce) (your code: train.py:30 in step)``, and where those of its
+        children stood that were doing something (a DataLoader worker waiting for work is not)."""
         place = self.place()
-        return f"stood {place.words}" + (f" (your code: {where(place.user)})" if place.user is not None else "")
+        said = f"stood {place.words}" + (f" (your code: {where(place.user)})" if place.user is not None else "")
+        busy = [c for c in self.children if c.place().kind not in IDLE_CHILD]
+        return said + "".join(f"; its child {c.whose()} {c.words()}" for c in busy[:MAX_SAID])
 
     def to_json(self, rank: int | None) -> dict[str, Any]:
         place = self.place()
@@ -89,6 +99,7 @@ class Pasted:
             "stood": place.words,
             "your_code": where(place.user) if place.user is not None else None,
             "frames": [{"file": f.file, "line": f.line, "func": f.func} for f in self.frames],
+            "children": [c.to_json(None) for c in self.children],
         }
 
     def whose(self) -> str:
@@ -266,7 +277,10 @@ class PastedStacks:
         if pasted is None:
             return
         rank = dump.rank if dump is not None and dump.rank is not None else rank
-        if rank is not None:
-            self.ranked[rank] = pasted  # a later dump of the rank: where it stood last
-        elif len(self.unplaced) < MAX_UNPLACED:
+        held = self.ranked.get(rank) if rank is not None else None
+        if rank is not None and (held is None or held.pid == pasted.pid):
+            self.ranked[rank] = pasted  # a later dump of the rank's process: where it stood last
+        elif held is not None and len(held.children) < MAX_CHILDREN:
+            held.children.append(pasted)  # py-spy's --subprocesses: the rank's process first, then its children
+        elif rank is None and len(self.unplaced) < MAX_UNPLACED:
             self.unplaced.append(pasted)

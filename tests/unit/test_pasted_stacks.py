@@ -113,6 +113,42 @@ def test_beside_watchdog_lines_the_one_stack_pasted_says_where_the_silent_rank_s
     )
 
 
+SPY_NEXT_BATCH = [
+    ("_next_data", "torch/utils/data/dataloader.py", 1448),
+    ("__next__", "torch/utils/data/dataloader.py", 708),
+    ("step", "train.py", 38),
+    ("<module>", "train.py", 60),
+]
+SPY_WORKER_READING = [
+    ("__getitem__", "dataset.py", 31),
+    ("_worker_loop", "torch/utils/data/_utils/worker.py", 349),
+    ("_bootstrap", "multiprocessing/process.py", 314),
+]
+SPY_WORKER_IDLE = [
+    ("poll", "multiprocessing/connection.py", 257),
+    ("get", "multiprocessing/queues.py", 113),
+    ("_worker_loop", "torch/utils/data/_utils/worker.py", 309),
+]
+
+
+def test_py_spys_subprocesses_are_the_ranks_children_not_the_rank(tmp_path: Path) -> None:
+    """``py-spy dump --subprocesses`` of rank 1: its own process first, then its DataLoader workers.
+    The rank stood waiting for a batch; the worker reading is said with it, the idle one not."""
+    for rank in (0, 2):
+        (tmp_path / f"pyspy_rank{rank}.txt").write_text(py_spy(4000 + rank, SPY_ALL_REDUCE))
+    children = py_spy(4101, SPY_WORKER_READING) + py_spy(4102, SPY_WORKER_IDLE)
+    (tmp_path / "pyspy_rank1.txt").write_text(py_spy(4001, SPY_NEXT_BATCH) + children)
+    analysis = analyze([str(tmp_path)])
+    assert analysis.log.stacks.ranked[1].pid == 4001
+    verdict = assign_blame(analysis)
+    assert [s.rank for s in verdict.suspects] == [1], verdict
+    assert verdict.suspects[0].why == (
+        "its stack, which py-spy took, stood waiting for a DataLoader batch (your code: train.py:38 in step); its "
+        "child pid 4101 stood in its own code (your code: dataset.py:31 in __getitem__), where ranks 0, 2 stood in a "
+        "collective (all_reduce)"
+    )
+
+
 def test_on_a_gpu_the_waiters_stand_at_a_cuda_sync(tmp_path: Path) -> None:
     """A collective returns at once on a GPU: the ranks that wait block later, synchronizing."""
     sync = [("/opt/venv/lib/python3.11/site-packages/torch/cuda/__init__.py", 985, "synchronize"), *IN_ALL_REDUCE[1:]]
