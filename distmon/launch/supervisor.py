@@ -39,6 +39,8 @@ class Job:
         self._stdout = stdout
         self._terminal = terminal
         self._process: subprocess.Popen[bytes] | None = None
+        self._pending: list[int] = []
+        """Signals that came before the command's process was known: sent as soon as it is."""
 
     @property
     def running(self) -> bool:
@@ -58,13 +60,18 @@ class Job:
                 stderr=subprocess.STDOUT if self._stdout is not None else None,
                 preexec_fn=os.setpgrp,  # a group of its own (``process_group=0`` needs 3.11)
             )
+            # a signal that came while it started (its first output may already be out) is its too
+            for signum in self._pending:
+                self._forward(signum, None)
             with _foreground(self._process.pid, self._terminal):
                 return exit_status(self._process.wait())
 
     def _forward(self, signum: int, _frame: Any) -> None:
-        if self._process is not None:
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.killpg(self._process.pid, signum)
+        if self._process is None:
+            self._pending.append(signum)
+            return
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(self._process.pid, signum)
 
 
 @contextlib.contextmanager
