@@ -21,16 +21,11 @@ from typing import Any
 from distmon.monitor.state.kinds import Doing
 from distmon.monitor.state.whereabouts import Place, classify, is_library
 from distmon.monitor.state.words import where
-from distmon.node.faultstacks import FRAME_LINE, STACK_HEAD, THREAD_HEAD
+from distmon.node.faultstacks import FRAME_LINE, MAX_FRAMES, MAX_LINE, MAX_THREADS, STACK_HEAD, THREAD_HEAD
 from distmon.wire import StackFrame
 
 PY_SPY = "py-spy"
 FAULTHANDLER = "faulthandler"
-MAX_FRAMES = 100
-MAX_THREADS = 128
-"""Threads and frames kept of one dump (faulthandler's own limits)."""
-MAX_LINE = 2048
-"""Longer lines are no dump's."""
 MAX_KEPT = 1_000_000
 """Frames read into the dumps of one log, whatever its size (a frame costs more than its line): the
 frames past it are not kept."""
