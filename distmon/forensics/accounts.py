@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.devices import model_too_large
+from distmon.forensics.devices import gpu_not_taken, model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
     FILES,
@@ -102,6 +102,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _files(log)
         or _ddp_built(log)
         or model_too_large(log)
+        or gpu_not_taken(log)
         or _library(log)
         or _illegal(log)
         or _announced_twice(log)

@@ -1,14 +1,16 @@
 """What the ranks' GPUs refused as each rank set itself up, the same for every rank of that set-up: the
-model, moved onto its GPU, did not fit (every rank places the same model, or its equal part): not a
-rank's fault."""
+model, moved onto its GPU, did not fit (every rank places the same model, or its equal part); the
+process could not take its GPU at all (an index past the GPUs it sees, CUDA started before a fork):
+not a rank's fault."""
 
 from __future__ import annotations
 
 import re
 
-from distmon.forensics.failures import is_own
+from distmon.forensics.failures import is_own, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.monitor.state.words import rank_word
+from distmon.wire.schema import StackFrame
 
 TOO_LARGE = (
     "every rank places the same model (or its equal part of it) on its GPU, so the model at this parallelism does "
@@ -58,3 +60,38 @@ def _bytes(match: re.Match[str]) -> float:
 def _placing(file: str, func: str) -> bool:
     """A frame of ``Module._apply``: the model's parameters moved or cast, as ``to``, ``cuda`` and ``half`` do."""
     return file.endswith(_MODULE) and func == "_apply"
+
+
+NO_GPU = (
+    "every rank takes its GPU the same way, so the launch, not a rank: more processes on a node than GPUs it sees "
+    "(--nproc-per-node against CUDA_VISIBLE_DEVICES), a GPU index taken from the global rank, not the local one, "
+    "CUDA started before the processes were forked (start them with spawn), or a container given no GPU"
+)
+_CUDA = "torch/cuda/__init__.py"
+_TAKING = frozenset({"set_device", "_lazy_init", "current_device"})
+"""torch.cuda's functions that choose the process's GPU and start CUDA on it."""
+_REFUSED = re.compile(
+    r"invalid device ordinal|re-initialize CUDA in forked subprocess|No CUDA GPUs are available"
+    r"|not compiled with CUDA|no CUDA-capable device|[Ff]ound no NVIDIA driver|busy or unavailable"
+)
+"""CUDA's and torch's words on a process that could not take a GPU: none there for it, or CUDA not startable."""
+
+
+def gpu_not_taken(log: LogFacts) -> str | None:
+    """Where every failure the log shows ended in torch.cuda taking the process's GPU, each saying why in the words
+    of a process given no GPU it can take (or its exception line cut from the log), and the log shows no rank
+    apart from them (waiting, going on, failing otherwise): the launch gave the processes their GPUs."""
+    failed = [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
+    if not failed or not all(_taking(r.frames[-1:]) and (r.cut or _REFUSED.search(r.said)) for r in failed):
+        return None
+    ranks = {rank for rank, r in log.raised.items() if r in failed}
+    if shown_apart(log, ranks) or log.waiting:
+        return None
+    said = next((f"{r.type}: {r.message}" for r in failed if not r.cut), "its exception line cut from the log")
+    who = rank_word(sorted(ranks)) if ranks else "a process"
+    return f"{who} could not take its GPU (in torch.cuda's {failed[0].frames[-1].func}: {said}): {NO_GPU}"
+
+
+def _taking(frames: list[StackFrame]) -> bool:
+    """The innermost frame is torch.cuda taking the process's GPU."""
+    return any(f.file.endswith(_CUDA) and f.func in _TAKING for f in frames)

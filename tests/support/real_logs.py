@@ -120,10 +120,6 @@ MISSED = {
         "process 0's traceback, under the agent's prefix, cut before its error: that CUDA was initialized "
         "before the fork, only the thread says"
     ),
-    "accelerate_notebook_launcher_fork_7proc_process1_cuda_reinit_setup.log": (
-        "process 1's traceback is cut in torch.cuda's initialization: that CUDA was initialized before the "
-        "fork in every process, only the thread says"
-    ),
     "vllm_ray_tp4_raylet_oom_kills_two_workers_driver_logits.log": _HELD_OUT,
     "nccl_h100_torchrun_nvls_invalid_argument_every_rank_init.log": _HELD_OUT,
     "megatron_deepspeed_2node_index_cache_doc_idx_filenotfound_both_nodes.log": _HELD_OUT,
@@ -275,11 +271,6 @@ MISSED = {
     ),
     "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": (
         "one py-spy stack waiting on the DataLoader's queue, no rank in it: that it is rank 0's the reporter says"
-    ),
-    "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log": (
-        "rank 4's traceback is cut before its exception (an invalid device ordinal, the thread's) and "
-        "torchrun names local rank 1 first, exit code 1: the cut one is suspected; that every rank raised "
-        "alike no line shows"
     ),
     "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log": (
         "rank 5's out-of-memory line stands without its frames, rank 2's traceback is cut and rank 6's is cut"

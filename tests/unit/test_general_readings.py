@@ -2330,3 +2330,28 @@ def test_a_rank_whose_own_lines_say_its_training_ended_while_the_others_wait_lef
     )
     verdict = judged(left + waits)
     assert suspects(verdict)[:1] == [6] and "its own lines say its training ended" in verdict.suspects[0].why
+
+
+def test_a_rank_that_could_not_take_its_gpu_is_the_launchs_doing_not_the_rank() -> None:
+    """Rank 5's traceback ends in torch.cuda's set_device, its exception line cut from the paste, or saying CUDA
+    was started before a fork: every rank takes its GPU alike, so nobody is to blame, and what to check is said.
+    A GPU's own fault raised there, or the same rank beside another rank waiting, is not cleared so."""
+    frames = (
+        "[rank5]: Traceback (most recent call last):\n"
+        '[rank5]:   File "/work/finetune.py", line 40, in <module>\n'
+        "[rank5]:     torch.cuda.set_device(int(os.environ['RANK']))\n"
+        '[rank5]:   File "/opt/venv/lib/python3.12/site-packages/torch/cuda/__init__.py", line 567, in set_device\n'
+        "[rank5]:     torch._C._cuda_setDevice(device)\n"
+    )
+    cut = judged(frames).nobody
+    assert cut is not None and "could not take its GPU" in cut and "--nproc-per-node" in cut
+    forked = judged(frames + "[rank5]: RuntimeError: Cannot re-initialize CUDA in forked subprocess.\n").nobody
+    assert forked is not None and "re-initialize CUDA" in forked
+    faulty = judged(frames + "[rank5]: RuntimeError: CUDA error: uncorrectable ECC error encountered\n")
+    assert faulty.nobody is None and 5 in faulty.culprits + suspects(faulty)
+    waits = (
+        "[rank2]:[E0611 08:01:02.3 ProcessGroupNCCL.cpp:616] [Rank 2] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 "
+        "milliseconds before timing out.\n"
+    )
+    assert judged(frames + waits).nobody is None

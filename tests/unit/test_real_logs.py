@@ -1994,8 +1994,8 @@ VERDICTS = [
     (
         "rlhfv_torchrun_set_device_rank4_traceback_local_rank1_first_invalid_ordinal.log",
         [],
-        [4, 1],
-        "suspected: rank 4 (it raised in set_device",
+        NOBODY,
+        "rank 4 could not take its GPU (in torch.cuda's set_device",
     ),
     (
         "stoke_launch_torch19_two_procs_sigkill_local_rank0_backticked.log",
@@ -5997,8 +5997,8 @@ VERDICTS = [
     (
         "accelerate_notebook_launcher_fork_7proc_process1_cuda_reinit_setup.log",
         [],
-        [1],
-        "suspected: rank 1 (it raised in _lazy_init",
+        NOBODY,
+        "rank 1 could not take its GPU (in torch.cuda's _lazy_init",
     ),
     (
         "accelerate_notebook_launcher_kaggle_elastic_fork_local_rank0_cuda_init_error.log",
