@@ -41,8 +41,10 @@ _RUNNING = re.compile(r"Rank (\d{1,9}) is running (inconsistent )?collective: ")
 _BUT = re.compile(r", but Rank (\d{1,9}) is running collective: ")
 _WRAPPED = re.compile(r"\[Rank (\d{1,9})\] Running collective: (CollectiveFingerPrint\(.{0,400})")
 """``ProcessGroupWrapper``'s line as each rank starts a collective (DETAIL, logged at INFO)."""
-_SEQ = re.compile(r"SequenceNumber=(\d{1,18})")
-_OP = re.compile(r"OpType=(\w{1,40})")
+_SEQ = re.compile(r"SequenceNumber=(\d{1,18})(?=[,)O])")
+_OP = re.compile(r"OpType=(\w{1,40})(?=[,)])")
+"""A number and an op read whole: followed by the next field (or glued to it) or the fingerprint's end, not cut
+with the paste's end."""
 _SHAPE = re.compile(r"TensorShape=\[([\d, ]{0,200})\]")
 _MONITORED = re.compile(
     r"waiting for send/recv from rank (\d{1,9})|Ranks? ([\d, ]{1,200}) failed to pass monitoredBarrier"

@@ -244,7 +244,8 @@ def _prefix(found: Said, line: str) -> None:
 def _caught(found: Said, line: str, caught: re.Match[str]) -> None:
     if caught.group(1) is not None:
         found.seq = int(caught.group(1))
-    found.op = OPS.get(caught.group(2), caught.group(2).lower())
+    if line[caught.end() : caught.end() + 1] in (",", ")"):  # the name whole, not cut with the paste's end
+        found.op = OPS.get(caught.group(2), caught.group(2).lower())
     rest = line[caught.end() : caught.end() + 400]
     numel, timeout, ran = _NUMEL.search(rest), _TIMEOUT_MS.search(rest), _RAN_FOR.search(line, caught.end())
     if numel:

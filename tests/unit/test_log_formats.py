@@ -19,7 +19,7 @@ from distmon.forensics.analysis import Analysis, analyze
 from distmon.forensics.blame import assign_blame
 from distmon.forensics.crashes import Crashes
 from distmon.forensics.desync import MAX_REPORTS, DesyncLines
-from distmon.forensics.distributed_debug import DebugChecks
+from distmon.forensics.distributed_debug import DebugChecks, Fingerprint
 from distmon.forensics.failures import Failure, whom
 from distmon.forensics.horovod import HorovodStalls
 from distmon.forensics.launcher_lines import task_list
@@ -911,6 +911,19 @@ def test_a_timeout_cut_short_by_the_excerpt_is_not_read() -> None:
     found = watchdog_said(cut)
     assert found is not None and found.timeout_ms is None
     assert assign_blame(analyze_text(cut)).nobody is None, "no timeout absurdly low where its number was cut"
+
+
+def test_an_op_whose_name_the_excerpt_cut_is_not_read_as_another_op() -> None:
+    """The paste ends inside the last rank's OpType: its wait is read, its op not (``ALLRE`` is no op that
+    would put it at odds with the ranks in ``ALLREDUCE``)."""
+    waits = "".join(WAIT.format(r=r) + "\n" for r in (1, 3)) + WAIT.format(r=2).split("OpType=")[0] + "OpType=ALLRE"
+    found = watchdog_said(waits.splitlines()[-1])
+    assert found is not None and found.op is None
+    verdict = assign_blame(analyze_text(waits))
+    assert 2 not in verdict.culprits and "allre" not in verdict.headline
+    cut = Fingerprint.read("CollectiveFingerPrint(SequenceNumber=101, OpType=ALLGA")
+    assert (cut.seq, cut.op) == (101, None), "TORCH_DISTRIBUTED_DEBUG's fingerprint cut alike"
+    assert Fingerprint.read("CollectiveFingerPrint(SequenceNumber=10").seq is None
 
 
 def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch: pytest.MonkeyPatch) -> None:
