@@ -74,6 +74,9 @@ _VERSIONS = re.compile(
     r"Mismatched NCCL version detected : rank (\d{1,9}) version (\d{4,6}) rank (\d{1,9}) version (\d{4,6})"
 )
 """NCCL as its ranks meet (``init.cc``): two ranks of one communicator built against other NCCLs."""
+_CUDA_DEV = re.compile(r" cudaDev (\d{1,4})\b")
+"""The device a communicator's line names (``comm 0x... rank 5 nranks 8 cudaDev 5 ...``): a thread that aborts
+it (torch's watchdog) may print another in its prefix, the device current on that thread."""
 MISUSED = (
     "the program or its launch used NCCL or the GPUs wrongly (its device assignment, a communicator used after "
     "it failed, arguments the ranks do not agree on), not a rank"
@@ -196,7 +199,8 @@ class NcclLines:
         if prefix is not None and len(self.processes) < MAX_HOSTS:
             process = (visible(prefix.group(1), 200), prefix.group(2))
             self.processes.add(process)
-            self._drives(process, int(prefix.group(3)))
+            named = _CUDA_DEV.search(line)  # a communicator's own device, whichever device the thread's prefix shows
+            self._drives(process, int(named.group(1) if named else prefix.group(3)))
             self._owns(process, line)
             found = True
             if "Using" in line or "OOB" in line:

@@ -759,6 +759,11 @@ def test_one_process_driving_every_gpu_holds_up_no_rank() -> None:
     assert nobody is not None and "process 4242 on node1, driving GPUs 0, 1, 2, 3" in nobody
     apart = "".join(f"#  Rank {r} Group  0 Pid  424{r} on   node1 device  {r} [0x0{r}] GPU\n" for r in range(4))
     assert judged(apart).nobody is None
+    aborted = (  # one rank's process: its proxy thread on its GPU 3, torch's watchdog aborting on device 0
+        "gpu-a7:51234:51299 [3] NCCL INFO [Service thread] Connection closed by localRank 3\n"
+        "gpu-a7:51234:51260 [0] NCCL INFO comm 0x5571c2d0 rank 3 nranks 4 cudaDev 3 busId 61000 - Abort COMPLETE\n"
+    )
+    assert "driving GPUs" not in (judged(aborted).nobody or "")
 
 
 # --- a transport lost, Slurm's and srun's words -------------------------------------------
