@@ -199,8 +199,8 @@ class NcclLines:
         if prefix is not None and len(self.processes) < MAX_HOSTS:
             process = (visible(prefix.group(1), 200), prefix.group(2))
             self.processes.add(process)
-            named = _CUDA_DEV.search(line)  # a communicator's own device, whichever device the thread's prefix shows
-            self._drives(process, int(named.group(1) if named else prefix.group(3)))
+            device = _CUDA_DEV.search(line)  # a communicator's own device, whichever the thread's prefix shows
+            self._drives(process, int(device.group(1) if device else prefix.group(3)))
             self._owns(process, line)
             found = True
             if "Using" in line or "OOB" in line:
