@@ -41,6 +41,10 @@ _LAUNCHERS = (
 rendezvous another node's agent closed as it gave up)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
+_COMPUTING = ("torch/distributed/fsdp/", "torch/distributed/_composable/fsdp/")
+"""torch.distributed's code that computes and allocates around its collectives (FSDP's sharding, its copies in
+and out of the all-gathered buffers): a rank raising there failed of its own (out of memory, a shape) as often
+as it waited."""
 FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
 """A frame of a Python traceback, indented by two spaces as Python prints it, or by what a paste
 left of that (its shared indent taken off) or added."""
@@ -98,7 +102,8 @@ class Raised:
     @property
     def in_collective(self) -> bool:
         """Its innermost frames are torch's collective calls: the rank raised while waiting."""
-        return any(part in f.file for f in self.frames[-3:] for part in _DISTRIBUTED)
+        inner = [f.file for f in self.frames[-3:] if not any(part in f.file for part in _COMPUTING)]
+        return any(part in file for file in inner for part in _DISTRIBUTED)
 
     @property
     def collective(self) -> str | None:

@@ -2360,3 +2360,34 @@ def test_a_rank_that_could_not_take_its_gpu_is_the_launchs_doing_not_the_rank() 
         "milliseconds before timing out.\n"
     )
     assert judged(frames + waits).nobody is None
+
+
+def test_a_traceback_cut_in_fsdps_own_code_is_no_wait_and_a_cut_exception_is_not_said_as_anothers() -> None:
+    """Rank 3's traceback is cut inside FSDP2's copy out of the all-gathered buffer (where it allocates), rank 1's
+    shows only its out-of-memory line: rank 3 is no waiter that would prove rank 1 at fault, and the headline says
+    rank 1's exception as rank 1's alone, rank 3's as cut."""
+    fsdp = "/opt/venv/lib/python3.12/site-packages/torch/distributed/_composable/fsdp/_fsdp_param_group.py"
+    cut = (
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/work/train.py", line 88, in <module>\n'
+        "[rank3]:     loss = model(batch).sum()\n"
+        f'[rank3]:   File "{fsdp}", line 301, in pre_forward\n'
+        "[rank3]:     self.wait_for_unshard()\n"
+        f'[rank3]:   File "{fsdp}", line 257, in wait_for_unshard\n'
+        "[rank3]:     foreach_all_gather_copy_out(\n"
+        '[rank3]:   File "/opt/venv/lib/python3.12/site-packages/torch/utils/_contextlib.py", line 116, in '
+        "decorate_context\n"
+        "[rank3]:     return func(*args, **kwargs)\n"
+    )
+    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity\n"
+    elsewhere = (  # rank 2's, cut in its own code: on no one path with rank 3's, so not alike
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/work/train.py", line 91, in <module>\n'
+        "[rank2]:     optimizer.step()\n"
+    )
+    verdict = judged(oom + cut + elsewhere)
+    assert verdict.culprits == [] and suspects(verdict) == [1, 2, 3], verdict.headline
+    assert verdict.headline.startswith(
+        "rank 1 raised torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
+        "capacity; ranks 2-3 raised an exception: its exception line is not in the log"
+    ), verdict.headline

@@ -2607,7 +2607,7 @@ VERDICTS = [
         "llamafactory_qwen2vl_dataset_json_not_found_ranks3_6_alike.log",
         [],
         [3, 6],
-        "ranks 3, 6 raised ValueError: File data/mllm_dome.json not found.;",
+        "rank 3 raised ValueError: File data/mllm_dome.json not found.; rank 6 raised an exception: its exception",
     ),
     (
         "llamafactory_qwen3vl_nohup_agent_received_sighup_after_7h.log",
@@ -3314,9 +3314,9 @@ VERDICTS = [
     ),
     (
         "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log",
-        [2, 5],
         [],
-        "ranks 2, 5 raised an exception: its exception line is not in the log",
+        [2, 5, 6],
+        "rank 5 raised torch.OutOfMemoryError: CUDA out of memory.",
     ),
     (
         "torchtitan_torchrun_sac_torchfunctionmode_bug_local_rank1_reported_every_rank_none.log",
@@ -3892,7 +3892,7 @@ VERDICTS = [
         "mpirun_merlin_tf_horovod_rank2_rmm_oom_first_exit_rank1.log",
         [1, 2],
         [],
-        "ranks 1-2 raised an exception: its exception line is not in the log",
+        "rank 2 raised MemoryError: std::bad_alloc: out_of_memory: CUDA error at:",
     ),
     (
         "msswift_sft_torchrun_local_rank3_sigabrt_none_dealloc.log",
@@ -4498,7 +4498,7 @@ VERDICTS = [
         "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log",
         [],
         [0, 1],
-        "ranks 0-1 raised RuntimeError: expect_autograd_hooks_ INTERNAL ASSERT",
+        "rank 0 raised RuntimeError: expect_autograd_hooks_ INTERNAL ASSERT",
     ),
     (
         "windows_gloo_c10d_store_use_libuv_default_build_without_libuv_setup.log",
@@ -6608,8 +6608,8 @@ VERDICTS = [
     ),
     (
         "llama_recipes_torchrun_fsdp_wrap_prefix_peft_rank0_root_cause.log",
-        [0],
         [],
+        [0],
         "rank 0 raised Exception: exit code 1, torchrun's first observed",
     ),
     (
@@ -6934,7 +6934,7 @@ VERDICTS = [
         "trl_orpo_accelerate_gather_shape_mismatch_every_rank.log",
         [],
         [0, 1, 2],
-        "ranks 0-2 raised accelerate.utils.operations.DistributedOperationExcep",
+        "rank 0 raised accelerate.utils.operations.DistributedOperationExcep",
     ),
     (
         "trl_vllm_serve_dp8_duplicate_gpu_every_rank_on_device_8000.log",

@@ -167,16 +167,28 @@ KILLER = (
 """Who kills a rank with SIGKILL, and where to look."""
 
 
+def _raised(state: RankState) -> wire.ExceptionInfo:
+    exc = state.report.exception
+    assert exc is not None
+    return exc
+
+
 def _exception_finding(job: JobState, culprits: list[RankState], victims: list[RankState], ctx: Context) -> Finding:
-    lead = culprits[0].report
+    whole = [s for s in culprits if _NAMED.fullmatch(_raised(s).type)]  # not cut before the exception's line
+    lead = (whole or culprits)[0].report
     exc = lead.exception
     assert exc is not None
     ranks = [s.rank for s in culprits]
     summary = f"{rank_word(ranks)} raised {exc.type}: {first_line(exc.message)}"
-    named = {e.type for s in culprits if (e := s.report.exception) is not None and _NAMED.fullmatch(e.type)}
-    others = named - {exc.type}
-    if others and _NAMED.fullmatch(exc.type):  # each rank's own, the first said (one cut before its line: any)
+    others = {_raised(s).type for s in whole} - {exc.type}
+    if others:
         summary = f"{rank_word(ranks)} raised exceptions of their own ({exc.type} first, {', '.join(sorted(others))})"
+    elif whole and len(whole) < len(culprits):  # the exception of the ranks whose line the log cut is not said
+        cut = [s for s in culprits if s not in whole]
+        summary = (
+            f"{rank_word(s.rank for s in whole)} raised {exc.type}: {first_line(exc.message)}; "
+            f"{rank_word(s.rank for s in cut)} raised {_raised(cut[0]).type}: {first_line(_raised(cut[0]).message)}"
+        )
     # a report read from a file (``distmon analyze``) has no process, nor a step it is known at
     seen = f" ({lead.host}, pid {lead.pid})" if lead.pid else ""
     step = f"at step {lead.steps}, " if lead.pid else ""
