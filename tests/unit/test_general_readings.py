@@ -2379,7 +2379,9 @@ def test_a_traceback_cut_in_fsdps_own_code_is_no_wait_and_a_cut_exception_is_not
         "decorate_context\n"
         "[rank3]:     return func(*args, **kwargs)\n"
     )
-    oom = "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity\n"
+    oom = (
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total capacity\n"
+    )
     elsewhere = (  # rank 2's, cut in its own code: on no one path with rank 3's, so not alike
         "[rank2]: Traceback (most recent call last):\n"
         '[rank2]:   File "/work/train.py", line 91, in <module>\n'
