@@ -500,14 +500,14 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     seen = [r for r in unproven if r in log.seen and r not in log.cut_in]
     found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not log.cut(r))]
     alone = _alone(analysis)
-    if alone is not None and alone.why == ALONE:
+    if alone is not None and not alone.why.endswith(LATER):
         found.insert(0, alone)
     absent = [r for r in unproven if r not in log.seen and r not in log.cut_in]
     found += _unplaced_owners(analysis, absent)
     if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
         found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
     found += [Suspect(r, unseen(analysis, r)) for r in absent if all(s.rank != r for s in found)]
-    if alone is not None and alone.why != ALONE:
+    if alone is not None and alone.why.endswith(LATER):
         found.append(alone)
     return found[:MAX_SUSPECTS]
 
@@ -552,14 +552,17 @@ def _alone(analysis: Analysis) -> Suspect | None:
     if log.seen != {0} or log.waiting != {0} or _went_on(log, 0):
         return None
     known = not analysis.world_from.startswith(("the highest rank seen", "the log (a rank waits"))
+    if (work := log.main_only.words()) is not None:
+        return Suspect(0, f"{ALONE}; {work}")
     first = log.finished or (analysis.world > 2 and known)
-    return Suspect(0, ALONE if first else f"{ALONE}; it waited, so the others come first")
+    return Suspect(0, ALONE if first else f"{ALONE}{LATER}")
 
 
 ALONE = (
     "alone in that collective: no other rank's line shows it; if the log is whole, the others never issued it: "
     "a collective only rank 0 calls (a gather inside state_dict() while saving, a metric it logs alone)"
 )
+LATER = "; it waited, so the others come first"
 
 
 def _went_on(log: LogFacts, rank: int) -> bool:

@@ -14,6 +14,7 @@ from distmon.forensics.environment import Environment
 from distmon.forensics.fr_trace import AnalyzerFindings, FrTraceLines
 from distmon.forensics.grad_norms import GradNorms
 from distmon.forensics.horovod import HorovodStalls
+from distmon.forensics.main_only import MainOnly
 from distmon.forensics.nccl import MAX_GROUP, NcclLines
 from distmon.forensics.pasted_stacks import PastedStacks
 from distmon.forensics.peers import PeerLines
@@ -145,6 +146,7 @@ class LogFacts:
     fr_trace: FrTraceLines = field(default_factory=FrTraceLines)
     horovod: HorovodStalls = field(default_factory=HorovodStalls)
     grad_norms: GradNorms = field(default_factory=GradNorms)
+    main_only: MainOnly = field(default_factory=MainOnly)
     nccl: NcclLines = field(default_factory=NcclLines)
     peers: PeerLines = field(default_factory=PeerLines)
     ray: RayActors = field(default_factory=RayActors)

@@ -1,23 +1,19 @@
-"""A job's log read for what each rank said last: the collective its NCCL watchdog timed out
-in (:mod:`~distmon.forensics.watchdog`), the Python exception it raised
-(:mod:`~distmon.forensics.tracebacks`), the error of its own device, or nothing at all; and
-what the job's own accounts said of it: how the launchers saw each worker end
-(:mod:`~distmon.forensics.launcher_lines`), torch's desync report and debug checks
-(:mod:`~distmon.forensics.desync`, :mod:`~distmon.forensics.distributed_debug`), Horovod's stall
-inspector, NCCL's own lines, the transports' word on a lost peer, the stacks pasted. Each format
-is known in its own module; this one reads the lines into :class:`~distmon.forensics.logfacts.LogFacts`.
+"""A job's log read for what each rank said last: the collective its NCCL watchdog timed out in
+(:mod:`~distmon.forensics.watchdog`), the Python exception it raised (:mod:`~distmon.forensics.tracebacks`),
+the error of its own device, or nothing at all; and what the job's own accounts said of it: how the launchers
+saw each worker end (:mod:`~distmon.forensics.launcher_lines`), torch's desync report and debug checks, Horovod's
+stall inspector, NCCL's own lines, the transports' word on a lost peer, the stacks pasted, the main process's
+work alone. Each format is known in its own module; this one reads the lines into :class:`LogFacts`.
 
-A line's rank is torchrun's ``[rankN]:`` prefix wherever it stands (after docker or logging
-stamps, a host name, a progress bar), else the bare ``[Rank N]`` of old torch, else the
-group-local rank of the default group. The log is first put back into the lines the ranks
-wrote (:mod:`~distmon.forensics.pasted`). A watchdog line that names no group (``[Rank 0]
-Watchdog caught ...`` of torch 2.0-2.5) is the work a line of the same rank with a PG prefix
-names, where one does; alone, it is of the world group, as in old torch, unless the rank has
-several such waits, which are then of groups the log does not name. A rank's
-``[rankN]:``-prefixed Python traceback is its last words, as are the traceback under
-``mp.spawn``'s ``-- Process N terminated`` and a launcher's first observed failure of a
-global rank, and so is a prefixed exception line the paste holds without its traceback; a
-traceback with no rank is kept apart (:attr:`LogFacts.unplaced`).
+A line's rank is torchrun's ``[rankN]:`` prefix wherever it stands (after docker or logging stamps, a host name,
+a progress bar), else the bare ``[Rank N]`` of old torch, else the group-local rank of the default group. The log
+is first put back into the lines the ranks wrote (:mod:`~distmon.forensics.pasted`). A watchdog line that names no
+group (``[Rank 0] Watchdog caught ...`` of torch 2.0-2.5) is the work a line of the same rank with a PG prefix
+names, where one does; alone, it is of the world group, as in old torch, unless the rank has several such waits,
+which are then of groups the log does not name. A rank's ``[rankN]:``-prefixed Python traceback is its last
+words, as are the traceback under ``mp.spawn``'s ``-- Process N terminated`` and a launcher's first observed
+failure of a global rank, and so is a prefixed exception line the paste holds without its traceback; a traceback
+with no rank is kept apart (:attr:`LogFacts.unplaced`).
 """
 
 from __future__ import annotations
@@ -227,6 +223,7 @@ class _Reader:
             cut = building.cut(self.stamp)
             if cut is not None:
                 self.facts.stores.traceback(rank, cut.frames, cut.in_collective)
+                self.facts.main_only.waited(rank, cut.frames, cut.in_collective)
                 self.facts.cut_waiting += cut.in_collective
                 if cut.in_collective:
                     inner = cut.frames[-1]
@@ -241,6 +238,7 @@ class _Reader:
         if nameless is not None:
             waits = len(self.facts.stores.main_first)
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)
+            self.facts.main_only.waited(None, nameless.frames, nameless.in_collective)
             self.facts.cut_waiting += nameless.in_collective
             self.facts.matched += len(self.facts.stores.main_first) > waits  # a process's wait: a job's line
         self._placed()
@@ -366,6 +364,7 @@ class _Reader:
         if rank is None:
             rank = found.bare if found.group is None else found.local if desc == DEFAULT_PG else None
         self.facts.matched += 1
+        self.facts.main_only.timed_out = True
         if found.fired_by is not None and found.fired_by < MAX_GROUP:
             self._fired(found.fired_by, at)
         if rank is None and found.fired:
@@ -437,6 +436,7 @@ class _Reader:
             facts.environment.line(body),
             facts.xids.line(body, self.host),
             facts.stacks.line(body, rank),
+            facts.main_only.line(body, rank),
         )
         facts.matched += any(read)
 

@@ -224,10 +224,6 @@ MISSED = {
         "UCX's handler reports a segfault in NCCL's InfiniBand probe, no rank named: that the node's verbs "
         "library crashes every process alike, only the thread says"
     ),
-    "deepspeed_moss_zero3_rank0_alone_in_save_checkpoint_allreduce_timeout.log": (
-        "rank 0 alone waits in an all-reduce, rank 1's lines not shown: rank 1 is suspected; that rank 0 "
-        "entered it alone saving a checkpoint, only the thread says"
-    ),
     "streaming_shm_prefix_internal_error_rank6_nonleader.log": (
         "rank 6's shared-memory prefix error alone: that other ranks met the library's race alike only the thread says"
     ),
@@ -244,10 +240,6 @@ MISSED = {
     ),
     "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": (
         "DALI's iterator failing to start, no rank named: that every rank builds it alike only the thread says"
-    ),
-    "alignment_handbook_zero3_rank0_push_to_hub_allgather_alone_timeout.log": (
-        "rank 0's own watchdog timeout in an all-gather, rank 1 unseen: that rank 0 entered it alone saving for "
-        "the hub only the script of the time shows"
     ),
     "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": (
         "rank 0's DDP reducer assert and rank 1's traceback cut before its exception: that both met the library's"

@@ -668,6 +668,30 @@ def test_rank0_alone_waiting_suspects_the_others_first() -> None:
     assert suspects("  global_world_sizes=[4, 4, 4, 4]\n" + rank0_waits(77, 77))[:1] == [0]
 
 
+def test_rank0_alone_waiting_inside_work_the_main_process_does_alone_comes_first() -> None:
+    """Only rank 0's lines, its wait after the main process's logger said it began uploading to the hub, or its
+    traceback cut in the all-reduce inside a save every rank must call: rank 0 comes first, with that work said. An
+    announcement after the timeout, or a traceback through no such work, leaves the others first."""
+    suspects = lambda log: assign_blame(analyze_text(log)).suspects  # noqa: E731
+    announced = "2026-03-02 04:05:06 - INFO - trainer - Pushing model to the Hub...\n"
+    first = suspects(announced + rank0_waits(77, 77))
+    assert [s.rank for s in first][:1] == [0] and "`Pushing model to the Hub...`" in first[0].why
+    assert [s.rank for s in suspects(rank0_waits(77, 77) + "\n" + announced)] == [1, 0], "said after: not its wait"
+    traceback = (
+        "Traceback (most recent call last):\n"
+        '  File "train.py", line 51, in <module>\n'
+        "    engine.save_checkpoint(out, tag)\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/deepspeed/runtime/engine.py", line 3120, in save_checkpoint\n'
+        "    self._checkpoint_tag_validation(tag)\n"
+        '  File "/opt/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 2050, in '
+        "all_reduce\n"
+    )
+    inside = suspects(rank0_waits(77, 77) + "\n" + traceback)
+    assert [s.rank for s in inside][:1] == [0] and "inside save_checkpoint (engine.py:3120)" in inside[0].why
+    elsewhere = traceback.replace("save_checkpoint", "train_step").replace("_checkpoint_tag_validation", "step")
+    assert [s.rank for s in suspects(rank0_waits(77, 77) + "\n" + elsewhere)] == [1, 0]
+
+
 def test_a_store_waiters_own_traceback_is_its_wait() -> None:
     """Rank 3 waited in the store and its traceback (cut before its exception line) is that wait:
     it is not suspected for it; the rank the bar shows working is."""
