@@ -36,6 +36,7 @@ from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS, waits_unplaced
 from distmon.forensics.suspects import unnamed_ends
+from distmon.forensics.tracebacks import GRAPH
 from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
@@ -526,7 +527,7 @@ def _silent(log: LogFacts, rank: int) -> str:
         where = (
             f" in {raised.frames[-1].func} ({raised.frames[-1].file}:{raised.frames[-1].line})" if raised.frames else ""
         )
-        if raised.message:
+        if raised.message and raised.message != GRAPH:  # TensorFlow's words before its error's own
             return f"it raised{where}: its traceback is in the log, cut before its exception line"
         return f"it raised {raised.type}: the log is cut before its message"
     waiting = len(log.waiting)

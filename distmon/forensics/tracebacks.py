@@ -24,6 +24,9 @@ MAX_TRACEBACK_LINES = 4096
 :data:`MAX_FRAMES` frames are kept)."""
 MAX_MESSAGE_LINES = 8
 """Lines of an exception's message read after its first."""
+GRAPH = "Graph execution error:"
+"""TensorFlow's message (2.9 on) where an op of its graph failed: ``Detected at node 'X' defined at (most recent
+call last):``, the frames that built the op, ``Node: 'X'``, then the error itself, the message to read."""
 
 TRACEBACK = "Traceback (most recent call last):"
 _LAUNCHERS = (
@@ -166,6 +169,8 @@ class Traceback:
     """Once its exception line is read: the lines after it carry on its message."""
     closed: bool = False
     ray_pid: str | None = None
+    node: str | None = None
+    """The op TensorFlow says its graph failed at (:data:`GRAPH`), once its line is read."""
     original: Traceback | None = None
     """Where the exception re-raises another process's or thread's (``Caught OSError in DataLoader worker process
     3.``): the traceback it carries (``Original Traceback ...``), whose exception is the one to tell."""
@@ -201,7 +206,7 @@ class Traceback:
         if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
             return None
         message = visible((exception.group(2) or "").strip())
-        cut = exception.group(2) is not None and not message
+        cut = (exception.group(2) is not None and not message) or message == GRAPH  # its words still to come
         self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)
         self.raised.ray_pid = self.ray_pid
         return self.raised
@@ -215,6 +220,13 @@ class Traceback:
 
     def _message(self, body: str) -> None:
         assert self.raised is not None
+        if self.raised.message == GRAPH:  # the op's definition until its name, then the error's own words
+            if self.node is None and body.lstrip().startswith("Node: "):
+                self.node = visible(body.strip()[len("Node: ") :], 120)
+            elif self.node is not None and body.strip():
+                self.raised.message, self.raised.cut = f"{visible(body.strip())} (at node {self.node})", False
+            self.closed = self.lines > MAX_TRACEBACK_LINES
+            return
         if _NOT_MESSAGE.match(body) or FRAME.match(body):
             self.closed = True
         else:

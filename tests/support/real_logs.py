@@ -416,7 +416,8 @@ MISSED = {
     "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": (
         "rank 1's TensorFlow error (a graph execution error detected at a Horovod all-reduce node) is cut "
         "before its words, rank 3 shows Horovod shut down; rank 0, which left the loop (early stopping "
-        "decided on the master alone, the thread's fix), has no line: rank 1's error is read as its own"
+        "decided on the master alone, the thread's fix), has no line: rank 1, whose error's words are cut, is "
+        "suspected before it"
     ),
     "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": (
         "only Horovod's shutdown shows (a consequence of a rank's exception or early exit), from a process "

@@ -926,6 +926,31 @@ def test_an_op_whose_name_the_excerpt_cut_is_not_read_as_another_op() -> None:
     assert Fingerprint.read("CollectiveFingerPrint(SequenceNumber=10").seq is None
 
 
+def test_tensorflows_graph_execution_error_is_read_at_its_own_words_after_the_op() -> None:
+    """TensorFlow 2.9 on says ``Graph execution error:``, then the frames that built the failed op, then ``Node:``,
+    then the error: rank 2's is Horovod shut down under it (another's consequence), rank 1's own words cut from the
+    paste (no failure of its own proven), rank 3's a shape error of its own."""
+    head = (
+        "[1,{r}]<stderr>:Traceback (most recent call last):\n"
+        '[1,{r}]<stderr>:  File "/srv/train.py", line 40, in <module>\n'
+        "[1,{r}]<stderr>:tensorflow.python.framework.errors_impl.{kind}: Graph execution error:\n"
+        "[1,{r}]<stderr>:\n"
+        "[1,{r}]<stderr>:Detected at node 'HorovodAllreduce_grads_7_0' defined at (most recent call last):\n"
+        '[1,{r}]<stderr>:    File "/srv/train.py", line 40, in <module>\n'
+        "[1,{r}]<stderr>:      model.fit(data)\n"
+    )
+    node = "[1,{r}]<stderr>:Node: 'HorovodAllreduce_grads_7_0'\n"
+    shut = "[1,2]<stderr>:Horovod has been shut down. This was caused by an exception on one of the ranks.\n"
+    shapes = "[1,3]<stderr>:Incompatible shapes: [8,3] vs. [8,4]\n"
+    log = analyze_text(
+        head.format(r=2, kind="UnknownError") + node.format(r=2) + shut + head.format(r=1, kind="UnknownError")
+    ).log
+    assert log.raised[2].consequence and "(at node 'HorovodAllreduce_grads_7_0')" in log.raised[2].message
+    assert log.raised[1].cut and not log.raised[1].own
+    own = analyze_text(head.format(r=3, kind="InvalidArgumentError") + node.format(r=3) + shapes).log.raised[3]
+    assert own.own and own.message.startswith("Incompatible shapes: [8,3] vs. [8,4]")
+
+
 def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch: pytest.MonkeyPatch) -> None:
     stalls = HorovodStalls()
     assert not stalls.line("w" * 400 + " [missing ranks: 1]"), "a tensor's name is read from its start, not mid-word"
