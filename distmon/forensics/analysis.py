@@ -26,6 +26,7 @@ from distmon.monitor.rules.detector import Detector
 from distmon.monitor.state.admission import MAX_WORLD
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.limits import Thresholds
+from distmon.monitor.state.words import rank_word
 from distmon.wire import GroupStatus, Report, StackFrame, encode, rank_runs
 from distmon.wire.sockets import Batch
 
@@ -268,10 +269,28 @@ def unseen(analysis: Analysis, rank: int) -> str:
     if (end := analysis.log.ended(rank)) is not None and end.code == SIGABRT and analysis.log.timeouts:
         return f"{NO_LINE}; {end.by} says it ended by SIGABRT, as a watchdog ends a rank that timed out"
     if not analysis.dumps or analysis.missing.get(rank) != NO_FILE:
-        return NO_LINE
+        return silent_node(analysis.log, rank) or NO_LINE
     return (
         f"{NO_FILE}: not gathered (torch writes each rank's dump on its own node, in /tmp by default), or it was "
         "killed, crashed before its watchdog fired, or lost its node"
+    )
+
+
+def silent_node(log: LogFacts, rank: int) -> str | None:
+    """Why ``rank`` is suspected where NCCL's lines place it on a host none of whose ranks has a line, while ranks of
+    another host wait: that node, as a whole (a node fails so: its network, its processes, the machine), before a
+    habit of rank 0's (busy alone, its node's other ranks would wait and say so)."""
+    placed = log.nccl.placed()
+    host = next((h for h, ranks in placed.items() if rank in ranks), None)
+    if host is None or placed[host] & (log.seen | log.waiting | log.raised.keys()):
+        return None
+    waiting = sorted(h for h, ranks in placed.items() if ranks & log.waiting)
+    if not waiting:
+        return None
+    return (
+        f"{NO_LINE}; every rank NCCL's lines place on {host} ({rank_word(sorted(placed[host]))}) is silent while the ranks on "
+        f"{', '.join(waiting[:3])}{' and more' if len(waiting) > 3 else ''} wait: that node as a whole (the machine, "
+        "its network, its processes) is what to check first"
     )
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 
 from distmon.flightrecorder.fields import ROOTED
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
-from distmon.forensics.analysis import NO_FILE, NO_LINE, Analysis, a_nodes, unseen
+from distmon.forensics.analysis import NO_FILE, NO_LINE, Analysis, a_nodes, silent_node, unseen
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
@@ -506,7 +506,7 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     absent = [r for r in unproven if r not in log.seen and r not in log.cut_in]
     found += _unplaced_owners(analysis, absent)
     if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
-        found.append(Suspect(0, f"no line in the log; {_source(analysis)}{HABIT}"))
+        found.append(Suspect(0, silent_node(log, 0) or f"no line in the log; {_source(analysis)}{HABIT}"))
     found += [Suspect(r, unseen(analysis, r)) for r in absent if all(s.rank != r for s in found)]
     if alone is not None and alone.why.endswith(LATER):
         found.append(alone)

@@ -320,14 +320,15 @@ class NcclLines:
             a, b = sorted((first[1], rank))
             self.shared = f"ranks {a} and {b} both on the GPU of bus id {visible(gpu[1], 16)} on {gpu[0]}"
 
+    def placed(self) -> dict[str, set[int]]:
+        """Each host's global ranks, as the largest communicator's lines place them."""
+        return self.hosts[max(self.hosts)] if self.hosts else {}
+
     def ranks_on(self, host: str) -> list[int]:
         """The global ranks on ``host`` (a host name or its first label, or an address NCCL's lines show a
         host using), as the largest communicator's lines place them."""
-        if not self.hosts:
-            return []
-        placed = self.hosts[max(self.hosts)]
         short = self.addresses.get(host, host).split(".")[0]
-        return sorted({r for h, ranks in placed.items() if h.split(".")[0] == short for r in ranks})
+        return sorted({r for h, ranks in self.placed().items() if h.split(".")[0] == short for r in ranks})
 
 
 def _version(code: int) -> str:

@@ -2393,3 +2393,27 @@ def test_a_traceback_cut_in_fsdps_own_code_is_no_wait_and_a_cut_exception_is_not
         "rank 1 raised torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 1 has a total "
         "capacity; ranks 2-3 raised an exception: its exception line is not in the log"
     ), verdict.headline
+
+
+def test_a_node_all_of_whose_ranks_are_silent_while_another_nodes_wait_is_named_as_a_whole() -> None:
+    """NCCL's lines place ranks 0-1 on node-a and 2-3 on node-b; node-b's ranks wait and node-a's say nothing: node-a
+    is suspected as a whole, rank 0 with it (busy alone, its node-mate would have waited and said so). A line of
+    rank 1's makes node-a no silent node: rank 0 is suspected by its habit again."""
+    placed = "".join(
+        f"{host}:{1000 + r}:{1100 + r} [{r % 2}] NCCL INFO comm 0x55d0 rank {r} nranks 4 cudaDev {r % 2} busId "
+        f"{r % 2}000 - Init COMPLETE\n"
+        for r, host in ((0, "node-a"), (1, "node-a"), (2, "node-b"), (3, "node-b"))
+    )
+    waits = "".join(
+        f"[rank{r}]:[E1206 10:00:01.0 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=900, OpType=ALLREDUCE, NumelIn=8, NumelOut=8, Timeout(ms)=600000) ran for 600012 "
+        "milliseconds before timing out.\n"
+        for r in (2, 3)
+    )
+    verdict = judged(placed + waits)
+    assert verdict.leading == [0, 1], verdict.headline
+    assert "every rank NCCL's lines place on node-a (ranks 0-1) is silent while the ranks on node-b wait" in (
+        verdict.suspects[0].why
+    )
+    spoke = judged(placed + waits + "[rank1]: loading shard 3 of 8\n")
+    assert all("node-a" not in s.why for s in spoke.suspects) and "works alone" in spoke.suspects[-1].why
