@@ -288,9 +288,9 @@ def silent_node(log: LogFacts, rank: int) -> str | None:
     if not waiting:
         return None
     return (
-        f"{NO_LINE}; every rank NCCL's lines place on {host} ({rank_word(sorted(placed[host]))}) is silent while the ranks on "
-        f"{', '.join(waiting[:3])}{' and more' if len(waiting) > 3 else ''} wait: that node as a whole (the machine, "
-        "its network, its processes) is what to check first"
+        f"{NO_LINE}; every rank NCCL's lines place on {host} ({rank_word(sorted(placed[host]))}) is silent while "
+        f"the ranks on {', '.join(waiting[:3])}{' and more' if len(waiting) > 3 else ''} wait: that node as a whole "
+        "(the machine, its network, its processes) is what to check first"
     )
 
 
