@@ -404,7 +404,7 @@ UNCONNECTED = (
 def _unconnected(log: LogFacts) -> str | None:
     """Where NCCL could not connect a socket to a peer, or found no interface to bootstrap on, and
     no rank failed of anything but NCCL's errors."""
-    said = log.nccl.unconnected
+    said = log.nccl.never_connected()
     if said is None or any(is_own(r) and not NCCL_ERROR.search(f"{r.type}: {r.said}") for r in log.raised.values()):
         return None
     return f"{UNCONNECTED}: {said}"

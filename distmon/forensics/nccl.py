@@ -100,6 +100,10 @@ _UNCONNECTED = re.compile(
 interface to bootstrap on (``no socket interface found``; an address of no family, ``ncclSocketInit: connecting
 to address  with family 59936 is neither AF_INET(2) nor AF_INET6(10)``, where NCCL_SOCKET_IFNAME names an
 interface the host lacks)."""
+_RETRY = re.compile(r"Call to connect returned (Connection refused|Connection timed out|No route to host), retrying")
+"""NCCL's socket retrying a peer's address (2.8 to 2.18, at INFO) as it sets a communicator up."""
+RETRIED_AT_LEAST = 3
+"""Retries with no communicator set up after them that make a connection never made, not a peer still starting."""
 _ASYNC = re.compile(
     r"NET/IB ?: (?:([\w.-]{1,64}):\d{1,4} )?"
     r"(?:Got async event ?: ?|async fatal event(?: on (?:CQ|QP|SRQ)[^:]{0,300})?: ?)(.{1,120})"
@@ -149,6 +153,10 @@ class NcclLines:
     """The first failure of NCCL's NVLS transport, in its words."""
     unconnected: str | None = None
     """The first socket NCCL could not connect, or its bootstrap's want of an interface, in words."""
+    retries: int = 0
+    """NCCL's retries of a connection refused or timed out since its last communicator's set-up completed."""
+    retried: str | None = None
+    """Why the last of them was retried, in NCCL's words."""
     processes: set[tuple[str, str]] = field(default_factory=set)
     """The processes NCCL's lines come from (host, pid): each a rank's."""
     adapter: str | None = None
@@ -242,6 +250,10 @@ class NcclLines:
                 bootstrap = "NCCL found no address to bootstrap on (an interface the host lacks)"
             self.unconnected = bootstrap or f"NCCL could not connect{where} ({(why or polled).strip()})"
             found = True
+        if "retrying" in line and (retry := _RETRY.search(line)) is not None:
+            self.retries, self.retried, found = self.retries + 1, retry.group(1), True
+        elif "COMPLETE" in line or "Connected all" in line:
+            self.retries = 0  # a communicator set up: what was retried before connected in the end
         if "NCCL INFO" in line and (nranks := _NRANKS.search(line)) and int(nranks.group(1)) <= MAX_GROUP:
             self.nranks = max(self.nranks or 0, int(nranks.group(1)))
             self._member(line)
@@ -323,6 +335,16 @@ class NcclLines:
     def placed(self) -> dict[str, set[int]]:
         """Each host's global ranks, as the largest communicator's lines place them."""
         return self.hosts[max(self.hosts)] if self.hosts else {}
+
+    def never_connected(self) -> str | None:
+        """The first socket NCCL could not connect, or the one it went on retrying with no communicator set up after
+        (a log that ends so: a paste taken as the job hung there), in words."""
+        if self.unconnected is not None or self.retries < RETRIED_AT_LEAST:
+            return self.unconnected
+        return (
+            f"NCCL retried its connection {self.retries} times ({self.retried}) and, as far as the log goes, set no "
+            "communicator up"
+        )
 
     def ranks_on(self, host: str) -> list[int]:
         """The global ranks on ``host`` (a host name or its first label, or an address NCCL's lines show a

@@ -112,10 +112,6 @@ MISSED = {
         "one process's out-of-memory error, no rank named, beside NCCL's set-up lines: that the model did not"
         " fit any GPU alike, only the thread says"
     ),
-    "ddp_launch_two_nodes_socket_ifname_lo_bootstrap_refused_setup.log": (
-        "NCCL's socket on the loopback interface and its connections refused, retried: no line says they "
-        "failed for good, nor that the job spans two nodes (the thread)"
-    ),
     "accelerate_notebook_launcher_kaggle_elastic_fork_local_rank0_cuda_init_error.log": (
         "process 0's traceback, under the agent's prefix, cut before its error: that CUDA was initialized "
         "before the fork, only the thread says"
@@ -344,8 +340,6 @@ MISSED = {
     "c10d_hang_py_rank0_double_numel_allreduce_seq1_eight_ranks.log": "rank 0 alone timed out in the group's first "
     "collective, the others' lines not shown: a first collective that never completes is read as the set-up's (issue "
     "61), and that the others completed it no line says",
-    "fairseq_kubeflow_worker0_connection_refused_retrying_rank_flags_unset.log": "NCCL's connections refused during "
-    "its set-up, retried: no line says they failed for good, nor why (ranks unset), only the thread",
     "horovod_tf_rank0_segfault_openmpi_mem_hooks_host_pid_only.log": "Open MPI's handler names the crashed process by "
     "host and pid: its rank no line says",
     "nccl_p2p_use_cuda_memcpy_two_gpus_rank1_allreduce7.log": "rank 1 timed out in an all-reduce, rank 0's lines not "

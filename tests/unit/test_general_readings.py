@@ -891,6 +891,18 @@ def test_nccls_socket_that_would_not_connect_is_the_network() -> None:
     assert nobody is not None and "NCCL could not connect (Connection refused)" in nobody
 
 
+def test_nccls_socket_retried_to_the_logs_end_with_no_communicator_set_up_is_the_network() -> None:
+    """NCCL 2.8-2.18 retries a refused connection at INFO: three retries with no communicator set up after them
+    are a connection never made (the paste taken as the job hung there); a communicator set up after, or a retry
+    or two, say nothing."""
+    retry = "gpu7:4242:4300 [0] NCCL INFO Call to connect returned Connection refused, retrying\n"
+    nobody = judged(retry * 3).nobody
+    assert nobody is not None and "NCCL retried its connection 3 times (Connection refused) and, as far" in nobody
+    assert judged(retry * 2).nobody is None
+    done = "gpu7:4242:4242 [0] NCCL INFO comm 0x5d1 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
+    assert judged(retry * 3 + done).nobody is None
+
+
 def test_open_mpis_tag_before_each_fragment_of_a_line_is_taken_off() -> None:
     """Open MPI tags each write of a process: a line written in pieces carries the tag within it."""
     [written] = lines_as_written(["[1,3]<stderr>:[[1,3]<stderr>:horovod[1,3]<stderr>:] stalled"])

@@ -2228,8 +2228,8 @@ VERDICTS = [
     (
         "fairseq_kubeflow_worker0_connection_refused_retrying_rank_flags_unset.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "NCCL retried its connection",
     ),
     (
         "fairseq_launch_without_no_spawn_process3_invalid_argument_all_reduce.log",
@@ -6015,8 +6015,8 @@ VERDICTS = [
     (
         "ddp_launch_two_nodes_socket_ifname_lo_bootstrap_refused_setup.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "NCCL retried its connection",
     ),
     (
         "deepspeed_summit_jsrun_mp6_bert_oom_gpu3_setup.log",
