@@ -87,7 +87,7 @@ def gpu_not_taken(log: LogFacts) -> str | None:
     ranks = {rank for rank, r in log.raised.items() if r in failed}
     if shown_apart(log, ranks) or log.waiting:
         return None
-    said = next((f"{r.type}: {r.message}" for r in failed if not r.cut), "its exception line cut from the log")
+    said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
     who = rank_word(sorted(ranks)) if ranks else "a process"
     return f"{who} could not take its GPU (in torch.cuda's {failed[0].frames[-1].func}: {said}): {NO_GPU}"
 

@@ -42,9 +42,10 @@ MAX_SAID = 200
 
 @dataclass
 class MainOnly:
-    """The main process's last announcement of work of its own before the log's first collective timeout."""
+    """What the main process said, or its traceback showed, of work of its own before its wait."""
 
     said: str | None = None
+    """Its last announcement of that work before the log's first watchdog line, from the announcing words on."""
     inside: str | None = None
     """The function of that work (and its place) rank 0's traceback waits in a collective inside."""
     timed_out: bool = False
