@@ -195,7 +195,10 @@ def _files(log: LogFacts) -> str | None:
     if any(ended_in_failure(e, log) and not (e.unit in (RANK, *ON_A_NODE) and e.who in at) for e in log.exits):
         return None  # a worker a launcher saw fail that is not one of those: a failure of its own
     said = own[0].message.splitlines()[0][:200].rstrip(".")
-    return f"{rank_word(sorted(at)) if at else 'a process'} raised {own[0].type}: {said}: {FILES_WHY}"
+    whole = [rank for rank in at if is_own(log.raised[rank])]
+    cut = sorted(set(at) - set(whole))
+    cut_said = f" ({rank_word(cut)}'s traceback cut on its way there)" if cut else ""
+    return f"{rank_word(whole) if whole else 'a process'} raised {own[0].type}: {said}{cut_said}: {FILES_WHY}"
 
 
 CTRL_C = 2

@@ -290,9 +290,17 @@ def _alike_anywhere(exception: str) -> bool:
 
 def _one_path(paths: list[list[StackFrame]]) -> bool:
     """Tracebacks on one path: the innermost frame of each is a frame of the deepest (one look at
-    each, however many ranks the paste shows)."""
-    deepest = {(f.file, f.line) for f in max(paths, key=len)}
-    return all((frames[-1].file, frames[-1].line) in deepest for frames in paths)
+    each, however many ranks the paste shows), or, where the paste cut the head of one of the two, they share no
+    frame: windows of one stack the lines do not show apart."""
+    deepest = max(paths, key=len)
+    places = {(f.file, f.line) for f in deepest}
+    return all((frames[-1].file, frames[-1].line) in places or _windows(frames, deepest) for frames in paths)
+
+
+def _windows(one: list[StackFrame], other: list[StackFrame]) -> bool:
+    """Two tracebacks, one cut at its head (not begun at a program's entry), that share no frame."""
+    cut = one[0].func != "<module>" or other[0].func != "<module>"
+    return cut and not {(f.file, f.line) for f in one} & {(f.file, f.line) for f in other}
 
 
 def failures_of(log: LogFacts) -> list[Failure]:

@@ -260,11 +260,6 @@ MISSED = {
     "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": (
         "one py-spy stack waiting on the DataLoader's queue, no rank in it: that it is rank 0's the reporter says"
     ),
-    "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log": (
-        "rank 5's out-of-memory line stands without its frames, rank 2's traceback is cut and rank 6's is cut"
-        " inside FSDP's all-gather, where a rank waiting would stand: that they ran out of memory alike the "
-        "lines only suggest"
-    ),
     "trl_sft_fsdp_torchrun_8x3080_rank2_rank0_oom_every_rank_none.log": (
         "rank 2's out-of-memory line lost its rank's prefix and rank 0's traceback is cut in the same "
         "training step: no named rank's own failure is seen, so the cut tracebacks are suspected, not read as"
@@ -361,8 +356,6 @@ MISSED = {
     "llama2_70b_torchrun_eight_procs_one_3090_invalid_device_ordinal_interleaved.log": "tracebacks interleaved, none "
     "numbered: an invalid device ordinal is read as the device assignment (the set-up); that ranks 1-7 are those "
     "past the one GPU, only the command says",
-    "llamafactory_qwen2vl_dataset_json_not_found_ranks3_6_alike.log": "rank 3 raised its own ValueError (a file not "
-    "found): proven; that every rank failed alike, rank 6's cut traceback only suggests",
     "nanogpt_two_nodes_ddp_crash_fixed_by_nccl_ib_disable.log": "NCCL's watchdog took a process down, no rank, "
     "collective or cause in the lines: that the InfiniBand transport was it, only the thread's fix says",
     "nccl_allreduce_rank0_409600_vs_32768000_others_hang.log": "the program's own prints of each rank's tensor size, "

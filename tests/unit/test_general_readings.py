@@ -2429,3 +2429,33 @@ def test_a_node_all_of_whose_ranks_are_silent_while_another_nodes_wait_is_named_
     )
     spoke = judged(placed + waits + "[rank1]: loading shard 3 of 8\n")
     assert all("node-a" not in s.why for s in spoke.suspects) and "works alone" in spoke.suspects[-1].why
+
+
+def test_a_traceback_the_paste_cut_at_its_head_and_one_cut_at_its_tail_may_be_one_stack() -> None:
+    """Rank 1 ran out of memory, its traceback's head cut from the paste (it begins inside the model); rank 3's
+    begins at the script and is cut as it called the model: the two share no frame, windows of one stack, so the
+    ranks failed alike. Both begun at the script and parted on different lines, they did not."""
+    inner = (
+        '[rank1]:   File "/opt/venv/lib/python3.11/site-packages/torch/nn/modules/linear.py", line 125, in forward\n'
+        "[rank1]:     return F.linear(input, self.weight, self.bias)\n"
+        "[rank1]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 4.00 GiB.\n"
+    )
+    outer = (
+        "[rank3]: Traceback (most recent call last):\n"
+        '[rank3]:   File "/work/train.py", line 60, in <module>\n'
+        "[rank3]:     main()\n"
+        '[rank3]:   File "/work/train.py", line 52, in main\n'
+        "[rank3]:     loss = step(model, batch)\n"
+        '[rank3]:   File "/work/train.py", line 31, in step\n'
+        "[rank3]:     logits = model(batch)\n"
+    )
+    nobody = judged(inner + outer).nobody
+    assert nobody is not None and "ranks 1, 3 failed alike (torch.OutOfMemoryError: CUDA out of memory)" in nobody
+    begun = inner.replace(
+        "[rank1]:   File",
+        '[rank1]: Traceback (most recent call last):\n[rank1]:   File "/work/train.py", line 60, '
+        "in <module>\n[rank1]:     main()\n[rank1]:   File",
+        1,
+    )
+    parted = outer.replace("line 31, in step", "line 44, in save").replace("logits = model(batch)", "torch.save(m, p)")
+    assert judged(begun + parted).nobody is None

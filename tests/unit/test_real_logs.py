@@ -2606,8 +2606,8 @@ VERDICTS = [
     (
         "llamafactory_qwen2vl_dataset_json_not_found_ranks3_6_alike.log",
         [],
-        [3, 6],
-        "rank 3 raised ValueError: File data/mllm_dome.json not found.; rank 6 raised an exception: its exception",
+        NOBODY,
+        "nobody to blame: rank 3 raised ValueError: File data/mllm_dome.json not found (rank 6's traceback cut",
     ),
     (
         "llamafactory_qwen3vl_nohup_agent_received_sighup_after_7h.log",
@@ -3315,8 +3315,8 @@ VERDICTS = [
     (
         "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log",
         [],
-        [2, 5, 6],
-        "rank 5 raised torch.OutOfMemoryError: CUDA out of memory.",
+        NOBODY,
+        "nobody to blame: ranks 2, 5-6 failed alike (torch.OutOfMemoryError: CUDA out of memory)",
     ),
     (
         "torchtitan_torchrun_sac_torchfunctionmode_bug_local_rank1_reported_every_rank_none.log",
@@ -3890,9 +3890,9 @@ VERDICTS = [
     ),
     (
         "mpirun_merlin_tf_horovod_rank2_rmm_oom_first_exit_rank1.log",
-        [1, 2],
         [],
-        "rank 2 raised MemoryError: std::bad_alloc: out_of_memory: CUDA error at:",
+        NOBODY,
+        "nobody to blame: ranks 1-2 failed alike at once (MemoryError: std::bad_alloc",
     ),
     (
         "msswift_sft_torchrun_local_rank3_sigabrt_none_dealloc.log",
@@ -6604,7 +6604,7 @@ VERDICTS = [
         "llama_recipes_torchrun_fsdp_inconsistent_compute_device_rank1_then_rank0.log",
         [],
         NOBODY,
-        "nobody to blame: rank 1 raised ValueError: Inconsistent compute",
+        "nobody to blame: ranks 0-1 failed alike (ValueError: Inconsistent compute",
     ),
     (
         "llama_recipes_torchrun_fsdp_wrap_prefix_peft_rank0_root_cause.log",
