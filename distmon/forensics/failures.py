@@ -283,9 +283,11 @@ def cut_on_path(log: LogFacts) -> list[int]:
 
 
 def _alike_anywhere(exception: str) -> bool:
-    """A failure every rank may meet alike: out of memory (the same batch, the same model), or an
-    error of the program's own (:data:`PROGRAM`), not a GPU's fault one rank meets alone."""
-    return "out of memory" in exception.lower() or bool(PROGRAM.search(exception))
+    """A failure every rank may meet alike: out of memory (the same batch, the same model), an error of the
+    program's own (:data:`PROGRAM`), a library's own check the code every rank runs trips (torch's ``INTERNAL
+    ASSERT FAILED``); not a GPU's fault one rank meets alone."""
+    internal = "INTERNAL ASSERT FAILED" in exception
+    return "out of memory" in exception.lower() or internal or bool(PROGRAM.search(exception))
 
 
 def _one_path(paths: list[list[StackFrame]]) -> bool:

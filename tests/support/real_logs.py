@@ -237,10 +237,6 @@ MISSED = {
     "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": (
         "DALI's iterator failing to start, no rank named: that every rank builds it alike only the thread says"
     ),
-    "unsloth_ddp_reducer_expect_autograd_hooks_assert_every_rank.log": (
-        "rank 0's DDP reducer assert and rank 1's traceback cut before its exception: that both met the library's"
-        " bug alike only the thread says"
-    ),
     "torchtitan_k8s_pod_no_dshm_rank0_root_cause_broadcast_shm_full.log": (
         "torchrun's root cause, rank 0, its traceback cut in its first broadcast: that /dev/shm was missing on "
         "every pod only the thread says"

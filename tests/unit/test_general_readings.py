@@ -2459,3 +2459,25 @@ def test_a_traceback_the_paste_cut_at_its_head_and_one_cut_at_its_tail_may_be_on
     )
     parted = outer.replace("line 31, in step", "line 44, in save").replace("logits = model(batch)", "torch.save(m, p)")
     assert judged(begun + parted).nobody is None
+
+
+def test_a_librarys_internal_assert_beside_a_traceback_cut_on_its_path_is_met_alike() -> None:
+    """Rank 0 tripped torch's own check (``INTERNAL ASSERT FAILED``) in backward; rank 1's traceback, cut before its
+    exception line, stands on the same path: the code every rank runs trips it, nobody is to blame."""
+    path = (
+        '[rank{r}]:   File "/work/train.py", line 70, in <module>\n'
+        "[rank{r}]:     train()\n"
+        '[rank{r}]:   File "/work/train.py", line 64, in train\n'
+        "[rank{r}]:     loss.backward()\n"
+        '[rank{r}]:   File "/opt/venv/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward\n'
+        "[rank{r}]:     torch.autograd.backward(\n"
+    )
+    failed = (
+        "[rank0]: Traceback (most recent call last):\n"
+        + path.format(r=0)
+        + '[rank0]: RuntimeError: expect_autograd_hooks_ INTERNAL ASSERT FAILED at "reducer.cpp":1633, please report '
+        "a bug to PyTorch.\n"
+    )
+    cut = "[rank1]: Traceback (most recent call last):\n" + path.format(r=1)
+    nobody = judged(failed + cut).nobody
+    assert nobody is not None and "ranks 0-1 failed alike (RuntimeError: expect_autograd_hooks_ INTERNAL" in nobody
