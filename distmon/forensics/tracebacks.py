@@ -52,6 +52,8 @@ FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})'
 """A frame of a Python traceback, indented by two spaces as Python prints it, or by what a paste
 left of that (its shared indent taken off) or added."""
 _EXCEPTION = re.compile(r"([A-Za-z_][\w.]{0,200})(?:: ?(.*))?")
+_LEVELS = frozenset({"DEBUG", "INFO", "WARNING", "WARN", "ERROR", "CRITICAL", "FATAL"})
+"""Python's logging levels, which its default format puts first (``WARNING:vctk_base:...``): no exception's name."""
 _BARE_EXCEPTIONS = ("Error", "Exception", "Interrupt", "Exit", "Iteration")
 """How the names of exceptions raised without a message end: a lone word of the rank's own
 output between its frames is not one."""
@@ -205,6 +207,8 @@ class Traceback:
         exception = _EXCEPTION.fullmatch(body.rstrip())
         if exception is None or (exception.group(2) is None and not exception.group(1).endswith(_BARE_EXCEPTIONS)):
             return None
+        if exception.group(1) in _LEVELS:
+            return None  # a logger's line between the frames (``WARNING:name:message``), no exception's
         message = visible((exception.group(2) or "").strip())
         cut = (exception.group(2) is not None and not message) or message == GRAPH  # its words still to come
         self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)

@@ -951,6 +951,19 @@ def test_tensorflows_graph_execution_error_is_read_at_its_own_words_after_the_op
     assert own.own and own.message.startswith("Incompatible shapes: [8,3] vs. [8,4]")
 
 
+def test_a_loggers_line_between_a_tracebacks_frames_is_no_exception() -> None:
+    """Python's logging, in its default format (``WARNING:name:message``), writes between another process's frames:
+    its level is no exception's name, and the traceback's own exception line, after, is the one read."""
+    log = analyze_text(
+        "[rank1]: Traceback (most recent call last):\n"
+        '[rank1]:   File "/work/train.py", line 50, in main\n'
+        "[rank1]: WARNING:data.cache:/work is not a git repository, hash check skipped.\n"
+        '[rank1]:   File "/work/train.py", line 31, in load\n'
+        "[rank1]: KeyError: 'speaker_7'\n"
+    ).log
+    assert (log.raised[1].type, log.raised[1].message) == ("KeyError", "'speaker_7'")
+
+
 def test_each_reader_keeps_within_its_bounds_what_crafted_lines_name(monkeypatch: pytest.MonkeyPatch) -> None:
     stalls = HorovodStalls()
     assert not stalls.line("w" * 400 + " [missing ranks: 1]"), "a tensor's name is read from its start, not mid-word"

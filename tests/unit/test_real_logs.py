@@ -3742,7 +3742,7 @@ VERDICTS = [
         "vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log",
         [],
         [2],
-        "a process the log does not name raised WARNING: vctk_base:/data/privat",
+        "suspected: rank 2 (it raised in _wrap (",
     ),
     (
         "cosyvoice_torchrun_llm_epoch_end_rank0_watchdog_allreduce.log",
