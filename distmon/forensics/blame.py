@@ -501,15 +501,15 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     seen = [r for r in unproven if r in log.seen and r not in log.cut_in]
     found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not log.cut(r))]
     alone = _alone(analysis)
-    if alone is not None and not alone.why.endswith(LATER):
-        found.insert(0, alone)
+    if alone is not None and alone[1]:
+        found.insert(0, alone[0])
     absent = [r for r in unproven if r not in log.seen and r not in log.cut_in]
     found += _unplaced_owners(analysis, absent)
     if 0 in absent and all(s.rank != 0 for s in found) and not _subgroups_only(analysis):
         found.append(Suspect(0, silent_node(log, 0) or f"no line in the log; {_source(analysis)}{HABIT}"))
     found += [Suspect(r, unseen(analysis, r)) for r in absent if all(s.rank != r for s in found)]
-    if alone is not None and alone.why.endswith(LATER):
-        found.append(alone)
+    if alone is not None and not alone[1]:
+        found.append(alone[0])
     return found[:MAX_SUSPECTS]
 
 
@@ -541,29 +541,29 @@ def _silent(log: LogFacts, rank: int) -> str:
     )
 
 
-def _alone(analysis: Analysis) -> Suspect | None:
+def _alone(analysis: Analysis) -> tuple[Suspect, bool] | None:
     """Rank 0 the only rank the log shows, waiting in a collective. It waited: the others are
     suspected first, unless its lines say it is alone in that collective, which the others
     never issued (one only rank 0 calls: a gather inside ``state_dict()`` while saving, a
     barrier after the training loop ended): the world has more than two ranks, yet none of the
     others, which would wait and time out with it behind one lagging rank, printed a line; or
-    the training loop had ended, the others gone. A rank 0 that went on enqueuing work after
-    the one it waits in was in its ordinary loop: not alone, and not suspected."""
+    the training loop had ended, the others gone; or the main process's own work holds its wait
+    (:mod:`~distmon.forensics.main_only`). A rank 0 that went on enqueuing work after the one it waits
+    in was in its ordinary loop: not alone, and not suspected. With it, whether it comes first."""
     log = analysis.log
     if log.seen != {0} or log.waiting != {0} or _went_on(log, 0):
         return None
     known = not analysis.world_from.startswith(("the highest rank seen", "the log (a rank waits"))
     if (work := log.main_only.words()) is not None:
-        return Suspect(0, f"{ALONE}; {work}")
+        return Suspect(0, f"{ALONE}; {work}"), True
     first = log.finished or (analysis.world > 2 and known)
-    return Suspect(0, ALONE if first else f"{ALONE}{LATER}")
+    return Suspect(0, ALONE if first else f"{ALONE}; it waited, so the others come first"), first
 
 
 ALONE = (
     "alone in that collective: no other rank's line shows it; if the log is whole, the others never issued it: "
     "a collective only rank 0 calls (a gather inside state_dict() while saving, a metric it logs alone)"
 )
-LATER = "; it waited, so the others come first"
 
 
 def _went_on(log: LogFacts, rank: int) -> bool:

@@ -82,9 +82,9 @@ def gpu_not_taken(log: LogFacts) -> str | None:
     of a process given no GPU it can take (or its exception line cut from the log), and the log shows no rank
     apart from them (waiting, going on, failing otherwise): the launch gave the processes their GPUs."""
     failed = [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
-    if not failed or not all(_taking(r.frames[-1:]) and (r.cut or _REFUSED.search(r.said)) for r in failed):
+    if not failed or not all(_taking(r.frames) and (r.cut or _REFUSED.search(r.said)) for r in failed):
         return None
-    ranks = {rank for rank, r in log.raised.items() if r in failed}
+    ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
     if shown_apart(log, ranks) or log.waiting:
         return None
     said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
@@ -94,4 +94,4 @@ def gpu_not_taken(log: LogFacts) -> str | None:
 
 def _taking(frames: list[StackFrame]) -> bool:
     """The innermost frame is torch.cuda taking the process's GPU."""
-    return any(f.file.endswith(_CUDA) and f.func in _TAKING for f in frames)
+    return bool(frames) and frames[-1].file.endswith(_CUDA) and frames[-1].func in _TAKING

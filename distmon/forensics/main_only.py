@@ -32,7 +32,7 @@ _WORK = re.compile(
     r"|_?validate|(?:run|log)_validation"
 )
 """The functions of that work, whichever library: a save, the hub's upload, an evaluation, a validation."""
-ALONE = (
+ONLY_RANK_0 = (
     "work the main process does alone; called under `if rank == 0`, a collective inside it is one the others never "
     "join: call it on every rank, or take the collective out of it"
 )
@@ -70,7 +70,7 @@ class MainOnly:
     def words(self) -> str | None:
         """Why rank 0's wait is in work of its own, in words."""
         if self.inside is not None:
-            return f"its traceback waits inside {self.inside}: {ALONE}"
+            return f"its traceback waits inside {self.inside}: {ONLY_RANK_0}"
         if self.said is not None:
-            return f"the main process's last line before the timeout says `{self.said}`: {ALONE}"
+            return f"the main process's last line before the timeout says `{self.said}`: {ONLY_RANK_0}"
         return None

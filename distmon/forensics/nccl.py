@@ -252,8 +252,8 @@ class NcclLines:
             found = True
         if "retrying" in line and (retry := _RETRY.search(line)) is not None:
             self.retries, self.retried, found = self.retries + 1, retry.group(1), True
-        elif "COMPLETE" in line or "Connected all" in line:
-            self.retries = 0  # a communicator set up: what was retried before connected in the end
+        elif "Init COMPLETE" in line or "Connected all" in line:
+            self.retries = 0  # a communicator set up (not one aborted): what was retried before connected in the end
         if "NCCL INFO" in line and (nranks := _NRANKS.search(line)) and int(nranks.group(1)) <= MAX_GROUP:
             self.nranks = max(self.nranks or 0, int(nranks.group(1)))
             self._member(line)

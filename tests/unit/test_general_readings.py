@@ -901,6 +901,8 @@ def test_nccls_socket_retried_to_the_logs_end_with_no_communicator_set_up_is_the
     assert judged(retry * 2).nobody is None
     done = "gpu7:4242:4242 [0] NCCL INFO comm 0x5d1 rank 1 nranks 2 cudaDev 0 busId 1000 - Init COMPLETE\n"
     assert judged(retry * 3 + done).nobody is None
+    aborted = "gpu7:4242:4250 [0] NCCL INFO comm 0x5d1 rank 1 nranks 2 cudaDev 0 busId 1000 - Abort COMPLETE\n"
+    assert "NCCL retried its connection 3 times" in (judged(retry * 3 + aborted).nobody or ""), "aborted, not set up"
 
 
 def test_open_mpis_tag_before_each_fragment_of_a_line_is_taken_off() -> None:
