@@ -194,11 +194,13 @@ PROGRAM = re.compile(
     r"|AssertionError|ImportError|ModuleNotFoundError|SyntaxError|IndentationError)\b"
     r"|^(?:\w+\.)*RuntimeError: (?:Expected all tensors to be on the same device|mat1 and mat2 shapes cannot be"
     r"|Error\(s\) in loading state_dict|Expected to have finished reduction in the prior iteration"
+    r"|Expected to mark a variable ready only once|Your training graph has changed in this iteration"
     r"|element 0 of tensors does not require grad|Trying to backward through the graph a second time)"
 )
 """Errors of the program's own code or configuration (a check of its arguments, a name or attribute
-it lacks, a module not installed, tensors on two devices, a checkpoint of another model): the same in
-every rank, which runs the same code on the same configuration."""
+it lacks, a module not installed, tensors on two devices, a checkpoint of another model, a model
+DDP's reducer cannot follow: parameters unused, or marked ready twice under reentrant checkpointing):
+the same in every rank, which runs the same code on the same configuration."""
 _BATCH = re.compile(r"torch/utils/data/|in DataLoader worker process")
 """A batch being fetched: its sample is one rank's own (a corrupt image, a missing key, a sequence
 longer than the rest, which a collate function stacks)."""

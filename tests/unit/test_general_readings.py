@@ -289,6 +289,13 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
         "RuntimeError: Expected all tensors to be on the same device, but found at least two devices, cpu and cuda:1!"
     )
     assert judged(raised("[rank1]: ", devices) + raised("[rank0]: ", devices)).nobody is not None
+    for reducer in (
+        "RuntimeError: Expected to mark a variable ready only once. This error is caused by one of the following "
+        "reasons: 1) Use of a module parameter outside the `forward` function.",
+        "RuntimeError: Your training graph has changed in this iteration, e.g., one parameter is used in first "
+        "iteration, but then got unused in the second iteration.",
+    ):
+        assert judged(raised("[rank3]: ", reducer)).nobody is not None, "a model DDP's reducer cannot follow"
     assert alone(judged(raised("[rank2]: ", "RuntimeError: CUDA error: an illegal memory access"))) == [2]
     batch = '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch'
     assert alone(judged(raised("[rank3]: ", "KeyError: 'image'", batch))) == [3], "a sample of its own shard"
