@@ -143,7 +143,7 @@ def assign_blame(analysis: Analysis) -> Blame:
             return Blame([], suspects, None, f"{first.summary}; suspected, not proven: {UNSEEN}", first, alone=True)
         return Blame(sorted(first.ranks), [], None, first.summary, first)
     low = [ms for ms in log.timeouts_ms if ms < LOW_TIMEOUT_MS]
-    if low:
+    if low and not told.suspects:  # where an account points to a rank, the timeout is no more than a hint
         why = (
             f"the collective timeout is {min(low)} ms (Timeout(ms)={min(low)}), far below what any collective "
             "may take: the configuration (init_process_group's timeout, or its unit), not a rank"

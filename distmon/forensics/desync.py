@@ -93,7 +93,7 @@ class DesyncReport:
         """The ranks the report shows holding the others up, with why; None where it shows none."""
         if self.missing:
             return self.missing, "never joined a collective (torch's desync report)"
-        if self.stopped:
+        if self.stopped and not self.two_alone:
             return self.stopped, (
                 f"finished collective #{self.lag} and never started #{(self.lag or 0) + 1}, which its peers went "
                 "on to (torch's desync report)"
@@ -110,6 +110,33 @@ class DesyncReport:
                 f"{', '.join(visible(op, 40) for op in others)} (torch's desync report)"
             )
         return None
+
+    @property
+    def two_alone(self) -> bool:
+        """A rank stopped short of the next collective, which one peer alone went on to: one against one, the
+        report cannot say which is odd (the one stopped in its own code, or the peer issuing a collective only
+        it calls, under ``if rank == 0``)."""
+        return bool(self.stopped) and len(self.listed()) == 2
+
+    def at_odds(self) -> list[tuple[int, str]]:
+        """Where the report is :attr:`two_alone`: both ranks, the one stopped first (the report's lagging rank),
+        with why."""
+        if not self.two_alone:
+            return []
+        [peer] = self.listed() - set(self.stopped)
+        then = (self.lag or 0) + 1
+        return [
+            (
+                self.stopped[0],
+                f"finished collective #{self.lag} and never started #{then}, which its one peer went on "
+                "to (torch's desync report): stopped in its own code, or never meant to call it",
+            ),
+            (
+                peer,
+                f"went on alone to collective #{then}, which its one peer never started (torch's desync report): "
+                "a collective only it calls (under if rank == 0) is one the other never joins",
+            ),
+        ]
 
     def everyone_joined(self) -> str | None:
         """Where every rank the report lists started the same collective and none finished it."""

@@ -47,6 +47,7 @@ def suspects(log: LogFacts, world: int) -> list[tuple[int, str]]:
     found += _disagreeing(log, world) + _behind(log, world) + _unannounced(log, world)
     found += log.horovod.suspected(world if world > 1 else None) + log.ray.suspected(world) + log.ras.suspected(world)
     found = log.deepspeed.suspected() + found
+    found = [odd for report in log.desync.reports if report.of_world for odd in report.at_odds()] + found
     return _once(
         _stopped_elsewhere(log, world)
         + _stood_apart(log, world)

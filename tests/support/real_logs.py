@@ -145,8 +145,9 @@ MISSED = {
     "autogluon_tabular_ray_fold_workers_force_cancelled_time_limit.log": _HELD_OUT,
     "applio_rvc_2gpu_process1_rank0_filenotfound_then_process2.log": _HELD_OUT,
     "torchrun_nccl_desync_report_rank0_extra_allreduce_rank1_never_joined.log": (
-        "torch's desync report names rank 1 as not joining collective #3: that rank 0 issued an extra "
-        "collective rank 1 never would, only the script says"
+        "torch's desync report, one rank against one: rank 1 stopped short of collective #3 or rank 0 issued "
+        "an extra one rank 1 never would; both are suspected, the report's lagging rank first: which, only the "
+        "script says"
     ),
     "torchrun_inductor_cpp_wrapper_gxx_failure_rank2_every_rank_alike.log": (
         "rank 2's traceback in Inductor's compiler call is cut before its exception: that every rank's "

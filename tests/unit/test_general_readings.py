@@ -1226,11 +1226,42 @@ def test_a_desync_report_of_a_subgroup_names_no_global_rank() -> None:
         "collective: BROADCAST, #3\n"
         "[rank0]: - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
         "[rank0]:   - [1] finished collective #2, but didn't join collective #3 (count from 1)\n"
+        "[rank0]: - Snapshot of ranks' latest states:\n"
+        "[rank0]:     #3 started ranks:\n"
+        "[rank0]:       [0, 2] started BROADCAST\n"
     )
     assert judged(report).culprits == []
     assert judged(report.replace("PG GUID 7(pp)", "PG GUID 0(default_pg)").replace("PG ID 2", "PG ID 0")).culprits == [
         1
     ]
+
+
+def test_a_desync_report_of_one_rank_against_one_suspects_both() -> None:
+    """Rank 1 finished #2 and never started #3, which rank 0 alone went on to: one against one, rank 1 stopped in
+    its own code or rank 0 called a collective only it calls; the report proves neither. Where a second peer went
+    on too, the one stopped is proven."""
+    report = (
+        "[rank0]:[E1015 10:31:33.2 ProcessGroupNCCL.cpp:1620] [PG ID 0 PG GUID 0(default_pg) Rank 0]  - [0] Timeout "
+        "at collective: ALLREDUCE, #3\n"
+        "[rank0]: - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+        "[rank0]:   - [1] finished collective #2, but didn't join collective #3 (count from 1)\n"
+        "[rank0]: - Snapshot of ranks' latest states:\n"
+        "[rank0]:     #3 started ranks:\n"
+        "[rank0]:       [0] started ALLREDUCE\n"
+    )
+    verdict = judged(report)
+    assert verdict.culprits == [] and suspects(verdict)[:2] == [1, 0], verdict.headline
+    assert "which its one peer went on to" in verdict.headline
+    assert judged(report.replace("[0] started ALLREDUCE", "[0, 2] started ALLREDUCE")).culprits == [1]
+    short = (
+        "[rank0]:[E1015 10:31:33.1 ProcessGroupNCCL.cpp:1620] [PG ID 0 PG GUID 0(default_pg) Rank 0] Watchdog caught "
+        "collective operation timeout: WorkNCCL(SeqNum=3, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=8000) "
+        "ran for 8012 milliseconds before timing out.\n"
+    )
+    assert judged(short).nobody is not None, "a timeout of 8 s alone: the configuration"
+    verdict = judged(short + report)
+    assert verdict.nobody is None and suspects(verdict)[:2] == [1, 0], "the report says more than the timeout"
+    assert "the collective timeout is 8.0s" in verdict.headline
 
 
 def test_a_ranks_prefix_after_another_ranks_progress_bar_starts_its_own_line() -> None:

@@ -5342,9 +5342,9 @@ VERDICTS = [
     ),
     (
         "torchrun_nccl_desync_report_rank0_extra_allreduce_rank1_never_joined.log",
-        [1],
         [],
-        "rank 1 finished collective #2 and never started #3, which its peers",
+        [1, 0],
+        "finished collective #2 and never started #3, which its one peer went on to",
     ),
     (
         "torchtitan_mi250_triton_cache_filenotfound_rank6.log",
