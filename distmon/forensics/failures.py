@@ -196,10 +196,12 @@ PROGRAM = re.compile(
     r"|Error\(s\) in loading state_dict|Expected to have finished reduction in the prior iteration"
     r"|Expected to mark a variable ready only once|Your training graph has changed in this iteration"
     r"|element 0 of tensors does not require grad|Trying to backward through the graph a second time)"
+    r"|^(?:\w+\.)*(?:RuntimeError: )?CUDA error: operation not permitted when stream is capturing"
 )
 """Errors of the program's own code or configuration (a check of its arguments, a name or attribute
 it lacks, a module not installed, tensors on two devices, a checkpoint of another model, a model
-DDP's reducer cannot follow: parameters unused, or marked ready twice under reentrant checkpointing):
+DDP's reducer cannot follow: parameters unused, or marked ready twice under reentrant checkpointing; a
+CUDA graph captured around work that may not be, NCCL's watchdog's own queries among it):
 the same in every rank, which runs the same code on the same configuration."""
 _BATCH = re.compile(r"torch/utils/data/|in DataLoader worker process")
 """A batch being fetched: its sample is one rank's own (a corrupt image, a missing key, a sequence
@@ -210,10 +212,17 @@ _NUMBERS = re.compile(r"\b(?:nan|inf|not finite|non-finite)\b", re.IGNORECASE)
 """A check of the numbers (a loss or a gradient not finite): a rank's own data or GPU may have made them."""
 
 
+_PYTHONS_OWN = re.compile(r"/lib/python3\.\d{1,2}/(?!site-packages/|dist-packages/)")
+"""A file of Python's standard library: its ``__getitem__`` is a mapping's (a registry's lookup), no dataset's."""
+
+
 def _batch(raised: Raised) -> bool:
     """Raised while fetching a batch: the sample is one rank's own."""
     return bool(_BATCH.search(raised.said)) or any(
-        _BATCH.search(f.file) or f.func in _FETCH or "collate" in f.func or "collate(" in (f.code or "")
+        _BATCH.search(f.file)
+        or (f.func in _FETCH and not _PYTHONS_OWN.search(f.file))
+        or "collate" in f.func
+        or "collate(" in (f.code or "")
         for f in raised.frames
     )
 

@@ -267,10 +267,6 @@ MISSED = {
         " GPU's fault is a rank's own until the lines show every rank met it (the thread: a kernel's bug "
         "every rank runs)"
     ),
-    "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log": (
-        "process 1's KeyError is raised in a dataset registry's lookup, a fetch the reader takes for a "
-        "sample's: that the datasets were registered in no spawned process (the thread) no line says"
-    ),
     "vllm_ray_tp8_rank4_allreduce_timeout_cudagraph_nccl_deadlock.log": (
         "rank 4's lone watchdog timeout beside CUDA graph capture waiting: that NCCL and CUDA graphs deadlock "
         "every rank alike only the thread says"
@@ -336,9 +332,6 @@ MISSED = {
     "host and pid: its rank no line says",
     "nccl_p2p_use_cuda_memcpy_two_gpus_rank1_allreduce7.log": "rank 1 timed out in an all-reduce, rank 0's lines not "
     "shown: suspected; that NCCL's P2P copy-engine setting hung it, only the thread's fix says",
-    "physicsnemo_cuda_graph_capture_watchdog_rank10_not_permitted_capturing.log": "rank 10 raised CUDA's error of its "
-    "own (not permitted while capturing): proven; that the capture path races alike in every rank, only the thread "
-    "says",
     "streaming_lightning_restart_rank7_stale_shm_locals_file_exists.log": "rank 7 raised FileExistsError of its own: "
     "proven; that the shared memory was an earlier run's leftover, only the thread says",
     "tcpstore_occupied_port_rank3_gdb_stuck_in_doget.log": "a debugger's backtrace of a store client blocked in a "

@@ -296,6 +296,25 @@ def test_an_error_of_the_programs_own_code_is_every_ranks_not_the_one_a_paste_sh
         "iteration, but then got unused in the second iteration.",
     ):
         assert judged(raised("[rank3]: ", reducer)).nobody is not None, "a model DDP's reducer cannot follow"
+    capturing = (
+        "[E ProcessGroupNCCL.cpp:830] [Rank 10] NCCL watchdog thread terminated with exception: CUDA error: "
+        "operation not permitted when stream is capturing\n"
+    )
+    assert judged(capturing).nobody is not None, "a CUDA graph captured around what may not be: every rank's"
+    registry = "".join(
+        f"[rank1]: {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/venv/lib/python3.8/site-packages/detectron2/data/catalog.py", line 51, in get',
+            "    f = self[name]",
+            '  File "/usr/lib/python3.8/collections/__init__.py", line 1010, in __getitem__',
+            "    raise KeyError(key)",
+            "KeyError: 'coco_2017_trian'",
+        )
+    )
+    assert judged(registry).nobody is not None, "a name looked up in a registry: no sample of a rank's own"
+    fetched = registry.replace("detectron2/data/catalog.py", "w/shards.py").replace(", in get", ", in __getitem__")
+    assert alone(judged(fetched)) == [1], "a dataset's __getitem__ looking its sample up: the rank's own sample"
     assert alone(judged(raised("[rank2]: ", "RuntimeError: CUDA error: an illegal memory access"))) == [2]
     batch = '  File "/venv/lib/python3.11/site-packages/torch/utils/data/_utils/fetch.py", line 52, in fetch'
     assert alone(judged(raised("[rank3]: ", "KeyError: 'image'", batch))) == [3], "a sample of its own shard"

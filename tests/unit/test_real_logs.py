@@ -2354,8 +2354,8 @@ VERDICTS = [
     (
         "physicsnemo_cuda_graph_capture_watchdog_rank10_not_permitted_capturing.log",
         [],
-        [10],
-        "rank 10 raised CUDA error: operation not permitted when stream is",
+        NOBODY,
+        "nobody to blame: rank 10 raised CUDA error: operation not permitted when stream is capturing",
     ),
     (
         "protenix_docker_eight_procs_local_rank1_sigabrt_flight_recorder.log",
@@ -3669,8 +3669,8 @@ VERDICTS = [
     (
         "tllib_detectron2_launch_mpspawn_process1_dataset_keyerror_every_rank_alike_none.log",
         [],
-        [1],
-        "rank 1 raised KeyError: '.._.._.._.._DroneVehicle_RGB_day_trainval';",
+        NOBODY,
+        "nobody to blame: rank 1 raised KeyError: '.._.._.._.._DroneVehicle_RGB_day_trainval'",
     ),
     (
         "deepspeed_inference_2node_16rank_ib_completion_error12_proxy_rank2_network_none.log",
