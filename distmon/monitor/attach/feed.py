@@ -42,11 +42,9 @@ MAX_MESSAGE = 64 * 1024 * 1024
 their evidence); reports come in pieces of ``PIECE_BYTES``."""
 UNREACHABLE_AFTER = 2.0
 """Seconds of refused connections after which nothing listens at the address."""
-TELL_AFTER, TELL_TRIES = 3.0, 12
-"""Seconds of failed handshakes, and failed tries at least, after which a screen with a key, none
-of whose tries said the monitor has no key, is told the monitor holds another job's (ZeroMQ tries
-every 0.1 s, less often on a loaded host, and a try may fail without saying why: beside two CPU burners
-eight tries in 1.5 s once all did, ci197)."""
+PROBE_TRIES = 8
+"""Handshakes without a key tried, each cut off without a word (the network's doing, not the key's), before
+a keyed screen gives up telling why the monitor refuses it."""
 CONNECTION_EVENTS = (
     zmq.EVENT_CONNECTED
     | zmq.EVENT_CONNECT_RETRIED
@@ -76,10 +74,10 @@ class AttachedFeed:
         """The job's progress as the monitor followed it, as of the latest catch-up."""
         self._failed_at: float | None = None
         """When the monitor first refused this screen's handshake."""
-        self._mismatch = False
-        """A refusal said one side had a key and the other none."""
-        self._failures = 0
-        """Handshakes the monitor refused."""
+        self._keyless: bool | None = None
+        """Whether the monitor that refused this keyed screen holds no key, as a handshake without one tells
+        (:meth:`_probe`); None until it does."""
+        self._probe_tries = 0
         self._queue: deque[Item] = deque()
         self._queued = 0
         self._told: deque[Told] = deque()
@@ -107,6 +105,8 @@ class AttachedFeed:
             keys.as_client(self._socket, key)
         self._events = self._socket.get_monitor_socket(CONNECTION_EVENTS)
         self._socket.connect(self.address)
+        self._prober: zmq.Socket[Any] | None = None
+        self._probe_events: zmq.Socket[Any] | None = None
         self._stopping = threading.Event()
         self._thread = threading.Thread(target=self._run, name="distmon-attached", daemon=True)
         self._thread.start()
@@ -123,6 +123,10 @@ class AttachedFeed:
                 ready = dict(poller.poll(100))
                 if self._events in ready:
                     self._watch_connection()
+                    if self._failed_at is not None and self.keyed and self._prober is None:
+                        poller.register(self._probe(), zmq.POLLIN)
+                if self._probe_events is not None and self._probe_events in ready:
+                    self._watch_probe(poller)
                 if self._socket in ready:
                     for _ in range(1000):
                         try:
@@ -132,6 +136,7 @@ class AttachedFeed:
                         self._heard_at = time.monotonic()
                         self._take(frames)
         finally:
+            self._close_probe()
             self._events.close(linger=0)
             self._socket.close(linger=0)
             self._context.term()
@@ -148,18 +153,48 @@ class AttachedFeed:
 
     def _watch_connection(self) -> None:
         while self._events.poll(0):
-            event = recv_monitor_message(self._events)
-            kind, value = event["event"], event["value"]
+            kind = recv_monitor_message(self._events)["event"]
             if kind in (zmq.EVENT_CONNECTED, zmq.EVENT_HANDSHAKE_SUCCEEDED):
                 self._connected, self._refused_since = True, None
             elif kind == zmq.EVENT_CONNECT_RETRIED:
                 if self._refused_since is None:
                     self._refused_since = time.monotonic()
-            else:  # a handshake failed: ZeroMQ tries again, and the tries tell why
-                self._mismatch |= value == zmq.PROTOCOL_ERROR_ZMTP_MECHANISM_MISMATCH
-                self._failures += 1
-                if self._failed_at is None:
-                    self._failed_at = time.monotonic()
+            elif self._failed_at is None:  # a handshake failed: ZeroMQ tries again
+                self._failed_at = time.monotonic()
+
+    def _probe(self) -> zmq.Socket[Any]:
+        """A second connection, without a key, once the monitor refused this keyed screen: a monitor with no
+        key accepts it, one holding a key refuses it. What the screen's own refusals say varies with the load
+        (under two CPU burners, twelve in a row once named no mechanism, ci260); the probe's handshake does
+        not. It sends nothing."""
+        self._prober = self._context.socket(zmq.DEALER)
+        self._prober.setsockopt(zmq.LINGER, 0)
+        self._probe_events = self._prober.get_monitor_socket(CONNECTION_EVENTS)
+        self._prober.connect(self.address)
+        return self._probe_events
+
+    def _watch_probe(self, poller: zmq.Poller) -> None:
+        assert self._probe_events is not None
+        assert self._prober is not None
+        while self._keyless is None and self._probe_events.poll(0):
+            kind = recv_monitor_message(self._probe_events)["event"]
+            if kind == zmq.EVENT_HANDSHAKE_SUCCEEDED:
+                self._keyless = True
+            elif kind in (zmq.EVENT_HANDSHAKE_FAILED_PROTOCOL, zmq.EVENT_HANDSHAKE_FAILED_AUTH):
+                self._keyless = False  # a handshake without a key refused: the monitor holds one
+            elif kind == zmq.EVENT_HANDSHAKE_FAILED_NO_DETAIL and self._probe_tries < PROBE_TRIES:
+                self._probe_tries += 1
+                self._prober.disconnect(self.address)
+                self._prober.connect(self.address)
+        if self._keyless is not None:
+            poller.unregister(self._probe_events)
+            self._close_probe()
+
+    def _close_probe(self) -> None:
+        for socket in (self._probe_events, self._prober):
+            if socket is not None:
+                socket.close(linger=0)
+        self._probe_events = None
 
     def refused(self) -> str | None:
         """Why the monitor refuses this screen, in words a user acts on; None while it has not
@@ -171,9 +206,9 @@ class AttachedFeed:
                 f"the monitor at {self.endpoint} shows the job only to holders of its key: "
                 f"give --key-file FILE (or ${keys.ENV}), the job's key file"
             )
-        if self._mismatch:
+        if self._keyless:
             return f"the monitor at {self.endpoint} has no job key: attach without one (no --key-file, no ${keys.ENV})"
-        if time.monotonic() - self._failed_at < TELL_AFTER or self._failures < TELL_TRIES:
+        if self._keyless is None:
             return None
         return f"the monitor at {self.endpoint} refused this screen's key: it holds another job's"
 
