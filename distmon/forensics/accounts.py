@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from distmon.forensics.compiling import compile_failed
 from distmon.forensics.devices import gpu_not_taken, model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
@@ -103,6 +104,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _ddp_built(log)
         or model_too_large(log)
         or gpu_not_taken(log)
+        or compile_failed(log)
         or _library(log)
         or _illegal(log)
         or _announced_twice(log)

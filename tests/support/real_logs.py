@@ -149,10 +149,6 @@ MISSED = {
         "an extra one rank 1 never would; both are suspected, the report's lagging rank first: which, only the "
         "script says"
     ),
-    "torchrun_inductor_cpp_wrapper_gxx_failure_rank2_every_rank_alike.log": (
-        "rank 2's traceback in Inductor's compiler call is cut before its exception: that every rank's "
-        "compile failed alike, only the thread says"
-    ),
     "torchrun_dynamo_unsupported_distributed_op_rank0_single_proc.log": (
         "Dynamo's logged traceback on rank 0 is cut before its exception: what failed no line says"
     ),
@@ -167,10 +163,6 @@ MISSED = {
     "lighteval_vllm_dp2_ray_task_no_gpu_setup.log": (
         "a Ray task's traceback in vLLM's engine set-up, cut before its exception: that Ray gave it no GPU, "
         "only the thread says"
-    ),
-    "functional_collectives_all_to_all_single_grad_compile_failure_rank0_library_bug.log": (
-        "rank 0's traceback is cut before its exception: that torch's compiled all_to_all_single fails alike "
-        "on every rank, only the thread says"
     ),
     "flower_ray_vce_client_actor_died_gpu_oversubscribed.log": (
         "Ray says a client actor's worker died, no rank named: that the GPU was oversubscribed by the "

@@ -2433,6 +2433,44 @@ def test_a_rank_that_could_not_take_its_gpu_is_the_launchs_doing_not_the_rank() 
     assert judged(frames + waits).nobody is None
 
 
+def test_a_rank_failing_while_torch_compile_compiles_is_every_ranks_compilation_not_the_rank() -> None:
+    """Rank 2's traceback is cut in Inductor building its C++, or rank 0's ends in Dynamo's Unsupported raised
+    converting a frame: every rank compiles the same model alike, so nobody is to blame. Not so beside a rank
+    waiting, for an out-of-memory raised there, nor for a compiled model's run (no frame of compilation)."""
+    inductor = "/venv/lib/python3.12/site-packages/torch/_inductor/cpp_builder.py"
+    cut = (
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/work/train.py", line 61, in <module>\n'
+        "[rank2]:     loss = model(x).sum()\n"
+        f'[rank2]:   File "{inductor}", line 331, in _run_compile_cmd\n'
+        "[rank2]:     subprocess.check_output(args)\n"
+    )
+    said = judged(cut).nobody
+    assert said is not None and "failed while torch.compile compiled (_run_compile_cmd in cpp_builder.py" in said
+    dynamo = "".join(
+        f"[rank0]: {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/work/train.py", line 61, in <module>',
+            '  File "/venv/lib/python3.12/site-packages/torch/_dynamo/convert_frame.py", line 1092, in _compile',
+            '  File "/venv/lib/python3.12/site-packages/torch/_dynamo/symbolic_convert.py", line 912, in step',
+            "torch._dynamo.exc.Unsupported: call_function all_to_all_single in skip_files",
+        )
+    )
+    said = judged(dynamo).nobody
+    assert said is not None and "(_compile in convert_frame.py: torch._dynamo.exc.Unsupported" in said
+    waits = (
+        "[rank1]:[E0611 08:01:02.3 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 "
+        "milliseconds before timing out.\n"
+    )
+    assert judged(cut + waits).nobody is None, "another rank waited for it: it compiled alone"
+    oom = dynamo.replace("torch._dynamo.exc.Unsupported: call_function", "torch.OutOfMemoryError: CUDA out of memory")
+    assert "torch.compile" not in str(judged(oom).nobody), "its GPU's memory: a rank may meet it alone"
+    running = dynamo.replace("convert_frame.py", "eval_frame.py").replace("Unsupported", "TorchRuntimeError")
+    assert "torch.compile" not in str(judged(running).nobody), "a compiled model's run is no compilation"
+
+
 def test_a_traceback_cut_in_fsdps_own_code_is_no_wait_and_a_cut_exception_is_not_said_as_anothers() -> None:
     """Rank 3's traceback is cut inside FSDP2's copy out of the all-gathered buffer (where it allocates), rank 1's
     shows only its out-of-memory line: rank 3 is no waiter that would prove rank 1 at fault, and the headline says

@@ -5229,8 +5229,8 @@ VERDICTS = [
     (
         "functional_collectives_all_to_all_single_grad_compile_failure_rank0_library_bug.log",
         [],
-        [0],
-        "suspected: rank 0 (it raised in wrapper_function",
+        NOBODY,
+        "nobody to blame: rank 0 failed while torch.compile compiled (_compile in convert_frame.py",
     ),
     (
         "habitat_ddppo_teardown_rank0_exits_rank1_tcpstore_recv_failed.log",
@@ -5337,8 +5337,8 @@ VERDICTS = [
     (
         "torchrun_inductor_cpp_wrapper_gxx_failure_rank2_every_rank_alike.log",
         [],
-        [2],
-        "suspected: rank 2 (it raised in run (/data/czh/miniconda3/lib/python3.",
+        NOBODY,
+        "nobody to blame: rank 2 failed while torch.compile compiled (_run_compile_cmd in cpp_builder.py",
     ),
     (
         "torchrun_nccl_desync_report_rank0_extra_allreduce_rank1_never_joined.log",
