@@ -1,6 +1,7 @@
 """What the job's environment refused it, in the words of whatever met the refusal: a host name
 that did not resolve, GPUs that cannot reach each other's memory, a library missing or built for
-another version, a CUDA call of NCCL's that the build, the driver or the GPU do not support, a GPU
+another version, a CUDA call of NCCL's that the build, the driver or the GPU do not support, ranks
+holding different models (or one whose parameters never reached the others) as DDP is built, a GPU
 the installed torch was not built for, MPI that could not start or a launch asking more slots than
 its hosts have, arguments the script does not take, a rank outside the world size, gloo or the
 InfiniBand verbs refusing to set up, a launcher that could not reach every node or lost one, a
@@ -22,6 +23,8 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
     n1:25:25 [0] init.cc:981 NCCL WARN Invalid rank requested : 2/2
     ORTE was unable to reliably start one or more daemons.
     Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
+    RuntimeError: DDP expects same model across all ranks, but Rank 2 has 363 params, while rank 0 has
+        inconsistent 0 params.                          (DDP's check as it is built: the counts never came)
     ImportError: libmpi.so.40: cannot open shared object file: No such file or directory
     n1:42:42 [0] init.cc:416 NCCL WARN Cuda failure 'operation not supported'     (NCCL, 2.12+)
     UserWarning: NVIDIA H100 with CUDA capability sm_90 is not compatible with the current PyTorch
@@ -117,6 +120,26 @@ FAULTS = (
         ("peer access", "217", "PeerAccess"),
         re.compile(r"peer access is not supported|cudaErrorPeerAccessUnsupported|Cuda failure 217\b"),
         nccl=True,
+    ),
+    Fault(
+        "DDP's check that every rank holds the same model brought back no parameters from a rank (no model has none)",
+        "the transport that carried the check's counts between the ranks (NCCL_P2P_DISABLE=1 and NCCL_IB_DISABLE=1 "
+        "as a test, peer-to-peer between the GPUs, the network interface NCCL picks), or a model built on some "
+        "ranks only",
+        ("inconsistent 0 params",),
+        re.compile(r"but Rank \d{1,9} has \d{1,12} params, while rank \d{1,9} has inconsistent 0 params"),
+        setup=True,
+    ),
+    Fault(
+        "the ranks built different models (DDP's check that every rank holds the same one)",
+        "how each rank builds the model: a configuration, checkpoint or code that differs between the nodes or "
+        "ranks (a branch on the rank, a file read per node, another version installed on a node)",
+        ("has inconsistent", "appears not to match sizes"),
+        re.compile(
+            r"but Rank \d{1,9} has \d{1,12} params, while rank \d{1,9} has inconsistent [1-9]\d{0,11} params"
+            r"|in this process with sizes \[[\d, ]{0,200}\] appears not to match sizes of the same param in process"
+        ),
+        setup=True,
     ),
     Fault(
         "a library is missing or was built for another version",

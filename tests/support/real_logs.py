@@ -331,8 +331,6 @@ MISSED = {
     "accelerate_multi_gpu_stuck_ranks_2_7_allreduce_48490_p2p.log": "two ranks wait in one all-reduce deep into "
     "training: the ranks not shown are suspected; that the GPUs' peer-to-peer path hung it, only the maintainers' "
     "fix says",
-    "f5tts_multinode_ddp_inconsistent_params_rank0_zero_nccl_env.log": "DDP's check saw 0 parameters for rank 0, no "
-    "rank's prefix, no launcher's line: that the nodes' all-gather did not deliver, only the thread's fix says",
     "gloo_allreduce_rank0_smaller_shape_preamble_enforce.log": "gloo received more bytes than its buffer holds: the "
     "ranks' sizes differ; which rank printed it, or whose size is odd, no line says",
     "llama2_70b_torchrun_eight_procs_one_3090_invalid_device_ordinal_interleaved.log": "tracebacks interleaved, none "

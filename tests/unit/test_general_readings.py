@@ -517,6 +517,10 @@ REFUSALS = [
     "RuntimeError: use_libuv was requested but PyTorch was build without libuv support",
     "RuntimeError: Cannot re-initialize CUDA in forked subprocess. To use CUDA with multiprocessing, you must use "
     "the 'spawn' start method",
+    "RuntimeError: DDP expects same model across all ranks, but Rank 3 has 291 params, while rank 0 has inconsistent "
+    "0 params.",
+    "[rank1]: RuntimeError: DDP expects same model across all ranks, but Rank 1 has 291 params, while rank 0 has "
+    "inconsistent 289 params.",
 ]
 
 
