@@ -1,7 +1,8 @@
 """What the job's environment refused it, in the words of whatever met the refusal: a host name
 that did not resolve, GPUs that cannot reach each other's memory, a library missing or built for
 another version, a CUDA call of NCCL's that the build, the driver or the GPU do not support, ranks
-holding different models (or one whose parameters never reached the others) as DDP is built, a GPU
+holding different models (or one whose parameters never reached the others) as DDP is built, ranks running
+the model's modules in different orders under ZeRO-3, a GPU
 the installed torch was not built for, MPI that could not start or a launch asking more slots than
 its hosts have, arguments the script does not take, a rank outside the world size, gloo or the
 InfiniBand verbs refusing to set up, a launcher that could not reach every node or lost one, a
@@ -25,6 +26,8 @@ refusing the tasks, the training's numbers diverging (shared by every rank throu
     Cuda failure 217 'peer access is not supported between these two devices'      (NCCL's P2P)
     RuntimeError: DDP expects same model across all ranks, but Rank 2 has 363 params, while rank 0 has
         inconsistent 0 params.                          (DDP's check as it is built: the counts never came)
+    RuntimeError: disagreement between rank0 and rank6: rank0: [-4829058278667240489, ...], rank6: [...]
+                                                        (DeepSpeed ZeRO-3's check of the modules' order)
     ImportError: libmpi.so.40: cannot open shared object file: No such file or directory
     n1:42:42 [0] init.cc:416 NCCL WARN Cuda failure 'operation not supported'     (NCCL, 2.12+)
     UserWarning: NVIDIA H100 with CUDA capability sm_90 is not compatible with the current PyTorch
@@ -140,6 +143,16 @@ FAULTS = (
             r"|in this process with sizes \[[\d, ]{0,200}\] appears not to match sizes of the same param in process"
         ),
         setup=True,
+    ),
+    Fault(
+        "DeepSpeed ZeRO-3 found the ranks running the model's modules in different orders (its check of each "
+        "rank's order against rank 0's)",
+        "a model that runs differently on each rank (mixture-of-experts routing, a branch on the data or on the rank, "
+        "generation to different lengths): under ZeRO-3 every rank runs the same modules in the same order "
+        "(or use ZeRO stage 2)",
+        ("disagreement between rank0",),
+        re.compile(r"disagreement between rank0 and rank\d{1,9}: rank0: \["),
+        shared=True,
     ),
     Fault(
         "a library is missing or was built for another version",

@@ -421,11 +421,6 @@ MISSED = {
         "torchrun's agent names local rank 7 as the first worker that failed (exit code 1) and no worker's "
         "traceback shows: that a code regression failed every rank alike (the thread) no line shows"
     ),
-    "llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log": (
-        "DeepSpeed's check says rank 0 and rank 6 disagree on their parameter-fetch traces, from a process "
-        "the log does not name; that every rank's MoE routing differs (ZeRO-3 with MoE, the thread's answer) "
-        "no line says"
-    ),
     "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log": (
         "rank 0's traceback in broadcast_parameters is the failure the lines show; that rank 3's own download"
         " was corrupt (the maintainer's answer) is in no line"

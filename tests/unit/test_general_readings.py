@@ -521,6 +521,7 @@ REFUSALS = [
     "0 params.",
     "[rank1]: RuntimeError: DDP expects same model across all ranks, but Rank 1 has 291 params, while rank 0 has "
     "inconsistent 289 params.",
+    "RuntimeError: disagreement between rank0 and rank3: rank0: [7321, 8840, 1022], rank3: [7321, 1022, 8840]",
 ]
 
 

@@ -3339,8 +3339,8 @@ VERDICTS = [
     (
         "llamafactory_deepspeed_z3_moe_eval_disagreement_rank0_rank6_all_alike.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError: disagreement betw",
+        NOBODY,
+        "nobody to blame: DeepSpeed ZeRO-3 found the ranks running the model's modules in different orders",
     ),
     (
         "horovod_horovodrun_cpu_gt4_rank3_corrupt_mnist_download_rank0_broadcast_fails.log",
