@@ -5565,8 +5565,8 @@ VERDICTS = [
     (
         "uniad_eval_ddp_param_size_mismatch_rank1_broadcast_timeout.log",
         [],
-        [0],
-        "rank 1 waits in broadcast (its number not in the log) of group 0",
+        NOBODY,
+        "nobody to blame: the ranks built different models (DDP's check that every rank holds the same one)",
     ),
     (
         "vall_e_enhuiz_launch_5gpu_allreduce_watchdog_ranks_2_4.log",
