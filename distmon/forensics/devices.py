@@ -82,6 +82,7 @@ def gpu_not_taken(log: LogFacts) -> str | None:
     of a process given no GPU it can take (or its exception line cut from the log), and the log shows no rank
     apart from them (waiting, going on, failing otherwise): the launch gave the processes their GPUs."""
     failed = [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
+    failed += [log.cut_nameless] if log.cut_nameless is not None and not log.exceptions else []
     if not failed or not all(_taking(r.frames) and (r.cut or _REFUSED.search(r.said)) for r in failed):
         return None
     ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}

@@ -192,6 +192,8 @@ class LogFacts:
     """Tracebacks the log cuts inside a collective call: ranks that were waiting, their exceptions unseen."""
     cut_in: dict[int, str] = field(default_factory=dict)
     """The ranks of those tracebacks, each with where it stood (``all_reduce (distributed_c10d.py:2221)``)."""
+    cut_nameless: Raised | None = None
+    """The traceback no label places that the log cuts before its exception line, where it ends so."""
     oom_killed: str | None = None
     """slurmstepd's word that the step's cgroup killed a process for memory."""
     agents_under_srun: bool = False

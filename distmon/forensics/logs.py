@@ -234,7 +234,7 @@ class _Reader:
         ended = [e for e in self.facts.exits if e.unit == PROCESS]  # by pid: the launcher's started workers'
         placed = {e.who: r for e in ended if (r := self.facts.deepspeed.rank_of(e.who)) is not None}
         self.facts.exits += [replace(e, unit=RANK, who=placed[e.who], pid=e.who) for e in ended if e.who in placed]
-        nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
+        nameless = self.facts.cut_nameless = self.nameless.cut(self.stamp) if self.nameless is not None else None
         if nameless is not None:
             waits = len(self.facts.stores.main_first)
             self.facts.stores.traceback(None, nameless.frames, nameless.in_collective)

@@ -104,10 +104,6 @@ MISSED = {
     "accelerate_fsdp2_ci_device_side_assert_both_ranks_agent_names_rank0.log": _HELD_OUT,
     "applio_windows_gloo_unsupported_device_single_proc.log": _HELD_OUT,
     "applio_windows_gloo_makeuvdevice_hostname_empty.log": _HELD_OUT,
-    "fastvideo_torchrun_runpod_1xh100_world4_set_device_invalid_ordinal.log": (
-        "a traceback cut in torch.cuda.set_device, no rank named: that four processes were started on one "
-        "GPU, only the thread says"
-    ),
     "deepspeed_summit_jsrun_mp6_bert_oom_gpu3_setup.log": (
         "one process's out-of-memory error, no rank named, beside NCCL's set-up lines: that the model did not"
         " fit any GPU alike, only the thread says"

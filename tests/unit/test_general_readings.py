@@ -2436,6 +2436,10 @@ def test_a_rank_that_could_not_take_its_gpu_is_the_launchs_doing_not_the_rank() 
         "milliseconds before timing out.\n"
     )
     assert judged(frames + waits).nobody is None
+    nameless = frames.replace("[rank5]: ", "")
+    said = judged("world_size 4\n" + nameless).nobody
+    assert said is not None and said.startswith("a process could not take its GPU"), "no label: a process's"
+    assert judged(nameless + waits).nobody is None
 
 
 def test_a_rank_failing_while_torch_compile_compiles_is_every_ranks_compilation_not_the_rank() -> None:

@@ -6039,8 +6039,8 @@ VERDICTS = [
     (
         "fastvideo_torchrun_runpod_1xh100_world4_set_device_invalid_ordinal.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: a process could not take its GPU (in torch.cuda's set_device",
     ),
     (
         "gcp_a3ultra_sglang_gib_plugin_glibc_every_rank.log",
