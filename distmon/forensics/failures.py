@@ -402,12 +402,17 @@ def _unnamed(log: LogFacts) -> dict[str, Failure]:
     return {f"{PROCESS} {i}": Failure(f"{PROCESS} {i}", _kind(r), at=r.at, said=_said(r)) for i, r in enumerate(own)}
 
 
+SAYS_ENOUGH = 24
+"""Characters of a message's first sentence that say the failure without its type: a wrapper re-raising it
+(Horovod's ``HorovodInternalError``, torch's ``DistBackendError``) keeps the words and changes the type."""
+
+
 def _kind(raised: Raised) -> str:
-    """An exception as alike across ranks: its type and its message's first sentence, numbers
-    left out (each rank's OOM names its own GPU and sizes)."""
+    """An exception as alike across ranks: its message's first sentence, numbers left out (each rank's OOM
+    names its own GPU and sizes), and its type where the sentence is too short to say the failure alone."""
     sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
     message = re.sub(r"\d+", "N", sentence)[:120]
-    return f"{raised.type}: {message}" if message else raised.type
+    return message if len(message) >= SAYS_ENOUGH else f"{raised.type}: {message}" if message else raised.type
 
 
 def _said(raised: Raised) -> str:

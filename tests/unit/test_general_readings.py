@@ -2306,6 +2306,21 @@ def test_tasks_that_failed_differently_are_not_alike_where_no_label_places_their
     assert nobody is not None and "failed alike" not in nobody and "could not listen on its port" in nobody
 
 
+def test_one_failure_rewrapped_by_a_library_is_alike_its_unwrapped_self() -> None:
+    """Horovod re-raises NCCL's failure as HorovodInternalError with the same words: rank 0's paste kept the wrapper,
+    rank 1's the original; they failed alike. Two short messages of two types are not one failure."""
+
+    def raised(rank: int, exception: str) -> str:
+        lines = ["Traceback (most recent call last):", '  File "/w/train.py", line 149, in <module>', exception]
+        return "".join(f"[1,{rank}]<stderr>:{line}\n" for line in lines)
+
+    wrapped = "horovod.common.exceptions.HorovodInternalError: ncclBroadcast failed: unhandled cuda error"
+    bare = "RuntimeError: ncclBroadcast failed: unhandled cuda error"
+    nobody = judged(raised(0, wrapped) + raised(1, bare)).nobody
+    assert nobody is not None and "ranks 0-1 failed alike" in nobody
+    assert judged(raised(0, "KeyError: 'x'") + raised(1, "IndexError: 'x'")).nobody is None
+
+
 def test_what_the_log_does_not_show_of_the_peers_is_not_said() -> None:
     """A rank's CUDA out-of-memory alone in the paste: its peers' memory is not said to have held (only where they
     are shown waiting or going on). A rank the launcher's table alone shows ended is said to have ended so, not
