@@ -35,8 +35,7 @@ from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_a
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS, waits_unplaced
-from distmon.forensics.suspects import unnamed_ends
-from distmon.forensics.tracebacks import GRAPH
+from distmon.forensics.suspects import shown_why, unnamed_ends
 from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
@@ -166,7 +165,7 @@ def assign_blame(analysis: Analysis) -> Blame:
         return Blame([], [], undelivered, f"nobody to blame: {undelivered}", first)
     proven = _proven(analysis, [r for r in first.ranks if odd is None or r not in odd.ranks])
     suspects = _pointed(told, _suspects(analysis, [r for r in first.ranks if r not in proven]))
-    raised = [Suspect(r, _silent(log, r)) for r in cut if r not in proven]
+    raised = [Suspect(r, shown_why(log, r)) for r in cut if r not in proven]
     suspects = raised + [s for s in suspects if s.rank not in cut]
     if odd is not None:
         suspects = [Suspect(r, odd.why) for r in odd.ranks] + [s for s in suspects if s.rank not in odd.ranks]
@@ -243,10 +242,12 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
     said += unnamed_ends(log) + log.stacks.unnamed()
     said += log.ray.unnamed()[:1]
-    suspects = [Suspect(r, _silent(log, r)) for r in sorted(log.raised) if log.cut(r) and r not in waiters]
+    suspects = [
+        Suspect(r, shown_why(log, r)) for r in sorted(log.raised) if log.cut(r) and r not in {*waiters, *consequences}
+    ]
     if placeless := waits_unplaced(log):  # a rank shown not waiting with them is suspected first; then the unseen
         said.append(placeless)
-        suspects += [Suspect(r, _silent(log, r)) for r in sorted(log.seen - log.waiting - set(log.raised))]
+        suspects += [Suspect(r, shown_why(log, r)) for r in sorted(log.seen - log.waiting - set(log.raised))]
         unseen = sorted(set(range(analysis.world)) - log.seen - set(log.raised) - log.waiting)
         passing = any(t.op in P2P_OPS for ts in log.timeouts.values() for t in ts.values())  # a pipeline's stages
         suspects += [Suspect(r, NO_LINE) for r in unseen] if passing and len(unseen) < analysis.world else []
@@ -499,7 +500,7 @@ def _suspects(analysis: Analysis, unproven: list[int]) -> list[Suspect]:
     log = analysis.log
     unproven = [r for r in unproven if r not in log.waiting]
     seen = [r for r in unproven if r in log.seen and r not in log.cut_in]
-    found = [Suspect(r, _silent(log, r)) for r in sorted(seen, key=lambda r: not log.cut(r))]
+    found = [Suspect(r, shown_why(log, r)) for r in sorted(seen, key=lambda r: not log.cut(r))]
     alone = _alone(analysis)
     if alone is not None and alone[1]:
         found.insert(0, alone[0])
@@ -518,27 +519,6 @@ def _subgroups_only(analysis: Analysis) -> bool:
     one): rank 0 has no part in it that another rank lacks."""
     groups = [g for f in analysis.ranks.values() for g in f.groups if in_flight(g)]
     return bool(groups) and all(g.id != WORLD_GROUP and g.desc != DEFAULT_PG for g in groups)
-
-
-def _silent(log: LogFacts, rank: int) -> str:
-    """Why a rank the log shows, but not waiting, is suspected."""
-    raised = log.raised.get(rank)
-    if raised is not None and raised.cut:
-        where = (
-            f" in {raised.frames[-1].func} ({raised.frames[-1].file}:{raised.frames[-1].line})" if raised.frames else ""
-        )
-        if raised.message and raised.message != GRAPH:  # TensorFlow's words before its error's own
-            return f"it raised{where}: its traceback is in the log, cut before its exception line"
-        return f"it raised {raised.type}: the log is cut before its message"
-    waiting = len(log.waiting)
-    if rank in log.left:
-        return f"its own lines say its training ended ({log.left[rank]}) while {waiting} ranks wait: it left early " + (
-            "(fewer batches than its peers: uneven data; DistributedSampler(drop_last=True), or torch's Join)"
-        )
-    return (
-        f"its lines are in the log, but no watchdog line: it was not waiting with the {waiting} "
-        f"{'rank' if waiting == 1 else 'ranks'} that timed out"
-    )
 
 
 def _alone(analysis: Analysis) -> tuple[Suspect, bool] | None:

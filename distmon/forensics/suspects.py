@@ -10,6 +10,7 @@ from __future__ import annotations
 from distmon.forensics.failures import SIGKILL, TOGETHER, ended_in_failure
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.pasted_stacks import WAITS
+from distmon.forensics.tracebacks import GRAPH
 from distmon.forensics.worker_exits import (
     LOCAL_RANK,
     ON_A_NODE,
@@ -511,3 +512,24 @@ def unnamed_ends(log: LogFacts) -> list[str]:
             where = f" on {e.host}" if e.host else ""
             said.append(f"a process (pid {e.who}{where}) ended by {e.how}, as {e.by} says: its rank is not in the log")
     return list(dict.fromkeys(said))[:2]
+
+
+def shown_why(log: LogFacts, rank: int) -> str:
+    """Why a rank the log shows, but not waiting, is suspected."""
+    raised = log.raised.get(rank)
+    if raised is not None and raised.cut:
+        where = (
+            f" in {raised.frames[-1].func} ({raised.frames[-1].file}:{raised.frames[-1].line})" if raised.frames else ""
+        )
+        if raised.message and raised.message != GRAPH:  # TensorFlow's words before its error's own
+            return f"it raised{where}: its traceback is in the log, cut before its exception line"
+        return f"it raised {raised.type}: the log is cut before its message"
+    waiting = len(log.waiting)
+    if rank in log.left:
+        return f"its own lines say its training ended ({log.left[rank]}) while {waiting} ranks wait: it left early " + (
+            "(fewer batches than its peers: uneven data; DistributedSampler(drop_last=True), or torch's Join)"
+        )
+    return (
+        f"its lines are in the log, but no watchdog line: it was not waiting with the {waiting} "
+        f"{'rank' if waiting == 1 else 'ranks'} that timed out"
+    )

@@ -28,6 +28,10 @@ GRAPH = "Graph execution error:"
 """TensorFlow's message (2.9 on) where an op of its graph failed: ``Detected at node 'X' defined at (most recent
 call last):``, the frames that built the op, ``Node: 'X'``, then the error itself, the message to read."""
 
+_DETECTED = re.compile(r"Detected at node '([^']{1,200})'")
+_COLLECTIVE_OP = re.compile(r"Horovod(?:Allreduce|Allgather|Broadcast|Alltoall|Reducescatter|ReduceScatter)")
+"""The ops Horovod adds to TensorFlow's graph for its collectives (``HorovodAllreduce_grads_0``)."""
+
 TRACEBACK = "Traceback (most recent call last):"
 _LAUNCHERS = (
     "ChildFailedError",
@@ -98,6 +102,8 @@ class Raised:
     ray_pid: str | None = None
     """The Ray process it was raised in, as the last ``RayTaskError(...): ray::... (pid=N, ...)`` of its
     traceback says (a Ray driver prints each remote task's failure so)."""
+    graph_node: str | None = None
+    """The op TensorFlow's graph failed at, as its error's first line names it (``Detected at node 'X'``)."""
 
     @property
     def said(self) -> str:
@@ -132,9 +138,13 @@ class Raised:
         """Raised because another rank went first: a peer lost (:data:`~distmon.wire.PEER_LOST`),
         a wait in the store for a rank that had not come (:data:`~distmon.forensics.stores.WAITED`),
         a check that reports on the others (:data:`~distmon.forensics.distributed_debug.MISMATCH`),
-        or a launcher because a worker failed."""
+        or a launcher because a worker failed, or an op of Horovod's collectives in TensorFlow's graph whose
+        error's words the paste cut (a peer's shutdown, a mismatch or the transport, never the rank's own work)."""
         said = self.said
-        return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.launchers
+        collective = (
+            self.message == GRAPH and self.graph_node is not None and bool(_COLLECTIVE_OP.match(self.graph_node))
+        )
+        return bool(PEER_LOST.search(said) or WAITED.search(said)) or MISMATCH in said or self.launchers or collective
 
     @property
     def oom_device(self) -> int | None:
@@ -225,6 +235,8 @@ class Traceback:
     def _message(self, body: str) -> None:
         assert self.raised is not None
         if self.raised.message == GRAPH:  # the op's definition until its name, then the error's own words
+            if self.raised.graph_node is None and (detected := _DETECTED.search(body)) is not None:
+                self.raised.graph_node = visible(detected.group(1), 120)
             if self.node is None and body.lstrip().startswith("Node: "):
                 self.node = visible(body.strip()[len("Node: ") :], 120)
             elif self.node is not None and body.strip():

@@ -376,12 +376,6 @@ MISSED = {
     "says: proven; that the kernels refuse every V100 alike, only the thread says",
     "torch_mpi_backend_three_ranks_raise_rank0_allgather_hang_pids_only.log": "three processes raised, named by their "
     "pids alone: which ranks they are, no line says",
-    "opennmt_tf_horovod_mpirun_early_stop_rank0_exits_others_shutdown.log": (
-        "rank 1's TensorFlow error (a graph execution error detected at a Horovod all-reduce node) is cut "
-        "before its words, rank 3 shows Horovod shut down; rank 0, which left the loop (early stopping "
-        "decided on the master alone, the thread's fix), has no line: rank 1, whose error's words are cut, is "
-        "suspected before it"
-    ),
     "horovod_tf_mpirun_gpu_not_exposed_setup_shutdown_none.log": (
         "only Horovod's shutdown shows (a consequence of a rank's exception or early exit), from a process "
         "the log does not name; the first exception (a GPU the container did not expose, the thread's "

@@ -929,7 +929,8 @@ def test_an_op_whose_name_the_excerpt_cut_is_not_read_as_another_op() -> None:
 def test_tensorflows_graph_execution_error_is_read_at_its_own_words_after_the_op() -> None:
     """TensorFlow 2.9 on says ``Graph execution error:``, then the frames that built the failed op, then ``Node:``,
     then the error: rank 2's is Horovod shut down under it (another's consequence), rank 1's own words cut from the
-    paste (no failure of its own proven), rank 3's a shape error of its own."""
+    paste (no failure of its own proven: an op of Horovod's collectives failed, as another's consequence does; the
+    rank the log does not show is suspected, not rank 1), rank 3's a shape error of its own."""
     head = (
         "[1,{r}]<stderr>:Traceback (most recent call last):\n"
         '[1,{r}]<stderr>:  File "/srv/train.py", line 40, in <module>\n'
@@ -946,7 +947,11 @@ def test_tensorflows_graph_execution_error_is_read_at_its_own_words_after_the_op
         head.format(r=2, kind="UnknownError") + node.format(r=2) + shut + head.format(r=1, kind="UnknownError")
     ).log
     assert log.raised[2].consequence and "(at node 'HorovodAllreduce_grads_7_0')" in log.raised[2].message
-    assert log.raised[1].cut and not log.raised[1].own
+    assert log.raised[1].cut and not log.raised[1].own and log.raised[1].consequence
+    two = head.format(r=2, kind="UnknownError") + node.format(r=2) + shut + head.format(r=1, kind="UnknownError")
+    assert [s.rank for s in assign_blame(analyze_text(two)).suspects][:1] == [0], "not rank 1, cut in Horovod's op"
+    matmul = analyze_text(head.format(r=1, kind="UnknownError").replace("HorovodAllreduce_grads_7_0", "MatMul_3")).log
+    assert not matmul.raised[1].consequence, "an op of its own work: cut, not another's consequence"
     own = analyze_text(head.format(r=3, kind="InvalidArgumentError") + node.format(r=3) + shapes).log.raised[3]
     assert own.own and own.message.startswith("Incompatible shapes: [8,3] vs. [8,4]")
 
