@@ -20,7 +20,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from distmon.forensics.compiling import compile_failed
 from distmon.forensics.devices import gpu_not_taken, model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
@@ -38,6 +37,7 @@ from distmon.forensics.failures import (
     whom,
 )
 from distmon.forensics.host_memory import killed_together, node_memory, step_memory
+from distmon.forensics.library_steps import in_library_step
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, gone_peer, lost_peers, spared, suspects
@@ -104,7 +104,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _ddp_built(log)
         or model_too_large(log)
         or gpu_not_taken(log)
-        or compile_failed(log)
+        or in_library_step(log)
         or _library(log)
         or _illegal(log)
         or _announced_twice(log)

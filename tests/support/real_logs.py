@@ -436,10 +436,6 @@ MISSED = {
         " stands without a rank (fairseq's OOM handler skipped the batch): that rank 0 fell out of step, the "
         "thread says"
     ),
-    "sdscripts_flux_accelerate_rank3_ddp_blockswap_valueerror_all_ranks.log": (
-        "rank 3's traceback is cut before its exception line (DDP's check of parameters left on the CPU): a "
-        "cut traceback is suspected; that every rank raised it alike the lines do not show"
-    ),
     "trl_ppo_llama2_multigpu_gather_stats_cpu_tensor_allreduce_every_rank_alike.log": (
         "the interleaved tracebacks are read as no rank's; that every rank called all_reduce on a tensor left"
         " on the CPU the thread says"

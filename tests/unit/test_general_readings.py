@@ -2495,6 +2495,35 @@ def test_a_rank_failing_while_torch_compile_compiles_is_every_ranks_compilation_
     assert "torch.compile" not in str(judged(running).nobody), "a compiled model's run is no compilation"
 
 
+def test_a_rank_failing_ddps_own_check_of_the_model_is_every_ranks_program() -> None:
+    """Rank 3's traceback is cut where DDP raises its own check of the model or its arguments (``_log_and_throw``),
+    or ends in the check's error: every rank builds the same DDP. Not so beside a rank waiting."""
+    ddp = "/venv/lib/python3.10/site-packages/torch/nn/parallel/distributed.py"
+    cut = "".join(
+        f"[rank3]: {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/work/train.py", line 90, in <module>',
+            "    model = DDP(model, device_ids=[rank])",
+            f'  File "{ddp}", line 739, in __init__',
+            "    self._log_and_throw(",
+            f'  File "{ddp}", line 1127, in _log_and_throw',
+            "    raise err_type(err_msg)",
+        )
+    )
+    said = judged(cut).nobody
+    assert said is not None and "failed DistributedDataParallel's own check" in said
+    whole = cut + "[rank3]: RuntimeError: Modules with uninitialized parameters can't be used with DDP.\n"
+    said = judged(whole).nobody
+    assert said is not None and "(RuntimeError: Modules with uninitialized parameters" in said
+    waits = (
+        "[rank1]:[E0611 08:01:02.3 ProcessGroupNCCL.cpp:616] [Rank 1] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) ran for 600031 "
+        "milliseconds before timing out.\n"
+    )
+    assert judged(cut + waits).nobody is None, "another rank waited for it: not every rank's"
+
+
 def test_a_traceback_cut_in_fsdps_own_code_is_no_wait_and_a_cut_exception_is_not_said_as_anothers() -> None:
     """Rank 3's traceback is cut inside FSDP2's copy out of the all-gathered buffer (where it allocates), rank 1's
     shows only its out-of-memory line: rank 3 is no waiter that would prove rank 1 at fault, and the headline says

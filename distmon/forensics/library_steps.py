@@ -1,0 +1,57 @@
+"""A failure raised inside a step a library takes alike in every rank: torch.compile compiling the model (the
+same code, the same compiler), DistributedDataParallel checking the model and its arguments as it is built or
+used (the same model, the same arguments). What breaks there breaks alike, and is not a rank's fault."""
+
+from __future__ import annotations
+
+import re
+
+from distmon.forensics.failures import PROGRAM_WHY, shown_apart
+from distmon.forensics.logfacts import LogFacts
+from distmon.monitor.state.words import rank_word
+from distmon.wire.schema import StackFrame
+
+COMPILED = (
+    "every rank compiles the same model with the same compiler, so the compilation fails alike on each: the "
+    "program, its torch version or the compiler's set-up (a C++ compiler, Triton; TORCHDYNAMO_VERBOSE=1 says "
+    "more), not a rank; torch.compile's error is the place to look"
+)
+_COMPILING = ("torch/_dynamo/convert_frame.py", "torch/_inductor/cpp_builder.py")
+"""Files only compilation runs: Dynamo converting a frame it has no compiled code for (a frame whose code is
+compiled already runs without it), Inductor building its C++. A compiled model's run passes neither."""
+_DDP = "torch/nn/parallel/distributed.py"
+_DDP_CHECK = "_log_and_throw"
+"""Where DistributedDataParallel raises its own checks: a parameter it cannot use, devices it cannot place, a
+hook or a static graph it cannot follow."""
+_OWN = re.compile(r"out of memory|ECC error|\bXid\b|illegal memory access", re.IGNORECASE)
+"""A failure a rank may meet alone in such a step: its GPU's memory or its GPU itself."""
+
+
+def in_library_step(log: LogFacts) -> str | None:
+    """Where every failure the log shows was raised in one such step (whole or cut before its exception line),
+    none of them a GPU's own, and the log shows no rank apart from them."""
+    failed = [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
+    if not failed or any(_OWN.search(r.said) for r in failed):
+        return None
+    compiling = all(_compiling(r.frames) for r in failed)
+    if not compiling and not all(_checked_by_ddp(r.frames) for r in failed):
+        return None
+    ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
+    if shown_apart(log, ranks) or log.waiting:
+        return None
+    said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
+    who = rank_word(sorted(ranks)) if ranks else "a process"
+    if not compiling:
+        return f"{who} failed DistributedDataParallel's own check of the model or its arguments ({said}): {PROGRAM_WHY}"
+    frame = next(f for f in reversed(failed[0].frames) if f.file.endswith(_COMPILING))
+    where = f"{frame.func} in {frame.file.rsplit('/', 1)[-1]}"
+    return f"{who} failed while torch.compile compiled ({where}: {said}): {COMPILED}"
+
+
+def _compiling(frames: list[StackFrame]) -> bool:
+    return any(f.file.endswith(_COMPILING) for f in frames)
+
+
+def _checked_by_ddp(frames: list[StackFrame]) -> bool:
+    """The innermost frame is DDP raising its own check."""
+    return bool(frames) and frames[-1].file.endswith(_DDP) and frames[-1].func == _DDP_CHECK
