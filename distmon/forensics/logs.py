@@ -31,7 +31,7 @@ from distmon.forensics.launcher_lines import LauncherLines
 from distmon.forensics.logfacts import Layout, LogFacts, Timeout
 from distmon.forensics.nccl import MAX_GROUP
 from distmon.forensics.pasted import Written, lines_as_written
-from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, utc
+from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, unlabelled_exception, utc
 from distmon.forensics.watchdog import DEFAULT_PG, OPTIONS, PG, WORLD_GROUP, Said, pg_prefix, watchdog_said
 from distmon.forensics.worker_exits import PROCESS, RANK, SPAWNED, TASK, TEARDOWN, WorkerExit
 
@@ -166,6 +166,8 @@ class _Reader:
     assumed: bool = False
     """A glog stamp was read before any line gave the year: the log's times stand in this year, which
     a later line's year does not make its own."""
+    after: int | None = None
+    """The rank whose traceback the last line added to, its exception line still to come."""
     by_spawn: set[int] = field(default_factory=set)
     """The process indexes whose tracebacks ``mp.spawn`` printed, read as ranks."""
     seen_by_spawn: set[int] = field(default_factory=set)
@@ -202,9 +204,13 @@ class _Reader:
         if rank is not None and self.facts.raised and _went_on(self.facts, self.tracebacks, rank, body):
             self.facts.went_on.add(rank)
         self._accounts(body, rank if rank is not None else self.spawned)
+        after, self.after = self.after, None
         if rank is not None:
             if not self.launcher.ranked(body, rank):
                 self._traceback(rank, body, lone=found is None)
+            self.after = rank if rank in self.tracebacks and self.tracebacks[rank].raised is None else None
+        elif after is not None and self.nameless is None and unlabelled_exception(body):
+            self._traceback(after, body)  # the rank's exception line, right under its last frame, its label lost
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
         # a paste's blank lines before its first are not its start, nor a traceback's source line above its error
@@ -312,9 +318,9 @@ class _Reader:
             short = int(percent) < 100 and int(done) < int(total)
             named = _BAR_RANK.search(line, max(0, bar.start() - 200), bar.start()) if rank is None else None
             drawer = int(named.group(1)) if named is not None else rank
-            if short:
+            if short and (int(done) or elapsed.strip("0:")):  # a bar at its start, nothing done in no time: none yet
                 facts.progress = (drawer, f"{percent}% ({done}/{total}) after {elapsed}")
-            elif facts.progress is not None and facts.progress[0] == drawer:
+            elif not short and facts.progress is not None and facts.progress[0] == drawer:
                 facts.progress = None  # its bar ended; another rank's still short of its end stands
         if _FINISHED.search(line):
             facts.finished = True
@@ -372,7 +378,7 @@ class _Reader:
         if rank is None:
             self.facts.unplaced_lines += 1
             if len(self.facts.unplaced_said) < MAX_UNPLACED:
-                self.facts.unplaced_said.append(_unplaced(found))
+                self.facts.unplaced_said.append(found.unplaced)
             return
         self.facts.seen.add(rank)
         if at is not None:
@@ -582,13 +588,6 @@ class _Reader:
         self.facts.stores.traceback(None, raised.frames, raised.in_collective)
         if len(self.facts.unplaced) < MAX_UNPLACED:
             self.facts.unplaced.append(raised)
-
-
-def _unplaced(found: Said) -> str:
-    """``rank 5 of group 3: _all_gather_base #9141`` (its global rank not in the line)."""
-    who = f"rank {found.local} of group {found.group}" if found.group is not None else "a rank"
-    what = found.error or " ".join(p for p in (found.op, f"#{found.seq}" if found.seq is not None else None) if p)
-    return f"{who}: {what or 'its watchdog fired'}"
 
 
 def read_log(stream: IO[str] | Iterable[str], facts: LogFacts | None = None, year: int | None = None) -> LogFacts:

@@ -290,3 +290,10 @@ def utc(year: int | str, *parts: str | None) -> float | None:
     except (OverflowError, ValueError):
         return None
     return whole + (float("0." + fraction) if fraction else 0.0)
+
+
+def unlabelled_exception(body: str) -> bool:
+    """An exception line with no label, not a launcher's own: where a rank's traceback awaits its exception line on
+    the line above, the paste or a stream lost that line's label."""
+    lost = alone(body, None) if body[:1].isalpha() else None
+    return lost is not None and lost.raised is not None and not lost.raised.launchers

@@ -177,6 +177,13 @@ class Said:
     idle: bool = False
     """The group has nothing in flight on this rank (a dump signal's counts)."""
 
+    @property
+    def unplaced(self) -> str:
+        """``rank 5 of group 3: _all_gather_base #9141`` (its global rank not in the line)."""
+        who = f"rank {self.local} of group {self.group}" if self.group is not None else "a rank"
+        what = self.error or " ".join(p for p in (self.op, f"#{self.seq}" if self.seq is not None else None) if p)
+        return f"{who}: {what or 'its watchdog fired'}"
+
 
 _CONTINUES = re.compile(r"\s*(?:WorkNCCL\(|ran for |before timing out|last (?:enqueued|completed)|PG status)")
 """How the rest of a watchdog message a person broke over lines starts."""

@@ -245,11 +245,6 @@ MISSED = {
     "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": (
         "one py-spy stack waiting on the DataLoader's queue, no rank in it: that it is rank 0's the reporter says"
     ),
-    "trl_sft_fsdp_torchrun_8x3080_rank2_rank0_oom_every_rank_none.log": (
-        "rank 2's out-of-memory line lost its rank's prefix and rank 0's traceback is cut in the same "
-        "training step: no named rank's own failure is seen, so the cut tracebacks are suspected, not read as"
-        " failing alike"
-    ),
     "vllm_v1_multiproc_rope_illegal_memory_access_rank2_rank5_alike_none.log": (
         "ranks 2 and 5 raise an illegal memory access, rank 5's whole and rank 2's cut, in the same second: a"
         " GPU's fault is a rank's own until the lines show every rank met it (the thread: a kernel's bug "

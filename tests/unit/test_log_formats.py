@@ -956,6 +956,35 @@ def test_tensorflows_graph_execution_error_is_read_at_its_own_words_after_the_op
     assert own.own and own.message.startswith("Incompatible shapes: [8,3] vs. [8,4]")
 
 
+def test_an_exception_line_whose_label_was_lost_under_a_ranks_last_frame_is_that_ranks() -> None:
+    """Rank 2's frames, then its exception line without ``[rank2]:`` (a stream or the paste lost it): rank 2 raised
+    it. A launcher's own exception there is not the rank's, nor a line that does not follow the rank's frame. A
+    progress bar drawn at its start (0 done, after 00:00) is no rank going on beside the failures."""
+    trainer = "/venv/lib/python3.11/site-packages/transformers/trainer.py"
+    frames = (
+        "[rank2]: Traceback (most recent call last):\n"
+        '[rank2]:   File "/work/sft.py", line 67, in <module>\n'
+        "[rank2]:     trainer.train()\n"
+        f'[rank2]:   File "{trainer}", line 2560, in _inner_training_loop\n'
+        f'[rank2]:   File "{trainer}", line 3782, in training_step\n'
+        '[rank2]:   File "/venv/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward\n'
+    )
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 388.00 MiB.\n"
+    log = analyze_text(frames + oom).log
+    assert log.raised[2].type == "torch.OutOfMemoryError" and not log.raised[2].cut
+    launcher = "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+    assert analyze_text(frames + launcher).log.raised[2].cut, "torchrun's own exception, not the rank's"
+    assert analyze_text(frames + "[rank0]: step 3\n" + oom).log.raised[2].cut, "not under the rank's frame"
+    bar = "  0%|          | 0/247 [00:00<?, ?it/s]\n"
+    cut0 = frames.replace("[rank2]", "[rank0]").replace(
+        '[rank0]:   File "/venv/lib/python3.11/site-packages/torch/_tensor.py", line 626, in backward\n', ""
+    )
+    verdict = assign_blame(analyze_text(bar + frames + oom + cut0))
+    assert verdict.nobody is not None and "ranks 0, 2 failed alike" in verdict.nobody
+    moving = bar.replace("0/247 [00:00", "3/247 [00:41")
+    assert assign_blame(analyze_text(moving + frames + oom + cut0)).nobody is None, "a bar that moved: one went on"
+
+
 def test_a_loggers_line_between_a_tracebacks_frames_is_no_exception() -> None:
     """Python's logging, in its default format (``WARNING:name:message``), writes between another process's frames:
     its level is no exception's name, and the traceback's own exception line, after, is the one read."""

@@ -3309,8 +3309,8 @@ VERDICTS = [
     (
         "trl_sft_fsdp_torchrun_8x3080_rank2_rank0_oom_every_rank_none.log",
         [],
-        [0, 2],
-        "suspected: rank 0 (it raised in training_step",
+        NOBODY,
+        "nobody to blame: ranks 0, 2 failed alike (torch.OutOfMemoryError: CUDA out of memory)",
     ),
     (
         "torchtune_lora_fsdp2_tune_run_8x4090_rank6_rank5_rank2_oom_every_rank_none.log",
