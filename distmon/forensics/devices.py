@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import re
 
-from distmon.forensics.failures import is_own, shown_apart
+from distmon.forensics.failures import alone_said, failed_whole_or_cut, is_own
 from distmon.forensics.logfacts import LogFacts
 from distmon.monitor.state.words import rank_word
 from distmon.wire.schema import StackFrame
@@ -81,15 +81,13 @@ def gpu_not_taken(log: LogFacts) -> str | None:
     """Where every failure the log shows ended in torch.cuda taking the process's GPU, each saying why in the words
     of a process given no GPU it can take (or its exception line cut from the log), and the log shows no rank
     apart from them (waiting, going on, failing otherwise): the launch gave the processes their GPUs."""
-    failed = [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
+    failed = failed_whole_or_cut(log)
     failed += [log.cut_nameless] if log.cut_nameless is not None and not log.exceptions else []
     if not failed or not all(_taking(r.frames) and (r.cut or _REFUSED.search(r.said)) for r in failed):
         return None
-    ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
-    if shown_apart(log, ranks) or log.waiting:
+    if (alone := alone_said(log, failed)) is None:
         return None
-    said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
-    who = rank_word(sorted(ranks)) if ranks else "a process"
+    who, said = alone
     return f"{who} could not take its GPU (in torch.cuda's {failed[0].frames[-1].func}: {said}): {NO_GPU}"
 
 

@@ -172,6 +172,22 @@ def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
     )
 
 
+def failed_whole_or_cut(log: LogFacts) -> list[Raised]:
+    """Every failure the log shows of a rank's or a process's own, its exception line read or cut from the log: no
+    other's consequence, no launcher's word, no stop."""
+    return [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
+
+
+def alone_said(log: LogFacts, failed: list[Raised]) -> tuple[str, str] | None:
+    """Who raised ``failed`` (its ranks, or a process the log does not name) and what (the first exception line the
+    log holds), where the log shows no rank apart from them nor waiting; None where it does."""
+    ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
+    if shown_apart(log, ranks) or log.waiting:
+        return None
+    said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
+    return (rank_word(sorted(ranks)) if ranks else "a process"), said
+
+
 def one_kind(log: LogFacts, ranks: set[int]) -> bool:
     """The failures of ``ranks`` the log shows are of one kind (the same exception, numbers aside; a
     cut one any): what every rank may have met alike, not a failure of each one's own."""

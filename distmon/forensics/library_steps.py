@@ -6,9 +6,8 @@ from __future__ import annotations
 
 import re
 
-from distmon.forensics.failures import PROGRAM_WHY, shown_apart
+from distmon.forensics.failures import PROGRAM_WHY, alone_said, failed_whole_or_cut
 from distmon.forensics.logfacts import LogFacts
-from distmon.monitor.state.words import rank_word
 from distmon.wire.schema import StackFrame
 
 COMPILED = (
@@ -30,17 +29,15 @@ _OWN = re.compile(r"out of memory|ECC error|\bXid\b|illegal memory access", re.I
 def in_library_step(log: LogFacts) -> str | None:
     """Where every failure the log shows was raised in one such step (whole or cut before its exception line),
     none of them a GPU's own, and the log shows no rank apart from them."""
-    failed = [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
+    failed = failed_whole_or_cut(log)
     if not failed or any(_OWN.search(r.said) for r in failed):
         return None
     compiling = all(_compiling(r.frames) for r in failed)
     if not compiling and not all(_checked_by_ddp(r.frames) for r in failed):
         return None
-    ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
-    if shown_apart(log, ranks) or log.waiting:
+    if (alone := alone_said(log, failed)) is None:
         return None
-    said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
-    who = rank_word(sorted(ranks)) if ranks else "a process"
+    who, said = alone
     if not compiling:
         return f"{who} failed DistributedDataParallel's own check of the model or its arguments ({said}): {PROGRAM_WHY}"
     frame = next(f for f in reversed(failed[0].frames) if f.file.endswith(_COMPILING))
