@@ -39,7 +39,8 @@ from distmon.forensics.failures import (
 from distmon.forensics.host_memory import killed_together, node_memory, step_memory
 from distmon.forensics.library_steps import in_library_step
 from distmon.forensics.logfacts import LogFacts
-from distmon.forensics.stores import SET_UP
+from distmon.forensics.rendezvous import raised_meeting
+from distmon.forensics.stores import REACH, SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, gone_peer, lost_peers, spared, suspects
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
@@ -119,6 +120,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _nccl_failed(log)
         or log.horovod.diverged(world)
         or _set_up(log)
+        or raised_meeting(log)
         or _transport(log, world)
         or program_error(log)
     )
@@ -136,10 +138,7 @@ def _set_up(log: LogFacts) -> str | None:
         return None
     if any(e.killed and e.unit != WORKER for e in log.exits):
         return None  # a worker crashed or was killed: a restart's rendezvous after it is its aftermath
-    check = log.stores.check or (
-        "the address and port given (MASTER_ADDR and MASTER_PORT, --rdzv-endpoint), a firewall, a node whose "
-        "launch never started, another job on the port, or the store's host not up yet"
-    )
+    check = log.stores.check or REACH
     if log.stores.unreachable is not None:
         return f"{log.stores.unreachable}: {check}: the set-up, not a rank"
     if log.stores.agent_waited and not (log.seen or log.raised or log.exits or log.closed or log.timeouts):

@@ -49,6 +49,11 @@ from distmon.guards.text import visible
 from distmon.monitor.state.words import rank_word
 from distmon.wire import StackFrame
 
+REACH = (
+    "the address and port given (MASTER_ADDR and MASTER_PORT, --rdzv-endpoint), a firewall, a node whose launch never "
+    "started, another job on the port, or the store's host not up yet"
+)
+"""What to check where a process could not meet the others through the store."""
 MAX_WAITS = 64
 """Store waits kept from one log."""
 MAX_COUNT = 1 << 20

@@ -72,7 +72,6 @@ MISSED = {
     "verl_taskrunner_workerdict_critic_init_model_fsdp_duplicate_gpu_setup_hook.log": _HELD_OUT,
     "trl_orpo_accelerate_gather_shape_mismatch_every_rank.log": _HELD_OUT,
     "torchdata_dataloader2_gloo_new_group_multinode_every_rank_no_socket_ifname.log": _HELD_OUT,
-    "torch_gloo_init_unable_to_find_address_bond1_socket_ifname_setup.log": _HELD_OUT,
     "torch1_10_gloo_new_group_after_nccl_init_both_ranks_alike.log": _HELD_OUT,
     "ray_train_torchtrainer_two_hosts_gloo_connection_refused_etc_hosts_127_0_1_1.log": _HELD_OUT,
     "pytorch_fr_profiler_dump_rank0_skips_allgather_after_iter10.log": _HELD_OUT,
@@ -102,8 +101,6 @@ MISSED = {
     "diffsynth_wan_i2v_rank6_store_recv_0_bytes_after_finish.log": _HELD_OUT,
     "algoperf_wmt_eval_broadcast_timeout_batch_size_desync.log": _HELD_OUT,
     "accelerate_fsdp2_ci_device_side_assert_both_ranks_agent_names_rank0.log": _HELD_OUT,
-    "applio_windows_gloo_unsupported_device_single_proc.log": _HELD_OUT,
-    "applio_windows_gloo_makeuvdevice_hostname_empty.log": _HELD_OUT,
     "deepspeed_summit_jsrun_mp6_bert_oom_gpu3_setup.log": (
         "one process's out-of-memory error, no rank named, beside NCCL's set-up lines: that the model did not"
         " fit any GPU alike, only the thread says"
@@ -470,10 +467,6 @@ MISSED = {
     "vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log": (
         "process 2's traceback under spawn's line is cut at its first frame: its AttributeError, which every "
         "process met, only the thread shows"
-    ),
-    "kubeflow_pytorchjob_gloo_simple_worker0_init_process_group_connection_reset_setup_none.log": (
-        "one traceback of init_process_group losing its connection, no rank named: that the rendezvous was "
-        "the set-up's (the master pod up, the worker's connection reset) the thread says"
     ),
     "deepspeed_launcher_2gpu_docker_shm_sigbus_killing_subprocess_none.log": (
         "DeepSpeed's launcher killing its two workers is all the log shows: that the container's shared "

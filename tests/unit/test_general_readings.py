@@ -2625,3 +2625,44 @@ def test_a_librarys_internal_assert_beside_a_traceback_cut_on_its_path_is_met_al
     cut = "[rank1]: Traceback (most recent call last):\n" + path.format(r=1)
     nobody = judged(failed + cut).nobody
     assert nobody is not None and "ranks 0-1 failed alike (RuntimeError: expect_autograd_hooks_ INTERNAL" in nobody
+
+
+def test_a_failure_raised_as_the_processes_meet_is_the_set_up_not_a_rank() -> None:
+    """A process's traceback ends in ``init_process_group`` with a connection reset, or two ranks' in the store it
+    makes: the processes had not met, so none held another up. Not so beside another rank's own
+    failure elsewhere, nor for a traceback that never passed the rendezvous."""
+    c10d = "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py"
+    reset = (
+        "Traceback (most recent call last):\n"
+        '  File "/work/train.py", line 132, in main\n'
+        "    dist.init_process_group(backend=args.backend)\n"
+        f'  File "{c10d}", line 360, in init_process_group\n'
+        "    timeout=timeout)\n"
+        "RuntimeError: Connection reset by peer\n"
+    )
+    said = judged(reset).nobody
+    assert said is not None and said.startswith("a process failed in init_process_group, as the processes met")
+    assert "(RuntimeError: Connection reset by peer)" in said and "MASTER_ADDR" in said
+    rendezvous = "/venv/lib/python3.11/site-packages/torch/distributed/rendezvous.py"
+    both = "".join(
+        f"[rank{rank}]: {line}\n"
+        for rank in (1, 2)
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/work/train.py", line 20, in <module>',
+            "    dist.init_process_group('nccl')",
+            f'  File "{c10d}", line 1520, in init_process_group',
+            "    store, rank, world_size = next(rendezvous_iterator)",
+            f'  File "{rendezvous}", line 269, in _env_rendezvous_handler',
+            "    store = _create_c10d_store(master_addr, master_port, rank, world_size, timeout, use_libuv)",
+            f'  File "{rendezvous}", line 189, in _create_c10d_store',
+            "    return TCPStore(",
+            "torch.distributed.DistNetworkError: Connection reset by peer",
+        )
+    )
+    said = judged(both).nobody
+    assert said is not None and said.startswith("ranks 1-2 failed in _create_c10d_store, as the processes met")
+    crashed = "[rank0]: Traceback (most recent call last):\n[rank0]: ValueError: bad config\n"
+    assert "as the processes met" not in str(judged(reset + crashed).nobody), "rank 0 failed apart: perhaps first"
+    later = reset.replace("init_process_group", "all_reduce")
+    assert "as the processes met" not in str(judged(later).nobody), "past the rendezvous: the ranks had met"

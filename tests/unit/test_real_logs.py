@@ -3765,8 +3765,8 @@ VERDICTS = [
     (
         "kubeflow_pytorchjob_gloo_simple_worker0_init_process_group_connection_reset_setup_none.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that wa",
+        NOBODY,
+        "nobody to blame: a process failed in init_process_group, as the proces",
     ),
     (
         "determined_mnist_8gpu_wrap_model_first_allgather_watchdog_rank1_rank4_unknown.log",
@@ -4413,8 +4413,8 @@ VERDICTS = [
     (
         "openchatkit_gloo_init_process_group_socket_timeout.log",
         [],
-        [0],
-        "a process timed out waiting in c10d's store for another rank;",
+        NOBODY,
+        "nobody to blame: a process failed in init_process_group, as the proces",
     ),
     (
         "pytorch_ci_docker_nccl273_shm_fallocate_ranks0_1_alike.log",
@@ -5583,14 +5583,14 @@ VERDICTS = [
     (
         "applio_windows_gloo_makeuvdevice_hostname_empty.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError:",
+        NOBODY,
+        "nobody to blame: a process failed in init_process_group, as the proces",
     ),
     (
         "applio_windows_gloo_unsupported_device_single_proc.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError:",
+        NOBODY,
+        "nobody to blame: a process failed in init_process_group, as the proces",
     ),
     (
         "ascend_torchrun_8npu_first_failure_local_rank2_exit1.log",
@@ -6909,8 +6909,8 @@ VERDICTS = [
     (
         "torch_gloo_init_unable_to_find_address_bond1_socket_ifname_setup.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError: [enforce fail at",
+        NOBODY,
+        "nobody to blame: a process failed in init_process_group, as the proces",
     ),
     (
         "torch_launch_four_procs_eaddrinuse_port_23456_all_alike.log",

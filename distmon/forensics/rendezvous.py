@@ -1,0 +1,49 @@
+"""A failure raised while the processes were still meeting: inside ``init_process_group`` or torch's
+rendezvous, before any of them had reached the others. Whatever it says (a connection reset or refused, a
+timeout, a store it could not make), the processes had not yet met, so none held another up: the launch's
+set-up, not a rank. A process failing there because another had already failed elsewhere is told apart by
+the other's failure, which the log shows beside it."""
+
+from __future__ import annotations
+
+import re
+
+from distmon.forensics.failures import alone_said
+from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.stores import REACH
+from distmon.wire.schema import StackFrame
+
+_MEETING = frozenset(
+    {
+        "init_process_group",  # distributed_c10d.py: the default group, its store and rendezvous
+        "rendezvous",  # rendezvous.py: the init_method's handler
+        "_create_c10d_store",
+        "_env_rendezvous_handler",
+        "_tcp_rendezvous_handler",
+        "next_rendezvous",  # torch elastic's rendezvous handlers, torchrun's agent's side
+        "_create_tcp_store",
+    }
+)
+"""torch.distributed's calls that run while the processes meet, before any collective."""
+_OWN = re.compile(r"out of memory|ECC error|\bXid\b|illegal memory access", re.IGNORECASE)
+"""A failure a process may meet alone there: its GPU's memory or its GPU itself."""
+
+
+def raised_meeting(log: LogFacts) -> str | None:
+    """Where every failure the log shows (a rank's or a process's, whole or cut, a consequence's too) was raised
+    inside those calls, none of them a GPU's own, and the log shows no rank apart from them nor waiting."""
+    failed = [r for r in log.exceptions if not (r.launcher or r.stopped or r.launchers)]
+    if not failed or not all(_meeting(r.frames) for r in failed) or any(_OWN.search(r.said) for r in failed):
+        return None
+    if (alone := alone_said(log, failed)) is None:
+        return None
+    who, said = alone
+    frame = next(f for f in reversed(failed[0].frames) if f.func in _MEETING)
+    return (
+        f"{who} failed in {frame.func}, as the processes met ({said}): before any of them had reached the others, "
+        f"none held another up: the set-up, not a rank: check {REACH}"
+    )
+
+
+def _meeting(frames: list[StackFrame]) -> bool:
+    return any(f.func in _MEETING and "torch/distributed/" in f.file.replace("\\", "/") for f in frames)
