@@ -128,7 +128,7 @@ _HYDRA_STATUS = re.compile(r"^=\s{1,8}EXIT CODE: (\d{1,9})")
 4242 RUNNING AT n1`` / ``=   EXIT CODE: 9``, the raw wait status (the signal, 128 more with a core)."""
 _EXIT_CODE = re.compile(r"^\s*Exit code:\s*(-?\d{1,9})")
 _SRUN = re.compile(
-    r"srun: error: ([\w.-]{1,200}): tasks? ([\d,-]{1,4000}): "
+    r"srun: error: ([^\s:]{1,200}): tasks? ([\d,-]{1,4000}): "
     r"(Exited with exit code (\d{1,3})|Killed|Out Of Memory|Terminated|Aborted|Segmentation fault|Bus error"
     r"|Illegal instruction)"
 )

@@ -79,6 +79,11 @@ HEAD = 8
 """Characters of a line's start compared with how the paste's own lines start."""
 
 
+_CUT_FRAME = re.compile(r'\s{0,8}[^"\s]{1,1000}", line \d{1,9}, in \S')
+"""A frame's line whose start a paste cut (``..../site-packages/x.py", line 118, in root_device``): the paste
+begins inside a traceback."""
+
+
 class Written(NamedTuple):
     """A line as its process wrote it, and the stamp a logger or a collector put before it."""
 
@@ -285,7 +290,19 @@ def split_writes(line: str) -> list[str]:
 def lines_as_written(raw: Iterable[str]) -> Iterator[Written]:
     """Each line of ``raw`` cut at :data:`MAX_LINE`, without colour codes, the paste's margin
     and soft wraps, its copy's labels off, glued writes apart, wrapped watchdog lines joined."""
-    return _joined(_cleaned(_unwrapped(_plain(line) for line in raw)))
+    return _begun(_joined(_cleaned(_unwrapped(_plain(line) for line in raw))))
+
+
+def _begun(lines: Iterator[Written]) -> Iterator[Written]:
+    """The paste's first line as Python wrote it where the paste begins inside a frame's line, its start cut
+    (``..../site-packages/x.py", line 118, in root_device``): the traceback's frame."""
+    for written in lines:
+        if written.text.strip():
+            cut = _CUT_FRAME.match(written.text) is not None
+            yield written._replace(text=f'  File "{written.text.lstrip()}') if cut else written
+            break
+        yield written
+    yield from lines
 
 
 def _plain(line: str) -> str:

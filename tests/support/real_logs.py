@@ -216,10 +216,6 @@ MISSED = {
         "rank 0's collective mismatch cut before the other rank's fingerprint: that rank 0 alone left the epoch "
         "loop only the thread's fix says"
     ),
-    "lightning_slurm_srun_tasks6-7_indexerror_uneven_gpus_per_node.log": (
-        "srun tasks (no rank shown to be a task) raising IndexError in Lightning's root_device: that the nodes "
-        "had different GPU counts only the thread says"
-    ),
     "dali_torchrun_8proc_spawn_external_source_iterator_init_failure.log": (
         "DALI's iterator failing to start, no rank named: that every rank builds it alike only the thread says"
     ),

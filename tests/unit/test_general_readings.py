@@ -2666,3 +2666,19 @@ def test_a_failure_raised_as_the_processes_meet_is_the_set_up_not_a_rank() -> No
     assert "as the processes met" not in str(judged(reset + crashed).nobody), "rank 0 failed apart: perhaps first"
     later = reset.replace("init_process_group", "all_reduce")
     assert "as the processes met" not in str(judged(later).nobody), "past the rendezvous: the ranks had met"
+
+
+def test_a_paste_begun_inside_a_frames_line_and_a_redacted_host_still_say_who_failed_how() -> None:
+    """The paste's first line is a frame whose start was cut, its host name redacted in srun's line: the
+    exception under that frame is still read, with its place, and srun's tasks still ended."""
+    paste = (
+        '..../site-packages/lightning/strategies/ddp.py", line 118, in root_device\n'
+        "    return self.parallel_devices[self.local_rank]\n"
+        "IndexError: list index out of range\n"
+        "srun: error: <node-name>: tasks 6-7: Exited with exit code 1\n"
+    )
+    log = analyzed(paste).log
+    assert [(r.type, r.frames[-1].func) for r in log.exceptions] == [("IndexError", "root_device")]
+    assert [(e.who, e.code, e.host) for e in log.exits] == [(6, 1, "<node-name>"), (7, 1, "<node-name>")]
+    later = "train started\n" + paste
+    assert analyzed(later).log.exceptions == [], "past the paste's start: a line of the program's, no frame"

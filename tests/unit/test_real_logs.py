@@ -4569,8 +4569,8 @@ VERDICTS = [
     (
         "lightning_slurm_srun_tasks6-7_indexerror_uneven_gpus_per_node.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: 2 tasks failed alike (exit code 1): the program or it",
     ),
     (
         "litdata_streaming_multinode_rank6_allreduce_watchdog_sigabrt_table.log",
