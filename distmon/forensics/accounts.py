@@ -23,14 +23,12 @@ from dataclasses import dataclass, field
 from distmon.forensics.devices import gpu_not_taken, model_too_large
 from distmon.forensics.environment import refused
 from distmon.forensics.failures import (
-    FILES,
-    FILES_WHY,
     NCCL_ERROR,
     TOGETHER,
     alike,
-    cut_on_path,
     ended_in_failure,
     failures_of,
+    files_refused,
     is_own,
     own_failure,
     program_error,
@@ -44,7 +42,6 @@ from distmon.forensics.stores import REACH, SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, gone_peer, lost_peers, spared, suspects
 from distmon.forensics.tracebacks import Raised
 from distmon.forensics.worker_exits import (
-    ON_A_NODE,
     RANK,
     SELF,
     SIGTERM,
@@ -101,7 +98,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _one_process(log)
         or _unconnected(log)
         or _environment(log)
-        or _files(log)
+        or files_refused(log)
         or _ddp_built(log)
         or model_too_large(log)
         or gpu_not_taken(log)
@@ -171,35 +168,6 @@ def _misused_set_up(log: LogFacts) -> str | None:
         f"{who} raised {own[0].type}: {own[0].message.splitlines()[0][:200]}: torch.distributed's check of how the "
         "program set it up, which every process runs alike: the program or its launch, not a rank"
     )
-
-
-def _files(log: LogFacts) -> str | None:
-    """Where every failure the log shows is the file system's refusal of a path, and no process
-    crashed nor a launcher saw another fail: raised by two ranks or more at the same line (or one
-    whose traceback is cut on the way to it), or by a process the log does not name where no rank is shown
-    waiting: every rank meets it alike. One rank's alone may be its own (a path only it opens): its
-    exception names it."""
-    own = [r for r in log.exceptions if is_own(r)]
-    if not own or log.crashes.crashes or not all(FILES.search(f"{r.type}: {r.message}") for r in own):
-        return None
-    where = {(f.file, f.line) for r in own for f in r.frames[-1:]}
-    at = [
-        rank
-        for rank, r in log.raised.items()
-        if r.launcher is None and {(f.file, f.line) for f in r.frames[-1:]} & where
-    ]
-    at = sorted({*at, *cut_on_path(log)})
-    if len(where) > 1 or (len(at) < 2 and any(is_own(r) for r in log.raised.values())):
-        return None
-    if not at and log.waiting:
-        return None  # a process's traceback beside ranks waiting: one the program caught, or that rank's own
-    if any(ended_in_failure(e, log) and not (e.unit in (RANK, *ON_A_NODE) and e.who in at) for e in log.exits):
-        return None  # a worker a launcher saw fail that is not one of those: a failure of its own
-    said = own[0].message.splitlines()[0][:200].rstrip(".")
-    whole = [rank for rank in at if is_own(log.raised[rank])]
-    cut = sorted(set(at) - set(whole))
-    cut_said = f" ({rank_word(cut)}'s traceback cut on its way there)" if cut else ""
-    return f"{rank_word(whole) if whole else 'a process'} raised {own[0].type}: {said}{cut_said}: {FILES_WHY}"
 
 
 CTRL_C = 2

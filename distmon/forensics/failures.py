@@ -473,3 +473,37 @@ def ended_in_failure(e: WorkerExit, log: LogFacts) -> bool:
     if e.code == 0 or e.code == SIGTERM or e.said == SELF:
         return False
     return e.code != SIGABRT or (e.first and not log.waiting)
+
+
+_SHARED_MEMORY = "multiprocessing/shared_memory.py"
+"""Python's POSIX shared memory, by name (``shm_open``): a name is the node's, whoever makes it, not one rank's path."""
+
+
+def files_refused(log: LogFacts) -> str | None:
+    """Where every failure the log shows is the file system's refusal of a path, and no process
+    crashed nor a launcher saw another fail: raised by two ranks or more at the same line (or one
+    whose traceback is cut on the way to it), or by a process the log does not name where no rank is shown
+    waiting: every rank meets it alike. One rank's alone may be its own (a path only it opens): its
+    exception names it; but not a shared memory segment's, whose name is the node's."""
+    own = [r for r in log.exceptions if is_own(r)]
+    if not own or log.crashes.crashes or not all(FILES.search(f"{r.type}: {r.message}") for r in own):
+        return None
+    where = {(f.file, f.line) for r in own for f in r.frames[-1:]}
+    at = [
+        rank
+        for rank, r in log.raised.items()
+        if r.launcher is None and {(f.file, f.line) for f in r.frames[-1:]} & where
+    ]
+    at = sorted({*at, *cut_on_path(log)})
+    shared = all(r.frames and r.frames[-1].file.endswith(_SHARED_MEMORY) for r in own)
+    if len(where) > 1 or (len(at) < 2 and any(is_own(r) for r in log.raised.values()) and not shared):
+        return None
+    if not at and log.waiting:
+        return None  # a process's traceback beside ranks waiting: one the program caught, or that rank's own
+    if any(ended_in_failure(e, log) and not (e.unit in (RANK, *ON_A_NODE) and e.who in at) for e in log.exits):
+        return None  # a worker a launcher saw fail that is not one of those: a failure of its own
+    said = own[0].message.splitlines()[0][:200].rstrip(".")
+    whole = [rank for rank in at if is_own(log.raised[rank])]
+    cut = sorted(set(at) - set(whole))
+    cut_said = f" ({rank_word(cut)}'s traceback cut on its way there)" if cut else ""
+    return f"{rank_word(whole) if whole else 'a process'} raised {own[0].type}: {said}{cut_said}: {FILES_WHY}"

@@ -256,6 +256,19 @@ def test_a_path_the_file_system_refuses_alike_is_the_set_up_one_ranks_alone_is_i
     assert "NOBODY TO BLAME: a process raised FileExistsError" in said
     assert "your code: /w/prep.py:12 in load" in said, "where it raised is shown beside the verdict"
     assert alone(judged(raised("[rank3]: ", missing))) == [3], "one rank's alone: a path only it may open"
+    segment = "".join(
+        f"[rank3]: {line}\n"
+        for line in (
+            "Traceback (most recent call last):",
+            '  File "/w/data.py", line 40, in __init__',
+            "    shm = SharedMemory(name, True, size)",
+            '  File "/usr/lib/python3.10/multiprocessing/shared_memory.py", line 104, in __init__',
+            "    self._fd = _posixshmem.shm_open(",
+            "FileExistsError: [Errno 17] File exists: '/000010_locals'",
+        )
+    )
+    said = judged(segment).nobody
+    assert said is not None and said.startswith("rank 3 raised FileExistsError"), "a segment's name is the node's"
     oom = raised("[rank1]: ", "torch.OutOfMemoryError: CUDA out of memory.")
     assert judged(raised("[rank2]: ", missing) * 2 + oom).nobody is None, "another failure of a rank's own"
     waits = "".join(
