@@ -308,8 +308,6 @@ MISSED = {
     "host and pid: its rank no line says",
     "nccl_p2p_use_cuda_memcpy_two_gpus_rank1_allreduce7.log": "rank 1 timed out in an all-reduce, rank 0's lines not "
     "shown: suspected; that NCCL's P2P copy-engine setting hung it, only the thread's fix says",
-    "streaming_lightning_restart_rank7_stale_shm_locals_file_exists.log": "rank 7 raised FileExistsError of its own: "
-    "proven; that the shared memory was an earlier run's leftover, only the thread says",
     "tcpstore_occupied_port_rank3_gdb_stuck_in_doget.log": "a debugger's backtrace of a store client blocked in a "
     "receive, no rank named: that another program held the store's port, only the thread says",
     "accelerate_multi_gpu_stuck_ranks_2_7_allreduce_48490_p2p.log": "two ranks wait in one all-reduce deep into "
