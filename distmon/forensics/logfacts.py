@@ -186,6 +186,9 @@ class LogFacts:
     closed: frozenset[int] = frozenset()
     """The pids of the workers torchrun's agent sent its closing signal (``Sending process 4242 closing signal
     SIGTERM``): still running as it tore them down, after the failure it saw (or the signal it got)."""
+    reported: frozenset[int] = frozenset()
+    """The ranks a signal handler's report shows ended by a signal (Open MPI's, under mpirun's label), which it says
+    or a paste cut, but not aborting (a waiter's abort is that rank waiting): none went on, nor waited."""
     went_on: set[int] = field(default_factory=set)
     """Ranks that wrote a line of their own (no traceback's) after another rank raised: they did not."""
     cut_waiting: int = 0

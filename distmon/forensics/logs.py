@@ -224,6 +224,7 @@ class _Reader:
         self.launcher.finish()
         self.facts.stacks.finish({e.pid: e.who for e in self.facts.exits if e.unit == RANK and e.pid is not None})
         self.facts.closed = frozenset(self.launcher.closing)
+        self.facts.reported = frozenset(self.launcher.handler.reported - self.launcher.handler.aborted)
         consequences = any(r.consequence for r in self.facts.raised.values())
         for rank, building in self.tracebacks.items():
             cut = building.cut(self.stamp)

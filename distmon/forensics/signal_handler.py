@@ -23,6 +23,8 @@ from distmon.forensics.worker_exits import MAX_TASKS, PROCESS, RANK, WorkerExit
 
 _SIGNAL = re.compile(r"^\s{0,8}\[(?:([\w.-]{1,200}):)?(\d{1,12})\] Signal: ([\w ()-]{1,60}?) \((\d{1,3})\)")
 _FRAME = re.compile(r"^\s{0,8}\[(?:[\w.-]{1,200}:)?\d{1,12}\] \[ ?(\d{1,3})\] (.{0,300})")
+_REPORT = re.compile(r"^\s{0,8}\[(?:[\w.-]{1,200}:)?\d{1,12}\] \*\*\* (?:Process received signal|End of error message)")
+"""The lines that open and close the handler's report (a paste may take its closing stars for Markdown's)."""
 _ABORT = re.compile(r"abort|raise|gsignal|pthread_kill|terminate|__cxa")
 """Frames of a process aborting itself."""
 FIRST_FRAMES = 3
@@ -38,6 +40,11 @@ class SignalHandler:
     kept: Callable[[WorkerExit], None]
     crashed: set[int] = field(default_factory=set)
     """The ranks whose crash was handed on (or seen to be an abort), :data:`MAX_TASKS` at most."""
+    reported: set[int] = field(default_factory=set)
+    """The ranks the handler reported on (any line of its report), :data:`MAX_TASKS` at most: each ended by a
+    signal, whether its report says which or not."""
+    aborted: set[int] = field(default_factory=set)
+    """The ranks whose backtrace shows them aborting (a watchdog's abort, after another's failure)."""
     backtraces: dict[int, list[str]] = field(default_factory=dict)
     """The first frames of each rank's backtrace whose line naming the signal was not read."""
 
@@ -51,13 +58,18 @@ class SignalHandler:
             else:
                 if len(self.crashed) < MAX_TASKS:
                     self.crashed.add(rank)
+                    self.reported.add(rank)
                 self.kept(WorkerExit(RANK, rank, -int(number), BY, host=host, signal=name.strip()))
             return True
-        frame = _FRAME.match(body) if rank is not None and "] [" in body else None
-        if rank is None or frame is None:
+        if rank is None:
             return False
-        self._frame(rank, int(frame.group(1)), frame.group(2))
-        return True
+        frame = _FRAME.match(body) if "] [" in body else None
+        report = frame is not None or ("***" in body and _REPORT.match(body) is not None)
+        if report and len(self.reported) < MAX_TASKS:
+            self.reported.add(rank)
+        if frame is not None:
+            self._frame(rank, int(frame.group(1)), frame.group(2))
+        return report
 
     def _frame(self, rank: int, number: int, frame: str) -> None:
         """Frame ``number`` of the backtrace of ``rank``: a crash of its own once its first frames
@@ -70,5 +82,7 @@ class SignalHandler:
         frames.append(frame)
         if len(frames) == FIRST_FRAMES:
             self.crashed.add(rank)
-            if not any(_ABORT.search(f) for f in frames):
+            if any(_ABORT.search(f) for f in frames):
+                self.aborted.add(rank)
+            else:
                 self.kept(WorkerExit(RANK, rank, None, BY, said=CRASHED))

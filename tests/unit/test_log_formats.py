@@ -224,6 +224,18 @@ def test_a_handlers_backtrace_of_an_abort_or_cut_at_its_head_proves_no_crash_ali
     assert verdict.nobody is None and verdict.culprits == [2]
 
 
+def test_a_handlers_report_cut_to_its_head_or_tail_shows_no_rank_going_on_beside_mpiruns_one() -> None:
+    """Rank 3's report is all the excerpt keeps of it (its closing line, or its frames from the fifth): it ended by a
+    signal too, how the paste cut, so it is no witness that rank 2 failed apart: rank 2 is suspected, not proven."""
+    tail = "[1,3]<stderr>:[n1:304] *** End of error message ***\n"
+    cut = handler_backtrace(3, 304, "python(+0x1)[0x1]", "python(+0x2)[0x2]", "python(+0x3)[0x3]", first=5)
+    for report in (tail, cut):
+        verdict = assign_blame(analyze_text(report + MPIRUN_SEGV))
+        assert verdict.culprits == [] and [s.rank for s in verdict.suspects][:1] == [2] and verdict.alone
+    going_on = "[1,3]<stdout>:epoch 4 step 120 loss 0.31\n"
+    assert assign_blame(analyze_text(going_on + MPIRUN_SEGV)).culprits == [2], "rank 3 went on: rank 2 failed apart"
+
+
 def test_the_signal_handlers_reader_keeps_a_bounded_account_of_the_ranks_it_read() -> None:
     handler = SignalHandler(lambda exit: None)
     for rank in range(MAX_TASKS + 10):
