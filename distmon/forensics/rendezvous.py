@@ -2,7 +2,8 @@
 rendezvous, before any of them had reached the others. Whatever it says (a connection reset or refused, a
 timeout, a store it could not make), the processes had not yet met, so none held another up: the launch's
 set-up, not a rank. A process failing there because another had already failed elsewhere is told apart by
-the other's failure, which the log shows beside it."""
+the other's failure, which the log shows beside it; one failing on its own GPU there (a group made with its
+communicator at once takes the device) is that process's fault."""
 
 from __future__ import annotations
 
@@ -25,8 +26,9 @@ _MEETING = frozenset(
     }
 )
 """torch.distributed's calls that run while the processes meet, before any collective."""
-_OWN = re.compile(r"out of memory|ECC error|\bXid\b|illegal memory access", re.IGNORECASE)
-"""A failure a process may meet alone there: its GPU's memory or its GPU itself."""
+_OWN = re.compile(r"CUDA|\bGPU|invalid device ordinal|out of memory|ECC error|\bXid\b", re.IGNORECASE)
+"""A failure of a process's own GPU there (its memory, a fault, another process holding it, an ordinal past the
+node's GPUs, as a group made at once with its communicator takes its device): one rank's, not the meeting's."""
 
 
 def raised_meeting(log: LogFacts) -> str | None:

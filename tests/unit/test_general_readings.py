@@ -2695,3 +2695,26 @@ def test_a_paste_begun_inside_a_frames_line_and_a_redacted_host_still_say_who_fa
     assert [(e.who, e.code, e.host) for e in log.exits] == [(6, 1, "<node-name>"), (7, 1, "<node-name>")]
     later = "train started\n" + paste
     assert analyzed(later).log.exceptions == [], "past the paste's start: a line of the program's, no frame"
+
+
+def test_a_process_failing_on_its_own_gpu_as_the_processes_meet_is_not_the_set_ups() -> None:
+    """A group made with its communicator at once takes the process's GPU inside ``init_process_group``: a fault of
+    that GPU, or of its driver, fails there on that process alone, not as they meet: it stays suspected."""
+    c10d = "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py"
+    for message in (
+        "RuntimeError: CUDA error: unspecified launch failure",
+        "RuntimeError: CUDA driver error: operation not permitted",
+    ):
+        text = "".join(
+            f"[rank5]: {line}\n"
+            for line in (
+                "Traceback (most recent call last):",
+                '  File "/work/train.py", line 12, in <module>',
+                "    dist.init_process_group('nccl', device_id=torch.device('cuda', 5))",
+                f'  File "{c10d}", line 1710, in init_process_group',
+                "    default_pg, _ = _new_process_group_helper(",
+                message,
+            )
+        )
+        verdict = judged(text)
+        assert verdict.nobody is None and suspects(verdict) == [5], message
