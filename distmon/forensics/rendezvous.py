@@ -35,17 +35,20 @@ def raised_meeting(log: LogFacts) -> str | None:
     """Where every failure the log shows (a rank's or a process's, whole or cut, a consequence's too) was raised
     inside those calls, none of them a GPU's own, and the log shows no rank apart from them nor waiting."""
     failed = [r for r in log.exceptions if not (r.launcher or r.stopped or r.launchers)]
-    if not failed or not all(_meeting(r.frames) for r in failed) or any(_OWN.search(r.said) for r in failed):
+    frames = [frame for r in failed if (frame := _meeting(r.frames)) is not None]
+    if not frames or len(frames) < len(failed) or any(_OWN.search(r.said) for r in failed):
         return None
     if (alone := alone_said(log, failed)) is None:
         return None
     who, said = alone
-    frame = next(f for f in reversed(failed[0].frames) if f.func in _MEETING)
+    frame = frames[0]
     return (
         f"{who} failed in {frame.func}, as the processes met ({said}): before any of them had reached the others, "
         f"none held another up: the set-up, not a rank: check {REACH}"
     )
 
 
-def _meeting(frames: list[StackFrame]) -> bool:
-    return any(f.func in _MEETING and "torch/distributed/" in f.file.replace("\\", "/") for f in frames)
+def _meeting(frames: list[StackFrame]) -> StackFrame | None:
+    """The innermost of torch.distributed's frames among those calls."""
+    inner = (f for f in reversed(frames) if f.func in _MEETING and "torch/distributed/" in f.file.replace("\\", "/"))
+    return next(inner, None)
