@@ -37,6 +37,8 @@ ALIKE = (
 
 _DEVICE = re.compile(r"ECC error|\bXid\b|fallen off the bus|GPU is lost")
 """A GPU's own hardware fault: one device's, never every rank's alike."""
+GPU_OWN = re.compile(r"out of memory|ECC error|\bXid\b|illegal memory access", re.IGNORECASE)
+"""A failure one rank may meet alone in a step every rank takes alike: its GPU's memory or its GPU itself."""
 
 
 SIGKILL = 9

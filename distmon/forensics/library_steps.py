@@ -4,9 +4,7 @@ used (the same model, the same arguments). What breaks there breaks alike, and i
 
 from __future__ import annotations
 
-import re
-
-from distmon.forensics.failures import PROGRAM_WHY, alone_said, failed_whole_or_cut
+from distmon.forensics.failures import GPU_OWN, PROGRAM_WHY, alone_said, failed_whole_or_cut
 from distmon.forensics.logfacts import LogFacts
 from distmon.wire.schema import StackFrame
 
@@ -22,15 +20,13 @@ _DDP = "torch/nn/parallel/distributed.py"
 _DDP_CHECK = "_log_and_throw"
 """Where DistributedDataParallel raises its own checks: a parameter it cannot use, devices it cannot place, a
 hook or a static graph it cannot follow."""
-_OWN = re.compile(r"out of memory|ECC error|\bXid\b|illegal memory access", re.IGNORECASE)
-"""A failure a rank may meet alone in such a step: its GPU's memory or its GPU itself."""
 
 
 def in_library_step(log: LogFacts) -> str | None:
     """Where every failure the log shows was raised in one such step (whole or cut before its exception line),
     none of them a GPU's own, and the log shows no rank apart from them."""
     failed = failed_whole_or_cut(log)
-    if not failed or any(_OWN.search(r.said) for r in failed):
+    if not failed or any(GPU_OWN.search(r.said) for r in failed):
         return None
     compiling = all(_compiling(r.frames) for r in failed)
     if not compiling and not all(_checked_by_ddp(r.frames) for r in failed):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from distmon.forensics.failures import alone_said
+from distmon.forensics.failures import GPU_OWN, alone_said
 from distmon.forensics.logfacts import LogFacts
 from distmon.forensics.stores import REACH
 from distmon.wire.schema import StackFrame
@@ -26,9 +26,10 @@ _MEETING = frozenset(
     }
 )
 """torch.distributed's calls that run while the processes meet, before any collective."""
-_OWN = re.compile(r"CUDA|\bGPU|invalid device ordinal|out of memory|ECC error|\bXid\b", re.IGNORECASE)
-"""A failure of a process's own GPU there (its memory, a fault, another process holding it, an ordinal past the
-node's GPUs, as a group made at once with its communicator takes its device): one rank's, not the meeting's."""
+_ON_GPU = re.compile(r"CUDA|\bGPU|invalid device ordinal")
+"""A failure of a process's own GPU there besides :data:`~distmon.forensics.failures.GPU_OWN` (another process
+holding it, an ordinal past the node's GPUs, its driver, as a group made at once with its communicator takes
+its device): one rank's, not the meeting's."""
 
 
 def raised_meeting(log: LogFacts) -> str | None:
@@ -36,7 +37,7 @@ def raised_meeting(log: LogFacts) -> str | None:
     inside those calls, none of them a GPU's own, and the log shows no rank apart from them nor waiting."""
     failed = [r for r in log.exceptions if not (r.launcher or r.stopped or r.launchers)]
     frames = [frame for r in failed if (frame := _meeting(r.frames)) is not None]
-    if not frames or len(frames) < len(failed) or any(_OWN.search(r.said) for r in failed):
+    if not frames or len(frames) < len(failed) or any(GPU_OWN.search(r.said) or _ON_GPU.search(r.said) for r in failed):
         return None
     if (alone := alone_said(log, failed)) is None:
         return None
