@@ -409,7 +409,9 @@ def evaluate(seconds: float) -> None:
 
 
 BACKTRACKING = re.compile(r"(a|aa)+b")
-"""Matching ``a`` * n takes time that grows by about 1.6 for each ``a``, in one C call."""
+"""Matching ``a`` * n takes time that grows by the golden ratio for each ``a`` (the ways to split
+n a's into a's and aa's are Fibonacci's), in one C call."""
+GROWTH = (1 + math.sqrt(5)) / 2
 
 
 def hold_the_gil(seconds: float) -> None:
@@ -423,7 +425,7 @@ def hold_the_gil(seconds: float) -> None:
         start = time.thread_time()
         BACKTRACKING.match("a" * n)
         took = time.thread_time() - start
-    n += max(0, round(math.log(seconds / took) / math.log(1.6)))
+    n += max(0, round(math.log(seconds / took) / math.log(GROWTH)))
     BACKTRACKING.match("a" * n)
 
 

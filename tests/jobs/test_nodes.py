@@ -84,8 +84,11 @@ class Job:
             return []
         return [r for r in records if isinstance(r, AlertEvent) and r.event == "raised" and r.t >= after]
 
-    def first_alert_after(self, fault: str, timeout: float = 60) -> tuple[float, AlertEvent]:
-        at = wait_until(lambda: self.injected(fault), timeout, f"the job to inject {fault}")
+    def first_alert_after(self, fault: str) -> tuple[float, AlertEvent]:
+        """The first alert raised once the job injected ``fault``. How soon the job reaches the
+        fault's step is the load's to say (the fault before it holds the GIL for CPU seconds, which
+        a loaded host stretches): awaited as long as the other real-job tests await a fault."""
+        at = wait_until(lambda: self.injected(fault), 180, f"the job to inject {fault}")
         alert = wait_until(lambda: next(iter(self.raised(at - 1)), None), 30, f"an alert after {fault}")
         return at, alert
 
