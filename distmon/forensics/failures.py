@@ -187,7 +187,10 @@ def alone_said(log: LogFacts, failed: list[Raised]) -> tuple[str, str] | None:
     ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
     if shown_apart(log, ranks) or log.waiting:
         return None
-    said = next((f"{r.type}: {r.message[:200]}" for r in failed if not r.cut), "its exception line cut from the log")
+    said = next(
+        (f"{r.type}: {r.message[:200]}".removesuffix(": ") for r in failed if not r.cut),
+        "its exception line cut from the log",
+    )
     return (rank_word(sorted(ranks)) if ranks else "a process"), said
 
 

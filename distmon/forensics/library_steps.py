@@ -1,6 +1,7 @@
 """A failure raised inside a step a library takes alike in every rank: torch.compile compiling the model (the
 same code, the same compiler), DistributedDataParallel checking the model and its arguments as it is built or
-used (the same model, the same arguments). What breaks there breaks alike, and is not a rank's fault."""
+used (the same model, the same arguments), a distributed checkpoint planning its load or save (the same
+checkpoint, the same model). What breaks there breaks alike, and is not a rank's fault."""
 
 from __future__ import annotations
 
@@ -21,6 +22,17 @@ _DDP_CHECK = "_log_and_throw"
 """Where DistributedDataParallel raises its own checks: a parameter it cannot use, devices it cannot place, a
 hook or a static graph it cannot follow."""
 
+PLANNED = (
+    "every rank plans against the same checkpoint with the same model, so the plan fails alike on each (DCP "
+    "gathers each rank's error and raises them all on every rank: the `(RANK N)` of a traceback in its "
+    "CheckpointException says whose): the checkpoint's path or metadata, or a key or shape it lacks for the "
+    "model as configured, not a rank"
+)
+_PLANNING = ("torch/distributed/checkpoint/state_dict_loader.py", "torch/distributed/checkpoint/state_dict_saver.py")
+_PLAN_STEPS = frozenset({"local_step", "global_step"})
+"""Where a distributed checkpoint plans: each rank's plan (``local_step``) and the coordinator's (``global_step``),
+run inside DCP's own gathers, for a load and for a save."""
+
 
 def in_library_step(log: LogFacts) -> str | None:
     """Where every failure the log shows was raised in one such step (whole or cut before its exception line),
@@ -29,11 +41,16 @@ def in_library_step(log: LogFacts) -> str | None:
     if not failed or any(GPU_OWN.search(r.said) for r in failed):
         return None
     compiling = all(_compiling(r.frames) for r in failed)
-    if not compiling and not all(_checked_by_ddp(r.frames) for r in failed):
+    planning = all(_planning(r.frames) for r in failed)
+    if not compiling and not planning and not all(_checked_by_ddp(r.frames) for r in failed):
         return None
     if (alone := alone_said(log, failed)) is None:
         return None
     who, said = alone
+    if planning:
+        step = next(f for f in failed[0].frames if f.file.endswith(_PLANNING))
+        what = "load" if step.file.endswith("loader.py") else "save"
+        return f"{who} failed as a distributed checkpoint planned its {what} ({step.func}: {said}): {PLANNED}"
     if not compiling:
         return f"{who} failed DistributedDataParallel's own check of the model or its arguments ({said}): {PROGRAM_WHY}"
     frame = next(f for f in reversed(failed[0].frames) if f.file.endswith(_COMPILING))
@@ -43,6 +60,10 @@ def in_library_step(log: LogFacts) -> str | None:
 
 def _compiling(frames: list[StackFrame]) -> bool:
     return any(f.file.endswith(_COMPILING) for f in frames)
+
+
+def _planning(frames: list[StackFrame]) -> bool:
+    return any(f.file.endswith(_PLANNING) and f.func in _PLAN_STEPS for f in frames)
 
 
 def _checked_by_ddp(frames: list[StackFrame]) -> bool:

@@ -187,10 +187,13 @@ _GLUED = re.compile(
     r"(?<=\S)(?=terminate called after throwing|Traceback \(most recent call last\):"
     r"|\[rank\d{1,9}\]:|\[default\d{1,9}\]:"
     r"|\(\w{1,100}(?: rank=\d{1,9})? pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) )"
+    r"|(?<=\S    )(?= {0,200}\d{4}-\d\d-\d\d[ T]\d\d:\d\d:\d\d)"
 )
 """Where another process's write starts in the middle of a line (a progress bar ends with no newline):
-its rank's prefix, torchrun's (``[rank5]:``, ``--tee``'s ``[default5]:`` of torch 1.9-2.1) or Ray's."""
-_GLUED_WORDS = ("terminate called", "Traceback", "[rank", "[default", "pid=")
+its rank's prefix, torchrun's (``[rank5]:``, ``--tee``'s ``[default5]:`` of torch 1.9-2.1) or Ray's; or where
+the next record starts, its time first, after the spaces a terminal padded a line with to its width (a copy
+that joined its lines)."""
+_GLUED_WORDS = ("terminate called", "Traceback", "[rank", "[default", "pid=", "    2")
 """Words a line holds wherever :data:`_GLUED` finds a write in it (most lines hold none)."""
 _REPEATED_WHAT = re.compile(r"(what\(\): +)(?:what\(\): +)+")
 _RECORD = re.compile(

@@ -48,10 +48,11 @@ _LAUNCHERS = (
 rendezvous another node's agent closed as it gave up)."""
 _DISTRIBUTED = ("torch/distributed/", "deepspeed/comm/")
 """Where a traceback that ends in a collective call stands: a rank that waited raised there."""
-_COMPUTING = ("torch/distributed/fsdp/", "torch/distributed/_composable/fsdp/")
+_COMPUTING = ("torch/distributed/fsdp/", "torch/distributed/_composable/fsdp/", "torch/distributed/checkpoint/")
 """torch.distributed's code that computes and allocates around its collectives (FSDP's sharding, its copies in
-and out of the all-gathered buffers): a rank raising there failed of its own (out of memory, a shape) as often
-as it waited."""
+and out of the all-gathered buffers; a distributed checkpoint's planning, reading and writing, whose collectives
+run in ``distributed_c10d.py``): a rank raising there failed of its own (out of memory, a shape, a key the
+checkpoint lacks) as often as it waited."""
 FRAME = re.compile(r' {0,8}File "([^"]{1,1000})", line (\d{1,9}), in (.{1,200})')
 """A frame of a Python traceback, indented by two spaces as Python prints it, or by what a paste
 left of that (its shared indent taken off) or added."""

@@ -227,14 +227,6 @@ MISSED = {
         "torchrun saw local rank 0 exit 1 and its agent's traceback is cut before its exception: that an agent "
         "was stopped by hand and the rendezvous closed only the thread says"
     ),
-    "simpletuner_fsdp_dcp_load_metadata_none_all8_ranks.log": (
-        "rank 7's and rank 0's lines run into one another with no exception line whole: that DCP's load found no "
-        "metadata on every rank only the thread's cut line says"
-    ),
-    "megatron_dcp_load_missing_key_rank3_reports_rank2_plan.log": (
-        "a DCP traceback rank 3 prints for rank 2, cut before its exception: that the checkpoint lacks keys only "
-        "the thread says"
-    ),
     "fairseq_multinode_rank0_dataloader_queue_hang_pyspy.log": (
         "one py-spy stack waiting on the DataLoader's queue, no rank in it: that it is rank 0's the reporter says"
     ),

@@ -2531,6 +2531,57 @@ def test_a_rank_failing_ddps_own_check_of_the_model_is_every_ranks_program() -> 
     )
 
 
+def test_a_distributed_checkpoints_plan_failing_is_every_ranks_checkpoint_not_the_rank_and_no_wait() -> None:
+    """Rank 5 prints DCP's CheckpointException: rank 1's planning error under ``(RANK 1)``, cut before its
+    exception line, then rank 6's whole: every rank plans its load against the same checkpoint, so nobody is to
+    blame, and a rank cut in DCP's own code is no waiter. Not so beside a rank waiting, nor for a rank held in
+    a collective of DCP's (its innermost frames in distributed_c10d.py): that one waits."""
+    dcp = "/venv/lib/python3.11/site-packages/torch/distributed/checkpoint"
+
+    def planned(rank: int, exception: str = "") -> str:
+        lines = [
+            f"Traceback (most recent call last): (RANK {rank})",
+            f'  File "{dcp}/utils.py", line 192, in reduce_scatter',
+            "    local_data = map_fun()",
+            f'  File "{dcp}/state_dict_loader.py", line 250, in local_step',
+            "    local_plan = planner.create_local_plan()",
+            f'  File "{dcp}/default_planner.py", line 233, in create_local_plan',
+            "    return create_default_local_load_plan(",
+        ]
+        return "".join(f"[rank5]: {line}\n" for line in [*lines, *([exception] if exception else [])])
+
+    text = planned(1) + planned(6, "RuntimeError: Missing key in checkpoint state_dict: layers.3.weight.")
+    said = judged(text).nobody
+    assert said is not None and "failed as a distributed checkpoint planned its load (local_step: RuntimeError" in said
+    assert judged(planned(1)).nobody is not None, "cut before its exception line: still the plan's"
+    assert judged(text + first_watchdog(2, 8, "ALLREDUCE")).nobody is None, "another rank waited for it"
+    waiting = planned(3).replace(
+        "    return create_default_local_load_plan(\n",
+        f'    return create_default_local_load_plan(\n[rank5]:   File "{dcp}/utils.py", line 80, in scatter_object\n'
+        '[rank5]:   File "/venv/lib/python3.11/site-packages/torch/distributed/distributed_c10d.py", line 3200, in '
+        "scatter_object_list\n",
+    )
+    assert judged(waiting).nobody is None, "held in DCP's collective: a waiter, not a plan that failed"
+
+
+def test_records_a_terminal_padded_and_joined_are_read_apart() -> None:
+    """A copy of a terminal that joined its lines, each padded with spaces to the terminal's width: each record,
+    its time first, is a line of its own, a traceback's frames among them."""
+    stamp = "2025-03-01 10:00:0{} - trainer - INFO - [rank{}]: "
+    lines = [
+        "Traceback (most recent call last):",
+        '  File "/work/train.py", line 20, in <module>',
+        "    trainer.load()",
+        "ValueError: checkpoint has no step",
+    ]
+    padded = "".join(f"{stamp.format(i, 2)}{line}".ljust(120) for i, line in enumerate(lines)) + "\n"
+    written = [w.text for w in lines_as_written(io.StringIO(padded))]
+    assert [w.split(" - INFO - ", 1)[-1].rstrip() for w in written] == [f"[rank2]: {line}" for line in lines]
+    assert str(judged(padded).nobody).startswith("rank 2 raised ValueError: checkpoint has no step"), (
+        "its traceback read"
+    )
+
+
 def test_a_traceback_cut_in_fsdps_own_code_is_no_wait_and_a_cut_exception_is_not_said_as_anothers() -> None:
     """Rank 3's traceback is cut inside FSDP2's copy out of the all-gathered buffer (where it allocates), rank 1's
     shows only its out-of-memory line: rank 3 is no waiter that would prove rank 1 at fault, and the headline says

@@ -4407,8 +4407,8 @@ VERDICTS = [
     (
         "megatron_dcp_load_missing_key_rank3_reports_rank2_plan.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: rank 3 failed as a distributed checkpoint planned its",
     ),
     (
         "openchatkit_gloo_init_process_group_socket_timeout.log",
@@ -4437,8 +4437,8 @@ VERDICTS = [
     (
         "simpletuner_fsdp_dcp_load_metadata_none_all8_ranks.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: ranks 0, 7 failed as a distributed checkpoint planned",
     ),
     (
         "srun_label_lumi_rccl_tests_task0_unhandled_cuda_error.log",
