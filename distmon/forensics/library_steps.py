@@ -7,6 +7,7 @@ from __future__ import annotations
 
 from distmon.forensics.failures import GPU_OWN, PROGRAM_WHY, alone_said, failed_whole_or_cut
 from distmon.forensics.logfacts import LogFacts
+from distmon.monitor.state.words import rank_word
 from distmon.wire.schema import StackFrame
 
 COMPILED = (
@@ -24,9 +25,8 @@ hook or a static graph it cannot follow."""
 
 PLANNED = (
     "every rank plans against the same checkpoint with the same model, so the plan fails alike on each (DCP "
-    "gathers each rank's error and raises them all on every rank: the `(RANK N)` of a traceback in its "
-    "CheckpointException says whose): the checkpoint's path or metadata, or a key or shape it lacks for the "
-    "model as configured, not a rank"
+    "gathers each rank's error and raises them all on every rank): the checkpoint's path or metadata, or a key "
+    "or shape it lacks for the model as configured, not a rank"
 )
 _PLANNING = ("torch/distributed/checkpoint/state_dict_loader.py", "torch/distributed/checkpoint/state_dict_saver.py")
 _PLAN_STEPS = frozenset({"local_step", "global_step"})
@@ -50,7 +50,9 @@ def in_library_step(log: LogFacts) -> str | None:
     if planning:
         step = next(f for f in failed[0].frames if f.file.endswith(_PLANNING))
         what = "load" if step.file.endswith("loader.py") else "save"
-        return f"{who} failed as a distributed checkpoint planned its {what} ({step.func}: {said}): {PLANNED}"
+        owners = sorted({r.reported for r in failed if r.reported is not None})
+        whose = f"{rank_word(owners)}'s plan, as its CheckpointException says; " if owners else ""
+        return f"{who} failed as a distributed checkpoint planned its {what} ({step.func}, {whose}{said}): {PLANNED}"
     if not compiling:
         return f"{who} failed DistributedDataParallel's own check of the model or its arguments ({said}): {PROGRAM_WHY}"
     frame = next(f for f in reversed(failed[0].frames) if f.file.endswith(_COMPILING))

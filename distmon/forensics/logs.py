@@ -458,7 +458,7 @@ class _Reader:
         if body.startswith(TRACEBACK) or (building is None and FRAME.match(body)):
             if not open_:
                 return
-            building = self.tracebacks[rank] = Traceback()
+            building = self.tracebacks[rank] = Traceback.headed(body)
             if body.startswith(TRACEBACK):
                 return
         if building is None:
@@ -559,7 +559,7 @@ class _Reader:
         tracebacks interleaved line by line end in as many exception lines in a row."""
         if body.startswith(TRACEBACK):
             fresh = self.nameless is None or self.nameless.raised is not None
-            self.nameless = Traceback() if fresh else self.nameless
+            self.nameless = Traceback.headed(body) if fresh else self.nameless
             self.headers = 1 if fresh else self.headers + 1
             return
         building = self.nameless

@@ -79,6 +79,10 @@ _OOM_DEVICE = re.compile(r"\bGPU (\d{1,4}) has a total capac")
 _STOPS = ("SignalException", "SIGTERMException", "KeyboardInterrupt")
 
 
+_CHECKPOINT_RANK = re.compile(r"\(RANK (\d{1,9})\)\s*$")
+"""After a traceback's header in a distributed checkpoint's ``CheckpointException``: whose failure it is (DCP
+gathers each rank's and raises them all on every rank, each under ``Traceback (most recent call last): (RANK
+N)``)."""
 _RAY_TASK = re.compile(r"RayTaskError\(\w{1,100}\): .{0,200}?\(pid=(\d{1,12})[,)]")
 """Ray's header before the frames of a remote task that raised: the process it ran in."""
 
@@ -105,6 +109,8 @@ class Raised:
     traceback says (a Ray driver prints each remote task's failure so)."""
     graph_node: str | None = None
     """The op TensorFlow's graph failed at, as its error's first line names it (``Detected at node 'X'``)."""
+    reported: int | None = None
+    """The rank whose failure it is, where its header says another's (:data:`_CHECKPOINT_RANK`)."""
 
     @property
     def said(self) -> str:
@@ -187,6 +193,14 @@ class Traceback:
     original: Traceback | None = None
     """Where the exception re-raises another process's or thread's (``Caught OSError in DataLoader worker process
     3.``): the traceback it carries (``Original Traceback ...``), whose exception is the one to tell."""
+    reported: int | None = None
+    """The rank whose failure its header says it is (:data:`_CHECKPOINT_RANK`)."""
+
+    @classmethod
+    def headed(cls, body: str) -> Traceback:
+        """A traceback begun at ``body`` (its header, or its first frame where the paste cut the header)."""
+        found = _CHECKPOINT_RANK.search(body) if body.startswith(TRACEBACK) else None
+        return cls(reported=int(found.group(1)) if found else None)
 
     def line(self, body: str, stamp: float | None) -> Raised | None:
         """The exception, on its line; None before it and after it."""
@@ -223,7 +237,7 @@ class Traceback:
         message = visible((exception.group(2) or "").strip())
         cut = (exception.group(2) is not None and not message) or message == GRAPH  # its words still to come
         self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)
-        self.raised.ray_pid = self.ray_pid
+        self.raised.ray_pid, self.raised.reported = self.ray_pid, self.reported
         return self.raised
 
     @property
@@ -268,7 +282,8 @@ class Traceback:
         rank raised, in these frames."""
         if self.raised is not None or not self.frames:
             return None
-        return Raised("an exception", "its exception line is not in the log", self.frames, stamp, cut=True)
+        said = "its exception line is not in the log"
+        return Raised("an exception", said, self.frames, stamp, cut=True, reported=self.reported)
 
 
 def alone(body: str, stamp: float | None) -> Traceback | None:
