@@ -181,10 +181,14 @@ def failed_whole_or_cut(log: LogFacts) -> list[Raised]:
     return [r for r in log.exceptions if not (r.consequence or r.launcher or r.stopped or r.launchers)]
 
 
-def alone_said(log: LogFacts, failed: list[Raised]) -> tuple[str, str] | None:
+def alone_said(log: LogFacts, failed: list[Raised], step: bool = False) -> tuple[str, str] | None:
     """Who raised ``failed`` (its ranks, or a process the log does not name) and what (the first exception line the
-    log holds), where the log shows no rank apart from them nor waiting; None where it does."""
+    log holds), where the log shows no rank apart from them nor waiting; None where it does. With ``step``
+    (``failed`` raised in a step every rank takes alike), a rank a launcher says ended by an exit code of its own
+    (no signal) failed with them: that step raises on every rank, and a launcher's table keeps no traceback."""
     ranks = {rank for rank, r in log.raised.items() if any(r is f for f in failed)}
+    if step:
+        ranks |= {e.who for e in log.exits if e.unit == RANK and e.who >= 0 and e.code is not None and e.code > 0}
     if shown_apart(log, ranks) or log.waiting:
         return None
     said = next(

@@ -44,7 +44,7 @@ def in_library_step(log: LogFacts) -> str | None:
     planning = all(_planning(r.frames) for r in failed)
     if not compiling and not planning and not all(_checked_by_ddp(r.frames) for r in failed):
         return None
-    if (alone := alone_said(log, failed)) is None:
+    if (alone := alone_said(log, failed, step=True)) is None:
         return None
     who, said = alone
     if planning:

@@ -2534,9 +2534,9 @@ def test_a_rank_failing_ddps_own_check_of_the_model_is_every_ranks_program() -> 
 def test_a_distributed_checkpoints_plan_failing_is_every_ranks_checkpoint_not_the_rank_and_no_wait() -> None:
     """Rank 5 prints DCP's CheckpointException: rank 1's planning error under ``(RANK 1)``, cut before its
     exception line, then rank 6's whole: every rank plans its load against the same checkpoint, so nobody is to
-    blame (rank 6's plan said whose), and a rank cut in DCP's own code is no waiter. Not so beside a rank
-    waiting, nor for a rank held in a collective of DCP's (its innermost frames in distributed_c10d.py): that one
-    waits."""
+    blame (rank 6's plan said whose), rank 0's exit code in torchrun's table being DCP's raise on it too, and a
+    rank cut in DCP's own code is no waiter. Not so beside a rank killed or waiting, nor for a rank held in a
+    collective of DCP's (its innermost frames in distributed_c10d.py): that one waits."""
     dcp = "/venv/lib/python3.11/site-packages/torch/distributed/checkpoint"
 
     def planned(rank: int, exception: str = "") -> str:
@@ -2556,6 +2556,9 @@ def test_a_distributed_checkpoints_plan_failing_is_every_ranks_checkpoint_not_th
     assert said is not None and "rank 5 failed as a distributed checkpoint planned its load (local_step, " in said
     assert "rank 6's plan, as its CheckpointException says; RuntimeError: Missing key" in said, "whose, as DCP says"
     assert judged(planned(1)).nobody is not None, "cut before its exception line: still the plan's"
+    said = judged(text + table(0, 0, 1)).nobody
+    assert said is not None and said.startswith("ranks 0, 5 failed as"), "rank 0's exit code: DCP raised there too"
+    assert judged(text + table(0, 0, -9)).nobody is None, "rank 0 killed: apart from the plan"
     assert judged(text + first_watchdog(2, 8, "ALLREDUCE")).nobody is None, "another rank waited for it"
     waiting = planned(3).replace(
         "    return create_default_local_load_plan(\n",
