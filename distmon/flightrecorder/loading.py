@@ -287,6 +287,8 @@ def load_dump(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
     except Exception as e:  # the unpickler raises what the bytes make it raise: any of them means unreadable
         why = " ".join(str(e).split())[:80]
         raise DumpError(f"unreadable ({type(e).__name__}: {why}), truncated or not a dump") from None
+    if isinstance(dump, list) and dump and all(isinstance(e, dict) and "seq_id" in e for e in dump):
+        dump = {"entries": _as_torch_2_3(dump)}
     if not isinstance(dump, dict) or not ({"entries", "pg_status", "version"} & dump.keys()):
         raise DumpError("not a Flight Recorder dump (no entries, pg_status or version)")
     entries = dump.get("entries", [])
@@ -300,6 +302,20 @@ def load_dump(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
         if not isinstance(dump.get(part, {}), dict):
             raise DumpError(f"its {part} is not a mapping")
     return dump
+
+
+def _as_torch_2_3(entries: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Torch 2.2's dump is its entries alone, a list: no version, no groups, no status, the times in
+    microseconds (``time_created_us``), each entry's group by its id on this rank alone (``pg_id``). Each
+    entry as torch 2.3 wrote it: id 0 is the default group (a rank's first), named as torch names it; the
+    other ids count the groups this rank is a member of, so they name no group across ranks and stay
+    unnamed (read on this rank alone)."""
+    for e in entries:
+        if type(e.get("time_created_us")) is int:
+            e["time_created_ns"] = e["time_created_us"] * 1000
+        if e.get("pg_id") == 0:
+            e["process_group"] = ("0", "default_pg")
+    return entries
 
 
 def _as_since_torch_2_4(entries: list[dict[str, Any]]) -> None:

@@ -36,6 +36,9 @@ POST_MORTEM = Thresholds(hang_floor=0.0, hang_intervals=0.0, startup_hang=0.0, s
 """Everything in flight when the job died was waiting: no wait is too short to judge."""
 DUMP_DELAY = 60.0
 """Seconds a dump may take to be written after a collective timeout fires."""
+UNSTATED_TIMEOUT = 1800.0
+"""The collective timeout of dumps that state none (torch 2.2's): torch's longest default, NCCL's 30 minutes
+before torch 2.3 made it 10."""
 MAX_FRAMES = 64
 
 NO_FILE = "no file"
@@ -151,6 +154,7 @@ def _moment(dumps: dict[int, RankDump], log: LogFacts, written: list[float]) -> 
         ran = [t.ran or t.stuck or 0.0 for ts in log.timeouts.values() for t in ts.values()]
         return max(ran, default=0.0), False
     timeout = max((g.timeout or 0.0 for d in dumps.values() for g in d.groups), default=0.0)
+    timeout = timeout or (UNSTATED_TIMEOUT if dumps else 0.0)
     fits = [w for w in written if recorded <= w <= recorded + timeout + DUMP_DELAY]
     if fits:
         return max(fits), True

@@ -25,7 +25,7 @@ from distmon.monitor.pipeline import Monitor
 from distmon.monitor.rules.detector import Detector
 from distmon.wire import Report, encode
 from tests.support.commands import distmon
-from tests.support.nccl_dumps import VERSIONS, RankRecorder, megatron, member_group
+from tests.support.nccl_dumps import VERSIONS, Group, RankRecorder, megatron, member_group
 
 STUCK = 5
 
@@ -92,6 +92,35 @@ def test_torch_2_3s_dumps_name_the_same_rank(tmp_path: Path) -> None:
     analysis = analyze([str(tmp_path)])
     assert culprits(analysis) == [STUCK]
     assert f"CULPRIT rank {STUCK}: rank {STUCK} holds up the job" in render_analysis(analysis)
+
+
+def test_torch_2_2s_dumps_name_the_rank_the_default_group_waits_for_since_the_files_were_written(
+    tmp_path: Path,
+) -> None:
+    """Bare lists of entries stating no timeout: ranks 0, 1, 3 wait in all-reduce #4 of the default group, rank 2
+    never enqueued it. The files, written 10 minutes after, say when the dumps were taken: how long they waited
+    (within torch's longest default timeout after the latest entry; a copy's time, a day later, is not)."""
+    world = Group("0", "default_pg", [0, 1, 2, 3])
+    recorders = [RankRecorder(rank) for rank in range(4)]
+    for r in recorders:
+        r.join(world)
+        for _ in range(3):
+            r.collective("0", "all_reduce")
+        if r.rank != 2:
+            r.collective("0", "all_reduce", done=False)
+    for r in recorders:
+        (tmp_path / f"nccl_trace_rank_{r.rank}").write_bytes(r.torch_2_2())
+    latest = max(e["time_created_ns"] for r in recorders for e in r.entries) / 1e9
+
+    def judged(written: float) -> str:
+        for r in recorders:
+            os.utime(tmp_path / f"nccl_trace_rank_{r.rank}", (written, written))
+        analysis = analyze([str(tmp_path)])
+        assert culprits(analysis) == [2]
+        return render_analysis(analysis)
+
+    assert "ranks 0-1, 3 wait in #4 (all_reduce, 1024) for 10m00s" in judged(latest + 600)
+    assert "for 10m00s" not in judged(latest + 86400), "a copy's time is not the dump's"
 
 
 def test_the_verdict_is_a_monitors_on_the_same_reports(tmp_path: Path) -> None:

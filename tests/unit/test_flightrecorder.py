@@ -58,6 +58,25 @@ def test_torch_2_3s_dumps_count_collectives_and_sends_in_one_number() -> None:
     assert [(p.peer, p.dir, p.posted) for p in read[0].p2p] == [(1, SEND, 2)]
 
 
+def test_torch_2_2s_dumps_are_their_entries_alone_and_name_the_default_group_only() -> None:
+    """A bare list: each entry's group by its id on this rank, its time in microseconds. Id 0 is the default
+    group on every rank; another id counts only this rank's groups, so its work is read as no group's."""
+    world, pair = Group("0", "default_pg", [0, 1, 2, 3]), Group("1", "", [2, 3])
+    recorder = RankRecorder(2)
+    recorder.join(world)
+    recorder.join(pair)
+    recorder.collective("0", "all_reduce")
+    recorder.collective("1", "all_gather")
+    recorder.collective("0", "all_reduce", done=False)
+    dump = load_dump(recorder.torch_2_2())
+    assert [e["time_created_ns"] for e in dump["entries"]] == [e["time_created_ns"] for e in recorder.entries]
+    read = read_dump(dump, {}, 2)
+    assert [(g.id, g.enqueued, g.completed, g.op) for g in read.groups] == [("0", 2, 1, "all_reduce")]
+    assert read.oldest_pending is not None and read.oldest_pending["collective_seq_id"] == 2
+    with pytest.raises(DumpError, match="not a Flight Recorder dump"):
+        load_dump(pickle.dumps([{"name": "x"}], protocol=2))
+
+
 def test_an_empty_json_dump_has_no_entries_key_and_no_groups() -> None:
     recorder = RankRecorder(3)
     recorder.join(Group("0", "default_pg", [0, 1, 2, 3]))
