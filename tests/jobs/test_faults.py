@@ -135,13 +135,15 @@ def passing_faults(torchrun, new_endpoint, tmp_path_factory) -> PassingFaultsJob
 
 def test_healthy_run_raises_nothing(passing_faults: PassingFaultsJob) -> None:
     """Start-up, first steps, DataLoader workers restarting between epochs, the clean end:
-    nothing before the first fault, and nothing after it but the faults' own alerts."""
+    nothing about the job before the first fault, and nothing after it but the faults' own alerts. (The
+    monitor saying it was itself behind, its loop starved on a loaded host, is about the monitor.)"""
     job = passing_faults
     assert job.exit_code == 0, job.output[-3000:]
     assert sorted(job.injected) == ["leak", "straggler"], job.output[-3000:]
-    before = [a for a in job.alerts if a["t"] < min(job.injected.values())]
+    about_the_job = [a for a in job.alerts if a["kind"] != "monitor_behind"]
+    before = [a for a in about_the_job if a["t"] < min(job.injected.values())]
     assert before == [], before
-    others = [a for a in job.alerts if a["kind"] not in ("straggler", "memory_pressure") or a["ranks"] != [2]]
+    others = [a for a in about_the_job if a["kind"] not in ("straggler", "memory_pressure") or a["ranks"] != [2]]
     assert others == [], others
     assert load_recording(str(job.recording)).ending() == "finished: every rank exited cleanly"
 
