@@ -287,7 +287,7 @@ def load_dump(raw: bytes, walk_first: bool = True) -> dict[str, Any]:
     except Exception as e:  # the unpickler raises what the bytes make it raise: any of them means unreadable
         why = " ".join(str(e).split())[:80]
         raise DumpError(f"unreadable ({type(e).__name__}: {why}), truncated or not a dump") from None
-    if isinstance(dump, list) and dump and all(isinstance(e, dict) and "seq_id" in e for e in dump):
+    if isinstance(dump, list) and all(isinstance(e, dict) and "seq_id" in e for e in dump):  # [] too: no work yet
         dump = {"entries": _as_torch_2_3(dump)}
     if not isinstance(dump, dict) or not ({"entries", "pg_status", "version"} & dump.keys()):
         raise DumpError("not a Flight Recorder dump (no entries, pg_status or version)")

@@ -37,8 +37,8 @@ POST_MORTEM = Thresholds(hang_floor=0.0, hang_intervals=0.0, startup_hang=0.0, s
 DUMP_DELAY = 60.0
 """Seconds a dump may take to be written after a collective timeout fires."""
 UNSTATED_TIMEOUT = 1800.0
-"""The collective timeout of dumps that state none (torch 2.2's): torch's longest default, NCCL's 30 minutes
-before torch 2.3 made it 10."""
+"""The collective timeout of dumps that state none (torch 2.2's and 2.3's): torch's longest default, 30
+minutes (gloo's, and NCCL's in older torch)."""
 MAX_FRAMES = 64
 
 NO_FILE = "no file"

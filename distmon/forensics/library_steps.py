@@ -48,7 +48,7 @@ def in_library_step(log: LogFacts) -> str | None:
         return None
     who, said = alone
     if planning:
-        step = next(f for f in failed[0].frames if f.file.endswith(_PLANNING))
+        step = next(f for f in failed[0].frames if _plan_step(f))
         what = "load" if step.file.endswith("loader.py") else "save"
         owners = sorted({r.reported for r in failed if r.reported is not None})
         whose = f"{rank_word(owners)}'s plan, as its CheckpointException says; " if owners else ""
@@ -65,7 +65,11 @@ def _compiling(frames: list[StackFrame]) -> bool:
 
 
 def _planning(frames: list[StackFrame]) -> bool:
-    return any(f.file.endswith(_PLANNING) and f.func in _PLAN_STEPS for f in frames)
+    return any(_plan_step(f) for f in frames)
+
+
+def _plan_step(frame: StackFrame) -> bool:
+    return frame.file.endswith(_PLANNING) and frame.func in _PLAN_STEPS
 
 
 def _checked_by_ddp(frames: list[StackFrame]) -> bool:

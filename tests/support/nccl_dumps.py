@@ -144,12 +144,12 @@ class RankRecorder:
     def torch_2_2(self) -> bytes:
         """The dump as torch 2.2 pickled it: its entries alone, a list, each with its group's id on this rank,
         one ``seq_id`` as torch 2.3's, its time in microseconds, no process group, dtypes or timeout."""
-        seq_ids = pickle.loads(self.torch_2_3())["entries"]
+        entries = pickle.loads(self.torch_2_3())["entries"]
         keys = ("pg_id", "seq_id", "profiling_name", "input_sizes", "output_sizes", "state", "retired")
         return pickle.dumps(
             [
                 {**{k: e[k] for k in keys}, "time_created_us": e["time_created_ns"] // 1000, "frames": []}
-                for e in seq_ids
+                for e in entries
             ],
             protocol=2,
         )

@@ -73,6 +73,7 @@ def test_torch_2_2s_dumps_are_their_entries_alone_and_name_the_default_group_onl
     read = read_dump(dump, {}, 2)
     assert [(g.id, g.enqueued, g.completed, g.op) for g in read.groups] == [("0", 2, 1, "all_reduce")]
     assert read.oldest_pending is not None and read.oldest_pending["collective_seq_id"] == 2
+    assert load_dump(pickle.dumps([], protocol=2))["entries"] == [], "a rank that did no work yet"
     with pytest.raises(DumpError, match="not a Flight Recorder dump"):
         load_dump(pickle.dumps([{"name": "x"}], protocol=2))
 

@@ -2556,6 +2556,12 @@ def test_a_distributed_checkpoints_plan_failing_is_every_ranks_checkpoint_not_th
     assert said is not None and "rank 5 failed as a distributed checkpoint planned its load (local_step, " in said
     assert "rank 6's plan, as its CheckpointException says; RuntimeError: Missing key" in said, "whose, as DCP says"
     assert judged(planned(1)).nobody is not None, "cut before its exception line: still the plan's"
+    whole = text.replace(
+        "[rank5]: Traceback (most recent call last): (RANK 6)\n",
+        "[rank5]: Traceback (most recent call last): (RANK 6)\n"
+        f'[rank5]:   File "{dcp}/state_dict_loader.py", line 70, in load\n',
+    )
+    assert "planned its load (local_step, " in str(judged(whole).nobody), "the step, not the loader's outer call"
     said = judged(text + table(0, 0, 1)).nobody
     assert said is not None and said.startswith("ranks 0, 5 failed as"), "rank 0's exit code: DCP raised there too"
     assert judged(text + table(0, 0, -9)).nobody is None, "rank 0 killed: apart from the plan"
