@@ -198,7 +198,7 @@ def test_killed_dataloader_worker_and_its_rank_last_words(torchrun, endpoint):
     args += ["--fault-rank", "1", "--fault-step", "5", "--hang-seconds", "60"]
     with Listener(endpoint) as listener, torchrun(2, *args, endpoint=endpoint) as job:
         assert job.wait(timeout=90) != 0
-        listener.wait_for(lambda reports: any(r.exit for r in reports if r.rank == 1), 5)
+        listener.wait_for(lambda reports: any(r.exit for r in reports if r.rank == 1), 30)
     rank1 = listener.by_rank()[1]
     dead = [w for r in rank1 for loader in r.loaders for w in loader.workers if not w.alive]
     assert dead, "the killed worker was reported"
@@ -215,7 +215,7 @@ def test_exception_last_words_come_from_the_failing_rank(torchrun, endpoint):
     args += ["--fault-rank", "1", "--fault-step", "5"]
     with Listener(endpoint) as listener, torchrun(2, *args, endpoint=endpoint) as job:
         assert job.wait(timeout=90) != 0
-        listener.wait_for(lambda reports: any(r.exit for r in reports if r.rank == 1), 5)
+        listener.wait_for(lambda reports: any(r.exit for r in reports if r.rank == 1), 30)
     failures = sorted((r.exception.t, r.rank, r.exception) for r in listener.snapshot() if r.exception)
     assert failures, "no last words"
     _, rank, exception = failures[0]

@@ -88,7 +88,7 @@ def run_script(tmp_path: Path, source: str, launcher: list[str], endpoint: str) 
 
 def steps_by_rank(listener: Listener) -> dict[int, int]:
     """The most steps each rank reported, once every rank's exit report (which counts them all) is in."""
-    wait_until(lambda: exited(listener) >= reported(listener), 10, "every rank's exit report")
+    wait_until(lambda: exited(listener) >= reported(listener), 30, "every rank's exit report")
     steps: dict[int, int] = {}
     for report in listener.snapshot():
         steps[report.rank] = max(steps.get(report.rank, 0), report.steps)

@@ -518,7 +518,9 @@ def test_a_relay_killed_and_restarted_costs_the_ranks_nothing_but_the_reports_in
         finally:
             stop.set()
             sender.join()
-    assert ranks.slowest_send < 0.05, f"a send took {ranks.slowest_send * 1000:.0f} ms"
+    # a send that waited for the relay would wait the seconds it took to start again; a loaded
+    # host's scheduler may hold a thread a tenth of a second between any two lines
+    assert ranks.slowest_send < 0.5, f"a send took {ranks.slowest_send * 1000:.0f} ms"
 
 
 RANK_SCRIPT = """

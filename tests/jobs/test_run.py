@@ -114,7 +114,7 @@ def reporting(listener: Listener) -> dict[int, tuple[set[int], int]]:
 def reported(listener: Listener, expected: dict[int, tuple[set[int], int]]) -> None:
     """The ranks' reports, once the last is in (they are sent as the ranks exit)."""
     with contextlib.suppress(AssertionError):
-        wait_until(lambda: reporting(listener) == expected, 10, "the exit reports")
+        wait_until(lambda: reporting(listener) == expected, 30, "the exit reports")
     assert reporting(listener) == expected
 
 
