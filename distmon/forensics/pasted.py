@@ -119,6 +119,9 @@ _PDSH_HOST = re.compile(
     r"(?:\d{1,3}(?:\.\d{1,3}){3}|[a-z][a-z0-9-]{0,62}\d[a-z0-9-]{0,62}(?:\.[a-z0-9-]{1,63}){0,6}): "
 )
 """pdsh's label: the host the line came from (an address, or a name with a number in it)."""
+_POD = re.compile(r"[a-z][a-z0-9.-]{0,200}-\d{1,5}(?:-[a-z0-9]{5})? [a-z][a-z0-9-]{0,62} ")
+"""stern's label: a pod (by its index) and its container. Two words that a wrap's rest may start with too
+(``...mpijob-wo`` / ``rker-1 exited on signal 9``)."""
 _LABELS = re.compile(
     r"\[\d{1,9}\] (?=\S)(?!is setting up NCCL|Signal: )"  # a pasted file's line number (not torch's "[3] is"
     # "setting up", nor Open MPI's signal handler's process)
@@ -134,8 +137,9 @@ _LABELS = re.compile(
     r"|\(\w{1,40}, rank=\d{1,6}, pid=\d{1,9}(?:, ip=[\w.:]{1,64})?\) ?"  # SkyPilot's node
     r"|\((?:raylet|gcs_server|autoscaler|monitor|dashboard)\b[^)]{0,100}\) "  # Ray's own processes
     r"|\[pod/[\w.-]{1,253}/[\w.-]{1,63}\] "  # kubectl logs --prefix
-    r"|[a-z][a-z0-9.-]{0,200}-\d{1,5}(?:-[a-z0-9]{5})? [a-z][a-z0-9-]{0,62} "  # stern's pod (by index), container
-    r"|\[(?!rank\d)[a-z][\w.-]{0,62}\d[\w.-]{0,62}\] "  # a node's name, put by whoever gathered its lines
+    r"|"
+    + _POD.pattern  # stern's pod (by index), container
+    + r"|\[(?!rank\d)[a-z][\w.-]{0,62}\d[\w.-]{0,62}\] "  # a node's name, put by whoever gathered its lines
     r"|<\w{0,10}> {1,12}|[\w-]{1,64} \|\| "  # a collector's level column, a container's id and its column
     r"|[a-z][\w-]{0,40}\.\d{1,4} -- "  # a pod's role and replica (``master.0 -- ``)
     r"|[a-z][\w.-]{0,100}[-_]\d{1,4} {1,40}\| "  # docker compose's container, padded (``trainer-1  | ``)
@@ -381,7 +385,7 @@ class _Wrap:
         own lines start, nor as a line of its own does (:data:`_STARTS`), nor indented (a
         wrap's cut may fall before one space, no more: an indented line is a traceback's code,
         a table's row, a message a person broke), nor is a table's row (columns apart)."""
-        own = _STARTS.match(line) is not None and (self.numbered or not _numbered_only(line))
+        own = _STARTS.match(line) is not None and (self.numbered or not _numbered_only(line)) and not _pod_only(line)
         table = len(_COLUMNS.findall(line)) > 1  # a row of a table whose rows are as wide (kubectl's)
         return (
             bool(line.strip())
@@ -394,6 +398,13 @@ class _Wrap:
 
 _COLUMNS = re.compile(r"\S {3,}(?=\S)")
 """A gap between a table's columns."""
+
+
+def _pod_only(line: str) -> bool:
+    """The line starts as a line of its own only by what may be stern's label: a paste that stern labelled
+    shows its pods' names on the lines no wrap cut (:attr:`_Wrap.starts`)."""
+    found = _POD.match(line)
+    return found is not None and not _STARTS.match(line, found.end())
 
 
 def _numbered_only(line: str) -> bool:
