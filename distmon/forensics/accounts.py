@@ -29,6 +29,7 @@ from distmon.forensics.failures import (
     ended_in_failure,
     failures_of,
     files_refused,
+    folded,
     is_own,
     own_failure,
     program_error,
@@ -107,6 +108,7 @@ def accounts(log: LogFacts, world: int) -> Accounts:
         or _illegal(log)
         or _announced_twice(log)
         or alike(log)
+        or folded(log)
         or step_memory(log)
         or killed_together(log, world)
         or _terminated(log, world)

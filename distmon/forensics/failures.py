@@ -124,6 +124,23 @@ def alike(log: LogFacts) -> str | None:
     return f"{whom(failures)} failed alike{together} ({how}): {why}"
 
 
+def folded(log: LogFacts) -> str | None:
+    """Why no rank is to blame where the one failure the log shows is a traceback no label places, whose frames Ray
+    says more processes wrote too (:attr:`LogFacts.folded`: its log deduplication folds others' same lines into
+    one), and nothing else is shown failing or waiting: as many processes failed alike where one is shown."""
+    raised = [r for r in log.unplaced if is_own(r)] or ([log.cut_nameless] if log.cut_nameless else [])
+    if not log.folded or len(raised) != 1 or log.raised or shown_apart(log, set()) or log.waiting:
+        return None
+    first = raised[0]
+    if first.in_collective or _DEVICE.search(f"{first.type}: {first.message}"):
+        return None  # a wait, or each GPU's own fault, however many
+    how = "in the same code, its exception line cut from the log" if first.cut else _said(first)
+    return (
+        f"{log.folded + 1} processes failed alike ({how}; Ray says {log.folded} more wrote its frames: "
+        f"[repeated {log.folded}x across cluster]): {ALIKE}"
+    )
+
+
 FILES = re.compile(
     r"^(?:FileNotFoundError|FileExistsError|PermissionError|IsADirectoryError|NotADirectoryError)\b"
     r"|\[Errno (?:2|13|17|39)\]|^\w{0,40}Error: (?:[Ff]ile|[Pp]ath|[Dd]irectory) \S{1,300} (?:not found|does not exist)"

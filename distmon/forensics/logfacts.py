@@ -197,6 +197,9 @@ class LogFacts:
     """The ranks of those tracebacks, each with where it stood (``all_reduce (distributed_c10d.py:2221)``)."""
     cut_nameless: Raised | None = None
     """The traceback no label places that the log cuts before its exception line, where it ends so."""
+    folded: int = 0
+    """The most processes Ray says wrote a frame of a traceback no label places, beside the one it shows
+    (``[repeated 7x across cluster]``): they raised the same way."""
     oom_killed: str | None = None
     """slurmstepd's word that the step's cgroup killed a process for memory."""
     agents_under_srun: bool = False

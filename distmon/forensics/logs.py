@@ -1,19 +1,17 @@
 """A job's log read for what each rank said last: the collective its NCCL watchdog timed out in
-(:mod:`~distmon.forensics.watchdog`), the Python exception it raised (:mod:`~distmon.forensics.tracebacks`),
-the error of its own device, or nothing at all; and what the job's own accounts said of it: how the launchers
-saw each worker end (:mod:`~distmon.forensics.launcher_lines`), torch's desync report and debug checks, Horovod's
-stall inspector, NCCL's own lines, the transports' word on a lost peer, the stacks pasted, the main process's
-work alone. Each format is known in its own module; this one reads the lines into :class:`LogFacts`.
+(:mod:`~distmon.forensics.watchdog`), the Python exception it raised (:mod:`~distmon.forensics.tracebacks`), the
+error of its own device, or nothing; and what the job's own accounts said of it: how the launchers saw each worker
+end (:mod:`~distmon.forensics.launcher_lines`), torch's desync report and debug checks, Horovod's stall inspector,
+NCCL's lines, a lost peer, the stacks pasted, the main process's work alone, each known in its own module.
 
 A line's rank is torchrun's ``[rankN]:`` prefix wherever it stands (after docker or logging stamps, a host name,
 a progress bar), else the bare ``[Rank N]`` of old torch, else the group-local rank of the default group. The log
 is first put back into the lines the ranks wrote (:mod:`~distmon.forensics.pasted`). A watchdog line that names no
 group (``[Rank 0] Watchdog caught ...`` of torch 2.0-2.5) is the work a line of the same rank with a PG prefix
 names, where one does; alone, it is of the world group, as in old torch, unless the rank has several such waits,
-which are then of groups the log does not name. A rank's ``[rankN]:``-prefixed Python traceback is its last
-words, as are the traceback under ``mp.spawn``'s ``-- Process N terminated`` and a launcher's first observed
-failure of a global rank, and so is a prefixed exception line the paste holds without its traceback; a traceback
-with no rank is kept apart (:attr:`LogFacts.unplaced`).
+which are then of groups the log does not name. A rank's ``[rankN]:``-prefixed Python traceback is its last words,
+as are the traceback under ``mp.spawn``'s ``-- Process N terminated``, a launcher's first observed failure of a
+global rank and a prefixed exception line without its traceback; one with no rank is kept apart (``unplaced``).
 """
 
 from __future__ import annotations
@@ -213,6 +211,8 @@ class _Reader:
             self._traceback(after, body)  # the rank's exception line, right under its last frame, its label lost
         elif not self._spawn(body) and not self._launched(body):
             self._nameless(body)
+            if written.repeated and FRAME.match(body):  # a frame Ray says more processes wrote: a job's line
+                self.facts.folded, self.facts.matched = max(self.facts.folded, written.repeated), self.facts.matched + 1
         # a paste's blank lines before its first are not its start, nor a traceback's source line above its error
         self.begun = self.begun or bool(line.strip() and not line[:1].isspace())
         if not self.job and _JOB.search(line):

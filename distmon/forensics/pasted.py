@@ -91,6 +91,9 @@ class Written(NamedTuple):
     stamp: str = ""
     host: str = ""
     """The node pdsh says the line came from (``node2: ``), where it put its label."""
+    repeated: int = 0
+    """How many more times Ray's log deduplication says processes wrote the line (``[repeated 7x across
+    cluster]``): within seconds, the same line, numbers aside."""
 
 
 _COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])")
@@ -175,7 +178,7 @@ _HANDLER = re.compile(
 _GLOBAL_RANK = re.compile(r"^\[rank(\d{1,9})\]:|\[Rank (\d{1,9})\]|default_pg\) ?Rank (\d{1,9})\]")
 """A line's global rank: torchrun's prefix, the watchdog's ``[Rank N]`` of old torch (not a
 group's ``[PG 3 Rank N]``), the default group's rank."""
-_REPEATED = re.compile(r"\s{0,8}\[repeated \d{1,9}x across cluster\]\s*$")
+_REPEATED = re.compile(r"\s{0,8}\[repeated (\d{1,9})x across cluster\]\s*$")
 """Ray's log deduplication: the same line from as many other processes, folded into this one."""
 _TASK = re.compile(r"\d{1,6}: ")
 """srun's ``--label``."""
@@ -273,10 +276,13 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
         if tag is not None and "<std" in found.group() and found.group().rstrip() in line:
             line = line.replace(found.group().rstrip(), "")  # Open MPI tags each write: a line's fragments
     line = line.removesuffix("**") if "**" in line[-3:] else line
-    line = _REPEATED.sub("", line) if "across cluster" in line else line
+    repeated = _REPEATED.search(line) if "across cluster" in line else None
+    line = line[: repeated.start()] if repeated else line
     tagged = task if tagged is None and labels.tasks else tagged
     text = f"[rank{tagged}]:{line}" if tagged is not None and not _TORCHRUN.match(line) else line
-    return Written(text, stamp, host), int(task) if task is not None else None
+    return Written(text, stamp, host, int(repeated.group(1)) if repeated else 0), int(
+        task
+    ) if task is not None else None
 
 
 def split_writes(line: str) -> list[str]:
@@ -438,7 +444,7 @@ def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
         for piece in split_writes(first.text):
             written = unlabelled(piece, labels, listing)
             listing = bool(_STALL_LIST.search(written.text))
-            yield Written(written.text, written.stamp or first.stamp, written.host or first.host)
+            yield Written(written.text, written.stamp or first.stamp, written.host or first.host, first.repeated)
 
 
 def _unfenced(line: str) -> str:

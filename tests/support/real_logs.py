@@ -321,8 +321,6 @@ MISSED = {
     "alone: that a fork under MPI crashes any process alike, only the maintainer says",
     "uniter_horovod_itm_eval_keyerror_ranks_1_2_3_rank0_logged.log": "ranks 1-3 failed alike at one line, rank 0's "
     "traceback cut: that rank 0 passed that line (a result only rank 0 computes), only the code says",
-    "verl_vllm_tp2_workerdict_group_init_repeated_7x.log": "one Ray worker's traceback in vLLM's group set-up, its "
-    "exception cut, repeated by seven: what failed no line says",
     "verl_workerdict_rank3_never_ran_thread_resource_unavailable.log": "Ray's core workers could not start threads "
     "and rank 3's actor never ran: Ray's own abort is not read as the host's limit",
     "yolov5_torch_distributed_run_agent_tcpstore_multi_tenant_typeerror.log": "torchrun's agent's own store raised a "

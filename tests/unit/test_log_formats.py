@@ -1165,6 +1165,26 @@ def test_pytests_mark_a_glued_code_fence_and_rays_repeated_lines_are_taken_off()
 # --- Ray's workers, a launcher's subprocess, torch 1.9's table --------------------------------------
 
 
+def test_a_traceback_ray_says_more_processes_wrote_is_theirs_alike() -> None:
+    """Ray folds the same lines of other processes into one's (``[repeated 3x across cluster]``): a traceback
+    whose frames it folds so is as many processes failing in the same code, nobody's alone; the same traceback
+    without the count is one process's, and a rank shown apart from it keeps it one process's too."""
+    frames = [
+        'File "/env/lib/python3.12/site-packages/trainer/parallel.py", line 120, in build_groups',
+        "    group = new_group(ranks)",
+        'File "/env/lib/python3.12/site-packages/trainer/parallel.py", line 88, in new_group',
+        "    return Coordinator(ranks, backend)",
+    ]
+    label = "(Worker pid=4117) ERROR 03-02 10:42:30 [worker.py:27] "
+    lines = [label + ("  " if line.startswith("File") else "") + line for line in frames]
+    folded = [f"{line} [repeated 3x across cluster]" for line in lines]
+    verdict = assign_blame(analyze_text("\n".join(folded)))
+    assert verdict.nobody is not None and verdict.nobody.startswith("4 processes failed alike"), verdict.headline
+    assert not verdict.culprits and not verdict.suspects
+    assert assign_blame(analyze_text("\n".join(lines))).nobody is None, "one process's traceback, shown once"
+    assert assign_blame(analyze_text("\n".join([*folded, WAIT.format(r=1)]))).nobody is None, "a rank waits apart"
+
+
 def test_rays_older_actor_error_and_a_worker_it_stopped_by_sigterm() -> None:
     """``RayActorError`` before Ray 2.9; a worker whose exit says it received SIGTERM was stopped from
     outside (Ray ending the job, the scheduler), not failed: where nothing else failed, nobody."""

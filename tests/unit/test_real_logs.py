@@ -2834,8 +2834,8 @@ VERDICTS = [
     (
         "verl_vllm_tp2_workerdict_group_init_repeated_7x.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "nobody to blame: 8 processes failed alike (in the same code, its exception line cut from the log; Ray",
     ),
     (
         "verl_workerdict_rank3_never_ran_thread_resource_unavailable.log",
@@ -6651,8 +6651,8 @@ VERDICTS = [
     (
         "ray_openrlhf_deepspeed_actor_save_checkpoint_write_end_of_file_failed.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError: [enforce fail at",
+        NOBODY,
+        "nobody to blame: 3 processes failed alike (RuntimeError: [enforce fail at",
     ),
     (
         "srun_8_tasks_oom_gpu2_batch_too_large_tasks_exit1.log",
@@ -6981,8 +6981,8 @@ VERDICTS = [
     (
         "vllm_ray_pynccl_init_device_unhandled_cuda_error_bad_node.log",
         [],
-        [],
-        "a process the log does not name raised RuntimeError: NCCL error:",
+        NOBODY,
+        "nobody to blame: 7 processes failed alike (RuntimeError: NCCL error: unhandled",
     ),
     (
         "vllm_ray_tp2_shm_segment_ncclsystemerror_setup.log",
