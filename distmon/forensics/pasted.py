@@ -280,9 +280,8 @@ def _unlabelled(line: str, labels: Labels, listing: bool = False) -> tuple[Writt
     line = line[: repeated.start()] if repeated else line
     tagged = task if tagged is None and labels.tasks else tagged
     text = f"[rank{tagged}]:{line}" if tagged is not None and not _TORCHRUN.match(line) else line
-    return Written(text, stamp, host, int(repeated.group(1)) if repeated else 0), int(
-        task
-    ) if task is not None else None
+    others = int(repeated.group(1)) if repeated else 0
+    return Written(text, stamp, host, others), int(task) if task is not None else None
 
 
 def split_writes(line: str) -> list[str]:
