@@ -809,7 +809,7 @@ def test_a_terminals_soft_wrap_is_joined_at_the_width_the_paste_shows() -> None:
     assert texts(wrapped) == whole
     one = "mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed)."
     assert texts(f"{one[:80]}\n{one[80:]}\n") == [one], "one line carrying on at a width terminals open at"
-    pod = "mpirun noticed that process rank 1 with PID 39 on node berttrainer-job-mpijob-worker-1 exited on signal 9 (Killed)."
+    pod = "mpirun noticed that process rank 1 with PID 39 on node berttrainer-job-mpijob-worker-1 exited on signal 9"
     cut = pod.index("rker-1")
     assert cut == 80 and texts(f"{pod[:cut]}\n{pod[cut:]}\n") == [pod], "a rest that reads as stern's pod, container"
     odd = "x" * 77
