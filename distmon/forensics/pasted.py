@@ -440,10 +440,12 @@ def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
         if _SEPARATOR.fullmatch(line):
             continue
         first = unlabelled(line, labels, listing)
-        for piece in split_writes(first.text):
+        pieces = split_writes(first.text)
+        for i, piece in enumerate(pieces, 1):
             written = unlabelled(piece, labels, listing)
             listing = bool(_STALL_LIST.search(written.text))
-            yield Written(written.text, written.stamp or first.stamp, written.host or first.host, first.repeated)
+            repeated = first.repeated if i == len(pieces) else 0  # Ray's count ends the line: its last write's
+            yield Written(written.text, written.stamp or first.stamp, written.host or first.host, repeated)
 
 
 def _unfenced(line: str) -> str:

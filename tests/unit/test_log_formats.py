@@ -1183,6 +1183,8 @@ def test_a_traceback_ray_says_more_processes_wrote_is_theirs_alike() -> None:
     assert not verdict.culprits and not verdict.suspects
     assert assign_blame(analyze_text("\n".join(lines))).nobody is None, "one process's traceback, shown once"
     assert assign_blame(analyze_text("\n".join([*folded, WAIT.format(r=1)]))).nobody is None, "a rank waits apart"
+    glued = f"{label}  {frames[0]}(Worker pid=4118) loading shard 3 [repeated 3x across cluster]"
+    assert [w.repeated for w in lines_as_written(io.StringIO(glued))] == [0, 3], "the count is the last write's"
 
 
 def test_rays_older_actor_error_and_a_worker_it_stopped_by_sigterm() -> None:
