@@ -418,14 +418,15 @@ def hold_the_gil(seconds: float) -> None:
     """Burn CPU for about ``seconds`` in one C call that never releases the GIL (a regular
     expression that backtracks), as a long garbage-collection pass or a C extension does. Timed
     by this thread's CPU, not the clock: on a loaded host a trial waits for a CPU too, and a
-    size chosen by the clock would hold the GIL a fraction of ``seconds``."""
+    size chosen by the clock would hold the GIL a fraction of ``seconds``. Each "a" more multiplies
+    the time by ``GROWTH``: rounded up, the hold is ``seconds`` at least, less than ``GROWTH`` times."""
     n, took = 20, 0.0
     while took < 0.02:
         n += 2
         start = time.thread_time()
         BACKTRACKING.match("a" * n)
         took = time.thread_time() - start
-    n += max(0, round(math.log(seconds / took) / math.log(GROWTH)))
+    n += max(0, math.ceil(math.log(seconds / took) / math.log(GROWTH)))
     BACKTRACKING.match("a" * n)
 
 
