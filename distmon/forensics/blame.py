@@ -137,7 +137,8 @@ def assign_blame(analysis: Analysis) -> Blame:
         return Blame([], [], told.nobody, f"nobody to blame: {told.nobody}", None, accounted=True)
     if first is not None and first.kind in FAILURE_KINDS and not all(log.consequence(r) for r in first.ranks):
         failed = set(first.ranks)
-        if one_kind(log, failed) and not shown_apart(log, failed) and not device_fault(log, failed):
+        placed = all(log.raised[r].launcher is None for r in failed if r in log.raised)  # a launcher speaks last
+        if one_kind(log, failed) and not shown_apart(log, failed, after=placed) and not device_fault(log, failed):
             suspects = [Suspect(r, "its failure is the only one the log shows") for r in sorted(first.ranks)]
             return Blame([], suspects, None, f"{first.summary}; suspected, not proven: {UNSEEN}", first, alone=True)
         return Blame(sorted(first.ranks), [], None, first.summary, first)

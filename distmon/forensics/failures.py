@@ -174,15 +174,17 @@ def _beside(log: LogFacts) -> bool:
     )
 
 
-def shown_apart(log: LogFacts, ranks: set[int]) -> bool:
+def shown_apart(log: LogFacts, ranks: set[int], after: bool = False) -> bool:
     """Whether the log shows a rank apart from ``ranks``, which failed: another rank's lines (waiting, going on, its
     own end; not a signal handler's report on it, which shows it ended too, how a paste may cut), a traceback cut in
     a collective, a launcher naming another global rank that ended of its own, a native crash, a Ray actor dead, a
     process killed for memory. Not a worker a launcher tore down: alive then, it
     may have been on its way to the same failure. Where it shows none, their failure may be every rank's, the
-    others' lines left out of the paste."""
+    others' lines left out of the paste. With ``after``, a rank's lines count only past where ``ranks`` failed
+    (going on, waiting, failing otherwise): a line written before says nothing of how it ended."""
+    shown = (log.went_on | log.waiting | log.raised.keys()) if after else log.seen
     return bool(
-        log.seen - ranks - log.reported
+        shown - ranks - log.reported
         or log.cut_waiting
         or any(_apart(e, ranks) for e in log.exits)
         or log.debug.unanswering()

@@ -1409,9 +1409,10 @@ def test_a_process_out_of_memory_on_gpu_n_suspects_local_rank_n_but_not_gpu_0(
 
 def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_proven() -> None:
     """A paste of one rank's failure and nothing of the others may hold what every rank raised: the
-    rank is suspected, told with its evidence, not proven. Beside another rank waiting for it, going on
-    without it, the failure is its own (a worker its launcher tore down was alive then, no more); a GPU's
-    hardware fault is its device's whatever else the log shows."""
+    rank is suspected, told with its evidence, not proven; another rank's lines before its error do not show that
+    rank past where it failed (a launcher's word on a rank's end comes after every line of it). Beside another rank
+    waiting for it, going on without it, the failure is its own (a worker its launcher tore down was alive then, no
+    more); a GPU's hardware fault is its device's whatever else the log shows."""
     oom = "[rank3]: Traceback (most recent call last):\n[rank3]: torch.OutOfMemoryError: CUDA out of memory.\n"
     verdict = judged(oom)
     assert alone(verdict) == [3] and "suspected, not proven" in verdict.headline
@@ -1427,6 +1428,8 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     assert judged(oom + waiting).culprits == [3], "rank 1 waited for it"
     went_on = "[rank0]: step 41 loss 2.31\n"
     assert judged(oom + went_on).culprits == [3], "rank 0 went on: it did not raise so"
+    assert alone(judged(went_on + oom)) == [3], "rank 0's line before rank 3 failed: it may have failed so after"
+    assert alone(judged(oom + "[rank0]: Tracebac")) == [3], "rank 0's traceback begun where the paste ends"
     count = "Primary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction\n"
     segv = "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 11 (Segmentation fault).\n"
     assert alone(judged(count + segv)) == [1], "mpirun's count of processes names no other rank"

@@ -43,10 +43,6 @@ MISREAD = {
         "after a stamp, the program's own `ERROR: ` reads as a logger's level and is taken off the line the "
         "verdict quotes (the verdict, nobody, is the same)"
     ),
-    ("msswift_grpo_gemma3_27b_2node_torchrun_oom_rank15_rank12_resources_none.log", "first 60%"): (
-        "the excerpt cuts rank 12's out-of-memory error: rank 15's, left alone, reads as its own (the log as "
-        "found shows both alike)"
-    ),
     ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "kubectl stamp"): (
         "after a stamp, the program's own `WARNING: ` reads as a logger's level and is taken off the line the "
         "verdict quotes (the verdict, rank 2 suspected, is the same)"

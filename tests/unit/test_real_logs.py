@@ -5834,8 +5834,8 @@ VERDICTS = [
     ),
     (
         "deepmd_horovodrun_tf_ncclcomminitrank_unhandled_cuda_rank1_every_rank.log",
-        [1],
         [],
+        [1],
         "rank 1 raised tensorflow.python.framework.errors_impl.UnknownError:",
     ),
     (
