@@ -113,8 +113,8 @@ def alike(log: LogFacts) -> str | None:
         return None  # each GPU's own fault, however many
     if any(e.unit == RANK and e.who not in _ranks(failures) and e.code == -SIGKILL for e in log.exits):
         return None  # another rank killed (its node's memory, the OOM killer's pick): theirs may follow from it
-    if _waited_for(log, failures):
-        return None
+    if _waited_for(log, failures) or log.went_on - _ranks(failures):
+        return None  # a rank waited for them, or went on past them: their failure was not every rank's
     spread = max(times) - min(times) if len(times) > 1 else None  # no times: when, the log does not say
     together = "" if spread is None else f" within {duration(spread)}" if spread >= 0.1 else " at once"
     said = [f.said for f in failures if f.said]

@@ -319,8 +319,6 @@ MISSED = {
     "validation issued it alone, only the thread says",
     "torch10_mpi_backend_dataloader_fork_segfault_end_of_epoch.log": "Open MPI names the crashed process by its pid "
     "alone: that a fork under MPI crashes any process alike, only the maintainer says",
-    "uniter_horovod_itm_eval_keyerror_ranks_1_2_3_rank0_logged.log": "ranks 1-3 failed alike at one line, rank 0's "
-    "traceback cut: that rank 0 passed that line (a result only rank 0 computes), only the code says",
     "verl_workerdict_rank3_never_ran_thread_resource_unavailable.log": "Ray's core workers could not start threads "
     "and rank 3's actor never ran: Ray's own abort is not read as the host's limit",
     "yolov5_torch_distributed_run_agent_tcpstore_multi_tenant_typeerror.log": "torchrun's agent's own store raised a "

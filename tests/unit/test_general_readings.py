@@ -1088,6 +1088,20 @@ def test_glogs_crash_reports_in_one_second_with_a_bus_error_are_the_nodes_shared
     assert judged(torn_down + bus).nobody is None
 
 
+def test_ranks_failing_alike_while_another_goes_on_past_them_are_the_culprits() -> None:
+    """Ranks 1 and 2 raise at one line, rank 0 writes its lines past it (a result only rank 0 computes, say): a
+    code path or data of theirs, not every rank's. Rank 0's lines before their failure show nothing past it."""
+    both = "".join(
+        f"[rank{rank}]: {line}\n"
+        for rank in (1, 2)
+        for line in ("Traceback (most recent call last):", '  File "/job/train.py", line 221, in main',
+                     "    log.info(results['recall'])", "KeyError: 'recall'")
+    )  # fmt: skip
+    going_on = "[rank0]: evaluation finished in 565 seconds\n[rank0]: recall 63.7\n"
+    assert "failed alike" in (judged(going_on + both).nobody or ""), "rank 0's lines before: every rank's may be"
+    assert judged(both + going_on).culprits == [1, 2]
+
+
 def test_ranks_raising_ncclss_error_alike_beside_a_rank_that_raised_none_are_not_the_program() -> None:
     """Two ranks lost their peer at once and said so alike; a third rank's lines show it raised no
     NCCL error: it may be the peer they lost, so they did not fail alike of the program."""

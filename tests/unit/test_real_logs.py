@@ -2821,9 +2821,9 @@ VERDICTS = [
     ),
     (
         "uniter_horovod_itm_eval_keyerror_ranks_1_2_3_rank0_logged.log",
+        [1, 2, 3],
         [],
-        NOBODY,
-        "nobody to blame: ranks 1-3 failed alike (KeyError: 'img_r1'):",
+        "ranks 1-3 raised KeyError: 'img_r1'",
     ),
     (
         "unsloth_fork_issue6_four_procs_exit1_local_rank0_first.log",
