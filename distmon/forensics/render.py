@@ -181,6 +181,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
             judged = f"ended by {torn.how}" if torn is not None and rank not in suspected else judged
             if torn is not None and torn.code == SIGTERM and rank not in suspected:
                 judged = f"torn down by {torn.by} (running until then)"
+            if rank in analysis.log.went_on and rank not in suspected:
+                judged = "its lines go on past another rank's failure"
             if rank in analysis.log.unnamed:
                 judged = _unnamed(analysis, rank)
             if rank in analysis.log.cut_in and rank not in suspected:

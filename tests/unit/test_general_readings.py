@@ -1100,6 +1100,9 @@ def test_ranks_failing_alike_while_another_goes_on_past_them_are_the_culprits() 
     going_on = "[rank0]: evaluation finished in 565 seconds\n[rank0]: recall 63.7\n"
     assert "failed alike" in (judged(going_on + both).nobody or ""), "rank 0's lines before: every rank's may be"
     assert judged(both + going_on).culprits == [1, 2]
+    assert "rank 0: no evidence (no watchdog line in the log): its lines go on past" in render_analysis(
+        analyzed(both + going_on)
+    )
 
 
 def test_ranks_raising_ncclss_error_alike_beside_a_rank_that_raised_none_are_not_the_program() -> None:
