@@ -172,9 +172,9 @@ def _world(
     """The world size: ``--world`` unless the files hold ranks beyond it; the dumps' groups;
     a launcher's line or the world group's start; else the most ranks the log shows a group
     or a communicator of (``nranks 8``, an all-gather's element counts, a store-based barrier's
-    world size, NCCL's RAS report), or a launcher or a report names, or processes print NCCL's lines, or Horovod's
-    stalled tensors need (a rank not missing from each), where that is more than the highest
-    rank seen; a rank that waits in a collective, or lost its peer in a send or receive, has a peer."""
+    world size, NCCL's RAS report), or a launcher or a report names, or torchrun's agent closes, or processes print
+    NCCL's lines, or Horovod's stalled tensors need (a rank not missing from each), where that is more than the
+    highest rank seen; a rank that waits in a collective, or lost its peer in a send or receive, has a peer."""
     seen = max([*dumps, *log.seen], default=-1) + 1
     if given is not None and given >= seen:
         return given, "--world"
@@ -187,7 +187,9 @@ def _world(
     printing = len(log.nccl.processes) if log.seen else 0  # ranks, but which only the ranks seen say
     barrier = log.stores.counted[0] if log.stores.counted else 0
     paired = 2 if log.p2p_closed else 0  # a send or receive has a peer besides the rank that called it
-    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing, barrier, paired)
+    # torchrun's agent closes the workers left: they, and any it says ended, are as many ranks
+    closed = len(log.closed | {e.pid for e in log.exits if e.pid is not None}) if log.closed else 0
+    counted = max(log.nccl.nranks or 0, log.largest_group or 0, named + 1, printing, barrier, paired, closed)
     counted = max(counted, log.horovod.least_world(), log.ras.largest)
     if counted > seen:
         return counted, "the log"

@@ -97,8 +97,9 @@ _SQUASHED = re.compile(r"\brank\s?:?\s?(\d{1,9}) \(local[_ ]rank: ?\d{1,9}\)\s*e
 _PID = re.compile(r"\(pid: (\d{1,9})\)")
 """torchrun's table's process id beside the exit code: ``exitcode : -9 (pid: 4203)``."""
 _AGENT = re.compile(r"failed \(exitcode: (-?\d{1,9})\) local_rank: (\d{1,9}) \(pid: (\d{1,9})\)")
-_CLOSING = re.compile(r"Sending process (\d{1,9}) closing\b")
-"""torchrun's agent closing its workers (``Sending process 52478 closing signal SIGTERM``): those still alive."""
+_CLOSING = re.compile(r"Sending process (\d{1,9})(?: c|\s*$)")
+"""torchrun's agent closing its workers (``Sending process 52478 closing signal SIGTERM``): those still alive; its
+line cut by a terminal's wrap past the pid as well."""
 MAX_CLOSING = 1024
 _NOTICED = re.compile(
     r"noticed that (?:process|job) rank (\d{1,9}) with PID \S{1,20} on node (?:\"?(\S{1,200}?)\"? )?exited on\s{1,8}"
@@ -332,7 +333,7 @@ class LauncherLines:
             self._gap()
 
     def _closing(self, body: str) -> bool:
-        found = _CLOSING.search(body) if "closing" in body else None
+        found = _CLOSING.search(body) if "Sending process" in body else None
         if found is None:
             return False
         if len(self.closing) < MAX_CLOSING:

@@ -436,6 +436,20 @@ def test_torchruns_failure_table_bounds_the_world() -> None:
     assert (analysis.world, analysis.world_from) == (7, "the log")
 
 
+def test_the_workers_torchruns_agent_closes_bound_the_world() -> None:
+    """Closing the workers left beside one that ended (or all of them, on a signal of its own), torchrun's agent
+    names each by its pid: as many ranks at least, though the log shows none of their lines."""
+    closing = "W0305 10:00:01.000000 4200 torch/distributed/elastic/multiprocessing/api.py:900] Sending process {pid} "
+    closed = "".join(closing.format(pid=pid) + "closing signal SIGTERM\n" for pid in (4202, 4203, 4204))
+    ended = (
+        "E0305 10:00:02.000000 4200 torch/distributed/elastic/multiprocessing/api.py:874] failed (exitcode: 1) "
+        "local_rank: 0 (pid: 4201) of binary: /usr/bin/python3\n"
+    )
+    assert (analyze_text(closed + ended).world, analyze_text(closed).world) == (4, 3)
+    wrapped = closed.replace("4204 closing", "4204\nclosing", 1)  # a terminal's wrap past the pid
+    assert analyze_text(wrapped + ended).world == 4
+
+
 SUBGROUP_WAIT = (
     "[rank{r}]:[E0703 09:15:02.{r}00 ProcessGroupNCCL.cpp:1785] [PG ID 3 PG GUID 3 Rank {local}] Timeout at NCCL "
     "work: 212, last enqueued NCCL work: 212, last completed NCCL work: 211."
