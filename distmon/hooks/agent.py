@@ -63,7 +63,11 @@ one report has gone the agent sends the next the moment the monitor connects, no
 later."""
 SEND_HWM = 8
 EXIT_LINGER_MS = 500
-LAST_WORDS_WAIT = 1.0
+LAST_WORDS_WAIT = 2.0
+"""Seconds a rank that raised or is exiting waits for the agent's report of it. On an idle host it leaves in
+milliseconds; on a loaded one (two cores under a CI run and more) the agent's last report, taken and sent, took
+past a second, and a rank that left without it read as killed. Only where the agent is slow does the wait delay
+the rank's exit (and torchrun's teardown of the others after it), by this much at most."""
 
 
 class Agent:
