@@ -205,10 +205,12 @@ _GLUED_WORDS = ("terminate called", "Traceback", "[rank", "[default", "pid=", " 
 _REPEATED_WHAT = re.compile(r"(what\(\): +)(?:what\(\): +)+")
 _RECORD = re.compile(
     r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
+    r"|\b[EWIF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} {1,8}\d{1,9} \S{1,300}:\d{1,6}\] "
     r"|^\s*(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|File \"|frame #|Exception raised from|Root Cause"
     r"|={8}|-{8})"
 )
-"""What starts a line of its own: a wrapped line's rest starts with none of these."""
+"""What starts a line of its own: a wrapped line's rest starts with none of these, nor holds glog's header (torchrun's
+agent's lines, after a logger's stamp too)."""
 _STARTS = re.compile(
     _STAMP.pattern + r"|[EWIF]\d{3,4} \d\d:\d\d:\d\d|\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
     r"|(?:what\(\):|terminate called|Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"

@@ -204,6 +204,10 @@ def test_a_line_that_starts_a_record_is_never_joined_to_a_wrapped_one() -> None:
     )
     facts = read_log(io.StringIO(f"{cut}\n{whole}\n"))
     assert sorted(facts.timeouts) == [3]
+    warned = "[rank5]:[W305 10:00:00.1 ProcessGroupNCCL.cpp:1538] Warning: destroy_process_group() was not called"
+    agent = "10:00:01.000 W0305 10:00:01.000000 4200 torch/distributed/elastic/multiprocessing/api.py:900] Sending"
+    closing = read_log(io.StringIO(f"{warned}\n{agent} process 4202 closing signal SIGTERM\n")).closed
+    assert closing == {4202}, "glog's header after a logger's stamp starts a record"
 
 
 def analyze_text(text: str) -> Analysis:

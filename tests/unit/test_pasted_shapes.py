@@ -43,10 +43,6 @@ MISREAD = {
         "after a stamp, the program's own `ERROR: ` reads as a logger's level and is taken off the line the "
         "verdict quotes (the verdict, nobody, is the same)"
     ),
-    ("msswift_megatron_moe_exit_teardown_rank2_watchdog_hang.log", "kubectl+wrap120"): (
-        "stamped by kubectl and wrapped, the row of torchrun's first closing line is read as the rest of the wrapped "
-        "line before it: one worker fewer bounds the world (the verdict, nobody, is the same)"
-    ),
     ("vits_train_ms_mpspawn_process2_emb_g_attributeerror_every_rank.log", "kubectl stamp"): (
         "after a stamp, the program's own `WARNING: ` reads as a logger's level and is taken off the line the "
         "verdict quotes (the verdict, rank 2 suspected, is the same)"

@@ -6663,8 +6663,8 @@ VERDICTS = [
     (
         "torch_distributed_launch_weights_only_load_failure_rank0_nproc1.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [0],
+        "suspected: rank 0 (local rank 0 ended by exit code 1, as torchrun says",
     ),
     (
         "torch_elastic_launch_missing_optimizer_checkpoint_filenotfound_local_rank0.log",
