@@ -66,8 +66,9 @@ EXIT_LINGER_MS = 500
 LAST_WORDS_WAIT = 2.0
 """Seconds a rank that raised or is exiting waits for the agent's report of it. On an idle host it leaves in
 milliseconds; on a loaded one (two cores under a CI run, a CPU burner and more) a fresh clone's run saw a raising
-script leave without its exit report at the 1 s this was: a rank that left without it would read as killed. Only where the agent is slow does the wait delay
-the rank's exit (and torchrun's teardown of the others after it), by this much at most."""
+script leave without its exit report at the 1 s this was: a rank that left without it would read as killed. Only
+where the agent is slow does the wait delay the rank's exit (and torchrun's teardown of the others after it), by
+this much at most."""
 
 
 class Agent:
