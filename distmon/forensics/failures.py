@@ -5,6 +5,7 @@ point to the program or its environment, not to a rank (:func:`alike`)."""
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from distmon.forensics.logfacts import LogFacts
@@ -98,7 +99,7 @@ def alike(log: LogFacts) -> str | None:
     NCCL's on a peer it may have lost and the log shows a rank that raised none: it may be that peer."""
     failures = failures_of(log)
     failures += _cut_alike(log, failures)
-    exceptions = {f.exception for f in failures if f.exception and f.exception != CUT}
+    exceptions = kinds_apart({f.exception for f in failures if f.exception and f.exception != CUT})
     exits = {f.exit for f in failures if f.exit and f.exit != CRASHED}  # a crash whose signal is cut: any
     times = [f.at for f in failures if f.at is not None]
     if len(failures) < 2 or len(exceptions) > 1 or len(exits) > 1 or (times and max(times) - min(times) > TOGETHER):
@@ -107,7 +108,7 @@ def alike(log: LogFacts) -> str | None:
         return None  # one said by its exception only, another by its exit only: not comparable
     if exceptions and PEER_LOST.search(next(iter(exceptions))) and log.seen - _ranks(failures):
         return None
-    if len({_kind(r) for r in log.unplaced if not (r.cut or r.stopped or r.launchers)}) > 1:
+    if len(kinds_apart(_kind(r) for r in log.unplaced if not (r.cut or r.stopped or r.launchers))) > 1:
         return None  # the processes' words, placed on no rank, differ: one failed, the others of it
     if exceptions and _DEVICE.search(next(iter(exceptions))):
         return None  # each GPU's own fault, however many
@@ -220,7 +221,7 @@ def alone_said(log: LogFacts, failed: list[Raised], step: bool = False) -> tuple
 def one_kind(log: LogFacts, ranks: set[int]) -> bool:
     """The failures of ``ranks`` the log shows are of one kind (the same exception, numbers aside; a
     cut one any): what every rank may have met alike, not a failure of each one's own."""
-    return len({_kind(r) for rank, r in log.raised.items() if rank in ranks and not r.cut}) <= 1
+    return len(kinds_apart(_kind(r) for rank, r in log.raised.items() if rank in ranks and not r.cut)) <= 1
 
 
 def _apart(e: WorkerExit, ranks: set[int]) -> bool:
@@ -288,7 +289,7 @@ def program_error(log: LogFacts) -> str | None:
     own = [r for r in log.exceptions if is_own(r)]
     if not own or _beside(log) or any(r.consequence and not r.launchers for r in log.exceptions):
         return None  # a rank shown waiting, crashed or losing its peer did not raise it: not every rank's
-    if len({_kind(r) for r in own}) > 1 or len({(f.file, f.line) for r in own for f in r.frames[-1:]}) > 1:
+    if len(kinds_apart(_kind(r) for r in own)) > 1 or len({(f.file, f.line) for r in own for f in r.frames[-1:]}) > 1:
         return None
     first = own[0]
     said = f"{first.type}: {first.message}"
@@ -442,7 +443,7 @@ def _unnamed(log: LogFacts) -> dict[str, Failure]:
     the log shows tracebacks of and each is the same (every process raised it; a second copy of
     one process's traceback does not make two)."""
     own = [r for r in log.unplaced if is_own(r)]
-    if len(own) < 2 or log.world != len(own) or len({_kind(r) for r in own}) > 1:
+    if len(own) < 2 or log.world != len(own) or len(kinds_apart(_kind(r) for r in own)) > 1:
         return {}
     return {f"{PROCESS} {i}": Failure(f"{PROCESS} {i}", _kind(r), at=r.at, said=_said(r)) for i, r in enumerate(own)}
 
@@ -458,6 +459,19 @@ def _kind(raised: Raised) -> str:
     sentence = re.split(r"\.\s", raised.message.split("\n")[0], maxsplit=1)[0]
     message = re.sub(r"\d+", "N", sentence)[:120]
     return message if len(message) >= SAYS_ENOUGH else f"{raised.type}: {message}" if message else raised.type
+
+
+def kinds_apart(kinds: Iterable[str]) -> set[str]:
+    """The kinds of exception apart, each one a strict prefix of another left out: the same exception,
+    its line cut where the paste ends (``IndexError: too many i``)."""
+    found = set(kinds)
+    return {kind for kind in found if not any(_cut_of(kind, other) for other in found)}
+
+
+def _cut_of(kind: str, other: str) -> bool:
+    """``kind`` begins ``other``, its type aside (:func:`_kind` leaves out a long message's), and says a word."""
+    message = kind.split(": ", 1)[-1]
+    return other != kind and re.search(r"[A-Za-z]{3}", message) is not None and other.startswith((kind, message))
 
 
 def _said(raised: Raised) -> str:

@@ -123,9 +123,9 @@ as what it is, with nothing to judge where it proves nothing."""
 
 
 def _went_on(facts: LogFacts, tracebacks: dict[int, Traceback], rank: int, body: str) -> bool:
-    """A line of a rank of its own (not a traceback's: its header, whole or cut where the paste ends, a frame, a
-    line of code under one) after another rank raised, from a rank that neither raised nor was already seen going on."""
-    if rank in facts.raised or rank in tracebacks or rank in facts.went_on:
+    """A line of a rank of its own (not a traceback's: its header, a frame, a line of code under one; nor a lone word,
+    any line's start where the paste ends) after another rank raised, from one neither raised nor seen going on."""
+    if rank in facts.raised or rank in tracebacks or rank in facts.went_on or len(body.split()) < 2:
         return False
     return not (body[:1].isspace() or TRACEBACK in body or TRACEBACK.startswith(body.strip()) or FRAME.match(body))
 

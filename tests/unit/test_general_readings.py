@@ -1447,6 +1447,7 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
     assert judged(oom + went_on).culprits == [3], "rank 0 went on: it did not raise so"
     assert alone(judged(went_on + oom)) == [3], "rank 0's line before rank 3 failed: it may have failed so after"
     assert alone(judged(oom + "[rank0]: Tracebac")) == [3], "rank 0's traceback begun where the paste ends"
+    assert alone(judged(oom + "[rank0]: Runt")) == [3], "a lone word where the paste ends: any line's start"
     count = "Primary job  terminated normally, but 1 process returned\na non-zero exit code. Per user-direction\n"
     segv = "mpirun noticed that process rank 1 with PID 0 on node n1 exited on signal 11 (Segmentation fault).\n"
     assert alone(judged(count + segv)) == [1], "mpirun's count of processes names no other rank"
@@ -2352,6 +2353,9 @@ def test_one_failure_rewrapped_by_a_library_is_alike_its_unwrapped_self() -> Non
     nobody = judged(raised(0, wrapped) + raised(1, bare)).nobody
     assert nobody is not None and "ranks 0-1 failed alike" in nobody
     assert judged(raised(0, "KeyError: 'x'") + raised(1, "IndexError: 'x'")).nobody is None
+    cut = judged(raised(0, bare) + raised(1, "RuntimeError: ncclBroad")).nobody
+    assert cut is not None and "ranks 0-1 failed alike" in cut, "rank 1's line cut where the paste ends"
+    assert judged(raised(0, bare) + raised(1, "RuntimeError: nc")).nobody is None, "too little to say the same"
 
 
 def test_what_the_log_does_not_show_of_the_peers_is_not_said() -> None:
