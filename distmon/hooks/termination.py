@@ -96,10 +96,12 @@ class TerminationWatch:
 
     @staticmethod
     def die() -> None:
-        """Die of SIGTERM as if no handler had been installed, from any thread."""
+        """Die of SIGTERM as if no handler had been installed, from any thread: raised to this thread
+        (``raise()``), which takes it at once, not sent to the process, which the kernel may hand to
+        another; exit as a shell reports the signal where even that did not end the process."""
         with contextlib.suppress(Exception):
             ctypes.CDLL(None).signal(signal.SIGTERM, _SIG_DFL)
-            os.kill(os.getpid(), signal.SIGTERM)
+            signal.raise_signal(signal.SIGTERM)
         os._exit(128 + signal.SIGTERM)
 
     def _python_handler(self, _signum: int, _frame: FrameType | None) -> None:
