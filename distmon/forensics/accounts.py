@@ -37,7 +37,7 @@ from distmon.forensics.failures import (
 )
 from distmon.forensics.host_memory import killed_together, node_memory, step_memory
 from distmon.forensics.library_steps import in_library_step
-from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.logfacts import STEP_CANCELLED, LogFacts
 from distmon.forensics.rendezvous import raised_meeting
 from distmon.forensics.stores import REACH, SET_UP
 from distmon.forensics.suspects import TASK_FAILURE, gone_peer, lost_peers, spared, suspects
@@ -199,7 +199,7 @@ def _signalled(log: LogFacts) -> str | None:
         return None
     looked = bool(log.stacks.ranked or log.stacks.unplaced)  # stacks taken as it ran: a hang the signal ended
     hung = looked or (log.cancelled != "NODE FAILURE" and bool(log.waiting))  # a hang the cancel or time limit ended
-    if log.cancelled is not None and log.cancelled != TASK_FAILURE and not log.cancelled_after and not hung:
+    if log.cancelled not in (None, TASK_FAILURE, STEP_CANCELLED) and not log.cancelled_after and not hung:
         why = _CANCELLED_BY.get(log.cancelled, log.cancelled.lower()).format(
             node=f" ({log.failed_node})" if log.failed_node else ""
         )

@@ -32,7 +32,7 @@ from distmon.flightrecorder.fields import ROOTED
 from distmon.forensics.accounts import TRANSPORT, Accounts, accounts
 from distmon.forensics.analysis import NO_FILE, NO_LINE, Analysis, a_nodes, silent_node, unseen
 from distmon.forensics.failures import TOGETHER, device_fault, one_kind, shown_apart
-from distmon.forensics.logfacts import LogFacts
+from distmon.forensics.logfacts import STEP_CANCELLED, LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS, waits_unplaced
 from distmon.forensics.suspects import shown_why, unnamed_ends
@@ -242,6 +242,8 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     if log.debug.disagreeing():
         said.append(f"{rank_word(log.debug.disagreeing())} ran different collectives")
     said += unnamed_ends(log) + log.stacks.unnamed()
+    if log.cancelled == STEP_CANCELLED and not log.cancelled_after:
+        said.append("Slurm cancelled a step and gave no reason: scancel, or srun ending its tasks after one failed")
     said += log.ray.unnamed()[:1]
     suspects = [
         Suspect(r, shown_why(log, r)) for r in sorted(log.raised) if log.cut(r) and r not in {*waiters, *consequences}

@@ -31,6 +31,9 @@ from distmon.wire import ExceptionInfo, StackFrame
 MAX_SPREAD = 2
 """How far apart the works two ranks of one group time out in may lie: a collective no member
 completed holds every member at it (a rooted one's root may be a work ahead)."""
+STEP_CANCELLED = "step"
+"""Slurm cancelled a step and gave no reason: ``scancel``, or srun ending the step's other tasks after one failed
+(``--kill-on-bad-exit``; a Slurm of 2025 or later says ``DUE TO TASK FAILURE``)."""
 
 
 @dataclass
@@ -175,7 +178,7 @@ class LogFacts:
     """When, where the log gives the time."""
     cancelled: str | None = None
     """Why Slurm cancelled the job or its step (``CANCELLED AT ... DUE TO TIME LIMIT``; empty: a
-    user did, ``scancel``)."""
+    user cancelled the job, ``scancel``; :data:`STEP_CANCELLED`: no reason given for a step)."""
     failed_node: str | None = None
     """The node srun says Slurm lost (``srun: error: Node failure on gpu-node-07``)."""
     cancelled_after: bool = False
@@ -209,6 +212,16 @@ class LogFacts:
     timed_out: bool = False
     """A watchdog's frames say a collective timed out (``WorkNCCL::checkTimeout``) on a rank the log
     does not name."""
+
+    def cancel(self, unit: str, reason: str | None) -> bool:
+        """Slurm cancelled the job or a step: kept where its words say more than a line before did (a reason, then a
+        job cancelled for none, then a step, which srun ending it after a task failed says so too)."""
+        said = reason or ("" if unit == "JOB" else STEP_CANCELLED)
+        weight = {None: 0, STEP_CANCELLED: 1, "": 2}
+        if weight.get(said, 3) <= weight.get(self.cancelled, 3):
+            return False
+        self.cancelled = said
+        return True
 
     def unjoined(self) -> AnalyzerFindings:
         """What Flight Recorder's analyzer's reports prove, beside the ranks' own watchdog lines

@@ -26,7 +26,7 @@ from typing import IO
 
 from distmon.forensics.failures import PROGRAM
 from distmon.forensics.launcher_lines import LauncherLines
-from distmon.forensics.logfacts import Layout, LogFacts, Timeout
+from distmon.forensics.logfacts import STEP_CANCELLED, Layout, LogFacts, Timeout
 from distmon.forensics.nccl import MAX_GROUP
 from distmon.forensics.pasted import Written, lines_as_written
 from distmon.forensics.tracebacks import FRAME, ISO, TRACEBACK, Raised, Traceback, alone, unlabelled_exception, utc
@@ -84,10 +84,10 @@ _DEATH = re.compile(
 )
 """torchrun's agent, on a signal sent to itself (SIGHUP, SIGTERM, SIGINT; by number or name): it ends its workers."""
 _CANCELLED = re.compile(
-    r"(?:STEP|JOB) [\w.]{1,40} ON \S{1,200} CANCELLED AT \S{1,40}(?: DUE TO ([A-Z][A-Z ]{0,40}[A-Z]))?"
+    r"(STEP|JOB) [\w.]{1,40} ON \S{1,200} CANCELLED AT \S{1,40}(?: DUE TO ([A-Z][A-Z ]{0,40}[A-Z]))?"
 )
 """slurmstepd's ``*** JOB 1234 ON node1 CANCELLED AT 2024-05-01T12:00:00 DUE TO TIME LIMIT ***``:
-Slurm stopped the job (its time limit, a preemption, a node that failed; no reason: scancel)."""
+Slurm stopped the job (its time limit, a preemption, a node that failed; no reason: scancel, or of a step, srun)."""
 _NODE_FAILED = re.compile(r"srun: error: Node failure on ([\w.-]{1,200})")
 """srun, when Slurm lost a node of the step (``srun: error: Node failure on gpu-node-07``)."""
 _OOM_KILL = re.compile(r"Detected \d{1,9} oom[-_]kill event(?:s|\(s\))? in (?:step |StepId=)?[\w.]{0,39}\w")
@@ -336,14 +336,14 @@ class _Reader:
             facts.signalled = int(number) if number else signal.Signals[name].value
             facts.signalled_at = self.stamp
             facts.matched += 1
-        if "CANCELLED AT" in line and facts.cancelled is None and (cancel := _CANCELLED.search(line)) is not None:
-            facts.cancelled = cancel.group(1) or ""
+        cancel = _CANCELLED.search(line) if "CANCELLED AT" in line else None
+        if cancel is not None and facts.cancel(*cancel.groups()):
             failed = (
                 facts.oom_killed is not None
                 or facts.step_ended
                 or any(e.unit == TASK and e.code not in TEARDOWN for e in facts.exits)
             )
-            facts.cancelled_after = not facts.cancelled and failed
+            facts.cancelled_after = facts.cancelled in ("", STEP_CANCELLED) and failed
             facts.matched += 1
         if "Node failure on" in line and facts.failed_node is None and (node := _NODE_FAILED.search(line)) is not None:
             facts.failed_node, facts.cancelled = node.group(1), "NODE FAILURE"

@@ -82,6 +82,8 @@ HEAD = 8
 _CUT_FRAME = re.compile(r'\s{0,8}[^"\s]{1,1000}", line \d{1,9}, in \S')
 """A frame's line whose start a paste cut (``..../site-packages/x.py", line 118, in root_device``): the paste
 begins inside a traceback."""
+_LABELLED_CODE = re.compile(r"(\S{1,40}[\]>:]) {2,}\S")
+"""A line of code under a frame after its process's label (``[rank0]:     return func(x)``)."""
 
 
 class Written(NamedTuple):
@@ -309,11 +311,17 @@ def lines_as_written(raw: Iterable[str]) -> Iterator[Written]:
 
 def _begun(lines: Iterator[Written]) -> Iterator[Written]:
     """The paste's first line as Python wrote it where the paste begins inside a frame's line, its start cut
-    (``..../site-packages/x.py", line 118, in root_device``): the traceback's frame."""
+    (``..../site-packages/x.py", line 118, in root_device``): the traceback's frame, under the label of the line
+    of code below it, which the cut took from it."""
     for written in lines:
         if written.text.strip():
-            cut = _CUT_FRAME.match(written.text) is not None
-            yield written._replace(text=f'  File "{written.text.lstrip()}') if cut else written
+            if _CUT_FRAME.match(written.text) is None:
+                yield written
+                break
+            below = next(lines, None)
+            label = _LABELLED_CODE.match(below.text) if below is not None else None
+            yield written._replace(text=f'{label.group(1) if label else ""}  File "{written.text.lstrip()}')
+            yield from [below] if below is not None else []
             break
         yield written
     yield from lines

@@ -235,7 +235,7 @@ class Traceback:
         if exception.group(1) in _LEVELS:
             return None  # a logger's line between the frames (``WARNING:name:message``), no exception's
         message = visible((exception.group(2) or "").strip())
-        cut = (exception.group(2) is not None and not message) or message == GRAPH  # its words still to come
+        cut = (exception.group(2) is not None and not message) or GRAPH.startswith(message or "-")  # words to come
         self.raised = Raised(visible(exception.group(1), 200), message, self.frames, stamp, cut=cut)
         self.raised.ray_pid, self.raised.reported = self.ray_pid, self.reported
         return self.raised

@@ -969,6 +969,9 @@ def test_tensorflows_graph_execution_error_is_read_at_its_own_words_after_the_op
     assert not matmul.raised[1].consequence, "an op of its own work: cut, not another's consequence"
     own = analyze_text(head.format(r=3, kind="InvalidArgumentError") + node.format(r=3) + shapes).log.raised[3]
     assert own.own and own.message.startswith("Incompatible shapes: [8,3] vs. [8,4]")
+    words = head.format(r=1, kind="UnknownError").splitlines()[:3]
+    cut = analyze_text("\n".join(words).replace("Graph execution error:", "Graph ")).log.raised[1]
+    assert cut.cut and not cut.own, "the paste ends within the words: what follows them is not in it"
 
 
 def test_an_exception_line_whose_label_was_lost_under_a_ranks_last_frame_is_that_ranks() -> None:
@@ -1505,14 +1508,21 @@ def test_horovodruns_gloo_launcher_names_its_processes_by_rank() -> None:
 
 
 def test_slurm_cancelling_the_job_is_no_ranks_failure() -> None:
-    """slurmstepd says why it stopped the job; the tasks it killed failed of nothing of their own."""
+    """slurmstepd says why it stopped the job; the tasks it killed failed of nothing of their own. A step it
+    cancelled for no reason it gives may be srun's own end of it after a task failed (a Slurm before 2025 says no
+    more): no cancel from outside is proven; a reason on a later line (the job's) is the one."""
     killed = "srun: error: node1: tasks 0-3: Killed\nsrun: Force Terminated StepId=77.0"
-    for why, words in (("DUE TO TIME LIMIT ", "its time limit ran out"), ("", "scancel")):
-        cancel = f"slurmstepd: error: *** STEP 77.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 {why}***"
+    step = "slurmstepd: error: *** STEP 77.0 ON node1 CANCELLED AT 2024-05-01T12:00:00 {}***"
+    job = "slurmstepd: error: *** JOB 77 ON node1 CANCELLED AT 2024-05-01T12:00:00 {}***"
+    for cancel, words in ((step.format("DUE TO TIME LIMIT "), "its time limit ran out"), (job.format(""), "scancel")):
         said = assign_blame(analyze_text(f"{cancel}\n{killed}")).nobody
-        assert said is not None and said.startswith("Slurm cancelled the job") and words in said, why
+        assert said is not None and said.startswith("Slurm cancelled the job") and words in said, cancel
+    bare = assign_blame(analyze_text(f"{step.format('')}\n{killed}"))
+    assert bare.nobody is None and "scancel, or srun ending its tasks after one failed" in bare.headline
+    preempted = assign_blame(analyze_text(f"{step.format('')}\n{killed}\n{job.format('DUE TO PREEMPTION ')}")).nobody
+    assert preempted is not None and "preempted" in preempted, "the job's reason, given after the step's none"
     oom = "[rank2]: torch.OutOfMemoryError: CUDA out of memory."
-    assert alone(assign_blame(analyze_text(f"{oom}\n{cancel}"))) == [2], "a rank that failed first goes first"
+    assert alone(assign_blame(analyze_text(f"{oom}\n{job.format('')}"))) == [2], "a rank that failed first goes first"
 
 
 def test_a_node_slurm_lost_is_named_and_the_ranks_waiting_for_it_are_not_blamed() -> None:

@@ -1574,7 +1574,7 @@ VERDICTS = [
         "submitit_preempted_store_barrier_worker_count_16_of_8.log",
         [],
         NOBODY,
-        "Slurm cancelled the job: a user or an admin cancelled it (scancel);",
+        "Slurm cancelled the job: a job of a higher priority preempted it;",
     ),
     (
         "trl_ppo_rank1_ecc_traceback_cut_partialstate.log",
