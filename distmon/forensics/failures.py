@@ -114,7 +114,8 @@ def alike(log: LogFacts) -> str | None:
         return None  # each GPU's own fault, however many
     if any(e.unit == RANK and e.who not in _ranks(failures) and e.code == -SIGKILL for e in log.exits):
         return None  # another rank killed (its node's memory, the OOM killer's pick): theirs may follow from it
-    if _waited_for(log, failures) or log.went_on - _ranks(failures):
+    crashed = any(_WORKER_CRASH.search(e) for e in exceptions)  # a DataLoader worker's: no point a rank passes
+    if _waited_for(log, failures) or (log.went_on - _ranks(failures) and not crashed):
         return None  # a rank waited for them, or went on past them: their failure was not every rank's
     spread = max(times) - min(times) if len(times) > 1 else None  # no times: when, the log does not say
     together = "" if spread is None else f" within {duration(spread)}" if spread >= 0.1 else " at once"
@@ -252,6 +253,10 @@ the same in every rank, which runs the same code on the same configuration."""
 _BATCH = re.compile(r"torch/utils/data/|in DataLoader worker process")
 """A batch being fetched: its sample is one rank's own (a corrupt image, a missing key, a sequence
 longer than the rest, which a collate function stacks)."""
+_WORKER_CRASH = re.compile(r"encountered in worker|DataLoader worker \(pid")
+"""A DataLoader worker's crash (torch's handler in the worker, its rank's word on it): no point of the program a rank
+passes, but a process of its own that dies when it dies (memory, shared memory, a library): ranks going on past it
+have not passed it, and it may come to them yet."""
 _FETCH = frozenset({"__getitem__", "__next__", "__iter__", "collate_fn", "fetch"})
 """The functions a dataset or a loader fetches a sample in, whichever library."""
 _NUMBERS = re.compile(r"\b(?:nan|inf|not finite|non-finite)\b", re.IGNORECASE)

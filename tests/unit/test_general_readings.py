@@ -1464,7 +1464,9 @@ def test_a_failure_the_log_shows_alone_is_suspected_and_beside_another_rank_prov
 
 
 def test_a_dataloader_workers_crash_is_its_ranks_and_alike_in_every_rank_nobodys() -> None:
-    """torch's handler in a DataLoader worker says the signal that killed it, under its rank's label."""
+    """torch's handler in a DataLoader worker says the signal that killed it, under its rank's label. Ranks whose
+    workers crashed alike are so beside another rank going on: a worker dies when it dies, at no point of the program
+    the others have passed."""
     segv = "[rank{r}]:ERROR: Unexpected segmentation fault encountered in worker.\n"
     going = "[rank0]: step 40 loss 2.1\n"
     verdict = judged(segv.format(r=3) + going)
@@ -1472,6 +1474,8 @@ def test_a_dataloader_workers_crash_is_its_ranks_and_alike_in_every_rank_nobodys
     assert "num_workers=0" in render_analysis(analyzed(segv.format(r=3) + going)), "what to do for a worker's crash"
     nobody = judged(segv.format(r=1) + segv.format(r=2)).nobody
     assert nobody is not None and "failed alike" in nobody
+    past = judged(segv.format(r=1) + segv.format(r=2) + going).nobody
+    assert past is not None and "failed alike" in past, "rank 0 going on has passed no point where a worker dies"
     bus = "[rank{r}]:ERROR: Unexpected bus error encountered in worker. This might be caused by insufficient shared "
     shm = judged("".join(bus.format(r=r) + "memory (shm).\n" for r in (1, 2))).nobody
     assert shm is not None and "shared memory" in shm
