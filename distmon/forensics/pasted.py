@@ -101,6 +101,9 @@ class Written(NamedTuple):
 _COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])")
 """Colour codes (and the line erase that follows them), their escape kept or lost by the copy
 (``[36m``, ``[0m``): any other escape is the file's, shown, never obeyed."""
+_TYPESET = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
+"""What a web page or a forum makes of plain text (no-break spaces, typographic quotes: ``File “/w/train.py”``),
+back to the characters Python and the job wrote."""
 _QUOTE = re.compile(r"(?:> ?)+")
 _PYTEST = re.compile(r"E( {1,64})\S|E\s*$")
 """pytest's mark before each line of a failure it reports (``E       RuntimeError: ...``): ``E``,
@@ -329,6 +332,7 @@ def _begun(lines: Iterator[Written]) -> Iterator[Written]:
 
 def _plain(line: str) -> str:
     line = line[:MAX_LINE].rstrip("\r\n")
+    line = line if line.isascii() else line.translate(_TYPESET)
     return _COLOURS.sub("", line) if "[" in line else line
 
 

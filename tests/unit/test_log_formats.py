@@ -848,6 +848,25 @@ def test_colour_codes_anywhere_and_the_pastes_shared_margin_hide_nothing() -> No
     assert texts("\n".join(kept)) == kept, "a margin some lines lack is the text's own"
 
 
+def test_a_log_a_web_page_typeset_reads_as_the_job_wrote_it() -> None:
+    """Text copied off a web page or a forum's post (no code block) carries no-break spaces and typographic quotes:
+    the frames, the exception and the watchdog's lines are read as written."""
+    written = [
+        "[rank1]: Traceback (most recent call last):",
+        '[rank1]:   File "/w/train.py", line 12, in <module>',
+        "[rank1]:     loss = model(batch)",
+        "[rank1]: KeyError: 'label'",
+        WAIT.format(r=0),
+    ]
+    typeset = [
+        line.replace("  ", "\u00a0 ").replace('File "', "File \u201c").replace('", line', "\u201d, line")
+        for line in written
+    ]
+    typeset[3] = typeset[3].replace("'label'", "\u2018label\u2019")
+    assert texts("\n".join(typeset)) == written
+    assert assign_blame(analyze_text("\n".join(typeset))).culprits == [1]
+
+
 def test_srun_labels_an_indented_line_too() -> None:
     assert unlabelled('0:   File "train.py", line 3, in <module>').text == '  File "train.py", line 3, in <module>'
 
