@@ -116,7 +116,7 @@ _STAMP = re.compile(
     r"(?:\[[\w.<>-]{1,100}\](?=\[))?"  # hydra's logger name: ``[name][LEVEL]``
     r"(?: ?[-|]? ?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]? {0,8}[-|:]?)?"  # a logger's level
     r"(?: ?[\w.<>-]{1,100}:[\w.<>-]{1,100}:\d{1,6} -| ?\[[\w.-]{1,100}:\d{1,6}:\w{1,100}\])?"  # loguru's, DeepSpeed's
-    r" ?"
+    r"[ \t]?"
 )
 """A logger's or a collector's time before a line (``2024-05-01 12:00:01,234 - INFO - ``,
 ``[2024-05-01 12:00:01] ``, ``2024-05-01T12:00:01.123456Z stdout F ``, a collector's

@@ -827,6 +827,7 @@ def test_a_stamp_before_each_line_is_taken_off_and_kept_as_the_lines_time() -> N
         "2024-05-01 12:00:01,234 - INFO - ",
         "[2024-05-01 12:00:01] ",
         "2024-05-01T12:00:01.123456Z stdout F ",
+        "2024-05-01T12:00:01.123Z\t",  # a collector's export (CloudWatch's, Loki's) with a tab after the time
     ):
         [written] = lines_as_written([stamp + line])
         assert written.text == line and written.stamp.startswith("2024-05-01"), stamp
