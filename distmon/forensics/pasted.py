@@ -59,6 +59,7 @@ from dataclasses import dataclass
 from itertools import chain, islice, pairwise
 from typing import NamedTuple
 
+from distmon.forensics.margins import margin, unnumbered, unquoted, viewer_numbered
 from distmon.forensics.watchdog import continues, is_watchdog, whole
 
 MAX_LINE = 64 * 1024
@@ -104,7 +105,6 @@ _COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])"
 _TYPESET = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
 """What a web page or a forum makes of plain text (no-break spaces, typographic quotes: ``File “/w/train.py”``),
 back to the characters Python and the job wrote."""
-_QUOTE = re.compile(r"(?:> ?)+")
 _PYTEST = re.compile(r"E( {1,64})\S|E\s*$")
 """pytest's mark before each line of a failure it reports (``E       RuntimeError: ...``): ``E``,
 then the failing line's indent, then the line."""
@@ -309,7 +309,7 @@ def split_writes(line: str) -> list[str]:
 def lines_as_written(raw: Iterable[str]) -> Iterator[Written]:
     """Each line of ``raw`` cut at :data:`MAX_LINE`, without colour codes, the paste's margin
     and soft wraps, its copy's labels off, glued writes apart, wrapped watchdog lines joined."""
-    return _begun(_joined(_cleaned(_unwrapped(_plain(line) for line in raw))))
+    return _begun(_joined(_cleaned(_unwrapped(_unnumbered(_plain(line) for line in raw)))))
 
 
 def _begun(lines: Iterator[Written]) -> Iterator[Written]:
@@ -336,6 +336,12 @@ def _plain(line: str) -> str:
     return _COLOURS.sub("", line) if "[" in line else line
 
 
+def _unnumbered(lines: Iterator[str]) -> Iterator[str]:
+    """The lines without the numbers a viewer put before each (:func:`~distmon.forensics.margins.viewer_numbered`)."""
+    ahead = _ahead(lines)
+    yield from (unnumbered(line) for line in chain(ahead, lines)) if viewer_numbered(ahead) else chain(ahead, lines)
+
+
 def _ahead(lines: Iterator[str]) -> list[str]:
     """The next :data:`WINDOW` lines, within :data:`WINDOW_CHARS` characters."""
     ahead, chars = [], 0
@@ -351,9 +357,9 @@ def _unwrapped(lines: Iterator[str]) -> Iterator[str]:
     """The lines without the margin they all share (a quote's ``> ``, a code block's indent), the
     pieces of a line a terminal wrapped joined again, both learnt from the lines ahead."""
     ahead = _ahead(lines)
-    quoted, indent = _margin(ahead)
-    rest = (_unquoted(line, quoted).removeprefix(indent) for line in lines)
-    ahead = [_unquoted(line, quoted).removeprefix(indent) for line in ahead]
+    quoted, indent = margin(ahead)
+    rest = (unquoted(line, quoted).removeprefix(indent) for line in lines)
+    ahead = [unquoted(line, quoted).removeprefix(indent) for line in ahead]
     wrap = _wrap(ahead)
     if wrap is None:
         yield from chain(ahead, rest)
@@ -369,22 +375,6 @@ def _unwrapped(lines: Iterator[str]) -> Iterator[str]:
         pending = last = line
     if pending is not None:
         yield pending[:MAX_LINE]
-
-
-def _margin(lines: list[str]) -> tuple[bool, str]:
-    """Whether the paste is a Markdown quote (most of its lines start with ``>``), and the
-    indent every line shares after it."""
-    filled = [line for line in lines if line.strip()]
-    quoted = sum(line.startswith(">") for line in filled) * 2 > len(filled)
-    unquoted = [_unquoted(line, quoted) for line in filled]
-    indents = {line[: len(line) - len(line.lstrip())] for line in unquoted if line.strip()}
-    indent = min(indents, key=len) if indents else ""
-    return quoted, indent if all(i.startswith(indent) for i in indents) else ""
-
-
-def _unquoted(line: str, quoted: bool) -> str:
-    found = _QUOTE.match(line) if quoted else None
-    return line[found.end() :] if found else line
 
 
 @dataclass(frozen=True)

@@ -868,6 +868,16 @@ def test_a_log_a_web_page_typeset_reads_as_the_job_wrote_it() -> None:
     assert assign_blame(analyze_text("\n".join(typeset))).culprits == [1]
 
 
+def test_the_numbers_a_viewer_puts_before_each_line_are_taken_off() -> None:
+    """A log copied off a CI's page or an editor with its line numbers: each rises by one from a line to the next,
+    whatever the width they are padded to; a number a job's own line starts with is its own."""
+    written = [WAIT.format(r=0), "[rank1]: Traceback (most recent call last):", "[rank1]: KeyError: 'label'"]
+    for form in ("{n} {line}", "{n:>6}  {line}", "{n}\t{line}"):
+        assert texts("\n".join(form.format(n=n, line=line) for n, line in enumerate(written, start=98))) == written
+    own = ["3 ranks joined", WAIT.format(r=0), "[rank1]: KeyError: 'label'"]
+    assert texts("\n".join(own)) == own
+
+
 def test_srun_labels_an_indented_line_too() -> None:
     assert unlabelled('0:   File "train.py", line 3, in <module>').text == '  File "train.py", line 3, in <module>'
 
