@@ -102,9 +102,16 @@ class Written(NamedTuple):
 _COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])")
 """Colour codes (and the line erase that follows them), their escape kept or lost by the copy
 (``[36m``, ``[0m``): any other escape is the file's, shown, never obeyed."""
-_TYPESET = str.maketrans({"\u00a0": " ", "\u202f": " ", "\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'"})
+_TYPESET = str.maketrans(
+    {"\u00a0": " ", "\u202f": " ", "\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\ufeff": None}
+)
 """What a web page or a forum makes of plain text (no-break spaces, typographic quotes: ``File “/w/train.py”``),
-back to the characters Python and the job wrote."""
+and an editor's byte-order mark, back to the characters Python and the job wrote."""
+_ENTITIES = {"&quot;": '"', "&#39;": "'", "&#x27;": "'", "&lt;": "<", "&gt;": ">", "&amp;": "&"}
+_ENTITY = re.compile("|".join(_ENTITIES))
+"""A page's source copied for its text: its characters escaped (``File &quot;/w/train.py&quot;``)."""
+_FENCE_LINE = re.compile(r"\s{0,8}(?:```|~~~)[\w+.-]{0,40}\s*")
+"""A Markdown code block's fence on a line of its own (```` ```python ````): no line of the job's."""
 _PYTEST = re.compile(r"E( {1,64})\S|E\s*$")
 """pytest's mark before each line of a failure it reports (``E       RuntimeError: ...``): ``E``,
 then the failing line's indent, then the line."""
@@ -331,8 +338,12 @@ def _begun(lines: Iterator[Written]) -> Iterator[Written]:
 
 
 def _plain(line: str) -> str:
+    """The line as the job wrote it: a console's padding to its width (spaces past the end) off too."""
     line = line[:MAX_LINE].rstrip("\r\n")
+    line = line.rstrip() if line.endswith("  ") else line
     line = line if line.isascii() else line.translate(_TYPESET)
+    line = _ENTITY.sub(lambda found: _ENTITIES[found.group()], line) if "&" in line else line
+    line = "" if ("`" in line or "~" in line) and _FENCE_LINE.fullmatch(line) else line
     return _COLOURS.sub("", line) if "[" in line else line
 
 

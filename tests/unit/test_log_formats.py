@@ -850,8 +850,9 @@ def test_colour_codes_anywhere_and_the_pastes_shared_margin_hide_nothing() -> No
 
 
 def test_a_log_a_web_page_typeset_reads_as_the_job_wrote_it() -> None:
-    """Text copied off a web page or a forum's post (no code block) carries no-break spaces and typographic quotes:
-    the frames, the exception and the watchdog's lines are read as written."""
+    """Text copied off a web page or a forum's post (no code block) carries no-break spaces and typographic quotes,
+    off a page's source its escapes, off a console its padding, out of an issue its code block's fences: the frames,
+    the exception and the watchdog's lines are read as written."""
     written = [
         "[rank1]: Traceback (most recent call last):",
         '[rank1]:   File "/w/train.py", line 12, in <module>',
@@ -866,6 +867,12 @@ def test_a_log_a_web_page_typeset_reads_as_the_job_wrote_it() -> None:
     typeset[3] = typeset[3].replace("'label'", "\u2018label\u2019")
     assert texts("\n".join(typeset)) == written
     assert assign_blame(analyze_text("\n".join(typeset))).culprits == [1]
+    escaped = [line.replace('"', "&quot;").replace("'", "&#x27;") for line in written]  # a page's source
+    assert texts("\n".join(escaped)) == written
+    padded = [line.ljust(200) for line in written]  # a console's copy, each line padded to its width
+    assert texts("\n".join(padded)) == written
+    fenced = ["```python", "\ufeff" + written[0], *written[1:], "```"]  # a code block copied whole, a file's BOM
+    assert [line for line in texts("\n".join(fenced)) if line] == written
 
 
 def test_the_numbers_a_viewer_puts_before_each_line_are_taken_off() -> None:
