@@ -118,7 +118,8 @@ then the failing line's indent, then the line."""
 _FENCE = re.compile(r"^\s{0,8}```(?:[A-Za-z+-]{0,20}[ \t]+)?(?=\S)|(?<=\S)```\s*$")
 """A Markdown code fence glued to the first or the last line of the log it fences."""
 _STAMP = re.compile(
-    r"\[?(\d{4}[-/]\d\d[-/]\d\d[T _]\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?(?::(?= ))?"
+    r"\[?((?:\d{4}[-/]\d\d[-/]\d\d[T _]|\d\d/\d\d/\d{4} )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?"
+    r"(?::(?= ))?"
     r"(?: (?:stdout|stderr) [FP])?"  # the kubelet's stream and whether the line is whole
     r"(?:\[[\w.<>-]{1,100}\](?=\[))?"  # hydra's logger name: ``[name][LEVEL]``
     r"(?: ?[-|]? ?\[?(?:DEBUG|INFO|WARNING|WARN|ERROR|CRITICAL|FATAL)\]? {0,8}[-|:]?)?"  # a logger's level

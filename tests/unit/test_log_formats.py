@@ -831,6 +831,9 @@ def test_a_stamp_before_each_line_is_taken_off_and_kept_as_the_lines_time() -> N
     ):
         [written] = lines_as_written([stamp + line])
         assert written.text == line and written.stamp.startswith("2024-05-01"), stamp
+    for stamp in ("12:00:01.234 ", "[12:00:01] ", "05/01/2024 12:00:01 - INFO - "):  # the day left out, or put first
+        [written] = lines_as_written([stamp + line])
+        assert written.text == line and "12:00:01" in written.stamp, stamp
     facts = read_log(
         io.StringIO("2024-05-01T12:00:09.5Z stdout F [rank3]: Traceback (most recent call last):\n" + line)
     )
