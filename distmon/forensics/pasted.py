@@ -110,13 +110,12 @@ and an editor's byte-order mark, back to the characters Python and the job wrote
 _ENTITIES = {"&quot;": '"', "&#39;": "'", "&#x27;": "'", "&lt;": "<", "&gt;": ">", "&amp;": "&"}
 _ENTITY = re.compile("|".join(_ENTITIES))
 """A page's source copied for its text: its characters escaped (``File &quot;/w/train.py&quot;``)."""
-_FENCE_LINE = re.compile(r"\s{0,8}(?:```|~~~)[\w+.-]{0,40}\s*")
-"""A Markdown code block's fence on a line of its own (```` ```python ````): no line of the job's."""
 _PYTEST = re.compile(r"E( {1,64})\S|E\s*$")
 """pytest's mark before each line of a failure it reports (``E       RuntimeError: ...``): ``E``,
 then the failing line's indent, then the line."""
-_FENCE = re.compile(r"^\s{0,8}```(?:[A-Za-z+-]{0,20}[ \t]+)?(?=\S)|(?<=\S)```\s*$")
-"""A Markdown code fence glued to the first or the last line of the log it fences."""
+_FENCE = re.compile(r"^\s{0,8}(?:```|~~~)[\w+.-]{0,40}\s*$|^\s{0,8}```(?:[A-Za-z+-]{0,20}[ \t]+)?(?=\S)|(?<=\S)```\s*$")
+"""A Markdown code fence on a line of its own (```` ```python ````), or glued to the first or the last line of the
+log it fences: no line of the job's."""
 _STAMP = re.compile(
     r"\[?((?:\d{4}[-/]\d\d[-/]\d\d[T _]|\d\d/\d\d/\d{4} )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?"
     r"(?::(?= ))?"
@@ -344,7 +343,7 @@ def _plain(line: str) -> str:
     line = line.rstrip() if line.endswith("  ") else line
     line = line if line.isascii() else line.translate(_TYPESET)
     line = _ENTITY.sub(lambda found: _ENTITIES[found.group()], line) if "&" in line else line
-    line = "" if ("`" in line or "~" in line) and _FENCE_LINE.fullmatch(line) else line
+    line = _FENCE.sub("", line) if "```" in line or "~~~" in line else line
     return _COLOURS.sub("", line) if "[" in line else line
 
 
@@ -448,11 +447,11 @@ def _wrap(lines: list[str]) -> _Wrap | None:
 
 
 def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
-    ahead = [_unfenced(line) for line in _ahead(raw)]
+    ahead = _ahead(raw)
     labels = Labels(_mpi_labelled(ahead), _pytest_mark(ahead))
     labels = labels._replace(tasks=_task_a_rank(ahead, labels), node=_tee_node(ahead), workers=_ray_workers(ahead))
     listing = False
-    for line in chain(ahead, (_unfenced(line) for line in raw)):
+    for line in chain(ahead, raw):
         if _SEPARATOR.fullmatch(line):
             continue
         first = unlabelled(line, labels, listing)
@@ -462,10 +461,6 @@ def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
             listing = bool(_STALL_LIST.search(written.text))
             repeated = first.repeated if i == len(pieces) else 0  # Ray's count ends the line: its last write's
             yield Written(written.text, written.stamp or first.stamp, written.host or first.host, repeated)
-
-
-def _unfenced(line: str) -> str:
-    return _FENCE.sub("", line) if "```" in line else line
 
 
 def _task_a_rank(lines: list[str], labels: Labels) -> bool:
