@@ -1,5 +1,6 @@
-"""What a paste puts before every line of a log, learnt from the lines ahead: a Markdown quote's ``> ``, a code
-block's indent, a viewer's line numbers (a CI's log page, an editor, ``cat -n``). None of it is the job's."""
+"""What a paste puts around every line of a log, learnt from the lines ahead: a Markdown quote's ``> ``, a code
+block's indent, a viewer's line numbers (a CI's log page, an editor, ``cat -n``), a console's padding to its width.
+None of it is the job's."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ def viewer_numbered(lines: list[str]) -> bool:
 def unnumbered(line: str) -> str:
     found = _LINE_NUMBER.match(line)
     return line[found.end() :] if found else line
+
+
+def padded(lines: list[str]) -> bool:
+    """Most lines end in spaces: a console's copy padded each to its width (not a wrap's piece cut in a run of
+    spaces, which a few lines end so)."""
+    filled = [line for line in lines if line.strip()]
+    return sum(line.endswith("  ") for line in filled) * 2 > len(filled)
 
 
 def margin(lines: list[str]) -> tuple[bool, str]:

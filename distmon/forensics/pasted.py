@@ -59,7 +59,7 @@ from dataclasses import dataclass
 from itertools import chain, islice, pairwise
 from typing import NamedTuple
 
-from distmon.forensics.margins import margin, unnumbered, unquoted, viewer_numbered
+from distmon.forensics.margins import margin, padded, unnumbered, unquoted, viewer_numbered
 from distmon.forensics.watchdog import continues, is_watchdog, whole
 
 MAX_LINE = 64 * 1024
@@ -338,12 +338,9 @@ def _begun(lines: Iterator[Written]) -> Iterator[Written]:
 
 
 def _plain(line: str) -> str:
-    """The line as the job wrote it: a console's padding to its width (spaces past the end) off too."""
     line = line[:MAX_LINE].rstrip("\r\n")
-    line = line.rstrip() if line.endswith("  ") else line
     line = line if line.isascii() else line.translate(_TYPESET)
     line = _ENTITY.sub(lambda found: _ENTITIES[found.group()], line) if "&" in line else line
-    line = _FENCE.sub("", line) if "```" in line or "~~~" in line else line
     return _COLOURS.sub("", line) if "[" in line else line
 
 
@@ -365,12 +362,13 @@ def _ahead(lines: Iterator[str]) -> list[str]:
 
 
 def _unwrapped(lines: Iterator[str]) -> Iterator[str]:
-    """The lines without the margin they all share (a quote's ``> ``, a code block's indent), the
-    pieces of a line a terminal wrapped joined again, both learnt from the lines ahead."""
+    """The lines without the margin they all share (a quote's ``> ``, a code block's indent) and a console's padding,
+    the pieces of a line a terminal wrapped joined again, all learnt from the lines ahead."""
     ahead = _ahead(lines)
     quoted, indent = margin(ahead)
-    rest = (unquoted(line, quoted).removeprefix(indent) for line in lines)
-    ahead = [unquoted(line, quoted).removeprefix(indent) for line in ahead]
+    end = str.rstrip if padded(ahead) else str
+    rest = (end(unquoted(line, quoted).removeprefix(indent)) for line in lines)
+    ahead = [end(unquoted(line, quoted).removeprefix(indent)) for line in ahead]
     wrap = _wrap(ahead)
     if wrap is None:
         yield from chain(ahead, rest)
@@ -447,11 +445,11 @@ def _wrap(lines: list[str]) -> _Wrap | None:
 
 
 def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
-    ahead = _ahead(raw)
+    ahead = [_unfenced(line) for line in _ahead(raw)]
     labels = Labels(_mpi_labelled(ahead), _pytest_mark(ahead))
     labels = labels._replace(tasks=_task_a_rank(ahead, labels), node=_tee_node(ahead), workers=_ray_workers(ahead))
     listing = False
-    for line in chain(ahead, raw):
+    for line in chain(ahead, (_unfenced(line) for line in raw)):
         if _SEPARATOR.fullmatch(line):
             continue
         first = unlabelled(line, labels, listing)
@@ -461,6 +459,10 @@ def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
             listing = bool(_STALL_LIST.search(written.text))
             repeated = first.repeated if i == len(pieces) else 0  # Ray's count ends the line: its last write's
             yield Written(written.text, written.stamp or first.stamp, written.host or first.host, repeated)
+
+
+def _unfenced(line: str) -> str:
+    return _FENCE.sub("", line) if "```" in line or "~~~" in line else line
 
 
 def _task_a_rank(lines: list[str], labels: Labels) -> bool:

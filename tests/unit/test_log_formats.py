@@ -807,6 +807,8 @@ def test_a_terminals_soft_wrap_is_joined_at_the_width_the_paste_shows() -> None:
     whole = [WAIT.format(r=r) for r in (1, 2)] + ["[rank3]: RuntimeError: CUDA error: an illegal memory access was met"]
     wrapped = "".join(line[i : i + 80] + "\n" for line in whole for i in range(0, len(line), 80))
     assert texts(wrapped) == whole
+    spaced = [*whole, "[rank3]: " + "x" * 69 + "  of 8 ranks joined"]  # its width falls after a run of spaces
+    assert texts("".join(line[i : i + 80] + "\n" for line in spaced for i in range(0, len(line), 80))) == spaced
     one = "mpirun noticed that process rank 7 with PID 0 on node n1 exited on signal 9 (Killed)."
     assert texts(f"{one[:80]}\n{one[80:]}\n") == [one], "one line carrying on at a width terminals open at"
     pod = "mpirun noticed that process rank 1 with PID 39 on node berttrainer-job-mpijob-worker-1 exited on signal 9"
