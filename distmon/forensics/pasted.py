@@ -56,10 +56,20 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
-from itertools import chain, islice, pairwise
+from itertools import chain, islice, pairwise, repeat
 from typing import NamedTuple
 
-from distmon.forensics.margins import margin, padded, unnumbered, unquoted, viewer_numbered
+from distmon.forensics.copied import (
+    double_spaced,
+    margin,
+    padded,
+    plain,
+    undoubled,
+    unfenced,
+    unnumbered,
+    unquoted,
+    viewer_numbered,
+)
 from distmon.forensics.watchdog import continues, is_watchdog, whole
 
 MAX_LINE = 64 * 1024
@@ -99,23 +109,9 @@ class Written(NamedTuple):
     cluster]``): within seconds, the same line, numbers aside."""
 
 
-_COLOURS = re.compile(r"\x1b\[[\d;]{0,32}[mK]|\[\d{1,3}(?:;\d{1,3}){0,4}m(?!\])")
-"""Colour codes (and the line erase that follows them), their escape kept or lost by the copy
-(``[36m``, ``[0m``): any other escape is the file's, shown, never obeyed."""
-_TYPESET = str.maketrans(
-    {"\u00a0": " ", "\u202f": " ", "\u201c": '"', "\u201d": '"', "\u2018": "'", "\u2019": "'", "\ufeff": None}
-)
-"""What a web page or a forum makes of plain text (no-break spaces, typographic quotes: ``File “/w/train.py”``),
-and an editor's byte-order mark, back to the characters Python and the job wrote."""
-_ENTITIES = {"&quot;": '"', "&#39;": "'", "&#x27;": "'", "&lt;": "<", "&gt;": ">", "&amp;": "&"}
-_ENTITY = re.compile("|".join(_ENTITIES))
-"""A page's source copied for its text: its characters escaped (``File &quot;/w/train.py&quot;``)."""
 _PYTEST = re.compile(r"E( {1,64})\S|E\s*$")
 """pytest's mark before each line of a failure it reports (``E       RuntimeError: ...``): ``E``,
 then the failing line's indent, then the line."""
-_FENCE = re.compile(r"^\s{0,8}(?:```|~~~)[\w+.-]{0,40}\s*$|^\s{0,8}```(?:[A-Za-z+-]{0,20}[ \t]+)?(?=\S)|(?<=\S)```\s*$")
-"""A Markdown code fence on a line of its own (```` ```python ````), or glued to the first or the last line of the
-log it fences: no line of the job's."""
 _STAMP = re.compile(
     r"\[?((?:\d{4}[-/]\d\d[-/]\d\d[T _]|\d\d/\d\d/\d{4} )?\d\d:\d\d:\d\d(?:[.,]\d{1,9})?(?:Z|[+-]\d\d:?\d\d| ?UTC)?)\]?"
     r"(?::(?= ))?"
@@ -219,19 +215,19 @@ _RECORD = re.compile(
     r"\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
     r"|\b[EWIF]\d{4} \d\d:\d\d:\d\d\.\d{1,9} {1,8}\d{1,9} \S{1,300}:\d{1,6}\] "
     r"|^\s*(?:what\(\):|terminate called|\[(?:Rank|PG) |Traceback|File \"|frame #|Exception raised from|Root Cause"
-    r"|={8}|-{8})"
+    r"|={8}|-{8}|nccl[A-Z][a-zA-Z]{2,40}: |Last error:)"
 )
-"""What starts a line of its own: a wrapped line's rest starts with none of these, nor holds glog's header (torchrun's
-agent's lines, after a logger's stamp too)."""
+"""What starts a line of its own: a wrapped line's rest starts with none of these (nor NCCL's error's own lines under
+it, ``ncclInvalidUsage: ...``), nor holds glog's header (torchrun's agent's lines, after a logger's stamp too)."""
 _STARTS = re.compile(
     _STAMP.pattern + r"|[EWIF]\d{3,4} \d\d:\d\d:\d\d|\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
-    r"|(?:what\(\):|terminate called|Traceback|frame #|Exception raised from|Root Cause|={8}|-{8})"
+    r"|(?:what\(\):|terminate called|Traceback|frame #|Exception raised from|Root Cause|={8}|-{8}|\[\d{1,9}\]:\s*$)"
     r'| {2}File "|' + _LABELS.pattern
 )
 """What a line of its own starts with, where a soft wrap's rest starts with none: a stamp, glog's
 own (torchrun's agent), a rank's prefix, what starts a C++ or Python exception, a launcher's
-table, a traceback's frame, a label. Not a PG's or a rank's own prefix (``[PG ID 0 ...``,
-``[Rank 3]``): torch prints it after glog's, where a wrap may cut."""
+table (an entry of torchrun's: ``[4]:``), a traceback's frame, a label. Not a PG's or a rank's own
+prefix (``[PG ID 0 ...``, ``[Rank 3]``): torch prints it after glog's, where a wrap may cut."""
 
 
 class Labels(NamedTuple):
@@ -316,7 +312,8 @@ def split_writes(line: str) -> list[str]:
 def lines_as_written(raw: Iterable[str]) -> Iterator[Written]:
     """Each line of ``raw`` cut at :data:`MAX_LINE`, without colour codes, the paste's margin
     and soft wraps, its copy's labels off, glued writes apart, wrapped watchdog lines joined."""
-    return _begun(_joined(_cleaned(_unwrapped(_unnumbered(_plain(line) for line in raw)))))
+    lines = (plain(line[:MAX_LINE].rstrip("\r\n")) for line in raw)
+    return _begun(_joined(_cleaned(_unwrapped(_unnumbered(_undoubled(lines))))))
 
 
 def _begun(lines: Iterator[Written]) -> Iterator[Written]:
@@ -337,15 +334,22 @@ def _begun(lines: Iterator[Written]) -> Iterator[Written]:
     yield from lines
 
 
-def _plain(line: str) -> str:
-    line = line[:MAX_LINE].rstrip("\r\n")
-    line = line if line.isascii() else line.translate(_TYPESET)
-    line = _ENTITY.sub(lambda found: _ENTITIES[found.group()], line) if "&" in line else line
-    return _COLOURS.sub("", line) if "[" in line else line
+def _undoubled(lines: Iterator[str]) -> Iterator[str]:
+    """The lines without the blank one a paste put after each (:func:`~distmon.forensics.copied.double_spaced`)."""
+    ahead = _ahead(lines)
+    if not double_spaced(ahead):
+        yield from chain(ahead, lines)
+        return
+    blanks = 0
+    for line in chain(ahead, lines):
+        if line.strip():
+            yield from repeat("", undoubled(blanks))
+            yield line
+        blanks = 0 if line.strip() else blanks + 1
 
 
 def _unnumbered(lines: Iterator[str]) -> Iterator[str]:
-    """The lines without the numbers a viewer put before each (:func:`~distmon.forensics.margins.viewer_numbered`)."""
+    """The lines without the numbers a viewer put before each (:func:`~distmon.forensics.copied.viewer_numbered`)."""
     ahead = _ahead(lines)
     yield from (unnumbered(line) for line in chain(ahead, lines)) if viewer_numbered(ahead) else chain(ahead, lines)
 
@@ -445,11 +449,11 @@ def _wrap(lines: list[str]) -> _Wrap | None:
 
 
 def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
-    ahead = [_unfenced(line) for line in _ahead(raw)]
+    ahead = [unfenced(line) for line in _ahead(raw)]
     labels = Labels(_mpi_labelled(ahead), _pytest_mark(ahead))
     labels = labels._replace(tasks=_task_a_rank(ahead, labels), node=_tee_node(ahead), workers=_ray_workers(ahead))
     listing = False
-    for line in chain(ahead, (_unfenced(line) for line in raw)):
+    for line in chain(ahead, (unfenced(line) for line in raw)):
         if _SEPARATOR.fullmatch(line):
             continue
         first = unlabelled(line, labels, listing)
@@ -459,10 +463,6 @@ def _cleaned(raw: Iterator[str]) -> Iterator[Written]:
             listing = bool(_STALL_LIST.search(written.text))
             repeated = first.repeated if i == len(pieces) else 0  # Ray's count ends the line: its last write's
             yield Written(written.text, written.stamp or first.stamp, written.host or first.host, repeated)
-
-
-def _unfenced(line: str) -> str:
-    return _FENCE.sub("", line) if "```" in line or "~~~" in line else line
 
 
 def _task_a_rank(lines: list[str], labels: Labels) -> bool:

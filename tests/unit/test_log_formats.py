@@ -890,6 +890,52 @@ def test_the_numbers_a_viewer_puts_before_each_line_are_taken_off() -> None:
     assert texts("\n".join(own)) == own
 
 
+def test_a_paste_double_spaced_reads_as_the_job_wrote_it() -> None:
+    """A blank line after each (a file whose lines end in two carriage returns, a forum's spacing): its lines read as
+    the job wrote them, a blank line of the log's own kept, a terminal's wrap under it joined again, torchrun's table
+    whole; a log with a few blank lines of its own keeps them."""
+    table = [
+        "[1]:",
+        "  rank      : 1 (local_rank: 1)",
+        "  traceback : Signal 7 (SIGBUS) received by PID 5063",
+        "[2]:",
+        "  rank      : 2 (local_rank: 2)",
+        "  traceback : Signal 7 (SIGBUS) received by PID 5064",
+        "",
+        "Root Cause (first observed failure):",
+    ]
+    crcrlf = io.TextIOWrapper(io.BytesIO("\r\r\n".join(table).encode()))  # read as analyze reads a file
+    assert [written.text for written in lines_as_written(crcrlf)] == table
+    wrapped = WAIT.format(r=0)
+    pieces = [wrapped[:80], wrapped[80:160], wrapped[160:], "[rank1]: KeyError: 'label'"]
+    assert texts("\n\n".join(pieces)) == [wrapped, "[rank1]: KeyError: 'label'"]
+    own = ["Traceback (most recent call last):", "", '  File "train.py", line 3, in <module>', "KeyError: 'x'"]
+    assert texts("\n".join(own)) == own
+
+
+def test_a_code_fence_glued_to_a_logs_first_word_leaves_the_word() -> None:
+    """A fence glued to the log's first line takes off a language's name after it, not the job's first word."""
+    assert texts("```Process 0 exit with status code 137.\nkilled```") == [
+        "Process 0 exit with status code 137.",
+        "killed",
+    ]
+    assert texts("```python Traceback (most recent call last):") == ["Traceback (most recent call last):"]
+
+
+def test_nccls_own_lines_under_its_error_are_no_wraps_rest() -> None:
+    """torch's NCCL error names ProcessGroupNCCL.cpp, as a watchdog's line a terminal wrapped may: the line under it
+    that NCCL starts with its result's name is a line of its own."""
+    error = (
+        "[rank1]: torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:2897, invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.27.3"
+    )
+    lines = [error, "[rank1]: ncclInvalidUsage: This usually reflects invalid usage of NCCL library."]
+    assert texts("\n".join(lines)) == lines
+    assert texts("\n".join(line.removeprefix("[rank1]: ") for line in lines)) == [
+        line.removeprefix("[rank1]: ") for line in lines
+    ]
+
+
 def test_srun_labels_an_indented_line_too() -> None:
     assert unlabelled('0:   File "train.py", line 3, in <module>').text == '  File "train.py", line 3, in <module>'
 

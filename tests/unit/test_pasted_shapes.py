@@ -33,12 +33,7 @@ fifteen (some 80 of the corpus), and a log added leaves the others' pastes as th
 (``benchmarks/bench_real_logs.py --pasted`` runs every log in every paste)."""
 SHAPES = list(PASTES)
 PAIRS = [(name, SHAPES[(zlib.crc32(name.encode()) + k) % len(SHAPES)]) for name in sorted(TRUTHS) for k in range(EACH)]
-HELD_OUT = "held out: counted, not read (no rule is written against a held-out log)"
 MISREAD = {
-    ("fsdp_srun_torchrun_four_nodes_all_ranks_exit1_same_second_oom.log", "bracket stamp"): (
-        "stamped by a logger, the ranks torchrun's tables show failing a second later read as failing at once "
-        "with the others (the verdict, nobody, is the same)"
-    ),
     ("megatron_core_dataloader_workers_bus_error_shm_interleaved.log", "bracket stamp"): (
         "after a stamp, the program's own `ERROR: ` reads as a logger's level and is taken off the line the "
         "verdict quotes (the verdict, nobody, is the same)"
@@ -47,7 +42,6 @@ MISREAD = {
         "after a stamp, the program's own `WARNING: ` reads as a logger's level and is taken off the line the "
         "verdict quotes (the verdict, rank 2 suspected, is the same)"
     ),
-    ("wenet_torchrun_ranks1to3_exit1_root_cause_not_pasted.log", "srun label"): HELD_OUT,
 }
 """Pastes the reader does not read as it read the log as found, or that name a rank the truth clears:
 known, expected to fail until a general reading mends them."""
