@@ -1,6 +1,6 @@
 """A log re-pasted the ways people paste logs, each way a pure function of the text: what a
-terminal, a logger, a container runtime, a launcher, a chat box or an impatient person does to
-a log between the job that wrote it and the issue it lands in. Shared by the tests
+terminal, a logger, a container runtime, a launcher, a web page, a chat box or an impatient person
+does to a log between the job that wrote it and the issue it lands in. Shared by the tests
 (``tests/unit/test_pasted_shapes.py``) and ``benchmarks/bench_real_logs.py --pasted``.
 
 Each keeps every character the job wrote but :func:`head` and :func:`tail`, which keep 60% of
@@ -65,6 +65,8 @@ bracket_stamp = stamped("[{t}] |%Y-%m-%d %H:%M:%S")
 """A shell's or a wrapper script's ``[date] `` before each line."""
 kubectl_stamp = stamped("{t}Z stdout F |%Y-%m-%dT%H:%M:%S.%f")
 """A container's log as the kubelet keeps it (CRI: time, stream, full line)."""
+time_stamp = stamped("{t}.{ms} |%H:%M:%S")
+"""A logger's time alone, no day (``12:00:01.234 ``)."""
 
 
 def slurm_label(text: str) -> str:
@@ -97,6 +99,35 @@ def quoted(text: str) -> str:
 def indented(text: str) -> str:
     """A Markdown code block indented by four spaces."""
     return _per_line(text, lambda _, line: f"    {line}")
+
+
+def typeset(text: str) -> str:
+    """Text copied off a forum's post outside a code block: a no-break space in each run of spaces, quotes turned
+    typographic (``File “/w/train.py”``, ``’``)."""
+
+    def one(_: int, line: str) -> str:
+        halves = line.replace("  ", "\u00a0 ").split('"')
+        curled = "".join(half + ("\u201c" if i % 2 == 0 else "\u201d") for i, half in enumerate(halves[:-1]))
+        return (curled + halves[-1]).replace("'", "\u2019")
+
+    return _per_line(text, one)
+
+
+def escaped_fenced(text: str) -> str:
+    """A page's source copied for its text (``&quot;``, ``&lt;``), the issue's code block fenced with it."""
+    for plain, entity in (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"), ('"', "&quot;"), ("'", "&#39;")):
+        text = text.replace(plain, entity)
+    return f"```python\n{text.rstrip(chr(10))}\n```\n"
+
+
+def numbered_padded(text: str) -> str:
+    """A CI's log page copied with its line numbers, each line padded to the console's width."""
+    return _per_line(text, lambda i, line: f"{i + 1:>6}  {line}".ljust(160))
+
+
+def double_spaced(text: str) -> str:
+    """A file whose lines end in two carriage returns and a line feed: a blank line after each, as read."""
+    return "".join(f"{line}\r\r\n" for line in _lines(text))
 
 
 _TAGGED = re.compile(
@@ -184,6 +215,11 @@ KEEPING: dict[str, Paste] = {
     "quote": quoted,
     "indent 4": indented,
     "interleaved": interleaved,
+    "time stamp": time_stamp,
+    "typeset": typeset,
+    "escaped+fenced": escaped_fenced,
+    "numbered+padded": numbered_padded,
+    "double spaced": double_spaced,
     "kubectl+wrap120": composed(interleaved, kubectl_stamp, wrapped(120)),
     "srun+wrap80+quote": composed(slurm_label, wrapped(80), quoted),
 }
