@@ -328,17 +328,21 @@ def _unwrapped(lines: Iterable[str]) -> Iterator[str]:
     for line in lines:
         bare = line.strip()
         if bare[:1] == "{" and bare[-1:] == "}":
-            yield from _entry_lines(bare) or [line]
+            yield from _or_line(_entry_lines(bare), line)
         elif bare[:1] == '"' and (field := _TEXT_FIELD.match(line)) is not None:
-            yield from _text_lines(_decoded(field[1])) or [line]
+            yield from _or_line(_text_lines(_decoded(field[1])), line)
         else:
             yield line
 
 
-def _entry_lines(entry: str) -> list[str]:
+def _or_line(lines: list[str] | None, line: str) -> list[str]:
+    return [line] if lines is None else lines
+
+
+def _entry_lines(entry: str) -> list[str] | None:
     found = _decoded(entry)
     if not isinstance(found, dict):
-        return []
+        return None
     payload = found.get("jsonPayload")
     text = next((v for k in _TEXT_KEYS if isinstance(v := found.get(k), str)), None)
     if text is None and isinstance(payload, dict):
@@ -354,8 +358,11 @@ def _decoded(literal: str) -> object:
         return None
 
 
-def _text_lines(text: object, stamp: str = "") -> list[str]:
-    return [f"{stamp}{line}\n" for line in text.rstrip().splitlines()] if isinstance(text, str) else []
+def _text_lines(text: object, stamp: str = "") -> list[str] | None:
+    """The text's lines, each after the stamp; an entry of no text (a blank line the job printed) one blank line."""
+    if not isinstance(text, str):
+        return None
+    return [f"{stamp}{line}\n" for line in text.rstrip().splitlines()] or ["\n"]
 
 
 MAX_ERROR_FILE = 1 << 24

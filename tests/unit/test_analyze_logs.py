@@ -907,3 +907,23 @@ def test_a_log_exported_as_json_is_read_as_the_job_wrote_it(tmp_path: Path, expo
     assert culprits(analysis) == [1], text
     assert "rank 1 raised OSError: [Errno 5] Input/output error: '/mnt/data/shard-00017.tar'\n" in text
     assert "your code: /app/train.py:61 in main" in text
+
+
+def test_a_blank_line_docker_kept_is_a_blank_line(tmp_path: Path) -> None:
+    """Docker's json-file keeps a blank line the job (or a paste's double spacing) wrote as an entry of no text: a
+    blank line, not the entry's JSON among the job's lines (which broke torchrun's table into pieces)."""
+    table = ["Failures:"]
+    for rank in (1, 2):
+        pid = f"{5060 + rank}"
+        table += [f"[{rank}]:", "  time      : 2023-09-15_08:38:11", f"  rank      : {rank} (local_rank: {rank})"]
+        table += [f"  exitcode  : -7 (pid: {pid})", f"  traceback : Signal 7 (SIGBUS) received by PID {pid}"]
+    table += ["Root Cause (first observed failure):", "[0]:", "  time      : 2023-09-15_08:38:11"]
+    table += ["  rank      : 0 (local_rank: 0)", "  exitcode  : -7 (pid: 5060)"]
+    table += ["  traceback : Signal 7 (SIGBUS) received by PID 5060"]
+    entries = [
+        json.dumps({"log": text + "\n", "stream": "stderr", "time": "2023-09-15T08:38:11Z"})
+        for line in table
+        for text in (line, "")
+    ]
+    (tmp_path / "container-json.log").write_text("\n".join(entries) + "\n")
+    assert "ranks 0-2 failed alike" in render_analysis(analyze([str(tmp_path / "container-json.log")]))
