@@ -33,6 +33,7 @@ _LINE_NUMBER = re.compile(r"\s{0,8}(\d{1,7})(?:[ \t]|$)")
 NUMBERED_SHARE = 0.9
 """How many of the lines ahead, one after another, a viewer's numbers rising by one must start."""
 MIN_SPACED = 2
+"""Lines ahead a blank one must follow at the least: one line alone says nothing of a paste's spacing."""
 SPACED_SHARE = 0.9
 """How many of the lines ahead a blank one must follow, for all to be a paste's double spacing."""
 
