@@ -310,7 +310,7 @@ def split_writes(line: str) -> list[str]:
 
 
 def lines_as_written(raw: Iterable[str]) -> Iterator[Written]:
-    """Each line of ``raw`` cut at :data:`MAX_LINE`, without colour codes, the paste's margin
+    """Each line of ``raw`` cut at :data:`MAX_LINE`, without what a copy did to it (:mod:`~distmon.forensics.copied`)
     and soft wraps, its copy's labels off, glued writes apart, wrapped watchdog lines joined."""
     lines = (plain(line[:MAX_LINE].rstrip("\r\n")) for line in raw)
     return _begun(_joined(_cleaned(_unwrapped(_unnumbered(_undoubled(lines))))))
@@ -342,10 +342,12 @@ def _undoubled(lines: Iterator[str]) -> Iterator[str]:
         return
     blanks = 0
     for line in chain(ahead, lines):
-        if line.strip():
-            yield from repeat("", undoubled(blanks))
-            yield line
-        blanks = 0 if line.strip() else blanks + 1
+        if not line.strip():
+            blanks += 1
+            continue
+        yield from repeat("", undoubled(blanks))
+        yield line
+        blanks = 0
 
 
 def _unnumbered(lines: Iterator[str]) -> Iterator[str]:
