@@ -226,3 +226,14 @@ def test_a_rank_short_of_cpu_while_its_peers_are_not_is_named_so() -> None:
     alerts = raised(sim, ONSET + 60, monitor)
     assert [(a.kind, a.ranks) for _, a in alerts] == [("straggler", [2])], [a.summary for _, a in alerts]
     assert alerts[0][1].summary.startswith("rank 2 is short of CPU: its training thread waited for a CPU 30%")
+
+
+def test_a_rank_waiting_for_a_cpu_as_its_peers_do_is_named_as_holding_them_up() -> None:
+    """A loaded host where every rank waits for a CPU a fifth of the time or more: rank 2, twice as
+    slow, holds its peers up by more than twice that, and is named for it, not as short of CPU
+    (its peers are as short)."""
+    sim = SimJob(world=4, step_time=0.05).straggler(2, 2.0, data_wait=0.02, at=ONSET)
+    monitor = Monitor(Detector(probe=sim.probe, outside=seen_waiting_for_cpu(0.22, 0.2)))
+    alerts = raised(sim, ONSET + 60, monitor)
+    assert [(a.kind, a.ranks) for _, a in alerts] == [("straggler", [2])], [a.summary for _, a in alerts]
+    assert alerts[0][1].summary.startswith("rank 2 holds up its peers "), alerts[0][1].summary

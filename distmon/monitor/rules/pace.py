@@ -17,8 +17,10 @@ make no straggler, and belong to the routine and the hang rule.
 Ranks that share a host with more work than CPUs come to their collectives late by as much as
 the scheduler keeps them waiting, whatever their own pace: where an eye sees its host, a rank
 whose peers share its CPUs is named only if it holds them up by :data:`SCHEDULED` times the
-share of time it waited for a CPU. A rank short of CPU while its peers elsewhere are not (a
-busy neighbour on its node) is named so.
+share of time it waited for a CPU. A rank that waits for a CPU while its peers wait
+:data:`SCHEDULED` times less (a busy neighbour on its node) is named as short of CPU; on a host
+where every rank waits alike, the wait is not what makes it slower, and it is named as holding
+its peers up.
 
 This module decides; :mod:`distmon.monitor.rules.pace_words` words what it decides.
 """
@@ -40,8 +42,8 @@ from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.pace import Holdups
 
 STARVED_SHARE = 0.2
-"""A straggler whose training thread waited for a CPU this share of the time or more is
-named as short of CPU."""
+"""A straggler whose training thread waited for a CPU this share of the time or more, and
+:data:`SCHEDULED` times as long as its peers an eye sees, is named as short of CPU."""
 SCHEDULED = 2.0
 """Ranks that wait for a CPU some share of the time may come to their collectives that much
 late, for the scheduler's sake alone: where its peers share its host and wait for its CPUs
@@ -82,21 +84,20 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
         near = unheld & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
         sure = unheld & (held.sure >= _bar(limits.straggler_sure, held)) & (cost >= limits.straggler_cost)
         still = standing & unheld & (held.sure >= limits.straggler_still) & (held.share > 0)
-    named = []
+    starved: dict[int, Cpu | None] = {}
     for rank in np.flatnonzero(near | still).tolist():  # looked at from outside once near the line, to be ready
         looked, cpu = _cpu(job, rank, ctx)
-        if still[rank] or (looked and sure[rank] and _own(job, held, rank, cpu, ctx)):
-            named.append((rank, cpu))
-    if not named:
+        short = _starved(job, held, rank, cpu, ctx)
+        if still[rank] or (looked and sure[rank] and short is not None and _own(job, held, rank, cpu, ctx)):
+            starved[rank] = cpu if short else None
+    if not starved:
         return []
     data = job.cols.data_wait_share
     peers_data = float(np.median(data[~np.isnan(held.waits)]))
-    cpus = dict(named)
     findings = []
-    for culprits, host in _by_node(job, np.array(sorted(cpus)), near | still):
+    for culprits, host in _by_node(job, np.array(sorted(starved)), near | still):
         first = culprits[0]
-        cpu = next((cpus[r] for r in culprits if r in cpus), None)
-        starved = cpu is not None and cpu.waited >= STARVED_SHARE
+        cpu = next((starved[r] for r in culprits if starved.get(r) is not None), None)
         facts = Straggler(
             ranks=tuple(culprits),
             host=host,
@@ -107,7 +108,7 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
             data=float(np.median(data[culprits])),
             peers_data=peers_data,
             slow_data=all(data[r] >= STARVED_OF_DATA * peers_data + 0.05 for r in culprits),
-            starved=_starved_words(cpu) if starved and cpu is not None else None,
+            starved=_starved_words(cpu) if cpu is not None else None,
             report=job.report_of(first),
         )
         findings.append(finding(facts))
@@ -143,18 +144,44 @@ def _own(job: JobState, held: Holdups, rank: int, cpu: Cpu | None, ctx: Context)
     looked at."""
     if cpu is None or held.share[rank] >= SCHEDULED * cpu.waited:
         return True
-    c = job.cols
-    gid = c.g_id[rank, held.slot[rank]]
-    peers = np.flatnonzero(c.present & (c.g_id == gid).any(axis=1) & ~np.isnan(held.waits))
-    peers = peers[peers != rank]
-    if (c.host[peers] != c.host[rank]).any():
+    peers = _peers(job, held, rank)
+    if (job.cols.host[peers] != job.cols.host[rank]).any():
         return True
-    theirs = [_cpu(job, peer, ctx) for peer in peers[:LOOKED_AT].tolist()]
-    if not all(looked for looked, _ in theirs):
+    waited = _peer_waits(job, peers, ctx)
+    if waited is None:
         return False
-    waited = [peer.waited for _, peer in theirs if peer is not None]
     shared = min(cpu.waited, float(np.median(waited))) if waited else 0.0
     return bool(held.share[rank] >= SCHEDULED * shared)
+
+
+def _starved(job: JobState, held: Holdups, rank: int, cpu: Cpu | None, ctx: Context) -> bool | None:
+    """Whether the rank is short of CPU: its training thread waited for one :data:`STARVED_SHARE`
+    of the time or more, and :data:`SCHEDULED` times as long as its peers an eye sees (their
+    median). None while they have yet to be looked at."""
+    if cpu is None or cpu.waited < STARVED_SHARE:
+        return False
+    waited = _peer_waits(job, _peers(job, held, rank), ctx)
+    if waited is None:
+        return None
+    return not waited or cpu.waited >= SCHEDULED * float(np.median(waited))
+
+
+def _peers(job: JobState, held: Holdups, rank: int) -> np.ndarray:
+    """The ranks that step in the group the rank holds up, but it."""
+    c = job.cols
+    gid = c.g_id[rank, held.slot[rank]]
+    peers: np.ndarray = np.flatnonzero(c.present & (c.g_id == gid).any(axis=1) & ~np.isnan(held.waits))
+    others: np.ndarray = peers[peers != rank]
+    return others
+
+
+def _peer_waits(job: JobState, peers: np.ndarray, ctx: Context) -> list[float] | None:
+    """The share of the time each of the first :data:`LOOKED_AT` peers waited for a CPU, those an
+    eye sees; None while some have yet to be looked at."""
+    theirs = [_cpu(job, peer, ctx) for peer in peers[:LOOKED_AT].tolist()]
+    if not all(looked for looked, _ in theirs):
+        return None
+    return [peer.waited for _, peer in theirs if peer is not None]
 
 
 def _by_node(job: JobState, ranks: np.ndarray, near: np.ndarray) -> list[tuple[list[int], str | None]]:
