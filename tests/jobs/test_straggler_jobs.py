@@ -29,8 +29,8 @@ FACTOR = "2"
 them up is named only where that is twice the share of the time it waited for a CPU (else it is
 its host's scheduler's, :data:`distmon.monitor.rules.pace.SCHEDULED`); amid the suite's other
 jobs the ranks wait for one 9-13% of the time (load 9 on 2 cores), which a rank 20% slower
-(holding them up 12%) did not clear. Rank 2 waited 22% once (CI, load 9.3), as long as its peers
-on the same host: named as holding them up, not as short of CPU."""
+(holding them up 12%) did not clear. Rank 2 waited for a CPU 22% of the time once (CI, load 9.3): its
+own sleep, not that wait, holds its peers up, and it is named for the hold-up, not as short of CPU."""
 INJECTED = re.compile(r"\[train\] rank 2: injecting straggler at step \d+, t=([\d.]+)")
 
 

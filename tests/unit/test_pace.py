@@ -237,3 +237,13 @@ def test_a_rank_waiting_for_a_cpu_as_its_peers_do_is_named_as_holding_them_up() 
     alerts = raised(sim, ONSET + 60, monitor)
     assert [(a.kind, a.ranks) for _, a in alerts] == [("straggler", [2])], [a.summary for _, a in alerts]
     assert alerts[0][1].summary.startswith("rank 2 holds up its peers "), alerts[0][1].summary
+
+
+def test_a_rank_slow_of_its_own_and_waiting_for_a_cpu_a_little_longer_holds_its_peers_up() -> None:
+    """Rank 2, twice as slow, waits for a CPU 22% of the time, its peers 10%: the 12% beyond
+    theirs makes up little of what it holds them up by, and it is not named as short of CPU."""
+    sim = SimJob(world=4, step_time=0.05).straggler(2, 2.0, data_wait=0.02, at=ONSET)
+    monitor = Monitor(Detector(probe=sim.probe, outside=seen_waiting_for_cpu(0.22, 0.1)))
+    alerts = raised(sim, ONSET + 60, monitor)
+    assert [(a.kind, a.ranks) for _, a in alerts] == [("straggler", [2])], [a.summary for _, a in alerts]
+    assert alerts[0][1].summary.startswith("rank 2 holds up its peers "), alerts[0][1].summary

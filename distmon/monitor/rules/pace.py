@@ -17,10 +17,10 @@ make no straggler, and belong to the routine and the hang rule.
 Ranks that share a host with more work than CPUs come to their collectives late by as much as
 the scheduler keeps them waiting, whatever their own pace: where an eye sees its host, a rank
 whose peers share its CPUs is named only if it holds them up by :data:`SCHEDULED` times the
-share of time it waited for a CPU. A rank that waits for a CPU while its peers wait
-:data:`SCHEDULED` times less (a busy neighbour on its node) is named as short of CPU; on a host
-where every rank waits alike, the wait is not what makes it slower, and it is named as holding
-its peers up.
+share of time it waited for a CPU. A rank whose wait for a CPU beyond its peers' makes up half
+its hold-up or more (a busy neighbour on its node) is named as short of CPU; where its peers
+wait as long, or its own work holds them up most, the wait is not what makes it slower, and it
+is named as holding its peers up.
 
 This module decides; :mod:`distmon.monitor.rules.pace_words` words what it decides.
 """
@@ -42,8 +42,8 @@ from distmon.monitor.state.kinds import AlertKind
 from distmon.monitor.state.pace import Holdups
 
 STARVED_SHARE = 0.2
-"""A straggler whose training thread waited for a CPU this share of the time or more, and
-:data:`SCHEDULED` times as long as its peers an eye sees, is named as short of CPU."""
+"""A straggler whose training thread waited for a CPU this share of the time or more, where
+what it waited beyond its peers makes up half its hold-up, is named as short of CPU."""
 SCHEDULED = 2.0
 """Ranks that wait for a CPU some share of the time may come to their collectives that much
 late, for the scheduler's sake alone: where its peers share its host and wait for its CPUs
@@ -156,14 +156,15 @@ def _own(job: JobState, held: Holdups, rank: int, cpu: Cpu | None, ctx: Context)
 
 def _starved(job: JobState, held: Holdups, rank: int, cpu: Cpu | None, ctx: Context) -> bool | None:
     """Whether the rank is short of CPU: its training thread waited for one :data:`STARVED_SHARE`
-    of the time or more, and :data:`SCHEDULED` times as long as its peers an eye sees (their
-    median). None while they have yet to be looked at."""
+    of the time or more, and what it waited beyond its peers an eye sees (their median) makes
+    up one :data:`SCHEDULED`-th of its hold-up or more. None while they have yet to be looked at."""
     if cpu is None or cpu.waited < STARVED_SHARE:
         return False
     waited = _peer_waits(job, _peers(job, held, rank), ctx)
     if waited is None:
         return None
-    return not waited or cpu.waited >= SCHEDULED * float(np.median(waited))
+    beyond = cpu.waited - (float(np.median(waited)) if waited else 0.0)
+    return bool(beyond * SCHEDULED >= held.share[rank])
 
 
 def _peers(job: JobState, held: Holdups, rank: int) -> np.ndarray:
