@@ -22,11 +22,14 @@ which torch's DataLoader and NCCL say shared memory ran out::
 
 glibc's abort over a corrupted heap is the process's own; the C++ runtime's ``terminate`` is too,
 unless what it threw is torch's, NCCL's or gloo's word on a collective (a watchdog's timeout, a lost
-peer): those are read where they are said. A bus error is a mapped page with nothing behind it: in
-shared memory (NCCL's transport between a node's GPUs, the DataLoader's workers) it is /dev/shm run
-out, a container's 64 MB unless it is given more: the node's set-up, not a rank. A crash whose
-backtrace lies in the communication library's own thread (NCCL's proxy, gloo's event loop), no
-frame of the program's, is the library's, its transport's or the node's, not a rank's program.
+peer): those are read where they are said. But NCCL's "unhandled cuda error" as torch 1.8-1.12 tears
+a process group down (``Process Group destroyed on rank 3`` under it) is that rank's own CUDA error
+(the group's rank: the world's, unless the job made groups). A bus error is a mapped page with
+nothing behind it: in shared memory (NCCL's transport between a node's GPUs, the DataLoader's
+workers) it is /dev/shm run out, a container's 64 MB unless it is given more: the node's set-up,
+not a rank. A crash whose backtrace lies in the communication library's own thread (NCCL's proxy,
+gloo's event loop), no frame of the program's, is the library's, its transport's or the node's,
+not a rank's program.
 """
 
 from __future__ import annotations
@@ -77,6 +80,12 @@ _COLLECTIVE_WORDS = re.compile(
 )
 """What a process threw when its watchdog or transport gave up on a collective: said where its
 line is read, not a crash of its own."""
+_OWN_CUDA = re.compile(r"unhandled cuda error|ncclUnhandledCudaError")
+"""NCCL's word on a CUDA call of its own that failed: at a process group's teardown, the sticky error
+of the process's own CUDA context (a device-side assert, an illegal address)."""
+_DESTROYED = re.compile(r"^\s{0,8}Process Group destroyed on rank (\d{1,9})\b")
+"""The reason torch 1.8-1.12's ``~ProcessGroupNCCL`` gives the abort of its communicators, the line
+under what its ``ncclCommAbort`` threw: the rank of the process that threw it."""
 _HEAP = re.compile(
     r"^(?:\*{0,3} ?Error in `[^`]{1,200}': )?(?:double free or corruption \(\S{1,12}\)"
     r"|free\(\): invalid (?:pointer|size|next size \(\w{1,12}\))|free\(\): corrupted unsorted chunks"
@@ -147,6 +156,8 @@ class Crashes:
     """gloo's first failed check, in its words."""
     thrown: tuple[str, int | None] | None = None
     """What the C++ runtime's ``terminate`` just said was thrown, and the rank, until its ``what()``."""
+    aborting: str | None = None
+    """What a process's NCCL abort just threw on its own CUDA error, until the line naming its rank."""
 
     def line(self, body: str, rank: int | None = None) -> bool:
         """Reads ``body`` (``rank``: its label's) if it is a crash handler's, a frame of its
@@ -203,6 +214,13 @@ class Crashes:
         """``terminate called after throwing an instance of 'T'``, then its ``what():``: a crash of
         the process's own where what it threw is not a collective's word."""
         thrown, self.thrown = self.thrown, None
+        aborting, self.aborting = self.aborting, None
+        if aborting is not None and "destroyed" in body and (destroyed := _DESTROYED.match(body)) is not None:
+            if len(self.crashes) < MAX_CRASHES:
+                rank = int(destroyed.group(1))  # the group's rank: the world's, unless the job made groups
+                threw = f"the teardown of its process group (rank {rank} of it) met its own CUDA error: {aborting}"
+                self.crashes.append(Crash(6, threw, rank=rank, own=threw))
+            return True
         if "terminate called" in body and (found := _TERMINATE.search(body)) is not None:
             self.thrown = (visible(found.group(1), 200), rank)
             return True
@@ -211,7 +229,9 @@ class Crashes:
             return False
         kind, by = thrown
         said = visible(what.group(1).strip(), 200)
-        if (
+        if _OWN_CUDA.search(said):
+            self.aborting = said
+        elif (
             not _COLLECTIVE_WORDS.search(kind)
             and not _COLLECTIVE_WORDS.search(said)
             and len(self.crashes) < MAX_CRASHES
@@ -220,6 +240,11 @@ class Crashes:
             said = f"terminate called after throwing {threw}"
             self.crashes.append(Crash(6, said, rank=by, own=f"terminate: {threw}"))
         return True
+
+    @property
+    def ranked(self) -> set[int]:
+        """The ranks the crashes name, by a label or by words of their own (a rank's process group)."""
+        return {c.rank for c in self.crashes if c.rank is not None}
 
     def node_memory(self) -> str | None:
         """Why shared memory ran out, where a line says so or a bus error struck in NCCL."""

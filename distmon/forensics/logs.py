@@ -250,7 +250,7 @@ class _Reader:
             self.facts.matched += len(self.facts.stores.main_first) > waits  # a process's wait: a job's line
         self._placed()
         self._ray_placed()
-        self.facts.seen |= self.facts.debug.running.keys() | self.facts.stacks.ranked  # named by lines not their own
+        self.facts.seen |= self.facts.debug.running.keys() | self.facts.stacks.ranked | self.facts.crashes.ranked
         self.facts.ray.finish()
         self.facts.place()
 

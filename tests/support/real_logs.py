@@ -178,10 +178,6 @@ MISSED = {
     "modded_nanogpt_8xh100_torchrun_local_rank0_no_error_file_nccl_version.log": _HELD_OUT,
     "llmc_mpirun_8gpu_dataloader_assert_every_rank_sigabrt.log": _HELD_OUT,
     "bevformer_mmdet_dist_train_rank0_sigkill_at_test_start.log": _HELD_OUT,
-    "vits_mpspawn_rank0_device_side_assert_nccl_abort_unhandled_cuda.log": (
-        "a device-side assert and NCCL's abort in a process torch 1.x's destructor names only as 'rank 0' of "
-        "its group: not read as a rank"
-    ),
     "torchtune_qat_lora_distributed_compile_rank0_traceback_library_bug.log": (
         "rank 0's traceback is cut before its exception: suspected; that a library's bug hit every rank "
         "alike, only the thread says"

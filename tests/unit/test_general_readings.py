@@ -218,6 +218,25 @@ def test_a_terminate_over_a_collectives_error_is_no_crash_of_its_own() -> None:
     assert read_log([*threw.splitlines()] * 2).crashes.crashes == []
 
 
+def test_a_process_groups_teardown_on_its_own_cuda_error_names_its_rank() -> None:
+    """torch 1.8-1.12's process group destructor aborts its NCCL communicators "on rank N": where
+    the abort fails on a CUDA error (the sticky one of a kernel's own fault), that rank's CUDA work
+    failed; where a peer was lost, the abort's error is no fault of its own."""
+    own = (
+        "RuntimeError: CUDA error: an illegal memory access was encountered\n"
+        "terminate called after throwing an instance of 'c10::Error'\n"
+        "  what():  NCCL error in: /src/c10d/NCCLUtils.hpp:99, unhandled cuda error, NCCL version 2.10.3\n"
+        "Process Group destroyed on rank 3\n"
+        "Exception raised from ncclCommAbort at /src/c10d/NCCLUtils.hpp:99 (most recent call first):\n"
+    )
+    verdict = judged(own)
+    assert suspects(verdict) == [3], verdict
+    assert "own CUDA error" in verdict.suspects[0].why and "unhandled cuda error" in verdict.suspects[0].why
+    lost = own.replace("unhandled cuda error", "unhandled system error")
+    assert read_log(lost.splitlines()).crashes.crashes == []
+    assert read_log(own.replace("Process Group destroyed on rank 3", "").splitlines()).crashes.crashes == []
+
+
 @pytest.mark.parametrize("word", ["Killed", "Aborted (core dumped)", "Terminated"])
 def test_kills_and_aborts_are_no_sign_of_alike(word: str) -> None:
     """SIGKILL comes from outside for each process's own (the OOM killer's pick); SIGABRT follows

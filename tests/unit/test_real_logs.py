@@ -4953,8 +4953,8 @@ VERDICTS = [
     (
         "vits_mpspawn_rank0_device_side_assert_nccl_abort_unhandled_cuda.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        [0],
+        "suspected: rank 0 (rank 0 aborted (the teardown of its process group (rank 0 of it) met its own CUDA",
     ),
     (
         "vits_train_ms_mpspawn_unhandled_cuda_error_no_rank_named.log",
