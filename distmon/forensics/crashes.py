@@ -70,8 +70,11 @@ _FAULTS = {"Segmentation fault": 11, "Bus error": 7, "Aborted": 6, "Floating poi
 _NATIVE = re.compile(
     r"^\s{0,12}(?:PC: )?@\s{1,12}0x[0-9a-fA-F]{1,16}\s{1,12}\S{1,40}\s{1,12}(.{1,300})"
     r"|^\s{0,8}\d{1,4} 0x[0-9a-fA-F]{1,16} (.{1,300})"
+    r"|^\s{0,8}\d{1,4}\s{1,4}(?:\S{0,300}/)?(\S{1,200}\(.{0,200}?\)) \[0x[0-9a-fA-F]{1,16}\]\s*$"
 )
-"""A frame of absl's backtrace (``@ 0x... (unknown) func``) or UCX's (`` 4 0x... func()  file:0``)."""
+"""A frame of absl's backtrace (``@ 0x... (unknown) func``) or UCX's (`` 4 0x... func()  file:0``; HPC-X's
+`` 6  /lib/libibverbs.so.1(ibv_get_device_list+0x55) [0x7f...]``, its library's folder left out: a path is no
+frame of the program's)."""
 _PYTHON_FRAME = re.compile(r'^\s{0,8}File "')
 _TERMINATE = re.compile(r"terminate called after throwing an instance of '([^'\s]{1,200})'")
 _WHAT = re.compile(r"^\s{0,8}what\(\): {0,8}(\S.{0,300})")
@@ -108,6 +111,9 @@ _PROGRAM = re.compile(r"_PyEval|PyObject_|_PyFunction|Py_RunMain|python3?\.\d|to
 """Frames of the program: the interpreter running its Python, torch's operators it called."""
 _THREAD = re.compile(r"start_thread|\bclone\b|_pthread_start|thread_start|uv_run|uv__io_poll|uv__server_io")
 """Where a thread of its own starts, or an event loop runs."""
+_VERBS = re.compile(r"libibverbs|\bibv_\w{2,40}|libmlx[45]|librdmacm|\brdma_\w{2,40}")
+"""The network's verbs libraries, which NCCL and UCX call: a crash in them, beneath those, is the host's
+network stack (its drivers, the verbs an image brings), whatever thread called it."""
 
 
 @dataclass
@@ -133,12 +139,18 @@ class Crash:
     says it threw (its type and ``what()``), glibc's word on the heap it found corrupted."""
 
     @property
+    def verbs(self) -> str | None:
+        """The frame of the network's verbs library the crash struck in, if it did."""
+        return next((f for f in self.frames if _VERBS.search(f) and "(+" not in f), None)
+
+    @property
     def library(self) -> str | None:
-        """The communication library whose own thread crashed: its frames, none of the program's."""
+        """The communication library whose own thread crashed, or beneath which the verbs library
+        did: its frames, none of the program's."""
         if self.python or any(_PROGRAM.search(f) for f in self.frames):
             return None
         ours = [found.group().lower() for f in self.frames if (found := _LIBRARY.search(f))]
-        if not ours or not any(_THREAD.search(f) for f in self.frames):
+        if not ours or not (self.verbs or any(_THREAD.search(f) for f in self.frames)):
             return None
         return "NCCL" if any("nccl" in f for f in ours) else "UCX" if any(f.startswith("uc") for f in ours) else "gloo"
 
@@ -182,7 +194,7 @@ class Crashes:
                 return True
             if (frame := _NATIVE.match(body)) is not None:
                 if len(last.frames) < MAX_FRAMES:
-                    last.frames.append(visible((frame.group(1) or frame.group(2)).strip(), 300))
+                    last.frames.append(visible(next(f for f in frame.groups() if f).strip(), 300))
                 return True
         if self.shm is None and any(w in body for w in _SHM_WORDS) and _SHM.search(body):
             self.shm = visible(body.strip(), 200)
@@ -259,6 +271,8 @@ class Crashes:
         if not self.crashes or any(c.library is None for c in self.crashes):
             return None
         crash = self.crashes[0]
+        if crash.verbs is not None:
+            return f"{_who(crash)} {crash.said} in the network's verbs library under {crash.library} ({crash.verbs})"
         check = f" ({self.check})" if self.check and crash.library == "gloo" else ""
         return f"{_who(crash)} {crash.said} in {crash.library}'s own thread{check}"
 

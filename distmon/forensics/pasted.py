@@ -222,12 +222,13 @@ it, ``ncclInvalidUsage: ...``), nor holds glog's header (torchrun's agent's line
 _STARTS = re.compile(
     _STAMP.pattern + r"|[EWIF]\d{3,4} \d\d:\d\d:\d\d|\[rank\d{1,9}\]:|\[[EWIF](?:\d{3,4} \d\d:| )"
     r"|(?:what\(\):|terminate called|Traceback|frame #|Exception raised from|Root Cause|={8}|-{8}|\[\d{1,9}\]:\s*$)"
-    r'| {2}File "|' + _LABELS.pattern
+    r'| {2}File "| ?\d{1,4} {1,2}(?:/\S|0x[0-9a-f]{8})|' + _LABELS.pattern
 )
 """What a line of its own starts with, where a soft wrap's rest starts with none: a stamp, glog's
 own (torchrun's agent), a rank's prefix, what starts a C++ or Python exception, a launcher's
-table (an entry of torchrun's: ``[4]:``), a traceback's frame, a label. Not a PG's or a rank's own
-prefix (``[PG ID 0 ...``, ``[Rank 3]``): torch prints it after glog's, where a wrap may cut."""
+table (an entry of torchrun's: ``[4]:``), a traceback's frame (Python's, UCX's native one), a
+label. Not a PG's or a rank's own prefix (``[PG ID 0 ...``, ``[Rank 3]``): torch prints it after
+glog's, where a wrap may cut."""
 
 
 class Labels(NamedTuple):

@@ -198,10 +198,6 @@ MISSED = {
         "rank 1's illegal memory access is a GPU's fault of its own until the lines show every rank met it: "
         "that NCCL's transport caused it, only the thread says"
     ),
-    "flagembedding_multigpu_ucx_sigsegv_in_nccl_ibv_get_device_list_env.log": (
-        "UCX's handler reports a segfault in NCCL's InfiniBand probe, no rank named: that the node's verbs "
-        "library crashes every process alike, only the thread says"
-    ),
     "streaming_shm_prefix_internal_error_rank6_nonleader.log": (
         "rank 6's shared-memory prefix error alone: that other ranks met the library's race alike only the thread says"
     ),

@@ -1396,6 +1396,30 @@ PC: @     0x7f0000000001  (unknown)  raise
     assert assign_blame(analyze_text(program)).nobody is None, "the program's own thread: not the library's"
 
 
+def test_a_crash_in_the_verbs_library_beneath_nccl_is_the_hosts_network_stack() -> None:
+    """HPC-X's UCX prints each frame with its library's path; a frame of ibverbs under NCCL's, none of
+    the program's, is the network stack's crash, on whatever thread NCCL probed it from. Frames as wide
+    as each other are lines of their own, not one line a page wrapped."""
+    nccl = "/home/u/envs/py/lib/python3.10/site-packages/torch/lib/../../nvidia/nccl/lib/libnccl.so.2"
+    frames = [
+        "/opt/hpcx/ucx/lib/libucs.so.0(ucs_handle_error+0x2a4)",
+        "/lib/x86_64-linux-gnu/libibverbs.so.1(+0x14ba4)",
+        "/lib/x86_64-linux-gnu/libibverbs.so.1(ibv_open_device+0x31)",
+        *(f"{nccl}(+0x{offset:x})" for offset in (0x84825, 0x9F27C, 0x508AE)),
+    ]
+    crash = "Caught signal 11 (Segmentation fault: address not mapped to object at address 0x10)\n"
+    crash += "==== backtrace (tid:   4250) ====\n"
+    crash += "".join(f" {i}  {frame} [0x7f21{i:08x}]\n" for i, frame in enumerate(frames))
+    [read] = read_log(crash.splitlines()).crashes.crashes
+    assert read.frames[-1] == "libnccl.so.2(+0x508ae)", read.frames
+    said = assign_blame(analyze_text(crash)).nobody
+    assert (
+        said is not None and "in the network's verbs library under NCCL (libibverbs.so.1(ibv_open_device+0x31))" in said
+    )
+    program = crash.replace(f"{nccl}(+0x508ae)", "/usr/bin/python3.10(_PyEval_EvalFrameDefault+0x5b9c)")
+    assert assign_blame(analyze_text(program)).nobody is None, "beneath the program's own call: not the library's"
+
+
 def test_torch_distributeds_checks_of_the_programs_set_up_fail_every_process_alike() -> None:
     for message in (
         "RuntimeError: trying to initialize the default process group twice!",

@@ -4785,8 +4785,8 @@ VERDICTS = [
     (
         "flagembedding_multigpu_ucx_sigsegv_in_nccl_ibv_get_device_list_env.log",
         [],
-        [],
-        "nothing to judge: no dump, and no line of the log names a rank that",
+        NOBODY,
+        "in the network's verbs library under NCCL (libibverbs.so.1(ibv_get_device_list+0x55))",
     ),
     (
         "flagembedding_torchrun_local_rank0_sigsegv_exit_minus11.log",
