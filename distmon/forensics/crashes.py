@@ -253,6 +253,10 @@ class Crashes:
             self.crashes.append(Crash(6, said, rank=by, own=f"terminate: {threw}"))
         return True
 
+    def of(self, rank: int) -> Crash | None:
+        """The rank's crash of its own (its ``terminate``, glibc's abort), if the log shows one."""
+        return next((c for c in self.crashes if c.rank == rank and c.own is not None), None)
+
     @property
     def ranked(self) -> set[int]:
         """The ranks the crashes name, by a label or by words of their own (a rank's process group)."""

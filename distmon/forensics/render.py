@@ -189,6 +189,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
                 judged = "it waited in a collective"
             if (pasted := analysis.log.stacks.ranked.get(rank)) is not None and rank not in suspected:
                 judged = pasted.words()
+            if (crash := analysis.log.crashes.of(rank)) is not None:
+                judged = f"it aborted ({crash.said})" + ("; suspected" if rank in suspected else "")
             if (joined := analysis.log.fr_trace.joined(rank)) is not None:
                 judged = f"waits in {joined.said()} (Flight Recorder's analyzer fr_trace)"
             if rank in named:

@@ -232,6 +232,8 @@ def test_a_process_groups_teardown_on_its_own_cuda_error_names_its_rank() -> Non
     verdict = judged(own)
     assert suspects(verdict) == [3], verdict
     assert "own CUDA error" in verdict.suspects[0].why and "unhandled cuda error" in verdict.suspects[0].why
+    stood = render_analysis(analyzed(own)).split("Where each rank stood:")[1]
+    assert "rank 3: no evidence (no watchdog line in the log): it aborted (the teardown of its process group" in stood
     lost = own.replace("unhandled cuda error", "unhandled system error")
     assert read_log(lost.splitlines()).crashes.crashes == []
     assert read_log(own.replace("Process Group destroyed on rank 3", "").splitlines()).crashes.crashes == []
