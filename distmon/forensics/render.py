@@ -177,7 +177,8 @@ def _standing(analysis: Analysis, verdict: Blame) -> list[str]:
     for rank, why in analysis.missing.items():
         if rank not in analysis.ranks:
             torn = analysis.log.ended(rank)
-            judged = "suspected" if rank in suspected else "judged as never heard from"
+            unheard = "its lines say nothing of where it stood" if rank in analysis.log.seen else None
+            judged = "suspected" if rank in suspected else unheard or "judged as never heard from"
             judged = f"ended by {torn.how}" if torn is not None and rank not in suspected else judged
             if torn is not None and torn.code == SIGTERM and rank not in suspected:
                 judged = f"torn down by {torn.by} (running until then)"

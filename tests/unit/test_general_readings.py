@@ -232,8 +232,10 @@ def test_a_process_groups_teardown_on_its_own_cuda_error_names_its_rank() -> Non
     verdict = judged(own)
     assert suspects(verdict) == [3], verdict
     assert "own CUDA error" in verdict.suspects[0].why and "unhandled cuda error" in verdict.suspects[0].why
-    stood = render_analysis(analyzed(own)).split("Where each rank stood:")[1]
+    stood = render_analysis(analyzed(own + "[rank1]: epoch 3\n")).split("Where each rank stood:")[1]
     assert "rank 3: no evidence (no watchdog line in the log): it aborted (the teardown of its process group" in stood
+    assert "rank 1: no evidence (no watchdog line in the log): its lines say nothing of where it stood" in stood
+    assert "ranks 0, 2: no evidence (no line in the log): judged as never heard from" in stood
     lost = own.replace("unhandled cuda error", "unhandled system error")
     assert read_log(lost.splitlines()).crashes.crashes == []
     assert read_log(own.replace("Process Group destroyed on rank 3", "").splitlines()).crashes.crashes == []
