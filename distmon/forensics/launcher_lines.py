@@ -146,10 +146,12 @@ _CHILD = re.compile(r"Child process with PID \d{1,12} terminated with code (-?\d
 """Lightning's subprocess launcher (``_ChildProcessObserver``), on the first child it found ended
 non-zero, under ``[rank: i + 1]`` (its local rank)."""
 _LOCAL_RANK_ARG = re.compile(r"'--local[_-]rank=(\d{1,9})'")
-_CALLED = re.compile(r"' (?:returned non-zero exit status (-?\d{1,9})|died with <Signals\.SIG\w{1,10}: (\d{1,3})>)")
-"""Python's ``subprocess`` on a child that failed: its exit status, or the signal that ended it."""
 """The local rank in the command the deepspeed launcher prints: its last worker's, so 0 where the
 launcher started one worker on the node."""
+_LAUNCHER = re.compile(r"Command '\[?'?(?:\S{0,200}/)?(?:deepspeed|torchrun|accelerate|mpirun|srun)'")
+"""A launcher's own command, which another ran (accelerate the deepspeed launcher): none of its workers'."""
+_CALLED = re.compile(r"' (?:returned non-zero exit status (-?\d{1,9})|died with <Signals\.SIG\w{1,10}: (\d{1,3})>)")
+"""Python's ``subprocess`` on a child that failed: its exit status, or the signal that ended it."""
 _SRUN_SIGNALS = {
     "Killed": 9,
     "Out Of Memory": 9,
@@ -564,17 +566,15 @@ class LauncherLines:
         self.killing = 0
 
     def _called(self, body: str) -> bool:
-        """A launcher's ``CalledProcessError`` on a worker: its exit, not whose (the command
-        shown is the last the launcher built; local rank 0's where it started one worker)."""
+        """A launcher's ``CalledProcessError`` on a worker: its exit, not whose (the command shown is the last
+        it built, local rank 0's where it started one worker; or a launcher's own, run by another)."""
         found = _CALLED.search(body) if "CalledProcessError: Command '" in body else None
         if found is None:
             return False
         code = int(found.group(1)) if found.group(1) is not None else -int(found.group(2))
-        last = _LOCAL_RANK_ARG.search(body)
-        if last is not None and last.group(1) == "0":
-            self.kept(WorkerExit(LOCAL_RANK, 0, code, "the launcher", first=True))
-        else:
-            self.kept(WorkerExit(WORKER, -1, code, "the launcher", first=True))
+        last, ran = _LOCAL_RANK_ARG.search(body), _LAUNCHER.search(body)
+        unit, who = (LOCAL_RANK, 0) if last is not None and last.group(1) == "0" else (WORKER, -1)
+        self.kept(WorkerExit(unit, who, code, "Python's subprocess" if ran else "the launcher", first=True))
         return True
 
 

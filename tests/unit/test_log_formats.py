@@ -1318,6 +1318,10 @@ def test_a_launchers_called_process_error_says_a_worker_failed_not_which() -> No
     assert (exit.unit, exit.who, exit.code) == (LOCAL_RANK, 0, -9), "one worker: the one that failed"
     verdict = assign_blame(analyze_text(line.format(k=3, how="returned non-zero exit status 1")))
     assert verdict.suspects == [] and "the launcher says a worker ended by exit code 1, not which" in verdict.headline
+    assert "the last it built" in verdict.headline
+    launcher = "subprocess.CalledProcessError: Command '['/env/bin/deepspeed', '--num_gpus', '8', 'train.py']' died "
+    said = assign_blame(analyze_text(launcher + "with <Signals.SIGKILL: 9>.")).headline
+    assert "says a worker ended by signal 9 (SIGKILL)" in said and "the last it built" not in said, "accelerate's call"
 
 
 def test_torch_1_9s_table_and_a_root_cause_whose_exit_code_the_paste_cut() -> None:
