@@ -84,20 +84,20 @@ def straggler(job: JobState, ctx: Context) -> list[Finding]:
         near = unheld & (held.sure >= limits.straggler_still) & (cost >= limits.straggler_cost / 2)
         sure = unheld & (held.sure >= _bar(limits.straggler_sure, held)) & (cost >= limits.straggler_cost)
         still = standing & unheld & (held.sure >= limits.straggler_still) & (held.share > 0)
-    starved: dict[int, Cpu | None] = {}
+    named: dict[int, Cpu | None] = {}  # each rank named, with its CPUs where it is short of them
     for rank in np.flatnonzero(near | still).tolist():  # looked at from outside once near the line, to be ready
         looked, cpu = _cpu(job, rank, ctx)
         short = _starved(job, held, rank, cpu, ctx)
         if still[rank] or (looked and sure[rank] and short is not None and _own(job, held, rank, cpu, ctx)):
-            starved[rank] = cpu if short else None
-    if not starved:
+            named[rank] = cpu if short else None
+    if not named:
         return []
     data = job.cols.data_wait_share
     peers_data = float(np.median(data[~np.isnan(held.waits)]))
     findings = []
-    for culprits, host in _by_node(job, np.array(sorted(starved)), near | still):
+    for culprits, host in _by_node(job, np.array(sorted(named)), near | still):
         first = culprits[0]
-        cpu = next((starved[r] for r in culprits if starved.get(r) is not None), None)
+        cpu = next((named[r] for r in culprits if named.get(r) is not None), None)
         facts = Straggler(
             ranks=tuple(culprits),
             host=host,
