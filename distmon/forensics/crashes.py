@@ -168,8 +168,9 @@ class Crashes:
     """gloo's first failed check, in its words."""
     thrown: tuple[str, int | None] | None = None
     """What the C++ runtime's ``terminate`` just said was thrown, and the rank, until its ``what()``."""
-    aborting: str | None = None
-    """What a process's NCCL abort just threw on its own CUDA error, until the line naming its rank."""
+    aborting: tuple[str, int | None] | None = None
+    """What a process's NCCL abort just threw on its own CUDA error, and its label's rank, until the line naming
+    its rank in the group."""
 
     def line(self, body: str, rank: int | None = None) -> bool:
         """Reads ``body`` (``rank``: its label's) if it is a crash handler's, a frame of its
@@ -229,9 +230,10 @@ class Crashes:
         aborting, self.aborting = self.aborting, None
         if aborting is not None and "destroyed" in body and (destroyed := _DESTROYED.match(body)) is not None:
             if len(self.crashes) < MAX_CRASHES:
-                rank = int(destroyed.group(1))  # the group's rank: the world's, unless the job made groups
-                threw = f"the teardown of its process group (rank {rank} of it) met its own CUDA error: {aborting}"
-                self.crashes.append(Crash(6, threw, rank=rank, own=threw))
+                said, by = aborting
+                local = int(destroyed.group(1))  # the group's rank: the world's, unless the job made groups
+                threw = f"the teardown of its process group (rank {local} of it) met its own CUDA error: {said}"
+                self.crashes.append(Crash(6, threw, rank=by if by is not None else local, own=threw))
             return True
         if "terminate called" in body and (found := _TERMINATE.search(body)) is not None:
             self.thrown = (visible(found.group(1), 200), rank)
@@ -242,7 +244,7 @@ class Crashes:
         kind, by = thrown
         said = visible(what.group(1).strip(), 200)
         if _OWN_CUDA.search(said):
-            self.aborting = said
+            self.aborting = (said, by)
         elif (
             not _COLLECTIVE_WORDS.search(kind)
             and not _COLLECTIVE_WORDS.search(said)

@@ -148,7 +148,7 @@ non-zero, under ``[rank: i + 1]`` (its local rank)."""
 _LOCAL_RANK_ARG = re.compile(r"'--local[_-]rank=(\d{1,9})'")
 """The local rank in the command the deepspeed launcher prints: its last worker's, so 0 where the
 launcher started one worker on the node."""
-_LAUNCHER = re.compile(r"Command '\[?'?(?:\S{0,200}/)?(?:deepspeed|torchrun|accelerate|mpirun|srun)'")
+_LAUNCHER = re.compile(r"Command '\[?'?(?:\S{0,200}/)?(?:deepspeed|torchrun|accelerate|mpirun|srun)['\s]")
 """A launcher's own command, which another ran (accelerate the deepspeed launcher): none of its workers'."""
 _CALLED = re.compile(r"' (?:returned non-zero exit status (-?\d{1,9})|died with <Signals\.SIG\w{1,10}: (\d{1,3})>)")
 """Python's ``subprocess`` on a child that failed: its exit status, or the signal that ended it."""

@@ -236,6 +236,9 @@ def test_a_process_groups_teardown_on_its_own_cuda_error_names_its_rank() -> Non
     assert "rank 3: no evidence (no watchdog line in the log): it aborted (the teardown of its process group" in stood
     assert "rank 1: no evidence (no watchdog line in the log): its lines say nothing of where it stood" in stood
     assert "ranks 0, 2: no evidence (no line in the log): judged as never heard from" in stood
+    labelled = "".join(f"[rank11]:{line}\n" for line in own.replace("on rank 3", "on rank 1").splitlines())
+    [crash] = read_log(labelled.splitlines()).crashes.crashes
+    assert crash.rank == 11 and "(rank 1 of it)" in crash.said, "a label's global rank, not the group's own"
     lost = own.replace("unhandled cuda error", "unhandled system error")
     assert read_log(lost.splitlines()).crashes.crashes == []
     assert read_log(own.replace("Process Group destroyed on rank 3", "").splitlines()).crashes.crashes == []

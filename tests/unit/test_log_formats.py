@@ -1322,6 +1322,10 @@ def test_a_launchers_called_process_error_says_a_worker_failed_not_which() -> No
     launcher = "subprocess.CalledProcessError: Command '['/env/bin/deepspeed', '--num_gpus', '8', 'train.py']' died "
     said = assign_blame(analyze_text(launcher + "with <Signals.SIGKILL: 9>.")).headline
     assert "says a worker ended by signal 9 (SIGKILL)" in said and "the last it built" not in said, "accelerate's call"
+    shell = (
+        "subprocess.CalledProcessError: Command 'torchrun --nproc_per_node 8 train.py' returned non-zero exit status 1."
+    )
+    assert "the last it built" not in assign_blame(analyze_text(shell)).headline, "a command given as one string"
 
 
 def test_torch_1_9s_table_and_a_root_cause_whose_exit_code_the_paste_cut() -> None:
