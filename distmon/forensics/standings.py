@@ -6,7 +6,7 @@ from __future__ import annotations
 from distmon.flightrecorder.fields import ROOTED, op_family
 from distmon.forensics.logfacts import LogFacts, Timeout
 from distmon.forensics.tracebacks import Raised
-from distmon.forensics.watchdog import DEFAULT_PG
+from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP
 from distmon.monitor.state.words import rank_word
 from distmon.wire import GroupStatus, rank_runs
 
@@ -120,8 +120,17 @@ class Standings:
         """A group's size and global ranks as runs (none where the log cannot say)."""
         if group not in self.known:
             members = self._members(group)
-            self.known[group] = (len(members), rank_runs(members)) if members else (1, [])
+            self.known[group] = (self._size(group, members), rank_runs(members)) if members else (1, [])
         return self.known[group]
+
+    def _size(self, group: str, members: list[int]) -> int:
+        """A group's size: its members', but where a subgroup's works say it is smaller (an all-gather's element
+        counts), that: its members are some of ``members``, the log does not say which."""
+        if group == WORLD_GROUP or self.by_group[group][0][1].desc == DEFAULT_PG:
+            return len(members)
+        return min(
+            (size for _, t in self.by_group[group] if (size := t.size()) and size < len(members)), default=len(members)
+        )
 
     def _members(self, group: str) -> list[int] | None:
         """The world for the default group; else as the group's ``initialization options``

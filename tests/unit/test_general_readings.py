@@ -2837,3 +2837,21 @@ def test_a_process_failing_on_its_own_gpu_as_the_processes_meet_is_not_the_set_u
         )
         verdict = judged(text)
         assert verdict.nobody is None and suspects(verdict) == [5], message
+
+
+def test_a_subgroup_smaller_than_the_ranks_it_may_hold_is_said_as_so_many_of_them() -> None:
+    """torch 2.4: rank 0 times out in an all-gather of group 1 that gathers 4 elements into 8: two members, rank 0 and
+    one the log does not name. Its members are 2 of ranks 0-3, not ranks 0-3; the ranks that may be its peer stay
+    suspects."""
+    waits = (
+        "[rank0]:[E820 11:47:24.06 ProcessGroupNCCL.cpp:607] [Rank 0] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=2, OpType=_ALLGATHER_BASE, NumelIn=4, NumelOut=8, Timeout(ms)=600000) ran for 600001 "
+        "milliseconds before timing out.\n"
+        "[rank0]:[E820 11:47:24.07 ProcessGroupNCCL.cpp:1664] [PG 1 Rank 0] Exception (either an error or timeout) "
+        "detected by watchdog at work: 2, last enqueued NCCL work: 3, last completed NCCL work: 1.\n"
+        "[rank3]:[W820 11:37:20.00 init.py:1] world size 4\n"
+    )
+    analysis = analyzed(waits)
+    assert "of group 1 (2 of ranks 0-3)" in render_analysis(analysis)
+    assert [g.size for g in analysis.ranks[0].groups] == [2]
+    assert sorted(suspects(assign_blame(analysis))) == [1, 2, 3]

@@ -162,9 +162,12 @@ def time_of_day(t: float) -> str:
 
 
 def group_name(gid: str, g: GroupStatus) -> str:
-    """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks."""
+    """``group 7 (mesh_tp, ranks 4-5)``: the description users gave, and always the ranks (``2 of ranks 0-3``: a
+    log's group whose size its works say, its members some of those, which the log does not say)."""
     desc = f"{g.desc}, " if g.desc else ""
-    return f"group {gid} ({desc}ranks {ranks_text(expand(g.ranks))})"
+    members = expand(g.ranks)
+    some = f"{g.size} of " if g.size < len(members) else ""
+    return f"group {gid} ({desc}{some}ranks {ranks_text(members)})"
 
 
 def group_label(gid: str, desc: str | None) -> str:
