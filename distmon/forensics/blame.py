@@ -36,7 +36,7 @@ from distmon.forensics.logfacts import STEP_CANCELLED, LogFacts
 from distmon.forensics.mismatch import at_one_collective
 from distmon.forensics.standings import P2P_OPS, waits_unplaced
 from distmon.forensics.suspects import shown_why, unnamed_ends
-from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP
+from distmon.forensics.watchdog import DEFAULT_PG, WORLD_GROUP, own_device_error
 from distmon.monitor.state.alerts import Alert
 from distmon.monitor.state.ending import first_cause
 from distmon.monitor.state.kinds import FAILURE_KINDS
@@ -61,6 +61,11 @@ HABIT = (
     "rank 0 most often works alone while the others wait: saving a checkpoint, evaluating, "
     "preparing or downloading data"
 )
+WHOSE_GROUP = (
+    "that rank where the group holds the job's ranks in order (one tensor-parallel group, as a serving engine makes), "
+    "else the process with that place in the group"
+)
+"""Why a group's rank whose own GPU failed is suspected as the global rank of its number."""
 NOT_DELIVERED = (
     "Check peer-to-peer between the GPUs (`nvidia-smi topo -p2p r`; NCCL_P2P_DISABLE=1 as a test), PCIe ACS and the "
     "IOMMU (ACS off, iommu=pt), the driver; across nodes, the interface NCCL uses (NCCL_SOCKET_IFNAME, NCCL_IB_HCA) "
@@ -222,7 +227,9 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
     log = analysis.log
     said = []
     if log.unplaced_said:
-        said.append(f"the watchdog's lines name no global rank ({'; '.join(log.unplaced_said[:3])})")
+        said.append(
+            f"the watchdog's lines name no global rank ({'; '.join(s.unplaced for s in log.unplaced_said[:3])})"
+        )
     primary = [r for r in log.unplaced if not r.consequence and not r.stopped]  # a launcher's own stop is none
     if primary:
         said.append(f"a process the log does not name raised {primary[0].type}: {first_line(primary[0].message)}")
@@ -263,6 +270,9 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
                 "has its own GPU (the rank, where the job runs on one node)",
             )
         )
+    if not suspects and not log.seen and (own := own_device_error(log.unplaced_said)) is not None:
+        why = f"its own GPU's error ended its watchdog as rank {own.local} of group {own.group}; {WHOSE_GROUP}"
+        suspects.append(Suspect(own.local or 0, why))
     if stored and not suspects and 0 not in waiters and not log.stores.in_subgroups():
         suspects.append(Suspect(0, f"{NO_LINE}; {HABIT}"))
     if consequences or peers or stored:

@@ -135,8 +135,8 @@ class LogFacts:
     from such a line, else this year's)."""
     unplaced_lines: int = 0
     """Watchdog lines whose rank the log does not say."""
-    unplaced_said: list[str] = field(default_factory=list)
-    """What the first of them say, in words."""
+    unplaced_said: list[Said] = field(default_factory=list)
+    """What the first of them say."""
     restarts: list[str] = field(default_factory=list)
     """Per log whose torchrun restarted its workers, in words: how many times, and the first failure before its
     last attempt, which alone the log is judged on."""

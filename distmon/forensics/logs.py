@@ -379,7 +379,7 @@ class _Reader:
         if rank is None:
             self.facts.unplaced_lines += 1
             if len(self.facts.unplaced_said) < MAX_UNPLACED:
-                self.facts.unplaced_said.append(found.unplaced)
+                self.facts.unplaced_said.append(found)
             return
         self.facts.seen.add(rank)
         if at is not None:

@@ -185,6 +185,13 @@ class Said:
         return f"{who}: {what or 'its watchdog fired'}"
 
 
+def own_device_error(said: list[Said]) -> Said | None:
+    """The one group-local rank whose watchdog lines, placed on no global rank, end with its own device's error (a
+    CUDA error, not NCCL's under it); None where they name none or several."""
+    own = {(s.group, s.local): s for s in said if s.local is not None and (s.error or "").startswith("CUDA error")}
+    return next(iter(own.values())) if len(own) == 1 else None
+
+
 _CONTINUES = re.compile(r"\s*(?:WorkNCCL\(|ran for |before timing out|last (?:enqueued|completed)|PG status)")
 """How the rest of a watchdog message a person broke over lines starts."""
 

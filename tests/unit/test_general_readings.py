@@ -2855,3 +2855,29 @@ def test_a_subgroup_smaller_than_the_ranks_it_may_hold_is_said_as_so_many_of_the
     assert "of group 1 (2 of ranks 0-3)" in render_analysis(analysis)
     assert [g.size for g in analysis.ranks[0].groups] == [2]
     assert sorted(suspects(assign_blame(analysis))) == [1, 2, 3]
+
+
+def _watchdog_ended(group: str, local: int, error: str) -> str:
+    return (
+        "terminate called after throwing an instance of 'c10::DistBackendError'\n"
+        f"  what():  [PG ID 2 PG GUID {group} Rank {local}] Process group watchdog thread terminated with exception: "
+        f"{error}\n"
+    )
+
+
+def test_a_group_rank_whose_own_gpu_ended_its_watchdog_is_suspected_by_its_number_where_no_global_rank_is_named() -> (
+    None
+):
+    """A serving engine's processes print no ``[rankN]:``: the watchdog of rank 1 of group 3 ended on its own GPU's
+    CUDA error. Its global rank is not in the log; where the group holds the job's ranks in order (one tensor-parallel
+    group) it is rank 1: suspected, with that said. Not on NCCL's error under it (a lost peer's), nor where two of the
+    group's ranks failed so, nor where a line names a global rank."""
+    own = _watchdog_ended("3", 1, "CUDA error: an illegal memory access was encountered")
+    verdict = judged(own)
+    assert verdict.culprits == [] and suspects(verdict) == [1]
+    assert "rank 1 of group 3" in verdict.suspects[0].why and "in order" in verdict.suspects[0].why
+    assert suspects(judged(_watchdog_ended("3", 1, "NCCL error: remote process exited or there was a network error")))[
+        :1
+    ] != [1]
+    assert suspects(judged(own + _watchdog_ended("3", 2, "CUDA error: an illegal memory access was encountered"))) == []
+    assert 1 not in suspects(judged("[rank6]:[W1124 03:12:40.2 init.py:1] step 10\n" + own))

@@ -7041,7 +7041,7 @@ VERDICTS = [
     (
         "sglang_tp_pg2_rank1_illegal_memory_watchdog_what.log",
         [],
-        [],
+        [1],
         "the watchdog's lines name no global rank (rank 1 of group 3: CUDA",
     ),
     (
@@ -7053,7 +7053,7 @@ VERDICTS = [
     (
         "sglang_v100_pg1_rank1_device_side_assert_watchdog.log",
         [],
-        [],
+        [1],
         "the watchdog's lines name no global rank (rank 1 of group 1: CUDA",
     ),
     (
