@@ -116,7 +116,8 @@ def test_a_stalled_rank_is_named_alone_with_its_waiting_peers(parallel_job, para
     details = [e.alert.detail for e in hang_updates(parallel_job_recording, [5])]
     assert any("rank 4 in collective" in d and "(tp, ranks 4-5)" in d for d in details), details[-1]
     assert "(dp, ranks" in detail, "the data-parallel groups waiting for rank 4 are evidence"
-    assert "parallel.py" in detail and "time.sleep" in detail, "rank 5's own stack"
+    # its own stack while it stood; the last update, as rank 5 comes back to work, may say it makes progress instead
+    assert any("parallel.py" in d and "time.sleep" in d for d in details), f"rank 5's own stack: {details[-1]}"
     assert not [a for a in alerts if a["severity"] == "critical" and a["kind"] != "hang"], alerts
 
 
