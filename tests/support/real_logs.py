@@ -17,10 +17,28 @@ def read_launcher(text: str) -> list[WorkerExit]:
     return exits
 
 
-_HELD_OUT = "held out (rounds 77, 79 to 81, 83, 85 and 86): missed as found; not studied, no rule written against it"
+_HELD_OUT = (
+    "held out (rounds 77, 79 to 81, 83, 85, 86 and 88): missed as found; not studied, no rule written against it"
+)
 """Why a held-out log is missed is not asked: its misses are counted, not read."""
 
 MISSED = {
+    "chainermn_azureml_aks_mpi_launcher_create_communicator_nccl_not_available_in_cupy_image.log": _HELD_OUT,
+    "deepmd_kit_horovod_mpirun_conda_mpich_vs_openmpi_ranks_not_detected_all_on_gpu0_oom.log": _HELD_OUT,
+    "megatron_lm_torch_distributed_launch_interleaved_pipeline_p2pop_check_op_failure_every_node.log": _HELD_OUT,
+    "ms_swift_megatron_cli_dpo_data_iterator_stopiteration_at_step_100_framework_bug.log": _HELD_OUT,
+    "nccl_tests_mpirun_two_node_16_rank_gdr_ib_error4_mismatched_collective_warnings_acs_setup.log": _HELD_OUT,
+    "nemo_container_25_04_multi_node_32_ranks_nccl_could_not_find_net_id0_fixed_by_nccl_upgrade.log": _HELD_OUT,
+    "nemo_nlp_ddp_plugin_two_nodes_num_nodes_default_one_world_size_one_rank1_stuck_store_barrier.log": _HELD_OUT,
+    "pipedream_manual_two_process_launch_vgg16_nccl_send_unsupported_old_pytorch_every_rank.log": _HELD_OUT,
+    "pytorch_ddp_two_node_nccl_roce_ib_completion_error12_gid_index_mismatch_init_failure.log": _HELD_OUT,
+    "pytorch_lightning_k8s_multinode_nccl_226_could_not_find_net_id0_rank2_traceback_nccl_bug.log": _HELD_OUT,
+    "rfdetr_lightning_ddp_two_gpus_unused_parameters_runtimeerror_every_rank_strategy_bug.log": _HELD_OUT,
+    "rocm_vllm_tp2_dual_gfx1100_rccl_hang_unless_nccl_p2p_disable_platform_p2p_fault.log": _HELD_OUT,
+    "torchtitan_torchrun_fsdp_two_gpus_validation_steps_minus_one_ranks_exhaust_data_unevenly_hang.log": _HELD_OUT,
+    "torchtitan_torchrun_pp4_zbv_zero_bubble_interleaved_stage_placement_keyerror_on_ranks.log": _HELD_OUT,
+    "ultralytics_yolov8_obb_ddp_two_gpus_rank1_distbackenderror_faulty_gpu7_outside_job_nvml.log": _HELD_OUT,
+    "xpu_oneccl_xccl_vllm_tp2_two_ranks_hang_create_comm_id_kvs_picks_wrong_interface.log": _HELD_OUT,
     "torchrun_srun_subgroup_allgather_barrier_device_guess_rank4_table.log": (
         "torchrun's table says rank 4 ended first (exit 1, no traceback) while rank 0 waits in a subgroup's "
         "all-gather: that torch's barrier guessed every rank's device wrong in subgroups, only a maintainer's "
