@@ -271,8 +271,9 @@ def _nothing(analysis: Analysis, told: Accounts, first: Alert | None) -> Blame:
             )
         )
     if not suspects and not log.seen and (own := own_device_error(log.unplaced_said)) is not None:
+        assert own.local is not None, "own_device_error names a group's rank"
         why = f"its own GPU's error ended its watchdog as rank {own.local} of group {own.group}; {WHOSE_GROUP}"
-        suspects.append(Suspect(own.local or 0, why))
+        suspects.append(Suspect(own.local, why))
     if stored and not suspects and 0 not in waiters and not log.stores.in_subgroups():
         suspects.append(Suspect(0, f"{NO_LINE}; {HABIT}"))
     if consequences or peers or stored:
